@@ -1,0 +1,108 @@
+# wdrift: build, test, benchmark and install.
+#
+#   make deps      install the Debian packages the build, tests and demo need
+#   make           build build/wdrift and build/libwdrift.so (CUDA when nvcc exists)
+#   make check     build and run every test that needs no GPU
+#   make demo      build and compare generated checkpoints
+#   make bench     CPU engine benchmark against scipy and numpy (not a test)
+#   make install   PREFIX=/usr/local DESTDIR=
+#
+# Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
+# Debian's numpy, scipy and h5py.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+PYTHON  ?= /usr/bin/python3
+CC      ?= cc
+OPT     ?= -O3
+BUILD   ?= build
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(NVCC),)
+CUDA ?= 0
+else
+CUDA ?= 1
+endif
+
+DEB_PKGS := gcc make libc6-dev pkg-config clang \
+	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev \
+	python3 python3-numpy python3-scipy python3-h5py
+
+# pkg-config knows these once `make deps` has run; until then the flags are
+# empty and only the deps target is usable.
+PKGS       := hdf5 jansson
+PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS   ?= -g $(OPT)
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) -Ilib $(PKG_CFLAGS) $(CFLAGS)
+RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
+
+LIB_SRCS := lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c lib/checkpoint.c
+CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+# The CUDA backend (issue 3) lives in cuda/*.cu and is compiled here when nvcc
+# exists; today the directory holds no kernels yet.
+CUDA_SRCS := $(wildcard cuda/*.cu)
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps check test demo bench install uninstall clean
+all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdrift-bench $(UNIT_BINS)
+
+deps:
+	@sh scripts/deps.sh $(DEB_PKGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/libwdrift.so: $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) -lm -lpthread
+
+$(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/libwdrift.so
+	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
+
+$(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
+	$(CC) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+
+# Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
+check: deps
+	@$(MAKE) --no-print-directory all
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run.sh
+
+test: all
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@$(PYTHON) bench/bench.py --wdrift-bench $(BUILD)/wdrift-bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/wdrift
+	install -m 755 $(BUILD)/wdrift $(DESTDIR)$(PREFIX)/bin/wdrift
+	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
+	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
+	install -m 644 config/wdrift.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
+		$(DESTDIR)$(PREFIX)/lib/libwdrift.so.0 $(DESTDIR)$(PREFIX)/include/wdrift.h \
+		$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(UNIT_BINS:%=%.d)

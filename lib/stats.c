@@ -1,0 +1,161 @@
+/*
+ * stats.c: per-tensor summaries (from a prepared tensor) and element-wise
+ * statistics of two raw tensors with the same element count. Sums run in
+ * double, in blocks; the variance is taken about the mean in a second pass,
+ * so a large mean does not cancel a small spread.
+ */
+#include <errno.h>
+#include <math.h>
+
+#include "dtype.h"
+#include "prepared.h"
+
+#define BLOCK 4096
+
+static double sorted_at(const struct wd_prepared *p, uint64_t i)
+{
+	if (p->store == WD_F32)
+		return ((const float *)p->values)[i];
+	return ((const double *)p->values)[i];
+}
+
+static void summarize_sorted(const struct wd_prepared *p, struct wd_summary *s)
+{
+	uint64_t n = p->n_finite;
+	double sum = 0, sq = 0, dev = 0;
+
+	for (uint64_t at = 0; at < n; at += BLOCK) {
+		uint64_t end = n - at < BLOCK ? n : at + BLOCK;
+		double bs = 0, bq = 0;
+		for (uint64_t i = at; i < end; i++) {
+			double x = sorted_at(p, i);
+			bs += x;
+			bq += x * x;
+		}
+		sum += bs;
+		sq += bq;
+	}
+	s->mean = sum / (double)n;
+	for (uint64_t at = 0; at < n; at += BLOCK) {
+		uint64_t end = n - at < BLOCK ? n : at + BLOCK;
+		double bd = 0;
+		for (uint64_t i = at; i < end; i++) {
+			double d = sorted_at(p, i) - s->mean;
+			bd += d * d;
+		}
+		dev += bd;
+	}
+	s->std = sqrt(dev / (double)n);
+	s->min = sorted_at(p, 0);
+	s->max = sorted_at(p, n - 1);
+	s->l2 = sqrt(sq);
+}
+
+static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
+{
+	const struct half_table *t = half_table_get(p->store);
+	double sum = 0, sq = 0, dev = 0;
+	int seen = 0;
+
+	for (uint32_t j = 0; j < t->n_order; j++) {
+		uint64_t c = p->hist[t->order[j]];
+		double x = t->value[t->order[j]];
+		if (!c)
+			continue;
+		if (!seen)
+			s->min = x;
+		seen = 1;
+		s->max = x;
+		sum += (double)c * x;
+		sq += (double)c * x * x;
+	}
+	s->mean = sum / (double)p->n_finite;
+	for (uint32_t j = 0; j < t->n_order; j++) {
+		uint64_t c = p->hist[t->order[j]];
+		double d = t->value[t->order[j]] - s->mean;
+		if (c)
+			dev += (double)c * d * d;
+	}
+	s->std = sqrt(dev / (double)p->n_finite);
+	s->l2 = sqrt(sq);
+}
+
+void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
+{
+	s->numel = p->numel;
+	s->n_finite = p->n_finite;
+	s->nonfinite = p->nonfinite;
+	s->mean = s->std = s->min = s->max = NAN;
+	s->l2 = 0;
+	if (!p->n_finite)
+		return;
+	if (p->method == WD_METHOD_HIST16)
+		summarize_hist(p, s);
+	else
+		summarize_sorted(p, s);
+}
+
+/* Decodes count elements of v from index at into out, as doubles. */
+static void decode_block(const struct wd_view *v, uint64_t at, uint64_t count,
+			 double *out)
+{
+	const struct half_table *t = half_table_get(v->dtype);
+
+	switch (v->dtype) {
+	case WD_F32:
+		for (uint64_t i = 0; i < count; i++)
+			out[i] = ((const float *)v->data)[at + i];
+		break;
+	case WD_F64:
+		for (uint64_t i = 0; i < count; i++)
+			out[i] = ((const double *)v->data)[at + i];
+		break;
+	case WD_F16:
+	case WD_BF16:
+		for (uint64_t i = 0; i < count; i++)
+			out[i] = t->value[((const uint16_t *)v->data)[at + i]];
+		break;
+	}
+}
+
+int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
+		  const struct wd_view *b, struct wd_pair_stats *out)
+{
+	double da[BLOCK], db[BLOCK];
+	double maxd = 0, dd = 0, aa = 0;
+	uint64_t n_diff = 0, n_cmp = 0;
+
+	(void)e;
+	if (a->numel != b->numel || !wd_dtype_size(a->dtype) ||
+	    !wd_dtype_size(b->dtype) || (a->numel && (!a->data || !b->data)))
+		return -EINVAL;
+	for (uint64_t at = 0; at < a->numel; at += BLOCK) {
+		uint64_t count = a->numel - at < BLOCK ? a->numel - at : BLOCK;
+		double bd = 0, ba = 0;
+		decode_block(a, at, count, da);
+		decode_block(b, at, count, db);
+		for (uint64_t i = 0; i < count; i++) {
+			double x = da[i], y = db[i];
+			if (isfinite(x) && isfinite(y)) {
+				double d = fabs(x - y);
+				n_cmp++;
+				n_diff += d != 0;
+				maxd = d > maxd ? d : maxd;
+				bd += d * d;
+				ba += x * x;
+			} else if (!(x == y || (isnan(x) && isnan(y)))) {
+				n_diff++;
+			}
+		}
+		dd += bd;
+		aa += ba;
+	}
+	out->n_diff = n_diff;
+	out->n_compared = n_cmp;
+	out->max_abs_diff = n_cmp ? maxd : NAN;
+	if (dd == 0)
+		out->rel_l2 = n_cmp ? 0 : NAN;
+	else
+		out->rel_l2 = aa > 0 ? sqrt(dd) / sqrt(aa) : NAN;
+	return 0;
+}

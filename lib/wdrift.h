@@ -1,0 +1,152 @@
+/*
+ * wdrift.h: the public C API of libwdrift, the exact drift engine.
+ *
+ * The engine measures how far two tensors of weights are apart:
+ *   - W1, the 1-D Wasserstein-1 distance between the empirical distributions
+ *     of their finite values (what scipy.stats.wasserstein_distance returns);
+ *   - counts of NaN, +Inf and -Inf on each side, left out of W1;
+ *   - element-wise statistics when the element counts match;
+ *   - per-tensor summaries.
+ *
+ * Usage: open an engine, prepare each tensor once (sorted values, or an
+ * exact 65536-bin count for 16-bit data), then ask for W1 between any two
+ * prepared tensors. A prepared baseline is reused against every run it is
+ * compared with.
+ *
+ * Conventions: functions return 0 or a negative errno. Objects are freed by
+ * functions that take a T ** and set it to NULL. An engine is not thread
+ * safe: use one per thread. This header depends on nothing but libc.
+ */
+#ifndef WDRIFT_H
+#define WDRIFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WDRIFT_VERSION "0.1.0"
+
+/* Element types. bf16 is the upper half of an IEEE binary32. */
+enum wd_dtype { WD_F32 = 0, WD_F64 = 1, WD_F16 = 2, WD_BF16 = 3 };
+#define WD_DTYPE_COUNT 4
+
+/* "f32", "f64", "f16", "bf16"; "?" for an invalid value. */
+const char *wd_dtype_name(enum wd_dtype t);
+/* Parses the names above (and "float32", "bfloat16", ...). 0 or -EINVAL. */
+int wd_dtype_parse(const char *s, enum wd_dtype *out);
+/* Bytes per element: 4, 8, 2, 2; 0 for an invalid value. */
+size_t wd_dtype_size(enum wd_dtype t);
+
+/* A borrowed, contiguous tensor. The engine never writes through data. */
+struct wd_view {
+	enum wd_dtype dtype;
+	const void *data;
+	uint64_t numel;
+};
+
+struct wd_nonfinite {
+	uint64_t nan, posinf, neginf;
+};
+
+/*
+ * Summary of a tensor's finite values. std is the population standard
+ * deviation (ddof = 0, as numpy.std). mean, std, min and max are NaN when
+ * no value is finite; l2 is then 0.
+ */
+struct wd_summary {
+	uint64_t numel;		/* all elements */
+	uint64_t n_finite;
+	struct wd_nonfinite nonfinite;
+	double mean, std, min, max, l2;
+};
+
+/*
+ * Element-wise statistics of two tensors with the same element count.
+ * max_abs_diff and rel_l2 = ||a-b|| / ||a|| run over positions where both
+ * values are finite (n_compared of them). rel_l2 is 0 when a == b there and
+ * NaN when ||a|| = 0 but a != b; max_abs_diff is NaN when n_compared = 0.
+ * n_diff counts positions whose values differ: -0 equals +0, and a position
+ * where both hold the same non-finite kind (NaN/NaN, +Inf/+Inf, -Inf/-Inf)
+ * does not differ.
+ */
+struct wd_pair_stats {
+	double max_abs_diff;
+	double rel_l2;
+	uint64_t n_diff;
+	uint64_t n_compared;
+};
+
+enum wd_backend { WD_BACKEND_AUTO = 0, WD_BACKEND_CPU = 1, WD_BACKEND_CUDA = 2 };
+
+/* How a tensor was prepared. */
+enum wd_method {
+	WD_METHOD_SORT = 0,	/* finite values, radix sorted */
+	WD_METHOD_HIST16 = 1,	/* exact 65536-bin count of 16-bit codes */
+};
+
+/* Flags for wd_prepare(). */
+#define WD_PREP_FORCE_SORT 1u	/* sort even 16-bit data (tests, references) */
+
+struct wd_engine;
+struct wd_prepared;
+
+/*
+ * Opens an engine on the given backend. AUTO picks CUDA when a device is
+ * present and the library was built with it, else the CPU. Asking for CUDA
+ * where it is not available returns -ENODEV.
+ */
+int wd_engine_open(enum wd_backend backend, struct wd_engine **out);
+void wd_engine_close(struct wd_engine **e);
+/* A one-line description of the backend and device, e.g. "cpu". */
+const char *wd_engine_describe(const struct wd_engine *e);
+
+/*
+ * Prepares a tensor for W1: counts its non-finite values and keeps its finite
+ * values sorted, or, for bf16/fp16 data and fp32 data whose low 16 bits are
+ * all zero (upcast bf16), an exact 65536-bin count. The prepared tensor owns
+ * its memory; the view may be released afterwards. numel may be 0.
+ * Returns 0, -EINVAL (bad dtype or NULL data with numel > 0) or -ENOMEM.
+ */
+int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
+	       struct wd_prepared **out);
+void wd_prepared_free(struct wd_prepared **p);
+
+enum wd_method wd_prepared_method(const struct wd_prepared *p);
+enum wd_dtype wd_prepared_dtype(const struct wd_prepared *p);
+uint64_t wd_prepared_numel(const struct wd_prepared *p);
+uint64_t wd_prepared_finite(const struct wd_prepared *p);
+void wd_prepared_nonfinite(const struct wd_prepared *p, struct wd_nonfinite *out);
+
+/* Computes the summary of a prepared tensor (one pass over its values). */
+void wd_summarize(const struct wd_prepared *p, struct wd_summary *out);
+
+/*
+ * W1 between the finite values of two prepared tensors, of any dtypes and
+ * sizes. *w1 is NaN when either side has no finite value (the distance is
+ * undefined there; scipy raises). Accumulates in double.
+ */
+int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
+	  const struct wd_prepared *b, double *w1);
+
+/* Element-wise statistics; -EINVAL unless a->numel == b->numel. */
+int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
+		  const struct wd_view *b, struct wd_pair_stats *out);
+
+/*
+ * Rounds every value of src to bf16 or fp16 (to = WD_BF16 or WD_F16) with
+ * round-to-nearest-even, as a cast in PyTorch does, writing the 16-bit codes
+ * to dst (src->numel of them). Values beyond the format's range become Inf;
+ * NaN stays NaN. Returns 0 or -EINVAL.
+ */
+int wd_round16(const struct wd_view *src, enum wd_dtype to, uint16_t *dst);
+
+/* The value of a 16-bit code of bf16 or fp16 (NaN for other dtypes). */
+double wd_decode16(enum wd_dtype t, uint16_t code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
