@@ -1,0 +1,30 @@
+/*
+ * cli.h: what every wdrift subcommand shares: the command table and the
+ * message helpers. Messages are lower-case, quote their subject, and go to
+ * stderr as "wdrift CMD: ...".
+ */
+#ifndef WD_CLI_H
+#define WD_CLI_H
+
+/* Exit codes. */
+#define EXIT_OK 0
+#define EXIT_FAIL 1	/* bad input, or the work failed */
+#define EXIT_USAGE 2	/* bad command line */
+
+struct cli_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+/* Set by main to the running subcommand, for message prefixes. */
+extern const char *cli_cmd;
+
+/* Prints "wdrift CMD: error: MSG" and returns EXIT_FAIL. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int cmd_compare(int argc, char **argv);
+
+#endif

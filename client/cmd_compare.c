@@ -1,0 +1,360 @@
+/*
+ * cmd_compare.c: `wdrift compare`, the engine on checkpoint files, with no
+ * daemon. Tensors are read and compared one name at a time, so memory holds
+ * one tensor of each file, not whole checkpoints.
+ */
+#include <fnmatch.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "compare.h"
+
+static const char usage_text[] =
+"usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
+"                      [--round-proxy bf16|fp16] [--layers GLOB]... [--json]\n"
+"\n"
+"Per-layer drift of a candidate checkpoint from a baseline, in the context of\n"
+"proxy runs, computed exactly by the wdrift engine. Tensors are matched by\n"
+"name (the dataset's path without the leading '/').\n"
+"\n"
+"For each tensor: W1, the Wasserstein-1 distance between the baseline's and\n"
+"the candidate's finite values (as scipy.stats.wasserstein_distance); when\n"
+"the element counts match, max|a-b| and the relative L2 ||a-b||/||a||;\n"
+"NaN/+Inf/-Inf counts; and for each proxy, W1(baseline, proxy) and the\n"
+"ratio W1(baseline, candidate) / W1(baseline, proxy).\n"
+"\n"
+"options:\n"
+"  --proxy [LABEL=]FILE   add a proxy run (a low-precision run, another seed);\n"
+"                         LABEL defaults to the file name without extension\n"
+"  --round-proxy FMT      add the synthetic proxy 'round:FMT': the baseline\n"
+"                         rounded to bf16 or fp16 (nearest even). A weaker\n"
+"                         bound than a trained proxy run\n"
+"  --layers GLOB          compare only tensors whose name matches GLOB\n"
+"                         (fnmatch; '*' also matches '.' and '/'); repeatable\n"
+"  --json                 print one JSON object (schema: docs/compare.md)\n"
+"  -h, --help             show this help\n"
+"\n"
+"Checkpoint files are HDF5: f16, f32, f64, or bf16 (docs/checkpoints.md).\n"
+"Names present in only one of baseline and candidate are listed as unmatched.\n"
+"\n"
+"exit status: 0 success; 1 bad input (the message names the file and the\n"
+"dataset); 2 usage error.\n";
+
+struct options {
+	const char *base_path, *cand_path;
+	struct compare_proxy *proxies;
+	size_t n_proxies;
+	char **globs;
+	size_t n_globs;
+	int json;
+};
+
+static char *file_stem(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	const char *dot = strrchr(b, '.');
+	size_t len = dot && dot != b ? (size_t)(dot - b) : strlen(b);
+	return strndup(b, len);
+}
+
+static int add_proxy(struct options *o, const char *arg, int round_to)
+{
+	struct compare_proxy p = { .round_to = round_to };
+	const char *eq = strchr(arg, '=');
+
+	if (round_to >= 0) {
+		p.label = strdup(round_to == WD_BF16 ? "round:bf16" : "round:fp16");
+	} else if (eq && eq != arg && !memchr(arg, '/', (size_t)(eq - arg)) &&
+		   access(arg, F_OK) != 0) {
+		p.label = strndup(arg, (size_t)(eq - arg));
+		p.path = eq + 1;
+	} else {
+		p.label = file_stem(arg);
+		p.path = arg;
+	}
+	if (p.path && !p.path[0])
+		return cli_usage_error("--proxy '%s': no file", arg);
+	for (size_t i = 0; i < o->n_proxies; i++)
+		if (!strcmp(o->proxies[i].label, p.label))
+			return cli_usage_error("proxy label '%s' given twice; name them with LABEL=FILE",
+					       p.label);
+	o->proxies = realloc(o->proxies, (o->n_proxies + 1) * sizeof(p));
+	o->proxies[o->n_proxies++] = p;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "proxy", required_argument, NULL, 'p' },
+		{ "round-proxy", required_argument, NULL, 'r' },
+		{ "layers", required_argument, NULL, 'l' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, r;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if ((r = add_proxy(o, optarg, -1)))
+				return r;
+			break;
+		case 'r':
+			if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16"))
+				r = add_proxy(o, optarg, WD_BF16);
+			else if (!strcmp(optarg, "fp16") || !strcmp(optarg, "f16"))
+				r = add_proxy(o, optarg, WD_F16);
+			else
+				return cli_usage_error("--round-proxy '%s': expected bf16 or fp16", optarg);
+			if (r)
+				return r;
+			break;
+		case 'l':
+			o->globs = realloc(o->globs, (o->n_globs + 1) * sizeof(char *));
+			o->globs[o->n_globs++] = optarg;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(EXIT_OK);
+		case ':':
+			return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage_error("expected BASELINE.h5 and CANDIDATE.h5, got %d file%s",
+				       argc - optind, argc - optind == 1 ? "" : "s");
+	o->base_path = argv[optind];
+	o->cand_path = argv[optind + 1];
+	return 0;
+}
+
+static int selected(const struct options *o, const char *name)
+{
+	if (!o->n_globs)
+		return 1;
+	for (size_t i = 0; i < o->n_globs; i++)
+		if (!fnmatch(o->globs[i], name, 0))
+			return 1;
+	return 0;
+}
+
+/* Reads tensor i of c and prepares it; on success *view holds its data. */
+static int load_prepared(struct wd_engine *e, struct wd_ckpt *c, size_t i,
+			 struct wd_view *view, struct wd_prepared **p)
+{
+	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
+	char err[WD_CKPT_ERR_MAX];
+	void *data;
+	int r;
+
+	if (wd_ckpt_read(c, i, &data, err) < 0)
+		return cli_error("%s", err);
+	*view = (struct wd_view){ en->dtype, data, en->numel };
+	r = wd_prepare(e, view, 0, p);
+	if (r < 0) {
+		free(data);
+		view->data = NULL;
+		return cli_error("'%s': dataset '%s': cannot prepare: %s",
+				 wd_ckpt_path(c), en->name, strerror(-r));
+	}
+	return 0;
+}
+
+/* W1 of the baseline against proxy k, for one tensor. */
+static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
+		    struct wd_ckpt *ck, const char *name,
+		    const struct wd_view *base_view, const struct wd_prepared *base,
+		    double *w1)
+{
+	struct wd_prepared *pp = NULL;
+	struct wd_view v = { 0 };
+	int r;
+
+	if (px->round_to >= 0) {
+		uint16_t *codes = malloc(base_view->numel * 2 + 2);
+		if (!codes)
+			return cli_error("out of memory rounding '%s'", name);
+		wd_round16(base_view, (enum wd_dtype)px->round_to, codes);
+		v = (struct wd_view){ (enum wd_dtype)px->round_to, codes, base_view->numel };
+		r = wd_prepare(e, &v, 0, &pp);
+		if (r < 0)
+			return free(codes), cli_error("cannot prepare '%s': %s", name, strerror(-r));
+	} else {
+		long idx = wd_ckpt_find(ck, name);
+		if (idx < 0)
+			return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
+					 px->path, px->label, name);
+		if ((r = load_prepared(e, ck, (size_t)idx, &v, &pp)))
+			return r;
+	}
+	wd_w1(e, base, pp, w1);
+	wd_prepared_free(&pp);
+	free((void *)v.data);
+	return 0;
+}
+
+static int compare_layer(struct wd_engine *e, const struct options *o,
+			 struct wd_ckpt *base, struct wd_ckpt *cand,
+			 struct wd_ckpt **pck, size_t bi, size_t ci,
+			 struct layer_result *lr)
+{
+	struct wd_view bv = { 0 }, cv = { 0 };
+	struct wd_prepared *bp = NULL, *cp = NULL;
+	const struct wd_ckpt_entry *be = wd_ckpt_entry(base, bi);
+	int r;
+
+	lr->name = strdup(be->name);
+	lr->proxy_w1 = calloc(o->n_proxies + 1, sizeof(double));
+	lr->ratio = calloc(o->n_proxies + 1, sizeof(double));
+	if ((r = load_prepared(e, base, bi, &bv, &bp)) ||
+	    (r = load_prepared(e, cand, ci, &cv, &cp)))
+		goto out;
+	lr->numel = bv.numel;
+	lr->numel_cand = cv.numel;
+	lr->dtype = bv.dtype;
+	lr->dtype_cand = cv.dtype;
+	wd_w1(e, bp, cp, &lr->w1);
+	wd_summarize(bp, &lr->base);
+	wd_summarize(cp, &lr->cand);
+	lr->have_pair = bv.numel == cv.numel;
+	if (lr->have_pair)
+		wd_pair_stats(e, &bv, &cv, &lr->pair);
+	wd_prepared_free(&cp);
+	free((void *)cv.data);
+	cv.data = NULL;
+	for (size_t k = 0; k < o->n_proxies; k++) {
+		r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k]);
+		if (r)
+			goto out;
+		lr->ratio[k] = lr->proxy_w1[k] != 0 && !isnan(lr->proxy_w1[k])
+				       ? lr->w1 / lr->proxy_w1[k] : NAN;
+	}
+out:
+	wd_prepared_free(&bp);
+	wd_prepared_free(&cp);
+	free((void *)bv.data);
+	free((void *)cv.data);
+	return r;
+}
+
+static int push_name(char ***list, size_t *n, const char *name)
+{
+	*list = realloc(*list, (*n + 1) * sizeof(char *));
+	(*list)[(*n)++] = strdup(name);
+	return 0;
+}
+
+static int run_compare(const struct options *o, struct compare_result *res)
+{
+	struct wd_ckpt *base = NULL, *cand = NULL, **pck = NULL;
+	struct wd_engine *e = NULL;
+	char err[WD_CKPT_ERR_MAX];
+	int r = EXIT_FAIL;
+
+	pck = calloc(o->n_proxies + 1, sizeof(*pck));
+	if (wd_ckpt_open(o->base_path, &base, err) < 0 ||
+	    wd_ckpt_open(o->cand_path, &cand, err) < 0) {
+		cli_error("%s", err);
+		goto out;
+	}
+	for (size_t k = 0; k < o->n_proxies; k++)
+		if (o->proxies[k].path && wd_ckpt_open(o->proxies[k].path, &pck[k], err) < 0) {
+			cli_error("%s", err);
+			goto out;
+		}
+	if ((r = wd_engine_open(WD_BACKEND_AUTO, &e)) < 0) {
+		r = cli_error("cannot start the engine: %s", strerror(-r));
+		goto out;
+	}
+	res->engine = strdup(wd_engine_describe(e));
+	res->layers = calloc(wd_ckpt_count(base) + 1, sizeof(*res->layers));
+	for (size_t i = 0; i < wd_ckpt_count(base); i++) {
+		const char *name = wd_ckpt_entry(base, i)->name;
+		long ci;
+		if (!selected(o, name))
+			continue;
+		ci = wd_ckpt_find(cand, name);
+		if (ci < 0) {
+			push_name(&res->only_base, &res->n_only_base, name);
+			continue;
+		}
+		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci,
+				  &res->layers[res->n_layers++]);
+		if (r)
+			goto out;
+	}
+	for (size_t i = 0; i < wd_ckpt_count(cand); i++) {
+		const char *name = wd_ckpt_entry(cand, i)->name;
+		if (selected(o, name) && wd_ckpt_find(base, name) < 0)
+			push_name(&res->only_cand, &res->n_only_cand, name);
+	}
+	r = EXIT_OK;
+out:
+	wd_engine_close(&e);
+	wd_ckpt_close(&base);
+	wd_ckpt_close(&cand);
+	for (size_t k = 0; k < o->n_proxies; k++)
+		wd_ckpt_close(&pck[k]);
+	free(pck);
+	return r;
+}
+
+static void result_release(struct compare_result *res)
+{
+	for (size_t i = 0; i < res->n_layers; i++) {
+		free(res->layers[i].name);
+		free(res->layers[i].proxy_w1);
+		free(res->layers[i].ratio);
+	}
+	free(res->layers);
+	for (size_t i = 0; i < res->n_only_base; i++)
+		free(res->only_base[i]);
+	for (size_t i = 0; i < res->n_only_cand; i++)
+		free(res->only_cand[i]);
+	free(res->only_base);
+	free(res->only_cand);
+	free((char *)res->engine);
+}
+
+int cmd_compare(int argc, char **argv)
+{
+	struct options o = { 0 };
+	struct compare_result res = { 0 };
+	int r;
+
+	r = parse_args(argc, argv, &o);
+	if (!r) {
+		res.baseline = o.base_path;
+		res.candidate = o.cand_path;
+		res.proxies = o.proxies;
+		res.n_proxies = o.n_proxies;
+		r = run_compare(&o, &res);
+	}
+	if (!r) {
+		if (o.json)
+			r = compare_print_json(&res);
+		else
+			compare_print_table(&res);
+	}
+	result_release(&res);
+	for (size_t k = 0; k < o.n_proxies; k++)
+		free(o.proxies[k].label);
+	free(o.proxies);
+	free(o.globs);
+	return r;
+}

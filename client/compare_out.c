@@ -1,0 +1,357 @@
+/*
+ * compare_out.c: prints a compare_result, as an aligned table for people or
+ * as one JSON object (docs/compare.md) for programs. The only client file
+ * that includes jansson.h. Undefined numbers (NaN) print as "-" in the
+ * table and null in JSON.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "compare.h"
+
+/* Aggregates over the layers, for the summary row and object. */
+struct summary {
+	uint64_t numel;
+	double w1_weighted, w1_median, w1_max, max_abs_diff;
+	struct wd_nonfinite nf_base, nf_cand;
+	double *proxy_w1_weighted, *ratio_median, *ratio_max, *ratio_weighted;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median of the defined (non-NaN) values; NaN when there are none. */
+static double median(double *v, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isnan(v[i]))
+			v[k++] = v[i];
+	if (!k)
+		return NAN;
+	qsort(v, k, sizeof(*v), cmp_double);
+	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+/* Mean of get(i) weighted by the layers' element counts, over defined values. */
+static double weighted(const struct compare_result *r, size_t k, int which)
+{
+	double sum = 0, wsum = 0;
+	for (size_t i = 0; i < r->n_layers; i++) {
+		const struct layer_result *l = &r->layers[i];
+		double x = which == 0 ? l->w1 : which == 1 ? l->proxy_w1[k] : l->ratio[k];
+		if (isnan(x))
+			continue;
+		sum += (double)l->numel * x;
+		wsum += (double)l->numel;
+	}
+	return wsum > 0 ? sum / wsum : NAN;
+}
+
+static void add_nf(struct wd_nonfinite *to, const struct wd_nonfinite *from)
+{
+	to->nan += from->nan;
+	to->posinf += from->posinf;
+	to->neginf += from->neginf;
+}
+
+static void summarize(const struct compare_result *r, struct summary *s)
+{
+	size_t n = r->n_layers, np = r->n_proxies;
+	double *tmp = calloc(n + 1, sizeof(double));
+
+	memset(s, 0, sizeof(*s));
+	s->proxy_w1_weighted = calloc(np + 1, sizeof(double));
+	s->ratio_median = calloc(np + 1, sizeof(double));
+	s->ratio_max = calloc(np + 1, sizeof(double));
+	s->ratio_weighted = calloc(np + 1, sizeof(double));
+	s->w1_max = s->max_abs_diff = NAN;
+	for (size_t i = 0; i < n; i++) {
+		const struct layer_result *l = &r->layers[i];
+		s->numel += l->numel;
+		tmp[i] = l->w1;
+		if (!isnan(l->w1) && !(l->w1 <= s->w1_max))
+			s->w1_max = l->w1;
+		if (l->have_pair && !isnan(l->pair.max_abs_diff) &&
+		    !(l->pair.max_abs_diff <= s->max_abs_diff))
+			s->max_abs_diff = l->pair.max_abs_diff;
+		add_nf(&s->nf_base, &l->base.nonfinite);
+		add_nf(&s->nf_cand, &l->cand.nonfinite);
+	}
+	s->w1_weighted = weighted(r, 0, 0);
+	s->w1_median = median(tmp, n);
+	for (size_t k = 0; k < np; k++) {
+		s->ratio_max[k] = NAN;
+		for (size_t i = 0; i < n; i++) {
+			tmp[i] = r->layers[i].ratio[k];
+			if (!isnan(tmp[i]) && !(tmp[i] <= s->ratio_max[k]))
+				s->ratio_max[k] = tmp[i];
+		}
+		s->ratio_median[k] = median(tmp, n);
+		s->proxy_w1_weighted[k] = weighted(r, k, 1);
+		s->ratio_weighted[k] = weighted(r, k, 2);
+	}
+	free(tmp);
+}
+
+static void summary_release(struct summary *s)
+{
+	free(s->proxy_w1_weighted);
+	free(s->ratio_median);
+	free(s->ratio_max);
+	free(s->ratio_weighted);
+}
+
+/* --- table --- */
+
+static void fmt_num(char *buf, size_t size, double x)
+{
+	if (isnan(x))
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%.4g", x);
+}
+
+static void fmt_nf(char *buf, size_t size, const struct wd_nonfinite *b,
+		   const struct wd_nonfinite *c)
+{
+	uint64_t nb = b->nan + b->posinf + b->neginf, nc = c->nan + c->posinf + c->neginf;
+	if (!nb && !nc)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%llu/%llu", (unsigned long long)nb, (unsigned long long)nc);
+}
+
+#define MAX_COLS 64
+#define CELL 48
+
+struct table {
+	size_t rows, cols;
+	char (*cell)[MAX_COLS][CELL];
+	int width[MAX_COLS];
+};
+
+static void table_set(struct table *t, size_t row, size_t col, const char *s)
+{
+	snprintf(t->cell[row][col], CELL, "%s", s);
+	int len = (int)strlen(t->cell[row][col]);
+	if (len > t->width[col])
+		t->width[col] = len;
+}
+
+static void table_print(const struct table *t, size_t first_left)
+{
+	for (size_t r = 0; r < t->rows; r++) {
+		for (size_t c = 0; c < t->cols; c++) {
+			int left = c < first_left;
+			printf(c ? "  " : "");
+			printf(left ? "%-*s" : "%*s", t->width[c], t->cell[r][c]);
+		}
+		putchar('\n');
+	}
+}
+
+void compare_print_table(const struct compare_result *r)
+{
+	size_t np = r->n_proxies < (MAX_COLS - 8) / 2 ? r->n_proxies : (MAX_COLS - 8) / 2;
+	struct table t = { .rows = r->n_layers + 4, .cols = 7 + 2 * np };
+	struct summary s;
+	char b[CELL], hdr[CELL];
+	size_t row = 0;
+
+	t.cell = calloc(t.rows, sizeof(*t.cell));
+	summarize(r, &s);
+	printf("baseline   %s\ncandidate  %s\n", r->baseline, r->candidate);
+	for (size_t k = 0; k < r->n_proxies; k++)
+		printf("proxy      %s: %s\n", r->proxies[k].label,
+		       r->proxies[k].path ? r->proxies[k].path : "the baseline, rounded");
+	printf("engine     %s\n\n", r->engine);
+
+	const char *head[] = { "tensor", "dtype", "elements", "W1", "max|d|", "rel L2", "nonfinite" };
+	for (size_t c = 0; c < 7; c++)
+		table_set(&t, row, c, head[c]);
+	for (size_t k = 0; k < np; k++) {
+		snprintf(hdr, sizeof(hdr), "W1[%s]", r->proxies[k].label);
+		table_set(&t, row, 7 + 2 * k, hdr);
+		snprintf(hdr, sizeof(hdr), "ratio[%s]", r->proxies[k].label);
+		table_set(&t, row, 8 + 2 * k, hdr);
+	}
+	for (size_t i = 0; i < r->n_layers; i++) {
+		const struct layer_result *l = &r->layers[i];
+		row++;
+		table_set(&t, row, 0, l->name);
+		if (l->dtype == l->dtype_cand)
+			snprintf(b, sizeof(b), "%s", wd_dtype_name(l->dtype));
+		else
+			snprintf(b, sizeof(b), "%s/%s", wd_dtype_name(l->dtype), wd_dtype_name(l->dtype_cand));
+		table_set(&t, row, 1, b);
+		if (l->numel == l->numel_cand)
+			snprintf(b, sizeof(b), "%llu", (unsigned long long)l->numel);
+		else
+			snprintf(b, sizeof(b), "%llu/%llu", (unsigned long long)l->numel,
+				 (unsigned long long)l->numel_cand);
+		table_set(&t, row, 2, b);
+		fmt_num(b, sizeof(b), l->w1);
+		table_set(&t, row, 3, b);
+		fmt_num(b, sizeof(b), l->have_pair ? l->pair.max_abs_diff : NAN);
+		table_set(&t, row, 4, b);
+		fmt_num(b, sizeof(b), l->have_pair ? l->pair.rel_l2 : NAN);
+		table_set(&t, row, 5, b);
+		fmt_nf(b, sizeof(b), &l->base.nonfinite, &l->cand.nonfinite);
+		table_set(&t, row, 6, b);
+		for (size_t k = 0; k < np; k++) {
+			fmt_num(b, sizeof(b), l->proxy_w1[k]);
+			table_set(&t, row, 7 + 2 * k, b);
+			fmt_num(b, sizeof(b), l->ratio[k]);
+			table_set(&t, row, 8 + 2 * k, b);
+		}
+	}
+	/* Summary rows: weighted by elements, median over tensors, max. */
+	const char *label[] = { "[all] weighted", "[all] median", "[all] max" };
+	for (int j = 0; j < 3; j++) {
+		row++;
+		table_set(&t, row, 0, label[j]);
+		for (size_t c = 1; c < t.cols; c++)
+			table_set(&t, row, c, "");
+		snprintf(b, sizeof(b), "%llu", (unsigned long long)s.numel);
+		table_set(&t, row, 2, j == 0 ? b : "");
+		fmt_num(b, sizeof(b), j == 0 ? s.w1_weighted : j == 1 ? s.w1_median : s.w1_max);
+		table_set(&t, row, 3, b);
+		if (j == 2) {
+			fmt_num(b, sizeof(b), s.max_abs_diff);
+			table_set(&t, row, 4, b);
+		}
+		if (j == 0) {
+			fmt_nf(b, sizeof(b), &s.nf_base, &s.nf_cand);
+			table_set(&t, row, 6, b);
+		}
+		for (size_t k = 0; k < np; k++) {
+			if (j == 0) {
+				fmt_num(b, sizeof(b), s.proxy_w1_weighted[k]);
+				table_set(&t, row, 7 + 2 * k, b);
+			}
+			fmt_num(b, sizeof(b), j == 0 ? s.ratio_weighted[k]
+					      : j == 1 ? s.ratio_median[k] : s.ratio_max[k]);
+			table_set(&t, row, 8 + 2 * k, b);
+		}
+	}
+	t.rows = row + 1;
+	table_print(&t, 2);
+	if (r->n_layers == 0)
+		printf("(no tensor matched)\n");
+	if (s.nf_base.nan + s.nf_base.posinf + s.nf_base.neginf +
+	    s.nf_cand.nan + s.nf_cand.posinf + s.nf_cand.neginf)
+		printf("\nnonfinite: NaN/Inf counts, baseline/candidate; left out of W1\n");
+	if (r->n_only_base || r->n_only_cand)
+		printf("\n");
+	for (size_t i = 0; i < r->n_only_base; i++)
+		printf("unmatched  %s (only in the baseline)\n", r->only_base[i]);
+	for (size_t i = 0; i < r->n_only_cand; i++)
+		printf("unmatched  %s (only in the candidate)\n", r->only_cand[i]);
+	summary_release(&s);
+	free(t.cell);
+}
+
+/* --- JSON --- */
+
+static json_t *jnum(double x)
+{
+	return isnan(x) || isinf(x) ? json_null() : json_real(x);
+}
+
+static json_t *jnonfinite(const struct wd_nonfinite *nf)
+{
+	return json_pack("{s:I,s:I,s:I}", "nan", (json_int_t)nf->nan,
+			 "posinf", (json_int_t)nf->posinf, "neginf", (json_int_t)nf->neginf);
+}
+
+static json_t *jsummary(const struct wd_summary *s)
+{
+	return json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o}",
+			 "numel", (json_int_t)s->numel, "n_finite", (json_int_t)s->n_finite,
+			 "mean", jnum(s->mean), "std", jnum(s->std), "min", jnum(s->min),
+			 "max", jnum(s->max), "l2", jnum(s->l2));
+}
+
+static json_t *jlayer(const struct compare_result *r, const struct layer_result *l)
+{
+	json_t *proxies = json_object();
+	for (size_t k = 0; k < r->n_proxies; k++)
+		json_object_set_new(proxies, r->proxies[k].label,
+				    json_pack("{s:o,s:o}", "w1", jnum(l->proxy_w1[k]),
+					      "ratio", jnum(l->ratio[k])));
+	return json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:{s:o,s:o},s:o}",
+		"name", l->name,
+		"numel", (json_int_t)l->numel,
+		"numel_candidate", (json_int_t)l->numel_cand,
+		"dtype", wd_dtype_name(l->dtype),
+		"dtype_candidate", wd_dtype_name(l->dtype_cand),
+		"w1", jnum(l->w1),
+		"max_abs_diff", l->have_pair ? jnum(l->pair.max_abs_diff) : json_null(),
+		"rel_l2", l->have_pair ? jnum(l->pair.rel_l2) : json_null(),
+		"n_diff", l->have_pair ? json_integer((json_int_t)l->pair.n_diff) : json_null(),
+		"nonfinite", "baseline", jnonfinite(&l->base.nonfinite),
+			     "candidate", jnonfinite(&l->cand.nonfinite),
+		"stats", "baseline", jsummary(&l->base), "candidate", jsummary(&l->cand),
+		"proxies", proxies);
+}
+
+static json_t *jnames(char **names, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(names[i]));
+	return a;
+}
+
+int compare_print_json(const struct compare_result *r)
+{
+	json_t *layers = json_array(), *proxies = json_object(), *psum = json_object();
+	json_t *unmatched = jnames(r->only_base, r->n_only_base);
+	struct summary s;
+
+	summarize(r, &s);
+	for (size_t i = 0; i < r->n_layers; i++)
+		json_array_append_new(layers, jlayer(r, &r->layers[i]));
+	json_array_extend(unmatched, jnames(r->only_cand, r->n_only_cand));
+	for (size_t k = 0; k < r->n_proxies; k++) {
+		const struct compare_proxy *p = &r->proxies[k];
+		json_object_set_new(proxies, p->label,
+				    p->path ? json_string(p->path) : json_string("synthetic"));
+		json_object_set_new(psum, p->label,
+			json_pack("{s:o,s:o,s:o,s:o}",
+				  "w1_weighted", jnum(s.proxy_w1_weighted[k]),
+				  "ratio_median", jnum(s.ratio_median[k]),
+				  "ratio_max", jnum(s.ratio_max[k]),
+				  "ratio_weighted", jnum(s.ratio_weighted[k])));
+	}
+	json_t *root = json_pack(
+		"{s:s,s:s,s:o,s:s,s:o,s:o,s:{s:o,s:o},s:{s:I,s:I,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:o}}",
+		"baseline", r->baseline, "candidate", r->candidate,
+		"proxies", proxies, "engine", r->engine, "layers", layers,
+		"unmatched", unmatched,
+		"unmatched_detail", "baseline_only", jnames(r->only_base, r->n_only_base),
+				    "candidate_only", jnames(r->only_cand, r->n_only_cand),
+		"summary", "tensors", (json_int_t)r->n_layers, "numel", (json_int_t)s.numel,
+			   "w1_weighted", jnum(s.w1_weighted), "w1_median", jnum(s.w1_median),
+			   "w1_max", jnum(s.w1_max), "max_abs_diff", jnum(s.max_abs_diff),
+			   "nonfinite", "baseline", jnonfinite(&s.nf_base),
+					"candidate", jnonfinite(&s.nf_cand),
+			   "proxies", psum);
+	summary_release(&s);
+	if (!root) {
+		fprintf(stderr, "wdrift compare: error: cannot build the JSON output\n");
+		return 1;
+	}
+	json_dumpf(root, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+	putchar('\n');
+	json_decref(root);
+	return 0;
+}

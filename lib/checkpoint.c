@@ -1,0 +1,351 @@
+/*
+ * checkpoint.c: the HDF5 checkpoint reader. The only file in libwdrift that
+ * includes hdf5.h. HDF5's own error printing is turned off; the innermost
+ * message of its error stack is folded into ours instead.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <hdf5.h>
+
+#include "checkpoint.h"
+
+struct wd_ckpt {
+	char *path;
+	hid_t file;
+	size_t n, alloc;
+	struct wd_ckpt_entry *e;
+};
+
+/* Copies HDF5's innermost error description into buf, and clears the stack. */
+static herr_t h5_first_error(unsigned n, const H5E_error2_t *e, void *buf)
+{
+	if (n == 0 && e->desc)
+		snprintf(buf, 160, "%s", e->desc);
+	return 0;
+}
+
+static void h5_error_text(char *buf)
+{
+	buf[0] = 0;
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_first_error, buf);
+	H5Eclear2(H5E_DEFAULT);
+}
+
+/* Formats err as "'PATH': MESSAGE[: hdf5 detail]"; returns -1. */
+static int ckpt_fail(char *err, const char *path, int with_h5, const char *fmt, ...)
+{
+	char msg[400], h5[160] = "";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (with_h5)
+		h5_error_text(h5);
+	snprintf(err, WD_CKPT_ERR_MAX, "'%s': %s%s%s", path, msg, h5[0] ? ": " : "", h5);
+	return -1;
+}
+
+/* Reads a string attribute (fixed or variable length) into buf; 1 if read. */
+static int read_string_attr(hid_t obj, const char *name, char *buf, size_t size)
+{
+	hid_t attr = -1, type = -1, mem = -1;
+	int ok = 0;
+
+	if (H5Aexists(obj, name) <= 0)
+		return 0;
+	attr = H5Aopen(obj, name, H5P_DEFAULT);
+	if (attr < 0 || (type = H5Aget_type(attr)) < 0 ||
+	    H5Tget_class(type) != H5T_STRING)
+		goto out;
+	mem = H5Tcopy(H5T_C_S1);
+	H5Tset_cset(mem, H5Tget_cset(type));
+	if (H5Tis_variable_str(type) > 0) {
+		char *s = NULL;
+		H5Tset_size(mem, H5T_VARIABLE);
+		if (H5Aread(attr, mem, &s) >= 0 && s) {
+			snprintf(buf, size, "%s", s);
+			H5free_memory(s);
+			ok = 1;
+		}
+	} else {
+		size_t len = H5Tget_size(type);
+		char *s = calloc(1, len + 1);
+		H5Tset_size(mem, len);
+		if (s && H5Aread(attr, mem, s) >= 0) {
+			snprintf(buf, size, "%s", s);
+			ok = 1;
+		}
+		free(s);
+	}
+out:
+	if (mem >= 0) H5Tclose(mem);
+	if (type >= 0) H5Tclose(type);
+	if (attr >= 0) H5Aclose(attr);
+	H5Eclear2(H5E_DEFAULT);
+	return ok;
+}
+
+/* Works out the dtype of a dataset's element type, or says why not. */
+static void classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
+{
+	size_t size = H5Tget_size(type);
+	char tag[64] = "";
+
+	switch (H5Tget_class(type)) {
+	case H5T_FLOAT: {
+		size_t spos, epos, esize, mpos, msize;
+		H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+		size_t bias = H5Tget_ebias(type);
+		if (size == 4 && esize == 8 && msize == 23 && bias == 127)
+			en->dtype = WD_F32;
+		else if (size == 8 && esize == 11 && msize == 52 && bias == 1023)
+			en->dtype = WD_F64;
+		else if (size == 2 && spos == 15 && mpos == 0 && esize == 5 &&
+			 msize == 10 && bias == 15)
+			en->dtype = WD_F16;
+		else if (size == 2 && spos == 15 && mpos == 0 && esize == 8 &&
+			 msize == 7 && bias == 127)
+			en->dtype = WD_BF16;
+		else
+			snprintf(en->problem, sizeof(en->problem),
+				 "unsupported float type (%zu bytes, %zu exponent bits, %zu mantissa bits)",
+				 size, esize, msize);
+		return;
+	}
+	case H5T_INTEGER:
+		read_string_attr(ds, "dtype", tag, sizeof(tag));
+		if (!strcmp(tag, "bfloat16") && size == 2 &&
+		    H5Tget_sign(type) == H5T_SGN_NONE) {
+			en->dtype = WD_BF16;
+			return;
+		}
+		if (!strcmp(tag, "bfloat16"))
+			snprintf(en->problem, sizeof(en->problem),
+				 "attribute dtype = \"bfloat16\" needs a uint16 dataset, not a %zu-byte %s integer",
+				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+		else
+			snprintf(en->problem, sizeof(en->problem),
+				 "unsupported element type (%zu-byte %s integer; bf16 as uint16 needs the attribute dtype = \"bfloat16\")",
+				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+		return;
+	case H5T_STRING: snprintf(tag, sizeof(tag), "string"); break;
+	case H5T_COMPOUND: snprintf(tag, sizeof(tag), "compound"); break;
+	case H5T_ENUM: snprintf(tag, sizeof(tag), "enum"); break;
+	case H5T_ARRAY: snprintf(tag, sizeof(tag), "array"); break;
+	case H5T_OPAQUE: snprintf(tag, sizeof(tag), "opaque"); break;
+	default: snprintf(tag, sizeof(tag), "HDF5 class %d", (int)H5Tget_class(type)); break;
+	}
+	snprintf(en->problem, sizeof(en->problem), "unsupported element type (%s)", tag);
+}
+
+static void describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
+{
+	hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
+	hsize_t dims[H5S_MAX_RANK];
+	int rank;
+
+	en->numel = 0;
+	if (space < 0 || type < 0) {
+		snprintf(en->problem, sizeof(en->problem), "cannot read the dataset's header");
+		goto out;
+	}
+	rank = H5Sget_simple_extent_ndims(space);
+	if (rank < 0 || rank > WD_CKPT_MAX_RANK ||
+	    H5Sget_simple_extent_type(space) == H5S_NULL) {
+		snprintf(en->problem, sizeof(en->problem),
+			 rank > WD_CKPT_MAX_RANK ? "too many dimensions" : "zero-size dataset (null dataspace)");
+		goto out;
+	}
+	H5Sget_simple_extent_dims(space, dims, NULL);
+	en->rank = rank;
+	en->numel = 1;
+	for (int d = 0; d < rank; d++) {
+		en->dims[d] = dims[d];
+		if (dims[d] && en->numel > UINT64_MAX / dims[d]) {
+			snprintf(en->problem, sizeof(en->problem), "dataset too large");
+			goto out;
+		}
+		en->numel *= dims[d];
+	}
+	classify_type(ds, type, en);
+	if (!en->problem[0] && en->numel == 0)
+		snprintf(en->problem, sizeof(en->problem), "zero-size dataset");
+out:
+	if (space >= 0) H5Sclose(space);
+	if (type >= 0) H5Tclose(type);
+	H5Eclear2(H5E_DEFAULT);
+}
+
+static herr_t visit_link(hid_t group, const char *name, const H5L_info_t *info,
+			 void *data)
+{
+	struct wd_ckpt *c = data;
+	hid_t obj;
+
+	if (info->type != H5L_TYPE_HARD)
+		return 0;	/* soft and external links would list a tensor twice */
+	obj = H5Oopen(group, name, H5P_DEFAULT);
+	if (obj < 0)
+		return -1;
+	if (H5Iget_type(obj) == H5I_DATASET) {
+		if (c->n == c->alloc) {
+			size_t alloc = c->alloc ? 2 * c->alloc : 64;
+			void *e = realloc(c->e, alloc * sizeof(*c->e));
+			if (!e) {
+				H5Oclose(obj);
+				return -1;
+			}
+			c->e = e;
+			c->alloc = alloc;
+		}
+		struct wd_ckpt_entry *en = &c->e[c->n];
+		memset(en, 0, sizeof(*en));
+		en->name = strdup(name);
+		if (!en->name) {
+			H5Oclose(obj);
+			return -1;
+		}
+		c->n++;
+		describe_dataset(obj, en);
+	}
+	H5Oclose(obj);
+	return 0;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	return strverscmp(((const struct wd_ckpt_entry *)a)->name,
+			  ((const struct wd_ckpt_entry *)b)->name);
+}
+
+int wd_ckpt_open(const char *path, struct wd_ckpt **out, char *err)
+{
+	struct wd_ckpt *c;
+	struct stat st;
+	htri_t is;
+
+	*out = NULL;
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	if (stat(path, &st) < 0)
+		return ckpt_fail(err, path, 0, "cannot open: %s", strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return ckpt_fail(err, path, 0, "is a directory, not a checkpoint file");
+	is = H5Fis_hdf5(path);
+	if (is == 0)
+		return ckpt_fail(err, path, 0, "not an HDF5 file");
+	if (is < 0)
+		return ckpt_fail(err, path, 1, "cannot open");
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->path = strdup(path))) {
+		free(c);
+		return ckpt_fail(err, path, 0, "out of memory");
+	}
+	c->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (c->file < 0) {
+		ckpt_fail(err, path, 1, "cannot open as HDF5 (truncated or corrupt file?)");
+		wd_ckpt_close(&c);
+		return -1;
+	}
+	if (H5Lvisit(c->file, H5_INDEX_NAME, H5_ITER_INC, visit_link, c) < 0) {
+		ckpt_fail(err, path, 1, "cannot list datasets (truncated or corrupt file?)");
+		wd_ckpt_close(&c);
+		return -1;
+	}
+	if (c->n)
+		qsort(c->e, c->n, sizeof(*c->e), entry_cmp);
+	*out = c;
+	return 0;
+}
+
+void wd_ckpt_close(struct wd_ckpt **pc)
+{
+	struct wd_ckpt *c = *pc;
+
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		free(c->e[i].name);
+	free(c->e);
+	if (c->file > 0)
+		H5Fclose(c->file);
+	free(c->path);
+	free(c);
+	*pc = NULL;
+}
+
+const char *wd_ckpt_path(const struct wd_ckpt *c) { return c->path; }
+size_t wd_ckpt_count(const struct wd_ckpt *c) { return c->n; }
+
+const struct wd_ckpt_entry *wd_ckpt_entry(const struct wd_ckpt *c, size_t i)
+{
+	return i < c->n ? &c->e[i] : NULL;
+}
+
+long wd_ckpt_find(const struct wd_ckpt *c, const char *name)
+{
+	struct wd_ckpt_entry key = { .name = (char *)name };
+	const struct wd_ckpt_entry *hit;
+
+	if (!c->n)
+		return -1;
+	hit = bsearch(&key, c->e, c->n, sizeof(*c->e), entry_cmp);
+	return hit ? (long)(hit - c->e) : -1;
+}
+
+int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
+{
+	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
+	hid_t ds = -1, ftype = -1, mem = -1;
+	void *data = NULL;
+	int r = -1;
+
+	*buf = NULL;
+	if (!en)
+		return ckpt_fail(err, c->path, 0, "no dataset #%zu", i);
+	if (en->problem[0])
+		return ckpt_fail(err, c->path, 0, "dataset '%s': %s", en->name, en->problem);
+	if (en->numel > SIZE_MAX / 8)
+		return ckpt_fail(err, c->path, 0, "dataset '%s': too large", en->name);
+	data = malloc(en->numel * wd_dtype_size(en->dtype));
+	if (!data)
+		return ckpt_fail(err, c->path, 0, "dataset '%s': out of memory for %llu elements",
+				 en->name, (unsigned long long)en->numel);
+	ds = H5Dopen2(c->file, en->name, H5P_DEFAULT);
+	if (ds < 0 || (ftype = H5Dget_type(ds)) < 0) {
+		ckpt_fail(err, c->path, 1, "dataset '%s': cannot open", en->name);
+		goto out;
+	}
+	switch (en->dtype) {
+	case WD_F32: mem = H5Tcopy(H5T_NATIVE_FLOAT); break;
+	case WD_F64: mem = H5Tcopy(H5T_NATIVE_DOUBLE); break;
+	default:
+		if (H5Tget_class(ftype) == H5T_INTEGER) {
+			mem = H5Tcopy(H5T_NATIVE_UINT16);
+		} else {	/* the file's own 16-bit float layout, little-endian */
+			mem = H5Tcopy(ftype);
+			H5Tset_order(mem, H5T_ORDER_LE);
+		}
+		break;
+	}
+	if (mem < 0 || H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+		ckpt_fail(err, c->path, 1, "dataset '%s': cannot read (truncated or corrupt file?)",
+			  en->name);
+		goto out;
+	}
+	*buf = data;
+	data = NULL;
+	r = 0;
+out:
+	if (mem >= 0) H5Tclose(mem);
+	if (ftype >= 0) H5Tclose(ftype);
+	if (ds >= 0) H5Dclose(ds);
+	H5Eclear2(H5E_DEFAULT);
+	free(data);
+	return r;
+}
