@@ -1,0 +1,95 @@
+/*
+ * bench_engine.c: times the CPU engine on one pair of tensors read from raw
+ * files, single thread. Prints one JSON line: the W1, and the median time of
+ * the full job (prepare both + W1) and of W1 against a prepared baseline
+ * (prepare the candidate + W1). bench/bench.py runs it beside scipy and
+ * numpy on the same arrays. Not a test: timings are noisy on shared hosts.
+ *
+ *   wdrift-bench DTYPE A.raw B.raw [REPEATS]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wdrift.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *slurp(const char *path, size_t *size)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf = NULL;
+	long len;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)len)) && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+		free(buf);
+		buf = NULL;
+	}
+	*size = buf ? (size_t)len : 0;
+	fclose(f);
+	return buf;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	enum wd_dtype t;
+	size_t sa, sb;
+	struct wd_engine *e;
+	int reps = argc > 4 ? atoi(argv[4]) : 5;
+	double full[64], warm[64], w1 = 0;
+
+	if (argc < 4 || wd_dtype_parse(argv[1], &t) || reps < 1 || reps > 64) {
+		fprintf(stderr, "usage: wdrift-bench f32|f64|f16|bf16 A.raw B.raw [REPEATS<=64]\n");
+		return 2;
+	}
+	void *a = slurp(argv[2], &sa), *b = slurp(argv[3], &sb);
+	if (!a || !b) {
+		fprintf(stderr, "wdrift-bench: cannot read '%s' or '%s'\n", argv[2], argv[3]);
+		return 1;
+	}
+	if (wd_engine_open(WD_BACKEND_CPU, &e))
+		return 1;
+	struct wd_view va = { t, a, sa / wd_dtype_size(t) }, vb = { t, b, sb / wd_dtype_size(t) };
+	for (int r = 0; r < reps; r++) {
+		struct wd_prepared *pa, *pb;
+		double t0 = now();
+		if (wd_prepare(e, &va, 0, &pa))
+			return 1;
+		double t1 = now();
+		if (wd_prepare(e, &vb, 0, &pb))
+			return 1;
+		wd_w1(e, pa, pb, &w1);
+		double t2 = now();
+		full[r] = t2 - t0;
+		warm[r] = t2 - t1;
+		if (r == reps - 1)
+			printf("{\"dtype\": \"%s\", \"n\": %zu, \"method\": \"%s\", ", wd_dtype_name(t),
+			       (size_t)va.numel,
+			       wd_prepared_method(pa) == WD_METHOD_HIST16 ? "hist16" : "sort");
+		wd_prepared_free(&pa);
+		wd_prepared_free(&pb);
+	}
+	qsort(full, (size_t)reps, sizeof(double), cmp_double);
+	qsort(warm, (size_t)reps, sizeof(double), cmp_double);
+	printf("\"w1\": %.17g, \"seconds\": %.6f, \"seconds_prepared_baseline\": %.6f, "
+	       "\"engine\": \"%s\"}\n", w1, full[reps / 2], warm[reps / 2], wd_engine_describe(e));
+	wd_engine_close(&e);
+	free(a);
+	free(b);
+	return 0;
+}

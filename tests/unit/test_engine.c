@@ -1,0 +1,419 @@
+/*
+ * test_engine.c: the CPU engine against definitions and an independent
+ * reference: a qsort and a CDF merge in long double, written here without
+ * any of the engine's code.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "wdrift.h"
+
+#define REL 1e-9
+#define ABS 1e-15
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* Roughly normal, scaled like weights. */
+static double rng_normal(double scale)
+{
+	double s = 0;
+	for (int i = 0; i < 4; i++)
+		s += (double)(rng_next() >> 11) / 9007199254740992.0 - 0.5;
+	return s * scale;
+}
+
+static int cmp_ld(const void *a, const void *b)
+{
+	long double x = *(const long double *)a, y = *(const long double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Reference W1 of the finite values, as scipy defines it. */
+static double ref_w1(const double *a, size_t na, const double *b, size_t nb)
+{
+	long double *u = malloc((na + 1) * sizeof(*u)), *v = malloc((nb + 1) * sizeof(*v));
+	size_t n = 0, m = 0, i = 0, j = 0;
+	long double w = 0, prev = 0;
+
+	for (size_t k = 0; k < na; k++)
+		if (isfinite(a[k]))
+			u[n++] = a[k];
+	for (size_t k = 0; k < nb; k++)
+		if (isfinite(b[k]))
+			v[m++] = b[k];
+	if (!n || !m) {
+		free(u);
+		free(v);
+		return NAN;
+	}
+	qsort(u, n, sizeof(*u), cmp_ld);
+	qsort(v, m, sizeof(*v), cmp_ld);
+	prev = u[0] < v[0] ? u[0] : v[0];
+	while (i < n || j < m) {
+		long double x = (j >= m || (i < n && u[i] <= v[j])) ? u[i] : v[j];
+		w += fabsl((long double)i / n - (long double)j / m) * (x - prev);
+		while (i < n && u[i] == x) i++;
+		while (j < m && v[j] == x) j++;
+		prev = x;
+	}
+	free(u);
+	free(v);
+	return (double)w;
+}
+
+static struct wd_engine *eng;
+
+/* W1 of two double arrays given as the dtype t (converted here). */
+static void *to_dtype(const double *x, size_t n, enum wd_dtype t)
+{
+	void *out = malloc(n * 8 + 8);
+	struct wd_view src = { WD_F64, x, n };
+	for (size_t i = 0; i < n; i++) {
+		if (t == WD_F32) ((float *)out)[i] = (float)x[i];
+		if (t == WD_F64) ((double *)out)[i] = x[i];
+	}
+	if (t == WD_F16 || t == WD_BF16)
+		wd_round16(&src, t, out);
+	return out;
+}
+
+/* The values a dtype really holds, back as doubles, for the reference. */
+static double *as_held(const void *data, size_t n, enum wd_dtype t)
+{
+	double *d = malloc(n * 8 + 8);
+	for (size_t i = 0; i < n; i++) {
+		switch (t) {
+		case WD_F32: d[i] = ((const float *)data)[i]; break;
+		case WD_F64: d[i] = ((const double *)data)[i]; break;
+		default: d[i] = wd_decode16(t, ((const uint16_t *)data)[i]); break;
+		}
+	}
+	return d;
+}
+
+static double engine_w1(const void *a, size_t na, enum wd_dtype ta, unsigned fa,
+			const void *b, size_t nb, enum wd_dtype tb, unsigned fb)
+{
+	struct wd_view va = { ta, a, na }, vb = { tb, b, nb };
+	struct wd_prepared *pa = NULL, *pb = NULL;
+	double w = -1;
+
+	if (wd_prepare(eng, &va, fa, &pa) || wd_prepare(eng, &vb, fb, &pb))
+		return -1;
+	wd_w1(eng, pa, pb, &w);
+	wd_prepared_free(&pa);
+	wd_prepared_free(&pb);
+	return w;
+}
+
+/* Checks W1 of x (as ta) and y (as tb) against the reference. */
+static void check_pair(const char *what, const double *x, size_t nx, enum wd_dtype ta,
+		       const double *y, size_t ny, enum wd_dtype tb)
+{
+	void *a = to_dtype(x, nx, ta), *b = to_dtype(y, ny, tb);
+	double *ha = as_held(a, nx, ta), *hb = as_held(b, ny, tb);
+	double want = ref_w1(ha, nx, hb, ny);
+	double got = engine_w1(a, nx, ta, 0, b, ny, tb, 0);
+	double sorted = engine_w1(a, nx, ta, WD_PREP_FORCE_SORT, b, ny, tb, WD_PREP_FORCE_SORT);
+
+	CHECK(close_to(got, want, REL, ABS), "%s %s/%s n=%zu/%zu: w1 %.17g want %.17g",
+	      what, wd_dtype_name(ta), wd_dtype_name(tb), nx, ny, got, want);
+	CHECK(close_to(sorted, want, REL, ABS), "%s %s/%s n=%zu/%zu sort path: %.17g want %.17g",
+	      what, wd_dtype_name(ta), wd_dtype_name(tb), nx, ny, sorted, want);
+	free(a); free(b); free(ha); free(hb);
+}
+
+static void test_definitions(void)
+{
+	double x[1000], y[1000];
+	for (int i = 0; i < 1000; i++)
+		x[i] = rng_normal(0.1);
+	for (int t = 0; t < WD_DTYPE_COUNT; t++) {
+		void *a = to_dtype(x, 1000, t);
+		double w = engine_w1(a, 1000, t, 0, a, 1000, t, 0);
+		CHECK(w == 0, "identical %s tensors: w1 %g, want 0", wd_dtype_name(t), w);
+		free(a);
+	}
+	/* A shift by c moves every value by c: W1 = |c| (exact in f64). */
+	for (int i = 0; i < 1000; i++)
+		y[i] = x[i] + 0.25;
+	double w = engine_w1(x, 1000, WD_F64, 0, y, 1000, WD_F64, 0);
+	CHECK(close_to(w, 0.25, 1e-12, 0), "shift by 0.25: w1 %.17g", w);
+	for (int i = 0; i < 1000; i++)
+		y[i] = x[i] - 3.0;
+	w = engine_w1(y, 1000, WD_F64, 0, x, 1000, WD_F64, 0);
+	CHECK(close_to(w, 3.0, 1e-12, 0), "shift by -3: w1 %.17g", w);
+	/* bf16 codes shifted by a power of two stay exact. */
+	float fx[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, fy[8];
+	for (int i = 0; i < 8; i++)
+		fy[i] = fx[i] + 16;
+	w = engine_w1(fx, 8, WD_F32, 0, fy, 8, WD_F32, 0);
+	CHECK(w == 16, "upcast-bf16 shift by 16: w1 %g", w);
+
+	/* 1-element inputs: |a - b|. */
+	double one = 1.5, two = -2.25;
+	w = engine_w1(&one, 1, WD_F64, 0, &two, 1, WD_F64, 0);
+	CHECK(w == 3.75, "1-element: w1 %g, want 3.75", w);
+	/* 1 against many: mean |x_i - a|. */
+	double many[4] = { 0, 1, 2, 3 }, zero = 0;
+	w = engine_w1(&zero, 1, WD_F64, 0, many, 4, WD_F64, 0);
+	CHECK(w == 1.5, "1 against 4: w1 %g, want 1.5", w);
+	/* Unequal sizes, by hand: u={0,1}, v={0,0,1}: integral of |F-G| = 1/6. */
+	double u2[2] = { 0, 1 }, v3[3] = { 0, 0, 1 };
+	w = engine_w1(u2, 2, WD_F64, 0, v3, 3, WD_F64, 0);
+	CHECK(close_to(w, 1.0 / 6, 1e-15, 0), "unequal by hand: w1 %.17g, want 1/6", w);
+}
+
+static void test_zeros_and_nonfinite(void)
+{
+	/* -0 and +0 are the same value. */
+	float nz[4] = { -0.0f, -0.0f, 1, 2 }, pz[4] = { 0.0f, 0.0f, 1, 2 };
+	double w = engine_w1(nz, 4, WD_F32, WD_PREP_FORCE_SORT, pz, 4, WD_F32, WD_PREP_FORCE_SORT);
+	CHECK(w == 0, "-0 against +0 (sort): w1 %g", w);
+	w = engine_w1(nz, 4, WD_F32, 0, pz, 4, WD_F32, 0);
+	CHECK(w == 0, "-0 against +0 (hist): w1 %g", w);
+	float mixed[5] = { 0.0f, -0.0f, -1, 0.0f, -0.0f }, plain[5] = { -1, 0, 0, 0, 0 };
+	w = engine_w1(mixed, 5, WD_F32, WD_PREP_FORCE_SORT, plain, 5, WD_F32, WD_PREP_FORCE_SORT);
+	CHECK(w == 0, "interleaved signed zeros sort as equal: w1 %g", w);
+
+	/* Non-finite values are counted per kind and left out of W1. */
+	float a[8] = { 1, NAN, 2, INFINITY, 3, -INFINITY, NAN, 4.5f };
+	float b[5] = { 1, 2, 3, 4.5f, -INFINITY };
+	for (unsigned flags = 0; flags <= WD_PREP_FORCE_SORT; flags++) {
+		struct wd_view va = { WD_F32, a, 8 }, vb = { WD_F32, b, 5 };
+		struct wd_prepared *pa, *pb;
+		struct wd_nonfinite nf;
+		wd_prepare(eng, &va, flags, &pa);
+		wd_prepare(eng, &vb, flags, &pb);
+		wd_prepared_nonfinite(pa, &nf);
+		CHECK(nf.nan == 2 && nf.posinf == 1 && nf.neginf == 1,
+		      "f32 nonfinite counts (flags %u): nan %llu +inf %llu -inf %llu", flags,
+		      (unsigned long long)nf.nan, (unsigned long long)nf.posinf,
+		      (unsigned long long)nf.neginf);
+		CHECK(wd_prepared_finite(pa) == 4 && wd_prepared_numel(pa) == 8,
+		      "finite 4 of 8: %llu", (unsigned long long)wd_prepared_finite(pa));
+		wd_w1(eng, pa, pb, &w);
+		CHECK(w == 0, "non-finite left out of W1: %g", w);
+		wd_prepared_free(&pa);
+		wd_prepared_free(&pb);
+	}
+	/* All non-finite: W1 is undefined (NaN), not 0. */
+	double nans[3] = { NAN, INFINITY, NAN }, fin[2] = { 1, 2 };
+	w = engine_w1(nans, 3, WD_F64, 0, fin, 2, WD_F64, 0);
+	CHECK(isnan(w), "no finite value on one side: w1 is NaN (%g)", w);
+	w = engine_w1(fin, 0, WD_F64, 0, fin, 2, WD_F64, 0);
+	CHECK(isnan(w), "empty tensor: w1 is NaN (%g)", w);
+
+	/* 16-bit non-finite codes: fp16 0x7e00 NaN, 0x7c00 +Inf, 0xfc00 -Inf. */
+	uint16_t h[6] = { 0x3c00, 0x7e00, 0x7c00, 0xfc00, 0xfe01, 0x0000 };
+	struct wd_view vh = { WD_F16, h, 6 };
+	struct wd_prepared *ph;
+	struct wd_nonfinite nf;
+	struct wd_summary s;
+	wd_prepare(eng, &vh, 0, &ph);
+	wd_prepared_nonfinite(ph, &nf);
+	wd_summarize(ph, &s);
+	CHECK(nf.nan == 2 && nf.posinf == 1 && nf.neginf == 1 && s.n_finite == 2,
+	      "fp16 nonfinite: nan %llu +inf %llu -inf %llu finite %llu",
+	      (unsigned long long)nf.nan, (unsigned long long)nf.posinf,
+	      (unsigned long long)nf.neginf, (unsigned long long)s.n_finite);
+	CHECK(s.min == 0 && s.max == 1 && s.mean == 0.5 && s.std == 0.5,
+	      "fp16 summary of {1, 0}: min %g max %g mean %g std %g", s.min, s.max, s.mean, s.std);
+	wd_prepared_free(&ph);
+}
+
+/* The 65536 codes of each format: decoded against ldexp, in value order. */
+static void test_codes16(void)
+{
+	for (enum wd_dtype t = WD_F16; t <= WD_BF16; t++) {
+		int mbits = t == WD_F16 ? 10 : 7, ebits = t == WD_F16 ? 5 : 8;
+		int bias = (1 << (ebits - 1)) - 1, bad = 0, finite = 0;
+		for (uint32_t c = 0; c < 65536; c++) {
+			uint32_t e = (c >> mbits) & ((1u << ebits) - 1), m = c & ((1u << mbits) - 1);
+			double want, got = wd_decode16(t, (uint16_t)c);
+			if (e == (1u << ebits) - 1)
+				want = m ? NAN : ((c & 0x8000) ? -INFINITY : INFINITY);
+			else
+				want = ldexp(e ? (double)(m + (1u << mbits)) : (double)m,
+					     (e ? (int)e : 1) - bias - mbits) * ((c & 0x8000) ? -1 : 1);
+			if (!(got == want || (isnan(got) && isnan(want))) ||
+			    signbit(got) != signbit(want))
+				bad++;
+			finite += isfinite(want);
+		}
+		CHECK(!bad, "%s: all 65536 codes decode as their fields say (%d bad)",
+		      wd_dtype_name(t), bad);
+		/* Every finite code, once, in value order: one sample per code. */
+		uint16_t *codes = malloc(65536 * 2);
+		for (uint32_t c = 0; c < 65536; c++)
+			codes[c] = (uint16_t)c;
+		struct wd_view v = { t, codes, 65536 };
+		struct wd_prepared *hist, *sorted;
+		struct wd_summary s;
+		wd_prepare(eng, &v, 0, &hist);
+		wd_prepare(eng, &v, WD_PREP_FORCE_SORT, &sorted);
+		wd_summarize(hist, &s);
+		CHECK(wd_prepared_method(hist) == WD_METHOD_HIST16 &&
+		      wd_prepared_method(sorted) == WD_METHOD_SORT, "%s: methods", wd_dtype_name(t));
+		CHECK(s.n_finite == (uint64_t)finite, "%s: %llu finite codes, want %d",
+		      wd_dtype_name(t), (unsigned long long)s.n_finite, finite);
+		double w;
+		wd_w1(eng, hist, sorted, &w);
+		CHECK(w == 0, "%s: all codes, hist against sort: w1 %g", wd_dtype_name(t), w);
+		/* Order: a tensor of every code against itself shifted by one code
+		 * must give the mean gap, which is only right if the order is. */
+		double *vals = malloc(65536 * 8);
+		size_t n = 0;
+		for (uint32_t c = 0; c < 65536; c++)
+			if (isfinite(wd_decode16(t, (uint16_t)c)))
+				vals[n++] = wd_decode16(t, (uint16_t)c);
+		double want = ref_w1(vals, n, vals, n - 1 > 0 ? n - 1 : 1);
+		struct wd_view vt = { WD_F64, vals, n - 1 };
+		struct wd_prepared *pt;
+		wd_prepare(eng, &vt, 0, &pt);
+		wd_w1(eng, hist, pt, &w);
+		CHECK(close_to(w, want, REL, ABS), "%s: all codes against all but one: %.17g want %.17g",
+		      wd_dtype_name(t), w, want);
+		wd_prepared_free(&pt);
+		wd_prepared_free(&hist);
+		wd_prepared_free(&sorted);
+		free(vals);
+		free(codes);
+	}
+}
+
+static void test_random_against_reference(void)
+{
+	static const size_t sizes[] = { 1, 2, 3, 31, 100, 4097, 65536, 300001 };
+	const size_t ns = sizeof(sizes) / sizeof(sizes[0]);
+	double *x = malloc(400000 * 8), *y = malloc(400000 * 8);
+
+	for (size_t i = 0; i < ns; i++) {
+		size_t n = sizes[i], m = sizes[(i + 3) % ns];
+		for (size_t k = 0; k < n; k++)
+			x[k] = rng_normal(0.05);
+		for (size_t k = 0; k < (n > m ? n : m); k++)
+			y[k] = rng_normal(0.05) + 0.001;
+		/* sprinkle specials */
+		if (n > 10) {
+			x[3] = NAN; x[5] = INFINITY; x[7] = -0.0; x[9] = 0.0;
+		}
+		for (enum wd_dtype ta = 0; ta < WD_DTYPE_COUNT; ta++) {
+			check_pair("equal", x, n, ta, y, n, ta);
+			check_pair("unequal", x, n, ta, y, m, ta);
+			check_pair("mixed", x, n, ta, y, n, (ta + 1) % WD_DTYPE_COUNT);
+		}
+	}
+	free(x);
+	free(y);
+}
+
+static void test_upcast_bf16(void)
+{
+	size_t n = 10000;
+	float *a = malloc(n * 4), *b = malloc(n * 4);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		float f = (float)rng_normal(0.02);
+		memcpy(&u, &f, 4);
+		u &= 0xffff0000u;
+		memcpy(&a[i], &u, 4);
+		b[i] = f;
+	}
+	struct wd_view va = { WD_F32, a, n }, vb = { WD_F32, b, n };
+	struct wd_prepared *pa, *pb;
+	wd_prepare(eng, &va, 0, &pa);
+	wd_prepare(eng, &vb, 0, &pb);
+	CHECK(wd_prepared_method(pa) == WD_METHOD_HIST16, "f32 with zero low halves takes the 16-bit path");
+	CHECK(wd_prepared_method(pb) == WD_METHOD_SORT, "ordinary f32 is sorted");
+	wd_prepared_free(&pa);
+	wd_prepared_free(&pb);
+	free(a);
+	free(b);
+}
+
+static void test_pair_stats(void)
+{
+	float a[6] = { 1, -2, 3, NAN, INFINITY, 0.0f };
+	float b[6] = { 1, -2.5f, 3, NAN, -INFINITY, -0.0f };
+	struct wd_view va = { WD_F32, a, 6 }, vb = { WD_F32, b, 6 }, vc = { WD_F32, b, 5 };
+	struct wd_pair_stats ps;
+
+	CHECK(wd_pair_stats(eng, &va, &vb, &ps) == 0, "pair stats on equal counts");
+	CHECK(ps.max_abs_diff == 0.5, "max|d| %g, want 0.5", ps.max_abs_diff);
+	CHECK(close_to(ps.rel_l2, 0.5 / sqrt(14), 1e-15, 0), "rel L2 %.17g", ps.rel_l2);
+	CHECK(ps.n_diff == 2 && ps.n_compared == 4,
+	      "n_diff %llu (want 2: -2/-2.5 and +Inf/-Inf), compared %llu (want 4)",
+	      (unsigned long long)ps.n_diff, (unsigned long long)ps.n_compared);
+	CHECK(wd_pair_stats(eng, &va, &vc, &ps) == -EINVAL, "unequal counts are refused");
+	double z[2] = { 0, 0 }, o[2] = { 0, 1 };
+	struct wd_view vz = { WD_F64, z, 2 }, vo = { WD_F64, o, 2 };
+	wd_pair_stats(eng, &vz, &vz, &ps);
+	CHECK(ps.rel_l2 == 0 && ps.n_diff == 0, "zero against zero: rel L2 0");
+	wd_pair_stats(eng, &vz, &vo, &ps);
+	CHECK(isnan(ps.rel_l2), "||a|| = 0, a != b: rel L2 undefined (NaN)");
+	/* Mixed dtypes compare values: bf16 1.0 (0x3f80) against f32 1.0. */
+	uint16_t one16 = 0x3f80;
+	float one = 1;
+	struct wd_view v16 = { WD_BF16, &one16, 1 }, v32 = { WD_F32, &one, 1 };
+	wd_pair_stats(eng, &v16, &v32, &ps);
+	CHECK(ps.n_diff == 0 && ps.max_abs_diff == 0, "bf16 1.0 equals f32 1.0");
+}
+
+static void test_summary(void)
+{
+	double x[5] = { 1e6 + 1, 1e6 + 2, 1e6 + 3, NAN, 1e6 + 4 };
+	struct wd_view v = { WD_F64, x, 5 };
+	struct wd_prepared *p;
+	struct wd_summary s;
+	wd_prepare(eng, &v, 0, &p);
+	wd_summarize(p, &s);
+	CHECK(s.numel == 5 && s.n_finite == 4 && s.nonfinite.nan == 1, "summary counts");
+	CHECK(s.mean == 1e6 + 2.5 && s.min == 1e6 + 1 && s.max == 1e6 + 4, "mean/min/max");
+	CHECK(close_to(s.std, sqrt(1.25), 1e-12, 0), "std about a large mean: %.17g", s.std);
+	double l2 = sqrt(pow(1e6 + 1, 2) + pow(1e6 + 2, 2) + pow(1e6 + 3, 2) + pow(1e6 + 4, 2));
+	CHECK(close_to(s.l2, l2, 1e-14, 0), "l2 %.17g want %.17g", s.l2, l2);
+	wd_prepared_free(&p);
+}
+
+static void test_api_errors(void)
+{
+	struct wd_engine *e2;
+	struct wd_prepared *p;
+	struct wd_view bad = { (enum wd_dtype)9, "x", 1 }, null = { WD_F32, NULL, 3 };
+	CHECK(wd_engine_open(WD_BACKEND_CUDA, &e2) == -ENODEV && !e2,
+	      "asking for CUDA without it: -ENODEV");
+	CHECK(wd_prepare(eng, &bad, 0, &p) == -EINVAL && !p, "bad dtype: -EINVAL");
+	CHECK(wd_prepare(eng, &null, 0, &p) == -EINVAL && !p, "NULL data: -EINVAL");
+	wd_prepared_free(&p);
+	CHECK(!p, "freeing NULL is safe");
+}
+
+int main(void)
+{
+	if (wd_engine_open(WD_BACKEND_AUTO, &eng)) {
+		printf("not ok 1 - cannot open the engine\n");
+		return 1;
+	}
+	test_definitions();
+	test_zeros_and_nonfinite();
+	test_codes16();
+	test_random_against_reference();
+	test_upcast_bf16();
+	test_pair_stats();
+	test_summary();
+	test_api_errors();
+	wd_engine_close(&eng);
+	return tap_done();
+}
