@@ -47,6 +47,15 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 CUDA_SRCS := $(wildcard cuda/*.cu)
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+ifeq ($(CUDA),1)
+# sm_90 code plus PTX, so that newer GPUs JIT it; cudart is linked statically
+# so that the programs still start, and fall back to the CPU, with no driver.
+NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+CUDA_LIBS := $(if $(CUDA_OBJS),-L$(dir $(NVCC))../lib64 -lcudart_static -ldl -lrt -lstdc++)
+LIB_OBJS  += $(CUDA_OBJS)
+endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -60,8 +69,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+$(BUILD)/cuda/%.o: cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Ilib -c -o $@ $<
+
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) -lm -lpthread
+	$(CC) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
 $(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/libwdrift.so
 	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
