@@ -82,9 +82,13 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 	if (p.path && !p.path[0])
 		return cli_usage_error("--proxy '%s': no file", arg);
 	for (size_t i = 0; i < o->n_proxies; i++)
-		if (!strcmp(o->proxies[i].label, p.label))
-			return cli_usage_error("proxy label '%s' given twice; name them with LABEL=FILE",
-					       p.label);
+		if (!strcmp(o->proxies[i].label, p.label)) {
+			int r = cli_usage_error(round_to >= 0 ? "--round-proxy %s given twice"
+					: "proxy label '%s' given twice; name them with LABEL=FILE",
+					round_to >= 0 ? arg : p.label);
+			free(p.label);
+			return r;
+		}
 	o->proxies = realloc(o->proxies, (o->n_proxies + 1) * sizeof(p));
 	o->proxies[o->n_proxies++] = p;
 	return 0;

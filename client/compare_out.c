@@ -129,44 +129,60 @@ static void fmt_nf(char *buf, size_t size, const struct wd_nonfinite *b,
 		snprintf(buf, size, "%llu/%llu", (unsigned long long)nb, (unsigned long long)nc);
 }
 
-#define MAX_COLS 64
-#define CELL 48
-
+/* A grid of owned strings; columns as wide as their widest cell. */
 struct table {
 	size_t rows, cols;
-	char (*cell)[MAX_COLS][CELL];
-	int width[MAX_COLS];
+	char **cell;	/* rows * cols */
+	int *width;
 };
+
+static void table_init(struct table *t, size_t rows, size_t cols)
+{
+	t->rows = rows;
+	t->cols = cols;
+	t->cell = calloc(rows * cols, sizeof(*t->cell));
+	t->width = calloc(cols, sizeof(*t->width));
+}
 
 static void table_set(struct table *t, size_t row, size_t col, const char *s)
 {
-	snprintf(t->cell[row][col], CELL, "%s", s);
-	int len = (int)strlen(t->cell[row][col]);
+	char **c = &t->cell[row * t->cols + col];
+	free(*c);
+	*c = strdup(s);
+	int len = *c ? (int)strlen(*c) : 0;
 	if (len > t->width[col])
 		t->width[col] = len;
 }
 
-static void table_print(const struct table *t, size_t first_left)
+static void table_print(const struct table *t, size_t rows, size_t first_left)
 {
-	for (size_t r = 0; r < t->rows; r++) {
+	for (size_t r = 0; r < rows; r++) {
 		for (size_t c = 0; c < t->cols; c++) {
-			int left = c < first_left;
+			const char *s = t->cell[r * t->cols + c];
 			printf(c ? "  " : "");
-			printf(left ? "%-*s" : "%*s", t->width[c], t->cell[r][c]);
+			printf(c < first_left ? "%-*s" : "%*s", t->width[c], s ? s : "");
 		}
 		putchar('\n');
 	}
 }
 
+static void table_release(struct table *t)
+{
+	for (size_t i = 0; i < t->rows * t->cols; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	free(t->width);
+}
+
 void compare_print_table(const struct compare_result *r)
 {
-	size_t np = r->n_proxies < (MAX_COLS - 8) / 2 ? r->n_proxies : (MAX_COLS - 8) / 2;
-	struct table t = { .rows = r->n_layers + 4, .cols = 7 + 2 * np };
+	size_t np = r->n_proxies;
+	struct table t;
 	struct summary s;
-	char b[CELL], hdr[CELL];
+	char b[64], hdr[256];
 	size_t row = 0;
 
-	t.cell = calloc(t.rows, sizeof(*t.cell));
+	table_init(&t, r->n_layers + 4, 7 + 2 * np);
 	summarize(r, &s);
 	printf("baseline   %s\ncandidate  %s\n", r->baseline, r->candidate);
 	for (size_t k = 0; k < r->n_proxies; k++)
@@ -218,8 +234,6 @@ void compare_print_table(const struct compare_result *r)
 	for (int j = 0; j < 3; j++) {
 		row++;
 		table_set(&t, row, 0, label[j]);
-		for (size_t c = 1; c < t.cols; c++)
-			table_set(&t, row, c, "");
 		snprintf(b, sizeof(b), "%llu", (unsigned long long)s.numel);
 		table_set(&t, row, 2, j == 0 ? b : "");
 		fmt_num(b, sizeof(b), j == 0 ? s.w1_weighted : j == 1 ? s.w1_median : s.w1_max);
@@ -242,8 +256,7 @@ void compare_print_table(const struct compare_result *r)
 			table_set(&t, row, 8 + 2 * k, b);
 		}
 	}
-	t.rows = row + 1;
-	table_print(&t, 2);
+	table_print(&t, row + 1, 2);
 	if (r->n_layers == 0)
 		printf("(no tensor matched)\n");
 	if (s.nf_base.nan + s.nf_base.posinf + s.nf_base.neginf +
@@ -256,7 +269,7 @@ void compare_print_table(const struct compare_result *r)
 	for (size_t i = 0; i < r->n_only_cand; i++)
 		printf("unmatched  %s (only in the candidate)\n", r->only_cand[i]);
 	summary_release(&s);
-	free(t.cell);
+	table_release(&t);
 }
 
 /* --- JSON --- */
@@ -320,7 +333,9 @@ int compare_print_json(const struct compare_result *r)
 	summarize(r, &s);
 	for (size_t i = 0; i < r->n_layers; i++)
 		json_array_append_new(layers, jlayer(r, &r->layers[i]));
-	json_array_extend(unmatched, jnames(r->only_cand, r->n_only_cand));
+	json_t *only_cand = jnames(r->only_cand, r->n_only_cand);
+	json_array_extend(unmatched, only_cand);	/* copies; does not take it */
+	json_decref(only_cand);
 	for (size_t k = 0; k < r->n_proxies; k++) {
 		const struct compare_proxy *p = &r->proxies[k];
 		json_object_set_new(proxies, p->label,

@@ -74,9 +74,12 @@ static int read_string_attr(hid_t obj, const char *name, char *buf, size_t size)
 			ok = 1;
 		}
 	} else {
+		/* One byte more than the file's string, null-terminated: an
+		 * 8-byte "bfloat16" must not lose its last byte to the NUL. */
 		size_t len = H5Tget_size(type);
 		char *s = calloc(1, len + 1);
-		H5Tset_size(mem, len);
+		H5Tset_size(mem, len + 1);
+		H5Tset_strpad(mem, H5T_STR_NULLTERM);
 		if (s && H5Aread(attr, mem, s) >= 0) {
 			snprintf(buf, size, "%s", s);
 			ok = 1;

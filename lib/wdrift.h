@@ -137,9 +137,11 @@ int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 
 /*
  * Rounds every value of src to bf16 or fp16 (to = WD_BF16 or WD_F16) with
- * round-to-nearest-even, as a cast in PyTorch does, writing the 16-bit codes
+ * round-to-nearest-even from the exact value, writing the 16-bit codes
  * to dst (src->numel of them). Values beyond the format's range become Inf;
- * NaN stays NaN. Returns 0 or -EINVAL.
+ * NaN stays NaN. From fp32 this is what a PyTorch cast gives; from fp64,
+ * PyTorch rounds through fp32 first, which differs in rare near-ties.
+ * Returns 0 or -EINVAL.
  */
 int wd_round16(const struct wd_view *src, enum wd_dtype to, uint16_t *dst);
 

@@ -387,6 +387,35 @@ static void test_summary(void)
 	wd_prepared_free(&p);
 }
 
+/*
+ * Regression: CDF fractions were c * (1/n), and n * (1/n) is not exactly 1.
+ * Past both maxima |F - G| stayed ~1e-16, times the 1e38-wide gaps at the top
+ * of the bf16 range: W1 ~ 1e22 for unequal finite counts.
+ */
+static void test_regression_cdf_fraction(void)
+{
+	uint16_t a[3] = { 0x3f80, 0x7f80, 0x4000 };	/* 1, +Inf, 2 */
+	uint16_t b[7] = { 0x3f80, 0x4000, 0x4000, 0x4040, 0x3f80, 0x3f80, 0x4040 };
+	double ha[2] = { 1, 2 }, hb[7] = { 1, 2, 2, 3, 1, 1, 3 };
+	double want = ref_w1(ha, 2, hb, 7);
+	double got = engine_w1(a, 3, WD_BF16, 0, b, 7, WD_BF16, 0);
+	CHECK(close_to(got, want, REL, ABS), "bf16 2 vs 7 finite values: %.17g want %.17g", got, want);
+}
+
+/* Constant tensors: every radix digit is skipped, the keys decode in place. */
+static void test_constant_tensors(void)
+{
+	float c1[5000], c2[5000];
+	for (int i = 0; i < 5000; i++) {
+		c1[i] = 0.123f;
+		c2[i] = -0.5f;
+	}
+	double w = engine_w1(c1, 5000, WD_F32, 0, c2, 5000, WD_F32, 0);
+	CHECK(close_to(w, 0.123f + 0.5, 1e-15, 0), "constant f32 tensors: %.17g", w);
+	w = engine_w1(c1, 5000, WD_F32, 0, c2, 3000, WD_F32, 0);
+	CHECK(close_to(w, 0.123f + 0.5, 1e-15, 0), "constant f32, unequal sizes: %.17g", w);
+}
+
 static void test_api_errors(void)
 {
 	struct wd_engine *e2;
@@ -413,6 +442,8 @@ int main(void)
 	test_upcast_bf16();
 	test_pair_stats();
 	test_summary();
+	test_regression_cdf_fraction();
+	test_constant_tensors();
 	test_api_errors();
 	wd_engine_close(&eng);
 	return tap_done();
