@@ -74,17 +74,17 @@ $(BUILD)/cuda/%.o: cuda/%.cu
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Ilib -c -o $@ $<
 
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
 $(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/libwdrift.so
-	$(CC) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
 
 $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
-	$(CC) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps

@@ -79,8 +79,10 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 		p.label = file_stem(arg);
 		p.path = arg;
 	}
-	if (p.path && !p.path[0])
+	if (p.path && !p.path[0]) {
+		free(p.label);
 		return cli_usage_error("--proxy '%s': no file", arg);
+	}
 	for (size_t i = 0; i < o->n_proxies; i++)
 		if (!strcmp(o->proxies[i].label, p.label)) {
 			int r = cli_usage_error(round_to >= 0 ? "--round-proxy %s given twice"
@@ -93,6 +95,8 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 	o->proxies[o->n_proxies++] = p;
 	return 0;
 }
+
+#define HELP_SHOWN (-1)	/* parse_args: --help asked; print it, exit 0 */
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
@@ -131,8 +135,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->json = 1;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
-			exit(EXIT_OK);
+			return HELP_SHOWN;
 		case ':':
 			return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
@@ -342,14 +345,17 @@ int cmd_compare(int argc, char **argv)
 	int r;
 
 	r = parse_args(argc, argv, &o);
-	if (!r) {
+	if (r == HELP_SHOWN) {
+		fputs(usage_text, stdout);
+		r = EXIT_OK;
+	} else if (!r) {
 		res.baseline = o.base_path;
 		res.candidate = o.cand_path;
 		res.proxies = o.proxies;
 		res.n_proxies = o.n_proxies;
 		r = run_compare(&o, &res);
 	}
-	if (!r) {
+	if (!r && res.engine) {
 		if (o.json)
 			r = compare_print_json(&res);
 		else
