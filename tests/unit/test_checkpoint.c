@@ -50,14 +50,15 @@ static void put_attr(hid_t f, const char *ds_name, const char *value, int variab
 	H5Dclose(ds);
 }
 
-static hid_t bf16_float_type(void)
+/* A 16-bit little-endian float type: HDF5 predefines neither fp16 nor bf16. */
+static hid_t float16_type(size_t ebits, size_t mbits, size_t bias)
 {
 	hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-	H5Tset_fields(t, 15, 7, 8, 0, 7);
+	H5Tset_fields(t, 15, mbits, ebits, 0, mbits);
 	H5Tset_offset(t, 0);
 	H5Tset_precision(t, 16);
 	H5Tset_size(t, 2);
-	H5Tset_ebias(t, 127);
+	H5Tset_ebias(t, bias);
 	return t;
 }
 
@@ -69,7 +70,7 @@ static void write_good(void)
 	uint16_t bf[2] = { 0x3f80, 0xc000 };	/* 1, -2 */
 	int32_t i32[2] = { 1, 2 };
 	hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-	hid_t bft = bf16_float_type();
+	hid_t bft = float16_type(8, 7, 127);
 
 	put(f, "layers.10.w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 3, f32);
 	put(f, "layers.2.w", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, 3, f32);
@@ -87,15 +88,10 @@ static void write_good(void)
 	put(f, "empty", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL);
 	H5Tclose(bft);
 	H5Fclose(f);
-	/* fp16 as an IEEE half: HDF5 has no predefined one, so build it. */
+	/* Replace the placeholder "half" with an IEEE binary16 dataset. */
 	f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
 	H5Ldelete(f, "half", H5P_DEFAULT);
-	hid_t ht = H5Tcopy(H5T_IEEE_F32LE);
-	H5Tset_fields(ht, 15, 10, 5, 0, 10);
-	H5Tset_offset(ht, 0);
-	H5Tset_precision(ht, 16);
-	H5Tset_size(ht, 2);
-	H5Tset_ebias(ht, 15);
+	hid_t ht = float16_type(5, 10, 15);
 	put(f, "half", ht, ht, 2, f16);
 	H5Tclose(ht);
 	H5Fclose(f);
