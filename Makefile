@@ -5,6 +5,8 @@
 #   make check     build and run every test that needs no GPU
 #   make demo      build and compare generated checkpoints
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
+#   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
+#   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
 #   make install   PREFIX=/usr/local DESTDIR=
 #
 # Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
@@ -39,39 +41,67 @@ CFLAGS   ?= -g $(OPT)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) -Ilib $(PKG_CFLAGS) $(CFLAGS)
 RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
-LIB_SRCS := lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c lib/checkpoint.c
+# The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
+# link, so that they build on a bare GPU machine with only nvcc.
+ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
+LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c
 CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # The CUDA backend (issue 3) lives in cuda/*.cu and is compiled here when nvcc
 # exists; today the directory holds no kernels yet.
 CUDA_SRCS := $(wildcard cuda/*.cu)
 
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o)
 ifeq ($(CUDA),1)
 # sm_90 code plus PTX, so that newer GPUs JIT it; cudart is linked statically
 # so that the programs still start, and fall back to the CPU, with no driver.
 NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
 CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-CUDA_LIBS := $(if $(CUDA_OBJS),-L$(dir $(NVCC))../lib64 -lcudart_static -ldl -lrt -lstdc++)
-LIB_OBJS  += $(CUDA_OBJS)
+CUDA_LIBS := -L$(dir $(NVCC))../lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+LIB_OBJS    += $(CUDA_OBJS)
+ENGINE_OBJS += $(CUDA_OBJS)
+ALL_CFLAGS  += -DWD_HAVE_CUDA
+GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps check test demo bench install uninstall clean
-all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdrift-bench $(UNIT_BINS)
+.PHONY: all deps check check-gpu test demo bench bench-gpu install uninstall clean FORCE
+all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
 
-$(BUILD)/%.o: %.c
+# Objects depend on the flags they were built with: switching CUDA=0/1 or
+# CFLAGS in one build directory rebuilds instead of mixing.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW    = $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
+FORCE:
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/cuda/%.o: cuda/%.cu
+$(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -Ilib -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC,-Wall,-Wextra -Ilib -Icuda -MMD -MP -c -o $@ $<
+
+$(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+# tests/gpu: the CUDA engine against the CPU engine; exits 77 with no device.
+$(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+
+$(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
+	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static
 
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
@@ -90,6 +120,17 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 check: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run.sh
+
+# No deps: the GPU machines have nvcc but no apt; these need only CUDA.
+check-gpu:
+	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/tests/test_gpu
+	@$(BUILD)/tests/test_gpu; rc=$$?; [ $$rc -eq 77 ] && echo "check-gpu: skipped, no CUDA device"; exit $$rc
+
+bench-gpu:
+	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/bench-gpu
+	@$(BUILD)/bench-gpu $(BENCH_GPU_ARGS)
+	@if $(PYTHON) -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; \
+	then $(PYTHON) bench/bench_gpu_torch.py; else echo "bench-gpu: no torch with CUDA: torch rows skipped"; fi
 
 test: all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run.sh
@@ -118,4 +159,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(UNIT_BINS:%=%.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/tests/gpu/test_gpu.d

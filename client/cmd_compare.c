@@ -3,6 +3,7 @@
  * daemon. Tensors are read and compared one name at a time, so memory holds
  * one tensor of each file, not whole checkpoints.
  */
+#include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
 #include <math.h>
@@ -37,6 +38,8 @@ static const char usage_text[] =
 "                         bound than a trained proxy run\n"
 "  --layers GLOB          compare only tensors whose name matches GLOB\n"
 "                         (fnmatch; '*' also matches '.' and '/'); repeatable\n"
+"  --engine auto|cpu|cuda where to compute (default auto: CUDA when a device\n"
+"                         is present, else the CPU); results are the same\n"
 "  --json                 print one JSON object (schema: docs/compare.md)\n"
 "  -h, --help             show this help\n"
 "\n"
@@ -53,6 +56,7 @@ struct options {
 	char **globs;
 	size_t n_globs;
 	int json;
+	enum wd_backend backend;
 };
 
 static char *file_stem(const char *path)
@@ -105,6 +109,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "round-proxy", required_argument, NULL, 'r' },
 		{ "layers", required_argument, NULL, 'l' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "engine", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -133,6 +138,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'j':
 			o->json = 1;
+			break;
+		case 'e':
+			if (wd_backend_parse(optarg, &o->backend))
+				return cli_usage_error("--engine '%s': expected auto, cpu or cuda", optarg);
 			break;
 		case 'h':
 			return HELP_SHOWN;
@@ -172,7 +181,8 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt *c, size_t i,
 	if (wd_ckpt_read(c, i, &data, err) < 0)
 		return cli_error("%s", err);
 	*view = (struct wd_view){ en->dtype, data, en->numel };
-	r = wd_prepare(e, view, 0, p);
+	/* KEEP_RAW: the element-wise pass then runs where the data already is. */
+	r = wd_prepare(e, view, WD_PREP_KEEP_RAW, p);
 	if (r < 0) {
 		free(data);
 		view->data = NULL;
@@ -209,10 +219,10 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 		if ((r = load_prepared(e, ck, (size_t)idx, &v, &pp)))
 			return r;
 	}
-	wd_w1(e, base, pp, w1);
+	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
 	free((void *)v.data);
-	return 0;
+	return r == -EIO ? -EIO : 0;
 }
 
 static int compare_layer(struct wd_engine *e, const struct options *o,
@@ -235,12 +245,14 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	lr->numel_cand = cv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;
-	wd_w1(e, bp, cp, &lr->w1);
+	if ((r = wd_w1(e, bp, cp, &lr->w1)) == -EIO)
+		goto out;	/* the device failed: the caller retries on the CPU */
 	wd_summarize(bp, &lr->base);
 	wd_summarize(cp, &lr->cand);
 	lr->have_pair = bv.numel == cv.numel;
-	if (lr->have_pair)
-		wd_pair_stats(e, &bv, &cv, &lr->pair);
+	if (lr->have_pair && (r = wd_pair_stats_prepared(e, bp, cp, &lr->pair)) == -EIO)
+		goto out;
+	r = 0;
 	wd_prepared_free(&cp);
 	free((void *)cv.data);
 	cv.data = NULL;
@@ -258,6 +270,8 @@ out:
 	free((void *)cv.data);
 	return r;
 }
+
+static void layer_release(struct layer_result *lr);
 
 static int push_name(char ***list, size_t *n, const char *name)
 {
@@ -284,8 +298,10 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			cli_error("%s", err);
 			goto out;
 		}
-	if ((r = wd_engine_open(WD_BACKEND_AUTO, &e)) < 0) {
-		r = cli_error("cannot start the engine: %s", strerror(-r));
+	if ((r = wd_engine_open(o->backend, &e)) < 0) {
+		static const char *const names[] = { "auto", "cpu", "cuda" };
+		r = cli_error("cannot start the engine (--engine %s): %s", names[o->backend],
+			      strerror(-r));
 		goto out;
 	}
 	res->engine = strdup(wd_engine_describe(e));
@@ -300,10 +316,17 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			push_name(&res->only_base, &res->n_only_base, name);
 			continue;
 		}
-		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci,
-				  &res->layers[res->n_layers++]);
-		if (r)
+		struct layer_result *lr = &res->layers[res->n_layers++];
+		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr);
+		if (r == -EIO) {	/* the engine fell back to the CPU: once more */
+			layer_release(lr);
+			r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr);
+		}
+		if (r) {
+			r = r < 0 ? cli_error("'%s': tensor '%s': the engine failed: %s",
+					      o->base_path, name, strerror(-r)) : r;
 			goto out;
+		}
 	}
 	for (size_t i = 0; i < wd_ckpt_count(cand); i++) {
 		const char *name = wd_ckpt_entry(cand, i)->name;
@@ -321,13 +344,18 @@ out:
 	return r;
 }
 
+static void layer_release(struct layer_result *lr)
+{
+	free(lr->name);
+	free(lr->proxy_w1);
+	free(lr->ratio);
+	memset(lr, 0, sizeof(*lr));
+}
+
 static void result_release(struct compare_result *res)
 {
-	for (size_t i = 0; i < res->n_layers; i++) {
-		free(res->layers[i].name);
-		free(res->layers[i].proxy_w1);
-		free(res->layers[i].ratio);
-	}
+	for (size_t i = 0; i < res->n_layers; i++)
+		layer_release(&res->layers[i]);
 	free(res->layers);
 	for (size_t i = 0; i < res->n_only_base; i++)
 		free(res->only_base[i]);

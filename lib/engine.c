@@ -5,8 +5,10 @@
  * histograms; the radix sort then runs three passes (fp32). 16-bit data, and
  * fp32 data that is upcast bf16, is counted into 65536 bins instead.
  *
- * The CUDA backend (cuda/) plugs in behind the same functions; today the
- * engine runs on the CPU only. Depends on libc only.
+ * With the CUDA backend (cuda/, built with WD_HAVE_CUDA) work goes to the
+ * device; this file decides where each call runs: a tensor over the device
+ * budget is prepared here on the CPU, and a device error makes the engine
+ * fall back to the CPU for good, with a logged error. Depends on libc only.
  */
 #include <errno.h>
 #include <math.h>
@@ -14,32 +16,98 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cuda.h"
 #include "bigbuf.h"
 #include "dtype.h"
+#include "log.h"
 #include "prepared.h"
 #include "radix_sort.h"
 
+/* A result queued by wd_w1_async() and computed on the CPU. */
+struct pending {
+	double *out;
+	double value;
+};
+
 struct wd_engine {
-	enum wd_backend backend;
-	char desc[96];
+	enum wd_backend backend;	/* in use: CPU after a fallback */
+	char desc[160];
 	void *scratch;		/* radix ping-pong buffer, grown on demand */
 	size_t scratch_size;
+	struct cuda_engine *cuda;	/* NULL on the CPU */
+	unsigned generation;	/* bumped when the device is given up */
+	int device_lost;	/* sync owes the caller an -EIO */
+	struct pending *pend;
+	size_t n_pend, cap_pend;
 };
+
+int wd_backend_parse(const char *s, enum wd_backend *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = WD_BACKEND_AUTO;
+	else if (!strcmp(s, "cpu"))
+		*out = WD_BACKEND_CPU;
+	else if (!strcmp(s, "cuda"))
+		*out = WD_BACKEND_CUDA;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+#ifdef WD_HAVE_CUDA
+int wd_have_cuda(void) { return 1; }
+#else
+int wd_have_cuda(void) { return 0; }
+/* The CUDA entry points when the library is built without it. */
+static int cuda_engine_open_none(struct cuda_engine **out, char *desc, size_t len)
+{
+	*out = NULL;
+	snprintf(desc, len, "built without CUDA");
+	return -ENODEV;
+}
+#define cuda_engine_open cuda_engine_open_none
+#define cuda_engine_close(c) ((void)(c))
+#define cuda_engine_set_budget(c, b) ((void)(c), (void)(b))
+#define cuda_prepare(c, v, f, p) ((void)(c), (void)(v), (void)(f), (void)(p), -ENODEV)
+#define cuda_prepared_release(c, p) ((void)(c), (void)(p))
+#define cuda_w1_async(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
+#define cuda_sync(c) ((void)(c), 0)
+#define cuda_pair_stats(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
+#define cuda_to_host(c, p, v) ((void)(c), (void)(p), (void)(v), -ENODEV)
+#define cuda_summarize(c, p) ((void)(c), (void)(p), -ENODEV)
+#endif
 
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
 {
 	struct wd_engine *e;
+	char why[sizeof(((struct wd_engine *)0)->desc)] = "";
 
 	*out = NULL;
-	if (backend == WD_BACKEND_CUDA)
-		return -ENODEV;	/* not built in: see cuda/README.md */
-	if (backend != WD_BACKEND_AUTO && backend != WD_BACKEND_CPU)
+	if (backend != WD_BACKEND_AUTO && backend != WD_BACKEND_CPU &&
+	    backend != WD_BACKEND_CUDA)
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	e->backend = WD_BACKEND_CPU;
-	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread)");
+	if (backend != WD_BACKEND_CPU) {
+		int r = cuda_engine_open(&e->cuda, e->desc, sizeof(e->desc));
+		if (r == 0) {
+			e->backend = WD_BACKEND_CUDA;
+			wd_log(WD_LOG_NOTICE, "engine: %s", e->desc);
+			*out = e;
+			return 0;
+		}
+		snprintf(why, sizeof(why), "%s", e->desc);
+		if (backend == WD_BACKEND_CUDA) {
+			wd_log(WD_LOG_ERR, "engine: cuda asked for, but %s", why);
+			free(e);
+			return -ENODEV;
+		}
+	}
+	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread)%s%.100s",
+		 why[0] ? "; no cuda: " : "", why);
+	wd_log(WD_LOG_NOTICE, "engine: %s", e->desc);
 	*out = e;
 	return 0;
 }
@@ -48,6 +116,9 @@ void wd_engine_close(struct wd_engine **e)
 {
 	if (!*e)
 		return;
+	if ((*e)->cuda)
+		cuda_engine_close(&(*e)->cuda);
+	free((*e)->pend);
 	free((*e)->scratch);
 	free(*e);
 	*e = NULL;
@@ -56,6 +127,32 @@ void wd_engine_close(struct wd_engine **e)
 const char *wd_engine_describe(const struct wd_engine *e)
 {
 	return e->desc;
+}
+
+enum wd_backend wd_engine_backend(const struct wd_engine *e)
+{
+	return e->backend;
+}
+
+void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes)
+{
+	if (e->cuda)
+		cuda_engine_set_budget(e->cuda, bytes);
+}
+
+/*
+ * Gives the device up after an error: every later call runs on the CPU, and
+ * tensors prepared on the device are stale (their generation is old).
+ */
+static void engine_lose_device(struct wd_engine *e, const char *during)
+{
+	wd_log(WD_LOG_ERR, "engine: device error during %s; falling back to the cpu", during);
+	cuda_engine_close(&e->cuda);
+	e->cuda = NULL;
+	e->generation++;
+	e->device_lost = 1;
+	e->backend = WD_BACKEND_CPU;
+	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread; fell back after a cuda error)");
 }
 
 /* Makes sure the scratch buffer holds at least size bytes. */
@@ -274,6 +371,27 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	p->dtype = v->dtype;
 	p->numel = v->numel;
 	p->method = WD_METHOD_SORT;
+	if (e->cuda) {
+		p->engine = e;
+		p->generation = e->generation;
+		r = cuda_prepare(e->cuda, v, flags, p);
+		if (r == 0) {
+			*out = p;
+			return 0;
+		}
+		/* Start again on the CPU from a clean slate. */
+		cuda_prepared_release(e->cuda, p);
+		memset(p, 0, sizeof(*p));
+		p->dtype = v->dtype;
+		p->numel = v->numel;
+		p->method = WD_METHOD_SORT;
+		if (r == -EIO)
+			engine_lose_device(e, "prepare");
+		else if (r != -ENOMEM)	/* -ENOMEM: over the budget, stays on the host */
+			return free(p), r;
+	}
+	if (flags & WD_PREP_KEEP_RAW)
+		p->host_raw = v->data;
 	switch (v->dtype) {
 	case WD_F32:
 		if (!force_sort && v->numel && f32_is_upcast_bf16(v->data, v->numel)) {
@@ -307,6 +425,9 @@ void wd_prepared_free(struct wd_prepared **p)
 {
 	if (!*p)
 		return;
+	if (prepared_on_device(*p) && (*p)->engine && (*p)->engine->cuda &&
+	    (*p)->generation == (*p)->engine->generation)
+		cuda_prepared_release((*p)->engine->cuda, *p);
 	free((*p)->values);
 	free((*p)->hist);
 	free(*p);
@@ -323,12 +444,128 @@ void wd_prepared_nonfinite(const struct wd_prepared *p, struct wd_nonfinite *out
 	*out = p->nonfinite;
 }
 
+/* A device tensor whose device was given up cannot be used any more. */
+static int prepared_stale(const struct wd_engine *e, const struct wd_prepared *p)
+{
+	return prepared_on_device(p) && (!e->cuda || p->generation != e->generation);
+}
+
+/* Usable on the host as it is: values or counts are in host memory. */
+static int prepared_on_host(const struct wd_prepared *p)
+{
+	return p->method == WD_METHOD_HIST16 ? p->hist != NULL : !p->dev_keys;
+}
+
+static int pend_push(struct wd_engine *e, double *out, double value)
+{
+	if (e->n_pend == e->cap_pend) {
+		size_t cap = e->cap_pend ? 2 * e->cap_pend : 64;
+		struct pending *n = realloc(e->pend, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		e->pend = n;
+		e->cap_pend = cap;
+	}
+	e->pend[e->n_pend++] = (struct pending){ out, value };
+	return 0;
+}
+
+/* W1 on the CPU, bringing a sorted device tensor's values over if needed. */
+static int w1_on_host(struct wd_engine *e, const struct wd_prepared *a,
+		      const struct wd_prepared *b, double *w1)
+{
+	struct wd_prepared ha, hb;
+	void *va = NULL, *vb = NULL;
+	int r = 0;
+
+	ha = *a;
+	hb = *b;
+	if (!prepared_on_host(a) && (r = cuda_to_host(e->cuda, a, &va)) == 0)
+		ha.values = va;
+	if (!r && !prepared_on_host(b) && (r = cuda_to_host(e->cuda, b, &vb)) == 0)
+		hb.values = vb;
+	if (!r)
+		*w1 = (a->n_finite && b->n_finite) ? w1_cpu(&ha, &hb) : NAN;
+	free(va);
+	free(vb);
+	return r;
+}
+
+int wd_w1_async(struct wd_engine *e, const struct wd_prepared *a,
+		const struct wd_prepared *b, double *w1)
+{
+	double w;
+	int r;
+
+	if (!a || !b || !w1)
+		return -EINVAL;
+	if (prepared_stale(e, a) || prepared_stale(e, b))
+		return -EIO;
+	if (!a->n_finite || !b->n_finite)
+		return pend_push(e, w1, NAN);
+	if (e->cuda && prepared_on_device(a) && prepared_on_device(b)) {
+		r = cuda_w1_async(e->cuda, a, b, w1);
+		if (r != -EIO)
+			return r;
+		engine_lose_device(e, "w1");
+		return -EIO;
+	}
+	r = w1_on_host(e, a, b, &w);
+	if (r == -EIO) {
+		engine_lose_device(e, "a copy to the host");
+		return -EIO;
+	}
+	return r ? r : pend_push(e, w1, w);
+}
+
+int wd_engine_sync(struct wd_engine *e)
+{
+	int r = 0;
+
+	if (e->cuda && cuda_sync(e->cuda) == -EIO)
+		engine_lose_device(e, "sync");
+	for (size_t i = 0; i < e->n_pend; i++)
+		*e->pend[i].out = e->pend[i].value;
+	e->n_pend = 0;
+	if (e->device_lost) {
+		e->device_lost = 0;
+		r = -EIO;
+	}
+	return r;
+}
+
 int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
 	  const struct wd_prepared *b, double *w1)
 {
-	(void)e;
-	if (!a || !b)
+	int r = wd_w1_async(e, a, b, w1);
+	int s = wd_engine_sync(e);
+	return r ? r : s;
+}
+
+void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p)
+{
+	if (prepared_stale(e, p))
+		return;
+	if (cuda_summarize(e->cuda, p) == -EIO)
+		engine_lose_device(e, "summary");
+}
+
+int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
+			   const struct wd_prepared *b, struct wd_pair_stats *out)
+{
+	if (!a || !b || a->numel != b->numel)
 		return -EINVAL;
-	*w1 = (a->n_finite && b->n_finite) ? w1_cpu(a, b) : NAN;
-	return 0;
+	if (prepared_stale(e, a) || prepared_stale(e, b))
+		return -EIO;
+	if (a->dev_raw && b->dev_raw) {
+		int r = cuda_pair_stats(e->cuda, a, b, out);
+		if (r == -EIO)
+			engine_lose_device(e, "pair stats");
+		return r;
+	}
+	if ((!a->host_raw && a->numel) || (!b->host_raw && b->numel))
+		return -EINVAL;	/* not kept, or one on each side */
+	struct wd_view va = { a->dtype, a->host_raw, a->numel };
+	struct wd_view vb = { b->dtype, b->host_raw, b->numel };
+	return wd_pair_stats(e, &va, &vb, out);
 }

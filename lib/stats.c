@@ -82,13 +82,20 @@ static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
 
 void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
 {
+	/* A sorted device tensor's summary is computed when first asked for. */
+	if (!p->have_summary && p->dev_keys && p->engine)
+		engine_summarize_device(p->engine, (struct wd_prepared *)p);
+	if (p->have_summary) {
+		*s = p->summary;
+		return;
+	}
 	s->numel = p->numel;
 	s->n_finite = p->n_finite;
 	s->nonfinite = p->nonfinite;
 	s->mean = s->std = s->min = s->max = NAN;
 	s->l2 = 0;
-	if (!p->n_finite)
-		return;
+	if (!p->n_finite || (p->method == WD_METHOD_SORT && !p->values))
+		return;	/* nothing finite, or the device was lost with it */
 	if (p->method == WD_METHOD_HIST16)
 		summarize_hist(p, s);
 	else

@@ -89,19 +89,54 @@ enum wd_method {
 
 /* Flags for wd_prepare(). */
 #define WD_PREP_FORCE_SORT 1u	/* sort even 16-bit data (tests, references) */
+/*
+ * Keep the raw values for wd_pair_stats_prepared(): the CUDA backend keeps a
+ * device copy; the CPU backend keeps a reference to v->data, which the
+ * caller must then keep alive and unchanged until the prepared tensor is
+ * freed.
+ */
+#define WD_PREP_KEEP_RAW 2u
 
 struct wd_engine;
 struct wd_prepared;
 
+/* Log levels, as syslog's. */
+#define WD_LOG_ERR 3
+#define WD_LOG_WARNING 4
+#define WD_LOG_NOTICE 5
+#define WD_LOG_INFO 6
+#define WD_LOG_DEBUG 7
 /*
- * Opens an engine on the given backend. AUTO picks CUDA when a device is
- * present and the library was built with it, else the CPU. Asking for CUDA
- * where it is not available returns -ENODEV.
+ * Routes the library's log lines: those at or below level go to handler, or
+ * to stderr as "wdrift: MSG" when handler is NULL. Default: warnings and
+ * errors to stderr. Not thread safe: call it before opening engines.
+ */
+void wd_log_set(int level, void (*handler)(int level, const char *msg));
+
+/* "auto", "cpu", "cuda" to the enum; 0 or -EINVAL. */
+int wd_backend_parse(const char *s, enum wd_backend *out);
+/* 1 when the library was built with the CUDA backend. */
+int wd_have_cuda(void);
+
+/*
+ * Opens an engine on the given backend. AUTO picks CUDA when the library was
+ * built with it and a device is present, else the CPU, and logs which at
+ * NOTICE level. Asking for CUDA where it is not available returns -ENODEV.
  */
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out);
+/* Frees the engine. Free its prepared tensors first. */
 void wd_engine_close(struct wd_engine **e);
 /* A one-line description of the backend and device, e.g. "cpu". */
 const char *wd_engine_describe(const struct wd_engine *e);
+/* The backend really in use: CPU after a fallback from CUDA. */
+enum wd_backend wd_engine_backend(const struct wd_engine *e);
+/*
+ * Bounds the device memory the engine holds (prepared tensors, staging and
+ * scratch), in bytes; 0 means the device's free memory less a margin. A
+ * tensor that does not fit is prepared on the CPU instead. The CPU backend
+ * ignores it.
+ */
+void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes);
 
 /*
  * Prepares a tensor for W1: counts its non-finite values and keeps its finite
@@ -131,9 +166,32 @@ void wd_summarize(const struct wd_prepared *p, struct wd_summary *out);
 int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
 	  const struct wd_prepared *b, double *w1);
 
+/*
+ * Queues W1 like wd_w1(); *w1 is written by the next wd_engine_sync(), and
+ * must stay valid until then. On the GPU this lets the next tensor's upload
+ * overlap this one's work. The prepared tensors may be freed before the
+ * sync: device memory is released in stream order, after the work using it.
+ */
+int wd_w1_async(struct wd_engine *e, const struct wd_prepared *a,
+		const struct wd_prepared *b, double *w1);
+/*
+ * Waits for queued work and writes every pending result. Returns 0, or -EIO
+ * when the device failed: the engine has then fallen back to the CPU, the
+ * pending results are NaN, and tensors prepared on the device must be
+ * prepared again (wd_w1 on them returns -EIO).
+ */
+int wd_engine_sync(struct wd_engine *e);
+
 /* Element-wise statistics; -EINVAL unless a->numel == b->numel. */
 int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 		  const struct wd_view *b, struct wd_pair_stats *out);
+/*
+ * The same from two tensors prepared with WD_PREP_KEEP_RAW, where their raw
+ * values already are (on the device, with the CUDA backend). -EINVAL when a
+ * tensor kept no raw values or the counts differ.
+ */
+int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
+			   const struct wd_prepared *b, struct wd_pair_stats *out);
 
 /*
  * Rounds every value of src to bf16 or fp16 (to = WD_BF16 or WD_F16) with

@@ -421,12 +421,77 @@ static void test_api_errors(void)
 	struct wd_engine *e2;
 	struct wd_prepared *p;
 	struct wd_view bad = { (enum wd_dtype)9, "x", 1 }, null = { WD_F32, NULL, 3 };
-	CHECK(wd_engine_open(WD_BACKEND_CUDA, &e2) == -ENODEV && !e2,
-	      "asking for CUDA without it: -ENODEV");
+	int r = wd_engine_open(WD_BACKEND_CUDA, &e2);
+	if (r == 0) {
+		CHECK(wd_engine_backend(e2) == WD_BACKEND_CUDA, "cuda engine opened on a device");
+		wd_engine_close(&e2);
+	} else {
+		CHECK(r == -ENODEV && !e2, "asking for CUDA without a device: -ENODEV");
+	}
 	CHECK(wd_prepare(eng, &bad, 0, &p) == -EINVAL && !p, "bad dtype: -EINVAL");
 	CHECK(wd_prepare(eng, &null, 0, &p) == -EINVAL && !p, "NULL data: -EINVAL");
 	wd_prepared_free(&p);
 	CHECK(!p, "freeing NULL is safe");
+}
+
+static int notices;
+static char last_notice[256];
+
+static void capture(int level, const char *msg)
+{
+	if (level == WD_LOG_NOTICE) {
+		notices++;
+		snprintf(last_notice, sizeof(last_notice), "%s", msg);
+	}
+}
+
+static void test_backend_api(void)
+{
+	enum wd_backend b;
+	struct wd_engine *e;
+
+	CHECK(wd_backend_parse("auto", &b) == 0 && b == WD_BACKEND_AUTO, "parse auto");
+	CHECK(wd_backend_parse("cpu", &b) == 0 && b == WD_BACKEND_CPU, "parse cpu");
+	CHECK(wd_backend_parse("cuda", &b) == 0 && b == WD_BACKEND_CUDA, "parse cuda");
+	CHECK(wd_backend_parse("gpu", &b) == -EINVAL, "parse rejects 'gpu'");
+	/* auto logs one line saying which engine runs */
+	wd_log_set(WD_LOG_NOTICE, capture);
+	CHECK(wd_engine_open(WD_BACKEND_AUTO, &e) == 0, "open auto");
+	CHECK(notices == 1 && strstr(last_notice, "engine: ") &&
+	      strstr(last_notice, wd_engine_describe(e)), "auto logs one line: '%s'", last_notice);
+	CHECK(wd_engine_backend(e) == (strncmp(wd_engine_describe(e), "cuda", 4) ? WD_BACKEND_CPU
+										   : WD_BACKEND_CUDA),
+	      "backend in use matches its description");
+	wd_engine_close(&e);
+	wd_log_set(WD_LOG_WARNING, NULL);
+	CHECK(wd_engine_open(WD_BACKEND_CPU, &e) == 0 && wd_engine_backend(e) == WD_BACKEND_CPU,
+	      "cpu asked, cpu given");
+	wd_engine_set_budget(e, 1);	/* the CPU ignores it */
+
+	/* queued W1: written by the sync, not before */
+	double x[3] = { 0, 1, 2 }, y[3] = { 1, 2, 3 }, w[4];
+	struct wd_view vx = { WD_F64, x, 3 }, vy = { WD_F64, y, 3 };
+	struct wd_prepared *px, *py;
+	wd_prepare(e, &vx, WD_PREP_KEEP_RAW, &px);
+	wd_prepare(e, &vy, WD_PREP_KEEP_RAW, &py);
+	for (int i = 0; i < 4; i++) {
+		w[i] = -1;
+		wd_w1_async(e, i % 2 ? px : py, px, &w[i]);
+	}
+	CHECK(w[0] == -1 && w[3] == -1, "async results wait for the sync");
+	CHECK(wd_engine_sync(e) == 0 && w[0] == 1 && w[1] == 0 && w[2] == 1 && w[3] == 0,
+	      "sync writes them: %g %g %g %g", w[0], w[1], w[2], w[3]);
+	/* element-wise statistics from prepared tensors that kept their raw values */
+	struct wd_pair_stats ps;
+	CHECK(wd_pair_stats_prepared(e, px, py, &ps) == 0 && ps.max_abs_diff == 1 && ps.n_diff == 3,
+	      "pair stats from kept raw values");
+	struct wd_prepared *pz;
+	wd_prepare(e, &vx, 0, &pz);
+	CHECK(wd_pair_stats_prepared(e, px, pz, &ps) == -EINVAL, "no kept raw values: -EINVAL");
+	wd_prepared_free(&pz);
+	wd_prepared_free(&px);
+	wd_prepared_free(&py);
+	wd_engine_close(&e);
 }
 
 int main(void)
@@ -445,6 +510,7 @@ int main(void)
 	test_regression_cdf_fraction();
 	test_constant_tensors();
 	test_api_errors();
+	test_backend_api();
 	wd_engine_close(&eng);
 	return tap_done();
 }

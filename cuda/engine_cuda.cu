@@ -1,0 +1,788 @@
+/*
+ * engine_cuda.cu: the CUDA backend of the engine (lib/backend_cuda.h), for
+ * sm_90 (H100/H200). engine.c decides where work runs; this file runs it on
+ * the device and never exits: every CUDA call is checked, and an error
+ * returns -EIO (or -ENOMEM for an allocation over the budget) so that the
+ * engine can fall back to the CPU.
+ *
+ * The flow of one tensor, prepared from host memory:
+ *   host --(pinned staging, copy stream)--> raw on the device
+ *     fp32/fp64: classify (keys, non-finite counts) -> CUB radix sort -> summary
+ *     bf16/fp16 and upcast-bf16 fp32: 65536-bin count (copied to the host too)
+ * wd_prepare returns once the upload is done; the sort runs on the compute
+ * stream while the next tensor uploads. Device memory given as a view is
+ * read in place. W1 kernels write per-block partials
+ * into a results arena; wd_engine_sync copies the arena back once and adds
+ * the partials on the host in a fixed order.
+ *
+ * Depends on CUDA, CUB and the engine's internal headers; not on HDF5,
+ * ZeroMQ or YAML.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels.cuh"
+
+extern "C" {
+#include "backend_cuda.h"
+#include "dtype.h"
+#include "log.h"
+#include "prepared.h"
+}
+
+#define STAGE_BYTES (32u << 20)	/* each of the two pinned staging buffers */
+#define ARENA_SLOTS 2048	/* queued W1 results before an implicit sync */
+#define MAX_PARTIALS 1024	/* per reduction */
+
+/* Logs a failed call with its place, and returns the errno for it. */
+static int cuda_fail(cudaError_t err, const char *what, const char *file, int line)
+{
+	wd_log(WD_LOG_ERR, "%s:%d: %s: %s", file, line, what, cudaGetErrorString(err));
+	return err == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CU(call) do {							\
+	cudaError_t err_ = (call);					\
+	if (err_ != cudaSuccess)					\
+		return cuda_fail(err_, #call, __FILE__, __LINE__);	\
+} while (0)
+
+/* Checks a kernel launch (the launch itself; faults show at the next sync). */
+#define CU_LAUNCH() CU(cudaGetLastError())
+
+/* One queued result: partials [first, first + count) of the arena. */
+struct queued {
+	double *out;
+	size_t first, count;
+	int stride;	/* doubles per block */
+	double scale;
+};
+
+struct cuda_engine {
+	int device, sms;
+	cudaStream_t compute, copy;
+	cudaEvent_t staged[2], uploaded, done;
+	void *stage[2];			/* pinned */
+	unsigned long long *d_counts, *h_counts;	/* 4 counters, pinned mirror */
+	uint64_t budget, used;
+	/* 16-bit tables: finite codes in value order, and the gap to the next */
+	uint16_t *d_order[2];
+	double *d_gap[2];
+	unsigned n_order[2];
+	/* results arena */
+	double *d_arena, *h_arena;
+	size_t arena_used;
+	struct queued *queue;
+	size_t n_queued;
+};
+
+static int fmt_index(enum wd_dtype t) { return t == WD_BF16 ? 0 : 1; }
+
+/* --- device memory within the budget, in stream order --- */
+
+static int dev_alloc(struct cuda_engine *c, void **p, size_t bytes)
+{
+	*p = NULL;
+	if (c->used + bytes > c->budget)
+		return -ENOMEM;
+	cudaError_t err = cudaMallocAsync(p, bytes ? bytes : 1, c->compute);
+	if (err == cudaErrorMemoryAllocation) {
+		cudaGetLastError();	/* not sticky: clear it */
+		return -ENOMEM;
+	}
+	if (err != cudaSuccess)
+		return cuda_fail(err, "cudaMallocAsync", __FILE__, __LINE__);
+	c->used += bytes;
+	return 0;
+}
+
+static void dev_free(struct cuda_engine *c, void **p, size_t bytes)
+{
+	if (!*p)
+		return;
+	cudaFreeAsync(*p, c->compute);
+	c->used -= bytes < c->used ? bytes : c->used;
+	*p = NULL;
+}
+
+static unsigned grid_for(const struct cuda_engine *c, size_t n, unsigned threads)
+{
+	size_t blocks = (n + threads - 1) / threads;
+	size_t cap = (size_t)c->sms * 4;
+	if (cap > MAX_PARTIALS)
+		cap = MAX_PARTIALS;
+	return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+}
+
+/* --- open and close --- */
+
+extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t desclen)
+{
+	struct cuda_engine *c;
+	cudaDeviceProp prop;
+	cudaFuncAttributes fa;
+	int n = 0;
+
+	*out = NULL;
+	cudaError_t err = cudaGetDeviceCount(&n);
+	if (err != cudaSuccess || n == 0) {
+		snprintf(desc, desclen, "%s", err != cudaSuccess ? cudaGetErrorString(err)
+							    : "no CUDA device");
+		cudaGetLastError();
+		return -ENODEV;
+	}
+	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+	    cudaFuncGetAttributes(&fa, w1_hist_scan_kernel) != cudaSuccess) {
+		snprintf(desc, desclen, "device 0 (sm_%d%d) cannot run this build (sm_90 and newer)",
+			 prop.major, prop.minor);
+		cudaGetLastError();
+		return -ENODEV;
+	}
+	c = (struct cuda_engine *)calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->sms = prop.multiProcessorCount;
+	int r = -EIO;
+#define OPEN_CU(call) do { if ((call) != cudaSuccess) { \
+	r = cuda_fail(cudaGetLastError(), #call, __FILE__, __LINE__); goto fail; } } while (0)
+	OPEN_CU(cudaSetDevice(0));
+	OPEN_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+	OPEN_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+	for (int k = 0; k < 2; k++) {
+		OPEN_CU(cudaEventCreateWithFlags(&c->staged[k], cudaEventDisableTiming));
+		OPEN_CU(cudaMallocHost(&c->stage[k], STAGE_BYTES));
+	}
+	OPEN_CU(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
+	OPEN_CU(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+	OPEN_CU(cudaMalloc(&c->d_counts, 4 * sizeof(unsigned long long)));
+	OPEN_CU(cudaMallocHost(&c->h_counts, 4 * sizeof(unsigned long long)));
+	OPEN_CU(cudaMalloc(&c->d_arena, (size_t)ARENA_SLOTS * MAX_PARTIALS * sizeof(double)));
+	OPEN_CU(cudaMallocHost(&c->h_arena, (size_t)ARENA_SLOTS * MAX_PARTIALS * sizeof(double)));
+	c->queue = (struct queued *)calloc(ARENA_SLOTS, sizeof(*c->queue));
+	if (!c->queue)
+		goto fail;
+	for (int f = 0; f < 2; f++) {
+		const struct half_table *t = half_table_get(f == 0 ? WD_BF16 : WD_F16);
+		c->n_order[f] = t->n_order;
+		OPEN_CU(cudaMalloc(&c->d_order[f], sizeof(t->order)));
+		OPEN_CU(cudaMalloc(&c->d_gap[f], sizeof(t->gap)));
+		OPEN_CU(cudaMemcpy(c->d_order[f], t->order, sizeof(t->order), cudaMemcpyHostToDevice));
+		OPEN_CU(cudaMemcpy(c->d_gap[f], t->gap, sizeof(t->gap), cudaMemcpyHostToDevice));
+	}
+	OPEN_CU(cudaFuncSetAttribute(hist16_kernel<uint16_t, 0>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4));
+	OPEN_CU(cudaFuncSetAttribute(hist16_kernel<uint32_t, 16>,
+				     cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4));
+	cuda_engine_set_budget(c, 0);
+	snprintf(desc, desclen, "cuda: %s (sm_%d%d, %.0f GiB)", prop.name, prop.major,
+		 prop.minor, (double)prop.totalGlobalMem / (1u << 30));
+	*out = c;
+	return 0;
+fail:
+	snprintf(desc, desclen, "cuda set-up failed");
+	cuda_engine_close(&c);
+	return r == -ENOMEM ? -ENODEV : r == -EIO ? -ENODEV : r;
+#undef OPEN_CU
+}
+
+extern "C" void cuda_engine_close(struct cuda_engine **pc)
+{
+	struct cuda_engine *c = *pc;
+	if (!c)
+		return;
+	/* Errors are ignored here: after a device fault these all fail. */
+	if (c->compute)
+		cudaStreamSynchronize(c->compute);
+	for (int k = 0; k < 2; k++) {
+		if (c->stage[k]) cudaFreeHost(c->stage[k]);
+		if (c->staged[k]) cudaEventDestroy(c->staged[k]);
+		if (c->d_order[k]) cudaFree(c->d_order[k]);
+		if (c->d_gap[k]) cudaFree(c->d_gap[k]);
+	}
+	if (c->uploaded) cudaEventDestroy(c->uploaded);
+	if (c->done) cudaEventDestroy(c->done);
+	if (c->d_counts) cudaFree(c->d_counts);
+	if (c->h_counts) cudaFreeHost(c->h_counts);
+	if (c->d_arena) cudaFree(c->d_arena);
+	if (c->h_arena) cudaFreeHost(c->h_arena);
+	if (c->copy) cudaStreamDestroy(c->copy);
+	if (c->compute) cudaStreamDestroy(c->compute);
+	cudaGetLastError();
+	free(c->queue);
+	free(c);
+	*pc = NULL;
+}
+
+extern "C" void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes)
+{
+	size_t free_b = 0, total = 0;
+	if (bytes == 0) {
+		cudaMemGetInfo(&free_b, &total);
+		/* Leave room for CUB's temporaries and other processes. */
+		bytes = free_b > (2ull << 30) ? free_b - (1ull << 30) : free_b / 2;
+	}
+	c->budget = bytes;
+}
+
+/* --- upload --- */
+
+/*
+ * Copies bytes from host memory to the device. Pinned memory goes straight
+ * over; pageable memory through two pinned staging buffers, so that the CPU
+ * fills one while the DMA engine drains the other. Returns when src may be
+ * reused; the compute stream is ordered after the copy.
+ */
+static int is_device_memory(const void *p)
+{
+	cudaPointerAttributes attr;
+	int dev = cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
+		  (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+	cudaGetLastError();	/* pageable memory may report an error: not one */
+	return dev;
+}
+
+static int upload(struct cuda_engine *c, void *dst, const void *src, size_t bytes)
+{
+	cudaPointerAttributes attr;
+	int pinned = cudaPointerGetAttributes(&attr, src) == cudaSuccess &&
+		     attr.type == cudaMemoryTypeHost;
+	cudaGetLastError();
+
+	if (pinned) {
+		CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->copy));
+	} else {
+		for (size_t off = 0, k = 0; off < bytes; off += STAGE_BYTES, k ^= 1) {
+			size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+			CU(cudaEventSynchronize(c->staged[k]));	/* its last copy is done */
+			memcpy(c->stage[k], (const char *)src + off, len);
+			CU(cudaMemcpyAsync((char *)dst + off, c->stage[k], len,
+					   cudaMemcpyHostToDevice, c->copy));
+			CU(cudaEventRecord(c->staged[k], c->copy));
+		}
+	}
+	CU(cudaEventRecord(c->uploaded, c->copy));
+	CU(cudaStreamWaitEvent(c->compute, c->uploaded, 0));
+	if (pinned)	/* the caller may reuse src on return */
+		CU(cudaEventSynchronize(c->uploaded));
+	return 0;
+}
+
+/* --- prepare --- */
+
+static int count_nonfinite(struct cuda_engine *c, struct wd_prepared *p)
+{
+	CU(cudaMemcpyAsync(c->h_counts, c->d_counts, 4 * sizeof(unsigned long long),
+			   cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaEventRecord(c->done, c->compute));
+	CU(cudaEventSynchronize(c->done));
+	p->nonfinite.nan = c->h_counts[0];
+	p->nonfinite.posinf = c->h_counts[1];
+	p->nonfinite.neginf = c->h_counts[2];
+	p->n_finite = p->numel - p->nonfinite.nan - p->nonfinite.posinf - p->nonfinite.neginf;
+	return 0;
+}
+
+/* Counts 16-bit codes of raw (uint16, or the upper halves of uint32). */
+static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
+			enum wd_dtype fmt, struct wd_prepared *p)
+{
+	size_t bytes = 65536 * sizeof(unsigned long long);
+	int r = dev_alloc(c, &p->dev_hist, bytes);
+	if (r)
+		return r;
+	p->dev_bytes += bytes;
+	p->hist = (uint64_t *)malloc(bytes);
+	if (!p->hist)
+		return -ENOMEM;
+	CU(cudaMemsetAsync(p->dev_hist, 0, bytes, c->compute));
+	unsigned blocks = (unsigned)(2 * ((p->numel + HIST_CHUNK - 1) / HIST_CHUNK));
+	if (upper)
+		hist16_kernel<uint32_t, 16><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint32_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
+	else
+		hist16_kernel<uint16_t, 0><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint16_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
+	CU_LAUNCH();
+	CU(cudaMemcpyAsync(p->hist, p->dev_hist, bytes, cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaEventRecord(c->done, c->compute));
+	CU(cudaEventSynchronize(c->done));	/* host counts are used right away */
+	p->method = WD_METHOD_HIST16;
+	p->store = fmt;
+	p->nonfinite = (struct wd_nonfinite){ 0, 0, 0 };
+	half_count_nonfinite(fmt, p->hist, &p->nonfinite);
+	const struct half_table *t = half_table_get(fmt);
+	p->n_finite = 0;
+	for (uint32_t j = 0; j < t->n_order; j++)
+		p->n_finite += p->hist[t->order[j]];
+	return 0;
+}
+
+/* Queues a result made of partials [first, first + count) times scale. */
+static int queue_result(struct cuda_engine *c, double *out, size_t first, size_t count,
+			int stride, double scale)
+{
+	c->queue[c->n_queued++] = (struct queued){ out, first, count, stride, scale };
+	c->arena_used = first + count * stride;
+	return 0;
+}
+
+/* Reserves room for count partials of stride doubles; syncs when full. */
+static int arena_take(struct cuda_engine *c, size_t count, int stride, size_t *first)
+{
+	if (c->n_queued == ARENA_SLOTS ||
+	    c->arena_used + count * stride > (size_t)ARENA_SLOTS * MAX_PARTIALS) {
+		int r = cuda_sync(c);
+		if (r)
+			return r;
+	}
+	*first = c->arena_used;
+	return 0;
+}
+
+/*
+ * Sorts keys (n of them, non-finite last). Takes ownership of keys: on
+ * success p->dev_keys holds the result; on failure the buffers are freed.
+ */
+template <typename K>
+static int sort_keys(struct cuda_engine *c, K *keys, size_t n, struct wd_prepared *p)
+{
+	void *alt = NULL, *tmp = NULL;
+	size_t tmp_bytes = 0;
+	int r;
+
+	void *mine = keys;
+	if ((r = dev_alloc(c, &alt, n * sizeof(K)))) {
+		dev_free(c, &mine, n * sizeof(K));	/* sort_keys owns keys */
+		return r;
+	}
+	cub::DoubleBuffer<K> db(keys, (K *)alt);
+	CU(cub::DeviceRadixSort::SortKeys(NULL, tmp_bytes, db, (int64_t)n, 0,
+					  (int)(8 * sizeof(K)), c->compute));
+	if ((r = dev_alloc(c, &tmp, tmp_bytes))) {
+		dev_free(c, &alt, n * sizeof(K));
+		dev_free(c, &mine, n * sizeof(K));
+		return r;
+	}
+	CU(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, (int64_t)n, 0,
+					  (int)(8 * sizeof(K)), c->compute));
+	dev_free(c, &tmp, tmp_bytes);
+	void *other = db.Current() == keys ? alt : (void *)keys;
+	dev_free(c, &other, n * sizeof(K));
+	p->dev_keys = db.Current();
+	p->dev_bytes += n * sizeof(K);
+	return 0;
+}
+
+extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
+			    struct wd_prepared *p)
+{
+	size_t esize = wd_dtype_size(v->dtype), n = v->numel, bytes = n * esize;
+	size_t key_bytes = 0;	/* of keys while this function owns it */
+	void *raw = NULL, *keys = NULL;
+	int r;
+
+	if (n == 0)
+		return -ENOMEM;	/* nothing to gain: the CPU path handles empty tensors */
+	if (is_device_memory(v->data)) {	/* already there: read it in place */
+		raw = (void *)v->data;
+		p->dev_raw = raw;
+		p->dev_raw_borrowed = 1;
+	} else {
+		if ((r = dev_alloc(c, &raw, bytes)))
+			return r;
+		p->dev_raw = raw;	/* owned by p from here, so release() frees it */
+		p->dev_bytes = bytes;
+		if ((r = upload(c, raw, v->data, bytes)))
+			return r;
+	}
+	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
+	if (is16 && !(flags & WD_PREP_FORCE_SORT)) {
+		r = prepare_hist(c, raw, 0, v->dtype, p);
+	} else if (is16) {	/* 16-bit data sorted as fp32 keys */
+		if ((r = dev_alloc(c, &keys, n * 4)))
+			return r;
+		key_bytes = n * 4;
+		unsigned g = grid_for(c, n, 256);
+		if (v->dtype == WD_BF16)
+			keys_from16_kernel<load_bf16><<<g, 256, 0, c->compute>>>((const uint16_t *)raw,
+										(uint32_t *)keys, n);
+		else
+			keys_from16_kernel<load_f16><<<g, 256, 0, c->compute>>>((const uint16_t *)raw,
+									       (uint32_t *)keys, n);
+		if ((r = cudaGetLastError()) != cudaSuccess) {
+			dev_free(c, &keys, key_bytes);
+			return cuda_fail((cudaError_t)r, "keys_from16_kernel", __FILE__, __LINE__);
+		}
+		/* Non-finite counts from a host pass: this path is for tests. */
+		p->nonfinite = (struct wd_nonfinite){ 0, 0, 0 };
+		for (size_t i = 0; i < n; i++) {
+			int k = half_class(v->dtype, ((const uint16_t *)v->data)[i]);
+			if (k == 1) p->nonfinite.nan++;
+			if (k == 2) p->nonfinite.posinf++;
+			if (k == 3) p->nonfinite.neginf++;
+		}
+		p->n_finite = n - p->nonfinite.nan - p->nonfinite.posinf - p->nonfinite.neginf;
+		p->store = WD_F32;
+		key_bytes = 0;	/* sort_keys owns keys now */
+		r = sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);
+	} else {
+		int wide = v->dtype == WD_F64;
+		if ((r = dev_alloc(c, &keys, bytes)))
+			return r;
+		key_bytes = bytes;
+		CU(cudaMemsetAsync(c->d_counts, 0, 4 * sizeof(unsigned long long), c->compute));
+		unsigned g = grid_for(c, n, 256) * 4;
+		if (wide)
+			classify_kernel<unsigned long long><<<g, 256, 0, c->compute>>>(
+				(const unsigned long long *)raw, (unsigned long long *)keys, n, c->d_counts);
+		else
+			classify_kernel<uint32_t><<<g, 256, 0, c->compute>>>(
+				(const uint32_t *)raw, (uint32_t *)keys, n, c->d_counts);
+		r = cudaGetLastError() == cudaSuccess ? count_nonfinite(c, p) : -EIO;
+		if (r) {
+			dev_free(c, &keys, key_bytes);
+			return r;
+		}
+		if (!wide && !(flags & WD_PREP_FORCE_SORT) && c->h_counts[3] == 0) {
+			dev_free(c, &keys, key_bytes);
+			r = prepare_hist(c, raw, 1, WD_BF16, p);
+		} else {
+			p->store = wide ? WD_F64 : WD_F32;
+			r = wide ? sort_keys<unsigned long long>(c, (unsigned long long *)keys, n, p)
+				 : sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);
+		}
+	}
+	if (r)
+		return r;
+	if (!(flags & WD_PREP_KEEP_RAW)) {
+		if (p->dev_raw_borrowed) {
+			p->dev_raw = NULL;
+		} else {
+			dev_free(c, &p->dev_raw, bytes);
+			p->dev_bytes -= bytes;
+		}
+	}
+	return 0;
+}
+
+extern "C" void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared *p)
+{
+	dev_free(c, &p->dev_keys, 0);	/* accounted below, as a whole */
+	dev_free(c, &p->dev_hist, 0);
+	if (p->dev_raw_borrowed)
+		p->dev_raw = NULL;	/* the caller's memory */
+	else
+		dev_free(c, &p->dev_raw, 0);
+	c->used -= p->dev_bytes < c->used ? p->dev_bytes : c->used;
+	p->dev_bytes = 0;
+}
+
+/* --- W1 --- */
+
+/* A prepared 16-bit count as sorted fp32 keys, in a new device buffer. */
+static int expand_to_keys(struct cuda_engine *c, const struct wd_prepared *p, uint32_t **keys)
+{
+	const struct half_table *t = half_table_get(p->store);
+	unsigned long long *off = (unsigned long long *)malloc(t->n_order * sizeof(*off));
+	void *d_off = NULL;
+	int r;
+
+	if (!off)
+		return -ENOMEM;
+	unsigned long long sum = 0;
+	for (uint32_t j = 0; j < t->n_order; j++) {
+		off[j] = sum;
+		sum += p->hist[t->order[j]];
+	}
+	if ((r = dev_alloc(c, (void **)keys, p->n_finite * 4)) ||
+	    (r = dev_alloc(c, &d_off, t->n_order * sizeof(*off)))) {
+		free(off);
+		dev_free(c, (void **)keys, p->n_finite * 4);
+		return r;
+	}
+	cudaError_t err = cudaMemcpyAsync(d_off, off, t->n_order * sizeof(*off),
+					  cudaMemcpyHostToDevice, c->compute);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(c->compute);	/* off is pageable */
+	free(off);
+	if (err != cudaSuccess)
+		return cuda_fail(err, "offsets upload", __FILE__, __LINE__);
+	int f = fmt_index(p->store);
+	if (p->store == WD_BF16)
+		expand_hist_kernel<load_bf16><<<4096, 256, 0, c->compute>>>(
+			(const unsigned long long *)p->dev_hist, c->d_order[f],
+			(const unsigned long long *)d_off, t->n_order, *keys);
+	else
+		expand_hist_kernel<load_f16><<<4096, 256, 0, c->compute>>>(
+			(const unsigned long long *)p->dev_hist, c->d_order[f],
+			(const unsigned long long *)d_off, t->n_order, *keys);
+	CU_LAUNCH();
+	dev_free(c, &d_off, t->n_order * sizeof(*off));
+	return 0;
+}
+
+/* Queues W1 of two sorted key arrays. */
+template <typename KA, typename KB>
+static int w1_sorted(struct cuda_engine *c, const KA *a, size_t na, const KB *b, size_t nb,
+		     double *out)
+{
+	size_t first;
+	unsigned g;
+	int r;
+
+	if (sizeof(KA) == sizeof(KB) && na == nb) {
+		g = grid_for(c, na, RED_THREADS);
+		if ((r = arena_take(c, g, 1, &first)))
+			return r;
+		w1_equal_kernel<KA><<<g, RED_THREADS, 0, c->compute>>>(a, (const KA *)b, na,
+								      c->d_arena + first);
+		CU_LAUNCH();
+		return queue_result(c, out, first, g, 1, 1.0 / (double)na);
+	}
+	g = grid_for(c, (na + nb + MERGE_ITEMS - 1) / MERGE_ITEMS, RED_THREADS);
+	if ((r = arena_take(c, g, 1, &first)))
+		return r;
+	w1_merge_kernel<KA, KB><<<g, RED_THREADS, 0, c->compute>>>(a, na, b, nb, c->d_arena + first);
+	CU_LAUNCH();
+	return queue_result(c, out, first, g, 1, 1.0);
+}
+
+/* The keys of p as fp32 or fp64 keys; 16-bit counts are expanded (owned). */
+struct keyed {
+	const void *keys;
+	int wide;
+	uint32_t *owned;
+};
+
+static int keyed_of(struct cuda_engine *c, const struct wd_prepared *p, struct keyed *k)
+{
+	k->owned = NULL;
+	k->wide = p->method == WD_METHOD_SORT && p->store == WD_F64;
+	if (p->method == WD_METHOD_SORT) {
+		k->keys = p->dev_keys;
+		return 0;
+	}
+	int r = expand_to_keys(c, p, &k->owned);
+	k->keys = k->owned;
+	return r;
+}
+
+extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
+			     const struct wd_prepared *b, double *out)
+{
+	size_t first;
+	int r;
+
+	if (a->method == WD_METHOD_HIST16 && b->method == WD_METHOD_HIST16 && a->store == b->store) {
+		int f = fmt_index(a->store);
+		if ((r = arena_take(c, 1, 1, &first)))
+			return r;
+		w1_hist_scan_kernel<<<1, SCAN_THREADS, 0, c->compute>>>(
+			(const unsigned long long *)a->dev_hist, a->n_finite,
+			(const unsigned long long *)b->dev_hist, b->n_finite,
+			c->d_order[f], c->d_gap[f], c->n_order[f], c->d_arena + first);
+		CU_LAUNCH();
+		return queue_result(c, out, first, 1, 1, 1.0);
+	}
+	struct keyed ka, kb;
+	if ((r = keyed_of(c, a, &ka)))
+		return r;
+	if ((r = keyed_of(c, b, &kb))) {
+		dev_free(c, (void **)&ka.owned, a->n_finite * 4);
+		return r;
+	}
+	if (!ka.wide && !kb.wide)
+		r = w1_sorted(c, (const uint32_t *)ka.keys, a->n_finite, (const uint32_t *)kb.keys,
+			      b->n_finite, out);
+	else if (ka.wide && kb.wide)
+		r = w1_sorted(c, (const unsigned long long *)ka.keys, a->n_finite,
+			      (const unsigned long long *)kb.keys, b->n_finite, out);
+	else if (ka.wide)
+		r = w1_sorted(c, (const unsigned long long *)ka.keys, a->n_finite,
+			      (const uint32_t *)kb.keys, b->n_finite, out);
+	else
+		r = w1_sorted(c, (const uint32_t *)ka.keys, a->n_finite,
+			      (const unsigned long long *)kb.keys, b->n_finite, out);
+	dev_free(c, (void **)&ka.owned, a->n_finite * 4);	/* stream-ordered: after use */
+	dev_free(c, (void **)&kb.owned, b->n_finite * 4);
+	return r;
+}
+
+/* Adds partials in a fixed order and writes every queued result. */
+extern "C" int cuda_sync(struct cuda_engine *c)
+{
+	if (c->arena_used)
+		CU(cudaMemcpyAsync(c->h_arena, c->d_arena, c->arena_used * sizeof(double),
+				   cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaStreamSynchronize(c->compute));
+	for (size_t i = 0; i < c->n_queued; i++) {
+		const struct queued *q = &c->queue[i];
+		const double *h = c->h_arena + q->first;
+		double sum = 0;
+		for (size_t k = 0; k < q->count; k++)
+			sum += h[k];
+		*q->out = sum * q->scale;
+	}
+	c->n_queued = 0;
+	c->arena_used = 0;
+	return 0;
+}
+
+/* Host value of one sorted device key at index i. */
+static int key_value_at(const struct wd_prepared *p, size_t i, double *v)
+{
+	if (p->store == WD_F64) {
+		unsigned long long k, u;
+		CU(cudaMemcpy(&k, (const unsigned long long *)p->dev_keys + i, 8, cudaMemcpyDeviceToHost));
+		u = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
+		memcpy(v, &u, 8);
+	} else {
+		uint32_t k, u;
+		float f;
+		CU(cudaMemcpy(&k, (const uint32_t *)p->dev_keys + i, 4, cudaMemcpyDeviceToHost));
+		u = k ^ (((k >> 31) - 1) | 0x80000000u);
+		memcpy(&f, &u, 4);
+		*v = f;
+	}
+	return 0;
+}
+
+/*
+ * Summary of a sorted device tensor: min and max are its ends; the sums are
+ * shifted by the median m (sum (x-m), sum (x-m)^2), so a large mean does not
+ * cancel a small spread.
+ */
+extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
+{
+	struct wd_summary *s = &p->summary;
+	unsigned g = grid_for(c, p->n_finite, RED_THREADS);
+	double mid, s1 = 0, s2 = 0, sq = 0, n = (double)p->n_finite;
+	size_t first;
+	int r;
+
+	s->numel = p->numel;
+	s->n_finite = p->n_finite;
+	s->nonfinite = p->nonfinite;
+	s->mean = s->std = s->min = s->max = NAN;
+	s->l2 = 0;
+	if (!p->n_finite) {
+		p->have_summary = 1;
+		return 0;
+	}
+	if ((r = cuda_sync(c)) || (r = arena_take(c, g, 3, &first)))
+		return r;
+	if (p->store == WD_F64)
+		summary_kernel<unsigned long long><<<g, RED_THREADS, 0, c->compute>>>(
+			(const unsigned long long *)p->dev_keys, p->n_finite, c->d_arena + first);
+	else
+		summary_kernel<uint32_t><<<g, RED_THREADS, 0, c->compute>>>(
+			(const uint32_t *)p->dev_keys, p->n_finite, c->d_arena + first);
+	CU_LAUNCH();
+	CU(cudaMemcpyAsync(c->h_arena + first, c->d_arena + first, (size_t)g * 3 * sizeof(double),
+			   cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaStreamSynchronize(c->compute));
+	for (unsigned k = 0; k < g; k++) {
+		s1 += c->h_arena[first + 3 * k];
+		s2 += c->h_arena[first + 3 * k + 1];
+		sq += c->h_arena[first + 3 * k + 2];
+	}
+	if ((r = key_value_at(p, 0, &s->min)) || (r = key_value_at(p, p->n_finite - 1, &s->max)) ||
+	    (r = key_value_at(p, p->n_finite / 2, &mid)))
+		return r;
+	s->mean = mid + s1 / n;
+	double var = (s2 - s1 * s1 / n) / n;
+	s->std = sqrt(var > 0 ? var : 0);
+	s->l2 = sqrt(sq);
+	p->have_summary = 1;
+	return 0;
+}
+
+/* --- element-wise statistics and copies back --- */
+
+template <typename LA>
+static void launch_pair_a(const struct cuda_engine *c, unsigned g, const struct wd_prepared *a,
+			  const struct wd_prepared *b, double *out)
+{
+	const typename LA::T *pa = (const typename LA::T *)a->dev_raw;
+	switch (b->dtype) {
+	case WD_F32: pair_stats_kernel<LA, load_f32><<<g, RED_THREADS, 0, c->compute>>>(
+			pa, (const float *)b->dev_raw, a->numel, out); break;
+	case WD_F64: pair_stats_kernel<LA, load_f64><<<g, RED_THREADS, 0, c->compute>>>(
+			pa, (const double *)b->dev_raw, a->numel, out); break;
+	case WD_F16: pair_stats_kernel<LA, load_f16><<<g, RED_THREADS, 0, c->compute>>>(
+			pa, (const uint16_t *)b->dev_raw, a->numel, out); break;
+	case WD_BF16: pair_stats_kernel<LA, load_bf16><<<g, RED_THREADS, 0, c->compute>>>(
+			pa, (const uint16_t *)b->dev_raw, a->numel, out); break;
+	}
+}
+
+extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
+			       const struct wd_prepared *b, struct wd_pair_stats *out)
+{
+	unsigned g = grid_for(c, a->numel, RED_THREADS);
+	size_t first;
+	int r;
+
+	if ((r = cuda_sync(c)) || (r = arena_take(c, g, 5, &first)))
+		return r;
+	double *d = c->d_arena + first;
+	switch (a->dtype) {
+	case WD_F32: launch_pair_a<load_f32>(c, g, a, b, d); break;
+	case WD_F64: launch_pair_a<load_f64>(c, g, a, b, d); break;
+	case WD_F16: launch_pair_a<load_f16>(c, g, a, b, d); break;
+	case WD_BF16: launch_pair_a<load_bf16>(c, g, a, b, d); break;
+	}
+	CU_LAUNCH();
+	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * 5 * sizeof(double),
+			   cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaStreamSynchronize(c->compute));
+	double mx = 0, dd = 0, aa = 0, ncmp = 0, ndiff = 0;
+	const double *h = c->h_arena + first;
+	for (unsigned k = 0; k < g; k++) {
+		mx = fmax(mx, h[5 * k]);
+		dd += h[5 * k + 1];
+		aa += h[5 * k + 2];
+		ncmp += h[5 * k + 3];
+		ndiff += h[5 * k + 4];
+	}
+	out->n_compared = (uint64_t)ncmp;
+	out->n_diff = (uint64_t)ndiff;
+	out->max_abs_diff = ncmp > 0 ? mx : NAN;
+	out->rel_l2 = dd == 0 ? (ncmp > 0 ? 0 : NAN) : aa > 0 ? sqrt(dd) / sqrt(aa) : NAN;
+	return 0;
+}
+
+extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
+{
+	size_t ks = p->store == WD_F64 ? 8 : 4, n = p->n_finite;
+	void *h = malloc(n * ks + ks);
+
+	*values = NULL;
+	if (!h)
+		return -ENOMEM;
+	cudaError_t err = cudaStreamSynchronize(c->compute);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(h, p->dev_keys, n * ks, cudaMemcpyDeviceToHost);
+	if (err != cudaSuccess) {
+		free(h);
+		return cuda_fail(err, "copy to host", __FILE__, __LINE__);
+	}
+	/* keys back to the floats' bits, as the CPU engine stores them */
+	if (ks == 4)
+		for (size_t i = 0; i < n; i++) {
+			uint32_t k = ((uint32_t *)h)[i];
+			((uint32_t *)h)[i] = k ^ (((k >> 31) - 1) | 0x80000000u);
+		}
+	else
+		for (size_t i = 0; i < n; i++) {
+			unsigned long long k = ((unsigned long long *)h)[i];
+			((unsigned long long *)h)[i] = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
+		}
+	*values = h;
+	return 0;
+}

@@ -1,0 +1,263 @@
+/*
+ * test_gpu.c: the CUDA engine against the CPU engine, on fresh random data:
+ * every dtype, sizes 1, 31, 4097, 2^20 and 2^28, equal and unequal, mixed
+ * dtypes, NaN and +-Inf sprinkled in. Every output is poisoned before each
+ * call, and the first mismatches are printed. Exits 77 (skip) when there is
+ * no CUDA device. Depends on the engine and CUDA only (no HDF5, ZeroMQ or
+ * YAML), so that it builds on a bare GPU machine.
+ *
+ *   test_gpu [MAX_LOG2]     largest size 2^MAX_LOG2 (default 28)
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wdrift.h"
+
+#define REL 1e-9
+#define ABS 1e-15
+#define POISON 0xa5
+
+static int n_ok, n_fail, n_shown;
+static struct wd_engine *cpu, *gpu;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static double normal(void)
+{
+	double s = 0;
+	for (int i = 0; i < 4; i++)
+		s += (double)(next() >> 11) / 9007199254740992.0 - 0.5;
+	return s * 0.035;
+}
+
+static int same(double got, double want)
+{
+	if (isnan(want))
+		return isnan(got);
+	if (want == 0)
+		return fabs(got) <= ABS;
+	return fabs(got - want) <= REL * fabs(want);
+}
+
+/* One assertion; prints the first 20 failures in full. */
+static void check(int ok, const char *what, const char *ctx, double got, double want)
+{
+	if (ok) {
+		n_ok++;
+		return;
+	}
+	n_fail++;
+	if (n_shown++ < 20)
+		printf("not ok - %s %s: gpu %.17g cpu %.17g\n", ctx, what, got, want);
+}
+
+/* A tensor of n values of type t, with non-finite values sprinkled in. */
+static void *make(enum wd_dtype t, size_t n)
+{
+	double *x = malloc(n * 8 + 8);
+	void *out = malloc(n * wd_dtype_size(t) + 8);
+	struct wd_view v = { WD_F64, x, n };
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = normal();
+	if (n >= 31) {
+		size_t k = n / 997 + 1;
+		for (size_t j = 0; j < k; j++) {
+			size_t at = next() % n;
+			x[at] = (j % 3 == 0) ? NAN : (j % 3 == 1) ? INFINITY : -INFINITY;
+		}
+		x[next() % n] = -0.0;
+		x[next() % n] = 0.0;
+	}
+	switch (t) {
+	case WD_F32:
+		for (size_t i = 0; i < n; i++)
+			((float *)out)[i] = (float)x[i];
+		break;
+	case WD_F64:
+		memcpy(out, x, n * 8);
+		break;
+	default:
+		wd_round16(&v, t, out);
+		break;
+	}
+	free(x);
+	return out;
+}
+
+static void compare_summaries(const char *ctx, const char *side, struct wd_prepared *g,
+			      struct wd_prepared *c)
+{
+	struct wd_summary sg, sc;
+	char what[64];
+
+	memset(&sg, POISON, sizeof(sg));
+	wd_summarize(g, &sg);
+	wd_summarize(c, &sc);
+	snprintf(what, sizeof(what), "%s nonfinite/finite counts", side);
+	check(sg.n_finite == sc.n_finite && sg.nonfinite.nan == sc.nonfinite.nan &&
+	      sg.nonfinite.posinf == sc.nonfinite.posinf &&
+	      sg.nonfinite.neginf == sc.nonfinite.neginf && sg.numel == sc.numel,
+	      what, ctx, (double)sg.n_finite, (double)sc.n_finite);
+	double gv[5] = { sg.mean, sg.std, sg.min, sg.max, sg.l2 };
+	double cv[5] = { sc.mean, sc.std, sc.min, sc.max, sc.l2 };
+	static const char *names[5] = { "mean", "std", "min", "max", "l2" };
+	for (int k = 0; k < 5; k++) {
+		/* the mean of centred data can be ~0: judge it against the spread */
+		int ok = k == 0 ? (isnan(cv[0]) ? isnan(gv[0])
+					       : fabs(gv[0] - cv[0]) <= 1e-9 * (fabs(cv[0]) + cv[1]) + ABS)
+				: same(gv[k], cv[k]);
+		snprintf(what, sizeof(what), "%s summary %s", side, names[k]);
+		check(ok, what, ctx, gv[k], cv[k]);
+	}
+}
+
+static void run_case(enum wd_dtype ta, size_t na, enum wd_dtype tb, size_t nb, unsigned flags)
+{
+	char ctx[128];
+	void *a = make(ta, na), *b = make(tb, nb);
+	struct wd_view va = { ta, a, na }, vb = { tb, b, nb };
+	struct wd_prepared *ga = NULL, *gb = NULL, *ca = NULL, *cb = NULL;
+	double wg, wc;
+
+	snprintf(ctx, sizeof(ctx), "%s[%zu] vs %s[%zu]%s", wd_dtype_name(ta), na,
+		 wd_dtype_name(tb), nb, flags & WD_PREP_FORCE_SORT ? " sorted" : "");
+	if (wd_prepare(gpu, &va, flags | WD_PREP_KEEP_RAW, &ga) ||
+	    wd_prepare(gpu, &vb, flags | WD_PREP_KEEP_RAW, &gb) ||
+	    wd_prepare(cpu, &va, flags, &ca) || wd_prepare(cpu, &vb, flags, &cb)) {
+		check(0, "prepare", ctx, 0, 0);
+		goto out;
+	}
+	check(wd_prepared_method(ga) == wd_prepared_method(ca), "method", ctx,
+	      wd_prepared_method(ga), wd_prepared_method(ca));
+	memset(&wg, POISON, sizeof(wg));
+	int r = wd_w1(gpu, ga, gb, &wg);
+	wd_w1(cpu, ca, cb, &wc);
+	check(r == 0 && same(wg, wc), "w1", ctx, wg, wc);
+	compare_summaries(ctx, "a", ga, ca);
+	compare_summaries(ctx, "b", gb, cb);
+	if (na == nb) {
+		struct wd_pair_stats pg, pc;
+		memset(&pg, POISON, sizeof(pg));
+		r = wd_pair_stats_prepared(gpu, ga, gb, &pg);
+		wd_pair_stats(cpu, &va, &vb, &pc);
+		check(r == 0 && pg.n_diff == pc.n_diff && pg.n_compared == pc.n_compared,
+		      "n_diff", ctx, (double)pg.n_diff, (double)pc.n_diff);
+		check(same(pg.max_abs_diff, pc.max_abs_diff), "max_abs_diff", ctx,
+		      pg.max_abs_diff, pc.max_abs_diff);
+		check(same(pg.rel_l2, pc.rel_l2), "rel_l2", ctx, pg.rel_l2, pc.rel_l2);
+	}
+out:
+	wd_prepared_free(&ga);
+	wd_prepared_free(&gb);
+	wd_prepared_free(&ca);
+	wd_prepared_free(&cb);
+	free(a);
+	free(b);
+}
+
+/* Many W1 queued before one sync give the same numbers as one at a time. */
+static void test_async_batch(void)
+{
+	enum { N = 40 };
+	struct wd_prepared *base, *p[N];
+	double w[N], one;
+	size_t n = 10007;
+	void *x = make(WD_F32, n);
+	struct wd_view v = { WD_F32, x, n };
+
+	wd_prepare(gpu, &v, 0, &base);
+	for (int i = 0; i < N; i++) {
+		void *y = make(i % 2 ? WD_F32 : WD_BF16, n + (size_t)i);
+		struct wd_view vy = { i % 2 ? WD_F32 : WD_BF16, y, n + (size_t)i };
+		wd_prepare(gpu, &vy, 0, &p[i]);
+		free(y);	/* the engine must not need it any more */
+		memset(&w[i], POISON, sizeof(w[i]));
+		wd_w1_async(gpu, base, p[i], &w[i]);
+	}
+	check(wd_engine_sync(gpu) == 0, "sync", "async batch", 0, 0);
+	for (int i = 0; i < N; i++) {
+		wd_w1(gpu, base, p[i], &one);
+		check(w[i] == one, "w1 queued = w1 alone", "async batch", w[i], one);
+		wd_prepared_free(&p[i]);
+	}
+	wd_prepared_free(&base);
+	free(x);
+}
+
+/* Over the budget, tensors are prepared on the host; W1 still agrees. */
+static void test_budget(void)
+{
+	size_t n = 1 << 20;
+	void *x = make(WD_F32, n), *y = make(WD_F32, n + 5);
+	struct wd_view vx = { WD_F32, x, n }, vy = { WD_F32, y, n + 5 };
+	struct wd_prepared *gx, *gy, *cx, *cy;
+	double wg, wc;
+
+	wd_prepare(gpu, &vx, 0, &gx);	/* on the device */
+	wd_engine_set_budget(gpu, 1 << 20);	/* 1 MiB: the next one cannot fit */
+	wd_prepare(gpu, &vy, 0, &gy);
+	wd_engine_set_budget(gpu, 0);
+	wd_prepare(cpu, &vx, 0, &cx);
+	wd_prepare(cpu, &vy, 0, &cy);
+	memset(&wg, POISON, sizeof(wg));
+	int r = wd_w1(gpu, gx, gy, &wg);
+	wd_w1(cpu, cx, cy, &wc);
+	check(r == 0 && same(wg, wc), "w1 device vs host-prepared", "budget", wg, wc);
+	wd_prepared_free(&gx);
+	wd_prepared_free(&gy);
+	wd_prepared_free(&cx);
+	wd_prepared_free(&cy);
+	free(x);
+	free(y);
+}
+
+int main(int argc, char **argv)
+{
+	int max_log2 = argc > 1 ? atoi(argv[1]) : 28;
+	size_t sizes[] = { 1, 31, 4097, (size_t)1 << 20, (size_t)1 << 28 };
+	int n_sizes = max_log2 >= 28 ? 5 : 4;
+
+	if (wd_engine_open(WD_BACKEND_CUDA, &gpu) == -ENODEV) {
+		printf("1..0 # SKIP no CUDA device\n");
+		return 77;
+	}
+	if (!gpu || wd_engine_open(WD_BACKEND_CPU, &cpu)) {
+		printf("not ok 1 - cannot open the engines\n");
+		return 1;
+	}
+	printf("# gpu engine: %s\n", wd_engine_describe(gpu));
+	for (int i = 0; i < n_sizes; i++) {
+		size_t n = sizes[i], m = sizes[(i + 1) % n_sizes];
+		for (enum wd_dtype t = 0; t < WD_DTYPE_COUNT; t++) {
+			run_case(t, n, t, n, 0);			/* equal */
+			run_case(t, n, t, n + n / 3 + 1, 0);		/* unequal */
+			if (n <= ((size_t)1 << 20)) {
+				run_case(t, n, (t + 1) % WD_DTYPE_COUNT, n, 0);	/* mixed */
+				run_case(t, n, t, m, 0);
+				if (t == WD_BF16 || t == WD_F16)
+					run_case(t, n, t, n, WD_PREP_FORCE_SORT);
+			}
+		}
+		printf("# size %zu done: %d checks, %d failed\n", n, n_ok + n_fail, n_fail);
+		fflush(stdout);
+	}
+	test_async_batch();
+	test_budget();
+	wd_engine_close(&gpu);
+	wd_engine_close(&cpu);
+	printf("%s 1 - gpu engine matches the cpu engine (%d checks, %d failed)\n",
+	       n_fail ? "not ok" : "ok", n_ok + n_fail, n_fail);
+	printf("# %d passed, %d failed\n", n_ok, n_fail);
+	return n_fail ? 1 : 0;
+}

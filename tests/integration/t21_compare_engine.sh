@@ -1,0 +1,54 @@
+#!/bin/sh
+# t21_compare_engine.sh: `wdrift compare --engine`: cpu and auto give the
+# same numbers; cuda runs on a device or fails clearly without one; a bad
+# value is a usage error.
+set -u
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+WDRIFT=${WDRIFT:-build/wdrift}
+PYTHON=${PYTHON:-/usr/bin/python3}
+n=0 fail=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else fail=$((fail + 1)); echo "not ok $n - $2"; fi; }
+
+"$PYTHON" - "$tmp" <<'PY'
+import sys, h5py, numpy as np
+rng = np.random.default_rng(5)
+for name, shift in (("a", 0.0), ("b", 1e-3)):
+    with h5py.File(f"{sys.argv[1]}/{name}.h5", "w") as f:
+        r = np.random.default_rng(5)
+        f["w32"] = (r.standard_normal(70000) * 0.02 + shift).astype(np.float32)
+        f["w64"] = r.standard_normal(3001) * 0.02 + shift
+        f["h16"] = (r.standard_normal(5000) * 0.02 + shift).astype(np.float16)
+PY
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine cpu --json >"$tmp/cpu.json" 2>"$tmp/err"
+ok $? "--engine cpu runs"
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine auto --json >"$tmp/auto.json" 2>"$tmp/err"
+ok $? "--engine auto runs"
+"$PYTHON" - "$tmp/cpu.json" "$tmp/auto.json" <<'PY'
+import json, sys
+c, a = (json.load(open(p)) for p in sys.argv[1:3])
+assert c["engine"].startswith("cpu"), c["engine"]
+for lc, la in zip(c["layers"], a["layers"]):
+    for k in ("w1", "max_abs_diff", "rel_l2", "n_diff", "nonfinite"):
+        x, y = lc[k], la[k]
+        if isinstance(x, float):
+            assert abs(x - y) <= 1e-9 * abs(x) + 1e-15, (lc["name"], k, x, y)
+        else:
+            assert x == y, (lc["name"], k, x, y)
+PY
+ok $? "auto and cpu give the same numbers"
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine cuda --json >"$tmp/cuda.json" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ]; then
+	grep -q '"engine": "cuda' "$tmp/cuda.json"; ok $? "--engine cuda runs on the device"
+else
+	[ $rc -eq 1 ] && grep -q 'cuda' "$tmp/err" && grep -q -- '--engine cuda' "$tmp/err"
+	ok $? "--engine cuda without a device: exit 1 naming it ($(tail -n1 "$tmp/err"))"
+fi
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine gpu >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "expected auto, cpu or cuda" "$tmp/err"
+ok $? "--engine gpu: usage error"
+"$WDRIFT" compare --help | grep -q -- '--engine auto|cpu|cuda'
+ok $? "--help documents --engine"
+echo "# $((n - fail)) passed, $fail failed"
+[ "$fail" -eq 0 ]
