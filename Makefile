@@ -63,7 +63,8 @@ CUDA_LIBS := -L$(dir $(NVCC))../lib64 -lcudart_static -ldl -lrt -lpthread -lstdc
 LIB_OBJS    += $(CUDA_OBJS)
 ENGINE_OBJS += $(CUDA_OBJS)
 ALL_CFLAGS  += -DWD_HAVE_CUDA
-GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu
+LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
+GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -99,6 +100,11 @@ $(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+
+# Kernel lab (cuda/lab/): variants of a kernel, checked, then timed.
+$(BUILD)/lab/%: cuda/lab/%.cu cuda/kernels.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Icuda -o $@ $<
 
 $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static
