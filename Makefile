@@ -97,6 +97,8 @@ $(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
 	ar rcs $@ $^
 
 # tests/gpu: the CUDA engine against the CPU engine; exits 77 with no device.
+# Plain C against CUDA's C runtime API header.
+$(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(dir $(NVCC))../include
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm

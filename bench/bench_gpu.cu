@@ -108,6 +108,16 @@ static void gen_f32(float *d, size_t n, unsigned seed, float drift)
 	CK(cudaGetLastError());
 }
 
+/* A fall back to the CPU would time (or crash on) the wrong engine. */
+static void need(int ok, const char *what, struct wd_engine *e)
+{
+	if (!ok || wd_engine_backend(e) != WD_BACKEND_CUDA) {
+		fprintf(stderr, "bench-gpu: %s failed%s\n", what,
+			wd_engine_backend(e) != WD_BACKEND_CUDA ? ": the engine fell back to the cpu" : "");
+		exit(1);
+	}
+}
+
 /* Our W1 of two device tensors: prepare both and W1, wall clock. */
 static double ours_w1(struct wd_engine *e, enum wd_dtype t, const void *a, const void *b,
 		      size_t n, double *w1)
@@ -115,10 +125,8 @@ static double ours_w1(struct wd_engine *e, enum wd_dtype t, const void *a, const
 	struct wd_view va = { t, a, n }, vb = { t, b, n };
 	struct wd_prepared *pa, *pb;
 	double t0 = now();
-	if (wd_prepare(e, &va, 0, &pa) || wd_prepare(e, &vb, 0, &pb) || wd_w1(e, pa, pb, w1)) {
-		fprintf(stderr, "bench-gpu: engine call failed\n");
-		exit(1);
-	}
+	need(!wd_prepare(e, &va, 0, &pa) && !wd_prepare(e, &vb, 0, &pb) && !wd_w1(e, pa, pb, w1),
+	     "prepare and w1", e);
 	double t1 = now();
 	wd_prepared_free(&pa);
 	wd_prepared_free(&pb);
@@ -290,11 +298,12 @@ int main(int argc, char **argv)
 		CK(cudaMalloc(&scratch, biggest * 4));
 		for (int i = 0; i < k; i++) {	/* the baseline, prepared once */
 			gen_f32(scratch, numel[i], 100 + i, 0.0f);
+			CK(cudaDeviceSynchronize());	/* written before the engine reads it */
 			struct wd_view v = { WD_F32, scratch, numel[i] };
-			if (wd_prepare(gpu, &v, 0, &base[i])) { fprintf(stderr, "baseline prepare failed\n"); return 1; }
+			need(!wd_prepare(gpu, &v, 0, &base[i]), "baseline prepare", gpu);
 		}
 		CK(cudaDeviceSynchronize());
-		wd_engine_sync(gpu);
+		need(!wd_engine_sync(gpu), "baseline sync", gpu);
 		/* candidate and proxy, pre-generated on the device, one run at a time */
 		float *snap;
 		double *w1s = (double *)calloc(2 * k, sizeof(double));
@@ -313,11 +322,11 @@ int main(int argc, char **argv)
 				for (int i = 0; i < k; off += numel[i], i++) {
 					struct wd_view v = { WD_F32, snap + off, numel[i] };
 					struct wd_prepared *p;
-					wd_prepare(gpu, &v, 0, &p);
-					wd_w1_async(gpu, base[i], p, &w1s[run * k + i]);
+					need(!wd_prepare(gpu, &v, 0, &p) &&
+					     !wd_w1_async(gpu, base[i], p, &w1s[run * k + i]), "run W1", gpu);
 					wd_prepared_free(&p);	/* stream-ordered: after its W1 */
 				}
-				wd_engine_sync(gpu);
+				need(!wd_engine_sync(gpu), "run sync", gpu);
 				t_dev += now() - t0;
 			}
 			/* from pinned host memory: the proxy run's snapshot */
@@ -340,11 +349,11 @@ int main(int argc, char **argv)
 				for (int i = 0; i < k; off += numel[i], i++) {
 					struct wd_view v = { WD_F32, host + off, numel[i] };
 					struct wd_prepared *p;
-					wd_prepare(gpu, &v, 0, &p);
-					wd_w1_async(gpu, base[i], p, &again[i]);
+					need(!wd_prepare(gpu, &v, 0, &p) &&
+					     !wd_w1_async(gpu, base[i], p, &again[i]), "host W1", gpu);
 					wd_prepared_free(&p);
 				}
-				wd_engine_sync(gpu);
+				need(!wd_engine_sync(gpu), "host sync", gpu);
 				t_host = now() - t0;
 				for (int i = 0; i < k; i++)
 					if (again[i] != w1s[k + i]) {

@@ -250,8 +250,13 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	wd_summarize(bp, &lr->base);
 	wd_summarize(cp, &lr->cand);
 	lr->have_pair = bv.numel == cv.numel;
-	if (lr->have_pair && (r = wd_pair_stats_prepared(e, bp, cp, &lr->pair)) == -EIO)
-		goto out;
+	if (lr->have_pair) {
+		r = wd_pair_stats_prepared(e, bp, cp, &lr->pair);
+		if (r == -EIO)
+			goto out;
+		if (r)	/* raw values not kept where the engine put them: from the views */
+			wd_pair_stats(e, &bv, &cv, &lr->pair);
+	}
 	r = 0;
 	wd_prepared_free(&cp);
 	free((void *)cv.data);

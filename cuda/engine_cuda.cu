@@ -67,6 +67,7 @@ struct cuda_engine {
 	int device, sms;
 	cudaStream_t compute, copy;
 	cudaEvent_t staged[2], uploaded, done;
+	cudaEvent_t caller;		/* the caller's default streams, before a read */
 	void *stage[2];			/* pinned */
 	unsigned long long *d_counts, *h_counts;	/* 4 counters, pinned mirror */
 	uint64_t budget, used;
@@ -85,12 +86,17 @@ static int fmt_index(enum wd_dtype t) { return t == WD_BF16 ? 0 : 1; }
 
 /* --- device memory within the budget, in stream order --- */
 
-static int dev_alloc(struct cuda_engine *c, void **p, size_t bytes)
+/*
+ * Allocates in stream order on s. Memory is usable on s only: a buffer
+ * another stream writes first must be allocated on that stream, since the
+ * pool may hand out memory whose cudaFreeAsync on s is still pending.
+ */
+static int dev_alloc_on(struct cuda_engine *c, void **p, size_t bytes, cudaStream_t s)
 {
 	*p = NULL;
 	if (c->used + bytes > c->budget)
 		return -ENOMEM;
-	cudaError_t err = cudaMallocAsync(p, bytes ? bytes : 1, c->compute);
+	cudaError_t err = cudaMallocAsync(p, bytes ? bytes : 1, s);
 	if (err == cudaErrorMemoryAllocation) {
 		cudaGetLastError();	/* not sticky: clear it */
 		return -ENOMEM;
@@ -99,6 +105,11 @@ static int dev_alloc(struct cuda_engine *c, void **p, size_t bytes)
 		return cuda_fail(err, "cudaMallocAsync", __FILE__, __LINE__);
 	c->used += bytes;
 	return 0;
+}
+
+static int dev_alloc(struct cuda_engine *c, void **p, size_t bytes)
+{
+	return dev_alloc_on(c, p, bytes, c->compute);
 }
 
 static void dev_free(struct cuda_engine *c, void **p, size_t bytes)
@@ -129,6 +140,7 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t des
 	int n = 0;
 
 	*out = NULL;
+	memset(&prop, 0, sizeof(prop));	/* printed below even when the query fails */
 	cudaError_t err = cudaGetDeviceCount(&n);
 	if (err != cudaSuccess || n == 0) {
 		snprintf(desc, desclen, "%s", err != cudaSuccess ? cudaGetErrorString(err)
@@ -159,6 +171,7 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t des
 	}
 	OPEN_CU(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
 	OPEN_CU(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+	OPEN_CU(cudaEventCreateWithFlags(&c->caller, cudaEventDisableTiming));
 	OPEN_CU(cudaMalloc(&c->d_counts, 4 * sizeof(unsigned long long)));
 	OPEN_CU(cudaMallocHost(&c->h_counts, 4 * sizeof(unsigned long long)));
 	OPEN_CU(cudaMalloc(&c->d_arena, (size_t)ARENA_SLOTS * MAX_PARTIALS * sizeof(double)));
@@ -198,6 +211,8 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 	/* Errors are ignored here: after a device fault these all fail. */
 	if (c->compute)
 		cudaStreamSynchronize(c->compute);
+	if (c->copy)	/* a pageable upload's last copies may still read the staging */
+		cudaStreamSynchronize(c->copy);
 	for (int k = 0; k < 2; k++) {
 		if (c->stage[k]) cudaFreeHost(c->stage[k]);
 		if (c->staged[k]) cudaEventDestroy(c->staged[k]);
@@ -206,6 +221,7 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 	}
 	if (c->uploaded) cudaEventDestroy(c->uploaded);
 	if (c->done) cudaEventDestroy(c->done);
+	if (c->caller) cudaEventDestroy(c->caller);
 	if (c->d_counts) cudaFree(c->d_counts);
 	if (c->h_counts) cudaFreeHost(c->h_counts);
 	if (c->d_arena) cudaFree(c->d_arena);
@@ -222,43 +238,68 @@ extern "C" void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes)
 {
 	size_t free_b = 0, total = 0;
 	if (bytes == 0) {
-		cudaMemGetInfo(&free_b, &total);
-		/* Leave room for CUB's temporaries and other processes. */
-		bytes = free_b > (2ull << 30) ? free_b - (1ull << 30) : free_b / 2;
+		if (cudaMemGetInfo(&free_b, &total) != cudaSuccess)
+			cudaGetLastError();	/* a budget of what is held: new tensors go to the cpu */
+		/*
+		 * Leave room for CUB's temporaries and other processes. What the
+		 * engine holds already is not free, but is within the budget.
+		 */
+		bytes = c->used + (free_b > (2ull << 30) ? free_b - (1ull << 30) : free_b / 2);
 	}
 	c->budget = bytes;
 }
 
 /* --- upload --- */
 
-/*
- * Copies bytes from host memory to the device. Pinned memory goes straight
- * over; pageable memory through two pinned staging buffers, so that the CPU
- * fills one while the DMA engine drains the other. Returns when src may be
- * reused; the compute stream is ordered after the copy.
- */
-static int is_device_memory(const void *p)
+/* Where a view's data lives. */
+enum mem_kind { MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE };
+
+static enum mem_kind mem_kind_of(const void *p)
 {
 	cudaPointerAttributes attr;
-	int dev = cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
-		  (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+	enum mem_kind k = MEM_PAGEABLE;
+
+	if (cudaPointerGetAttributes(&attr, p) == cudaSuccess) {
+		if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
+			k = MEM_DEVICE;
+		else if (attr.type == cudaMemoryTypeHost)
+			k = MEM_PINNED;
+	}
 	cudaGetLastError();	/* pageable memory may report an error: not one */
-	return dev;
+	return k;
 }
 
-static int upload(struct cuda_engine *c, void *dst, const void *src, size_t bytes)
+/*
+ * Orders stream s after the work the caller queued on its default stream,
+ * legacy or per-thread, before this call: it may still be writing the device
+ * or pinned memory that s is about to read, and our streams are
+ * non-blocking, so nothing else orders them.
+ */
+static int after_caller(struct cuda_engine *c, cudaStream_t s)
 {
-	cudaPointerAttributes attr;
-	int pinned = cudaPointerGetAttributes(&attr, src) == cudaSuccess &&
-		     attr.type == cudaMemoryTypeHost;
-	cudaGetLastError();
+	CU(cudaEventRecord(c->caller, cudaStreamLegacy));
+	CU(cudaStreamWaitEvent(s, c->caller, 0));
+	CU(cudaEventRecord(c->caller, cudaStreamPerThread));
+	CU(cudaStreamWaitEvent(s, c->caller, 0));
+	return 0;
+}
 
+/*
+ * Copies bytes from host memory to dst, which was allocated on the copy
+ * stream. Pinned memory goes straight over; pageable memory through two
+ * pinned staging buffers, so that the CPU fills one while the DMA engine
+ * drains the other. Returns when src may be reused; the compute stream is
+ * ordered after the copy.
+ */
+static int upload(struct cuda_engine *c, void *dst, const void *src, size_t bytes, int pinned)
+{
 	if (pinned) {
-		CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->copy));
+		CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
 	} else {
 		for (size_t off = 0, k = 0; off < bytes; off += STAGE_BYTES, k ^= 1) {
 			size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
-			CU(cudaEventSynchronize(c->staged[k]));	/* its last copy is done */
+			/* its last copy is done (an event never recorded is complete) */
+			CU(cudaEventSynchronize(c->staged[k]));
 			memcpy(c->stage[k], (const char *)src + off, len);
 			CU(cudaMemcpyAsync((char *)dst + off, c->stage[k], len,
 					   cudaMemcpyHostToDevice, c->copy));
@@ -270,6 +311,47 @@ static int upload(struct cuda_engine *c, void *dst, const void *src, size_t byte
 	if (pinned)	/* the caller may reuse src on return */
 		CU(cudaEventSynchronize(c->uploaded));
 	return 0;
+}
+
+/* --- results --- */
+
+/* Queues a result made of partials [first, first + count) times scale. */
+static int queue_result(struct cuda_engine *c, double *out, size_t first, size_t count,
+			int stride, double scale)
+{
+	c->queue[c->n_queued++] = (struct queued){ out, first, count, stride, scale };
+	c->arena_used = first + count * stride;
+	return 0;
+}
+
+static int sync_results(struct cuda_engine *c);
+
+/* Reserves room for count partials of stride doubles; syncs when full. */
+static int arena_take(struct cuda_engine *c, size_t count, int stride, size_t *first)
+{
+	if (c->n_queued == ARENA_SLOTS ||
+	    c->arena_used + count * stride > (size_t)ARENA_SLOTS * MAX_PARTIALS) {
+		int r = sync_results(c);
+		if (r)
+			return r;
+	}
+	*first = c->arena_used;
+	return 0;
+}
+
+/*
+ * After -EIO engine.c gives the device up, and with it the queue: the
+ * results it owes are NaN (wdrift.h, wd_engine_sync).
+ */
+static int lost(struct cuda_engine *c, int r)
+{
+	if (r == -EIO) {
+		for (size_t i = 0; i < c->n_queued; i++)
+			*c->queue[i].out = NAN;
+		c->n_queued = 0;
+		c->arena_used = 0;
+	}
+	return r;
 }
 
 /* --- prepare --- */
@@ -287,6 +369,26 @@ static int count_nonfinite(struct cuda_engine *c, struct wd_prepared *p)
 	return 0;
 }
 
+/* The 65536 counts of raw's codes into p->dev_hist and p->hist (one sync). */
+static int count16(struct cuda_engine *c, const void *raw, int upper, struct wd_prepared *p)
+{
+	size_t bytes = 65536 * sizeof(unsigned long long);
+	unsigned blocks = (unsigned)(2 * ((p->numel + HIST_CHUNK - 1) / HIST_CHUNK));
+
+	CU(cudaMemsetAsync(p->dev_hist, 0, bytes, c->compute));
+	if (upper)
+		hist16_kernel<uint32_t, 16><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint32_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
+	else
+		hist16_kernel<uint16_t, 0><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint16_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
+	CU_LAUNCH();
+	CU(cudaMemcpyAsync(p->hist, p->dev_hist, bytes, cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaEventRecord(c->done, c->compute));
+	CU(cudaEventSynchronize(c->done));	/* host counts are used right away */
+	return 0;
+}
+
 /* Counts 16-bit codes of raw (uint16, or the upper halves of uint32). */
 static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 			enum wd_dtype fmt, struct wd_prepared *p)
@@ -299,18 +401,12 @@ static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 	p->hist = (uint64_t *)malloc(bytes);
 	if (!p->hist)
 		return -ENOMEM;
-	CU(cudaMemsetAsync(p->dev_hist, 0, bytes, c->compute));
-	unsigned blocks = (unsigned)(2 * ((p->numel + HIST_CHUNK - 1) / HIST_CHUNK));
-	if (upper)
-		hist16_kernel<uint32_t, 16><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
-			(const uint32_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
-	else
-		hist16_kernel<uint16_t, 0><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
-			(const uint16_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
-	CU_LAUNCH();
-	CU(cudaMemcpyAsync(p->hist, p->dev_hist, bytes, cudaMemcpyDeviceToHost, c->compute));
-	CU(cudaEventRecord(c->done, c->compute));
-	CU(cudaEventSynchronize(c->done));	/* host counts are used right away */
+	if ((r = count16(c, raw, upper, p))) {
+		/* engine.c clears p to start again on the cpu: free it here */
+		free(p->hist);
+		p->hist = NULL;
+		return r;
+	}
 	p->method = WD_METHOD_HIST16;
 	p->store = fmt;
 	p->nonfinite = (struct wd_nonfinite){ 0, 0, 0 };
@@ -322,139 +418,131 @@ static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 	return 0;
 }
 
-/* Queues a result made of partials [first, first + count) times scale. */
-static int queue_result(struct cuda_engine *c, double *out, size_t first, size_t count,
-			int stride, double scale)
+/*
+ * Writes the radix keys of raw (fp32 keys for 16-bit data) and counts its
+ * non-finite values into p (one sync); for fp32, h_counts[3] is then zero
+ * when the data is upcast bf16.
+ */
+static int keys_and_counts(struct cuda_engine *c, enum wd_dtype t, const void *raw,
+			   void *keys, size_t n, struct wd_prepared *p)
 {
-	c->queue[c->n_queued++] = (struct queued){ out, first, count, stride, scale };
-	c->arena_used = first + count * stride;
-	return 0;
-}
+	unsigned g = grid_for(c, n, 256) * 4;
 
-/* Reserves room for count partials of stride doubles; syncs when full. */
-static int arena_take(struct cuda_engine *c, size_t count, int stride, size_t *first)
-{
-	if (c->n_queued == ARENA_SLOTS ||
-	    c->arena_used + count * stride > (size_t)ARENA_SLOTS * MAX_PARTIALS) {
-		int r = cuda_sync(c);
-		if (r)
-			return r;
+	CU(cudaMemsetAsync(c->d_counts, 0, 4 * sizeof(unsigned long long), c->compute));
+	switch (t) {
+	case WD_F32:
+		classify_kernel<uint32_t><<<g, 256, 0, c->compute>>>(
+			(const uint32_t *)raw, (uint32_t *)keys, n, c->d_counts);
+		break;
+	case WD_F64:
+		classify_kernel<unsigned long long><<<g, 256, 0, c->compute>>>(
+			(const unsigned long long *)raw, (unsigned long long *)keys, n, c->d_counts);
+		break;
+	case WD_BF16:
+		keys_from16_kernel<load_bf16><<<g, 256, 0, c->compute>>>(
+			(const uint16_t *)raw, (uint32_t *)keys, n, c->d_counts);
+		break;
+	case WD_F16:
+		keys_from16_kernel<load_f16><<<g, 256, 0, c->compute>>>(
+			(const uint16_t *)raw, (uint32_t *)keys, n, c->d_counts);
+		break;
 	}
-	*first = c->arena_used;
-	return 0;
+	CU_LAUNCH();
+	return count_nonfinite(c, p);
 }
 
 /*
  * Sorts keys (n of them, non-finite last). Takes ownership of keys: on
- * success p->dev_keys holds the result; on failure the buffers are freed.
+ * success p->dev_keys holds the result; on failure every buffer is freed,
+ * so that the budget stays right when the tensor goes to the CPU.
  */
 template <typename K>
 static int sort_keys(struct cuda_engine *c, K *keys, size_t n, struct wd_prepared *p)
 {
-	void *alt = NULL, *tmp = NULL;
-	size_t tmp_bytes = 0;
+	void *mine = keys, *alt = NULL, *tmp = NULL, *other;
+	size_t bytes = n * sizeof(K), tmp_bytes = 0;
+	cudaError_t err;
 	int r;
 
-	void *mine = keys;
-	if ((r = dev_alloc(c, &alt, n * sizeof(K)))) {
-		dev_free(c, &mine, n * sizeof(K));	/* sort_keys owns keys */
-		return r;
+	if ((r = dev_alloc(c, &alt, bytes)))
+		goto fail;
+	{
+		cub::DoubleBuffer<K> db(keys, (K *)alt);
+		err = cub::DeviceRadixSort::SortKeys(NULL, tmp_bytes, db, (int64_t)n, 0,
+						     (int)(8 * sizeof(K)), c->compute);
+		if (err != cudaSuccess) {
+			r = cuda_fail(err, "SortKeys (size)", __FILE__, __LINE__);
+			goto fail;
+		}
+		if ((r = dev_alloc(c, &tmp, tmp_bytes)))
+			goto fail;
+		err = cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, (int64_t)n, 0,
+						     (int)(8 * sizeof(K)), c->compute);
+		if (err != cudaSuccess) {
+			r = cuda_fail(err, "SortKeys", __FILE__, __LINE__);
+			goto fail;
+		}
+		p->dev_keys = db.Current();
 	}
-	cub::DoubleBuffer<K> db(keys, (K *)alt);
-	CU(cub::DeviceRadixSort::SortKeys(NULL, tmp_bytes, db, (int64_t)n, 0,
-					  (int)(8 * sizeof(K)), c->compute));
-	if ((r = dev_alloc(c, &tmp, tmp_bytes))) {
-		dev_free(c, &alt, n * sizeof(K));
-		dev_free(c, &mine, n * sizeof(K));
-		return r;
-	}
-	CU(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, (int64_t)n, 0,
-					  (int)(8 * sizeof(K)), c->compute));
-	dev_free(c, &tmp, tmp_bytes);
-	void *other = db.Current() == keys ? alt : (void *)keys;
-	dev_free(c, &other, n * sizeof(K));
-	p->dev_keys = db.Current();
-	p->dev_bytes += n * sizeof(K);
+	p->dev_bytes += bytes;
+	other = p->dev_keys == mine ? alt : mine;
+	dev_free(c, &tmp, tmp_bytes);	/* in stream order: after the sort */
+	dev_free(c, &other, bytes);
 	return 0;
+fail:
+	dev_free(c, &tmp, tmp_bytes);
+	dev_free(c, &alt, bytes);
+	dev_free(c, &mine, bytes);
+	return r;
 }
 
-extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
-			    struct wd_prepared *p)
+static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
+		   struct wd_prepared *p)
 {
 	size_t esize = wd_dtype_size(v->dtype), n = v->numel, bytes = n * esize;
-	size_t key_bytes = 0;	/* of keys while this function owns it */
+	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
 	void *raw = NULL, *keys = NULL;
 	int r;
 
 	if (n == 0)
 		return -ENOMEM;	/* nothing to gain: the CPU path handles empty tensors */
-	if (is_device_memory(v->data)) {	/* already there: read it in place */
+	enum mem_kind kind = mem_kind_of(v->data);
+	if (kind == MEM_DEVICE) {	/* already there: read it in place */
 		raw = (void *)v->data;
 		p->dev_raw = raw;
 		p->dev_raw_borrowed = 1;
+		if ((r = after_caller(c, c->compute)))
+			return r;
 	} else {
-		if ((r = dev_alloc(c, &raw, bytes)))
+		/* on the copy stream, which writes it first */
+		if ((r = dev_alloc_on(c, &raw, bytes, c->copy)))
 			return r;
 		p->dev_raw = raw;	/* owned by p from here, so release() frees it */
 		p->dev_bytes = bytes;
-		if ((r = upload(c, raw, v->data, bytes)))
+		if (kind == MEM_PINNED && (r = after_caller(c, c->copy)))
+			return r;
+		if ((r = upload(c, raw, v->data, bytes, kind == MEM_PINNED)))
 			return r;
 	}
-	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
 	if (is16 && !(flags & WD_PREP_FORCE_SORT)) {
 		r = prepare_hist(c, raw, 0, v->dtype, p);
-	} else if (is16) {	/* 16-bit data sorted as fp32 keys */
-		if ((r = dev_alloc(c, &keys, n * 4)))
-			return r;
-		key_bytes = n * 4;
-		unsigned g = grid_for(c, n, 256);
-		if (v->dtype == WD_BF16)
-			keys_from16_kernel<load_bf16><<<g, 256, 0, c->compute>>>((const uint16_t *)raw,
-										(uint32_t *)keys, n);
-		else
-			keys_from16_kernel<load_f16><<<g, 256, 0, c->compute>>>((const uint16_t *)raw,
-									       (uint32_t *)keys, n);
-		if ((r = cudaGetLastError()) != cudaSuccess) {
-			dev_free(c, &keys, key_bytes);
-			return cuda_fail((cudaError_t)r, "keys_from16_kernel", __FILE__, __LINE__);
-		}
-		/* Non-finite counts from a host pass: this path is for tests. */
-		p->nonfinite = (struct wd_nonfinite){ 0, 0, 0 };
-		for (size_t i = 0; i < n; i++) {
-			int k = half_class(v->dtype, ((const uint16_t *)v->data)[i]);
-			if (k == 1) p->nonfinite.nan++;
-			if (k == 2) p->nonfinite.posinf++;
-			if (k == 3) p->nonfinite.neginf++;
-		}
-		p->n_finite = n - p->nonfinite.nan - p->nonfinite.posinf - p->nonfinite.neginf;
-		p->store = WD_F32;
-		key_bytes = 0;	/* sort_keys owns keys now */
-		r = sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);
 	} else {
+		/* fp32 or fp64 keys; 16-bit data is sorted as fp32 keys */
 		int wide = v->dtype == WD_F64;
-		if ((r = dev_alloc(c, &keys, bytes)))
+		size_t key_bytes = is16 ? n * 4 : bytes;
+		if ((r = dev_alloc(c, &keys, key_bytes)))
 			return r;
-		key_bytes = bytes;
-		CU(cudaMemsetAsync(c->d_counts, 0, 4 * sizeof(unsigned long long), c->compute));
-		unsigned g = grid_for(c, n, 256) * 4;
-		if (wide)
-			classify_kernel<unsigned long long><<<g, 256, 0, c->compute>>>(
-				(const unsigned long long *)raw, (unsigned long long *)keys, n, c->d_counts);
-		else
-			classify_kernel<uint32_t><<<g, 256, 0, c->compute>>>(
-				(const uint32_t *)raw, (uint32_t *)keys, n, c->d_counts);
-		r = cudaGetLastError() == cudaSuccess ? count_nonfinite(c, p) : -EIO;
-		if (r) {
+		if ((r = keys_and_counts(c, v->dtype, raw, keys, n, p))) {
 			dev_free(c, &keys, key_bytes);
 			return r;
 		}
-		if (!wide && !(flags & WD_PREP_FORCE_SORT) && c->h_counts[3] == 0) {
+		if (!is16 && !wide && !(flags & WD_PREP_FORCE_SORT) && c->h_counts[3] == 0) {
 			dev_free(c, &keys, key_bytes);
 			r = prepare_hist(c, raw, 1, WD_BF16, p);
 		} else {
 			p->store = wide ? WD_F64 : WD_F32;
 			r = wide ? sort_keys<unsigned long long>(c, (unsigned long long *)keys, n, p)
-				 : sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);
+				 : sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);	/* owns keys */
 		}
 	}
 	if (r)
@@ -468,6 +556,12 @@ extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsi
 		}
 	}
 	return 0;
+}
+
+extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
+			    struct wd_prepared *p)
+{
+	return lost(c, prepare(c, v, flags, p));
 }
 
 extern "C" void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared *p)
@@ -572,8 +666,8 @@ static int keyed_of(struct cuda_engine *c, const struct wd_prepared *p, struct k
 	return r;
 }
 
-extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
-			     const struct wd_prepared *b, double *out)
+static int w1_async(struct cuda_engine *c, const struct wd_prepared *a,
+		    const struct wd_prepared *b, double *out)
 {
 	size_t first;
 	int r;
@@ -613,8 +707,14 @@ extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 	return r;
 }
 
+extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
+			     const struct wd_prepared *b, double *out)
+{
+	return lost(c, w1_async(c, a, b, out));
+}
+
 /* Adds partials in a fixed order and writes every queued result. */
-extern "C" int cuda_sync(struct cuda_engine *c)
+static int sync_results(struct cuda_engine *c)
 {
 	if (c->arena_used)
 		CU(cudaMemcpyAsync(c->h_arena, c->d_arena, c->arena_used * sizeof(double),
@@ -633,18 +733,31 @@ extern "C" int cuda_sync(struct cuda_engine *c)
 	return 0;
 }
 
-/* Host value of one sorted device key at index i. */
-static int key_value_at(const struct wd_prepared *p, size_t i, double *v)
+extern "C" int cuda_sync(struct cuda_engine *c)
+{
+	return lost(c, sync_results(c));
+}
+
+/*
+ * Host value of one sorted device key at index i. Copies go on the compute
+ * stream: the legacy stream would also wait for the caller's own work.
+ */
+static int key_value_at(const struct cuda_engine *c, const struct wd_prepared *p, size_t i,
+			double *v)
 {
 	if (p->store == WD_F64) {
 		unsigned long long k, u;
-		CU(cudaMemcpy(&k, (const unsigned long long *)p->dev_keys + i, 8, cudaMemcpyDeviceToHost));
+		CU(cudaMemcpyAsync(&k, (const unsigned long long *)p->dev_keys + i, 8,
+				   cudaMemcpyDeviceToHost, c->compute));
+		CU(cudaStreamSynchronize(c->compute));
 		u = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
 		memcpy(v, &u, 8);
 	} else {
 		uint32_t k, u;
 		float f;
-		CU(cudaMemcpy(&k, (const uint32_t *)p->dev_keys + i, 4, cudaMemcpyDeviceToHost));
+		CU(cudaMemcpyAsync(&k, (const uint32_t *)p->dev_keys + i, 4,
+				   cudaMemcpyDeviceToHost, c->compute));
+		CU(cudaStreamSynchronize(c->compute));
 		u = k ^ (((k >> 31) - 1) | 0x80000000u);
 		memcpy(&f, &u, 4);
 		*v = f;
@@ -657,7 +770,7 @@ static int key_value_at(const struct wd_prepared *p, size_t i, double *v)
  * shifted by the median m (sum (x-m), sum (x-m)^2), so a large mean does not
  * cancel a small spread.
  */
-extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
+static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 {
 	struct wd_summary *s = &p->summary;
 	unsigned g = grid_for(c, p->n_finite, RED_THREADS);
@@ -674,7 +787,8 @@ extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
 		p->have_summary = 1;
 		return 0;
 	}
-	if ((r = cuda_sync(c)) || (r = arena_take(c, g, 3, &first)))
+	/* past the queued results' partials: those stay for wd_engine_sync */
+	if ((r = arena_take(c, g, 3, &first)))
 		return r;
 	if (p->store == WD_F64)
 		summary_kernel<unsigned long long><<<g, RED_THREADS, 0, c->compute>>>(
@@ -691,8 +805,9 @@ extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
 		s2 += c->h_arena[first + 3 * k + 1];
 		sq += c->h_arena[first + 3 * k + 2];
 	}
-	if ((r = key_value_at(p, 0, &s->min)) || (r = key_value_at(p, p->n_finite - 1, &s->max)) ||
-	    (r = key_value_at(p, p->n_finite / 2, &mid)))
+	if ((r = key_value_at(c, p, 0, &s->min)) ||
+	    (r = key_value_at(c, p, p->n_finite - 1, &s->max)) ||
+	    (r = key_value_at(c, p, p->n_finite / 2, &mid)))
 		return r;
 	s->mean = mid + s1 / n;
 	double var = (s2 - s1 * s1 / n) / n;
@@ -700,6 +815,11 @@ extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
 	s->l2 = sqrt(sq);
 	p->have_summary = 1;
 	return 0;
+}
+
+extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
+{
+	return lost(c, summarize(c, p));
 }
 
 /* --- element-wise statistics and copies back --- */
@@ -721,14 +841,14 @@ static void launch_pair_a(const struct cuda_engine *c, unsigned g, const struct 
 	}
 }
 
-extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
-			       const struct wd_prepared *b, struct wd_pair_stats *out)
+static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
+		      const struct wd_prepared *b, struct wd_pair_stats *out)
 {
 	unsigned g = grid_for(c, a->numel, RED_THREADS);
 	size_t first;
 	int r;
 
-	if ((r = cuda_sync(c)) || (r = arena_take(c, g, 5, &first)))
+	if ((r = arena_take(c, g, 5, &first)))	/* as in summarize() */
 		return r;
 	double *d = c->d_arena + first;
 	switch (a->dtype) {
@@ -757,7 +877,13 @@ extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *
 	return 0;
 }
 
-extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
+extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
+			       const struct wd_prepared *b, struct wd_pair_stats *out)
+{
+	return lost(c, pair_stats(c, a, b, out));
+}
+
+static int to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
 {
 	size_t ks = p->store == WD_F64 ? 8 : 4, n = p->n_finite;
 	void *h = malloc(n * ks + ks);
@@ -765,9 +891,10 @@ extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, 
 	*values = NULL;
 	if (!h)
 		return -ENOMEM;
-	cudaError_t err = cudaStreamSynchronize(c->compute);
+	cudaError_t err = cudaMemcpyAsync(h, p->dev_keys, n * ks, cudaMemcpyDeviceToHost,
+					  c->compute);	/* after the sort */
 	if (err == cudaSuccess)
-		err = cudaMemcpy(h, p->dev_keys, n * ks, cudaMemcpyDeviceToHost);
+		err = cudaStreamSynchronize(c->compute);
 	if (err != cudaSuccess) {
 		free(h);
 		return cuda_fail(err, "copy to host", __FILE__, __LINE__);
@@ -784,5 +911,28 @@ extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, 
 			((unsigned long long *)h)[i] = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
 		}
 	*values = h;
+	return 0;
+}
+
+extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
+{
+	return lost(c, to_host(c, p, values));
+}
+
+extern "C" int cuda_copy_to_host(struct cuda_engine *c, const void *dev, size_t bytes, void **out)
+{
+	void *h = malloc(bytes ? bytes : 1);
+
+	*out = NULL;
+	if (!h)
+		return -ENOMEM;
+	cudaError_t err = cudaStreamSynchronize(c->compute);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(h, dev, bytes, cudaMemcpyDeviceToHost);
+	if (err != cudaSuccess) {
+		free(h);
+		return cuda_fail(err, "copy to host", __FILE__, __LINE__);
+	}
+	*out = h;
 	return 0;
 }

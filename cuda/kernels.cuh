@@ -1,7 +1,7 @@
 /*
  * kernels.cuh: the CUDA kernels of the engine, with no host code. Included
- * by cuda/engine_cuda.cu (the backend) and bench/bench_gpu.cu (the kernel
- * lab). Depends on CUDA and CUB only.
+ * by cuda/engine_cuda.cu (the backend) and cuda/lab/ (the kernel lab).
+ * Depends on CUDA and CUB only.
  *
  * Conventions shared with the CPU engine (lib/radix_sort.h): a float's radix
  * key flips all bits of a negative value and the sign bit of a positive one,
@@ -79,45 +79,71 @@ __device__ __forceinline__ int class_of(unsigned long long u)
 
 /* --- prepare: keys and counts --- */
 
+/* Adds a warp's non-finite counts into cnt[0..2] (NaN, +Inf, -Inf). */
+__device__ __forceinline__ void warp_count_add(unsigned nan, unsigned pinf, unsigned ninf,
+					       unsigned long long *cnt)
+{
+	/* per-thread counts are far below 2^32 / 32 for any tensor a GPU holds */
+	nan = __reduce_add_sync(0xffffffffu, nan);
+	pinf = __reduce_add_sync(0xffffffffu, pinf);
+	ninf = __reduce_add_sync(0xffffffffu, ninf);
+	if ((threadIdx.x & 31) == 0) {
+		if (nan)
+			atomicAdd(&cnt[0], (unsigned long long)nan);
+		if (pinf)
+			atomicAdd(&cnt[1], (unsigned long long)pinf);
+		if (ninf)
+			atomicAdd(&cnt[2], (unsigned long long)ninf);
+	}
+}
+
 /*
  * Writes each value's radix key (all ones for non-finite values) and counts
  * NaN, +Inf and -Inf into cnt[0..2]. For 32-bit data it also ORs every low
- * half into cnt[3]: zero means the data is upcast bf16.
+ * half into cnt[3]: zero means the data is upcast bf16. Every thread of the
+ * (full) blocks reaches the warp reductions.
  */
 template <typename U>
 __global__ void classify_kernel(const U *in, U *keys, size_t n, unsigned long long *cnt)
 {
-	unsigned long long c[3] = { 0, 0, 0 };
-	unsigned low = 0;
+	unsigned nan = 0, pinf = 0, ninf = 0, low = 0;
 
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		U u = in[i];
 		int k = class_of(u);
 		keys[i] = k ? (U)~(U)0 : key_of(u);
-		if (k)
-			c[k - 1]++;
+		nan += k == 1;	/* no array indexed by k: it would live in local memory */
+		pinf += k == 2;
+		ninf += k == 3;
 		low |= (unsigned)(u & 0xffff);
 	}
-	for (int k = 0; k < 3; k++) {
-		unsigned v = __reduce_add_sync(0xffffffffu, (unsigned)c[k]);
-		if ((threadIdx.x & 31) == 0 && v)
-			atomicAdd(&cnt[k], (unsigned long long)v);
-	}
+	warp_count_add(nan, pinf, ninf, cnt);
 	low = __reduce_or_sync(0xffffffffu, low);
 	if ((threadIdx.x & 31) == 0 && low)
 		atomicOr(&cnt[3], (unsigned long long)low);
 }
 
-/* 16-bit codes (bf16 or fp16) to fp32 radix keys, for sorting 16-bit data. */
+/*
+ * 16-bit codes (bf16 or fp16) to fp32 radix keys, for sorting 16-bit data,
+ * counting non-finite values into cnt[0..2] as classify_kernel does.
+ */
 template <typename L>
-__global__ void keys_from16_kernel(const uint16_t *in, uint32_t *keys, size_t n)
+__global__ void keys_from16_kernel(const uint16_t *in, uint32_t *keys, size_t n,
+				   unsigned long long *cnt)
 {
+	unsigned nan = 0, pinf = 0, ninf = 0;
+
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		uint32_t u = __float_as_uint((float)L::at(in, i));
-		keys[i] = class_of(u) ? 0xffffffffu : key_of(u);
+		int k = class_of(u);
+		keys[i] = k ? 0xffffffffu : key_of(u);
+		nan += k == 1;
+		pinf += k == 2;
+		ninf += k == 3;
 	}
+	warp_count_add(nan, pinf, ninf, cnt);
 }
 
 /*

@@ -54,6 +54,8 @@ int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
  * tensor (values and store set), for W1 against a tensor on the host.
  */
 int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values);
+/* Copies bytes of device memory into a new host buffer (*out, malloc'd). */
+int cuda_copy_to_host(struct cuda_engine *c, const void *dev, size_t bytes, void **out);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,7 @@ static int cuda_engine_open_none(struct cuda_engine **out, char *desc, size_t le
 #define cuda_pair_stats(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
 #define cuda_to_host(c, p, v) ((void)(c), (void)(p), (void)(v), -ENODEV)
 #define cuda_summarize(c, p) ((void)(c), (void)(p), -ENODEV)
+#define cuda_copy_to_host(c, d, n, o) ((void)(c), (void)(d), (void)(n), (void)(o), -ENODEV)
 #endif
 
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
@@ -380,15 +381,36 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 			return 0;
 		}
 		/* Start again on the CPU from a clean slate. */
+		int device_view = p->dev_raw_borrowed;
 		cuda_prepared_release(e->cuda, p);
+		free(p->hist);
+		free(p->values);
 		memset(p, 0, sizeof(*p));
 		p->dtype = v->dtype;
 		p->numel = v->numel;
 		p->method = WD_METHOD_SORT;
 		if (r == -EIO)
 			engine_lose_device(e, "prepare");
-		else if (r != -ENOMEM)	/* -ENOMEM: over the budget, stays on the host */
-			return free(p), r;
+		if ((r != -EIO && r != -ENOMEM) || (device_view && r == -EIO)) {
+			free(p);	/* a device view cannot be read once the device is gone */
+			return r;
+		}
+		if (device_view) {	/* over the budget: the CPU works on a host copy */
+			struct wd_view hv = *v;
+			void *copy;
+			if ((r = cuda_copy_to_host(e->cuda, v->data, v->numel * wd_dtype_size(v->dtype),
+						   &copy))) {
+				free(p);
+				if (r == -EIO)
+					engine_lose_device(e, "a copy to the host");
+				return r;
+			}
+			hv.data = copy;
+			free(p);
+			r = wd_prepare(e, &hv, flags & ~WD_PREP_KEEP_RAW, out);
+			free(copy);
+			return r;
+		}
 	}
 	if (flags & WD_PREP_KEEP_RAW)
 		p->host_raw = v->data;
@@ -505,10 +527,13 @@ int wd_w1_async(struct wd_engine *e, const struct wd_prepared *a,
 		return pend_push(e, w1, NAN);
 	if (e->cuda && prepared_on_device(a) && prepared_on_device(b)) {
 		r = cuda_w1_async(e->cuda, a, b, w1);
-		if (r != -EIO)
+		if (r == -EIO) {
+			engine_lose_device(e, "w1");
+			return -EIO;
+		}
+		if (r != -ENOMEM)
 			return r;
-		engine_lose_device(e, "w1");
-		return -EIO;
+		/* no room for the kernels' temporaries: do it on the host */
 	}
 	r = w1_on_host(e, a, b, &w);
 	if (r == -EIO) {
@@ -563,9 +588,23 @@ int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
 			engine_lose_device(e, "pair stats");
 		return r;
 	}
-	if ((!a->host_raw && a->numel) || (!b->host_raw && b->numel))
-		return -EINVAL;	/* not kept, or one on each side */
-	struct wd_view va = { a->dtype, a->host_raw, a->numel };
-	struct wd_view vb = { b->dtype, b->host_raw, b->numel };
-	return wd_pair_stats(e, &va, &vb, out);
+	if ((!a->host_raw && !a->dev_raw && a->numel) || (!b->host_raw && !b->dev_raw && b->numel))
+		return -EINVAL;	/* raw values not kept */
+	/* One on each side (one went over the budget): bring the device one over. */
+	void *ca = NULL, *cb = NULL;
+	int r = 0;
+	if (a->dev_raw)
+		r = cuda_copy_to_host(e->cuda, a->dev_raw, a->numel * wd_dtype_size(a->dtype), &ca);
+	if (!r && b->dev_raw)
+		r = cuda_copy_to_host(e->cuda, b->dev_raw, b->numel * wd_dtype_size(b->dtype), &cb);
+	if (!r) {
+		struct wd_view va = { a->dtype, ca ? ca : a->host_raw, a->numel };
+		struct wd_view vb = { b->dtype, cb ? cb : b->host_raw, b->numel };
+		r = wd_pair_stats(e, &va, &vb, out);
+	} else if (r == -EIO) {
+		engine_lose_device(e, "a copy to the host");
+	}
+	free(ca);
+	free(cb);
+	return r;
 }

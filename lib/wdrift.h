@@ -90,10 +90,10 @@ enum wd_method {
 /* Flags for wd_prepare(). */
 #define WD_PREP_FORCE_SORT 1u	/* sort even 16-bit data (tests, references) */
 /*
- * Keep the raw values for wd_pair_stats_prepared(): the CUDA backend keeps a
- * device copy; the CPU backend keeps a reference to v->data, which the
+ * Keep the raw values for wd_pair_stats_prepared(). The CPU backend, and the
+ * CUDA backend given device memory, keep a reference to v->data, which the
  * caller must then keep alive and unchanged until the prepared tensor is
- * freed.
+ * freed; the CUDA backend given host memory keeps a device copy.
  */
 #define WD_PREP_KEEP_RAW 2u
 
@@ -143,7 +143,13 @@ void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes);
  * values sorted, or, for bf16/fp16 data and fp32 data whose low 16 bits are
  * all zero (upcast bf16), an exact 65536-bin count. The prepared tensor owns
  * its memory; the view may be released afterwards. numel may be 0.
- * Returns 0, -EINVAL (bad dtype or NULL data with numel > 0) or -ENOMEM.
+ *
+ * With the CUDA backend v->data may also be device memory (cudaMalloc'd or
+ * managed), read in place: the engine orders its reads after work queued on
+ * the default streams; work on other streams the caller must finish first.
+ *
+ * Returns 0, -EINVAL (bad dtype or NULL data with numel > 0), -ENOMEM, or
+ * -EIO when device memory was given and the device failed.
  */
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out);

@@ -1,10 +1,13 @@
 /*
  * test_gpu.c: the CUDA engine against the CPU engine, on fresh random data:
  * every dtype, sizes 1, 31, 4097, 2^20 and 2^28, equal and unequal, mixed
- * dtypes, NaN and +-Inf sprinkled in. Every output is poisoned before each
- * call, and the first mismatches are printed. Exits 77 (skip) when there is
- * no CUDA device. Depends on the engine and CUDA only (no HDF5, ZeroMQ or
- * YAML), so that it builds on a bare GPU machine.
+ * dtypes, NaN and +-Inf sprinkled in; views in pageable, pinned and device
+ * memory; results queued past the arena and tensors freed before the sync.
+ * Every output is poisoned before each call, and the first mismatches are
+ * printed. A fall back to the CPU fails the test: it would compare the CPU
+ * with itself. Exits 77 (skip) when there is no CUDA device. Depends on the
+ * engine and CUDA only (no HDF5, ZeroMQ or YAML), so that it builds on a
+ * bare GPU machine.
  *
  *   test_gpu [MAX_LOG2]     largest size 2^MAX_LOG2 (default 28)
  */
@@ -15,6 +18,8 @@
 #include <string.h>
 
 #include "wdrift.h"
+
+#include <cuda_runtime_api.h>	/* the C runtime API: no nvcc needed */
 
 #define REL 1e-9
 #define ABS 1e-15
@@ -122,6 +127,22 @@ static void compare_summaries(const char *ctx, const char *side, struct wd_prepa
 	}
 }
 
+/* Pair statistics of two device tensors kept with WD_PREP_KEEP_RAW. */
+static void compare_pairs(const char *ctx, struct wd_prepared *ga, struct wd_prepared *gb,
+			  const struct wd_view *va, const struct wd_view *vb)
+{
+	struct wd_pair_stats pg, pc;
+
+	memset(&pg, POISON, sizeof(pg));
+	int r = wd_pair_stats_prepared(gpu, ga, gb, &pg);
+	wd_pair_stats(cpu, va, vb, &pc);
+	check(r == 0 && pg.n_diff == pc.n_diff && pg.n_compared == pc.n_compared,
+	      "n_diff", ctx, (double)pg.n_diff, (double)pc.n_diff);
+	check(same(pg.max_abs_diff, pc.max_abs_diff), "max_abs_diff", ctx,
+	      pg.max_abs_diff, pc.max_abs_diff);
+	check(same(pg.rel_l2, pc.rel_l2), "rel_l2", ctx, pg.rel_l2, pc.rel_l2);
+}
+
 static void run_case(enum wd_dtype ta, size_t na, enum wd_dtype tb, size_t nb, unsigned flags)
 {
 	char ctx[128];
@@ -146,17 +167,8 @@ static void run_case(enum wd_dtype ta, size_t na, enum wd_dtype tb, size_t nb, u
 	check(r == 0 && same(wg, wc), "w1", ctx, wg, wc);
 	compare_summaries(ctx, "a", ga, ca);
 	compare_summaries(ctx, "b", gb, cb);
-	if (na == nb) {
-		struct wd_pair_stats pg, pc;
-		memset(&pg, POISON, sizeof(pg));
-		r = wd_pair_stats_prepared(gpu, ga, gb, &pg);
-		wd_pair_stats(cpu, &va, &vb, &pc);
-		check(r == 0 && pg.n_diff == pc.n_diff && pg.n_compared == pc.n_compared,
-		      "n_diff", ctx, (double)pg.n_diff, (double)pc.n_diff);
-		check(same(pg.max_abs_diff, pc.max_abs_diff), "max_abs_diff", ctx,
-		      pg.max_abs_diff, pc.max_abs_diff);
-		check(same(pg.rel_l2, pc.rel_l2), "rel_l2", ctx, pg.rel_l2, pc.rel_l2);
-	}
+	if (na == nb)
+		compare_pairs(ctx, ga, gb, &va, &vb);
 out:
 	wd_prepared_free(&ga);
 	wd_prepared_free(&gb);
@@ -164,34 +176,144 @@ out:
 	wd_prepared_free(&cb);
 	free(a);
 	free(b);
+	check(wd_engine_backend(gpu) == WD_BACKEND_CUDA, "engine still on the device", ctx, 0, 0);
 }
 
-/* Many W1 queued before one sync give the same numbers as one at a time. */
+/*
+ * One tensor from pinned host memory and from device memory, prepared in
+ * place (and kept by reference), against the CPU's results from the host.
+ */
+static void view_case(enum wd_dtype t, size_t n, unsigned flags)
+{
+	size_t bytes = n * wd_dtype_size(t);
+	void *a = make(t, n), *b = make(t, n), *pin = NULL, *dev = NULL;
+	struct wd_view va = { t, a, n }, vb = { t, b, n };
+	struct wd_prepared *ca = NULL, *cb = NULL, *gb = NULL;
+	double wc;
+	char ctx[128];
+
+	snprintf(ctx, sizeof(ctx), "%s[%zu]%s views", wd_dtype_name(t), n,
+		 flags & WD_PREP_FORCE_SORT ? " sorted" : "");
+	if (wd_prepare(cpu, &va, flags, &ca) || wd_prepare(cpu, &vb, flags, &cb) ||
+	    wd_prepare(gpu, &vb, flags | WD_PREP_KEEP_RAW, &gb) ||
+	    cudaMallocHost(&pin, bytes) || cudaMalloc(&dev, bytes) ||
+	    cudaMemcpy(dev, a, bytes, cudaMemcpyHostToDevice)) {
+		check(0, "set-up", ctx, 0, 0);
+		goto out;
+	}
+	memcpy(pin, a, bytes);
+	wd_w1(cpu, ca, cb, &wc);
+	for (int k = 0; k < 2; k++) {
+		struct wd_view vg = { t, k ? dev : pin, n };
+		struct wd_prepared *ga = NULL;
+		double wg;
+		char kctx[160];
+
+		snprintf(kctx, sizeof(kctx), "%s, %s memory", ctx, k ? "device" : "pinned");
+		if (wd_prepare(gpu, &vg, flags | WD_PREP_KEEP_RAW, &ga)) {
+			check(0, "prepare", kctx, 0, 0);
+			continue;
+		}
+		check(wd_prepared_method(ga) == wd_prepared_method(ca), "method", kctx,
+		      wd_prepared_method(ga), wd_prepared_method(ca));
+		memset(&wg, POISON, sizeof(wg));
+		int r = wd_w1(gpu, ga, gb, &wg);
+		check(r == 0 && same(wg, wc), "w1", kctx, wg, wc);
+		compare_summaries(kctx, "a", ga, ca);
+		compare_pairs(kctx, ga, gb, &va, &vb);
+		wd_prepared_free(&ga);	/* before its memory: the engine borrows it */
+	}
+	check(wd_engine_backend(gpu) == WD_BACKEND_CUDA, "engine still on the device", ctx, 0, 0);
+out:
+	wd_prepared_free(&ca);
+	wd_prepared_free(&cb);
+	wd_prepared_free(&gb);
+	if (pin)
+		cudaFreeHost(pin);
+	if (dev)
+		cudaFree(dev);
+	free(a);
+	free(b);
+}
+
+static void test_views(void)
+{
+	for (enum wd_dtype t = 0; t < WD_DTYPE_COUNT; t++) {
+		view_case(t, 100003, 0);
+		if (t == WD_BF16 || t == WD_F16)
+			view_case(t, 100003, WD_PREP_FORCE_SORT);
+	}
+}
+
+/*
+ * Many W1 queued before one sync give the same numbers as one at a time;
+ * so do W1 whose tensors are freed right after they are queued (device
+ * memory goes back in stream order, and the next upload may reuse it), and
+ * more queued results than the arena has slots.
+ */
 static void test_async_batch(void)
 {
-	enum { N = 40 };
+	enum { N = 40, MANY = 2100 };	/* MANY > ARENA_SLOTS (2048) */
 	struct wd_prepared *base, *p[N];
-	double w[N], one;
+	double w[N], w2[N], one;
+	double *many = malloc(MANY * sizeof(double));
 	size_t n = 10007;
-	void *x = make(WD_F32, n);
+	void *x = make(WD_F32, n), *y[N];
 	struct wd_view v = { WD_F32, x, n };
+	int bad = 0;
 
-	wd_prepare(gpu, &v, 0, &base);
+	if (!many || wd_prepare(gpu, &v, 0, &base)) {
+		check(0, "set-up", "async batch", 0, 0);
+		free(many);
+		free(x);
+		return;
+	}
 	for (int i = 0; i < N; i++) {
-		void *y = make(i % 2 ? WD_F32 : WD_BF16, n + (size_t)i);
-		struct wd_view vy = { i % 2 ? WD_F32 : WD_BF16, y, n + (size_t)i };
-		wd_prepare(gpu, &vy, 0, &p[i]);
-		free(y);	/* the engine must not need it any more */
+		enum wd_dtype t = i % 2 ? WD_F32 : WD_BF16;
+		size_t bytes = (n + (size_t)i) * wd_dtype_size(t);
+		void *tmp = malloc(bytes);
+		y[i] = make(t, n + (size_t)i);
+		memcpy(tmp, y[i], bytes);
+		struct wd_view vy = { t, tmp, n + (size_t)i };
+		p[i] = NULL;
+		if (wd_prepare(gpu, &vy, 0, &p[i]))
+			check(0, "prepare", "async batch", i, 0);
+		memset(tmp, POISON, bytes);	/* the engine must not need it any more */
+		free(tmp);
 		memset(&w[i], POISON, sizeof(w[i]));
 		wd_w1_async(gpu, base, p[i], &w[i]);
 	}
 	check(wd_engine_sync(gpu) == 0, "sync", "async batch", 0, 0);
 	for (int i = 0; i < N; i++) {
+		enum wd_dtype t = i % 2 ? WD_F32 : WD_BF16;
+		struct wd_view vy = { t, y[i], n + (size_t)i };
+		struct wd_prepared *q = NULL;
+		memset(&w2[i], POISON, sizeof(w2[i]));
+		if (wd_prepare(gpu, &vy, 0, &q) || wd_w1_async(gpu, base, q, &w2[i]))
+			check(0, "prepare and queue", "freed before the sync", i, 0);
+		wd_prepared_free(&q);
+	}
+	check(wd_engine_sync(gpu) == 0, "sync", "freed before the sync", 0, 0);
+	for (int k = 0; k < MANY; k++) {
+		memset(&many[k], POISON, sizeof(many[k]));
+		wd_w1_async(gpu, base, p[k % N], &many[k]);
+	}
+	check(wd_engine_sync(gpu) == 0, "sync", "more results than arena slots", 0, 0);
+	for (int i = 0; i < N; i++) {
 		wd_w1(gpu, base, p[i], &one);
 		check(w[i] == one, "w1 queued = w1 alone", "async batch", w[i], one);
+		check(w2[i] == one, "w1 of a tensor freed before the sync = w1 alone",
+		      "async batch", w2[i], one);
+	}
+	for (int k = 0; k < MANY; k++)
+		bad += many[k] != w[k % N];
+	check(!bad, "w1 past the arena's slots", "async batch", bad, 0);
+	for (int i = 0; i < N; i++) {
 		wd_prepared_free(&p[i]);
+		free(y[i]);
 	}
 	wd_prepared_free(&base);
+	free(many);
 	free(x);
 }
 
@@ -226,7 +348,11 @@ int main(int argc, char **argv)
 {
 	int max_log2 = argc > 1 ? atoi(argv[1]) : 28;
 	size_t sizes[] = { 1, 31, 4097, (size_t)1 << 20, (size_t)1 << 28 };
-	int n_sizes = max_log2 >= 28 ? 5 : 4;
+	int n_sizes = 0;
+
+	while (n_sizes < 5 && max_log2 >= 0 && max_log2 < 63 &&
+	       sizes[n_sizes] <= (size_t)1 << max_log2)
+		n_sizes++;	/* those up to 2^MAX_LOG2 */
 
 	if (wd_engine_open(WD_BACKEND_CUDA, &gpu) == -ENODEV) {
 		printf("1..0 # SKIP no CUDA device\n");
@@ -252,8 +378,10 @@ int main(int argc, char **argv)
 		printf("# size %zu done: %d checks, %d failed\n", n, n_ok + n_fail, n_fail);
 		fflush(stdout);
 	}
+	test_views();
 	test_async_batch();
 	test_budget();
+	check(wd_engine_backend(gpu) == WD_BACKEND_CUDA, "engine still on the device", "end", 0, 0);
 	wd_engine_close(&gpu);
 	wd_engine_close(&cpu);
 	printf("%s 1 - gpu engine matches the cpu engine (%d checks, %d failed)\n",
