@@ -132,7 +132,7 @@ check: deps
 # No deps: the GPU machines have nvcc but no apt; these need only CUDA.
 check-gpu:
 	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/tests/test_gpu
-	@$(BUILD)/tests/test_gpu; rc=$$?; [ $$rc -eq 77 ] && echo "check-gpu: skipped, no CUDA device"; exit $$rc
+	@$(BUILD)/tests/test_gpu; rc=$$?; [ $$rc -eq 77 ] && echo "check-gpu: skipped (77): no usable CUDA device, see above"; exit $$rc
 
 bench-gpu:
 	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/bench-gpu

@@ -64,6 +64,12 @@ struct queued {
 };
 
 struct cuda_engine {
+	/*
+	 * Our own stream-ordered pool: it keeps freed memory mapped (release
+	 * threshold: the budget) instead of returning it at every sync, and it
+	 * leaves the process's default pool, which a framework may use, alone.
+	 */
+	cudaMemPool_t pool;
 	int device, sms;
 	cudaStream_t compute, copy;
 	cudaEvent_t staged[2], uploaded, done;
@@ -96,13 +102,13 @@ static int dev_alloc_on(struct cuda_engine *c, void **p, size_t bytes, cudaStrea
 	*p = NULL;
 	if (c->used + bytes > c->budget)
 		return -ENOMEM;
-	cudaError_t err = cudaMallocAsync(p, bytes ? bytes : 1, s);
+	cudaError_t err = cudaMallocFromPoolAsync(p, bytes ? bytes : 1, c->pool, s);
 	if (err == cudaErrorMemoryAllocation) {
 		cudaGetLastError();	/* not sticky: clear it */
 		return -ENOMEM;
 	}
 	if (err != cudaSuccess)
-		return cuda_fail(err, "cudaMallocAsync", __FILE__, __LINE__);
+		return cuda_fail(err, "cudaMallocFromPoolAsync", __FILE__, __LINE__);
 	c->used += bytes;
 	return 0;
 }
@@ -163,6 +169,14 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t des
 #define OPEN_CU(call) do { if ((call) != cudaSuccess) { \
 	r = cuda_fail(cudaGetLastError(), #call, __FILE__, __LINE__); goto fail; } } while (0)
 	OPEN_CU(cudaSetDevice(0));
+	{
+		cudaMemPoolProps props;
+		memset(&props, 0, sizeof(props));
+		props.allocType = cudaMemAllocationTypePinned;
+		props.location.type = cudaMemLocationTypeDevice;
+		props.location.id = 0;
+		OPEN_CU(cudaMemPoolCreate(&c->pool, &props));
+	}
 	OPEN_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
 	OPEN_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
 	for (int k = 0; k < 2; k++) {
@@ -228,6 +242,7 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 	if (c->h_arena) cudaFreeHost(c->h_arena);
 	if (c->copy) cudaStreamDestroy(c->copy);
 	if (c->compute) cudaStreamDestroy(c->compute);
+	if (c->pool) cudaMemPoolDestroy(c->pool);	/* released once all is freed */
 	cudaGetLastError();
 	free(c->queue);
 	free(c);
@@ -247,6 +262,10 @@ extern "C" void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes)
 		bytes = c->used + (free_b > (2ull << 30) ? free_b - (1ull << 30) : free_b / 2);
 	}
 	c->budget = bytes;
+	/* keep up to the budget mapped between syncs */
+	uint64_t keep = bytes;
+	if (c->pool && cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+		cudaGetLastError();
 }
 
 /* --- upload --- */
