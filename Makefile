@@ -27,12 +27,12 @@ CUDA ?= 1
 endif
 
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
-	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev \
+	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
 	python3 python3-numpy python3-scipy python3-h5py
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.
-PKGS       := hdf5 jansson
+PKGS       := hdf5 jansson zlib
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -44,7 +44,7 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
 # link, so that they build on a bare GPU machine with only nvcc.
 ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
-LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c
+LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
 CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # The CUDA backend (issue 3) lives in cuda/*.cu and is compiled here when nvcc

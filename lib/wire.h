@@ -1,0 +1,102 @@
+/*
+ * wire.h: the wdrift protocol, version 1 (docs/protocol.md): parsing and
+ * building the JSON header of every message, and the payload checksum.
+ * Shared by the daemon (decoding) and publishers (encoding). Transport is
+ * the caller's: this module sees bytes, not sockets.
+ *
+ * A parse never trusts its input: every field is checked for presence,
+ * type and range, and a failure names the field in a wire_error that the
+ * daemon sends back as it is.
+ */
+#ifndef WD_WIRE_H
+#define WD_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "wdrift.h"
+
+#define WIRE_VERSION 1
+#define WIRE_MAX_HEADER (64u << 10)	/* bytes of frame 0 */
+#define WIRE_MAX_FRAME (64u << 20)	/* bytes of one payload frame */
+#define WIRE_MAX_DIMS 64		/* hard cap; the config sets a lower one */
+#define WIRE_NAME_MAX 4096		/* hard cap on names; ditto */
+
+enum wire_type {
+	WIRE_HELLO, WIRE_TENSOR, WIRE_COMMIT, WIRE_PING,	/* publisher to daemon */
+	WIRE_WELCOME, WIRE_ACK, WIRE_ERROR, WIRE_PONG,	/* daemon to publisher */
+};
+
+/* Error codes, as protocol.md lists them. */
+enum wire_code {
+	WIRE_OK = 0,
+	WIRE_BAD_FRAME, WIRE_BAD_VERSION, WIRE_BAD_FIELD, WIRE_BAD_FRAMES,
+	WIRE_BAD_CHECKSUM, WIRE_CONFLICT, WIRE_TOO_LARGE, WIRE_OVER_WINDOW,
+	WIRE_TOO_MANY, WIRE_INCOMPLETE, WIRE_INTERNAL,
+	WIRE_CODE_COUNT
+};
+
+/* "bad_field", ...: the code's name on the wire. */
+const char *wire_code_name(enum wire_code c);
+
+/* What the receiver enforces beyond the hard caps (from the config). */
+struct wire_limits {
+	size_t max_name;	/* bytes of a run or tensor name */
+	int max_dims;
+	uint64_t max_message;	/* payload bytes of one tensor message */
+};
+
+/* A parse or validation failure: what goes into the error reply. */
+struct wire_error {
+	enum wire_code code;
+	char field[32];		/* "" when the whole header is at fault */
+	char reason[256];
+};
+
+/*
+ * A decoded header. Strings point into the struct's own storage, so a
+ * header outlives the frame it came from.
+ */
+struct wire_header {
+	enum wire_type type;
+	char run[WIRE_NAME_MAX + 1];
+	char name[WIRE_NAME_MAX + 1];	/* tensor */
+	int64_t step;			/* -1 when absent (hello, ping) */
+	enum wd_dtype dtype;
+	int ndims;
+	uint64_t shape[WIRE_MAX_DIMS];
+	uint64_t offset, count, total;	/* tensor shard */
+	uint32_t crc32;
+	uint64_t tensors;		/* commit, ack */
+	/* daemon to publisher */
+	uint64_t window, bytes;
+	int duplicate;
+	struct wire_error error;	/* WIRE_ERROR: the daemon's error */
+};
+
+/*
+ * Parses frame 0 of a message from a publisher (hello, tensor, commit,
+ * ping) or from the daemon (welcome, ack, error, pong). Returns 0, or -1
+ * with err filled. On failure, whatever fields were read before it (run,
+ * step, name) are still in *h, for the error reply to echo.
+ */
+int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
+	       struct wire_header *h, struct wire_error *err);
+
+/*
+ * Checks a tensor's payload: frames[i] bytes each, data the frames in
+ * order (may be NULL to check sizes only). Returns 0 or -1 with err.
+ */
+int wire_check_payload(const struct wire_header *h, const size_t *frame_len,
+		       const void *const *frame, size_t n_frames,
+		       struct wire_error *err);
+
+/* CRC-32 (zlib's polynomial) of n bytes, continuing from crc (0 to start). */
+uint32_t wire_crc32(uint32_t crc, const void *data, size_t n);
+
+/*
+ * Builds frame 0 for h (its type decides the fields) into a new
+ * NUL-terminated string the caller frees; NULL on out of memory.
+ */
+char *wire_build(const struct wire_header *h);
+
+#endif
