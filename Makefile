@@ -122,7 +122,11 @@ $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+
+# Unit tests of daemon modules link those modules too.
+$(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/log.o
+$(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps

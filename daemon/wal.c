@@ -1,0 +1,348 @@
+/*
+ * wal.c: the write-ahead log (see wal.h and docs/storage.md).
+ *
+ * Replay reads each segment in order. The only damage a crash can do is to
+ * the end of the last segment (a record in mid-append), so damage anywhere
+ * else means the disk or a person changed the file: that is refused, not
+ * repaired silently.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "wal.h"
+#include "wire.h"
+
+struct wal {
+	char *dir;
+	int fd;			/* the open (last) segment */
+	unsigned seg;		/* its number */
+	uint64_t seg_bytes;	/* its size */
+	uint64_t max_seg;
+	uint64_t records;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	int r = fd < 0 ? -errno : fsync(fd) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* Reads a whole file into memory; NULL with errno on failure. */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	unsigned char *buf = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && (buf = malloc((size_t)st.st_size + 1))) {
+		size_t got = 0;
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		*len = got;
+	}
+	close(fd);
+	return buf;
+}
+
+/* Is there a good record at off? Sets *next past it. */
+static int good_record(const unsigned char *b, size_t len, size_t off, size_t *next)
+{
+	if (len - off < 12 || get32(b + off) != WAL_MAGIC)
+		return 0;
+	uint32_t n = get32(b + off + 4);
+	if (n > WAL_MAX_RECORD || len - off - 12 < n)
+		return 0;
+	if (wire_crc32(0, b + off + 12, n) != get32(b + off + 8))
+		return 0;
+	*next = off + 12 + n;
+	return 1;
+}
+
+/* Any good record at or after off, by scanning for the magic? */
+static int good_record_after(const unsigned char *b, size_t len, size_t off)
+{
+	size_t next;
+	for (size_t i = off; i + 12 <= len; i++)
+		if (b[i] == 0x57 && good_record(b, len, i, &next))
+			return 1;
+	return 0;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return (x > y) - (x < y);
+}
+
+/* The segment numbers in dir, ascending. */
+static int list_segments(const char *dir, unsigned **segs, size_t *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+
+	*segs = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		unsigned num;
+		char tail[8];
+		if (sscanf(de->d_name, "%6u.%7s", &num, tail) != 2 || strcmp(tail, "log") ||
+		    strlen(de->d_name) != 10)
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			unsigned *s = realloc(*segs, cap * sizeof(*s));
+			if (!s) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			*segs = s;
+		}
+		(*segs)[(*n)++] = num;
+	}
+	closedir(d);
+	qsort(*segs, *n, sizeof(**segs), cmp_uint);
+	return 0;
+}
+
+static void seg_path(char *buf, size_t size, const char *dir, unsigned seg)
+{
+	snprintf(buf, size, "%s/%06u.log", dir, seg);
+}
+
+/*
+ * Replays one segment. Returns 0 when it ended cleanly, 1 when it ended in
+ * damage at *bad (the caller decides torn tail or corruption), -1 on error.
+ */
+static int replay_segment(const char *path, wal_replay_fn fn, void *ctx, uint64_t *records,
+			  size_t *bad, int *later_good, size_t *size, char *err, size_t errlen)
+{
+	size_t len = 0, off = 0, next;
+	unsigned char *b = slurp(path, &len);
+
+	if (!b)
+		return fail(err, errlen, "'%s': cannot read: %s", path, strerror(errno));
+	*size = len;
+	while (off < len && good_record(b, len, off, &next)) {
+		if (fn && fn(ctx, (const char *)b + off + 12, get32(b + off + 4))) {
+			free(b);
+			return fail(err, errlen, "'%s': offset %zu: replay stopped", path, off);
+		}
+		(*records)++;
+		off = next;
+	}
+	if (off == len) {
+		free(b);
+		return 0;
+	}
+	*bad = off;
+	*later_good = good_record_after(b, len, off + 1);
+	free(b);
+	return 1;
+}
+
+int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
+	     struct wal **out, char *err, size_t errlen)
+{
+	struct wal *w;
+	unsigned *segs = NULL;
+	size_t n = 0;
+	char path[4096];
+	int r;
+
+	*out = NULL;
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+		return fail(err, errlen, "'%s': cannot create: %s", dir, strerror(errno));
+	if ((r = list_segments(dir, &segs, &n)) < 0)
+		return fail(err, errlen, "'%s': cannot list: %s", dir, strerror(-r));
+	w = calloc(1, sizeof(*w));
+	if (!w || !(w->dir = strdup(dir))) {
+		free(w);
+		free(segs);
+		return fail(err, errlen, "out of memory");
+	}
+	w->fd = -1;
+	w->max_seg = WAL_SEGMENT_BYTES;
+	for (size_t i = 0; i < n; i++) {
+		size_t bad = 0, size = 0;
+		int later = 0;
+		seg_path(path, sizeof(path), dir, segs[i]);
+		r = replay_segment(path, fn, ctx, &w->records, &bad, &later, &size, err, errlen);
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			continue;
+		int last = i + 1 == n;
+		if (last && !later) {	/* a torn tail: the crash we design for */
+			log_warning("'%s': torn record at offset %zu of %zu (a crash mid-append); "
+				    "truncating it", path, bad, size);
+		} else if (!force) {
+			fail(err, errlen, "'%s': offset %zu: damaged record with %s after it; refusing "
+			     "to start (corruption, not a crash; --force keeps the records before it)",
+			     path, bad, later ? "good records" : "more segments");
+			goto fail;
+		} else {
+			log_warning("'%s': offset %zu: damaged record; --force: keeping the %llu records "
+				    "before it, moving the rest aside", path, bad,
+				    (unsigned long long)w->records);
+			for (size_t j = i + 1; j < n; j++) {
+				char from[4096], to[4200];
+				seg_path(from, sizeof(from), dir, segs[j]);
+				snprintf(to, sizeof(to), "%s.corrupt", from);
+				if (rename(from, to) < 0)
+					log_warning("'%s': cannot move aside: %s", from, strerror(errno));
+			}
+			n = i + 1;
+		}
+		if (truncate(path, (off_t)bad) < 0) {
+			fail(err, errlen, "'%s': cannot truncate: %s", path, strerror(errno));
+			goto fail;
+		}
+		break;	/* nothing good comes after: later segments were moved aside */
+	}
+	w->seg = n ? segs[n - 1] : 1;
+	seg_path(path, sizeof(path), dir, w->seg);
+	w->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (w->fd < 0) {
+		fail(err, errlen, "'%s': cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	struct stat st;
+	w->seg_bytes = fstat(w->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	if (fsync_dir(dir) < 0)
+		log_warning("'%s': fsync of the directory failed: %s", dir, strerror(errno));
+	free(segs);
+	*out = w;
+	return 0;
+fail:
+	free(segs);
+	wal_close(&w);
+	return -1;
+}
+
+/* Starts the next segment: the old one is fsync'd first. */
+static int wal_rotate(struct wal *w)
+{
+	char path[4096];
+	int r = wal_sync(w);
+
+	if (r < 0)
+		return r;
+	close(w->fd);
+	w->seg++;
+	seg_path(path, sizeof(path), w->dir, w->seg);
+	w->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (w->fd < 0)
+		return -errno;
+	w->seg_bytes = 0;
+	return fsync_dir(w->dir);
+}
+
+int wal_append(struct wal *w, const void *payload, size_t len)
+{
+	unsigned char head[12];
+	int r;
+
+	if (len > WAL_MAX_RECORD)
+		return -EMSGSIZE;
+	if (w->seg_bytes && w->seg_bytes + 12 + len > w->max_seg && (r = wal_rotate(w)) < 0)
+		return r;
+	put32(head, WAL_MAGIC);
+	put32(head + 4, (uint32_t)len);
+	put32(head + 8, wire_crc32(0, payload, len));
+	/* One write per record, header and payload together: O_APPEND keeps it whole. */
+	unsigned char *rec = malloc(12 + len);
+	if (!rec)
+		return -ENOMEM;
+	memcpy(rec, head, 12);
+	memcpy(rec + 12, payload, len);
+	size_t done = 0;
+	while (done < 12 + len) {
+		ssize_t n = write(w->fd, rec + done, 12 + len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			free(rec);
+			return r;
+		}
+		done += (size_t)n;
+	}
+	free(rec);
+	w->seg_bytes += 12 + len;
+	w->records++;
+	return 0;
+}
+
+int wal_sync(struct wal *w)
+{
+	return fdatasync(w->fd) < 0 ? -errno : 0;
+}
+
+uint64_t wal_records(const struct wal *w)
+{
+	return w->records;
+}
+
+void wal_set_segment_bytes(struct wal *w, uint64_t bytes)
+{
+	w->max_seg = bytes;
+}
+
+void wal_close(struct wal **pw)
+{
+	struct wal *w = *pw;
+	if (!w)
+		return;
+	if (w->fd >= 0) {
+		fdatasync(w->fd);
+		close(w->fd);
+	}
+	free(w->dir);
+	free(w);
+	*pw = NULL;
+}
