@@ -125,7 +125,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
 
 # Unit tests of daemon modules link those modules too.
-$(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/log.o
+$(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "logging.h"
 #include "wal.h"
 #include "wire.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "log.h"
+#include "logging.h"
 #include "wal.h"
 
 static char dir[] = "/tmp/wdrift-test-wal-XXXXXX";

@@ -1,11 +1,11 @@
 /*
- * log.h: the daemon's one logging macro. Lines go to stderr: with "<N>"
+ * logging.h: the daemon's one logging macro. Lines go to stderr: with "<N>"
  * syslog priority prefixes when stderr is the journal (JOURNAL_STREAM
  * names it), plain "wdriftd: LEVEL: msg" otherwise. Arguments are not
  * evaluated below the level. Depends on libc only.
  */
-#ifndef WD_DAEMON_LOG_H
-#define WD_DAEMON_LOG_H
+#ifndef WD_DAEMON_LOGGING_H
+#define WD_DAEMON_LOGGING_H
 
 #include <syslog.h>	/* LOG_ERR .. LOG_DEBUG */
 

@@ -1,11 +1,11 @@
-/* log.c: stderr logging, journal-aware (see log.h). */
+/* logging.c: stderr logging, journal-aware (see logging.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "log.h"
+#include "logging.h"
 
 int log_level = LOG_NOTICE;
 static int to_journal;
