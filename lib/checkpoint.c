@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -351,4 +353,102 @@ out:
 	H5Eclear2(H5E_DEFAULT);
 	free(data);
 	return r;
+}
+
+/* The HDF5 file type of a dtype: IEEE binary16 has no predefined type. */
+static hid_t file_type_of(enum wd_dtype t)
+{
+	hid_t h;
+
+	switch (t) {
+	case WD_F32: return H5Tcopy(H5T_IEEE_F32LE);
+	case WD_F64: return H5Tcopy(H5T_IEEE_F64LE);
+	case WD_BF16: return H5Tcopy(H5T_STD_U16LE);
+	case WD_F16:
+		h = H5Tcopy(H5T_IEEE_F32LE);
+		H5Tset_fields(h, 15, 10, 5, 0, 10);
+		H5Tset_offset(h, 0);
+		H5Tset_precision(h, 16);
+		H5Tset_size(h, 2);
+		H5Tset_ebias(h, 15);
+		return h;
+	}
+	return -1;
+}
+
+static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t)
+{
+	hsize_t dims[WD_CKPT_MAX_RANK], one = t->view.numel;
+	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = -1, ftype = -1, ds = -1;
+	int r = -1;
+
+	if (t->rank > WD_CKPT_MAX_RANK)
+		goto out;
+	for (int d = 0; d < t->rank; d++)
+		dims[d] = t->dims[d];
+	H5Pset_create_intermediate_group(lcpl, 1);
+	space = t->dims ? H5Screate_simple(t->rank, dims, NULL) : H5Screate_simple(1, &one, NULL);
+	ftype = file_type_of(t->view.dtype);
+	if (space < 0 || ftype < 0)
+		goto out;
+	ds = H5Dcreate2(file, t->name, ftype, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+	/* memory type = file type: the bits go in as they are */
+	if (ds < 0 || H5Dwrite(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->view.data) < 0)
+		goto out;
+	if (t->view.dtype == WD_BF16) {
+		hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+		H5Tset_size(st, 9);	/* "bfloat16" and its NUL */
+		hid_t a = H5Acreate2(ds, "dtype", st, sp, H5P_DEFAULT, H5P_DEFAULT);
+		int ok = a >= 0 && H5Awrite(a, st, "bfloat16") >= 0;
+		if (a >= 0) H5Aclose(a);
+		H5Sclose(sp);
+		H5Tclose(st);
+		if (!ok)
+			goto out;
+	}
+	r = 0;
+out:
+	if (ds >= 0) H5Dclose(ds);
+	if (ftype >= 0) H5Tclose(ftype);
+	if (space >= 0) H5Sclose(space);
+	H5Pclose(lcpl);
+	return r;
+}
+
+int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err)
+{
+	char tmp[4096];
+	hid_t file;
+	int fd;
+
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+	if (file < 0)
+		return ckpt_fail(err, tmp, 1, "cannot create");
+	for (size_t i = 0; i < n; i++)
+		if (write_tensor(file, &t[i]) < 0) {
+			ckpt_fail(err, tmp, 1, "dataset '%s': cannot write", t[i].name);
+			H5Fclose(file);
+			unlink(tmp);
+			return -1;
+		}
+	if (H5Fclose(file) < 0) {
+		unlink(tmp);
+		return ckpt_fail(err, tmp, 1, "cannot close");
+	}
+	/* durable before it is visible under its name */
+	fd = open(tmp, O_RDONLY);
+	if (fd < 0 || fsync(fd) < 0) {
+		if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		return ckpt_fail(err, tmp, 0, "cannot fsync: %s", strerror(errno));
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		unlink(tmp);
+		return ckpt_fail(err, path, 0, "cannot rename into place: %s", strerror(errno));
+	}
+	return 0;
 }

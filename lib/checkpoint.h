@@ -52,4 +52,21 @@ long wd_ckpt_find(const struct wd_ckpt *c, const char *name);
  */
 int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err);
 
+/*
+ * Writes tensors to a new checkpoint file at path, in the format the reader
+ * reads: f32/f64/f16 as IEEE datasets, bf16 as uint16 with the attribute
+ * dtype = "bfloat16", names as paths (a '/' makes groups). The file is
+ * written to path + ".tmp", fsync'd, and renamed over path, so path is
+ * either absent or complete. Returns 0 or -1 with err naming the file and
+ * the tensor.
+ */
+struct wd_ckpt_tensor {
+	const char *name;
+	struct wd_view view;
+	int rank;
+	const uint64_t *dims;	/* rank of them; NULL: 1-D of view.numel */
+};
+
+int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err);
+
 #endif

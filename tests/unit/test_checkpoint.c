@@ -179,6 +179,43 @@ static void test_bad_files(void)
 	CHECK(r < 0 && strstr(err, p2), "truncated file refused: %s", err);
 }
 
+/* wd_ckpt_write: every dtype round-trips through the reader, bit for bit. */
+static void test_write(void)
+{
+	float a[6] = { 1, -2, 3.5f, -0.0f, 5, 6 };
+	uint16_t bf[3] = { 0x3f80, 0x7fc0, 0xc000 }, h16[2] = { 0x3c00, 0xfc00 };
+	double d[2] = { 1e300, -1e-300 };
+	uint64_t dims[2] = { 2, 3 };
+	struct wd_ckpt_tensor t[4] = {
+		{ "layers/0/w", { WD_F32, a, 6 }, 2, dims },
+		{ "bf", { WD_BF16, bf, 3 }, 0, NULL },
+		{ "h", { WD_F16, h16, 2 }, 0, NULL },
+		{ "d", { WD_F64, d, 2 }, 0, NULL },
+	};
+	char err[WD_CKPT_ERR_MAX], p[300];
+	struct wd_ckpt *c;
+	const void *want[4] = { a, bf, h16, d };
+
+	snprintf(p, sizeof(p), "%s/written.h5", dir);
+	CHECK(wd_ckpt_write(p, t, 4, err) == 0, "write 4 tensors (%s)", err);
+	CHECK(access(p, F_OK) == 0 && wd_ckpt_open(p, &c, err) == 0, "and read them back");
+	for (int i = 0; i < 4; i++) {
+		long k = wd_ckpt_find(c, t[i].name);
+		void *buf = NULL;
+		const struct wd_ckpt_entry *e = k < 0 ? NULL : wd_ckpt_entry(c, (size_t)k);
+		int ok = e && e->dtype == t[i].view.dtype && e->numel == t[i].view.numel &&
+			 wd_ckpt_read(c, (size_t)k, &buf, err) == 0 &&
+			 !memcmp(buf, want[i], t[i].view.numel * wd_dtype_size(t[i].view.dtype));
+		CHECK(ok, "'%s' round-trips bit for bit", t[i].name);
+		free(buf);
+	}
+	CHECK(wd_ckpt_entry(c, (size_t)wd_ckpt_find(c, "layers/0/w"))->rank == 2, "shape kept");
+	wd_ckpt_close(&c);
+	snprintf(p, sizeof(p), "%s/no/such/dir/x.h5", dir);
+	CHECK(wd_ckpt_write(p, t, 1, err) == -1 && strstr(err, "cannot create"),
+	      "unwritable path: %s", err);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -188,6 +225,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/good.h5", dir);
 	test_types();
 	test_bad_files();
+	test_write();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
