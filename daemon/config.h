@@ -1,0 +1,179 @@
+/*
+ * config.h: wdriftd's configuration (docs/config.md), loaded from YAML.
+ *
+ * Every scalar key lives in one table in config.c, with its type, bounds,
+ * default and place in struct wd_config; parsing, defaults, printing and the
+ * reload check are written once over that table. Studies and alerts are
+ * lists of mappings, checked field by field the same way and then against
+ * each other (an alert names a study, a ratio alert one of its proxies).
+ *
+ * Errors are one line in the caller's buffer, "FILE:LINE:COL: KEY: REASON"
+ * (line and column 1-based, of the offending node; KEY the dotted path such
+ * as studies[1].proxies.fp16). Where no key applies (a YAML syntax error, a
+ * file that cannot be read) that part is left out.
+ *
+ * Only config.c includes yaml.h. This header depends on libc and wdrift.h.
+ */
+#ifndef WD_DAEMON_CONFIG_H
+#define WD_DAEMON_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "wdrift.h"	/* enum wd_backend, WD_LOG_* */
+
+/* Big enough for any message the loader writes. */
+#define WD_CONFIG_ERR_MAX 1024
+
+enum wd_alert_metric {
+	WD_METRIC_W1 = 0,
+	WD_METRIC_RATIO,		/* W1(candidate) / W1(proxy) */
+	WD_METRIC_MAX_ABS_DIFF,
+	WD_METRIC_REL_L2,
+	WD_METRIC_NONFINITE,		/* NaN + Inf count of the candidate */
+	WD_METRIC_STALLED,		/* seconds since the study's last snapshot */
+};
+
+/* How an alert reduces a snapshot's tensors to one number. */
+enum wd_alert_scope {
+	WD_SCOPE_MAX = 0,
+	WD_SCOPE_MEDIAN,
+	WD_SCOPE_MEAN,			/* weighted by element count */
+	WD_SCOPE_TENSORS,		/* each tensor matching a glob, on its own */
+};
+
+enum wd_severity { WD_SEVERITY_INFO = 0, WD_SEVERITY_WARNING, WD_SEVERITY_CRITICAL };
+
+/* A study's synthetic proxy: its baseline rounded to a 16-bit format. */
+enum wd_synthetic { WD_SYNTHETIC_NONE = 0, WD_SYNTHETIC_BF16, WD_SYNTHETIC_FP16 };
+
+struct wd_config_runs {
+	size_t n;
+	const char **names;
+};
+
+struct wd_config_proxy {
+	const char *label;		/* "fp16", "seed", ... */
+	const char *run;
+};
+
+struct wd_config_proxies {
+	size_t n;
+	struct wd_config_proxy *v;
+};
+
+struct wd_config_study {
+	const char *name;
+	const char *baseline;
+	struct wd_config_runs candidates;	/* at least one */
+	struct wd_config_proxies proxies;	/* in file order; may be empty */
+	int synthetic_proxy;			/* enum wd_synthetic */
+};
+
+struct wd_config_alert {
+	const char *name;
+	const char *study;
+	size_t study_index;		/* into wd_config.studies */
+	int metric;			/* enum wd_alert_metric */
+	const char *proxy;		/* ratio: a proxy label or "round:bf16"/"round:fp16"; else NULL */
+	int scope;			/* enum wd_alert_scope; not for stalled */
+	const char *tensors;		/* scope tensors: the glob; else NULL */
+	double threshold;		/* fires above it; stalled: seconds */
+	int64_t for_count;		/* key "for": consecutive snapshots */
+	int severity;			/* enum wd_severity */
+	const char *command;		/* NULL: none */
+	int64_t command_min_interval;	/* seconds */
+};
+
+struct wd_config_arena;
+
+/*
+ * The effective configuration. Strings and arrays belong to the config
+ * (to its arena, or are static for defaults): never free them one by one,
+ * and copy what must outlive wd_config_release().
+ */
+struct wd_config {
+	struct {
+		const char *ingest, *control, *events;	/* ZeroMQ endpoints */
+	} listen;
+	struct {
+		const char *dir;
+	} storage;
+	struct {
+		int backend;			/* enum wd_backend */
+	} compute;
+	struct {
+		uint64_t budget;		/* bytes */
+	} memory;
+	struct {
+		struct {
+			int64_t every;		/* keep every K-th step */
+			uint64_t disk_budget;	/* bytes */
+		} retention;
+	} spool;
+	struct {
+		int64_t tolerance;		/* steps; 0: exact match */
+	} alignment;
+	struct {
+		uint64_t max_message;		/* bytes */
+		int64_t max_name;		/* bytes */
+		int64_t max_dims;
+		int64_t max_tensors;		/* per snapshot */
+		int64_t max_runs;
+		int64_t max_pending;		/* snapshots per run */
+	} limits;
+	struct {
+		int level;			/* WD_LOG_ERR .. WD_LOG_DEBUG */
+	} log;
+	struct wd_config_study *studies;
+	size_t n_studies;
+	struct wd_config_alert *alerts;
+	size_t n_alerts;
+	const char *source;			/* the file name, or "(built-in)" */
+	struct wd_config_arena *arena;		/* owns the above; private */
+};
+
+/* config/wdrift.yaml, byte for byte: the shipped default (a unit test checks). */
+extern const char wd_config_default_yaml[];
+
+/* Sets every key to its default: no studies, no alerts. Allocates nothing. */
+void wd_config_defaults(struct wd_config *c);
+
+/*
+ * Loads a configuration file. All or nothing: on success *out is
+ * overwritten (not released first: load into a fresh struct, then release
+ * the old one); on failure *out is untouched and err holds one line, as
+ * above. A missing key takes its default; an empty file gives the defaults.
+ * Returns 0 or -1.
+ */
+int wd_config_load(const char *path, struct wd_config *out, char *err, size_t errlen);
+
+/* The same from a string; name stands for the file name in errors. */
+int wd_config_load_string(const char *name, const char *yaml, struct wd_config *out,
+			  char *err, size_t errlen);
+
+/* Frees what c holds, and leaves the defaults in it. */
+void wd_config_release(struct wd_config *c);
+
+/*
+ * Refuses a reload that changes a key that needs a restart (listen.*,
+ * storage.dir, compute.backend, memory.budget): returns -1 with err naming
+ * the first such key, else 0. Called with the running config and the new
+ * one, after the new one loaded.
+ */
+int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *next,
+			   char *err, size_t errlen);
+
+/*
+ * Writes the effective configuration as YAML that loads back to the same
+ * config, every scalar key with a comment saying what it is.
+ */
+void wd_config_print(FILE *f, const struct wd_config *c);
+
+/* Names as written in the file: "ratio", "tensors", "critical". */
+const char *wd_config_metric_name(int metric);
+const char *wd_config_scope_name(int scope);
+const char *wd_config_severity_name(int severity);
+
+#endif
