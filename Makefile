@@ -28,11 +28,11 @@ endif
 
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
 	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
-	python3 python3-numpy python3-scipy python3-h5py
+	python3 python3-numpy python3-scipy python3-h5py python3-zmq
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.
-PKGS       := hdf5 jansson zlib
+PKGS       := hdf5 jansson zlib yaml-0.1
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -46,6 +46,10 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
 CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
+DAEMON_SRCS := daemon/main.c daemon/config.c daemon/control.c daemon/ingest.c \
+	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/wal.c
+DAEMON_PKGS := libzmq libsystemd yaml-0.1
+DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # The CUDA backend (issue 3) lives in cuda/*.cu and is compiled here when nvcc
 # exists; today the directory holds no kernels yet.
@@ -67,10 +71,11 @@ LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps check check-gpu test demo bench bench-gpu install uninstall clean FORCE
-all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
+all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
@@ -117,6 +122,10 @@ $(BUILD)/libwdrift.so: $(LIB_OBJS)
 $(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
 
+$(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/wdriftd: $(DAEMON_OBJS) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
+
 $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
@@ -127,6 +136,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 # Unit tests of daemon modules link those modules too.
 $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_config: $(BUILD)/daemon/config.o
+$(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
+-include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps
@@ -159,16 +171,17 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/wdrift
 	install -m 755 $(BUILD)/wdrift $(DESTDIR)$(PREFIX)/bin/wdrift
+	install -m 755 $(BUILD)/wdriftd $(DESTDIR)$(PREFIX)/bin/wdriftd
 	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
 	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
 	install -m 644 config/wdrift.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
+	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
 		$(DESTDIR)$(PREFIX)/lib/libwdrift.so.0 $(DESTDIR)$(PREFIX)/include/wdrift.h \
 		$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
 
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/tests/gpu/test_gpu.d
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/tests/gpu/test_gpu.d

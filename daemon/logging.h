@@ -14,10 +14,9 @@ extern int log_level;
 void log_init(void);	/* looks at JOURNAL_STREAM once */
 void log_emit(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_at(prio, ...) do {				\
-	if ((prio) <= log_level)			\
-		log_emit((prio), __VA_ARGS__);		\
-} while (0)
+/* An expression, so that error() below can be one too. */
+#define log_at(prio, ...) \
+	((prio) <= log_level ? log_emit((prio), __VA_ARGS__) : (void)0)
 
 #define log_err(...) log_at(LOG_ERR, __VA_ARGS__)
 #define log_warning(...) log_at(LOG_WARNING, __VA_ARGS__)

@@ -89,6 +89,8 @@ static int check_run(const char *s, size_t max, struct wire_error *err)
 	size_t n = strlen(s);
 	if (n == 0 || n > max)
 		return fail(err, WIRE_BAD_FIELD, "run", "run name must be 1 to %zu bytes, not %zu", max, n);
+	if (!strcmp(s, ".") || !strcmp(s, ".."))	/* a run name becomes a directory */
+		return fail(err, WIRE_BAD_FIELD, "run", "run name may not be '%s'", s);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') &&

@@ -6,7 +6,7 @@
 # reporting a failure counts as one failure. Set VERBOSE=1 to see every line.
 #
 #   build/tests/test_*          C unit tests (tests/unit/)
-#   tests/integration/t*.sh     the CLI on real files, as a user runs it
+#   tests/integration/t*.sh|py  the CLI and the daemon, as a user runs them
 #   tests/ref/t*.py             cross-checks against scipy and numpy
 set -u
 BUILD=${BUILD:-build}
@@ -47,8 +47,12 @@ for t in "$BUILD"/tests/test_*; do
 	case $t in *.d|*.o) continue ;; esac
 	[ -x "$t" ] && run_one "$(basename "$t")" "$t"
 done
-for t in tests/integration/t*.sh; do
-	[ -f "$t" ] && run_one "$t" sh "$t"
+for t in tests/integration/t*.sh tests/integration/t*.py; do
+	[ -f "$t" ] || continue
+	case $t in
+	*.py) run_one "$t" "$PYTHON" "$t" ;;
+	*) run_one "$t" sh "$t" ;;
+	esac
 done
 for t in tests/ref/t*.py; do
 	[ -f "$t" ] && run_one "$t" "$PYTHON" "$t"

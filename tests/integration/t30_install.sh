@@ -13,7 +13,7 @@ check() {	# check DESCRIPTION COMMAND...
 }
 prefix=$tmp/prefix
 check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="${BUILD:-build}"
-for f in bin/wdrift lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
+for f in bin/wdrift bin/wdriftd lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
 	check "installs $f" test -f "$prefix/$f"
 done
 check "installed wdrift runs from its prefix" sh -c "'$prefix/bin/wdrift' --version | grep -q '^wdrift '"

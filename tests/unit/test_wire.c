@@ -87,6 +87,8 @@ static void malformed(void)
 		{ "{\"v\":1,\"type\":\"hello\",\"run\":\"\"}", WIRE_BAD_FIELD, "run", "1 to 512" },
 		{ "{\"v\":1,\"type\":\"hello\",\"run\":\"a b\"}", WIRE_BAD_FIELD, "run", "' ' at byte 1" },
 		{ "{\"v\":1,\"type\":\"hello\",\"run\":\"a/b\"}", WIRE_BAD_FIELD, "run", "allowed" },
+		{ "{\"v\":1,\"type\":\"hello\",\"run\":\"..\"}", WIRE_BAD_FIELD, "run", "may not be '..'" },
+		{ "{\"v\":1,\"type\":\"hello\",\"run\":\".\"}", WIRE_BAD_FIELD, "run", "may not be '.'" },
 		{ "{\"v\":1,\"type\":\"hello\",\"run\":\"a\\u0000b\"}", WIRE_BAD_FRAME, "", "not JSON" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"tensors\":3}", WIRE_BAD_FIELD, "step", "missing" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":-1,\"tensors\":3}", WIRE_BAD_FIELD, "step", "outside" },

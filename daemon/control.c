@@ -1,0 +1,121 @@
+/* control.c: control requests to JSON replies, through jansson (see control.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "control.h"
+#include "spool.h"
+
+static char *dump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s ? s : strdup("{\"v\":1,\"ok\":false,\"error\":\"out of memory\"}");
+}
+
+static char *fail(const char *fmt, const char *arg)
+{
+	char msg[512];
+	snprintf(msg, sizeof(msg), fmt, arg);
+	return dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg));
+}
+
+static json_t *status(struct control *c)
+{
+	struct state *s = c->st;
+	json_t *errors = json_object();
+	uint64_t pending_bytes = 0;
+
+	for (int k = 1; k < WIRE_CODE_COUNT; k++)
+		json_object_set_new(errors, wire_code_name((enum wire_code)k),
+				    json_integer((json_int_t)s->count.errors[k]));
+	for (struct snapshot *p = s->pending; p; p = p->next)
+		pending_bytes += p->bytes;
+	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I},"
+			 "s:{s:I,s:I},s:I}",
+		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
+		"engine", c->engine, "config", c->cfg->source,
+		"runs", (json_int_t)s->n_runs,
+		"snapshots", "pending", (json_int_t)s->n_pending,
+			     "durable", (json_int_t)s->count.snapshots_durable,
+			     "duplicates", (json_int_t)s->count.duplicates,
+			     "tensors", (json_int_t)s->count.tensors,
+			     "messages", (json_int_t)s->count.messages,
+			     "bytes", (json_int_t)s->count.bytes_received,
+		"errors", errors,
+		"queues", "spool", (json_int_t)spool_depth(c->spool),
+		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
+		"spool_failures", (json_int_t)s->count.spool_failures);
+}
+
+static json_t *runs(struct control *c)
+{
+	json_t *list = json_array();
+	double t = now_mono();
+
+	for (struct run *r = c->st->runs; r; r = r->next)
+		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:f,s:I}",
+			"name", r->name, "durable", (json_int_t)r->n_durable,
+			"last_step", r->n_durable ? json_integer(r->durable[r->n_durable - 1]) : json_null(),
+			"idle", t - r->last_seen, "bytes_pending", (json_int_t)r->bytes_pending));
+	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
+}
+
+static json_t *studies(struct control *c)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < c->cfg->n_studies; i++) {
+		const struct wd_config_study *s = &c->cfg->studies[i];
+		json_t *cands = json_array(), *proxies = json_object();
+		for (size_t k = 0; k < s->candidates.n; k++)
+			json_array_append_new(cands, json_string(s->candidates.names[k]));
+		for (size_t k = 0; k < s->proxies.n; k++)
+			json_object_set_new(proxies, s->proxies.v[k].label, json_string(s->proxies.v[k].run));
+		json_array_append_new(list, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", s->name,
+			"baseline", s->baseline, "candidates", cands, "proxies", proxies,
+			"synthetic_proxy", s->synthetic_proxy == WD_SYNTHETIC_BF16 ? json_string("round:bf16")
+					 : s->synthetic_proxy == WD_SYNTHETIC_FP16 ? json_string("round:fp16")
+					 : json_null()));
+	}
+	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
+}
+
+char *control_handle(struct control *c, const void *req, size_t len)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(req, len, JSON_REJECT_DUPLICATES, &jerr);
+	char *out;
+
+	c->st->count.control_requests++;
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		return fail("request is not a JSON object: %s", o ? "" : jerr.text);
+	}
+	json_t *v = json_object_get(o, "v");
+	const char *cmd = json_string_value(json_object_get(o, "cmd"));
+	if (!json_is_integer(v) || json_integer_value(v) != 1)
+		out = fail("'v' must be 1%s", "");
+	else if (!cmd)
+		out = fail("'cmd' is missing or not a string%s", "");
+	else if (!strcmp(cmd, "status"))
+		out = dump(status(c));
+	else if (!strcmp(cmd, "runs"))
+		out = dump(runs(c));
+	else if (!strcmp(cmd, "studies"))
+		out = dump(studies(c));
+	else if (!strcmp(cmd, "reload")) {
+		char err[WD_CONFIG_ERR_MAX];
+		if (c->reload(c->reload_ctx, err, sizeof(err)) == 0)
+			out = dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 1, "config", c->cfg->source));
+		else
+			out = fail("reload refused, the old config stays: %s", err);
+	} else if (!strcmp(cmd, "drift") || !strcmp(cmd, "alerts"))
+		out = fail("'%s': this build stores snapshots but does not compute drift yet", cmd);
+	else
+		out = fail("unknown command '%.64s' (status, runs, studies, drift, alerts, reload)", cmd);
+	json_decref(o);
+	return out;
+}

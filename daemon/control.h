@@ -1,0 +1,29 @@
+/*
+ * control.h: the control socket's requests (docs/protocol.md, "Control"):
+ * one JSON request in, one JSON reply out. Never blocks: everything it
+ * reports is the main thread's own state. No sockets here.
+ */
+#ifndef WD_CONTROL_H
+#define WD_CONTROL_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "state.h"
+
+struct spool;
+
+struct control {
+	struct state *st;
+	const struct wd_config *cfg;	/* the running config; reload swaps it */
+	const char *engine;		/* wd_engine_describe() */
+	struct spool *spool;
+	/* SIGHUP's work: 0, or -1 with err (the old config stays) */
+	int (*reload)(void *ctx, char *err, size_t errlen);
+	void *reload_ctx;
+};
+
+/* Handles one request; returns the reply (malloc'd JSON). Never NULL. */
+char *control_handle(struct control *c, const void *req, size_t len);
+
+#endif

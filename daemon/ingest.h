@@ -1,0 +1,46 @@
+/*
+ * ingest.h: the ingest side of protocol v1 (docs/protocol.md), on frames
+ * the server loop received: decode, validate, reserve memory, assemble
+ * shards, and hand a committed snapshot to the spool. Replies go back
+ * through the sink. No sockets here: zmq.h stays in server.c.
+ */
+#ifndef WD_INGEST_H
+#define WD_INGEST_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "state.h"
+
+struct spool;
+
+/* One message as received: frame 0 the peer's routing id, then the rest. */
+struct frames {
+	size_t n;
+	const void *const *data;
+	const size_t *len;
+};
+
+/* Where replies go: the server sends body to the peer with this id. */
+struct reply_sink {
+	void (*send)(void *ctx, const void *id, size_t id_len, const char *body);
+	void *ctx;
+};
+
+struct ingest {
+	struct state *st;
+	const struct wd_config *cfg;
+	struct spool *spool;
+	struct reply_sink sink;
+	uint64_t window;	/* bytes a run may hold in flight */
+};
+
+void ingest_handle(struct ingest *ix, const struct frames *m);
+
+/* The spool made snap durable (ok) or failed: ack or error, then free it. */
+void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char *why);
+
+/* Drops snapshots idle longer than timeout seconds; returns how many. */
+size_t ingest_expire(struct ingest *ix, double timeout);
+
+#endif

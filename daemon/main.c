@@ -1,0 +1,500 @@
+/*
+ * main.c: wdriftd: start-up, the zmq_poll loop, reload and shutdown
+ * (docs/daemon.md). The only file that includes zmq.h: ingest.c and
+ * control.c see frames and strings, not sockets.
+ *
+ * Start-up order: config, storage lock, write-ahead log replay, engine
+ * probe, spool thread, sockets bound, then READY=1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "control.h"
+#include "ingest.h"
+#include "logging.h"
+#include "notify.h"
+#include "spool.h"
+#include "state.h"
+#include "wal.h"
+
+#define MAX_FRAMES 4096		/* per message: header + payload frames */
+#define BATCH 64		/* messages per socket per poll round: fairness */
+#define PENDING_TIMEOUT 600.0	/* seconds an uncommitted snapshot may idle */
+#define DRAIN_SECONDS 10.0
+
+static const char usage_text[] =
+"usage: wdriftd [-c FILE] [--check-config] [--print-config] [--force]\n"
+"\n"
+"The wdrift daemon: training runs stream weight snapshots to it over ZeroMQ\n"
+"(docs/protocol.md); it stores them durably and compares them (docs/daemon.md).\n"
+"\n"
+"  -c, --config FILE  the configuration (docs/config.md); without it, the\n"
+"                     built-in default, which equals config/wdrift.yaml:\n"
+"                     ipc:// endpoints under ./run/, storage under ./var/\n"
+"      --check-config validate the configuration and exit: 0 valid, 2 not\n"
+"      --print-config print the effective configuration as YAML and exit\n"
+"      --force        start even when the write-ahead log is damaged in its\n"
+"                     middle, keeping the records before the damage\n"
+"  -h, --help         this help\n"
+"      --version      the version\n"
+"\n"
+"Signals: SIGHUP reloads the configuration (an invalid one is refused and the\n"
+"old one kept); SIGTERM and SIGINT drain and exit 0. Under systemd it speaks\n"
+"sd_notify (Type=notify, WatchdogSec=). Exit: 0 ok, 1 start-up failure, 2 bad\n"
+"configuration or usage.\n";
+
+struct daemon {
+	const char *config_path;	/* NULL: the built-in default */
+	struct wd_config cfg;
+	struct state st;
+	struct wal *wal;
+	struct spool *spool;
+	struct wd_engine *engine;
+	struct ingest ix;
+	struct control ctl;
+	void *zctx, *ingest_sock, *control_sock, *events_sock;
+	int sigfd, lockfd, stop;
+	uint64_t watchdog_usec;
+};
+
+/* --- replies through the ingest socket --- */
+
+static void ingest_send(void *ctx, const void *id, size_t id_len, const char *body)
+{
+	struct daemon *d = ctx;
+	if (zmq_send(d->ingest_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(d->ingest_sock, body, strlen(body), ZMQ_DONTWAIT) < 0)
+		log_debug("ingest: reply not sent: %s", zmq_strerror(errno));
+}
+
+/* --- configuration --- */
+
+static int load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
+{
+	if (path)
+		return wd_config_load(path, cfg, err, errlen);
+	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
+}
+
+/* SIGHUP and the reload command: validate all, then swap, or keep the old. */
+static int reload(void *ctx, char *err, size_t errlen)
+{
+	struct daemon *d = ctx;
+	struct wd_config next;
+	int r;
+
+	notify_reloading();
+	wd_config_defaults(&next);
+	r = load_config(d->config_path, &next, err, errlen);
+	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
+		wd_config_release(&next);
+	if (r == 0) {
+		wd_config_release(&d->cfg);
+		d->cfg = next;	/* the arena moves with the struct */
+		d->ix.cfg = d->ctl.cfg = &d->cfg;
+		log_level = d->cfg.log.level;
+		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
+			   d->cfg.n_alerts);
+	} else {
+		log_err("reload refused, the old config stays: %s", err);
+	}
+	notify_ready("serving");	/* always, even when the reload failed */
+	return r;
+}
+
+/* --- start-up --- */
+
+static int replay_record(void *ctx, const char *payload, size_t len)
+{
+	struct daemon *d = ctx;
+	json_t *o = json_loadb(payload, len, 0, NULL);
+	const char *t = json_string_value(json_object_get(o, "t"));
+
+	if (t && !strcmp(t, "snapshot")) {
+		const char *run = json_string_value(json_object_get(o, "run"));
+		json_t *step = json_object_get(o, "step");
+		struct run *r = run ? state_run(&d->st, run, 1) : NULL;
+		if (r && json_is_integer(step)) {
+			run_add_durable(r, json_integer_value(step));
+			d->st.count.snapshots_durable++;
+		}
+	}
+	json_decref(o);
+	return 0;	/* a record we do not know is a later version's: skip it */
+}
+
+/* libwdrift's log lines, through ours (journal prefixes included). */
+static void lib_log(int level, const char *msg)
+{
+	log_at(level, "%s", msg);
+}
+
+static int mkdir_parents(const char *path)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++)
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	return 0;
+}
+
+static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what)
+{
+	void *s = zmq_socket(d->zctx, type);
+	int linger = 1000, maxmsg_ok;
+	int64_t maxmsg = (int64_t)WIRE_MAX_FRAME + WIRE_MAX_HEADER;
+
+	if (!s)
+		return log_err("%s socket: %s", what, zmq_strerror(errno)), NULL;
+	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+	maxmsg_ok = type == ZMQ_PUB || !zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+	if (!strncmp(endpoint, "ipc://", 6) && mkdir_parents(endpoint + 6) < 0)
+		log_warning("%s: cannot create the directory of '%s': %s", what, endpoint + 6,
+			    strerror(errno));
+	if (!maxmsg_ok || zmq_bind(s, endpoint) < 0) {
+		log_err("cannot bind the %s socket to '%s': %s", what, endpoint, zmq_strerror(errno));
+		zmq_close(s);
+		return NULL;
+	}
+	log_notice("%s: listening on %s", what, endpoint);
+	return s;
+}
+
+/*
+ * The signals the loop reads from its signalfd. They must be blocked before
+ * any thread starts (ZeroMQ's I/O threads, the spool): a thread that has
+ * them unblocked would take SIGHUP's default action and end the process.
+ */
+static void signal_mask(sigset_t *mask)
+{
+	sigemptyset(mask);
+	sigaddset(mask, SIGHUP);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGINT);
+}
+
+static int start(struct daemon *d, int force)
+{
+	char path[4096], err[WD_CONFIG_ERR_MAX];
+	sigset_t mask;
+	int r;
+
+	d->st.started = now_mono();
+	d->st.budget = d->cfg.memory.budget;
+	if (mkdir(d->cfg.storage.dir, 0750) < 0 && errno != EEXIST)
+		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
+	d->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (d->lockfd < 0 || flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
+		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
+			     "storage.dir" : strerror(errno));
+	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
+	if (wal_open(path, force, replay_record, d, &d->wal, err, sizeof(err)) < 0)
+		return error("%s", err);
+	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
+		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
+		   (unsigned long long)d->st.count.snapshots_durable);
+	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
+	if ((r = wd_engine_open((enum wd_backend)d->cfg.compute.backend, &d->engine)) < 0)
+		return error("compute.backend: cannot open the engine: %s", strerror(-r));
+	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
+		return error("spool thread: %s", strerror(-r));
+	d->ix = (struct ingest){ &d->st, &d->cfg, d->spool, { ingest_send, d },
+				  d->cfg.memory.budget / 2 };
+	d->ctl = (struct control){ &d->st, &d->cfg, wd_engine_describe(d->engine), d->spool,
+				    reload, d };
+	d->zctx = zmq_ctx_new();
+	if (!d->zctx)
+		return error("zmq context: %s", zmq_strerror(errno));
+	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest")) ||
+	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
+	    !(d->events_sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
+		return -1;
+	signal_mask(&mask);
+	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d->sigfd < 0)
+		return error("signalfd: %s", strerror(errno));
+	d->watchdog_usec = notify_init();
+	return 0;
+}
+
+/* --- the loop --- */
+
+/* Receives one multipart message into msgs; returns its frame count, 0 if none. */
+static size_t recv_message(void *sock, zmq_msg_t *msgs, int *truncated)
+{
+	size_t n = 0;
+	int more = 1;
+
+	*truncated = 0;
+	while (more) {
+		zmq_msg_t m;
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, sock, n ? 0 : ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			if (n == 0)
+				return 0;	/* EAGAIN (or ETERM): nothing there */
+			break;
+		}
+		more = zmq_msg_more(&m);
+		if (n < MAX_FRAMES)
+			msgs[n++] = m;
+		else {
+			*truncated = 1;	/* read the rest and drop it */
+			zmq_msg_close(&m);
+		}
+	}
+	return n;
+}
+
+static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
+{
+	static const void *data[MAX_FRAMES];
+	static size_t len[MAX_FRAMES];
+
+	for (int k = 0; k < BATCH; k++) {
+		int truncated;
+		size_t n = recv_message(d->ingest_sock, msgs, &truncated);
+		if (!n)
+			return;
+		for (size_t i = 0; i < n; i++) {
+			data[i] = zmq_msg_data(&msgs[i]);
+			len[i] = zmq_msg_size(&msgs[i]);
+		}
+		struct frames f = { truncated ? (n > 2 ? 2 : n) : n, data, len };
+		if (truncated) {
+			/* more frames than any tensor may have: refuse without reading them */
+			struct frames one = { 1, data, len };
+			const char *body = "{\"v\":1,\"type\":\"error\",\"code\":\"bad_frames\","
+					   "\"field\":\"frames\",\"reason\":\"more than 4096 frames\"}";
+			d->st.count.errors[WIRE_BAD_FRAMES]++;
+			ingest_send(d, one.data[0], one.len[0], body);
+		} else {
+			ingest_handle(&d->ix, &f);
+		}
+		for (size_t i = 0; i < n; i++)
+			zmq_msg_close(&msgs[i]);
+	}
+}
+
+/* Control requests: [id, (empty,) body]; the reply keeps the envelope. */
+static void handle_control(struct daemon *d, zmq_msg_t *msgs)
+{
+	for (int k = 0; k < BATCH; k++) {
+		int truncated;
+		size_t n = recv_message(d->control_sock, msgs, &truncated);
+		if (!n)
+			return;
+		if (n >= 2) {
+			char *reply = control_handle(&d->ctl, zmq_msg_data(&msgs[n - 1]),
+						     zmq_msg_size(&msgs[n - 1]));
+			for (size_t i = 0; i + 1 < n; i++)
+				zmq_send(d->control_sock, zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i]),
+					 ZMQ_SNDMORE | ZMQ_DONTWAIT);
+			zmq_send(d->control_sock, reply, strlen(reply), ZMQ_DONTWAIT);
+			free(reply);
+		}
+		for (size_t i = 0; i < n; i++)
+			zmq_msg_close(&msgs[i]);
+	}
+}
+
+static void handle_spooled(struct daemon *d)
+{
+	struct snapshot *snap;
+	char why[256];
+	int ok;
+
+	while ((snap = spool_take(d->spool, &ok, why, sizeof(why))))
+		ingest_spooled(&d->ix, snap, ok, why);
+}
+
+static void handle_signal(struct daemon *d)
+{
+	struct signalfd_siginfo si;
+	char err[WD_CONFIG_ERR_MAX];
+
+	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP)
+			reload(d, err, sizeof(err));
+		else
+			d->stop = 1;
+	}
+}
+
+static void run_loop(struct daemon *d)
+{
+	zmq_msg_t *msgs = calloc(MAX_FRAMES, sizeof(*msgs));
+	double next_ping = 0, next_status = 0, next_expire = now_mono() + 60;
+
+	while (!d->stop && msgs) {
+		zmq_pollitem_t items[] = {
+			{ d->ingest_sock, 0, ZMQ_POLLIN, 0 },
+			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
+			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
+			{ NULL, d->sigfd, ZMQ_POLLIN, 0 },
+		};
+		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
+		if (timeout > 1000)
+			timeout = 1000;
+		if (zmq_poll(items, 4, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("zmq_poll: %s", zmq_strerror(errno));
+			if (errno == ETERM)
+				break;
+			continue;
+		}
+		if (items[3].revents)
+			handle_signal(d);
+		if (items[2].revents)
+			handle_spooled(d);
+		if (items[1].revents)
+			handle_control(d, msgs);
+		if (items[0].revents)
+			handle_ingest(d, msgs);
+		double t = now_mono();
+		if (d->watchdog_usec && t >= next_ping) {
+			notify_watchdog();	/* from the loop itself: a stalled loop stops it */
+			next_ping = t + (double)d->watchdog_usec / 1e6;
+		}
+		if (t >= next_status) {
+			notify_status("%zu runs, %llu snapshots durable, %zu pending, %llu MiB held",
+				      d->st.n_runs, (unsigned long long)d->st.count.snapshots_durable,
+				      d->st.n_pending, (unsigned long long)(d->st.reserved >> 20));
+			next_status = t + 5;
+		}
+		if (t >= next_expire) {
+			ingest_expire(&d->ix, PENDING_TIMEOUT);
+			next_expire = t + 60;
+		}
+	}
+	free(msgs);
+}
+
+/* Stops taking snapshots, lets the spool finish what was committed, acks it. */
+static void drain(struct daemon *d)
+{
+	double deadline = now_mono() + DRAIN_SECONDS;
+
+	notify_stopping();
+	log_notice("stopping: %zu snapshots committing", spool_depth(d->spool));
+	while (spool_depth(d->spool) && now_mono() < deadline) {
+		zmq_pollitem_t it = { NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 };
+		zmq_poll(&it, 1, 100);
+		handle_spooled(d);
+	}
+	if (spool_depth(d->spool))
+		log_warning("stopping with %zu snapshots not yet durable: not acked, their "
+			    "publishers will re-send", spool_depth(d->spool));
+}
+
+static void shutdown_daemon(struct daemon *d)
+{
+	if (d->spool) {
+		spool_stop(&d->spool);	/* joins: finished jobs stay unacked, which is safe */
+	}
+	if (d->ingest_sock) zmq_close(d->ingest_sock);
+	if (d->control_sock) zmq_close(d->control_sock);
+	if (d->events_sock) zmq_close(d->events_sock);
+	if (d->zctx) zmq_ctx_term(d->zctx);
+	wd_engine_close(&d->engine);
+	wal_close(&d->wal);
+	state_release(&d->st);
+	wd_config_release(&d->cfg);
+	if (d->sigfd > 0) close(d->sigfd);
+	if (d->lockfd > 0) close(d->lockfd);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "print-config", no_argument, NULL, 'P' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct daemon d;
+	char err[WD_CONFIG_ERR_MAX];
+	int c, check = 0, print = 0, force = 0;
+
+	memset(&d, 0, sizeof(d));
+	d.sigfd = d.lockfd = -1;
+	log_init();
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': d.config_path = optarg; break;
+		case 'C': check = 1; break;
+		case 'P': print = 1; break;
+		case 'f': force = 1; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		case 'V': printf("wdriftd %s\n", WDRIFT_VERSION); return 0;
+		case ':':
+			fprintf(stderr, "wdriftd: option '%s' needs a value\ntry 'wdriftd --help'\n",
+				argv[optind - 1]);
+			return 2;
+		default:
+			fprintf(stderr, "wdriftd: unknown option '%s'\ntry 'wdriftd --help'\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "wdriftd: unexpected argument '%s'\ntry 'wdriftd --help'\n", argv[optind]);
+		return 2;
+	}
+	wd_config_defaults(&d.cfg);
+	if (load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "wdriftd: %s\n", err);
+		return 2;
+	}
+	if (check) {
+		printf("%s: ok (%zu studies, %zu alerts)\n", d.cfg.source, d.cfg.n_studies,
+		       d.cfg.n_alerts);
+		wd_config_release(&d.cfg);
+		return 0;
+	}
+	if (print) {
+		wd_config_print(stdout, &d.cfg);
+		wd_config_release(&d.cfg);
+		return 0;
+	}
+	log_level = d.cfg.log.level;
+	sigset_t mask;
+	signal_mask(&mask);
+	sigprocmask(SIG_BLOCK, &mask, NULL);	/* before any thread exists */
+	signal(SIGPIPE, SIG_IGN);	/* a peer's closed pipe must not kill us */
+	if (start(&d, force) < 0) {
+		shutdown_daemon(&d);
+		return 1;
+	}
+	notify_ready("serving");
+	log_notice("ready: wdriftd %s, config '%s'", WDRIFT_VERSION, d.cfg.source);
+	run_loop(&d);
+	drain(&d);
+	shutdown_daemon(&d);
+	log_notice("stopped");
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * state.h: what the daemon's main thread knows: runs, snapshots being
+ * assembled, counters. Owned and touched by the main thread only; workers
+ * get copies through their queues (daemon.md). Depends on libc, wdrift.h,
+ * wire.h.
+ */
+#ifndef WD_STATE_H
+#define WD_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wdrift.h"
+#include "wire.h"
+
+#define IDENTITY_MAX 256	/* bytes of a ZeroMQ routing id */
+
+/* One tensor being assembled from shards. */
+struct tensor_buf {
+	char *name;
+	enum wd_dtype dtype;
+	int ndims;
+	uint64_t shape[WIRE_MAX_DIMS];
+	uint64_t total, covered;	/* elements; complete when equal */
+	uint64_t (*ranges)[2];		/* received [begin, end), for overlaps */
+	size_t n_ranges;
+	void *data;			/* total elements, reserved against the budget */
+};
+
+/* A snapshot (run, step) whose tensors are arriving. */
+struct snapshot {
+	struct run *run;
+	int64_t step;
+	struct tensor_buf *tensors;
+	size_t n_tensors, cap_tensors;
+	uint64_t bytes;			/* reserved */
+	double last_seen;		/* monotonic seconds */
+	int committing;			/* handed to the spool thread */
+	unsigned char identity[IDENTITY_MAX];	/* who committed: the ack goes there */
+	size_t identity_len;
+	struct snapshot *next;
+};
+
+struct run {
+	char *name;
+	int64_t *durable;		/* durable steps, ascending */
+	size_t n_durable, cap_durable;
+	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */
+	double last_seen;
+	struct run *next;
+};
+
+struct counters {
+	uint64_t messages, tensors, snapshots_durable, duplicates, bytes_received;
+	uint64_t errors[WIRE_CODE_COUNT];
+	uint64_t control_requests, spool_failures;
+};
+
+struct state {
+	struct run *runs;
+	size_t n_runs;
+	struct snapshot *pending;	/* being assembled or committing */
+	size_t n_pending;
+	uint64_t reserved, budget;	/* bytes of tensor data held */
+	struct counters count;
+	double started;			/* monotonic seconds */
+};
+
+double now_mono(void);
+
+struct run *state_run(struct state *s, const char *name, int create);
+int run_is_durable(const struct run *r, int64_t step);
+void run_add_durable(struct run *r, int64_t step);
+
+/* Frees a snapshot's tensors and releases its reservation. */
+void snapshot_free(struct state *s, struct snapshot *snap);
+void state_release(struct state *s);
+
+#endif

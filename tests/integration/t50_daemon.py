@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""t50_daemon.py: wdriftd as systemd and publishers see it.
+
+Starts the real daemon in a temp dir on ipc:// endpoints, with a real
+NOTIFY_SOCKET listener, and speaks protocol v1 (docs/protocol.md) to it
+with pyzmq: readiness, status, snapshots made durable and acked (one
+sharded tensor, one bf16), idempotent re-sends, every malformed message
+answered with its error code while the daemon keeps serving, SIGHUP reload
+(good and bad config), kill -9 then restart with nothing acked lost, and
+SIGTERM. Every daemon is stopped by pid and the temp dir removed, also on
+failure.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import h5py
+import numpy as np
+import zmq
+
+WDRIFTD = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdriftd"))
+n_ok = n_fail = 0
+
+
+def check(cond, what):
+    global n_ok, n_fail
+    if cond:
+        n_ok += 1
+        print(f"ok {n_ok + n_fail} - {what}")
+    else:
+        n_fail += 1
+        print(f"not ok {n_ok + n_fail} - {what}")
+    sys.stdout.flush()
+    return cond
+
+
+CONFIG = """\
+listen:
+  ingest: ipc://{d}/run/ingest.sock
+  control: ipc://{d}/run/control.sock
+  events: ipc://{d}/run/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+memory:
+  budget: 256M
+limits:
+  max_message: 64M
+log:
+  level: {level}
+studies:
+  - name: fa
+    baseline: base
+    candidates: [fa]
+    proxies: {{fp16: lowprec}}
+{extra}"""
+
+
+class Daemon:
+    def __init__(self, d):
+        self.d = d
+        self.proc = None
+        self.notify_path = os.path.join(d, "notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.notify.settimeout(0.2)
+        self.messages = []
+
+    def write_config(self, extra="", level="info"):
+        path = os.path.join(self.d, "wdrift.yaml")
+        with open(path, "w") as f:
+            f.write(CONFIG.format(d=self.d, extra=extra, level=level))
+        return path
+
+    def start(self, *args):
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
+        self.log = open(os.path.join(self.d, "daemon.log"), "ab")
+        self.proc = subprocess.Popen([WDRIFTD, "-c", os.path.join(self.d, "wdrift.yaml"), *args],
+                                     env=env, stdout=self.log, stderr=self.log)
+        return self.wait_notify("READY=1", 10)
+
+    def wait_notify(self, what, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            for i, m in enumerate(self.messages):
+                if what in m:
+                    del self.messages[: i + 1]
+                    return m
+            try:
+                self.messages.append(self.notify.recv(4096).decode())
+            except socket.timeout:
+                if self.proc and self.proc.poll() is not None:
+                    return None
+        return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def log_text(self):
+        with open(os.path.join(self.d, "daemon.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+def control(ctx, d, request, timeout=2000):
+    s = ctx.socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVTIMEO, timeout)
+    s.connect(f"ipc://{d}/run/control.sock")
+    s.send_string(json.dumps(request))
+    try:
+        return json.loads(s.recv())
+    except zmq.Again:
+        return None
+    finally:
+        s.close()
+
+
+class Publisher:
+    def __init__(self, ctx, d, run):
+        self.s = ctx.socket(zmq.DEALER)
+        self.s.setsockopt(zmq.LINGER, 0)
+        self.s.setsockopt(zmq.RCVTIMEO, 5000)
+        self.s.connect(f"ipc://{d}/run/ingest.sock")
+        self.run = run
+
+    def send_raw(self, frames):
+        self.s.send_multipart(frames)
+
+    def recv(self):
+        try:
+            return json.loads(self.s.recv())
+        except zmq.Again:
+            return None
+
+    def hello(self):
+        self.send_raw([json.dumps({"v": 1, "type": "hello", "run": self.run}).encode()])
+        return self.recv()
+
+    def tensor(self, step, name, arr, dtype, offset=0, total=None, shape=None, frame=1 << 20, **over):
+        payload = arr.tobytes()
+        total = arr.size if total is None else total
+        h = {"v": 1, "type": "tensor", "run": self.run, "step": step, "name": name, "dtype": dtype,
+             "shape": list(shape or [total]), "offset": offset, "count": arr.size, "total": total,
+             "crc32": zlib.crc32(payload)}
+        h.update(over)
+        frames = [json.dumps(h).encode()] + [payload[i:i + frame] for i in range(0, len(payload), frame)]
+        self.send_raw(frames)
+
+    def commit(self, step, n):
+        self.send_raw([json.dumps({"v": 1, "type": "commit", "run": self.run, "step": step,
+                                   "tensors": n}).encode()])
+        return self.recv()
+
+
+def bf16(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def snapshot(pub, step, rng):
+    """Three tensors: fp32 in two shards, bf16, and a 2-D fp32; returns them."""
+    a = rng.standard_normal(5000).astype(np.float32)
+    b = bf16(rng.standard_normal(3000).astype(np.float32))
+    c = rng.standard_normal((40, 30)).astype(np.float32)
+    pub.tensor(step, "layers.0.w", a[:2000], "f32", offset=0, total=5000)
+    pub.tensor(step, "layers.0.w", a[2000:], "f32", offset=2000, total=5000, frame=4096)
+    pub.tensor(step, "emb", b, "bf16")
+    pub.tensor(step, "layers.1/w2", c.ravel(), "f32", shape=[40, 30])
+    return {"layers.0.w": a, "emb": b, "layers.1/w2": c}
+
+
+def main():
+    if not os.path.exists(WDRIFTD):
+        print(f"not ok 1 - {WDRIFTD} is not built")
+        return 1
+    tmp = tempfile.mkdtemp(prefix="wdrift-t50-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    rng = np.random.default_rng(50)
+    try:
+        cfg = dm.write_config()
+        r = subprocess.run([WDRIFTD, "--check-config", "-c", cfg], capture_output=True, text=True)
+        check(r.returncode == 0 and "ok" in r.stdout, "--check-config accepts the test config")
+        bad = os.path.join(tmp, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("memory:\n  budjet: 1G\n")
+        r = subprocess.run([WDRIFTD, "--check-config", "-c", bad], capture_output=True, text=True)
+        check(r.returncode == 2 and "bad.yaml:2:3" in r.stderr and "memory.budget" in r.stderr,
+              f"a bad key: exit 2 with file:line:col and a suggestion ({r.stderr.strip()})")
+
+        ready = dm.start()
+        check(ready is not None and "READY=1" in ready, "READY=1 after start-up")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["ok"] and st["engine"].startswith("cpu") and st["memory"]["budget"] == 256 << 20,
+              "status answers: engine, memory budget")
+
+        pub = Publisher(ctx, tmp, "base")
+        w = pub.hello()
+        check(w and w["type"] == "welcome" and w["window"] > 0 and w["durable_steps"] == [],
+              f"hello gets a welcome with a window ({w})")
+        sent = snapshot(pub, 100, rng)
+        ack = pub.commit(100, 3)
+        check(ack and ack["type"] == "ack" and ack["step"] == 100 and ack["tensors"] == 3
+              and not ack["duplicate"], f"commit acked once durable ({ack})")
+        spool = os.path.join(tmp, "var", "spool", "base", "100.h5")
+        try:
+            with h5py.File(spool, "r") as f:
+                same = (np.array_equal(f["layers.0.w"][()], sent["layers.0.w"])
+                        and np.array_equal(f["emb"][()], sent["emb"])
+                        and f["emb"].attrs["dtype"] in ("bfloat16", b"bfloat16")
+                        and np.array_equal(f["layers.1/w2"][()], sent["layers.1/w2"]))
+        except (OSError, KeyError) as e:
+            same = False
+            print(f"# spool file: {e}")
+        check(same, "the spool file holds what was sent: shards assembled, bf16 tagged, shape kept")
+        r = subprocess.run([os.path.join(os.path.dirname(WDRIFTD), "wdrift"), "compare", spool, spool,
+                            "--json"], capture_output=True, text=True)
+        check(r.returncode == 0 and json.loads(r.stdout)["summary"]["w1_max"] == 0.0,
+              "the spool file is a checkpoint wdrift compare reads")
+
+        snapshot(pub, 100, rng)
+        ack = pub.commit(100, 3)
+        check(ack and ack["type"] == "ack" and ack["duplicate"], "re-sending a durable snapshot: acked as duplicate")
+
+        inc = Publisher(ctx, tmp, "fa")
+        inc.tensor(7, "w", np.ones(10, np.float32)[:4], "f32", offset=0, total=10)
+        e = inc.commit(7, 1)
+        check(e and e["code"] == "incomplete" and "4 of 10" in e["reason"],
+              f"an incomplete commit names what is missing ({e and e['reason']})")
+
+        # Malformed messages: each gets its error, the daemon goes on.
+        bad_cases = [
+            ("not JSON", [b"{nope"], "bad_frame", ""),
+            ("wrong version", [b'{"v":2,"type":"ping"}'], "bad_version", "v"),
+            ("bad dtype", None, "bad_field", "dtype"),
+            ("checksum mismatch", None, "bad_checksum", "crc32"),
+            ("short payload", None, "bad_frames", "frames"),
+            ("oversized", None, "too_large", "count"),
+            ("payload on a commit", [b'{"v":1,"type":"commit","run":"x","step":1,"tensors":1}', b"xx"],
+             "bad_frames", "frames"),
+            ("overlapping shard", None, "conflict", "offset"),
+        ]
+        p2 = Publisher(ctx, tmp, "lowprec")
+        x = np.arange(8, dtype=np.float32)
+        for what, frames, code, field in bad_cases:
+            if frames:
+                p2.send_raw(frames)
+            elif what == "bad dtype":
+                p2.tensor(1, "w", x, "f8")
+            elif what == "checksum mismatch":
+                p2.tensor(1, "w", x, "f32", crc32=12345)
+            elif what == "short payload":
+                h = {"v": 1, "type": "tensor", "run": "lowprec", "step": 1, "name": "w", "dtype": "f32",
+                     "shape": [8], "offset": 0, "count": 8, "total": 8, "crc32": zlib.crc32(x.tobytes()[:16])}
+                p2.send_raw([json.dumps(h).encode(), x.tobytes()[:16]])
+            elif what == "oversized":
+                h = {"v": 1, "type": "tensor", "run": "lowprec", "step": 1, "name": "big", "dtype": "f64",
+                     "shape": [1 << 28], "offset": 0, "count": 1 << 28, "total": 1 << 28, "crc32": 0}
+                p2.send_raw([json.dumps(h).encode(), b"\0" * 8])
+            elif what == "overlapping shard":
+                p2.tensor(2, "o", x[:4], "f32", offset=0, total=8)
+                p2.tensor(2, "o", x[:4], "f32", offset=2, total=8)
+            e = p2.recv()
+            check(e and e["type"] == "error" and e["code"] == code and e["field"] == field,
+                  f"{what}: error {code}/{field} ({e})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["errors"]["bad_field"] >= 1 and st["errors"]["bad_checksum"] == 1,
+              "errors are counted by code in status, and the daemon still answers")
+        bad_req = control(ctx, tmp, {"v": 1, "cmd": "nope"})
+        check(bad_req and not bad_req["ok"] and "unknown command 'nope'" in bad_req["error"],
+              "an unknown control command gets a clear error")
+
+        # SIGHUP: a good config is swapped in; a bad one is refused, the old one stays.
+        dm.write_config(extra="  - name: seed\n    baseline: base\n    candidates: [seed2]\n")
+        dm.proc.send_signal(signal.SIGHUP)
+        rl = dm.wait_notify("RELOADING=1", 5)
+        check(rl is not None and "MONOTONIC_USEC=" in rl, "SIGHUP: RELOADING=1 with MONOTONIC_USEC")
+        check(dm.wait_notify("READY=1", 5) is not None, "then READY=1")
+        sts = control(ctx, tmp, {"v": 1, "cmd": "studies"})
+        check(sts and [s["name"] for s in sts["studies"]] == ["fa", "seed"], "the new study is in")
+        with open(os.path.join(tmp, "wdrift.yaml"), "a") as f:
+            f.write("alerts: 7\n")
+        dm.proc.send_signal(signal.SIGHUP)
+        check(dm.wait_notify("RELOADING=1", 5) is not None and dm.wait_notify("READY=1", 5) is not None,
+              "a bad config on reload: RELOADING=1 then READY=1 still")
+        sts = control(ctx, tmp, {"v": 1, "cmd": "studies"})
+        check(sts and [s["name"] for s in sts["studies"]] == ["fa", "seed"], "and the old config stays")
+        check("reload refused" in dm.log_text() and "wdrift.yaml:" in dm.log_text(),
+              "the refusal is logged with the file and line")
+        dm.write_config(extra="  - name: seed\n    baseline: base\n    candidates: [seed2]\n")
+
+        # kill -9 while more snapshots stream, then restart: every acked step is there.
+        acked = {100}
+        for step in (200, 300):
+            snapshot(pub, step, rng)
+            a = pub.commit(step, 3)
+            if a and a.get("type") == "ack":
+                acked.add(step)
+        snapshot(pub, 400, rng)          # in flight, never committed
+        dm.stop(signal.SIGKILL)
+        check(dm.proc.returncode == -signal.SIGKILL, "kill -9")
+        check(dm.start() is not None, "restart after kill -9: READY=1")
+        pub2 = Publisher(ctx, tmp, "base")
+        w = pub2.hello()
+        check(w and set(w["durable_steps"]) == acked, f"every acked step is durable after the crash ({w})")
+        files = sorted(os.listdir(os.path.join(tmp, "var", "spool", "base")))
+        check(all(f"{s}.h5" in files for s in acked), f"their spool files are there ({files})")
+        snapshot(pub2, 400, rng)
+        a = pub2.commit(400, 3)
+        check(a and a["type"] == "ack" and not a["duplicate"], "the unacked snapshot is simply re-sent")
+
+        # SIGTERM: STOPPING=1, exit 0 well within 10 s.
+        t0 = time.time()
+        dm.proc.send_signal(signal.SIGTERM)
+        stopping = dm.wait_notify("STOPPING=1", 5)
+        rc = dm.stop(timeout=10)
+        check(stopping is not None and rc == 0 and time.time() - t0 < 10, f"SIGTERM: STOPPING=1, exit {rc}")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        if n_fail:
+            try:
+                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", tmp])
+    print(f"# {n_ok} passed, {n_fail} failed")
+    return 1 if n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
