@@ -47,7 +47,7 @@ ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
 CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
 DAEMON_SRCS := daemon/main.c daemon/config.c daemon/control.c daemon/ingest.c \
-	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/wal.c
+	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/store.c daemon/wal.c
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -73,6 +73,9 @@ endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+
+# Keep intermediate objects: make would delete them after linking tests.
+.SECONDARY:
 
 .PHONY: all deps check check-gpu test demo bench bench-gpu install uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
@@ -136,6 +139,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 # Unit tests of daemon modules link those modules too.
 $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_store: $(BUILD)/daemon/store.o
+$(BUILD)/tests/unit/test_store.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_config: $(BUILD)/daemon/config.o
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
 -include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d

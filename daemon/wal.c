@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "wire.h"
 
 struct wal {
+	pthread_mutex_t lock;	/* the spool and store threads both append */
 	char *dir;
 	int fd;			/* the open (last) segment */
 	unsigned seg;		/* its number */
@@ -207,6 +209,7 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 	}
 	w->fd = -1;
 	w->max_seg = WAL_SEGMENT_BYTES;
+	pthread_mutex_init(&w->lock, NULL);
 	for (size_t i = 0; i < n; i++) {
 		size_t bad = 0, size = 0;
 		int later = 0;
@@ -265,10 +268,12 @@ fail:
 }
 
 /* Starts the next segment: the old one is fsync'd first. */
+static int wal_sync_locked(struct wal *w);
+
 static int wal_rotate(struct wal *w)
 {
 	char path[4096];
-	int r = wal_sync(w);
+	int r = wal_sync_locked(w);
 
 	if (r < 0)
 		return r;
@@ -282,7 +287,17 @@ static int wal_rotate(struct wal *w)
 	return fsync_dir(w->dir);
 }
 
+static int wal_append_locked(struct wal *w, const void *payload, size_t len);
+
 int wal_append(struct wal *w, const void *payload, size_t len)
+{
+	pthread_mutex_lock(&w->lock);
+	int r = wal_append_locked(w, payload, len);
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+static int wal_append_locked(struct wal *w, const void *payload, size_t len)
 {
 	unsigned char head[12];
 	int r;
@@ -318,9 +333,17 @@ int wal_append(struct wal *w, const void *payload, size_t len)
 	return 0;
 }
 
-int wal_sync(struct wal *w)
+static int wal_sync_locked(struct wal *w)
 {
 	return fdatasync(w->fd) < 0 ? -errno : 0;
+}
+
+int wal_sync(struct wal *w)
+{
+	pthread_mutex_lock(&w->lock);
+	int r = wal_sync_locked(w);
+	pthread_mutex_unlock(&w->lock);
+	return r;
 }
 
 uint64_t wal_records(const struct wal *w)
@@ -342,6 +365,7 @@ void wal_close(struct wal **pw)
 		fdatasync(w->fd);
 		close(w->fd);
 	}
+	pthread_mutex_destroy(&w->lock);
 	free(w->dir);
 	free(w);
 	*pw = NULL;

@@ -31,7 +31,8 @@ typedef int (*wal_replay_fn)(void *ctx, const char *payload, size_t len);
 int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 	     struct wal **out, char *err, size_t errlen);
 
-/* Appends one record (buffered in the kernel until wal_sync). 0 or -errno. */
+/* Appends one record (buffered in the kernel until wal_sync). 0 or -errno.
+ * wal_append and wal_sync may be called from several threads. */
 int wal_append(struct wal *w, const void *payload, size_t len);
 /* Makes every appended record durable (fsync). 0 or -errno. */
 int wal_sync(struct wal *w);

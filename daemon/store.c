@@ -1,0 +1,314 @@
+/*
+ * store.c: the drift log (see store.h and docs/storage.md). SWMR needs
+ * every dataset to exist before writing starts, so the file is made with
+ * all of them: rows, and the tensors, runs and proxies string tables.
+ * Datasets may grow under SWMR; new ones may not appear.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "store.h"
+
+/* The fixed part of a row on disk; ratio[P] doubles follow it. */
+struct disk_row {
+	int64_t step;
+	uint32_t tensor;
+	uint16_t run;
+	uint8_t kind, role;
+	double w1, max_abs_diff, rel_l2;
+	uint64_t nan, posinf, neginf;
+	double wall;
+	uint64_t numel;
+};
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+struct store {
+	hid_t file, rows, tensors, runs, row_type, str_type;
+	size_t n_proxies, row_size;
+	uint64_t n_rows;
+	struct names tensor_names, run_names;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static hid_t make_row_type(size_t n_proxies, size_t *size)
+{
+	*size = sizeof(struct disk_row) + n_proxies * sizeof(double);
+	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
+	H5Tinsert(t, "step", HOFFSET(struct disk_row, step), H5T_NATIVE_INT64);
+	H5Tinsert(t, "tensor", HOFFSET(struct disk_row, tensor), H5T_NATIVE_UINT32);
+	H5Tinsert(t, "run", HOFFSET(struct disk_row, run), H5T_NATIVE_UINT16);
+	H5Tinsert(t, "kind", HOFFSET(struct disk_row, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "role", HOFFSET(struct disk_row, role), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "w1", HOFFSET(struct disk_row, w1), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "max_abs_diff", HOFFSET(struct disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "rel_l2", HOFFSET(struct disk_row, rel_l2), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "nan", HOFFSET(struct disk_row, nan), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "posinf", HOFFSET(struct disk_row, posinf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "neginf", HOFFSET(struct disk_row, neginf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "wall", HOFFSET(struct disk_row, wall), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "numel", HOFFSET(struct disk_row, numel), H5T_NATIVE_UINT64);
+	if (n_proxies) {
+		hsize_t dim = n_proxies;
+		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
+		H5Tinsert(t, "ratio", sizeof(struct disk_row), a);
+		H5Tclose(a);
+	}
+	return t;
+}
+
+/* An empty, extendable, chunked 1-D dataset. */
+static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
+{
+	hsize_t dim = 0, max = H5S_UNLIMITED;
+	hid_t space = H5Screate_simple(1, &dim, &max), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_chunk(dcpl, 1, &chunk);
+	hid_t ds = H5Dcreate2(file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	H5Pclose(dcpl);
+	H5Sclose(space);
+	return ds;
+}
+
+static uint64_t table_len(hid_t ds)
+{
+	hsize_t dim = 0;
+	hid_t space = H5Dget_space(ds);
+	H5Sget_simple_extent_dims(space, &dim, NULL);
+	H5Sclose(space);
+	return dim;
+}
+
+/* Appends n elements of buf (type t) to a 1-D table, and flushes it. */
+static int table_append(hid_t ds, hid_t t, const void *buf, hsize_t n)
+{
+	hsize_t old = table_len(ds), total = old + n;
+	if (H5Dset_extent(ds, &total) < 0)
+		return -1;
+	hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &n, NULL);
+	int r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &old, NULL, &n, NULL) < 0 ||
+		H5Dwrite(ds, t, ms, fs, H5P_DEFAULT, buf) < 0 || H5Dflush(ds) < 0 ? -1 : 0;
+	H5Sclose(ms);
+	H5Sclose(fs);
+	return r;
+}
+
+static int names_add(struct names *nm, const char *s)
+{
+	if (nm->n == nm->cap) {
+		size_t cap = nm->cap ? 2 * nm->cap : 64;
+		char **v = realloc(nm->v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		nm->v = v;
+		nm->cap = cap;
+	}
+	if (!(nm->v[nm->n] = strdup(s)))
+		return -1;
+	nm->n++;
+	return 0;
+}
+
+/* Reads a string table into memory (opening an existing file). */
+static int names_load(hid_t ds, hid_t str, struct names *nm)
+{
+	uint64_t n = table_len(ds);
+	char *buf = calloc(n + 1, STORE_NAME_MAX);
+	int r = 0;
+	if (!buf || (n && H5Dread(ds, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0))
+		r = -1;
+	for (uint64_t i = 0; !r && i < n; i++) {
+		buf[i * STORE_NAME_MAX + STORE_NAME_MAX - 1] = 0;
+		r = names_add(nm, buf + i * STORE_NAME_MAX);
+	}
+	free(buf);
+	return r;
+}
+
+/* The index of name in a table, appending it to memory and file if new. */
+static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name)
+{
+	char padded[STORE_NAME_MAX];
+
+	for (size_t i = 0; i < nm->n; i++)
+		if (!strcmp(nm->v[i], name))
+			return (long)i;
+	memset(padded, 0, sizeof(padded));
+	snprintf(padded, sizeof(padded), "%s", name);	/* longer names are cut: rare */
+	if (table_append(ds, str, padded, 1) < 0 || names_add(nm, padded) < 0)
+		return -1;
+	return (long)nm->n - 1;
+}
+
+int store_open(const char *path, const char *const *proxies, size_t n_proxies,
+	       struct store **out, char *err, size_t errlen)
+{
+	struct store *s = calloc(1, sizeof(*s));
+	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+	FILE *probe;
+
+	*out = NULL;
+	if (!s || n_proxies > STORE_MAX_PROXIES)
+		return free(s), H5Pclose(fapl), fail(err, errlen, "'%s': out of memory or too many proxies", path);
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
+	s->n_proxies = n_proxies;
+	s->row_type = make_row_type(n_proxies, &s->row_size);
+	s->str_type = H5Tcopy(H5T_C_S1);
+	H5Tset_size(s->str_type, STORE_NAME_MAX);
+	s->file = s->rows = s->tensors = s->runs = -1;
+	if ((probe = fopen(path, "rb"))) {
+		fclose(probe);
+		s->file = H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
+		if (s->file < 0) {
+			fail(err, errlen, "'%s': cannot open for writing (a writer was killed, or the "
+			     "file is damaged)", path);
+			goto fail;
+		}
+		s->rows = H5Dopen2(s->file, "rows", H5P_DEFAULT);
+		s->tensors = H5Dopen2(s->file, "tensors", H5P_DEFAULT);
+		s->runs = H5Dopen2(s->file, "runs", H5P_DEFAULT);
+		hid_t px = H5Dopen2(s->file, "proxies", H5P_DEFAULT);
+		struct names have = { 0 };
+		int same = px >= 0 && names_load(px, s->str_type, &have) == 0 && have.n == n_proxies;
+		for (size_t i = 0; same && i < n_proxies; i++)
+			same = !strcmp(have.v[i], proxies[i]);
+		for (size_t i = 0; i < have.n; i++)
+			free(have.v[i]);
+		free(have.v);
+		if (px >= 0)
+			H5Dclose(px);
+		hid_t rt = s->rows >= 0 ? H5Dget_type(s->rows) : -1;
+		size_t rsize = rt >= 0 ? H5Tget_size(rt) : 0;
+		if (rt >= 0)
+			H5Tclose(rt);
+		if (s->rows < 0 || s->tensors < 0 || s->runs < 0 || !same || rsize != s->row_size) {
+			fail(err, errlen, "'%s': %s", path, same ? "not a drift log of this version"
+				  : "made for other proxy labels");
+			goto fail;
+		}
+		if (names_load(s->tensors, s->str_type, &s->tensor_names) < 0 ||
+		    names_load(s->runs, s->str_type, &s->run_names) < 0) {
+			fail(err, errlen, "'%s': cannot read its name tables", path);
+			goto fail;
+		}
+		s->n_rows = table_len(s->rows);
+	} else {
+		s->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+		if (s->file < 0) {
+			fail(err, errlen, "'%s': cannot create", path);
+			goto fail;
+		}
+		s->rows = make_table(s->file, "rows", s->row_type, 1024);
+		s->tensors = make_table(s->file, "tensors", s->str_type, 64);
+		s->runs = make_table(s->file, "runs", s->str_type, 16);
+		hsize_t np = n_proxies;
+		hid_t sp = H5Screate_simple(1, &np, NULL);
+		hid_t px = H5Dcreate2(s->file, "proxies", s->str_type, sp, H5P_DEFAULT, H5P_DEFAULT,
+				      H5P_DEFAULT);
+		char *buf = calloc(n_proxies + 1, STORE_NAME_MAX);
+		for (size_t i = 0; buf && i < n_proxies; i++)
+			snprintf(buf + i * STORE_NAME_MAX, STORE_NAME_MAX, "%s", proxies[i]);
+		int ok = s->rows >= 0 && s->tensors >= 0 && s->runs >= 0 && px >= 0 && buf &&
+			 (!n_proxies || H5Dwrite(px, s->str_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+		free(buf);
+		if (px >= 0)
+			H5Dclose(px);
+		H5Sclose(sp);
+		if (!ok || H5Fstart_swmr_write(s->file) < 0) {
+			fail(err, errlen, "'%s': cannot set up the drift log", path);
+			goto fail;
+		}
+	}
+	H5Pclose(fapl);
+	*out = s;
+	return 0;
+fail:
+	H5Pclose(fapl);
+	store_close(&s);
+	return -1;
+}
+
+uint64_t store_rows(const struct store *s)
+{
+	return s->n_rows;
+}
+
+int store_append(struct store *s, const struct drift_row *rows, size_t n, char *err, size_t errlen)
+{
+	unsigned char *buf = calloc(n + 1, s->row_size);
+
+	if (!buf)
+		return fail(err, errlen, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const struct drift_row *r = &rows[i];
+		struct disk_row d;
+		long t = r->tensor ? name_index(&s->tensor_names, s->tensors, s->str_type, r->tensor)
+				   : (long)UINT32_MAX;
+		long run = name_index(&s->run_names, s->runs, s->str_type, r->run);
+		if (t < 0 || run < 0) {
+			free(buf);
+			return fail(err, errlen, "cannot extend the name tables");
+		}
+		memset(&d, 0, sizeof(d));
+		d.step = r->step;
+		d.tensor = (uint32_t)t;
+		d.run = (uint16_t)run;
+		d.kind = (uint8_t)r->kind;
+		d.role = (uint8_t)r->role;
+		d.w1 = r->w1;
+		d.max_abs_diff = r->max_abs_diff;
+		d.rel_l2 = r->rel_l2;
+		d.nan = r->nan;
+		d.posinf = r->posinf;
+		d.neginf = r->neginf;
+		d.wall = r->wall;
+		d.numel = r->numel;
+		memcpy(buf + i * s->row_size, &d, sizeof(d));
+		memcpy(buf + i * s->row_size + sizeof(d), r->ratio, s->n_proxies * sizeof(double));
+	}
+	int rc = n ? table_append(s->rows, s->row_type, buf, n) : 0;
+	free(buf);
+	if (rc < 0)
+		return fail(err, errlen, "cannot append %zu rows", n);
+	s->n_rows += n;
+	return 0;
+}
+
+void store_close(struct store **ps)
+{
+	struct store *s = *ps;
+	if (!s)
+		return;
+	if (s->rows >= 0) H5Dclose(s->rows);
+	if (s->tensors >= 0) H5Dclose(s->tensors);
+	if (s->runs >= 0) H5Dclose(s->runs);
+	if (s->file >= 0) H5Fclose(s->file);
+	H5Tclose(s->row_type);
+	H5Tclose(s->str_type);
+	for (size_t i = 0; i < s->tensor_names.n; i++)
+		free(s->tensor_names.v[i]);
+	for (size_t i = 0; i < s->run_names.n; i++)
+		free(s->run_names.v[i]);
+	free(s->tensor_names.v);
+	free(s->run_names.v);
+	free(s);
+	*ps = NULL;
+}

@@ -1,0 +1,48 @@
+/*
+ * store.h: the drift log of one study, drift/STUDY.h5 (docs/storage.md):
+ * an HDF5 file written in SWMR mode, so that h5py can read it while the
+ * daemon runs. It is derived data: the write-ahead log holds every result,
+ * and a drift log that does not open after a crash is rebuilt from it.
+ */
+#ifndef WD_STORE_H
+#define WD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_NAME_MAX 1024	/* bytes of a name in the string tables, NUL included */
+#define STORE_MAX_PROXIES 64
+
+enum row_kind { ROW_TENSOR = 0, ROW_MEAN = 1, ROW_MEDIAN = 2, ROW_MAX = 3 };
+enum row_role { ROLE_CANDIDATE = 1, ROLE_PROXY = 2 };
+
+/* One row, with names rather than indices; ratio has one value per proxy. */
+struct drift_row {
+	int64_t step;
+	int kind, role;
+	const char *tensor;	/* NULL for aggregate rows */
+	const char *run;
+	uint64_t numel;
+	double w1, max_abs_diff, rel_l2;
+	uint64_t nan, posinf, neginf;
+	double ratio[STORE_MAX_PROXIES];
+	double wall;
+};
+
+struct store;
+
+/*
+ * Opens path for appending, or creates it with these proxy labels. Returns
+ * 0; -1 with err when the file exists but cannot be used (damaged, still
+ * flagged open by a killed writer, or made for other proxies): the caller
+ * moves it aside and rebuilds.
+ */
+int store_open(const char *path, const char *const *proxies, size_t n_proxies,
+	       struct store **out, char *err, size_t errlen);
+/* Rows in the file. */
+uint64_t store_rows(const struct store *s);
+/* Appends rows and flushes them, so SWMR readers see them. 0 or -1 with err. */
+int store_append(struct store *s, const struct drift_row *rows, size_t n, char *err, size_t errlen);
+void store_close(struct store **s);
+
+#endif
