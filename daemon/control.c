@@ -1,10 +1,13 @@
 /* control.c: control requests to JSON replies, through jansson (see control.h). */
+#include <fnmatch.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "compute.h"
 #include "control.h"
 #include "spool.h"
 
@@ -33,7 +36,7 @@ static json_t *status(struct control *c)
 				    json_integer((json_int_t)s->count.errors[k]));
 	for (struct snapshot *p = s->pending; p; p = p->next)
 		pending_bytes += p->bytes;
-	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I},"
+	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
 			 "s:{s:I,s:I},s:I}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
@@ -46,6 +49,7 @@ static json_t *status(struct control *c)
 			     "bytes", (json_int_t)s->count.bytes_received,
 		"errors", errors,
 		"queues", "spool", (json_int_t)spool_depth(c->spool),
+			  "compute", (json_int_t)c->compute_depth,
 		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
 		"spool_failures", (json_int_t)s->count.spool_failures);
 }
@@ -83,6 +87,117 @@ static json_t *studies(struct control *c)
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
 }
 
+void control_add_result(struct control *c, struct result_batch *b)
+{
+	for (size_t i = 0; i < c->n_results; i++)
+		if (c->results[i]->step == b->step && !strcmp(c->results[i]->study, b->study)) {
+			result_batch_free(&c->results[i]);
+			c->results[i] = b;
+			return;
+		}
+	if (c->n_results == c->cap_results) {
+		size_t cap = c->cap_results ? 2 * c->cap_results : 64;
+		struct result_batch **v = realloc(c->results, cap * sizeof(*v));
+		if (!v) {
+			result_batch_free(&b);
+			return;
+		}
+		c->results = v;
+		c->cap_results = cap;
+	}
+	c->results[c->n_results++] = b;
+}
+
+void control_release(struct control *c)
+{
+	for (size_t i = 0; i < c->n_results; i++)
+		result_batch_free(&c->results[i]);
+	free(c->results);
+	c->results = NULL;
+	c->n_results = c->cap_results = 0;
+}
+
+static json_t *jnum(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* The proxy label's run in the study, or the label for a synthetic proxy. */
+static const char *proxy_run(const struct wd_config_study *st, const char *label)
+{
+	for (size_t k = 0; st && k < st->proxies.n; k++)
+		if (!strcmp(st->proxies.v[k].label, label))
+			return st->proxies.v[k].run;
+	return label;
+}
+
+static const struct drift_row *find_row(const struct result_batch *b, const char *run,
+					const char *tensor)
+{
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (b->rows[i].kind == ROW_TENSOR && !strcmp(b->rows[i].run, run) &&
+		    !strcmp(b->rows[i].tensor, tensor))
+			return &b->rows[i];
+	return NULL;
+}
+
+/* {"study","step","baseline","candidates":{RUN:{"layers":[...]}}}, layers as compare --json. */
+static char *drift(struct control *c, json_t *req)
+{
+	const char *study = json_string_value(json_object_get(req, "study"));
+	const char *glob = json_string_value(json_object_get(req, "tensors"));
+	json_t *jstep = json_object_get(req, "step");
+	const struct result_batch *b = NULL;
+	const struct wd_config_study *st = NULL;
+
+	if (!study)
+		return fail("'drift' needs 'study'%s", "");
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		if (!strcmp(c->cfg->studies[i].name, study))
+			st = &c->cfg->studies[i];
+	if (!st)
+		return fail("no study '%.128s'", study);
+	if (jstep && !json_is_integer(jstep))
+		return fail("'step' must be an integer%s", "");
+	for (size_t i = 0; i < c->n_results; i++) {
+		const struct result_batch *r = c->results[i];
+		if (strcmp(r->study, study))
+			continue;
+		if (jstep ? r->step == json_integer_value(jstep) : (!b || r->step > b->step))
+			b = r;
+	}
+	if (!b)
+		return fail(jstep ? "no results for study '%.128s' at that step"
+				  : "no results for study '%.128s' yet", study);
+	json_t *cands = json_object();
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		if (r->kind != ROW_TENSOR || r->role != ROLE_CANDIDATE)
+			continue;
+		if (glob && fnmatch(glob, r->tensor, 0))
+			continue;
+		json_t *run = json_object_get(cands, r->run);
+		if (!run) {
+			run = json_pack("{s:[]}", "layers");
+			json_object_set_new(cands, r->run, run);
+		}
+		json_t *proxies = json_object();
+		for (size_t k = 0; k < b->n_proxies; k++) {
+			const struct drift_row *p = find_row(b, proxy_run(st, b->proxies[k]), r->tensor);
+			json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
+				"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(r->ratio[k])));
+		}
+		json_array_append_new(json_object_get(run, "layers"), json_pack(
+			"{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
+			"name", r->tensor, "numel", (json_int_t)r->numel, "w1", jnum(r->w1),
+			"max_abs_diff", jnum(r->max_abs_diff), "rel_l2", jnum(r->rel_l2),
+			"nonfinite", "candidate", "nan", (json_int_t)r->nan, "posinf", (json_int_t)r->posinf,
+			"neginf", (json_int_t)r->neginf, "proxies", proxies));
+	}
+	return dump(json_pack("{s:i,s:b,s:s,s:I,s:s,s:o}", "v", 1, "ok", 1, "study", b->study,
+			      "step", (json_int_t)b->step, "baseline", b->baseline, "candidates", cands));
+}
+
 char *control_handle(struct control *c, const void *req, size_t len)
 {
 	json_error_t jerr;
@@ -112,8 +227,10 @@ char *control_handle(struct control *c, const void *req, size_t len)
 			out = dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 1, "config", c->cfg->source));
 		else
 			out = fail("reload refused, the old config stays: %s", err);
-	} else if (!strcmp(cmd, "drift") || !strcmp(cmd, "alerts"))
-		out = fail("'%s': this build stores snapshots but does not compute drift yet", cmd);
+	} else if (!strcmp(cmd, "drift"))
+		out = drift(c, o);
+	else if (!strcmp(cmd, "alerts"))
+		out = fail("'%s': alert rules are not evaluated by this build yet", cmd);
 	else
 		out = fail("unknown command '%.64s' (status, runs, studies, drift, alerts, reload)", cmd);
 	json_decref(o);

@@ -12,6 +12,7 @@
 #include "state.h"
 
 struct spool;
+struct result_batch;
 
 struct control {
 	struct state *st;
@@ -21,7 +22,15 @@ struct control {
 	/* SIGHUP's work: 0, or -1 with err (the old config stays) */
 	int (*reload)(void *ctx, char *err, size_t errlen);
 	void *reload_ctx;
+	size_t compute_depth;			/* updated by the loop */
+	/* the latest results per (study, step), for "drift" */
+	struct result_batch **results;
+	size_t n_results, cap_results;
 };
+
+/* Keeps b (taking it) as the latest result of its study and step. */
+void control_add_result(struct control *c, struct result_batch *b);
+void control_release(struct control *c);
 
 /* Handles one request; returns the reply (malloc'd JSON). Never NULL. */
 char *control_handle(struct control *c, const void *req, size_t len);

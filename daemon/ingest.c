@@ -325,6 +325,8 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char
 		log_info("durable: run '%s' step %lld, %zu tensors", snap->run->name,
 			 (long long)snap->step, snap->n_tensors);
 		reply(ix, &m, &h);
+		if (ix->on_durable)
+			ix->on_durable(ix->durable_ctx, snap->run->name, snap->step);
 	} else {
 		s->count.spool_failures++;
 		log_err("spool: run '%s' step %lld not stored: %s", snap->run->name,

@@ -33,6 +33,9 @@ struct ingest {
 	struct spool *spool;
 	struct reply_sink sink;
 	uint64_t window;	/* bytes a run may hold in flight */
+	/* a snapshot became durable (after its ack): the compute stage's cue */
+	void (*on_durable)(void *ctx, const char *run, int64_t step);
+	void *durable_ctx;
 };
 
 void ingest_handle(struct ingest *ix, const struct frames *m);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <jansson.h>
 #include <zmq.h>
 
+#include "compute.h"
 #include "config.h"
 #include "control.h"
 #include "ingest.h"
@@ -62,7 +64,13 @@ struct daemon {
 	struct state st;
 	struct wal *wal;
 	struct spool *spool;
+	struct compute *compute;
 	struct wd_engine *engine;
+	/* from the WAL replay: result payloads, and which runs they cover */
+	char **replayed;
+	size_t n_replayed, cap_replayed;
+	struct covered { char *study, *run; int64_t step; } *covered;
+	size_t n_covered, cap_covered;
 	struct ingest ix;
 	struct control ctl;
 	void *zctx, *ingest_sock, *control_sock, *events_sock;
@@ -105,6 +113,8 @@ static int reload(void *ctx, char *err, size_t errlen)
 		wd_config_release(&d->cfg);
 		d->cfg = next;	/* the arena moves with the struct */
 		d->ix.cfg = d->ctl.cfg = &d->cfg;
+		if (d->compute)
+			compute_set_config(d->compute, &d->cfg);
 		log_level = d->cfg.log.level;
 		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
 			   d->cfg.n_alerts);
@@ -123,6 +133,35 @@ static int replay_record(void *ctx, const char *payload, size_t len)
 	json_t *o = json_loadb(payload, len, 0, NULL);
 	const char *t = json_string_value(json_object_get(o, "t"));
 
+	if (t && !strcmp(t, "result")) {	/* kept for the drift logs; runs noted */
+		const char *study = json_string_value(json_object_get(o, "study"));
+		json_t *rows = json_object_get(o, "rows");
+		int64_t step = json_integer_value(json_object_get(o, "step"));
+		if (d->n_replayed == d->cap_replayed) {
+			size_t cap = d->cap_replayed ? 2 * d->cap_replayed : 64;
+			char **v = realloc(d->replayed, cap * sizeof(*v));
+			if (!v)
+				goto out;
+			d->replayed = v;
+			d->cap_replayed = cap;
+		}
+		d->replayed[d->n_replayed++] = strndup(payload, len);
+		for (size_t i = 0; study && i < json_array_size(rows); i++) {
+			const char *run = json_string_value(json_array_get(json_array_get(rows, i), 3));
+			if (!run || (d->n_covered && !strcmp(d->covered[d->n_covered - 1].run, run) &&
+				     d->covered[d->n_covered - 1].step == step))
+				continue;
+			if (d->n_covered == d->cap_covered) {
+				size_t cap = d->cap_covered ? 2 * d->cap_covered : 256;
+				struct covered *v = realloc(d->covered, cap * sizeof(*v));
+				if (!v)
+					goto out;
+				d->covered = v;
+				d->cap_covered = cap;
+			}
+			d->covered[d->n_covered++] = (struct covered){ strdup(study), strdup(run), step };
+		}
+	}
 	if (t && !strcmp(t, "snapshot")) {
 		const char *run = json_string_value(json_object_get(o, "run"));
 		json_t *step = json_object_get(o, "step");
@@ -132,8 +171,71 @@ static int replay_record(void *ctx, const char *payload, size_t len)
 			d->st.count.snapshots_durable++;
 		}
 	}
+out:
 	json_decref(o);
 	return 0;	/* a record we do not know is a later version's: skip it */
+}
+
+static int is_covered(const struct daemon *d, const char *study, const char *run, int64_t step)
+{
+	for (size_t i = 0; i < d->n_covered; i++)
+		if (d->covered[i].step == step && !strcmp(d->covered[i].run, run) &&
+		    !strcmp(d->covered[i].study, study))
+			return 1;
+	return 0;
+}
+
+/*
+ * After a restart: the compute thread learns every durable snapshot, and a
+ * study step whose logged results miss a durable run is computed again
+ * (its snapshot was acked, then the daemon died before the results).
+ */
+static void resume_compute(struct daemon *d)
+{
+	size_t redo = 0;
+
+	for (struct run *r = d->st.runs; r; r = r->next)
+		for (size_t i = 0; i < r->n_durable; i++)
+			compute_known(d->compute, r->name, r->durable[i]);
+	for (size_t i = 0; i < d->cfg.n_studies; i++) {
+		const struct wd_config_study *st = &d->cfg.studies[i];
+		struct run *base = state_run(&d->st, st->baseline, 0);
+		for (size_t k = 0; base && k < base->n_durable; k++) {
+			int64_t step = base->durable[k];
+			int missing = st->synthetic_proxy != WD_SYNTHETIC_NONE &&
+				      !is_covered(d, st->name, st->synthetic_proxy == WD_SYNTHETIC_BF16
+							 ? "round:bf16" : "round:fp16", step);
+			for (size_t c = 0; !missing && c < st->candidates.n; c++) {
+				struct run *x = state_run(&d->st, st->candidates.names[c], 0);
+				missing = x && run_is_durable(x, step) &&
+					  !is_covered(d, st->name, x->name, step);
+			}
+			for (size_t c = 0; !missing && c < st->proxies.n; c++) {
+				struct run *x = state_run(&d->st, st->proxies.v[c].run, 0);
+				missing = x && run_is_durable(x, step) &&
+					  !is_covered(d, st->name, x->name, step);
+			}
+			if (missing) {
+				compute_submit(d->compute, st->baseline, step);
+				redo++;
+			}
+		}
+	}
+	if (redo)
+		log_notice("compute: %zu study steps without logged results: computing them again", redo);
+	for (size_t i = 0; i < d->n_covered; i++) {
+		free(d->covered[i].study);
+		free(d->covered[i].run);
+	}
+	free(d->covered);
+	d->covered = NULL;
+	d->n_covered = 0;
+}
+
+static void on_durable(void *ctx, const char *run, int64_t step)
+{
+	struct daemon *d = ctx;
+	compute_submit(d->compute, run, step);
 }
 
 /* libwdrift's log lines, through ours (journal prefixes included). */
@@ -217,10 +319,25 @@ static int start(struct daemon *d, int force)
 		return error("compute.backend: cannot open the engine: %s", strerror(-r));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));
+	struct result_batch **logged = calloc(d->n_replayed + 1, sizeof(*logged));
+	size_t n_logged = 0;
+	for (size_t i = 0; logged && i < d->n_replayed; i++)
+		if ((logged[n_logged] = result_batch_decode(d->replayed[i], strlen(d->replayed[i]))))
+			n_logged++;
+	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, d->replayed,
+			  d->n_replayed, &d->compute);
+	if (r < 0)
+		return error("compute thread: %s", strerror(-r));
+	d->replayed = NULL;	/* the compute thread has them */
+	resume_compute(d);
 	d->ix = (struct ingest){ &d->st, &d->cfg, d->spool, { ingest_send, d },
-				  d->cfg.memory.budget / 2 };
-	d->ctl = (struct control){ &d->st, &d->cfg, wd_engine_describe(d->engine), d->spool,
-				    reload, d };
+				  d->cfg.memory.budget / 2, on_durable, d };
+	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
+				   .engine = wd_engine_describe(d->engine), .spool = d->spool,
+				   .reload = reload, .reload_ctx = d };
+	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
+		control_add_result(&d->ctl, logged[i]);
+	free(logged);
 	d->zctx = zmq_ctx_new();
 	if (!d->zctx)
 		return error("zmq context: %s", zmq_strerror(errno));
@@ -327,6 +444,44 @@ static void handle_spooled(struct daemon *d)
 		ingest_spooled(&d->ix, snap, ok, why);
 }
 
+/* Results: an event for subscribers, and the latest kept for "drift". */
+static void handle_results(struct daemon *d)
+{
+	struct result_batch *b;
+
+	while ((b = compute_take(d->compute))) {
+		json_t *runs = json_object();
+		for (size_t i = 0; i < b->n_rows; i++) {
+			const struct drift_row *r = &b->rows[i];
+			if (r->kind != ROW_MAX && r->kind != ROW_MEAN)
+				continue;
+			json_t *run = json_object_get(runs, r->run);
+			if (!run) {
+				run = json_pack("{s:s}", "role", r->role == ROLE_CANDIDATE ? "candidate" : "proxy");
+				json_object_set_new(runs, r->run, run);
+			}
+			json_t *ratios = json_object();
+			for (size_t k = 0; k < b->n_proxies; k++)
+				json_object_set_new(ratios, b->proxies[k],
+						    isfinite(r->ratio[k]) ? json_real(r->ratio[k]) : json_null());
+			const char *w = r->kind == ROW_MAX ? "w1_max" : "w1_mean";
+			json_object_set_new(run, w, isfinite(r->w1) ? json_real(r->w1) : json_null());
+			json_object_set_new(run, r->kind == ROW_MAX ? "ratio_max" : "ratio_mean", ratios);
+		}
+		json_t *ev = json_pack("{s:i,s:s,s:I,s:s,s:o}", "v", 1, "study", b->study,
+				       "step", (json_int_t)b->step, "baseline", b->baseline, "runs", runs);
+		char *body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+		char topic[256];
+		snprintf(topic, sizeof(topic), "drift.%.200s", b->study);
+		if (body && (zmq_send(d->events_sock, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+			     zmq_send(d->events_sock, body, strlen(body), ZMQ_DONTWAIT) < 0))
+			log_debug("events: not sent: %s", zmq_strerror(errno));
+		free(body);
+		json_decref(ev);
+		control_add_result(&d->ctl, b);
+	}
+}
+
 static void handle_signal(struct daemon *d)
 {
 	struct signalfd_siginfo si;
@@ -351,11 +506,12 @@ static void run_loop(struct daemon *d)
 			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
 			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
 			{ NULL, d->sigfd, ZMQ_POLLIN, 0 },
+			{ NULL, compute_fd(d->compute), ZMQ_POLLIN, 0 },
 		};
 		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
 		if (timeout > 1000)
 			timeout = 1000;
-		if (zmq_poll(items, 4, timeout) < 0) {
+		if (zmq_poll(items, 5, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_err("zmq_poll: %s", zmq_strerror(errno));
@@ -371,6 +527,9 @@ static void run_loop(struct daemon *d)
 			handle_control(d, msgs);
 		if (items[0].revents)
 			handle_ingest(d, msgs);
+		if (items[4].revents)
+			handle_results(d);
+		d->ctl.compute_depth = compute_depth(d->compute);
 		double t = now_mono();
 		if (d->watchdog_usec && t >= next_ping) {
 			notify_watchdog();	/* from the loop itself: a stalled loop stops it */
@@ -412,6 +571,11 @@ static void shutdown_daemon(struct daemon *d)
 	if (d->spool) {
 		spool_stop(&d->spool);	/* joins: finished jobs stay unacked, which is safe */
 	}
+	compute_stop(&d->compute);	/* after the current comparison; the WAL has the rest */
+	control_release(&d->ctl);
+	for (size_t i = 0; i < d->n_replayed; i++)
+		free(d->replayed[i]);
+	free(d->replayed);
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
 	if (d->events_sock) zmq_close(d->events_sock);

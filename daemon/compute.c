@@ -1,0 +1,785 @@
+/*
+ * compute.c: the compute thread (see compute.h).
+ *
+ * When a snapshot of a study's run becomes durable at step S, the thread
+ * recomputes the study at S from the spool: every candidate and proxy
+ * present at S against the baseline's S, each baseline tensor prepared
+ * once and reused for every run. A later arrival at S (a proxy, so that
+ * candidates get their ratios) recomputes S again; the drift log keeps
+ * every row, and the latest row for (step, tensor, run) is the current one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "checkpoint.h"
+#include "compute.h"
+#include "logging.h"
+#include "wal.h"
+#include "wdrift.h"
+
+struct cstudy {
+	char *name, *baseline;
+	char **cands;
+	size_t n_cands;
+	char *labels[STORE_MAX_PROXIES], *pruns[STORE_MAX_PROXIES];
+	size_t n_proxies;	/* trained proxies, then the synthetic one */
+	int synthetic;		/* enum wd_synthetic; its label is last */
+	struct store *store;
+};
+
+struct job {
+	char *run;		/* NULL: a config job */
+	int64_t step;
+	int index_only;		/* start-up: durable, its results already logged */
+	struct cstudy *studies;
+	size_t n_studies;
+	struct job *next;
+};
+
+struct durable {
+	char *run;
+	int64_t step;
+};
+
+struct compute {
+	char *dir;
+	struct wal *wal;
+	struct wd_engine *engine;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct job *todo, *todo_tail;
+	struct result_batch *done, *done_tail;
+	size_t depth;
+	int stopping, efd;
+	/* the thread's own */
+	struct cstudy *studies;
+	size_t n_studies;
+	struct durable *dur;
+	size_t n_dur, cap_dur;
+	char **replayed;
+	size_t n_replayed;
+};
+
+/* --- studies --- */
+
+static void studies_free(struct cstudy *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(s[i].name);
+		free(s[i].baseline);
+		for (size_t k = 0; k < s[i].n_cands; k++)
+			free(s[i].cands[k]);
+		free(s[i].cands);
+		for (size_t k = 0; k < s[i].n_proxies; k++) {
+			free(s[i].labels[k]);
+			free(s[i].pruns[k]);
+		}
+		store_close(&s[i].store);
+	}
+	free(s);
+}
+
+static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
+{
+	struct cstudy *v = calloc(cfg->n_studies + 1, sizeof(*v));
+
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *s = &cfg->studies[i];
+		struct cstudy *c = &v[i];
+		c->name = strdup(s->name);
+		c->baseline = strdup(s->baseline);
+		c->cands = calloc(s->candidates.n + 1, sizeof(char *));
+		for (size_t k = 0; c->cands && k < s->candidates.n; k++)
+			c->cands[c->n_cands++] = strdup(s->candidates.names[k]);
+		for (size_t k = 0; k < s->proxies.n && c->n_proxies < STORE_MAX_PROXIES - 1; k++) {
+			c->labels[c->n_proxies] = strdup(s->proxies.v[k].label);
+			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
+		}
+		c->synthetic = s->synthetic_proxy;
+		if (c->synthetic != WD_SYNTHETIC_NONE) {
+			c->labels[c->n_proxies] = strdup(c->synthetic == WD_SYNTHETIC_BF16 ? "round:bf16"
+											 : "round:fp16");
+			c->pruns[c->n_proxies++] = NULL;
+		}
+		*n = i + 1;
+	}
+	return v;
+}
+
+/* --- result records: JSON in the WAL --- */
+
+static json_t *jnum(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static double num_of(json_t *v)
+{
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static char *batch_encode(const struct result_batch *b)
+{
+	json_t *rows = json_array(), *labels = json_array();
+
+	for (size_t i = 0; i < b->n_proxies; i++)
+		json_array_append_new(labels, json_string(b->proxies[i]));
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		json_t *ratio = json_array();
+		for (size_t k = 0; k < b->n_proxies; k++)
+			json_array_append_new(ratio, jnum(r->ratio[k]));
+		json_array_append_new(rows, json_pack("[i,i,o,s,I,o,o,o,I,I,I,o,f]", r->kind, r->role,
+			r->tensor ? json_string(r->tensor) : json_null(), r->run, (json_int_t)r->numel,
+			jnum(r->w1), jnum(r->max_abs_diff), jnum(r->rel_l2), (json_int_t)r->nan,
+			(json_int_t)r->posinf, (json_int_t)r->neginf, ratio, r->wall));
+	}
+	json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "t", "result", "study", b->study,
+			      "step", (json_int_t)b->step, "baseline", b->baseline, "proxies", labels,
+			      "rows", rows);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+struct result_batch *result_batch_decode(const char *payload, size_t len)
+{
+	json_t *o = json_loadb(payload, len, 0, NULL), *rows, *labels;
+	struct result_batch *b = calloc(1, sizeof(*b));
+	const char *study = json_string_value(json_object_get(o, "study"));
+	const char *base = json_string_value(json_object_get(o, "baseline"));
+
+	rows = json_object_get(o, "rows");
+	labels = json_object_get(o, "proxies");
+	if (!b || !study || !base || !json_is_array(rows) || !json_is_array(labels) ||
+	    json_array_size(labels) > STORE_MAX_PROXIES) {
+		json_decref(o);
+		free(b);
+		return NULL;
+	}
+	b->study = strdup(study);
+	b->baseline = strdup(base);
+	b->step = json_integer_value(json_object_get(o, "step"));
+	for (size_t k = 0; k < json_array_size(labels); k++) {
+		const char *l = json_string_value(json_array_get(labels, k));
+		b->proxies[b->n_proxies++] = strdup(l ? l : "?");
+	}
+	b->rows = calloc(json_array_size(rows) + 1, sizeof(*b->rows));
+	for (size_t i = 0; b->rows && i < json_array_size(rows); i++) {
+		json_t *a = json_array_get(rows, i);
+		struct drift_row *r = &b->rows[b->n_rows];
+		const char *t = json_string_value(json_array_get(a, 2));
+		const char *run = json_string_value(json_array_get(a, 3));
+		if (!json_is_array(a) || json_array_size(a) != 13 || !run)
+			continue;
+		r->step = b->step;
+		r->kind = (int)json_integer_value(json_array_get(a, 0));
+		r->role = (int)json_integer_value(json_array_get(a, 1));
+		r->tensor = t ? strdup(t) : NULL;
+		r->run = strdup(run);
+		r->numel = (uint64_t)json_integer_value(json_array_get(a, 4));
+		r->w1 = num_of(json_array_get(a, 5));
+		r->max_abs_diff = num_of(json_array_get(a, 6));
+		r->rel_l2 = num_of(json_array_get(a, 7));
+		r->nan = (uint64_t)json_integer_value(json_array_get(a, 8));
+		r->posinf = (uint64_t)json_integer_value(json_array_get(a, 9));
+		r->neginf = (uint64_t)json_integer_value(json_array_get(a, 10));
+		for (size_t k = 0; k < b->n_proxies; k++)
+			r->ratio[k] = num_of(json_array_get(json_array_get(a, 11), k));
+		r->wall = num_of(json_array_get(a, 12));
+		b->n_rows++;
+	}
+	json_decref(o);
+	return b;
+}
+
+void result_batch_free(struct result_batch **pb)
+{
+	struct result_batch *b = *pb;
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		free((char *)b->rows[i].tensor);
+		free((char *)b->rows[i].run);
+	}
+	for (size_t k = 0; k < b->n_proxies; k++)
+		free(b->proxies[k]);
+	free(b->rows);
+	free(b->study);
+	free(b->baseline);
+	free(b);
+	*pb = NULL;
+}
+
+int result_record_study(const char *payload, size_t len, char *study, size_t size, int64_t *step)
+{
+	json_t *o = json_loadb(payload, len, 0, NULL);
+	const char *t = json_string_value(json_object_get(o, "t"));
+	const char *s = json_string_value(json_object_get(o, "study"));
+	int r = t && s && !strcmp(t, "result");
+	if (r) {
+		snprintf(study, size, "%s", s);
+		*step = json_integer_value(json_object_get(o, "step"));
+	}
+	json_decref(o);
+	return r;
+}
+
+/* --- drift logs --- */
+
+/* Opens the study's drift log, rebuilding it from the WAL when needed. */
+static struct store *study_store(struct compute *c, struct cstudy *s)
+{
+	char path[4200], err[512], dir[4100];
+	uint64_t want = 0;
+
+	if (s->store)
+		return s->store;
+	snprintf(dir, sizeof(dir), "%s/drift", c->dir);
+	mkdir(dir, 0750);
+	snprintf(path, sizeof(path), "%s/%s.h5", dir, s->name);
+	/* what the WAL says this log must hold */
+	struct result_batch **mine = calloc(c->n_replayed + 1, sizeof(*mine));
+	size_t n_mine = 0;
+	for (size_t i = 0; mine && i < c->n_replayed; i++) {
+		struct result_batch *b = result_batch_decode(c->replayed[i], strlen(c->replayed[i]));
+		if (b && !strcmp(b->study, s->name) && b->n_proxies == s->n_proxies) {
+			mine[n_mine++] = b;
+			want += b->n_rows;
+		} else {
+			result_batch_free(&b);
+		}
+	}
+	const char *labels[STORE_MAX_PROXIES];
+	for (size_t k = 0; k < s->n_proxies; k++)
+		labels[k] = s->labels[k];
+	int ok = store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
+	if (ok && store_rows(s->store) < want) {
+		log_warning("drift log '%s' holds %llu rows, the write-ahead log %llu: rebuilding it",
+			    path, (unsigned long long)store_rows(s->store), (unsigned long long)want);
+		store_close(&s->store);
+		ok = 0;
+	} else if (!ok) {
+		log_warning("%s: rebuilding it from the write-ahead log", err);
+	}
+	if (!ok) {
+		char aside[4300];
+		snprintf(aside, sizeof(aside), "%s.broken-%lld", path, (long long)time(NULL));
+		if (rename(path, aside) == 0)
+			log_notice("moved the old drift log aside to '%s'", aside);
+		if (store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
+			log_err("%s", err);
+			s->store = NULL;
+		}
+		for (size_t i = 0; s->store && i < n_mine; i++)
+			if (store_append(s->store, mine[i]->rows, mine[i]->n_rows, err, sizeof(err)) < 0)
+				log_err("rebuilding '%s': %s", path, err);
+	}
+	for (size_t i = 0; i < n_mine; i++)
+		result_batch_free(&mine[i]);
+	free(mine);
+	return s->store;
+}
+
+/* --- alignment --- */
+
+static int is_durable(const struct compute *c, const char *run, int64_t step)
+{
+	for (size_t i = 0; i < c->n_dur; i++)
+		if (c->dur[i].step == step && !strcmp(c->dur[i].run, run))
+			return 1;
+	return 0;
+}
+
+static void add_durable(struct compute *c, const char *run, int64_t step)
+{
+	if (is_durable(c, run, step))
+		return;
+	if (c->n_dur == c->cap_dur) {
+		size_t cap = c->cap_dur ? 2 * c->cap_dur : 256;
+		struct durable *d = realloc(c->dur, cap * sizeof(*d));
+		if (!d)
+			return;
+		c->dur = d;
+		c->cap_dur = cap;
+	}
+	c->dur[c->n_dur].run = strdup(run);
+	c->dur[c->n_dur++].step = step;
+}
+
+static struct wd_ckpt *open_spool(struct compute *c, const char *run, int64_t step)
+{
+	char path[4200], err[WD_CKPT_ERR_MAX];
+	struct wd_ckpt *ck;
+
+	snprintf(path, sizeof(path), "%s/spool/%s/%lld.h5", c->dir, run, (long long)step);
+	if (wd_ckpt_open(path, &ck, err) < 0) {
+		log_err("compute: %s", err);
+		return NULL;
+	}
+	return ck;
+}
+
+/* Reads and prepares one tensor; the data stays in *raw (KEEP_RAW). */
+static struct wd_prepared *load(struct compute *c, struct wd_ckpt *ck, const char *name,
+				void **raw, uint64_t *numel)
+{
+	char err[WD_CKPT_ERR_MAX];
+	struct wd_prepared *p = NULL;
+	long i = wd_ckpt_find(ck, name);
+
+	*raw = NULL;
+	if (i < 0)
+		return NULL;
+	if (wd_ckpt_read(ck, (size_t)i, raw, err) < 0) {
+		log_err("compute: %s", err);
+		return NULL;
+	}
+	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, (size_t)i);
+	struct wd_view v = { e->dtype, *raw, e->numel };
+	*numel = e->numel;
+	if (wd_prepare(c->engine, &v, WD_PREP_KEEP_RAW, &p) < 0) {
+		free(*raw);
+		*raw = NULL;
+		return NULL;
+	}
+	return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Weighted mean, median and max of the tensor rows of one run. */
+static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n_proxies,
+			struct drift_row *out)
+{
+	double *tmp = calloc(n + 1, sizeof(double));
+	if (!tmp || !n) {
+		free(tmp);
+		return 0;
+	}
+	for (int kind = ROW_MEAN; kind <= ROW_MAX; kind++) {
+		struct drift_row *a = &out[kind - ROW_MEAN];
+		*a = rows[first];
+		a->kind = kind;
+		a->tensor = NULL;
+		a->max_abs_diff = a->rel_l2 = NAN;
+		a->nan = a->posinf = a->neginf = 0;
+		a->numel = 0;
+		for (size_t i = first; i < first + n; i++) {
+			a->nan += rows[i].nan;
+			a->posinf += rows[i].posinf;
+			a->neginf += rows[i].neginf;
+			a->numel += rows[i].numel;
+		}
+		for (size_t m = 0; m <= n_proxies; m++) {	/* m == n_proxies: w1 itself */
+			double sum = 0, wsum = 0, mx = NAN;
+			size_t k = 0;
+			for (size_t i = first; i < first + n; i++) {
+				double x = m < n_proxies ? rows[i].ratio[m] : rows[i].w1;
+				if (isnan(x))
+					continue;
+				sum += x * (double)rows[i].numel;
+				wsum += (double)rows[i].numel;
+				mx = isnan(mx) || x > mx ? x : mx;
+				tmp[k++] = x;
+			}
+			double v = NAN;
+			if (k && kind == ROW_MEAN)
+				v = sum / wsum;
+			else if (k && kind == ROW_MAX)
+				v = mx;
+			else if (k) {
+				qsort(tmp, k, sizeof(double), cmp_double);
+				v = k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
+			}
+			if (m < n_proxies)
+				a->ratio[m] = v;
+			else
+				a->w1 = v;
+		}
+	}
+	free(tmp);
+	return 3;
+}
+
+/* Recomputes study s at step: every run present there against the baseline. */
+static struct result_batch *compare_step(struct compute *c, struct cstudy *s, int64_t step)
+{
+	struct wd_ckpt *base, *ck[1 + STORE_MAX_PROXIES + 256] = { 0 };
+	const char *runs[1 + STORE_MAX_PROXIES + 256];
+	int role[1 + STORE_MAX_PROXIES + 256];
+	size_t n_runs = 0, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
+	struct timespec now;
+
+	if (!is_durable(c, s->baseline, step))
+		return NULL;
+	/* proxies first (their W1 gives the candidates' ratios), then candidates */
+	for (size_t k = 0; k < n_trained; k++)
+		if (is_durable(c, s->pruns[k], step)) {
+			runs[n_runs] = s->pruns[k];
+			role[n_runs++] = ROLE_PROXY;
+		}
+	size_t first_cand = n_runs;
+	for (size_t k = 0; k < s->n_cands && n_runs < 256; k++)
+		if (is_durable(c, s->cands[k], step)) {
+			runs[n_runs] = s->cands[k];
+			role[n_runs++] = ROLE_CANDIDATE;
+		}
+	if (n_runs == 0 && s->synthetic == WD_SYNTHETIC_NONE)
+		return NULL;
+	if (!(base = open_spool(c, s->baseline, step)))
+		return NULL;
+	for (size_t r = 0; r < n_runs; r++)
+		ck[r] = open_spool(c, runs[r], step);
+	struct result_batch *b = calloc(1, sizeof(*b));
+	size_t nt = wd_ckpt_count(base), cap = (nt + 3) * (n_runs + 1) + 1;
+	/* grid[run * nt + tensor]; compacted into b->rows at the end */
+	struct drift_row *grid = calloc((nt + 1) * (n_runs + 1), sizeof(*grid));
+	b->rows = calloc(cap, sizeof(*b->rows));
+	b->study = strdup(s->name);
+	b->baseline = strdup(s->baseline);
+	b->step = step;
+	for (size_t k = 0; k < s->n_proxies; k++)
+		b->proxies[b->n_proxies++] = strdup(s->labels[k]);
+	clock_gettime(CLOCK_REALTIME, &now);
+	double wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+	/* rows grouped by run: row index = run * nt + tensor */
+	size_t stride = nt, n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
+	for (size_t t = 0; t < nt; t++) {
+		const char *name = wd_ckpt_entry(base, t)->name;
+		void *braw;
+		uint64_t bn = 0;
+		struct wd_prepared *bp = load(c, base, name, &braw, &bn);
+		double pw1[STORE_MAX_PROXIES];
+		for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+			pw1[k] = NAN;
+		if (!bp)
+			continue;
+		for (size_t r = 0; r < n_row_runs; r++) {
+			struct drift_row *row = &grid[r * stride + t];
+			int synth = r == n_runs;
+			void *xraw = NULL;
+			uint64_t xn = 0;
+			struct wd_prepared *xp = NULL;
+			row->step = step;
+			row->kind = ROW_TENSOR;
+			row->role = synth ? ROLE_PROXY : role[r];
+			row->tensor = strdup(name);
+			row->run = strdup(synth ? s->labels[s->n_proxies - 1] : runs[r]);
+			row->w1 = row->max_abs_diff = row->rel_l2 = NAN;
+			row->wall = wall;
+			for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+				row->ratio[k] = NAN;
+			if (synth) {	/* the baseline rounded: its own W1 */
+				const struct wd_ckpt_entry *e = wd_ckpt_entry(base, t);
+				uint16_t *codes = malloc(e->numel * 2 + 2);
+				struct wd_view v = { e->dtype, braw, e->numel };
+				enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
+				if (codes && wd_round16(&v, to, codes) == 0) {
+					struct wd_view rv = { to, codes, e->numel };
+					if (wd_prepare(c->engine, &rv, 0, &xp) == 0)
+						wd_w1(c->engine, bp, xp, &row->w1);
+					wd_prepared_free(&xp);
+				}
+				free(codes);
+				row->numel = e->numel;
+				pw1[s->n_proxies - 1] = row->w1;
+				continue;
+			}
+			if (!ck[r] || !(xp = load(c, ck[r], name, &xraw, &xn))) {
+				free(xraw);
+				continue;	/* that run has no such tensor: left NaN */
+			}
+			struct wd_nonfinite nf;
+			struct wd_pair_stats ps;
+			row->numel = xn;
+			wd_w1(c->engine, bp, xp, &row->w1);
+			wd_prepared_nonfinite(xp, &nf);
+			row->nan = nf.nan;
+			row->posinf = nf.posinf;
+			row->neginf = nf.neginf;
+			if (xn == bn && wd_pair_stats_prepared(c->engine, bp, xp, &ps) == 0) {
+				row->max_abs_diff = ps.max_abs_diff;
+				row->rel_l2 = ps.rel_l2;
+			}
+			if (role[r] == ROLE_PROXY)
+				for (size_t k = 0; k < n_trained; k++)
+					if (!strcmp(s->pruns[k], runs[r]))
+						pw1[k] = row->w1;
+			wd_prepared_free(&xp);
+			free(xraw);
+		}
+		/* candidates' ratios, now that every proxy's W1 for this tensor is known */
+		for (size_t r = first_cand; r < n_runs; r++) {
+			struct drift_row *row = &grid[r * stride + t];
+			for (size_t k = 0; k < s->n_proxies; k++)
+				row->ratio[k] = pw1[k] > 0 ? row->w1 / pw1[k] : NAN;
+		}
+		wd_prepared_free(&bp);
+		free(braw);
+	}
+	/* compact (tensors the baseline could not read have no row), then aggregates */
+	size_t out = 0;
+	for (size_t r = 0; r < n_row_runs; r++) {
+		size_t first = out;
+		for (size_t t = 0; t < nt; t++) {
+			struct drift_row *row = &grid[r * stride + t];
+			if (!row->run)
+				continue;
+			b->rows[out++] = *row;
+		}
+		struct drift_row agg[3];
+		size_t na = aggregate(b->rows, first, out - first, s->n_proxies, agg);
+		for (size_t k = 0; k < na; k++) {
+			agg[k].run = strdup(agg[k].run);
+			b->rows[out++] = agg[k];
+		}
+	}
+	b->n_rows = out;
+	free(grid);
+	wd_ckpt_close(&base);
+	for (size_t r = 0; r < n_runs; r++)
+		wd_ckpt_close(&ck[r]);
+	return b;
+}
+
+/* Durable results: the WAL first (fsync'd), then the drift log. */
+static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
+{
+	char err[512];
+	char *payload = batch_encode(b);
+	int r = payload ? wal_append(c->wal, payload, strlen(payload)) : -ENOMEM;
+
+	if (r == 0)
+		r = wal_sync(c->wal);
+	free(payload);
+	if (r < 0)
+		log_err("compute: study '%s' step %lld: write-ahead log: %s", s->name,
+			(long long)b->step, strerror(-r));
+	struct store *st = study_store(c, s);
+	if (st && store_append(st, b->rows, b->n_rows, err, sizeof(err)) < 0)
+		log_err("compute: drift log of '%s': %s", s->name, err);
+}
+
+static void handle(struct compute *c, const char *run, int64_t step)
+{
+	add_durable(c, run, step);
+	for (size_t i = 0; i < c->n_studies; i++) {
+		struct cstudy *s = &c->studies[i];
+		int involved = !strcmp(s->baseline, run);
+		for (size_t k = 0; !involved && k < s->n_cands; k++)
+			involved = !strcmp(s->cands[k], run);
+		for (size_t k = 0; !involved && k < s->n_proxies; k++)
+			involved = s->pruns[k] && !strcmp(s->pruns[k], run);
+		if (!involved)
+			continue;
+		struct result_batch *b = compare_step(c, s, step);
+		if (!b)
+			continue;
+		record(c, s, b);
+		log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)step, b->n_rows);
+		pthread_mutex_lock(&c->lock);
+		if (c->done_tail)
+			c->done_tail->next = b;
+		else
+			c->done = b;
+		c->done_tail = b;
+		uint64_t one = 1;
+		if (write(c->efd, &one, sizeof(one)) < 0)
+			log_err("compute: eventfd: %s", strerror(errno));
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+static void *compute_main(void *arg)
+{
+	struct compute *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->todo && !c->stopping)
+			pthread_cond_wait(&c->wake, &c->lock);
+		if (!c->todo)
+			break;
+		struct job *j = c->todo;
+		c->todo = j->next;
+		if (!c->todo)
+			c->todo_tail = NULL;
+		pthread_mutex_unlock(&c->lock);
+		if (j->run && j->index_only) {
+			add_durable(c, j->run, j->step);
+			free(j->run);
+		} else if (j->run) {
+			handle(c, j->run, j->step);
+			free(j->run);
+		} else {	/* a new config: drift logs reopen with it */
+			studies_free(c->studies, c->n_studies);
+			c->studies = j->studies;
+			c->n_studies = j->n_studies;
+		}
+		free(j);
+		pthread_mutex_lock(&c->lock);
+		c->depth--;
+		if (c->stopping)
+			break;	/* the rest is recomputed from the WAL at the next start */
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+static void enqueue(struct compute *c, struct job *j)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->todo_tail)
+		c->todo_tail->next = j;
+	else
+		c->todo = j;
+	c->todo_tail = j;
+	c->depth++;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *engine,
+		  const struct wd_config *cfg, char **replayed, size_t n_replayed,
+		  struct compute **out)
+{
+	struct compute *c = calloc(1, sizeof(*c));
+	int r;
+
+	*out = NULL;
+	if (!c || !(c->dir = strdup(storage_dir)))
+		return free(c), -ENOMEM;
+	c->wal = wal;
+	c->engine = engine;
+	c->replayed = replayed;
+	c->n_replayed = n_replayed;
+	c->studies = studies_copy(cfg, &c->n_studies);
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	if (c->efd < 0 || (r = pthread_create(&c->thread, NULL, compute_main, c)) != 0) {
+		r = c->efd < 0 ? -errno : -r;
+		free(c->dir);
+		free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+void compute_set_config(struct compute *c, const struct wd_config *cfg)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->studies = studies_copy(cfg, &j->n_studies);
+	enqueue(c, j);
+}
+
+static void submit(struct compute *c, const char *run, int64_t step, int index_only)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j || !(j->run = strdup(run))) {
+		free(j);
+		log_err("compute: out of memory queueing run '%s' step %lld", run, (long long)step);
+		return;
+	}
+	j->step = step;
+	j->index_only = index_only;
+	enqueue(c, j);
+}
+
+void compute_submit(struct compute *c, const char *run, int64_t step)
+{
+	submit(c, run, step, 0);
+}
+
+void compute_known(struct compute *c, const char *run, int64_t step)
+{
+	submit(c, run, step, 1);
+}
+
+int compute_fd(const struct compute *c)
+{
+	return c->efd;
+}
+
+struct result_batch *compute_take(struct compute *c)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&c->lock);
+	struct result_batch *b = c->done;
+	if (b) {
+		c->done = b->next;
+		if (!c->done)
+			c->done_tail = NULL;
+		b->next = NULL;
+	} else if (read(c->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+		log_err("compute: eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&c->lock);
+	return b;
+}
+
+size_t compute_depth(struct compute *c)
+{
+	pthread_mutex_lock(&c->lock);
+	size_t d = c->depth;
+	pthread_mutex_unlock(&c->lock);
+	return d;
+}
+
+void compute_stop(struct compute **pc)
+{
+	struct compute *c = *pc;
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = 1;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->thread, NULL);
+	for (struct job *j = c->todo, *n; j; j = n) {
+		n = j->next;
+		free(j->run);
+		studies_free(j->studies, j->n_studies);
+		free(j);
+	}
+	for (struct result_batch *b = c->done, *n; b; b = n) {
+		n = b->next;
+		result_batch_free(&b);
+	}
+	studies_free(c->studies, c->n_studies);
+	for (size_t i = 0; i < c->n_dur; i++)
+		free(c->dur[i].run);
+	free(c->dur);
+	for (size_t i = 0; i < c->n_replayed; i++)
+		free(c->replayed[i]);
+	free(c->replayed);
+	close(c->efd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c->dir);
+	free(c);
+	*pc = NULL;
+}
