@@ -8,6 +8,7 @@
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
 #   make install   PREFIX=/usr/local DESTDIR=
+#   make install-system   the above, plus the systemd unit and /etc/wdrift/wdrift.yaml
 #
 # Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
 # Debian's numpy, scipy and h5py.
@@ -77,7 +78,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-gpu test demo bench bench-gpu install uninstall clean FORCE
+.PHONY: all deps check check-gpu test demo bench bench-gpu install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
 
 deps:
@@ -180,6 +181,24 @@ install: all
 	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
 	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
 	install -m 644 config/wdrift.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+
+# The system service: the unit, and /etc/wdrift/wdrift.yaml (kept if present)
+# with ipc:// endpoints under /run/wdrift and storage in /var/lib/wdrift.
+UNITDIR ?= /etc/systemd/system
+SYSCONFDIR ?= /etc
+$(BUILD)/wdriftd.service: systemd/wdriftd.service.in FORCE
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|/etc/wdrift/|$(SYSCONFDIR)/wdrift/|g' $< > $@
+
+# Values only, not the comments: those document the built-in default.
+$(BUILD)/wdrift.system.yaml: config/wdrift.yaml FORCE
+	sed -e '/^ *#/!s|ipc://\./run/|ipc:///run/wdrift/|' -e 's|^  dir: \./var$$|  dir: /var/lib/wdrift|' $< > $@
+
+install-system: install $(BUILD)/wdriftd.service $(BUILD)/wdrift.system.yaml
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/wdrift
+	install -m 644 $(BUILD)/wdriftd.service $(DESTDIR)$(UNITDIR)/wdriftd.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml ] || \
+		install -m 644 $(BUILD)/wdrift.system.yaml $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml
+	@echo "then: systemctl daemon-reload && systemctl enable --now wdriftd"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \

@@ -79,8 +79,8 @@ class Daemon:
             f.write(CONFIG.format(d=self.d, extra=extra, level=level))
         return path
 
-    def start(self, *args):
-        env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
+    def start(self, *args, env_extra=None):
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify_path, **(env_extra or {}))
         self.log = open(os.path.join(self.d, "daemon.log"), "ab")
         self.proc = subprocess.Popen([WDRIFTD, "-c", os.path.join(self.d, "wdrift.yaml"), *args],
                                      env=env, stdout=self.log, stderr=self.log)
