@@ -47,7 +47,7 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
 CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
-DAEMON_SRCS := daemon/main.c daemon/compute.c daemon/config.c daemon/control.c daemon/ingest.c \
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/compute.c daemon/config.c daemon/control.c daemon/ingest.c \
 	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/store.c daemon/wal.c
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "alerts.h"
 #include "compute.h"
 #include "control.h"
 #include "spool.h"
@@ -229,8 +230,11 @@ char *control_handle(struct control *c, const void *req, size_t len)
 			out = fail("reload refused, the old config stays: %s", err);
 	} else if (!strcmp(cmd, "drift"))
 		out = drift(c, o);
-	else if (!strcmp(cmd, "alerts"))
-		out = fail("'%s': alert rules are not evaluated by this build yet", cmd);
+	else if (!strcmp(cmd, "alerts")) {
+		out = c->alerts ? alerts_json(c->alerts) : NULL;
+		if (!out)
+			out = fail("cannot list the alerts%s", "");
+	}
 	else
 		out = fail("unknown command '%.64s' (status, runs, studies, drift, alerts, reload)", cmd);
 	json_decref(o);

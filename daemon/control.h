@@ -13,6 +13,7 @@
 
 struct spool;
 struct result_batch;
+struct alerts;
 
 struct control {
 	struct state *st;
@@ -23,6 +24,7 @@ struct control {
 	int (*reload)(void *ctx, char *err, size_t errlen);
 	void *reload_ctx;
 	size_t compute_depth;			/* updated by the loop */
+	struct alerts *alerts;
 	/* the latest results per (study, step), for "drift" */
 	struct result_batch **results;
 	size_t n_results, cap_results;

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <zmq.h>
 
+#include "alerts.h"
 #include "compute.h"
 #include "config.h"
 #include "control.h"
@@ -65,6 +66,7 @@ struct daemon {
 	struct wal *wal;
 	struct spool *spool;
 	struct compute *compute;
+	struct alerts *alerts;
 	struct wd_engine *engine;
 	/* from the WAL replay: result payloads, and which runs they cover */
 	char **replayed;
@@ -115,6 +117,8 @@ static int reload(void *ctx, char *err, size_t errlen)
 		d->ix.cfg = d->ctl.cfg = &d->cfg;
 		if (d->compute)
 			compute_set_config(d->compute, &d->cfg);
+		if (d->alerts)
+			alerts_set_config(d->alerts, &d->cfg);
 		log_level = d->cfg.log.level;
 		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
 			   d->cfg.n_alerts);
@@ -232,6 +236,15 @@ static void resume_compute(struct daemon *d)
 	d->n_covered = 0;
 }
 
+/* Alert transitions go out on the events socket. */
+static void publish_event(void *ctx, const char *topic, const char *json)
+{
+	struct daemon *d = ctx;
+	if (zmq_send(d->events_sock, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(d->events_sock, json, strlen(json), ZMQ_DONTWAIT) < 0)
+		log_debug("events: not sent: %s", zmq_strerror(errno));
+}
+
 static void on_durable(void *ctx, const char *run, int64_t step)
 {
 	struct daemon *d = ctx;
@@ -338,6 +351,10 @@ static int start(struct daemon *d, int force)
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
+	if (!(d->alerts = alerts_new(publish_event, d)))
+		return error("out of memory");
+	alerts_set_config(d->alerts, &d->cfg);
+	d->ctl.alerts = d->alerts;
 	d->zctx = zmq_ctx_new();
 	if (!d->zctx)
 		return error("zmq context: %s", zmq_strerror(errno));
@@ -478,6 +495,7 @@ static void handle_results(struct daemon *d)
 			log_debug("events: not sent: %s", zmq_strerror(errno));
 		free(body);
 		json_decref(ev);
+		alerts_on_results(d->alerts, b);
 		control_add_result(&d->ctl, b);
 	}
 }
@@ -498,7 +516,7 @@ static void handle_signal(struct daemon *d)
 static void run_loop(struct daemon *d)
 {
 	zmq_msg_t *msgs = calloc(MAX_FRAMES, sizeof(*msgs));
-	double next_ping = 0, next_status = 0, next_expire = now_mono() + 60;
+	double next_ping = 0, next_status = 0, next_tick = 0, next_expire = now_mono() + 60;
 
 	while (!d->stop && msgs) {
 		zmq_pollitem_t items[] = {
@@ -541,6 +559,11 @@ static void run_loop(struct daemon *d)
 				      d->st.n_pending, (unsigned long long)(d->st.reserved >> 20));
 			next_status = t + 5;
 		}
+		if (t >= next_tick) {
+			alerts_tick(d->alerts, &d->st);
+			next_tick = t + 1;
+		}
+		alerts_reap(d->alerts);
 		if (t >= next_expire) {
 			ingest_expire(&d->ix, PENDING_TIMEOUT);
 			next_expire = t + 60;
@@ -572,6 +595,7 @@ static void shutdown_daemon(struct daemon *d)
 		spool_stop(&d->spool);	/* joins: finished jobs stay unacked, which is safe */
 	}
 	compute_stop(&d->compute);	/* after the current comparison; the WAL has the rest */
+	alerts_free(&d->alerts);
 	control_release(&d->ctl);
 	for (size_t i = 0; i < d->n_replayed; i++)
 		free(d->replayed[i]);

@@ -1,0 +1,443 @@
+/*
+ * alerts.c: alert rules and their lifecycle (see alerts.h and the
+ * "Alerts" section of docs/config.md, whose semantics this follows).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "alerts.h"
+#include "compute.h"
+#include "logging.h"
+
+enum inst_state { INACTIVE = 0, PENDING, FIRING };
+
+/* One rule on one candidate (and one tensor, for scope: tensors). */
+struct instance {
+	char *run, *tensor;	/* tensor NULL unless scope: tensors */
+	int state;
+	int64_t above;		/* consecutive snapshots above the threshold */
+	int64_t step;
+	double value, since;	/* since: Unix time of the last transition */
+	struct instance *next;
+};
+
+struct rule {
+	struct wd_config_alert a;	/* strings below are our own copies */
+	char **cands;			/* stalled: the study's candidates */
+	size_t n_cands;
+	struct instance *inst;
+	double last_command;		/* Unix seconds */
+};
+
+struct child {
+	pid_t pid;
+	char *rule;
+	struct child *next;
+};
+
+struct alerts {
+	alert_sink sink;
+	void *ctx;
+	struct rule *rules;
+	size_t n_rules;
+	struct child *children;
+};
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void instances_free(struct instance *i)
+{
+	while (i) {
+		struct instance *n = i->next;
+		free(i->run);
+		free(i->tensor);
+		free(i);
+		i = n;
+	}
+}
+
+static void rules_free(struct alerts *a)
+{
+	for (size_t i = 0; i < a->n_rules; i++) {
+		struct rule *r = &a->rules[i];
+		free((char *)r->a.name);
+		free((char *)r->a.study);
+		free((char *)r->a.proxy);
+		free((char *)r->a.tensors);
+		free((char *)r->a.command);
+		for (size_t c = 0; c < r->n_cands; c++)
+			free(r->cands[c]);
+		free(r->cands);
+		instances_free(r->inst);
+	}
+	free(a->rules);
+	a->rules = NULL;
+	a->n_rules = 0;
+}
+
+struct alerts *alerts_new(alert_sink sink, void *ctx)
+{
+	struct alerts *a = calloc(1, sizeof(*a));
+	if (a) {
+		a->sink = sink;
+		a->ctx = ctx;
+	}
+	return a;
+}
+
+void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
+{
+	struct rule *old = a->rules;
+	size_t n_old = a->n_rules;
+	struct rule *v = calloc(cfg->n_alerts + 1, sizeof(*v));
+
+	if (!v)
+		return;
+	for (size_t i = 0; i < cfg->n_alerts; i++) {
+		const struct wd_config_alert *c = &cfg->alerts[i];
+		v[i].a = *c;
+		v[i].a.name = dup_or_null(c->name);
+		v[i].a.study = dup_or_null(c->study);
+		v[i].a.proxy = dup_or_null(c->proxy);
+		v[i].a.tensors = dup_or_null(c->tensors);
+		v[i].a.command = dup_or_null(c->command);
+		const struct wd_config_study *st = &cfg->studies[c->study_index];
+		v[i].cands = calloc(st->candidates.n + 1, sizeof(char *));
+		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++)
+			v[i].cands[v[i].n_cands++] = strdup(st->candidates.names[k]);
+		/* a rule that keeps its name and meaning keeps its instances */
+		for (size_t k = 0; k < n_old; k++)
+			if (old[k].inst && !strcmp(old[k].a.name, c->name) && old[k].a.metric == c->metric &&
+			    !strcmp(old[k].a.study, c->study)) {
+				v[i].inst = old[k].inst;
+				v[i].last_command = old[k].last_command;
+				old[k].inst = NULL;
+			}
+	}
+	a->n_rules = n_old;
+	a->rules = old;
+	rules_free(a);
+	a->rules = v;
+	a->n_rules = cfg->n_alerts;
+}
+
+static struct instance *instance_of(struct rule *r, const char *run, const char *tensor)
+{
+	struct instance *i;
+	for (i = r->inst; i; i = i->next)
+		if (!strcmp(i->run, run) && ((!i->tensor && !tensor) ||
+					     (i->tensor && tensor && !strcmp(i->tensor, tensor))))
+			return i;
+	if (!(i = calloc(1, sizeof(*i))) || !(i->run = strdup(run)) ||
+	    (tensor && !(i->tensor = strdup(tensor)))) {
+		if (i)
+			free(i->run);
+		free(i);
+		return NULL;
+	}
+	i->next = r->inst;
+	r->inst = i;
+	return i;
+}
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static json_t *alert_json(const struct rule *r, const struct instance *i, const char *state)
+{
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:f,s:I,s:f}",
+		"v", 1, "alert", r->a.name, "state", state,
+		"severity", wd_config_severity_name(r->a.severity), "study", r->a.study,
+		"run", i->run, "metric", wd_config_metric_name(r->a.metric),
+		"value", isfinite(i->value) ? json_real(i->value) : json_null(),
+		"threshold", r->a.threshold, "step", (json_int_t)i->step, "since", i->since);
+	if (i->tensor)
+		json_object_set_new(o, "tensor", json_string(i->tensor));
+	if (r->a.proxy)
+		json_object_set_new(o, "proxy", json_string(r->a.proxy));
+	return o;
+}
+
+/* Runs the rule's command with json on its stdin; never waits for it. */
+static void run_command(struct alerts *a, struct rule *r, const char *json)
+{
+	int fds[2];
+	double t = (double)time(NULL);
+
+	if (!r->a.command)
+		return;
+	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
+		log_info("alert '%s': command not run: ran %.0f s ago (command_min_interval %lld)",
+			 r->a.name, t - r->last_command, (long long)r->a.command_min_interval);
+		return;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		log_err("alert '%s': pipe: %s", r->a.name, strerror(errno));
+		return;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_err("alert '%s': fork: %s", r->a.name, strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	if (pid == 0) {	/* the child: its own session, the JSON on stdin */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);	/* the daemon blocks some */
+		setsid();
+		dup2(fds[0], 0);
+		execl("/bin/sh", "sh", "-c", r->a.command, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[0]);
+	/* The JSON is far below the pipe's buffer: this write does not block. */
+	fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	if (write(fds[1], json, strlen(json)) < 0 || write(fds[1], "\n", 1) < 0)
+		log_warning("alert '%s': writing to its command: %s", r->a.name, strerror(errno));
+	close(fds[1]);
+	r->last_command = t;
+	struct child *c = calloc(1, sizeof(*c));
+	if (c) {
+		c->pid = pid;
+		c->rule = strdup(r->a.name);
+		c->next = a->children;
+		a->children = c;
+	}
+}
+
+/* Moves an instance along its lifecycle after one evaluation. */
+static void evaluate(struct alerts *a, struct rule *r, struct instance *i, double value,
+		     int64_t step)
+{
+	int above = isfinite(value) && value > r->a.threshold;
+	const char *to = NULL;
+
+	i->value = value;
+	i->step = step;
+	if (above) {
+		i->above++;
+		if (i->state != FIRING && i->above >= (r->a.metric == WD_METRIC_STALLED ? 1 : r->a.for_count)) {
+			i->state = FIRING;
+			to = "firing";
+		} else if (i->state == INACTIVE) {
+			i->state = PENDING;
+		}
+	} else {
+		i->above = 0;
+		if (i->state == FIRING)
+			to = "resolved";
+		i->state = INACTIVE;
+	}
+	if (!to)
+		return;
+	i->since = wall_now();
+	json_t *o = alert_json(r, i, to);
+	char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!json)
+		return;
+	int prio = !strcmp(to, "resolved") ? LOG_NOTICE
+		   : r->a.severity == WD_SEVERITY_CRITICAL ? LOG_CRIT
+		   : r->a.severity == WD_SEVERITY_WARNING ? LOG_WARNING : LOG_NOTICE;
+	log_at(prio, "alert '%s' %s: study '%s' run '%s'%s%s%s step %lld: %s = %g (threshold %g)",
+	       r->a.name, to, r->a.study, i->run, i->tensor ? " tensor '" : "",
+	       i->tensor ? i->tensor : "", i->tensor ? "'" : "", (long long)step,
+	       wd_config_metric_name(r->a.metric), value, r->a.threshold);
+	char topic[256];
+	snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
+	a->sink(a->ctx, topic, json);
+	run_command(a, r, json);
+	free(json);
+}
+
+/* The metric of one tensor row. */
+static double metric_of(const struct rule *r, const struct result_batch *b, const struct drift_row *row)
+{
+	switch (r->a.metric) {
+	case WD_METRIC_W1: return row->w1;
+	case WD_METRIC_MAX_ABS_DIFF: return row->max_abs_diff;
+	case WD_METRIC_REL_L2: return row->rel_l2;
+	case WD_METRIC_NONFINITE: return (double)(row->nan + row->posinf + row->neginf);
+	case WD_METRIC_RATIO:
+		for (size_t k = 0; k < b->n_proxies; k++)
+			if (!strcmp(b->proxies[k], r->a.proxy))
+				return row->ratio[k];
+		return NAN;
+	}
+	return NAN;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+void alerts_on_results(struct alerts *a, const struct result_batch *b)
+{
+	double *vals = calloc(b->n_rows + 1, sizeof(double));
+
+	for (size_t k = 0; vals && k < a->n_rules; k++) {
+		struct rule *r = &a->rules[k];
+		if (r->a.metric == WD_METRIC_STALLED || strcmp(r->a.study, b->study))
+			continue;
+		/* each candidate in the batch, once */
+		for (size_t i = 0; i < b->n_rows; i++) {
+			const struct drift_row *first = &b->rows[i];
+			if (first->kind != ROW_TENSOR || first->role != ROLE_CANDIDATE)
+				continue;
+			int seen = 0;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = b->rows[j].kind == ROW_TENSOR && b->rows[j].role == ROLE_CANDIDATE &&
+				       !strcmp(b->rows[j].run, first->run);
+			if (seen)
+				continue;
+			double sum = 0, wsum = 0, mx = NAN;
+			size_t n = 0;
+			for (size_t j = i; j < b->n_rows; j++) {
+				const struct drift_row *row = &b->rows[j];
+				if (row->kind != ROW_TENSOR || strcmp(row->run, first->run))
+					continue;
+				double v = metric_of(r, b, row);
+				if (r->a.scope == WD_SCOPE_TENSORS) {
+					if (r->a.tensors && !fnmatch(r->a.tensors, row->tensor, 0)) {
+						struct instance *in = instance_of(r, row->run, row->tensor);
+						if (in)
+							evaluate(a, r, in, v, b->step);
+					}
+					continue;
+				}
+				if (isnan(v))
+					continue;
+				vals[n++] = v;
+				sum += v * (double)row->numel;
+				wsum += (double)row->numel;
+				mx = isnan(mx) || v > mx ? v : mx;
+			}
+			if (r->a.scope == WD_SCOPE_TENSORS)
+				continue;
+			double value = NAN;
+			if (n && r->a.scope == WD_SCOPE_MAX)
+				value = mx;
+			else if (n && r->a.scope == WD_SCOPE_MEAN)
+				value = wsum > 0 ? sum / wsum : NAN;
+			else if (n) {
+				qsort(vals, n, sizeof(double), cmp_double);
+				value = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
+			}
+			struct instance *in = instance_of(r, first->run, NULL);
+			if (in)
+				evaluate(a, r, in, value, b->step);
+		}
+	}
+	free(vals);
+}
+
+void alerts_tick(struct alerts *a, const struct state *st)
+{
+	double t = now_mono();
+
+	for (size_t k = 0; k < a->n_rules; k++) {
+		struct rule *r = &a->rules[k];
+		if (r->a.metric != WD_METRIC_STALLED)
+			continue;
+		/* each candidate of the study once it has been seen: a run never
+		 * seen has no clock to run out */
+		for (size_t c = 0; c < r->n_cands; c++) {
+			const struct run *run;
+			for (run = st->runs; run && strcmp(run->name, r->cands[c]); run = run->next)
+				;
+			if (!run || !run->last_seen)
+				continue;
+			struct instance *in = instance_of(r, run->name, NULL);
+			if (in)
+				evaluate(a, r, in, t - run->last_seen,
+					 run->n_durable ? run->durable[run->n_durable - 1] : -1);
+		}
+	}
+}
+
+void alerts_reap(struct alerts *a)
+{
+	for (struct child **p = &a->children; *p;) {
+		struct child *c = *p;
+		int status;
+		pid_t r = waitpid(c->pid, &status, WNOHANG);
+		if (r == 0) {
+			p = &c->next;
+			continue;
+		}
+		if (r > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+			log_warning("alert '%s': its command failed (%s %d)", c->rule,
+				    WIFEXITED(status) ? "exit" : "signal",
+				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		*p = c->next;
+		free(c->rule);
+		free(c);
+	}
+}
+
+char *alerts_json(const struct alerts *a)
+{
+	static const char *const names[] = { "inactive", "pending", "firing" };
+	json_t *list = json_array();
+
+	for (size_t k = 0; k < a->n_rules; k++) {
+		const struct rule *r = &a->rules[k];
+		json_t *inst = json_array();
+		for (const struct instance *i = r->inst; i; i = i->next) {
+			json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I}", "run", i->run,
+				"state", names[i->state], "value",
+				isfinite(i->value) ? json_real(i->value) : json_null(),
+				"step", (json_int_t)i->step, "above", (json_int_t)i->above);
+			if (i->tensor)
+				json_object_set_new(o, "tensor", json_string(i->tensor));
+			if (i->since > 0)
+				json_object_set_new(o, "since", json_real(i->since));
+			json_array_append_new(inst, o);
+		}
+		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:f,s:I,s:s,s:o}",
+			"name", r->a.name, "study", r->a.study, "metric", wd_config_metric_name(r->a.metric),
+			"threshold", r->a.threshold, "for", (json_int_t)r->a.for_count,
+			"severity", wd_config_severity_name(r->a.severity), "instances", inst));
+	}
+	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+void alerts_free(struct alerts **pa)
+{
+	struct alerts *a = *pa;
+	if (!a)
+		return;
+	rules_free(a);
+	for (struct child *c = a->children, *n; c; c = n) {
+		n = c->next;
+		free(c->rule);
+		free(c);
+	}
+	free(a);
+	*pa = NULL;
+}

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""t53_alerts.py: alert rules fire and resolve, as docs/config.md says.
+
+A candidate drifts more than its fp16 proxy for two steps (ratio > 1 with
+for: 2: pending, then firing), then matches the baseline (resolved); its
+command runs on firing and on resolving with the alert JSON on stdin. A
+per-tensor nonfinite rule fires on the tensor with a NaN only. A stalled
+rule fires when the candidate goes quiet and resolves when it is back.
+Events arrive on the PUB socket; the control socket lists the states.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+
+ALERTS = """\
+alerts:
+  - name: fa-vs-fp16
+    study: fa
+    metric: ratio
+    proxy: fp16
+    scope: max
+    threshold: 1.0
+    for: 2
+    severity: critical
+    command: "cat > {d}/cmd-$(date +%s%N).json"
+    command_min_interval: 0
+  - name: fa-nan
+    study: fa
+    metric: nonfinite
+    scope: tensors
+    tensors: "layers.*"
+    threshold: 0
+  - name: fa-quiet
+    study: fa
+    metric: stalled
+    threshold: 5
+"""
+
+
+def snap(pub, step, drift, nan=False, f16=False):
+    r = np.random.default_rng(step)
+    for name, n in (("layers.0.w", 4000), ("emb", 3000)):
+        v = (r.standard_normal(n) * 0.02).astype(np.float32)
+        v = v + (np.random.default_rng(step + 7).standard_normal(n) * drift).astype(np.float32)
+        if nan and name == "layers.0.w":
+            v[5] = np.nan
+        if f16:
+            pub.tensor(step, name, v.astype(np.float16), "f16")
+        else:
+            pub.tensor(step, name, v, "f32")
+    return pub.commit(step, 2)
+
+
+def events_until(sub, pred, timeout=15):
+    got, end = [], time.time() + timeout
+    while time.time() < end:
+        try:
+            topic, body = sub.recv_multipart()
+            got.append((topic.decode(), json.loads(body)))
+            if pred(got):
+                break
+        except zmq.Again:
+            pass
+    return got
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t53-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write(ALERTS.format(d=tmp))
+        check(dm.start() is not None, "ready with three alert rules")
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"alert.")
+        sub.setsockopt(zmq.RCVTIMEO, 200)
+        sub.connect(f"ipc://{tmp}/run/events.sock")
+        time.sleep(0.3)
+        base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
+
+        def step(s, fa_drift, nan=False):
+            snap(base, s, 0.0)
+            snap(low, s, 0.0, f16=True)          # the proxy: fp16 rounding only
+            return snap(fa, s, fa_drift, nan=nan)
+
+        step(10, 0.01)                            # ratio >> 1: pending (for: 2)
+        ev = events_until(sub, lambda g: False, timeout=2)
+        check(not any(e[0] == "alert.fa-vs-fp16" for e in ev), "one snapshot above: pending, no event")
+        st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
+        check(inst.get("fa-vs-fp16") and inst["fa-vs-fp16"][0]["state"] == "pending",
+              f"control lists it as pending ({inst.get('fa-vs-fp16')})")
+        step(20, 0.01, nan=True)                  # second snapshot above: firing
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-vs-fp16" for e in g) and
+                          any(e[0] == "alert.fa-nan" for e in g))
+        fire = [e[1] for e in ev if e[0] == "alert.fa-vs-fp16"]
+        check(fire and fire[0]["state"] == "firing" and fire[0]["step"] == 20 and fire[0]["value"] > 1
+              and fire[0]["severity"] == "critical", f"ratio alert fires at the second step ({fire})")
+        nan = [e[1] for e in ev if e[0] == "alert.fa-nan"]
+        check(len(nan) == 1 and nan[0]["tensor"] == "layers.0.w" and nan[0]["value"] == 1,
+              f"the nonfinite rule fires on the one tensor with a NaN ({nan})")
+        step(30, 0.0)                             # back to the baseline: resolved
+        ev = events_until(sub, lambda g: sum(e[0] in ("alert.fa-vs-fp16", "alert.fa-nan") for e in g) >= 2)
+        states = {(e[0], e[1]["state"]) for e in ev}
+        check(("alert.fa-vs-fp16", "resolved") in states and ("alert.fa-nan", "resolved") in states,
+              f"both resolve at step 30 ({sorted(states)})")
+        time.sleep(0.5)
+        cmds = sorted(glob.glob(os.path.join(tmp, "cmd-*.json")))
+        docs = [json.load(open(c)) for c in cmds]
+        check([d["state"] for d in docs] == ["firing", "resolved"] and docs[0]["alert"] == "fa-vs-fp16",
+              f"the command ran on firing and on resolving, with the JSON on stdin ({[d['state'] for d in docs]})")
+        check("alert 'fa-vs-fp16' firing" in dm.log_text(), "the transition is in the log")
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=12)
+        quiet = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
+        check(quiet and quiet[0]["state"] == "firing" and quiet[0]["value"] > 5,
+              f"the candidate went quiet: stalled fires ({quiet})")
+        snap(fa, 40, 0.0)
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=5)
+        quiet = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
+        check(quiet and quiet[0]["state"] == "resolved", f"and resolves when it is back ({quiet})")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        if t50_daemon.n_fail:
+            try:
+                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", tmp])
+    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
+    return 1 if t50_daemon.n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
