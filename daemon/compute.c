@@ -2,8 +2,9 @@
  * compute.c: the compute thread (see compute.h).
  *
  * When a snapshot of a study's run becomes durable at step S, the thread
- * recomputes the study at S from the spool: every candidate and proxy
- * present at S against the baseline's S, each baseline tensor prepared
+ * recomputes the study at the baseline's step B nearest to S (B = S unless
+ * alignment.tolerance allows otherwise): every candidate and proxy with a
+ * snapshot at B (or nearest to it, within the tolerance) against it, each baseline tensor prepared
  * once and reused for every run. A later arrival at S (a proxy, so that
  * candidates get their ratios) recomputes S again; the drift log keeps
  * every row, and the latest row for (step, tensor, run) is the current one.
@@ -40,6 +41,7 @@ struct cstudy {
 struct job {
 	char *run;		/* NULL: a config job */
 	int64_t step;
+	int64_t tolerance;	/* config jobs */
 	int index_only;		/* start-up: durable, its results already logged */
 	struct cstudy *studies;
 	size_t n_studies;
@@ -65,6 +67,7 @@ struct compute {
 	/* the thread's own */
 	struct cstudy *studies;
 	size_t n_studies;
+	int64_t tolerance;	/* alignment.tolerance, in steps */
 	struct durable *dur;
 	size_t n_dur, cap_dur;
 	char **replayed;
@@ -305,6 +308,25 @@ static int is_durable(const struct compute *c, const char *run, int64_t step)
 	return 0;
 }
 
+/*
+ * The run's durable step nearest to step within the tolerance, the exact
+ * step first, then the lower of two equally near; -1 when there is none.
+ */
+static int64_t nearest_step(const struct compute *c, const char *run, int64_t step)
+{
+	int64_t best = -1, dist = c->tolerance + 1;
+	for (size_t i = 0; i < c->n_dur; i++) {
+		if (strcmp(c->dur[i].run, run))
+			continue;
+		int64_t s = c->dur[i].step, d = s > step ? s - step : step - s;
+		if (d < dist || (d == dist && s < best)) {
+			best = s;
+			dist = d;
+		}
+	}
+	return best;
+}
+
 static void add_durable(struct compute *c, const char *run, int64_t step)
 {
 	if (is_durable(c, run, step))
@@ -429,17 +451,19 @@ static struct result_batch *compare_step(struct compute *c, struct cstudy *s, in
 	size_t n_runs = 0, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
 	struct timespec now;
 
+	int64_t at[1 + STORE_MAX_PROXIES + 256];	/* each run's aligned step */
+
 	if (!is_durable(c, s->baseline, step))
 		return NULL;
 	/* proxies first (their W1 gives the candidates' ratios), then candidates */
 	for (size_t k = 0; k < n_trained; k++)
-		if (is_durable(c, s->pruns[k], step)) {
+		if ((at[n_runs] = nearest_step(c, s->pruns[k], step)) >= 0) {
 			runs[n_runs] = s->pruns[k];
 			role[n_runs++] = ROLE_PROXY;
 		}
 	size_t first_cand = n_runs;
 	for (size_t k = 0; k < s->n_cands && n_runs < 256; k++)
-		if (is_durable(c, s->cands[k], step)) {
+		if ((at[n_runs] = nearest_step(c, s->cands[k], step)) >= 0) {
 			runs[n_runs] = s->cands[k];
 			role[n_runs++] = ROLE_CANDIDATE;
 		}
@@ -448,7 +472,7 @@ static struct result_batch *compare_step(struct compute *c, struct cstudy *s, in
 	if (!(base = open_spool(c, s->baseline, step)))
 		return NULL;
 	for (size_t r = 0; r < n_runs; r++)
-		ck[r] = open_spool(c, runs[r], step);
+		ck[r] = open_spool(c, runs[r], at[r]);
 	struct result_batch *b = calloc(1, sizeof(*b));
 	size_t nt = wd_ckpt_count(base), cap = (nt + 3) * (n_runs + 1) + 1;
 	/* grid[run * nt + tensor]; compacted into b->rows at the end */
@@ -591,7 +615,11 @@ static void handle(struct compute *c, const char *run, int64_t step)
 			involved = s->pruns[k] && !strcmp(s->pruns[k], run);
 		if (!involved)
 			continue;
-		struct result_batch *b = compare_step(c, s, step);
+		/* rows are keyed by the baseline's step: align the others to it */
+		int64_t bstep = !strcmp(s->baseline, run) ? step : nearest_step(c, s->baseline, step);
+		if (bstep < 0)
+			continue;	/* no baseline there yet: its arrival triggers this */
+		struct result_batch *b = compare_step(c, s, bstep);
 		if (!b)
 			continue;
 		record(c, s, b);
@@ -634,6 +662,7 @@ static void *compute_main(void *arg)
 			studies_free(c->studies, c->n_studies);
 			c->studies = j->studies;
 			c->n_studies = j->n_studies;
+			c->tolerance = j->tolerance;
 		}
 		free(j);
 		pthread_mutex_lock(&c->lock);
@@ -673,6 +702,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	c->replayed = replayed;
 	c->n_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);
+	c->tolerance = cfg->alignment.tolerance;
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
@@ -692,6 +722,7 @@ void compute_set_config(struct compute *c, const struct wd_config *cfg)
 	if (!j)
 		return;
 	j->studies = studies_copy(cfg, &j->n_studies);
+	j->tolerance = cfg->alignment.tolerance;
 	enqueue(c, j);
 }
 

@@ -180,22 +180,41 @@ out:
 	return 0;	/* a record we do not know is a later version's: skip it */
 }
 
-static int is_covered(const struct daemon *d, const char *study, const char *run, int64_t step)
+/* Has run a logged result in study at a baseline step within tol of step? */
+static int is_covered(const struct daemon *d, const char *study, const char *run, int64_t step,
+		      int64_t tol)
 {
-	for (size_t i = 0; i < d->n_covered; i++)
-		if (d->covered[i].step == step && !strcmp(d->covered[i].run, run) &&
-		    !strcmp(d->covered[i].study, study))
+	for (size_t i = 0; i < d->n_covered; i++) {
+		int64_t dist = d->covered[i].step > step ? d->covered[i].step - step
+							   : step - d->covered[i].step;
+		if (dist <= tol && !strcmp(d->covered[i].run, run) && !strcmp(d->covered[i].study, study))
 			return 1;
+	}
 	return 0;
+}
+
+/* Resubmits each of run's durable steps that no logged result covers. */
+static size_t resume_run(struct daemon *d, const char *study, const char *run_name, int64_t tol)
+{
+	struct run *x = state_run(&d->st, run_name, 0);
+	size_t n = 0;
+	for (size_t k = 0; x && k < x->n_durable; k++)
+		if (!is_covered(d, study, x->name, x->durable[k], tol)) {
+			compute_submit(d->compute, x->name, x->durable[k]);
+			n++;
+		}
+	return n;
 }
 
 /*
  * After a restart: the compute thread learns every durable snapshot, and a
- * study step whose logged results miss a durable run is computed again
- * (its snapshot was acked, then the daemon died before the results).
+ * snapshot of a candidate or proxy with no logged result in its study (it
+ * was acked, then the daemon died before its results) is computed again;
+ * so is a baseline step that lacks its synthetic proxy's row.
  */
 static void resume_compute(struct daemon *d)
 {
+	int64_t tol = d->cfg.alignment.tolerance;
 	size_t redo = 0;
 
 	for (struct run *r = d->st.runs; r; r = r->next)
@@ -203,30 +222,21 @@ static void resume_compute(struct daemon *d)
 			compute_known(d->compute, r->name, r->durable[i]);
 	for (size_t i = 0; i < d->cfg.n_studies; i++) {
 		const struct wd_config_study *st = &d->cfg.studies[i];
-		struct run *base = state_run(&d->st, st->baseline, 0);
-		for (size_t k = 0; base && k < base->n_durable; k++) {
-			int64_t step = base->durable[k];
-			int missing = st->synthetic_proxy != WD_SYNTHETIC_NONE &&
-				      !is_covered(d, st->name, st->synthetic_proxy == WD_SYNTHETIC_BF16
-							 ? "round:bf16" : "round:fp16", step);
-			for (size_t c = 0; !missing && c < st->candidates.n; c++) {
-				struct run *x = state_run(&d->st, st->candidates.names[c], 0);
-				missing = x && run_is_durable(x, step) &&
-					  !is_covered(d, st->name, x->name, step);
-			}
-			for (size_t c = 0; !missing && c < st->proxies.n; c++) {
-				struct run *x = state_run(&d->st, st->proxies.v[c].run, 0);
-				missing = x && run_is_durable(x, step) &&
-					  !is_covered(d, st->name, x->name, step);
-			}
-			if (missing) {
-				compute_submit(d->compute, st->baseline, step);
+		for (size_t c = 0; c < st->candidates.n; c++)
+			redo += resume_run(d, st->name, st->candidates.names[c], tol);
+		for (size_t c = 0; c < st->proxies.n; c++)
+			redo += resume_run(d, st->name, st->proxies.v[c].run, tol);
+		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
+				   state_run(&d->st, st->baseline, 0) : NULL;
+		const char *label = st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16";
+		for (size_t k = 0; base && k < base->n_durable; k++)
+			if (!is_covered(d, st->name, label, base->durable[k], 0)) {
+				compute_submit(d->compute, base->name, base->durable[k]);
 				redo++;
 			}
-		}
 	}
 	if (redo)
-		log_notice("compute: %zu study steps without logged results: computing them again", redo);
+		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
 	for (size_t i = 0; i < d->n_covered; i++) {
 		free(d->covered[i].study);
 		free(d->covered[i].run);
