@@ -41,7 +41,8 @@ struct cstudy {
 struct job {
 	char *run;		/* NULL: a config job */
 	int64_t step;
-	int64_t tolerance;	/* config jobs */
+	int64_t tolerance, keep_every;	/* config jobs */
+	uint64_t disk_budget;
 	int index_only;		/* start-up: durable, its results already logged */
 	struct cstudy *studies;
 	size_t n_studies;
@@ -51,6 +52,7 @@ struct job {
 struct durable {
 	char *run;
 	int64_t step;
+	uint64_t bytes;		/* of its spool file, for the disk budget */
 };
 
 struct compute {
@@ -68,6 +70,9 @@ struct compute {
 	struct cstudy *studies;
 	size_t n_studies;
 	int64_t tolerance;	/* alignment.tolerance, in steps */
+	int64_t keep_every;	/* spool.retention.every */
+	uint64_t disk_budget;	/* spool.retention.disk_budget */
+	uint64_t spool_bytes;	/* sum of the durable snapshots' files */
 	struct durable *dur;
 	size_t n_dur, cap_dur;
 	char **replayed;
@@ -327,8 +332,17 @@ static int64_t nearest_step(const struct compute *c, const char *run, int64_t st
 	return best;
 }
 
+static void spool_path(const struct compute *c, const char *run, int64_t step, char *buf,
+		       size_t size)
+{
+	snprintf(buf, size, "%s/spool/%s/%lld.h5", c->dir, run, (long long)step);
+}
+
 static void add_durable(struct compute *c, const char *run, int64_t step)
 {
+	char path[4200];
+	struct stat st;
+
 	if (is_durable(c, run, step))
 		return;
 	if (c->n_dur == c->cap_dur) {
@@ -339,8 +353,79 @@ static void add_durable(struct compute *c, const char *run, int64_t step)
 		c->dur = d;
 		c->cap_dur = cap;
 	}
+	spool_path(c, run, step, path, sizeof(path));
 	c->dur[c->n_dur].run = strdup(run);
-	c->dur[c->n_dur++].step = step;
+	c->dur[c->n_dur].step = step;
+	c->dur[c->n_dur].bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	c->spool_bytes += c->dur[c->n_dur++].bytes;
+}
+
+/* Removes snapshot i from the spool: the file, the index; logged and WAL'd. */
+static void drop(struct compute *c, size_t i, const char *why)
+{
+	char path[4200];
+	struct durable d = c->dur[i];
+
+	spool_path(c, d.run, d.step, path, sizeof(path));
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warning("retention: cannot remove '%s': %s", path, strerror(errno));
+	log_notice("retention: dropped run '%s' step %lld (%llu bytes): %s", d.run, (long long)d.step,
+		   (unsigned long long)d.bytes, why);
+	json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "t", "drop", "run", d.run, "step",
+			      (json_int_t)d.step, "why", why);
+	char *payload = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (payload && (wal_append(c->wal, payload, strlen(payload)) < 0 || wal_sync(c->wal) < 0))
+		log_err("retention: write-ahead log: cannot record the drop of '%s'", path);
+	free(payload);
+	c->spool_bytes -= d.bytes < c->spool_bytes ? d.bytes : c->spool_bytes;
+	free(d.run);
+	c->dur[i] = c->dur[--c->n_dur];
+}
+
+/* Is run a candidate of some study? Candidates are never thinned by 'every'. */
+static int is_candidate(const struct compute *c, const char *run)
+{
+	for (size_t i = 0; i < c->n_studies; i++)
+		for (size_t k = 0; k < c->studies[i].n_cands; k++)
+			if (!strcmp(c->studies[i].cands[k], run))
+				return 1;
+	return 0;
+}
+
+/*
+ * spool.retention, after run's snapshot at step was compared: baseline and
+ * proxy snapshots are kept at every K-th step only, and the spool within
+ * its disk budget by dropping the oldest steps (never a run's latest).
+ */
+static void retain(struct compute *c, const char *run, int64_t step)
+{
+	char why[128];
+
+	if (c->keep_every > 1 && step % c->keep_every != 0 && !is_candidate(c, run))
+		for (size_t i = 0; i < c->n_dur; i++)
+			if (c->dur[i].step == step && !strcmp(c->dur[i].run, run)) {
+				snprintf(why, sizeof(why), "step is not a multiple of spool.retention.every (%lld)",
+					 (long long)c->keep_every);
+				drop(c, i, why);
+				break;
+			}
+	while (c->disk_budget && c->spool_bytes > c->disk_budget) {
+		size_t oldest = c->n_dur;
+		for (size_t i = 0; i < c->n_dur; i++) {
+			int latest = 1;	/* a run's newest snapshot stays */
+			for (size_t k = 0; k < c->n_dur && latest; k++)
+				latest = !(k != i && c->dur[k].step > c->dur[i].step &&
+					   !strcmp(c->dur[k].run, c->dur[i].run));
+			if (!latest && (oldest == c->n_dur || c->dur[i].step < c->dur[oldest].step))
+				oldest = i;
+		}
+		if (oldest == c->n_dur)
+			break;	/* only latest snapshots left: nothing more to give */
+		snprintf(why, sizeof(why), "spool over spool.retention.disk_budget (%llu bytes)",
+			 (unsigned long long)c->disk_budget);
+		drop(c, oldest, why);
+	}
 }
 
 static struct wd_ckpt *open_spool(struct compute *c, const char *run, int64_t step)
@@ -348,7 +433,7 @@ static struct wd_ckpt *open_spool(struct compute *c, const char *run, int64_t st
 	char path[4200], err[WD_CKPT_ERR_MAX];
 	struct wd_ckpt *ck;
 
-	snprintf(path, sizeof(path), "%s/spool/%s/%lld.h5", c->dir, run, (long long)step);
+	spool_path(c, run, step, path, sizeof(path));
 	if (wd_ckpt_open(path, &ck, err) < 0) {
 		log_err("compute: %s", err);
 		return NULL;
@@ -657,12 +742,15 @@ static void *compute_main(void *arg)
 			free(j->run);
 		} else if (j->run) {
 			handle(c, j->run, j->step);
+			retain(c, j->run, j->step);
 			free(j->run);
 		} else {	/* a new config: drift logs reopen with it */
 			studies_free(c->studies, c->n_studies);
 			c->studies = j->studies;
 			c->n_studies = j->n_studies;
 			c->tolerance = j->tolerance;
+			c->keep_every = j->keep_every;
+			c->disk_budget = j->disk_budget;
 		}
 		free(j);
 		pthread_mutex_lock(&c->lock);
@@ -703,6 +791,8 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	c->n_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);
 	c->tolerance = cfg->alignment.tolerance;
+	c->keep_every = cfg->spool.retention.every;
+	c->disk_budget = cfg->spool.retention.disk_budget;
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
@@ -723,6 +813,8 @@ void compute_set_config(struct compute *c, const struct wd_config *cfg)
 		return;
 	j->studies = studies_copy(cfg, &j->n_studies);
 	j->tolerance = cfg->alignment.tolerance;
+	j->keep_every = cfg->spool.retention.every;
+	j->disk_budget = cfg->spool.retention.disk_budget;
 	enqueue(c, j);
 }
 

@@ -73,6 +73,8 @@ struct daemon {
 	size_t n_replayed, cap_replayed;
 	struct covered { char *study, *run; int64_t step; } *covered;
 	size_t n_covered, cap_covered;
+	struct covered *dropped;	/* retention drops: study unused */
+	size_t n_dropped, cap_dropped;
 	struct ingest ix;
 	struct control ctl;
 	void *zctx, *ingest_sock, *control_sock, *events_sock;
@@ -166,6 +168,20 @@ static int replay_record(void *ctx, const char *payload, size_t len)
 			d->covered[d->n_covered++] = (struct covered){ strdup(study), strdup(run), step };
 		}
 	}
+	if (t && !strcmp(t, "drop")) {
+		const char *run = json_string_value(json_object_get(o, "run"));
+		if (run && d->n_dropped == d->cap_dropped) {
+			size_t cap = d->cap_dropped ? 2 * d->cap_dropped : 64;
+			struct covered *v = realloc(d->dropped, cap * sizeof(*v));
+			if (!v)
+				goto out;
+			d->dropped = v;
+			d->cap_dropped = cap;
+		}
+		if (run)
+			d->dropped[d->n_dropped++] = (struct covered){ NULL, strdup(run),
+				json_integer_value(json_object_get(o, "step")) };
+	}
 	if (t && !strcmp(t, "snapshot")) {
 		const char *run = json_string_value(json_object_get(o, "run"));
 		json_t *step = json_object_get(o, "step");
@@ -218,8 +234,18 @@ static void resume_compute(struct daemon *d)
 	size_t redo = 0;
 
 	for (struct run *r = d->st.runs; r; r = r->next)
-		for (size_t i = 0; i < r->n_durable; i++)
-			compute_known(d->compute, r->name, r->durable[i]);
+		for (size_t i = 0; i < r->n_durable; i++) {
+			int gone = 0;	/* retention removed its file */
+			for (size_t k = 0; k < d->n_dropped && !gone; k++)
+				gone = d->dropped[k].step == r->durable[i] && !strcmp(d->dropped[k].run, r->name);
+			if (!gone)
+				compute_known(d->compute, r->name, r->durable[i]);
+		}
+	for (size_t k = 0; k < d->n_dropped; k++)
+		free(d->dropped[k].run);
+	free(d->dropped);
+	d->dropped = NULL;
+	d->n_dropped = 0;
 	for (size_t i = 0; i < d->cfg.n_studies; i++) {
 		const struct wd_config_study *st = &d->cfg.studies[i];
 		for (size_t c = 0; c < st->candidates.n; c++)

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""t56_retention.py: spool.retention bounds the spool and says so.
+
+every: 10 keeps baseline and proxy snapshots at steps that are multiples of
+10 only (candidates are never thinned); disk_budget drops the oldest
+snapshots (never a run's latest) until the spool fits. Each drop is logged
+and written to the WAL: after a restart nothing looks for a dropped file,
+and re-sending a dropped step is still acked as a duplicate.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import Daemon, Publisher, check  # noqa: E402
+
+
+def snap(pub, step, n=2000):
+    v = np.random.default_rng(step).standard_normal(n).astype(np.float32)
+    for i in range(0, n, 1 << 22):     # shards of at most 16 MiB
+        pub.tensor(step, "w", v[i:i + (1 << 22)], "f32", offset=i, total=n)
+    return pub.commit(step, 1)
+
+
+def spool_bytes(d):
+    total = 0
+    for root, _, files in os.walk(os.path.join(d, "var", "spool")):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
+def wait_for(pred, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t56-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    spool = os.path.join(tmp, "var", "spool")
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write("spool:\n  retention:\n    every: 10\n    disk_budget: 64M\n")
+        check(dm.start() is not None, "ready with every: 10, disk_budget: 64M")
+        base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
+        for s in (5, 10, 15, 20):
+            check(snap(base, s)["type"] == "ack", f"baseline step {s} acked")
+        snap(fa, 5)
+        kept = lambda: sorted(os.listdir(os.path.join(spool, "base")))  # noqa: E731
+        check(wait_for(lambda: kept() == ["10.h5", "20.h5"]),
+              f"baseline steps 5 and 15 dropped, 10 and 20 kept ({kept()})")
+        check(os.path.exists(os.path.join(spool, "fa", "5.h5")), "a candidate's step 5 is not thinned")
+        check("dropped run 'base' step 5" in dm.log_text() and "spool.retention.every" in dm.log_text(),
+              "each drop is logged with its reason")
+        # disk budget: 8 snapshots of 12 MB against 64 MiB
+        big = 3_000_000
+        for s in range(30, 110, 10):
+            snap(base, s, big)
+        check(wait_for(lambda: spool_bytes(tmp) <= 64 << 20),
+              f"the spool fits its disk budget: {spool_bytes(tmp) >> 20} MiB <= 64")
+        check(os.path.exists(os.path.join(spool, "base", "100.h5")), "the run's latest step is kept")
+        check("disk_budget" in dm.log_text(), "budget drops are logged")
+        # restart: drops are remembered
+        check(dm.stop() == 0, "SIGTERM")
+        check(dm.start() is not None, "restart")
+        b2 = Publisher(ctx, tmp, "base")
+        w = b2.hello()
+        check(w and 5 in w["durable_steps"] and 30 in w["durable_steps"],
+              "dropped steps are still durable for the publisher (not re-sent)")
+        a = snap(b2, 5)
+        check(a and a["type"] == "ack" and a["duplicate"], "re-sending a dropped step: acked as duplicate")
+        check("cannot open" not in dm.log_text().split("ready:")[-1],
+              "after the restart nothing looks for a dropped file")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        if t50_daemon.n_fail:
+            try:
+                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-6000:])
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", tmp])
+    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
+    return 1 if t50_daemon.n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
