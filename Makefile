@@ -5,6 +5,7 @@
 #   make check     build and run every test that needs no GPU
 #   make demo      build and compare generated checkpoints
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
+#   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
 #   make install   PREFIX=/usr/local DESTDIR=
@@ -78,8 +79,9 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-gpu test demo bench bench-gpu install install-system uninstall clean FORCE
-all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench $(UNIT_BINS) $(GPU_BINS)
+.PHONY: all deps check check-gpu test demo bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
+	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
@@ -130,6 +132,9 @@ $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/wdriftd: $(DAEMON_OBJS) $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
+$(BUILD)/wdrift-bench-ingest: $(BUILD)/bench/bench_ingest.o $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
+
 $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
@@ -168,6 +173,10 @@ test: all
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh scripts/demo.sh
+
+bench-ingest: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ingest.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all
