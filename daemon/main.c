@@ -37,6 +37,7 @@
 #define BATCH 64		/* messages per socket per poll round: fairness */
 #define PENDING_TIMEOUT 600.0	/* seconds an uncommitted snapshot may idle */
 #define DRAIN_SECONDS 10.0
+#define INGEST_RCVHWM 8		/* frames ZeroMQ may queue per peer */
 
 static const char usage_text[] =
 "usage: wdriftd [-c FILE] [--check-config] [--print-config] [--force]\n"
@@ -317,6 +318,16 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		return log_err("%s socket: %s", what, zmq_strerror(errno)), NULL;
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	maxmsg_ok = type == ZMQ_PUB || !zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+	if (type == ZMQ_ROUTER) {
+		/*
+		 * ZeroMQ queues up to RCVHWM frames per peer before it stops
+		 * reading that peer's socket (and TCP pushes back on it). The
+		 * default, 1000 frames of up to 64 MiB, would hold gigabytes
+		 * outside our budget; 8 bounds it at 512 MiB per peer.
+		 */
+		int hwm = INGEST_RCVHWM;
+		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	}
 	if (!strncmp(endpoint, "ipc://", 6) && mkdir_parents(endpoint + 6) < 0)
 		log_warning("%s: cannot create the directory of '%s': %s", what, endpoint + 6,
 			    strerror(errno));
