@@ -323,6 +323,22 @@ def main():
         a = pub2.commit(400, 3)
         check(a and a["type"] == "ack" and not a["duplicate"], "the unacked snapshot is simply re-sent")
 
+        # Under systemd's journal (JOURNAL_STREAM names stderr): <N> priority prefixes.
+        dm.stop()
+        logp = os.path.join(tmp, "daemon.log")
+        st = os.stat(logp)
+        check(dm.start(env_extra={"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}) is not None,
+              "restart with JOURNAL_STREAM naming its stderr")
+        for _ in range(40):   # READY=1 goes out just before the "ready:" line
+            tail = dm.log_text()
+            if "<5>ready: wdriftd" in tail:
+                break
+            time.sleep(0.05)
+        ok = "<5>ready: wdriftd" in tail and "wdriftd: notice:" not in tail.split("<5>ready")[-1]
+        check(ok, "log lines carry <5> (notice) prefixes for the journal")
+        if not ok:
+            print("# " + tail[-800:].replace("\n", "\n# "))
+
         # SIGTERM: STOPPING=1, exit 0 well within 10 s.
         t0 = time.time()
         dm.proc.send_signal(signal.SIGTERM)

@@ -64,6 +64,9 @@ def wait_drift(ctx, d, step, timeout=20):
 
 
 def close(a, b, rel=1e-12):
+    """Equal to rel; NaN (the HDF5 log) stands for null (JSON)."""
+    a = None if isinstance(a, float) and a != a else a
+    b = None if isinstance(b, float) and b != b else b
     if a is None or b is None:
         return a is None and b is None
     return abs(a - b) <= rel * abs(b) + 1e-300
@@ -84,6 +87,7 @@ def main():
         time.sleep(0.3)   # let the subscription reach the PUB socket
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
         steps = (10, 20)
+        refs = {}
         # The baseline runs to the end first; the proxy and the candidate come later.
         for s in steps:
             a = publish(base, s, tensors(rng, s, 0.0))
@@ -112,6 +116,7 @@ def main():
                         and close(l["proxies"][label]["ratio"], x["proxies"][label]["ratio"])
                 same = same and l["numel"] == x["numel"]
             check(same, f"step {s}: the daemon's drift equals wdrift compare (3 tensors, 2 proxies)")
+            refs[s] = ref
         # The drift log, read while the daemon runs.
         path = os.path.join(tmp, "var", "drift", "fa.h5")
         try:
@@ -127,6 +132,33 @@ def main():
             ok = False
             print(f"# {e}")
         check(ok, "h5py reads the drift log in SWMR mode while the daemon runs")
+        # The drift log's own rows (the latest per step, tensor, run) equal wdrift compare.
+        try:
+            with h5py.File(path, "r", swmr=True) as f:
+                rows = f["rows"][:]
+                names = f["tensors"][:].astype(str)
+                runs = f["runs"][:].astype(str)
+                proxies = list(f["proxies"][:].astype(str))
+            latest = {}
+            for r in rows:
+                if r["kind"] == 0 and runs[r["run"]] == "fa":
+                    latest[(int(r["step"]), names[r["tensor"]])] = r
+            same = len(refs) == 2
+            for s, ref in refs.items():
+                for name, x in ref.items():
+                    r = latest.get((s, name))
+                    ok = r is not None and close(float(r["w1"]), x["w1"]) \
+                        and close(float(r["max_abs_diff"]), x["max_abs_diff"]) \
+                        and close(float(r["rel_l2"]), x["rel_l2"]) and int(r["numel"]) == x["numel"]
+                    for k, label in enumerate(proxies):
+                        ok = ok and close(float(r["ratio"][k]), x["proxies"][label]["ratio"])
+                    if not ok and same:
+                        print(f"# first mismatch: step {s} {name}: log {r} vs compare {x}")
+                    same = same and ok
+        except (OSError, KeyError) as e:
+            same = False
+            print(f"# {e}")
+        check(same, "the drift log's rows equal wdrift compare (w1, max|d|, rel L2, numel, ratios)")
         events = []
         for _ in range(40):
             try:
