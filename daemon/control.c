@@ -37,12 +37,14 @@ static json_t *status(struct control *c)
 				    json_integer((json_int_t)s->count.errors[k]));
 	for (struct snapshot *p = s->pending; p; p = p->next)
 		pending_bytes += p->bytes;
-	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
+	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
 			 "s:{s:I,s:I},s:I}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
 		"runs", (json_int_t)s->n_runs,
-		"snapshots", "pending", (json_int_t)s->n_pending,
+		"snapshots", "received", (json_int_t)s->count.commits,
+			     "dropped", (json_int_t)s->count.dropped,
+			     "pending", (json_int_t)s->n_pending,
 			     "durable", (json_int_t)s->count.snapshots_durable,
 			     "duplicates", (json_int_t)s->count.duplicates,
 			     "tensors", (json_int_t)s->count.tensors,

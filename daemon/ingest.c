@@ -224,6 +224,7 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	struct run *r = state_run(s, h->run, 0);
 	char why[512];
 
+	s->count.commits++;
 	if (r && run_is_durable(r, h->step)) {
 		struct wire_header a = { .type = WIRE_ACK, .step = h->step, .tensors = h->tensors,
 					 .duplicate = 1 };
@@ -352,6 +353,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);
 		unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
+		s->count.dropped++;
 		n++;
 	}
 	return n;

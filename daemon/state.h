@@ -52,6 +52,8 @@ struct run {
 
 struct counters {
 	uint64_t messages, tensors, snapshots_durable, duplicates, bytes_received;
+	uint64_t commits;		/* snapshots received (commit messages) */
+	uint64_t dropped;		/* uncommitted snapshots given up (idle) */
 	uint64_t errors[WIRE_CODE_COUNT];
 	uint64_t control_requests, spool_failures;
 };

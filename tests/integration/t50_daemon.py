@@ -280,6 +280,10 @@ def main():
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["errors"]["bad_field"] >= 1 and st["errors"]["bad_checksum"] == 1,
               "errors are counted by code in status, and the daemon still answers")
+        sn = st["snapshots"] if st else {}
+        check(sn.get("received") == 3 and sn.get("durable") == 1 and sn.get("duplicates", 0) >= 1
+              and sn.get("pending") == 2 and sn.get("dropped") == 0 and st["queues"]["spool"] == 0,
+              f"status counts snapshots received, durable, pending, dropped; queue depths ({sn})")
         bad_req = control(ctx, tmp, {"v": 1, "cmd": "nope"})
         check(bad_req and not bad_req["ok"] and "unknown command 'nope'" in bad_req["error"],
               "an unknown control command gets a clear error")
