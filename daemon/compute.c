@@ -62,7 +62,7 @@ struct compute {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	struct job *todo, *todo_tail;
+	struct job *jobs, *jobs_tail;
 	struct result_batch *done, *done_tail;
 	size_t depth;
 	int stopping, efd;
@@ -728,14 +728,14 @@ static void *compute_main(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while (!c->todo && !c->stopping)
+		while (!c->jobs && !c->stopping)
 			pthread_cond_wait(&c->wake, &c->lock);
-		if (!c->todo)
+		if (!c->jobs)
 			break;
-		struct job *j = c->todo;
-		c->todo = j->next;
-		if (!c->todo)
-			c->todo_tail = NULL;
+		struct job *j = c->jobs;
+		c->jobs = j->next;
+		if (!c->jobs)
+			c->jobs_tail = NULL;
 		pthread_mutex_unlock(&c->lock);
 		if (j->run && j->index_only) {
 			add_durable(c, j->run, j->step);
@@ -765,11 +765,11 @@ static void *compute_main(void *arg)
 static void enqueue(struct compute *c, struct job *j)
 {
 	pthread_mutex_lock(&c->lock);
-	if (c->todo_tail)
-		c->todo_tail->next = j;
+	if (c->jobs_tail)
+		c->jobs_tail->next = j;
 	else
-		c->todo = j;
-	c->todo_tail = j;
+		c->jobs = j;
+	c->jobs_tail = j;
 	c->depth++;
 	pthread_cond_signal(&c->wake);
 	pthread_mutex_unlock(&c->lock);
@@ -882,7 +882,7 @@ void compute_stop(struct compute **pc)
 	pthread_cond_signal(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->thread, NULL);
-	for (struct job *j = c->todo, *n; j; j = n) {
+	for (struct job *j = c->jobs, *n; j; j = n) {
 		n = j->next;
 		free(j->run);
 		studies_free(j->studies, j->n_studies);

@@ -1,6 +1,6 @@
 /*
  * spool.c: the spool thread (see spool.h). Two lists under one mutex:
- * "todo" filled by the main thread, "done" filled here; an eventfd wakes
+ * "jobs" filled by the main thread, "done" filled here; an eventfd wakes
  * the main thread's poll when "done" grows.
  */
 #include <errno.h>
@@ -33,7 +33,7 @@ struct spool {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	struct job *todo, *todo_tail, *done;
+	struct job *jobs, *jobs_tail, *done;
 	size_t depth;
 	int stopping, efd;
 };
@@ -109,14 +109,14 @@ static void *spool_main(void *arg)
 
 	pthread_mutex_lock(&sp->lock);
 	for (;;) {
-		while (!sp->todo && !sp->stopping)
+		while (!sp->jobs && !sp->stopping)
 			pthread_cond_wait(&sp->wake, &sp->lock);
-		if (!sp->todo)
+		if (!sp->jobs)
 			break;	/* stopping, and everything done */
-		struct job *j = sp->todo;
-		sp->todo = j->next;
-		if (!sp->todo)
-			sp->todo_tail = NULL;
+		struct job *j = sp->jobs;
+		sp->jobs = j->next;
+		if (!sp->jobs)
+			sp->jobs_tail = NULL;
 		pthread_mutex_unlock(&sp->lock);
 		j->ok = store(sp, j->snap, j->why, sizeof(j->why)) == 0;
 		pthread_mutex_lock(&sp->lock);
@@ -168,11 +168,11 @@ void spool_submit(struct spool *sp, struct snapshot *snap)
 		return;
 	}
 	j->snap = snap;
-	if (sp->todo_tail)
-		sp->todo_tail->next = j;
+	if (sp->jobs_tail)
+		sp->jobs_tail->next = j;
 	else
-		sp->todo = j;
-	sp->todo_tail = j;
+		sp->jobs = j;
+	sp->jobs_tail = j;
 	sp->depth++;
 	pthread_cond_signal(&sp->wake);
 	pthread_mutex_unlock(&sp->lock);
