@@ -47,7 +47,9 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 # link, so that they build on a bare GPU machine with only nvcc.
 ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
-CLI_SRCS := client/wdrift.c client/cli.c client/cmd_compare.c client/compare_out.c
+CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
+	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
+	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/compute.c daemon/config.c daemon/control.c daemon/ingest.c \
 	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/store.c daemon/wal.c
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
@@ -125,8 +127,11 @@ $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
-$(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
+# The CLI reads the daemon's config for its endpoints: it links daemon/config.c.
+$(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/daemon/config.o $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/daemon/config.o -L$(BUILD) -lwdrift \
+		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/wdriftd: $(DAEMON_OBJS) $(BUILD)/libwdrift.so

@@ -26,5 +26,12 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int cmd_compare(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_studies(int argc, char **argv);
+int cmd_drift(int argc, char **argv);
+int cmd_alerts(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_send(int argc, char **argv);
 
 #endif

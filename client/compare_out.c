@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "compare.h"
+#include "table.h"
 
 /* Aggregates over the layers, for the summary row and object. */
 struct summary {
@@ -127,51 +128,6 @@ static void fmt_nf(char *buf, size_t size, const struct wd_nonfinite *b,
 		snprintf(buf, size, "-");
 	else
 		snprintf(buf, size, "%llu/%llu", (unsigned long long)nb, (unsigned long long)nc);
-}
-
-/* A grid of owned strings; columns as wide as their widest cell. */
-struct table {
-	size_t rows, cols;
-	char **cell;	/* rows * cols */
-	int *width;
-};
-
-static void table_init(struct table *t, size_t rows, size_t cols)
-{
-	t->rows = rows;
-	t->cols = cols;
-	t->cell = calloc(rows * cols, sizeof(*t->cell));
-	t->width = calloc(cols, sizeof(*t->width));
-}
-
-static void table_set(struct table *t, size_t row, size_t col, const char *s)
-{
-	char **c = &t->cell[row * t->cols + col];
-	free(*c);
-	*c = strdup(s);
-	int len = *c ? (int)strlen(*c) : 0;
-	if (len > t->width[col])
-		t->width[col] = len;
-}
-
-static void table_print(const struct table *t, size_t rows, size_t first_left)
-{
-	for (size_t r = 0; r < rows; r++) {
-		for (size_t c = 0; c < t->cols; c++) {
-			const char *s = t->cell[r * t->cols + c];
-			printf(c ? "  " : "");
-			printf(c < first_left ? "%-*s" : "%*s", t->width[c], s ? s : "");
-		}
-		putchar('\n');
-	}
-}
-
-static void table_release(struct table *t)
-{
-	for (size_t i = 0; i < t->rows * t->cols; i++)
-		free(t->cell[i]);
-	free(t->cell);
-	free(t->width);
 }
 
 void compare_print_table(const struct compare_result *r)

@@ -1,0 +1,84 @@
+/* cmd_alerts.c: `wdrift alerts`: the alert rules and where each stands. */
+#include <math.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+#include "table.h"
+
+static const char usage[] =
+"usage: wdrift alerts [-c FILE] [--endpoint EP] [--json]\n"
+"\n"
+"Each alert rule of the daemon, and each of its instances (one per candidate,\n"
+"and per tensor for scope: tensors): inactive, pending or firing, with the\n"
+"last value and step (docs/config.md, \"Alerts\").\n"
+"\n"
+"  -c, --config FILE  the daemon's config, for its endpoints\n"
+"      --endpoint EP  the control endpoint, instead of the config's\n"
+"      --json         print the reply as JSON\n"
+"  -h, --help         this help\n"
+"\n"
+"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+
+int cmd_alerts(int argc, char **argv)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (r != argc)
+		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "alerts"));
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json) {
+		dc_print_json(o);
+		json_decref(o);
+		return EXIT_OK;
+	}
+	json_t *list = json_object_get(o, "alerts"), *al, *in;
+	size_t rows = 1, i, k;
+	json_array_foreach(list, i, al)
+		rows += json_array_size(json_object_get(al, "instances")) ? json_array_size(json_object_get(al, "instances")) : 1;
+	struct table t;
+	char b[64];
+	size_t row = 0;
+	table_init(&t, rows, 8);
+	const char *head[] = { "alert", "study", "metric", "run", "tensor", "state", "value", "step" };
+	for (int c = 0; c < 8; c++)
+		table_set(&t, 0, (size_t)c, head[c]);
+	json_array_foreach(list, i, al) {
+		json_t *insts = json_object_get(al, "instances");
+		size_t n = json_array_size(insts);
+		for (k = 0; k < (n ? n : 1); k++) {
+			row++;
+			in = n ? json_array_get(insts, k) : NULL;
+			table_set(&t, row, 0, json_string_value(json_object_get(al, "name")));
+			table_set(&t, row, 1, json_string_value(json_object_get(al, "study")));
+			snprintf(b, sizeof(b), "%s > %g", json_string_value(json_object_get(al, "metric")),
+				 json_number_value(json_object_get(al, "threshold")));
+			table_set(&t, row, 2, b);
+			const char *run = in ? json_string_value(json_object_get(in, "run")) : NULL;
+			const char *tensor = in ? json_string_value(json_object_get(in, "tensor")) : NULL;
+			table_set(&t, row, 3, run ? run : "-");
+			table_set(&t, row, 4, tensor ? tensor : "-");
+			table_set(&t, row, 5, in ? json_string_value(json_object_get(in, "state")) : "inactive");
+			json_t *v = in ? json_object_get(in, "value") : NULL;
+			snprintf(b, sizeof(b), json_is_number(v) ? "%.4g" : "-", json_number_value(v));
+			table_set(&t, row, 6, b);
+			snprintf(b, sizeof(b), in ? "%lld" : "-", (long long)json_integer_value(json_object_get(in, "step")));
+			table_set(&t, row, 7, b);
+		}
+	}
+	table_print(&t, row + 1, 6);
+	if (!json_array_size(list))
+		printf("(no alert rule configured)\n");
+	table_release(&t);
+	json_decref(o);
+	return EXIT_OK;
+}

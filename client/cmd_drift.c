@@ -1,0 +1,147 @@
+/* cmd_drift.c: `wdrift drift STUDY`: a study's drift at a step, per tensor. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+#include "table.h"
+
+static const char usage[] =
+"usage: wdrift drift STUDY [--step N | --latest] [--layer GLOB] [-c FILE]\n"
+"                    [--endpoint EP] [--json]\n"
+"\n"
+"The drift of each candidate of STUDY from its baseline at one step, per\n"
+"tensor: W1, max|a-b|, relative L2, and each proxy's W1 and the ratio, as\n"
+"wdrift compare computes them.\n"
+"\n"
+"      --step N       that step (the baseline's step)\n"
+"      --latest       the latest step with results (the default)\n"
+"      --layer GLOB   only tensors whose name matches GLOB\n"
+"  -c, --config FILE  the daemon's config, for its endpoints\n"
+"      --endpoint EP  the control endpoint, instead of the config's\n"
+"      --json         {\"study\", \"step\", \"baseline\", \"candidates\": {RUN: {\"layers\": [...]}}},\n"
+"                     layers as in wdrift compare --json (docs/compare.md)\n"
+"  -h, --help         this help\n"
+"\n"
+"exit status: 0 ok; 1 the daemon is down, or has no such study or step; 2 usage error.\n";
+
+struct drift_opts {
+	long long step;
+	int have_step;
+	const char *glob;
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+	struct drift_opts *o = ctx;
+	char *end;
+	switch (c) {
+	case 's':
+		o->step = strtoll(arg, &end, 10);
+		if (*arg == 0 || *end || o->step < 0) {
+			cli_usage_error("--step '%s': expected a step number", arg);
+			return 1;
+		}
+		o->have_step = 1;
+		return 0;
+	case 'L': o->have_step = 0; return 0;
+	case 'g': o->glob = arg; return 0;
+	}
+	return 1;
+}
+
+static void fmt(char *b, size_t n, json_t *v)
+{
+	if (json_is_number(v))
+		snprintf(b, n, "%.4g", json_number_value(v));
+	else
+		snprintf(b, n, "-");
+}
+
+int cmd_drift(int argc, char **argv)
+{
+	static const struct option extra[] = {
+		{ "step", required_argument, NULL, 's' },
+		{ "latest", no_argument, NULL, 'L' },
+		{ "layer", required_argument, NULL, 'g' },
+		{ 0 },
+	};
+	struct dc_args a = { 0 };
+	struct drift_opts o = { 0 };
+	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (argc - r != 1)
+		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
+	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", argv[r]);
+	if (o.have_step)
+		json_object_set_new(req, "step", json_integer(o.step));
+	if (o.glob)
+		json_object_set_new(req, "tensors", json_string(o.glob));
+	json_t *res = dc_call(&a, req);
+	if (!res)
+		return EXIT_FAIL;
+	if (a.json) {
+		dc_print_json(res);
+		json_decref(res);
+		return EXIT_OK;
+	}
+	printf("study      %s, step %lld, baseline %s\n", json_string_value(json_object_get(res, "study")),
+	       (long long)json_integer_value(json_object_get(res, "step")),
+	       json_string_value(json_object_get(res, "baseline")));
+	const char *run;
+	json_t *cand;
+	json_object_foreach(json_object_get(res, "candidates"), run, cand) {
+		json_t *layers = json_object_get(cand, "layers"), *l, *px;
+		json_t *first = json_array_get(layers, 0);
+		size_t np = json_object_size(json_object_get(first, "proxies")), i;
+		struct table t;
+		char b[64], hdr[256];
+		table_init(&t, json_array_size(layers) + 1, 5 + 2 * np);
+		const char *head[] = { "tensor", "elements", "W1", "max|d|", "rel L2" };
+		for (int c = 0; c < 5; c++)
+			table_set(&t, 0, (size_t)c, head[c]);
+		const char *label;
+		size_t k = 0;
+		json_object_foreach(json_object_get(first, "proxies"), label, px) {
+			snprintf(hdr, sizeof(hdr), "W1[%s]", label);
+			table_set(&t, 0, 5 + 2 * k, hdr);
+			snprintf(hdr, sizeof(hdr), "ratio[%s]", label);
+			table_set(&t, 0, 6 + 2 * k, hdr);
+			k++;
+		}
+		json_array_foreach(layers, i, l) {
+			table_set(&t, i + 1, 0, json_string_value(json_object_get(l, "name")));
+			snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(l, "numel")));
+			table_set(&t, i + 1, 1, b);
+			fmt(b, sizeof(b), json_object_get(l, "w1"));
+			table_set(&t, i + 1, 2, b);
+			fmt(b, sizeof(b), json_object_get(l, "max_abs_diff"));
+			table_set(&t, i + 1, 3, b);
+			fmt(b, sizeof(b), json_object_get(l, "rel_l2"));
+			table_set(&t, i + 1, 4, b);
+			k = 0;
+			json_object_foreach(json_object_get(l, "proxies"), label, px) {
+				fmt(b, sizeof(b), json_object_get(px, "w1"));
+				table_set(&t, i + 1, 5 + 2 * k, b);
+				fmt(b, sizeof(b), json_object_get(px, "ratio"));
+				table_set(&t, i + 1, 6 + 2 * k, b);
+				k++;
+			}
+		}
+		printf("\ncandidate  %s\n", run);
+		table_print(&t, json_array_size(layers) + 1, 1);
+		table_release(&t);
+	}
+	if (!json_object_size(json_object_get(res, "candidates")))
+		printf("(no candidate compared at this step yet)\n");
+	json_decref(res);
+	return EXIT_OK;
+}

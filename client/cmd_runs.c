@@ -1,0 +1,69 @@
+/* cmd_runs.c: `wdrift runs`: the runs the daemon has heard from. */
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+#include "table.h"
+
+static const char usage[] =
+"usage: wdrift runs [-c FILE] [--endpoint EP] [--json]\n"
+"\n"
+"Each run the daemon knows: durable snapshots, its last step, seconds since\n"
+"it was last heard from, and bytes it has in flight.\n"
+"\n"
+"  -c, --config FILE  the daemon's config, for its endpoints\n"
+"      --endpoint EP  the control endpoint, instead of the config's\n"
+"      --json         print the reply as JSON\n"
+"  -h, --help         this help\n"
+"\n"
+"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+
+int cmd_runs(int argc, char **argv)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (r != argc)
+		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "runs"));
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json) {
+		dc_print_json(o);
+		json_decref(o);
+		return EXIT_OK;
+	}
+	json_t *runs = json_object_get(o, "runs"), *v;
+	struct table t;
+	char b[64];
+	size_t i;
+	table_init(&t, json_array_size(runs) + 1, 5);
+	const char *head[] = { "run", "durable", "last step", "idle s", "in flight MiB" };
+	for (int c = 0; c < 5; c++)
+		table_set(&t, 0, (size_t)c, head[c]);
+	json_array_foreach(runs, i, v) {
+		table_set(&t, i + 1, 0, json_string_value(json_object_get(v, "name")));
+		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(v, "durable")));
+		table_set(&t, i + 1, 1, b);
+		json_t *ls = json_object_get(v, "last_step");
+		snprintf(b, sizeof(b), json_is_integer(ls) ? "%lld" : "-", (long long)json_integer_value(ls));
+		table_set(&t, i + 1, 2, b);
+		snprintf(b, sizeof(b), "%.0f", json_number_value(json_object_get(v, "idle")));
+		table_set(&t, i + 1, 3, b);
+		snprintf(b, sizeof(b), "%.1f",
+			 (double)json_integer_value(json_object_get(v, "bytes_pending")) / 1048576);
+		table_set(&t, i + 1, 4, b);
+	}
+	table_print(&t, json_array_size(runs) + 1, 1);
+	if (!json_array_size(runs))
+		printf("(no run has published yet)\n");
+	table_release(&t);
+	json_decref(o);
+	return EXIT_OK;
+}

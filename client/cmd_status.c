@@ -1,0 +1,72 @@
+/* cmd_status.c: `wdrift status`: the daemon's state, from its control socket. */
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+
+static const char usage[] =
+"usage: wdrift status [-c FILE] [--endpoint EP] [--json]\n"
+"\n"
+"The daemon's version, uptime, engine, runs, snapshots (received, durable,\n"
+"duplicates, pending, dropped), errors by code, queue depths and memory.\n"
+"\n"
+"  -c, --config FILE  the daemon's config, for its endpoints (default:\n"
+"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n"
+"      --endpoint EP  the control endpoint, instead of the config's\n"
+"      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
+"  -h, --help         this help\n"
+"\n"
+"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+
+int cmd_status(int argc, char **argv)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (r != argc)
+		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "status"));
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json) {
+		dc_print_json(o);
+	} else {
+		json_t *sn = json_object_get(o, "snapshots"), *mem = json_object_get(o, "memory");
+		json_t *q = json_object_get(o, "queues"), *errs = json_object_get(o, "errors");
+		printf("wdriftd    %s, up %.0f s\n", json_string_value(json_object_get(o, "version")),
+		       json_number_value(json_object_get(o, "uptime")));
+		printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
+		printf("config     %s\n", json_string_value(json_object_get(o, "config")));
+		printf("runs       %lld\n", (long long)json_integer_value(json_object_get(o, "runs")));
+		printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped\n",
+		       (long long)json_integer_value(json_object_get(sn, "received")),
+		       (long long)json_integer_value(json_object_get(sn, "durable")),
+		       (long long)json_integer_value(json_object_get(sn, "duplicates")),
+		       (long long)json_integer_value(json_object_get(sn, "pending")),
+		       (long long)json_integer_value(json_object_get(sn, "dropped")));
+		printf("queues     spool %lld, compute %lld\n",
+		       (long long)json_integer_value(json_object_get(q, "spool")),
+		       (long long)json_integer_value(json_object_get(q, "compute")));
+		printf("memory     %.1f of %.1f MiB held\n",
+		       (double)json_integer_value(json_object_get(mem, "reserved")) / 1048576,
+		       (double)json_integer_value(json_object_get(mem, "budget")) / 1048576);
+		const char *k;
+		json_t *v;
+		int any = 0;
+		json_object_foreach(errs, k, v) {
+			if (json_integer_value(v)) {
+				printf("%s%s %lld", any ? ", " : "errors     ", k, (long long)json_integer_value(v));
+				any = 1;
+			}
+		}
+		printf("%s", any ? "\n" : "errors     none\n");
+	}
+	json_decref(o);
+	return EXIT_OK;
+}

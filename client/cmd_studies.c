@@ -1,0 +1,75 @@
+/* cmd_studies.c: `wdrift studies`: the daemon's studies, as configured. */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+#include "table.h"
+
+static const char usage[] =
+"usage: wdrift studies [-c FILE] [--endpoint EP] [--json]\n"
+"\n"
+"Each study of the running daemon: its baseline, candidates and proxies\n"
+"(label=run), and its synthetic proxy.\n"
+"\n"
+"  -c, --config FILE  the daemon's config, for its endpoints\n"
+"      --endpoint EP  the control endpoint, instead of the config's\n"
+"      --json         print the reply as JSON\n"
+"  -h, --help         this help\n"
+"\n"
+"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+
+int cmd_studies(int argc, char **argv)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (r != argc)
+		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "studies"));
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json) {
+		dc_print_json(o);
+		json_decref(o);
+		return EXIT_OK;
+	}
+	json_t *list = json_object_get(o, "studies"), *s, *x;
+	struct table t;
+	size_t i, k;
+	table_init(&t, json_array_size(list) + 1, 5);
+	const char *head[] = { "study", "baseline", "candidates", "proxies", "synthetic" };
+	for (int c = 0; c < 5; c++)
+		table_set(&t, 0, (size_t)c, head[c]);
+	json_array_foreach(list, i, s) {
+		char buf[1024] = "";
+		size_t at = 0;
+		table_set(&t, i + 1, 0, json_string_value(json_object_get(s, "name")));
+		table_set(&t, i + 1, 1, json_string_value(json_object_get(s, "baseline")));
+		json_array_foreach(json_object_get(s, "candidates"), k, x)
+			at += (size_t)snprintf(buf + at, sizeof(buf) - at > 1 ? sizeof(buf) - at : 1, "%s%s",
+					       k ? "," : "", json_string_value(x));
+		table_set(&t, i + 1, 2, buf);
+		const char *label;
+		buf[0] = 0;
+		at = 0;
+		json_object_foreach(json_object_get(s, "proxies"), label, x)
+			at += (size_t)snprintf(buf + at, sizeof(buf) - at > 1 ? sizeof(buf) - at : 1, "%s%s=%s",
+					       at ? "," : "", label, json_string_value(x));
+		table_set(&t, i + 1, 3, at ? buf : "-");
+		const char *syn = json_string_value(json_object_get(s, "synthetic_proxy"));
+		table_set(&t, i + 1, 4, syn ? syn : "-");
+	}
+	table_print(&t, json_array_size(list) + 1, 5);
+	if (!json_array_size(list))
+		printf("(no study configured)\n");
+	table_release(&t);
+	json_decref(o);
+	return EXIT_OK;
+}

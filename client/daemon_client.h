@@ -1,0 +1,61 @@
+/*
+ * daemon_client.h: what the CLI's daemon subcommands share: where the
+ * daemon is (from its config, or --endpoint), and one request to its
+ * control socket in the Lazy Pirate pattern: a timeout, a few retries on a
+ * fresh socket, then a clear one-line error.
+ */
+#ifndef WD_DAEMON_CLIENT_H
+#define WD_DAEMON_CLIENT_H
+
+#include <stddef.h>
+
+#define DC_ENDPOINT_MAX 512
+
+struct dc_target {
+	const char *config;	/* -c FILE, or NULL for the default search */
+	const char *control;	/* --endpoint: overrides the config's */
+	const char *ingest;	/* --ingest (send): overrides the config's */
+	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];
+};
+
+/*
+ * Fills the endpoints: --endpoint/--ingest where given, else the config's.
+ * The config is -c FILE, else ./config/wdrift.yaml when present, else
+ * /etc/wdrift/wdrift.yaml. Returns 0, or -1 with err (exit 1).
+ */
+int dc_resolve(struct dc_target *t, char *err, size_t errlen);
+
+/*
+ * Sends one JSON request and returns the reply (malloc'd). Three tries of
+ * WDRIFT_TIMEOUT_MS (default 1500) each. Returns 0, or -1 with err naming
+ * the endpoint: the daemon is down or not answering.
+ */
+int dc_request(const char *endpoint, const char *request, char **reply, char *err, size_t errlen);
+
+/* The options every daemon subcommand takes: -c FILE, --endpoint EP, --json, --help. */
+struct dc_args {
+	struct dc_target t;
+	int json;
+};
+
+struct option;
+typedef struct json_t json_t;
+
+/*
+ * Parses argv with the common options and extra ones (on_extra gets each,
+ * returning nonzero to refuse it). Returns the index of the first
+ * positional argument; or a negative exit code: -2 (usage) or, after
+ * --help was printed, -1000 (exit 0).
+ */
+int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
+	    const struct option *extra, int (*on_extra)(int c, const char *arg, void *ctx), void *ctx);
+#define DC_HELPED (-1000)
+
+/*
+ * Sends request (taken) and returns the reply object without "v" and "ok";
+ * NULL after printing the error (the daemon is down, or refused).
+ */
+json_t *dc_call(struct dc_args *a, json_t *request);
+void dc_print_json(json_t *o);
+
+#endif

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""t60_cli.py: every daemon subcommand of the wdrift CLI against a live daemon.
+
+send publishes checkpoint files (f32, a bf16 tensor, a 2-D one) as three
+runs; status, runs, studies, drift, alerts and watch answer in tables and in
+--json; drift --json equals wdrift compare --json on the spool files; every
+subcommand has --help; usage errors exit 2; with the daemon down each says
+so in one line within a few seconds and exits 1.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import Daemon, bf16, check  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+ALERT = """\
+alerts:
+  - name: fa-vs-fp16
+    study: fa
+    metric: ratio
+    proxy: fp16
+    threshold: 1000
+"""
+
+
+def ckpt(path, step, drift, f16=False):
+    r = np.random.default_rng(step)
+    with h5py.File(path, "w") as f:
+        for name, shape in (("layers.0.w", (50, 40)), ("norm", (40,))):
+            v = (r.standard_normal(shape) * 0.02).astype(np.float32)
+            v += (np.random.default_rng(step + 99).standard_normal(shape) * drift).astype(np.float32)
+            f[name] = v.astype(np.float16) if f16 else v
+        e = (r.standard_normal(3000) * 0.02).astype(np.float32)
+        e += (np.random.default_rng(step + 98).standard_normal(3000) * drift).astype(np.float32)
+        ds = f.create_dataset("emb", data=bf16(e))
+        ds.attrs["dtype"] = "bfloat16"
+
+
+def wd(*args, env=None, timeout=30):
+    return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t60-")
+    dm = Daemon(tmp)
+    cfg = os.path.join(tmp, "wdrift.yaml")
+    try:
+        with open(dm.write_config(), "a") as f:
+            f.write(ALERT)
+        check(dm.start() is not None, "daemon ready")
+        for run, drift, f16 in (("base", 0.0, False), ("lowprec", 0.002, True), ("fa", 0.0004, False)):
+            for step in (10, 20):
+                p = os.path.join(tmp, f"{run}-{step}.h5")
+                ckpt(p, step, drift, f16)
+                r = wd("send", "--run", run, "--step", str(step), p, "-c", cfg)
+                check(r.returncode == 0 and "durable" in r.stdout, f"send {run} {step}: {r.stdout.strip()}{r.stderr.strip()}")
+        r = wd("send", "--run", "fa", "--step", "20", os.path.join(tmp, "fa-20.h5"), "-c", cfg, "--json")
+        check(r.returncode == 0 and json.loads(r.stdout)["duplicate"] is True, "send again: a duplicate, --json")
+        r = wd("send", "--run", "x y", "--step", "1", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
+        check(r.returncode == 1 and "refused" in r.stderr and "run" in r.stderr,
+              f"a refused snapshot: exit 1 with the daemon's reason ({r.stderr.strip()})")
+        time.sleep(1.0)   # let compute catch up
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 0 and "snapshots" in r.stdout and "engine" in r.stdout, "status: a table")
+        r = wd("status", "-c", cfg, "--json")
+        st = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(st.get("snapshots", {}).get("durable") == 6 and "ok" not in st, f"status --json: 6 durable ({st.get('snapshots')})")
+        r = wd("runs", "-c", cfg)
+        check(r.returncode == 0 and all(x in r.stdout for x in ("base", "lowprec", "fa", "last step")), "runs: a table")
+        r = wd("runs", "-c", cfg, "--json")
+        runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]}
+        check(runs.get("fa", {}).get("last_step") == 20 and runs["fa"]["durable"] == 2, "runs --json")
+        r = wd("studies", "-c", cfg)
+        check(r.returncode == 0 and "fp16=lowprec" in r.stdout, f"studies: a table ({r.stdout.strip()})")
+        r = wd("studies", "-c", cfg, "--json")
+        check(json.loads(r.stdout)["studies"][0]["proxies"] == {"fp16": "lowprec"}, "studies --json")
+        r = wd("drift", "fa", "--latest", "-c", cfg)
+        check(r.returncode == 0 and "step 20" in r.stdout and "ratio[fp16]" in r.stdout and "layers.0.w" in r.stdout,
+              "drift --latest: a table per candidate")
+        r = wd("drift", "fa", "--step", "10", "--layer", "layers.*", "-c", cfg, "--json")
+        d = json.loads(r.stdout) if r.returncode == 0 else {}
+        layers = d.get("candidates", {}).get("fa", {}).get("layers", [])
+        check(d.get("step") == 10 and [l["name"] for l in layers] == ["layers.0.w"], "drift --step --layer --json")
+        spool = os.path.join(tmp, "var", "spool")
+        ref = json.loads(wd("compare", f"{spool}/base/10.h5", f"{spool}/fa/10.h5", "--proxy",
+                            f"fp16={spool}/lowprec/10.h5", "--json").stdout)
+        refl = {l["name"]: l for l in ref["layers"]}
+        d = json.loads(wd("drift", "fa", "--step", "10", "-c", cfg, "--json").stdout)
+        same = True
+        for l in d["candidates"]["fa"]["layers"]:
+            x = refl[l["name"]]
+            for k in ("w1", "max_abs_diff", "rel_l2"):
+                same = same and abs(l[k] - x[k]) <= 1e-12 * abs(x[k])
+            same = same and abs(l["proxies"]["fp16"]["ratio"] - x["proxies"]["fp16"]["ratio"]) <= 1e-12 * x["proxies"]["fp16"]["ratio"]
+            same = same and l["numel"] == x["numel"]
+        check(same and len(d["candidates"]["fa"]["layers"]) == 3, "drift --json equals wdrift compare --json")
+        r = wd("drift", "nope", "-c", cfg)
+        check(r.returncode == 1 and "no study 'nope'" in r.stderr, "drift of an unknown study: exit 1")
+        r = wd("alerts", "-c", cfg)
+        check(r.returncode == 0 and "fa-vs-fp16" in r.stdout and "ratio > 1000" in r.stdout, "alerts: a table")
+        r = wd("alerts", "-c", cfg, "--json")
+        al = json.loads(r.stdout)["alerts"][0]
+        check(al["name"] == "fa-vs-fp16" and al["instances"][0]["state"] == "inactive", "alerts --json")
+        # watch: one event while a snapshot arrives
+        w = subprocess.Popen([WDRIFT, "watch", "--count", "1", "--json", "-c", cfg], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        ckpt(os.path.join(tmp, "fa-30.h5"), 30, 0.0004)
+        ckpt(os.path.join(tmp, "base-30.h5"), 30, 0.0)
+        wd("send", "--run", "base", "--step", "30", os.path.join(tmp, "base-30.h5"), "-c", cfg)
+        wd("send", "--run", "fa", "--step", "30", os.path.join(tmp, "fa-30.h5"), "-c", cfg)
+        try:
+            out, _ = w.communicate(timeout=10)
+            ev = json.loads(out.strip().splitlines()[0])
+            ok = ev["topic"] == "drift.fa" and ev["event"]["step"] == 30
+        except (subprocess.TimeoutExpired, IndexError, ValueError):
+            w.kill()
+            ok = False
+        check(ok, "watch --count 1 --json: the drift event of step 30")
+        for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
+            r = wd(sub, "--help")
+            check(r.returncode == 0 and r.stdout.startswith(f"usage: wdrift {sub}") and "--json" in r.stdout,
+                  f"{sub} --help")
+        check(wd("status", "--bogus").returncode == 2 and wd("drift").returncode == 2 and
+              wd("send", "x.h5").returncode == 2 and wd("drift", "fa", "--step", "x").returncode == 2,
+              "usage errors exit 2")
+        # the daemon down: one line, a few seconds, exit 1
+        check(dm.stop() == 0, "daemon stopped")
+        for sub in ("status", "runs", "drift"):
+            t0 = time.time()
+            args = [sub, "-c", cfg] + (["fa"] if sub == "drift" else [])
+            r = wd(*args, env={"WDRIFT_TIMEOUT_MS": "500"})
+            dt = time.time() - t0
+            check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "not answering" in r.stderr
+                  and dt < 5, f"{sub} with the daemon down: one line in {dt:.1f} s, exit 1")
+        r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
+        check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
+    finally:
+        dm.stop(signal.SIGKILL)
+        if t50_daemon.n_fail:
+            try:
+                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-4000:])
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", tmp])
+    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
+    return 1 if t50_daemon.n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
