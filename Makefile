@@ -34,7 +34,7 @@ DEB_PKGS := gcc make libc6-dev pkg-config clang \
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.
-PKGS       := hdf5 jansson zlib yaml-0.1
+PKGS       := hdf5 jansson zlib yaml-0.1 libzmq
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -46,7 +46,7 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
 # link, so that they build on a bare GPU machine with only nvcc.
 ENGINE_SRCS := lib/log.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c
-LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c
+LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/wire.c lib/publisher.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c

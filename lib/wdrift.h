@@ -212,6 +212,63 @@ int wd_round16(const struct wd_view *src, enum wd_dtype to, uint16_t *dst);
 /* The value of a 16-bit code of bf16 or fp16 (NaN for other dtypes). */
 double wd_decode16(enum wd_dtype t, uint16_t code);
 
+/* --- Publishing snapshots to wdriftd (docs/protocol.md) --- */
+
+/* What to do with a committed snapshot when the queue is full. */
+enum wd_drop_policy {
+	WD_DROP_OLDEST = 0,	/* drop the oldest queued snapshots (default) */
+	WD_DROP_NEWEST = 1,	/* drop this one */
+	WD_BLOCK = 2,		/* wait for room (the daemon acking) */
+};
+
+struct wd_publisher_opts {
+	uint64_t queue_bytes;		/* payload bytes queued at most; 0: 1 GiB */
+	enum wd_drop_policy policy;
+	int ack_timeout_ms;		/* per snapshot, before reconnecting; 0: 30000 */
+};
+
+struct wd_publisher_stats {
+	uint64_t committed;	/* snapshots committed by the caller */
+	uint64_t acked;		/* made durable by the daemon */
+	uint64_t dropped;	/* dropped by the policy, or refused by the daemon */
+	uint64_t resent;	/* sent again after a timeout or reconnect */
+	uint64_t queued, queued_bytes;	/* waiting, in flight included */
+	int connected;		/* the daemon answered lately */
+};
+
+struct wd_publisher;
+
+/*
+ * Connects (in the background) to a daemon's ingest endpoint as run. A
+ * thread sends queued snapshots and waits for each one's durable ack;
+ * unacknowledged snapshots are sent again after a timeout, also across a
+ * daemon restart. opts may be NULL. Returns 0, -EINVAL (a bad run name or
+ * endpoint) or -ENOMEM.
+ */
+int wd_publisher_open(const char *endpoint, const char *run, const struct wd_publisher_opts *opts,
+		      struct wd_publisher **out);
+/* Starts the snapshot of step; tensors added until wd_publisher_commit. */
+int wd_publisher_begin(struct wd_publisher *p, int64_t step);
+/*
+ * Adds a tensor (or a shard of one: offset and count of total elements, in
+ * row-major order) to the snapshot being built: its data is copied, and
+ * that copy is all it costs the caller. shape may be NULL (1-D of total).
+ */
+int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
+			uint64_t count, uint64_t total);
+/*
+ * Queues the snapshot. When the queue is full the policy applies: a
+ * dropped snapshot is counted, not an error. Returns 0, or -EINVAL
+ * without a begin.
+ */
+int wd_publisher_commit(struct wd_publisher *p);
+void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);
+/* Waits until every queued snapshot is acked: 0, or -ETIMEDOUT. */
+int wd_publisher_flush(struct wd_publisher *p, int timeout_ms);
+/* Flushes (up to timeout_ms), then stops; what is left is counted as dropped. */
+void wd_publisher_close(struct wd_publisher **p, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif
