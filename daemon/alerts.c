@@ -28,6 +28,12 @@ struct instance {
 	int state;
 	int64_t above;		/* consecutive snapshots above the threshold */
 	int64_t step;
+	/*
+	 * Before the evaluation of `step`: a step is computed again when another
+	 * run arrives at it, and that is the same snapshot, not one more.
+	 */
+	int evaluated, prev_state;
+	int64_t prev_above;
 	double value, since;	/* since: Unix time of the last transition */
 	struct instance *next;
 };
@@ -206,6 +212,10 @@ static void run_command(struct alerts *a, struct rule *r, const char *json)
 		sigprocmask(SIG_SETMASK, &none, NULL);	/* the daemon blocks some */
 		setsid();
 		dup2(fds[0], 0);
+		/* nothing of the daemon's but stdout and stderr: HDF5 opens its
+		 * files without O_CLOEXEC, and a command may outlive us */
+		close_range(3, ~0u, 0);
+		signal(SIGPIPE, SIG_DFL);	/* ignored by the daemon; exec keeps that */
 		execl("/bin/sh", "sh", "-c", r->a.command, (char *)NULL);
 		_exit(127);
 	}
@@ -230,24 +240,49 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 		     int64_t step)
 {
 	int above = isfinite(value) && value > r->a.threshold;
+	int stalled = r->a.metric == WD_METRIC_STALLED;	/* a clock, not snapshots */
+	int64_t count = i->above;
+	int state = i->state;
 	const char *to = NULL;
 
+	/*
+	 * NaN is no value yet (a ratio before its proxy's snapshot arrives):
+	 * neither above nor at or below the threshold. The step is computed
+	 * again when the missing run arrives, and evaluated then.
+	 */
+	if (!stalled && isnan(value))
+		return;
+	if (!stalled && i->evaluated) {
+		if (step < i->step)
+			return;	/* an older snapshot, computed late: not the latest one */
+		if (step == i->step) {	/* the same snapshot again: redo its evaluation */
+			count = i->prev_above;
+			state = i->prev_state;
+		}
+	}
+	if (!stalled && (!i->evaluated || step != i->step)) {
+		i->prev_above = i->above;
+		i->prev_state = i->state;
+	}
+	i->evaluated = 1;
 	i->value = value;
 	i->step = step;
 	if (above) {
-		i->above++;
-		if (i->state != FIRING && i->above >= (r->a.metric == WD_METRIC_STALLED ? 1 : r->a.for_count)) {
-			i->state = FIRING;
-			to = "firing";
-		} else if (i->state == INACTIVE) {
-			i->state = PENDING;
-		}
+		count++;
+		if (count >= (stalled ? 1 : r->a.for_count))
+			state = FIRING;
+		else if (state == INACTIVE)
+			state = PENDING;
 	} else {
-		i->above = 0;
-		if (i->state == FIRING)
-			to = "resolved";
-		i->state = INACTIVE;
+		count = 0;
+		state = INACTIVE;
 	}
+	if (state == FIRING && i->state != FIRING)
+		to = "firing";
+	else if (state != FIRING && i->state == FIRING)
+		to = "resolved";
+	i->above = count;
+	i->state = state;
 	if (!to)
 		return;
 	i->since = wall_now();

@@ -75,8 +75,9 @@ struct compute {
 	uint64_t spool_bytes;	/* sum of the durable snapshots' files */
 	struct durable *dur;
 	size_t n_dur, cap_dur;
+	/* every result record in the WAL: those replayed at start-up, then ours */
 	char **replayed;
-	size_t n_replayed;
+	size_t n_replayed, cap_replayed;
 };
 
 /* --- studies --- */
@@ -249,6 +250,35 @@ int result_record_study(const char *payload, size_t len, char *study, size_t siz
 
 /* --- drift logs --- */
 
+/*
+ * Orders a logged batch's ratios as the study's proxies are now: each by its
+ * label, NaN for a label the batch did not have. A config may have added,
+ * removed or reordered proxies since the batch was logged; the drift log
+ * holds the current labels, and a ratio must stay under its own.
+ */
+static void relabel(struct result_batch *b, const struct cstudy *s)
+{
+	int from[STORE_MAX_PROXIES];
+
+	for (size_t k = 0; k < s->n_proxies; k++) {
+		from[k] = -1;
+		for (size_t j = 0; j < b->n_proxies; j++)
+			if (!strcmp(b->proxies[j], s->labels[k]))
+				from[k] = (int)j;
+	}
+	for (size_t i = 0; i < b->n_rows; i++) {
+		double old[STORE_MAX_PROXIES];
+		memcpy(old, b->rows[i].ratio, sizeof(old));
+		for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+			b->rows[i].ratio[k] = k < s->n_proxies && from[k] >= 0 ? old[from[k]] : NAN;
+	}
+	for (size_t j = 0; j < b->n_proxies; j++)
+		free(b->proxies[j]);
+	b->n_proxies = 0;
+	for (size_t k = 0; k < s->n_proxies; k++)
+		b->proxies[b->n_proxies++] = strdup(s->labels[k]);
+}
+
 /* Opens the study's drift log, rebuilding it from the WAL when needed. */
 static struct store *study_store(struct compute *c, struct cstudy *s)
 {
@@ -265,7 +295,8 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 	size_t n_mine = 0;
 	for (size_t i = 0; mine && i < c->n_replayed; i++) {
 		struct result_batch *b = result_batch_decode(c->replayed[i], strlen(c->replayed[i]));
-		if (b && !strcmp(b->study, s->name) && b->n_proxies == s->n_proxies) {
+		if (b && !strcmp(b->study, s->name)) {
+			relabel(b, s);
 			mine[n_mine++] = b;
 			want += b->n_rows;
 		} else {
@@ -301,6 +332,23 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 		result_batch_free(&mine[i]);
 	free(mine);
 	return s->store;
+}
+
+/* Has the study a drift log on disk, or results in the WAL? */
+static int has_drift_log(const struct compute *c, const struct cstudy *s)
+{
+	char path[4200], study[256];
+	struct stat st;
+	int64_t step;
+
+	snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
+	if (stat(path, &st) == 0)
+		return 1;
+	for (size_t i = 0; i < c->n_replayed; i++)
+		if (result_record_study(c->replayed[i], strlen(c->replayed[i]), study, sizeof(study),
+					&step) && !strcmp(study, s->name))
+			return 1;
+	return 0;
 }
 
 /* --- alignment --- */
@@ -360,27 +408,40 @@ static void add_durable(struct compute *c, const char *run, int64_t step)
 	c->spool_bytes += c->dur[c->n_dur++].bytes;
 }
 
-/* Removes snapshot i from the spool: the file, the index; logged and WAL'd. */
-static void drop(struct compute *c, size_t i, const char *why)
+/*
+ * Removes snapshot i from the spool: the index, the file; logged and WAL'd.
+ * The WAL's "drop" record goes first: a crash after it leaves a file that
+ * the next start removes, while a crash after the unlink alone would leave
+ * a durable snapshot whose file is gone. Returns 0, or -1 (kept) when the
+ * record cannot be written.
+ */
+static int drop(struct compute *c, size_t i, const char *why)
 {
 	char path[4200];
 	struct durable d = c->dur[i];
 
 	spool_path(c, d.run, d.step, path, sizeof(path));
-	if (unlink(path) < 0 && errno != ENOENT)
-		log_warning("retention: cannot remove '%s': %s", path, strerror(errno));
-	log_notice("retention: dropped run '%s' step %lld (%llu bytes): %s", d.run, (long long)d.step,
-		   (unsigned long long)d.bytes, why);
 	json_t *o = json_pack("{s:s,s:s,s:I,s:s}", "t", "drop", "run", d.run, "step",
 			      (json_int_t)d.step, "why", why);
 	char *payload = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	if (payload && (wal_append(c->wal, payload, strlen(payload)) < 0 || wal_sync(c->wal) < 0))
-		log_err("retention: write-ahead log: cannot record the drop of '%s'", path);
+	int r = payload ? wal_append(c->wal, payload, strlen(payload)) : -ENOMEM;
+	if (r == 0)
+		r = wal_sync(c->wal);
 	free(payload);
+	if (r < 0) {
+		log_err("retention: write-ahead log: cannot record the drop of '%s' (%s): keeping it",
+			path, strerror(-r));
+		return -1;
+	}
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warning("retention: cannot remove '%s': %s", path, strerror(errno));
+	log_notice("retention: dropped run '%s' step %lld (%llu bytes): %s", d.run, (long long)d.step,
+		   (unsigned long long)d.bytes, why);
 	c->spool_bytes -= d.bytes < c->spool_bytes ? d.bytes : c->spool_bytes;
 	free(d.run);
 	c->dur[i] = c->dur[--c->n_dur];
+	return 0;
 }
 
 /* Is run a candidate of some study? Candidates are never thinned by 'every'. */
@@ -424,7 +485,8 @@ static void retain(struct compute *c, const char *run, int64_t step)
 			break;	/* only latest snapshots left: nothing more to give */
 		snprintf(why, sizeof(why), "spool over spool.retention.disk_budget (%llu bytes)",
 			 (unsigned long long)c->disk_budget);
-		drop(c, oldest, why);
+		if (drop(c, oldest, why) < 0)
+			break;	/* the WAL failed: the same one would be picked again */
 	}
 }
 
@@ -679,11 +741,28 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 
 	if (r == 0)
 		r = wal_sync(c->wal);
-	free(payload);
 	if (r < 0)
 		log_err("compute: study '%s' step %lld: write-ahead log: %s", s->name,
 			(long long)b->step, strerror(-r));
+	/* opened (or rebuilt) first: what it checks against is the WAL before b */
 	struct store *st = study_store(c, s);
+	/*
+	 * Kept with the replayed ones: a drift log rebuilt later in this run (a
+	 * reload that changes the study's proxies) must hold these rows too.
+	 */
+	if (r == 0 && c->n_replayed == c->cap_replayed) {
+		size_t cap = c->cap_replayed ? 2 * c->cap_replayed : 64;
+		char **v = realloc(c->replayed, cap * sizeof(*v));
+		if (v) {
+			c->replayed = v;
+			c->cap_replayed = cap;
+		}
+	}
+	if (r == 0 && c->n_replayed < c->cap_replayed) {
+		c->replayed[c->n_replayed++] = payload;
+		payload = NULL;
+	}
+	free(payload);
 	if (st && store_append(st, b->rows, b->n_rows, err, sizeof(err)) < 0)
 		log_err("compute: drift log of '%s': %s", s->name, err);
 }
@@ -780,7 +859,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 		  struct compute **out)
 {
 	struct compute *c = calloc(1, sizeof(*c));
-	int r;
+	int r = 0;
 
 	*out = NULL;
 	if (!c || !(c->dir = strdup(storage_dir)))
@@ -788,19 +867,30 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	c->wal = wal;
 	c->engine = engine;
 	c->replayed = replayed;
-	c->n_replayed = n_replayed;
+	c->n_replayed = c->cap_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);
 	c->tolerance = cfg->alignment.tolerance;
 	c->keep_every = cfg->spool.retention.every;
 	c->disk_budget = cfg->spool.retention.disk_budget;
+	/*
+	 * Start-up step 3 (daemon.md): a drift log that lags the WAL, or that a
+	 * killed writer left flagged, is rebuilt now, not at the study's next
+	 * result, which may never come. Before the thread: nothing else runs.
+	 */
+	for (size_t i = 0; i < c->n_studies; i++)
+		if (has_drift_log(c, &c->studies[i]))
+			study_store(c, &c->studies[i]);
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	if (c->efd < 0 || (r = pthread_create(&c->thread, NULL, compute_main, c)) != 0) {
 		r = c->efd < 0 ? -errno : -r;
+		if (c->efd >= 0)
+			close(c->efd);
+		studies_free(c->studies, c->n_studies);	/* closes the drift logs opened above */
 		free(c->dir);
 		free(c);
-		return r;
+		return r;	/* the caller keeps replayed */
 	}
 	*out = c;
 	return 0;

@@ -4,6 +4,7 @@
  * daemon. Memory for a tensor is reserved from its header, before its
  * payload is copied, so a flood cannot grow memory past the budget.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,22 +95,186 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	free(body);
 }
 
-/* Does [b, e) overlap a range already received? */
-static int overlaps(const struct tensor_buf *t, uint64_t b, uint64_t e)
+/*
+ * The received ranges of a tensor: sorted, disjoint, and coalesced (a shard
+ * that touches its neighbours merges with them), so shards sent in order
+ * cost one range, not one each. Their memory is outside the budget, so the
+ * number of separate pieces is capped.
+ */
+#define MAX_PIECES 65536
+
+/* Where [b, e) goes: the index of the first range after it; -1 on an overlap. */
+static long range_slot(const struct tensor_buf *t, uint64_t b, uint64_t e)
 {
-	for (size_t i = 0; i < t->n_ranges; i++)
-		if (b < t->ranges[i][1] && t->ranges[i][0] < e)
-			return 1;
+	size_t lo = 0, hi = t->n_ranges;
+	while (lo < hi) {	/* the first range that begins at or after e */
+		size_t mid = (lo + hi) / 2;
+		if (t->ranges[mid][0] < e)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && t->ranges[lo - 1][1] > b)
+		return -1;	/* the range before it reaches into [b, e) */
+	return (long)lo;
+}
+
+/* Would [b, e) (no overlap) make a new piece, rather than extend one? */
+static int range_is_new_piece(const struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
+{
+	return !(at > 0 && t->ranges[at - 1][1] == b) && !(at < t->n_ranges && t->ranges[at][0] == e);
+}
+
+/* Adds [b, e) at its slot; 0, or -1 out of memory. */
+static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
+{
+	int left = at > 0 && t->ranges[at - 1][1] == b;
+	int right = at < t->n_ranges && t->ranges[at][0] == e;
+
+	if (left && right) {
+		t->ranges[at - 1][1] = t->ranges[at][1];
+		memmove(t->ranges + at, t->ranges + at + 1, (t->n_ranges - at - 1) * sizeof(*t->ranges));
+		t->n_ranges--;
+	} else if (left) {
+		t->ranges[at - 1][1] = e;
+	} else if (right) {
+		t->ranges[at][0] = b;
+	} else {
+		size_t n = t->n_ranges;
+		if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
+			uint64_t (*nr)[2] = realloc(t->ranges, (n ? 2 * n : 1) * sizeof(*nr));
+			if (!nr)
+				return -1;
+			t->ranges = nr;
+		}
+		memmove(t->ranges + at + 1, t->ranges + at, (n - at) * sizeof(*t->ranges));
+		t->ranges[at][0] = b;
+		t->ranges[at][1] = e;
+		t->n_ranges++;
+	}
 	return 0;
+}
+
+static void unlink_snapshot(struct state *s, struct snapshot *snap);
+
+/*
+ * Adds one shard to snap (received, checked). Returns 0, or -1 after the
+ * error reply: the shard was not taken (only out of memory can leave behind
+ * a tensor it created, reserved until its snapshot ends).
+ */
+static int add_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+		     struct run *r, struct snapshot *snap)
+{
+	struct state *s = ix->st;
+	size_t esize = wd_dtype_size(h->dtype);
+	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
+	char why[256];
+
+	struct tensor_buf *t = find_tensor(snap, h->name);
+	if (t && (t->dtype != h->dtype || t->total != h->total || t->ndims != h->ndims ||
+		  memcmp(t->shape, h->shape, (size_t)h->ndims * sizeof(h->shape[0])))) {
+		snprintf(why, sizeof(why), "shard disagrees with earlier shards of '%.120s' (dtype, "
+			 "shape or total)", h->name);
+		reply_fail(ix, m, h, WIRE_CONFLICT, "shape", why);
+		return -1;
+	}
+	long at = t ? range_slot(t, h->offset, h->offset + h->count) : 0;
+	if (at < 0) {
+		reply_fail(ix, m, h, WIRE_CONFLICT, "offset", "shard overlaps one already received");
+		return -1;
+	}
+	if (t && t->n_ranges >= MAX_PIECES &&
+	    range_is_new_piece(t, (size_t)at, h->offset, h->offset + h->count)) {
+		snprintf(why, sizeof(why), "'%.120s' would arrive in more than %d separate pieces; "
+			 "send larger or adjacent shards", h->name, MAX_PIECES);
+		reply_fail(ix, m, h, WIRE_TOO_MANY, "offset", why);
+		return -1;
+	}
+	if (!t) {
+		if ((int64_t)snap->n_tensors >= ix->cfg->limits.max_tensors) {
+			reply_fail(ix, m, h, WIRE_TOO_MANY, "name",
+				   "snapshot has limits.max_tensors tensors already");
+			return -1;
+		}
+		/* total may be up to 2^63: compare before multiplying, or it wraps */
+		if (h->total > s->budget / esize) {
+			snprintf(why, sizeof(why), "tensor of %llu elements of %zu bytes is larger than "
+				 "memory.budget (%llu bytes)", (unsigned long long)h->total, esize,
+				 (unsigned long long)s->budget);
+			reply_fail(ix, m, h, WIRE_TOO_LARGE, "total", why);
+			return -1;
+		}
+		uint64_t need = h->total * esize;
+		if (s->reserved + need > s->budget || r->bytes_pending + need > ix->window) {
+			snprintf(why, sizeof(why), "window full: %llu of %llu bytes in flight; retry after "
+				 "acks", (unsigned long long)r->bytes_pending, (unsigned long long)ix->window);
+			reply_fail(ix, m, h, WIRE_OVER_WINDOW, "", why);
+			return -1;
+		}
+		if (snap->n_tensors == snap->cap_tensors) {
+			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
+			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
+			if (!nt) {
+				reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+				return -1;
+			}
+			snap->tensors = nt;
+			snap->cap_tensors = cap;
+		}
+		t = &snap->tensors[snap->n_tensors];
+		memset(t, 0, sizeof(*t));
+		t->data = malloc(need);
+		t->name = strdup(h->name);
+		if (!t->data || !t->name) {
+			free(t->data);
+			free(t->name);
+			reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+			return -1;
+		}
+		snap->n_tensors++;
+		t->dtype = h->dtype;
+		t->ndims = h->ndims;
+		memcpy(t->shape, h->shape, sizeof(t->shape));
+		t->total = h->total;
+		snap->bytes += need;
+		r->bytes_pending += need;
+		s->reserved += need;
+	}
+	if (range_add(t, (size_t)at, h->offset, h->offset + h->count) < 0) {
+		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		return -1;
+	}
+	unsigned char *dst = (unsigned char *)t->data + h->offset * esize;
+	for (size_t i = 2; i < m->n; i++) {
+		memcpy(dst, m->data[i], m->len[i]);
+		dst += m->len[i];
+	}
+	t->covered += h->count;
+	s->count.tensors++;
+	s->count.bytes_received += bytes;
+	return 0;
+}
+
+/* Removes a run made for a shard that was refused: nothing refers to it. */
+static void forget_run(struct state *s, struct run *r)
+{
+	for (struct run **p = &s->runs; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			s->n_runs--;
+			free(r->name);
+			free(r->durable);
+			free(r);
+			return;
+		}
 }
 
 static void tensor(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
 	struct wire_error err;
-	size_t esize = wd_dtype_size(h->dtype);
-	uint64_t bytes = h->count * esize;
 	char why[256];
+	int new_run = 0;
 
 	/* Frame sizes and checksum first: nothing is reserved for a bad message. */
 	if (wire_check_payload(h, m->len + 2, m->data + 2, m->n - 2, &err) < 0)
@@ -126,6 +291,7 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		}
 		if (!(r = state_run(s, h->run, 1)))
 			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		new_run = 1;
 	}
 	r->last_seen = now_mono();
 	struct snapshot *snap = find_snapshot(s, r, h->step);
@@ -150,72 +316,17 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		s->n_pending++;
 	}
 	snap->last_seen = now_mono();
-	struct tensor_buf *t = find_tensor(snap, h->name);
-	if (t && (t->dtype != h->dtype || t->total != h->total || t->ndims != h->ndims ||
-		  memcmp(t->shape, h->shape, (size_t)h->ndims * sizeof(h->shape[0])))) {
-		snprintf(why, sizeof(why), "shard disagrees with earlier shards of '%.120s' (dtype, "
-			 "shape or total)", h->name);
-		return reply_fail(ix, m, h, WIRE_CONFLICT, "shape", why);
+	/*
+	 * A refused shard leaves no trace: a snapshot that holds nothing (made
+	 * for this shard) would count against max_pending and show as pending
+	 * until it expired as "dropped".
+	 */
+	if (add_shard(ix, m, h, r, snap) < 0 && snap->n_tensors == 0) {
+		unlink_snapshot(s, snap);
+		snapshot_free(s, snap);
+		if (new_run)	/* nor a run that holds nothing: it would use up limits.max_runs */
+			forget_run(s, r);
 	}
-	if (t && overlaps(t, h->offset, h->offset + h->count))
-		return reply_fail(ix, m, h, WIRE_CONFLICT, "offset",
-				  "shard overlaps one already received");
-	if (!t) {
-		uint64_t need = h->total * esize;
-		if ((int64_t)snap->n_tensors >= ix->cfg->limits.max_tensors)
-			return reply_fail(ix, m, h, WIRE_TOO_MANY, "name",
-					  "snapshot has limits.max_tensors tensors already");
-		if (need > s->budget) {
-			snprintf(why, sizeof(why), "tensor of %llu bytes is larger than memory.budget "
-				 "(%llu)", (unsigned long long)need, (unsigned long long)s->budget);
-			return reply_fail(ix, m, h, WIRE_TOO_LARGE, "total", why);
-		}
-		if (s->reserved + need > s->budget || r->bytes_pending + need > ix->window) {
-			snprintf(why, sizeof(why), "window full: %llu of %llu bytes in flight; retry after "
-				 "acks", (unsigned long long)r->bytes_pending, (unsigned long long)ix->window);
-			return reply_fail(ix, m, h, WIRE_OVER_WINDOW, "", why);
-		}
-		if (snap->n_tensors == snap->cap_tensors) {
-			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
-			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
-			if (!nt)
-				return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-			snap->tensors = nt;
-			snap->cap_tensors = cap;
-		}
-		t = &snap->tensors[snap->n_tensors];
-		memset(t, 0, sizeof(*t));
-		t->data = malloc(need);
-		t->name = strdup(h->name);
-		if (!t->data || !t->name) {
-			free(t->data);
-			free(t->name);
-			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-		}
-		snap->n_tensors++;
-		t->dtype = h->dtype;
-		t->ndims = h->ndims;
-		memcpy(t->shape, h->shape, sizeof(t->shape));
-		t->total = h->total;
-		snap->bytes += need;
-		r->bytes_pending += need;
-		s->reserved += need;
-	}
-	uint64_t (*nr)[2] = realloc(t->ranges, (t->n_ranges + 1) * sizeof(*nr));
-	if (!nr)
-		return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-	t->ranges = nr;
-	t->ranges[t->n_ranges][0] = h->offset;
-	t->ranges[t->n_ranges][1] = h->offset + h->count;
-	t->n_ranges++;
-	unsigned char *dst = (unsigned char *)t->data + h->offset * esize;
-	for (size_t i = 2; i < m->n; i++) {
-		memcpy(dst, m->data[i], m->len[i]);
-		dst += m->len[i];
-	}
-	t->covered += h->count;
-	s->count.tensors++;
-	s->count.bytes_received += bytes;
 }
 
 static void commit(struct ingest *ix, const struct frames *m, const struct wire_header *h)
@@ -276,6 +387,12 @@ void ingest_handle(struct ingest *ix, const struct frames *m)
 		reply_fail(ix, m, NULL, WIRE_BAD_FRAME, "", "message has no header frame");
 	} else if (wire_parse(m->data[1], m->len[1], &lim, h, &err) < 0) {
 		reply_error(ix, m, h, &err);
+	} else if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
+		/* the run names a directory of the spool: it could never be stored */
+		char why[128];
+		snprintf(why, sizeof(why), "run name is %zu bytes; at most %d, as it names a spool "
+			 "directory", strlen(h->run), NAME_MAX);
+		reply_fail(ix, m, h, WIRE_BAD_FIELD, "run", why);
 	} else if (h->type != WIRE_TENSOR && m->n != 2) {
 		reply_fail(ix, m, h, WIRE_BAD_FRAMES, "frames", "only tensor messages carry payload frames");
 	} else {

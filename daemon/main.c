@@ -6,6 +6,7 @@
  * Start-up order: config, storage lock, write-ahead log replay, engine
  * probe, spool thread, sockets bound, then READY=1.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -102,6 +103,8 @@ static int load_config(const char *path, struct wd_config *cfg, char *err, size_
 	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
 }
 
+static void lib_log(int level, const char *msg);
+
 /* SIGHUP and the reload command: validate all, then swap, or keep the old. */
 static int reload(void *ctx, char *err, size_t errlen)
 {
@@ -123,6 +126,7 @@ static int reload(void *ctx, char *err, size_t errlen)
 		if (d->alerts)
 			alerts_set_config(d->alerts, &d->cfg);
 		log_level = d->cfg.log.level;
+		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
 		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
 			   d->cfg.n_alerts);
 	} else {
@@ -152,12 +156,15 @@ static int replay_record(void *ctx, const char *payload, size_t len)
 			d->replayed = v;
 			d->cap_replayed = cap;
 		}
-		d->replayed[d->n_replayed++] = strndup(payload, len);
+		if (!(d->replayed[d->n_replayed] = strndup(payload, len)))
+			goto out;
+		d->n_replayed++;
 		for (size_t i = 0; study && i < json_array_size(rows); i++) {
 			const char *run = json_string_value(json_array_get(json_array_get(rows, i), 3));
-			if (!run || (d->n_covered && !strcmp(d->covered[d->n_covered - 1].run, run) &&
-				     d->covered[d->n_covered - 1].step == step))
-				continue;
+			const struct covered *last = d->n_covered ? &d->covered[d->n_covered - 1] : NULL;
+			if (!run || (last && last->step == step && !strcmp(last->run, run) &&
+				     !strcmp(last->study, study)))
+				continue;	/* the row before covers it already */
 			if (d->n_covered == d->cap_covered) {
 				size_t cap = d->cap_covered ? 2 * d->cap_covered : 256;
 				struct covered *v = realloc(d->covered, cap * sizeof(*v));
@@ -210,13 +217,23 @@ static int is_covered(const struct daemon *d, const char *study, const char *run
 	return 0;
 }
 
+/* Did retention remove run's spool file at step (a "drop" record)? */
+static int is_dropped(const struct daemon *d, const char *run, int64_t step)
+{
+	for (size_t k = 0; k < d->n_dropped; k++)
+		if (d->dropped[k].step == step && !strcmp(d->dropped[k].run, run))
+			return 1;
+	return 0;
+}
+
 /* Resubmits each of run's durable steps that no logged result covers. */
 static size_t resume_run(struct daemon *d, const char *study, const char *run_name, int64_t tol)
 {
 	struct run *x = state_run(&d->st, run_name, 0);
 	size_t n = 0;
 	for (size_t k = 0; x && k < x->n_durable; k++)
-		if (!is_covered(d, study, x->name, x->durable[k], tol)) {
+		if (!is_dropped(d, x->name, x->durable[k]) &&
+		    !is_covered(d, study, x->name, x->durable[k], tol)) {
 			compute_submit(d->compute, x->name, x->durable[k]);
 			n++;
 		}
@@ -235,18 +252,18 @@ static void resume_compute(struct daemon *d)
 	size_t redo = 0;
 
 	for (struct run *r = d->st.runs; r; r = r->next)
-		for (size_t i = 0; i < r->n_durable; i++) {
-			int gone = 0;	/* retention removed its file */
-			for (size_t k = 0; k < d->n_dropped && !gone; k++)
-				gone = d->dropped[k].step == r->durable[i] && !strcmp(d->dropped[k].run, r->name);
-			if (!gone)
+		for (size_t i = 0; i < r->n_durable; i++)
+			if (!is_dropped(d, r->name, r->durable[i]))	/* retention removed its file */
 				compute_known(d->compute, r->name, r->durable[i]);
-		}
-	for (size_t k = 0; k < d->n_dropped; k++)
-		free(d->dropped[k].run);
-	free(d->dropped);
-	d->dropped = NULL;
-	d->n_dropped = 0;
+	/* a crash between a "drop" record and its unlink leaves the file: remove it */
+	for (size_t k = 0; k < d->n_dropped; k++) {
+		char path[4300];
+		snprintf(path, sizeof(path), "%s/spool/%s/%lld.h5", d->cfg.storage.dir, d->dropped[k].run,
+			 (long long)d->dropped[k].step);
+		if (unlink(path) == 0)
+			log_notice("retention: removed '%s', dropped before the restart", path);
+	}
+	/* a dropped snapshot is never computed again: its file is gone */
 	for (size_t i = 0; i < d->cfg.n_studies; i++) {
 		const struct wd_config_study *st = &d->cfg.studies[i];
 		for (size_t c = 0; c < st->candidates.n; c++)
@@ -257,13 +274,19 @@ static void resume_compute(struct daemon *d)
 				   state_run(&d->st, st->baseline, 0) : NULL;
 		const char *label = st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16";
 		for (size_t k = 0; base && k < base->n_durable; k++)
-			if (!is_covered(d, st->name, label, base->durable[k], 0)) {
+			if (!is_dropped(d, base->name, base->durable[k]) &&
+			    !is_covered(d, st->name, label, base->durable[k], 0)) {
 				compute_submit(d->compute, base->name, base->durable[k]);
 				redo++;
 			}
 	}
 	if (redo)
 		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
+	for (size_t k = 0; k < d->n_dropped; k++)
+		free(d->dropped[k].run);
+	free(d->dropped);
+	d->dropped = NULL;
+	d->n_dropped = d->cap_dropped = 0;
 	for (size_t i = 0; i < d->n_covered; i++) {
 		free(d->covered[i].study);
 		free(d->covered[i].run);
@@ -271,6 +294,48 @@ static void resume_compute(struct daemon *d)
 	free(d->covered);
 	d->covered = NULL;
 	d->n_covered = 0;
+}
+
+/*
+ * Start-up (storage.md): a spool file with no "snapshot" record was never
+ * acked (the daemon died between its rename and its WAL record), and a
+ * STEP.h5.tmp is a write a crash cut short. Both are removed, so that they
+ * do not hold disk no budget counts. Runs before the spool thread starts.
+ */
+static void spool_sweep(struct daemon *d)
+{
+	char path[2048];	/* storage.dir is at most 1024 bytes */
+	DIR *top, *sub;
+	struct dirent *de, *fe;
+
+	snprintf(path, sizeof(path), "%s/spool", d->cfg.storage.dir);
+	if (!(top = opendir(path)))
+		return;
+	while ((de = readdir(top))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char dir[2048 + 260];
+		snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
+		if (!(sub = opendir(dir)))
+			continue;
+		struct run *r = state_run(&d->st, de->d_name, 0);
+		while ((fe = readdir(sub))) {
+			long long step;
+			char tail[16];
+			int n = sscanf(fe->d_name, "%lld.%15s", &step, tail);
+			int orphan = n == 2 && !strcmp(tail, "h5") && (!r || !run_is_durable(r, step));
+			int torn = n == 2 && !strcmp(tail, "h5.tmp");
+			if (!orphan && !torn)
+				continue;
+			char file[2048 + 520];
+			snprintf(file, sizeof(file), "%s/%s", dir, fe->d_name);
+			if (unlink(file) == 0)
+				log_notice("spool: removed '%s': %s", file, torn ? "a write cut short"
+					   : "never acked (no write-ahead log record)");
+		}
+		closedir(sub);
+	}
+	closedir(top);
 }
 
 /* Alert transitions go out on the events socket. */
@@ -374,6 +439,7 @@ static int start(struct daemon *d, int force)
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
+	spool_sweep(d);
 	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
 	if ((r = wd_engine_open((enum wd_backend)d->cfg.compute.backend, &d->engine)) < 0)
 		return error("compute.backend: cannot open the engine: %s", strerror(-r));
@@ -386,9 +452,14 @@ static int start(struct daemon *d, int force)
 			n_logged++;
 	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, d->replayed,
 			  d->n_replayed, &d->compute);
-	if (r < 0)
+	if (r < 0) {
+		for (size_t i = 0; i < n_logged; i++)
+			result_batch_free(&logged[i]);
+		free(logged);
 		return error("compute thread: %s", strerror(-r));
-	d->replayed = NULL;	/* the compute thread has them */
+	}
+	d->replayed = NULL;	/* the compute thread has them (and frees them) */
+	d->n_replayed = d->cap_replayed = 0;
 	resume_compute(d);
 	d->ix = (struct ingest){ &d->st, &d->cfg, d->spool, { ingest_send, d },
 				  d->cfg.memory.budget / 2, on_durable, d };

@@ -52,20 +52,41 @@ static int mkdir_p(const char *path)
 	return mkdir(tmp, 0750) < 0 && errno != EEXIST ? -errno : 0;
 }
 
+/* fsync(2) of a directory: 0 or -errno. */
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = fd < 0 || fsync(fd) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 /* Writes one snapshot durably; fills why on failure. */
 static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whylen)
 {
 	char dir[4096], path[4200], err[WD_CKPT_ERR_MAX];
 	struct wd_ckpt_tensor *t = calloc(snap->n_tensors + 1, sizeof(*t));
-	int r;
+	int r = 0;
 
 	if (!t)
 		return snprintf(why, whylen, "out of memory"), -1;
 	snprintf(dir, sizeof(dir), "%s/spool/%s", sp->dir, snap->run->name);
+	struct stat st;
+	int fresh = stat(dir, &st) < 0;	/* a run's first snapshot: its directory is new */
 	if ((r = mkdir_p(dir)) < 0) {
 		snprintf(why, whylen, "cannot create '%.180s': %s", dir, strerror(-r));
 		free(t);
 		return -1;
+	}
+	if (fresh) {	/* the new directories' entries must survive a crash too */
+		char parent[4200];
+		snprintf(parent, sizeof(parent), "%s/spool", sp->dir);
+		if ((r = fsync_path(parent)) < 0 || (r = fsync_path(sp->dir)) < 0) {
+			snprintf(why, whylen, "cannot fsync the spool directory: %s", strerror(-r));
+			free(t);
+			return -1;
+		}
 	}
 	snprintf(path, sizeof(path), "%s/%lld.h5", dir, (long long)snap->step);
 	for (size_t i = 0; i < snap->n_tensors; i++) {
@@ -81,11 +102,10 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		snprintf(why, whylen, "%.255s", err);
 		return -1;
 	}
-	/* the rename must survive a crash too */
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
+	/* the rename must survive a crash too: no ack without it */
+	if ((r = fsync_path(dir)) < 0) {
+		snprintf(why, whylen, "cannot fsync '%.180s': %s", dir, strerror(-r));
+		return -1;
 	}
 	json_t *rec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "t", "snapshot", "run", snap->run->name,
 				"step", (json_int_t)snap->step, "tensors", (json_int_t)snap->n_tensors,
@@ -133,7 +153,7 @@ static void *spool_main(void *arg)
 int spool_start(const char *dir, struct wal *wal, struct spool **out)
 {
 	struct spool *sp = calloc(1, sizeof(*sp));
-	int r;
+	int r = 0;
 
 	*out = NULL;
 	if (!sp || !(sp->dir = strdup(dir))) {

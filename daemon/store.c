@@ -147,11 +147,13 @@ static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name)
 {
 	char padded[STORE_NAME_MAX];
 
-	for (size_t i = 0; i < nm->n; i++)
-		if (!strcmp(nm->v[i], name))
-			return (long)i;
+	/* the table holds names cut to its width: look up the cut name, or a
+	 * long name would be appended again at every row */
 	memset(padded, 0, sizeof(padded));
 	snprintf(padded, sizeof(padded), "%s", name);	/* longer names are cut: rare */
+	for (size_t i = 0; i < nm->n; i++)
+		if (!strcmp(nm->v[i], padded))
+			return (long)i;
 	if (table_append(ds, str, padded, 1) < 0 || names_add(nm, padded) < 0)
 		return -1;
 	return (long)nm->n - 1;

@@ -29,6 +29,7 @@ struct wal {
 	uint64_t seg_bytes;	/* its size */
 	uint64_t max_seg;
 	uint64_t records;
+	int broken;		/* a failed append could not be undone: append no more */
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -88,6 +89,35 @@ static unsigned char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* Copies path's bytes from off on to PATH.corrupt (--force: kept, not replayed). */
+static int save_tail(const char *path, size_t off)
+{
+	char to[4200];
+	size_t len = 0;
+	unsigned char *b = slurp(path, &len);
+	int fd, r = -1;
+
+	if (!b)
+		return -1;
+	snprintf(to, sizeof(to), "%s.corrupt", path);
+	fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (fd >= 0) {
+		size_t done = off < len ? off : len;
+		while (done < len) {
+			ssize_t n = write(fd, b + done, len - done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		r = done == len && fsync(fd) == 0 ? 0 : -1;
+		close(fd);
+	}
+	free(b);
+	return r;
+}
+
 /* Is there a good record at off? Sets *next past it. */
 static int good_record(const unsigned char *b, size_t len, size_t off, size_t *next)
 {
@@ -140,6 +170,9 @@ static int list_segments(const char *dir, unsigned **segs, size_t *n)
 			unsigned *s = realloc(*segs, cap * sizeof(*s));
 			if (!s) {
 				closedir(d);
+				free(*segs);
+				*segs = NULL;
+				*n = 0;
 				return -ENOMEM;
 			}
 			*segs = s;
@@ -147,7 +180,8 @@ static int list_segments(const char *dir, unsigned **segs, size_t *n)
 		(*segs)[(*n)++] = num;
 	}
 	closedir(d);
-	qsort(*segs, *n, sizeof(**segs), cmp_uint);
+	if (*n)
+		qsort(*segs, *n, sizeof(**segs), cmp_uint);
 	return 0;
 }
 
@@ -240,6 +274,10 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 					log_warning("'%s': cannot move aside: %s", from, strerror(errno));
 			}
 			n = i + 1;
+			/* and what follows the damage in this segment, before it is cut */
+			if (save_tail(path, bad) < 0)
+				log_warning("'%s': cannot keep its records after offset %zu aside: %s", path,
+					    bad, strerror(errno));
 		}
 		if (truncate(path, (off_t)bad) < 0) {
 			fail(err, errlen, "'%s': cannot truncate: %s", path, strerror(errno));
@@ -304,6 +342,8 @@ static int wal_append_locked(struct wal *w, const void *payload, size_t len)
 
 	if (len > WAL_MAX_RECORD)
 		return -EMSGSIZE;
+	if (w->broken)
+		return -EIO;
 	if (w->seg_bytes && w->seg_bytes + 12 + len > w->max_seg && (r = wal_rotate(w)) < 0)
 		return r;
 	put32(head, WAL_MAGIC);
@@ -323,6 +363,17 @@ static int wal_append_locked(struct wal *w, const void *payload, size_t len)
 		if (n < 0) {
 			r = -errno;
 			free(rec);
+			/*
+			 * Part of the record may be in the file (disk full). Cut it
+			 * off: a record appended after half of one would read as
+			 * corruption, and the log would refuse to open. If it cannot
+			 * be cut, no more appends: nothing more can be acked.
+			 */
+			if (done && ftruncate(w->fd, (off_t)w->seg_bytes) < 0) {
+				log_err("write-ahead log: cannot undo a partial record: %s; no more appends "
+					"until a restart", strerror(errno));
+				w->broken = 1;
+			}
 			return r;
 		}
 		done += (size_t)n;

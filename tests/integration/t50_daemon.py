@@ -183,6 +183,37 @@ def snapshot(pub, step, rng):
     return {"layers.0.w": a, "emb": b, "layers.1/w2": c}
 
 
+def run_limit(ctx):
+    """Refused tensors do not use up limits.max_runs: runs that never had
+    anything accepted are not 'known', and must not lock real runs out."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t50-")
+    dm = Daemon(tmp)
+    try:
+        path = dm.write_config()
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  max_runs: 2\n"))
+        check(dm.start() is not None, "ready with limits.max_runs: 2")
+        x = np.arange(8, dtype=np.float32)
+        for k in range(4):
+            p = Publisher(ctx, tmp, f"junk{k}")
+            p.tensor(1, "w", x, "f32", total=1 << 40, shape=[1 << 40], offset=0)  # too large
+            e = p.recv()
+            check(e and e["code"] == "too_large", f"junk{k}: a tensor over the budget is refused ({e and e['code']})")
+        good = Publisher(ctx, tmp, "real")
+        good.tensor(1, "w", x, "f32")
+        a = good.commit(1, 1)
+        check(a and a["type"] == "ack", f"a real run is still taken ({a})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["runs"] == 1 and st["snapshots"]["pending"] == 0,
+              f"status: 1 run, nothing pending ({st and (st['runs'], st['snapshots'])})")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        dm.stop(signal.SIGKILL)
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
     if not os.path.exists(WDRIFTD):
         print(f"not ok 1 - {WDRIFTD} is not built")
@@ -192,6 +223,7 @@ def main():
     dm = Daemon(tmp)
     rng = np.random.default_rng(50)
     try:
+        run_limit(ctx)
         cfg = dm.write_config()
         r = subprocess.run([WDRIFTD, "--check-config", "-c", cfg], capture_output=True, text=True)
         check(r.returncode == 0 and "ok" in r.stdout, "--check-config accepts the test config")
@@ -253,6 +285,11 @@ def main():
             ("payload on a commit", [b'{"v":1,"type":"commit","run":"x","step":1,"tensors":1}', b"xx"],
              "bad_frames", "frames"),
             ("overlapping shard", None, "conflict", "offset"),
+            # 1 to limits.max_name (512) bytes, but a run names a directory: at most 255
+            ("a run name too long for a directory",
+             [json.dumps({"v": 1, "type": "hello", "run": "r" * 300}).encode()], "bad_field", "run"),
+            # total x 8 bytes wraps 64 bits to 8: the reservation must not wrap with it
+            ("a total whose bytes overflow", None, "too_large", "total"),
         ]
         p2 = Publisher(ctx, tmp, "lowprec")
         x = np.arange(8, dtype=np.float32)
@@ -271,6 +308,12 @@ def main():
                 h = {"v": 1, "type": "tensor", "run": "lowprec", "step": 1, "name": "big", "dtype": "f64",
                      "shape": [1 << 28], "offset": 0, "count": 1 << 28, "total": 1 << 28, "crc32": 0}
                 p2.send_raw([json.dumps(h).encode(), b"\0" * 8])
+            elif what == "a total whose bytes overflow":
+                total = (1 << 61) + 1
+                h = {"v": 1, "type": "tensor", "run": "lowprec", "step": 3, "name": "wrap", "dtype": "f64",
+                     "shape": [total], "offset": 1 << 40, "count": 1, "total": total,
+                     "crc32": zlib.crc32(b"\0" * 8)}
+                p2.send_raw([json.dumps(h).encode(), b"\0" * 8])
             elif what == "overlapping shard":
                 p2.tensor(2, "o", x[:4], "f32", offset=0, total=8)
                 p2.tensor(2, "o", x[:4], "f32", offset=2, total=8)
@@ -280,10 +323,33 @@ def main():
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["errors"]["bad_field"] >= 1 and st["errors"]["bad_checksum"] == 1,
               "errors are counted by code in status, and the daemon still answers")
+        check(dm.proc.poll() is None, f"the daemon survived every malformed message ({dm.proc.poll()})")
         sn = st["snapshots"] if st else {}
         check(sn.get("received") == 3 and sn.get("durable") == 1 and sn.get("duplicates", 0) >= 1
               and sn.get("pending") == 2 and sn.get("dropped") == 0 and st["queues"]["spool"] == 0,
               f"status counts snapshots received, durable, pending, dropped; queue depths ({sn})")
+        # Shards that never touch: each is a separate piece the daemon must
+        # remember, outside the budget, so their number is capped.
+        pieces = Publisher(ctx, tmp, "pieces")
+        one = np.ones(1, np.float32).tobytes()
+        n = 65537
+        h = {"v": 1, "type": "tensor", "run": "pieces", "step": 1, "name": "w", "dtype": "f32",
+             "shape": [2 * n], "offset": 0, "count": 1, "total": 2 * n, "crc32": zlib.crc32(one)}
+        t0 = time.time()
+        for i in range(n):
+            h["offset"] = 2 * i
+            pieces.send_raw([json.dumps(h).encode(), one])
+        e = pieces.recv()
+        check(e and e["code"] == "too_many" and e["field"] == "offset" and "pieces" in e["reason"],
+              f"a tensor in more than 65536 separate pieces is refused ({e}, {time.time() - t0:.1f} s)")
+        h["offset"] = 1                   # adjacent to two pieces: joins them, still taken
+        pieces.send_raw([json.dumps(h).encode(), one])
+        h["offset"] = 2 * n - 1           # so is one that extends a piece
+        pieces.send_raw([json.dumps(h).encode(), one])
+        h["offset"] = 2
+        pieces.send_raw([json.dumps(h).encode(), one])
+        e = pieces.recv()
+        check(e and e["code"] == "conflict", f"an overlap among coalesced pieces is still found ({e})")
         bad_req = control(ctx, tmp, {"v": 1, "cmd": "nope"})
         check(bad_req and not bad_req["ok"] and "unknown command 'nope'" in bad_req["error"],
               "an unknown control command gets a clear error")
@@ -317,7 +383,16 @@ def main():
         snapshot(pub, 400, rng)          # in flight, never committed
         dm.stop(signal.SIGKILL)
         check(dm.proc.returncode == -signal.SIGKILL, "kill -9")
+        # what a crash can leave in the spool: a file renamed into place whose
+        # WAL record never made it (never acked), and a write cut short
+        base_dir = os.path.join(tmp, "var", "spool", "base")
+        for leftover in ("999.h5", "998.h5.tmp"):
+            with open(os.path.join(base_dir, leftover), "wb") as f:
+                f.write(b"\0" * 4096)
         check(dm.start() is not None, "restart after kill -9: READY=1")
+        left = sorted(os.listdir(base_dir))
+        check("999.h5" not in left and "998.h5.tmp" not in left,
+              f"a spool file never acked, and a torn .tmp, are removed at start-up ({left})")
         pub2 = Publisher(ctx, tmp, "base")
         w = pub2.hello()
         check(w and set(w["durable_steps"]) == acked, f"every acked step is durable after the crash ({w})")

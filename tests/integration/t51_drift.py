@@ -72,7 +72,108 @@ def close(a, b, rel=1e-12):
     return abs(a - b) <= rel * abs(b) + 1e-300
 
 
+def ratios_by_label(path):
+    """{(step, tensor, run, kind): {label: ratio}} of a drift log's rows."""
+    with h5py.File(path, "r") as f:
+        rows = f["rows"][:]
+        names = f["tensors"][:].astype(str)
+        runs = f["runs"][:].astype(str)
+        labels = list(f["proxies"][:].astype(str))
+    out = {}
+    for r in rows:
+        t = names[r["tensor"]] if r["kind"] == 0 else None
+        out[(int(r["step"]), t, runs[r["run"]], int(r["kind"]))] = {
+            lab: float(r["ratio"][k]) for k, lab in enumerate(labels)}
+    return labels, out
+
+
+def relabelled():
+    """The study's proxies are reordered between two starts: the drift log,
+    made for the old order, is rebuilt from the WAL, and every old ratio
+    stays under its own proxy's label."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t51-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    rng = np.random.default_rng(52)
+    path = os.path.join(tmp, "var", "drift", "fa.h5")
+
+    def config(proxies):
+        p = dm.write_config()
+        with open(p) as f:
+            text = f.read()
+        with open(p, "w") as f:
+            f.write(text.replace("proxies: {fp16: lowprec}", f"proxies: {{{proxies}}}"))
+
+    def wait_all(step):
+        end = time.time() + 20
+        while time.time() < end:
+            r = control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": step})
+            if r and r.get("ok") and "fa" in r["candidates"] and all(
+                    l["proxies"][p]["ratio"] is not None
+                    for l in r["candidates"]["fa"]["layers"] for p in ("fp16", "seed")):
+                return True
+            time.sleep(0.2)
+        return False
+
+    try:
+        config("fp16: lowprec, seed: seedrun")
+        check(dm.start() is not None, "ready with proxies fp16 and seed")
+        base, fa, low, seed = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec", "seedrun"))
+        publish(base, 10, tensors(rng, 10, 0.0))
+        publish(low, 10, tensors(rng, 10, 0.002), fp16=True)
+        publish(seed, 10, tensors(rng, 10, 0.02))
+        publish(fa, 10, tensors(rng, 10, 0.0003))
+        wait_all(10)
+        check(dm.stop() == 0, "SIGTERM")
+        labels, before = ratios_by_label(path)
+        check(labels == ["fp16", "seed"] and len(before) > 0, f"the drift log has ratios for {labels}")
+        config("seed: seedrun, fp16: lowprec")
+        check(dm.start() is not None, "restart with the proxies in the other order")
+        time.sleep(0.5)
+        check(dm.stop() == 0, "SIGTERM")
+        labels, after = ratios_by_label(path)
+        same = labels == ["seed", "fp16"] and set(after) == set(before)
+        for key, want in before.items():
+            got = after.get(key, {})
+            for lab, x in want.items():
+                y = got.get(lab)
+                ok = y is not None and (x == y or (x != x and y != y))
+                if not ok and same:
+                    print(f"# {key} {lab}: {x} before, {y} after the rebuild")
+                same = same and ok
+        check(same, f"the rebuilt drift log ({labels}) keeps each ratio under its own proxy")
+        # The same through a reload: the log is rebuilt while the daemon runs,
+        # and must keep what was computed since it started (step 20), too.
+        check(dm.start() is not None, "start again")
+        base, fa, low, seed = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec", "seedrun"))
+        publish(base, 20, tensors(rng, 20, 0.0))
+        publish(low, 20, tensors(rng, 20, 0.002), fp16=True)
+        publish(seed, 20, tensors(rng, 20, 0.02))
+        publish(fa, 20, tensors(rng, 20, 0.0003))
+        check(wait_all(20), "step 20 computed")
+        config("fp16: lowprec, seed: seedrun")
+        dm.proc.send_signal(signal.SIGHUP)
+        check(dm.wait_notify("READY=1", 5) is not None, "reload with the first order again")
+        for pub, drift in ((base, 0.0), (low, 0.002), (seed, 0.02), (fa, 0.0003)):
+            publish(pub, 30, tensors(rng, 30, drift), fp16=pub is low)
+        check(wait_all(30), "step 30 computed")
+        check(dm.stop() == 0, "SIGTERM")
+        labels, final = ratios_by_label(path)
+        steps = {k[0] for k in final}
+        same = labels == ["fp16", "seed"] and steps == {10, 20, 30}
+        for key, want in after.items():
+            got = final.get(key, {})
+            same = same and all(got.get(lab) is not None and (x == got[lab] or (x != x and got[lab] != got[lab]))
+                                for lab, x in want.items())
+        check(same, f"rebuilt on reload: steps {sorted(steps)} of 10, 20, 30, each ratio under its label")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
+    relabelled()
     tmp = tempfile.mkdtemp(prefix="wdrift-t51-")
     ctx = zmq.Context()
     dm = Daemon(tmp)
@@ -182,15 +283,26 @@ def main():
         got = wait_drift(ctx, tmp, 30)
         check(got is not None and len(got["candidates"]["fa"]["layers"]) == 3,
               "after the restart, step 30 has its results (logged, or computed again)")
-        dm.stop(signal.SIGTERM)
+        # kill -9 once every result is in the drift log (open, flagged for SWMR
+        # writing), then a restart with nothing left to compute: start-up
+        # itself must rebuild the log, or it never opens without h5clear.
+        publish(base, 40, tensors(rng, 40, 0.0))
+        publish(low, 40, tensors(rng, 40, 0.002), fp16=True)
+        publish(fa, 40, tensors(rng, 40, 0.0003))
+        check(wait_drift(ctx, tmp, 40) is not None, "step 40 computed")
+        dm.stop(signal.SIGKILL)
+        check(dm.start() is not None, "restart after kill -9, every result already logged")
+        time.sleep(0.5)
+        rc = dm.stop(signal.SIGTERM)
+        check(rc == 0, f"SIGTERM after a restart that replayed results: exit 0 ({rc})")
         try:
             with h5py.File(path, "r") as f:   # no h5clear, no swmr flag needed
                 st = set(f["rows"]["step"])
-            ok = {10, 20, 30} <= st
+            ok = {10, 20, 30, 40} <= st
         except OSError as e:
             ok = False
             print(f"# {e}")
-        check(ok, "the drift log opens without h5clear and holds steps 10, 20 and 30")
+        check(ok, "the drift log opens without h5clear and holds steps 10, 20, 30 and 40")
     finally:
         dm.stop(signal.SIGKILL)
         ctx.destroy(linger=0)

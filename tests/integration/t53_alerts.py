@@ -76,7 +76,87 @@ def events_until(sub, pred, timeout=15):
     return got
 
 
+REEVAL = """\
+alerts:
+  - name: fa-w1
+    study: fa
+    metric: w1
+    scope: max
+    threshold: 0
+    for: 2
+    command: "ls -l /proc/$$/fd > {d}/fds-$(date +%s%N).txt"
+    command_min_interval: 0
+  - name: fa-ratio
+    study: fa
+    metric: ratio
+    proxy: fp16
+    threshold: 0
+"""
+
+
+def recomputed_step():
+    """A step is recomputed when a later run arrives at it (here the proxy after
+    the candidate): that is one snapshot of the candidate, not two, for `for`."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t53-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write(REEVAL.format(d=tmp))
+        check(dm.start() is not None, "ready with a w1 rule, for: 2")
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"alert.")
+        sub.setsockopt(zmq.RCVTIMEO, 200)
+        sub.connect(f"ipc://{tmp}/run/events.sock")
+        time.sleep(0.3)
+        base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
+        snap(base, 10, 0.0)
+        snap(fa, 10, 0.01)                        # computed at step 10 ...
+        snap(low, 10, 0.0, f16=True)              # ... and again, with the proxy
+        ev = events_until(sub, lambda g: False, timeout=2)
+        st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
+        check(not any(e[0] == "alert.fa-w1" for e in ev) and inst.get("fa-w1") and inst["fa-w1"][0]["state"] == "pending"
+              and inst["fa-w1"][0]["above"] == 1,
+              f"one snapshot computed twice is one snapshot above: pending ({ev}, {inst.get('fa-w1')})")
+        snap(base, 20, 0.0)
+        snap(fa, 20, 0.01)                        # no proxy at 20 yet: no ratio
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-w1" for e in g), timeout=5)
+        step20_ev = ev
+        fire = [e[1] for e in ev if e[0] == "alert.fa-w1"]
+        check(len(fire) == 1 and fire[0]["state"] == "firing" and fire[0]["step"] == 20,
+              f"the second snapshot above fires it, once ({fire})")
+        time.sleep(0.5)
+        fds = "".join(open(p).read() for p in glob.glob(os.path.join(tmp, "fds-*.txt")))
+        check(fds and "/var/" not in fds and "socket:" not in fds,
+              "the alert command inherits none of the daemon's files or sockets:\n# "
+              + fds.replace("\n", "\n# "))
+        snap(low, 20, 0.0, f16=True)              # step 20 again: still firing, no new event
+        late_ev = events_until(sub, lambda g: False, timeout=2)
+        check(not any(e[0] == "alert.fa-w1" for e in late_ev),
+              f"recomputing step 20 sends no new transition ({late_ev})")
+        snap(base, 5, 0.0)                        # an older step, late: not a newer snapshot
+        snap(fa, 5, 0.0)
+        ev = events_until(sub, lambda g: False, timeout=2)
+        check(not any(e[0] == "alert.fa-w1" for e in ev),
+              f"a late, older step does not resolve the current state ({ev})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
+        check(inst.get("fa-ratio") and inst["fa-ratio"][0]["state"] == "firing"
+              and inst["fa-ratio"][0]["step"] == 20,
+              f"the ratio rule fired, and is still firing at step 20 ({inst.get('fa-ratio')})")
+        check(not any(e[0] == "alert.fa-ratio" for e in step20_ev + late_ev),
+              "a candidate computed before its proxy (no ratio yet) does not resolve the ratio rule")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
+    recomputed_step()
     tmp = tempfile.mkdtemp(prefix="wdrift-t53-")
     ctx = zmq.Context()
     dm = Daemon(tmp)

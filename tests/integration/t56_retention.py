@@ -19,7 +19,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check  # noqa: E402
+from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
 
 
 def snap(pub, step, n=2000):
@@ -45,7 +45,47 @@ def wait_for(pred, timeout=10):
     return False
 
 
+def dropped_candidate():
+    """Candidate snapshots dropped by the disk budget before their baseline
+    came stay dropped after a restart: the baseline's later arrival does not
+    compare against a file that is gone."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t56-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    spool = os.path.join(tmp, "var", "spool")
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write("spool:\n  retention:\n    disk_budget: 64M\n")
+        check(dm.start() is not None, "ready with disk_budget: 64M")
+        fa = Publisher(ctx, tmp, "fa")
+        for s in range(30, 110, 10):
+            snap(fa, s, 3_000_000)
+        check(wait_for(lambda: not os.path.exists(os.path.join(spool, "fa", "30.h5"))),
+              "the candidate's oldest step is dropped for the budget (no baseline yet)")
+        check(dm.stop() == 0, "SIGTERM")
+        check(dm.start() is not None, "restart")
+        base = Publisher(ctx, tmp, "base")
+        check(snap(base, 30, 3_000_000)["type"] == "ack", "the baseline's step 30 arrives after the restart")
+        time.sleep(1.5)
+        after = dm.log_text().split("ready:")[-1]
+        check("cannot open" not in after, "nothing looks for the dropped candidate file")
+        r = control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": 30})
+        check(r and not r.get("ok"), f"and no result is made up for it ({r and r.get('error')})")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        dm.stop(signal.SIGKILL)
+        ctx.destroy(linger=0)
+        if t50_daemon.n_fail:
+            try:
+                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-6000:])
+            except OSError:
+                pass
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
+    dropped_candidate()
     tmp = tempfile.mkdtemp(prefix="wdrift-t56-")
     ctx = zmq.Context()
     dm = Daemon(tmp)

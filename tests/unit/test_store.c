@@ -60,6 +60,23 @@ int main(void)
 	fclose(f);
 	CHECK(store_open(junk, proxies, 2, &s, err, sizeof(err)) == -1 && strstr(err, "cannot open"),
 	      "a damaged file is refused: %s", err);
+	/* A name longer than the table's 1024 bytes is cut, and interned once as cut. */
+	{
+		char longname[1500], lpath[300];
+		memset(longname, 'x', sizeof(longname) - 1);
+		longname[sizeof(longname) - 1] = 0;
+		snprintf(lpath, sizeof(lpath), "%s/long.h5", dir);
+		struct drift_row lr[2] = { row(1, longname, "fa", 1), row(2, longname, "fa", 2) };
+		int ok = store_open(lpath, proxies, 2, &s, err, sizeof(err)) == 0 &&
+			 store_append(s, lr, 1, err, sizeof(err)) == 0 &&
+			 store_append(s, lr + 1, 1, err, sizeof(err)) == 0;
+		store_close(&s);
+		char lcmd[700];
+		snprintf(lcmd, sizeof(lcmd), "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File('%s','r'); "
+			 "t=f['tensors']; r=f['rows']; sys.exit(0 if len(t)==1 and len(t[0])==1023 and "
+			 "r[0]['tensor']==0 and r[1]['tensor']==0 else 1)\" 2>/dev/null", lpath);
+		CHECK(ok && system(lcmd) == 0, "a name over 1023 bytes is cut and interned once (%s)", err);
+	}
 	/* h5py, where present, reads it as the docs say (tests/integration checks SWMR) */
 	char cmd[700];
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File('%s','r',swmr=True); "

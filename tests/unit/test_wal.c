@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,6 +154,12 @@ static void test_corruption(void)
 	CHECK(seg_size(1) == 5 * rec, "a refused open changes nothing");
 	CHECK(open_replay(1, &w, err) == 0 && n_seen == 1, "--force keeps the record before it");
 	wal_close(&w);
+	struct stat cst;
+	char aside[300];
+	snprintf(aside, sizeof(aside), "%s.corrupt", p);
+	CHECK(stat(aside, &cst) == 0 && cst.st_size == 4 * rec,
+	      "and moves the rest of the segment aside, not only later segments (%lld bytes)",
+	      (long long)(stat(aside, &cst) == 0 ? cst.st_size : -1));
 	CHECK(open_replay(0, &w, err) == 0 && n_seen == 1, "and then opens cleanly");
 	wal_close(&w);
 }
@@ -184,6 +192,41 @@ static void test_segments(void)
 	wal_close(&w);
 }
 
+/*
+ * A write that fails part-way (disk full; here the file size limit) must
+ * not leave half a record behind: the records appended after it would make
+ * it "damage with good records after it", and the daemon would refuse to
+ * start. The failed record is not durable (not acked); the log goes on.
+ */
+static void test_failed_write(void)
+{
+	struct wal *w;
+	char err[512], rec[64];
+	struct rlimit old, lim;
+
+	reset();
+	write_records(2, 0);
+	off_t size = seg_size(1);
+	CHECK(open_replay(0, &w, err) == 0 && n_seen == 2, "2 records");
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = (rlim_t)size + 20;	/* room for part of the next record only */
+	setrlimit(RLIMIT_FSIZE, &lim);
+	snprintf(rec, sizeof(rec), "{\"t\":\"snapshot\",\"step\":%d}", 2);
+	int r = wal_append(w, rec, strlen(rec));
+	setrlimit(RLIMIT_FSIZE, &old);
+	CHECK(r < 0, "an append that cannot be written whole fails (%d)", r);
+	CHECK(seg_size(1) == size, "and leaves nothing of itself in the segment (%lld, was %lld)",
+	      (long long)seg_size(1), (long long)size);
+	snprintf(rec, sizeof(rec), "{\"t\":\"snapshot\",\"step\":%d}", 3);
+	CHECK(wal_append(w, rec, strlen(rec)) == 0 && wal_sync(w) == 0, "the next append succeeds");
+	wal_close(&w);
+	CHECK(open_replay(0, &w, err) == 0 && n_seen == 3 && !strcmp(seen[2], rec),
+	      "the log opens with the 3 whole records (%s)", n_seen == 3 ? "" : err);
+	wal_close(&w);
+}
+
 int main(void)
 {
 	log_level = LOG_ERR;	/* the torn-tail warnings are expected here */
@@ -195,6 +238,7 @@ int main(void)
 	test_torn_tail();
 	test_corruption();
 	test_segments();
+	test_failed_write();
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
