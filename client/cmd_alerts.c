@@ -24,23 +24,10 @@ static const char usage[] =
 
 int cmd_alerts(int argc, char **argv)
 {
-	struct dc_args a = { 0 };
-	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
-
-	if (r == DC_HELPED)
-		return EXIT_OK;
-	if (r < 0)
-		return -r;
-	if (r != argc)
-		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "alerts"));
+	int rc;
+	json_t *o = dc_simple(argc, argv, usage, "alerts", &rc);
 	if (!o)
-		return EXIT_FAIL;
-	if (a.json) {
-		dc_print_json(o);
-		json_decref(o);
-		return EXIT_OK;
-	}
+		return rc;	/* an error, --help, or --json already printed */
 	json_t *list = json_object_get(o, "alerts"), *al, *in;
 	size_t rows = 1, i, k;
 	json_array_foreach(list, i, al)

@@ -22,21 +22,11 @@ static const char usage[] =
 
 int cmd_status(int argc, char **argv)
 {
-	struct dc_args a = { 0 };
-	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
-
-	if (r == DC_HELPED)
-		return EXIT_OK;
-	if (r < 0)
-		return -r;
-	if (r != argc)
-		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "status"));
+	int rc;
+	json_t *o = dc_simple(argc, argv, usage, "status", &rc);
 	if (!o)
-		return EXIT_FAIL;
-	if (a.json) {
-		dc_print_json(o);
-	} else {
+		return rc;	/* an error, --help, or --json already printed */
+	{
 		json_t *sn = json_object_get(o, "snapshots"), *mem = json_object_get(o, "memory");
 		json_t *q = json_object_get(o, "queues"), *errs = json_object_get(o, "errors");
 		printf("wdriftd    %s, up %.0f s\n", json_string_value(json_object_get(o, "version")),

@@ -23,23 +23,10 @@ static const char usage[] =
 
 int cmd_studies(int argc, char **argv)
 {
-	struct dc_args a = { 0 };
-	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
-
-	if (r == DC_HELPED)
-		return EXIT_OK;
-	if (r < 0)
-		return -r;
-	if (r != argc)
-		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "studies"));
+	int rc;
+	json_t *o = dc_simple(argc, argv, usage, "studies", &rc);
 	if (!o)
-		return EXIT_FAIL;
-	if (a.json) {
-		dc_print_json(o);
-		json_decref(o);
-		return EXIT_OK;
-	}
+		return rc;	/* an error, --help, or --json already printed */
 	json_t *list = json_object_get(o, "studies"), *s, *x;
 	struct table t;
 	size_t i, k;

@@ -153,3 +153,32 @@ void dc_print_json(json_t *o)
 	json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
 	putchar('\n');
 }
+
+json_t *dc_simple(int argc, char **argv, const char *usage, const char *cmd, int *rc)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	*rc = EXIT_OK;
+	if (r == DC_HELPED)
+		return NULL;
+	if (r < 0) {
+		*rc = -r;
+		return NULL;
+	}
+	if (r != argc) {
+		*rc = cli_usage_error("unexpected argument '%s'", argv[r]);
+		return NULL;
+	}
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", cmd));
+	if (!o) {
+		*rc = EXIT_FAIL;
+		return NULL;
+	}
+	if (a.json) {
+		dc_print_json(o);
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}

@@ -58,4 +58,12 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 json_t *dc_call(struct dc_args *a, json_t *request);
 void dc_print_json(json_t *o);
 
+/*
+ * The whole of a subcommand that sends {"cmd": cmd} and takes no arguments:
+ * parses argv, calls, and prints JSON itself with --json. Returns the reply
+ * for the caller to print as a table, or NULL with *rc the exit code
+ * (including 0 after --help or --json).
+ */
+json_t *dc_simple(int argc, char **argv, const char *usage, const char *cmd, int *rc);
+
 #endif
