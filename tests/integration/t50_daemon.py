@@ -115,6 +115,35 @@ class Daemon:
             return f.read().decode(errors="replace")
 
 
+def teardown(dm, tmp, ctx=None):
+    """Stops the daemon by pid, shows its log when a check failed, removes tmp."""
+    dm.stop(signal.SIGKILL)
+    if ctx is not None:
+        ctx.destroy(linger=0)
+    if n_fail:
+        try:
+            print("# daemon log:\n# " + dm.log_text()[-6000:].replace("\n", "\n# "))
+        except OSError:
+            pass
+    subprocess.run(["rm", "-rf", tmp])
+
+
+def summary():
+    """The closing line tests/run.sh reads, and the exit status."""
+    print(f"# {n_ok} passed, {n_fail} failed")
+    return 1 if n_fail else 0
+
+
+def subscribe(ctx, d, prefix, timeout=200):
+    """A SUB socket on the daemon's events, given time to reach the PUB side."""
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    sub.setsockopt(zmq.RCVTIMEO, timeout)
+    sub.connect(f"ipc://{d}/run/events.sock")
+    time.sleep(0.3)
+    return sub
+
+
 def control(ctx, d, request, timeout=2000):
     s = ctx.socket(zmq.REQ)
     s.setsockopt(zmq.LINGER, 0)
@@ -210,8 +239,7 @@ def run_limit(ctx):
               f"status: 1 run, nothing pending ({st and (st['runs'], st['snapshots'])})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        subprocess.run(["rm", "-rf", tmp])
+        teardown(dm, tmp)
 
 
 def main():
@@ -425,16 +453,8 @@ def main():
         rc = dm.stop(timeout=10)
         check(stopping is not None and rc == 0 and time.time() - t0 < 10, f"SIGTERM: STOPPING=1, exit {rc}")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {n_ok} passed, {n_fail} failed")
-    return 1 if n_fail else 0
+        teardown(dm, tmp, ctx)
+    return summary()
 
 
 if __name__ == "__main__":

@@ -167,9 +167,7 @@ def relabelled():
                                 for lab, x in want.items())
         check(same, f"rebuilt on reload: steps {sorted(steps)} of 10, 20, 30, each ratio under its label")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        subprocess.run(["rm", "-rf", tmp])
+        t50_daemon.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -181,11 +179,7 @@ def main():
     try:
         dm.write_config(extra=EXTRA)
         check(dm.start() is not None, "wdriftd ready")
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"drift.fa")
-        sub.setsockopt(zmq.RCVTIMEO, 100)
-        sub.connect(f"ipc://{tmp}/run/events.sock")
-        time.sleep(0.3)   # let the subscription reach the PUB socket
+        sub = t50_daemon.subscribe(ctx, tmp, b"drift.fa", 100)
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
         steps = (10, 20)
         refs = {}
@@ -304,16 +298,8 @@ def main():
             print(f"# {e}")
         check(ok, "the drift log opens without h5clear and holds steps 10, 20, 30 and 40")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp, ctx)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

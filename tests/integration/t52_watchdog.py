@@ -4,7 +4,6 @@ WATCHDOG_USEC, and stops while the loop is stalled (SIGSTOP), which is what
 lets systemd's WatchdogSec= kill and restart a hung daemon."""
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,10 +40,8 @@ def main():
         check(n >= 3, f"pings resume with the loop: {n} in 1.5 s")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ Events arrive on the PUB socket; the control socket lists the states.
 import glob
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -105,11 +103,7 @@ def recomputed_step():
         with open(path, "a") as f:
             f.write(REEVAL.format(d=tmp))
         check(dm.start() is not None, "ready with a w1 rule, for: 2")
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"alert.")
-        sub.setsockopt(zmq.RCVTIMEO, 200)
-        sub.connect(f"ipc://{tmp}/run/events.sock")
-        time.sleep(0.3)
+        sub = t50_daemon.subscribe(ctx, tmp, b"alert.", 200)
         base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
         snap(base, 10, 0.0)
         snap(fa, 10, 0.01)                        # computed at step 10 ...
@@ -150,9 +144,7 @@ def recomputed_step():
               "a candidate computed before its proxy (no ratio yet) does not resolve the ratio rule")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        subprocess.run(["rm", "-rf", tmp])
+        t50_daemon.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -165,11 +157,7 @@ def main():
         with open(path, "a") as f:
             f.write(ALERTS.format(d=tmp))
         check(dm.start() is not None, "ready with three alert rules")
-        sub = ctx.socket(zmq.SUB)
-        sub.setsockopt(zmq.SUBSCRIBE, b"alert.")
-        sub.setsockopt(zmq.RCVTIMEO, 200)
-        sub.connect(f"ipc://{tmp}/run/events.sock")
-        time.sleep(0.3)
+        sub = t50_daemon.subscribe(ctx, tmp, b"alert.", 200)
         base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
 
         def step(s, fa_drift, nan=False):
@@ -214,16 +202,8 @@ def main():
         check(quiet and quiet[0]["state"] == "resolved", f"and resolves when it is back ({quiet})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp, ctx)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ baseline's step 118 arrives. With the default (exact) a step off by one
 is not compared.
 """
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,21 +64,13 @@ def run(tolerance):
             check(got is None, "exact alignment: step 103 is not compared with step 100")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# "))
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
+        t50_daemon.teardown(dm, tmp, ctx)
 
 
 def main():
     run(5)
     run(0)
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

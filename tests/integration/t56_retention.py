@@ -8,8 +8,6 @@ and written to the WAL: after a restart nothing looks for a dropped file,
 and re-sending a dropped step is still acked as a duplicate.
 """
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -74,14 +72,7 @@ def dropped_candidate():
         check(r and not r.get("ok"), f"and no result is made up for it ({r and r.get('error')})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-6000:])
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
+        t50_daemon.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -126,16 +117,8 @@ def main():
               "after the restart nothing looks for a dropped file")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        dm.stop(signal.SIGKILL)
-        ctx.destroy(linger=0)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-6000:])
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp, ctx)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ so in one line within a few seconds and exits 1.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -146,15 +145,8 @@ def main():
         r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
         check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
     finally:
-        dm.stop(signal.SIGKILL)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-4000:])
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

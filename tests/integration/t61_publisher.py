@@ -8,8 +8,6 @@ publishes every N steps; close() returns within its timeout.
 """
 import ctypes
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -118,15 +116,8 @@ def main():
             check(True, "a bad run name is refused")
         check(dm.stop() == 0, "daemon stopped")
     finally:
-        dm.stop(signal.SIGKILL)
-        if t50_daemon.n_fail:
-            try:
-                print("# daemon log:\n# " + dm.log_text().replace("\n", "\n# ")[-3000:])
-            except OSError:
-                pass
-        subprocess.run(["rm", "-rf", tmp])
-    print(f"# {t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+        t50_daemon.teardown(dm, tmp)
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":
