@@ -21,11 +21,10 @@ static const char usage[] =
 "      --step N       that step (the baseline's step)\n"
 "      --latest       the latest step with results (the default)\n"
 "      --layer GLOB   only tensors whose name matches GLOB\n"
-"  -c, --config FILE  the daemon's config, for its endpoints\n"
-"      --endpoint EP  the control endpoint, instead of the config's\n"
+DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"candidates\": {RUN: {\"layers\": [...]}}},\n"
 "                     layers as in wdrift compare --json (docs/compare.md)\n"
-"  -h, --help         this help\n"
+DC_HELP_HELP
 "\n"
 "exit status: 0 ok; 1 the daemon is down, or has no such study or step; 2 usage error.\n";
 

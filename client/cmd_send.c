@@ -29,7 +29,7 @@ static const char usage[] =
 "      --ingest EP    the ingest endpoint, instead of the config's\n"
 "  -c, --config FILE  the daemon's config, for its endpoints\n"
 "      --json         print the ack as JSON\n"
-"  -h, --help         this help\n"
+DC_HELP_HELP
 "\n"
 "exit status: 0 acked; 1 a bad file, a refused snapshot, or no daemon; 2 usage error.\n";
 

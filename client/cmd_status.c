@@ -12,13 +12,9 @@ static const char usage[] =
 "The daemon's version, uptime, engine, runs, snapshots (received, durable,\n"
 "duplicates, pending, dropped), errors by code, queue depths and memory.\n"
 "\n"
-"  -c, --config FILE  the daemon's config, for its endpoints (default:\n"
-"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n"
-"      --endpoint EP  the control endpoint, instead of the config's\n"
+DC_HELP_TARGET
 "      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
-"  -h, --help         this help\n"
-"\n"
-"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+DC_HELP_HELP DC_HELP_EXIT;
 
 int cmd_status(int argc, char **argv)
 {

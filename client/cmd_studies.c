@@ -14,12 +14,7 @@ static const char usage[] =
 "Each study of the running daemon: its baseline, candidates and proxies\n"
 "(label=run), and its synthetic proxy.\n"
 "\n"
-"  -c, --config FILE  the daemon's config, for its endpoints\n"
-"      --endpoint EP  the control endpoint, instead of the config's\n"
-"      --json         print the reply as JSON\n"
-"  -h, --help         this help\n"
-"\n"
-"exit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n";
+DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT;
 
 int cmd_studies(int argc, char **argv)
 {

@@ -11,6 +11,15 @@
 
 #define DC_ENDPOINT_MAX 512
 
+/* Help text the daemon subcommands share, so that it reads the same. */
+#define DC_HELP_TARGET \
+	"  -c, --config FILE  the daemon's config, for its endpoints (default:\n" \
+	"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n" \
+	"      --endpoint EP  the control endpoint, instead of the config's\n"
+#define DC_HELP_JSON "      --json         print the reply as JSON\n"
+#define DC_HELP_HELP "  -h, --help         this help\n"
+#define DC_HELP_EXIT "\nexit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n"
+
 struct dc_target {
 	const char *config;	/* -c FILE, or NULL for the default search */
 	const char *control;	/* --endpoint: overrides the config's */
