@@ -1324,17 +1324,33 @@ static int study_check(struct loader *L, struct wd_config *c, size_t idx,
 	return 0;
 }
 
+/*
+ * The opening checks of a top-level list (studies, alerts): 0 when it is
+ * absent or null, 1 when it is a list of at most max items, -1 (reported)
+ * otherwise.
+ */
+static int list_of(struct loader *L, const struct ynode *v, int max, const char *what)
+{
+	char want[32];
+
+	if (is_null(v))
+		return 0;
+	snprintf(want, sizeof(want), "a list of %s", what);
+	if (expect(L, v, Y_SEQ, want))
+		return -1;
+	if (v->n > (size_t)max)
+		return fail_at(L, v, "%zu %s: at most %d", v->n, what, max);
+	return 1;
+}
+
 static int walk_studies(struct loader *L, const struct ynode *v, struct wd_config *c)
 {
 	const struct ynode *it;
 	size_t i = 0;
 
-	if (is_null(v))
-		return 0;
-	if (expect(L, v, Y_SEQ, "a list of studies"))
-		return -1;
-	if (v->n > MAX_STUDIES)
-		return fail_at(L, v, "%zu studies: at most %d", v->n, MAX_STUDIES);
+	int r = list_of(L, v, MAX_STUDIES, "studies");
+	if (r <= 0)
+		return r;
 	c->studies = arena_alloc(&L->keep, (v->n + 1) * sizeof(*c->studies));
 	if (!c->studies)
 		return oom(L);
@@ -1404,12 +1420,9 @@ static int walk_alerts(struct loader *L, const struct ynode *v, struct wd_config
 	const struct ynode *it;
 	size_t i = 0;
 
-	if (is_null(v))
-		return 0;
-	if (expect(L, v, Y_SEQ, "a list of alerts"))
-		return -1;
-	if (v->n > MAX_ALERTS)
-		return fail_at(L, v, "%zu alerts: at most %d", v->n, MAX_ALERTS);
+	int r = list_of(L, v, MAX_ALERTS, "alerts");
+	if (r <= 0)
+		return r;
 	c->alerts = arena_alloc(&L->keep, (v->n + 1) * sizeof(*c->alerts));
 	L->alert_where = arena_alloc(&L->tree, (v->n + 1) * N_ALERT * sizeof(*L->alert_where));
 	if (!c->alerts || !L->alert_where)
