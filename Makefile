@@ -22,7 +22,17 @@ OPT     ?= -O3
 BUILD   ?= build
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-ifeq ($(NVCC),)
+# Where the toolkit lives is asked of nvcc itself (its TOP): the nvcc on PATH
+# may be a wrapper script in /usr/local/bin, so its directory says nothing.
+# CUDA is on only when the static runtime we link is really there.
+ifeq ($(origin CUDA_HOME),undefined)
+CUDA_HOME := $(if $(NVCC),$(shell $(NVCC) -dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p' | head -n 1))
+endif
+CUDA_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
+	$(CUDA_HOME)/lib64/libcudart_static.a $(CUDA_HOME)/targets/*/lib/libcudart_static.a))))
+CUDA_INCDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
+	$(CUDA_HOME)/include/cuda_runtime_api.h $(CUDA_HOME)/targets/*/include/cuda_runtime_api.h))))
+ifeq ($(CUDA_LIBDIR),)
 CUDA ?= 0
 else
 CUDA ?= 1
@@ -67,7 +77,7 @@ ifeq ($(CUDA),1)
 NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
 CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-CUDA_LIBS := -L$(dir $(NVCC))../lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+CUDA_LIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++
 LIB_OBJS    += $(CUDA_OBJS)
 ENGINE_OBJS += $(CUDA_OBJS)
 ALL_CFLAGS  += -DWD_HAVE_CUDA
@@ -111,7 +121,7 @@ $(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
 
 # tests/gpu: the CUDA engine against the CPU engine; exits 77 with no device.
 # Plain C against CUDA's C runtime API header.
-$(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(dir $(NVCC))../include
+$(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(CUDA_INCDIR)
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
