@@ -6,6 +6,8 @@
 #ifndef WD_CLI_H
 #define WD_CLI_H
 
+#include <stdio.h>
+
 /* Exit codes. */
 #define EXIT_OK 0
 #define EXIT_FAIL 1	/* bad input, or the work failed */
@@ -25,6 +27,16 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Output to a file that appears whole or not at all: cli_out_open writes
+ * to PATH.tmp-PID (stdout for NULL or "-"), cli_out_commit flushes, fsyncs
+ * and renames it over PATH. Both print their error; commit returns an exit code.
+ */
+FILE *cli_out_open(const char *path, char *tmp, size_t tmplen);
+int cli_out_commit(FILE *f, const char *path, const char *tmp);
+/* Gives up: closes and removes the temporary file. */
+void cli_out_abort(FILE *f, const char *tmp);
+
 int cmd_compare(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
@@ -33,5 +45,7 @@ int cmd_drift(int argc, char **argv);
 int cmd_alerts(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_send(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -14,15 +14,19 @@
 #include "config.h"
 #include "daemon_client.h"
 
+const char *dc_config_path(const char *given)
+{
+	if (given)
+		return given;
+	return access("config/wdrift.yaml", R_OK) == 0 ? "config/wdrift.yaml" : "/etc/wdrift/wdrift.yaml";
+}
+
 int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 {
 	struct wd_config cfg;
-	const char *path = t->config;
+	const char *path = dc_config_path(t->config);
 	char cerr[WD_CONFIG_ERR_MAX];
 
-	if (!path)
-		path = access("config/wdrift.yaml", R_OK) == 0 ? "config/wdrift.yaml"
-							       : "/etc/wdrift/wdrift.yaml";
 	wd_config_defaults(&cfg);
 	if (wd_config_load(path, &cfg, cerr, sizeof(cerr)) < 0) {
 		if (t->control) {	/* --endpoint needs no config */
@@ -95,12 +99,16 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 		{ "help", no_argument, NULL, 'h' },
 	};
 	int n = 4, c;
+	const char *shorts = ":c:h";
 
-	for (size_t i = 0; extra && extra[i].name && n < 23; i++)
+	for (size_t i = 0; extra && extra[i].name && n < 23; i++) {
 		opts[n++] = extra[i];
+		if (extra[i].val == 'o')	/* --output is also -o */
+			shorts = ":c:ho:";
+	}
 	opts[n] = (struct option){ 0 };
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': a->t.config = optarg; break;
 		case 'E': a->t.control = optarg; break;

@@ -27,6 +27,9 @@ struct dc_target {
 	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];
 };
 
+/* -c FILE when given, else ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml. */
+const char *dc_config_path(const char *given);
+
 /*
  * Fills the endpoints: --endpoint/--ingest where given, else the config's.
  * The config is -c FILE, else ./config/wdrift.yaml when present, else
@@ -52,7 +55,7 @@ typedef struct json_t json_t;
 
 /*
  * Parses argv with the common options and extra ones (on_extra gets each,
- * returning nonzero to refuse it). Returns the index of the first
+ * returning nonzero to refuse it; one whose val is 'o' is also -o). Returns the index of the first
  * positional argument; or a negative exit code: -2 (usage) or, after
  * --help was printed, -1000 (exit 0).
  */

@@ -17,6 +17,8 @@ static const struct cli_command commands[] = {
 	{ "alerts", cmd_alerts, "alert rules and their state" },
 	{ "watch", cmd_watch, "drift and alert events as they happen" },
 	{ "send", cmd_send, "publish a checkpoint file as a run's snapshot" },
+	{ "report", cmd_report, "a study's drift as a self-contained HTML page" },
+	{ "export", cmd_export, "a study's drift log as CSV or JSON" },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

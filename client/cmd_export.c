@@ -1,0 +1,210 @@
+/* cmd_export.c: `wdrift export STUDY --csv`: a study's drift log as CSV or JSON. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "daemon_client.h"
+#include "study_data.h"
+
+static const char usage[] =
+"usage: wdrift export STUDY [--csv | --json] [-o FILE] [-c FILE | --log FILE]\n"
+"\n"
+"Every current row of STUDY's drift log (docs/storage.md), one per step,\n"
+"compared run and tensor, and the per-snapshot mean, median and max rows.\n"
+"Reads the log from disk: the daemon may be running or stopped.\n"
+"\n"
+"      --csv          comma-separated values with a header line (the default);\n"
+"                     an undefined number (NaN) is an empty field\n"
+"      --json         {\"study\", \"file\", \"proxies\": [...], \"rows\": [{...}]}, undefined as null\n"
+"  -o, --output FILE  write FILE, whole or not at all (default: standard output)\n"
+"  -c, --config FILE  the daemon's config: storage.dir locates the log (default:\n"
+"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n"
+"      --log FILE     the drift log itself, instead of the config's\n"
+DC_HELP_HELP
+"\n"
+"columns: step, run, role (candidate, proxy), kind (tensor, mean, median, max),\n"
+"tensor, numel, w1, max_abs_diff, rel_l2, nan, posinf, neginf, ratio_LABEL per\n"
+"proxy, wall (Unix time computed). Sorted by step, run, kind, tensor.\n"
+"\n"
+"exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";
+
+struct export_opts {
+	const char *out, *log;
+	int csv;
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+	struct export_opts *o = ctx;
+	switch (c) {
+	case 'o': o->out = arg; return 0;
+	case 'l': o->log = arg; return 0;
+	case 'C': o->csv = 1; return 0;
+	}
+	return 1;
+}
+
+/* RFC 4180: quoted when it holds a comma, quote, CR or LF; quotes doubled. */
+static void csv_str(FILE *f, const char *s)
+{
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void csv_num(FILE *f, double x)
+{
+	if (!isnan(x))
+		fprintf(f, "%.17g", x);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	json_t *j = json_string(s);
+	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+	fputs(t ? t : "null", f);	/* not UTF-8: null rather than bad JSON */
+	free(t);
+	json_decref(j);
+}
+
+static void json_num(FILE *f, double x)
+{
+	if (isfinite(x))
+		fprintf(f, "%.17g", x);
+	else
+		fputs("null", f);
+}
+
+static void write_csv(FILE *f, const struct driftlog *d)
+{
+	fputs("step,run,role,kind,tensor,numel,w1,max_abs_diff,rel_l2,nan,posinf,neginf", f);
+	for (size_t k = 0; k < d->n_proxies; k++) {
+		fputs(",", f);
+		char col[1100];
+		snprintf(col, sizeof(col), "ratio_%s", d->proxies[k]);
+		csv_str(f, col);
+	}
+	fputs(",wall\n", f);
+	for (size_t i = 0; i < d->n_rows; i++) {
+		const struct dl_row *r = dl_row(d, i);
+		fprintf(f, "%lld,", (long long)r->step);
+		csv_str(f, d->runs[r->run]);
+		fprintf(f, ",%s,%s,", study_role_name(r->role), study_kind_name(r->kind));
+		if (!r->kind)
+			csv_str(f, d->tensors[r->tensor]);
+		fprintf(f, ",%llu,", (unsigned long long)r->numel);
+		csv_num(f, r->w1);
+		fputc(',', f);
+		csv_num(f, r->max_abs_diff);
+		fputc(',', f);
+		csv_num(f, r->rel_l2);
+		fprintf(f, ",%llu,%llu,%llu", (unsigned long long)r->nan, (unsigned long long)r->posinf,
+			(unsigned long long)r->neginf);
+		for (size_t k = 0; k < d->n_proxies; k++) {
+			fputc(',', f);
+			csv_num(f, dl_ratio(r)[k]);
+		}
+		fputc(',', f);
+		csv_num(f, r->wall);
+		fputc('\n', f);
+	}
+}
+
+/* Written by hand, row by row: a large study is millions of numbers. */
+static void write_json(FILE *f, const struct study_data *sd)
+{
+	const struct driftlog *d = &sd->log;
+
+	fputs("{\"study\": ", f);
+	json_str(f, sd->name);
+	fputs(", \"file\": ", f);
+	json_str(f, sd->log_path);
+	fputs(", \"proxies\": [", f);
+	for (size_t k = 0; k < d->n_proxies; k++) {
+		fputs(k ? ", " : "", f);
+		json_str(f, d->proxies[k]);
+	}
+	fputs("], \"rows\": [", f);
+	for (size_t i = 0; i < d->n_rows; i++) {
+		const struct dl_row *r = dl_row(d, i);
+		fprintf(f, "%s\n {\"step\": %lld, \"run\": ", i ? "," : "", (long long)r->step);
+		json_str(f, d->runs[r->run]);
+		fprintf(f, ", \"role\": \"%s\", \"kind\": \"%s\", \"tensor\": ", study_role_name(r->role),
+			study_kind_name(r->kind));
+		if (r->kind)
+			fputs("null", f);
+		else
+			json_str(f, d->tensors[r->tensor]);
+		fprintf(f, ", \"numel\": %llu, \"w1\": ", (unsigned long long)r->numel);
+		json_num(f, r->w1);
+		fputs(", \"max_abs_diff\": ", f);
+		json_num(f, r->max_abs_diff);
+		fputs(", \"rel_l2\": ", f);
+		json_num(f, r->rel_l2);
+		fprintf(f, ", \"nonfinite\": {\"nan\": %llu, \"posinf\": %llu, \"neginf\": %llu}, \"ratio\": {",
+			(unsigned long long)r->nan, (unsigned long long)r->posinf,
+			(unsigned long long)r->neginf);
+		for (size_t k = 0; k < d->n_proxies; k++) {
+			fputs(k ? ", " : "", f);
+			json_str(f, d->proxies[k]);
+			fputs(": ", f);
+			json_num(f, dl_ratio(r)[k]);
+		}
+		fputs("}, \"wall\": ", f);
+		json_num(f, r->wall);
+		fputc('}', f);
+	}
+	fputs("\n]}\n", f);
+}
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option extra[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "log", required_argument, NULL, 'l' },
+		{ "csv", no_argument, NULL, 'C' },
+		{ 0 },
+	};
+	struct dc_args a = { 0 };
+	struct export_opts o = { 0 };
+	struct study_data sd;
+	char err[4096], tmp[4200];
+	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (a.t.control)
+		return cli_usage_error("export reads the drift log, not the daemon: --endpoint does not apply");
+	if (o.csv && a.json)
+		return cli_usage_error("--csv and --json: choose one");
+	if (argc - r != 1)
+		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
+	if (study_data_load(&sd, argv[r], a.t.config, o.log, err, sizeof(err)) < 0)
+		return cli_error("%s", err);
+	FILE *f = cli_out_open(o.out, tmp, sizeof(tmp));
+	if (!f) {
+		study_data_release(&sd);
+		return EXIT_FAIL;
+	}
+	if (a.json)
+		write_json(f, &sd);
+	else
+		write_csv(f, &sd.log);
+	study_data_release(&sd);
+	return cli_out_commit(f, o.out, tmp);
+}

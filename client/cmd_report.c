@@ -1,0 +1,594 @@
+/*
+ * cmd_report.c: `wdrift report STUDY -o report.html`: one self-contained
+ * HTML page (inline CSS and SVG, no script, nothing fetched) drawn from the
+ * study's drift log: W1 and the ratio to each proxy against step, with the
+ * alert thresholds; a tensor x step heatmap of the ratio; the study, its
+ * runs and its alert rules. Layout in docs/report.md.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chart.h"
+#include "cli.h"
+#include "daemon_client.h"
+#include "study_data.h"
+#include "wdrift.h"
+
+static const char usage[] =
+"usage: wdrift report STUDY -o FILE [-c FILE | --log FILE]\n"
+"\n"
+"Draws STUDY's drift log as one self-contained HTML page: W1 against step\n"
+"for each compared run, the ratio to each proxy with the alert thresholds,\n"
+"a per-tensor heatmap of the ratio, and the study's runs and rules. The\n"
+"page has no script and loads nothing: it opens offline, and can be mailed.\n"
+"Reads the log from disk: the daemon may be running or stopped.\n"
+"\n"
+"  -o, --output FILE  the page to write, whole or not at all (- for standard output)\n"
+"  -c, --config FILE  the daemon's config: the study, its alerts, and storage.dir\n"
+"                     (default: ./config/wdrift.yaml when present, else\n"
+"                     /etc/wdrift/wdrift.yaml)\n"
+"      --log FILE     the drift log itself, instead of the config's\n"
+DC_HELP_HELP
+"\n"
+"exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";
+
+static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+	"#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22" };
+#define PALETTE(i) palette[(i) % (sizeof(palette) / sizeof(palette[0]))]
+
+static const char css[] =
+"body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px auto;"
+"max-width:960px;padding:0 16px}\n"
+"h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd}"
+"h3{font-size:15px;margin:18px 0 4px}\n"
+".sub{color:#666;margin:0 0 16px}.note{color:#555;font-size:13px;margin:4px 0}\n"
+"table{border-collapse:collapse;margin:6px 0;font-variant-numeric:tabular-nums}"
+"td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}"
+"td:first-child,th:first-child,td.l{text-align:left}th{background:#f6f6f6}\n"
+".good{color:#1a7f37}.bad{color:#b3261e;font-weight:600}\n"
+"svg{display:block;max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#333}\n"
+".grid{stroke:#eee}.axis{stroke:#888}.tick{stroke:#888}.yt{text-anchor:end}.xt{text-anchor:middle}"
+".xl{text-anchor:middle;font-size:12px}.rl{text-anchor:end;font-size:10px}.kl{text-anchor:start}\n"
+".line{fill:none;stroke-width:1.8}.dash{stroke-dasharray:6 4}.thr{stroke-width:1.2;stroke-dasharray:2 3}"
+".thrl{text-anchor:end;font-size:10px}.hover{fill:transparent}.hover:hover{fill:rgba(0,0,0,.08)}"
+".empty{text-anchor:middle;fill:#999;color:#999}\n"
+".legend{margin:2px 0 8px 72px;font-size:12px}.legend span{margin-right:16px;white-space:nowrap}"
+".legend i{display:inline-block;width:22px;margin-right:5px;vertical-align:middle}\n";
+
+/* What the page is drawn from, gathered once from the log. */
+struct report {
+	const struct study_data *sd;
+	const struct driftlog *d;
+	size_t n_steps;
+	int64_t *steps;		/* distinct, ascending */
+	int *role;		/* per run index: 0 none, 1 candidate, 2 proxy */
+	double last_wall;
+};
+
+static int gather(struct report *r, const struct study_data *sd)
+{
+	const struct driftlog *d = &sd->log;
+
+	memset(r, 0, sizeof(*r));
+	r->sd = sd;
+	r->d = d;
+	r->steps = malloc((d->n_rows + 1) * sizeof(*r->steps));
+	r->role = calloc(d->n_runs + 1, sizeof(*r->role));
+	if (!r->steps || !r->role)
+		return -1;
+	for (size_t i = 0; i < d->n_rows; i++) {
+		const struct dl_row *w = dl_row(d, i);
+		if (!r->n_steps || r->steps[r->n_steps - 1] != w->step)
+			r->steps[r->n_steps++] = w->step;
+		r->role[w->run] = w->role;
+		if (isfinite(w->wall) && w->wall > r->last_wall)
+			r->last_wall = w->wall;
+	}
+	return 0;
+}
+
+static void release(struct report *r)
+{
+	free(r->steps);
+	free(r->role);
+}
+
+/* The aggregate rows of kind for run: x = step, y = w1 or ratio[proxy] (proxy < 0: w1). */
+static size_t series_of(const struct driftlog *d, size_t run, int kind, int proxy, double *x, double *y)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < d->n_rows; i++) {
+		const struct dl_row *w = dl_row(d, i);
+		if (w->run != run || w->kind != kind)
+			continue;
+		x[n] = (double)w->step;
+		y[n++] = proxy < 0 ? w->w1 : dl_ratio(w)[proxy];
+	}
+	return n;
+}
+
+static const struct dl_row *latest_agg(const struct driftlog *d, size_t run, int kind)
+{
+	const struct dl_row *found = NULL;
+	for (size_t i = 0; i < d->n_rows; i++) {
+		const struct dl_row *w = dl_row(d, i);
+		if (w->run == run && w->kind == kind)
+			found = w;	/* sorted by step: the last is the latest */
+	}
+	return found;
+}
+
+static void num(FILE *f, double x)
+{
+	if (isnan(x))
+		fputs("–", f);
+	else
+		fprintf(f, "%.4g", x);
+}
+
+static void summary(FILE *f, const struct report *r)
+{
+	const struct driftlog *d = r->d;
+
+	fputs("<h2>Summary at each candidate's latest step</h2>\n<table><tr><th>candidate</th><th>step</th>"
+	      "<th>mean W1</th>", f);
+	for (size_t k = 0; k < d->n_proxies; k++) {
+		fputs("<th>mean ratio [", f);
+		xml_text(f, d->proxies[k]);
+		fputs("]</th><th>max ratio [", f);
+		xml_text(f, d->proxies[k]);
+		fputs("]</th>", f);
+	}
+	fputs("</tr>\n", f);
+	for (size_t run = 0; run < d->n_runs; run++) {
+		const struct dl_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
+		if (r->role[run] != 1 || !m)
+			continue;
+		fputs("<tr><td>", f);
+		xml_text(f, d->runs[run]);
+		fprintf(f, "</td><td>%lld</td><td>", (long long)m->step);
+		num(f, m->w1);
+		fputs("</td>", f);
+		for (size_t k = 0; k < d->n_proxies; k++) {
+			double mr = dl_ratio(m)[k], xr = x && x->step == m->step ? dl_ratio(x)[k] : NAN;
+			fprintf(f, "<td class=\"%s\">", isnan(mr) ? "" : mr < 1 ? "good" : "bad");
+			num(f, mr);
+			fprintf(f, "</td><td class=\"%s\">", isnan(xr) ? "" : xr < 1 ? "good" : "bad");
+			num(f, xr);
+			fputs("</td>", f);
+		}
+		fputs("</tr>\n", f);
+	}
+	fputs("</table>\n<p class=\"note\">ratio = the candidate's W1 from the baseline / the proxy's "
+	      "W1 from the baseline, per tensor; below 1 (green) the candidate drifts less than the "
+	      "proxy. Mean: weighted by element count; max: over tensors.</p>\n", f);
+}
+
+static int w1_chart(FILE *f, const struct report *r)
+{
+	const struct driftlog *d = r->d;
+	size_t ns = 0, nh = 0;
+	struct chart_series *s = calloc(d->n_runs + 1, sizeof(*s));
+	struct chart_hline *h = calloc(r->sd->cfg.n_alerts + 1, sizeof(*h));
+	double *buf = malloc((2 * d->n_rows + 1) * sizeof(double));
+	char (*labels)[300] = calloc(d->n_runs + r->sd->cfg.n_alerts + 1, sizeof(*labels));
+
+	if (!s || !h || !buf || !labels) {
+		free(s), free(h), free(buf), free(labels);
+		return -1;
+	}
+	double *x = buf, *y = buf + d->n_rows;
+	for (size_t run = 0; run < d->n_runs; run++) {
+		if (!r->role[run])
+			continue;
+		size_t n = series_of(d, run, 1, -1, x, y);
+		snprintf(labels[ns], sizeof(labels[ns]), "%s (%s)", d->runs[run], study_role_name(r->role[run]));
+		s[ns] = (struct chart_series){ labels[ns], PALETTE(run), r->role[run] == 2, n, x, y };
+		ns++;
+		x += n;
+		y += n;
+	}
+	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
+		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
+		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_W1)
+			continue;
+		snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: %s W1 > %g", al->name,
+			 wd_config_scope_name(al->scope), al->threshold);
+		h[nh] = (struct chart_hline){ labels[ns + nh], al->threshold, "#b3261e" };
+		nh++;
+	}
+	fputs("<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
+	      "the baseline, the mean over tensors weighted by element count. Candidates solid, "
+	      "proxies dashed.</p>\n", f);
+	struct line_chart c = { "step", "W1 from the baseline", 0, ns, nh, s, h };
+	chart_line(f, &c);
+	free(s), free(h), free(buf), free(labels);
+	return 0;
+}
+
+static int ratio_chart(FILE *f, const struct report *r)
+{
+	const struct driftlog *d = r->d;
+	size_t ns = 0, nh = 0, cap = 2 * d->n_runs * d->n_proxies + 1;
+	struct chart_series *s = calloc(cap, sizeof(*s));
+	struct chart_hline *h = calloc(r->sd->cfg.n_alerts + 1, sizeof(*h));
+	size_t pts = d->n_rows * d->n_proxies + 1;	/* each aggregate row, once per proxy */
+	double *buf = malloc(2 * pts * sizeof(double));
+	char (*labels)[300] = calloc(cap + r->sd->cfg.n_alerts, sizeof(*labels));
+
+	if (!d->n_proxies) {
+		free(s), free(h), free(buf), free(labels);
+		return 0;
+	}
+	if (!s || !h || !buf || !labels) {
+		free(s), free(h), free(buf), free(labels);
+		return -1;
+	}
+	double *x = buf, *y = buf + pts;
+	size_t colour = 0;
+	for (size_t run = 0; run < d->n_runs; run++)
+		for (size_t k = 0; r->role[run] == 1 && k < d->n_proxies; k++, colour++)
+			for (int kind = 1; kind <= 3; kind += 2) {	/* mean, max */
+				size_t n = series_of(d, run, kind, (int)k, x, y);
+				snprintf(labels[ns], sizeof(labels[0]), "%s / %s, %s over tensors", d->runs[run],
+					 d->proxies[k], kind == 1 ? "mean" : "max");
+				s[ns] = (struct chart_series){ labels[ns], PALETTE(colour), kind == 3, n, x, y };
+				ns++;
+				x += n;
+				y += n;
+			}
+	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
+		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
+		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_RATIO)
+			continue;
+		if (al->scope == WD_SCOPE_TENSORS)
+			snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: ratio[%s] of %s > %g",
+				 al->name, al->proxy, al->tensors, al->threshold);
+		else
+			snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: %s ratio[%s] > %g", al->name,
+				 wd_config_scope_name(al->scope), al->proxy, al->threshold);
+		h[nh] = (struct chart_hline){ labels[ns + nh], al->threshold,
+			al->severity == WD_SEVERITY_CRITICAL ? "#b3261e" : "#c77700" };
+		nh++;
+	}
+	fputs("<h2>Ratio to the proxies against step</h2>\n<p class=\"note\">Each candidate's W1 over "
+	      "each proxy's, tensor by tensor: the mean over tensors (solid, weighted by element count) "
+	      "and the max (dashed), on a log scale; dotted lines are the alert thresholds. Below 1, "
+	      "the candidate drifts less than the proxy.</p>\n", f);
+	struct line_chart c = { "step", "ratio (log scale)", 1, ns, nh, s, h };
+	chart_line(f, &c);
+	free(s), free(h), free(buf), free(labels);
+	return 0;
+}
+
+/* One heatmap per candidate and proxy: the tensors the candidate has, x its steps. */
+static int heatmaps(FILE *f, const struct report *r)
+{
+	const struct driftlog *d = r->d;
+	int rc = 0;
+
+	if (!d->n_proxies)
+		return 0;
+	fputs("<h2>Per tensor: the ratio at each step</h2>\n<p class=\"note\">Rows are tensors in the "
+	      "order the model sent them, columns the compared snapshots in step order. Blue: the "
+	      "candidate drifts less than the proxy; red: more. Hover a row for its full name.</p>\n", f);
+	size_t *row_of = malloc((d->n_tensors + 1) * sizeof(size_t));
+	size_t *col_of = malloc((r->n_steps + 1) * sizeof(size_t));
+	int64_t *cols = malloc((r->n_steps + 1) * sizeof(int64_t));
+	const char **labels = malloc((d->n_tensors + 1) * sizeof(char *));
+	if (!row_of || !col_of || !cols || !labels) {
+		rc = -1;
+		goto out;
+	}
+	for (size_t run = 0; run < d->n_runs && !rc; run++) {
+		if (r->role[run] != 1)
+			continue;
+		size_t nr = 0, nc = 0, si = 0;
+		for (size_t t = 0; t < d->n_tensors; t++)
+			row_of[t] = SIZE_MAX;
+		for (size_t s = 0; s < r->n_steps; s++)
+			col_of[s] = SIZE_MAX;
+		for (size_t i = 0; i < d->n_rows; i++) {	/* which tensors and steps it has */
+			const struct dl_row *w = dl_row(d, i);
+			while (r->steps[si] != w->step)
+				si++;
+			if (w->run != run || w->kind)
+				continue;
+			row_of[w->tensor] = 0;
+			if (col_of[si] == SIZE_MAX) {
+				col_of[si] = nc;
+				cols[nc++] = w->step;
+			}
+		}
+		for (size_t t = 0; t < d->n_tensors; t++)
+			if (row_of[t] == 0) {
+				row_of[t] = nr;
+				labels[nr++] = d->tensors[t];
+			} else {
+				row_of[t] = SIZE_MAX;
+			}
+		double *v = malloc((nr * nc + 1) * sizeof(double));
+		if (!v) {
+			rc = -1;
+			break;
+		}
+		for (size_t k = 0; k < d->n_proxies && !rc; k++) {
+			for (size_t i = 0; i < nr * nc; i++)
+				v[i] = NAN;
+			si = 0;
+			for (size_t i = 0; i < d->n_rows; i++) {
+				const struct dl_row *w = dl_row(d, i);
+				while (r->steps[si] != w->step)
+					si++;
+				if (w->run == run && !w->kind)
+					v[row_of[w->tensor] * nc + col_of[si]] = dl_ratio(w)[k];
+			}
+			fputs("<h3>", f);
+			xml_text(f, d->runs[run]);
+			fputs(" / ", f);
+			xml_text(f, d->proxies[k]);
+			fprintf(f, "</h3><p class=\"note\">%zu tensors × %zu snapshots</p>\n", nr, nc);
+			struct heatmap hm = { nr, nc, v, labels, cols, 3 };
+			rc = chart_heatmap(f, &hm);
+		}
+		free(v);
+	}
+out:
+	free(row_of), free(col_of), free(cols), free(labels);
+	return rc;
+}
+
+struct ranked {
+	const struct dl_row *row;
+	double key;
+};
+
+static int by_key_desc(const void *a, const void *b)
+{
+	double x = ((const struct ranked *)a)->key, y = ((const struct ranked *)b)->key;
+	return (y > x) - (y < x);
+}
+
+/* The tensors furthest above their proxy at each candidate's latest step. */
+static int worst(FILE *f, const struct report *r)
+{
+	const struct driftlog *d = r->d;
+	if (!d->n_proxies)
+		return 0;
+	struct ranked *v = malloc((d->n_tensors + 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	for (size_t run = 0; run < d->n_runs; run++) {
+		const struct dl_row *m = latest_agg(d, run, 1);
+		if (r->role[run] != 1 || !m)
+			continue;
+		size_t n = 0;
+		for (size_t i = 0; i < d->n_rows; i++) {
+			const struct dl_row *w = dl_row(d, i);
+			if (w->run == run && !w->kind && w->step == m->step && n < d->n_tensors) {
+				double key = -INFINITY;	/* the largest ratio over the proxies */
+				for (size_t k = 0; k < d->n_proxies; k++)
+					if (!isnan(dl_ratio(w)[k]) && dl_ratio(w)[k] > key)
+						key = dl_ratio(w)[k];
+				v[n++] = (struct ranked){ w, key };
+			}
+		}
+		qsort(v, n, sizeof(*v), by_key_desc);
+		fputs("<h3>", f);
+		xml_text(f, d->runs[run]);
+		fprintf(f, ": the %zu tensors with the largest ratio at step %lld</h3>\n<table><tr>"
+			   "<th>tensor</th><th>elements</th><th>W1</th><th>max |a−b|</th><th>rel L2</th>",
+			n < 15 ? n : 15, (long long)m->step);
+		for (size_t k = 0; k < d->n_proxies; k++) {
+			fputs("<th>ratio [", f);
+			xml_text(f, d->proxies[k]);
+			fputs("]</th>", f);
+		}
+		fputs("</tr>\n", f);
+		for (size_t i = 0; i < n && i < 15; i++) {
+			const struct dl_row *w = v[i].row;
+			fputs("<tr><td class=\"l\">", f);
+			xml_text(f, d->tensors[w->tensor]);
+			fprintf(f, "</td><td>%llu</td><td>", (unsigned long long)w->numel);
+			num(f, w->w1);
+			fputs("</td><td>", f);
+			num(f, w->max_abs_diff);
+			fputs("</td><td>", f);
+			num(f, w->rel_l2);
+			fputs("</td>", f);
+			for (size_t k = 0; k < d->n_proxies; k++) {
+				double x = dl_ratio(w)[k];
+				fprintf(f, "<td class=\"%s\">", isnan(x) ? "" : x < 1 ? "good" : "bad");
+				num(f, x);
+				fputs("</td>", f);
+			}
+			fputs("</tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	free(v);
+	return 0;
+}
+
+static void kv(FILE *f, const char *k, const char *v)
+{
+	fprintf(f, "<tr><td>%s</td><td class=\"l\">", k);
+	xml_text(f, v);
+	fputs("</td></tr>\n", f);
+}
+
+static void metadata(FILE *f, const struct report *r)
+{
+	const struct study_data *sd = r->sd;
+	const struct driftlog *d = r->d;
+	const struct wd_config_study *st = sd->study;
+	char b[4200];
+
+	fputs("<h2>Study</h2>\n<table>\n", f);
+	kv(f, "study", sd->name);
+	kv(f, "baseline", st ? st->baseline : "(the study is not in the config)");
+	if (st) {
+		size_t n = 0;
+		b[0] = 0;
+		for (size_t i = 0; i < st->candidates.n && n < sizeof(b); i++)
+			n += (size_t)snprintf(b + n, sizeof(b) - n, "%s%s", i ? ", " : "", st->candidates.names[i]);
+		kv(f, "candidates", b);
+		n = 0;
+		b[0] = 0;
+		for (size_t i = 0; i < st->proxies.n && n < sizeof(b); i++)
+			n += (size_t)snprintf(b + n, sizeof(b) - n, "%s%s = run %s", i ? "; " : "",
+					      st->proxies.v[i].label, st->proxies.v[i].run);
+		if (st->synthetic_proxy && n < sizeof(b))
+			snprintf(b + n, sizeof(b) - n, "%sthe baseline rounded to %s", n ? "; " : "",
+				 st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "bf16" : "fp16");
+		kv(f, "proxies", b[0] ? b : "none");
+	}
+	kv(f, "drift log", sd->log_path);
+	kv(f, "config", sd->config_path ? sd->config_path : "(none read)");
+	snprintf(b, sizeof(b), "%zu (%lld to %lld)", r->n_steps, r->n_steps ? (long long)r->steps[0] : 0LL,
+		 r->n_steps ? (long long)r->steps[r->n_steps - 1] : 0LL);
+	kv(f, "compared steps", b);
+	snprintf(b, sizeof(b), "%zu tensors; %zu current rows of %zu written", d->n_tensors, d->n_rows,
+		 d->n_written);
+	kv(f, "log contents", b);
+	if (r->last_wall > 0) {
+		time_t t = (time_t)r->last_wall;
+		strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+		kv(f, "last computed", b);
+	}
+	fputs("</table>\n", f);
+
+	fputs("<h3>Runs</h3>\n<table><tr><th>run</th><th>role</th><th>snapshots</th><th>last step</th>"
+	      "<th>elements</th><th>mean W1</th><th>max W1</th><th>NaN/Inf</th></tr>\n", f);
+	for (size_t run = 0; run < d->n_runs; run++) {
+		const struct dl_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
+		size_t n = 0;
+		for (size_t i = 0; i < d->n_rows; i++)
+			n += dl_row(d, i)->run == run && dl_row(d, i)->kind == 1;
+		if (!m)
+			continue;
+		fputs("<tr><td>", f);
+		xml_text(f, d->runs[run]);
+		fprintf(f, "</td><td class=\"l\">%s</td><td>%zu</td><td>%lld</td><td>%llu</td><td>",
+			study_role_name(r->role[run]), n, (long long)m->step, (unsigned long long)m->numel);
+		num(f, m->w1);
+		fputs("</td><td>", f);
+		num(f, x ? x->w1 : NAN);
+		fprintf(f, "</td><td>%llu</td></tr>\n", (unsigned long long)(m->nan + m->posinf + m->neginf));
+	}
+	fputs("</table>\n", f);
+
+	size_t na = 0;
+	for (size_t i = 0; i < sd->cfg.n_alerts; i++)
+		na += !strcmp(sd->cfg.alerts[i].study, sd->name);
+	fprintf(f, "<h3>Alert rules</h3>\n");
+	if (!na) {
+		fputs("<p class=\"note\">none for this study in the config.</p>\n", f);
+		return;
+	}
+	fputs("<table><tr><th>alert</th><th>metric</th><th>proxy</th><th>scope</th><th>threshold</th>"
+	      "<th>for</th><th>severity</th></tr>\n", f);
+	for (size_t i = 0; i < sd->cfg.n_alerts; i++) {
+		const struct wd_config_alert *al = &sd->cfg.alerts[i];
+		if (strcmp(al->study, sd->name))
+			continue;
+		fputs("<tr><td>", f);
+		xml_text(f, al->name);
+		fprintf(f, "</td><td class=\"l\">%s</td><td class=\"l\">", wd_config_metric_name(al->metric));
+		xml_text(f, al->proxy ? al->proxy : "");
+		fputs("</td><td class=\"l\">", f);
+		xml_text(f, al->scope == WD_SCOPE_TENSORS && al->tensors ? al->tensors
+			 : wd_config_scope_name(al->scope));
+		fprintf(f, "</td><td>%g</td><td>%lld</td><td class=\"l\">%s</td></tr>\n", al->threshold,
+			(long long)al->for_count, wd_config_severity_name(al->severity));
+	}
+	fputs("</table>\n", f);
+}
+
+static int page(FILE *f, const struct report *r)
+{
+	char when[64];
+	time_t now = time(NULL);
+
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", localtime(&now));
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>wdrift: ", f);
+	xml_text(f, r->sd->name);
+	fprintf(f, "</title>\n<style>\n%s</style></head><body>\n<h1>wdrift report: study ", css);
+	xml_text(f, r->sd->name);
+	fprintf(f, "</h1>\n<p class=\"sub\">%zu compared steps, %zu tensors, generated %s by wdrift %s "
+		   "from ", r->n_steps, r->d->n_tensors, when, WDRIFT_VERSION);
+	xml_text(f, r->sd->log_path);
+	fputs("</p>\n", f);
+	if (!r->d->n_rows)
+		fputs("<p class=\"note\">The drift log has no rows yet: no comparison has been computed.</p>\n", f);
+	summary(f, r);
+	if (w1_chart(f, r) < 0 || ratio_chart(f, r) < 0 || heatmaps(f, r) < 0 || worst(f, r) < 0)
+		return -1;
+	metadata(f, r);
+	fputs("</body></html>\n", f);
+	return 0;
+}
+
+struct report_opts {
+	const char *out, *log;
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+	struct report_opts *o = ctx;
+	switch (c) {
+	case 'o': o->out = arg; return 0;
+	case 'l': o->log = arg; return 0;
+	}
+	return 1;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option extra[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "log", required_argument, NULL, 'l' },
+		{ 0 },
+	};
+	struct dc_args a = { 0 };
+	struct report_opts o = { 0 };
+	struct study_data sd;
+	struct report rep;
+	char err[4096], tmp[4200];
+	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (a.t.control)
+		return cli_usage_error("report reads the drift log, not the daemon: --endpoint does not apply");
+	if (a.json)
+		return cli_usage_error("the report is HTML; for the data, use wdrift export --json");
+	if (argc - r != 1)
+		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
+	if (!o.out)
+		return cli_usage_error("-o FILE is required (- for standard output)");
+	if (study_data_load(&sd, argv[r], a.t.config, o.log, err, sizeof(err)) < 0)
+		return cli_error("%s", err);
+	FILE *f = NULL;
+	int rc = gather(&rep, &sd);
+	if (rc == 0 && !(f = cli_out_open(o.out, tmp, sizeof(tmp))))
+		rc = -2;
+	if (rc == 0)
+		rc = page(f, &rep);
+	release(&rep);
+	study_data_release(&sd);
+	if (rc == -2)
+		return EXIT_FAIL;
+	if (rc < 0) {
+		cli_out_abort(f, tmp);
+		return cli_error("out of memory");
+	}
+	return cli_out_commit(f, o.out, tmp);
+}

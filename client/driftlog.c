@@ -1,0 +1,312 @@
+/* driftlog.c: reads a drift log (see driftlog.h and docs/storage.md). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "driftlog.h"
+
+#define DL_MAX_PROXIES 64	/* as the daemon's STORE_MAX_PROXIES */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static hsize_t extent(hid_t ds)
+{
+	hsize_t dim = 0;
+	hid_t sp = H5Dget_space(ds);
+	if (sp < 0)
+		return 0;
+	if (H5Sget_simple_extent_ndims(sp) != 1)
+		dim = (hsize_t)-1;
+	else
+		H5Sget_simple_extent_dims(sp, &dim, NULL);
+	H5Sclose(sp);
+	return dim;
+}
+
+/* A 1-D table of fixed-length strings into NUL-terminated copies. */
+static int read_names(hid_t file, const char *path, const char *name, char ***out, size_t *n,
+		      char *err, size_t errlen)
+{
+	hid_t ds = H5Dopen2(file, name, H5P_DEFAULT), ft = -1, mt = -1;
+	char *buf = NULL;
+	int r = -1;
+
+	*out = NULL;
+	*n = 0;
+	if (ds < 0)
+		return fail(err, errlen, "%s: no dataset '%s': not a drift log", path, name);
+	ft = H5Dget_type(ds);
+	hsize_t len = extent(ds);
+	size_t width = ft >= 0 ? H5Tget_size(ft) : 0;
+	if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) > 0 || !width ||
+	    width > 65536) {
+		fail(err, errlen, "%s: '%s': not a table of fixed-length strings", path, name);
+		goto out;
+	}
+	if (len == (hsize_t)-1 || len > (1u << 26)) {
+		fail(err, errlen, "%s: '%s': not a 1-D table of names", path, name);
+		goto out;
+	}
+	mt = H5Tcopy(H5T_C_S1);
+	H5Tset_size(mt, width);
+	H5Tset_strpad(mt, H5T_STR_NULLPAD);
+	buf = calloc(len + 1, width + 1);
+	*out = calloc(len + 1, sizeof(char *));
+	if (!buf || !*out) {
+		fail(err, errlen, "%s: '%s': out of memory", path, name);
+		goto out;
+	}
+	if (len && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+		fail(err, errlen, "%s: '%s': cannot be read", path, name);
+		goto out;
+	}
+	for (hsize_t i = 0; i < len; i++) {
+		char *s = malloc(width + 1);
+		if (!s) {
+			fail(err, errlen, "%s: '%s': out of memory", path, name);
+			goto out;
+		}
+		memcpy(s, buf + i * width, width);
+		s[width] = 0;
+		(*out)[(*n)++] = s;
+	}
+	r = 0;
+out:
+	if (r < 0 && *out) {
+		for (size_t i = 0; i < *n; i++)
+			free((*out)[i]);
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	free(buf);
+	if (mt >= 0)
+		H5Tclose(mt);
+	if (ft >= 0)
+		H5Tclose(ft);
+	H5Dclose(ds);
+	return r;
+}
+
+/* The rows' in-memory type: struct dl_row, then ratio[P]. */
+static hid_t row_type(size_t n_proxies, size_t *size)
+{
+	*size = sizeof(struct dl_row) + n_proxies * sizeof(double);
+	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
+	H5Tinsert(t, "step", HOFFSET(struct dl_row, step), H5T_NATIVE_INT64);
+	H5Tinsert(t, "tensor", HOFFSET(struct dl_row, tensor), H5T_NATIVE_UINT32);
+	H5Tinsert(t, "run", HOFFSET(struct dl_row, run), H5T_NATIVE_UINT16);
+	H5Tinsert(t, "kind", HOFFSET(struct dl_row, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "role", HOFFSET(struct dl_row, role), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "w1", HOFFSET(struct dl_row, w1), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "max_abs_diff", HOFFSET(struct dl_row, max_abs_diff), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "rel_l2", HOFFSET(struct dl_row, rel_l2), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "nan", HOFFSET(struct dl_row, nan), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "posinf", HOFFSET(struct dl_row, posinf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "neginf", HOFFSET(struct dl_row, neginf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "wall", HOFFSET(struct dl_row, wall), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "numel", HOFFSET(struct dl_row, numel), H5T_NATIVE_UINT64);
+	if (n_proxies) {
+		hsize_t dim = n_proxies;
+		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
+		H5Tinsert(t, "ratio", sizeof(struct dl_row), a);
+		H5Tclose(a);
+	}
+	return t;
+}
+
+/* Every field the reader needs is in the file's row type, as a number. */
+static int check_fields(hid_t ft, size_t n_proxies, const char *path, char *err, size_t errlen)
+{
+	static const char *const need[] = { "step", "tensor", "run", "kind", "role", "w1",
+		"max_abs_diff", "rel_l2", "nan", "posinf", "neginf", "wall", "numel" };
+
+	if (H5Tget_class(ft) != H5T_COMPOUND)
+		return fail(err, errlen, "%s: 'rows': not a table of records", path);
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		int k = H5Tget_member_index(ft, need[i]);
+		H5T_class_t c = k < 0 ? H5T_NO_CLASS : H5Tget_member_class(ft, (unsigned)k);
+		if (c != H5T_INTEGER && c != H5T_FLOAT)
+			return fail(err, errlen, "%s: 'rows': %s field '%s'", path,
+				    k < 0 ? "no" : "a non-numeric", need[i]);
+	}
+	int k = H5Tget_member_index(ft, "ratio");
+	if (!n_proxies)
+		return 0;
+	hid_t at = k < 0 ? -1 : H5Tget_member_type(ft, (unsigned)k);
+	hsize_t dim = 0;
+	int ok = at >= 0 && H5Tget_class(at) == H5T_ARRAY && H5Tget_array_ndims(at) == 1 &&
+		 H5Tget_array_dims2(at, &dim) == 1 && dim == n_proxies;
+	if (at >= 0)
+		H5Tclose(at);
+	if (!ok)
+		return fail(err, errlen, "%s: 'rows': field 'ratio' is not %zu numbers, one per "
+			    "entry of 'proxies'", path, n_proxies);
+	return 0;
+}
+
+static int cmp_rows(const void *a, const void *b, void *ctx)
+{
+	const struct driftlog *d = ctx;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	const struct dl_row *x = dl_row(d, i), *y = dl_row(d, j);
+
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	if (x->run != y->run)
+		return x->run < y->run ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->tensor != y->tensor)
+		return x->tensor < y->tensor ? -1 : 1;
+	return (i > j) - (i < j);	/* file order last: the later row wins */
+}
+
+static int same_key(const struct dl_row *x, const struct dl_row *y)
+{
+	return x->step == y->step && x->run == y->run && x->kind == y->kind && x->tensor == y->tensor;
+}
+
+/* Checks every row, then keeps the current one of each key, sorted. */
+static int settle(struct driftlog *d, const char *path, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < d->n_written; i++) {
+		const struct dl_row *r = dl_row(d, i);
+		if (r->kind > 3 || (r->role != 1 && r->role != 2))
+			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range", path, i,
+				    r->kind, r->role);
+		if (r->run >= d->n_runs)
+			return fail(err, errlen, "%s: rows[%zu]: run index %u beyond the %zu names in 'runs'",
+				    path, i, r->run, d->n_runs);
+		if (r->kind == 0 ? r->tensor >= d->n_tensors : r->tensor != DL_AGGREGATE)
+			return fail(err, errlen, "%s: rows[%zu]: tensor index %u %s", path, i, r->tensor,
+				    r->kind ? "on an aggregate row (must be 4294967295)"
+					    : "beyond the names in 'tensors'");
+	}
+	uint32_t *order = malloc((d->n_written + 1) * sizeof(*order));
+	unsigned char *kept = malloc((d->n_written + 1) * d->row_size);
+	if (!order || !kept) {
+		free(order);
+		free(kept);
+		return fail(err, errlen, "%s: out of memory for %zu rows", path, d->n_written);
+	}
+	for (size_t i = 0; i < d->n_written; i++)
+		order[i] = (uint32_t)i;
+	qsort_r(order, d->n_written, sizeof(*order), cmp_rows, d);
+	size_t n = 0;
+	for (size_t i = 0; i < d->n_written; i++) {
+		if (i + 1 < d->n_written && same_key(dl_row(d, order[i]), dl_row(d, order[i + 1])))
+			continue;	/* superseded by a later row */
+		memcpy(kept + n++ * d->row_size, dl_row(d, order[i]), d->row_size);
+	}
+	free(order);
+	free(d->rows);
+	d->rows = kept;
+	d->n_rows = n;
+	return 0;
+}
+
+int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen)
+{
+	hid_t file, ds = -1, ft = -1, mt = -1;
+	int r = -1;
+	FILE *probe = fopen(path, "rb");
+
+	memset(d, 0, sizeof(*d));
+	if (!probe)
+		return fail(err, errlen, "%s: cannot open: %m", path);
+	fclose(probe);
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	/* SWMR: the daemon may be appending; a file not written for SWMR still opens plainly */
+	file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+	if (file < 0)
+		file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (file < 0)
+		return fail(err, errlen, "%s: not an HDF5 file, or damaged", path);
+	if (read_names(file, path, "proxies", &d->proxies, &d->n_proxies, err, errlen) < 0)
+		goto out;
+	if (d->n_proxies > DL_MAX_PROXIES) {
+		fail(err, errlen, "%s: 'proxies': %zu labels, at most %d", path, d->n_proxies, DL_MAX_PROXIES);
+		goto out;
+	}
+	/* rows before the name tables: the daemon appends names first, so
+	 * every row read has its names in the tables read after it */
+	if ((ds = H5Dopen2(file, "rows", H5P_DEFAULT)) < 0) {
+		fail(err, errlen, "%s: no dataset 'rows': not a drift log", path);
+		goto out;
+	}
+	if ((ft = H5Dget_type(ds)) < 0 || check_fields(ft, d->n_proxies, path, err, errlen) < 0) {
+		if (ft < 0)
+			fail(err, errlen, "%s: 'rows': unreadable type", path);
+		goto out;
+	}
+	hsize_t n = extent(ds);
+	if (n == (hsize_t)-1 || n >= UINT32_MAX) {
+		fail(err, errlen, "%s: 'rows': not a 1-D table of fewer than 2^32 rows", path);
+		goto out;
+	}
+	mt = row_type(d->n_proxies, &d->row_size);
+	d->n_written = n;
+	d->rows = calloc(n + 1, d->row_size);
+	if (!d->rows) {
+		fail(err, errlen, "%s: out of memory for %llu rows", path, (unsigned long long)n);
+		goto out;
+	}
+	if (n) {
+		hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &n, NULL);
+		hsize_t start = 0;
+		herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &n, NULL);
+		if (e >= 0)
+			e = H5Dread(ds, mt, ms, fs, H5P_DEFAULT, d->rows);
+		H5Sclose(ms);
+		H5Sclose(fs);
+		if (e < 0) {
+			fail(err, errlen, "%s: 'rows': cannot be read (damaged?)", path);
+			goto out;
+		}
+	}
+	if (read_names(file, path, "tensors", &d->tensors, &d->n_tensors, err, errlen) < 0 ||
+	    read_names(file, path, "runs", &d->runs, &d->n_runs, err, errlen) < 0 ||
+	    settle(d, path, err, errlen) < 0)
+		goto out;
+	r = 0;
+out:
+	if (mt >= 0)
+		H5Tclose(mt);
+	if (ft >= 0)
+		H5Tclose(ft);
+	if (ds >= 0)
+		H5Dclose(ds);
+	H5Fclose(file);
+	if (r < 0)
+		driftlog_release(d);
+	return r;
+}
+
+static void free_names(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void driftlog_release(struct driftlog *d)
+{
+	free_names(d->tensors, d->n_tensors);
+	free_names(d->runs, d->n_runs);
+	free_names(d->proxies, d->n_proxies);
+	free(d->rows);
+	memset(d, 0, sizeof(*d));
+}

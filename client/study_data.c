@@ -1,0 +1,75 @@
+/* study_data.c: a study's drift log and definition (see study_data.h). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon_client.h"
+#include "study_data.h"
+
+int study_data_load(struct study_data *sd, const char *study, const char *config,
+		    const char *log, char *err, size_t errlen)
+{
+	char cerr[WD_CONFIG_ERR_MAX];
+	const char *path = dc_config_path(config);
+
+	memset(sd, 0, sizeof(*sd));
+	sd->name = study;
+	wd_config_defaults(&sd->cfg);
+	if (wd_config_load(path, &sd->cfg, cerr, sizeof(cerr)) == 0)
+		sd->config_path = path;
+	else if (!log || config) {	/* --log alone needs no config; -c FILE must load */
+		if (!config && access(path, F_OK) != 0)
+			snprintf(err, errlen, "no configuration: neither ./config/wdrift.yaml nor "
+				 "/etc/wdrift/wdrift.yaml; give -c FILE or --log FILE");
+		else
+			snprintf(err, errlen, "%s", cerr);
+		return -1;
+	}
+	for (size_t i = 0; i < sd->cfg.n_studies; i++)
+		if (!strcmp(sd->cfg.studies[i].name, study))
+			sd->study = &sd->cfg.studies[i];
+	if (!sd->study && !log) {
+		int n = snprintf(err, errlen, "%s: no study '%s'; studies:", sd->config_path, study);
+		for (size_t i = 0; i < sd->cfg.n_studies && n > 0 && (size_t)n < errlen; i++)
+			n += snprintf(err + n, errlen - (size_t)n, " %s", sd->cfg.studies[i].name);
+		if (!sd->cfg.n_studies && n > 0 && (size_t)n < errlen)
+			snprintf(err + n, errlen - (size_t)n, " none");
+		study_data_release(sd);
+		return -1;
+	}
+	if (log)
+		snprintf(sd->log_path, sizeof(sd->log_path), "%s", log);
+	else
+		snprintf(sd->log_path, sizeof(sd->log_path), "%s/drift/%s.h5", sd->cfg.storage.dir, study);
+	if (access(sd->log_path, F_OK) != 0 && !log) {
+		snprintf(err, errlen, "%s: no drift log for study '%s' yet (no comparison has been "
+			 "computed, or storage.dir in %s is relative to another directory: give --log FILE)",
+			 sd->log_path, study, sd->config_path);
+		study_data_release(sd);
+		return -1;
+	}
+	if (driftlog_read(sd->log_path, &sd->log, err, errlen) < 0) {
+		study_data_release(sd);
+		return -1;
+	}
+	return 0;
+}
+
+void study_data_release(struct study_data *sd)
+{
+	driftlog_release(&sd->log);
+	wd_config_release(&sd->cfg);
+	sd->study = NULL;
+	sd->config_path = NULL;
+}
+
+const char *study_role_name(int role)
+{
+	return role == 1 ? "candidate" : role == 2 ? "proxy" : "?";
+}
+
+const char *study_kind_name(int kind)
+{
+	static const char *const k[] = { "tensor", "mean", "median", "max" };
+	return kind >= 0 && kind <= 3 ? k[kind] : "?";
+}
