@@ -3,7 +3,8 @@
 #   make deps      install the Debian packages the build, tests and demo need
 #   make           build build/wdrift and build/libwdrift.so (CUDA when nvcc exists)
 #   make check     build and run every test that needs no GPU
-#   make demo      build and compare generated checkpoints
+#   make demo      start wdriftd, train four small GPTs publishing to it, write report.html
+#   make demo-compare  build and compare generated checkpoints, no daemon
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
@@ -40,7 +41,8 @@ endif
 
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
 	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
-	python3 python3-numpy python3-scipy python3-h5py python3-zmq
+	python3 python3-numpy python3-scipy python3-h5py python3-zmq \
+	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.
@@ -86,13 +88,15 @@ LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
+# config/wdrift.yaml, compiled in as wd_config_default_yaml: one source of truth.
+CONFIG_OBJS := $(BUILD)/daemon/config.o $(BUILD)/daemon/default_yaml.o
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/daemon/default_yaml.o
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-gpu test demo bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-gpu test demo demo-compare bench bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
 	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(GPU_BINS)
 
@@ -140,8 +144,18 @@ $(BUILD)/libwdrift.so: $(LIB_OBJS)
 
 # The CLI reads the daemon's config for its endpoints: it links daemon/config.c.
 $(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/wdrift: $(CLI_OBJS) $(BUILD)/daemon/config.o $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/daemon/config.o -L$(BUILD) -lwdrift \
+$(BUILD)/daemon/default_yaml.c: config/wdrift.yaml
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated from config/wdrift.yaml by the Makefile. */'; \
+	  echo 'const char wd_config_default_yaml[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@.tmp
+	mv $@.tmp $@
+
+$(BUILD)/daemon/default_yaml.o: $(BUILD)/daemon/default_yaml.c $(FLAGS_STAMP)
+	$(CC) $(ALL_CFLAGS) -include daemon/config.h -c -o $@ $<
+
+$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon
@@ -163,7 +177,7 @@ $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_store: $(BUILD)/daemon/store.o
 $(BUILD)/tests/unit/test_store.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/tests/test_config: $(BUILD)/daemon/config.o
+$(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
 -include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d
 
@@ -189,6 +203,10 @@ test: all
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh scripts/demo.sh
+
+demo-compare: deps
+	@$(MAKE) --no-print-directory all
+	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh scripts/demo_compare.sh
 
 bench-ingest: deps
 	@$(MAKE) --no-print-directory all

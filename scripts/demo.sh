@@ -1,18 +1,66 @@
 #!/bin/sh
-# demo.sh: `make demo`. Generates four runs of a small transformer and
-# compares the optimised run with the baseline, beside two proxy runs and
-# the baseline rounded to bf16. Needs build/wdrift and Debian's h5py.
+# demo.sh: `make demo` (docs/demo.md). Starts wdriftd on the shipped default
+# config, trains a small GPT on the CPU as four runs (base, fa, lowprec,
+# seed2) that publish snapshots to it, prints the drift as training goes,
+# writes report.html, and stops the daemon.
+#
+# The daemon runs in DEMO_DIR (default build/demo, emptied first), so its
+# ./run/ sockets and ./var/ storage from the config land there, and a
+# second demo starts from nothing. DEMO_STEPS and DEMO_EVERY shorten it
+# (the CI test does); DEMO_REPORT is the page (default ./report.html).
 set -eu
+root=$(pwd)
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
-out=$BUILD/demo
-"$PYTHON" scripts/make_demo_checkpoints.py "$out"
-set -x
-"$BUILD/wdrift" compare "$out/baseline.h5" "$out/fa.h5" \
-	--proxy fp16="$out/fp16.h5" --proxy seed="$out/seed2.h5" --round-proxy bf16
-{ set +x; } 2>/dev/null
-"$BUILD/wdrift" compare "$out/baseline.h5" "$out/fa.h5" --proxy fp16="$out/fp16.h5" \
-	--json >"$out/compare.json"
+dir=${DEMO_DIR:-$BUILD/demo}
+report=${DEMO_REPORT:-report.html}
+case $dir in /*) ;; *) dir=$root/$dir ;; esac
+case $report in /*) ;; *) report=$root/$report ;; esac
+case $BUILD in /*) bin=$BUILD ;; *) bin=$root/$BUILD ;; esac
+config=$root/config/wdrift.yaml
+
+rm -rf "$dir"
+mkdir -p "$dir"
+cd "$dir"
+
+pid=
+stop() {	# stop the daemon we started, by its pid, and wait for it
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	rc=0
+	wait "$pid" || rc=$?
+	pid=
+	return "$rc"
+}
+trap 'stop; exit 1' INT TERM
+trap 'stop' EXIT
+
+"$bin/wdriftd" -c "$config" >"$dir/wdriftd.log" 2>&1 &
+pid=$!
+i=0
+until "$bin/wdrift" status -c "$config" >/dev/null 2>&1; do
+	i=$((i + 1))
+	if [ "$i" -ge 50 ] || ! kill -0 "$pid" 2>/dev/null; then
+		echo "demo: wdriftd did not start; its log ($dir/wdriftd.log):" >&2
+		sed 's/^/    /' "$dir/wdriftd.log" >&2
+		exit 1
+	fi
+	sleep 0.2
+done
+echo "demo: wdriftd (pid $pid) is up on $config, in $dir"
+echo "demo: training base, fa, lowprec and seed2 on the CPU; each publishes its weights to it"
 echo
-echo "demo: the same comparison as JSON is in $out/compare.json (schema: docs/compare.md)."
-echo "demo: ratio < 1 means the optimised run drifts less than the fp16 proxy run."
+
+set -- --config "$config" --wdrift "$bin/wdrift"
+[ -n "${DEMO_STEPS:-}" ] && set -- "$@" --steps "$DEMO_STEPS"
+[ -n "${DEMO_EVERY:-}" ] && set -- "$@" --every "$DEMO_EVERY"
+"$PYTHON" "$root/examples/demo_train.py" --json-out "$dir/train.json" "$@"
+
+echo
+"$bin/wdrift" alerts -c "$config"
+"$bin/wdrift" report demo -c "$config" -o "$report"
+stop
+trap - EXIT INT TERM
+echo
+echo "demo: the report is $report (open it in a browser); wdriftd stopped cleanly."
+echo "demo: the drift log is $dir/var/drift/demo.h5: wdrift export demo --log $dir/var/drift/demo.h5"

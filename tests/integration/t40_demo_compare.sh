@@ -1,5 +1,5 @@
 #!/bin/sh
-# t40_demo.sh: the README's first command works: `make demo`'s script
+# t40_demo.sh: the README's first command works: `make demo-compare`'s script
 # generates the four runs and compares them, table and JSON.
 set -u
 out=$(mktemp -d) || exit 1
@@ -8,8 +8,8 @@ BUILD=${BUILD:-build}
 n=0 fail=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else fail=$((fail + 1)); echo "not ok $n - $2"; fi; }
 
-BUILD=$BUILD sh scripts/demo.sh >"$out/demo.txt" 2>&1
-ok $? "scripts/demo.sh exits 0"
+BUILD=$BUILD sh scripts/demo_compare.sh >"$out/demo.txt" 2>&1
+ok $? "scripts/demo_compare.sh exits 0"
 grep -q '^\[all\] weighted' "$out/demo.txt"; ok $? "the table has its summary rows"
 grep -q 'ratio\[fp16\]' "$out/demo.txt" && grep -q 'ratio\[seed\]' "$out/demo.txt" &&
 	grep -q 'ratio\[round:bf16\]' "$out/demo.txt"
