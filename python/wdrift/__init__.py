@@ -19,6 +19,8 @@ and counted in stats().
 import ctypes
 import ctypes.util
 import os
+import sys
+import types
 
 import numpy as np
 
@@ -84,23 +86,65 @@ class BF16:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint16)
 
 
-def _as_array(t):
-    """(dtype name, contiguous numpy array, shape) of a tensor: no conversion of values."""
+_NP_KINDS = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.float16): "f16"}
+
+
+def _torch_of(t):
+    """The torch module when t is a torch tensor, else None.
+
+    torch is never imported here: if it is not imported already, t cannot
+    be one of its tensors, and numpy-only users need not have it.
+    """
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and isinstance(t, torch.Tensor) else None
+
+
+def _kind(name, t):
+    """The dtype name ("f32", "f64", "f16" or "bf16") of a tensor that can be sent; no copy.
+
+    Raises TypeError for another dtype and ValueError for zero elements,
+    naming the tensor.
+    """
+    torch = _torch_of(t)
     if isinstance(t, BF16):
-        return "bf16", t.codes, t.codes.shape
-    if type(t).__module__.startswith("torch"):
-        import torch  # only when given torch tensors
-        t = t.detach()
-        if t.dtype == torch.bfloat16:   # its bits, as they are
-            a = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
-            return "bf16", a, tuple(t.shape)
-        t = t.cpu().numpy()
-    a = np.ascontiguousarray(t)
-    kind = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
-            np.dtype(np.float16): "f16"}.get(a.dtype)
+        kind, n, dtype = "bf16", t.codes.size, "bfloat16"
+    elif torch is not None:
+        dtype, n = t.dtype, t.numel()
+        kind = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
+                torch.bfloat16: "bf16"}.get(dtype)
+    else:
+        dtype, n = np.asarray(t).dtype, np.size(t)
+        kind = _NP_KINDS.get(dtype)
     if kind is None:
-        raise TypeError(f"unsupported dtype {a.dtype}: float32, float64, float16 or bfloat16")
-    return kind, a, a.shape
+        raise TypeError(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
+                        "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16)")
+    if n == 0:
+        raise ValueError(f"tensor {name!r}: zero elements")
+    return kind
+
+
+def _as_array(t, kind):
+    """A C-contiguous numpy array of t's values (bf16: its 16-bit codes), and its shape.
+
+    Torch tensors may need grad, live on any device and be non-contiguous:
+    they are detached and copied to the CPU where they are not there.
+    bfloat16 keeps its bits: viewed as int16 (numpy has no bfloat16), then
+    as uint16. Nothing is converted.
+    """
+    torch = _torch_of(t)
+    if isinstance(t, BF16):
+        a = t.codes
+    elif torch is not None:
+        t = t.detach()
+        if kind == "bf16":
+            a = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+        else:
+            a = t.cpu().numpy()
+    else:
+        a = np.asarray(t)
+    if not a.flags.c_contiguous:    # np.ascontiguousarray would make a 0-d array 1-d
+        a = a.copy(order="C")
+    return a, a.shape
 
 
 class Publisher:
@@ -119,15 +163,29 @@ class Publisher:
             raise WdriftError(f"cannot open a publisher for run {run!r} at {endpoint!r}: error {-r}")
         self.run = run
 
-    def publish(self, step, tensors):
-        """Copies every tensor of a mapping (a state_dict) into one snapshot and queues it."""
+    def publish(self, step, tensors, skip_other=False):
+        """Copies every tensor of a mapping (a state_dict) into one snapshot and queues it.
+
+        Every tensor is checked before the snapshot begins, so that a bad
+        one queues nothing: TypeError for a dtype other than float32,
+        float64, float16 or bfloat16, ValueError for zero elements.
+        skip_other=True leaves such tensors out instead (a state_dict's
+        int64 counters, bool masks), as attach() does.
+        """
         if not self._p:
             raise WdriftError("publisher is closed")
+        todo = []
+        for name, t in tensors.items():
+            try:
+                todo.append((name, t, _kind(name, t)))
+            except (TypeError, ValueError):
+                if not skip_other:
+                    raise
         if _lib.wd_publisher_begin(self._p, int(step)):
             raise ValueError(f"bad step {step!r}")
-        for name, t in tensors.items():
-            kind, a, shape = _as_array(t)
-            dims = (ctypes.c_uint64 * max(1, len(shape)))(*shape) if shape else None
+        for name, t, kind in todo:
+            a, shape = _as_array(t, kind)   # one tensor at a time on the host
+            dims = (ctypes.c_uint64 * len(shape))(*shape) if shape else None
             r = _lib.wd_publisher_tensor(self._p, name.encode(), _DTYPES[kind], a.ctypes.data, dims,
                                          len(shape), 0, a.size, a.size)
             if r:
@@ -164,23 +222,57 @@ class Publisher:
 
 
 class _Attached:
-    def __init__(self, model, pub, every):
-        self.model, self.pub, self.every, self.steps = model, pub, every, 0
+    """What attach() returns: counts optimizer steps, publishes every `every`."""
+
+    def __init__(self, model, pub, every, start):
+        if int(every) < 1:
+            raise ValueError(f"every={every!r}: at least 1")
+        self.model, self.pub, self.every, self.steps = model, pub, int(every), int(start)
+        self._publish_if_due()
+
+    def _publish_if_due(self):
+        if self.steps % self.every == 0:
+            self.pub.publish(self.steps, self.model.state_dict(), skip_other=True)
 
     def step(self, *_):
-        """Counts one optimizer step; publishes the model every `every` steps."""
-        if self.steps % self.every == 0:
-            self.pub.publish(self.steps, self.model.state_dict())
+        """Counts one optimizer step; publishes the model when the count is a multiple of every."""
         self.steps += 1
+        self._publish_if_due()
 
 
-def attach(model, pub, every=100, optimizer=None):
-    """Publishes model.state_dict() every `every` optimizer steps.
+def _wrap_step(optimizer, after):
+    """Calls after() after each optimizer.step(), on torch < 2.0, which has no step hooks.
 
-    With a torch optimizer it hooks its step (register_step_post_hook);
-    without one, call .step() after each optimizer step.
+    The wrapper is bound to the optimizer: an LR scheduler created later
+    wraps it in turn, and reads its __self__ and __func__. When the step it
+    wraps already counts for a scheduler created earlier, it says so
+    (_with_counter), or that scheduler would warn that step was replaced.
     """
-    a = _Attached(model, pub, every)
+    inner = optimizer.step
+
+    def step(self, *args, **kwargs):
+        r = inner(*args, **kwargs)
+        after()
+        return r
+    if getattr(inner, "_with_counter", False):
+        step._with_counter = True
+    optimizer.step = types.MethodType(step, optimizer)
+
+
+def attach(model, pub, every=100, optimizer=None, start=0):
+    """Publishes model.state_dict() as step `start` now, then after every `every`-th optimizer step.
+
+    The model after N optimizer steps is published as step start + N, when
+    that is a multiple of every: with every=100, steps 0 (as the model is
+    now), 100, 200, ... Tensors that cannot be sent (int64 counters) are
+    left out. With a torch optimizer it hooks its step (a post hook on
+    torch >= 2.0, a wrapper of the instance's step before); without one,
+    call .step() of the returned object after each optimizer step.
+    """
+    a = _Attached(model, pub, every, start)
     if optimizer is not None:
-        optimizer.register_step_post_hook(lambda opt, args, kwargs: a.step())
+        if hasattr(optimizer, "register_step_post_hook"):
+            optimizer.register_step_post_hook(lambda opt, args, kwargs: a.step())
+        else:
+            _wrap_step(optimizer, a.step)
     return a

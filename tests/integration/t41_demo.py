@@ -4,6 +4,7 @@ runs it: it starts wdriftd on the shipped config, trains the four runs, prints
 the drift as it goes, writes the report and stops the daemon cleanly. The
 drift the daemon logged is then checked against `wdrift compare` on the very
 snapshots it spooled: the same W1 and ratios, to the last bit."""
+import importlib.util
 import json
 import os
 import re
@@ -33,9 +34,7 @@ def check(cond, what, detail=""):
 
 
 def main():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         print("skip: no torch for Debian's python (make deps installs python3-torch)")
         return 77
     tmp = tempfile.mkdtemp(prefix="wdrift-t41-")
