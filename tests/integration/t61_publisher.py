@@ -3,11 +3,13 @@
 
 Values round-trip exactly, bf16 included; a sharded tensor is assembled;
 with no daemon, whole snapshots are dropped by policy and counted; snapshots
-published while the daemon is down are sent again once it is up; attach()
+published while the daemon is down are sent again once it is up, and so
+are those a daemon killed before acking them; attach()
 publishes every N steps; close() returns within its timeout.
 """
 import ctypes
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -114,6 +116,32 @@ def main():
             check(False, "a bad run name is refused")
         except wdrift.WdriftError:
             check(True, "a bad run name is refused")
+        # 6. the daemon dies holding snapshots it never acked: resent to the next one
+        rs = wdrift.Publisher(ep, "restart", ack_timeout=0.5)
+        rs.publish(1, {"w": np.full(1000, 1, np.float32)})
+        check(rs.flush(10) and rs.stats()["acked"] == 1, "restart: step 1 acked")
+        dm.proc.send_signal(signal.SIGSTOP)	# frozen: receives nothing, acks nothing
+        for s in (2, 3):
+            rs.publish(s, {"w": np.full(1000, s, np.float32)})
+        time.sleep(0.8)
+        st = rs.stats()
+        check(st["acked"] == 1 and st["queued"] + st.get("inflight", 0) >= 1,
+              f"restart: steps 2 and 3 wait for an ack the frozen daemon never sends ({st})")
+        resent_before = st["resent"]
+        dm.proc.kill()
+        dm.proc.wait()
+        check(dm.start() is not None, "restart: a new daemon on the same storage")
+        ok = rs.flush(15)
+        st = rs.stats()
+        check(ok and st["acked"] == 3 and st["dropped"] == 0 and st["resent"] > resent_before,
+              f"restart: steps 2 and 3 resent and acked by the new daemon ({st})")
+        got = {}
+        for s in (1, 2, 3):
+            if os.path.exists(spool(tmp, "restart", s)):
+                with h5py.File(spool(tmp, "restart", s), "r") as f:
+                    got[s] = float(f["w"][0])
+        check(got == {1: 1.0, 2: 2.0, 3: 3.0}, f"restart: steps 1-3 in the spool with their values ({got})")
+        rs.close()
         check(dm.stop() == 0, "daemon stopped")
     finally:
         t50_daemon.teardown(dm, tmp)
