@@ -9,6 +9,7 @@
 #include "driftlog.h"
 
 #define DL_MAX_PROXIES 64	/* as the daemon's STORE_MAX_PROXIES */
+#define DL_READ_ATTEMPTS 28	/* SWMR re-reads of a bad block: 2^28 ns of sleep at most */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -229,8 +230,22 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 		return fail(err, errlen, "%s: cannot open: %m", path);
 	fclose(probe);
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	/* SWMR: the daemon may be appending; a file not written for SWMR still opens plainly */
-	file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+	/*
+	 * SWMR: the daemon may be appending; a file not written for SWMR still
+	 * opens plainly. A SWMR reader re-reads a block whose checksum fails,
+	 * in case the writer was half-way through it, sleeping 1 ns, 2 ns, 4 ns
+	 * and so on: HDF5's default of 100 attempts turns one damaged block into
+	 * a wait of centuries. DL_READ_ATTEMPTS bounds it near a quarter second,
+	 * still far longer than a torn read of the writer's pwrite lasts.
+	 */
+	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+	if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, DL_READ_ATTEMPTS) < 0) {
+		if (fapl >= 0)
+			H5Pclose(fapl);
+		return fail(err, errlen, "%s: cannot set up the HDF5 library", path);
+	}
+	file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+	H5Pclose(fapl);
 	if (file < 0)
 		file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (file < 0)
