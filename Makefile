@@ -7,6 +7,7 @@
 #   make demo-compare  build and compare generated checkpoints, no daemon
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
+#   make fuzz      every parser under libFuzzer + ASan/UBSan, FUZZ_RUNS each
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
 #   make install   PREFIX=/usr/local DESTDIR=
@@ -68,6 +69,8 @@ DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/compute.c daemon/config.c da
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+FUZZ_TARGETS := wire control config checkpoint
+FUZZ_REPLAY_BINS = $(FUZZ_TARGETS:%=$(BUILD)/tests/test_fuzz_%)
 # The CUDA backend (issue 3) lives in cuda/*.cu and is compiled here when nvcc
 # exists; today the directory holds no kernels yet.
 CUDA_SRCS := $(wildcard cuda/*.cu)
@@ -96,9 +99,9 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-gpu test demo demo-compare bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
-	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(GPU_BINS)
+	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
@@ -180,6 +183,43 @@ $(BUILD)/tests/unit/test_store.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
 -include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d
+
+# Fuzz targets (fuzz/, docs/reliability.md), one per parser. `make check`
+# replays the checked-in corpus through each (test_fuzz_*, any compiler);
+# `make fuzz` runs them under libFuzzer with ASan and UBSan (clang).
+DAEMON_LIB_OBJS = $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
+$(BUILD)/fuzz/%.o: ALL_CFLAGS += -Idaemon -Ifuzz
+$(BUILD)/fuzz/replay_%.o: fuzz/replay.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"fuzz/corpus/$*"' -c -o $@ $<
+$(FUZZ_REPLAY_BINS): $(BUILD)/tests/test_fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_%.o \
+		$(DAEMON_LIB_OBJS) $(BUILD)/libwdrift.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) \
+		-lm -Wl,-rpath,'$$ORIGIN/..'
+-include $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%.d)
+
+# make fuzz: every target for FUZZ_RUNS executions (or FUZZ_SECONDS each),
+# from a copy of its corpus, so that what it finds does not pollute fuzz/corpus.
+FUZZ_RUNS ?= 10000000
+FUZZ_SECONDS ?= 0
+FUZZ_BUILD := $(BUILD)/fuzz-asan
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang CUDA=0 \
+		CFLAGS="-g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+	@for t in $(FUZZ_TARGETS); do \
+		rm -rf $(FUZZ_BUILD)/corpus-$$t && mkdir -p $(FUZZ_BUILD)/corpus-$$t $(FUZZ_BUILD)/crash-$$t && \
+		cp fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus-$$t/ && \
+		echo "fuzz: $$t: $(FUZZ_RUNS) runs" && \
+		ASAN_OPTIONS=detect_leaks=1 $(FUZZ_BUILD)/fuzz-$$t -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash-$$t/ $(FUZZ_BUILD)/corpus-$$t \
+			2>&1 | tee $(FUZZ_BUILD)/fuzz-$$t.log | grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+==ERROR|SUMMARY)' ; \
+		[ -z "$$(ls $(FUZZ_BUILD)/crash-$$t)" ] || { echo "fuzz: $$t: crash in $(FUZZ_BUILD)/crash-$$t"; exit 1; }; \
+	done
+$(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS) $(CONFIG_OBJS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) -lm
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps

@@ -30,13 +30,10 @@ static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
 	json_t *errors = json_object();
-	uint64_t pending_bytes = 0;
 
 	for (int k = 1; k < WIRE_CODE_COUNT; k++)
 		json_object_set_new(errors, wire_code_name((enum wire_code)k),
 				    json_integer((json_int_t)s->count.errors[k]));
-	for (struct snapshot *p = s->pending; p; p = p->next)
-		pending_bytes += p->bytes;
 	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
 			 "s:{s:I,s:I},s:I}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
@@ -51,7 +48,7 @@ static json_t *status(struct control *c)
 			     "messages", (json_int_t)s->count.messages,
 			     "bytes", (json_int_t)s->count.bytes_received,
 		"errors", errors,
-		"queues", "spool", (json_int_t)spool_depth(c->spool),
+		"queues", "spool", (json_int_t)(c->spool ? spool_depth(c->spool) : 0),
 			  "compute", (json_int_t)c->compute_depth,
 		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
 		"spool_failures", (json_int_t)s->count.spool_failures);
