@@ -28,7 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc < 0)
 		fprintf(stderr, "rebuilt frame refused: %s: %s\n", frame, err.reason);
 	FUZZ_ASSERT(rc == 0);
-	FUZZ_ASSERT(again.type == h.type && again.step == h.step && !strcmp(again.run, h.run));
+	FUZZ_ASSERT(again.type == h.type && !strcmp(again.run, h.run));
+	/* hello and welcome carry no step: one in the input is ignored by build */
+	if (h.type != WIRE_HELLO && h.type != WIRE_WELCOME)
+		FUZZ_ASSERT(again.step == h.step);
 	if (h.type == WIRE_TENSOR) {
 		FUZZ_ASSERT(!strcmp(again.name, h.name) && again.dtype == h.dtype && again.ndims == h.ndims);
 		FUZZ_ASSERT(again.offset == h.offset && again.count == h.count && again.total == h.total);
