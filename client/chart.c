@@ -9,9 +9,10 @@
 #define W 900		/* line chart: whole width, height, margins */
 #define H 300
 #define ML 72
-#define MR 16
+#define MR 40	/* room for the last step's label, centred on its tick */
 #define MT 12
 #define MB 42
+#define X_DIGIT 7.2	/* px: the width of a digit of an 11 px label */
 
 void xml_text(FILE *f, const char *s)
 {
@@ -33,9 +34,11 @@ static double nice_step(double span)
 	return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
 }
 
+/* A value the axis can place: beyond 1e300 (a damaged row), the axis's
+ * span and margins would overflow to Inf and every point to NaN. */
 static int usable(double y, int log_y)
 {
-	return isfinite(y) && (!log_y || y > 0);
+	return fabs(y) <= 1e300 && (!log_y || (y > 0 && y >= 1e-300));
 }
 
 struct axis {
@@ -51,30 +54,68 @@ static double place(const struct axis *a, double v)
 	return a->px0 + t * (a->px1 - a->px0);
 }
 
+/*
+ * Ticks at whole multiples of a nice step, counted by index: adding the
+ * step to a running value stops moving at large magnitudes (steps near
+ * 2^62, a nanosecond clock), and the loop with it. The x axis is steps:
+ * whole numbers, never a tick between two.
+ */
 static void ticks_linear(FILE *f, const struct axis *a, int vertical)
 {
 	double st = nice_step(a->hi - a->lo);
-	for (double v = ceil(a->lo / st) * st; v <= a->hi + st * 1e-9; v += st) {
-		double p = place(a, fabs(v) < st * 1e-9 ? 0 : v);
-		if (vertical)
+	if (!vertical && st < 1)
+		st = 1;
+	if (!(st > 0) || !isfinite(st))
+		return;
+	/* long double: a step near 2^62 and its neighbour 500 away are apart
+	 * in its 64-bit mantissa, not in a double's 53 bits */
+	long double first = ceill((long double)a->lo / st), last = floorl((long double)a->hi / st + 1e-9L);
+	if (!(last - first >= 0 && last - first <= 50))
+		return;
+	/* step labels may be 19 digits wide: every k-th, so that none overlap */
+	char lab[64];
+	int every = 1, len = snprintf(lab, sizeof(lab), "%.0Lf", fmaxl(fabsl(first * st), fabsl(last * st))) + 1;
+	double gap = fabs(a->px1 - a->px0) * st / (a->hi - a->lo);	/* px from tick to tick */
+	if (!vertical && gap > 0)
+		every = (int)ceil((len * X_DIGIT + 12) / gap);
+	for (int k = 0; k <= (int)(last - first); k++) {
+		long double i = first + k, v = fabsl(i) < 0.5L ? 0 : i * st;
+		double p = place(a, (double)v);
+		if (vertical) {
 			fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
 				   "<text x=\"%d\" y=\"%.1f\" class=\"yt\">%.4g</text>\n",
-				ML, W - MR, p, p, ML - 6, p + 4, fabs(v) < st * 1e-9 ? 0 : v);
-		else
-			fprintf(f, "<line class=\"tick\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
-				   "<text x=\"%.1f\" y=\"%d\" class=\"xt\">%.10g</text>\n",
-				p, p, H - MB, H - MB + 4, p, H - MB + 17, v);
+				ML, W - MR, p, p, ML - 6, p + 4, (double)v);
+			continue;
+		}
+		if (k % every)
+			continue;
+		/* centred on its tick, but inside the chart */
+		double half = snprintf(lab, sizeof(lab), "%.0Lf", v) * X_DIGIT / 2;
+		double tx = fmax(half + 2, fmin(p, W - 2 - half));
+		fprintf(f, "<line class=\"tick\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
+			   "<text x=\"%.1f\" y=\"%d\" class=\"xt\">%s</text>\n",
+			p, p, H - MB, H - MB + 4, tx, H - MB + 17, lab);
 	}
 }
 
+/*
+ * 1, 2 and 5 of each decade when the axis spans less than two, every
+ * digit when it spans less than one (so a narrow range still has three
+ * labels), and every k-th decade when it spans many (labels 11 px tall).
+ */
 static void ticks_log(FILE *f, const struct axis *a)
 {
-	double decades = log10(a->hi) - log10(a->lo);
-	static const double mult[] = { 1, 2, 5 };
-	for (double e = floor(log10(a->lo)); e <= ceil(log10(a->hi)); e++)
-		for (int m = 0; m < (decades < 2 ? 3 : 1); m++) {
+	static const double mult[] = { 1, 2, 5, 3, 4, 6, 7, 8, 9 };
+	double lo = floor(log10(a->lo)), hi = ceil(log10(a->hi)), decades = log10(a->hi) - log10(a->lo);
+	int n_mult = decades < 1 ? 9 : decades < 2 ? 3 : 1;
+	double every = decades > 8 ? ceil(decades / 8) : 1;
+
+	if (!isfinite(lo) || !isfinite(hi) || hi - lo > 700)
+		return;
+	for (double e = lo; e <= hi; e++)
+		for (int m = 0; m < n_mult; m++) {
 			double v = mult[m] * pow(10, e);
-			if (v < a->lo * (1 - 1e-9) || v > a->hi * (1 + 1e-9))
+			if (v < a->lo * (1 - 1e-9) || v > a->hi * (1 + 1e-9) || fmod(e - lo, every) != 0)
 				continue;
 			double p = place(a, v);
 			fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
@@ -116,8 +157,11 @@ void chart_line(FILE *f, const struct line_chart *c)
 	} else {
 		y.hi += (y.hi - y.lo) * 0.05;
 	}
-	if (x.hi == x.lo)
-		x.hi = x.lo + 1;
+	if (!(x.hi > x.lo)) {	/* one step: in the middle, with a step either side */
+		double d = fmax(1, fabs(x.lo) * 1e-12);
+		x.lo -= d;
+		x.hi += d;
+	}
 	if (c->log_y)
 		ticks_log(f, &y);
 	else
@@ -198,6 +242,8 @@ static void colour(double v, double span, uint8_t *p)
 
 #define HM_LABEL 300	/* heatmap: label column, plot width */
 #define HM_W 600
+#define HM_RIGHT 40	/* half the last column's step label hangs past the map */
+#define HM_TOP 8	/* above the first row: its label is taller than a 3 px row */
 
 int chart_heatmap(FILE *f, const struct heatmap *h)
 {
@@ -223,10 +269,10 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	/* rows readable when few, the whole map on a screen or two when many */
 	double rh = rows <= 40 ? 14 : rows <= 120 ? 6 : fmax(2, 900.0 / (double)rows);
 	double plot_h = rh * (double)rows;
-	int every = rh >= 11 ? 1 : (int)ceil(11 / rh), height = (int)ceil(plot_h) + 70;
+	int every = rh >= 11 ? 1 : (int)ceil(11 / rh), height = HM_TOP + (int)ceil(plot_h) + 70;
 	fprintf(f, "<svg class=\"heat\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
-		HM_LABEL + HM_W + 20, height, HM_LABEL + HM_W + 20, height);
+		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><g transform=\"translate(0 %d)\">\n",
+		HM_LABEL + HM_W + HM_RIGHT, height, HM_LABEL + HM_W + HM_RIGHT, height, HM_TOP);
 	fprintf(f, "<image x=\"%d\" y=\"0\" width=\"%d\" height=\"%.1f\" preserveAspectRatio=\"none\" "
 		   "style=\"image-rendering: pixelated\" href=\"data:image/png;base64,%s\"/>\n",
 		HM_LABEL, HM_W, plot_h, b64);
@@ -235,9 +281,12 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 		const char *name = h->row_labels[r];
 		size_t len = strlen(name);
 		if (r % (size_t)every == 0) {	/* long names keep their end: the layer's kind */
+			const char *tail = len > 46 ? name + len - 45 : name;
+			while ((*tail & 0xc0) == 0x80)	/* not inside a UTF-8 character */
+				tail++;
 			fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"rl\">%s", HM_LABEL - 6,
-				rh * (double)r + rh / 2 + 4, len > 46 ? "…" : "");
-			xml_text(f, len > 46 ? name + len - 45 : name);
+				rh * (double)r + rh / 2 + 4, tail != name ? "…" : "");
+			xml_text(f, tail);
 			fputs("</text>\n", f);
 		}
 		fprintf(f, "<rect class=\"hover\" x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"><title>",
@@ -245,13 +294,21 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 		xml_text(f, name);
 		fputs("</title></rect>\n", f);
 	}
+	/* at most 8 step labels; one that would touch the last, or stick out,
+	 * is left out (steps near 2^62 have 19 digits) */
 	size_t nt = cols < 8 ? cols : 8;
+	double right = -1e9;
 	for (size_t k = 0; k < nt; k++) {	/* columns are snapshots, in step order */
 		size_t c = nt == 1 ? 0 : k * (cols - 1) / (nt - 1);
 		double x = HM_LABEL + ((double)c + 0.5) * HM_W / (double)cols;
+		char lab[32];
+		double half = snprintf(lab, sizeof(lab), "%lld", (long long)h->col_steps[c]) * X_DIGIT / 2;
+		if (x - half < right + 8 || x + half > HM_LABEL + HM_W + HM_RIGHT)
+			continue;
+		right = x + half;
 		fprintf(f, "<line class=\"tick\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
-			   "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%lld</text>\n",
-			x, x, plot_h, plot_h + 4, x, plot_h + 17, (long long)h->col_steps[c]);
+			   "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>\n",
+			x, x, plot_h, plot_h + 4, x, plot_h + 17, lab);
 	}
 	fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"xl\">step</text>\n", HM_LABEL + HM_W / 2, plot_h + 34);
 	/* the key: 2^-span .. 1 .. 2^span */
@@ -267,6 +324,6 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 		   "<text x=\"%d\" y=\"%.1f\" class=\"kl\">≥ %g  (grey: undefined)</text>\n",
 		HM_LABEL + 36, ky + 9, pow(2, h->log2_span), HM_LABEL + 40 + 120, ky + 22,
 		HM_LABEL + 40 + 244, ky + 9, pow(2, h->log2_span));
-	fputs("</svg>\n", f);
+	fputs("</g></svg>\n", f);
 	return 0;
 }

@@ -71,12 +71,61 @@ static void csv_num(FILE *f, double x)
 		fprintf(f, "%.17g", x);
 }
 
+/* The length of the UTF-8 sequence at s, or 0 where s holds none (RFC 3629). */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
+		return 0;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * A JSON string. A name in the log need not be UTF-8: the log keeps 1024
+ * bytes of a longer name, which may cut a character in two. Each byte
+ * that starts no character becomes U+FFFD, so the name stays a string
+ * (not null, which means an aggregate row) and the JSON stays valid.
+ */
 static void json_str(FILE *f, const char *s)
 {
 	json_t *j = json_string(s);
+	char *fixed = NULL;
+
+	if (!j) {
+		const unsigned char *p = (const unsigned char *)s;
+		size_t n = 0, len;
+		fixed = malloc(3 * strlen(s) + 1);
+		for (; fixed && *p; p += len ? len : 1) {
+			len = utf8_seq(p);
+			if (len) {
+				memcpy(fixed + n, p, len);
+				n += len;
+			} else {
+				memcpy(fixed + n, "\xef\xbf\xbd", 3);
+				n += 3;
+			}
+		}
+		j = fixed ? json_stringn(fixed, n) : NULL;
+	}
 	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-	fputs(t ? t : "null", f);	/* not UTF-8: null rather than bad JSON */
+	fputs(t ? t : "null", f);	/* out of memory: null rather than bad JSON */
 	free(t);
+	free(fixed);
 	json_decref(j);
 }
 

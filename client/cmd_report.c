@@ -455,9 +455,12 @@ static void metadata(FILE *f, const struct report *r)
 	snprintf(b, sizeof(b), "%zu tensors; %zu current rows of %zu written", d->n_tensors, d->n_rows,
 		 d->n_written);
 	kv(f, "log contents", b);
-	if (r->last_wall > 0) {
-		time_t t = (time_t)r->last_wall;
-		strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+	/* wall is whatever the file holds: a time beyond what time_t and
+	 * localtime() can take (a damaged row) is left out, not converted */
+	struct tm tm;
+	time_t t = (time_t)(r->last_wall < 1e12 ? r->last_wall : 0);
+	if (r->last_wall > 0 && r->last_wall < 1e12 && localtime_r(&t, &tm)) {
+		strftime(b, sizeof(b), "%Y-%m-%d %H:%M:%S %Z", &tm);
 		kv(f, "last computed", b);
 	}
 	fputs("</table>\n", f);

@@ -186,8 +186,9 @@ static int settle(struct driftlog *d, const char *path, char *err, size_t errlen
 	for (size_t i = 0; i < d->n_written; i++) {
 		const struct dl_row *r = dl_row(d, i);
 		if (r->kind > 3 || (r->role != 1 && r->role != 2))
-			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range", path, i,
-				    r->kind, r->role);
+			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range%s", path, i,
+				    r->kind, r->role, r->role ? "" : " (a row never written: the file "
+				    "is truncated or damaged)");
 		if (r->run >= d->n_runs)
 			return fail(err, errlen, "%s: rows[%zu]: run index %u beyond the %zu names in 'runs'",
 				    path, i, r->run, d->n_runs);

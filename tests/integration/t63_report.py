@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+"""t63_report.py: `wdrift report` writes a page that stands alone and renders.
+
+- A live daemon computes a study (t64_export.live_study: two proxies, a
+  tensor named with quotes and markup) under alert rules of metric ratio
+  and w1. The page names the study, its runs, its alerts and thresholds,
+  escapes the names, and fetches nothing: no http(s) URL in src, href or
+  url() (the SVG namespace aside), no script.
+- Headless Chromium renders it with no console message (a copy with a
+  script that logs an error and calls an undefined function proves the
+  check sees them), into a screenshot that is not blank and shows the
+  heatmap's blue and red.
+- A drift log of 300 tensors x 1000 steps (candidate, 2 proxies, written
+  here with h5py in the documented format): the report's time and size
+  are printed, the size bounded, the heatmap is tensors down and steps
+  across (checked cell by cell against the data), its labels do not
+  overlap, and it renders.
+- Odd logs draw finite charts in bounded time: one step, steps near 2^52
+  and 2^62, a wall time of 1e300, a narrow ratio range, no rows, no values.
+- Usage errors: no -o, --json, --endpoint: exit 2; a missing study: exit 1.
+
+Set WDRIFT_TEST_KEEP=DIR to keep the pages and screenshots there.
+"""
+import base64
+import io
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+import t64_export  # noqa: E402
+from t50_daemon import Daemon, check  # noqa: E402
+from t64_export import AGG, ODD, ROW_TYPE, WDRIFT  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ALERTS = """\
+alerts:
+  - name: fa-ratio-fp16
+    study: fa
+    metric: ratio
+    proxy: fp16
+    threshold: 0.75
+    severity: critical
+  - name: fa-w1-max
+    study: fa
+    metric: w1
+    threshold: 0.005
+  - name: fa-layers-p2
+    study: fa
+    metric: ratio
+    proxy: p2
+    scope: tensors
+    tensors: "layers.*"
+    threshold: 2.5
+"""
+BLUE, RED = (0x21, 0x66, 0xAC), (0xB2, 0x18, 0x2B)   # the heatmap's ends (chart.c)
+DIGIT_W = 7.1                                        # px: a digit at 11 px, DejaVu Sans
+
+
+def report(*args, timeout=60, max_bytes=64 << 20):
+    """wdrift report, its output bounded: a runaway writer is stopped, not left to fill the disk."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    t0 = time.time()
+    try:
+        r = subprocess.run([WDRIFT, "report", *args], capture_output=True, text=True, timeout=timeout,
+                           preexec_fn=limit)
+        return r.returncode, r.stdout, r.stderr.strip(), time.time() - t0
+    except subprocess.TimeoutExpired:
+        return "timeout", "", "", time.time() - t0
+
+
+def chromium(html, shot, tmp, height=3000):
+    """Renders html headless: (exit status, console lines, seconds)."""
+    run = tempfile.mkdtemp(prefix="chromium-", dir=tmp)
+    home, ud = os.path.join(run, "home"), os.path.join(run, "profile")
+    os.makedirs(home)
+    t0 = time.time()
+    try:
+        p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            "--disable-background-networking", "--enable-logging=stderr", "--v=0",
+                            f"--user-data-dir={ud}", f"--window-size=1000,{height}", f"--screenshot={shot}",
+                            "file://" + os.path.abspath(html)],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=home),
+                           stdin=subprocess.DEVNULL)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = "timeout", ""
+    # Chromium logs each console message, of any level, at INFO with the
+    # tag CONSOLE: '[pid:tid:date:INFO:CONSOLE:140] "x", source: file://...'
+    console = [ln for ln in err.splitlines() if "CONSOLE" in ln]
+    return rc, console, time.time() - t0
+
+
+def on_ramp(px, end):
+    """Pixels on the heatmap's ramp from white to `end`, away from white."""
+    a = (255.0 - px) / (255.0 - np.array(end, float))
+    return (a.max(axis=1) - a.min(axis=1) < 0.04) & (a.mean(axis=1) > 0.15)
+
+
+def looks(shot):
+    """(distinct colours, non-white fraction, blue ramp pixels, red ramp pixels) of a screenshot."""
+    from PIL import Image
+    px = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(float)
+    colours = len(np.unique(px @ np.array([65536.0, 256.0, 1.0])))
+    return colours, float(np.mean(px.min(axis=1) < 240)), int(on_ramp(px, BLUE).sum()), int(on_ramp(px, RED).sum())
+
+
+def self_contained(html):
+    """'' when the page loads nothing from outside it, else what it would fetch."""
+    refs = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", html, re.I)
+    refs += re.findall(r"""url\(\s*["']?([^"')]*)""", html, re.I)
+    bad = [u for u in refs if not u.startswith("data:") and not u.startswith("#")]
+    bad += [m for m in re.findall(r"https?://[^\s\"'<>)]*", html) if m != "http://www.w3.org/2000/svg"]
+    for tag in ("<script", "<link", "<iframe", "<object", "<embed", "@import", "javascript:"):
+        if tag in html.lower():
+            bad.append(tag)
+    return ", ".join(bad[:5])
+
+
+def finite_svg(html):
+    """'' when no SVG attribute holds nan or inf, else the first that does."""
+    m = re.search(r"""\s(?:x|y|x1|x2|y1|y2|cx|cy|r|width|height|points|transform)="[^"]*(?:nan|inf)[^"]*\"""",
+                  html, re.I)
+    return m.group(0) if m else ""
+
+
+def svgs(html, cls):
+    return re.findall(r'<svg class="%s" viewBox="0 0 (\d+) (\d+)"(.*?)</svg>' % cls, html, re.S)
+
+
+def labels_fit(html):
+    """'' when every x tick label of every chart lies inside its SVG, clear of the next, else the first that does not."""
+    for cls in ("chart", "heat"):
+        for w, _, body in svgs(html, cls):
+            right = {}                    # by line: where the last label ends
+            for x, y, text in re.findall(r'<text x="([-\d.]+)" y="([-\d.]+)" class="xt">([^<]*)</text>', body):
+                half = len(text) * DIGIT_W / 2
+                if float(x) - half < max(0, right.get(y, 0)) or float(x) + half > int(w):
+                    return f"{cls}: '{text}' at x={x} in a width of {w}, the last label ending at {right.get(y)}"
+                right[y] = float(x) + half
+    return ""
+
+
+def heat_rows(body):
+    """A heatmap's row labels: (y of each, in the SVG's own units, with its offset)."""
+    m = re.search(r'<g transform="translate\(0 ([\d.]+)\)">', body)
+    dy = float(m.group(1)) if m else 0.0
+    return [float(y) + dy for y in re.findall(r'<text x="\d+" y="([\d.]+)" class="rl">', body)]
+
+
+def heat_pngs(html):
+    from PIL import Image
+    return [np.asarray(Image.open(io.BytesIO(base64.b64decode(b))).convert("RGB"))
+            for b in re.findall(r'href="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)]
+
+
+def keep(*paths):
+    d = os.environ.get("WDRIFT_TEST_KEEP")
+    if d:
+        os.makedirs(d, exist_ok=True)
+        for p in paths:
+            if os.path.exists(p):
+                shutil.copy(p, d)
+
+
+def live(tmp):
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        got = t64_export.live_study(ctx, dm, tmp, alerts=ALERTS)
+        if not got:
+            return
+        cfg, log = got
+        page = os.path.join(tmp, "report.html")
+        rc, out, err, dt = report("fa", "-c", cfg, "-o", page)
+        check(rc == 0 and out == "" and os.path.exists(page) and not [x for x in os.listdir(tmp) if ".tmp-" in x],
+              f"report -c CFG -o report.html, daemon running: exit 0 in {dt:.2f} s, no temp file left ({err})")
+        with open(page, encoding="utf-8") as f:
+            html = f.read()
+        bad = self_contained(html)
+        check(not bad, f"self-contained: no URL in src, href or url() but data:, no script ({bad})")
+        check("wdrift report: study fa" in html and "<title>wdrift: fa</title>" in html, "the study's name")
+        check(all(f">{r}<" in html or f">{r} " in html for r in ("fa", "lowprec", "lowbf")) and ">base<" in html,
+              "the runs: baseline, candidate, both proxies")
+        check("fp16 = run lowprec; p2 = run lowbf" in html, "the proxies, label = run")
+        want = ("fa-ratio-fp16", "fa-w1-max", "fa-layers-p2", "<td>0.75</td>", "<td>0.005</td>", "<td>2.5</td>",
+                "alert fa-ratio-fp16: max ratio[fp16] &gt; 0.75", "alert fa-w1-max: max W1 &gt; 0.005",
+                "ratio[p2] of layers.* &gt; 2.5", "critical")
+        missing = [w for w in want if w not in html]
+        check(not missing, f"the alert rules, their thresholds drawn on the charts and listed ({missing})")
+        esc = 'odd,&quot;name&quot; &lt;b&gt;&amp;amp; ü'
+        check(esc in html and ODD not in html and "<b>" not in html,
+              "a tensor named with quotes and markup is escaped wherever it appears")
+        check(not finite_svg(html) and not labels_fit(html), f"finite coordinates, labels inside their charts "
+              f"({finite_svg(html)}{labels_fit(html)})")
+        pngs = heat_pngs(html)
+        check(len(pngs) == 2 and all(p.shape == (4, 3, 3) for p in pngs),
+              f"a heatmap per proxy, 4 tensors x 3 steps ({[p.shape for p in pngs]})")
+        rc, out, err, dt = report("fa", "-c", cfg, "-o", "-")
+        check(rc == 0 and out.startswith("<!DOCTYPE html>") and out.endswith("</html>\n"), "-o -: standard output")
+        # usage errors and a missing study
+        for args, code, what in ((["fa", "-c", cfg], 2, "no -o"), (["fa", "-c", cfg, "-o", page, "--json"], 2, "--json"),
+                                 (["fa", "-c", cfg, "-o", page, "--endpoint", "ipc:///x"], 2, "--endpoint"),
+                                 (["-c", cfg, "-o", page], 2, "no STUDY"),
+                                 (["nope", "-c", cfg, "-o", os.path.join(tmp, "nope.html")], 1, "a missing study")):
+            rc, out, err, dt = report(*args)
+            check(rc == code and err and (code == 2 or ("no study 'nope'" in err and len(err.splitlines()) == 1)),
+                  f"{what}: exit {code} ({err.splitlines()[0] if err else ''})")
+        check(not os.path.exists(os.path.join(tmp, "nope.html")), "a missing study writes no page")
+        rc, out, err, dt = report("--help")
+        check(rc == 0 and out.startswith("usage: wdrift report"), "report --help")
+        check(dm.stop() == 0, "SIGTERM")
+        rc, out, err, dt = report("fa", "-c", cfg, "-o", page)
+        check(rc == 0, f"report with the daemon stopped: exit 0 ({err})")
+        shot = os.path.join(tmp, "report.png")
+        rc, console, dt = chromium(page, shot, tmp)
+        check(rc == 0 and os.path.exists(shot), f"Chromium renders the page: exit {rc} in {dt:.1f} s")
+        check(not console, f"no console message ({console[:2]})")
+        colours, ink, blue, red = looks(shot) if os.path.exists(shot) else (0, 0, 0, 0)
+        print(f"# screenshot: {colours} colours, {ink:.1%} not white, heatmap blue {blue} px, red {red} px")
+        # the map's image is 600 px wide, 14 px a tensor: 4 rows, 2 maps; the key is 240 x 10 px a map
+        check(colours > 100 and ink > 0.05 and blue > 12000 and red > 4000,
+              "the screenshot is not blank: many colours, ink, the heatmap's blue and red")
+        neg = os.path.join(tmp, "negative.html")
+        with open(neg, "w", encoding="utf-8") as f:
+            f.write(html.replace("</body>", '<script>console.error("x"); undefinedFunction();</script></body>'))
+        rc, console, dt = chromium(neg, os.path.join(tmp, "negative.png"), tmp)
+        check(rc == 0 and len(console) >= 2 and any("undefinedFunction" in c for c in console),
+              f"negative control: a page that logs an error and calls an undefined function is caught ({len(console)} "
+              f"console lines)")
+        blank = os.path.join(tmp, "blank.html")
+        with open(blank, "w") as f:
+            f.write("<!DOCTYPE html><html><body><p>x</p></body></html>\n")
+        rc, console, dt = chromium(blank, os.path.join(tmp, "blank.png"), tmp)
+        c2, ink2, blue2, red2 = looks(os.path.join(tmp, "blank.png"))
+        check(rc == 0 and not (c2 > 100 and ink2 > 0.05) and blue2 < 100 and red2 < 100,
+              f"negative control: a blank page is seen as blank ({c2} colours, {ink2:.2%} ink, {blue2}, {red2})")
+        keep(page, shot)
+    finally:
+        t50_daemon.teardown(dm, tmp, ctx)
+
+
+def synthetic(path, T=300, S=1000):
+    """A drift log as the daemon writes it: fa (candidate), p16run and pbfrun (proxies).
+
+    The ratio of tensor i at step j is 2^band[j, i]: bands of tensors above
+    and below 1 that move with the steps. The candidate's first 50 steps
+    were first written without ratios (the proxies came later), then again
+    with them. Returns band and the number of rows written."""
+    kinds = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "input_layernorm",
+             "post_attention_layernorm", "norm", "rotary.inv_freq", "extra"]
+    names = [f"model.layers.{i // 12}.{'self_attn' if i % 12 < 4 else 'mlp'}.{kinds[i % 12]}.weight"
+             for i in range(T)]
+    steps = np.arange(1, S + 1, dtype=np.int64) * 100
+    rt = np.dtype(ROW_TYPE + [("ratio", "<f8", (2,))])
+    rng = np.random.default_rng(63)
+    numel = rng.integers(1000, 4_000_000, T).astype(np.uint64)
+    p16 = np.sqrt(steps / steps[-1])[:, None] * 1e-3 * rng.uniform(0.8, 1.2, T)[None, :]
+    pbf = p16 * 2.0
+    band = np.sin(np.arange(T) / 15.0)[None, :] * 1.5 + np.linspace(-1, 1, S)[:, None]
+    cand = p16 * np.exp2(band)
+    blocks = []
+    for run, w in ((0, cand), (1, p16), (2, pbf)):
+        r = np.zeros(S * T + 3 * S, rt)
+        t = r[:S * T]
+        t["step"] = np.repeat(steps, T)
+        t["tensor"] = np.tile(np.arange(T), S)
+        t["run"] = run
+        t["role"] = 1 if run == 0 else 2
+        t["w1"] = w.ravel()
+        t["max_abs_diff"] = w.ravel() * 7
+        t["rel_l2"] = w.ravel() * 1.3
+        t["numel"] = np.tile(numel, S)
+        t["wall"] = 1.7e9 + np.repeat(np.arange(S), T)
+        t["ratio"] = np.nan
+        if run == 0:
+            t["ratio"][:, 0] = (w / p16).ravel()
+            t["ratio"][:, 1] = (w / pbf).ravel()
+        ag = r[S * T:].reshape(S, 3)
+        for k in range(3):
+            a = ag[:, k]
+            a["step"], a["tensor"], a["run"], a["kind"], a["role"] = steps, AGG, run, k + 1, 1 if run == 0 else 2
+            a["numel"] = int(numel.sum())
+            a["wall"] = 1.7e9 + np.arange(S)
+            agg = [lambda v: np.average(v, axis=1, weights=numel.astype(float)), lambda v: np.median(v, axis=1),
+                   lambda v: v.max(axis=1)][k]
+            a["w1"] = agg(w)
+            a["max_abs_diff"] = a["rel_l2"] = a["ratio"] = np.nan
+            if run == 0:
+                for j, p in enumerate((p16, pbf)):
+                    a["ratio"][:, j] = agg(w / p)
+        blocks.append(r)
+    rows = np.concatenate(blocks)
+    early = rows[(rows["run"] == 0) & (rows["step"] <= steps[49])].copy()
+    early["ratio"] = np.nan
+    rows = np.concatenate([early, rows])
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("rows", data=rows, maxshape=(None,), chunks=(4096,))
+        for n, v in (("tensors", names), ("runs", ["fa", "p16run", "pbfrun"]), ("proxies", ["fp16", "bf16"])):
+            f.create_dataset(n, data=np.array(v, "S1024"), maxshape=(None,), chunks=(64,))
+    return band, len(rows)
+
+
+def scale(tmp):
+    log = os.path.join(tmp, "big.h5")
+    t0 = time.time()
+    band, n = synthetic(log)
+    print(f"# synthetic log: 300 tensors x 1000 steps x 3 runs, {n} rows, {os.path.getsize(log) >> 20} MiB, "
+          f"written in {time.time() - t0:.1f} s")
+    page = os.path.join(tmp, "big.html")
+    rc, out, err, dt = report("big", "--log", log, "-o", page, timeout=120)
+    size = os.path.getsize(page) if os.path.exists(page) else 0
+    print(f"# report of 300 x 1000: {dt:.2f} s, {size} bytes ({size / 1e6:.2f} MB)")
+    check(rc == 0 and dt < 30, f"report --log of 300 tensors x 1000 steps: exit 0 within the 30 s bound ({err})")
+    check(0 < size < 20e6, "the page is under 20 MB")
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    check(not self_contained(html) and not finite_svg(html) and not labels_fit(html),
+          f"self-contained, finite, labels inside ({self_contained(html)}{finite_svg(html)}{labels_fit(html)})")
+    check("1000 compared steps, 300 tensors" in html and "300 tensors × 1000 snapshots" in html,
+          "the page counts 1000 steps and 300 tensors")
+    pngs = heat_pngs(html)
+    check(len(pngs) == 2 and all(p.shape == (300, 1000, 3) for p in pngs),
+          f"two heatmaps, each an image of 300 rows (tensors) x 1000 columns (steps) ({[p.shape for p in pngs]})")
+    if len(pngs) == 2:
+        # fp16: ratio 2^band; bf16: 2^(band - 1). Red where above 1, blue below.
+        wrong = checked = 0
+        for img, shift in zip(pngs, (0, 1)):
+            b = band - shift
+            for i, j in ((3, 10), (30, 990), (150, 500), (260, 20), (299, 999), (0, 0), (120, 700), (200, 300)):
+                want = "red" if b[j, i] > 0.6 else "blue" if b[j, i] < -0.6 else None
+                r, _, bl = img[i, j].astype(int)
+                got = "red" if r > bl + 20 else "blue" if bl > r + 20 else "white"
+                wrong += want is not None and want != got
+                checked += want is not None
+        check(wrong == 0 and checked >= 10, f"each cell's colour is its tensor's ratio at its step: tensors down, "
+                                            f"steps across ({wrong} of {checked} cells wrong)")
+    heat = svgs(html, "heat")
+    ys = heat_rows(heat[0][2]) if heat else []
+    gaps = np.diff(ys) if len(ys) > 1 else np.array([0])
+    check(len(ys) >= 50 and gaps.min() >= 11 and ys[0] - 10 >= 0,
+          f"row labels: {len(ys)} of 300, at least 11 px apart (10 px text), the first inside the map "
+          f"({gaps.min() if len(ys) > 1 else None} px, first at {ys[0] if ys else None})")
+    check(html.count('<rect class="hover"') == 600, "every row has its full name on hover, in both maps")
+    shot = os.path.join(tmp, "big.png")
+    rc, console, dt = chromium(page, shot, tmp)
+    check(rc == 0 and os.path.exists(shot) and not console,
+          f"Chromium renders the 300 x 1000 page in {dt:.1f} s, no console message ({rc}, {console[:2]})")
+    colours, ink, blue, red = looks(shot) if os.path.exists(shot) else (0, 0, 0, 0)
+    print(f"# screenshot: {colours} colours, {ink:.1%} not white, heatmap blue {blue} px, red {red} px")
+    check(colours > 200 and ink > 0.2 and blue > 100000 and red > 100000,
+          "not blank: the maps' blue and red fill much of the screenshot")
+    keep(page, shot)
+
+
+def odd_log(path, steps, wall=1.7e9, ratio=None, w1=None, name="w"):
+    """One tensor, fa against one proxy, at each step; every row's values given or made up."""
+    rt = np.dtype(ROW_TYPE + [("ratio", "<f8", (1,))])
+    rows = np.zeros(4 * len(steps), rt)
+    for i, s in enumerate(steps):
+        for k in range(4):
+            r = rows[4 * i + k]
+            r["step"], r["kind"], r["tensor"], r["role"] = s, k, 0 if k == 0 else AGG, 1
+            r["w1"] = 0.001 * (i + 1) if w1 is None else w1[i] if isinstance(w1, list) else w1
+            r["ratio"] = ratio[i] if ratio is not None else 0.5 + 0.1 * i
+            r["wall"], r["numel"] = wall, 10
+    with h5py.File(path, "w") as f:
+        f.create_dataset("rows", data=rows, maxshape=(None,))
+        for n, v in (("tensors", [name.encode()]), ("runs", [b"fa"]), ("proxies", [b"fp16"])):
+            f.create_dataset(n, data=np.array(v, "S1024"), maxshape=(None,))
+
+
+def odd_logs(tmp):
+    """Logs that once crashed the report or never let it finish; each drawn finite in bounded time."""
+    cases = [
+        ("one step", [1200], {}, True),
+        # The x axis once stepped from tick to tick by adding: at 2^52 a
+        # step of 0.2, and at 2^62 one of 500 (ulp 1024), adds nothing,
+        # and the page grew without end.
+        ("a step near 2^52", [2 ** 52 + 1], {}, True),
+        ("steps 2^62 and 2^62 + 3000", [2 ** 62, 2 ** 62 + 3000], {}, True),
+        ("ten steps from 2^62, 10^9 apart (19-digit labels)", [2 ** 62 + k * 10 ** 9 for k in range(10)], {}, False),
+        ("a wall time of 1e300 (localtime() fails)", [10, 20], {"wall": 1e300}, False),
+        ("ratios from 0.45 to 0.55", [10, 20, 30], {"ratio": [0.45, 0.5, 0.55]}, False),
+        ("no value at all (every W1 and ratio NaN)", [10, 20], {"w1": np.nan, "ratio": [np.nan, np.nan]}, True),
+        ("no rows", [], {}, False),
+        ("W1 of 1e308 and -1e308 (damaged rows)", [10, 20], {"w1": [1e308, -1e308]}, True),
+        ("ratios of 1e308 and 1e-320", [10, 20], {"ratio": [1e308, 1e-320]}, False),
+        # a long name's label keeps its last 45 bytes: not half a character
+        ("a name of 40 'ü' (80 bytes)", [10], {"name": "ü" * 40}, False),
+    ]
+    for what, steps, kw, render in cases:
+        log = os.path.join(tmp, "odd.h5")
+        page = os.path.join(tmp, "odd.html")
+        odd_log(log, steps, **kw)
+        rc, out, err, dt = report("odd", "--log", log, "-o", page, timeout=20, max_bytes=8 << 20)
+        html, extra = "", ""
+        if rc == 0:
+            with open(page, "rb") as f:
+                raw = f.read()
+            try:
+                html = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                html, extra = raw.decode("utf-8", "replace"), f"not UTF-8: {e}"
+        if what == "one step":
+            ticks = re.findall(r'class="xt">([^<]*)<', "".join(b for _, _, b in svgs(html, "chart")))
+            extra = "" if ticks and all(re.fullmatch(r"\d+", t) for t in ticks) else f"step ticks {ticks}"
+        elif what.startswith("ratios from"):
+            ratio_svg = svgs(html, "chart")[1][2] if len(svgs(html, "chart")) > 1 else ""
+            ticks = re.findall(r'class="yt">([^<]*)<', ratio_svg)
+            extra = "" if len(ticks) >= 3 else f"log-scale ticks {ticks}: fewer than 3"
+        elif what == "no rows":
+            extra = "" if "no rows yet" in html else "no word of the empty log"
+        elif what.startswith("no value"):
+            extra = "" if html.count("no values yet") == 2 else "charts not marked empty"
+        elif what.startswith("a name"):
+            extra = extra or ("" if f'class="rl">…{"ü" * 22}</text>' in html else "no label ending in 22 'ü'")
+        bad = finite_svg(html) or labels_fit(html) or extra
+        check(rc == 0 and html.endswith("</html>\n") and not bad,
+              f"{what}: exit {rc} in {dt:.2f} s, finite charts {bad} {err}")
+        for x in os.listdir(tmp):
+            if ".tmp-" in x:
+                os.unlink(os.path.join(tmp, x))
+        if render and rc == 0:
+            rc2, console, dt = chromium(page, os.path.join(tmp, "odd.png"), tmp, height=1200)
+            check(rc2 == 0 and not console, f"{what}: Chromium renders it, no console message ({console[:2]})")
+
+
+def main():
+    if not os.path.exists(WDRIFT):
+        print(f"not ok 1 - {WDRIFT} is not built")
+        return 1
+    try:
+        import PIL
+        print(f"# PIL {PIL.__version__}, {CHROMIUM}")
+    except ImportError:
+        print("# skip: PIL is not installed (apt-get install python3-pil)")
+        return 77
+    if not CHROMIUM:
+        print("# skip: chromium is not installed (apt-get install chromium)")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="wdrift-t63-")
+    try:
+        os.mkdir(os.path.join(tmp, "live"))
+        live(os.path.join(tmp, "live"))
+        scale(tmp)
+        odd_logs(tmp)
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+    return t50_daemon.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
