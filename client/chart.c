@@ -319,9 +319,9 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 		fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"4\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
 			HM_LABEL + 40 + 4 * i, ky, p[0], p[1], p[2]);
 	}
-	fprintf(f, "\n<text x=\"%d\" y=\"%.1f\" class=\"yt\">≤ 1/%g</text>"
+	fprintf(f, "\n<text x=\"%d\" y=\"%.1f\" class=\"yt\">≤ 1/%.0f</text>"
 		   "<text x=\"%d\" y=\"%.1f\" class=\"xt\">1</text>"
-		   "<text x=\"%d\" y=\"%.1f\" class=\"kl\">≥ %g  (grey: undefined)</text>\n",
+		   "<text x=\"%d\" y=\"%.1f\" class=\"kl\">≥ %.0f  (grey: undefined)</text>\n",
 		HM_LABEL + 36, ky + 9, pow(2, h->log2_span), HM_LABEL + 40 + 120, ky + 22,
 		HM_LABEL + 40 + 244, ky + 9, pow(2, h->log2_span));
 	fputs("</g></svg>\n", f);

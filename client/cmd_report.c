@@ -201,10 +201,22 @@ static int w1_chart(FILE *f, const struct report *r)
 		h[nh] = (struct chart_hline){ labels[ns + nh], al->threshold, "#b3261e" };
 		nh++;
 	}
-	fputs("<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
-	      "the baseline, the mean over tensors weighted by element count. Candidates solid, "
-	      "proxies dashed.</p>\n", f);
-	struct line_chart c = { "step", "W1 from the baseline", 0, ns, nh, s, h };
+	/* runs that drift by orders of magnitude apart (an exact-arithmetic
+	 * change beside another seed) would flatten on a linear axis */
+	double lo = INFINITY, hi = 0;
+	for (size_t k = 0; k < ns; k++)
+		for (size_t i = 0; i < s[k].n; i++)
+			if (isfinite(s[k].y[i]) && s[k].y[i] > 0) {
+				lo = fmin(lo, s[k].y[i]);
+				hi = fmax(hi, s[k].y[i]);
+			}
+	int log_y = hi > 0 && hi / lo > 100;
+	fprintf(f, "<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
+	        "the baseline, the mean over tensors weighted by element count. Candidates solid, "
+	        "proxies dashed.%s</p>\n", log_y ? " Log scale: the runs are orders of magnitude "
+	        "apart (a W1 of 0 is not drawn)." : "");
+	struct line_chart c = { "step", log_y ? "W1 from the baseline (log scale)" : "W1 from the baseline",
+				log_y, ns, nh, s, h };
 	chart_line(f, &c);
 	free(s), free(h), free(buf), free(labels);
 	return 0;
@@ -274,7 +286,7 @@ static int heatmaps(FILE *f, const struct report *r)
 	if (!d->n_proxies)
 		return 0;
 	fputs("<h2>Per tensor: the ratio at each step</h2>\n<p class=\"note\">Rows are tensors in the "
-	      "order the model sent them, columns the compared snapshots in step order. Blue: the "
+	      "order they were first computed, columns the compared snapshots in step order. Blue: the "
 	      "candidate drifts less than the proxy; red: more. Hover a row for its full name.</p>\n", f);
 	size_t *row_of = malloc((d->n_tensors + 1) * sizeof(size_t));
 	size_t *col_of = malloc((r->n_steps + 1) * sizeof(size_t));
@@ -332,7 +344,14 @@ static int heatmaps(FILE *f, const struct report *r)
 			fputs(" / ", f);
 			xml_text(f, d->proxies[k]);
 			fprintf(f, "</h3><p class=\"note\">%zu tensors × %zu snapshots</p>\n", nr, nc);
-			struct heatmap hm = { nr, nc, v, labels, cols, 3 };
+			/* colours saturate at 2^±span: 3 (1/8 to 8) unless the
+			 * ratios reach further, so that the map never turns one flat colour */
+			double span = 3;
+			for (size_t i = 0; i < nr * nc; i++)
+				if (isfinite(v[i]) && v[i] > 0)
+					span = fmax(span, fabs(log2(v[i])));
+			span = fmin(ceil(span), 20);
+			struct heatmap hm = { nr, nc, v, labels, cols, span };
 			rc = chart_heatmap(f, &hm);
 		}
 		free(v);
