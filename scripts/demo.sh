@@ -32,7 +32,11 @@ stop() {	# stop the daemon we started, by its pid, and wait for it
 	pid=
 	return "$rc"
 }
-trap 'stop; exit 1' INT TERM
+# A signal to the terminal's process group (Ctrl-C, the terminal closing)
+# reaches the daemon too, but it reloads on SIGHUP: it is stopped here.
+trap 'stop; exit 129' HUP
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
 trap 'stop' EXIT
 
 "$bin/wdriftd" -c "$config" >"$dir/wdriftd.log" 2>&1 &
@@ -60,7 +64,7 @@ echo
 "$bin/wdrift" alerts -c "$config"
 "$bin/wdrift" report demo -c "$config" -o "$report"
 stop
-trap - EXIT INT TERM
+trap - EXIT HUP INT TERM
 echo
 echo "demo: the report is $report (open it in a browser); wdriftd stopped cleanly."
 echo "demo: the drift log is $dir/var/drift/demo.h5: wdrift export demo --log $dir/var/drift/demo.h5"
