@@ -1,5 +1,6 @@
 /* cli.c: message helpers shared by the subcommands. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,45 @@ int cli_usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/*
+ * While a temporary file is open, SIGINT, SIGTERM and SIGHUP remove it
+ * before the signal takes its default course: an interrupted command
+ * leaves neither the file nor its temporary. A signal that was ignored
+ * (nohup) stays ignored.
+ */
+static const int out_signals[] = { SIGHUP, SIGINT, SIGTERM };
+static struct sigaction out_saved[3];
+static char out_tmp[4200];
+static volatile sig_atomic_t out_armed;
+
+static void out_on_signal(int sig)
+{
+	if (out_armed)
+		unlink(out_tmp);
+	raise(sig);	/* SA_RESETHAND: the default action, once this returns */
+}
+
+static void out_arm(const char *tmp)
+{
+	struct sigaction sa = { .sa_handler = out_on_signal, .sa_flags = SA_RESETHAND };
+
+	snprintf(out_tmp, sizeof(out_tmp), "%s", tmp);
+	out_armed = 1;
+	sigfillset(&sa.sa_mask);
+	for (int i = 0; i < 3; i++) {
+		sigaction(out_signals[i], NULL, &out_saved[i]);
+		if (out_saved[i].sa_handler != SIG_IGN)
+			sigaction(out_signals[i], &sa, NULL);
+	}
+}
+
+static void out_disarm(void)
+{
+	for (int i = 0; i < 3; i++)
+		sigaction(out_signals[i], &out_saved[i], NULL);
+	out_armed = 0;
+}
+
 FILE *cli_out_open(const char *path, char *tmp, size_t tmplen)
 {
 	if (!path || !strcmp(path, "-")) {
@@ -42,9 +82,13 @@ FILE *cli_out_open(const char *path, char *tmp, size_t tmplen)
 		return stdout;
 	}
 	snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
+	out_arm(tmp);
 	FILE *f = fopen(tmp, "w");
-	if (!f)
-		cli_error("%s: cannot create: %s", tmp, strerror(errno));
+	if (!f) {
+		int e = errno;
+		out_disarm();
+		cli_error("%s: cannot create: %s", tmp, strerror(e));
+	}
 	return f;
 }
 
@@ -58,8 +102,10 @@ int cli_out_commit(FILE *f, const char *path, const char *tmp)
 	if (bad || rename(tmp, path) != 0) {
 		int e = errno;
 		unlink(tmp);
+		out_disarm();
 		return cli_error("%s: cannot write: %s", path, strerror(e));
 	}
+	out_disarm();
 	return EXIT_OK;
 }
 
@@ -68,5 +114,6 @@ void cli_out_abort(FILE *f, const char *tmp)
 	if (f && f != stdout) {
 		fclose(f);
 		unlink(tmp);
+		out_disarm();
 	}
 }
