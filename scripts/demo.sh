@@ -19,8 +19,17 @@ case $report in /*) ;; *) report=$root/$report ;; esac
 case $BUILD in /*) bin=$BUILD ;; *) bin=$root/$BUILD ;; esac
 config=$root/config/wdrift.yaml
 
-rm -rf "$dir"
+# Empty DEMO_DIR only when it is a previous demo's (it has the marker this
+# script leaves), or already empty: never a directory someone pointed us at.
+if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+	if [ ! -f "$dir/.wdrift-demo" ] && [ "$dir" != "$bin/demo" ]; then	# build/ is ours
+		echo "demo: $dir is not empty and is not a previous demo's; give an empty or new DEMO_DIR" >&2
+		exit 1
+	fi
+	rm -rf "$dir"
+fi
 mkdir -p "$dir"
+: >"$dir/.wdrift-demo"
 cd "$dir"
 
 pid=

@@ -105,6 +105,23 @@ def main():
             check(not left, f"{sig.name} to the process group: the daemon is stopped", out)
             check(p.returncode == 128 + sig, f"{sig.name}: the script exits {128 + sig}",
                   f"exit {p.returncode}\n{out}")
+
+        # DEMO_DIR pointing at somebody's files: refused, nothing deleted
+        theirs = os.path.join(tmp, "theirs")
+        os.makedirs(theirs)
+        with open(os.path.join(theirs, "keep.txt"), "w") as f:
+            f.write("mine")
+        env = dict(os.environ, BUILD=BUILD, PYTHON="/bin/false", DEMO_DIR=theirs,
+                   DEMO_REPORT=os.path.join(tmp, "theirs.html"))
+        r = subprocess.run(["sh", "scripts/demo.sh"], env=env, capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and "not a previous demo" in r.stderr,
+              "a non-empty DEMO_DIR that is not a demo's is refused", r.stdout + r.stderr)
+        check(os.path.exists(os.path.join(theirs, "keep.txt")), "and its files are untouched")
+        # a previous demo's directory is emptied and reused
+        p, pid, out = start(tmp, "fails", "exit 7")
+        out, left = finish(p, pid, out)
+        check(pid is not None and not left and p.returncode == 7,
+              "a previous demo's DEMO_DIR is emptied and reused", out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{n - failed} passed, {failed} failed")
