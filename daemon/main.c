@@ -23,6 +23,9 @@
 #include <jansson.h>
 #include <zmq.h>
 
+/* The oldest libzmq wdriftd runs on: 4.3.3. */
+#define WD_ZMQ_FLOOR 40303
+
 #include "alerts.h"
 #include "compute.h"
 #include "config.h"
@@ -788,6 +791,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_level = d.cfg.log.level;
+	/* older libzmq has known CURVE and decoder bugs (CVE-2019-13132 among them) */
+	int zmaj, zmin, zpat;
+	zmq_version(&zmaj, &zmin, &zpat);
+	if (zmaj * 10000 + zmin * 100 + zpat < WD_ZMQ_FLOOR) {
+		log_err("libzmq %d.%d.%d is older than 4.3.3: upgrade it", zmaj, zmin, zpat);
+		wd_config_release(&d.cfg);
+		return 1;
+	}
 	sigset_t mask;
 	signal_mask(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);	/* before any thread exists */
@@ -797,7 +808,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	notify_ready("serving");
-	log_notice("ready: wdriftd %s, config '%s'", WDRIFT_VERSION, d.cfg.source);
+	log_notice("ready: wdriftd %s, libzmq %d.%d.%d, config '%s'", WDRIFT_VERSION, zmaj, zmin, zpat,
+		   d.cfg.source);
 	run_loop(&d);
 	drain(&d);
 	shutdown_daemon(&d);

@@ -12,6 +12,7 @@ failure.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -264,6 +265,13 @@ def main():
 
         ready = dm.start()
         check(ready is not None and "READY=1" in ready, "READY=1 after start-up")
+        for _ in range(40):     # the line follows READY=1
+            m = re.search(r"ready: wdriftd \S+, libzmq (\d+)\.(\d+)\.(\d+)", dm.log_text())
+            if m:
+                break
+            time.sleep(0.05)
+        check(m and tuple(map(int, m.groups())) >= (4, 3, 3),
+              f"the ready line names libzmq, at least 4.3.3, the floor it checks ({m and m.group(0)})")
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["ok"] and st["engine"].startswith("cpu") and st["memory"]["budget"] == 256 << 20,
               "status answers: engine, memory budget")
