@@ -662,13 +662,19 @@ static void run_loop(struct daemon *d)
 			handle_signal(d);
 		if (items[2].revents)
 			handle_spooled(d);
+		/*
+		 * Before the control requests, not after: the first status after
+		 * start-up would report the queue of recomputations empty (the
+		 * initial 0), and a client waiting for it would read a drift log
+		 * that still lacks them.
+		 */
+		d->ctl.compute_depth = compute_depth(d->compute);
 		if (items[1].revents)
 			handle_control(d, msgs);
 		if (items[0].revents)
 			handle_ingest(d, msgs);
 		if (items[4].revents)
 			handle_results(d);
-		d->ctl.compute_depth = compute_depth(d->compute);
 		double t = now_mono();
 		if (d->watchdog_usec && t >= next_ping) {
 			notify_watchdog();	/* from the loop itself: a stalled loop stops it */
