@@ -304,8 +304,12 @@ static void resume_compute(struct daemon *d)
  * acked (the daemon died between its rename and its WAL record), and a
  * STEP.h5.tmp is a write a crash cut short. Both are removed, so that they
  * do not hold disk no budget counts. Runs before the spool thread starts.
+ *
+ * Under --force the WAL may have moved acked records aside (.corrupt), so a
+ * spool file without a record may be an acked snapshot: it is renamed to
+ * STEP.h5.orphan, which later sweeps leave alone, for a person to recover.
  */
-static void spool_sweep(struct daemon *d)
+static void spool_sweep(struct daemon *d, int force)
 {
 	char path[2048];	/* storage.dir is at most 1024 bytes */
 	DIR *top, *sub;
@@ -332,6 +336,14 @@ static void spool_sweep(struct daemon *d)
 				continue;
 			char file[2048 + 520];
 			snprintf(file, sizeof(file), "%s/%s", dir, fe->d_name);
+			if (orphan && force) {
+				char aside[2048 + 540];
+				snprintf(aside, sizeof(aside), "%s.orphan", file);
+				if (rename(file, aside) == 0)
+					log_warning("spool: kept '%s' as '%s': no write-ahead log record "
+						    "(--force may have moved it aside)", file, aside);
+				continue;
+			}
 			if (unlink(file) == 0)
 				log_notice("spool: removed '%s': %s", file, torn ? "a write cut short"
 					   : "never acked (no write-ahead log record)");
@@ -442,7 +454,7 @@ static int start(struct daemon *d, int force)
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
-	spool_sweep(d);
+	spool_sweep(d, force);
 	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
 	if ((r = wd_engine_open((enum wd_backend)d->cfg.compute.backend, &d->engine)) < 0)
 		return error("compute.backend: cannot open the engine: %s", strerror(-r));
