@@ -158,6 +158,41 @@ static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
 static void unlink_snapshot(struct state *s, struct snapshot *snap);
 
 /*
+ * Snapshots that took nothing for this long while the budget is full are
+ * dropped to make room. Without it, partly received snapshots of several
+ * runs can hold the whole budget with none able to complete: every run,
+ * a new one included, is refused over_window until PENDING_TIMEOUT (10
+ * minutes) expires them (t71_flood.py found it).
+ */
+#define STALE_SECONDS 5.0
+
+/*
+ * Drops the uncommitted snapshots other than keep that took no shard for
+ * STALE_SECONDS; returns the bytes freed. Called when a reservation fails.
+ * Their publishers get 'incomplete' on commit and re-send.
+ */
+static uint64_t evict_stale(struct ingest *ix, const struct snapshot *keep)
+{
+	struct state *s = ix->st;
+	double t = now_mono();
+	uint64_t freed = 0;
+
+	for (struct snapshot *snap = s->pending, *next; snap; snap = next) {
+		next = snap->next;
+		if (snap == keep || snap->committing || t - snap->last_taken < STALE_SECONDS)
+			continue;
+		log_notice("ingest: dropping run '%s' step %lld to free the budget: no shard taken for "
+			   "%.0f s (%zu tensors, %llu bytes)", snap->run->name, (long long)snap->step,
+			   t - snap->last_taken, snap->n_tensors, (unsigned long long)snap->bytes);
+		freed += snap->bytes;
+		unlink_snapshot(s, snap);
+		snapshot_free(s, snap);
+		s->count.dropped++;
+	}
+	return freed;
+}
+
+/*
  * Adds one shard to snap (received, checked). Returns 0, or -1 after the
  * error reply: the shard was not taken (only out of memory can leave behind
  * a tensor it created, reserved until its snapshot ends).
@@ -205,7 +240,10 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			return -1;
 		}
 		uint64_t need = h->total * esize;
-		if (s->reserved + need > s->budget || r->bytes_pending + need > ix->window) {
+		int full = s->reserved + need > s->budget || r->bytes_pending + need > ix->window;
+		if (full && evict_stale(ix, snap) > 0)
+			full = s->reserved + need > s->budget || r->bytes_pending + need > ix->window;
+		if (full) {
 			snprintf(why, sizeof(why), "window full: %llu of %llu bytes in flight; retry after "
 				 "acks", (unsigned long long)r->bytes_pending, (unsigned long long)ix->window);
 			reply_fail(ix, m, h, WIRE_OVER_WINDOW, "", why);
@@ -250,6 +288,7 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		dst += m->len[i];
 	}
 	t->covered += h->count;
+	snap->last_taken = now_mono();
 	s->count.tensors++;
 	s->count.bytes_received += bytes;
 	return 0;
@@ -311,6 +350,7 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
 		snap->run = r;
 		snap->step = h->step;
+		snap->last_taken = now_mono();
 		snap->next = s->pending;
 		s->pending = snap;
 		s->n_pending++;

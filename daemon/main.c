@@ -39,6 +39,8 @@
 
 #define MAX_FRAMES 4096		/* per message: header + payload frames */
 #define BATCH 64		/* messages per socket per poll round: fairness */
+#define INGEST_SLICE 0.05	/* seconds of ingest work per poll round, so that a flood of
+				   large messages (a checksum each) leaves control answering */
 #define PENDING_TIMEOUT 600.0	/* seconds an uncommitted snapshot may idle */
 #define DRAIN_SECONDS 10.0
 #define INGEST_RCVHWM 8		/* frames ZeroMQ may queue per peer */
@@ -536,8 +538,9 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 {
 	static const void *data[MAX_FRAMES];
 	static size_t len[MAX_FRAMES];
+	double until = now_mono() + INGEST_SLICE;
 
-	for (int k = 0; k < BATCH; k++) {
+	for (int k = 0; k < BATCH && now_mono() < until; k++) {
 		int truncated;
 		size_t n = recv_message(d->ingest_sock, msgs, &truncated);
 		if (!n)

@@ -35,6 +35,7 @@ struct snapshot {
 	size_t n_tensors, cap_tensors;
 	uint64_t bytes;			/* reserved */
 	double last_seen;		/* monotonic seconds */
+	double last_taken;		/* when a shard of it was last accepted */
 	int committing;			/* handed to the spool thread */
 	unsigned char identity[IDENTITY_MAX];	/* who committed: the ack goes there */
 	size_t identity_len;
