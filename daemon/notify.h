@@ -1,7 +1,8 @@
 /*
  * notify.h: the daemon's readiness protocol with systemd (sd_notify), one
  * function per state. Without NOTIFY_SOCKET every call is a no-op, so the
- * daemon runs the same by hand. The only file that includes sd-daemon.h.
+ * daemon runs the same by hand. No call blocks: a supervisor that stops
+ * reading loses states (counted, warned), it does not freeze the loop.
  *
  *   READY=1       only once the endpoints are bound, the storage is open
  *                 and the engine is probed

@@ -21,6 +21,24 @@ def pings(dm, seconds):
     return n
 
 
+def status_within(tmp, seconds):
+    """One status request on the control socket, answered within seconds, or None."""
+    import zmq
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVTIMEO, int(seconds * 1000))
+    s.connect(f"ipc://{tmp}/run/control.sock")
+    try:
+        s.send_string('{"v": 1, "cmd": "status"}')
+        return s.recv_json()
+    except zmq.Again:
+        return None
+    finally:
+        s.close()
+        ctx.term()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t52-")
     dm = Daemon(tmp)
@@ -39,6 +57,18 @@ def main():
         n = pings(dm, 1.5)
         check(n >= 3, f"pings resume with the loop: {n} in 1.5 s")
         check(dm.stop() == 0, "SIGTERM: exit 0")
+
+        # a supervisor that never reads the notify socket: its queue fills
+        # (10 datagrams) within a second of pings, and the daemon must not
+        # block on it (it did: status stopped answering, SIGTERM hung)
+        dm.start(env_extra={"WATCHDOG_USEC": "100000"})
+        time.sleep(3)       # nobody reads dm.notify from here on
+        t0 = time.time()
+        st = status_within(tmp, 1.0)
+        check(st, f"an unread notify socket: status still answers within 1 s ({time.time() - t0:.2f} s)")
+        t0 = time.time()
+        rc = dm.stop(timeout=5)
+        check(rc == 0 and time.time() - t0 < 5, f"and SIGTERM still stops it: exit {rc} in {time.time() - t0:.1f} s")
     finally:
         t50_daemon.teardown(dm, tmp)
     return t50_daemon.summary()
