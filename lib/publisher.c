@@ -142,9 +142,11 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 			break;
 		}
 		if (in->type == WIRE_ERROR) {
-			/* full windows and conflicts pass; anything else is final */
+			/* full windows, conflicts and a snapshot the daemon dropped
+			 * half-received (incomplete) pass: send it again; the rest is final */
 			out = in->error.code == WIRE_OVER_WINDOW || in->error.code == WIRE_CONFLICT ||
-			      in->error.code == WIRE_INTERNAL ? RETRY : REFUSED;
+			      in->error.code == WIRE_INTERNAL || in->error.code == WIRE_INCOMPLETE
+				      ? RETRY : REFUSED;
 			if (out == REFUSED)
 				fprintf(stderr, "wdrift publisher: run '%s' step %lld refused: %s: %s\n", p->run,
 					(long long)snap->step, wire_code_name(in->error.code), in->error.reason);

@@ -30,6 +30,49 @@ def spool(tmp, run, step):
     return os.path.join(tmp, "var", "spool", run, f"{step}.h5")
 
 
+def incomplete_is_resent(tmp):
+    """A daemon under a full budget drops a half-received snapshot and answers its
+    commit with `incomplete` (protocol.md, flow control): the library must send
+    it again, not give it up. A scripted peer on a real socket plays the daemon."""
+    import json
+    import zmq
+    ep = f"ipc://{tmp}/peer.sock"
+    ctx = zmq.Context()
+    r = ctx.socket(zmq.ROUTER)
+    r.setsockopt(zmq.RCVTIMEO, 10000)
+    r.setsockopt(zmq.LINGER, 0)
+    r.bind(ep)
+    p = wdrift.Publisher(ep, "fa", ack_timeout=2.0)
+    try:
+        p.publish(5, {"w": np.ones(10, np.float32)})
+        commits = 0
+        while commits < 2:
+            fr = r.recv_multipart()
+            h = json.loads(fr[1])
+            if h["type"] == "hello":
+                rep = {"v": 1, "type": "welcome", "run": "fa", "window": 1 << 30, "max_frame": 1 << 26,
+                       "max_message": 1 << 30, "durable_steps": []}
+            elif h["type"] == "commit":
+                commits += 1
+                rep = ({"v": 1, "type": "error", "code": "incomplete", "field": "tensors",
+                        "reason": "dropped under a full budget", "run": "fa", "step": 5} if commits == 1 else
+                       {"v": 1, "type": "ack", "run": "fa", "step": 5, "tensors": 1, "bytes": 40,
+                        "duplicate": False})
+            else:
+                continue
+            r.send_multipart([fr[0], json.dumps(rep).encode()])
+        ok = p.flush(5)
+        st = p.stats()
+        check(ok and st["acked"] == 1 and st["dropped"] == 0 and st["resent"] == 1,
+              f"a commit answered 'incomplete' is sent again, then acked ({st})")
+    except zmq.Again:
+        check(False, "a commit answered 'incomplete' is sent again (it never came back)")
+    finally:
+        p.close(0.5)
+        r.close()
+        ctx.term()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t61-")
     dm = Daemon(tmp)
@@ -144,6 +187,7 @@ def main():
         check(got == {1: 1.0, 2: 2.0, 3: 3.0}, f"restart: steps 1-3 in the spool with their values ({got})")
         rs.close()
         check(dm.stop() == 0, "daemon stopped")
+        incomplete_is_resent(tmp)
     finally:
         t50_daemon.teardown(dm, tmp)
     return t50_daemon.summary()
