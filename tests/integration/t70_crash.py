@@ -1,0 +1,638 @@
+#!/usr/bin/env python3
+"""t70_crash.py: kill -9 at any moment loses nothing acked (issue 6).
+
+One storage dir, 100 kills. In each round three publishers (baseline
+'base', candidate 'fa', proxy 'lowprec' of study 'fa') stream snapshots
+concurrently, each re-sending its step until it is acked, as a real
+publisher does; the daemon is killed with SIGKILL at a random moment, aimed
+in turn at ingest (a random delay), at compute (just after an ack that
+triggers a comparison) and at HDF5 writes (the moment a spool STEP.h5.tmp
+appears, or when the comparison's drift log write is due). The phase a kill
+hit is read back from what it left: a spool .tmp (a spool HDF5 write), a
+write-ahead log (WAL) with more result rows than the drift log (a drift log
+write), WAL snapshots whose comparison has no result yet (compute), else
+ingest. After each restart on the same storage:
+
+- every acked (run, step) has its WAL record and its spool file, which
+  opens with h5py and holds exactly what was sent (lost = 0);
+- no .tmp and no spool file without a WAL record is left;
+- once the daemon has caught up, the drift log, read with swmr=True while
+  the daemon runs, has the current rows of every step all three runs have
+  acked, with the proxy's ratio, and they equal `wdrift compare` on the
+  spooled files (one step per round, every step at the end);
+- at the end, after SIGTERM, every spool file and the drift log open with
+  h5py normally (no h5clear).
+
+Then the WAL's two kinds of damage, at the daemon level (tests/unit/test_wal.c
+covers the codec: every cut of a last record, trailing zeros, damage in a
+non-last segment, the .corrupt file): a torn tail (a result record cut in
+half, and half a snapshot record after a spool file renamed into place) is
+truncated with a warning naming the segment and offset, and what it held is
+computed again or was never acked; damage followed by good records stops
+start-up, exit 1, with the segment and offset in the message, and --force
+starts it.
+
+Figures go out as '# ' lines. Every daemon is stopped by pid and the temp
+dirs removed, also on failure.
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+import h5py
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import Daemon, Publisher, bf16, check, control  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+ROUNDS = int(os.environ.get("T70_ROUNDS", "100"))
+RUNS = ("base", "fa", "lowprec")
+N_TENSORS = 4
+WAL_MAGIC = 0x4C574457
+
+
+# --- what the publishers send: a function of (run, step) only ---
+
+def tensors(run, step):
+    """Four tensors, ~1.6 MB: large enough that spool writes and comparisons
+    take milliseconds, so kills land inside them."""
+    r = np.random.default_rng(step)
+    base = {"layers.0.w": r.standard_normal(300_000).astype(np.float32) * 0.02,
+            "emb": r.standard_normal(60_000).astype(np.float32) * 0.02,
+            "layers.1/w2": r.standard_normal((200, 150)).astype(np.float32) * 0.02,
+            "norm": r.standard_normal(512).astype(np.float32)}
+    if run == "base":
+        return base
+    noise = {"fa": 0.0003, "lowprec": 0.002}[run]
+    n = np.random.default_rng([step, len(run)])
+    return {k: v + (n.standard_normal(v.shape) * noise).astype(np.float32) for k, v in base.items()}
+
+
+def as_sent(run, name, v):
+    """(array, dtype) as published: emb in bf16; lowprec entirely in fp16."""
+    if run == "lowprec":
+        return v.astype(np.float16).ravel(), "f16"
+    if name == "emb":
+        return bf16(v).ravel(), "bf16"
+    return v.ravel(), "f32"
+
+
+def send_snapshot(pub, step):
+    for name, v in tensors(pub.run, step).items():
+        flat, dt = as_sent(pub.run, name, v)
+        if name == "layers.1/w2":       # in two shards
+            half = flat.size // 2
+            pub.tensor(step, name, flat[:half], dt, offset=0, total=flat.size, shape=list(v.shape))
+            pub.tensor(step, name, flat[half:], dt, offset=half, total=flat.size, shape=list(v.shape))
+        else:
+            pub.tensor(step, name, flat, dt, shape=list(v.shape))
+    pub.send_raw([json.dumps({"v": 1, "type": "commit", "run": pub.run, "step": step,
+                              "tensors": N_TENSORS}).encode()])
+
+
+# --- the write-ahead log, read as docs/storage.md defines it ---
+
+def read_wal(waldir):
+    """[(segment name, offset, length, record)] of the good records, in order."""
+    out = []
+    if not os.path.isdir(waldir):
+        return out
+    for name in sorted(f for f in os.listdir(waldir) if re.fullmatch(r"\d{6}\.log", f)):
+        with open(os.path.join(waldir, name), "rb") as f:
+            b = f.read()
+        off = 0
+        while off + 12 <= len(b):
+            magic, n, crc = struct.unpack_from("<III", b, off)
+            body = b[off + 12:off + 12 + n]
+            if magic != WAL_MAGIC or len(body) != n or zlib.crc32(body) != crc:
+                break
+            out.append((name, off, n, json.loads(body)))
+            off += 12 + n
+    return out
+
+
+def wal_state(recs):
+    """Durable (run, step)s, result rows, and comparisons still owed."""
+    durable, rows, owed = set(), 0, 0
+    for _, _, _, r in recs:
+        if r["t"] == "snapshot":
+            run, s = r["run"], r["step"]
+            durable.add((run, s))
+            # a comparison follows when the baseline and another run are there
+            if ("base", s) in durable and (run != "base" or ("fa", s) in durable
+                                           or ("lowprec", s) in durable):
+                owed += 1
+        elif r["t"] == "result":
+            rows += len(r["rows"])
+            owed -= 1
+    return durable, rows, owed
+
+
+def drift_rows(path, swmr=True):
+    """The drift log's rows and name tables, or None when it does not open."""
+    try:
+        with h5py.File(path, "r", swmr=swmr) as f:
+            return (f["rows"][:], list(f["tensors"][:].astype(str)), list(f["runs"][:].astype(str)),
+                    list(f["proxies"][:].astype(str)))
+    except (OSError, KeyError):
+        return None
+
+
+def latest_rows(table):
+    """{(step, tensor, run): row}: the current row of each, kind 0 only."""
+    rows, names, runs, _ = table
+    out = {}
+    for r in rows[rows["kind"] == 0]:
+        out[(int(r["step"]), names[r["tensor"]], runs[r["run"]])] = r
+    return out
+
+
+def close(a, b, rel=1e-12):
+    a = None if isinstance(a, float) and a != a else a
+    b = None if isinstance(b, float) and b != b else b
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= rel * abs(b) + 1e-300
+
+
+def same_as_compare(spool, step, latest):
+    """The drift log's current rows of step equal `wdrift compare` on the
+    spool files; returns '' or what differs."""
+    r = subprocess.run([WDRIFT, "compare", f"{spool}/base/{step}.h5", f"{spool}/fa/{step}.h5",
+                        "--proxy", f"fp16={spool}/lowprec/{step}.h5", "--json"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"wdrift compare: {r.stderr.strip()}"
+    layers = json.loads(r.stdout)["layers"]
+    if len(layers) != N_TENSORS:
+        return f"compare found {len(layers)} tensors"
+    for x in layers:
+        row = latest.get((step, x["name"], "fa"))
+        prow = latest.get((step, x["name"], "lowprec"))
+        if row is None or prow is None:
+            return f"step {step} {x['name']}: no row"
+        if not (close(float(row["w1"]), x["w1"]) and close(float(row["max_abs_diff"]), x["max_abs_diff"])
+                and close(float(row["rel_l2"]), x["rel_l2"]) and int(row["numel"]) == x["numel"]
+                and close(float(row["ratio"][0]), x["proxies"]["fp16"]["ratio"])
+                and close(float(prow["w1"]), x["proxies"]["fp16"]["w1"])):
+            return f"step {step} {x['name']}: log w1 {row['w1']} ratio {row['ratio']} vs {x}"
+    return ""
+
+
+def spool_holds_sent(spool, run, step):
+    """The spool file opens (no h5clear) and holds exactly what was sent."""
+    try:
+        with h5py.File(f"{spool}/{run}/{step}.h5", "r") as f:
+            for name, v in tensors(run, step).items():
+                flat, _ = as_sent(run, name, v)
+                got = f[name][()]
+                if got.shape != v.shape or not np.array_equal(got.ravel().view(flat.dtype), flat):
+                    return False
+        return True
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+# --- the publishers ---
+
+class Round:
+    """Three publisher threads, each sending its run's next step until it is
+    acked, then the next, up to `last`; stops when told or on a dead daemon."""
+
+    def __init__(self, ctx, d, nxt, last, acked):
+        self.ctx, self.d, self.nxt, self.last, self.acked = ctx, d, nxt, last, acked
+        self.stop = threading.Event()
+        self.errors = []
+        self.in_flight = 0      # runs whose snapshot was (being) sent, not acked, at the kill
+        self.duplicates = 0     # acks of a re-sent snapshot the killed daemon had made durable
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.work, args=(run,)) for run in RUNS]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def join(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def work(self, run):
+        pub = Publisher(self.ctx, self.d, run)
+        pub.s.setsockopt(zmq.SNDTIMEO, 200)
+        try:
+            while not self.stop.is_set() and self.nxt[run] <= self.last[run]:
+                step = self.nxt[run]
+                try:
+                    send_snapshot(pub, step)
+                except zmq.Again:
+                    with self.lock:
+                        self.in_flight += 1
+                    return
+                reply = None
+                while reply is None and not self.stop.is_set():
+                    if pub.s.poll(20):
+                        m = json.loads(pub.s.recv())
+                        if m.get("step") == step and m.get("type") in ("ack", "error"):
+                            reply = m
+                if reply is None:
+                    with self.lock:
+                        self.in_flight += 1
+                    return
+                if reply["type"] != "ack":
+                    with self.lock:
+                        self.errors.append(reply)
+                    return
+                with self.lock:
+                    self.acked.add((run, step))
+                    self.nxt[run] = step + 1
+                    self.duplicates += bool(reply.get("duplicate"))
+                time.sleep(random.uniform(0, 0.02))
+        finally:
+            pub.s.close(linger=0)
+
+
+class LogTail:
+    def __init__(self, path):
+        self.path = path
+        self.off = os.path.getsize(path) if os.path.exists(path) else 0
+
+    def new(self):
+        with open(self.path, "rb") as f:
+            f.seek(self.off)
+            b = f.read()
+        self.off += len(b)
+        return b.decode(errors="replace")
+
+
+def spool_tmp(spool):
+    for run in RUNS:
+        try:
+            if any(f.endswith(".tmp") for f in os.listdir(os.path.join(spool, run))):
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def last_segment(waldir):
+    segs = sorted(f for f in os.listdir(waldir) if re.fullmatch(r"\d{6}\.log", f))
+    return os.path.join(waldir, segs[-1])
+
+
+def aim(dm, mode, tail, spool, waldir):
+    """Waits for the moment mode aims at (at most ~1.5 s), then SIGKILL."""
+    end = time.time() + 1.5
+    if mode == "random":
+        time.sleep(random.uniform(0.0, 0.4))
+    elif mode == "compute":
+        # the k-th ack of a candidate or proxy: with the baseline there, it
+        # starts a comparison (~20-60 ms)
+        k, seen, text = random.randint(1, 2), 0, ""
+        while time.time() < end and seen < k:
+            text += tail.new()
+            seen = len(re.findall(r"info: durable: run '(fa|lowprec)'", text))
+            time.sleep(0.001)
+        time.sleep(random.uniform(0, 0.02))
+    elif mode == "drift":
+        # a result record reaches the WAL: its fsync and the drift log write follow
+        seg = last_segment(waldir)
+        size = os.path.getsize(seg)
+        while time.time() < end:
+            now = os.path.getsize(seg)
+            if now > size:
+                with open(seg, "rb") as f:
+                    f.seek(size)
+                    if b'"t":"result"' in f.read():
+                        time.sleep(random.uniform(0, 0.003))
+                        break
+                size = now
+    elif mode == "spool":
+        while time.time() < end and not spool_tmp(spool):
+            pass
+    dm.proc.send_signal(signal.SIGKILL)
+    dm.proc.wait()
+
+
+def wait_caught_up(ctx, d, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        st = control(ctx, d, {"v": 1, "cmd": "status"})
+        if st and st["queues"]["compute"] == 0 and st["queues"]["spool"] == 0:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def crash_loop(ctx, figures):
+    tmp = tempfile.mkdtemp(prefix="wdrift-t70-")
+    dm = Daemon(tmp)
+    var = os.path.join(tmp, "var")
+    spool, waldir = os.path.join(var, "spool"), os.path.join(var, "wal")
+    drift = os.path.join(var, "drift", "fa.h5")
+    acked, nxt = set(), {run: 1 for run in RUNS}
+    phases = {"ingest": 0, "compute": 0, "hdf5 spool write": 0, "hdf5 drift log write": 0}
+    problems = {"restart": [], "lost": [], "leftover": [], "behind": [], "rows": [], "compare": [],
+                "content": [], "errors": []}
+    checked_steps = set()
+    in_flight = duplicates = 0
+    random.seed(70)
+    t0 = time.time()
+    try:
+        dm.write_config(level="info")
+        check(dm.start() is not None, "the daemon starts on an empty storage dir")
+        modes = ["random", "compute", "spool", "drift"]
+        for k in range(ROUNDS):
+            mode = modes[k % len(modes)]
+            tail = LogTail(os.path.join(tmp, "daemon.log"))
+            last = {run: nxt[run] + random.randint(1, 3) for run in RUNS}
+            rnd = Round(ctx, tmp, nxt, last, acked)
+            rnd.start()
+            aim(dm, mode, tail, spool, waldir)
+            rnd.join()
+            problems["errors"] += rnd.errors
+            in_flight += rnd.in_flight
+            duplicates += rnd.duplicates
+            # what the kill interrupted, from what it left
+            durable, wal_rows, owed = wal_state(read_wal(waldir))
+            table = drift_rows(drift) if os.path.exists(drift) else None
+            have = len(table[0]) if table else 0
+            if os.path.exists(drift) and (table is None or have < wal_rows):
+                phases["hdf5 drift log write"] += 1
+            elif spool_tmp(spool):
+                phases["hdf5 spool write"] += 1
+            elif owed > 0:
+                phases["compute"] += 1
+            else:
+                phases["ingest"] += 1
+            # restart on the same storage
+            if dm.start() is None:
+                problems["restart"].append(f"round {k}: no READY: {dm.log_text()[-400:]}")
+                break
+            recs = read_wal(waldir)
+            durable, _, _ = wal_state(recs)
+            for run, s in sorted(acked - durable):
+                problems["lost"].append(f"round {k}: {run} step {s}: acked, no WAL record")
+            for run, s in sorted(acked):
+                if not os.path.exists(f"{spool}/{run}/{s}.h5"):
+                    problems["lost"].append(f"round {k}: {run} step {s}: acked, no spool file")
+            for run in RUNS:
+                for f in os.listdir(os.path.join(spool, run)) if os.path.isdir(os.path.join(spool, run)) else []:
+                    m = re.fullmatch(r"(\d+)\.h5", f)
+                    if not m or (run, int(m.group(1))) not in durable:
+                        problems["leftover"].append(f"round {k}: spool/{run}/{f}")
+            if not wait_caught_up(ctx, tmp):
+                problems["behind"].append(f"round {k}")
+                continue
+            complete = sorted({s for _, s in acked if all((r, s) in acked for r in RUNS)})
+            _, wal_rows, _ = wal_state(read_wal(waldir))
+            if not wal_rows and not complete and not os.path.exists(drift):
+                continue        # nothing compared yet: no drift log yet
+            table = drift_rows(drift)
+            if table is None:
+                problems["rows"].append(f"round {k}: the drift log does not open with swmr=True")
+                continue
+            latest = latest_rows(table)
+            for s in complete:
+                for name in tensors("base", 0):
+                    row, prow = latest.get((s, name, "fa")), latest.get((s, name, "lowprec"))
+                    if row is None or prow is None or not np.isfinite(row["ratio"][0]):
+                        problems["rows"].append(f"round {k}: step {s} {name}: no current row with "
+                                                f"its ratio ({row})")
+                        break
+            new = [s for s in complete if s not in checked_steps]
+            if new:
+                s = random.choice(new)
+                checked_steps.add(s)
+                why = same_as_compare(spool, s, latest)
+                if why:
+                    problems["compare"].append(f"round {k}: {why}")
+                for run in RUNS:
+                    if not spool_holds_sent(spool, run, s):
+                        problems["content"].append(f"round {k}: spool/{run}/{s}.h5")
+        n_rounds = k + 1
+        check(not problems["restart"], f"every restart after kill -9 reaches READY={n_rounds} rounds "
+              f"{problems['restart'][:1]}")
+        check(not problems["errors"], f"no publisher got an error, only acks {problems['errors'][:2]}")
+        check(not problems["lost"], f"every acked snapshot has its WAL record and spool file after "
+              f"each restart ({len(acked)} acked) {problems['lost'][:3]}")
+        check(not problems["leftover"], f"no .tmp or never-acked spool file survives a restart "
+              f"{problems['leftover'][:3]}")
+        check(not problems["behind"], f"the restarted daemon catches up (compute queue empty) "
+              f"{problems['behind'][:3]}")
+        check(not problems["rows"], "after each restart the drift log (swmr=True, daemon running) has "
+              f"the current rows of every step all three runs acked, with ratios {problems['rows'][:2]}")
+        check(not problems["compare"] and len(checked_steps) > 0,
+              f"one step per round ({len(checked_steps)} steps): the drift log equals wdrift compare on "
+              f"the spool files {problems['compare'][:2]}")
+        check(not problems["content"], f"those steps' spool files hold exactly what was sent "
+              f"{problems['content'][:2]}")
+        check(all(phases.values()), f"the kills hit every phase: {phases}")
+        # the end: a clean stop, then everything opens without h5clear
+        rc = dm.stop()
+        check(rc == 0, f"SIGTERM after the last restart: exit {rc}")
+        table = drift_rows(drift, swmr=False)
+        check(table is not None, "after the stop the drift log opens with h5py normally (no h5clear)")
+        bad = []
+        for run in RUNS:
+            for f in sorted(os.listdir(os.path.join(spool, run))):
+                try:
+                    with h5py.File(os.path.join(spool, run, f), "r") as h:
+                        len(h.keys())
+                except OSError as e:
+                    bad.append(f"{run}/{f}: {e}")
+        check(not bad, f"every spool file opens with h5py normally {bad[:2]}")
+        complete = sorted({s for _, s in acked if all((r, s) in acked for r in RUNS)})
+        latest = latest_rows(table) if table else {}
+        diffs = [w for w in (same_as_compare(spool, s, latest) for s in complete) if w]
+        check(complete and not diffs, f"every complete step ({len(complete)}) in the drift log equals "
+              f"wdrift compare on its spool files {diffs[:2]}")
+        durable, _, _ = wal_state(read_wal(waldir))
+        lost = len(acked - durable)
+        check(lost == 0, f"nothing acked is lost: {lost} of {len(acked)}")
+        broken = [f for f in os.listdir(os.path.join(var, "drift")) if ".broken-" in f]
+        figures.update(rounds=n_rounds, phases=phases, acked=len(acked), complete=len(complete),
+                       lost=lost, broken=len(broken), durable=len(durable), seconds=time.time() - t0,
+                       in_flight=in_flight, duplicates=duplicates)
+    finally:
+        t50_daemon.teardown(dm, tmp)
+
+
+def publish_steps(ctx, d, steps):
+    acked = set()
+    for s in steps:
+        for run in RUNS:
+            pub = Publisher(ctx, d, run)
+            send_snapshot(pub, s)
+            a = pub.recv()
+            pub.s.close(linger=0)
+            if a and a["type"] == "ack":
+                acked.add((run, s))
+    return acked
+
+
+def torn_tail(ctx):
+    """A crash mid-append leaves half a record at the end of the last
+    segment: the daemon truncates it with a warning and goes on."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t70-torn-")
+    dm = Daemon(tmp)
+    var = os.path.join(tmp, "var")
+    waldir, spool = os.path.join(var, "wal"), os.path.join(var, "spool")
+    try:
+        dm.write_config(level="info")
+        check(dm.start() is not None, "torn tail: ready")
+        acked = publish_steps(ctx, tmp, (1, 2))
+        check(len(acked) == 6 and wait_caught_up(ctx, tmp), "torn tail: 2 steps of 3 runs acked and compared")
+        dm.stop(signal.SIGKILL)
+        recs = read_wal(waldir)
+        seg, off, n, last = recs[-1]
+        check(last["t"] == "result" and last["step"] == 2, f"the last record is step 2's result ({last['t']})")
+        segpath = os.path.join(waldir, seg)
+        os.truncate(segpath, off + 12 + n // 2)
+        tail = LogTail(os.path.join(tmp, "daemon.log"))
+        check(dm.start() is not None, "a result record cut in half: the daemon starts")
+        log = tail.new()
+        want = f"'{segpath}': torn record at offset {off} of {off + 12 + n // 2}"
+        check(want in log and "warning" in log, f"with a warning naming the segment and offset ({want})")
+        check(wait_caught_up(ctx, tmp), "and catches up")
+        recs2 = read_wal(waldir)
+        redone = [r for _, o, _, r in recs2 if o >= off and r["t"] == "result" and r["step"] == 2]
+        table = drift_rows(os.path.join(var, "drift", "fa.h5"))
+        why = same_as_compare(spool, 2, latest_rows(table)) if table else "no drift log"
+        check(redone and not why, f"step 2's lost result is computed again, equal to wdrift compare {why}")
+
+        # the spool file is renamed into place, its WAL record half written: never acked
+        dm.stop(signal.SIGKILL)
+        size = os.path.getsize(segpath)
+        shutil.copy(f"{spool}/base/2.h5", f"{spool}/base/3.h5")
+        body = json.dumps({"t": "snapshot", "run": "base", "step": 3, "tensors": 4, "bytes": 1,
+                           "file": "spool/base/3.h5"}).encode()
+        rec = struct.pack("<III", WAL_MAGIC, len(body), zlib.crc32(body)) + body
+        with open(segpath, "ab") as f:
+            f.write(rec[:30])
+        tail = LogTail(os.path.join(tmp, "daemon.log"))
+        check(dm.start() is not None, "half a snapshot record: the daemon starts")
+        log = tail.new()
+        check(f"'{segpath}': torn record at offset {size} of {size + 30}" in log,
+              "the torn snapshot record is truncated with a warning naming segment and offset")
+        check(not os.path.exists(f"{spool}/base/3.h5") and "never acked" in log,
+              "its spool file, never acked, is removed")
+        pub = Publisher(ctx, tmp, "base")
+        w = pub.hello()
+        check(w and w["durable_steps"] == [1, 2], f"durable: steps 1 and 2 only ({w and w['durable_steps']})")
+        send_snapshot(pub, 3)
+        a = pub.recv()
+        check(a and a["type"] == "ack" and not a["duplicate"], "step 3, re-sent, is acked as new")
+        pub.s.close(linger=0)
+        check(wait_caught_up(ctx, tmp) and dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        t50_daemon.teardown(dm, tmp)
+
+
+def corruption(ctx):
+    """Damage followed by good records is not a crash: refused, with the
+    segment and offset; --force keeps the records before it."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t70-corrupt-")
+    dm = Daemon(tmp)
+    var = os.path.join(tmp, "var")
+    waldir, spool = os.path.join(var, "wal"), os.path.join(var, "spool")
+    try:
+        dm.write_config(level="info")
+        check(dm.start() is not None, "corruption: ready")
+        acked = publish_steps(ctx, tmp, (1, 2, 3))
+        check(len(acked) == 9 and wait_caught_up(ctx, tmp), "corruption: 3 steps of 3 runs acked and compared")
+        dm.stop(signal.SIGKILL)
+        recs = read_wal(waldir)
+        # the first snapshot record of step 2, with good records after it
+        i = next(j for j, (_, _, _, r) in enumerate(recs) if r["t"] == "snapshot" and r["step"] == 2)
+        seg, off, n, victim = recs[i]
+        segpath = os.path.join(waldir, seg)
+        with open(segpath, "r+b") as f:
+            f.seek(off + 12 + n // 2)
+            c = f.read(2)
+            f.seek(off + 12 + n // 2)
+            f.write(bytes(x ^ 0x5A for x in c))
+        with open(segpath, "rb") as f:
+            before = f.read()
+        tail = LogTail(os.path.join(tmp, "daemon.log"))
+        ready = dm.start()
+        rc = dm.proc.wait(10) if ready is None else None
+        log = tail.new()
+        check(ready is None and rc == 1, f"a flipped byte with good records after it: no READY, exit {rc}")
+        want = f"'{segpath}': offset {off}: damaged record with good records after it; refusing to start"
+        check(want in log and "--force" in log, f"the message names the segment, the offset and --force ({want})")
+        with open(segpath, "rb") as f:
+            check(f.read() == before and not os.path.exists(segpath + ".corrupt"),
+                  "a refused start changes nothing")
+        tail = LogTail(os.path.join(tmp, "daemon.log"))
+        check(dm.start("--force") is not None, "--force: the daemon starts")
+        log = tail.new()
+        check(f"offset {off}: damaged record; --force: keeping the {i} records before it" in log,
+              "and logs what it kept")
+        check(os.path.getsize(segpath + ".corrupt") == len(before) - off,
+              "the records from the damage on are moved aside (.corrupt)")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        kept = sum(1 for _, _, _, r in recs[:i] if r["t"] == "snapshot")
+        check(st and st["snapshots"]["durable"] == kept,
+              f"status reports the {kept} snapshots before the damage durable ({st and st['snapshots']})")
+        moved = [(r["run"], r["step"]) for _, _, _, r in recs[i:] if r["t"] == "snapshot"]
+        # acked snapshots whose records --force moved aside: not deleted as never acked
+        gone = [f"{run}/{s}.h5" for run, s in moved if not os.path.exists(f"{spool}/{run}/{s}.h5.orphan")]
+        check(moved and not gone and "never acked" not in log,
+              f"the spool files of the {len(moved)} snapshots whose records were moved aside are kept, "
+              f"as STEP.h5.orphan {gone}")
+        check(wait_caught_up(ctx, tmp) and dm.stop() == 0, "--force: then SIGTERM, exit 0")
+        check(drift_rows(os.path.join(var, "drift", "fa.h5"), swmr=False) is not None,
+              "the drift log opens with h5py normally")
+        check(dm.start() is not None, "and the next start needs no --force")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+        gone = [f"{run}/{s}.h5" for run, s in moved if not os.path.exists(f"{spool}/{run}/{s}.h5.orphan")]
+        check(not gone, f"and leaves the .orphan files alone {gone}")
+    finally:
+        t50_daemon.teardown(dm, tmp)
+
+
+def main():
+    for exe in (t50_daemon.WDRIFTD, WDRIFT):
+        if not os.path.exists(exe):
+            print(f"not ok 1 - {exe} is not built")
+            return 1
+    t0 = time.time()
+    ctx = zmq.Context()
+    figures = {}
+    try:
+        crash_loop(ctx, figures)
+        torn_tail(ctx)
+        corruption(ctx)
+    finally:
+        ctx.destroy(linger=0)
+    if figures:
+        p = figures["phases"]
+        print(f"# {figures['rounds']} kills (SIGKILL) and restarts on one storage dir, "
+              f"{figures['seconds']:.1f} s")
+        print("# kills by phase: " + ", ".join(f"{k} {v}" for k, v in p.items()))
+        print(f"# snapshots acked {figures['acked']} ({figures['complete']} steps with all three runs), "
+              f"durable after the last restart {figures['durable']}, lost {figures['lost']}")
+        print(f"# snapshots in flight (sent, not acked) at the kills {figures['in_flight']}; re-sent ones "
+              f"acked as duplicates (durable, ack lost) {figures['duplicates']}")
+        print(f"# drift logs moved aside and rebuilt from the WAL: {figures['broken']}")
+    print(f"# total {time.time() - t0:.1f} s")
+    print(f"{t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
+    return 1 if t50_daemon.n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
