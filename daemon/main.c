@@ -231,6 +231,27 @@ static int is_dropped(const struct daemon *d, const char *run, int64_t step)
 	return 0;
 }
 
+/*
+ * Frees what replay_record noted for resume_compute (covered, dropped): after
+ * resume_compute, or at shutdown when start-up failed before it (a damaged
+ * WAL stops wal_open after it has replayed the records before the damage).
+ */
+static void replay_notes_release(struct daemon *d)
+{
+	for (size_t k = 0; k < d->n_dropped; k++)
+		free(d->dropped[k].run);
+	free(d->dropped);
+	d->dropped = NULL;
+	d->n_dropped = d->cap_dropped = 0;
+	for (size_t i = 0; i < d->n_covered; i++) {
+		free(d->covered[i].study);
+		free(d->covered[i].run);
+	}
+	free(d->covered);
+	d->covered = NULL;
+	d->n_covered = d->cap_covered = 0;
+}
+
 /* Resubmits each of run's durable steps that no logged result covers. */
 static size_t resume_run(struct daemon *d, const char *study, const char *run_name, int64_t tol)
 {
@@ -287,18 +308,7 @@ static void resume_compute(struct daemon *d)
 	}
 	if (redo)
 		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
-	for (size_t k = 0; k < d->n_dropped; k++)
-		free(d->dropped[k].run);
-	free(d->dropped);
-	d->dropped = NULL;
-	d->n_dropped = d->cap_dropped = 0;
-	for (size_t i = 0; i < d->n_covered; i++) {
-		free(d->covered[i].study);
-		free(d->covered[i].run);
-	}
-	free(d->covered);
-	d->covered = NULL;
-	d->n_covered = 0;
+	replay_notes_release(d);
 }
 
 /*
@@ -742,6 +752,7 @@ static void shutdown_daemon(struct daemon *d)
 	for (size_t i = 0; i < d->n_replayed; i++)
 		free(d->replayed[i]);
 	free(d->replayed);
+	replay_notes_release(d);
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
 	if (d->events_sock) zmq_close(d->events_sock);
