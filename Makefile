@@ -3,6 +3,7 @@
 #   make deps      install the Debian packages the build, tests and demo need
 #   make           build build/wdrift and build/libwdrift.so (CUDA when nvcc exists)
 #   make check     build and run every test that needs no GPU
+#   make check-asan  the same tests against a build under ASan + UBSan (clang)
 #   make demo      start wdriftd, train four small GPTs publishing to it, write report.html
 #   make demo-compare  build and compare generated checkpoints, no daemon
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
@@ -99,7 +100,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-asan check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
 	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
@@ -230,6 +231,17 @@ $(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS) $(CONFIG_
 check: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run.sh
+
+# The same tests against a build under ASan and UBSan (clang, CPU only), in
+# its own directory. The tests run from the sub-make, so that the makes they
+# start themselves (t30, t55) see its CC and CFLAGS and do not rebuild it
+# with others. tests/run.sh sees the sanitizer in $(ASAN_BUILD)/.flags, fails
+# a test after which a report appears, and preloads the ASan runtime into
+# Python only (tests/asan/sitecustomize.py).
+ASAN_BUILD := $(BUILD)/asan
+check-asan: deps
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CC=clang CUDA=0 \
+		CFLAGS="-g -O1 $(FUZZ_SAN)" LDFLAGS= test
 
 # No deps: the GPU machines have nvcc but no apt; these need only CUDA.
 check-gpu:

@@ -8,6 +8,12 @@
 #   build/tests/test_*          C unit tests (tests/unit/)
 #   tests/integration/t*.sh|py  the CLI and the daemon, as a user runs them
 #   tests/ref/t*.py             cross-checks against scipy and numpy
+#
+# A build with -fsanitize (make check-asan: $BUILD/.flags says so) runs the
+# same tests. Each process writes its sanitizer report, if any, to
+# $BUILD/sanitizer/TEST.PID, and a test after which one appears fails, whatever
+# the exit status of its programs: a CLI that a test expects to fail may have
+# failed on a finding. Python gets the ASan runtime from tests/asan/sitecustomize.py.
 set -u
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -17,10 +23,48 @@ passed=0 failed=0 skipped=0
 log=$(mktemp) || exit 1
 trap 'rm -f "$log"' EXIT
 
+san_dir=
+if grep -q -e '-fsanitize=' "$BUILD/.flags" 2>/dev/null; then
+	# What a test may skip under a sanitizer (t71's RSS bound): never the rest.
+	WDRIFT_SANITIZE=$(grep -o -e '-fsanitize=[^ ]*' "$BUILD/.flags" | head -n 1 | cut -d= -f2)
+	export WDRIFT_SANITIZE
+	san_dir=$(cd "$BUILD" && pwd)/sanitizer
+	rm -rf "$san_dir" && mkdir -p "$san_dir" || exit 1
+	asan_options=${ASAN_OPTIONS:+$ASAN_OPTIONS:}
+	ubsan_options=${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:
+fi
+if grep -q -e '-fsanitize=[a-z,]*address' "$BUILD/.flags" 2>/dev/null; then
+	cc=$(sed 's/ .*//' "$BUILD/.flags")
+	case $("$cc" --version 2>/dev/null) in
+	*clang*) rt=libclang_rt.asan-$(uname -m).so ;;
+	*) rt=libasan.so ;;
+	esac
+	WDRIFT_ASAN_RUNTIME=$("$cc" -print-file-name="$rt")
+	if [ ! -f "$WDRIFT_ASAN_RUNTIME" ]; then
+		echo "run.sh: $cc has no ASan runtime '$rt' for Python to preload"
+		exit 1
+	fi
+	PYTHONPATH=$(pwd)/tests/asan${PYTHONPATH:+:$PYTHONPATH}
+	export WDRIFT_ASAN_RUNTIME PYTHONPATH
+fi
+
 run_one() {
 	name=$1; shift
-	"$@" >"$log" 2>&1
-	rc=$?
+	if [ -n "$san_dir" ]; then
+		report=$san_dir/$(basename "$name")
+		ASAN_OPTIONS=${asan_options}log_path=$report \
+		UBSAN_OPTIONS=${ubsan_options}log_path=$report "$@" >"$log" 2>&1
+		rc=$?
+		for r in "$report".*; do
+			[ -f "$r" ] || continue
+			echo "not ok - sanitizer report $r" >>"$log"
+			sed -e '/^Shadow bytes/,$d' "$r" | head -n 40 | sed 's/^/#   /' >>"$log"
+			[ "$rc" -eq 77 ] && rc=1
+		done
+	else
+		"$@" >"$log" 2>&1
+		rc=$?
+	fi
 	p=$(grep -c '^ok ' "$log")
 	f=$(grep -c '^not ok ' "$log")
 	if [ "$rc" -eq 77 ]; then

@@ -9,8 +9,10 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 bad() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; }
+# MAKEFLAGS goes too: under `make check-asan` it carries CUDA=0 from the make
+# that runs this test, and a command-line CUDA would override the detection.
 var() {	# var NAME: the value make settles on, with the environment in $tmp/env
-	env -u CUDA_HOME -u CUDA -u NVCC PATH="$path" make -s -p -n -f Makefile 2>/dev/null |
+	env -u CUDA_HOME -u CUDA -u NVCC -u MAKEFLAGS -u MFLAGS PATH="$path" make -s -p -n -f Makefile 2>/dev/null |
 		sed -n "s/^$1 :*= //p" | head -n 1
 }
 real=$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -36,7 +38,7 @@ printf '#!/bin/sh\nexit 1\n' >"$tmp/bin/nvcc"
 
 # The real link, through the wrapper, into a scratch build directory.
 printf '#!/bin/sh\nexec %s "$@"\n' "$real" >"$tmp/bin/nvcc"
-if env -u CUDA_HOME PATH="$tmp/bin:$PATH" make -s BUILD="$tmp/build" "$tmp/build/libwdrift.so" >"$tmp/out" 2>&1
+if env -u CUDA_HOME -u MAKEFLAGS -u MFLAGS PATH="$tmp/bin:$PATH" make -s BUILD="$tmp/build" "$tmp/build/libwdrift.so" >"$tmp/out" 2>&1
 then ok "libwdrift.so links with CUDA through a wrapper nvcc"
 else bad "libwdrift.so through a wrapper nvcc"; sed 's/^/#   /' "$tmp/out" | tail -n 20; fi
 echo "$((n - fail)) passed, $fail failed"

@@ -12,7 +12,8 @@ check() {	# check DESCRIPTION COMMAND...
 	else fail=$((fail + 1)); echo "not ok $n - $desc"; sed 's/^/#   /' "$tmp/out"; fi
 }
 prefix=$tmp/prefix
-check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="${BUILD:-build}"
+BUILD=${BUILD:-build}
+check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="$BUILD"
 for f in bin/wdrift bin/wdriftd lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
 	check "installs $f" test -f "$prefix/$f"
 done
@@ -38,8 +39,15 @@ int main(void)
 	return w == 0.5 ? 0 : 1;
 }
 C
+# A library built under sanitizers (make check-asan) needs their runtime in
+# the program too: then the program is built by that compiler, with those flags.
+cc=cc san=
+if grep -q -e -fsanitize= "$BUILD/.flags" 2>/dev/null; then
+	cc=$(sed 's/ .*//' "$BUILD/.flags")
+	san=$(grep -o -e '-f[a-z-]*sanitize[^ ]*' "$BUILD/.flags" | tr '\n' ' ')
+fi
 check "a C program compiles against the installed header and library" \
-	cc -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$tmp/use" "$tmp/use.c" \
+	"$cc" $san -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$tmp/use" "$tmp/use.c" \
 	-L"$prefix/lib" -lwdrift -Wl,-rpath,"$prefix/lib"
 check "and computes W1 = 0.5 for a shift of 0.5" "$tmp/use"
 check "make uninstall removes what install put" sh -c \

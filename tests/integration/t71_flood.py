@@ -413,8 +413,15 @@ def flood(ctx):
         print(f"# daemon RSS: peak sampled {peak >> 20} MiB, VmHWM {hwm >> 20} MiB "
               f"(includes the working-set phase), {len(rss)} samples; budget {BUDGET >> 20} MiB, "
               f"constant {const >> 20} MiB, bound {bound >> 20} MiB")
-        check(rss and peak <= bound,
-              f"RSS stays within memory.budget + constant ({peak >> 20} <= {bound >> 20} MiB)")
+        if os.environ.get("WDRIFT_SANITIZE"):
+            # make check-asan: ASan keeps freed blocks in its quarantine (256 MiB by
+            # default) and adds redzones and shadow, so RSS measures the sanitizer as
+            # much as the daemon. make check holds the daemon to the bound.
+            check(True, f"RSS stays within memory.budget + constant ({peak >> 20} vs {bound >> 20} MiB) "
+                  f"# SKIP under -fsanitize={os.environ['WDRIFT_SANITIZE']}: RSS includes ASan's quarantine")
+        else:
+            check(rss and peak <= bound,
+                  f"RSS stays within memory.budget + constant ({peak >> 20} <= {bound >> 20} MiB)")
         lat = sampler.lat
         answered = [x for x in lat if x is not None]
         ls = sorted(answered)

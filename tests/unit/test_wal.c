@@ -127,8 +127,12 @@ static void flip_byte(const char *path, off_t at)
 {
 	int fd = open(path, O_RDWR);
 	unsigned char c;
-	if (fd < 0 || pread(fd, &c, 1, at) != 1)
-		printf("# flip failed\n");
+	if (fd < 0 || pread(fd, &c, 1, at) != 1) {
+		printf("# flip failed\n");	/* c unread: write nothing back */
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
 	c ^= 0x5a;
 	if (pwrite(fd, &c, 1, at) != 1)
 		printf("# flip failed\n");
