@@ -1,5 +1,4 @@
 /* cmd_export.c: `wdrift export STUDY --csv`: a study's drift log as CSV or JSON. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,22 +31,6 @@ DC_HELP_HELP
 "proxy, wall (Unix time computed). Sorted by step, run, kind, tensor.\n"
 "\n"
 "exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";
-
-struct export_opts {
-	const char *out, *log;
-	int csv;
-};
-
-static int on_opt(int c, const char *arg, void *ctx)
-{
-	struct export_opts *o = ctx;
-	switch (c) {
-	case 'o': o->out = arg; return 0;
-	case 'l': o->log = arg; return 0;
-	case 'C': o->csv = 1; return 0;
-	}
-	return 1;
-}
 
 /* RFC 4180: quoted when it holds a comma, quote, CR or LF; quotes doubled. */
 static void csv_str(FILE *f, const char *s)
@@ -221,36 +204,23 @@ static void write_json(FILE *f, const struct study_data *sd)
 
 int cmd_export(int argc, char **argv)
 {
-	static const struct option extra[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "log", required_argument, NULL, 'l' },
-		{ "csv", no_argument, NULL, 'C' },
-		{ 0 },
-	};
-	struct dc_args a = { 0 };
-	struct export_opts o = { 0 };
+	struct study_args o;
 	struct study_data sd;
 	char err[4096], tmp[4200];
-	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
+	int rc = study_args_parse(argc, argv, usage, 1, &o);
 
-	if (r == DC_HELPED)
-		return EXIT_OK;
-	if (r < 0)
-		return -r;
-	if (a.t.control)
-		return cli_usage_error("export reads the drift log, not the daemon: --endpoint does not apply");
-	if (o.csv && a.json)
+	if (rc >= 0)
+		return rc;
+	if (o.csv && o.json)
 		return cli_usage_error("--csv and --json: choose one");
-	if (argc - r != 1)
-		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
-	if (study_data_load(&sd, argv[r], a.t.config, o.log, err, sizeof(err)) < 0)
+	if (study_data_load(&sd, o.study, o.config, o.log, err, sizeof(err)) < 0)
 		return cli_error("%s", err);
 	FILE *f = cli_out_open(o.out, tmp, sizeof(tmp));
 	if (!f) {
 		study_data_release(&sd);
 		return EXIT_FAIL;
 	}
-	if (a.json)
+	if (o.json)
 		write_json(f, &sd);
 	else
 		write_csv(f, &sd.log);

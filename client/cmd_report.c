@@ -5,7 +5,6 @@
  * alert thresholds; a tensor x step heatmap of the ratio; the study, its
  * runs and its alert rules. Layout in docs/report.md.
  */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -556,50 +555,24 @@ static int page(FILE *f, const struct report *r)
 	return 0;
 }
 
-struct report_opts {
-	const char *out, *log;
-};
-
-static int on_opt(int c, const char *arg, void *ctx)
-{
-	struct report_opts *o = ctx;
-	switch (c) {
-	case 'o': o->out = arg; return 0;
-	case 'l': o->log = arg; return 0;
-	}
-	return 1;
-}
-
 int cmd_report(int argc, char **argv)
 {
-	static const struct option extra[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "log", required_argument, NULL, 'l' },
-		{ 0 },
-	};
-	struct dc_args a = { 0 };
-	struct report_opts o = { 0 };
+	struct study_args o;
 	struct study_data sd;
 	struct report rep;
 	char err[4096], tmp[4200];
-	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
+	int rc = study_args_parse(argc, argv, usage, 0, &o);
 
-	if (r == DC_HELPED)
-		return EXIT_OK;
-	if (r < 0)
-		return -r;
-	if (a.t.control)
-		return cli_usage_error("report reads the drift log, not the daemon: --endpoint does not apply");
-	if (a.json)
+	if (rc >= 0)
+		return rc;
+	if (o.json)
 		return cli_usage_error("the report is HTML; for the data, use wdrift export --json");
-	if (argc - r != 1)
-		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
 	if (!o.out)
 		return cli_usage_error("-o FILE is required (- for standard output)");
-	if (study_data_load(&sd, argv[r], a.t.config, o.log, err, sizeof(err)) < 0)
+	if (study_data_load(&sd, o.study, o.config, o.log, err, sizeof(err)) < 0)
 		return cli_error("%s", err);
 	FILE *f = NULL;
-	int rc = gather(&rep, &sd);
+	rc = gather(&rep, &sd);
 	if (rc == 0 && !(f = cli_out_open(o.out, tmp, sizeof(tmp))))
 		rc = -2;
 	if (rc == 0)

@@ -1,10 +1,54 @@
 /* study_data.c: a study's drift log and definition (see study_data.h). */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "daemon_client.h"
 #include "study_data.h"
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+	struct study_args *o = ctx;
+	switch (c) {
+	case 'o': o->out = arg; return 0;
+	case 'l': o->log = arg; return 0;
+	case 'C': o->csv = 1; return 0;
+	}
+	return 1;
+}
+
+int study_args_parse(int argc, char **argv, const char *usage, int with_csv, struct study_args *o)
+{
+	static const struct option extra[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "log", required_argument, NULL, 'l' },
+		{ "csv", no_argument, NULL, 'C' },	/* last: left out without with_csv */
+		{ 0 },
+	};
+	struct option opts[4];
+	struct dc_args a = { 0 };
+
+	memcpy(opts, extra, sizeof(opts));
+	if (!with_csv)
+		opts[2] = (struct option){ 0 };
+	memset(o, 0, sizeof(*o));
+	int r = dc_args(argc, argv, &a, usage, opts, on_opt, o);
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (a.t.control)
+		return cli_usage_error("%s reads the drift log, not the daemon: --endpoint does not apply",
+				       cli_cmd);
+	if (argc - r != 1)
+		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
+	o->study = argv[r];
+	o->config = a.t.config;
+	o->json = a.json;
+	return -1;
+}
 
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen)

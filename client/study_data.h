@@ -25,6 +25,19 @@ struct study_data {
 	struct driftlog log;
 };
 
+/* The command line that report and export share. */
+struct study_args {
+	const char *study, *config, *log, *out;	/* STUDY, -c, --log, -o */
+	int json, csv;
+};
+
+/*
+ * Parses STUDY [-o FILE] [-c FILE | --log FILE] [--json], and --csv when
+ * with_csv. Returns -1 to go on; else the exit code, after --help or a
+ * usage error was printed.
+ */
+int study_args_parse(int argc, char **argv, const char *usage, int with_csv, struct study_args *o);
+
 /* Returns 0, or -1 with err naming the file, key or dataset. */
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen);
