@@ -146,8 +146,9 @@ $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
-# The CLI reads the daemon's config for its endpoints: it links daemon/config.c.
+# The CLI includes daemon headers: config.h (endpoints) and store.h (the drift log).
 $(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon
+
 $(BUILD)/daemon/default_yaml.c: config/wdrift.yaml
 	@mkdir -p $(dir $@)
 	{ echo '/* Generated from config/wdrift.yaml by the Makefile. */'; \
@@ -158,8 +159,9 @@ $(BUILD)/daemon/default_yaml.c: config/wdrift.yaml
 $(BUILD)/daemon/default_yaml.o: $(BUILD)/daemon/default_yaml.c $(FLAGS_STAMP)
 	$(CC) $(ALL_CFLAGS) -include daemon/config.h -c -o $@ $<
 
-$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) -L$(BUILD) -lwdrift \
+# The CLI reads the daemon's config for its endpoints, and the drift log in its format.
+$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/daemon/store.o $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/daemon/store.o -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon

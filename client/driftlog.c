@@ -101,33 +101,6 @@ out:
 	return r;
 }
 
-/* The rows' in-memory type: struct dl_row, then ratio[P]. */
-static hid_t row_type(size_t n_proxies, size_t *size)
-{
-	*size = sizeof(struct dl_row) + n_proxies * sizeof(double);
-	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
-	H5Tinsert(t, "step", HOFFSET(struct dl_row, step), H5T_NATIVE_INT64);
-	H5Tinsert(t, "tensor", HOFFSET(struct dl_row, tensor), H5T_NATIVE_UINT32);
-	H5Tinsert(t, "run", HOFFSET(struct dl_row, run), H5T_NATIVE_UINT16);
-	H5Tinsert(t, "kind", HOFFSET(struct dl_row, kind), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "role", HOFFSET(struct dl_row, role), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "w1", HOFFSET(struct dl_row, w1), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "max_abs_diff", HOFFSET(struct dl_row, max_abs_diff), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "rel_l2", HOFFSET(struct dl_row, rel_l2), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "nan", HOFFSET(struct dl_row, nan), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "posinf", HOFFSET(struct dl_row, posinf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "neginf", HOFFSET(struct dl_row, neginf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "wall", HOFFSET(struct dl_row, wall), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "numel", HOFFSET(struct dl_row, numel), H5T_NATIVE_UINT64);
-	if (n_proxies) {
-		hsize_t dim = n_proxies;
-		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
-		H5Tinsert(t, "ratio", sizeof(struct dl_row), a);
-		H5Tclose(a);
-	}
-	return t;
-}
-
 /* Every field the reader needs is in the file's row type, as a number. */
 static int check_fields(hid_t ft, size_t n_proxies, const char *path, char *err, size_t errlen)
 {
@@ -162,7 +135,7 @@ static int cmp_rows(const void *a, const void *b, void *ctx)
 {
 	const struct driftlog *d = ctx;
 	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-	const struct dl_row *x = dl_row(d, i), *y = dl_row(d, j);
+	const struct store_disk_row *x = dl_row(d, i), *y = dl_row(d, j);
 
 	if (x->step != y->step)
 		return x->step < y->step ? -1 : 1;
@@ -175,7 +148,7 @@ static int cmp_rows(const void *a, const void *b, void *ctx)
 	return (i > j) - (i < j);	/* file order last: the later row wins */
 }
 
-static int same_key(const struct dl_row *x, const struct dl_row *y)
+static int same_key(const struct store_disk_row *x, const struct store_disk_row *y)
 {
 	return x->step == y->step && x->run == y->run && x->kind == y->kind && x->tensor == y->tensor;
 }
@@ -184,7 +157,7 @@ static int same_key(const struct dl_row *x, const struct dl_row *y)
 static int settle(struct driftlog *d, const char *path, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < d->n_written; i++) {
-		const struct dl_row *r = dl_row(d, i);
+		const struct store_disk_row *r = dl_row(d, i);
 		if (r->kind > 3 || (r->role != 1 && r->role != 2))
 			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range%s", path, i,
 				    r->kind, r->role, r->role ? "" : " (a row never written: the file "
@@ -273,7 +246,7 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 		fail(err, errlen, "%s: 'rows': not a 1-D table of fewer than 2^32 rows", path);
 		goto out;
 	}
-	mt = row_type(d->n_proxies, &d->row_size);
+	mt = store_row_type(d->n_proxies, &d->row_size);
 	d->n_written = n;
 	d->rows = calloc(n + 1, d->row_size);
 	if (!d->rows) {

@@ -15,26 +15,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
+
 #define DL_AGGREGATE UINT32_MAX	/* tensor index of the aggregate rows */
 
-/* A row as read; the proxies' ratios follow it in memory (dl_ratio). */
-struct dl_row {
-	int64_t step;
-	uint32_t tensor;	/* into tensors; DL_AGGREGATE for kind 1..3 */
-	uint16_t run;		/* into runs */
-	uint8_t kind;		/* 0 tensor, 1 weighted mean, 2 median, 3 max */
-	uint8_t role;		/* 1 candidate, 2 proxy */
-	double w1, max_abs_diff, rel_l2;
-	uint64_t nan, posinf, neginf;
-	double wall;
-	uint64_t numel;
-};
+/* A row as read is a row as stored (struct store_disk_row, store.h); its
+ * proxies' ratios follow it in memory (dl_ratio). */
 
 struct driftlog {
 	size_t n_tensors, n_runs, n_proxies;
 	char **tensors, **runs, **proxies;
 	size_t n_rows;		/* current rows, sorted by step, run, kind, tensor */
-	size_t row_size;	/* bytes: struct dl_row then n_proxies doubles */
+	size_t row_size;	/* bytes: struct store_disk_row then n_proxies doubles */
 	unsigned char *rows;
 	size_t n_written;	/* rows in the file, superseded ones included */
 };
@@ -43,12 +35,12 @@ struct driftlog {
 int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen);
 void driftlog_release(struct driftlog *d);
 
-static inline const struct dl_row *dl_row(const struct driftlog *d, size_t i)
+static inline const struct store_disk_row *dl_row(const struct driftlog *d, size_t i)
 {
-	return (const struct dl_row *)(void *)(d->rows + i * d->row_size);
+	return (const struct store_disk_row *)(void *)(d->rows + i * d->row_size);
 }
 
-static inline const double *dl_ratio(const struct dl_row *r)
+static inline const double *dl_ratio(const struct store_disk_row *r)
 {
 	return (const double *)(const void *)(r + 1);
 }

@@ -13,18 +13,6 @@
 
 #include "store.h"
 
-/* The fixed part of a row on disk; ratio[P] doubles follow it. */
-struct disk_row {
-	int64_t step;
-	uint32_t tensor;
-	uint16_t run;
-	uint8_t kind, role;
-	double w1, max_abs_diff, rel_l2;
-	uint64_t nan, posinf, neginf;
-	double wall;
-	uint64_t numel;
-};
-
 struct names {
 	char **v;
 	size_t n, cap;
@@ -49,27 +37,27 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-static hid_t make_row_type(size_t n_proxies, size_t *size)
+int64_t store_row_type(size_t n_proxies, size_t *size)
 {
-	*size = sizeof(struct disk_row) + n_proxies * sizeof(double);
+	*size = sizeof(struct store_disk_row) + n_proxies * sizeof(double);
 	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
-	H5Tinsert(t, "step", HOFFSET(struct disk_row, step), H5T_NATIVE_INT64);
-	H5Tinsert(t, "tensor", HOFFSET(struct disk_row, tensor), H5T_NATIVE_UINT32);
-	H5Tinsert(t, "run", HOFFSET(struct disk_row, run), H5T_NATIVE_UINT16);
-	H5Tinsert(t, "kind", HOFFSET(struct disk_row, kind), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "role", HOFFSET(struct disk_row, role), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "w1", HOFFSET(struct disk_row, w1), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "max_abs_diff", HOFFSET(struct disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "rel_l2", HOFFSET(struct disk_row, rel_l2), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "nan", HOFFSET(struct disk_row, nan), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "posinf", HOFFSET(struct disk_row, posinf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "neginf", HOFFSET(struct disk_row, neginf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "wall", HOFFSET(struct disk_row, wall), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "numel", HOFFSET(struct disk_row, numel), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "step", HOFFSET(struct store_disk_row, step), H5T_NATIVE_INT64);
+	H5Tinsert(t, "tensor", HOFFSET(struct store_disk_row, tensor), H5T_NATIVE_UINT32);
+	H5Tinsert(t, "run", HOFFSET(struct store_disk_row, run), H5T_NATIVE_UINT16);
+	H5Tinsert(t, "kind", HOFFSET(struct store_disk_row, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "role", HOFFSET(struct store_disk_row, role), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "w1", HOFFSET(struct store_disk_row, w1), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "max_abs_diff", HOFFSET(struct store_disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "rel_l2", HOFFSET(struct store_disk_row, rel_l2), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "nan", HOFFSET(struct store_disk_row, nan), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "posinf", HOFFSET(struct store_disk_row, posinf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "neginf", HOFFSET(struct store_disk_row, neginf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "wall", HOFFSET(struct store_disk_row, wall), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "numel", HOFFSET(struct store_disk_row, numel), H5T_NATIVE_UINT64);
 	if (n_proxies) {
 		hsize_t dim = n_proxies;
 		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
-		H5Tinsert(t, "ratio", sizeof(struct disk_row), a);
+		H5Tinsert(t, "ratio", sizeof(struct store_disk_row), a);
 		H5Tclose(a);
 	}
 	return t;
@@ -172,7 +160,7 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
 	s->n_proxies = n_proxies;
-	s->row_type = make_row_type(n_proxies, &s->row_size);
+	s->row_type = store_row_type(n_proxies, &s->row_size);
 	s->str_type = H5Tcopy(H5T_C_S1);
 	H5Tset_size(s->str_type, STORE_NAME_MAX);
 	s->file = s->rows = s->tensors = s->runs = -1;
@@ -261,7 +249,7 @@ int store_append(struct store *s, const struct drift_row *rows, size_t n, char *
 		return fail(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const struct drift_row *r = &rows[i];
-		struct disk_row d;
+		struct store_disk_row d;
 		long t = r->tensor ? name_index(&s->tensor_names, s->tensors, s->str_type, r->tensor)
 				   : (long)UINT32_MAX;
 		long run = name_index(&s->run_names, s->runs, s->str_type, r->run);

@@ -29,6 +29,25 @@ struct drift_row {
 	double wall;
 };
 
+/*
+ * A row as the drift log holds it: these fields, then ratio[n_proxies]
+ * doubles (the file's compound type, made by store_row_type). The CLI's
+ * reader (client/driftlog.c) reads rows into the same layout.
+ */
+struct store_disk_row {
+	int64_t step;
+	uint32_t tensor;	/* index into tensors; UINT32_MAX for aggregate rows */
+	uint16_t run;		/* index into runs */
+	uint8_t kind, role;
+	double w1, max_abs_diff, rel_l2;
+	uint64_t nan, posinf, neginf;
+	double wall;
+	uint64_t numel;
+};
+
+/* The HDF5 compound type of a row (the caller H5Tclose's it); *size: bytes per row. */
+int64_t store_row_type(size_t n_proxies, size_t *size);
+
 struct store;
 
 /*
