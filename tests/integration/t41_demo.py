@@ -13,24 +13,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import check  # noqa: E402
+
 BUILD = os.environ.get("BUILD", "build")
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 WDRIFT = os.path.join(BUILD, "wdrift")
 STEPS, EVERY = 40, 20
-
-n = failed = 0
-
-
-def check(cond, what, detail=""):
-    global n, failed
-    n += 1
-    if cond:
-        print(f"ok {n} - {what}")
-    else:
-        failed += 1
-        print(f"not ok {n} - {what}")
-        for line in str(detail).splitlines()[-30:]:
-            print(f"#   {line}")
 
 
 def main():
@@ -42,8 +32,7 @@ def main():
         run(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{n - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return t50_daemon.summary()
 
 
 def run(tmp):

@@ -13,21 +13,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t50_daemon  # noqa: E402
+from t50_daemon import check  # noqa: E402
+
 BUILD = os.environ.get("BUILD", "build")
-
-n = failed = 0
-
-
-def check(cond, what, detail=""):
-    global n, failed
-    n += 1
-    if cond:
-        print(f"ok {n} - {what}")
-    else:
-        failed += 1
-        print(f"not ok {n} - {what}")
-        for line in str(detail).splitlines()[-30:]:
-            print(f"#   {line}")
 
 
 def alive(pid):
@@ -124,8 +114,7 @@ def main():
               "a previous demo's DEMO_DIR is emptied and reused", out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{n - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return t50_daemon.summary()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ WDRIFTD = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift
 n_ok = n_fail = 0
 
 
-def check(cond, what):
+def check(cond, what, detail=""):
+    """One TAP line; on failure, the last 30 lines of detail as comments."""
     global n_ok, n_fail
     if cond:
         n_ok += 1
@@ -37,6 +38,8 @@ def check(cond, what):
     else:
         n_fail += 1
         print(f"not ok {n_ok + n_fail} - {what}")
+        for line in str(detail).splitlines()[-30:]:
+            print(f"#   {line}")
     sys.stdout.flush()
     return cond
 
