@@ -1924,3 +1924,19 @@ void wd_config_print(FILE *f, const struct wd_config *c)
 	for (size_t i = 0; i < c->n_alerts; i++)
 		print_item(f, alert_fields, N_ALERT, &c->alerts[i], alert_misfit_v);
 }
+
+char *wd_config_print_string(const struct wd_config *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	wd_config_print(f, c);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

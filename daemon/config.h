@@ -170,6 +170,8 @@ int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *
  * config, every scalar key with a comment saying what it is.
  */
 void wd_config_print(FILE *f, const struct wd_config *c);
+/* The same, into a new string (free it); NULL when out of memory. */
+char *wd_config_print_string(const struct wd_config *c);
 
 /* Names as written in the file: "ratio", "tensors", "critical". */
 const char *wd_config_metric_name(int metric);

@@ -8,18 +8,6 @@
 #include "config.h"
 #include "fuzz.h"
 
-static char *print_str(const struct wd_config *c)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
-		return NULL;
-	wd_config_print(f, c);
-	fclose(f);
-	return buf;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *yaml = malloc(size + 1), err[WD_CONFIG_ERR_MAX];
@@ -36,14 +24,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(yaml);
 		return 0;
 	}
-	char *p1 = print_str(&c);
+	char *p1 = wd_config_print_string(&c);
 	wd_config_defaults(&back);
 	if (p1) {
 		int rc = wd_config_load_string("printed.yaml", p1, &back, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "printed config refused: %s\n%s", err, p1);
 		FUZZ_ASSERT(rc == 0);
-		char *p2 = print_str(&back);
+		char *p2 = wd_config_print_string(&back);
 		FUZZ_ASSERT(p2 && !strcmp(p1, p2));
 		FUZZ_ASSERT(wd_config_reload_check(&c, &back, err, sizeof(err)) == 0);
 		free(p2);

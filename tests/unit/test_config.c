@@ -18,24 +18,10 @@
 #define GIB(n) ((uint64_t)(n) << 30)
 #define MIB(n) ((uint64_t)(n) << 20)
 
-/* The config as wd_config_print writes it, in a new string. */
-static char *print_str(const struct wd_config *c)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	wd_config_print(f, c);
-	fclose(f);
-	return buf;
-}
-
 /* Equal when they print the same: the printer writes every key. */
 static int same(const struct wd_config *a, const struct wd_config *b)
 {
-	char *x = print_str(a), *y = print_str(b);
+	char *x = wd_config_print_string(a), *y = wd_config_print_string(b);
 	int eq = x && y && !strcmp(x, y);
 
 	free(x);
@@ -46,7 +32,7 @@ static int same(const struct wd_config *a, const struct wd_config *b)
 /* The same scalar keys: the printed configs agree up to their studies. */
 static int same_keys(const struct wd_config *a, const struct wd_config *b)
 {
-	char *x = print_str(a), *y = print_str(b);
+	char *x = wd_config_print_string(a), *y = wd_config_print_string(b);
 	char *xs = x ? strstr(x, "\nstudies:") : NULL, *ys = y ? strstr(y, "\nstudies:") : NULL;
 	int eq = xs && ys && xs - x == ys - y && !strncmp(x, y, (size_t)(xs - x));
 
@@ -286,7 +272,7 @@ static void test_full(void)
 		      !strcmp(wd_config_metric_name(99), "?"), "enum names as in the file");
 	}
 
-	printed = print_str(&c);
+	printed = wd_config_print_string(&c);
 	CHECK(printed && wd_config_load_string("printed", printed, &back, err, sizeof(err)) == 0,
 	      "the printed config loads back: %s", err);
 	if (printed && !err[0]) {
@@ -581,7 +567,7 @@ static void test_strings(void)
 	      !strcmp(c.studies[1].candidates.names[5], "-x"), "run names as the protocol has them: ':', leading '.' or '-'");
 	CHECK(!strcmp(c.alerts[0].command, "echo \"caf\xc3\xa9\" 'x' \\\n\t>> /tmp/log: # not a comment\n"),
 	      "a block scalar command keeps its lines, tab and '#'");
-	p = print_str(&c);
+	p = wd_config_print_string(&c);
 	CHECK(p && wd_config_load_string("printed", p, &back, err, sizeof(err)) == 0,
 	      "printed strings load back: %s", err);
 	if (p && !err[0]) {
@@ -609,7 +595,7 @@ static void test_reload(void)
 		return;
 	}
 	memcpy(&snap, &cur, sizeof(cur));
-	before = print_str(&cur);
+	before = wd_config_print_string(&cur);
 	CHECK(wd_config_load_string("bad.yaml", "log:\n  level: loud\n", &cur, err, sizeof(err)) == -1 &&
 	      memcmp(&snap, &cur, sizeof(cur)) == 0, "a failed load leaves the old config untouched");
 	CHECK(wd_config_load_string("bad.yaml", STUDY "alerts:\n  - name: a\n    study: zz\n    metric: w1\n    threshold: 1\n",
@@ -617,7 +603,7 @@ static void test_reload(void)
 	      memcmp(&snap, &cur, sizeof(cur)) == 0, "also when it fails in the last check");
 	CHECK(wd_config_load("/nonexistent/wdrift.yaml", &cur, err, sizeof(err)) == -1 &&
 	      memcmp(&snap, &cur, sizeof(cur)) == 0, "and when the file is missing");
-	after = print_str(&cur);
+	after = wd_config_print_string(&cur);
 	CHECK(before && after && !strcmp(before, after), "and it still prints the same");
 	free(before);
 	free(after);
@@ -668,7 +654,7 @@ static int load_survives(const char *yaml, size_t len, int *loaded)
 	write_file(path, yaml, len);
 	err[0] = 'x';
 	if (wd_config_load(path, &c, err, sizeof(err)) == 0) {
-		char *p = print_str(&c);
+		char *p = wd_config_print_string(&c);
 		++*loaded;
 		if (!p || wd_config_load_string("printed", p, &back, err, sizeof(err))) {
 			printf("# printout does not load: %s\n", err);
