@@ -33,7 +33,7 @@ static struct drift_row row(int64_t step, const char *tensor, const char *run, d
 int main(void)
 {
 	const char *proxies[2] = { "fp16", "seed" }, *other[1] = { "fp16" };
-	char path[300], err[512];
+	char path[300], err[512] = "";	/* store_open writes it only on failure */
 	struct store *s;
 
 	if (!mkdtemp(dir))
