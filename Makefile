@@ -4,6 +4,7 @@
 #   make           build build/wdrift and build/libwdrift.so (CUDA when nvcc exists)
 #   make check     build and run every test that needs no GPU
 #   make check-asan  the same tests against a build under ASan + UBSan (clang)
+#   make check-valgrind  the C unit tests under valgrind memcheck
 #   make demo      start wdriftd, train four small GPTs publishing to it, write report.html
 #   make demo-compare  build and compare generated checkpoints, no daemon
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
@@ -44,7 +45,7 @@ endif
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
 	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
 	python3 python3-numpy python3-scipy python3-h5py python3-zmq \
-	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil
+	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil valgrind
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.
@@ -100,7 +101,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-asan check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
 	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
@@ -244,6 +245,17 @@ ASAN_BUILD := $(BUILD)/asan
 check-asan: deps
 	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CC=clang CUDA=0 \
 		CFLAGS="-g -O1 $(FUZZ_SAN)" LDFLAGS= test
+
+# The C unit tests and the corpus replays (test_*, test_gpu aside) of the
+# usual build, each under valgrind memcheck; tests/run.sh turns each log's
+# error summary into a TAP line, so an error or a definite leak fails the test.
+# Leaks that are only possible or reachable are not counted. Suppressions, if
+# ever needed, go in tests/valgrind.supp, each saying why it is not ours.
+VALGRIND ?= valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite \
+	--errors-for-leak-kinds=definite --track-origins=yes --error-exitcode=99
+check-valgrind: deps
+	@$(MAKE) --no-print-directory $(UNIT_BINS) $(FUZZ_REPLAY_BINS)
+	@WDRIFT_VALGRIND="$(VALGRIND)" BUILD=$(BUILD) sh tests/run.sh
 
 # No deps: the GPU machines have nvcc but no apt; these need only CUDA.
 check-gpu:

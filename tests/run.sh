@@ -14,6 +14,12 @@
 # $BUILD/sanitizer/TEST.PID, and a test after which one appears fails, whatever
 # the exit status of its programs: a CLI that a test expects to fail may have
 # failed on a finding. Python gets the ASan runtime from tests/asan/sitecustomize.py.
+#
+# With WDRIFT_VALGRIND set to a memcheck command line (make check-valgrind),
+# only the C unit tests run (test_gpu aside: CUDA is not memcheck's to judge),
+# each under it, with its log in $BUILD/valgrind/TEST.PID. The log's error
+# summary becomes one more TAP line of that test: an error, or a definite leak
+# when the command line counts those as errors, fails it.
 set -u
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -24,7 +30,11 @@ log=$(mktemp) || exit 1
 trap 'rm -f "$log"' EXIT
 
 san_dir=
-if grep -q -e '-fsanitize=' "$BUILD/.flags" 2>/dev/null; then
+WDRIFT_VALGRIND=${WDRIFT_VALGRIND:-}
+if [ -n "$WDRIFT_VALGRIND" ]; then
+	san_dir=$(cd "$BUILD" && pwd)/valgrind || exit 1
+	rm -rf "$san_dir" && mkdir -p "$san_dir" || exit 1
+elif grep -q -e '-fsanitize=' "$BUILD/.flags" 2>/dev/null; then
 	# What a test may skip under a sanitizer (t71's RSS bound): never the rest.
 	WDRIFT_SANITIZE=$(grep -o -e '-fsanitize=[^ ]*' "$BUILD/.flags" | head -n 1 | cut -d= -f2)
 	export WDRIFT_SANITIZE
@@ -48,22 +58,57 @@ if grep -q -e '-fsanitize=[a-z,]*address' "$BUILD/.flags" 2>/dev/null; then
 	export WDRIFT_ASAN_RUNTIME PYTHONPATH
 fi
 
+# verdict REPORT: the TAP line for one process's sanitizer report or valgrind
+# log, with the report's first lines after a failure; found=1 when it fails.
+# A valgrind log that ends at its banner is a fork that ran another program
+# (system()), which valgrind does not follow: no verdict.
+verdict() {
+	if [ -z "$WDRIFT_VALGRIND" ]; then
+		found=1
+		echo "not ok - sanitizer report $1"
+		sed -e '/^Shadow bytes/,$d' "$1" | head -n 40 | sed 's/^/#   /'
+		return
+	fi
+	errors=$(sed -n 's/^==[0-9]*== ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$1")
+	lost=$(sed -n 's/^==[0-9]*== *definitely lost: //p' "$1")
+	# past the banner: the errors, then the heap and leak summaries
+	body=$(sed -e '1,/^==[0-9]*== $/d' "$1")
+	if [ "$errors" = 0 ]; then
+		echo "ok - valgrind: 0 errors, definitely lost: ${lost:-0 bytes} ($1)"
+		return
+	elif [ -z "$errors" ] && [ -z "$body" ]; then
+		return
+	elif [ -z "$errors" ]; then
+		echo "not ok - valgrind: no error summary: the process died under valgrind ($1)"
+	else
+		echo "not ok - valgrind: $errors errors, definitely lost: ${lost:-0 bytes} ($1)"
+	fi
+	found=1
+	printf '%s\n' "$body" | head -n 60 | sed 's/^/#   /'
+}
+
 run_one() {
 	name=$1; shift
-	if [ -n "$san_dir" ]; then
+	if [ -n "$WDRIFT_VALGRIND" ]; then
+		report=$san_dir/$(basename "$name")
+		# unquoted: the command line is words
+		$WDRIFT_VALGRIND --log-file="$report.%p" "$@" >"$log" 2>&1
+		rc=$?
+	elif [ -n "$san_dir" ]; then
 		report=$san_dir/$(basename "$name")
 		ASAN_OPTIONS=${asan_options}log_path=$report \
 		UBSAN_OPTIONS=${ubsan_options}log_path=$report "$@" >"$log" 2>&1
 		rc=$?
-		for r in "$report".*; do
-			[ -f "$r" ] || continue
-			echo "not ok - sanitizer report $r" >>"$log"
-			sed -e '/^Shadow bytes/,$d' "$r" | head -n 40 | sed 's/^/#   /' >>"$log"
-			[ "$rc" -eq 77 ] && rc=1
-		done
 	else
 		"$@" >"$log" 2>&1
 		rc=$?
+	fi
+	if [ -n "$san_dir" ]; then
+		found=0
+		for r in "$report".*; do
+			[ -f "$r" ] && verdict "$r" >>"$log"
+		done
+		[ "$found" -eq 1 ] && [ "$rc" -eq 77 ] && rc=1
 	fi
 	p=$(grep -c '^ok ' "$log")
 	f=$(grep -c '^not ok ' "$log")
@@ -88,19 +133,24 @@ run_one() {
 }
 
 for t in "$BUILD"/tests/test_*; do
-	case $t in *.d|*.o) continue ;; esac
+	case $t in
+	*.d|*.o) continue ;;
+	*/test_gpu) [ -n "$WDRIFT_VALGRIND" ] && continue ;;
+	esac
 	[ -x "$t" ] && run_one "$(basename "$t")" "$t"
 done
-for t in tests/integration/t*.sh tests/integration/t*.py; do
-	[ -f "$t" ] || continue
-	case $t in
-	*.py) run_one "$t" "$PYTHON" "$t" ;;
-	*) run_one "$t" sh "$t" ;;
-	esac
-done
-for t in tests/ref/t*.py; do
-	[ -f "$t" ] && run_one "$t" "$PYTHON" "$t"
-done
+if [ -z "$WDRIFT_VALGRIND" ]; then
+	for t in tests/integration/t*.sh tests/integration/t*.py; do
+		[ -f "$t" ] || continue
+		case $t in
+		*.py) run_one "$t" "$PYTHON" "$t" ;;
+		*) run_one "$t" sh "$t" ;;
+		esac
+	done
+	for t in tests/ref/t*.py; do
+		[ -f "$t" ] && run_one "$t" "$PYTHON" "$t"
+	done
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
