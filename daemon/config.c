@@ -32,6 +32,7 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "keys.h"	/* wd_key_is_z85 */
 
 #define MAX_FILE (16u << 20)	/* a bigger file is surely a mistake */
 #define MAX_DEPTH 32		/* the schema needs 4 levels */
@@ -41,6 +42,7 @@
 #define MAX_ALERTS 1024
 #define MAX_CANDIDATES 256
 #define MAX_PROXIES 64
+#define MAX_CLIENTS 65536
 #define IPC_PATH_MAX 107	/* sizeof(sun_path) - 1: zmq refuses longer */
 #define ENDPOINT_MAX 256	/* a DNS name is at most 253 */
 
@@ -143,6 +145,7 @@ enum ftype {
 	T_BOOL,		/* bool: true or false */
 	T_RUNS,		/* struct wd_config_runs: a list of run names */
 	T_PROXIES,	/* struct wd_config_proxies: a mapping label -> run */
+	T_CLIENTS,	/* struct wd_config_clients: a mapping name -> public key */
 };
 
 /* What a value of each type is, for "expected X, not Y". */
@@ -152,6 +155,7 @@ static const char *const type_desc[] = {
 	[T_SIZE] = "a size such as 4G", [T_INT] = "an integer", [T_DOUBLE] = "a number",
 	[T_ENUM] = "a scalar", [T_BOOL] = "true or false",
 	[T_RUNS] = "a list of run names", [T_PROXIES] = "a mapping of proxy labels to run names",
+	[T_CLIENTS] = "a mapping of client names to public keys",
 };
 
 #define F_REQUIRED 1u	/* no default: the key must be there */
@@ -190,6 +194,14 @@ static const struct field cfg_fields[] = {
 	{ .name = "listen.events", .type = T_ENDPOINT, .flags = F_RESTART,
 	  .off = CF(listen.events), .def = "ipc://./run/events.sock",
 	  .doc = "ZeroMQ endpoint that publishes drift results and alerts" },
+	{ .name = "auth.server_key", .type = T_STRING, .flags = F_RESTART,
+	  .off = CF(auth.server_key), .max = 4096,
+	  .doc = "the daemon's CURVE key pair file (wdrift keygen); unset: no authentication" },
+	{ .name = "auth.clients", .type = T_CLIENTS, .off = CF(auth.clients),
+	  .doc = "client public keys allowed to connect, by name" },
+	{ .name = "auth.allow_insecure", .type = T_BOOL, .flags = F_RESTART,
+	  .off = CF(auth.allow_insecure), .def = "false",
+	  .doc = "allow tcp:// endpoints open to the network without CURVE" },
 	{ .name = "storage.dir", .type = T_STRING, .flags = F_RESTART,
 	  .off = CF(storage.dir), .def = "./var", .max = 1024,
 	  .doc = "directory of the spool, the drift log and the write-ahead log" },
@@ -620,6 +632,7 @@ static int value_parse(const struct field *f, const char *text, void *base,
 	case T_RUN:
 	case T_RUNS:
 	case T_PROXIES:
+	case T_CLIENTS:
 		break;
 	}
 	assert(!"value_parse on a type load_field handles");
@@ -654,6 +667,7 @@ static const char *value_text(const struct field *f, const void *base, char *buf
 		return *(const bool *)p ? "true" : "false";
 	case T_RUNS:
 	case T_PROXIES:
+	case T_CLIENTS:
 		break;
 	}
 	return NULL;
@@ -1237,6 +1251,47 @@ static int load_proxies(struct loader *L, const struct ynode *v, struct wd_confi
 	return 0;
 }
 
+/* auth.clients: names to distinct public keys. */
+static int load_clients(struct loader *L, const struct ynode *v, struct wd_config_clients *cl)
+{
+	char why[512];
+	size_t i = 0;
+
+	if (is_null(v))
+		return 0;
+	if (expect(L, v, Y_MAP, type_desc[T_CLIENTS]))
+		return -1;
+	if (v->n / 2 > MAX_CLIENTS)
+		return fail_at(L, v, "%zu clients: at most %d", v->n / 2, MAX_CLIENTS);
+	cl->v = arena_alloc(&L->keep, (v->n / 2 + 1) * sizeof(*cl->v));
+	if (!cl->v)
+		return oom(L);
+	for (const struct ynode *k = v->child; k; k = k->next->next, i++) {
+		const struct ynode *kv = k->next;
+		size_t old;
+		if (map_key(L, v, k, &old))
+			return -1;
+		if (check_name(k->text, why, sizeof(why)))
+			return fail_at(L, k, "%s", why);
+		if (expect(L, kv, Y_SCALAR, "a public key (40 characters of Z85, from wdrift keygen)") ||
+		    check_nul(L, kv))
+			return -1;
+		if (!wd_key_is_z85(kv->text))
+			return fail_at(L, kv, "bad public key: expected 40 characters of Z85, as "
+				       "wdrift keygen prints (got %zu characters)", strlen(kv->text));
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(cl->v[j].key, kv->text))
+				return fail_at(L, kv, "the same key as client '%s'", cl->v[j].name);
+		cl->v[i].name = arena_strndup(&L->keep, k->text, k->len);
+		cl->v[i].key = arena_strndup(&L->keep, kv->text, kv->len);
+		if (!cl->v[i].name || !cl->v[i].key)
+			return oom(L);
+		path_pop(L, old);
+	}
+	cl->n = i;
+	return 0;
+}
+
 static int load_field(struct loader *L, const struct field *f, const struct ynode *v, void *base)
 {
 	switch (f->type) {
@@ -1246,6 +1301,8 @@ static int load_field(struct loader *L, const struct field *f, const struct ynod
 		return load_runs(L, v, (struct wd_config_runs *)((char *)base + f->off));
 	case T_PROXIES:
 		return load_proxies(L, v, (struct wd_config_proxies *)((char *)base + f->off));
+	case T_CLIENTS:
+		return load_clients(L, v, (struct wd_config_clients *)((char *)base + f->off));
 	default:
 		return load_scalar(L, f, v, base);
 	}
@@ -1472,7 +1529,7 @@ static int walk_section(struct loader *L, const struct ynode *map, const char *s
 			r = 0;
 		} else if ((f = field_find(cfg_fields, N_CFG, full))) {
 			where[f - cfg_fields] = k;
-			r = load_scalar(L, f, v, c);
+			r = load_field(L, f, v, c);
 		} else if (*full && is_section(full)) {
 			if (is_null(v))
 				r = 0;	/* "memory:" with nothing under it: the defaults */
@@ -1555,6 +1612,14 @@ static int check_top(struct loader *L, const struct wd_config *c, const struct y
 				return fail_key(L, where, blame, "same endpoint as %s ('%s')",
 						cfg_fields[blame == x ? y : x].name, CLIP(eps[i]));
 			}
+	const char *key, *ep = wd_config_network_endpoint(c, &key);
+	if (ep && !c->auth.server_key && !c->auth.allow_insecure)
+		return fail_key(L, where, cfg_index(key), "'%s' takes connections from the network, "
+				"and nothing authenticates them: set auth.server_key and auth.clients "
+				"(docs/security.md), or auth.allow_insecure: true", CLIP(ep));
+	if (c->auth.clients.n && !c->auth.server_key)
+		return fail_key(L, where, cfg_index("auth.clients"), "needs auth.server_key: "
+				"without the daemon's key pair nothing is authenticated");
 	if (c->limits.max_message > c->memory.budget) {
 		size_t x = cfg_index("limits.max_message"), y = cfg_index("memory.budget");
 		format_size(a, sizeof(a), c->limits.max_message);
@@ -1564,6 +1629,44 @@ static int check_top(struct loader *L, const struct wd_config *c, const struct y
 		return fail_key(L, where, y, "%s is less than limits.max_message (%s)", b, a);
 	}
 	return 0;
+}
+
+/* tcp://HOST:PORT with HOST a loopback address or name. */
+static int is_loopback_tcp(const char *ep)
+{
+	const char *host = ep + 6, *colon = strrchr(host, ':');
+	size_t len;
+
+	if (strncmp(ep, "tcp://", 6) || !colon)
+		return 0;
+	len = colon - host;
+	if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+		host++;
+		len -= 2;
+	}
+	if ((len == 9 && !strncmp(host, "localhost", 9)) || (len == 3 && !strncmp(host, "::1", 3)) ||
+	    (len == 2 && !strncmp(host, "lo", 2)))
+		return 1;
+	if (len < 4 || strncmp(host, "127.", 4))
+		return 0;
+	for (size_t i = 4; i < len; i++)
+		if (!is_digit(host[i]) && host[i] != '.')
+			return 0;
+	return 1;
+}
+
+const char *wd_config_network_endpoint(const struct wd_config *c, const char **key)
+{
+	const char *names[3] = { "listen.ingest", "listen.control", "listen.events" };
+	const char *eps[3] = { c->listen.ingest, c->listen.control, c->listen.events };
+
+	for (int i = 0; i < 3; i++)
+		if (!strncmp(eps[i], "tcp://", 6) && !is_loopback_tcp(eps[i])) {
+			if (key)
+				*key = names[i];
+			return eps[i];
+		}
+	return NULL;
 }
 
 /* Alerts name studies and proxies: checked once both lists are read. */
@@ -1765,6 +1868,8 @@ int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *
 			continue;
 		x = value_text(f, cur, a, sizeof(a));
 		y = value_text(f, next, b, sizeof(b));
+		x = x ? x : "(unset)";
+		y = y ? y : "(unset)";
 		if (strcmp(x, y))
 			return file_fail(err, errlen,
 					 "%s: %s: cannot change on reload (from '%s' to '%s'): restart wdriftd to apply it",
@@ -1892,6 +1997,7 @@ static const char *alert_misfit_v(const void *base, size_t i)
 void wd_config_print(FILE *f, const struct wd_config *c)
 {
 	const char *prev = "";
+	char buf[64];
 
 	for (size_t i = 0; i < N_CFG; i++) {
 		const struct field *fd = &cfg_fields[i];
@@ -1911,10 +2017,25 @@ void wd_config_print(FILE *f, const struct wd_config *c)
 		for (const char *d; (d = strchr(seg, '.')); seg = d + 1, depth++)
 			fprintf(f, "%s%*s%.*s:\n", depth == 0 && i ? "\n" : "", 2 * depth, "",
 				(int)(d - seg), seg);
-		fprintf(f, "%*s# %s (default %s)\n", 2 * depth, "", fd->doc, fd->def);
-		fprintf(f, "%*s%s: ", 2 * depth, "", seg);
-		print_value(f, fd, c);
-		fputc('\n', f);
+		fprintf(f, "%*s# %s (default %s)\n", 2 * depth, "", fd->doc,
+			fd->def ? fd->def : "none");
+		if (fd->type == T_CLIENTS) {
+			const struct wd_config_clients *cl = &c->auth.clients;
+			fprintf(f, "%*s%s:%s\n", 2 * depth, "", seg, cl->n ? "" : " {}");
+			for (size_t j = 0; j < cl->n; j++) {
+				fprintf(f, "%*s", 2 * depth + 2, "");
+				print_string(f, cl->v[j].name);
+				fputs(": ", f);
+				print_string(f, cl->v[j].key);
+				fputc('\n', f);
+			}
+		} else if (!value_text(fd, c, buf, sizeof(buf))) {
+			fprintf(f, "%*s# %s: (unset)\n", 2 * depth, "", seg);
+		} else {
+			fprintf(f, "%*s%s: ", 2 * depth, "", seg);
+			print_value(f, fd, c);
+			fputc('\n', f);
+		}
 		prev = name;
 	}
 	fputs(c->n_studies ? "\nstudies:\n" : "\nstudies: []\n", f);

@@ -17,6 +17,7 @@
 #ifndef WD_DAEMON_CONFIG_H
 #define WD_DAEMON_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,6 +87,17 @@ struct wd_config_alert {
 	int64_t command_min_interval;	/* seconds */
 };
 
+/* auth.clients: who may connect under CURVE, by name. */
+struct wd_config_client {
+	const char *name;
+	const char *key;		/* public key, 40 characters of Z85 */
+};
+
+struct wd_config_clients {
+	size_t n;
+	struct wd_config_client *v;
+};
+
 struct wd_config_arena;
 
 /*
@@ -97,6 +109,11 @@ struct wd_config {
 	struct {
 		const char *ingest, *control, *events;	/* ZeroMQ endpoints */
 	} listen;
+	struct {
+		const char *server_key;		/* key pair file; NULL: no CURVE */
+		struct wd_config_clients clients;	/* may change on reload */
+		bool allow_insecure;		/* network TCP without CURVE */
+	} auth;
 	struct {
 		const char *dir;
 	} storage;
@@ -158,7 +175,8 @@ void wd_config_release(struct wd_config *c);
 
 /*
  * Refuses a reload that changes a key that needs a restart (listen.*,
- * storage.dir, compute.backend, memory.budget): returns -1 with err naming
+ * auth.server_key, auth.allow_insecure, storage.dir, compute.backend,
+ * memory.budget): returns -1 with err naming
  * the first such key, else 0. Called with the running config and the new
  * one, after the new one loaded.
  */
@@ -172,6 +190,13 @@ int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *
 void wd_config_print(FILE *f, const struct wd_config *c);
 /* The same, into a new string (free it); NULL when out of memory. */
 char *wd_config_print_string(const struct wd_config *c);
+
+/*
+ * The first listen.* endpoint that takes connections from the network (a
+ * tcp:// endpoint whose host is not a loopback one), or NULL; *key gets
+ * its key name.
+ */
+const char *wd_config_network_endpoint(const struct wd_config *c, const char **key);
 
 /* Names as written in the file: "ratio", "tensors", "critical". */
 const char *wd_config_metric_name(int metric);

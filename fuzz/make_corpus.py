@@ -78,6 +78,9 @@ def config():
   ingest: tcp://*:5555
   control: ipc:///run/wdrift/control.sock
   events: tcp://127.0.0.1:5557
+auth:
+  server_key: /etc/wdrift/server.key
+  clients: {trainer-a: "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", ci: "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID"}
 storage: {dir: /var/lib/wdrift}
 compute: {backend: cpu}
 memory: {budget: 16G}
@@ -103,7 +106,10 @@ alerts:
               "memory:\n  budget:\n", "memory:\n  budget: 4G\n  budget: 8G\n", "\t- x\n", "[\n",
               "studies: []\nalerts: [{name: a, study: nope, metric: w1, threshold: 1}]\n",
               "log: {level: loud}\n", "spool: {retention: {every: 0}}\n", "'unterminated\n",
-              "limits: {max_dims: 99999999999999999999999}\n", "storage: {dir: \"\"}\n"]:
+              "limits: {max_dims: 99999999999999999999999}\n", "storage: {dir: \"\"}\n",
+              "listen: {ingest: \"tcp://*:1\"}\n", "listen: {ingest: \"tcp://*:1\"}\nauth: {allow_insecure: true}\n",
+              "auth: {server_key: k, clients: {a: short}}\n", "auth: {clients: {a: b}}\n",
+              "auth: {server_key: k, clients: [x]}\n"]:
         put("config", s)
 
 

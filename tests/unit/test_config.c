@@ -143,6 +143,11 @@ static const char full_yaml[] =
 	"  ingest: tcp://*:5555\n"
 	"  control: ipc:///run/wdrift/control.sock\n"
 	"  events: inproc://events\n"
+	"auth:\n"
+	"  server_key: /etc/wdrift/server.key\n"
+	"  clients:\n"
+	"    trainer-a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n"
+	"    ci.1: \"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"\n"
 	"storage:\n"
 	"  dir: /var/lib/wdrift\n"
 	"compute:\n"
@@ -222,6 +227,11 @@ static void test_full(void)
 	CHECK(!strcmp(c.listen.ingest, "tcp://*:5555") &&
 	      !strcmp(c.listen.control, "ipc:///run/wdrift/control.sock") &&
 	      !strcmp(c.listen.events, "inproc://events"), "endpoints: tcp, ipc, inproc");
+	CHECK(!strcmp(c.auth.server_key, "/etc/wdrift/server.key") && c.auth.clients.n == 2 &&
+	      !strcmp(c.auth.clients.v[0].name, "trainer-a") &&
+	      !strcmp(c.auth.clients.v[0].key, "rq:rM>}U\?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7") &&
+	      !strcmp(c.auth.clients.v[1].name, "ci.1") && !c.auth.allow_insecure,
+	      "auth: server_key, two clients in file order");
 	CHECK(!strcmp(c.storage.dir, "/var/lib/wdrift") && c.compute.backend == WD_BACKEND_CUDA,
 	      "storage.dir, compute.backend");
 	CHECK(c.memory.budget == GIB(64) && c.spool.retention.every == 10 &&
@@ -421,6 +431,31 @@ static const struct bad bad[] = {
 	{ "listen:\n  ingest: tcp://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1\n",
 	  "2:11: listen.ingest: ", "longer than 256 bytes" },
 	{ "storage:\n  dir: \"\"\n", "2:8: storage.dir: ", "must not be empty" },
+	/* auth, and endpoints open to the network */
+	{ "listen:\n  ingest: tcp://*:5555\n", "2:11: listen.ingest: ",
+	  "'tcp://*:5555' takes connections from the network, and nothing authenticates them: "
+	  "set auth.server_key and auth.clients (docs/security.md), or auth.allow_insecure: true" },
+	{ "listen:\n  events: tcp://10.0.0.7:7002\n", "2:11: listen.events: ", "from the network" },
+	{ "listen:\n  control: tcp://127.0.0.1.evil.com:7001\n", "2:12: listen.control: ", "from the network" },
+	{ "listen:\n  control: tcp://eth0:7001\n", "2:12: listen.control: ", "from the network" },
+	{ "auth:\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n", "3:5: auth.clients: ",
+	  "needs auth.server_key: without the daemon's key pair nothing is authenticated" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: short\n", "4:8: auth.clients.a: ",
+	  "bad public key: expected 40 characters of Z85, as wdrift keygen prints (got 5 characters)" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf \"\n", "4:8: auth.clients.a: ",
+	  "bad public key" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n    b: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n", "5:8: auth.clients.b: ",
+	  "the same key as client 'a'" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n    a: \"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"\n", "5:5: auth.clients.a: ",
+	  "duplicate key 'a' (first at line 4)" },
+	{ "auth:\n  server_key: k\n  clients:\n    \"a b\": \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n", "4:5: auth.clients.a b: ",
+	  "bad name 'a b'" },
+	{ "auth:\n  server_key: k\n  clients: [\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"]\n", "3:12: auth.clients: ",
+	  "expected a mapping of client names to public keys, not a list" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: [x]\n", "4:8: auth.clients.a: ",
+	  "expected a public key (40 characters of Z85, from wdrift keygen), not a list" },
+	{ "auth:\n  allow_insecure: yes\n", "2:19: auth.allow_insecure: ", "bad value 'yes' (expected true or false)" },
+	{ "auth:\n  server_key:\n", "2:14: auth.server_key: ", "has no value" },
 	{ "storage:\n  dir: \"a\\0b\"\n", "2:8: storage.dir: ", "contains a NUL character" },
 	{ "limits:\n  max_dims: 33\n", "2:13: limits.max_dims: ", "must be between 1 and 32 (got 33)" },
 	{ "limits:\n  max_name: 12abc\n", "2:13: limits.max_name: ", "bad integer '12abc'" },
@@ -523,6 +558,38 @@ static const struct bad bad[] = {
 	{ "log:\n  level: \x01\n", "2:10: ", "bad text: control characters are not allowed (0x01)" },
 };
 
+/* Endpoints that need no auth: loopback ones, or the insecure switch. */
+static void test_auth_ok(void)
+{
+	static const char *const ok[] = {
+		"listen:\n  ingest: tcp://127.0.0.1:5555\n",
+		"listen:\n  ingest: tcp://127.3.2.1:5555\n",
+		"listen:\n  ingest: tcp://localhost:5555\n",
+		"listen:\n  ingest: \"tcp://[::1]:5555\"\n",
+		"listen:\n  ingest: tcp://lo:5555\n",
+		"listen:\n  ingest: tcp://*:5555\nauth:\n  allow_insecure: true\n",
+		"listen:\n  ingest: tcp://*:5555\nauth:\n  server_key: /k\n",
+		"auth:\n  server_key: /k\n  clients:\n",
+		"auth:\n  server_key: /k\n  clients: {}\n",
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct wd_config c, back;
+		char err[WD_CONFIG_ERR_MAX], *printed;
+		int r = wd_config_load_string("t.yaml", ok[i], &c, err, sizeof(err));
+
+		CHECK(r == 0, "auth ok #%zu loads: %s", i, r ? err : "");
+		if (r)
+			continue;
+		printed = wd_config_print_string(&c);
+		r = printed ? wd_config_load_string("p.yaml", printed, &back, err, sizeof(err)) : -1;
+		CHECK(r == 0 && same(&c, &back), "and prints as YAML that loads back the same");
+		if (r == 0)
+			wd_config_release(&back);
+		free(printed);
+		wd_config_release(&c);
+	}
+}
+
 static void test_errors(void)
 {
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -611,11 +678,12 @@ static void test_reload(void)
 	/* the new config is loaded beside the running one, then checked */
 	CHECK(wd_config_load_string("next.yaml",
 				    "listen:\n  ingest: tcp://*:5555\n  control: ipc:///run/wdrift/control.sock\n"
-				    "  events: inproc://events\nstorage:\n  dir: /var/lib/wdrift\n"
+				    "  events: inproc://events\nauth:\n  server_key: /etc/wdrift/server.key\n"
+				    "storage:\n  dir: /var/lib/wdrift\n"
 				    "compute:\n  backend: cuda\nmemory:\n  budget: 64G\nlog:\n  level: info\n",
 				    &next, err, sizeof(err)) == 0, "a new config loads beside the old: %s", err);
 	CHECK(wd_config_reload_check(&cur, &next, err, sizeof(err)) == 0,
-	      "reload may change log.level, limits, studies and alerts: %s", err);
+	      "reload may change log.level, limits, studies, alerts and auth.clients: %s", err);
 	wd_config_release(&next);
 	CHECK(wd_config_load_string("next.yaml", "log:\n  level: info\n", &next, err, sizeof(err)) == 0 &&
 	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
@@ -628,6 +696,12 @@ static void test_reload(void)
 	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
 	      strstr(err, "memory.budget: cannot change on reload (from '64G' to '8G')"),
 	      "nor memory.budget: %s", err);
+	wd_config_release(&next);
+	CHECK(wd_config_load_string("next.yaml", full_yaml, &next, err, sizeof(err)) == 0 &&
+	      (next.auth.server_key = "/etc/wdrift/other.key", 1) &&
+	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
+	      strstr(err, "auth.server_key: cannot change on reload (from '/etc/wdrift/server.key' to "
+		     "'/etc/wdrift/other.key')"), "nor auth.server_key: %s", err);
 	wd_config_release(&next);
 	wd_config_release(&cur);
 }
@@ -790,6 +864,7 @@ int main(void)
 	test_sizes();
 	test_bounds();
 	test_errors();
+	test_auth_ok();
 	test_strings();
 	test_reload();
 	test_robust();

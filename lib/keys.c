@@ -1,0 +1,225 @@
+/*
+ * keys.c: key files and the client side of CURVE (keys.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "keys.h"
+
+#define KEYFILE_MAX 65536		/* a key file is a few lines */
+
+__attribute__((format(printf, 3, 4)))
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* The whole file, NUL-terminated (malloc'd), and its mode; or NULL with err. */
+static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf = NULL;
+	ssize_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fail(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	*mode = st.st_mode;
+	if (st.st_size > KEYFILE_MAX) {
+		fail(err, errlen, "%s: %lld bytes: too large for a key file", path,
+		     (long long)st.st_size);
+		goto out;
+	}
+	if (!(buf = malloc((size_t)st.st_size + 1))) {
+		fail(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	while (n < st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)(st.st_size - n));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			fail(err, errlen, "%s: cannot read: %s", path, r ? strerror(errno) : "shorter than its size");
+			free(buf);
+			buf = NULL;
+			goto out;
+		}
+		n += r;
+	}
+	buf[n] = 0;
+	if (strlen(buf) != (size_t)n) {
+		fail(err, errlen, "%s: holds a NUL byte: not a key file", path);
+		free(buf);
+		buf = NULL;
+	}
+out:
+	close(fd);
+	return buf;
+}
+
+static char *trim(char *s)
+{
+	char *e = s + strlen(s);
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		*--e = 0;
+	return s;
+}
+
+int wd_keyfile_read(const char *path, char pub[WD_KEY_Z85 + 1], char sec[WD_KEY_Z85 + 1],
+		    char *err, size_t errlen)
+{
+	mode_t mode = 0;
+	char *text = slurp(path, &mode, err, errlen), *line, *next;
+	char got_pub[WD_KEY_Z85 + 1] = "", got_sec[WD_KEY_Z85 + 1] = "";
+	int lineno = 0, r = -1;
+
+	if (!text)
+		return -1;
+	for (line = text; line; line = next) {
+		char *colon, *key, *val;
+
+		lineno++;
+		if ((next = strchr(line, '\n')))
+			*next++ = 0;
+		line = trim(line);
+		if (!*line || *line == '#')
+			continue;
+		if (!(colon = strchr(line, ':'))) {
+			fail(err, errlen, "%s:%d: expected 'public-key: KEY' or 'secret-key: KEY'",
+			     path, lineno);
+			goto out;
+		}
+		*colon = 0;
+		key = trim(line);
+		val = trim(colon + 1);
+		if (*val == '"' && strlen(val) >= 2 && val[strlen(val) - 1] == '"') {
+			val[strlen(val) - 1] = 0;
+			val++;
+		}
+		char *dst = !strcmp(key, "public-key") ? got_pub : !strcmp(key, "secret-key") ? got_sec : NULL;
+		if (!dst) {
+			fail(err, errlen, "%s:%d: unknown key '%.40s' (expected public-key or secret-key)",
+			     path, lineno, key);
+			goto out;
+		}
+		if (*dst) {
+			fail(err, errlen, "%s:%d: %s given twice", path, lineno, key);
+			goto out;
+		}
+		if (!wd_key_is_z85(val)) {
+			fail(err, errlen, "%s:%d: %s: expected 40 characters of Z85 (as wdrift keygen "
+			     "writes), not %zu", path, lineno, key, strlen(val));
+			goto out;
+		}
+		memcpy(dst, val, WD_KEY_Z85 + 1);
+	}
+	if (!*got_pub) {
+		fail(err, errlen, "%s: no public-key line: not a wdrift key file", path);
+		goto out;
+	}
+	if (sec) {
+		char derived[WD_KEY_Z85 + 1];
+		if (!*got_sec) {
+			fail(err, errlen, "%s: no secret-key line: a public key file, where a key pair "
+			     "file is needed", path);
+			goto out;
+		}
+		if (zmq_curve_public(derived, got_sec) < 0 || strcmp(derived, got_pub)) {
+			fail(err, errlen, "%s: the public key is not the secret key's", path);
+			goto out;
+		}
+		if (mode & 0007) {
+			fail(err, errlen, "%s: mode %04o lets every user read this secret key: "
+			     "chmod 600 %s", path, (unsigned)(mode & 07777), path);
+			goto out;
+		}
+		memcpy(sec, got_sec, sizeof(got_sec));
+	}
+	memcpy(pub, got_pub, sizeof(got_pub));
+	r = 0;
+out:
+	memset(got_sec, 0, sizeof(got_sec));
+	if (text)
+		memset(text, 0, strlen(text));	/* what it held may be secret */
+	free(text);
+	return r;
+}
+
+int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t errlen)
+{
+	if (wd_key_is_z85(arg)) {
+		memcpy(pub, arg, WD_KEY_Z85 + 1);
+		return 0;
+	}
+	if (access(arg, F_OK) < 0 && errno == ENOENT)
+		return fail(err, errlen, "'%.200s' is neither a key (40 characters of Z85) nor "
+			    "a key file", arg);
+	return wd_keyfile_read(arg, pub, NULL, err, errlen);
+}
+
+int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,
+			char *err, size_t errlen)
+{
+	char why[512];
+	const char *server_from = "--server-key", *key_from = "--key";
+
+	memset(k, 0, sizeof(*k));
+	if (!server || !*server) {
+		server = getenv("WDRIFT_SERVER_KEY");
+		server_from = "WDRIFT_SERVER_KEY";
+	}
+	if (!keyfile || !*keyfile) {
+		keyfile = getenv("WDRIFT_KEY");
+		key_from = "WDRIFT_KEY";
+	}
+	if (server && !*server)
+		server = NULL;
+	if (keyfile && !*keyfile)
+		keyfile = NULL;
+	if (!server && !keyfile)
+		return 0;
+	if (!server)
+		return fail(err, errlen, "%s is given but not the server's public key "
+			    "(--server-key or WDRIFT_SERVER_KEY): CURVE needs both", key_from);
+	if (!keyfile)
+		return fail(err, errlen, "%s is given but not this client's key pair "
+			    "(--key or WDRIFT_KEY): CURVE needs both", server_from);
+	if (wd_key_public(server, k->server, why, sizeof(why)) < 0)
+		return fail(err, errlen, "%s: %s", server_from, why);
+	if (wd_keyfile_read(keyfile, k->pub, k->sec, why, sizeof(why)) < 0)
+		return fail(err, errlen, "%s: %s", key_from, why);
+	k->on = 1;
+	return 0;
+}
+
+int wd_client_keys_apply(void *sock, const struct wd_client_keys *k)
+{
+	if (!k || !k->on)
+		return 0;
+	if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, k->server, WD_KEY_Z85) < 0 ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, k->pub, WD_KEY_Z85) < 0 ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->sec, WD_KEY_Z85) < 0)
+		return -1;
+	return 0;
+}

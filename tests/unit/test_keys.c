@@ -1,0 +1,173 @@
+/*
+ * test_keys.c: CURVE key files (lib/keys.c): what `wdrift keygen` writes
+ * reads back, and every malformed or unsafe file is refused with a line
+ * that names the file, the line and what is wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "harness.h"
+#include "keys.h"
+
+static char dir[] = "/tmp/wdrift-test-keys-XXXXXX";
+static char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1];
+
+static const char *put(const char *name, const char *text, mode_t mode)
+{
+	static char path[4][256];
+	static int next;
+	char *p = path[next++ % 4];
+	FILE *f;
+
+	snprintf(p, 256, "%s/%s", dir, name);
+	f = fopen(p, "w");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+	chmod(p, mode);
+	return p;
+}
+
+static void good_files(void)
+{
+	char text[512], p[WD_KEY_Z85 + 1], s[WD_KEY_Z85 + 1], err[600];
+	const char *path;
+
+	snprintf(text, sizeof(text), "# a comment\n\npublic-key: \"%s\"\r\n  secret-key:   %s  \n", pub, sec);
+	path = put("pair", text, 0600);
+	CHECK(wd_keyfile_read(path, p, s, err, sizeof(err)) == 0 && !strcmp(p, pub) && !strcmp(s, sec),
+	      "a key pair file reads back, quoted or not, with comments, blank lines and CRLF: %s", err);
+	CHECK(wd_keyfile_read(path, p, NULL, err, sizeof(err)) == 0 && !strcmp(p, pub),
+	      "its public key alone: %s", err);
+	chmod(path, 0640);
+	CHECK(wd_keyfile_read(path, p, s, err, sizeof(err)) == 0, "group-readable (a daemon's group) is fine");
+	snprintf(text, sizeof(text), "public-key: %s\n", pub);
+	path = put("pub", text, 0644);
+	CHECK(wd_key_public(path, p, err, sizeof(err)) == 0 && !strcmp(p, pub),
+	      "wd_key_public: a .pub file: %s", err);
+	CHECK(wd_key_public(pub, p, err, sizeof(err)) == 0 && !strcmp(p, pub), "wd_key_public: a Z85 key");
+}
+
+struct bad {
+	const char *text;
+	const char *why;	/* a substring of the error, after the path */
+	int secret;		/* read with the secret key */
+	mode_t mode;
+};
+
+static void bad_files(void)
+{
+	char pk[80], both[200], mism[200], twice[200], nul[64];
+	char other_pub[WD_KEY_Z85 + 1], other_sec[WD_KEY_Z85 + 1];
+
+	zmq_curve_keypair(other_pub, other_sec);
+	snprintf(pk, sizeof(pk), "public-key: %s\n", pub);
+	snprintf(both, sizeof(both), "public-key: %s\nsecret-key: %s\n", pub, sec);
+	snprintf(mism, sizeof(mism), "public-key: %s\nsecret-key: %s\n", pub, other_sec);
+	snprintf(twice, sizeof(twice), "public-key: %s\npublic-key: %s\n", pub, pub);
+	const struct bad bad[] = {
+		{ "", "no public-key line: not a wdrift key file", 0, 0644 },
+		{ "# only a comment\n", "no public-key line", 0, 0644 },
+		{ "hello\n", ":1: expected 'public-key: KEY' or 'secret-key: KEY'", 0, 0644 },
+		{ "public-key: abc\n", ":1: public-key: expected 40 characters of Z85 (as wdrift keygen writes), not 3", 0, 0644 },
+		{ "public-key: \"\"\n", ":1: public-key: expected 40 characters of Z85", 0, 0644 },
+		{ "public-key: 0000000000000000000000000000000000000000x\n", "not 41", 0, 0644 },
+		{ "public-key: 000000000000000000000000000000000000000\"\n", "expected 40 characters", 0, 0644 },
+		{ "\n\nprivate-key: x\n", ":3: unknown key 'private-key' (expected public-key or secret-key)", 0, 0644 },
+		{ twice, ":2: public-key given twice", 0, 0644 },
+		{ pk, "no secret-key line: a public key file, where a key pair file is needed", 1, 0600 },
+		{ mism, "the public key is not the secret key's", 1, 0600 },
+		{ both, "mode 0644 lets every user read this secret key: chmod 600", 1, 0644 },
+		{ both, "mode 0604 lets every user read", 1, 0604 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char p[WD_KEY_Z85 + 1], s[WD_KEY_Z85 + 1], err[600] = "", name[32];
+		snprintf(name, sizeof(name), "bad%zu", i);
+		const char *path = put(name, bad[i].text, bad[i].mode);
+		int r = wd_keyfile_read(path, p, bad[i].secret ? s : NULL, err, sizeof(err));
+		CHECK(r == -1 && !strncmp(err, path, strlen(path)) && strstr(err, bad[i].why) &&
+		      !strchr(err, '\n'), "bad #%zu: want '%s', got '%s'", i, bad[i].why, err);
+	}
+
+	/* not regular files, too large, NUL bytes, missing */
+	char err[600], p[WD_KEY_Z85 + 1];
+	CHECK(wd_keyfile_read(dir, p, NULL, err, sizeof(err)) == -1 && strstr(err, "not a regular file"),
+	      "a directory: %s", err);
+	CHECK(wd_keyfile_read("/nonexistent/k", p, NULL, err, sizeof(err)) == -1 &&
+	      !strcmp(err, "/nonexistent/k: cannot open: No such file or directory"), "a missing file: %s", err);
+	char *big = malloc(70000);
+	memset(big, '#', 69999);
+	big[69999] = 0;
+	CHECK(wd_keyfile_read(put("big", big, 0600), p, NULL, err, sizeof(err)) == -1 &&
+	      strstr(err, "too large for a key file"), "70000 bytes: %s", err);
+	free(big);
+	const char *np = put("nul", "", 0600);
+	FILE *f = fopen(np, "w");
+	snprintf(nul, sizeof(nul), "public-key: %s", pub);
+	fwrite(nul, 1, 12, f);
+	fputc(0, f);
+	fputs(pub, f);
+	fclose(f);
+	CHECK(wd_keyfile_read(np, p, NULL, err, sizeof(err)) == -1 && strstr(err, "holds a NUL byte"),
+	      "a NUL byte: %s", err);
+	CHECK(wd_key_public("nope-not-a-key", p, err, sizeof(err)) == -1 &&
+	      strstr(err, "'nope-not-a-key' is neither a key (40 characters of Z85) nor a key file"),
+	      "wd_key_public: neither: %s", err);
+	CHECK(!wd_key_is_z85("") && !wd_key_is_z85("short") && wd_key_is_z85(pub) &&
+	      !wd_key_is_z85("000000000000000000000000000000000000000 ") &&
+	      !wd_key_is_z85("0000000000000000000000000000000000000000\""), "wd_key_is_z85");
+}
+
+static void client_keys(void)
+{
+	char text[200], err[600];
+	struct wd_client_keys k;
+
+	snprintf(text, sizeof(text), "public-key: %s\nsecret-key: %s\n", pub, sec);
+	const char *pair = put("client", text, 0600);
+	unsetenv("WDRIFT_SERVER_KEY");
+	unsetenv("WDRIFT_KEY");
+	CHECK(wd_client_keys_load(NULL, NULL, &k, err, sizeof(err)) == 0 && !k.on,
+	      "no keys anywhere: a plain connection");
+	CHECK(wd_client_keys_load(pub, pair, &k, err, sizeof(err)) == 0 && k.on &&
+	      !strcmp(k.server, pub) && !strcmp(k.pub, pub) && !strcmp(k.sec, sec),
+	      "both given: CURVE on: %s", err);
+	CHECK(wd_client_keys_load(NULL, pair, &k, err, sizeof(err)) == -1 &&
+	      strstr(err, "--key is given but not the server's public key"), "--key alone: %s", err);
+	CHECK(wd_client_keys_load(pub, NULL, &k, err, sizeof(err)) == -1 &&
+	      strstr(err, "--server-key is given but not this client's key pair"), "--server-key alone: %s", err);
+	setenv("WDRIFT_SERVER_KEY", pub, 1);
+	setenv("WDRIFT_KEY", pair, 1);
+	CHECK(wd_client_keys_load(NULL, NULL, &k, err, sizeof(err)) == 0 && k.on, "from the environment: %s", err);
+	setenv("WDRIFT_KEY", "/nonexistent/k", 1);
+	CHECK(wd_client_keys_load(NULL, NULL, &k, err, sizeof(err)) == -1 &&
+	      !strncmp(err, "WDRIFT_KEY: /nonexistent/k: cannot open", 39), "a bad WDRIFT_KEY is named: %s", err);
+	CHECK(wd_client_keys_load(NULL, pair, &k, err, sizeof(err)) == 0 && k.on,
+	      "a flag wins over the environment: %s", err);
+	setenv("WDRIFT_KEY", "", 1);
+	CHECK(wd_client_keys_load(NULL, NULL, &k, err, sizeof(err)) == -1 &&
+	      strstr(err, "WDRIFT_SERVER_KEY is given but not"), "an empty variable is not given: %s", err);
+	unsetenv("WDRIFT_SERVER_KEY");
+	unsetenv("WDRIFT_KEY");
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir) || zmq_curve_keypair(pub, sec) < 0) {
+		CHECK(0, "setup: a temp dir and a key pair");
+		return tap_done();
+	}
+	good_files();
+	bad_files();
+	client_keys();
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0, "temp dir removed");
+	return tap_done();
+}
