@@ -34,8 +34,17 @@ static json_t *status(struct control *c)
 	for (int k = 1; k < WIRE_CODE_COUNT; k++)
 		json_object_set_new(errors, wire_code_name((enum wire_code)k),
 				    json_integer((json_int_t)s->count.errors[k]));
+	const struct auth_counters *au = &s->count.auth;
+	json_t *auth = json_pack("{s:s,s:I,s:I,s:{s:I,s:I,s:I,s:I}}",
+		"mechanism", c->cfg->auth.server_key ? "curve" : "null",
+		"clients", (json_int_t)c->cfg->auth.clients.n,
+		"accepted", (json_int_t)au->accepted,
+		"refused", "unknown_key", (json_int_t)au->unknown_key,
+			   "no_curve", (json_int_t)au->no_curve,
+			   "bad_server_key", (json_int_t)au->bad_server_key,
+			   "other", (json_int_t)au->other);
 	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
-			 "s:{s:I,s:I},s:I}",
+			 "s:{s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
 		"runs", (json_int_t)s->n_runs,
@@ -51,7 +60,8 @@ static json_t *status(struct control *c)
 		"queues", "spool", (json_int_t)(c->spool ? spool_depth(c->spool) : 0),
 			  "compute", (json_int_t)c->compute_depth,
 		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
-		"spool_failures", (json_int_t)s->count.spool_failures);
+		"spool_failures", (json_int_t)s->count.spool_failures,
+		"auth", auth);
 }
 
 static json_t *runs(struct control *c)

@@ -27,6 +27,7 @@
 #define WD_ZMQ_FLOOR 40303
 
 #include "alerts.h"
+#include "auth.h"
 #include "compute.h"
 #include "config.h"
 #include "control.h"
@@ -85,6 +86,7 @@ struct daemon {
 	struct ingest ix;
 	struct control ctl;
 	void *zctx, *ingest_sock, *control_sock, *events_sock;
+	struct auth *auth;		/* NULL: no CURVE */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 };
@@ -130,6 +132,7 @@ static int reload(void *ctx, char *err, size_t errlen)
 			compute_set_config(d->compute, &d->cfg);
 		if (d->alerts)
 			alerts_set_config(d->alerts, &d->cfg);
+		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
 		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
@@ -408,6 +411,11 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 
 	if (!s)
 		return log_err("%s socket: %s", what, zmq_strerror(errno)), NULL;
+	if (d->auth && auth_server(d->auth, s, what) < 0) {
+		log_err("%s socket: cannot make it a CURVE server: %s", what, zmq_strerror(errno));
+		zmq_close(s);
+		return NULL;
+	}
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	maxmsg_ok = type == ZMQ_PUB || !zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
 	if (type == ZMQ_ROUTER) {
@@ -503,6 +511,13 @@ static int start(struct daemon *d, int force)
 	d->zctx = zmq_ctx_new();
 	if (!d->zctx)
 		return error("zmq context: %s", zmq_strerror(errno));
+	if (auth_start(d->zctx, &d->cfg, &d->st.count.auth, &d->auth, err, sizeof(err)) < 0)
+		return error("%s", err);
+	const char *key, *open_ep = wd_config_network_endpoint(&d->cfg, &key);
+	if (open_ep && !d->auth)
+		log_warning("%s: '%s' takes connections from the network without authentication "
+			    "(auth.allow_insecure: true): anyone who can reach it may publish and "
+			    "control", key, open_ep);
 	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest")) ||
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events_sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
@@ -665,17 +680,18 @@ static void run_loop(struct daemon *d)
 	double next_ping = 0, next_status = 0, next_tick = 0, next_expire = now_mono() + 60;
 
 	while (!d->stop && msgs) {
-		zmq_pollitem_t items[] = {
+		zmq_pollitem_t items[5 + 4] = {
 			{ d->ingest_sock, 0, ZMQ_POLLIN, 0 },
 			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
 			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
 			{ NULL, d->sigfd, ZMQ_POLLIN, 0 },
 			{ NULL, compute_fd(d->compute), ZMQ_POLLIN, 0 },
 		};
+		int n_items = 5 + auth_pollitems(d->auth, items + 5, 4);
 		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
 		if (timeout > 1000)
 			timeout = 1000;
-		if (zmq_poll(items, 5, timeout) < 0) {
+		if (zmq_poll(items, n_items, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_err("zmq_poll: %s", zmq_strerror(errno));
@@ -685,6 +701,11 @@ static void run_loop(struct daemon *d)
 		}
 		if (items[3].revents)
 			handle_signal(d);
+		for (int i = 5; i < n_items; i++)
+			if (items[i].revents) {
+				auth_handle(d->auth);	/* handshakes wait on ZAP: first */
+				break;
+			}
 		if (items[2].revents)
 			handle_spooled(d);
 		/*
@@ -713,6 +734,7 @@ static void run_loop(struct daemon *d)
 		}
 		if (t >= next_tick) {
 			alerts_tick(d->alerts, &d->st);
+			auth_tick(d->auth);
 			next_tick = t + 1;
 		}
 		alerts_reap(d->alerts);
@@ -756,6 +778,7 @@ static void shutdown_daemon(struct daemon *d)
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
 	if (d->events_sock) zmq_close(d->events_sock);
+	auth_stop(&d->auth);
 	if (d->zctx) zmq_ctx_term(d->zctx);
 	wd_engine_close(&d->engine);
 	wal_close(&d->wal);
@@ -809,6 +832,11 @@ int main(int argc, char **argv)
 	wd_config_defaults(&d.cfg);
 	if (load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "wdriftd: %s\n", err);
+		return 2;
+	}
+	if (check && auth_check_key(&d.cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "wdriftd: %s\n", err);
+		wd_config_release(&d.cfg);
 		return 2;
 	}
 	if (check) {

@@ -51,12 +51,22 @@ struct run {
 	struct run *next;
 };
 
+/* CURVE handshakes (auth.c), by outcome. */
+struct auth_counters {
+	uint64_t accepted;		/* ZAP admitted a listed key */
+	uint64_t unknown_key;		/* ZAP refused a key not in auth.clients */
+	uint64_t no_curve;		/* the client spoke another mechanism (NULL) */
+	uint64_t bad_server_key;	/* the client's hello was not for our key */
+	uint64_t other;			/* any other failed handshake */
+};
+
 struct counters {
 	uint64_t messages, tensors, snapshots_durable, duplicates, bytes_received;
 	uint64_t commits;		/* snapshots received (commit messages) */
 	uint64_t dropped;		/* uncommitted snapshots given up (idle) */
 	uint64_t errors[WIRE_CODE_COUNT];
 	uint64_t control_requests, spool_failures;
+	struct auth_counters auth;
 };
 
 struct state {

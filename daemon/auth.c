@@ -1,0 +1,370 @@
+/*
+ * auth.c: the ZAP handler and the handshake monitors (auth.h).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "keys.h"
+#include "logging.h"
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"	/* fixed by RFC 27 */
+#define MAX_WATCHED 3				/* ingest, control, events */
+#define LOG_BURST 10				/* lines per kind per window */
+#define LOG_WINDOW 60.0				/* seconds */
+
+enum refusal { R_UNKNOWN_KEY, R_NO_CURVE, R_BAD_SERVER_KEY, R_OTHER, N_REFUSALS };
+
+static const char *const refusal_what[N_REFUSALS] = {
+	"unknown client keys", "clients without CURVE", "clients with a wrong server key",
+	"other failed handshakes",
+};
+
+/* A few lines of each kind per window, then a count of the rest. */
+struct limiter {
+	double start;
+	unsigned logged;
+	uint64_t suppressed;
+};
+
+struct watched {
+	void *pair;			/* our end of the socket's monitor */
+	char what[16];
+	char endpoint[256];
+};
+
+struct auth {
+	void *zctx, *zap;
+	char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1];
+	const struct wd_config *cfg;	/* for auth.clients */
+	struct auth_counters *count;
+	struct watched w[MAX_WATCHED];
+	int n_watched;
+	struct limiter lim[N_REFUSALS];
+};
+
+/* Ends kind k's window when it is over, saying what it held back. */
+static void window_roll(struct auth *a, enum refusal k, double t)
+{
+	struct limiter *l = &a->lim[k];
+
+	if (t - l->start >= LOG_WINDOW) {
+		if (l->suppressed)
+			log_warning("auth: %llu more refusals of %s in the last %.0f s, not logged "
+				    "one by one (status counts them all)",
+				    (unsigned long long)l->suppressed, refusal_what[k], t - l->start);
+		l->start = t;
+		l->logged = 0;
+		l->suppressed = 0;
+	}
+}
+
+/* True when a line of kind k may be logged now. */
+static int may_log(struct auth *a, enum refusal k)
+{
+	struct limiter *l = &a->lim[k];
+
+	window_roll(a, k, now_mono());
+	if (l->logged < LOG_BURST) {
+		l->logged++;
+		return 1;
+	}
+	l->suppressed++;
+	return 0;
+}
+
+int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen)
+{
+	char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1], why[600];
+	int r;
+
+	if (!cfg->auth.server_key)
+		return 0;
+	r = wd_keyfile_read(cfg->auth.server_key, pub, sec, why, sizeof(why));
+	memset(sec, 0, sizeof(sec));
+	if (r < 0)
+		snprintf(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
+	return r;
+}
+
+int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *count,
+	       struct auth **out, char *err, size_t errlen)
+{
+	struct auth *a;
+	char why[600];
+	int linger = 0;
+
+	*out = NULL;
+	if (!cfg->auth.server_key)
+		return 0;
+	if (!zmq_has("curve"))
+		return snprintf(err, errlen, "auth.server_key: this libzmq was built without "
+				"CURVE (zmq_has(\"curve\") is false)"), -1;
+	if (!(a = calloc(1, sizeof(*a))))
+		return snprintf(err, errlen, "out of memory"), -1;
+	if (wd_keyfile_read(cfg->auth.server_key, a->pub, a->sec, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
+		free(a);
+		return -1;
+	}
+	a->zctx = zctx;
+	a->cfg = cfg;
+	a->count = count;
+	a->zap = zmq_socket(zctx, ZMQ_REP);
+	if (!a->zap || zmq_setsockopt(a->zap, ZMQ_LINGER, &linger, sizeof(linger)) < 0 ||
+	    zmq_bind(a->zap, ZAP_ENDPOINT) < 0) {
+		snprintf(err, errlen, "auth: cannot bind the ZAP handler: %s", zmq_strerror(errno));
+		auth_stop(&a);
+		return -1;
+	}
+	log_notice("auth: CURVE on every socket, server public key %s, %zu clients allowed",
+		   a->pub, cfg->auth.clients.n);
+	if (!cfg->auth.clients.n)
+		log_warning("auth: auth.clients is empty: no client can connect until a reload adds one");
+	*out = a;
+	return 0;
+}
+
+int auth_server(struct auth *a, void *sock, const char *what)
+{
+	int one = 1, hwm = 100000;
+	struct watched *w;
+	char ep[64];
+
+	if (a->n_watched == MAX_WATCHED)
+		return errno = ENOSPC, -1;
+	w = &a->w[a->n_watched];
+	snprintf(w->what, sizeof(w->what), "%s", what);
+	snprintf(ep, sizeof(ep), "inproc://wdrift.monitor.%s", what);
+	if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof(one)) < 0 ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, a->sec, WD_KEY_Z85) < 0 ||
+	    zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, what, strlen(what)) < 0 ||
+	    zmq_socket_monitor(sock, ep, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) < 0)
+		return -1;
+	/* The monitor drops events when its queue is full: make room for floods. */
+	if (!(w->pair = zmq_socket(a->zctx, ZMQ_PAIR)))
+		return -1;
+	zmq_setsockopt(w->pair, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	if (zmq_connect(w->pair, ep) < 0) {
+		zmq_close(w->pair);
+		w->pair = NULL;
+		return -1;
+	}
+	a->n_watched++;
+	return 0;
+}
+
+void auth_set_config(struct auth *a, const struct wd_config *cfg)
+{
+	if (!a)
+		return;
+	a->cfg = cfg;
+	log_notice("auth: %zu clients allowed", cfg->auth.clients.n);
+}
+
+int auth_pollitems(struct auth *a, zmq_pollitem_t *items, int max)
+{
+	int n = 0;
+
+	if (!a || max < 1 + a->n_watched)
+		return 0;
+	items[n++] = (zmq_pollitem_t){ a->zap, 0, ZMQ_POLLIN, 0 };
+	for (int i = 0; i < a->n_watched; i++)
+		items[n++] = (zmq_pollitem_t){ a->w[i].pair, 0, ZMQ_POLLIN, 0 };
+	return n;
+}
+
+/* Frame i of a ZAP request as a string (printable, clipped) in buf. */
+static const char *frame_text(zmq_msg_t *f, size_t n, size_t i, char *buf, size_t size)
+{
+	size_t len = i < n ? zmq_msg_size(&f[i]) : 0, o = 0;
+	const unsigned char *p = i < n ? zmq_msg_data(&f[i]) : NULL;
+
+	for (size_t k = 0; k < len && o + 1 < size; k++)
+		buf[o++] = p[k] >= 0x20 && p[k] < 0x7f ? (char)p[k] : '?';
+	buf[o] = 0;
+	return buf;
+}
+
+static const struct wd_config_client *client_of(const struct wd_config *cfg, const char *key)
+{
+	for (size_t i = 0; i < cfg->auth.clients.n; i++)
+		if (!strcmp(cfg->auth.clients.v[i].key, key))
+			return &cfg->auth.clients.v[i];
+	return NULL;
+}
+
+/*
+ * One ZAP request: [version, request id, domain, address, routing id,
+ * mechanism, credentials...]; for CURVE the one credential is the
+ * client's 32-byte public key. The reply is [version, request id, status
+ * code, status text, user id, metadata].
+ */
+static void zap_answer(struct auth *a, zmq_msg_t *f, size_t n)
+{
+	char domain[32], address[64], mech[16], key[WD_KEY_Z85 + 1] = "";
+	const struct wd_config_client *c = NULL;
+	const char *code = "400", *text = "unknown client key", *user = "";
+
+	frame_text(f, n, 2, domain, sizeof(domain));
+	frame_text(f, n, 3, address, sizeof(address));
+	frame_text(f, n, 5, mech, sizeof(mech));
+	if (n == 7 && !strcmp(mech, "CURVE") && zmq_msg_size(&f[6]) == 32 &&
+	    zmq_z85_encode(key, zmq_msg_data(&f[6]), 32))
+		c = client_of(a->cfg, key);
+	if (c) {
+		code = "200";
+		text = "OK";
+		user = c->name;
+		a->count->accepted++;
+		log_info("auth: %s: client '%s' connected from %s", domain, c->name, address);
+	} else if (*key) {
+		a->count->unknown_key++;
+		if (may_log(a, R_UNKNOWN_KEY))
+			log_warning("auth: %s: refused a connection from %s: public key %s is not "
+				    "in auth.clients", domain, address, key);
+	} else {
+		text = "malformed ZAP request";
+		a->count->other++;
+		if (may_log(a, R_OTHER))
+			log_warning("auth: %s: refused a connection from %s: a %zu-frame ZAP "
+				    "request, mechanism '%s'", domain, address, n, mech);
+	}
+	/* REP: the reply goes back whatever the request was. */
+	zmq_send(a->zap, "1.0", 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(a->zap, n > 1 ? zmq_msg_data(&f[1]) : "", n > 1 ? zmq_msg_size(&f[1]) : 0,
+		 ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(a->zap, code, 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(a->zap, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(a->zap, user, strlen(user), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(a->zap, "", 0, ZMQ_DONTWAIT);
+}
+
+#define ZAP_MAX_FRAMES 8
+
+static void zap_drain(struct auth *a)
+{
+	for (;;) {
+		zmq_msg_t f[ZAP_MAX_FRAMES];
+		size_t n = 0;
+		int more = 1;
+
+		while (more) {
+			zmq_msg_t m;
+			zmq_msg_init(&m);
+			if (zmq_msg_recv(&m, a->zap, n ? 0 : ZMQ_DONTWAIT) < 0) {
+				zmq_msg_close(&m);
+				break;
+			}
+			more = zmq_msg_more(&m);
+			if (n < ZAP_MAX_FRAMES)
+				f[n++] = m;
+			else
+				zmq_msg_close(&m);
+		}
+		if (!n)
+			return;
+		zap_answer(a, f, n);
+		for (size_t i = 0; i < n; i++)
+			zmq_msg_close(&f[i]);
+	}
+}
+
+/* One monitor event: [6 bytes: uint16 event, uint32 value][endpoint]. */
+static void monitor_event(struct auth *a, struct watched *w, uint16_t event, uint32_t value)
+{
+	enum refusal k;
+	const char *why;
+	char detail[128];
+
+	if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+	    value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+		k = R_NO_CURVE;
+		a->count->no_curve++;
+		why = "the client does not speak CURVE (it has no server key?)";
+	} else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+		   value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+		k = R_BAD_SERVER_KEY;
+		a->count->bad_server_key++;
+		why = "the client's hello does not open with this server's key (a wrong server key?)";
+	} else {
+		k = R_OTHER;
+		a->count->other++;
+		if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+			snprintf(detail, sizeof(detail), "protocol error 0x%08x", (unsigned)value);
+		else
+			snprintf(detail, sizeof(detail), "the peer closed it before the handshake "
+				 "ended (a client without CURVE does when it sees ours)");
+		why = detail;
+	}
+	if (may_log(a, k))
+		log_warning("auth: %s (%s): refused a connection: %s", w->what, w->endpoint, why);
+}
+
+static void monitor_drain(struct auth *a, struct watched *w)
+{
+	for (;;) {
+		zmq_msg_t head, addr;
+		uint16_t event;
+		uint32_t value;
+
+		zmq_msg_init(&head);
+		if (zmq_msg_recv(&head, w->pair, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&head);
+			return;
+		}
+		zmq_msg_init(&addr);
+		if (zmq_msg_more(&head) && zmq_msg_recv(&addr, w->pair, 0) >= 0) {
+			size_t len = zmq_msg_size(&addr);
+			if (len >= sizeof(w->endpoint))
+				len = sizeof(w->endpoint) - 1;
+			memcpy(w->endpoint, zmq_msg_data(&addr), len);
+			w->endpoint[len] = 0;
+		}
+		if (zmq_msg_size(&head) == 6) {
+			memcpy(&event, zmq_msg_data(&head), 2);
+			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
+			monitor_event(a, w, event, value);
+		}
+		zmq_msg_close(&addr);
+		zmq_msg_close(&head);
+	}
+}
+
+void auth_handle(struct auth *a)
+{
+	if (!a)
+		return;
+	zap_drain(a);
+	for (int i = 0; i < a->n_watched; i++)
+		monitor_drain(a, &a->w[i]);
+}
+
+void auth_tick(struct auth *a)
+{
+	if (!a)
+		return;
+	for (int k = 0; k < N_REFUSALS; k++)
+		if (a->lim[k].suppressed)
+			window_roll(a, (enum refusal)k, now_mono());
+}
+
+void auth_stop(struct auth **ap)
+{
+	struct auth *a = *ap;
+
+	if (!a)
+		return;
+	for (int i = 0; i < a->n_watched; i++)
+		if (a->w[i].pair)
+			zmq_close(a->w[i].pair);
+	if (a->zap)
+		zmq_close(a->zap);
+	memset(a->sec, 0, sizeof(a->sec));
+	free(a);
+	*ap = NULL;
+}
