@@ -47,5 +47,6 @@ int cmd_watch(int argc, char **argv);
 int cmd_send(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 
 #endif

@@ -164,6 +164,7 @@ int cmd_send(int argc, char **argv)
 		void *s = zmq_socket(ctx, ZMQ_DEALER);	/* fresh each try */
 		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+		wd_client_keys_apply(s, &a.t.keys);
 		if (zmq_connect(s, a.t.ingest_ep) < 0) {
 			zmq_close(s);
 			snprintf(err, sizeof(err), "bad endpoint '%s': %s", a.t.ingest_ep, zmq_strerror(errno));
@@ -177,8 +178,8 @@ int cmd_send(int argc, char **argv)
 		for (;;) {
 			int n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
 			if (n < 0) {
-				snprintf(err, sizeof(err), "no ack from %s (%d tries): is wdriftd running?",
-					 a.t.ingest_ep, attempt + 1);
+				snprintf(err, sizeof(err), "no ack from %s (%d tries): is wdriftd running?%s",
+					 a.t.ingest_ep, attempt + 1, dc_keys_hint(&a.t.keys));
 				break;
 			}
 			if (wire_parse(buf, (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1), &lim, h, &werr) < 0)

@@ -1,5 +1,6 @@
 /* cmd_status.c: `wdrift status`: the daemon's state, from its control socket. */
 #include <stdio.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -10,7 +11,8 @@ static const char usage[] =
 "usage: wdrift status [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
 "The daemon's version, uptime, engine, runs, snapshots (received, durable,\n"
-"duplicates, pending, dropped), errors by code, queue depths and memory.\n"
+"duplicates, pending, dropped), errors by code, queue depths, memory, and\n"
+"authentication: CURVE handshakes accepted and refused, by reason.\n"
 "\n"
 DC_HELP_TARGET
 "      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
@@ -52,6 +54,18 @@ int cmd_status(int argc, char **argv)
 			}
 		}
 		printf("%s", any ? "\n" : "errors     none\n");
+		json_t *au = json_object_get(o, "auth"), *ref = json_object_get(au, "refused");
+		if (au && !strcmp(json_string_value(json_object_get(au, "mechanism")) ?: "", "curve"))
+			printf("auth       CURVE, %lld clients allowed; %lld accepted; refused: %lld "
+			       "unknown key, %lld without CURVE, %lld wrong server key, %lld other\n",
+			       (long long)json_integer_value(json_object_get(au, "clients")),
+			       (long long)json_integer_value(json_object_get(au, "accepted")),
+			       (long long)json_integer_value(json_object_get(ref, "unknown_key")),
+			       (long long)json_integer_value(json_object_get(ref, "no_curve")),
+			       (long long)json_integer_value(json_object_get(ref, "bad_server_key")),
+			       (long long)json_integer_value(json_object_get(ref, "other")));
+		else if (au)
+			printf("auth       none (no auth.server_key)\n");
 	}
 	json_decref(o);
 	return EXIT_OK;

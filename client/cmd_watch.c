@@ -107,6 +107,7 @@ int cmd_watch(int argc, char **argv)
 	const char *prefix = o.topic ? o.topic : "";
 	zmq_setsockopt(s, ZMQ_SUBSCRIBE, prefix, strlen(prefix));
 	zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	wd_client_keys_apply(s, &a.t.keys);
 	if (zmq_connect(s, a.t.events_ep) < 0) {
 		zmq_close(s);
 		zmq_ctx_term(ctx);

@@ -14,6 +14,8 @@
 #include "config.h"
 #include "daemon_client.h"
 
+enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
+
 const char *dc_config_path(const char *given)
 {
 	if (given)
@@ -27,6 +29,8 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 	const char *path = dc_config_path(t->config);
 	char cerr[WD_CONFIG_ERR_MAX];
 
+	if (wd_client_keys_load(t->server_key, t->key, &t->keys, err, errlen) < 0)
+		return -1;
 	wd_config_defaults(&cfg);
 	if (wd_config_load(path, &cfg, cerr, sizeof(cerr)) < 0) {
 		if (t->control) {	/* --endpoint needs no config */
@@ -49,7 +53,16 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 	return 0;
 }
 
-int dc_request(const char *endpoint, const char *request, char **reply, char *err, size_t errlen)
+const char *dc_keys_hint(const struct wd_client_keys *keys)
+{
+	return keys && keys->on ? " (or it refused this client's CURVE handshake: check --server-key, "
+				  "and that this key is in the daemon's auth.clients)"
+				: " (a daemon with auth.server_key answers only CURVE clients: "
+				  "give --server-key and --key)";
+}
+
+int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
+	       char **reply, char *err, size_t errlen)
 {
 	const char *env = getenv("WDRIFT_TIMEOUT_MS");
 	int timeout = env && atoi(env) > 0 ? atoi(env) : 1500, tries = 3, linger = 0;
@@ -61,6 +74,7 @@ int dc_request(const char *endpoint, const char *request, char **reply, char *er
 		void *s = zmq_socket(ctx, ZMQ_REQ);
 		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+		wd_client_keys_apply(s, keys);
 		if (zmq_connect(s, endpoint) < 0) {
 			snprintf(err, errlen, "bad endpoint '%s': %s", endpoint, zmq_strerror(errno));
 			zmq_close(s);
@@ -83,7 +97,7 @@ int dc_request(const char *endpoint, const char *request, char **reply, char *er
 	zmq_ctx_term(ctx);
 	if (!*reply) {
 		snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
-			 "is wdriftd running?", endpoint, tries, timeout / 1000.0);
+			 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0, dc_keys_hint(keys));
 		return -1;
 	}
 	return 0;
@@ -97,8 +111,10 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 		{ "endpoint", required_argument, NULL, 'E' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "server-key", required_argument, NULL, DC_OPT_SERVER_KEY },
+		{ "key", required_argument, NULL, DC_OPT_KEY },
 	};
-	int n = 4, c;
+	int n = 6, c;
 	const char *shorts = ":c:h";
 
 	for (size_t i = 0; extra && extra[i].name && n < 23; i++) {
@@ -113,6 +129,8 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 		case 'c': a->t.config = optarg; break;
 		case 'E': a->t.control = optarg; break;
 		case 'J': a->json = 1; break;
+		case DC_OPT_SERVER_KEY: a->t.server_key = optarg; break;
+		case DC_OPT_KEY: a->t.key = optarg; break;
 		case 'h': fputs(usage, stdout); return DC_HELPED;
 		case ':': return -cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		case '?': return -cli_usage_error("unknown option '%s'", argv[optind - 1]);
@@ -132,7 +150,7 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 
 	json_decref(request);
 	if (dc_resolve(&a->t, err, sizeof(err)) < 0 ||
-	    dc_request(a->t.control_ep, req, &reply, err, sizeof(err)) < 0) {
+	    dc_request(a->t.control_ep, &a->t.keys, req, &reply, err, sizeof(err)) < 0) {
 		cli_error("%s", err);
 		free(req);
 		return NULL;

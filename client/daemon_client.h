@@ -9,13 +9,20 @@
 
 #include <stddef.h>
 
+#include "keys.h"
+
 #define DC_ENDPOINT_MAX 512
 
 /* Help text the daemon subcommands share, so that it reads the same. */
 #define DC_HELP_TARGET \
 	"  -c, --config FILE  the daemon's config, for its endpoints (default:\n" \
 	"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n" \
-	"      --endpoint EP  the control endpoint, instead of the config's\n"
+	"      --endpoint EP  the control endpoint, instead of the config's\n" \
+	"      --server-key K the daemon's CURVE public key, or a file that holds it\n" \
+	"                     (default: $WDRIFT_SERVER_KEY); with --key, when the\n" \
+	"                     daemon has auth.server_key (docs/security.md)\n" \
+	"      --key FILE     this client's key pair, from wdrift keygen (default:\n" \
+	"                     $WDRIFT_KEY)\n"
 #define DC_HELP_JSON "      --json         print the reply as JSON\n"
 #define DC_HELP_HELP "  -h, --help         this help\n"
 #define DC_HELP_EXIT "\nexit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n"
@@ -24,6 +31,8 @@ struct dc_target {
 	const char *config;	/* -c FILE, or NULL for the default search */
 	const char *control;	/* --endpoint: overrides the config's */
 	const char *ingest;	/* --ingest (send): overrides the config's */
+	const char *server_key, *key;	/* --server-key, --key; NULL: the environment */
+	struct wd_client_keys keys;	/* what dc_resolve made of them */
 	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];
 };
 
@@ -33,7 +42,8 @@ const char *dc_config_path(const char *given);
 /*
  * Fills the endpoints: --endpoint/--ingest where given, else the config's.
  * The config is -c FILE, else ./config/wdrift.yaml when present, else
- * /etc/wdrift/wdrift.yaml. Returns 0, or -1 with err (exit 1).
+ * /etc/wdrift/wdrift.yaml. Loads the CURVE keys too. Returns 0, or -1
+ * with err (exit 1).
  */
 int dc_resolve(struct dc_target *t, char *err, size_t errlen);
 
@@ -42,7 +52,11 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen);
  * WDRIFT_TIMEOUT_MS (default 1500) each. Returns 0, or -1 with err naming
  * the endpoint: the daemon is down or not answering.
  */
-int dc_request(const char *endpoint, const char *request, char **reply, char *err, size_t errlen);
+int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
+	       char **reply, char *err, size_t errlen);
+
+/* What to add to "not answering": a hint about keys, for the error line. */
+const char *dc_keys_hint(const struct wd_client_keys *keys);
 
 /* The options every daemon subcommand takes: -c FILE, --endpoint EP, --json, --help. */
 struct dc_args {

@@ -19,6 +19,7 @@ static const struct cli_command commands[] = {
 	{ "send", cmd_send, "publish a checkpoint file as a run's snapshot" },
 	{ "report", cmd_report, "a study's drift as a self-contained HTML page" },
 	{ "export", cmd_export, "a study's drift log as CSV or JSON" },
+	{ "keygen", cmd_keygen, "a CURVE key pair for the daemon or a client" },
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

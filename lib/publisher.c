@@ -17,6 +17,8 @@
 
 #include <zmq.h>
 
+#include "keys.h"
+#include "log.h"
 #include "wire.h"
 
 struct pub_tensor {
@@ -36,7 +38,8 @@ struct pub_snapshot {
 
 struct wd_publisher {
 	char endpoint[512], run[WIRE_NAME_MAX + 1];
-	struct wd_publisher_opts opts;
+	struct wd_publisher_opts opts;	/* server_key and key: NULL once loaded */
+	struct wd_client_keys keys;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t work, room;	/* queue grew; queue shrank */
@@ -188,7 +191,7 @@ static void *sender_main(void *arg)
 			s = zmq_socket(ctx, ZMQ_DEALER);
 			zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 			zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
-			if (zmq_connect(s, p->endpoint) < 0 || send_message(s, &hello, NULL, 0) < 0) {
+			if (wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0 || send_message(s, &hello, NULL, 0) < 0) {
 				zmq_close(s);
 				s = NULL;
 			}
@@ -227,10 +230,20 @@ static void *sender_main(void *arg)
 	return NULL;
 }
 
+int wd_publisher_check_keys(const char *server_key, const char *key, char *err, size_t errlen)
+{
+	struct wd_client_keys k;
+	int r = wd_client_keys_load(server_key, key, &k, err, errlen);
+
+	memset(&k, 0, sizeof(k));
+	return r < 0 ? -EINVAL : 0;
+}
+
 int wd_publisher_open(const char *endpoint, const char *run, const struct wd_publisher_opts *opts,
 		      struct wd_publisher **out)
 {
 	struct wd_publisher *p;
+	char why[600];
 
 	*out = NULL;
 	if (!endpoint || !run || check_run(run) < 0 || strlen(endpoint) >= sizeof(p->endpoint))
@@ -241,6 +254,12 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 	snprintf(p->run, sizeof(p->run), "%s", run);
 	if (opts)
 		p->opts = *opts;
+	if (wd_client_keys_load(p->opts.server_key, p->opts.key, &p->keys, why, sizeof(why)) < 0) {
+		wd_log(WD_LOG_ERR, "wdrift publisher: run '%s': %s", run, why);
+		free(p);
+		return -EINVAL;
+	}
+	p->opts.server_key = p->opts.key = NULL;	/* the caller's strings may go */
 	if (!p->opts.queue_bytes)
 		p->opts.queue_bytes = 1ull << 30;
 	if (p->opts.ack_timeout_ms <= 0)
@@ -414,6 +433,7 @@ void wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->room);
+	memset(&p->keys, 0, sizeof(p->keys));	/* a secret key */
 	free(p);
 	*pp = NULL;
 }

@@ -225,6 +225,15 @@ struct wd_publisher_opts {
 	uint64_t queue_bytes;		/* payload bytes queued at most; 0: 1 GiB */
 	enum wd_drop_policy policy;
 	int ack_timeout_ms;		/* per snapshot, before reconnecting; 0: 30000 */
+	/*
+	 * CURVE (docs/security.md), for a daemon with auth.server_key: the
+	 * daemon's public key (40 characters of Z85, or a file that holds
+	 * it) and this client's key pair file (wdrift keygen). NULL: from
+	 * the environment, WDRIFT_SERVER_KEY and WDRIFT_KEY; neither there:
+	 * no CURVE. Both or neither.
+	 */
+	const char *server_key;
+	const char *key;
 };
 
 struct wd_publisher_stats {
@@ -242,11 +251,18 @@ struct wd_publisher;
  * Connects (in the background) to a daemon's ingest endpoint as run. A
  * thread sends queued snapshots and waits for each one's durable ack;
  * unacknowledged snapshots are sent again after a timeout, also across a
- * daemon restart. opts may be NULL. Returns 0, -EINVAL (a bad run name or
- * endpoint) or -ENOMEM.
+ * daemon restart. opts may be NULL. Returns 0, -EINVAL (a bad run name,
+ * endpoint or key: wd_publisher_check_keys says why) or -ENOMEM.
  */
 int wd_publisher_open(const char *endpoint, const char *run, const struct wd_publisher_opts *opts,
 		      struct wd_publisher **out);
+/*
+ * Checks the CURVE keys wd_publisher_open would use (the two arguments as
+ * in struct wd_publisher_opts, NULL for the environment): 0, or -EINVAL
+ * with err saying which key and what is wrong (a missing file, bad
+ * permissions, one key without the other).
+ */
+int wd_publisher_check_keys(const char *server_key, const char *key, char *err, size_t errlen);
 /* Starts the snapshot of step; tensors added until wd_publisher_commit. */
 int wd_publisher_begin(struct wd_publisher *p, int64_t step);
 /*

@@ -36,7 +36,8 @@ class WdriftError(RuntimeError):
 
 class _Opts(ctypes.Structure):
     _fields_ = [("queue_bytes", ctypes.c_uint64), ("policy", ctypes.c_int),
-                ("ack_timeout_ms", ctypes.c_int)]
+                ("ack_timeout_ms", ctypes.c_int), ("server_key", ctypes.c_char_p),
+                ("key", ctypes.c_char_p)]
 
 
 class _Stats(ctypes.Structure):
@@ -63,6 +64,7 @@ def _load():
         raise WdriftError("cannot find libwdrift.so: set WDRIFT_LIB, or build wdrift (make)")
     P = ctypes.c_void_p
     lib.wd_publisher_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_Opts), ctypes.POINTER(P)]
+    lib.wd_publisher_check_keys.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.wd_publisher_begin.argtypes = [P, ctypes.c_int64]
     lib.wd_publisher_tensor.argtypes = [P, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
@@ -150,13 +152,26 @@ def _as_array(t, kind):
 class Publisher:
     """Publishes snapshots of one run to a wdriftd ingest endpoint."""
 
-    def __init__(self, endpoint, run, queue_bytes=0, policy="drop_oldest", ack_timeout=30.0):
+    def __init__(self, endpoint, run, queue_bytes=0, policy="drop_oldest", ack_timeout=30.0,
+                 server_key=None, key=None):
+        """server_key and key: CURVE, for a daemon with auth.server_key (docs/security.md).
+
+        server_key is the daemon's public key (40 characters of Z85) or a
+        file that holds it; key is this client's key pair file (wdrift
+        keygen). None takes them from WDRIFT_SERVER_KEY and WDRIFT_KEY;
+        with neither there, the connection is plain.
+        """
         global _lib
         if _lib is None:
             _lib = _load()
         if policy not in _POLICIES:
             raise ValueError(f"policy {policy!r}: drop_oldest, drop_newest or block")
-        opts = _Opts(int(queue_bytes), _POLICIES[policy], int(ack_timeout * 1000))
+        sk = os.fsencode(server_key) if server_key is not None else None
+        kf = os.fsencode(key) if key is not None else None
+        err = ctypes.create_string_buffer(1024)
+        if _lib.wd_publisher_check_keys(sk, kf, err, len(err)):
+            raise WdriftError(f"run {run!r}: {err.value.decode(errors='replace')}")
+        opts = _Opts(int(queue_bytes), _POLICIES[policy], int(ack_timeout * 1000), sk, kf)
         self._p = ctypes.c_void_p()
         r = _lib.wd_publisher_open(endpoint.encode(), run.encode(), ctypes.byref(opts), ctypes.byref(self._p))
         if r:
