@@ -13,7 +13,11 @@
  *       each committed and acked (durable), with up to two snapshots in
  *       flight; prints bytes/s from the first send to the last ack.
  *
- * Output: one JSON line. Depends on libzmq and lib/wire.c.
+ * CURVE: with BENCH_SERVER_KEY (a key pair file), the sink is a CURVE
+ * server; with WDRIFT_SERVER_KEY and WDRIFT_KEY, raw and publish are
+ * CURVE clients, as a real publisher would be (docs/security.md).
+ *
+ * Output: one JSON line. Depends on libzmq, lib/wire.c and lib/keys.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +26,12 @@
 
 #include <zmq.h>
 
+#include "keys.h"
 #include "wire.h"
 
 #define FRAME (64u << 20)
+
+static struct wd_client_keys keys;	/* from the environment */
 
 static double now(void)
 {
@@ -37,6 +44,15 @@ static int sink(void *ctx, const char *ep)
 {
 	void *s = zmq_socket(ctx, ZMQ_ROUTER);
 	unsigned long long bytes = 0;
+	const char *server = getenv("BENCH_SERVER_KEY");
+	if (server) {
+		char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1], err[600];
+		int one = 1;
+		if (wd_keyfile_read(server, pub, sec, err, sizeof(err)) < 0)
+			return fprintf(stderr, "sink: %s\n", err), 1;
+		zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one));
+		zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, WD_KEY_Z85);
+	}
 	if (zmq_bind(s, ep) < 0)
 		return fprintf(stderr, "bind %s: %s\n", ep, zmq_strerror(errno)), 1;
 	for (;;) {
@@ -85,6 +101,7 @@ static int raw(void *ctx, const char *ep, long tensors, size_t numel)
 	const char *header = "{\"v\":1,\"type\":\"tensor\",\"padding\":\"about the size of ours......\"}";
 
 	memset(payload, 1, bytes);
+	wd_client_keys_apply(s, &keys);
 	zmq_connect(s, ep);
 	double t0 = now();
 	for (long t = 0; t < tensors; t++)
@@ -139,6 +156,7 @@ static int publish(void *ctx, const char *ep, const char *run, long steps, long 
 	for (size_t i = 0; i < numel; i++)
 		payload[i] = (float)((i * 2654435761u) % 1000003) * 1e-6f - 0.5f;
 	zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	wd_client_keys_apply(s, &keys);
 	zmq_connect(s, ep);
 	h->type = WIRE_HELLO;
 	h->step = -1;
@@ -198,7 +216,11 @@ static int publish(void *ctx, const char *ep, const char *run, long steps, long 
 int main(int argc, char **argv)
 {
 	void *ctx = zmq_ctx_new();
+	char err[1200];
 	int r = 2;
+
+	if (wd_client_keys_load(NULL, NULL, &keys, err, sizeof(err)) < 0)
+		return fprintf(stderr, "wdrift-bench-ingest: %s\n", err), 2;
 
 	if (argc == 3 && !strcmp(argv[1], "sink"))
 		r = sink(ctx, argv[2]);

@@ -34,13 +34,25 @@ echo "wdrift ingest benchmark: $TENSORS x $NUMEL f32 per snapshot, $STEPS snapsh
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus; $(date +%F)"
 echo "engine (cpu, 1 thread, prepare 2 + W1): $engine_gbps GB/s"
 echo
+# CURVE keys for the third row: the daemon's pair and one allowed client
+"$BUILD/wdrift" keygen "$tmp/server.key" >/dev/null
+client_pub=$("$BUILD/wdrift" keygen "$tmp/client.key")
 printf '%-6s %10s %10s %10s %8s %8s %12s\n' transport "raw GB/s" "ours GB/s" "floor" "ratio" target "peak RSS"
-for transport in ipc tcp; do
+for transport in ipc tcp curve; do
+	auth=""
+	unset BENCH_SERVER_KEY WDRIFT_SERVER_KEY WDRIFT_KEY
 	if [ $transport = ipc ]; then
 		raw_ep="ipc://$tmp/raw.sock"; ep_in="ipc://$tmp/in.sock"
 	else
-		port=$((20000 + $$ % 20000))
+		port=$((20000 + ($$ + ${#transport}) % 20000))
 		raw_ep="tcp://127.0.0.1:$port"; ep_in="tcp://127.0.0.1:$((port + 1))"
+	fi
+	if [ $transport = curve ]; then	# tcp, both sides encrypting: raw ZeroMQ too
+		export BENCH_SERVER_KEY="$tmp/server.key" WDRIFT_SERVER_KEY="$tmp/server.key.pub"
+		export WDRIFT_KEY="$tmp/client.key"
+		auth="auth:
+  server_key: $tmp/server.key
+  clients: {bench: \"$client_pub\"}"
 	fi
 	"$B" sink "$raw_ep" >"$tmp/sink.out" &
 	spid=$!
@@ -55,6 +67,7 @@ listen:
   ingest: $ep_in
   control: ipc://$tmp/control.sock
   events: ipc://$tmp/events.sock
+$auth
 storage:
   dir: $tmp/var
 compute:
@@ -94,4 +107,5 @@ done
 echo
 echo "ours: two publishers (base, cand) to wdriftd, each snapshot acked once durable (spool"
 echo "file + WAL fsync'd), compute on; floor: min(raw ZeroMQ, engine); peak RSS: VmHWM of"
-echo "wdriftd, against memory.budget 1024 MiB."
+echo "wdriftd, against memory.budget 1024 MiB. curve: tcp with CURVE on both sides (raw"
+echo "ZeroMQ too), every byte encrypted and authenticated (docs/security.md)."
