@@ -279,7 +279,21 @@ static void relabel(struct result_batch *b, const struct cstudy *s)
 		b->proxies[b->n_proxies++] = strdup(s->labels[k]);
 }
 
-/* Opens the study's drift log, rebuilding it from the WAL when needed. */
+static void aside_removed(void *ctx, const char *path, uint64_t bytes, int errnum)
+{
+	(void)ctx;
+	if (errnum)
+		log_warning("cannot remove the set-aside drift log '%s': %s", path, strerror(errnum));
+	else
+		log_notice("removed the set-aside drift log '%s' (%llu bytes): the newest %d are kept",
+			   path, (unsigned long long)bytes, STORE_ASIDE_KEEP);
+}
+
+/*
+ * Opens the study's drift log, rebuilding it from the WAL when needed: when
+ * it does not open, or holds fewer rows than the WAL's results. The old
+ * file is kept as a copy (store_set_aside).
+ */
 static struct store *study_store(struct compute *c, struct cstudy *s)
 {
 	char path[4200], err[512], dir[4100];
@@ -317,9 +331,12 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 	}
 	if (!ok) {
 		char aside[4300];
-		snprintf(aside, sizeof(aside), "%s.broken-%lld", path, (long long)time(NULL));
-		if (rename(path, aside) == 0)
+		int r = store_set_aside(path, (long long)time(NULL), STORE_ASIDE_KEEP, aside, sizeof(aside),
+					aside_removed, NULL, err, sizeof(err));
+		if (r == 0)
 			log_notice("moved the old drift log aside to '%s'", aside);
+		else if (r != -ENOENT)
+			log_warning("%s", err);
 		if (store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
 			log_err("%s", err);
 			s->store = NULL;

@@ -3,11 +3,19 @@
  * every dataset to exist before writing starts, so the file is made with
  * all of them: rows, and the tensors, runs and proxies string tables.
  * Datasets may grow under SWMR; new ones may not appear.
+ *
+ * Also the copies of damaged drift logs (store_set_aside): plain file
+ * operations, no HDF5. It does not log: the caller is told what it removed.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -301,4 +309,164 @@ void store_close(struct store **ps)
 	free(s->run_names.v);
 	free(s);
 	*ps = NULL;
+}
+
+/* --- copies of damaged drift logs --- */
+
+struct aside_copy {
+	char *name;
+	unsigned long n;	/* 0: named before N was (PATH.broken-TIME) */
+	long long time;
+};
+
+/* Digits only, at most max of them, into *v: 1, or 0 when s is not that. */
+static int all_digits(const char *s, size_t max, unsigned long long *v)
+{
+	size_t len = strlen(s);
+	if (!len || len > max || strspn(s, "0123456789") != len)
+		return 0;
+	*v = strtoull(s, NULL, 10);
+	return 1;
+}
+
+/* Is name a copy of base (BASE.broken-TIME or BASE.broken-TIME.N)? */
+static int aside_parse(const char *name, const char *base, struct aside_copy *c)
+{
+	char t[32];
+	size_t bl = strlen(base);
+	unsigned long long tv, nv = 0;
+
+	if (strncmp(name, base, bl) || strncmp(name + bl, ".broken-", 8))
+		return 0;
+	name += bl + 8;
+	const char *dot = strchr(name, '.');
+	size_t tl = dot ? (size_t)(dot - name) : strlen(name);
+	if (tl >= sizeof(t))
+		return 0;
+	memcpy(t, name, tl);
+	t[tl] = 0;
+	if (!all_digits(t, 18, &tv) || (dot && !all_digits(dot + 1, 9, &nv)))
+		return 0;
+	c->time = (long long)tv;
+	c->n = (unsigned long)nv;
+	return 1;
+}
+
+static int aside_older(const void *a, const void *b)
+{
+	const struct aside_copy *x = a, *y = b;
+	if (x->n != y->n)
+		return x->n < y->n ? -1 : 1;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* The copies of base in dir, oldest first. 0 or -errno. */
+static int aside_list(const char *dir, const char *base, struct aside_copy **out, size_t *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+	int r = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while (!r && (de = readdir(d))) {
+		struct aside_copy c;
+		if (!aside_parse(de->d_name, base, &c))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 8;
+			struct aside_copy *v = realloc(*out, cap * sizeof(*v));
+			if (!v) {
+				r = -ENOMEM;
+				break;
+			}
+			*out = v;
+		}
+		if (!(c.name = strdup(de->d_name)))
+			r = -ENOMEM;
+		else
+			(*out)[(*n)++] = c;
+	}
+	closedir(d);
+	if (*n)
+		qsort(*out, *n, sizeof(**out), aside_older);
+	return r;
+}
+
+/*
+ * rename(2) that never replaces to: RENAME_NOREPLACE, or where the
+ * filesystem lacks it, a check first (the storage directory's lock keeps
+ * other daemons out, so nothing can appear in between).
+ */
+static int rename_noreplace(const char *from, const char *to)
+{
+	struct stat st;
+
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (lstat(to, &st) == 0)
+		return -EEXIST;
+	return rename(from, to) < 0 ? -errno : 0;
+}
+
+int store_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
+		    store_removed_fn removed, void *ctx, char *err, size_t errlen)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	struct aside_copy *v = NULL;
+	size_t n = 0;
+	unsigned long next = 1;
+	struct stat st;
+	int r;
+
+	if (stat(path, &st) < 0) {
+		r = -errno;
+		if (r != -ENOENT)
+			fail(err, errlen, "'%s': %s", path, strerror(-r));
+		return r;
+	}
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if ((r = aside_list(dir, base, &v, &n)) < 0) {
+		fail(err, errlen, "'%s': cannot list its copies: %s", dir, strerror(-r));
+		goto out;
+	}
+	if (n)
+		next = v[n - 1].n + 1;
+	/* a name taken in between (it cannot be, under the lock): the next N */
+	for (int tries = 0; tries < 100; tries++, next++) {
+		snprintf(aside, asidelen, "%s.broken-%lld.%lu", path, now, next);
+		if ((r = rename_noreplace(path, aside)) != -EEXIST)
+			break;
+	}
+	if (r < 0) {
+		fail(err, errlen, "'%s': cannot move it aside to '%s': %s", path, aside, strerror(-r));
+		goto out;
+	}
+	/* n copies were there, one more now: remove the oldest beyond keep */
+	for (size_t i = 0; keep && i + keep < n + 1; i++) {
+		char p[4600];
+		snprintf(p, sizeof(p), "%s/%s", dir, v[i].name);
+		uint64_t bytes = stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+		int e = unlink(p) < 0 ? errno : 0;
+		if (removed)
+			removed(ctx, p, bytes, e);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+	return r;
 }

@@ -64,4 +64,30 @@ uint64_t store_rows(const struct store *s);
 int store_append(struct store *s, const struct drift_row *rows, size_t n, char *err, size_t errlen);
 void store_close(struct store **s);
 
+/*
+ * Copies of damaged drift logs (docs/storage.md): the daemon moves a drift
+ * log it cannot use aside and rebuilds it from the write-ahead log, and keeps
+ * the newest STORE_ASIDE_KEEP copies of each study, the one just made
+ * included. Each copy is as large as the drift log was when moved aside.
+ */
+#define STORE_ASIDE_KEEP 3
+
+/* Told of each copy store_set_aside removes: its path, its size, and 0 or
+ * the errno of a failed unlink (then the copy is still there). */
+typedef void (*store_removed_fn)(void *ctx, const char *path, uint64_t bytes, int errnum);
+
+/*
+ * Renames the file at path to PATH.broken-TIME.N, TIME being now (Unix
+ * seconds) and N one more than the highest N among the copies of path
+ * present (a copy named PATH.broken-TIME, as before N, counts as N = 0), and
+ * never over an existing file. Then removes the copies with the lowest N
+ * (then TIME) until keep remain, calling removed for each. The order is N's,
+ * not the clock's: a clock set back does not make the newest copy look old.
+ * keep 0 removes none.
+ * Returns 0 with the new name in aside; -ENOENT when path does not exist; or
+ * another negative errno with err filled, nothing renamed or removed.
+ */
+int store_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
+		    store_removed_fn removed, void *ctx, char *err, size_t errlen);
+
 #endif

@@ -32,6 +32,10 @@ computed again or was never acked; damage followed by good records stops
 start-up, exit 1, with the segment and offset in the message, and --force
 starts it.
 
+Then the copies of drift logs moved aside: each has a name of its own (two
+in one second used to keep one, the second overwriting the first), and the
+newest 3 of a study are kept, each one removed named in the log.
+
 Figures go out as '# ' lines. Every daemon is stopped by pid and the temp
 dirs removed, also on failure.
 """
@@ -463,9 +467,16 @@ def crash_loop(ctx, figures):
         durable, _, _ = wal_state(read_wal(waldir))
         lost = len(acked - durable)
         check(lost == 0, f"nothing acked is lost: {lost} of {len(acked)}")
-        broken = [f for f in os.listdir(os.path.join(var, "drift")) if ".broken-" in f]
+        kept = [f for f in os.listdir(os.path.join(var, "drift")) if ".broken-" in f]
+        log = dm.log_text()
+        moved = log.count("moved the old drift log aside to")
+        removed = log.count("removed the set-aside drift log")
+        check(len(kept) <= 3 and len(kept) == moved - removed,
+              f"of the {moved} drift logs moved aside, the newest {len(kept)} are kept, {removed} removed "
+              f"with a log line each")
         figures.update(rounds=n_rounds, phases=phases, acked=len(acked), complete=len(complete),
-                       lost=lost, broken=len(broken), durable=len(durable), seconds=time.time() - t0,
+                       lost=lost, broken=moved, kept=len(kept), durable=len(durable),
+                       seconds=time.time() - t0,
                        in_flight=in_flight, duplicates=duplicates)
     finally:
         t50_daemon.teardown(dm, tmp)
@@ -605,6 +616,81 @@ def corruption(ctx):
         t50_daemon.teardown(dm, tmp)
 
 
+def set_aside(ctx):
+    """A drift log that does not open is moved aside and rebuilt from the
+    WAL. Each copy gets a name of its own: a copy already there, whatever
+    second it is named for, is never overwritten (the daemon used to name
+    copies by the second alone, so a second one within a second replaced the
+    first); and at most 3 copies of a study are kept, the oldest removed with
+    a log line naming each."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t70-aside-")
+    dm = Daemon(tmp)
+    var = os.path.join(tmp, "var")
+    ddir, waldir = os.path.join(var, "drift"), os.path.join(var, "wal")
+    drift = os.path.join(ddir, "fa.h5")
+
+    def copies():
+        out = {}
+        for f in os.listdir(ddir):
+            if f.startswith("fa.h5.broken-"):
+                with open(os.path.join(ddir, f), "rb") as h:
+                    out[f] = h.read()
+        return out
+
+    try:
+        dm.write_config(level="info")
+        check(dm.start() is not None, "set aside: ready")
+        acked = publish_steps(ctx, tmp, (1,))
+        check(len(acked) == 3 and wait_caught_up(ctx, tmp) and dm.stop() == 0,
+              "set aside: one step of 3 runs acked and compared, then SIGTERM")
+        _, want_rows, _ = wal_state(read_wal(waldir))
+        # copies named as the daemon named them before (the second alone),
+        # for this second and the next four: a restart now lands on one
+        now = int(time.time())
+        planted = {f"fa.h5.broken-{t}": f"planted {t}\n".encode() for t in range(now, now + 5)}
+        for f, b in planted.items():
+            with open(os.path.join(ddir, f), "wb") as h:
+                h.write(b)
+        damage, logs = [], ""
+        for i in range(3):
+            junk = f"not a drift log: damage {i}\n".encode()
+            damage.append(junk)
+            with open(drift, "wb") as h:
+                h.write(junk)
+            tail = LogTail(os.path.join(tmp, "daemon.log"))
+            started = dm.start() is not None
+            caught = started and wait_caught_up(ctx, tmp)
+            log = tail.new()
+            logs += log
+            have = copies()
+            made = [f for f, b in have.items() if b == junk]
+            check(started and caught and len(made) == 1 and
+                  f"moved the old drift log aside to '{os.path.join(ddir, made[0])}'" in log,
+                  f"damage {i}: the daemon starts and keeps the damaged log as a copy of its own, "
+                  f"logged ({made})")
+            removed = re.findall(r"removed the set-aside drift log '([^']*)'", logs)
+            check(len(have) <= 3 and len(removed) == len(planted) + i + 1 - len(have),
+                  f"damage {i}: at most 3 copies are kept ({sorted(have)}); each one removed is "
+                  f"named in the log ({[os.path.basename(r) for r in removed]})")
+            table = drift_rows(drift)
+            check(table is not None and len(table[0]) == want_rows,
+                  f"damage {i}: the rebuilt drift log holds the WAL's {want_rows} rows "
+                  f"({table and len(table[0])})")
+            check(dm.stop() == 0, f"damage {i}: SIGTERM, exit 0")
+        have = copies()
+        check(all(have.get(f, b) == b for f, b in planted.items()),
+              "no copy that was there is overwritten "
+              f"{[f for f, b in planted.items() if have.get(f, b) != b]}")
+        gone = [f for f in planted if f not in have]
+        check(all(f"removed the set-aside drift log '{os.path.join(ddir, f)}'" in logs for f in gone),
+              f"each copy removed is named in the log ({len(gone)} of {len(planted)})")
+        check(sorted(have.values()) == sorted(damage),
+              f"the 3 kept are the newest: the 3 the daemon made, whatever their names' seconds "
+              f"({sorted(have)})")
+    finally:
+        t50_daemon.teardown(dm, tmp)
+
+
 def main():
     for exe in (t50_daemon.WDRIFTD, WDRIFT):
         if not os.path.exists(exe):
@@ -617,6 +703,7 @@ def main():
         crash_loop(ctx, figures)
         torn_tail(ctx)
         corruption(ctx)
+        set_aside(ctx)
     finally:
         ctx.destroy(linger=0)
     if figures:
@@ -628,7 +715,8 @@ def main():
               f"durable after the last restart {figures['durable']}, lost {figures['lost']}")
         print(f"# snapshots in flight (sent, not acked) at the kills {figures['in_flight']}; re-sent ones "
               f"acked as duplicates (durable, ack lost) {figures['duplicates']}")
-        print(f"# drift logs moved aside and rebuilt from the WAL: {figures['broken']}")
+        print(f"# drift logs moved aside and rebuilt from the WAL: {figures['broken']} "
+              f"(copies kept at the end: {figures['kept']})")
     print(f"# total {time.time() - t0:.1f} s")
     print(f"{t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
     return 1 if t50_daemon.n_fail else 0

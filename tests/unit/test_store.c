@@ -2,11 +2,16 @@
  * test_store.c: the drift log file: created with its proxies, appended to,
  * reopened and appended to again, names interned once; a file made for
  * other proxies, or not a drift log, is refused so the daemon rebuilds it.
+ * Copies of damaged drift logs: each has a name of its own (two in one
+ * second used to keep one), and only the newest are kept.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "store.h"
@@ -28,6 +33,124 @@ static struct drift_row row(int64_t step, const char *tensor, const char *run, d
 	r.ratio[1] = NAN;
 	r.numel = 10;
 	return r;
+}
+
+static void put(const char *d, const char *name, const char *text)
+{
+	char p[400];
+	snprintf(p, sizeof(p), "%s/%s", d, name);
+	FILE *f = fopen(p, "w");
+	if (!f || fputs(text, f) < 0)
+		printf("# cannot write '%s'\n", p);
+	if (f)
+		fclose(f);
+}
+
+/* The text of d/name, or "" when it cannot be read. */
+static const char *text_of(const char *d, const char *name)
+{
+	static char buf[256];
+	char p[400];
+	snprintf(p, sizeof(p), "%s/%s", d, name);
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+/* The names in d, sorted, joined with spaces. */
+static const char *listing(const char *d)
+{
+	static char out[2048];
+	struct dirent **v;
+	int n = scandir(d, &v, NULL, alphasort);
+	out[0] = 0;
+	for (int i = 0; i < n; i++) {
+		if (v[i]->d_name[0] != '.')
+			snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? " " : "",
+				 v[i]->d_name);
+		free(v[i]);
+	}
+	if (n >= 0)
+		free(v);
+	return out;
+}
+
+static char removed_names[8][400];
+static uint64_t removed_bytes[8];
+static int n_removed;
+
+static void on_removed(void *ctx, const char *path, uint64_t bytes, int errnum)
+{
+	(void)ctx;
+	if (n_removed < 8 && !errnum) {
+		snprintf(removed_names[n_removed], sizeof(removed_names[0]), "%s", path);
+		removed_bytes[n_removed] = bytes;
+	}
+	n_removed++;
+}
+
+static void test_set_aside(void)
+{
+	char d[300], path[400], aside[500], err[512] = "", want[500];
+
+	snprintf(d, sizeof(d), "%s/aside", dir);
+	if (mkdir(d, 0700) < 0)
+		printf("# mkdir '%s' failed\n", d);
+	snprintf(path, sizeof(path), "%s/fa.h5", d);
+	CHECK(store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
+	      -ENOENT, "no drift log: -ENOENT, nothing made");
+	/* two in the same second: two copies (the reproducer of issue 6's loss) */
+	put(d, "fa.h5", "first\n");
+	int r1 = store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
+	CHECK(r1 == 0 && !strcmp(aside, want), "the first copy is fa.h5.broken-1000.1 (%s)", aside);
+	put(d, "fa.h5", "second\n");
+	int r2 = store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
+	CHECK(r2 == 0 && !strcmp(aside, want), "a second in the same second: fa.h5.broken-1000.2 (%s)", aside);
+	CHECK(!strcmp(text_of(d, "fa.h5.broken-1000.1"), "first\n") &&
+	      !strcmp(text_of(d, "fa.h5.broken-1000.2"), "second\n"),
+	      "both copies keep their contents: %s", listing(d));
+	/* a copy named as before (the second alone) is the oldest; other
+	 * studies' copies and names that are not copies are not touched */
+	put(d, "fa.h5.broken-999", "old style\n");
+	put(d, "fab.h5.broken-1.1", "other study\n");
+	put(d, "fa.h5.h5.broken-1.1", "study fa.h5\n");
+	put(d, "fa.h5.broken-x", "not a copy\n");
+	put(d, "fa.h5.broken-7.1.tmp", "not a copy\n");
+	put(d, "fa.h5.broken-", "not a copy\n");
+	n_removed = 0;
+	put(d, "fa.h5", "third\n");
+	/* the clock set back: the order is N's, so this one is still the newest */
+	int r3 = store_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-500.3", d);
+	CHECK(r3 == 0 && !strcmp(aside, want), "N goes on from the highest present: %s", aside);
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-999", d);
+	CHECK(n_removed == 1 && !strcmp(removed_names[0], want) && removed_bytes[0] == 10,
+	      "4 copies, 3 kept: the old-style one is removed and reported with its size (%d: %s, %llu bytes)",
+	      n_removed, n_removed ? removed_names[0] : "", (unsigned long long)removed_bytes[0]);
+	n_removed = 0;
+	put(d, "fa.h5", "fourth\n");
+	int r4 = store_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
+	CHECK(r4 == 0 && n_removed == 1 && !strcmp(removed_names[0], want),
+	      "the next removes the lowest N, fa.h5.broken-1000.1, though named for a later second (%s)",
+	      n_removed ? removed_names[0] : "none");
+	CHECK(!strcmp(listing(d), "fa.h5.broken- fa.h5.broken-1000.2 fa.h5.broken-500.3 "
+		      "fa.h5.broken-500.4 fa.h5.broken-7.1.tmp fa.h5.broken-x fa.h5.h5.broken-1.1 "
+		      "fab.h5.broken-1.1"),
+	      "left: the newest 3 and the files that are not its copies: %s", listing(d));
+	CHECK(!strcmp(text_of(d, "fa.h5.broken-500.4"), "fourth\n") &&
+	      !strcmp(text_of(d, "fa.h5.broken-500.3"), "third\n") &&
+	      !strcmp(text_of(d, "fa.h5.broken-1000.2"), "second\n"), "with their contents");
+	/* keep 0: nothing removed */
+	n_removed = 0;
+	put(d, "fa.h5", "fifth\n");
+	CHECK(store_set_aside(path, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
+	      n_removed == 0, "keep 0 removes nothing (%d removed)", n_removed);
 }
 
 int main(void)
@@ -85,6 +208,7 @@ int main(void)
 		 "and r[2]['tensor']==4294967295 else 1)\" 2>/dev/null", path);
 	int rc = system(cmd);
 	CHECK(rc == 0, "h5py reads rows, names and ratios back in SWMR mode");
+	test_set_aside();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		printf("# cleanup failed\n");
