@@ -291,8 +291,9 @@ static void aside_removed(void *ctx, const char *path, uint64_t bytes, int errnu
 
 /*
  * Opens the study's drift log, rebuilding it from the WAL when needed: when
- * it does not open, or holds fewer rows than the WAL's results. The old
- * file is kept as a copy (store_set_aside).
+ * it does not open, or holds other rows than the WAL's results (fewer: a
+ * crash before its write; more: --force moved records aside). The old file
+ * is kept as a copy (store_set_aside).
  */
 static struct store *study_store(struct compute *c, struct cstudy *s)
 {
@@ -321,7 +322,7 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 	for (size_t k = 0; k < s->n_proxies; k++)
 		labels[k] = s->labels[k];
 	int ok = store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
-	if (ok && store_rows(s->store) < want) {
+	if (ok && store_rows(s->store) != want) {
 		log_warning("drift log '%s' holds %llu rows, the write-ahead log %llu: rebuilding it",
 			    path, (unsigned long long)store_rows(s->store), (unsigned long long)want);
 		store_close(&s->store);
