@@ -66,6 +66,20 @@ static int fsync_dir(const char *dir)
 	return r;
 }
 
+/*
+ * Cuts path to len and fsyncs it. Unsynced, a cut can come undone on power
+ * loss: the torn bytes would be back, or (--force) records the copy aside
+ * also holds. 0 or -errno.
+ */
+static int truncate_synced(const char *path, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int r = fd < 0 || ftruncate(fd, (off_t)len) < 0 || fsync(fd) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 /* Reads a whole file into memory; NULL with errno on failure. */
 static unsigned char *slurp(const char *path, size_t *len)
 {
@@ -278,9 +292,12 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 			if (save_tail(path, bad) < 0)
 				log_warning("'%s': cannot keep its records after offset %zu aside: %s", path,
 					    bad, strerror(errno));
+			/* the copy's name and the renames, durable before the cut is */
+			if ((r = fsync_dir(dir)) < 0)
+				log_warning("'%s': fsync of the directory failed: %s", dir, strerror(-r));
 		}
-		if (truncate(path, (off_t)bad) < 0) {
-			fail(err, errlen, "'%s': cannot truncate: %s", path, strerror(errno));
+		if ((r = truncate_synced(path, bad)) < 0) {
+			fail(err, errlen, "'%s': cannot truncate: %s", path, strerror(-r));
 			goto fail;
 		}
 		break;	/* nothing good comes after: later segments were moved aside */
@@ -294,8 +311,8 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 	}
 	struct stat st;
 	w->seg_bytes = fstat(w->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-	if (fsync_dir(dir) < 0)
-		log_warning("'%s': fsync of the directory failed: %s", dir, strerror(errno));
+	if ((r = fsync_dir(dir)) < 0)
+		log_warning("'%s': fsync of the directory failed: %s", dir, strerror(-r));
 	free(segs);
 	*out = w;
 	return 0;

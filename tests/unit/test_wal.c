@@ -1,7 +1,9 @@
 /*
  * test_wal.c: the write-ahead log survives what a crash can do (a torn
  * last record, at every possible cut) and refuses what a crash cannot do
- * (damage with good records after it), unless forced.
+ * (damage with good records after it), unless forced. Its cuts are
+ * fsync'd: this binary defines fsync and fdatasync itself, so the calls
+ * wal.o makes come here and are recorded (then made, by syscall).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -62,6 +65,57 @@ static off_t seg_size(unsigned seg)
 	struct stat st;
 	snprintf(p, sizeof(p), "%s/%06u.log", dir, seg);
 	return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+/* What each fsync or fdatasync was called on: a directory, or a file's inode and size. */
+static struct synced {
+	int is_dir;
+	ino_t ino;
+	off_t size;
+} syncs[64];
+static int n_syncs;
+
+static void note_sync(int fd)
+{
+	struct stat st;
+	if (n_syncs < 64 && fstat(fd, &st) == 0)
+		syncs[n_syncs] = (struct synced){ S_ISDIR(st.st_mode), st.st_ino, st.st_size };
+	n_syncs++;
+}
+
+int fsync(int fd)
+{
+	note_sync(fd);
+	return (int)syscall(SYS_fsync, fd);
+}
+
+int fdatasync(int fd)
+{
+	note_sync(fd);
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+/* The index of the first sync of inode ino at size, after from; -1 if none. */
+static int synced_at(int from, ino_t ino, off_t size)
+{
+	for (int i = from; i < n_syncs && i < 64; i++)
+		if (!syncs[i].is_dir && syncs[i].ino == ino && syncs[i].size == size)
+			return i;
+	return -1;
+}
+
+static int dir_synced(int from, int to)
+{
+	for (int i = from; i < to && i < 64; i++)
+		if (syncs[i].is_dir)
+			return 1;
+	return 0;
+}
+
+static ino_t inode_of(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? st.st_ino : 0;
 }
 
 static void test_replay(void)
@@ -120,6 +174,76 @@ static void test_torn_tail(void)
 	wal_close(&w);
 	CHECK(open_replay(0, &w, err) == 0 && n_seen == 3 && !strcmp(seen[2], "x"),
 	      "appends after recovery replay");
+	wal_close(&w);
+}
+
+/*
+ * A truncation that is not fsync'd can come undone on power loss. The cut
+ * is synced before wal_open returns, at the cut size; the warning names the
+ * segment, the offset and the size. With --force, the copy of what follows
+ * the damage (.corrupt) and the directory are synced before the cut.
+ */
+static void test_cut_synced(void)
+{
+	struct wal *w;
+	char err[512], p[256], want[400], logp[300];
+
+	reset();
+	write_records(3, 0);
+	snprintf(p, sizeof(p), "%s/000001.log", dir);
+	off_t full = seg_size(1), rec = full / 3;
+	if (truncate(p, full - 5) < 0)
+		printf("# truncate failed\n");
+	/* the warning, from the daemon's logger on stderr */
+	snprintf(logp, sizeof(logp), "%s.stderr", dir);
+	fflush(stderr);
+	int saved = dup(2), lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(lfd, 2);
+	log_level = LOG_WARNING;
+	n_syncs = 0;
+	int r = open_replay(0, &w, err);
+	int syncs_at_open = n_syncs;
+	log_level = LOG_ERR;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(lfd);
+	CHECK(r == 0 && n_seen == 2 && seg_size(1) == 2 * rec, "a torn tail is cut at %lld (%lld)",
+	      (long long)(2 * rec), (long long)seg_size(1));
+	int at = synced_at(0, inode_of(p), 2 * rec);
+	CHECK(at >= 0 && at < syncs_at_open, "and the cut segment is fsync'd at its new size before "
+	      "wal_open returns (%d syncs)", syncs_at_open);
+	wal_close(&w);
+	FILE *f = fopen(logp, "r");
+	char text[1024] = "";
+	size_t got = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+	text[got] = 0;
+	if (f)
+		fclose(f);
+	unlink(logp);
+	snprintf(want, sizeof(want), "'%s': torn record at offset %lld of %lld", p, (long long)(2 * rec),
+		 (long long)(full - 5));
+	CHECK(strstr(text, want) && strstr(text, "warning"), "with a warning naming the segment, the "
+	      "offset and the size: %.*s", (int)strcspn(text, "\n"), text);
+
+	/* --force: damage with a good record after it */
+	reset();
+	write_records(3, 0);
+	int fd = open(p, O_RDWR);
+	if (fd < 0 || pwrite(fd, "\x5a", 1, rec + 20) != 1)
+		printf("# flip failed\n");
+	close(fd);
+	n_syncs = 0;
+	r = open_replay(1, &w, err);
+	syncs_at_open = n_syncs;
+	char aside[300];
+	snprintf(aside, sizeof(aside), "%s.corrupt", p);
+	int kept = synced_at(0, inode_of(aside), 2 * rec);
+	int cut = synced_at(0, inode_of(p), rec);
+	CHECK(r == 0 && n_seen == 1 && kept >= 0 && cut > kept && cut < syncs_at_open &&
+	      dir_synced(kept + 1, cut),
+	      "--force: the .corrupt copy, then the directory, then the cut segment are fsync'd "
+	      "(copy %d, cut %d, of %d syncs)", kept, cut, syncs_at_open);
 	wal_close(&w);
 }
 
@@ -240,6 +364,7 @@ int main(void)
 	}
 	test_replay();
 	test_torn_tail();
+	test_cut_synced();
 	test_corruption();
 	test_segments();
 	test_failed_write();
