@@ -36,7 +36,7 @@ static const char *put(const char *name, const char *text, mode_t mode)
 
 static void good_files(void)
 {
-	char text[512], p[WD_KEY_Z85 + 1], s[WD_KEY_Z85 + 1], err[600];
+	char text[512], p[WD_KEY_Z85 + 1], s[WD_KEY_Z85 + 1], err[600] = "";	/* written only on failure */
 	const char *path;
 
 	snprintf(text, sizeof(text), "# a comment\n\npublic-key: \"%s\"\r\n  secret-key:   %s  \n", pub, sec);
@@ -96,7 +96,7 @@ static void bad_files(void)
 	}
 
 	/* not regular files, too large, NUL bytes, missing */
-	char err[600], p[WD_KEY_Z85 + 1];
+	char err[600] = "", p[WD_KEY_Z85 + 1];
 	CHECK(wd_keyfile_read(dir, p, NULL, err, sizeof(err)) == -1 && strstr(err, "not a regular file"),
 	      "a directory: %s", err);
 	CHECK(wd_keyfile_read("/nonexistent/k", p, NULL, err, sizeof(err)) == -1 &&
@@ -126,7 +126,7 @@ static void bad_files(void)
 
 static void client_keys(void)
 {
-	char text[200], err[600];
+	char text[200], err[600] = "";
 	struct wd_client_keys k;
 
 	snprintf(text, sizeof(text), "public-key: %s\nsecret-key: %s\n", pub, sec);
