@@ -1,7 +1,9 @@
 /*
  * checkpoint.c: the HDF5 checkpoint reader. The only file in libwdrift that
  * includes hdf5.h. HDF5's own error printing is turned off; the innermost
- * message of its error stack is folded into ours instead.
+ * message of its error stack is folded into ours instead, and a failed
+ * allocation anywhere on that stack makes the call return -ENOMEM, so that
+ * a caller running us under a memory limit (ckpt_sandbox.c) can say so.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,45 +20,69 @@
 
 struct wd_ckpt {
 	char *path;
-	hid_t file;
+	hid_t file;		/* 0: a listing only (wd_ckpt_adopt), not open here */
+	int oom;		/* an allocation failed while listing */
 	size_t n, alloc;
 	struct wd_ckpt_entry *e;
 };
 
-/* Copies HDF5's innermost error description into buf, and clears the stack. */
-static herr_t h5_first_error(unsigned n, const H5E_error2_t *e, void *buf)
+/* What the error stack says: its innermost description, and whether memory ran out. */
+struct h5_stack {
+	char desc[160];
+	int oom;
+};
+
+static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
+	struct h5_stack *st = data;
+
 	if (n == 0 && e->desc)
-		snprintf(buf, 160, "%s", e->desc);
+		snprintf(st->desc, sizeof(st->desc), "%s", e->desc);
+	if (e->maj_num == H5E_RESOURCE && (e->min_num == H5E_NOSPACE || e->min_num == H5E_CANTALLOC))
+		st->oom = 1;
 	return 0;
 }
 
-static void h5_error_text(char *buf)
+/* Reads HDF5's error stack into st, and clears it. */
+static void h5_stack_take(struct h5_stack *st)
 {
-	buf[0] = 0;
-	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_first_error, buf);
+	st->desc[0] = 0;
+	st->oom = 0;
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, st);
 	H5Eclear2(H5E_DEFAULT);
 }
 
-/* Formats err as "'PATH': MESSAGE[: hdf5 detail]"; returns -1. */
-static int ckpt_fail(char *err, const char *path, int with_h5, const char *fmt, ...)
+/* ckpt_fail's how: fold in HDF5's error stack; or the failure is our own allocation. */
+#define WITH_H5 1
+#define OUR_OOM 2
+
+/*
+ * Formats err as "'PATH': MESSAGE[: hdf5 detail]". Returns -ENOMEM when an
+ * allocation failed (OUR_OOM, or a resource error on HDF5's stack), else -1.
+ */
+static int ckpt_fail(char *err, const char *path, int how, const char *fmt, ...)
 {
-	char msg[400], h5[160] = "";
+	char msg[400];
+	struct h5_stack st = { "", 0 };
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (with_h5)
-		h5_error_text(h5);
-	snprintf(err, WD_CKPT_ERR_MAX, "'%s': %s%s%s", path, msg, h5[0] ? ": " : "", h5);
-	return -1;
+	if (how & WITH_H5)
+		h5_stack_take(&st);
+	snprintf(err, WD_CKPT_ERR_MAX, "'%s': %s%s%s", path, msg, st.desc[0] ? ": " : "", st.desc);
+	return st.oom || (how & OUR_OOM) ? -ENOMEM : -1;
 }
 
-/* Reads a string attribute (fixed or variable length) into buf; 1 if read. */
+/*
+ * Reads a string attribute (fixed or variable length) into buf: 1 if read,
+ * 0 if absent or unreadable, -ENOMEM if an allocation failed on the way.
+ */
 static int read_string_attr(hid_t obj, const char *name, char *buf, size_t size)
 {
 	hid_t attr = -1, type = -1, mem = -1;
+	struct h5_stack st;
 	int ok = 0;
 
 	if (H5Aexists(obj, name) <= 0)
@@ -82,7 +108,9 @@ static int read_string_attr(hid_t obj, const char *name, char *buf, size_t size)
 		char *s = calloc(1, len + 1);
 		H5Tset_size(mem, len + 1);
 		H5Tset_strpad(mem, H5T_STR_NULLTERM);
-		if (s && H5Aread(attr, mem, s) >= 0) {
+		if (!s)
+			ok = -ENOMEM;
+		else if (H5Aread(attr, mem, s) >= 0) {
 			snprintf(buf, size, "%s", s);
 			ok = 1;
 		}
@@ -92,12 +120,15 @@ out:
 	if (mem >= 0) H5Tclose(mem);
 	if (type >= 0) H5Tclose(type);
 	if (attr >= 0) H5Aclose(attr);
-	H5Eclear2(H5E_DEFAULT);
-	return ok;
+	h5_stack_take(&st);
+	return st.oom ? -ENOMEM : ok;
 }
 
-/* Works out the dtype of a dataset's element type, or says why not. */
-static void classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
+/*
+ * Works out the dtype of a dataset's element type, or says why not.
+ * Returns -ENOMEM when reading the dtype attribute ran out of memory.
+ */
+static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 {
 	size_t size = H5Tget_size(type);
 	char tag[64] = "";
@@ -121,14 +152,17 @@ static void classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 			snprintf(en->problem, sizeof(en->problem),
 				 "unsupported float type (%zu bytes, %zu exponent bits, %zu mantissa bits)",
 				 size, esize, msize);
-		return;
+		return 0;
 	}
 	case H5T_INTEGER:
-		read_string_attr(ds, "dtype", tag, sizeof(tag));
+		if (read_string_attr(ds, "dtype", tag, sizeof(tag)) == -ENOMEM) {
+			snprintf(en->problem, sizeof(en->problem), "out of memory reading its attribute dtype");
+			return -ENOMEM;
+		}
 		if (!strcmp(tag, "bfloat16") && size == 2 &&
 		    H5Tget_sign(type) == H5T_SGN_NONE) {
 			en->dtype = WD_BF16;
-			return;
+			return 0;
 		}
 		if (!strcmp(tag, "bfloat16"))
 			snprintf(en->problem, sizeof(en->problem),
@@ -138,7 +172,7 @@ static void classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 			snprintf(en->problem, sizeof(en->problem),
 				 "unsupported element type (%zu-byte %s integer; bf16 as uint16 needs the attribute dtype = \"bfloat16\")",
 				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
-		return;
+		return 0;
 	case H5T_STRING: snprintf(tag, sizeof(tag), "string"); break;
 	case H5T_COMPOUND: snprintf(tag, sizeof(tag), "compound"); break;
 	case H5T_ENUM: snprintf(tag, sizeof(tag), "enum"); break;
@@ -147,13 +181,19 @@ static void classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 	default: snprintf(tag, sizeof(tag), "HDF5 class %d", (int)H5Tget_class(type)); break;
 	}
 	snprintf(en->problem, sizeof(en->problem), "unsupported element type (%s)", tag);
+	return 0;
 }
 
-static void describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
+/*
+ * Fills en from a dataset's header: shape, dtype, or the problem that keeps
+ * it from being a tensor. Returns 0, or -ENOMEM when memory ran out.
+ */
+static int describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
 {
 	hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
 	hsize_t dims[H5S_MAX_RANK];
-	int rank;
+	struct h5_stack st = { "", 0 };
+	int rank, r = 0;
 
 	en->numel = 0;
 	if (space < 0 || type < 0) {
@@ -178,13 +218,14 @@ static void describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
 		}
 		en->numel *= dims[d];
 	}
-	classify_type(ds, type, en);
+	r = classify_type(ds, type, en);
 	if (!en->problem[0] && en->numel == 0)
 		snprintf(en->problem, sizeof(en->problem), "zero-size dataset");
 out:
 	if (space >= 0) H5Sclose(space);
 	if (type >= 0) H5Tclose(type);
-	H5Eclear2(H5E_DEFAULT);
+	h5_stack_take(&st);
+	return st.oom ? -ENOMEM : r;
 }
 
 static herr_t visit_link(hid_t group, const char *name, const H5L_info_t *info,
@@ -203,6 +244,7 @@ static herr_t visit_link(hid_t group, const char *name, const H5L_info_t *info,
 			size_t alloc = c->alloc ? 2 * c->alloc : 64;
 			void *e = realloc(c->e, alloc * sizeof(*c->e));
 			if (!e) {
+				c->oom = 1;
 				H5Oclose(obj);
 				return -1;
 			}
@@ -213,11 +255,16 @@ static herr_t visit_link(hid_t group, const char *name, const H5L_info_t *info,
 		memset(en, 0, sizeof(*en));
 		en->name = strdup(name);
 		if (!en->name) {
+			c->oom = 1;
 			H5Oclose(obj);
 			return -1;
 		}
 		c->n++;
-		describe_dataset(obj, en);
+		if (describe_dataset(obj, en) == -ENOMEM) {
+			c->oom = 1;
+			H5Oclose(obj);
+			return -1;
+		}
 	}
 	H5Oclose(obj);
 	return 0;
@@ -229,13 +276,36 @@ static int entry_cmp(const void *a, const void *b)
 			  ((const struct wd_ckpt_entry *)b)->name);
 }
 
-int wd_ckpt_open(const char *path, struct wd_ckpt **out, char *err)
+/* A new checkpoint object for path, with no file open yet; NULL: out of memory. */
+static struct wd_ckpt *ckpt_new(const char *path)
 {
-	struct wd_ckpt *c;
+	struct wd_ckpt *c = calloc(1, sizeof(*c));
+
+	if (c && !(c->path = strdup(path))) {
+		free(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* Lists c's open file into c->e, sorted. 0, or -1 / -ENOMEM with err. */
+static int ckpt_list(struct wd_ckpt *c, char *err)
+{
+	if (H5Lvisit(c->file, H5_INDEX_NAME, H5_ITER_INC, visit_link, c) < 0)
+		return ckpt_fail(err, c->path, WITH_H5 | (c->oom ? OUR_OOM : 0),
+				 c->oom ? "out of memory listing datasets"
+					: "cannot list datasets (truncated or corrupt file?)");
+	if (c->n)
+		qsort(c->e, c->n, sizeof(*c->e), entry_cmp);
+	return 0;
+}
+
+/* Opens path read-only, after checking that it is an HDF5 file; the hid or a failure. */
+static int open_file(const char *path, hid_t *file, char *err)
+{
 	struct stat st;
 	htri_t is;
 
-	*out = NULL;
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	if (stat(path, &st) < 0)
 		return ckpt_fail(err, path, 0, "cannot open: %s", strerror(errno));
@@ -245,24 +315,78 @@ int wd_ckpt_open(const char *path, struct wd_ckpt **out, char *err)
 	if (is == 0)
 		return ckpt_fail(err, path, 0, "not an HDF5 file");
 	if (is < 0)
-		return ckpt_fail(err, path, 1, "cannot open");
-	c = calloc(1, sizeof(*c));
-	if (!c || !(c->path = strdup(path))) {
-		free(c);
-		return ckpt_fail(err, path, 0, "out of memory");
+		return ckpt_fail(err, path, WITH_H5, "cannot open");
+	*file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+	if (*file < 0)
+		return ckpt_fail(err, path, WITH_H5, "cannot open as HDF5 (truncated or corrupt file?)");
+	return 0;
+}
+
+int wd_ckpt_open(const char *path, struct wd_ckpt **out, char *err)
+{
+	struct wd_ckpt *c;
+	hid_t file = -1;
+	int r;
+
+	*out = NULL;
+	if ((r = open_file(path, &file, err)) < 0)
+		return r;
+	if (!(c = ckpt_new(path))) {
+		H5Fclose(file);
+		return ckpt_fail(err, path, OUR_OOM, "out of memory");
 	}
-	c->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-	if (c->file < 0) {
-		ckpt_fail(err, path, 1, "cannot open as HDF5 (truncated or corrupt file?)");
+	c->file = file;
+	if ((r = ckpt_list(c, err)) < 0) {
 		wd_ckpt_close(&c);
-		return -1;
+		return r;
 	}
-	if (H5Lvisit(c->file, H5_INDEX_NAME, H5_ITER_INC, visit_link, c) < 0) {
-		ckpt_fail(err, path, 1, "cannot list datasets (truncated or corrupt file?)");
+	*out = c;
+	return 0;
+}
+
+int wd_ckpt_open_image(const void *image, size_t len, const char *name, struct wd_ckpt **out,
+		       char *err)
+{
+	struct wd_ckpt *c;
+	hid_t fapl;
+	int r;
+
+	*out = NULL;
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	if (!len)
+		return ckpt_fail(err, name, 0, "not an HDF5 file");
+	if (!(c = ckpt_new(name)))
+		return ckpt_fail(err, name, OUR_OOM, "out of memory");
+	/* the core driver over a copy of the image, with no backing file */
+	fapl = H5Pcreate(H5P_FILE_ACCESS);
+	if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0 ||
+	    H5Pset_file_image(fapl, (void *)image, len) < 0)
+		r = ckpt_fail(err, name, WITH_H5, "cannot take the file image");
+	else if ((c->file = H5Fopen(name, H5F_ACC_RDONLY, fapl)) < 0)
+		r = ckpt_fail(err, name, WITH_H5, "cannot open as HDF5 (truncated or corrupt file?)");
+	else
+		r = ckpt_list(c, err);
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	if (r < 0) {
+		c->file = c->file < 0 ? 0 : c->file;
 		wd_ckpt_close(&c);
-		return -1;
+		return r;
 	}
-	if (c->n)
+	*out = c;
+	return 0;
+}
+
+int wd_ckpt_adopt(const char *path, struct wd_ckpt_entry *e, size_t n, struct wd_ckpt **out)
+{
+	struct wd_ckpt *c = ckpt_new(path);
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->e = e;
+	c->n = c->alloc = n;
+	if (n)
 		qsort(c->e, c->n, sizeof(*c->e), entry_cmp);
 	*out = c;
 	return 0;
@@ -303,27 +427,66 @@ long wd_ckpt_find(const struct wd_ckpt *c, const char *name)
 	return hit ? (long)(hit - c->e) : -1;
 }
 
-int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
+int wd_ckpt_check(const struct wd_ckpt *c, size_t i, size_t *bytes, char *err)
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
-	hid_t ds = -1, ftype = -1, mem = -1;
-	void *data = NULL;
-	int r = -1;
 
-	*buf = NULL;
+	*bytes = 0;
 	if (!en)
 		return ckpt_fail(err, c->path, 0, "no dataset #%zu", i);
 	if (en->problem[0])
 		return ckpt_fail(err, c->path, 0, "dataset '%s': %s", en->name, en->problem);
 	if (en->numel > SIZE_MAX / 8)
 		return ckpt_fail(err, c->path, 0, "dataset '%s': too large", en->name);
-	data = malloc(en->numel * wd_dtype_size(en->dtype));
+	*bytes = en->numel * wd_dtype_size(en->dtype);
+	return 0;
+}
+
+int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
+{
+	size_t bytes;
+	void *data;
+	int r;
+
+	*buf = NULL;
+	if ((r = wd_ckpt_check(c, i, &bytes, err)) < 0)
+		return r;
+	data = malloc(bytes);
 	if (!data)
-		return ckpt_fail(err, c->path, 0, "dataset '%s': out of memory for %llu elements",
-				 en->name, (unsigned long long)en->numel);
+		return ckpt_fail(err, c->path, OUR_OOM, "dataset '%s': out of memory for %llu elements",
+				 c->e[i].name, (unsigned long long)c->e[i].numel);
+	if ((r = wd_ckpt_read_into(c, i, data, err)) < 0) {
+		free(data);
+		return r;
+	}
+	*buf = data;
+	return 0;
+}
+
+int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
+{
+	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
+	struct wd_ckpt_entry now = { 0 };
+	hid_t ds = -1, ftype = -1, mem = -1;
+	size_t bytes;
+	int r;
+
+	if ((r = wd_ckpt_check(c, i, &bytes, err)) < 0)
+		return r;
+	if (c->file <= 0)
+		return ckpt_fail(err, c->path, 0, "dataset '%s': the file is not open in this process",
+				 en->name);
 	ds = H5Dopen2(c->file, en->name, H5P_DEFAULT);
 	if (ds < 0 || (ftype = H5Dget_type(ds)) < 0) {
-		ckpt_fail(err, c->path, 1, "dataset '%s': cannot open", en->name);
+		r = ckpt_fail(err, c->path, WITH_H5, "dataset '%s': cannot open", en->name);
+		goto out;
+	}
+	/* dst holds what the listing said: a dataset that changed since must not overflow it */
+	if ((r = describe_dataset(ds, &now)) < 0 || now.problem[0] || now.dtype != en->dtype ||
+	    now.numel != en->numel) {
+		r = ckpt_fail(err, c->path, r == -ENOMEM ? OUR_OOM : 0,
+			      "dataset '%s': changed since the file was listed%s%s", en->name,
+			      now.problem[0] ? ": " : "", now.problem);
 		goto out;
 	}
 	switch (en->dtype) {
@@ -338,20 +501,17 @@ int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
 		}
 		break;
 	}
-	if (mem < 0 || H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-		ckpt_fail(err, c->path, 1, "dataset '%s': cannot read (truncated or corrupt file?)",
-			  en->name);
+	if (mem < 0 || H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+		r = ckpt_fail(err, c->path, WITH_H5,
+			      "dataset '%s': cannot read (truncated or corrupt file?)", en->name);
 		goto out;
 	}
-	*buf = data;
-	data = NULL;
 	r = 0;
 out:
 	if (mem >= 0) H5Tclose(mem);
 	if (ftype >= 0) H5Tclose(ftype);
 	if (ds >= 0) H5Dclose(ds);
 	H5Eclear2(H5E_DEFAULT);
-	free(data);
 	return r;
 }
 
@@ -418,24 +578,24 @@ out:
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err)
 {
 	char tmp[4096];
-	hid_t file;
+	hid_t file = -1;
 	int fd;
 
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
 	if (file < 0)
-		return ckpt_fail(err, tmp, 1, "cannot create");
+		return ckpt_fail(err, tmp, WITH_H5, "cannot create");
 	for (size_t i = 0; i < n; i++)
 		if (write_tensor(file, &t[i]) < 0) {
-			ckpt_fail(err, tmp, 1, "dataset '%s': cannot write", t[i].name);
+			ckpt_fail(err, tmp, WITH_H5, "dataset '%s': cannot write", t[i].name);
 			H5Fclose(file);
 			unlink(tmp);
 			return -1;
 		}
 	if (H5Fclose(file) < 0) {
 		unlink(tmp);
-		return ckpt_fail(err, tmp, 1, "cannot close");
+		return ckpt_fail(err, tmp, WITH_H5, "cannot close");
 	}
 	/* durable before it is visible under its name */
 	fd = open(tmp, O_RDONLY);

@@ -6,7 +6,14 @@
  * dataset with the attribute dtype = "bfloat16".
  *
  * Errors are written to the caller's buffer (WD_CKPT_ERR_MAX bytes), and
- * always name the file, and the dataset where there is one.
+ * always name the file, and the dataset where there is one. Functions that
+ * read return 0, -ENOMEM when an allocation failed (ours or libhdf5's), or
+ * -1 for any other failure.
+ *
+ * This reader runs libhdf5 in the calling process, and libhdf5 is not built
+ * to resist hostile files (a damaged one can hang or crash it): use it on
+ * files this program wrote itself. Files a user hands in are read through
+ * ckpt_sandbox.h, which runs this reader in a resource-limited child.
  */
 #ifndef WD_CHECKPOINT_H
 #define WD_CHECKPOINT_H
@@ -34,9 +41,23 @@ struct wd_ckpt;
  * Opens a checkpoint and lists its datasets, sorted by name in natural
  * order (layers.2 before layers.10). Datasets that are not readable tensors
  * are listed with their problem set, so that a caller that never asks for
- * them is not stopped by them. Returns 0, or -1 with err filled.
+ * them is not stopped by them. Returns 0, or -1 / -ENOMEM with err filled.
  */
 int wd_ckpt_open(const char *path, struct wd_ckpt **out, char *err);
+/*
+ * The same on a file image in memory (HDF5's core driver over a copy of
+ * it): what the fuzz target uses, with no file to write. name stands for
+ * the path in messages.
+ */
+int wd_ckpt_open_image(const void *image, size_t len, const char *name, struct wd_ckpt **out,
+		       char *err);
+/*
+ * A checkpoint object from a listing made elsewhere (ckpt_sandbox.c: by a
+ * child process), with no file open: the object takes e (n entries, each
+ * name malloc'd) and sorts it. It lists, finds and checks; wd_ckpt_read
+ * fails on it. 0 or -ENOMEM (e is then still the caller's).
+ */
+int wd_ckpt_adopt(const char *path, struct wd_ckpt_entry *e, size_t n, struct wd_ckpt **out);
 void wd_ckpt_close(struct wd_ckpt **c);
 
 const char *wd_ckpt_path(const struct wd_ckpt *c);
@@ -46,11 +67,22 @@ const struct wd_ckpt_entry *wd_ckpt_entry(const struct wd_ckpt *c, size_t i);
 long wd_ckpt_find(const struct wd_ckpt *c, const char *name);
 
 /*
+ * Whether tensor i can be read, without reading it: 0 with its size in
+ * bytes, or -1 with err naming the file and the dataset (its problem).
+ */
+int wd_ckpt_check(const struct wd_ckpt *c, size_t i, size_t *bytes, char *err);
+/*
  * Reads tensor i into a new buffer of numel * wd_dtype_size(dtype) bytes,
  * which the caller frees. Fails, with err naming the file and the dataset,
  * when the entry has a problem or the read fails (a truncated file).
  */
 int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err);
+/*
+ * The same into the caller's dst of numel * wd_dtype_size(dtype) bytes.
+ * The dataset's header is read again first: one whose type or size changed
+ * since the listing fails instead of overflowing dst.
+ */
+int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err);
 
 /*
  * Writes tensors to a new checkpoint file at path, in the format the reader

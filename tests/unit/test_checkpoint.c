@@ -216,6 +216,46 @@ static void test_write(void)
 	      "unwritable path: %s", err);
 }
 
+/* wd_ckpt_open_image: the same listing and bytes from memory as from the file. */
+static void test_image(void)
+{
+	struct wd_ckpt *c = NULL, *m = NULL;
+	char err[WD_CKPT_ERR_MAX] = "";
+	FILE *f = fopen(path, "rb");
+	static char image[1 << 16];
+	size_t len = f ? fread(image, 1, sizeof(image), f) : 0;
+	int same = 1;
+
+	if (f)
+		fclose(f);
+	CHECK(len > 0 && len < sizeof(image), "the good file in memory: %zu bytes", len);
+	CHECK(wd_ckpt_open(path, &c, err) == 0 && wd_ckpt_open_image(image, len, "mem.h5", &m, err) == 0,
+	      "opened from the file and from memory (%s)", err);
+	if (!c || !m)
+		goto out;
+	CHECK(wd_ckpt_count(m) == wd_ckpt_count(c) && !strcmp(wd_ckpt_path(m), "mem.h5"),
+	      "as many datasets: %zu", wd_ckpt_count(m));
+	for (size_t i = 0; i < wd_ckpt_count(c) && i < wd_ckpt_count(m); i++) {
+		const struct wd_ckpt_entry *a = wd_ckpt_entry(c, i), *b = wd_ckpt_entry(m, i);
+		void *x = NULL, *y = NULL;
+		int rx = wd_ckpt_read(c, i, &x, err), ry = wd_ckpt_read(m, i, &y, err);
+		same &= !strcmp(a->name, b->name) && a->dtype == b->dtype && a->numel == b->numel &&
+			!strcmp(a->problem, b->problem) && rx == ry &&
+			(rx < 0 || !memcmp(x, y, a->numel * wd_dtype_size(a->dtype)));
+		free(x);
+		free(y);
+	}
+	CHECK(same, "every entry and tensor alike");
+	wd_ckpt_close(&m);
+	CHECK(wd_ckpt_open_image(image, 100, "cut.h5", &m, err) < 0 && !m && strstr(err, "'cut.h5'"),
+	      "a cut image: %s", err);
+	CHECK(wd_ckpt_open_image(image, 0, "empty.h5", &m, err) < 0 && strstr(err, "not an HDF5 file"),
+	      "an empty one: %s", err);
+out:
+	wd_ckpt_close(&c);
+	wd_ckpt_close(&m);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -224,6 +264,7 @@ int main(void)
 	}
 	snprintf(path, sizeof(path), "%s/good.h5", dir);
 	test_types();
+	test_image();
 	test_bad_files();
 	test_write();
 	char cmd[300];
