@@ -1,7 +1,8 @@
 /*
  * cmd_compare.c: `wdrift compare`, the engine on checkpoint files, with no
  * daemon. Tensors are read and compared one name at a time, so memory holds
- * one tensor of each file, not whole checkpoints.
+ * one tensor of each file, not whole checkpoints. The files are the user's:
+ * each is read by a resource-limited child process (ckpt_sandbox.h).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "ckpt_sandbox.h"
 #include "cli.h"
 #include "compare.h"
 
@@ -45,6 +46,9 @@ static const char usage_text[] =
 "\n"
 "Checkpoint files are HDF5: f16, f32, f64, or bf16 (docs/checkpoints.md).\n"
 "Names present in only one of baseline and candidate are listed as unmatched.\n"
+"Each file is read by a child process with limits: WDRIFT_CKPT_TIMEOUT\n"
+"seconds per step (default 60; a tensor gets 1 s more per 32 MiB) and\n"
+"WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
 "exit status: 0 success; 1 bad input (the message names the file and the\n"
 "dataset); 2 usage error.\n";
@@ -57,6 +61,7 @@ struct options {
 	size_t n_globs;
 	int json;
 	enum wd_backend backend;
+	struct wd_sandbox_limits lim;
 };
 
 static char *file_stem(const char *path)
@@ -154,6 +159,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 	if (argc - optind != 2)
 		return cli_usage_error("expected BASELINE.h5 and CANDIDATE.h5, got %d file%s",
 				       argc - optind, argc - optind == 1 ? "" : "s");
+	char err[256];
+	if (wd_sandbox_limits_env(&o->lim, err, sizeof(err)) < 0)
+		return cli_usage_error("%s", err);
 	o->base_path = argv[optind];
 	o->cand_path = argv[optind + 1];
 	return 0;
@@ -169,41 +177,45 @@ static int selected(const struct options *o, const char *name)
 	return 0;
 }
 
-/* Reads tensor i of c and prepares it; on success *view holds its data. */
-static int load_prepared(struct wd_engine *e, struct wd_ckpt *c, size_t i,
-			 struct wd_view *view, struct wd_prepared **p)
+/*
+ * Reads tensor i of b and prepares it; on success *view holds its data,
+ * which m maps until wd_tensor_map_release.
+ */
+static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
+			 struct wd_tensor_map *m, struct wd_view *view, struct wd_prepared **p)
 {
-	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
+	const struct wd_ckpt_entry *en = wd_ckpt_entry(wd_ckpt_box_listing(b), i);
 	char err[WD_CKPT_ERR_MAX];
-	void *data;
 	int r;
 
-	if (wd_ckpt_read(c, i, &data, err) < 0)
+	if (wd_ckpt_box_read(b, i, m, err) < 0)
 		return cli_error("%s", err);
-	*view = (struct wd_view){ en->dtype, data, en->numel };
+	*view = (struct wd_view){ en->dtype, m->data, en->numel };
 	/* KEEP_RAW: the element-wise pass then runs where the data already is. */
 	r = wd_prepare(e, view, WD_PREP_KEEP_RAW, p);
 	if (r < 0) {
-		free(data);
+		wd_tensor_map_release(m);
 		view->data = NULL;
 		return cli_error("'%s': dataset '%s': cannot prepare: %s",
-				 wd_ckpt_path(c), en->name, strerror(-r));
+				 wd_ckpt_path(wd_ckpt_box_listing(b)), en->name, strerror(-r));
 	}
 	return 0;
 }
 
 /* W1 of the baseline against proxy k, for one tensor. */
 static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
-		    struct wd_ckpt *ck, const char *name,
+		    struct wd_ckpt_box *ck, const char *name,
 		    const struct wd_view *base_view, const struct wd_prepared *base,
 		    double *w1)
 {
 	struct wd_prepared *pp = NULL;
+	struct wd_tensor_map m = { 0 };
 	struct wd_view v = { 0 };
+	uint16_t *codes = NULL;
 	int r;
 
 	if (px->round_to >= 0) {
-		uint16_t *codes = malloc(base_view->numel * 2 + 2);
+		codes = malloc(base_view->numel * 2 + 2);
 		if (!codes)
 			return cli_error("out of memory rounding '%s'", name);
 		wd_round16(base_view, (enum wd_dtype)px->round_to, codes);
@@ -212,34 +224,36 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 		if (r < 0)
 			return free(codes), cli_error("cannot prepare '%s': %s", name, strerror(-r));
 	} else {
-		long idx = wd_ckpt_find(ck, name);
+		long idx = wd_ckpt_find(wd_ckpt_box_listing(ck), name);
 		if (idx < 0)
 			return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
 					 px->path, px->label, name);
-		if ((r = load_prepared(e, ck, (size_t)idx, &v, &pp)))
+		if ((r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp)))
 			return r;
 	}
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
-	free((void *)v.data);
+	free(codes);
+	wd_tensor_map_release(&m);
 	return r == -EIO ? -EIO : 0;
 }
 
 static int compare_layer(struct wd_engine *e, const struct options *o,
-			 struct wd_ckpt *base, struct wd_ckpt *cand,
-			 struct wd_ckpt **pck, size_t bi, size_t ci,
+			 struct wd_ckpt_box *base, struct wd_ckpt_box *cand,
+			 struct wd_ckpt_box **pck, size_t bi, size_t ci,
 			 struct layer_result *lr)
 {
 	struct wd_view bv = { 0 }, cv = { 0 };
+	struct wd_tensor_map bm = { 0 }, cm = { 0 };
 	struct wd_prepared *bp = NULL, *cp = NULL;
-	const struct wd_ckpt_entry *be = wd_ckpt_entry(base, bi);
+	const struct wd_ckpt_entry *be = wd_ckpt_entry(wd_ckpt_box_listing(base), bi);
 	int r;
 
 	lr->name = strdup(be->name);
 	lr->proxy_w1 = calloc(o->n_proxies + 1, sizeof(double));
 	lr->ratio = calloc(o->n_proxies + 1, sizeof(double));
-	if ((r = load_prepared(e, base, bi, &bv, &bp)) ||
-	    (r = load_prepared(e, cand, ci, &cv, &cp)))
+	if ((r = load_prepared(e, base, bi, &bm, &bv, &bp)) ||
+	    (r = load_prepared(e, cand, ci, &cm, &cv, &cp)))
 		goto out;
 	lr->numel = bv.numel;
 	lr->numel_cand = cv.numel;
@@ -259,8 +273,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	}
 	r = 0;
 	wd_prepared_free(&cp);
-	free((void *)cv.data);
-	cv.data = NULL;
+	wd_tensor_map_release(&cm);
 	for (size_t k = 0; k < o->n_proxies; k++) {
 		r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k]);
 		if (r)
@@ -271,8 +284,8 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 out:
 	wd_prepared_free(&bp);
 	wd_prepared_free(&cp);
-	free((void *)bv.data);
-	free((void *)cv.data);
+	wd_tensor_map_release(&bm);
+	wd_tensor_map_release(&cm);
 	return r;
 }
 
@@ -287,22 +300,26 @@ static int push_name(char ***list, size_t *n, const char *name)
 
 static int run_compare(const struct options *o, struct compare_result *res)
 {
-	struct wd_ckpt *base = NULL, *cand = NULL, **pck = NULL;
+	struct wd_ckpt_box *base = NULL, *cand = NULL, **pck = NULL;
+	const struct wd_ckpt *bl, *cl;
 	struct wd_engine *e = NULL;
 	char err[WD_CKPT_ERR_MAX];
 	int r = EXIT_FAIL;
 
+	/* every reader child starts here, before the engine (and CUDA) does */
 	pck = calloc(o->n_proxies + 1, sizeof(*pck));
-	if (wd_ckpt_open(o->base_path, &base, err) < 0 ||
-	    wd_ckpt_open(o->cand_path, &cand, err) < 0) {
+	if (wd_ckpt_box_open(o->base_path, &o->lim, &base, err) < 0 ||
+	    wd_ckpt_box_open(o->cand_path, &o->lim, &cand, err) < 0) {
 		cli_error("%s", err);
 		goto out;
 	}
 	for (size_t k = 0; k < o->n_proxies; k++)
-		if (o->proxies[k].path && wd_ckpt_open(o->proxies[k].path, &pck[k], err) < 0) {
+		if (o->proxies[k].path && wd_ckpt_box_open(o->proxies[k].path, &o->lim, &pck[k], err) < 0) {
 			cli_error("%s", err);
 			goto out;
 		}
+	bl = wd_ckpt_box_listing(base);
+	cl = wd_ckpt_box_listing(cand);
 	if ((r = wd_engine_open(o->backend, &e)) < 0) {
 		static const char *const names[] = { "auto", "cpu", "cuda" };
 		r = cli_error("cannot start the engine (--engine %s): %s", names[o->backend],
@@ -310,13 +327,13 @@ static int run_compare(const struct options *o, struct compare_result *res)
 		goto out;
 	}
 	res->engine = strdup(wd_engine_describe(e));
-	res->layers = calloc(wd_ckpt_count(base) + 1, sizeof(*res->layers));
-	for (size_t i = 0; i < wd_ckpt_count(base); i++) {
-		const char *name = wd_ckpt_entry(base, i)->name;
+	res->layers = calloc(wd_ckpt_count(bl) + 1, sizeof(*res->layers));
+	for (size_t i = 0; i < wd_ckpt_count(bl); i++) {
+		const char *name = wd_ckpt_entry(bl, i)->name;
 		long ci;
 		if (!selected(o, name))
 			continue;
-		ci = wd_ckpt_find(cand, name);
+		ci = wd_ckpt_find(cl, name);
 		if (ci < 0) {
 			push_name(&res->only_base, &res->n_only_base, name);
 			continue;
@@ -333,18 +350,18 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			goto out;
 		}
 	}
-	for (size_t i = 0; i < wd_ckpt_count(cand); i++) {
-		const char *name = wd_ckpt_entry(cand, i)->name;
-		if (selected(o, name) && wd_ckpt_find(base, name) < 0)
+	for (size_t i = 0; i < wd_ckpt_count(cl); i++) {
+		const char *name = wd_ckpt_entry(cl, i)->name;
+		if (selected(o, name) && wd_ckpt_find(bl, name) < 0)
 			push_name(&res->only_cand, &res->n_only_cand, name);
 	}
 	r = EXIT_OK;
 out:
 	wd_engine_close(&e);
-	wd_ckpt_close(&base);
-	wd_ckpt_close(&cand);
+	wd_ckpt_box_close(&base);
+	wd_ckpt_box_close(&cand);
 	for (size_t k = 0; k < o->n_proxies; k++)
-		wd_ckpt_close(&pck[k]);
+		wd_ckpt_box_close(&pck[k]);
 	free(pck);
 	return r;
 }

@@ -1,6 +1,8 @@
 /*
  * cmd_send.c: `wdrift send`: publishes a checkpoint file to the daemon as
  * one snapshot of a run, in protocol v1, and waits for its durable ack.
+ * The file is the user's: it is read by a resource-limited child process
+ * (ckpt_sandbox.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,7 +13,7 @@
 #include <jansson.h>
 #include <zmq.h>
 
-#include "checkpoint.h"
+#include "ckpt_sandbox.h"
 #include "cli.h"
 #include "daemon_client.h"
 #include "wire.h"
@@ -30,6 +32,10 @@ static const char usage[] =
 "  -c, --config FILE  the daemon's config, for its endpoints\n"
 "      --json         print the ack as JSON\n"
 DC_HELP_HELP
+"\n"
+"The file is read by a child process with limits: WDRIFT_CKPT_TIMEOUT\n"
+"seconds per step (default 60; a tensor gets 1 s more per 32 MiB) and\n"
+"WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
 "exit status: 0 acked; 1 a bad file, a refused snapshot, or no daemon; 2 usage error.\n";
 
@@ -65,9 +71,10 @@ static int send_frame(void *s, const void *p, size_t n, int more)
 }
 
 /* Sends the whole snapshot; returns 0 or -1 with err. */
-static int send_snapshot(void *s, struct wd_ckpt *ck, const char *run, long long step, char *err,
-			 size_t errlen)
+static int send_snapshot(void *s, struct wd_ckpt_box *box, const char *run, long long step,
+			 char *err, size_t errlen)
 {
+	const struct wd_ckpt *ck = wd_ckpt_box_listing(box);
 	struct wire_header *h = calloc(1, sizeof(*h));
 	char cerr[WD_CKPT_ERR_MAX];
 	int r = -1;
@@ -76,12 +83,13 @@ static int send_snapshot(void *s, struct wd_ckpt *ck, const char *run, long long
 		return snprintf(err, errlen, "out of memory"), -1;
 	for (size_t i = 0; i < wd_ckpt_count(ck); i++) {
 		const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, i);
-		void *data;
-		if (wd_ckpt_read(ck, i, &data, cerr) < 0) {
+		struct wd_tensor_map m;
+		if (wd_ckpt_box_read(box, i, &m, cerr) < 0) {
 			snprintf(err, errlen, "%s", cerr);
 			goto out;
 		}
-		size_t bytes = e->numel * wd_dtype_size(e->dtype);
+		const char *data = m.data;
+		size_t bytes = m.bytes;
 		memset(h, 0, sizeof(*h));
 		h->type = WIRE_TENSOR;
 		snprintf(h->run, sizeof(h->run), "%s", run);
@@ -98,9 +106,9 @@ static int send_snapshot(void *s, struct wd_ckpt *ck, const char *run, long long
 		free(hdr);
 		for (size_t off = 0; !bad && off < bytes; off += WIRE_MAX_FRAME) {
 			size_t len = bytes - off < WIRE_MAX_FRAME ? bytes - off : WIRE_MAX_FRAME;
-			bad = send_frame(s, (char *)data + off, len, off + len < bytes) < 0;
+			bad = send_frame(s, data + off, len, off + len < bytes) < 0;
 		}
-		free(data);
+		wd_tensor_map_release(&m);
 		if (bad) {
 			snprintf(err, errlen, "sending '%s': %s", e->name, zmq_strerror(errno));
 			goto out;
@@ -143,16 +151,20 @@ int cmd_send(int argc, char **argv)
 		return cli_usage_error("--run and --step are required");
 	if (argc - r != 1)
 		return cli_usage_error("expected one FILE.h5, got %d", argc - r);
-	struct wd_ckpt *ck;
+	struct wd_sandbox_limits read_lim;
+	struct wd_ckpt_box *ck;
 	char cerr[WD_CKPT_ERR_MAX];
-	if (wd_ckpt_open(argv[r], &ck, cerr) < 0)
+	if (wd_sandbox_limits_env(&read_lim, cerr, sizeof(cerr)) < 0)
+		return cli_usage_error("%s", cerr);
+	/* the reader child starts before ZeroMQ's threads do */
+	if (wd_ckpt_box_open(argv[r], &read_lim, &ck, cerr) < 0)
 		return cli_error("%s", cerr);
-	if (!wd_ckpt_count(ck)) {
-		wd_ckpt_close(&ck);
+	if (!wd_ckpt_count(wd_ckpt_box_listing(ck))) {
+		wd_ckpt_box_close(&ck);
 		return cli_error("'%s': no datasets to send", argv[r]);
 	}
 	if (dc_resolve(&a.t, err, sizeof(err)) < 0 || !a.t.ingest_ep[0]) {
-		wd_ckpt_close(&ck);
+		wd_ckpt_box_close(&ck);
 		return cli_error("%s", a.t.ingest_ep[0] ? err : "no ingest endpoint: give -c FILE or --ingest");
 	}
 	const char *env = getenv("WDRIFT_TIMEOUT_MS");
@@ -208,6 +220,6 @@ int cmd_send(int argc, char **argv)
 	}
 	free(h);
 	zmq_ctx_term(ctx);
-	wd_ckpt_close(&ck);
+	wd_ckpt_box_close(&ck);
 	return rc == EXIT_OK ? EXIT_OK : cli_error("%s", err);
 }
