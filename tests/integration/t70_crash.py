@@ -57,6 +57,7 @@ import zlib
 import h5py
 import numpy as np
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t50_daemon  # noqa: E402
@@ -213,6 +214,30 @@ def spool_holds_sent(spool, run, step):
 
 # --- the publishers ---
 
+GONE = zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
+
+
+def close_after_disconnect(s, mon, timeout=5.0):
+    """Closes a publisher's socket once its connection to the killed daemon
+    has dropped (the monitor's DISCONNECTED event, or CONNECT_RETRIED for
+    one that had not connected yet), not while it drops.
+    libzmq 4.3.4 aborts the process ("Resource temporarily unavailable
+    (src/session_base.cpp:260)") when a connection breaks while a socket
+    closed with linger 0 is being torn down and a multipart message was half
+    written to the wire: the session's clean-up then reads the message's
+    other frames from a pipe that no longer gives them (libzmq issue 3442).
+    Closing right after the SIGKILL, as this test once did, hit that window
+    about once in 100 rounds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if mon.poll(50):
+            if recv_monitor_message(mon)["event"] & GONE:
+                break
+    s.disable_monitor()
+    mon.close(linger=0)
+    s.close(linger=0)
+
+
 class Round:
     """Three publisher threads, each sending its run's next step until it is
     acked, then the next, up to `last`; stops when told or on a dead daemon."""
@@ -225,49 +250,54 @@ class Round:
         self.duplicates = 0     # acks of a re-sent snapshot the killed daemon had made durable
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.work, args=(run,)) for run in RUNS]
+        self.sockets = []       # (socket, its monitor): closed by join()
 
     def start(self):
         for t in self.threads:
             t.start()
 
     def join(self):
+        """After the kill: stops the threads, then closes their sockets once
+        each has seen its connection drop (close_after_disconnect)."""
         self.stop.set()
         for t in self.threads:
             t.join()
+        for s, mon in self.sockets:
+            close_after_disconnect(s, mon)
 
     def work(self, run):
         pub = Publisher(self.ctx, self.d, run)
         pub.s.setsockopt(zmq.SNDTIMEO, 200)
-        try:
-            while not self.stop.is_set() and self.nxt[run] <= self.last[run]:
-                step = self.nxt[run]
-                try:
-                    send_snapshot(pub, step)
-                except zmq.Again:
-                    with self.lock:
-                        self.in_flight += 1
-                    return
-                reply = None
-                while reply is None and not self.stop.is_set():
-                    if pub.s.poll(20):
-                        m = json.loads(pub.s.recv())
-                        if m.get("step") == step and m.get("type") in ("ack", "error"):
-                            reply = m
-                if reply is None:
-                    with self.lock:
-                        self.in_flight += 1
-                    return
-                if reply["type"] != "ack":
-                    with self.lock:
-                        self.errors.append(reply)
-                    return
+        with self.lock:
+            self.sockets.append((pub.s, pub.s.get_monitor_socket(GONE)))
+        # the socket stays open: join() closes it, after the kill
+        while not self.stop.is_set() and self.nxt[run] <= self.last[run]:
+            step = self.nxt[run]
+            try:
+                send_snapshot(pub, step)
+            except zmq.Again:
                 with self.lock:
-                    self.acked.add((run, step))
-                    self.nxt[run] = step + 1
-                    self.duplicates += bool(reply.get("duplicate"))
-                time.sleep(random.uniform(0, 0.02))
-        finally:
-            pub.s.close(linger=0)
+                    self.in_flight += 1
+                return
+            reply = None
+            while reply is None and not self.stop.is_set():
+                if pub.s.poll(20):
+                    m = json.loads(pub.s.recv())
+                    if m.get("step") == step and m.get("type") in ("ack", "error"):
+                        reply = m
+            if reply is None:
+                with self.lock:
+                    self.in_flight += 1
+                return
+            if reply["type"] != "ack":
+                with self.lock:
+                    self.errors.append(reply)
+                return
+            with self.lock:
+                self.acked.add((run, step))
+                self.nxt[run] = step + 1
+                self.duplicates += bool(reply.get("duplicate"))
+            time.sleep(random.uniform(0, 0.02))
 
 
 class LogTail:
