@@ -9,6 +9,7 @@
 #   make demo-compare  build and compare generated checkpoints, no daemon
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
+#   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
@@ -102,9 +103,9 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-ckpt bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
-	$(BUILD)/wdrift-bench-ingest $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
+	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
@@ -174,6 +175,10 @@ $(BUILD)/wdrift-bench-ingest: $(BUILD)/bench/bench_ingest.o $(BUILD)/libwdrift.s
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
+
+# The checkpoint reader in resource-limited children against the in-process one (docs/performance.md).
+$(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
@@ -283,6 +288,10 @@ demo-compare: deps
 bench-ingest: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ingest.sh
+
+bench-ckpt: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ckpt.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all
