@@ -20,7 +20,10 @@
 # each under it, with its log in $BUILD/valgrind/TEST.PID. The log's error
 # summary becomes one more TAP line of that test: an error, or a definite leak
 # when the command line counts those as errors, fails it.
+#
+# ONLY=TEXT runs only the tests whose name contains TEXT (ONLY=t22).
 set -u
+ONLY=${ONLY:-}
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 WDRIFT=${WDRIFT:-$BUILD/wdrift}
@@ -89,6 +92,7 @@ verdict() {
 
 run_one() {
 	name=$1; shift
+	case $name in *$ONLY*) ;; *) return ;; esac
 	if [ -n "$WDRIFT_VALGRIND" ]; then
 		report=$san_dir/$(basename "$name")
 		# unquoted: the command line is words

@@ -6,6 +6,8 @@ checkpoint files in a resource-limited child (docs/checkpoints.md#sandbox).
   baseline, candidate, proxy and as the file sent: exit 1 within the
   deadline (WDRIFT_CKPT_TIMEOUT=1.5), one line on stderr naming the file and
   "timed out after 1.5 s", nothing on stdout.
+- The files that crash libhdf5 (fuzz/hdf5-crashes/), as candidate and as
+  the file sent: exit 1, one line naming the file, no reader left.
 - A file whose 16 floats sit in one deflated 256 MiB chunk: libhdf5
   allocates the whole chunk to read them. Under WDRIFT_CKPT_MEMORY=64M,
   compare and send fail with "exceeded the memory limit of 64 MiB"; with
@@ -17,7 +19,9 @@ checkpoint files in a resource-limited child (docs/checkpoints.md#sandbox).
 - After every command: no process of this test's files is left.
 - Bad WDRIFT_CKPT_* values: exit 2, naming the variable.
 """
+import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +38,7 @@ from t50_daemon import check  # noqa: E402
 WDRIFT = os.path.abspath(os.environ.get("WDRIFT") or
                          os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 HANG_SRC = os.path.abspath("fuzz/hdf5-hangs/h5hg-read-loop.h5")
+CRASH_DIR = os.path.abspath("fuzz/hdf5-crashes")
 ASAN = "address" in os.environ.get("WDRIFT_SANITIZE", "")
 
 
@@ -64,7 +69,8 @@ def processes_with(needle):
 
 
 def one_line_error(r, *needles):
-    lines = r.stderr.splitlines()
+    # ASan's runtime in a crashing reader child says so on stderr itself
+    lines = [ln for ln in r.stderr.splitlines() if not (ASAN and ln.startswith("AddressSanitizer:"))]
     return (r.returncode == 1 and not r.stdout and len(lines) == 1 and
             all(n in lines[0] for n in needles))
 
@@ -115,6 +121,32 @@ def test_hang(tmp, good):
         left = processes_with(tmp)
         check(not left, f"{what}: no reader process left", "\n".join(left))
     return hang
+
+
+def test_crashes(tmp, good):
+    """Each file in fuzz/hdf5-crashes/ crashes libhdf5 (or, without ASan,
+    reads past a buffer unnoticed): it costs only the reader child. Under
+    ASan the child's report is about libhdf5, so it goes to a directory of
+    this test's, not to the one tests/run.sh fails a test on."""
+    env = {"WDRIFT_CKPT_TIMEOUT": "10"}
+    if ASAN:    # log_path is read from both variables, UBSAN_OPTIONS last
+        for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            opts = re.sub(r"(^|:)log_path=[^:]*", "", os.environ.get(var, ""))
+            env[var] = f"{opts}:log_path={tmp}/hdf5-report".lstrip(":")
+    crashes = sorted(glob.glob(os.path.join(CRASH_DIR, "*.h5")))
+    check(len(crashes) >= 3, f"fuzz/hdf5-crashes/ holds the crash inputs ({len(crashes)})")
+    for src in crashes:
+        name = os.path.basename(src)
+        r = wd("compare", src, src, env=env)
+        check(one_line_error(r, f"'{src}'"), f"{name}: compare fails in one line naming it", detail(r))
+        r = wd("send", "--run", "r", "--step", "1", src, "--ingest", "tcp://127.0.0.1:9", env=env)
+        check(one_line_error(r, f"'{src}'"), f"{name}: send fails in one line naming it", detail(r))
+        left = processes_with(src)
+        check(not left, f"{name}: no reader process left", "\n".join(left))
+    if not ASAN:
+        r = wd("compare", good, os.path.join(CRASH_DIR, "h5hl-protect-null-memcpy.h5"), env=env)
+        check("the reader crashed with signal 11 (SIGSEGV)" in r.stderr,
+              "a SIGSEGV inside libhdf5 is named as such", detail(r))
 
 
 def test_memory(tmp, good):
@@ -191,6 +223,7 @@ def main():
         r = wd("compare", good, good)
         check(r.returncode == 0 and "layers.0.w" in r.stdout, "a good file compares", detail(r))
         hang = test_hang(tmp, good)
+        test_crashes(tmp, good)
         test_memory(tmp, good)
         test_too_large(tmp)
         test_signals(tmp, good, hang)
