@@ -52,21 +52,6 @@
 #define UNDER_ASAN 0
 #endif
 
-/*
- * Valgrind writes its own warnings and summary to a log file from inside
- * the child (make check-valgrind), which RLIMIT_FSIZE = 0 would kill with
- * SIGXFSZ: that limit is left off when running under it.
- */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define UNDER_VALGRIND() RUNNING_ON_VALGRIND
-#endif
-#endif
-#ifndef UNDER_VALGRIND
-#define UNDER_VALGRIND() 0
-#endif
-
 #define CHILD_FILES 16		/* RLIMIT_NOFILE: stdio, the socket, a memfd, HDF5's file */
 #define CHILD_EXIT_OOM 3	/* the child could not build a reply */
 #define READ_REPLY_MAX (1 << 20)	/* a read's reply: a status and a message */
@@ -340,10 +325,10 @@ static int child_confine(int sock, const struct wd_sandbox_limits *lim)
 	set_limit(RLIMIT_CORE, 0, 0);
 	set_limit(RLIMIT_NOFILE, CHILD_FILES, CHILD_FILES);
 	cpu_budget(lim->seconds);
-	if (!UNDER_ASAN && !UNDER_VALGRIND())
+	if (!UNDER_ASAN) {
 		set_limit(RLIMIT_FSIZE, 0, 0);
-	if (!UNDER_ASAN)
 		set_limit(RLIMIT_AS, mapped + lim->memory, mapped + lim->memory);
+	}
 	return sock;
 }
 
