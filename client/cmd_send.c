@@ -70,7 +70,12 @@ static int send_frame(void *s, const void *p, size_t n, int more)
 	return zmq_send(s, p, n, more ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
 }
 
-/* Sends the whole snapshot; returns 0 or -1 with err. */
+/*
+ * Sends the whole snapshot; returns 0, -EAGAIN when a frame could not be
+ * queued within the socket's send timeout (no connection: ZeroMQ gives up
+ * on a peer that refused the handshake, and a send would wait forever), or
+ * -1 with err.
+ */
 static int send_snapshot(void *s, struct wd_ckpt_box *box, const char *run, long long step,
 			 char *err, size_t errlen)
 {
@@ -110,6 +115,7 @@ static int send_snapshot(void *s, struct wd_ckpt_box *box, const char *run, long
 		}
 		wd_tensor_map_release(&m);
 		if (bad) {
+			r = errno == EAGAIN ? -EAGAIN : -1;
 			snprintf(err, errlen, "sending '%s': %s", e->name, zmq_strerror(errno));
 			goto out;
 		}
@@ -120,7 +126,7 @@ static int send_snapshot(void *s, struct wd_ckpt_box *box, const char *run, long
 	h->step = step;
 	h->tensors = wd_ckpt_count(ck);
 	char *c = wire_build(h);
-	r = c && send_frame(s, c, strlen(c), 0) == 0 ? 0 : -1;
+	r = c && send_frame(s, c, strlen(c), 0) == 0 ? 0 : errno == EAGAIN ? -EAGAIN : -1;
 	free(c);
 	if (r)
 		snprintf(err, errlen, "sending the commit: %s", zmq_strerror(errno));
@@ -176,13 +182,21 @@ int cmd_send(int argc, char **argv)
 		void *s = zmq_socket(ctx, ZMQ_DEALER);	/* fresh each try */
 		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+		zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof(timeout));
 		wd_client_keys_apply(s, &a.t.keys);
 		if (zmq_connect(s, a.t.ingest_ep) < 0) {
 			zmq_close(s);
 			snprintf(err, sizeof(err), "bad endpoint '%s': %s", a.t.ingest_ep, zmq_strerror(errno));
 			break;
 		}
-		if (send_snapshot(s, ck, o.run, o.step, err, sizeof(err)) < 0) {
+		int sent = send_snapshot(s, ck, o.run, o.step, err, sizeof(err));
+		if (sent == -EAGAIN) {	/* no connection: as no ack, try again */
+			snprintf(err, sizeof(err), "no connection to %s (%d tries): is wdriftd running?%s",
+				 a.t.ingest_ep, attempt + 1, dc_keys_hint(&a.t.keys));
+			zmq_close(s);
+			continue;
+		}
+		if (sent < 0) {
 			zmq_close(s);
 			break;
 		}

@@ -73,16 +73,41 @@ static int check_run(const char *run)
 	return 0;
 }
 
-/* Sends a header frame (built from h) and the payload in ≤ 64 MiB frames. */
-static int send_message(void *s, const struct wire_header *h, const void *data, size_t bytes)
+#define SEND_SLICE_MS 100	/* ZMQ_SNDTIMEO and ZMQ_RCVTIMEO: how soon close() is seen */
+
+/*
+ * Queues one frame, waiting in send-timeout slices (SEND_SLICE_MS) while
+ * ZeroMQ has no room: the daemon's push-back, or no connection at all
+ * (ZeroMQ drops a peer that refused the handshake for good, and a send
+ * with no timeout would then wait forever, and close() with it). Gives up,
+ * -1, on an error, on close(), or once *waited reaches the ack timeout.
+ */
+static int send_frame(struct wd_publisher *p, void *s, const void *data, size_t len, int flags,
+		      int *waited)
+{
+	while (zmq_send(s, data, len, flags) < 0) {
+		if (errno != EAGAIN || __atomic_load_n(&p->abort_now, __ATOMIC_ACQUIRE) ||
+		    *waited >= p->opts.ack_timeout_ms)
+			return -1;
+		*waited += SEND_SLICE_MS;
+	}
+	return 0;
+}
+
+/*
+ * Sends a header frame (built from h) and the payload in ≤ 64 MiB frames.
+ * A failure may leave half a message queued: the caller drops the socket.
+ */
+static int send_message(struct wd_publisher *p, void *s, const struct wire_header *h,
+			const void *data, size_t bytes, int *waited)
 {
 	char *hdr = wire_build(h);
-	int r = hdr && zmq_send(s, hdr, strlen(hdr), bytes ? ZMQ_SNDMORE : 0) >= 0 ? 0 : -1;
+	int r = hdr && send_frame(p, s, hdr, strlen(hdr), bytes ? ZMQ_SNDMORE : 0, waited) == 0 ? 0 : -1;
 	free(hdr);
 	for (size_t off = 0; !r && off < bytes; off += WIRE_MAX_FRAME) {
 		size_t len = bytes - off < WIRE_MAX_FRAME ? bytes - off : WIRE_MAX_FRAME;
-		if (zmq_send(s, (const char *)data + off, len, off + len < bytes ? ZMQ_SNDMORE : 0) < 0)
-			r = -1;
+		r = send_frame(p, s, (const char *)data + off, len, off + len < bytes ? ZMQ_SNDMORE : 0,
+			       waited);
 	}
 	return r;
 }
@@ -109,17 +134,18 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	struct wire_header *c = calloc(1, sizeof(*c)), *in = calloc(1, sizeof(*in));
 	struct wire_error err;
 	enum outcome out = RETRY;
+	int send_waited = 0;	/* ms spent waiting for room, over the whole snapshot */
 
 	if (!c || !in)
 		goto done;
 	for (size_t i = 0; i < snap->n; i++)
-		if (send_message(s, &snap->t[i].h, snap->t[i].data, snap->t[i].bytes) < 0)
+		if (send_message(p, s, &snap->t[i].h, snap->t[i].data, snap->t[i].bytes, &send_waited) < 0)
 			goto done;
 	c->type = WIRE_COMMIT;
 	snprintf(c->run, sizeof(c->run), "%s", p->run);
 	c->step = snap->step;
 	c->tensors = distinct_tensors(snap);	/* shards of one tensor count once */
-	if (send_message(s, c, NULL, 0) < 0)
+	if (send_message(p, s, c, NULL, 0, &send_waited) < 0)
 		goto done;
 	/* Wait in slices, so that close() need not wait out a whole timeout. */
 	for (int waited = 0; waited < p->opts.ack_timeout_ms;) {
@@ -168,7 +194,7 @@ static void *sender_main(void *arg)
 {
 	struct wd_publisher *p = arg;
 	void *ctx = zmq_ctx_new(), *s = NULL;
-	int linger = 0, timeout = 100;	/* a slice: see send_snapshot */
+	int linger = 0, timeout = SEND_SLICE_MS;	/* a slice: see send_snapshot, send_frame */
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -191,7 +217,10 @@ static void *sender_main(void *arg)
 			s = zmq_socket(ctx, ZMQ_DEALER);
 			zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 			zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
-			if (wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0 || send_message(s, &hello, NULL, 0) < 0) {
+			zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof(timeout));
+			int hello_waited = 0;
+			if (wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0 ||
+			    send_message(p, s, &hello, NULL, 0, &hello_waited) < 0) {
 				zmq_close(s);
 				s = NULL;
 			}

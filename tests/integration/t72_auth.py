@@ -365,6 +365,7 @@ def main():
               "an events subscriber with keys gets the drift result", ev)
         sub.close()
 
+
         cfg = os.path.join(d, "wdrift.yaml")
         r = cli(["status", "-c", cfg, "--server-key", srv + ".pub", "--key", trn])
         check(r.returncode == 0 and "auth       CURVE, 1 clients allowed" in r.stdout,
@@ -387,6 +388,29 @@ def main():
         check(r.returncode == 1 and "mode 0604" in r.stderr, "a world-readable client key is refused",
               r.stderr)
         os.chmod(trn, 0o600)
+
+        # A publisher whose key is not allowed: the daemon refuses its
+        # handshake, ZeroMQ drops the connection for good, and a send with
+        # no timeout would wait forever; close() must still return (a
+        # training job has to be able to exit), with nothing acked.
+        script = ("import sys, time, numpy as np, wdrift\n"
+                  "p = wdrift.Publisher(sys.argv[1], 'cand', ack_timeout=1.0, "
+                  "server_key=sys.argv[2], key=sys.argv[3])\n"
+                  "for step in range(3):\n"
+                  "    p.publish(step, {'w': np.zeros(4 << 20, np.float32)})\n"
+                  "time.sleep(1.0)\n"
+                  "t0 = time.monotonic(); p.close(2.0)\n"
+                  "print('closed', round(time.monotonic() - t0, 2), p_stats := None)\n")
+        script = script.replace(", p_stats := None", "")
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+        try:
+            r = subprocess.run([sys.executable, "-c", script, endpoint, srv + ".pub", intr],
+                               capture_output=True, text=True, env=env, timeout=60)
+            check(r.returncode == 0 and r.stdout.startswith("closed"),
+                  f"a publisher with a key not allowed: close() returns ({r.stdout.strip()})",
+                  r.stdout + r.stderr)
+        except subprocess.TimeoutExpired:
+            check(False, "a publisher with a key not allowed: close() returns", "still running after 60 s")
         try:
             wdrift.Publisher(endpoint, "x", server_key=srv + ".pub")
             raised = ""
@@ -405,6 +429,22 @@ def main():
         r = cli(["send", "-c", cfg, "--run", "cand", "--step", "2", ck])
         check(r.returncode == 1 and "give --server-key and --key" in r.stderr,
               "wdrift send without keys: exit 1 with the hint", r.stderr)
+        # The same with a file whose first tensor takes a while to read: the
+        # daemon refuses the handshake before the first frame is sent, and
+        # ZeroMQ drops the connection for good; a blocking send then waited
+        # forever (seen once under ASan in CI: t72 timed out after 30 s).
+        slow = os.path.join(d, "slow.h5")
+        with h5py.File(slow, "w") as f:
+            f.create_dataset("a", data=np.zeros(48 << 20, np.float32), compression="gzip",
+                             compression_opts=9)
+        try:
+            r = cli(["send", "-c", cfg, "--run", "cand", "--step", "3", slow], timeout=60)
+            check(r.returncode == 1 and "give --server-key and --key" in r.stderr,
+                  "wdrift send without keys, a slow first read: exit 1 with the hint, no hang",
+                  r.stderr)
+        except subprocess.TimeoutExpired:
+            check(False, "wdrift send without keys, a slow first read: exit 1 with the hint, no hang",
+                  "still running after 60 s")
 
         # reload: add the intruder, then take it away
         intruder = Keys(server_pub, intr)
