@@ -277,7 +277,9 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 			goto out;
 		break;
 	case WIRE_COMMIT:
-		if (get_uint(o, "tensors", 1, 1, INT64_MAX, &h->tensors, err))
+		h->ranks = 1;
+		if (get_uint(o, "tensors", 1, 1, INT64_MAX, &h->tensors, err) ||
+		    get_uint(o, "ranks", 0, 1, 1u << 20, &h->ranks, err))
 			goto out;
 		break;
 	case WIRE_WELCOME:
@@ -376,6 +378,8 @@ char *wire_build(const struct wire_header *h)
 		break;
 	case WIRE_COMMIT:
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));
+		if (h->ranks > 1)
+			json_object_set_new(o, "ranks", json_integer((json_int_t)h->ranks));
 		break;
 	case WIRE_WELCOME:
 		json_object_set_new(o, "window", json_integer((json_int_t)h->window));

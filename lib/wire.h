@@ -67,6 +67,7 @@ struct wire_header {
 	uint64_t offset, count, total;	/* tensor shard */
 	uint32_t crc32;
 	uint64_t tensors;		/* commit, ack */
+	uint64_t ranks;			/* commit: publishers sharing the snapshot (>= 1; 1 when absent) */
 	/* daemon to publisher */
 	uint64_t window, bytes;
 	int duplicate;

@@ -30,53 +30,9 @@ _DTYPES = {"f32": 0, "f64": 1, "f16": 2, "bf16": 3}
 _POLICIES = {"drop_oldest": 0, "drop_newest": 1, "block": 2}
 
 
-class WdriftError(RuntimeError):
-    pass
-
-
-class _Opts(ctypes.Structure):
-    _fields_ = [("queue_bytes", ctypes.c_uint64), ("policy", ctypes.c_int),
-                ("ack_timeout_ms", ctypes.c_int), ("server_key", ctypes.c_char_p),
-                ("key", ctypes.c_char_p)]
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [("committed", ctypes.c_uint64), ("acked", ctypes.c_uint64),
-                ("dropped", ctypes.c_uint64), ("resent", ctypes.c_uint64),
-                ("queued", ctypes.c_uint64), ("queued_bytes", ctypes.c_uint64),
-                ("connected", ctypes.c_int)]
-
-
-def _load():
-    """libwdrift.so: $WDRIFT_LIB, the source tree's build/, or the system's."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.environ.get("WDRIFT_LIB"),
-                 os.path.join(here, "..", "..", "build", "libwdrift.so"),
-                 os.path.join(here, "..", "..", "..", "lib", "libwdrift.so"),
-                 ctypes.util.find_library("wdrift")):
-        if path and (os.path.exists(path) or not os.path.dirname(path)):
-            try:
-                lib = ctypes.CDLL(path)
-                break
-            except OSError:
-                continue
-    else:
-        raise WdriftError("cannot find libwdrift.so: set WDRIFT_LIB, or build wdrift (make)")
-    P = ctypes.c_void_p
-    lib.wd_publisher_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_Opts), ctypes.POINTER(P)]
-    lib.wd_publisher_check_keys.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    lib.wd_publisher_begin.argtypes = [P, ctypes.c_int64]
-    lib.wd_publisher_tensor.argtypes = [P, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
-                                        ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
-                                        ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64]
-    lib.wd_publisher_commit.argtypes = [P]
-    lib.wd_publisher_get_stats.argtypes = [P, ctypes.POINTER(_Stats)]
-    lib.wd_publisher_get_stats.restype = None
-    lib.wd_publisher_flush.argtypes = [P, ctypes.c_int]
-    lib.wd_publisher_close.argtypes = [ctypes.POINTER(P), ctypes.c_int]
-    lib.wd_publisher_close.restype = None
-    return lib
-
+from . import _lib as _libmod
+from ._errors import WdriftError
+from ._lib import _Opts, _Stats
 
 _lib = None
 
@@ -163,7 +119,7 @@ class Publisher:
         """
         global _lib
         if _lib is None:
-            _lib = _load()
+            _lib = _libmod.load()
         if policy not in _POLICIES:
             raise ValueError(f"policy {policy!r}: drop_oldest, drop_newest or block")
         sk = os.fsencode(server_key) if server_key is not None else None

@@ -1,0 +1,5 @@
+"""The package's exception: a failure that the library or the daemon reported."""
+
+
+class WdriftError(RuntimeError):
+    pass
