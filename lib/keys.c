@@ -181,8 +181,14 @@ int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t e
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,
 			char *err, size_t errlen)
 {
+	return wd_client_keys_load_as(server, keyfile, "--server-key", "--key", k, err, errlen);
+}
+
+int wd_client_keys_load_as(const char *server, const char *keyfile, const char *server_arg,
+			   const char *key_arg, struct wd_client_keys *k, char *err, size_t errlen)
+{
 	char why[512];
-	const char *server_from = "--server-key", *key_from = "--key";
+	const char *server_from = server_arg, *key_from = key_arg;
 
 	memset(k, 0, sizeof(*k));
 	if (!server || !*server) {
@@ -201,10 +207,10 @@ int wd_client_keys_load(const char *server, const char *keyfile, struct wd_clien
 		return 0;
 	if (!server)
 		return fail(err, errlen, "%s is given but not the server's public key "
-			    "(--server-key or WDRIFT_SERVER_KEY): CURVE needs both", key_from);
+			    "(%s or WDRIFT_SERVER_KEY): CURVE needs both", key_from, server_arg);
 	if (!keyfile)
 		return fail(err, errlen, "%s is given but not this client's key pair "
-			    "(--key or WDRIFT_KEY): CURVE needs both", server_from);
+			    "(%s or WDRIFT_KEY): CURVE needs both", server_from, key_arg);
 	if (wd_key_public(server, k->server, why, sizeof(why)) < 0)
 		return fail(err, errlen, "%s: %s", server_from, why);
 	if (wd_keyfile_read(keyfile, k->pub, k->sec, why, sizeof(why)) < 0)

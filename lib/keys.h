@@ -66,6 +66,13 @@ struct wd_client_keys {
  */
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,
 			char *err, size_t errlen);
+/*
+ * The same, naming the two arguments as the caller's user knows them
+ * ("--server-key" and "--key" for the CLI, "server_key=" and "key=" for
+ * Python) in its messages.
+ */
+int wd_client_keys_load_as(const char *server, const char *keyfile, const char *server_arg,
+			   const char *key_arg, struct wd_client_keys *k, char *err, size_t errlen);
 
 /* Makes sock (before its connect) a CURVE client with k's keys; nothing when k->on is 0. */
 int wd_client_keys_apply(void *sock, const struct wd_client_keys *k);

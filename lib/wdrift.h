@@ -212,7 +212,21 @@ int wd_round16(const struct wd_view *src, enum wd_dtype to, uint16_t *dst);
 /* The value of a 16-bit code of bf16 or fp16 (NaN for other dtypes). */
 double wd_decode16(enum wd_dtype t, uint16_t code);
 
-/* --- Publishing snapshots to wdriftd (docs/protocol.md) --- */
+/* --- Errors --- */
+
+/*
+ * A message for a negative errno that a function of this library returned,
+ * e.g. wd_strerror(-ETIMEDOUT); never NULL.
+ */
+const char *wd_strerror(int err);
+/*
+ * What the last failing call of the publisher API on this thread said, in
+ * full ("endpoint 'http://x': ..."); "" when it said nothing more than its
+ * errno. Valid until the next call on this thread.
+ */
+const char *wd_last_error(void);
+
+/* --- Publishing snapshots to wdriftd (docs/protocol.md, docs/publishing.md) --- */
 
 /* What to do with a committed snapshot when the queue is full. */
 enum wd_drop_policy {
@@ -234,15 +248,32 @@ struct wd_publisher_opts {
 	 */
 	const char *server_key;
 	const char *key;
+	/*
+	 * Snapshots waiting and no ack for this long: one warning on stderr
+	 * naming the endpoint, and one more when acks come again. 0: 30000;
+	 * negative: never.
+	 */
+	int stall_warn_ms;
+	/*
+	 * Publishers that share each snapshot of this run: the ranks of a
+	 * sharded job, each sending only its own shards (wd_publisher_block)
+	 * and committing every tensor name of the whole snapshot. The
+	 * snapshot is durable once all shards are in; every rank is acked.
+	 * 0 or 1: this publisher sends whole snapshots alone.
+	 */
+	int ranks;
 };
 
 struct wd_publisher_stats {
 	uint64_t committed;	/* snapshots committed by the caller */
-	uint64_t acked;		/* made durable by the daemon */
-	uint64_t dropped;	/* dropped by the policy, or refused by the daemon */
+	uint64_t acked;		/* made durable by the daemon (duplicates included) */
+	uint64_t dropped;	/* never made durable: the drop policy, refusals, close */
 	uint64_t resent;	/* sent again after a timeout or reconnect */
 	uint64_t queued, queued_bytes;	/* waiting, in flight included */
 	int connected;		/* the daemon answered lately */
+	uint64_t duplicates;	/* acked as already durable with the same content */
+	uint64_t conflicts;	/* refused: durable with other content (in dropped) */
+	uint64_t refused;	/* refused for another final reason (in dropped) */
 };
 
 struct wd_publisher;
@@ -251,8 +282,12 @@ struct wd_publisher;
  * Connects (in the background) to a daemon's ingest endpoint as run. A
  * thread sends queued snapshots and waits for each one's durable ack;
  * unacknowledged snapshots are sent again after a timeout, also across a
- * daemon restart. opts may be NULL. Returns 0, -EINVAL (a bad run name,
- * endpoint or key: wd_publisher_check_keys says why) or -ENOMEM.
+ * daemon restart, backing off from 100 ms to 5 s while the daemon does
+ * not answer. opts may be NULL. The endpoint must be tcp://, ipc:// or
+ * inproc:// and one that ZeroMQ accepts; an ipc:// socket that does not
+ * exist yet is a warning (the daemon may start later), naming the full
+ * path. Returns 0, -EINVAL (a bad run name, endpoint or key:
+ * wd_last_error() says which and why) or -ENOMEM.
  */
 int wd_publisher_open(const char *endpoint, const char *run, const struct wd_publisher_opts *opts,
 		      struct wd_publisher **out);
@@ -260,19 +295,36 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
  * Checks the CURVE keys wd_publisher_open would use (the two arguments as
  * in struct wd_publisher_opts, NULL for the environment): 0, or -EINVAL
  * with err saying which key and what is wrong (a missing file, bad
- * permissions, one key without the other).
+ * permissions, one key without the other). The _as form names the two
+ * arguments as the caller's users know them (e.g. "server_key=", "key=").
  */
 int wd_publisher_check_keys(const char *server_key, const char *key, char *err, size_t errlen);
+int wd_publisher_check_keys_as(const char *server_key, const char *key, const char *server_arg,
+			       const char *key_arg, char *err, size_t errlen);
 /* Starts the snapshot of step; tensors added until wd_publisher_commit. */
 int wd_publisher_begin(struct wd_publisher *p, int64_t step);
 /*
  * Adds a tensor (or a shard of one: offset and count of total elements, in
  * row-major order) to the snapshot being built: its data is copied, and
- * that copy is all it costs the caller. shape may be NULL (1-D of total).
+ * that copy is all it costs the caller (the checksum is the sending
+ * thread's). shape may be NULL (1-D of total). count may be 0: a rank
+ * that holds nothing of a tensor still names it.
  */
 int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
 			uint64_t count, uint64_t total);
+/*
+ * Adds the block of a tensor that this caller holds: a C-contiguous array
+ * of local[0] x ... x local[ndims-1] elements, whose first element is at
+ * index start[] of the whole tensor of shape[] (ndims dimensions, 0 for a
+ * scalar). It goes as the fewest shards contiguous in the flattened whole:
+ * one for a block of whole rows, one per row for a column block. One copy,
+ * as wd_publisher_tensor. -EINVAL when the block is not inside the tensor,
+ * or would take more than 65,536 shards.
+ */
+int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+		       const void *data, const uint64_t *shape, const uint64_t *start,
+		       const uint64_t *local, int ndims);
 /*
  * Queues the snapshot. When the queue is full the policy applies: a
  * dropped snapshot is counted, not an error. Returns 0, or -EINVAL
@@ -280,10 +332,20 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
  */
 int wd_publisher_commit(struct wd_publisher *p);
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);
+/*
+ * The number of snapshots the daemon has refused for good so far
+ * (conflicts and other final errors), and the last refusal's message
+ * ("run 'r' step 10 refused: conflict: ...") copied to buf.
+ */
+uint64_t wd_publisher_refusals(struct wd_publisher *p, char *buf, size_t len);
 /* Waits until every queued snapshot is acked: 0, or -ETIMEDOUT. */
 int wd_publisher_flush(struct wd_publisher *p, int timeout_ms);
-/* Flushes (up to timeout_ms), then stops; what is left is counted as dropped. */
-void wd_publisher_close(struct wd_publisher **p, int timeout_ms);
+/*
+ * Flushes (up to timeout_ms), then stops. Returns how many snapshots were
+ * never made durable over the publisher's life (stats.dropped, what close
+ * gave up included), and warns on stderr when there were any.
+ */
+uint64_t wd_publisher_close(struct wd_publisher **p, int timeout_ms);
 
 #ifdef __cplusplus
 }

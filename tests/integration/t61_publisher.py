@@ -124,7 +124,7 @@ def main():
                     and np.array_equal(f["emb"][()], sent["emb"].codes))
         check(same, "values round-trip exactly: f32 (NaN, 2-D), f64, f16, bf16 bits")
         # 4. a tensor sent as two shards through the C API
-        lib = wdrift._lib
+        lib = wdrift.publisher._get_lib()
         h = ctypes.c_void_p()
         lib.wd_publisher_open(ep.encode(), b"seed2", None, ctypes.byref(h))
         v = rng.standard_normal(1000).astype(np.float32)

@@ -1,0 +1,264 @@
+"""publisher: Publisher, one run's snapshots to a wdriftd ingest endpoint (docs/publishing.md).
+
+The training thread pays for one copy of each tensor (CPU), or only for
+queueing the copies (CUDA, _staging.py); a C thread sends, waits for the
+durable ack, and re-sends after a timeout or a daemon restart.
+"""
+import ctypes
+import os
+import sys
+import threading
+import warnings
+from math import prod
+
+from . import _lib as _libmod
+from ._errors import WdriftError
+from ._lib import _Opts, _Stats
+from ._staging import Stager
+from ._tensors import plan, torch_of
+
+__all__ = ["Publisher"]
+
+_DTYPES = {"f32": 0, "f64": 1, "f16": 2, "bf16": 3}
+_POLICIES = {"drop_oldest": 0, "drop_newest": 1, "block": 2}
+_lib = None
+
+
+def _get_lib():
+    global _lib
+    if _lib is None:
+        _lib = _libmod.load()
+    return _lib
+
+
+def _host(a):
+    """(pointer, keep-alive) of a host value's C-contiguous elements; no copy when they are."""
+    if a is None:
+        return None, None
+    if torch_of(a) is not None:
+        if not a.is_contiguous():
+            a = a.contiguous()
+        return a.data_ptr(), a
+    if not a.flags.c_contiguous:    # np.ascontiguousarray would make a 0-d array 1-d
+        a = a.copy(order="C")
+    return a.ctypes.data, a
+
+
+def _u64s(xs):
+    return (ctypes.c_uint64 * len(xs))(*xs) if xs else None
+
+
+class Publisher:
+    """Publishes snapshots of one run to a wdriftd ingest endpoint."""
+
+    def __init__(self, endpoint, run, queue_bytes=0, policy="drop_oldest", ack_timeout=30.0,
+                 server_key=None, key=None, ranks=1, stall_warning=30.0):
+        """Opens a publisher; raises at once for what can never work.
+
+        endpoint: tcp://HOST:PORT, ipc://PATH or inproc://NAME; anything else,
+        or an address ZeroMQ refuses, raises WdriftError naming it. An ipc://
+        socket that does not exist yet is a warning on stderr with its full
+        path: the daemon may start later.
+
+        queue_bytes (0: 1 GiB) bounds the snapshots waiting to be sent, and
+        for CUDA tensors the pinned host memory they are staged in; policy
+        says what happens when a snapshot does not fit: drop_oldest,
+        drop_newest or block.
+
+        ranks: the number of publishers (one per rank of a sharded job) that
+        share each snapshot of this run, each publishing only its own pieces
+        (wdrift.Shard, wdrift.Block, DTensor) under every tensor name.
+
+        stall_warning: seconds without an ack, while snapshots wait, before
+        one warning on stderr naming the endpoint (None: never).
+
+        server_key and key: CURVE, for a daemon with auth.server_key
+        (docs/security.md). server_key is the daemon's public key (40
+        characters of Z85) or a file that holds it; key is this client's key
+        pair file (wdrift keygen). None takes them from WDRIFT_SERVER_KEY and
+        WDRIFT_KEY; with neither there, the connection is plain.
+        """
+        self._p = ctypes.c_void_p()
+        lib = _get_lib()
+        if policy not in _POLICIES:
+            raise ValueError(f"policy {policy!r}: drop_oldest, drop_newest or block")
+        if not isinstance(run, str) or not isinstance(endpoint, str):
+            raise TypeError("endpoint and run are str")
+        if int(ranks) < 1:
+            raise ValueError(f"ranks={ranks!r}: at least 1")
+        sk = os.fsencode(server_key) if server_key is not None else None
+        kf = os.fsencode(key) if key is not None else None
+        err = ctypes.create_string_buffer(1024)
+        if lib.wd_publisher_check_keys_as(sk, kf, b"server_key=", b"key=", err, len(err)):
+            raise WdriftError(f"run {run!r}: {err.value.decode(errors='replace')}")
+        stall = -1 if stall_warning is None else max(1, int(stall_warning * 1000))
+        opts = _Opts(int(queue_bytes), _POLICIES[policy], int(ack_timeout * 1000), sk, kf, stall,
+                     int(ranks))
+        r = lib.wd_publisher_open(endpoint.encode(), run.encode(), ctypes.byref(opts), ctypes.byref(self._p))
+        if r:
+            raise WdriftError(f"cannot publish run {run!r} to {endpoint!r}: {_libmod.error_text(lib, r)}")
+        self.run, self.endpoint, self.ranks = run, endpoint, int(ranks)
+        self._policy = policy
+        self._budget = int(queue_bytes) or 1 << 30
+        self._build = threading.Lock()     # begin..commit of one snapshot at a time
+        self._stager = None
+        self._conflicts_seen = 0
+        self._stager_error = None
+
+    # --- publishing ---
+
+    def publish(self, step, tensors, skip_other=False):
+        """Queues a snapshot of a mapping of names to tensors (a state_dict); returns without waiting.
+
+        Values: numpy arrays, torch tensors on any device, wdrift.BF16, or
+        this rank's piece of a tensor: wdrift.Shard, wdrift.Block, a torch
+        DTensor. Every value is checked before anything is queued:
+        TypeError for a dtype other than float32, float64, float16 or
+        bfloat16, ValueError for zero elements or a piece outside its
+        tensor, each naming the tensor; skip_other=True leaves such values
+        out instead (int64 counters, bool masks), as attach() does.
+
+        CPU values are copied once, here. CUDA values are copied to pinned
+        memory on a side stream, which the current stream then waits for
+        (docs/publishing.md#cuda): this returns once the copies are queued.
+
+        Raises WdriftError when the daemon has refused an earlier snapshot
+        as a conflict (its (run, step) is durable with other content).
+        """
+        self._check()
+        step = int(step)
+        if step < 0:
+            raise ValueError(f"step {step}: steps are integers >= 0")
+        entries = plan(tensors, skip_other)
+        if any(torch_of(e.array) is not None and e.array.is_cuda for e in entries):
+            if self._stager is None:
+                self._stager = Stager(self)
+            nbytes = sum(e.nbytes for e in entries)
+            if self._stager.room(nbytes, self._queued_bytes(), self._budget, self._policy):
+                self._stager.stage(step, entries, nbytes)
+            return
+        self._send_host(step, entries)
+
+    def _send_host(self, step, entries):
+        """Hands a snapshot of host values to the C publisher (its one copy)."""
+        lib = _get_lib()
+        with self._build:
+            if lib.wd_publisher_begin(self._p, step):
+                raise ValueError(f"step {step}: {_libmod.error_text(lib, -22)}")
+            for e in entries:
+                ptr, keep = _host(e.array)
+                dt, name = _DTYPES[e.kind], e.name.encode()
+                if e.start is None:
+                    n = e.numel
+                    r = lib.wd_publisher_tensor(self._p, name, dt, ptr, _u64s(e.shape), len(e.shape),
+                                                e.offset, n, prod(e.shape))
+                else:
+                    r = lib.wd_publisher_block(self._p, name, dt, ptr, _u64s(e.shape), _u64s(e.start),
+                                               _u64s(e.local_shape), len(e.shape))
+                del keep
+                if r:
+                    raise WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
+            lib.wd_publisher_commit(self._p)
+
+    def _stager_failed(self, step, exc):
+        msg = f"wdrift publisher: run {self.run!r} step {step}: staging failed: {exc}"
+        print(msg, file=sys.stderr)
+        self._stager_error = WdriftError(msg)
+
+    def _queued_bytes(self):
+        s = _Stats()
+        _get_lib().wd_publisher_get_stats(self._p, ctypes.byref(s))
+        return s.queued_bytes
+
+    # --- what happened ---
+
+    def stats(self):
+        """committed, acked, dropped, resent, queued, queued_bytes, connected, duplicates, conflicts, refused.
+
+        dropped counts every snapshot never made durable: by the queue's
+        policy (staging included), refused by the daemon (conflicts and
+        refused are those), or left at close.
+        """
+        s = _Stats()
+        _get_lib().wd_publisher_get_stats(self._p, ctypes.byref(s))
+        d = {k: getattr(s, k) for k, _ in _Stats._fields_}
+        if self._stager is not None:
+            d["dropped"] += self._stager.dropped
+            d["committed"] += self._stager.dropped
+        return d
+
+    def _raise_refusals(self):
+        """WdriftError for a conflict or a staging failure not yet raised."""
+        if self._stager_error is not None:
+            e, self._stager_error = self._stager_error, None
+            raise e
+        lib = _get_lib()
+        s = _Stats()
+        lib.wd_publisher_get_stats(self._p, ctypes.byref(s))
+        if s.conflicts > self._conflicts_seen:
+            n, self._conflicts_seen = s.conflicts - self._conflicts_seen, s.conflicts
+            buf = ctypes.create_string_buffer(1024)
+            lib.wd_publisher_refusals(self._p, buf, len(buf))
+            more = f" ({n} conflicts since the last call)" if n > 1 else ""
+            raise WdriftError(f"{buf.value.decode(errors='replace')}{more}. The run name "
+                              f"{self.run!r} holds other data at that step: publish under a new "
+                              f"name, or free it with `wdrift runs rm {self.run}`")
+
+    def _check(self):
+        if not self._p:
+            raise WdriftError(f"publisher of run {getattr(self, 'run', '?')!r} is closed")
+        self._raise_refusals()
+
+    def flush(self, timeout=30.0):
+        """Waits until every queued snapshot is durable; False on timeout. Raises as publish() does."""
+        self._check()
+        if self._stager is not None:
+            self._stager.drain()
+        ok = _get_lib().wd_publisher_flush(self._p, int(timeout * 1000)) == 0
+        self._raise_refusals()
+        return ok
+
+    def close(self, timeout=10.0):
+        """Flushes up to timeout, then stops. Returns how many snapshots were never made durable.
+
+        Those are also said on stderr. Raises WdriftError, after closing,
+        for a conflict not yet raised.
+        """
+        if not self._p:
+            return 0
+        staged = 0
+        if self._stager is not None:
+            self._stager.drain()
+            self._stager.stop()
+            staged = self._stager.dropped
+        pending = self._stager_error
+        s = _Stats()
+        lib = _get_lib()
+        lib.wd_publisher_get_stats(self._p, ctypes.byref(s))
+        conflicts = s.conflicts > self._conflicts_seen
+        buf = ctypes.create_string_buffer(1024)
+        lib.wd_publisher_refusals(self._p, buf, len(buf))
+        dropped = lib.wd_publisher_close(ctypes.byref(self._p), int(timeout * 1000))
+        self._p = ctypes.c_void_p()
+        if staged:
+            warnings.warn(f"wdrift: run {self.run!r}: {staged} snapshots dropped before staging: "
+                          f"their CUDA copies did not fit in queue_bytes={self._budget}", stacklevel=2)
+        if pending is not None:
+            raise pending
+        if conflicts:
+            raise WdriftError(f"{buf.value.decode(errors='replace')}. The run name {self.run!r} "
+                              f"holds other data at that step: `wdrift runs rm {self.run}` frees it")
+        return int(dropped) + staged
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._p:
+                self.close(0.0)
+        except Exception:       # noqa: BLE001: nothing can be raised from __del__
+            pass
