@@ -218,7 +218,7 @@ static void stall_check(struct wd_publisher *p, int recovered)
 	double t = now_mono();
 	if (recovered) {
 		if (p->stalled)
-			wd_log(WD_LOG_WARNING, "wdrift publisher: run '%s': %s acks again after %.0f s; "
+			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s acks again after %.0f s; "
 			       "%llu snapshots dropped meanwhile", p->run, p->where, t - p->waiting_since,
 			       (unsigned long long)(p->st.dropped - p->dropped_at_stall));
 		p->stalled = 0;
@@ -230,7 +230,7 @@ static void stall_check(struct wd_publisher *p, int recovered)
 		return;
 	p->stalled = 1;
 	p->dropped_at_stall = p->st.dropped;
-	wd_log(WD_LOG_WARNING, "wdrift publisher: run '%s': no ack from %s for %.0f s; %llu "
+	wd_log(WD_LOG_WARNING, "publisher: run '%s': no ack from %s for %.0f s; %llu "
 	       "snapshots waiting (%s): is wdriftd running and listening there?", p->run, p->where,
 	       t - p->waiting_since, (unsigned long long)p->st.queued,
 	       p->st.connected ? "it answered, but acks nothing" : "no answer at all");
@@ -350,7 +350,7 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		p->st.conflicts++;
 	else
 		p->st.refused++;
-	wd_log(WD_LOG_WARNING, "wdrift publisher: %s", p->refusal);
+	wd_log(WD_LOG_WARNING, "publisher: %s", p->refusal);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -409,7 +409,7 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 				refused(p, snap, in);
 				out = REFUSED;
 			} else {
-				wd_log(WD_LOG_DEBUG, "wdrift publisher: run '%s' step %lld: %s: %s; "
+				wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; "
 				       "sending it again", p->run, (long long)snap->step,
 				       wire_code_name(in->error.code), in->error.reason);
 			}
@@ -576,12 +576,15 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 				 zmq_strerror(e));
 	snprintf(p->where, sizeof(p->where), "%s", endpoint);
 	if (!strncmp(endpoint, "inproc://", 9)) {
-		wd_log(WD_LOG_WARNING, "wdrift publisher: run '%s': endpoint '%s' reaches only sockets "
+		wd_log(WD_LOG_WARNING, "publisher: run '%s': endpoint '%s' reaches only sockets "
 		       "of this publisher's own ZeroMQ context, never a wdriftd: use tcp:// or ipc://",
 		       p->run, endpoint);
 	} else if (!strncmp(endpoint, "ipc://", 6)) {
 		const char *path = endpoint + 6;
 		char cwd[PATH_MAX], full[PATH_MAX + 512];
+
+		while (path[0] == '.' && path[1] == '/')
+			path += 2;	/* ./run/x.sock: say /cwd/run/x.sock */
 		struct stat st;
 		if (path[0] != '/' && getcwd(cwd, sizeof(cwd)))
 			snprintf(full, sizeof(full), "%s/%s", cwd, path);
@@ -590,7 +593,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
 		if (stat(full, &st) < 0)
-			wd_log(WD_LOG_WARNING, "wdrift publisher: run '%s': no socket at %s yet (%s%s): "
+			wd_log(WD_LOG_WARNING, "publisher: run '%s': no socket at %s yet (%s%s): "
 			       "snapshots wait until a wdriftd listens there", p->run, full, endpoint,
 			       path[0] != '/' ? ", a path relative to this process's working directory" : "");
 	}
@@ -946,7 +949,7 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 	snapshot_free(p->building);
 	p->st.dropped += left;
 	if (p->st.dropped)
-		wd_log(WD_LOG_WARNING, "wdrift publisher: run '%s': closed with %llu of %llu snapshots "
+		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %llu of %llu snapshots "
 		       "never made durable (%llu left unsent at close, %llu conflicts, %llu refused, "
 		       "the rest dropped by the queue's policy)", p->run,
 		       (unsigned long long)p->st.dropped, (unsigned long long)p->st.committed,

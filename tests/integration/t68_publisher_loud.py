@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""t68_publisher_loud.py: every failure a user can cause while attaching is loud and bounded.
+
+- An endpoint that is not tcp://, ipc:// or inproc://, or that ZeroMQ
+  refuses, raises at construction, naming it; so do a bad run name and a
+  bad key, naming the Python argument; no message says "error 22".
+- Against an absent daemon the sending thread backs off: its CPU use,
+  measured over seconds, stays under 1% of a core; a relative ipc:// path
+  is named in full at open; one warning names the endpoint after
+  stall_warning seconds, and one more says when acks come back.
+- close() returns how many snapshots were never made durable, and says so.
+Each publisher runs in a child process, whose stderr is what a user sees.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, PYDIR)
+os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "libwdrift.so")))
+import t50_daemon  # noqa: E402
+import wdrift  # noqa: E402
+from t50_daemon import Daemon, check  # noqa: E402
+
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+
+
+def child(code, cwd, timeout=60):
+    """Runs code in a fresh Python with the package importable; (rc, stdout, stderr)."""
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([PYTHON, "-c", "import numpy as np, resource, time, wdrift\n" + code],
+                       cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def raises(make, *needles):
+    """The WdriftError (or ValueError) that make() raises, and whether it has every needle."""
+    try:
+        p = make()
+        p.close(0)
+        return "no error", False
+    except (wdrift.WdriftError, ValueError) as e:
+        msg = str(e)
+        return msg, all(n in msg for n in needles) and "error 22" not in msg
+
+
+# A publisher against no daemon: CPU time of the whole process over `quiet`
+# seconds of the main thread sleeping, which is the sending thread's.
+ABSENT = """
+pub = wdrift.Publisher({ep!r}, "absent", ack_timeout=1.0, stall_warning=2.0)
+pub.publish(0, {{"w": np.arange(1000, dtype=np.float32)}})
+t0, c0 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+time.sleep({quiet})
+t1, c1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+print("cpu", cpu, "wall", t1 - t0, "resent", pub.stats()["resent"])
+print("closed", pub.close(0.2))
+"""
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t68-")
+    dm = Daemon(tmp)
+    try:
+        # 1. what can never work raises at construction, with the library's words
+        for ep, needle in (("http://localhost:1", "not a ZeroMQ endpoint"),
+                           ("tcp://127.0.0.1:notaport", "ZeroMQ refuses"),
+                           ("tcp://localhost", "ZeroMQ refuses"),
+                           ("localhost:5555", "not a ZeroMQ endpoint")):
+            msg, ok = raises(lambda: wdrift.Publisher(ep, "r"), ep, needle)
+            check(ok, f"endpoint {ep!r} raises at construction, naming it: {msg}")
+        msg, ok = raises(lambda: wdrift.Publisher(f"ipc://{tmp}/x.sock", "bad name"), "bad name", "A-Z")
+        check(ok, f"a bad run name says the rule: {msg}")
+        msg, ok = raises(lambda: wdrift.Publisher(f"ipc://{tmp}/x.sock", "r", key=os.path.join(tmp, "nokey")),
+                         "key=", "server_key=")
+        check(ok and "--key" not in msg, f"a key without server_key names the Python arguments: {msg}")
+        lib = wdrift.publisher._get_lib()
+        check(lib.wd_strerror(-110) == b"timed out" and lib.wd_strerror(-22) == b"invalid argument",
+              "wd_strerror gives words for the library's errno returns")
+
+        # 2. an absent daemon: a relative ipc:// path, then tcp; bounded CPU, one warning
+        os.makedirs(os.path.join(tmp, "elsewhere"))
+        for ep, label in (("ipc://./run/ingest.sock", "ipc, relative"), ("tcp://127.0.0.1:9", "tcp")):
+            quiet = 8.0
+            rc, out, err = child(ABSENT.format(ep=ep, quiet=quiet), os.path.join(tmp, "elsewhere"))
+            fields = dict(zip(out.split()[::2], out.split()[1::2]))
+            cpu = float(fields.get("cpu", "nan"))
+            check(rc == 0 and cpu < 0.01 * quiet,
+                  f"{label}: the sender against no daemon used {cpu:.3f} CPU-s in {quiet:.0f} s "
+                  f"(< 1% of a core), resending {fields.get('resent')} times", out + err)
+            warned = err.count("no ack from")
+            check(warned == 1 and ep in err,
+                  f"{label}: one stall warning naming the endpoint ({warned})", err)
+            check(fields.get("closed") == "1" and "closed with 1 of 1 snapshots never made durable" in err,
+                  f"{label}: close() returns 1 dropped and says so", out + err)
+        full = os.path.join(tmp, "elsewhere", "run", "ingest.sock")
+        rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1),
+                             os.path.join(tmp, "elsewhere"))
+        check(f"no socket at {full}" in err and "relative to this process's working directory" in err,
+              "a relative ipc:// path with no socket is named in full at open", err)
+
+        # 3. a daemon that comes up later: snapshots go, and the recovery is said once
+        dm.write_config()
+        ep = f"ipc://{tmp}/run/ingest.sock"
+        code = f"""
+import subprocess, sys
+pub = wdrift.Publisher({ep!r}, "late", ack_timeout=1.0, stall_warning=1.0)
+pub.publish(7, {{"w": np.arange(10, dtype=np.float32)}})
+time.sleep(2.5)
+open({os.path.join(tmp, 'go')!r}, 'w').close()
+ok = pub.flush(30)
+print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
+"""
+        proc = subprocess.Popen([PYTHON, "-c", "import numpy as np, time, wdrift\n" + code],
+                                env=dict(os.environ, PYTHONPATH=PYDIR), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        end = time.time() + 20
+        while not os.path.exists(os.path.join(tmp, "go")) and time.time() < end:
+            time.sleep(0.1)
+        check(dm.start() is not None, "the daemon starts after the publisher")
+        out, err = proc.communicate(timeout=60)
+        check("flushed True acked 1 closed 0" in out, f"the waiting snapshot is acked once it is up ({out.strip()})",
+              err)
+        check(err.count("no ack from") == 1 and err.count("acks again after") == 1,
+              "one warning while it was away, one when acks came back", err)
+        check(dm.stop() == 0, "daemon stopped")
+    finally:
+        t50_daemon.teardown(dm, tmp)
+    return t50_daemon.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
