@@ -10,14 +10,17 @@
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
+#   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
-#   make install   PREFIX=/usr/local DESTDIR=
+#   make install   PREFIX=/usr/local DESTDIR=: the programs, the library, its
+#                  header, the config, and the Python package in PYTHONDIR
 #   make install-system   the above, plus the systemd unit and /etc/wdrift/wdrift.yaml
 #
 # Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
-# Debian's numpy, scipy and h5py.
+# Debian's numpy, scipy and h5py; PYTHONDIR is where make install puts the
+# Python package (default: where PYTHON looks under PREFIX).
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -46,6 +49,7 @@ endif
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
 	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
 	python3 python3-numpy python3-scipy python3-h5py python3-zmq \
+	python3-venv python3-pip python3-setuptools python3-wheel \
 	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil valgrind
 
 # pkg-config knows these once `make deps` has run; until then the flags are
@@ -68,7 +72,7 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
 	client/driftlog.c client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
 	client/cmd_keygen.c
-DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compute.c daemon/config.c daemon/control.c daemon/ingest.c \
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compute.c daemon/config.c daemon/control.c daemon/identity.c daemon/ingest.c \
 	daemon/logging.c daemon/notify.c daemon/spool.c daemon/state.c daemon/store.c daemon/wal.c
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
@@ -103,7 +107,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-ckpt bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-ckpt bench-publish bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
 	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
@@ -322,14 +326,32 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(PYTHON) bench/bench.py --wdrift-bench $(BUILD)/wdrift-bench
 
+# How long Publisher.publish() blocks the caller, against torch's clone (CPU)
+# and a synchronous .cpu() (GPU, when torch sees one), with a real wdriftd.
+bench-publish: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) $(PYTHON) bench/bench_publish.py
+
+# The Python package (python/wdrift, its modules only) goes where PREFIX's
+# Python looks: Debian's python3.X searches PREFIX/lib/python3.X/dist-packages
+# for PREFIX=/usr/local and /usr (not PREFIX/lib/python3/dist-packages under
+# /usr/local); for another PREFIX, PYTHONPATH names it (docs/publishing.md,
+# Install). From there the package finds the library as ../../../libwdrift.so,
+# PREFIX/lib (python/wdrift/_lib.py); a PYTHONDIR set outside PREFIX/lib/X/Y
+# needs WDRIFT_LIB or ldconfig instead. Evaluated only when used.
+PYVER      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
+
 install: all
+	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "install: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/wdrift
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/wdrift $(DESTDIR)$(PYTHONDIR)/wdrift
 	install -m 755 $(BUILD)/wdrift $(DESTDIR)$(PREFIX)/bin/wdrift
 	install -m 755 $(BUILD)/wdriftd $(DESTDIR)$(PREFIX)/bin/wdriftd
 	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
 	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
 	install -m 644 config/wdrift.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+	install -m 644 python/wdrift/*.py $(DESTDIR)$(PYTHONDIR)/wdrift/
 
 # The system service: the unit, and /etc/wdrift/wdrift.yaml (kept if present)
 # with ipc:// endpoints under /run/wdrift and storage in /var/lib/wdrift.
@@ -351,10 +373,13 @@ install-system: install $(BUILD)/wdriftd.service $(BUILD)/wdrift.system.yaml
 		install -m 644 $(BUILD)/wdrift.system.yaml $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml
 	@echo "then: systemctl daemon-reload && systemctl enable --now wdriftd"
 
+# The package directory goes whole: with the __pycache__ its imports wrote.
 uninstall:
+	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "uninstall: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
 	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
 		$(DESTDIR)$(PREFIX)/lib/libwdrift.so.0 $(DESTDIR)$(PREFIX)/include/wdrift.h \
 		$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+	rm -rf $(DESTDIR)$(PYTHONDIR)/wdrift
 
 clean:
 	rm -rf $(BUILD)
