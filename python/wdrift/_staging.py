@@ -53,6 +53,12 @@ class Stager:
             self.staged_bytes += nbytes
             return True
 
+    def release(self, nbytes):
+        """Gives back what room() reserved, for a snapshot that was not staged after all."""
+        with self._cond:
+            self.staged_bytes -= nbytes
+            self._cond.notify_all()
+
     def stage(self, step, entries, nbytes):
         """Queues device-to-host copies of the entries on CUDA; copies CPU ones now. Returns at once."""
         torch = None
@@ -106,9 +112,7 @@ class Stager:
             except Exception as exc:    # noqa: BLE001: said, counted, and the thread goes on
                 self._pub._stager_failed(step, exc)
             finally:
-                with self._cond:
-                    self.staged_bytes -= nbytes
-                    self._cond.notify_all()
+                self.release(nbytes)
                 self._queue.task_done()
 
     def drain(self):

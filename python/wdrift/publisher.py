@@ -135,7 +135,11 @@ class Publisher:
                 self._stager = Stager(self)
             nbytes = sum(e.nbytes for e in entries)
             if self._stager.room(nbytes, self._queued_bytes(), self._budget, self._policy):
-                self._stager.stage(step, entries, nbytes)
+                try:
+                    self._stager.stage(step, entries, nbytes)
+                except BaseException:
+                    self._stager.release(nbytes)
+                    raise
             return
         self._send_host(step, entries)
 
