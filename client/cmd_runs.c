@@ -1,5 +1,6 @@
-/* cmd_runs.c: `wdrift runs`: the runs the daemon has heard from. */
+/* cmd_runs.c: `wdrift runs`: the runs the daemon has heard from; `wdrift runs rm RUN`. */
 #include <stdio.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -9,38 +10,100 @@
 
 static const char usage[] =
 "usage: wdrift runs [-c FILE] [--endpoint EP] [--json]\n"
+"       wdrift runs rm RUN [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
-"Each run the daemon knows: durable snapshots, its last step, seconds since\n"
-"it was last heard from, and bytes it has in flight.\n"
+"Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
+"none) and study, durable snapshots, its last step, seconds since it was\n"
+"last heard from, and bytes it has in flight.\n"
 "\n"
-DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT;
+"rm RUN forgets the run: its durable snapshots (spool files removed) and\n"
+"its results in the drift logs of its studies, durably, so that the name is\n"
+"free again: a training run restarted under it is stored and compared\n"
+"afresh, not refused as a conflict. It prints what was removed. Refused\n"
+"while a snapshot of the run is being received or stored.\n"
+"\n"
+DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
+"\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
+"snapshot in flight); 2 usage error.\n";
+
+static int runs_rm(int argc, char **argv)
+{
+	struct dc_args a = { 0 };
+	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+
+	if (r == DC_HELPED)
+		return EXIT_OK;
+	if (r < 0)
+		return -r;
+	if (r == argc)
+		return cli_usage_error("runs rm: which run? (wdrift runs lists them)");
+	if (r + 1 != argc)
+		return cli_usage_error("runs rm: unexpected argument '%s'", argv[r + 1]);
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "runs_rm", "run", argv[r]));
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json)
+		dc_print_json(o);
+	else
+	{
+		long long st = json_integer_value(json_object_get(o, "steps"));
+		long long rs = json_integer_value(json_object_get(o, "results"));
+		printf("removed run '%s': %lld durable snapshot%s, %lld result%s (compared steps)\n",
+		       argv[r], st, st == 1 ? "" : "s", rs, rs == 1 ? "" : "s");
+	}
+	json_decref(o);
+	return EXIT_OK;
+}
+
+/* The roles and the studies, each list joined with ", "; "none" and "-" when none. */
+static void role_text(json_t *studies, char *role, size_t rlen, char *study, size_t slen)
+{
+	size_t i, rat = 0, sat = 0;
+	json_t *v;
+
+	snprintf(role, rlen, "none");
+	snprintf(study, slen, "-");
+	json_array_foreach(studies, i, v) {
+		const char *r = json_string_value(json_object_get(v, "role"));
+		const char *s = json_string_value(json_object_get(v, "study"));
+		if (rat < rlen)
+			rat += (size_t)snprintf(role + rat, rlen - rat, "%s%s", i ? ", " : "", r ? r : "?");
+		if (sat < slen)
+			sat += (size_t)snprintf(study + sat, slen - sat, "%s%s", i ? ", " : "", s ? s : "?");
+	}
+}
 
 int cmd_runs(int argc, char **argv)
 {
 	int rc;
+	if (argc > 1 && !strcmp(argv[1], "rm"))	/* wdrift runs rm RUN [options] */
+		return runs_rm(argc - 1, argv + 1);
 	json_t *o = dc_simple(argc, argv, usage, "runs", &rc);
 	if (!o)
 		return rc;	/* an error, --help, or --json already printed */
 	json_t *runs = json_object_get(o, "runs"), *v;
 	struct table t;
-	char b[64];
+	char b[512], s[512];
 	size_t i;
-	table_init(&t, json_array_size(runs) + 1, 5);
-	const char *head[] = { "run", "durable", "last step", "idle s", "in flight MiB" };
-	for (int c = 0; c < 5; c++)
+	table_init(&t, json_array_size(runs) + 1, 7);
+	const char *head[] = { "run", "role", "study", "durable", "last step", "idle s", "in flight MiB" };
+	for (int c = 0; c < 7; c++)
 		table_set(&t, 0, (size_t)c, head[c]);
 	json_array_foreach(runs, i, v) {
 		table_set(&t, i + 1, 0, json_string_value(json_object_get(v, "name")));
-		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(v, "durable")));
+		role_text(json_object_get(v, "studies"), b, sizeof(b), s, sizeof(s));
 		table_set(&t, i + 1, 1, b);
+		table_set(&t, i + 1, 2, s);
+		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(v, "durable")));
+		table_set(&t, i + 1, 3, b);
 		json_t *ls = json_object_get(v, "last_step");
 		snprintf(b, sizeof(b), json_is_integer(ls) ? "%lld" : "-", (long long)json_integer_value(ls));
-		table_set(&t, i + 1, 2, b);
+		table_set(&t, i + 1, 4, b);
 		snprintf(b, sizeof(b), "%.0f", json_number_value(json_object_get(v, "idle")));
-		table_set(&t, i + 1, 3, b);
+		table_set(&t, i + 1, 5, b);
 		snprintf(b, sizeof(b), "%.1f",
 			 (double)json_integer_value(json_object_get(v, "bytes_pending")) / 1048576);
-		table_set(&t, i + 1, 4, b);
+		table_set(&t, i + 1, 6, b);
 	}
 	table_print(&t, json_array_size(runs) + 1, 1);
 	if (!json_array_size(runs))

@@ -32,12 +32,14 @@ int cmd_status(int argc, char **argv)
 		printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
 		printf("config     %s\n", json_string_value(json_object_get(o, "config")));
 		printf("runs       %lld\n", (long long)json_integer_value(json_object_get(o, "runs")));
-		printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped\n",
+		printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
+		       "%lld conflicts\n",
 		       (long long)json_integer_value(json_object_get(sn, "received")),
 		       (long long)json_integer_value(json_object_get(sn, "durable")),
 		       (long long)json_integer_value(json_object_get(sn, "duplicates")),
 		       (long long)json_integer_value(json_object_get(sn, "pending")),
-		       (long long)json_integer_value(json_object_get(sn, "dropped")));
+		       (long long)json_integer_value(json_object_get(sn, "dropped")),
+		       (long long)json_integer_value(json_object_get(sn, "conflicts")));
 		printf("queues     spool %lld, compute %lld\n",
 		       (long long)json_integer_value(json_object_get(q, "spool")),
 		       (long long)json_integer_value(json_object_get(q, "compute")));

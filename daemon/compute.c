@@ -24,6 +24,7 @@
 
 #include "checkpoint.h"
 #include "compute.h"
+#include "forget.h"
 #include "logging.h"
 #include "wal.h"
 #include "wdrift.h"
@@ -46,6 +47,11 @@ struct job {
 	int index_only;		/* start-up: durable, its results already logged */
 	struct cstudy *studies;
 	size_t n_studies;
+	/* compute_forget: the caller waits on done, then reads rc and results */
+	char *forget;
+	int done, rc;
+	size_t results;
+	long files;
 	struct job *next;
 };
 
@@ -63,6 +69,7 @@ struct compute {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct job *jobs, *jobs_tail;
+	pthread_cond_t forgot;		/* a forget job is done */
 	struct result_batch *done, *done_tail;
 	size_t depth;
 	int stopping, efd;
@@ -321,18 +328,21 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 	const char *labels[STORE_MAX_PROXIES];
 	for (size_t k = 0; k < s->n_proxies; k++)
 		labels[k] = s->labels[k];
-	int ok = store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
+	/* a missing drift log (runs rm removed it) is made again, with no copy to keep */
+	struct stat sb;
+	int exists = stat(path, &sb) == 0;
+	int ok = exists && store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
 	if (ok && store_rows(s->store) != want) {
 		log_warning("drift log '%s' holds %llu rows, the write-ahead log %llu: rebuilding it",
 			    path, (unsigned long long)store_rows(s->store), (unsigned long long)want);
 		store_close(&s->store);
 		ok = 0;
-	} else if (!ok) {
+	} else if (!ok && exists) {
 		log_warning("%s: rebuilding it from the write-ahead log", err);
 	}
 	if (!ok) {
 		char aside[4300];
-		int r = store_set_aside(path, (long long)time(NULL), STORE_ASIDE_KEEP, aside, sizeof(aside),
+		int r = !exists ? -ENOENT : store_set_aside(path, (long long)time(NULL), STORE_ASIDE_KEEP, aside, sizeof(aside),
 					aside_removed, NULL, err, sizeof(err));
 		if (r == 0)
 			log_notice("moved the old drift log aside to '%s'", aside);
@@ -819,6 +829,116 @@ static void handle(struct compute *c, const char *run, int64_t step)
 	}
 }
 
+/* Takes run's rows out of b; 1 when nothing of b is left (run was its baseline). */
+static int batch_forget(struct result_batch *b, const char *run)
+{
+	if (!strcmp(b->baseline, run))
+		return 1;
+	size_t k = 0;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		if (strcmp(b->rows[i].run, run)) {
+			b->rows[k++] = b->rows[i];
+			continue;
+		}
+		free((char *)b->rows[i].tensor);
+		free((char *)b->rows[i].run);
+	}
+	b->n_rows = k;
+	return k == 0;
+}
+
+/*
+ * runs rm (compute_forget): the "forget" record, fsync'd, then the run out
+ * of the spool index, its spool files removed, its rows out of the logged
+ * results and the batches not yet taken, and the drift logs it was in
+ * rebuilt from what is left. On the compute thread, between comparisons;
+ * the main thread waits, so no snapshot of the run is stored meanwhile.
+ */
+static void forget_job(struct compute *c, struct job *j)
+{
+	const char *run = j->forget;
+	char *payload = forget_record(run), path[4200];
+	int r = payload ? wal_append(c->wal, payload, strlen(payload)) : -ENOMEM;
+
+	free(payload);
+	if (r == 0)
+		r = wal_sync(c->wal);
+	if ((j->rc = r) < 0)
+		return;
+	for (size_t i = 0; i < c->n_dur;) {
+		if (strcmp(c->dur[i].run, run)) {
+			i++;
+			continue;
+		}
+		c->spool_bytes -= c->dur[i].bytes < c->spool_bytes ? c->dur[i].bytes : c->spool_bytes;
+		free(c->dur[i].run);
+		c->dur[i] = c->dur[--c->n_dur];
+	}
+	j->files = forget_spool(c->dir, run);
+	char **touched = calloc(c->n_studies + 1, sizeof(*touched));
+	size_t k = 0, n_touched = 0;
+	for (size_t i = 0; i < c->n_replayed; i++) {
+		char *out = NULL, study[256];
+		int64_t step;
+		int f = forget_filter(c->replayed[i], strlen(c->replayed[i]), run, &out);
+		if (f && touched && result_record_study(c->replayed[i], strlen(c->replayed[i]), study,
+							sizeof(study), &step)) {
+			size_t t = 0;
+			while (t < n_touched && strcmp(touched[t], study))
+				t++;
+			if (t == n_touched && n_touched < c->n_studies)
+				touched[n_touched++] = strdup(study);
+		}
+		j->results += f != 0;
+		if (f == 2) {
+			free(c->replayed[i]);
+			continue;
+		}
+		if (f == 1) {
+			free(c->replayed[i]);
+			c->replayed[i] = out;
+		}
+		c->replayed[k++] = c->replayed[i];
+	}
+	c->n_replayed = k;
+	for (size_t i = 0; i < c->n_studies; i++) {
+		struct cstudy *s = &c->studies[i];
+		int involved = !strcmp(s->baseline, run);
+		for (size_t t = 0; !involved && t < s->n_cands; t++)
+			involved = !strcmp(s->cands[t], run);
+		for (size_t t = 0; !involved && t < s->n_proxies; t++)
+			involved = s->pruns[t] && !strcmp(s->pruns[t], run);
+		for (size_t t = 0; !involved && t < n_touched; t++)
+			involved = touched[t] && !strcmp(touched[t], s->name);
+		if (!involved)
+			continue;
+		store_close(&s->store);
+		snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warning("runs rm: cannot remove '%s': %s", path, strerror(errno));
+		study_store(c, s);	/* rebuilt from the results left, if any */
+	}
+	for (size_t t = 0; t < n_touched; t++)
+		free(touched[t]);
+	free(touched);
+	pthread_mutex_lock(&c->lock);	/* batches computed before, not yet taken */
+	struct result_batch **pb = &c->done;
+	c->done_tail = NULL;
+	while (*pb) {
+		struct result_batch *b = *pb;
+		if (batch_forget(b, run)) {
+			*pb = b->next;
+			result_batch_free(&b);
+		} else {
+			c->done_tail = b;
+			pb = &b->next;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	log_notice("runs rm: run '%s' forgotten: %ld spool files, %zu result records", run,
+		   j->files > 0 ? j->files : 0, j->results);
+}
+
 static void *compute_main(void *arg)
 {
 	struct compute *c = arg;
@@ -834,6 +954,14 @@ static void *compute_main(void *arg)
 		if (!c->jobs)
 			c->jobs_tail = NULL;
 		pthread_mutex_unlock(&c->lock);
+		if (j->forget) {	/* the caller owns it and waits */
+			forget_job(c, j);
+			pthread_mutex_lock(&c->lock);
+			j->done = 1;
+			c->depth--;
+			pthread_cond_broadcast(&c->forgot);
+			continue;
+		}
 		if (j->run && j->index_only) {
 			add_durable(c, j->run, j->step);
 			free(j->run);
@@ -901,6 +1029,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
+	pthread_cond_init(&c->forgot, NULL);
 	if (c->efd < 0 || (r = pthread_create(&c->thread, NULL, compute_main, c)) != 0) {
 		r = c->efd < 0 ? -errno : -r;
 		if (c->efd >= 0)
@@ -949,6 +1078,48 @@ void compute_known(struct compute *c, const char *run, int64_t step)
 	submit(c, run, step, 1);
 }
 
+int compute_forget(struct compute *c, const char *run, size_t *results, long *files)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	int rc;
+
+	if (!j || !(j->forget = strdup(run))) {
+		free(j);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->lock);
+	/* the run's queued comparisons would read files about to go: dropped */
+	for (struct job **p = &c->jobs; *p;) {
+		struct job *q = *p;
+		if (q->run && !strcmp(q->run, run)) {
+			*p = q->next;
+			free(q->run);
+			free(q);
+			c->depth--;
+		} else {
+			p = &q->next;
+		}
+	}
+	c->jobs_tail = NULL;
+	for (struct job *q = c->jobs; q; q = q->next)
+		c->jobs_tail = q;
+	j->next = c->jobs;	/* first: what is queued after it must not see the run */
+	c->jobs = j;
+	if (!c->jobs_tail)
+		c->jobs_tail = j;
+	c->depth++;
+	pthread_cond_signal(&c->wake);
+	while (!j->done)
+		pthread_cond_wait(&c->forgot, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	rc = j->rc;
+	*results = j->results;
+	*files = j->files;
+	free(j->forget);
+	free(j);
+	return rc;
+}
+
 int compute_fd(const struct compute *c)
 {
 	return c->efd;
@@ -993,6 +1164,7 @@ void compute_stop(struct compute **pc)
 	for (struct job *j = c->jobs, *n; j; j = n) {
 		n = j->next;
 		free(j->run);
+		free(j->forget);
 		studies_free(j->studies, j->n_studies);
 		free(j);
 	}
@@ -1010,6 +1182,7 @@ void compute_stop(struct compute **pc)
 	close(c->efd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->wake);
+	pthread_cond_destroy(&c->forgot);
 	free(c->dir);
 	free(c);
 	*pc = NULL;

@@ -48,6 +48,15 @@ void compute_set_config(struct compute *c, const struct wd_config *cfg);
 void compute_submit(struct compute *c, const char *run, int64_t step);
 /* Start-up: run's snapshot at step is durable and its results are logged. */
 void compute_known(struct compute *c, const char *run, int64_t step);
+/*
+ * runs rm: forgets run (the "forget" WAL record, its spool files, its rows
+ * in the results and the drift logs, which are rebuilt). Waits for the
+ * comparison in progress, then does it before anything queued; the run's
+ * queued comparisons are dropped. Returns 0 or -errno (the WAL failed:
+ * nothing was forgotten); results: result records changed or removed;
+ * files: spool files removed (-errno when its directory could not be read).
+ */
+int compute_forget(struct compute *c, const char *run, size_t *results, long *files);
 /* Readable when result batches wait. */
 int compute_fd(const struct compute *c);
 struct result_batch *compute_take(struct compute *c);

@@ -139,6 +139,7 @@ struct wd_config {
 		int64_t max_tensors;		/* per snapshot */
 		int64_t max_runs;
 		int64_t max_pending;		/* snapshots per run */
+		int64_t pending_timeout;	/* seconds a snapshot may idle unfinished */
 	} limits;
 	struct {
 		int level;			/* WD_LOG_ERR .. WD_LOG_DEBUG */

@@ -43,13 +43,14 @@ static json_t *status(struct control *c)
 			   "no_curve", (json_int_t)au->no_curve,
 			   "bad_server_key", (json_int_t)au->bad_server_key,
 			   "other", (json_int_t)au->other);
-	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
+	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
 			 "s:{s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
 		"runs", (json_int_t)s->n_runs,
 		"snapshots", "received", (json_int_t)s->count.commits,
 			     "dropped", (json_int_t)s->count.dropped,
+			     "conflicts", (json_int_t)s->count.conflicts,
 			     "pending", (json_int_t)s->n_pending,
 			     "durable", (json_int_t)s->count.snapshots_durable,
 			     "duplicates", (json_int_t)s->count.duplicates,
@@ -64,17 +65,68 @@ static json_t *status(struct control *c)
 		"auth", auth);
 }
 
+/*
+ * The run's part in each study of the config: [{"study", "role"}], role
+ * "baseline", "candidate" or "proxy LABEL"; an empty list when none.
+ */
+static json_t *run_studies(const struct wd_config *cfg, const char *run)
+{
+	json_t *list = json_array();
+	char role[300];
+
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *st = &cfg->studies[i];
+		role[0] = 0;
+		if (!strcmp(st->baseline, run))
+			snprintf(role, sizeof(role), "baseline");
+		for (size_t k = 0; !role[0] && k < st->candidates.n; k++)
+			if (!strcmp(st->candidates.names[k], run))
+				snprintf(role, sizeof(role), "candidate");
+		for (size_t k = 0; !role[0] && k < st->proxies.n; k++)
+			if (!strcmp(st->proxies.v[k].run, run))
+				snprintf(role, sizeof(role), "proxy %s", st->proxies.v[k].label);
+		if (role[0])
+			json_array_append_new(list, json_pack("{s:s,s:s}", "study", st->name, "role", role));
+	}
+	return list;
+}
+
 static json_t *runs(struct control *c)
 {
 	json_t *list = json_array();
 	double t = now_mono();
 
-	for (struct run *r = c->st->runs; r; r = r->next)
-		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:f,s:I}",
+	for (struct run *r = c->st->runs; r; r = r->next) {
+		json_t *in = run_studies(c->cfg, r->name);
+		json_t *first = json_array_get(in, 0);
+		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:f,s:I,s:s,s:o}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,
 			"last_step", r->n_durable ? json_integer(r->durable[r->n_durable - 1]) : json_null(),
-			"idle", t - r->last_seen, "bytes_pending", (json_int_t)r->bytes_pending));
+			"idle", t - r->last_seen, "bytes_pending", (json_int_t)r->bytes_pending,
+			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
+			"studies", in));
+	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
+}
+
+/* runs_rm: {"run"}: the run forgotten, so that its name is free again. */
+static char *runs_rm(struct control *c, json_t *req)
+{
+	json_t *jrun = json_object_get(req, "run");
+	const char *run = json_string_value(jrun);
+	char err[512];
+	size_t steps = 0, results = 0;
+
+	if (!jrun)
+		return fail("'runs_rm' needs 'run'%s", "");
+	if (!run || !run[0])
+		return fail("'run' must be a run name (a non-empty string)%s", "");
+	if (!c->forget)
+		return fail("'runs_rm' is not available%s", "");
+	if (c->forget(c->reload_ctx, run, &steps, &results, err, sizeof(err)) < 0)
+		return fail("%s", err);
+	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I}", "v", 1, "ok", 1, "run", run,
+			      "steps", (json_int_t)steps, "results", (json_int_t)results));
 }
 
 static json_t *studies(struct control *c)
@@ -116,6 +168,34 @@ void control_add_result(struct control *c, struct result_batch *b)
 		c->cap_results = cap;
 	}
 	c->results[c->n_results++] = b;
+}
+
+void control_forget(struct control *c, const char *run)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->n_results; i++) {
+		struct result_batch *b = c->results[i];
+		size_t n = 0;
+		if (!strcmp(b->baseline, run)) {	/* every row was against it */
+			result_batch_free(&c->results[i]);
+			continue;
+		}
+		for (size_t r = 0; r < b->n_rows; r++) {
+			if (strcmp(b->rows[r].run, run)) {
+				b->rows[n++] = b->rows[r];
+				continue;
+			}
+			free((char *)b->rows[r].tensor);
+			free((char *)b->rows[r].run);
+		}
+		b->n_rows = n;
+		if (n == 0)
+			result_batch_free(&c->results[i]);
+		else
+			c->results[k++] = b;
+	}
+	c->n_results = k;
 }
 
 void control_release(struct control *c)
@@ -239,13 +319,15 @@ char *control_handle(struct control *c, const void *req, size_t len)
 			out = fail("reload refused, the old config stays: %s", err);
 	} else if (!strcmp(cmd, "drift"))
 		out = drift(c, o);
+	else if (!strcmp(cmd, "runs_rm"))
+		out = runs_rm(c, o);
 	else if (!strcmp(cmd, "alerts")) {
 		out = c->alerts ? alerts_json(c->alerts) : NULL;
 		if (!out)
 			out = fail("cannot list the alerts%s", "");
 	}
 	else
-		out = fail("unknown command '%.64s' (status, runs, studies, drift, alerts, reload)", cmd);
+		out = fail("unknown command '%.64s' (status, runs, runs_rm, studies, drift, alerts, reload)", cmd);
 	json_decref(o);
 	return out;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "identity.h"
 #include "ingest.h"
 #include "logging.h"
 #include "spool.h"
@@ -48,6 +49,72 @@ static void reply_fail(struct ingest *ix, const struct frames *m, const struct w
 	snprintf(err.field, sizeof(err.field), "%s", field);
 	snprintf(err.reason, sizeof(err.reason), "%.255s", reason);
 	reply_error(ix, m, in, &err);
+}
+
+/* The frames of a reply to one waiter: its routing id only. */
+#define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
+
+/* Adds the sender of m to snap's waiters (once); 0, or -1 when there are too many. */
+static int add_waiter(struct snapshot *snap, const struct frames *m)
+{
+	size_t len = m->len[0] < IDENTITY_MAX ? m->len[0] : IDENTITY_MAX;
+
+	for (size_t i = 0; i < snap->n_waiters; i++)
+		if (snap->waiters[i].len == len && !memcmp(snap->waiters[i].id, m->data[0], len))
+			return 0;
+	if (snap->n_waiters >= WAITERS_MAX)
+		return -1;
+	size_t n = snap->n_waiters;
+	if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
+		struct waiter *w = realloc(snap->waiters, (n ? 2 * n : 1) * sizeof(*w));
+		if (!w)
+			return -1;
+		snap->waiters = w;
+	}
+	snap->waiters[n].len = len;
+	memcpy(snap->waiters[n].id, m->data[0], len);
+	snap->n_waiters++;
+	return 0;
+}
+
+/* Sends every waiter of snap the error code (field, reason). */
+static void fail_waiters(struct ingest *ix, const struct snapshot *snap, enum wire_code code,
+			 const char *field, const char *reason)
+{
+	struct wire_header h;
+
+	memset(&h, 0, sizeof(h));
+	snprintf(h.run, sizeof(h.run), "%s", snap->run->name);
+	h.step = snap->step;
+	for (size_t i = 0; i < snap->n_waiters; i++) {
+		struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+		reply_fail(ix, &w, &h, code, field, reason);
+	}
+}
+
+/*
+ * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
+ * why naming the first tensor that lacks elements (and how many it has).
+ */
+static int snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len)
+{
+	size_t complete = 0;
+	const struct tensor_buf *missing = NULL;
+
+	for (size_t i = 0; i < snap->n_tensors; i++) {
+		if (snap->tensors[i].covered == snap->tensors[i].total)
+			complete++;
+		else if (!missing)
+			missing = &snap->tensors[i];
+	}
+	if (missing)
+		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.120s' has %llu of %llu "
+			 "elements", (unsigned long long)want, complete, missing->name,
+			 (unsigned long long)missing->covered, (unsigned long long)missing->total);
+	else if (complete != want)
+		snprintf(why, len, "commit says %llu tensors, %zu received", (unsigned long long)want,
+			 complete);
+	return !missing && complete == want;
 }
 
 static struct snapshot *find_snapshot(struct state *s, const struct run *r, int64_t step)
@@ -125,19 +192,30 @@ static int range_is_new_piece(const struct tensor_buf *t, size_t at, uint64_t b,
 	return !(at > 0 && t->ranges[at - 1][1] == b) && !(at < t->n_ranges && t->ranges[at][0] == e);
 }
 
-/* Adds [b, e) at its slot; 0, or -1 out of memory. */
-static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
+/*
+ * Adds [b, e), whose bytes have CRC-32 crc, at its slot; 0, or -1 out of
+ * memory. Each range keeps the CRC of its bytes, combined as ranges merge
+ * (crc32_combine, in offset order), so a complete tensor's one range has
+ * the whole tensor's CRC without reading its bytes again: its identity.
+ */
+static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e, uint32_t crc)
 {
+	uint64_t es = wd_dtype_size(t->dtype);
 	int left = at > 0 && t->ranges[at - 1][1] == b;
 	int right = at < t->n_ranges && t->ranges[at][0] == e;
 
 	if (left && right) {
+		uint32_t c = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
+		t->crcs[at - 1] = wire_crc32_combine(c, t->crcs[at], (t->ranges[at][1] - e) * es);
 		t->ranges[at - 1][1] = t->ranges[at][1];
 		memmove(t->ranges + at, t->ranges + at + 1, (t->n_ranges - at - 1) * sizeof(*t->ranges));
+		memmove(t->crcs + at, t->crcs + at + 1, (t->n_ranges - at - 1) * sizeof(*t->crcs));
 		t->n_ranges--;
 	} else if (left) {
+		t->crcs[at - 1] = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
 		t->ranges[at - 1][1] = e;
 	} else if (right) {
+		t->crcs[at] = wire_crc32_combine(crc, t->crcs[at], (t->ranges[at][1] - e) * es);
 		t->ranges[at][0] = b;
 	} else {
 		size_t n = t->n_ranges;
@@ -146,11 +224,89 @@ static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
 			if (!nr)
 				return -1;
 			t->ranges = nr;
+			uint32_t *nc = realloc(t->crcs, (n ? 2 * n : 1) * sizeof(*nc));
+			if (!nc)
+				return -1;
+			t->crcs = nc;
 		}
 		memmove(t->ranges + at + 1, t->ranges + at, (n - at) * sizeof(*t->ranges));
+		memmove(t->crcs + at + 1, t->crcs + at, (n - at) * sizeof(*t->crcs));
 		t->ranges[at][0] = b;
 		t->ranges[at][1] = e;
+		t->crcs[at] = crc;
 		t->n_ranges++;
+	}
+	return 0;
+}
+
+/* Compares (cmp) or copies (dst) n bytes of m's payload from byte skip. */
+static int payload_bytes(const struct frames *m, uint64_t skip, const unsigned char *cmp,
+			 unsigned char *dst, uint64_t n)
+{
+	for (size_t i = 2; i < m->n && n > 0; i++) {
+		if (skip >= m->len[i]) {
+			skip -= m->len[i];
+			continue;
+		}
+		uint64_t k = m->len[i] - skip < n ? m->len[i] - skip : n;
+		const unsigned char *src = (const unsigned char *)m->data[i] + skip;
+		if (cmp && memcmp(cmp, src, k))
+			return 1;
+		if (dst)
+			memcpy(dst, src, k), dst += k;
+		if (cmp)
+			cmp += k;
+		n -= k;
+		skip = 0;
+	}
+	return 0;
+}
+
+/*
+ * A shard that overlaps what t has (a re-send, another rank's copy): the
+ * overlapped elements must have the same bytes, or it is a conflict
+ * (replied; -1). The same bytes make it a duplicate: the parts not yet
+ * received are taken, each with its CRC computed here, and 0 returned.
+ */
+static int add_overlapping(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct tensor_buf *t)
+{
+	size_t es = wd_dtype_size(t->dtype);
+	uint64_t b = h->offset, e = h->offset + h->count, gaps[64][2];
+	unsigned char *data = t->data;
+	size_t n_gaps = 0;
+	char why[256];
+
+	uint64_t at = b;	/* the ranges are sorted: walk those that meet [b, e) */
+	for (size_t i = 0; i < t->n_ranges && t->ranges[i][0] < e; i++) {
+		uint64_t rb = t->ranges[i][0], re = t->ranges[i][1];
+		if (re <= b)
+			continue;
+		uint64_t ob = rb > b ? rb : b, oe = re < e ? re : e;
+		if (payload_bytes(m, (ob - b) * es, data + ob * es, NULL, (oe - ob) * es)) {
+			snprintf(why, sizeof(why), "shard of '%.120s' overlaps elements [%llu, %llu) already "
+				 "received, with other bytes", h->name, (unsigned long long)ob,
+				 (unsigned long long)oe);
+			reply_fail(ix, m, h, WIRE_CONFLICT, "offset", why);
+			return -1;
+		}
+		if (ob > at && n_gaps < 64)
+			gaps[n_gaps][0] = at, gaps[n_gaps++][1] = ob;
+		at = oe;
+	}
+	if (at < e && n_gaps < 64)
+		gaps[n_gaps][0] = at, gaps[n_gaps++][1] = e;
+	for (size_t g = 0; g < n_gaps; g++) {
+		uint64_t gb = gaps[g][0], ge = gaps[g][1];
+		long slot = range_slot(t, gb, ge);
+		if (slot < 0)
+			continue;
+		payload_bytes(m, (gb - b) * es, NULL, data + gb * es, (ge - gb) * es);
+		if (range_add(t, (size_t)slot, gb, ge, wire_crc32(0, data + gb * es, (ge - gb) * es)) < 0) {
+			reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+			return -1;
+		}
+		t->covered += ge - gb;
 	}
 	return 0;
 }
@@ -185,6 +341,12 @@ static uint64_t evict_stale(struct ingest *ix, const struct snapshot *keep)
 			   "%.0f s (%zu tensors, %llu bytes)", snap->run->name, (long long)snap->step,
 			   t - snap->last_taken, snap->n_tensors, (unsigned long long)snap->bytes);
 		freed += snap->bytes;
+		if (snap->n_waiters) {	/* ranks that committed: they may send it again */
+			char why[256];
+			snprintf(why, sizeof(why), "dropped to free memory.budget: no shard taken for %.0f s; "
+				 "send it again", t - snap->last_taken);
+			fail_waiters(ix, snap, WIRE_INCOMPLETE, "tensors", why);
+		}
 		unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
 		s->count.dropped++;
@@ -214,9 +376,13 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		return -1;
 	}
 	long at = t ? range_slot(t, h->offset, h->offset + h->count) : 0;
-	if (at < 0) {
-		reply_fail(ix, m, h, WIRE_CONFLICT, "offset", "shard overlaps one already received");
-		return -1;
+	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
+		if (add_overlapping(ix, m, h, t) < 0)
+			return -1;
+		snap->last_taken = now_mono();
+		s->count.tensors++;
+		s->count.bytes_received += bytes;
+		return 0;
 	}
 	if (t && t->n_ranges >= MAX_PIECES &&
 	    range_is_new_piece(t, (size_t)at, h->offset, h->offset + h->count)) {
@@ -278,15 +444,11 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		r->bytes_pending += need;
 		s->reserved += need;
 	}
-	if (range_add(t, (size_t)at, h->offset, h->offset + h->count) < 0) {
+	if (range_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0) {
 		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
 		return -1;
 	}
-	unsigned char *dst = (unsigned char *)t->data + h->offset * esize;
-	for (size_t i = 2; i < m->n; i++) {
-		memcpy(dst, m->data[i], m->len[i]);
-		dst += m->len[i];
-	}
+	payload_bytes(m, 0, NULL, (unsigned char *)t->data + h->offset * esize, bytes);
 	t->covered += h->count;
 	snap->last_taken = now_mono();
 	s->count.tensors++;
@@ -294,18 +456,175 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	return 0;
 }
 
-/* Removes a run made for a shard that was refused: nothing refers to it. */
-static void forget_run(struct state *s, struct run *r)
+/*
+ * The first time run r sends a snapshot in this daemon's life: a run that
+ * belongs to no study is stored and never compared, which a typo in a run
+ * name causes; one notice names the studies' runs, so that it shows.
+ */
+static void note_study(struct ingest *ix, struct run *r)
 {
-	for (struct run **p = &s->runs; *p; p = &(*p)->next)
-		if (*p == r) {
-			*p = r->next;
-			s->n_runs--;
-			free(r->name);
-			free(r->durable);
-			free(r);
+	const struct wd_config *cfg = ix->cfg;
+	char list[512];
+	size_t at = 0;
+
+	if (r->study_checked)
+		return;
+	r->study_checked = 1;
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *st = &cfg->studies[i];
+		int in = !strcmp(st->baseline, r->name);
+		for (size_t k = 0; !in && k < st->candidates.n; k++)
+			in = !strcmp(st->candidates.names[k], r->name);
+		for (size_t k = 0; !in && k < st->proxies.n; k++)
+			in = !strcmp(st->proxies.v[k].run, r->name);
+		if (in)
 			return;
+	}
+	list[0] = 0;
+	for (size_t i = 0; i < cfg->n_studies && at < sizeof(list) - 1; i++) {
+		const struct wd_config_study *st = &cfg->studies[i];
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s'%s': %s", i ? "; " : "",
+				       st->name, st->baseline);
+		for (size_t k = 0; k < st->candidates.n && at < sizeof(list) - 1; k++)
+			at += (size_t)snprintf(list + at, sizeof(list) - at, ", %s", st->candidates.names[k]);
+		for (size_t k = 0; k < st->proxies.n && at < sizeof(list) - 1; k++)
+			at += (size_t)snprintf(list + at, sizeof(list) - at, ", %s", st->proxies.v[k].run);
+	}
+	log_notice("run '%s' belongs to no study: its snapshots are stored but never compared "
+		   "(studies: %s)", r->name, cfg->n_studies ? list : "none configured");
+}
+
+/*
+ * A durable (run, step) differs from what is sent again: replied to m with
+ * code conflict, remembered in snap for the commit's reply, logged once per
+ * (run, step) and counted once per re-send.
+ */
+static void refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct snapshot *snap, const char *field, const char *what)
+{
+	struct run *r = snap->run;
+	char why[256];
+
+	snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: %s "
+		 "(re-used run name? `wdrift runs rm %.40s` frees it)", r->name,
+		 (long long)snap->step, what, r->name);
+	if (!snap->conflict) {
+		snap->conflict = 1;
+		snprintf(snap->why, sizeof(snap->why), "%s", why);
+		snprintf(snap->field, sizeof(snap->field), "%s", field);
+		ix->st->count.conflicts++;
+		if (!r->conflict_logged || r->conflict_step != snap->step)
+			log_warning("ingest: refused: %s", why);
+		r->conflict_logged = 1;
+		r->conflict_step = snap->step;
+	}
+	reply_fail(ix, m, h, WIRE_CONFLICT, field, why);
+}
+
+/*
+ * A shard of a durable (run, step) whose identity is id: checked, never
+ * stored. Its name, dtype and shape at once; its CRC once the re-send
+ * covers the whole tensor (shard CRCs combined, as for a new snapshot).
+ * Overlapping re-sent shards cannot be compared without the bytes: skipped.
+ */
+static void recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			  struct snapshot *snap, const struct snap_id *id)
+{
+	char what[200];
+	const struct tensor_id *tid = identity_find(id, identity_name_hash(h->name));
+
+	if (!tid) {
+		snprintf(what, sizeof(what), "tensor '%.80s' is not in it", h->name);
+		return refuse_content(ix, m, h, snap, "name", what);
+	}
+	if (tid->dtype != (uint8_t)h->dtype || tid->shape_hash != identity_shape_hash(h->ndims, h->shape)) {
+		int dt = tid->dtype != (uint8_t)h->dtype;
+		snprintf(what, sizeof(what), "tensor '%.80s' %s differs", h->name, dt ? "dtype" : "shape");
+		return refuse_content(ix, m, h, snap, dt ? "dtype" : "shape", what);
+	}
+	struct tensor_buf *t = find_tensor(snap, h->name);
+	if (!t) {
+		if (snap->n_tensors >= id->n)
+			return;	/* cannot be: each name is in id, and found above */
+		if (snap->n_tensors == snap->cap_tensors) {
+			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
+			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
+			if (!nt)
+				return;
+			snap->tensors = nt;
+			snap->cap_tensors = cap;
 		}
+		t = &snap->tensors[snap->n_tensors];
+		memset(t, 0, sizeof(*t));
+		if (!(t->name = strdup(h->name)))
+			return;
+		snap->n_tensors++;
+		t->dtype = h->dtype;
+		t->total = h->total;
+	}
+	long at = range_slot(t, h->offset, h->offset + h->count);
+	if (at < 0 || (t->n_ranges >= MAX_PIECES &&
+		       range_is_new_piece(t, (size_t)at, h->offset, h->offset + h->count)))
+		return;
+	if (range_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0)
+		return;
+	t->covered += h->count;
+	snap->last_taken = now_mono();
+	if (t->covered == t->total && t->crcs[0] != tid->crc) {
+		snprintf(what, sizeof(what), "tensor '%.80s' crc32 differs", h->name);
+		refuse_content(ix, m, h, snap, "crc32", what);
+	}
+}
+
+/*
+ * The pending snapshot (r, h->step), made when there is none (recheck: a
+ * re-send of a durable step, which holds no data). NULL after an error reply.
+ */
+static struct snapshot *get_snapshot(struct ingest *ix, const struct frames *m,
+				     const struct wire_header *h, struct run *r, int recheck)
+{
+	struct state *s = ix->st;
+	struct snapshot *snap = find_snapshot(s, r, h->step);
+	char why[256];
+
+	if (snap)
+		return snap;
+	size_t pend = 0;
+	for (struct snapshot *p = s->pending; p; p = p->next)
+		pend += p->run == r;
+	if ((int64_t)pend >= ix->cfg->limits.max_pending) {
+		snprintf(why, sizeof(why), "run has %zu snapshots pending, the limit "
+			 "(limits.max_pending); commit them first", pend);
+		reply_fail(ix, m, h, WIRE_TOO_MANY, "step", why);
+		return NULL;
+	}
+	if (!(snap = calloc(1, sizeof(*snap)))) {
+		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		return NULL;
+	}
+	snap->run = r;
+	snap->step = h->step;
+	snap->recheck = recheck;
+	snap->last_taken = snap->last_seen = now_mono();
+	snap->next = s->pending;
+	s->pending = snap;
+	s->n_pending++;
+	return snap;
+}
+
+/*
+ * Hands snap to the spool thread when it is complete and a commit said how
+ * many tensors it has (snap->want). Returns 1 when it did.
+ */
+static int try_store(struct ingest *ix, struct snapshot *snap)
+{
+	char why[256];
+
+	if (!snap->want || snap->committing || !snapshot_complete(snap, snap->want, why, sizeof(why)))
+		return 0;
+	snap->committing = 1;
+	spool_submit(ix->spool, snap);
+	return 1;
 }
 
 static void tensor(struct ingest *ix, const struct frames *m, const struct wire_header *h)
@@ -320,8 +639,16 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		return reply_error(ix, m, h, &err);
 	struct run *r = state_run(s, h->run, 0);
 	if (r && run_is_durable(r, h->step)) {	/* a re-send: already durable */
+		const struct snap_id *id = run_identity(r, h->step);
+		struct snapshot *snap;
 		s->count.duplicates++;
-		return;
+		r->last_seen = now_mono();
+		note_study(ix, r);
+		if (id && (snap = get_snapshot(ix, m, h, r, 1))) {
+			snap->last_seen = now_mono();
+			recheck_shard(ix, m, h, snap, id);
+		}
+		return;	/* no identity (an old WAL record): the content cannot be checked */
 	}
 	if (!r) {
 		if ((int64_t)s->n_runs >= ix->cfg->limits.max_runs) {
@@ -335,25 +662,11 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	r->last_seen = now_mono();
 	struct snapshot *snap = find_snapshot(s, r, h->step);
 	if (snap && snap->committing)
-		return reply_fail(ix, m, h, WIRE_CONFLICT, "step",
-				  "this snapshot is being stored; wait for its ack");
-	if (!snap) {
-		size_t pend = 0;
-		for (struct snapshot *p = s->pending; p; p = p->next)
-			pend += p->run == r;
-		if ((int64_t)pend >= ix->cfg->limits.max_pending) {
-			snprintf(why, sizeof(why), "run has %zu snapshots pending, the limit "
-				 "(limits.max_pending); commit them first", pend);
-			return reply_fail(ix, m, h, WIRE_TOO_MANY, "step", why);
-		}
-		if (!(snap = calloc(1, sizeof(*snap))))
-			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-		snap->run = r;
-		snap->step = h->step;
-		snap->last_taken = now_mono();
-		snap->next = s->pending;
-		s->pending = snap;
-		s->n_pending++;
+		return;	/* being stored: a re-sent shard; its ack is on the way */
+	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0))) {
+		if (new_run)
+			state_forget_run(s, r);
+		return;
 	}
 	snap->last_seen = now_mono();
 	/*
@@ -361,11 +674,55 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	 * for this shard) would count against max_pending and show as pending
 	 * until it expired as "dropped".
 	 */
-	if (add_shard(ix, m, h, r, snap) < 0 && snap->n_tensors == 0) {
+	if (add_shard(ix, m, h, r, snap) < 0) {
+		if (snap->n_tensors == 0 && !snap->n_waiters) {
+			unlink_snapshot(s, snap);
+			snapshot_free(s, snap);
+			if (new_run)	/* nor a run that holds nothing: it would use up limits.max_runs */
+				state_forget_run(s, r);
+		}
+		return;
+	}
+	note_study(ix, r);
+	if (snap->n_waiters)	/* ranks committed before this shard came: it may complete it */
+		try_store(ix, snap);
+}
+
+/* A commit of a durable (run, step): a duplicate, or other content (conflict). */
+static void commit_durable(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct run *r)
+{
+	struct state *s = ix->st;
+	const struct snap_id *id = run_identity(r, h->step);
+	struct snapshot *snap = find_snapshot(s, r, h->step);
+	char what[200];
+
+	if (snap && snap->recheck && !snap->conflict && id && h->tensors != id->n) {
+		snprintf(what, sizeof(what), "it has %zu tensors, the commit says %llu", id->n,
+			 (unsigned long long)h->tensors);
+		refuse_content(ix, m, h, snap, "tensors", what);
+	} else if (snap && snap->recheck && snap->conflict) {
+		reply_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+	} else if (!snap && id && h->tensors != id->n) {
+		/* no shard came (all skipped?): the count alone can still differ */
+		struct wire_header a = *h;
+		char why[256];
+		snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: it has "
+			 "%zu tensors, the commit says %llu (re-used run name? `wdrift runs rm %.40s` frees "
+			 "it)", r->name, (long long)h->step, id->n, (unsigned long long)h->tensors, r->name);
+		s->count.conflicts++;
+		log_warning("ingest: refused: %s", why);
+		reply_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
+	} else {
+		struct wire_header a = { .type = WIRE_ACK, .step = h->step, .tensors = h->tensors,
+					 .duplicate = 1 };
+		memcpy(a.run, h->run, sizeof(a.run));
+		s->count.duplicates++;
+		reply(ix, m, &a);
+	}
+	if (snap && snap->recheck) {	/* checked: the next re-send starts afresh */
 		unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
-		if (new_run)	/* nor a run that holds nothing: it would use up limits.max_runs */
-			forget_run(s, r);
 	}
 }
 
@@ -373,41 +730,56 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 {
 	struct state *s = ix->st;
 	struct run *r = state_run(s, h->run, 0);
-	char why[512];
+	char why[256];
 
 	s->count.commits++;
-	if (r && run_is_durable(r, h->step)) {
-		struct wire_header a = { .type = WIRE_ACK, .step = h->step, .tensors = h->tensors,
-					 .duplicate = 1 };
-		memcpy(a.run, h->run, sizeof(a.run));
-		s->count.duplicates++;
-		return reply(ix, m, &a);
-	}
+	if (r && run_is_durable(r, h->step))
+		return commit_durable(ix, m, h, r);
 	struct snapshot *snap = r ? find_snapshot(s, r, h->step) : NULL;
-	if (snap && snap->committing)
-		return;	/* its ack is on the way */
-	size_t complete = 0;
-	const struct tensor_buf *missing = NULL;
-	for (size_t i = 0; snap && i < snap->n_tensors; i++) {
-		if (snap->tensors[i].covered == snap->tensors[i].total)
-			complete++;
-		else if (!missing)
-			missing = &snap->tensors[i];
+	if (snap && snap->committing) {	/* being stored: this one gets the ack too */
+		if (add_waiter(snap, m) < 0)
+			reply_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this snapshot");
+		return;
 	}
-	if (!snap || complete != h->tensors || missing) {
-		if (missing)
-			snprintf(why, sizeof(why), "commit says %llu tensors, %zu complete: '%.200s' has %llu "
-				 "of %llu elements", (unsigned long long)h->tensors, complete, missing->name,
-				 (unsigned long long)missing->covered, (unsigned long long)missing->total);
-		else
-			snprintf(why, sizeof(why), "commit says %llu tensors, %zu received",
-				 (unsigned long long)h->tensors, complete);
+	if (snap && snap->want && snap->want != h->tensors) {
+		snprintf(why, sizeof(why), "commit says %llu tensors, an earlier commit of this step %llu: "
+			 "every rank gives the whole snapshot's count", (unsigned long long)h->tensors,
+			 (unsigned long long)snap->want);
+		return reply_fail(ix, m, h, WIRE_BAD_FIELD, "tensors", why);
+	}
+	if (snap && snapshot_complete(snap, h->tensors, why, sizeof(why))) {
+		if (add_waiter(snap, m) < 0)
+			return reply_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for "
+					  "this snapshot");
+		snap->want = h->tensors;
+		try_store(ix, snap);
+		return;
+	}
+	if (!snap)
+		snprintf(why, sizeof(why), "commit says %llu tensors, 0 received",
+			 (unsigned long long)h->tensors);
+	if (h->ranks <= 1)
 		return reply_fail(ix, m, h, WIRE_INCOMPLETE, "tensors", why);
+	/*
+	 * Several ranks share this snapshot: the others' shards may still come.
+	 * Not an error: this rank waits for the ack, or for the expiry.
+	 */
+	if (!r) {
+		if ((int64_t)s->n_runs >= ix->cfg->limits.max_runs) {
+			snprintf(why, sizeof(why), "already %zu runs, the limit (limits.max_runs)", s->n_runs);
+			return reply_fail(ix, m, h, WIRE_TOO_MANY, "run", why);
+		}
+		if (!(r = state_run(s, h->run, 1)))
+			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
 	}
-	snap->committing = 1;
-	snap->identity_len = m->len[0] < IDENTITY_MAX ? m->len[0] : IDENTITY_MAX;
-	memcpy(snap->identity, m->data[0], snap->identity_len);
-	spool_submit(ix->spool, snap);
+	r->last_seen = now_mono();
+	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
+		return;
+	if (add_waiter(snap, m) < 0)
+		return reply_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
+				  "snapshot");
+	snap->want = h->tensors;
+	snap->last_seen = now_mono();
 }
 
 void ingest_handle(struct ingest *ix, const struct frames *m)
@@ -467,29 +839,29 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char
 {
 	struct state *s = ix->st;
 	struct wire_header h;
-	const void *id[1] = { snap->identity };
-	size_t idlen[1] = { snap->identity_len };
-	struct frames m = { 1, id, idlen };
 
 	memset(&h, 0, sizeof(h));
 	snprintf(h.run, sizeof(h.run), "%s", snap->run->name);
 	h.step = snap->step;
 	if (ok) {
-		run_add_durable(snap->run, snap->step);
+		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
 		s->count.snapshots_durable++;
 		h.type = WIRE_ACK;
 		h.tensors = snap->n_tensors;
 		h.bytes = snap->bytes;
 		log_info("durable: run '%s' step %lld, %zu tensors", snap->run->name,
 			 (long long)snap->step, snap->n_tensors);
-		reply(ix, &m, &h);
+		for (size_t i = 0; i < snap->n_waiters; i++) {	/* every rank that committed */
+			struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+			reply(ix, &w, &h);
+		}
 		if (ix->on_durable)
 			ix->on_durable(ix->durable_ctx, snap->run->name, snap->step);
 	} else {
 		s->count.spool_failures++;
 		log_err("spool: run '%s' step %lld not stored: %s", snap->run->name,
 			(long long)snap->step, why);
-		reply_fail(ix, &m, &h, WIRE_INTERNAL, "", why);
+		fail_waiters(ix, snap, WIRE_INTERNAL, "", why);
 	}
 	unlink_snapshot(s, snap);
 	snapshot_free(s, snap);
@@ -501,16 +873,28 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 	double t = now_mono();
 	size_t n = 0;
 	struct snapshot *snap = s->pending, *next;
+	char why[256], lacks[200];
 
 	for (; snap; snap = next) {
 		next = snap->next;
 		if (snap->committing || t - snap->last_seen < timeout)
 			continue;
-		log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
-			   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);
+		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
+			snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
+			const char *colon = strstr(lacks, ": ");
+			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s",
+				 timeout, colon ? colon + 2 : lacks);
+			log_warning("ingest: run '%s' step %lld: %s (%zu ranks waited)", snap->run->name,
+				    (long long)snap->step, why, snap->n_waiters);
+			fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
+		} else if (!snap->recheck) {
+			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
+				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);
+		}
+		if (!snap->recheck)
+			s->count.dropped++;
 		unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
-		s->count.dropped++;
 		n++;
 	}
 	return n;

@@ -31,6 +31,8 @@
 #include "compute.h"
 #include "config.h"
 #include "control.h"
+#include "forget.h"
+#include "identity.h"
 #include "ingest.h"
 #include "logging.h"
 #include "notify.h"
@@ -42,7 +44,6 @@
 #define BATCH 64		/* messages per socket per poll round: fairness */
 #define INGEST_SLICE 0.05	/* seconds of ingest work per poll round, so that a flood of
 				   large messages (a checksum each) leaves control answering */
-#define PENDING_TIMEOUT 600.0	/* seconds an uncommitted snapshot may idle */
 #define DRAIN_SECONDS 10.0
 #define INGEST_RCVHWM 8		/* frames ZeroMQ may queue per peer */
 
@@ -144,7 +145,109 @@ static int reload(void *ctx, char *err, size_t errlen)
 	return r;
 }
 
+/*
+ * runs rm (control.c): refused for a run unknown or with a snapshot being
+ * received or stored; otherwise the compute thread forgets it on disk and
+ * this thread in memory: its durable steps, identities and kept results.
+ */
+static int forget_run(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
+		      size_t errlen)
+{
+	struct daemon *d = ctx;
+	struct run *r = state_run(&d->st, run, 0);
+	long files;
+	int rc;
+
+	if (!r)
+		return snprintf(err, errlen, "no run '%.200s' (wdrift runs lists them)", run), -ENOENT;
+	for (struct snapshot *p = d->st.pending; p; p = p->next)
+		if (p->run == r && !p->recheck) {
+			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
+				 "limits.pending_timeout to drop it), then try again", run, (long long)p->step,
+				 p->committing ? "being stored" : "being received");
+			return -EBUSY;
+		}
+	if ((rc = compute_forget(d->compute, run, results, &files)) < 0)
+		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
+	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked */
+		n = p->next;
+		if (p->run != r)
+			continue;
+		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
+			if (*q == p) {
+				*q = p->next;
+				d->st.n_pending--;
+				break;
+			}
+		snapshot_free(&d->st, p);
+	}
+	*steps = r->n_durable;
+	d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
+					 r->n_durable : d->st.count.snapshots_durable;
+	state_forget_run(&d->st, r);
+	control_forget(&d->ctl, run);
+	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
+		   "files removed", run, *steps, *results, files > 0 ? files : 0);
+	return 0;
+}
+
 /* --- start-up --- */
+
+/*
+ * A "forget" record (runs rm) in the replay: the run's durable steps, its
+ * rows in the results read so far (all of a result whose baseline it was),
+ * and what those noted, as compute.c's forget_job did when it was written.
+ */
+static void replay_forget(struct daemon *d, const char *run)
+{
+	struct run *r = run ? state_run(&d->st, run, 0) : NULL;
+	size_t k = 0;
+
+	if (!run)
+		return;
+	if (r) {
+		d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
+						 r->n_durable : d->st.count.snapshots_durable;
+		state_forget_run(&d->st, r);
+	}
+	for (size_t i = 0; i < d->n_replayed; i++) {
+		char *out = NULL;
+		int f = forget_filter(d->replayed[i], strlen(d->replayed[i]), run, &out);
+		if (f == 2) {
+			free(d->replayed[i]);
+			continue;
+		}
+		if (f == 1) {
+			free(d->replayed[i]);
+			d->replayed[i] = out;
+		}
+		d->replayed[k++] = d->replayed[i];
+	}
+	d->n_replayed = k;
+	k = 0;
+	for (size_t i = 0; i < d->n_covered; i++) {
+		const struct wd_config_study *st = NULL;
+		for (size_t s = 0; s < d->cfg.n_studies; s++)
+			if (!strcmp(d->cfg.studies[s].name, d->covered[i].study))
+				st = &d->cfg.studies[s];
+		if (!strcmp(d->covered[i].run, run) || (st && !strcmp(st->baseline, run))) {
+			free(d->covered[i].study);
+			free(d->covered[i].run);
+			continue;
+		}
+		d->covered[k++] = d->covered[i];
+	}
+	d->n_covered = k;
+	k = 0;
+	for (size_t i = 0; i < d->n_dropped; i++) {
+		if (!strcmp(d->dropped[i].run, run)) {
+			free(d->dropped[i].run);
+			continue;
+		}
+		d->dropped[k++] = d->dropped[i];
+	}
+	d->n_dropped = k;
+}
 
 static int replay_record(void *ctx, const char *payload, size_t len)
 {
@@ -198,12 +301,16 @@ static int replay_record(void *ctx, const char *payload, size_t len)
 			d->dropped[d->n_dropped++] = (struct covered){ NULL, strdup(run),
 				json_integer_value(json_object_get(o, "step")) };
 	}
+	if (t && !strcmp(t, "forget"))	/* runs rm: what came before it of the run goes */
+		replay_forget(d, json_string_value(json_object_get(o, "run")));
 	if (t && !strcmp(t, "snapshot")) {
 		const char *run = json_string_value(json_object_get(o, "run"));
 		json_t *step = json_object_get(o, "step");
 		struct run *r = run ? state_run(&d->st, run, 1) : NULL;
 		if (r && json_is_integer(step)) {
-			run_add_durable(r, json_integer_value(step));
+			/* content: absent in records older than it; such steps go unchecked */
+			run_add_durable(r, json_integer_value(step),
+					identity_from_json(json_object_get(o, "content")));
 			d->st.count.snapshots_durable++;
 		}
 	}
@@ -500,7 +607,7 @@ static int start(struct daemon *d, int force)
 				  d->cfg.memory.budget / 2, on_durable, d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .spool = d->spool,
-				   .reload = reload, .reload_ctx = d };
+				   .reload = reload, .reload_ctx = d, .forget = forget_run };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
@@ -677,7 +784,7 @@ static void handle_signal(struct daemon *d)
 static void run_loop(struct daemon *d)
 {
 	zmq_msg_t *msgs = calloc(MAX_FRAMES, sizeof(*msgs));
-	double next_ping = 0, next_status = 0, next_tick = 0, next_expire = now_mono() + 60;
+	double next_ping = 0, next_status = 0, next_tick = 0, next_expire = now_mono() + 1;
 
 	while (!d->stop && msgs) {
 		zmq_pollitem_t items[5 + 4] = {
@@ -739,8 +846,8 @@ static void run_loop(struct daemon *d)
 		}
 		alerts_reap(d->alerts);
 		if (t >= next_expire) {
-			ingest_expire(&d->ix, PENDING_TIMEOUT);
-			next_expire = t + 60;
+			ingest_expire(&d->ix, (double)d->cfg.limits.pending_timeout);
+			next_expire = t + 1;	/* limits.pending_timeout may be seconds */
 		}
 	}
 	free(msgs);

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "checkpoint.h"
+#include "identity.h"
 #include "logging.h"
 #include "spool.h"
 #include "wal.h"
@@ -107,9 +108,12 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		snprintf(why, whylen, "cannot fsync '%.180s': %s", dir, strerror(-r));
 		return -1;
 	}
-	json_t *rec = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "t", "snapshot", "run", snap->run->name,
-				"step", (json_int_t)snap->step, "tensors", (json_int_t)snap->n_tensors,
-				"bytes", (json_int_t)snap->bytes, "file", path + strlen(sp->dir) + 1);
+	/* content: what identifies it, so that a re-send with other content is refused */
+	json_t *content = identity_content_json(snap);
+	json_t *rec = content ? json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "t", "snapshot", "run",
+				snap->run->name, "step", (json_int_t)snap->step, "tensors",
+				(json_int_t)snap->n_tensors, "bytes", (json_int_t)snap->bytes, "file",
+				path + strlen(sp->dir) + 1, "content", content) : NULL;
 	char *payload = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
 	json_decref(rec);
 	r = payload ? wal_append(sp->wal, payload, strlen(payload)) : -ENOMEM;

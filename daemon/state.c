@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "identity.h"
 #include "state.h"
 
 double now_mono(void)
@@ -49,22 +50,61 @@ int run_is_durable(const struct run *r, int64_t step)
 	return i < r->n_durable && r->durable[i] == step;
 }
 
-void run_add_durable(struct run *r, int64_t step)
+const struct snap_id *run_identity(const struct run *r, int64_t step)
 {
 	size_t i = lower_bound(r, step);
-	if (i < r->n_durable && r->durable[i] == step)
+	return i < r->n_durable && r->durable[i] == step ? r->ids[i] : NULL;
+}
+
+void run_add_durable(struct run *r, int64_t step, struct snap_id *id)
+{
+	size_t i = lower_bound(r, step);
+	if (i < r->n_durable && r->durable[i] == step) {
+		if (!r->ids[i])
+			r->ids[i] = id;
+		else
+			free(id);
 		return;
+	}
 	if (r->n_durable == r->cap_durable) {
 		size_t cap = r->cap_durable ? 2 * r->cap_durable : 64;
 		int64_t *d = realloc(r->durable, cap * sizeof(*d));
-		if (!d)
+		if (d)
+			r->durable = d;
+		struct snap_id **v = d ? realloc(r->ids, cap * sizeof(*v)) : NULL;
+		if (!v) {
+			free(id);
 			return;	/* the WAL still has it; only the welcome list is short */
-		r->durable = d;
+		}
+		r->ids = v;
 		r->cap_durable = cap;
 	}
 	memmove(r->durable + i + 1, r->durable + i, (r->n_durable - i) * sizeof(*r->durable));
+	memmove(r->ids + i + 1, r->ids + i, (r->n_durable - i) * sizeof(*r->ids));
 	r->durable[i] = step;
+	r->ids[i] = id;
 	r->n_durable++;
+}
+
+static void run_free(struct run *r)
+{
+	for (size_t i = 0; i < r->n_durable; i++)
+		free(r->ids[i]);
+	free(r->ids);
+	free(r->name);
+	free(r->durable);
+	free(r);
+}
+
+void state_forget_run(struct state *s, struct run *r)
+{
+	for (struct run **p = &s->runs; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			s->n_runs--;
+			run_free(r);
+			return;
+		}
 }
 
 void snapshot_free(struct state *s, struct snapshot *snap)
@@ -72,9 +112,11 @@ void snapshot_free(struct state *s, struct snapshot *snap)
 	for (size_t i = 0; i < snap->n_tensors; i++) {
 		free(snap->tensors[i].name);
 		free(snap->tensors[i].ranges);
+		free(snap->tensors[i].crcs);
 		free(snap->tensors[i].data);
 	}
 	free(snap->tensors);
+	free(snap->waiters);
 	s->reserved -= snap->bytes;
 	if (snap->run)
 		snap->run->bytes_pending -= snap->bytes;
@@ -92,9 +134,7 @@ void state_release(struct state *s)
 	}
 	for (r = s->runs; r; r = rn) {
 		rn = r->next;
-		free(r->name);
-		free(r->durable);
-		free(r);
+		run_free(r);
 	}
 	memset(s, 0, sizeof(*s));
 }

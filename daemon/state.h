@@ -23,9 +23,19 @@ struct tensor_buf {
 	uint64_t shape[WIRE_MAX_DIMS];
 	uint64_t total, covered;	/* elements; complete when equal */
 	uint64_t (*ranges)[2];		/* received [begin, end), for overlaps */
+	uint32_t *crcs;			/* CRC-32 of each range's bytes, as ranges */
 	size_t n_ranges;
-	void *data;			/* total elements, reserved against the budget */
+	void *data;			/* total elements, reserved against the budget;
+					   NULL in a re-send being checked (recheck) */
 };
+
+/* A publisher waiting for a snapshot's ack: its routing id. */
+struct waiter {
+	size_t len;
+	unsigned char id[IDENTITY_MAX];
+};
+
+#define WAITERS_MAX 1024	/* ranks of one snapshot that may wait for its ack */
 
 /* A snapshot (run, step) whose tensors are arriving. */
 struct snapshot {
@@ -37,15 +47,25 @@ struct snapshot {
 	double last_seen;		/* monotonic seconds */
 	double last_taken;		/* when a shard of it was last accepted */
 	int committing;			/* handed to the spool thread */
-	unsigned char identity[IDENTITY_MAX];	/* who committed: the ack goes there */
-	size_t identity_len;
+	int recheck;			/* a re-send of a durable step: only checked */
+	int conflict;			/* recheck: it differs; why says how */
+	char why[256], field[32];
+	uint64_t want;			/* tensors its commits said (0: no commit yet) */
+	struct waiter *waiters;		/* who committed: each gets the ack */
+	size_t n_waiters;
 	struct snapshot *next;
 };
+
+struct snap_id;
 
 struct run {
 	char *name;
 	int64_t *durable;		/* durable steps, ascending */
+	struct snap_id **ids;		/* each durable step's content (identity.h); NULL: unknown */
 	size_t n_durable, cap_durable;
+	int study_checked;		/* the no-study notice was considered */
+	int conflict_logged;		/* a conflict at conflict_step was logged */
+	int64_t conflict_step;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */
 	double last_seen;
 	struct run *next;
@@ -64,6 +84,7 @@ struct counters {
 	uint64_t messages, tensors, snapshots_durable, duplicates, bytes_received;
 	uint64_t commits;		/* snapshots received (commit messages) */
 	uint64_t dropped;		/* uncommitted snapshots given up (idle) */
+	uint64_t conflicts;		/* re-sent durable steps refused: other content */
 	uint64_t errors[WIRE_CODE_COUNT];
 	uint64_t control_requests, spool_failures;
 	struct auth_counters auth;
@@ -82,8 +103,13 @@ struct state {
 double now_mono(void);
 
 struct run *state_run(struct state *s, const char *name, int create);
+/* Removes r and what it knows (durable steps, identities); frees it. */
+void state_forget_run(struct state *s, struct run *r);
 int run_is_durable(const struct run *r, int64_t step);
-void run_add_durable(struct run *r, int64_t step);
+/* The identity of a durable step; NULL when unknown (an old WAL record). */
+const struct snap_id *run_identity(const struct run *r, int64_t step);
+/* Notes step as durable with its identity id (taken; may be NULL). */
+void run_add_durable(struct run *r, int64_t step, struct snap_id *id);
 
 /* Frees a snapshot's tensors and releases its reservation. */
 void snapshot_free(struct state *s, struct snapshot *snap);

@@ -337,6 +337,11 @@ int wire_check_payload(const struct wire_header *h, const size_t *frame_len,
 	return 0;
 }
 
+uint32_t wire_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);	/* z_off_t: 64-bit here */
+}
+
 uint32_t wire_crc32(uint32_t crc, const void *data, size_t n)
 {
 	const unsigned char *p = data;

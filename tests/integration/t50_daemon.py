@@ -303,7 +303,11 @@ def main():
         check(r.returncode == 0 and json.loads(r.stdout)["summary"]["w1_max"] == 0.0,
               "the spool file is a checkpoint wdrift compare reads")
 
-        snapshot(pub, 100, rng)
+        a = sent["layers.0.w"]      # the same content again (other content is a conflict: t66)
+        pub.tensor(100, "layers.0.w", a[:2000], "f32", offset=0, total=5000)
+        pub.tensor(100, "layers.0.w", a[2000:], "f32", offset=2000, total=5000, frame=4096)
+        pub.tensor(100, "emb", sent["emb"], "bf16")
+        pub.tensor(100, "layers.1/w2", sent["layers.1/w2"].ravel(), "f32", shape=[40, 30])
         ack = pub.commit(100, 3)
         check(ack and ack["type"] == "ack" and ack["duplicate"], "re-sending a durable snapshot: acked as duplicate")
 
@@ -385,8 +389,10 @@ def main():
         pieces.send_raw([json.dumps(h).encode(), one])
         h["offset"] = 2 * n - 1           # so is one that extends a piece
         pieces.send_raw([json.dumps(h).encode(), one])
-        h["offset"] = 2
-        pieces.send_raw([json.dumps(h).encode(), one])
+        h["offset"] = 2                   # other bytes over a piece (the same bytes: a duplicate)
+        two = np.full(1, 2, np.float32).tobytes()
+        h["crc32"] = zlib.crc32(two)
+        pieces.send_raw([json.dumps(h).encode(), two])
         e = pieces.recv()
         check(e and e["code"] == "conflict", f"an overlap among coalesced pieces is still found ({e})")
         bad_req = control(ctx, tmp, {"v": 1, "cmd": "nope"})
