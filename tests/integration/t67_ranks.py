@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""t67_ranks.py: a sharded snapshot from several ranks (DESIGN.md, invariant 8).
+
+Starts the real daemon in a temp dir (limits.pending_timeout: 2) and plays
+W = 4 ranks with raw pyzmq frames built per docs/protocol.md, each on its own
+DEALER socket, each sending only its quarter of every tensor and a commit
+with the whole snapshot's tensor count and "ranks": 4:
+- no rank gets a reply until the snapshot is whole; then all 4 get the ack,
+  and the spool file holds the whole tensors, whether the last shard or the
+  last commit completes it;
+- a rank that never sends: after the timeout the 3 waiting ranks get
+  'incomplete' with field 'ranks', naming the tensor that lacks elements,
+  and the log says so;
+- the same snapshot re-sent by the ranks is a duplicate for each;
+- ranks = 1 keeps the immediate 'incomplete'; a malformed 'ranks' and ranks
+  that disagree on the tensor count are refused.
+Every daemon is stopped by pid and the temp dir removed, also on failure.
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+import zlib
+
+import h5py
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from t50_daemon import Daemon, Publisher, bf16, check  # noqa: E402
+import t50_daemon  # noqa: E402
+
+W = 4
+
+
+def quiet(pub, ms=300):
+    pub.s.setsockopt(zmq.RCVTIMEO, ms)
+    try:
+        return pub.recv()
+    finally:
+        pub.s.setsockopt(zmq.RCVTIMEO, 5000)
+
+
+def commit(pub, step, n, ranks=W, **over):
+    h = {"v": 1, "type": "commit", "run": pub.run, "step": step, "tensors": n, "ranks": ranks}
+    h.update(over)
+    pub.send_raw([json.dumps(h).encode()])
+
+
+def make(rng):
+    return {"a": rng.standard_normal(4096).astype(np.float32),
+            "b": bf16(rng.standard_normal(1000).astype(np.float32)),
+            "c": rng.standard_normal((8, 16)).astype(np.float32)}
+
+
+def shards(pub, step, t, k):
+    """Rank k's quarter of a and b (row-major offsets); rank 0 has all of c."""
+    for name, dt in (("a", "f32"), ("b", "bf16")):
+        x = t[name]
+        q = x.size // W
+        part = x[k * q:(k + 1) * q]
+        pub.tensor(step, name, part, dt, offset=k * q, total=x.size)
+    if k == 0:
+        pub.tensor(step, "c", t["c"].ravel(), "f32", shape=[8, 16])
+
+
+def spool_equal(tmp, step, t):
+    try:
+        with h5py.File(os.path.join(tmp, "var", "spool", "sharded", f"{step}.h5"), "r") as f:
+            return (np.array_equal(f["a"][()], t["a"]) and np.array_equal(f["b"][()], t["b"])
+                    and np.array_equal(f["c"][()], t["c"]))
+    except (OSError, KeyError) as e:
+        print(f"# spool: {e}")
+        return False
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t67-")
+    dm = Daemon(tmp)
+    ctx = zmq.Context()
+    rng = np.random.default_rng(67)
+    try:
+        path = dm.write_config()
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
+        check(dm.start() is not None, "daemon ready with limits.pending_timeout: 2")
+        ranks = [Publisher(ctx, tmp, "sharded") for _ in range(W)]
+
+        # Step 1: ranks 0-2 send their part and commit; rank 3 last.
+        t1 = make(rng)
+        for k in range(W - 1):
+            shards(ranks[k], 1, t1, k)
+            commit(ranks[k], 1, 3)
+        early = [quiet(p) for p in ranks[:W - 1]]
+        check(early == [None] * (W - 1), f"ranks that committed before the snapshot is whole get no reply yet ({early})")
+        shards(ranks[W - 1], 1, t1, W - 1)
+        commit(ranks[W - 1], 1, 3)
+        acks = [p.recv() for p in ranks]
+        ok = all(a and a["type"] == "ack" and a["step"] == 1 and a["tensors"] == 3 and not a["duplicate"]
+                 for a in acks)
+        check(ok, f"the last commit completes it: all {W} ranks get the ack ({acks})")
+        check(spool_equal(tmp, 1, t1), "the stored snapshot is the whole of the ranks' quarters")
+
+        # Step 2: every commit first, the last shards after them.
+        t2 = make(rng)
+        shards(ranks[0], 2, t2, 0)
+        for p in ranks:
+            commit(p, 2, 3)
+        early = [quiet(p) for p in ranks]
+        check(early == [None] * W, f"commits of an incomplete snapshot wait ({early})")
+        for k in range(1, W):
+            shards(ranks[k], 2, t2, k)
+        acks = [p.recv() for p in ranks]
+        check(all(a and a["type"] == "ack" and a["step"] == 2 for a in acks),
+              f"the last shard completes it: all {W} ranks get the ack ({acks})")
+        check(spool_equal(tmp, 2, t2), "the stored snapshot is whole")
+
+        # The same snapshot re-sent by every rank: a duplicate for each.
+        for k, p in enumerate(ranks):
+            shards(p, 1, t1, k)
+            commit(p, 1, 3)
+        acks = [p.recv() for p in ranks]
+        check(all(a and a["type"] == "ack" and a["duplicate"] for a in acks),
+              f"re-sent by all ranks: each acked as a duplicate ({acks})")
+
+        # Step 3: rank 3 never sends; the others wait, then hear why.
+        t3 = make(rng)
+        t0 = time.time()
+        for k in range(W - 1):
+            shards(ranks[k], 3, t3, k)
+            commit(ranks[k], 3, 3)
+        errs = []
+        for p in ranks[:W - 1]:
+            p.s.setsockopt(zmq.RCVTIMEO, 8000)
+            errs.append(p.recv())
+        waited = time.time() - t0
+        ok = all(e and e["type"] == "error" and e["code"] == "incomplete" and e["field"] == "ranks"
+                 and "expired after 2 s waiting for the other ranks" in e["reason"]
+                 and "'a' has 3072 of 4096 elements" in e["reason"] for e in errs)
+        check(ok and 1.5 < waited < 6, f"a missing rank: the 3 waiting get 'incomplete', field ranks, "
+              f"after {waited:.1f} s ({errs})")
+        log = dm.log_text()
+        check("run 'sharded' step 3: expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 "
+              "elements (3 ranks waited)" in log, "the log names the run, step and missing tensor", log[-1500:])
+        check(not os.path.exists(os.path.join(tmp, "var", "spool", "sharded", "3.h5")), "nothing was stored")
+
+        # ranks = 1 (or absent): an incomplete commit is refused at once.
+        one = Publisher(ctx, tmp, "single")
+        one.tensor(1, "a", t3["a"][:100], "f32", offset=0, total=4096)
+        commit(one, 1, 1, ranks=1)
+        e = one.recv()
+        check(e and e["code"] == "incomplete" and e["field"] == "tensors" and "'a' has 100 of 4096" in e["reason"],
+              f"ranks 1: 'incomplete', field tensors, at once ({e})")
+        for bad in (0, "4", -1):
+            commit(one, 1, 1, ranks=bad)
+            e = one.recv()
+            check(e and e["code"] == "bad_field" and e["field"] == "ranks", f"ranks {bad!r}: bad_field ranks ({e})")
+        p0, p1 = ranks[0], ranks[1]
+        p0.tensor(4, "a", t3["a"][:1024], "f32", offset=0, total=4096)
+        commit(p0, 4, 3)
+        commit(p1, 4, 2)
+        e = p1.recv()
+        check(e and e["code"] == "bad_field" and e["field"] == "tensors" and "earlier commit" in e["reason"],
+              f"ranks that disagree on the tensor count: refused ({e})")
+        st = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["snapshots"]["conflicts"] == 0, "no conflict counted along the way")
+    finally:
+        t50_daemon.teardown(dm, tmp, ctx)
+    return t50_daemon.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
