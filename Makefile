@@ -107,7 +107,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
 
-.PHONY: all deps check check-asan check-valgrind check-gpu test demo demo-compare fuzz bench bench-ckpt bench-publish bench-gpu bench-ingest install install-system uninstall clean FORCE
+.PHONY: all deps check check-asan check-valgrind check-gpu check-gpu-publish test demo demo-compare fuzz bench bench-ckpt bench-publish bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
 	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
@@ -296,6 +296,11 @@ check-valgrind: deps
 check-gpu:
 	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/tests/test_gpu
 	@$(BUILD)/tests/test_gpu; rc=$$?; [ $$rc -eq 77 ] && echo "check-gpu: skipped (77): no usable CUDA device, see above"; exit $$rc
+
+# publish() of CUDA tensors through a real wdriftd: values bit for bit, the
+# copies ordered before the next step's kernels (exits 77 with no CUDA torch).
+check-gpu-publish: all
+	@BUILD=$(BUILD) $(PYTHON) tests/gpu/t_publish_cuda.py
 
 bench-gpu:
 	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/bench-gpu
