@@ -30,6 +30,10 @@ static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
 	json_t *errors = json_object();
+	size_t pending = 0;	/* re-sends of durable steps being checked hold nothing: not pending */
+
+	for (const struct snapshot *p = s->pending; p; p = p->next)
+		pending += !p->recheck;
 
 	for (int k = 1; k < WIRE_CODE_COUNT; k++)
 		json_object_set_new(errors, wire_code_name((enum wire_code)k),
@@ -51,7 +55,7 @@ static json_t *status(struct control *c)
 		"snapshots", "received", (json_int_t)s->count.commits,
 			     "dropped", (json_int_t)s->count.dropped,
 			     "conflicts", (json_int_t)s->count.conflicts,
-			     "pending", (json_int_t)s->n_pending,
+			     "pending", (json_int_t)pending,
 			     "durable", (json_int_t)s->count.snapshots_durable,
 			     "duplicates", (json_int_t)s->count.duplicates,
 			     "tensors", (json_int_t)s->count.tensors,

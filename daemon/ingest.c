@@ -12,6 +12,7 @@
 #include "identity.h"
 #include "ingest.h"
 #include "logging.h"
+#include "pieces.h"
 #include "spool.h"
 
 static void reply(struct ingest *ix, const struct frames *m, const struct wire_header *h)
@@ -162,155 +163,6 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	free(body);
 }
 
-/*
- * The received ranges of a tensor: sorted, disjoint, and coalesced (a shard
- * that touches its neighbours merges with them), so shards sent in order
- * cost one range, not one each. Their memory is outside the budget, so the
- * number of separate pieces is capped.
- */
-#define MAX_PIECES 65536
-
-/* Where [b, e) goes: the index of the first range after it; -1 on an overlap. */
-static long range_slot(const struct tensor_buf *t, uint64_t b, uint64_t e)
-{
-	size_t lo = 0, hi = t->n_ranges;
-	while (lo < hi) {	/* the first range that begins at or after e */
-		size_t mid = (lo + hi) / 2;
-		if (t->ranges[mid][0] < e)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo > 0 && t->ranges[lo - 1][1] > b)
-		return -1;	/* the range before it reaches into [b, e) */
-	return (long)lo;
-}
-
-/* Would [b, e) (no overlap) make a new piece, rather than extend one? */
-static int range_is_new_piece(const struct tensor_buf *t, size_t at, uint64_t b, uint64_t e)
-{
-	return !(at > 0 && t->ranges[at - 1][1] == b) && !(at < t->n_ranges && t->ranges[at][0] == e);
-}
-
-/*
- * Adds [b, e), whose bytes have CRC-32 crc, at its slot; 0, or -1 out of
- * memory. Each range keeps the CRC of its bytes, combined as ranges merge
- * (crc32_combine, in offset order), so a complete tensor's one range has
- * the whole tensor's CRC without reading its bytes again: its identity.
- */
-static int range_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e, uint32_t crc)
-{
-	uint64_t es = wd_dtype_size(t->dtype);
-	int left = at > 0 && t->ranges[at - 1][1] == b;
-	int right = at < t->n_ranges && t->ranges[at][0] == e;
-
-	if (left && right) {
-		uint32_t c = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
-		t->crcs[at - 1] = wire_crc32_combine(c, t->crcs[at], (t->ranges[at][1] - e) * es);
-		t->ranges[at - 1][1] = t->ranges[at][1];
-		memmove(t->ranges + at, t->ranges + at + 1, (t->n_ranges - at - 1) * sizeof(*t->ranges));
-		memmove(t->crcs + at, t->crcs + at + 1, (t->n_ranges - at - 1) * sizeof(*t->crcs));
-		t->n_ranges--;
-	} else if (left) {
-		t->crcs[at - 1] = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
-		t->ranges[at - 1][1] = e;
-	} else if (right) {
-		t->crcs[at] = wire_crc32_combine(crc, t->crcs[at], (t->ranges[at][1] - e) * es);
-		t->ranges[at][0] = b;
-	} else {
-		size_t n = t->n_ranges;
-		if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
-			uint64_t (*nr)[2] = realloc(t->ranges, (n ? 2 * n : 1) * sizeof(*nr));
-			if (!nr)
-				return -1;
-			t->ranges = nr;
-			uint32_t *nc = realloc(t->crcs, (n ? 2 * n : 1) * sizeof(*nc));
-			if (!nc)
-				return -1;
-			t->crcs = nc;
-		}
-		memmove(t->ranges + at + 1, t->ranges + at, (n - at) * sizeof(*t->ranges));
-		memmove(t->crcs + at + 1, t->crcs + at, (n - at) * sizeof(*t->crcs));
-		t->ranges[at][0] = b;
-		t->ranges[at][1] = e;
-		t->crcs[at] = crc;
-		t->n_ranges++;
-	}
-	return 0;
-}
-
-/* Compares (cmp) or copies (dst) n bytes of m's payload from byte skip. */
-static int payload_bytes(const struct frames *m, uint64_t skip, const unsigned char *cmp,
-			 unsigned char *dst, uint64_t n)
-{
-	for (size_t i = 2; i < m->n && n > 0; i++) {
-		if (skip >= m->len[i]) {
-			skip -= m->len[i];
-			continue;
-		}
-		uint64_t k = m->len[i] - skip < n ? m->len[i] - skip : n;
-		const unsigned char *src = (const unsigned char *)m->data[i] + skip;
-		if (cmp && memcmp(cmp, src, k))
-			return 1;
-		if (dst)
-			memcpy(dst, src, k), dst += k;
-		if (cmp)
-			cmp += k;
-		n -= k;
-		skip = 0;
-	}
-	return 0;
-}
-
-/*
- * A shard that overlaps what t has (a re-send, another rank's copy): the
- * overlapped elements must have the same bytes, or it is a conflict
- * (replied; -1). The same bytes make it a duplicate: the parts not yet
- * received are taken, each with its CRC computed here, and 0 returned.
- */
-static int add_overlapping(struct ingest *ix, const struct frames *m, const struct wire_header *h,
-			   struct tensor_buf *t)
-{
-	size_t es = wd_dtype_size(t->dtype);
-	uint64_t b = h->offset, e = h->offset + h->count, gaps[64][2];
-	unsigned char *data = t->data;
-	size_t n_gaps = 0;
-	char why[256];
-
-	uint64_t at = b;	/* the ranges are sorted: walk those that meet [b, e) */
-	for (size_t i = 0; i < t->n_ranges && t->ranges[i][0] < e; i++) {
-		uint64_t rb = t->ranges[i][0], re = t->ranges[i][1];
-		if (re <= b)
-			continue;
-		uint64_t ob = rb > b ? rb : b, oe = re < e ? re : e;
-		if (payload_bytes(m, (ob - b) * es, data + ob * es, NULL, (oe - ob) * es)) {
-			snprintf(why, sizeof(why), "shard of '%.120s' overlaps elements [%llu, %llu) already "
-				 "received, with other bytes", h->name, (unsigned long long)ob,
-				 (unsigned long long)oe);
-			reply_fail(ix, m, h, WIRE_CONFLICT, "offset", why);
-			return -1;
-		}
-		if (ob > at && n_gaps < 64)
-			gaps[n_gaps][0] = at, gaps[n_gaps++][1] = ob;
-		at = oe;
-	}
-	if (at < e && n_gaps < 64)
-		gaps[n_gaps][0] = at, gaps[n_gaps++][1] = e;
-	for (size_t g = 0; g < n_gaps; g++) {
-		uint64_t gb = gaps[g][0], ge = gaps[g][1];
-		long slot = range_slot(t, gb, ge);
-		if (slot < 0)
-			continue;
-		payload_bytes(m, (gb - b) * es, NULL, data + gb * es, (ge - gb) * es);
-		if (range_add(t, (size_t)slot, gb, ge, wire_crc32(0, data + gb * es, (ge - gb) * es)) < 0) {
-			reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-			return -1;
-		}
-		t->covered += ge - gb;
-	}
-	return 0;
-}
-
 static void unlink_snapshot(struct state *s, struct snapshot *snap);
 
 /*
@@ -321,6 +173,9 @@ static void unlink_snapshot(struct state *s, struct snapshot *snap);
  * minutes) expires them (t71_flood.py found it).
  */
 #define STALE_SECONDS 5.0
+
+/* A re-send of a durable step being checked is dropped after this long idle. */
+#define RECHECK_SECONDS 30.0
 
 /*
  * Drops the uncommitted snapshots other than keep that took no shard for
@@ -335,8 +190,8 @@ static uint64_t evict_stale(struct ingest *ix, const struct snapshot *keep)
 
 	for (struct snapshot *snap = s->pending, *next; snap; snap = next) {
 		next = snap->next;
-		if (snap == keep || snap->committing || t - snap->last_taken < STALE_SECONDS)
-			continue;
+		if (snap == keep || snap->committing || snap->recheck || t - snap->last_taken < STALE_SECONDS)
+			continue;	/* a recheck holds no data: nothing to free */
 		log_notice("ingest: dropping run '%s' step %lld to free the budget: no shard taken for "
 			   "%.0f s (%zu tensors, %llu bytes)", snap->run->name, (long long)snap->step,
 			   t - snap->last_taken, snap->n_tensors, (unsigned long long)snap->bytes);
@@ -375,17 +230,21 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		reply_fail(ix, m, h, WIRE_CONFLICT, "shape", why);
 		return -1;
 	}
-	long at = t ? range_slot(t, h->offset, h->offset + h->count) : 0;
+	long at = t ? pieces_slot(t, h->offset, h->offset + h->count) : 0;
+	struct payload pl = { m->n - 2, m->data + 2, m->len + 2 };
 	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
-		if (add_overlapping(ix, m, h, t) < 0)
+		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
+		if (o != 0) {
+			reply_fail(ix, m, h, o > 0 ? WIRE_CONFLICT : WIRE_INTERNAL, o > 0 ? "offset" : "", why);
 			return -1;
+		}
 		snap->last_taken = now_mono();
 		s->count.tensors++;
 		s->count.bytes_received += bytes;
 		return 0;
 	}
 	if (t && t->n_ranges >= MAX_PIECES &&
-	    range_is_new_piece(t, (size_t)at, h->offset, h->offset + h->count)) {
+	    pieces_is_new(t, (size_t)at, h->offset, h->offset + h->count)) {
 		snprintf(why, sizeof(why), "'%.120s' would arrive in more than %d separate pieces; "
 			 "send larger or adjacent shards", h->name, MAX_PIECES);
 		reply_fail(ix, m, h, WIRE_TOO_MANY, "offset", why);
@@ -444,11 +303,11 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		r->bytes_pending += need;
 		s->reserved += need;
 	}
-	if (range_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0) {
+	if (pieces_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0) {
 		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
 		return -1;
 	}
-	payload_bytes(m, 0, NULL, (unsigned char *)t->data + h->offset * esize, bytes);
+	pieces_copy(t, &pl, h->offset);
 	t->covered += h->count;
 	snap->last_taken = now_mono();
 	s->count.tensors++;
@@ -562,11 +421,11 @@ static void recheck_shard(struct ingest *ix, const struct frames *m, const struc
 		t->dtype = h->dtype;
 		t->total = h->total;
 	}
-	long at = range_slot(t, h->offset, h->offset + h->count);
+	long at = pieces_slot(t, h->offset, h->offset + h->count);
 	if (at < 0 || (t->n_ranges >= MAX_PIECES &&
-		       range_is_new_piece(t, (size_t)at, h->offset, h->offset + h->count)))
+		       pieces_is_new(t, (size_t)at, h->offset, h->offset + h->count)))
 		return;
-	if (range_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0)
+	if (pieces_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0)
 		return;
 	t->covered += h->count;
 	snap->last_taken = now_mono();
@@ -589,9 +448,9 @@ static struct snapshot *get_snapshot(struct ingest *ix, const struct frames *m,
 
 	if (snap)
 		return snap;
-	size_t pend = 0;
+	size_t pend = 0;	/* re-sends being checked count apart: they hold no memory */
 	for (struct snapshot *p = s->pending; p; p = p->next)
-		pend += p->run == r;
+		pend += p->run == r && p->recheck == recheck;
 	if ((int64_t)pend >= ix->cfg->limits.max_pending) {
 		snprintf(why, sizeof(why), "run has %zu snapshots pending, the limit "
 			 "(limits.max_pending); commit them first", pend);
@@ -877,7 +736,9 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 
 	for (; snap; snap = next) {
 		next = snap->next;
-		if (snap->committing || t - snap->last_seen < timeout)
+		/* a re-send being checked whose commit never came: retries after an ack */
+		double limit = snap->recheck && timeout > RECHECK_SECONDS ? RECHECK_SECONDS : timeout;
+		if (snap->committing || t - snap->last_seen < limit)
 			continue;
 		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
 			snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
