@@ -13,7 +13,7 @@ ctypes over libwdrift.so (docs/publishing.md; docs/protocol.md for the wire):
 Tensors are numpy arrays or torch tensors (any device) of float32, float64,
 float16 or bfloat16; bfloat16 goes as its raw bits, with no conversion. A
 rank of a sharded job publishes only its piece of each tensor: Shard,
-Block, or a torch DTensor (docs/publishing.md#sharded). A background
+Block, or a torch DTensor (docs/publishing.md, "Sharded tensors"). A background
 thread sends snapshots and waits for each one's durable ack; when the
 daemon is slow or away, whole snapshots are dropped by policy, counted in
 stats(), and said on stderr.

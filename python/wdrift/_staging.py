@@ -3,7 +3,7 @@
 publish() of a snapshot that holds CUDA tensors queues their copies into
 pinned host memory on a side stream and returns; a background thread
 waits for the copies and hands the host buffers to the C publisher. The
-contract (docs/publishing.md#cuda):
+contract (docs/publishing.md, "What publishing costs the training step"):
 
 - the side stream first waits for the caller's current stream, so the
   copies see every update queued before publish();

@@ -120,7 +120,7 @@ class Publisher:
 
         CPU values are copied once, here. CUDA values are copied to pinned
         memory on a side stream, which the current stream then waits for
-        (docs/publishing.md#cuda): this returns once the copies are queued.
+        (docs/publishing.md, "What publishing costs the training step"): this returns once the copies are queued.
 
         Raises WdriftError when the daemon has refused an earlier snapshot
         as a conflict (its (run, step) is durable with other content).
