@@ -139,7 +139,7 @@ def main():
                 stats.append(json.loads(out.strip().splitlines()[-1]))
             except (ValueError, IndexError):
                 stats.append(None)
-                print(f"# rank exited {rc}: {err[-2000:]}")
+                print(f"# rank exited {rc}: " + err[-2000:].replace("\n", "\n# "))
         check(all(s is not None for s in stats), "four rank processes ran to the end")
         stats = [s for s in stats if s]
         if stats:
@@ -220,7 +220,7 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "rank":
-        _, _, tmp, rank, steps, kill = sys.argv
+        _, _, rank, tmp, steps, kill = sys.argv
         sys.exit(rank_main(tmp, int(rank), [int(s) for s in steps.split(",") if s],
                            int(kill) if kill else None))
     sys.exit(main())
