@@ -11,7 +11,9 @@ with the whole snapshot's tensor count and "ranks": 4:
 - a rank that never sends: after the timeout the 3 waiting ranks get
   'incomplete' with field 'ranks', naming the tensor that lacks elements,
   and the log says so;
-- the same snapshot re-sent by the ranks is a duplicate for each;
+- the same snapshot re-sent by the ranks is a duplicate for each; a commit
+  from another connection while the snapshot is being stored gets its ack
+  too, and a shard re-sent meanwhile is ignored;
 - ranks = 1 keeps the immediate 'incomplete'; a malformed 'ranks' and ranks
   that disagree on the tensor count are refused.
 Every daemon is stopped by pid and the temp dir removed, also on failure.
@@ -147,6 +149,28 @@ def main():
               "elements (3 ranks waited)" in log, "the log names the run, step and missing tensor", log[-1500:])
         check(not os.path.exists(os.path.join(tmp, "var", "spool", "sharded", "3.h5")), "nothing was stored")
 
+        # A commit (and a shard) for a snapshot being stored: the sender gets the ack too.
+        big = rng.standard_normal(24 << 20).astype(np.float32)    # 96 MiB: its write and fsync take a while
+        a0, b0 = Publisher(ctx, tmp, "stored"), Publisher(ctx, tmp, "stored")
+        half = big.size // 2
+        a0.tensor(1, "big", big[:half], "f32", offset=0, total=big.size, frame=16 << 20)
+        a0.tensor(1, "big", big[half:], "f32", offset=half, total=big.size, frame=16 << 20)
+        commit(a0, 1, 1, ranks=1)
+        storing = False
+        for _ in range(2000):     # until the spool thread has it
+            st = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"})
+            if st and st["queues"]["spool"] >= 1:
+                storing = True
+                break
+        a0.tensor(1, "big", big[:1024], "f32", offset=0, total=big.size)   # re-sent while being stored
+        commit(b0, 1, 1, ranks=1)
+        ra, rb = a0.recv(), b0.recv()
+        print(f"# caught the snapshot being stored: {storing}")
+        check(ra and ra["type"] == "ack" and not ra["duplicate"] and quiet(a0) is None,
+              f"a shard re-sent while its snapshot is stored is ignored: only the ack comes ({ra})")
+        check(rb and rb["type"] == "ack" and not rb["duplicate"],
+              f"a commit from another connection while it is stored gets the same ack ({rb})")
+
         # ranks = 1 (or absent): an incomplete commit is refused at once.
         one = Publisher(ctx, tmp, "single")
         one.tensor(1, "a", t3["a"][:100], "f32", offset=0, total=4096)
@@ -161,6 +185,7 @@ def main():
         p0, p1 = ranks[0], ranks[1]
         p0.tensor(4, "a", t3["a"][:1024], "f32", offset=0, total=4096)
         commit(p0, 4, 3)
+        time.sleep(0.3)           # two connections: let p0's commit come first
         commit(p1, 4, 2)
         e = p1.recv()
         check(e and e["code"] == "bad_field" and e["field"] == "tensors" and "earlier commit" in e["reason"],
