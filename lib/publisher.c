@@ -342,9 +342,13 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		    const struct wire_header *in)
 {
 	pthread_mutex_lock(&p->lock);
+	/* the tensor, unless the daemon's reason already names it */
+	char quoted[220];
+	snprintf(quoted, sizeof(quoted), "'%.200s'", in->name);
+	int named = !in->name[0] || strstr(in->error.reason, quoted);
 	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %s%s%.200s%s", p->run,
 		 (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
-		 in->name[0] ? " (tensor '" : "", in->name[0] ? in->name : "", in->name[0] ? "')" : "");
+		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')");
 	p->refusals++;
 	if (in->error.code == WIRE_CONFLICT)
 		p->st.conflicts++;

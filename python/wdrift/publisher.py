@@ -204,9 +204,7 @@ class Publisher:
             buf = ctypes.create_string_buffer(1024)
             lib.wd_publisher_refusals(self._p, buf, len(buf))
             more = f" ({n} conflicts since the last call)" if n > 1 else ""
-            raise WdriftError(f"{buf.value.decode(errors='replace')}{more}. The run name "
-                              f"{self.run!r} holds other data at that step: publish under a new "
-                              f"name, or free it with `wdrift runs rm {self.run}`")
+            raise WdriftError(f"{buf.value.decode(errors='replace')}{more}")
 
     def _check(self):
         if not self._p:
@@ -250,8 +248,7 @@ class Publisher:
         if pending is not None:
             raise pending
         if conflicts:
-            raise WdriftError(f"{buf.value.decode(errors='replace')}. The run name {self.run!r} "
-                              f"holds other data at that step: `wdrift runs rm {self.run}` frees it")
+            raise WdriftError(buf.value.decode(errors="replace"))
         return int(dropped) + staged
 
     def __enter__(self):

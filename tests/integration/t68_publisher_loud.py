@@ -9,6 +9,10 @@
   is named in full at open; one warning names the endpoint after
   stall_warning seconds, and one more says when acks come back.
 - close() returns how many snapshots were never made durable, and says so.
+- A run name used again: the same content is an acked duplicate; other
+  content raises WdriftError naming run, step and tensor (at flush, or at
+  close after closing) and the durable step keeps its content; after
+  `wdrift runs rm` the new content is stored and its drift equals scipy.
 Each publisher runs in a child process, whose stderr is what a user sees.
 """
 import os
@@ -16,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -60,6 +66,83 @@ cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
 print("cpu", cpu, "wall", t1 - t0, "resent", pub.stats()["resent"])
 print("closed", pub.close(0.2))
 """
+
+
+def wait_w1(ctx, tmp, step, timeout=20):
+    """The daemon's W1 of candidate 'fa' at step, per tensor, once computed."""
+    end = time.time() + timeout
+    while time.time() < end:
+        r = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": step})
+        if r and r.get("ok") and "fa" in r.get("candidates", {}):
+            return {l["name"]: l["w1"] for l in r["candidates"]["fa"]["layers"]}
+        time.sleep(0.2)
+    return None
+
+
+def reused_name(tmp, ep):
+    """A run restarted under a used name: a duplicate is harmless, other content raises, runs rm frees it."""
+    import scipy.stats
+    import zmq
+    rng = np.random.default_rng(68)
+    base = {"w": rng.standard_normal(500).astype(np.float32)}
+    old = {"w": base["w"] + np.float32(0.01) * rng.standard_normal(500).astype(np.float32)}
+    new = {"w": base["w"] + np.float32(0.05) * rng.standard_normal(500).astype(np.float32)}
+    ctx = zmq.Context()
+    try:
+        with wdrift.Publisher(ep, "base") as b:
+            b.publish(5, base)
+            check(b.flush(20), "reuse: the baseline's step 5 is acked")
+        fa = wdrift.Publisher(ep, "fa", stall_warning=None)
+        fa.publish(5, old)
+        fa.flush(20)
+        fa.publish(5, old)      # a re-send: the same content
+        ok = fa.flush(20)
+        st = fa.stats()
+        check(ok and st["acked"] == 2 and st["duplicates"] == 1 and st["conflicts"] == 0,
+              f"reuse: the same content again is an acked duplicate ({st})")
+        before = wait_w1(ctx, tmp, 5)
+        fa.publish(5, new)      # the run restarted under the same name, after a fix
+        try:
+            fa.flush(20)
+            msg = "no error"
+        except wdrift.WdriftError as e:
+            msg = str(e)
+        check("run 'fa' step 5" in msg and "conflict" in msg and "'w'" in msg and "wdrift runs rm fa" in msg,
+              f"reuse: other content raises WdriftError naming run, step and tensor: {msg}")
+        st = fa.stats()
+        check(st["conflicts"] == 1 and st["dropped"] == 1, f"reuse: the conflict is counted ({st})")
+        check(wait_w1(ctx, tmp, 5) == before, "reuse: the durable step keeps its first content")
+        fa.publish(6, old)
+        check(fa.flush(20) and fa.stats()["acked"] == 3, "reuse: the publisher goes on with the next step")
+        fa.publish(6, new)      # raised by close(), after closing, when nothing else raised it
+        time.sleep(1.0)
+        try:
+            fa.close(10)
+            msg = "no error"
+        except wdrift.WdriftError as e:
+            msg = str(e)
+        check("run 'fa' step 6" in msg and "conflict" in msg, f"reuse: close() raises a conflict not yet raised: {msg}")
+        r = subprocess.run([os.environ.get("WDRIFT", os.path.join(os.environ.get("BUILD", "build"), "wdrift")),
+                            "runs", "rm", "fa", "-c", os.path.join(tmp, "wdrift.yaml")],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"reuse: wdrift runs rm fa frees the name ({r.stdout.strip()})", r.stderr)
+        with wdrift.Publisher(ep, "fa") as fa:
+            fa.publish(5, new)
+            ok = fa.flush(20)
+            st = fa.stats()
+        check(ok and st["acked"] == 1 and st["duplicates"] == 0 and st["conflicts"] == 0,
+              f"reuse: after runs rm the new content is acked as new ({st})")
+        want = scipy.stats.wasserstein_distance(base["w"].astype(np.float64), new["w"].astype(np.float64))
+        end, got = time.time() + 20, None
+        while time.time() < end:
+            got = wait_w1(ctx, tmp, 5)
+            if got and got != before:
+                break
+            time.sleep(0.2)
+        check(got is not None and abs(got["w"] - want) <= 1e-9 * want,
+              f"reuse: the drift shows the new run's W1, equal to scipy ({got}, {want})")
+    finally:
+        ctx.destroy(linger=0)
 
 
 def main():
@@ -127,6 +210,7 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               err)
         check(err.count("no ack from") == 1 and err.count("acks again after") == 1,
               "one warning while it was away, one when acks came back", err)
+        reused_name(tmp, ep)
         check(dm.stop() == 0, "daemon stopped")
     finally:
         t50_daemon.teardown(dm, tmp)
