@@ -8,6 +8,8 @@ with the whole snapshot's tensor count and "ranks": 4:
 - no rank gets a reply until the snapshot is whole; then all 4 get the ack,
   and the spool file holds the whole tensors, whether the last shard or the
   last commit completes it;
+- ranks waiting on a snapshot dropped to free the budget get 'incomplete'
+  with field 'tensors' (retryable);
 - a rank that never sends: after the timeout the 3 waiting ranks get
   'incomplete' with field 'ranks', naming the tensor that lacks elements,
   and the log says so;
@@ -192,6 +194,27 @@ def main():
               f"ranks that disagree on the tensor count: refused ({e})")
         st = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["snapshots"]["conflicts"] == 0, "no conflict counted along the way")
+
+        # The budget full: waiting ranks of a stale snapshot dropped for room hear
+        # 'incomplete' with field tensors (send it again), not ranks.
+        dm.stop()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n")
+                    .replace("budget: 256M", "budget: 200M"))
+        check(dm.start() is not None, "restarted with memory.budget: 200M, limits.pending_timeout: 60")
+        one = np.ones(1, np.float32)
+        hogs = [Publisher(ctx, tmp, f"hog{k}") for k in range(2)]
+        for p in hogs:             # 80 MB reserved each by one element of a 20M-element tensor
+            p.tensor(1, "w", one, "f32", offset=0, total=20 << 20)
+            commit(p, 1, 1, ranks=2)
+        time.sleep(5.5)            # stale: no shard for 5 s
+        late = Publisher(ctx, tmp, "late")
+        late.tensor(1, "w", one, "f32", offset=0, total=20 << 20)
+        errs = [p.recv() for p in hogs]
+        ok = all(e and e["code"] == "incomplete" and e["field"] == "tensors" and "send it again" in e["reason"]
+                 for e in errs)
+        check(ok, f"snapshots dropped for the budget: their waiting ranks get 'incomplete', field tensors ({errs})")
+        check(quiet(late) is None, "... and the new run's shard is taken")
     finally:
         t50_daemon.teardown(dm, tmp, ctx)
     return t50_daemon.summary()
