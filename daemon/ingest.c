@@ -233,12 +233,14 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	long at = t ? pieces_slot(t, h->offset, h->offset + h->count) : 0;
 	struct payload pl = { m->n - 2, m->data + 2, m->len + 2 };
 	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
+		uint64_t had = t->covered;
 		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
 		if (o != 0) {
 			reply_fail(ix, m, h, o > 0 ? WIRE_CONFLICT : WIRE_INTERNAL, o > 0 ? "offset" : "", why);
 			return -1;
 		}
-		snap->last_taken = now_mono();
+		if (t->covered > had)	/* only new elements keep it from being stale (evict_stale) */
+			snap->last_taken = now_mono();
 		s->count.tensors++;
 		s->count.bytes_received += bytes;
 		return 0;
