@@ -318,9 +318,9 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 enum outcome { ACKED, REFUSED, RETRY };
 
 /*
- * Which errors a re-send cannot fix. over_window and a plain incomplete
- * (shards dropped to free the budget) pass with time; internal is the
- * daemon's disk. conflict is final: the (run, step) is durable with other
+ * Which errors a re-send cannot fix. over_window, a plain incomplete
+ * (shards dropped to free the budget) and too_many pending snapshots or
+ * runs pass with time; internal is the daemon's disk. conflict is final: the (run, step) is durable with other
  * content, or a shard overlaps others with other bytes. incomplete with
  * field "ranks": the snapshot expired waiting for the other ranks' shards.
  */
@@ -332,6 +332,8 @@ static int error_is_final(const struct wire_header *in)
 		return 0;
 	case WIRE_INCOMPLETE:
 		return !strcmp(in->error.field, "ranks");
+	case WIRE_TOO_MANY:	/* pending snapshots and runs come and go; a snapshot's size does not */
+		return !strcmp(in->error.field, "name") || !strcmp(in->error.field, "offset");
 	default:
 		return 1;
 	}
