@@ -199,7 +199,7 @@ ok = pub.flush(30)
 print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
 """
         proc = subprocess.Popen([PYTHON, "-c", "import numpy as np, time, wdrift\n" + code],
-                                env=dict(os.environ, PYTHONPATH=PYDIR), stdout=subprocess.PIPE,
+                                env=dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", "")), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         end = time.time() + 20
         while not os.path.exists(os.path.join(tmp, "go")) and time.time() < end:

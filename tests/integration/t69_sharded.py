@@ -104,7 +104,7 @@ def rank_main(tmp, rank, steps, kill_step):
 
 
 def start_ranks(tmp, steps, kill_step=None):
-    env = dict(os.environ, PYTHONPATH=PYDIR)
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [PYTHON, os.path.abspath(__file__), "rank", tmp, ",".join(map(str, steps)),
            "" if kill_step is None else str(kill_step)]
     return [subprocess.Popen(cmd[:3] + [str(r)] + cmd[3:], env=env, stdout=subprocess.PIPE,
