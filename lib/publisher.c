@@ -305,6 +305,8 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 	memcpy(h->shape, t->shape, (size_t)t->ndims * sizeof(h->shape[0]));
 	h->total = t->total;
 	for (size_t i = 0; i < t->n_shards; i++) {
+		if (!t->shard[i][1])
+			continue;	/* nothing of it here: named only, for the commit's count */
 		h->offset = t->shard[i][0];
 		h->count = t->shard[i][1];
 		h->crc32 = t->crc[i];

@@ -1,0 +1,206 @@
+/*
+ * test_publisher.c: the publisher API (lib/publisher.c) against a scripted
+ * daemon on a real ipc:// socket: how a block of a sharded tensor is cut
+ * into shards contiguous in the whole, what the commit counts, the
+ * `ranks` it carries, and the errors of every call, in words.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "harness.h"
+#include "wdrift.h"
+#include "wire.h"
+
+struct got {
+	char name[WIRE_NAME_MAX + 1];
+	uint64_t offset, count, total;
+	float first;
+};
+
+/*
+ * Receives one snapshot's messages on the ROUTER r: its tensor shards into
+ * g (at most max) and the commit's tensors and ranks; acks it. Returns the
+ * number of shards, or -1 on a timeout.
+ */
+static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, uint64_t *ranks)
+{
+	struct wire_limits lim = { WIRE_NAME_MAX, WIRE_MAX_DIMS, UINT64_MAX };
+	struct wire_header *h = calloc(1, sizeof(*h));
+	struct wire_error err;
+	int n = 0;
+
+	for (;;) {
+		zmq_msg_t id, f[3];
+		int nf = 0, more = 1;
+		zmq_msg_init(&id);
+		if (zmq_msg_recv(&id, r, 0) < 0) {
+			zmq_msg_close(&id);
+			free(h);
+			return -1;
+		}
+		while (more && nf < 3) {
+			zmq_msg_init(&f[nf]);
+			zmq_msg_recv(&f[nf], r, 0);
+			more = zmq_msg_more(&f[nf]);
+			nf++;
+		}
+		if (wire_parse(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), &lim, h, &err) == 0) {
+			if (h->type == WIRE_TENSOR && n < max) {
+				snprintf(g[n].name, sizeof(g[n].name), "%s", h->name);
+				g[n].offset = h->offset;
+				g[n].count = h->count;
+				g[n].total = h->total;
+				g[n].first = nf > 1 && zmq_msg_size(&f[1]) >= 4 ? *(float *)zmq_msg_data(&f[1]) : -1;
+				n++;
+			} else if (h->type == WIRE_COMMIT) {
+				*tensors = h->tensors;
+				*ranks = h->ranks;
+				char ack[WIRE_NAME_MAX + 256];
+				snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"ack\",\"run\":\"%s\",\"step\":%lld,"
+					 "\"tensors\":%llu,\"bytes\":0}", h->run, (long long)h->step,
+					 (unsigned long long)h->tensors);
+				zmq_send(r, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+				zmq_send(r, ack, strlen(ack), 0);
+				for (int i = 0; i < nf; i++)
+					zmq_msg_close(&f[i]);
+				zmq_msg_close(&id);
+				break;
+			}
+		}
+		for (int i = 0; i < nf; i++)
+			zmq_msg_close(&f[i]);
+		zmq_msg_close(&id);
+	}
+	free(h);
+	return n;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/wdrift-test-publisher-XXXXXX", ep[128];
+	void *ctx = zmq_ctx_new(), *r = zmq_socket(ctx, ZMQ_ROUTER);
+	int timeout = 10000, linger = 0;
+	struct wd_publisher *p = NULL;
+	struct wd_publisher_opts opts = { .ranks = 4, .stall_warn_ms = -1 };
+	struct got g[64];
+	uint64_t tensors = 0, ranks = 0;
+
+	wd_log_set(WD_LOG_ERR, NULL);	/* the warnings are t68's to check */
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(ep, sizeof(ep), "ipc://%s/ingest.sock", dir);
+	zmq_setsockopt(r, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	zmq_setsockopt(r, ZMQ_LINGER, &linger, sizeof(linger));
+	CHECK(zmq_bind(r, ep) == 0, "a scripted daemon binds %s", ep);
+
+	/* errors, in words */
+	CHECK(wd_publisher_open("http://localhost:1", "r", NULL, &p) == -EINVAL && !p &&
+	      strstr(wd_last_error(), "'http://localhost:1' is not a ZeroMQ endpoint"),
+	      "open refuses another scheme, naming it: %s", wd_last_error());
+	CHECK(wd_publisher_open("tcp://localhost", "r", NULL, &p) == -EINVAL &&
+	      strstr(wd_last_error(), "ZeroMQ refuses it"), "open refuses what ZeroMQ refuses: %s",
+	      wd_last_error());
+	CHECK(wd_publisher_open(ep, "a/b", NULL, &p) == -EINVAL && strstr(wd_last_error(), "run name 'a/b'"),
+	      "open refuses a bad run name, saying the rule: %s", wd_last_error());
+	struct wd_publisher_opts bad = { .ranks = -2 };
+	CHECK(wd_publisher_open(ep, "r", &bad, &p) == -EINVAL && strstr(wd_last_error(), "ranks -2"),
+	      "open refuses ranks -2: %s", wd_last_error());
+	CHECK(!strcmp(wd_strerror(-ETIMEDOUT), "timed out") && !strcmp(wd_strerror(-ENOMEM), "out of memory") &&
+	      strlen(wd_strerror(-EPIPE)) > 0 && strlen(wd_strerror(5)) > 0,
+	      "wd_strerror has words for every code, and for a non-code");
+
+	CHECK(wd_publisher_open(ep, "r", &opts, &p) == 0 && p, "open with ranks = 4");
+	if (!p)
+		return tap_done();
+	float m[6 * 5 * 4];	/* the whole tensor: element i holds i */
+	for (int i = 0; i < 6 * 5 * 4; i++)
+		m[i] = (float)i;
+	uint64_t shape[3] = { 6, 5, 4 };
+	CHECK(wd_publisher_block(p, "w", WD_F32, m, shape, (uint64_t[3]){ 0 }, shape, 3) == -EINVAL &&
+	      strstr(wd_last_error(), "no snapshot begun"), "a block before begin: %s", wd_last_error());
+	CHECK(wd_publisher_begin(p, -1) == -EINVAL && strstr(wd_last_error(), "step -1"),
+	      "begin refuses step -1: %s", wd_last_error());
+	CHECK(wd_publisher_begin(p, 7) == 0, "begin step 7");
+
+	/* rows 2..3 of dimension 0, whole otherwise: one shard of 2 * 20 */
+	float rows[2 * 5 * 4];
+	memcpy(rows, m + 2 * 20, sizeof(rows));
+	CHECK(wd_publisher_block(p, "rows", WD_F32, rows, shape, (uint64_t[3]){ 2, 0, 0 },
+				 (uint64_t[3]){ 2, 5, 4 }, 3) == 0, "a block of whole rows");
+	/* [1..3) x [1..4) x [0..4): dimension 2 whole, so runs of 3 * 4 per index of dimension 0 */
+	float mid[2 * 3 * 4];
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 3; b++)
+			for (int c = 0; c < 4; c++)
+				mid[(a * 3 + b) * 4 + c] = m[((1 + a) * 5 + 1 + b) * 4 + c];
+	CHECK(wd_publisher_block(p, "mid", WD_F32, mid, shape, (uint64_t[3]){ 1, 1, 0 },
+				 (uint64_t[3]){ 2, 3, 4 }, 3) == 0, "a block partial in two dimensions");
+	/* a column block of the last dimension: one shard per (i, j) */
+	float col[6 * 5];
+	for (int i = 0; i < 30; i++)
+		col[i] = m[i * 4 + 3];
+	CHECK(wd_publisher_block(p, "col", WD_F32, col, shape, (uint64_t[3]){ 0, 0, 3 },
+				 (uint64_t[3]){ 6, 5, 1 }, 3) == 0, "a column block");
+	CHECK(wd_publisher_block(p, "none", WD_F32, NULL, shape, (uint64_t[3]){ 0, 0, 0 },
+				 (uint64_t[3]){ 0, 5, 4 }, 3) == 0, "an empty block still names its tensor");
+	float one = 42;
+	CHECK(wd_publisher_block(p, "scalar", WD_F32, &one, NULL, NULL, NULL, 0) == 0, "a scalar");
+	CHECK(wd_publisher_tensor(p, "rows", WD_F32, m, shape, 3, 0, 40, 120) == 0,
+	      "another piece of 'rows' by wd_publisher_tensor");
+	CHECK(wd_publisher_block(p, "out", WD_F32, m, shape, (uint64_t[3]){ 5, 0, 0 },
+				 (uint64_t[3]){ 2, 5, 4 }, 3) == -EINVAL &&
+	      strstr(wd_last_error(), "dimension 0: block [5, +2) is not inside [0, 6)"),
+	      "a block outside its tensor: %s", wd_last_error());
+	CHECK(wd_publisher_block(p, "huge", WD_F32, m, (uint64_t[2]){ 70000, 2 }, (uint64_t[2]){ 0, 1 },
+				 (uint64_t[2]){ 70000, 1 }, 2) == -E2BIG && strstr(wd_last_error(), "70000 pieces"),
+	      "a block of more than 65,536 pieces: %s", wd_last_error());
+	CHECK(wd_publisher_tensor(p, "t", WD_F32, m, NULL, 0, 100, 30, 120) == -EINVAL &&
+	      strstr(wd_last_error(), "not inside"), "a shard past its tensor: %s", wd_last_error());
+	CHECK(wd_publisher_tensor(p, "t", (enum wd_dtype)9, m, NULL, 0, 0, 1, 1) == -EINVAL &&
+	      strstr(wd_last_error(), "dtype 9"), "an unknown dtype: %s", wd_last_error());
+	CHECK(wd_publisher_commit(p) == 0, "commit");
+
+	int n = receive_snapshot(r, g, 64, &tensors, &ranks);
+	int rows_ok = 0, mid_ok = 0, col_ok = 0, none_ok = 0, scalar_ok = 0;
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(g[i].name, "rows"))
+			rows_ok += (g[i].offset == 40 && g[i].count == 40 && g[i].first == 40) ||
+				   (g[i].offset == 0 && g[i].count == 40 && g[i].first == 0);
+		if (!strcmp(g[i].name, "mid")) {
+			uint64_t a = (g[i].offset - 24) / 20;
+			mid_ok += g[i].offset == 24 + 20 * a && g[i].count == 12 && g[i].first == (float)g[i].offset;
+		}
+		if (!strcmp(g[i].name, "col"))
+			col_ok += g[i].count == 1 && g[i].offset % 4 == 3 && g[i].first == (float)g[i].offset;
+		if (!strcmp(g[i].name, "none"))
+			none_ok += g[i].count == 0 && g[i].total == 120;
+		if (!strcmp(g[i].name, "scalar"))
+			scalar_ok += g[i].offset == 0 && g[i].count == 1 && g[i].total == 1 && g[i].first == 42;
+	}
+	CHECK(n == 2 + 2 + 30 + 1, "the snapshot went as %d shards (35 expected)", n);
+	CHECK(rows_ok == 2, "whole rows: one shard at offset 40, and the flat piece at 0");
+	CHECK(mid_ok == 2, "partial in two dimensions: one run of 12 per index of dimension 0 (offsets 24, 44)");
+	CHECK(col_ok == 30, "a column block: 30 shards of 1, at 4k + 3, each with its value");
+	CHECK(none_ok == 0 && scalar_ok == 1, "an empty block sends nothing (its name counts); a scalar goes as 1");
+	CHECK(tensors == 5 && ranks == 4, "the commit counts 5 distinct tensors and says ranks 4 (%llu, %llu)",
+	      (unsigned long long)tensors, (unsigned long long)ranks);
+	CHECK(wd_publisher_flush(p, 10000) == 0, "the ack empties the queue");
+	struct wd_publisher_stats st;
+	wd_publisher_get_stats(p, &st);
+	CHECK(st.acked == 1 && st.dropped == 0 && st.conflicts == 0, "stats: 1 acked");
+	CHECK(wd_publisher_close(&p, 1000) == 0 && !p, "close: nothing dropped");
+
+	zmq_close(r);
+	zmq_ctx_term(ctx);
+	char sock[160];
+	snprintf(sock, sizeof(sock), "%s/ingest.sock", dir);
+	unlink(sock);
+	rmdir(dir);
+	return tap_done();
+}
