@@ -171,9 +171,11 @@ int cmd_send(int argc, char **argv)
 		wd_ckpt_box_close(&ck);
 		return cli_error("'%s': no datasets to send", argv[r]);
 	}
-	if (dc_resolve(&a.t, err, sizeof(err)) < 0 || !a.t.ingest_ep[0]) {
+	int resolved = dc_resolve(&a.t, err, sizeof(err));
+	if (resolved < 0 || !a.t.ingest_ep[0]) {
 		wd_ckpt_box_close(&ck);
-		return cli_error("%s", a.t.ingest_ep[0] ? err : "no ingest endpoint: give -c FILE or --ingest");
+		/* a key error says what is wrong with the key, not that the endpoint is missing */
+		return cli_error("%s", resolved < 0 ? err : "no ingest endpoint: give -c FILE or --ingest");
 	}
 	const char *env = getenv("WDRIFT_TIMEOUT_MS");
 	int timeout = env && atoi(env) > 0 ? atoi(env) * 4 : 10000, linger = 0, rc = EXIT_FAIL;

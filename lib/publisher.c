@@ -120,6 +120,7 @@ struct wd_publisher {
 	struct wd_publisher_stats st;
 	/* said once: no ack for stall_warn_ms; and again when acks come back */
 	double waiting_since;	/* monotonic s: the last ack, or the queue becoming non-empty */
+	double last_heard;	/* monotonic s: the daemon's last reply of any kind; 0 never */
 	int stalled;
 	uint64_t dropped_at_stall;
 	uint64_t refusals;
@@ -233,7 +234,7 @@ static void stall_check(struct wd_publisher *p, int recovered)
 	wd_log(WD_LOG_WARNING, "publisher: run '%s': no ack from %s for %.0f s; %llu "
 	       "snapshots waiting (%s): is wdriftd running and listening there?", p->run, p->where,
 	       t - p->waiting_since, (unsigned long long)p->st.queued,
-	       p->st.connected ? "it answered, but acks nothing" : "no answer at all");
+	       p->last_heard >= p->waiting_since ? "it answers, but acks nothing" : "no answer at all");
 }
 
 static void stall_tick(struct wd_publisher *p)
@@ -399,6 +400,9 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		size_t len = (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
 		if (wire_parse(buf, len, &lim, in, &err) < 0)
 			continue;
+		pthread_mutex_lock(&p->lock);
+		p->last_heard = now_mono();
+		pthread_mutex_unlock(&p->lock);
 		if (in->type == WIRE_WELCOME) {
 			pthread_mutex_lock(&p->lock);
 			p->st.connected = 1;
@@ -570,6 +574,8 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 	    strncmp(endpoint, "inproc://", 9))
 		return set_error(-EINVAL, "endpoint '%.400s' is not a ZeroMQ endpoint: tcp://HOST:PORT, "
 				 "ipc://PATH or inproc://NAME", endpoint);
+	if (!strncmp(endpoint, "tcp://", 6) && !strchr(endpoint + 6, ':'))
+		return set_error(-EINVAL, "endpoint '%.400s' has no port: tcp://HOST:PORT", endpoint);
 	void *s = zmq_socket(p->ctx, ZMQ_DEALER);
 	int linger = 0;
 	if (!s)

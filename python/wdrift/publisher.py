@@ -181,8 +181,12 @@ class Publisher:
 
         dropped counts every snapshot never made durable: by the queue's
         policy (staging included), refused by the daemon (conflicts and
-        refused are those), or left at close.
+        refused are those), or left at close. After close(): the counts at
+        close.
         """
+        if not self._p:            # closed: what it was at close
+            return dict(self._final_stats) if getattr(self, "_final_stats", None) else {
+                k: 0 for k, _ in _Stats._fields_}
         s = _Stats()
         _get_lib().wd_publisher_get_stats(self._p, ctypes.byref(s))
         d = {k: getattr(s, k) for k, _ in _Stats._fields_}
@@ -240,8 +244,12 @@ class Publisher:
         conflicts = s.conflicts > self._conflicts_seen
         buf = ctypes.create_string_buffer(1024)
         lib.wd_publisher_refusals(self._p, buf, len(buf))
+        final = self.stats()
         dropped = lib.wd_publisher_close(ctypes.byref(self._p), int(timeout * 1000))
         self._p = ctypes.c_void_p()
+        left = int(dropped) + staged - final["dropped"]    # given up by close itself
+        final.update(dropped=final["dropped"] + left, queued=0, queued_bytes=0, connected=0)
+        self._final_stats = final
         if staged:
             warnings.warn(f"wdrift: run {self.run!r}: {staged} snapshots dropped before staging: "
                           f"their CUDA copies did not fit in queue_bytes={self._budget}", stacklevel=2)

@@ -132,6 +132,9 @@ def reused_name(tmp, ep):
             st = fa.stats()
         check(ok and st["acked"] == 1 and st["duplicates"] == 0 and st["conflicts"] == 0,
               f"reuse: after runs rm the new content is acked as new ({st})")
+        after = fa.stats()
+        check(after["acked"] == 1 and after["dropped"] == 0 and after["queued"] == 0,
+              f"stats() after close() gives the counts at close ({after})")
         want = scipy.stats.wasserstein_distance(base["w"].astype(np.float64), new["w"].astype(np.float64))
         end, got = time.time() + 20, None
         while time.time() < end:
@@ -152,7 +155,7 @@ def main():
         # 1. what can never work raises at construction, with the library's words
         for ep, needle in (("http://localhost:1", "not a ZeroMQ endpoint"),
                            ("tcp://127.0.0.1:notaport", "ZeroMQ refuses"),
-                           ("tcp://localhost", "ZeroMQ refuses"),
+                           ("tcp://localhost", "has no port"),
                            ("localhost:5555", "not a ZeroMQ endpoint")):
             msg, ok = raises(lambda: wdrift.Publisher(ep, "r"), ep, needle)
             check(ok, f"endpoint {ep!r} raises at construction, naming it: {msg}")
@@ -161,6 +164,16 @@ def main():
         msg, ok = raises(lambda: wdrift.Publisher(f"ipc://{tmp}/x.sock", "r", key=os.path.join(tmp, "nokey")),
                          "key=", "server_key=")
         check(ok and "--key" not in msg, f"a key without server_key names the Python arguments: {msg}")
+        import h5py
+        h5 = os.path.join(tmp, "one.h5")
+        with h5py.File(h5, "w") as f:
+            f["w"] = np.arange(4, dtype=np.float32)
+        r = subprocess.run([os.environ.get("WDRIFT", os.path.join(os.environ.get("BUILD", "build"), "wdrift")),
+                            "send", "--run", "x", "--step", "1", h5, "-c", dm.write_config(),
+                            "--server-key", "abc", "--key", os.path.join(tmp, "nokey")],
+                           capture_output=True, text=True)
+        check(r.returncode == 1 and "key" in r.stderr and "no ingest endpoint" not in r.stderr,
+              f"wdrift send with a bad key says what is wrong with the key: {r.stderr.strip()}")
         lib = wdrift.publisher._get_lib()
         check(lib.wd_strerror(-110) == b"timed out" and lib.wd_strerror(-22) == b"invalid argument",
               "wd_strerror gives words for the library's errno returns")

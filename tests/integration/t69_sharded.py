@@ -4,7 +4,8 @@
 Four OS processes (a real torch.distributed gloo process group when this
 torch has one) publish steps 0, 10 and 20 of a baseline and a candidate
 run. Each holds a quarter of each tensor: row blocks, column blocks (sent
-as one shard per row), uneven flat shards, bf16 codes and torch tensors.
+as one shard per row), uneven flat shards, bf16 codes and torch tensors;
+one tensor is all on rank 0, and the others name it with empty shards.
 No rank waits for another; every rank sees every snapshot acked; the
 spool holds the whole tensors; the daemon's drift equals `wdrift compare`
 on the unsharded checkpoints, to the bit. Then a rank is killed before its
@@ -31,7 +32,8 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 W = 4
 STEPS = (0, 10, 20)
-SHAPES = {"emb.weight": (40, 24), "l0.w": (30, 28), "l0.b": (30,), "l1.w": (24, 30), "head.w": (17,)}
+SHAPES = {"emb.weight": (40, 24), "l0.w": (30, 28), "l0.b": (30,), "l1.w": (24, 30), "head.w": (17,),
+          "tiny.b": (2,)}
 
 
 def full(run, step):
@@ -64,6 +66,8 @@ def pieces(run, step, rank, wdrift, torch):
         "l0.b": wdrift.Shard(t["l0.b"][f0:f1], offset=f0, shape=(30,)),
         "l1.w": wdrift.Block(torch.from_numpy(np.ascontiguousarray(cols)), start=(0, d0), shape=(24, 30)),
         "head.w": wdrift.Shard(wdrift.BF16(t["head.w"][h0:h1]), offset=h0, shape=(17,)),
+        # rank 0 holds it all; the others hold nothing of it and still name it
+        "tiny.b": wdrift.Shard(t["tiny.b"] if rank == 0 else np.empty(0, np.float32), offset=0, shape=(2,)),
     }
 
 
