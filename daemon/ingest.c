@@ -502,7 +502,7 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	if (r && run_is_durable(r, h->step)) {	/* a re-send: already durable */
 		const struct snap_id *id = run_identity(r, h->step);
 		struct snapshot *snap;
-		s->count.duplicates++;
+		s->count.duplicate_tensors++;
 		r->last_seen = now_mono();
 		note_study(ix, r);
 		if (id && (snap = get_snapshot(ix, m, h, r, 1))) {

@@ -81,7 +81,9 @@ struct auth_counters {
 };
 
 struct counters {
-	uint64_t messages, tensors, snapshots_durable, duplicates, bytes_received;
+	uint64_t messages, tensors, snapshots_durable, bytes_received;
+	uint64_t duplicates;		/* snapshots re-sent with the same content (acked as such) */
+	uint64_t duplicate_tensors;	/* tensor messages of such re-sends */
 	uint64_t commits;		/* snapshots received (commit messages) */
 	uint64_t dropped;		/* uncommitted snapshots given up (idle) */
 	uint64_t conflicts;		/* re-sent durable steps refused: other content */

@@ -100,6 +100,9 @@ def reused_name(tmp, ep):
         st = fa.stats()
         check(ok and st["acked"] == 2 and st["duplicates"] == 1 and st["conflicts"] == 0,
               f"reuse: the same content again is an acked duplicate ({st})")
+        sn = (t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("snapshots", {})
+        check(sn.get("duplicates") == 1 and sn.get("duplicate_tensors") == 1,
+              f"reuse: status counts 1 duplicate snapshot, and its tensor apart ({sn})")
         before = wait_w1(ctx, tmp, 5)
         fa.publish(5, new)      # the run restarted under the same name, after a fix
         try:
