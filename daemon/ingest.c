@@ -488,11 +488,35 @@ static int try_store(struct ingest *ix, struct snapshot *snap)
 	return 1;
 }
 
+/*
+ * Makes the run a message names, within limits.max_runs; NULL after the
+ * error reply. *created is 1 when it was made here.
+ */
+static struct run *admit_run(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			     int *created)
+{
+	struct state *s = ix->st;
+	struct run *r;
+	char why[128];
+
+	*created = 0;
+	if ((int64_t)s->n_runs >= ix->cfg->limits.max_runs) {
+		snprintf(why, sizeof(why), "already %zu runs, the limit (limits.max_runs)", s->n_runs);
+		reply_fail(ix, m, h, WIRE_TOO_MANY, "run", why);
+		return NULL;
+	}
+	if (!(r = state_run(s, h->run, 1))) {
+		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		return NULL;
+	}
+	*created = 1;
+	return r;
+}
+
 static void tensor(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
 	struct wire_error err;
-	char why[256];
 	int new_run = 0;
 
 	/* Frame sizes and checksum first: nothing is reserved for a bad message. */
@@ -511,15 +535,8 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		}
 		return;	/* no identity (an old WAL record): the content cannot be checked */
 	}
-	if (!r) {
-		if ((int64_t)s->n_runs >= ix->cfg->limits.max_runs) {
-			snprintf(why, sizeof(why), "already %zu runs, the limit (limits.max_runs)", s->n_runs);
-			return reply_fail(ix, m, h, WIRE_TOO_MANY, "run", why);
-		}
-		if (!(r = state_run(s, h->run, 1)))
-			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-		new_run = 1;
-	}
+	if (!r && !(r = admit_run(ix, m, h, &new_run)))
+		return;
 	r->last_seen = now_mono();
 	struct snapshot *snap = find_snapshot(s, r, h->step);
 	if (snap && snap->committing)
@@ -625,14 +642,9 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	 * Several ranks share this snapshot: the others' shards may still come.
 	 * Not an error: this rank waits for the ack, or for the expiry.
 	 */
-	if (!r) {
-		if ((int64_t)s->n_runs >= ix->cfg->limits.max_runs) {
-			snprintf(why, sizeof(why), "already %zu runs, the limit (limits.max_runs)", s->n_runs);
-			return reply_fail(ix, m, h, WIRE_TOO_MANY, "run", why);
-		}
-		if (!(r = state_run(s, h->run, 1)))
-			return reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
-	}
+	int created;
+	if (!r && !(r = admit_run(ix, m, h, &created)))
+		return;
 	r->last_seen = now_mono();
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
 		return;
