@@ -752,7 +752,13 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		next = snap->next;
 		/* a re-send being checked whose commit never came: retries after an ack */
 		double limit = snap->recheck && timeout > RECHECK_SECONDS ? RECHECK_SECONDS : timeout;
-		if (snap->committing || t - snap->last_seen < limit)
+		/*
+		 * Ranks that wait re-send their shards and commit after their ack
+		 * timeout, which is shorter than this one: only new elements
+		 * keep such a snapshot alive, or a dead rank's would never expire.
+		 */
+		double idle = t - (snap->n_waiters ? snap->last_taken : snap->last_seen);
+		if (snap->committing || idle < limit)
 			continue;
 		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
 			snapshot_complete(snap, snap->want, lacks, sizeof(lacks));

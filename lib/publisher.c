@@ -91,6 +91,8 @@ struct pub_tensor {
 	uint32_t *crc;
 	size_t n_shards;
 	int crc_done;
+	uint64_t count;		/* elements here, over all shards */
+	uint64_t name_covered;	/* on a name's first entry: the elements of all its entries */
 };
 
 struct pub_snapshot {
@@ -117,14 +119,16 @@ struct wd_publisher {
 	struct pub_snapshot *building;	/* the caller's, between begin and commit */
 	struct pub_snapshot *head, *tail;	/* queued; head may be in flight */
 	int head_in_flight, closing, abort_now;
+	int cancelled;		/* wd_publisher_cancel: commits wait for room no more */
 	struct wd_publisher_stats st;
 	/* said once: no ack for stall_warn_ms; and again when acks come back */
 	double waiting_since;	/* monotonic s: the last ack, or the queue becoming non-empty */
 	double last_heard;	/* monotonic s: the daemon's last reply of any kind; 0 never */
 	int stalled;
 	uint64_t dropped_at_stall;
-	uint64_t refusals;
-	char refusal[768];
+	uint64_t refusals, conflicts_said;
+	char refusal[768], conflict[768];
+	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	unsigned rng;
 };
 
@@ -163,8 +167,9 @@ static uint64_t name_hash(const char *s)
 }
 
 /*
- * Counts t[i]'s name once however many calls add pieces of it: the commit
- * says how many distinct tensors the snapshot has. 0, or -ENOMEM.
+ * Counts t[i]'s name once however many calls add pieces of it (the commit
+ * says how many distinct tensors the snapshot has), and adds its elements
+ * to the name's first entry. 0, or -ENOMEM.
  */
 static int names_add(struct pub_snapshot *s, size_t i)
 {
@@ -187,9 +192,12 @@ static int names_add(struct pub_snapshot *s, size_t i)
 	}
 	size_t at = name_hash(s->t[i].name) & (s->names_cap - 1);
 	for (; s->names[at]; at = (at + 1) & (s->names_cap - 1))
-		if (!strcmp(s->t[s->names[at] - 1].name, s->t[i].name))
+		if (!strcmp(s->t[s->names[at] - 1].name, s->t[i].name)) {
+			s->t[s->names[at] - 1].name_covered += s->t[i].count;
 			return 0;
+		}
 	s->names[at] = i + 1;
+	s->t[i].name_covered = s->t[i].count;
 	s->n_names++;
 	return 0;
 }
@@ -197,8 +205,8 @@ static int names_add(struct pub_snapshot *s, size_t i)
 static int check_run(const char *run)
 {
 	size_t n = strlen(run);
-	if (!n || n > WIRE_NAME_MAX || !strcmp(run, ".") || !strcmp(run, ".."))
-		return -EINVAL;
+	if (!n || n > NAME_MAX || !strcmp(run, ".") || !strcmp(run, ".."))
+		return -EINVAL;	/* it names a spool directory on the daemon */
 	for (size_t i = 0; i < n; i++) {
 		char c = run[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -211,17 +219,36 @@ static int check_run(const char *run)
 /* --- the sending thread --- */
 
 /*
+ * Says what stall_check or refused() left in p->say. Called without the
+ * lock: a log handler may call back into the publisher, and stderr may
+ * block, neither of which may hold up the caller's commit.
+ */
+static void say_now(struct wd_publisher *p)
+{
+	char msg[sizeof(p->say)];
+
+	pthread_mutex_lock(&p->lock);
+	snprintf(msg, sizeof(msg), "%s", p->say);
+	p->say[0] = 0;
+	pthread_mutex_unlock(&p->lock);
+	if (msg[0])
+		wd_log(WD_LOG_WARNING, "%s", msg);
+}
+
+/*
  * Warns once when snapshots have waited stall_warn_ms with no ack, and
- * once more when an ack comes (recovered = 1). Called with the lock held.
+ * once more when an ack comes (recovered = 1), through p->say. Called
+ * with the lock held.
  */
 static void stall_check(struct wd_publisher *p, int recovered)
 {
 	double t = now_mono();
 	if (recovered) {
 		if (p->stalled)
-			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s acks again after %.0f s; "
-			       "%llu snapshots dropped meanwhile", p->run, p->where, t - p->waiting_since,
-			       (unsigned long long)(p->st.dropped - p->dropped_at_stall));
+			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s acks again after "
+				 "%.0f s; %llu snapshots dropped meanwhile", p->run, p->where,
+				 t - p->waiting_since,
+				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
 		p->stalled = 0;
 		p->waiting_since = t;
 		return;
@@ -231,10 +258,14 @@ static void stall_check(struct wd_publisher *p, int recovered)
 		return;
 	p->stalled = 1;
 	p->dropped_at_stall = p->st.dropped;
-	wd_log(WD_LOG_WARNING, "publisher: run '%s': no ack from %s for %.0f s; %llu "
-	       "snapshots waiting (%s): is wdriftd running and listening there?", p->run, p->where,
-	       t - p->waiting_since, (unsigned long long)p->st.queued,
-	       p->last_heard >= p->waiting_since ? "it answers, but acks nothing" : "no answer at all");
+	int answers = p->last_heard >= p->waiting_since;
+	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
+		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
+		 (unsigned long long)p->st.queued,
+		 answers ? "it answers, but acks nothing" : "no answer at all",
+		 !answers ? "is wdriftd running and listening there?"
+		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
+		 : "is its memory budget full (wdrift status)?");
 }
 
 static void stall_tick(struct wd_publisher *p)
@@ -242,6 +273,7 @@ static void stall_tick(struct wd_publisher *p)
 	pthread_mutex_lock(&p->lock);
 	stall_check(p, 0);
 	pthread_mutex_unlock(&p->lock);
+	say_now(p);
 }
 
 /*
@@ -355,12 +387,15 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		 (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
 		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')");
 	p->refusals++;
-	if (in->error.code == WIRE_CONFLICT)
+	if (in->error.code == WIRE_CONFLICT) {
 		p->st.conflicts++;
-	else
+		memcpy(p->conflict, p->refusal, sizeof(p->conflict));
+	} else {
 		p->st.refused++;
-	wd_log(WD_LOG_WARNING, "publisher: %s", p->refusal);
+	}
+	snprintf(p->say, sizeof(p->say), "publisher: %s", p->refusal);
 	pthread_mutex_unlock(&p->lock);
+	say_now(p);
 }
 
 /* Sends a snapshot and waits for its ack (or a refusal) for the timeout. */
@@ -505,10 +540,12 @@ static void *sender_main(void *arg)
 			p->st.resent++;
 		snap->sent_before = 1;
 		pthread_mutex_unlock(&p->lock);
+		say_now(p);	/* what the backoff or the last ack left to say */
 		/* a fresh socket: after a timeout the old one may hold stale replies */
 		if (!s)
 			s = connect_socket(p);
 		int duplicate = 0;
+		double tried = now_mono();
 		enum outcome out = s ? send_snapshot(p, s, snap, &duplicate) : RETRY;
 		pthread_mutex_lock(&p->lock);
 		p->head_in_flight = 0;
@@ -520,7 +557,15 @@ static void *sender_main(void *arg)
 			}
 			if (p->closing && p->abort_now)
 				break;
-			backoff_wait(p, &backoff_ms);	/* an absent daemon costs no CPU */
+			/*
+			 * An absent daemon costs no CPU: the pause grows. One that
+			 * answered (a full window, ranks still missing) gets the
+			 * snapshot again soon, so that this publisher is connected
+			 * when the daemon has something to say about it.
+			 */
+			if (p->last_heard >= tried)
+				backoff_ms = BACKOFF_MIN_MS;
+			backoff_wait(p, &backoff_ms);
 			continue;
 		}
 		backoff_ms = BACKOFF_MIN_MS;
@@ -541,6 +586,7 @@ static void *sender_main(void *arg)
 		pthread_cond_broadcast(&p->room);
 	}
 	pthread_mutex_unlock(&p->lock);
+	say_now(p);
 	if (s)
 		zmq_close(s);
 	return NULL;
@@ -733,6 +779,7 @@ static struct pub_tensor *tensor_add(struct wd_publisher *p, const char *name, e
 		t->shape[d] = shape ? shape[d] : total;
 	t->total = total;
 	t->n_shards = n_shards;
+	t->count = count;
 	if (names_add(b, b->n) < 0) {
 		tensor_release(t);
 		set_error(-ENOMEM, "out of memory");
@@ -872,15 +919,29 @@ int wd_publisher_commit(struct wd_publisher *p)
 
 	if (!s)
 		return set_error(-EINVAL, "no snapshot begun: wd_publisher_begin first");
+	if (p->opts.ranks == 1) {	/* no other rank will bring what is missing */
+		for (size_t k = 0; k < s->names_cap; k++) {
+			const struct pub_tensor *t = s->names[k] ? &s->t[s->names[k] - 1] : NULL;
+			if (t && t->name_covered != t->total)
+				return set_error(-EINVAL, "tensor '%.200s': the snapshot holds %llu of its %llu "
+						 "elements; with ranks = 1 every tensor is whole (a sharded job "
+						 "gives each rank's publisher ranks = the number of ranks)", t->name,
+						 (unsigned long long)t->name_covered,
+						 (unsigned long long)t->total);
+		}
+	}
 	p->building = NULL;
 	pthread_mutex_lock(&p->lock);
 	p->st.committed++;
+	uint64_t in_flight = p->head_in_flight && p->head ? p->head->bytes : 0;
 	if (p->st.queued_bytes + s->bytes > p->opts.queue_bytes) {
-		if (p->opts.policy == WD_DROP_OLDEST)
+		/* only when that makes room: beside the one in flight it may never fit */
+		if (p->opts.policy == WD_DROP_OLDEST &&
+		    (!in_flight || in_flight + s->bytes <= p->opts.queue_bytes))
 			drop_oldest(p, s->bytes);
 		else if (p->opts.policy == WD_BLOCK)
 			while (p->st.queued_bytes && p->st.queued_bytes + s->bytes > p->opts.queue_bytes &&
-			       !p->closing)
+			       !p->closing && !p->cancelled)
 				pthread_cond_wait(&p->room, &p->lock);
 	}
 	if (p->st.queued_bytes + s->bytes > p->opts.queue_bytes && p->st.queued_bytes) {
@@ -910,12 +971,12 @@ void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *o
 	pthread_mutex_unlock(&p->lock);
 }
 
-uint64_t wd_publisher_refusals(struct wd_publisher *p, char *buf, size_t len)
+uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf, size_t len)
 {
 	pthread_mutex_lock(&p->lock);
-	uint64_t n = p->refusals;
+	uint64_t n = conflicts ? p->st.conflicts : p->refusals;
 	if (buf && len)
-		snprintf(buf, len, "%s", p->refusal);
+		snprintf(buf, len, "%s", conflicts ? p->conflict : p->refusal);
 	pthread_mutex_unlock(&p->lock);
 	return n;
 }
@@ -938,6 +999,14 @@ int wd_publisher_flush(struct wd_publisher *p, int timeout_ms)
 	r = p->head ? -ETIMEDOUT : 0;
 	pthread_mutex_unlock(&p->lock);
 	return r;
+}
+
+void wd_publisher_cancel(struct wd_publisher *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->cancelled = 1;
+	pthread_cond_broadcast(&p->room);
+	pthread_mutex_unlock(&p->lock);
 }
 
 uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)

@@ -319,8 +319,8 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
  * index start[] of the whole tensor of shape[] (ndims dimensions, 0 for a
  * scalar). It goes as the fewest shards contiguous in the flattened whole:
  * one for a block of whole rows, one per row for a column block. One copy,
- * as wd_publisher_tensor. -EINVAL when the block is not inside the tensor,
- * or would take more than 65,536 shards.
+ * as wd_publisher_tensor. -EINVAL when the block is not inside the tensor;
+ * -E2BIG when it would take more than 65,536 shards.
  */
 int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 		       const void *data, const uint64_t *shape, const uint64_t *start,
@@ -328,17 +328,28 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 /*
  * Queues the snapshot. When the queue is full the policy applies: a
  * dropped snapshot is counted, not an error. Returns 0, or -EINVAL
- * without a begin.
+ * without a begin, or when ranks is 1 and a tensor is not whole (the
+ * snapshot is kept: add what is missing, or begin again).
  */
 int wd_publisher_commit(struct wd_publisher *p);
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);
 /*
  * The number of snapshots the daemon has refused for good so far
  * (conflicts and other final errors), and the last refusal's message
- * ("run 'r' step 10 refused: conflict: ...") copied to buf.
+ * ("run 'r' step 10 refused: conflict: ...") copied to buf; with
+ * conflicts = 1, the same of conflicts only.
  */
-uint64_t wd_publisher_refusals(struct wd_publisher *p, char *buf, size_t len);
-/* Waits until every queued snapshot is acked: 0, or -ETIMEDOUT. */
+uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf, size_t len);
+/*
+ * Makes a commit waiting for room (WD_BLOCK), now or later, drop its
+ * snapshot and return: for a program that must close while another of its
+ * threads commits. Thread safe.
+ */
+void wd_publisher_cancel(struct wd_publisher *p);
+/*
+ * Waits until no snapshot is queued: 0, or -ETIMEDOUT. Refused snapshots
+ * leave the queue too: stats say how many were acked.
+ */
 int wd_publisher_flush(struct wd_publisher *p, int timeout_ms);
 /*
  * Flushes (up to timeout_ms), then stops. Returns how many snapshots were

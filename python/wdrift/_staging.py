@@ -18,6 +18,8 @@ contract (docs/publishing.md, "What publishing costs the training step"):
 """
 import queue
 import threading
+import time
+import weakref
 
 from ._tensors import torch_of
 
@@ -26,7 +28,8 @@ class Stager:
     """The side streams, the hand-over thread, and the pinned bytes they hold."""
 
     def __init__(self, publisher):
-        self._pub = publisher
+        self._pub = weakref.ref(publisher)     # the thread must not keep it alive: its __del__ closes
+        self._busy = 0
         self._streams = {}
         self._queue = queue.Queue()
         self._cond = threading.Condition()
@@ -49,7 +52,8 @@ class Stager:
                     self.dropped += 1
                     return False
                 self._cond.wait(0.1)
-                queued_bytes = self._pub._queued_bytes()
+                pub = self._pub()
+                queued_bytes = pub._queued_bytes() if pub is not None else 0
             self.staged_bytes += nbytes
             return True
 
@@ -97,6 +101,8 @@ class Stager:
             if id(e) in staged:
                 e.array = staged[id(e)]
             out.append(e)
+        with self._cond:
+            self._busy += 1
         self._queue.put((step, out, events, nbytes))
 
     def _run(self):
@@ -105,19 +111,32 @@ class Stager:
             if item is None:
                 return
             step, entries, events, nbytes = item
+            pub = self._pub()
             try:
                 for ev in events:
                     ev.synchronize()
-                self._pub._send_host(step, entries)
+                if pub is not None:
+                    pub._send_host(step, entries)
             except Exception as exc:    # noqa: BLE001: said, counted, and the thread goes on
-                self._pub._stager_failed(step, exc)
+                if pub is not None:
+                    pub._stager_failed(step, exc)
             finally:
+                del pub
                 self.release(nbytes)
-                self._queue.task_done()
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
 
-    def drain(self):
-        """Waits until every staged snapshot has been handed to the C publisher."""
-        self._queue.join()
+    def drain(self, timeout):
+        """Waits until every staged snapshot has been handed to the C publisher; False on timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._busy:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
 
     def stop(self):
         self._queue.put(None)

@@ -25,6 +25,14 @@ import numpy as np
 __all__ = ["BF16", "Shard", "Block", "plan", "Entry"]
 
 
+class _OtherDtype(TypeError):
+    """A value of a dtype that cannot be sent: publish(skip_other=True) leaves it out."""
+
+
+class _Empty(ValueError):
+    """A whole tensor of no element: publish(skip_other=True) leaves it out."""
+
+
 class BF16:
     """bfloat16 values given as their 16-bit codes (numpy has no bfloat16)."""
 
@@ -112,8 +120,8 @@ def _kind(name, t):
         dtype = np.asarray(t).dtype
         kind = _NP_KINDS.get(dtype)
     if kind is None:
-        raise TypeError(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
-                        "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16)")
+        raise _OtherDtype(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
+                         "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16)")
     return kind
 
 
@@ -172,10 +180,13 @@ def _dtensor_block(name, t):
 def plan(tensors, skip_other=False):
     """The Entries of a mapping, checked before anything is sent.
 
-    TypeError for an unsupported dtype, ValueError for a whole tensor of
-    zero elements or a piece outside its tensor, each naming the tensor;
-    skip_other=True leaves such values out instead (a state_dict's int64
-    counters, bool masks), as attach() does.
+    TypeError for an unsupported dtype, ValueError for a
+    tensor of zero elements or a piece outside its tensor, each naming the
+    tensor. skip_other=True leaves out values of another dtype and empty
+    whole tensors (a state_dict's int64 counters, bool masks), as attach()
+    does; a piece that cannot be placed (a DTensor placement that cannot
+    be published by piece, a Block outside its tensor) always raises: left
+    out, the daemon would never see that tensor.
     """
     out = []
     for name, t in tensors.items():
@@ -183,7 +194,7 @@ def plan(tensors, skip_other=False):
             raise TypeError(f"tensor name {name!r} is not a str")
         try:
             out.append(_entry(name, t))
-        except (TypeError, ValueError):
+        except (_OtherDtype, _Empty):
             if not skip_other:
                 raise
     return out
@@ -200,6 +211,8 @@ def _entry(name, t):
         return Entry(name, kind, t.shape, local if n else None, offset=t.offset)
     if isinstance(t, Block):
         kind, local = _kind(name, t.local), _local(t.local)
+        if prod(t.shape) == 0:
+            raise ValueError(f"tensor {name!r}: shape {t.shape} has zero elements")
         lshape = tuple(local.shape) if not isinstance(t.local, BF16) else tuple(t.local.codes.shape)
         if len(lshape) != len(t.shape) or any(s < 0 or s + l > d for s, l, d in zip(t.start, lshape, t.shape)):
             raise ValueError(f"tensor {name!r}: Block of shape {lshape} at {t.start} is not inside "
@@ -207,11 +220,13 @@ def _entry(name, t):
         return Entry(name, kind, t.shape, local if prod(lshape) else None, start=t.start, local_shape=lshape)
     if _is_dtensor(t):
         kind = _kind(name, t)
+        if t.numel() == 0:
+            raise _Empty(f"tensor {name!r}: zero elements")
         local, start, lshape = _dtensor_block(name, t)
         return Entry(name, kind, tuple(t.shape), local if prod(lshape) else None, start=start,
                      local_shape=lshape)
     kind = _kind(name, t)
     a = _local(t)
     if _numel(a) == 0:
-        raise ValueError(f"tensor {name!r}: zero elements")
+        raise _Empty(f"tensor {name!r}: zero elements")
     return Entry(name, kind, tuple(a.shape), a)

@@ -8,6 +8,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import warnings
 from math import prod
 
@@ -36,6 +37,8 @@ def _host(a):
     if a is None:
         return None, None
     if torch_of(a) is not None:
+        if a.device.type != "cpu":      # not CUDA (staged) either: mps, xla, ...
+            a = a.cpu()
         if not a.is_contiguous():
             a = a.contiguous()
         return a.data_ptr(), a
@@ -45,7 +48,13 @@ def _host(a):
 
 
 def _u64s(xs):
-    return (ctypes.c_uint64 * len(xs))(*xs) if xs else None
+    """A C array of xs; a 0-d shape is an empty array, not NULL (which C reads as 1-D)."""
+    return (ctypes.c_uint64 * len(xs))(*xs)
+
+
+def _ms(seconds):
+    """Seconds as the C int of milliseconds, clamped (a large timeout must not wrap)."""
+    return max(0, min(int(seconds * 1000), 2**31 - 1))
 
 
 class Publisher:
@@ -91,8 +100,8 @@ class Publisher:
         err = ctypes.create_string_buffer(1024)
         if lib.wd_publisher_check_keys_as(sk, kf, b"server_key=", b"key=", err, len(err)):
             raise WdriftError(f"run {run!r}: {err.value.decode(errors='replace')}")
-        stall = -1 if stall_warning is None else max(1, int(stall_warning * 1000))
-        opts = _Opts(int(queue_bytes), _POLICIES[policy], int(ack_timeout * 1000), sk, kf, stall,
+        stall = -1 if stall_warning is None else max(1, _ms(stall_warning))
+        opts = _Opts(int(queue_bytes), _POLICIES[policy], max(1, _ms(ack_timeout)), sk, kf, stall,
                      int(ranks))
         r = lib.wd_publisher_open(endpoint.encode(), run.encode(), ctypes.byref(opts), ctypes.byref(self._p))
         if r:
@@ -162,11 +171,15 @@ class Publisher:
                 del keep
                 if r:
                     raise WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
-            lib.wd_publisher_commit(self._p)
+            r = lib.wd_publisher_commit(self._p)
+            if r:
+                raise WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
 
     def _stager_failed(self, step, exc):
-        msg = f"wdrift publisher: run {self.run!r} step {step}: staging failed: {exc}"
+        """A staged snapshot that could not be handed over: said, counted as dropped, raised next."""
+        msg = f"wdrift: publisher: run {self.run!r} step {step}: not published: {exc}"
         print(msg, file=sys.stderr)
+        self._stager.dropped += 1
         self._stager_error = WdriftError(msg)
 
     def _queued_bytes(self):
@@ -206,7 +219,7 @@ class Publisher:
         if s.conflicts > self._conflicts_seen:
             n, self._conflicts_seen = s.conflicts - self._conflicts_seen, s.conflicts
             buf = ctypes.create_string_buffer(1024)
-            lib.wd_publisher_refusals(self._p, buf, len(buf))
+            lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
             more = f" ({n} conflicts since the last call)" if n > 1 else ""
             raise WdriftError(f"{buf.value.decode(errors='replace')}{more}")
 
@@ -216,11 +229,16 @@ class Publisher:
         self._raise_refusals()
 
     def flush(self, timeout=30.0):
-        """Waits until every queued snapshot is durable; False on timeout. Raises as publish() does."""
+        """Waits until no snapshot waits to be sent; False on timeout. Raises as publish() does.
+
+        Snapshots the daemon refused leave the queue too: stats() says how
+        many were acked and how many dropped.
+        """
         self._check()
-        if self._stager is not None:
-            self._stager.drain()
-        ok = _get_lib().wd_publisher_flush(self._p, int(timeout * 1000)) == 0
+        end = time.monotonic() + timeout
+        if self._stager is not None and not self._stager.drain(timeout):
+            return False
+        ok = _get_lib().wd_publisher_flush(self._p, _ms(end - time.monotonic())) == 0
         self._raise_refusals()
         return ok
 
@@ -228,34 +246,38 @@ class Publisher:
         """Flushes up to timeout, then stops. Returns how many snapshots were never made durable.
 
         Those are also said on stderr. Raises WdriftError, after closing,
-        for a conflict not yet raised.
+        for a conflict not yet raised, also one that came while flushing.
         """
         if not self._p:
             return 0
+        lib = _get_lib()
+        end = time.monotonic() + timeout
         staged = 0
         if self._stager is not None:
-            self._stager.drain()
+            if not self._stager.drain(timeout):
+                lib.wd_publisher_cancel(self._p)    # a hand-over waiting for room (block) gives up
+                self._stager.drain(None)
             self._stager.stop()
             staged = self._stager.dropped
+        lib.wd_publisher_flush(self._p, _ms(end - time.monotonic()))
         pending = self._stager_error
-        s = _Stats()
-        lib = _get_lib()
-        lib.wd_publisher_get_stats(self._p, ctypes.byref(s))
-        conflicts = s.conflicts > self._conflicts_seen
-        buf = ctypes.create_string_buffer(1024)
-        lib.wd_publisher_refusals(self._p, buf, len(buf))
         final = self.stats()
-        dropped = lib.wd_publisher_close(ctypes.byref(self._p), int(timeout * 1000))
+        conflicts = final["conflicts"] > self._conflicts_seen
+        buf = ctypes.create_string_buffer(1024)
+        lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
+        dropped = lib.wd_publisher_close(ctypes.byref(self._p), 0)
         self._p = ctypes.c_void_p()
         left = int(dropped) + staged - final["dropped"]    # given up by close itself
         final.update(dropped=final["dropped"] + left, queued=0, queued_bytes=0, connected=0)
         self._final_stats = final
         if staged:
-            warnings.warn(f"wdrift: run {self.run!r}: {staged} snapshots dropped before staging: "
-                          f"their CUDA copies did not fit in queue_bytes={self._budget}", stacklevel=2)
+            warnings.warn(f"wdrift: run {self.run!r}: {staged} snapshots of CUDA tensors dropped before "
+                          f"they reached the queue (queue_bytes={self._budget} full, or a failed copy)",
+                          stacklevel=2)
         if pending is not None:
             raise pending
         if conflicts:
+            self._conflicts_seen = final["conflicts"]
             raise WdriftError(buf.value.decode(errors="replace"))
         return int(dropped) + staged
 

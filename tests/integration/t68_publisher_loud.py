@@ -117,8 +117,7 @@ def reused_name(tmp, ep):
         check(wait_w1(ctx, tmp, 5) == before, "reuse: the durable step keeps its first content")
         fa.publish(6, old)
         check(fa.flush(20) and fa.stats()["acked"] == 3, "reuse: the publisher goes on with the next step")
-        fa.publish(6, new)      # raised by close(), after closing, when nothing else raised it
-        time.sleep(1.0)
+        fa.publish(6, new)      # raised by close(), after closing: it comes while close() flushes
         try:
             fa.close(10)
             msg = "no error"
@@ -135,6 +134,27 @@ def reused_name(tmp, ep):
             st = fa.stats()
         check(ok and st["acked"] == 1 and st["duplicates"] == 0 and st["conflicts"] == 0,
               f"reuse: after runs rm the new content is acked as new ({st})")
+        with wdrift.Publisher(ep, "shapes") as sp:
+            try:
+                sp.publish(1, {"half": wdrift.Shard(np.ones(2, np.float32), offset=0, shape=(4,))})
+                msg = "no error"
+            except wdrift.WdriftError as e:
+                msg = str(e)
+            check("'half': the snapshot holds 2 of its 4 elements" in msg,
+                  f"ranks=1: a Shard that is not the whole tensor raises at publish: {msg}")
+            try:
+                sp.publish(1, {"b": wdrift.Block(np.ones((2, 2), np.float32), start=(3, 0), shape=(4, 2))},
+                           skip_other=True)
+                msg = "no error"
+            except ValueError as e:
+                msg = str(e)
+            check("not inside" in msg, f"skip_other does not hide a piece outside its tensor: {msg}")
+            sp.publish(2, {"s": np.array(3.5, dtype=np.float32), "c": np.int64(1)}, skip_other=True)
+            check(sp.flush(20), "a 0-d tensor is acked")
+        import h5py
+        with h5py.File(os.path.join(tmp, "var", "spool", "shapes", "2.h5"), "r") as f:
+            got = (f["s"].shape, float(f["s"][()]), "c" in f)
+        check(got == ((), 3.5, False), f"a 0-d tensor keeps its shape () ({got})")
         after = fa.stats()
         check(after["acked"] == 1 and after["dropped"] == 0 and after["queued"] == 0,
               f"stats() after close() gives the counts at close ({after})")

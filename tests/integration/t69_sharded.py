@@ -80,7 +80,10 @@ def rank_main(tmp, rank, steps, kill_step):
     if group:
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg.{kill_step}", rank=rank, world_size=W)
     ep = f"ipc://{tmp}/run/ingest.sock"
-    pubs = {run: wdrift.Publisher(ep, run, ranks=W, ack_timeout=20.0) for run in ("base", "cand")}
+    # with a rank dead, the others re-send after their ack timeout, shorter than the
+    # daemon's pending_timeout: the re-sends bring nothing new and must not keep it alive
+    ack = 20.0 if kill_step is None else 1.0
+    pubs = {run: wdrift.Publisher(ep, run, ranks=W, ack_timeout=ack) for run in ("base", "cand")}
     blocked = 0.0
     for step in steps:
         if group:

@@ -28,7 +28,8 @@ struct got {
  * g (at most max) and the commit's tensors and ranks; acks it. Returns the
  * number of shards, or -1 on a timeout.
  */
-static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, uint64_t *ranks)
+static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, uint64_t *ranks,
+			    const char *refuse)
 {
 	struct wire_limits lim = { WIRE_NAME_MAX, WIRE_MAX_DIMS, UINT64_MAX };
 	struct wire_header *h = calloc(1, sizeof(*h));
@@ -62,9 +63,14 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 				*tensors = h->tensors;
 				*ranks = h->ranks;
 				char ack[WIRE_NAME_MAX + 256];
-				snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"ack\",\"run\":\"%s\",\"step\":%lld,"
-					 "\"tensors\":%llu,\"bytes\":0}", h->run, (long long)h->step,
-					 (unsigned long long)h->tensors);
+				if (refuse)
+					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"error\",\"code\":\"conflict\","
+						 "\"field\":\"crc32\",\"run\":\"%s\",\"step\":%lld,\"reason\":\"%s\"}",
+						 h->run, (long long)h->step, refuse);
+				else
+					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"ack\",\"run\":\"%s\",\"step\":%lld,"
+						 "\"tensors\":%llu,\"bytes\":0}", h->run, (long long)h->step,
+						 (unsigned long long)h->tensors);
 				zmq_send(r, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
 				zmq_send(r, ack, strlen(ack), 0);
 				for (int i = 0; i < nf; i++)
@@ -79,6 +85,19 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 	}
 	free(h);
 	return n;
+}
+
+/* A log handler that asks the publisher for its stats, as a program's may. */
+static struct wd_publisher *logged_pub;
+static int logged;
+static void log_with_stats(int level, const char *msg)
+{
+	struct wd_publisher_stats st;
+	(void)level;
+	(void)msg;
+	if (logged_pub)
+		wd_publisher_get_stats(logged_pub, &st);
+	logged++;
 }
 
 int main(void)
@@ -104,6 +123,9 @@ int main(void)
 	      strstr(wd_last_error(), "'http://localhost:1' is not a ZeroMQ endpoint"),
 	      "open refuses another scheme, naming it: %s", wd_last_error());
 	CHECK(wd_publisher_open("tcp://localhost", "r", NULL, &p) == -EINVAL &&
+	      strstr(wd_last_error(), "has no port"), "open refuses tcp:// without a port: %s",
+	      wd_last_error());
+	CHECK(wd_publisher_open("tcp://127.0.0.1:notaport", "r", NULL, &p) == -EINVAL &&
 	      strstr(wd_last_error(), "ZeroMQ refuses it"), "open refuses what ZeroMQ refuses: %s",
 	      wd_last_error());
 	CHECK(wd_publisher_open(ep, "a/b", NULL, &p) == -EINVAL && strstr(wd_last_error(), "run name 'a/b'"),
@@ -166,7 +188,7 @@ int main(void)
 	      strstr(wd_last_error(), "dtype 9"), "an unknown dtype: %s", wd_last_error());
 	CHECK(wd_publisher_commit(p) == 0, "commit");
 
-	int n = receive_snapshot(r, g, 64, &tensors, &ranks);
+	int n = receive_snapshot(r, g, 64, &tensors, &ranks, NULL);
 	int rows_ok = 0, mid_ok = 0, col_ok = 0, none_ok = 0, scalar_ok = 0;
 	for (int i = 0; i < n; i++) {
 		if (!strcmp(g[i].name, "rows"))
@@ -194,7 +216,36 @@ int main(void)
 	struct wd_publisher_stats st;
 	wd_publisher_get_stats(p, &st);
 	CHECK(st.acked == 1 && st.dropped == 0 && st.conflicts == 0, "stats: 1 acked");
-	CHECK(wd_publisher_close(&p, 1000) == 0 && !p, "close: nothing dropped");
+
+	/* a refusal is said through a log handler that calls back into the publisher */
+	wd_log_set(WD_LOG_WARNING, log_with_stats);
+	logged_pub = p;
+	wd_publisher_begin(p, 8);
+	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+	CHECK(wd_publisher_commit(p) == 0, "commit step 8");
+	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content");
+	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "the refused snapshot leaves the queue (no deadlock)");
+	char msg[512];
+	CHECK(wd_publisher_refusals(p, 1, msg, sizeof(msg)) == 1 &&
+	      strstr(msg, "run 'r' step 8 refused: conflict: other content"),
+	      "the conflict's message is kept: %s", msg);
+	CHECK(logged >= 1, "the refusal went to the log handler (%d lines)", logged);
+	logged_pub = NULL;
+	wd_log_set(WD_LOG_ERR, NULL);
+
+	/* ranks = 1: every tensor must be whole at commit */
+	struct wd_publisher *solo = NULL;
+	struct wd_publisher_opts o1 = { .stall_warn_ms = -1 };
+	CHECK(wd_publisher_open(ep, "one", &o1, &solo) == 0, "a publisher with ranks = 1");
+	wd_publisher_begin(solo, 1);
+	wd_publisher_tensor(solo, "half", WD_F32, m, NULL, 0, 0, 2, 4);
+	CHECK(wd_publisher_commit(solo) == -EINVAL && strstr(wd_last_error(), "'half': the snapshot holds 2 of its 4"),
+	      "with ranks = 1 a tensor that is not whole fails the commit: %s", wd_last_error());
+	wd_publisher_tensor(solo, "half", WD_F32, m + 2, NULL, 0, 2, 2, 4);
+	CHECK(wd_publisher_commit(solo) == 0, "its other half added, the commit goes");
+	wd_publisher_close(&solo, 0);
+
+	CHECK(wd_publisher_close(&p, 1000) == 1 && !p, "close: the refused snapshot counts as dropped");
 
 	zmq_close(r);
 	zmq_ctx_term(ctx);
