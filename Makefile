@@ -300,7 +300,8 @@ check-gpu:
 # publish() of CUDA tensors through a real wdriftd: values bit for bit, the
 # copies ordered before the next step's kernels (exits 77 with no CUDA torch).
 check-gpu-publish: all
-	@BUILD=$(BUILD) $(PYTHON) tests/gpu/t_publish_cuda.py
+	@BUILD=$(BUILD) $(PYTHON) tests/gpu/t_publish_cuda.py; rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "check-gpu-publish: SKIP: torch sees no CUDA device"; exit 0; fi; exit $$rc
 
 bench-gpu:
 	@$(MAKE) --no-print-directory CUDA=1 $(BUILD)/bench-gpu
