@@ -822,7 +822,8 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
 	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, 1);
 	if (!t)
 		return -ENOMEM;
-	memcpy(t->data, data, count * esize);	/* the one copy the caller pays for */
+	if (count)	/* data may be NULL for none */
+		memcpy(t->data, data, count * esize);	/* the one copy the caller pays for */
 	t->shard[0][0] = offset;
 	t->shard[0][1] = count;
 	return 0;
@@ -875,7 +876,8 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, (size_t)runs);
 	if (!t)
 		return -ENOMEM;
-	memcpy(t->data, data, count * esize);	/* the one copy: the runs are in its order */
+	if (count)	/* data may be NULL for an empty block */
+		memcpy(t->data, data, count * esize);	/* the one copy: the runs are in its order */
 	uint64_t idx[WIRE_MAX_DIMS] = { 0 };
 	for (uint64_t k = 0; k < runs; k++) {
 		uint64_t flat = 0;	/* row-major index of the run's first element in the whole */

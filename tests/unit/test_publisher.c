@@ -57,7 +57,9 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 				g[n].offset = h->offset;
 				g[n].count = h->count;
 				g[n].total = h->total;
-				g[n].first = nf > 1 && zmq_msg_size(&f[1]) >= 4 ? *(float *)zmq_msg_data(&f[1]) : -1;
+				g[n].first = -1;	/* a frame's bytes need not be aligned */
+				if (nf > 1 && zmq_msg_size(&f[1]) >= 4)
+					memcpy(&g[n].first, zmq_msg_data(&f[1]), sizeof(float));
 				n++;
 			} else if (h->type == WIRE_COMMIT) {
 				*tensors = h->tensors;
