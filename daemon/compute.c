@@ -829,8 +829,7 @@ static void handle(struct compute *c, const char *run, int64_t step)
 	}
 }
 
-/* Takes run's rows out of b; 1 when nothing of b is left (run was its baseline). */
-static int batch_forget(struct result_batch *b, const char *run)
+int result_batch_forget(struct result_batch *b, const char *run)
 {
 	if (!strcmp(b->baseline, run))
 		return 1;
@@ -845,6 +844,29 @@ static int batch_forget(struct result_batch *b, const char *run)
 	}
 	b->n_rows = k;
 	return k == 0;
+}
+
+/* The studies whose result records a forgotten run was in (forget_records' seen). */
+struct touched {
+	char **names;
+	size_t n, cap;
+	size_t records;
+};
+
+static void note_touched(void *ctx, const char *payload)
+{
+	struct touched *t = ctx;
+	char study[256];
+	int64_t step;
+	size_t i = 0;
+
+	t->records++;
+	if (!t->names || !result_record_study(payload, strlen(payload), study, sizeof(study), &step))
+		return;
+	while (i < t->n && strcmp(t->names[i], study))
+		i++;
+	if (i == t->n && t->n < t->cap)
+		t->names[t->n++] = strdup(study);
 }
 
 /*
@@ -875,32 +897,11 @@ static void forget_job(struct compute *c, struct job *j)
 		c->dur[i] = c->dur[--c->n_dur];
 	}
 	j->files = forget_spool(c->dir, run);
-	char **touched = calloc(c->n_studies + 1, sizeof(*touched));
-	size_t k = 0, n_touched = 0;
-	for (size_t i = 0; i < c->n_replayed; i++) {
-		char *out = NULL, study[256];
-		int64_t step;
-		int f = forget_filter(c->replayed[i], strlen(c->replayed[i]), run, &out);
-		if (f && touched && result_record_study(c->replayed[i], strlen(c->replayed[i]), study,
-							sizeof(study), &step)) {
-			size_t t = 0;
-			while (t < n_touched && strcmp(touched[t], study))
-				t++;
-			if (t == n_touched && n_touched < c->n_studies)
-				touched[n_touched++] = strdup(study);
-		}
-		j->results += f != 0;
-		if (f == 2) {
-			free(c->replayed[i]);
-			continue;
-		}
-		if (f == 1) {
-			free(c->replayed[i]);
-			c->replayed[i] = out;
-		}
-		c->replayed[k++] = c->replayed[i];
-	}
-	c->n_replayed = k;
+	struct touched tch = { calloc(c->n_studies + 1, sizeof(char *)), 0, c->n_studies, 0 };
+	char **touched = tch.names;
+	c->n_replayed = forget_records(c->replayed, c->n_replayed, run, note_touched, &tch);
+	size_t n_touched = tch.n;
+	j->results += tch.records;
 	for (size_t i = 0; i < c->n_studies; i++) {
 		struct cstudy *s = &c->studies[i];
 		int involved = !strcmp(s->baseline, run);
@@ -926,7 +927,7 @@ static void forget_job(struct compute *c, struct job *j)
 	c->done_tail = NULL;
 	while (*pb) {
 		struct result_batch *b = *pb;
-		if (batch_forget(b, run)) {
+		if (result_batch_forget(b, run)) {
 			*pb = b->next;
 			result_batch_free(&b);
 		} else {

@@ -31,6 +31,8 @@ struct result_batch {
 };
 
 void result_batch_free(struct result_batch **b);
+/* Takes run's rows out of b; 1 when nothing of b is left (run was its baseline). */
+int result_batch_forget(struct result_batch *b, const char *run);
 /* A "result" WAL record back into a batch; NULL if it is not one. */
 struct result_batch *result_batch_decode(const char *payload, size_t len);
 

@@ -180,25 +180,10 @@ void control_forget(struct control *c, const char *run)
 	size_t k = 0;
 
 	for (size_t i = 0; i < c->n_results; i++) {
-		struct result_batch *b = c->results[i];
-		size_t n = 0;
-		if (!strcmp(b->baseline, run)) {	/* every row was against it */
-			result_batch_free(&c->results[i]);
-			continue;
-		}
-		for (size_t r = 0; r < b->n_rows; r++) {
-			if (strcmp(b->rows[r].run, run)) {
-				b->rows[n++] = b->rows[r];
-				continue;
-			}
-			free((char *)b->rows[r].tensor);
-			free((char *)b->rows[r].run);
-		}
-		b->n_rows = n;
-		if (n == 0)
+		if (result_batch_forget(c->results[i], run))
 			result_batch_free(&c->results[i]);
 		else
-			c->results[k++] = b;
+			c->results[k++] = c->results[i];
 	}
 	c->n_results = k;
 }

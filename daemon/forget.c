@@ -55,6 +55,29 @@ out:
 	return r;
 }
 
+
+size_t forget_records(char **rec, size_t n, const char *run,
+		      void (*seen)(void *ctx, const char *payload), void *ctx)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char *out = NULL;
+		int f = forget_filter(rec[i], strlen(rec[i]), run, &out);
+		if (f && seen)
+			seen(ctx, rec[i]);
+		if (f == 2) {
+			free(rec[i]);
+			continue;
+		}
+		if (f == 1) {
+			free(rec[i]);
+			rec[i] = out;
+		}
+		rec[k++] = rec[i];
+	}
+	return k;
+}
 long forget_spool(const char *storage_dir, const char *run)
 {
 	char dir[4200], file[4500];

@@ -21,6 +21,15 @@ char *forget_record(const char *run);
 int forget_filter(const char *payload, size_t len, const char *run, char **out);
 
 /*
+ * Filters n "result" records (malloc'd strings) in place through
+ * forget_filter: records without run stay, the others are rewritten or
+ * freed. seen (may be NULL) is called with each record run was in, before
+ * it changes. Returns how many records are left.
+ */
+size_t forget_records(char **rec, size_t n, const char *run,
+		      void (*seen)(void *ctx, const char *payload), void *ctx);
+
+/*
  * Removes storage_dir/spool/RUN/ and the files in it; returns how many
  * files were removed, or -errno when the directory cannot be read (-ENOENT:
  * there was none).

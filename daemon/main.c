@@ -210,21 +210,7 @@ static void replay_forget(struct daemon *d, const char *run)
 						 r->n_durable : d->st.count.snapshots_durable;
 		state_forget_run(&d->st, r);
 	}
-	for (size_t i = 0; i < d->n_replayed; i++) {
-		char *out = NULL;
-		int f = forget_filter(d->replayed[i], strlen(d->replayed[i]), run, &out);
-		if (f == 2) {
-			free(d->replayed[i]);
-			continue;
-		}
-		if (f == 1) {
-			free(d->replayed[i]);
-			d->replayed[i] = out;
-		}
-		d->replayed[k++] = d->replayed[i];
-	}
-	d->n_replayed = k;
-	k = 0;
+	d->n_replayed = forget_records(d->replayed, d->n_replayed, run, NULL, NULL);
 	for (size_t i = 0; i < d->n_covered; i++) {
 		const struct wd_config_study *st = NULL;
 		for (size_t s = 0; s < d->cfg.n_studies; s++)
