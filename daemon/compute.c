@@ -935,9 +935,7 @@ static void forget_job(struct compute *c, struct job *j)
 			pb = &b->next;
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
-	log_notice("runs rm: run '%s' forgotten: %ld spool files, %zu result records", run,
-		   j->files > 0 ? j->files : 0, j->results);
+	pthread_mutex_unlock(&c->lock);	/* the main thread logs it, with what it forgot */
 }
 
 static void *compute_main(void *arg)

@@ -765,7 +765,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			const char *colon = strstr(lacks, ": ");
 			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s",
 				 timeout, colon ? colon + 2 : lacks);
-			log_warning("ingest: run '%s' step %lld: %s (%zu ranks waited)", snap->run->name,
+			log_warning("ingest: run '%s' step %lld: %s (%zu commits waited)", snap->run->name,
 				    (long long)snap->step, why, snap->n_waiters);
 			fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 		} else if (!snap->recheck) {

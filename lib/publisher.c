@@ -620,7 +620,8 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 	    strncmp(endpoint, "inproc://", 9))
 		return set_error(-EINVAL, "endpoint '%.400s' is not a ZeroMQ endpoint: tcp://HOST:PORT, "
 				 "ipc://PATH or inproc://NAME", endpoint);
-	if (!strncmp(endpoint, "tcp://", 6) && !strchr(endpoint + 6, ':'))
+	const char *port = strrchr(endpoint, ':');	/* tcp://HOST:PORT, not "tcp://h" or "tcp://h:" */
+	if (!strncmp(endpoint, "tcp://", 6) && (port < endpoint + 6 || !port[1]))
 		return set_error(-EINVAL, "endpoint '%.400s' has no port: tcp://HOST:PORT", endpoint);
 	void *s = zmq_socket(p->ctx, ZMQ_DEALER);
 	int linger = 0;
@@ -1036,10 +1037,11 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 	if (p->st.dropped)
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %llu of %llu snapshots "
 		       "never made durable (%llu left unsent at close, %llu conflicts, %llu refused, "
-		       "the rest dropped by the queue's policy)", p->run,
+		       "%llu dropped by the queue's policy)", p->run,
 		       (unsigned long long)p->st.dropped, (unsigned long long)p->st.committed,
 		       (unsigned long long)left, (unsigned long long)p->st.conflicts,
-		       (unsigned long long)p->st.refused);
+		       (unsigned long long)p->st.refused,
+		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused));
 	uint64_t dropped = p->st.dropped;
 	zmq_ctx_term(p->ctx);
 	pthread_mutex_destroy(&p->lock);

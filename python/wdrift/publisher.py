@@ -105,7 +105,7 @@ class Publisher:
                      int(ranks))
         r = lib.wd_publisher_open(endpoint.encode(), run.encode(), ctypes.byref(opts), ctypes.byref(self._p))
         if r:
-            raise WdriftError(f"cannot publish run {run!r} to {endpoint!r}: {_libmod.error_text(lib, r)}")
+            raise WdriftError(f"cannot publish run {run!r}: {_libmod.error_text(lib, r)}")
         self.run, self.endpoint, self.ranks = run, endpoint, int(ranks)
         self._policy = policy
         self._budget = int(queue_bytes) or 1 << 30
@@ -220,7 +220,7 @@ class Publisher:
             n, self._conflicts_seen = s.conflicts - self._conflicts_seen, s.conflicts
             buf = ctypes.create_string_buffer(1024)
             lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
-            more = f" ({n} conflicts since the last call)" if n > 1 else ""
+            more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
             raise WdriftError(f"{buf.value.decode(errors='replace')}{more}")
 
     def _check(self):

@@ -179,6 +179,7 @@ def main():
         for ep, needle in (("http://localhost:1", "not a ZeroMQ endpoint"),
                            ("tcp://127.0.0.1:notaport", "ZeroMQ refuses"),
                            ("tcp://localhost", "has no port"),
+                           ("tcp://localhost:", "has no port"),
                            ("localhost:5555", "not a ZeroMQ endpoint")):
             msg, ok = raises(lambda: wdrift.Publisher(ep, "r"), ep, needle)
             check(ok, f"endpoint {ep!r} raises at construction, naming it: {msg}")
