@@ -4,6 +4,7 @@
  * daemon. Memory for a tensor is reserved from its header, before its
  * payload is copied, so a flood cannot grow memory past the budget.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 }
 
 static void unlink_snapshot(struct state *s, struct snapshot *snap);
+static void drop_snapshot(struct ingest *ix, struct snapshot *snap);
 
 /*
  * Snapshots that took nothing for this long while the budget is full are
@@ -202,8 +204,7 @@ static uint64_t evict_stale(struct ingest *ix, const struct snapshot *keep)
 				 "send it again", t - snap->last_taken);
 			fail_waiters(ix, snap, WIRE_INCOMPLETE, "tensors", why);
 		}
-		unlink_snapshot(s, snap);
-		snapshot_free(s, snap);
+		drop_snapshot(ix, snap);
 		s->count.dropped++;
 	}
 	return freed;
@@ -553,12 +554,8 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	 * until it expired as "dropped".
 	 */
 	if (add_shard(ix, m, h, r, snap) < 0) {
-		if (snap->n_tensors == 0 && !snap->n_waiters) {
-			unlink_snapshot(s, snap);
-			snapshot_free(s, snap);
-			if (new_run)	/* nor a run that holds nothing: it would use up limits.max_runs */
-				state_forget_run(s, r);
-		}
+		if (snap->n_tensors == 0 && !snap->n_waiters)
+			drop_snapshot(ix, snap);	/* and a run that holds nothing */
 		return;
 	}
 	note_study(ix, r);
@@ -708,7 +705,46 @@ static void unlink_snapshot(struct state *s, struct snapshot *snap)
 		}
 }
 
-void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char *why)
+/*
+ * Unlinks and frees snap. A run left holding nothing, no snapshot pending
+ * and none durable, is forgotten with it: limits.max_runs counts the runs
+ * the daemon holds something of, so runs whose every snapshot was dropped
+ * (evicted, expired, refused) do not use it up until a restart.
+ */
+static void drop_snapshot(struct ingest *ix, struct snapshot *snap)
+{
+	struct state *s = ix->st;
+	struct run *r = snap->run;
+
+	unlink_snapshot(s, snap);
+	snapshot_free(s, snap);
+	if (!r || r->n_durable)
+		return;
+	for (struct snapshot *p = s->pending; p; p = p->next)
+		if (p->run == r)
+			return;
+	state_forget_run(s, r);
+}
+
+/*
+ * The field of an 'internal' error says whether a re-send can help:
+ * "disk" (full, or over quota) and "memory" pass when room is made; any
+ * other cause is "storage", which a publisher retries a few times only.
+ */
+static const char *internal_field(int err)
+{
+	switch (err) {
+	case -ENOSPC:
+	case -EDQUOT:
+		return "disk";
+	case -ENOMEM:
+		return "memory";
+	default:
+		return "storage";
+	}
+}
+
+void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const char *why)
 {
 	struct state *s = ix->st;
 	struct wire_header h;
@@ -716,7 +752,7 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char
 	memset(&h, 0, sizeof(h));
 	snprintf(h.run, sizeof(h.run), "%s", snap->run->name);
 	h.step = snap->step;
-	if (ok) {
+	if (!err) {
 		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
 		s->count.snapshots_durable++;
 		h.type = WIRE_ACK;
@@ -734,10 +770,9 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char
 		s->count.spool_failures++;
 		log_err("spool: run '%s' step %lld not stored: %s", snap->run->name,
 			(long long)snap->step, why);
-		fail_waiters(ix, snap, WIRE_INTERNAL, "", why);
+		fail_waiters(ix, snap, WIRE_INTERNAL, internal_field(err), why);
 	}
-	unlink_snapshot(s, snap);
-	snapshot_free(s, snap);
+	drop_snapshot(ix, snap);
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)
@@ -774,8 +809,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		}
 		if (!snap->recheck)
 			s->count.dropped++;
-		unlink_snapshot(s, snap);
-		snapshot_free(s, snap);
+		drop_snapshot(ix, snap);
 		n++;
 	}
 	return n;

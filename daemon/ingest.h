@@ -40,8 +40,11 @@ struct ingest {
 
 void ingest_handle(struct ingest *ix, const struct frames *m);
 
-/* The spool made snap durable (ok) or failed: ack or error, then free it. */
-void ingest_spooled(struct ingest *ix, struct snapshot *snap, int ok, const char *why);
+/*
+ * The spool made snap durable (err 0) or failed with -errno err: ack, or an
+ * error that says whether a retry can help; then free it.
+ */
+void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const char *why);
 
 /* Drops snapshots idle longer than timeout seconds; returns how many. */
 size_t ingest_expire(struct ingest *ix, double timeout);

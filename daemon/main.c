@@ -709,10 +709,10 @@ static void handle_spooled(struct daemon *d)
 {
 	struct snapshot *snap;
 	char why[256];
-	int ok;
+	int err;
 
-	while ((snap = spool_take(d->spool, &ok, why, sizeof(why))))
-		ingest_spooled(&d->ix, snap, ok, why);
+	while ((snap = spool_take(d->spool, &err, why, sizeof(why))))
+		ingest_spooled(&d->ix, snap, err, why);
 }
 
 /* Results: an event for subscribers, and the latest kept for "drift". */

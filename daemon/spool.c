@@ -23,7 +23,7 @@
 
 struct job {
 	struct snapshot *snap;
-	int ok;
+	int err;		/* 0: durable; else -errno, the cause as far as known */
 	char why[256];
 	struct job *next;
 };
@@ -63,7 +63,7 @@ static int fsync_path(const char *path)
 	return r;
 }
 
-/* Writes one snapshot durably; fills why on failure. */
+/* Writes one snapshot durably: 0, or -errno of the cause with why filled. */
 static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whylen)
 {
 	char dir[4096], path[4200], err[WD_CKPT_ERR_MAX];
@@ -71,14 +71,14 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 	int r = 0;
 
 	if (!t)
-		return snprintf(why, whylen, "out of memory"), -1;
+		return snprintf(why, whylen, "out of memory"), -ENOMEM;
 	snprintf(dir, sizeof(dir), "%s/spool/%s", sp->dir, snap->run->name);
 	struct stat st;
 	int fresh = stat(dir, &st) < 0;	/* a run's first snapshot: its directory is new */
 	if ((r = mkdir_p(dir)) < 0) {
 		snprintf(why, whylen, "cannot create '%.180s': %s", dir, strerror(-r));
 		free(t);
-		return -1;
+		return r;
 	}
 	if (fresh) {	/* the new directories' entries must survive a crash too */
 		char parent[4200];
@@ -86,7 +86,7 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		if ((r = fsync_path(parent)) < 0 || (r = fsync_path(sp->dir)) < 0) {
 			snprintf(why, whylen, "cannot fsync the spool directory: %s", strerror(-r));
 			free(t);
-			return -1;
+			return r;
 		}
 	}
 	snprintf(path, sizeof(path), "%s/%lld.h5", dir, (long long)snap->step);
@@ -101,12 +101,12 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 	free(t);
 	if (r < 0) {
 		snprintf(why, whylen, "%.255s", err);
-		return -1;
+		return -EIO;	/* the cause inside HDF5 is not known here */
 	}
 	/* the rename must survive a crash too: no ack without it */
 	if ((r = fsync_path(dir)) < 0) {
 		snprintf(why, whylen, "cannot fsync '%.180s': %s", dir, strerror(-r));
-		return -1;
+		return r;
 	}
 	/* content: what identifies it, so that a re-send with other content is refused */
 	json_t *content = identity_content_json(snap);
@@ -122,7 +122,7 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		r = wal_sync(sp->wal);
 	if (r < 0) {
 		snprintf(why, whylen, "write-ahead log: %s", strerror(-r));
-		return -1;
+		return r;
 	}
 	return 0;
 }
@@ -142,7 +142,7 @@ static void *spool_main(void *arg)
 		if (!sp->jobs)
 			sp->jobs_tail = NULL;
 		pthread_mutex_unlock(&sp->lock);
-		j->ok = store(sp, j->snap, j->why, sizeof(j->why)) == 0;
+		j->err = store(sp, j->snap, j->why, sizeof(j->why));
 		pthread_mutex_lock(&sp->lock);
 		j->next = sp->done;
 		sp->done = j;
@@ -207,7 +207,7 @@ int spool_fd(const struct spool *sp)
 	return sp->efd;
 }
 
-struct snapshot *spool_take(struct spool *sp, int *ok, char *why, size_t whylen)
+struct snapshot *spool_take(struct spool *sp, int *err, char *why, size_t whylen)
 {
 	struct snapshot *snap = NULL;
 	uint64_t n;
@@ -223,7 +223,7 @@ struct snapshot *spool_take(struct spool *sp, int *ok, char *why, size_t whylen)
 	pthread_mutex_unlock(&sp->lock);
 	if (j) {
 		snap = j->snap;
-		*ok = j->ok;
+		*err = j->err;
 		snprintf(why, whylen, "%s", j->why);
 		free(j);
 	}

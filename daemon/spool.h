@@ -19,8 +19,12 @@ int spool_start(const char *dir, struct wal *wal, struct spool **out);
 void spool_submit(struct spool *sp, struct snapshot *snap);
 /* Readable when finished snapshots wait: put it in the poll set. */
 int spool_fd(const struct spool *sp);
-/* Takes one finished snapshot, or NULL; ok and why say how it went. */
-struct snapshot *spool_take(struct spool *sp, int *ok, char *why, size_t whylen);
+/*
+ * Takes one finished snapshot, or NULL. *err is 0 when it is durable, else
+ * -errno of the cause (-ENOSPC, -EDQUOT: the disk; -EIO when not known),
+ * and why says what failed.
+ */
+struct snapshot *spool_take(struct spool *sp, int *err, char *why, size_t whylen);
 size_t spool_depth(struct spool *sp);
 /* Finishes what was submitted, then stops the thread. */
 void spool_stop(struct spool **sp);
