@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "auth.h"
 #include "keys.h"
@@ -76,6 +77,24 @@ static int may_log(struct auth *a, enum refusal k)
 	return 0;
 }
 
+/*
+ * auth.clients takes keys, not files; but 40 characters of the Z85
+ * alphabet can also be a path ('/', '.', '-' are Z85). A key that names an
+ * existing file was most likely meant as one: say so, where the operator
+ * looks, instead of refusing that client later as an unknown key.
+ */
+static void warn_file_keys(const struct wd_config *cfg)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < cfg->auth.clients.n; i++)
+		if (stat(cfg->auth.clients.v[i].key, &st) == 0)
+			log_warning("auth: auth.clients.%s: '%s' is the name of an existing file, and is "
+				    "taken as the key itself (auth.clients takes keys, not files: put the "
+				    "40 characters of its public-key line there)",
+				    cfg->auth.clients.v[i].name, cfg->auth.clients.v[i].key);
+}
+
 int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen)
 {
 	char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1], why[600];
@@ -122,6 +141,7 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	}
 	log_notice("auth: CURVE on every socket, server public key %s, %zu clients allowed",
 		   a->pub, cfg->auth.clients.n);
+	warn_file_keys(cfg);
 	if (!cfg->auth.clients.n)
 		log_warning("auth: auth.clients is empty: no client can connect until a reload adds one");
 	*out = a;
@@ -164,6 +184,7 @@ void auth_set_config(struct auth *a, const struct wd_config *cfg)
 		return;
 	a->cfg = cfg;
 	log_notice("auth: %zu clients allowed", cfg->auth.clients.n);
+	warn_file_keys(cfg);
 }
 
 int auth_pollitems(struct auth *a, zmq_pollitem_t *items, int max)

@@ -166,16 +166,55 @@ out:
 	return r;
 }
 
+/*
+ * Whether arg, taken for a key, is more likely a key file's path that does
+ * not exist: it ends like a key file's name, or its directory part (other
+ * than "/", which 1 key in 85 starts with) is an existing directory.
+ */
+static int looks_like_missing_file(const char *arg)
+{
+	size_t n = strlen(arg);
+	const char *slash = strrchr(arg, '/');
+	struct stat st;
+	char parent[WD_KEY_Z85 + 1];
+
+	if (n > 4 && (!strcmp(arg + n - 4, ".pub") || !strcmp(arg + n - 4, ".key")))
+		return 1;
+	if (!slash || slash == arg || (size_t)(slash - arg) >= sizeof(parent))
+		return 0;
+	memcpy(parent, arg, (size_t)(slash - arg));
+	parent[slash - arg] = 0;
+	return stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t errlen)
 {
+	struct stat st;
+
+	if (!strncmp(arg, WD_KEY_PREFIX, strlen(WD_KEY_PREFIX))) {
+		const char *key = arg + strlen(WD_KEY_PREFIX);
+		if (!wd_key_is_z85(key))
+			return fail(err, errlen, "'%.200s': after '" WD_KEY_PREFIX "', expected the key: "
+				    "40 characters of Z85 (got %zu characters)", arg, strlen(key));
+		memcpy(pub, key, WD_KEY_Z85 + 1);
+		return 0;
+	}
+	/*
+	 * A file first: a path of 40 characters can be all Z85 ('/', '.', '-',
+	 * letters and digits are), and taken for a key it would fail only later,
+	 * as a daemon that does not answer.
+	 */
+	if (stat(arg, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
+		return wd_keyfile_read(arg, pub, NULL, err, errlen);
 	if (wd_key_is_z85(arg)) {
+		if (looks_like_missing_file(arg))
+			return fail(err, errlen, "no such key file '%s' (if these 40 characters are "
+				    "the key itself, write them as " WD_KEY_PREFIX "%s)", arg, arg);
 		memcpy(pub, arg, WD_KEY_Z85 + 1);
 		return 0;
 	}
-	if (access(arg, F_OK) < 0 && errno == ENOENT)
-		return fail(err, errlen, "'%.200s' is neither a key (40 characters of Z85) nor "
-			    "a key file", arg);
-	return wd_keyfile_read(arg, pub, NULL, err, errlen);
+	return fail(err, errlen, "'%.200s' is neither an existing key file nor a key (40 characters "
+		    "of Z85, or " WD_KEY_PREFIX "KEY)", arg);
 }
 
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,

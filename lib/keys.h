@@ -42,10 +42,16 @@ static inline int wd_key_is_z85(const char *s)
 int wd_keyfile_read(const char *path, char pub[WD_KEY_Z85 + 1], char sec[WD_KEY_Z85 + 1],
 		    char *err, size_t errlen);
 
+#define WD_KEY_PREFIX "z85:"		/* a key given itself, never a file's name */
+
 /*
- * A public key given as 40 characters of Z85, or as the name of a key
- * file that holds one (a .pub file, or a key pair file). Returns 0 or -1
- * with err.
+ * A public key given as the name of a key file that holds one (a .pub
+ * file, or a key pair file), as "z85:" and 40 characters of Z85, or as the
+ * 40 characters alone. An existing file wins: a path can be 40 characters
+ * of the Z85 alphabet too. 40 such characters that name no file are the
+ * key, unless they look like a missing file's path (ending in .pub or
+ * .key, or in an existing directory other than "/"): that is an error
+ * naming the file and the z85: form. Returns 0 or -1 with err.
  */
 int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t errlen);
 

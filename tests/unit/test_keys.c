@@ -117,7 +117,8 @@ static void bad_files(void)
 	CHECK(wd_keyfile_read(np, p, NULL, err, sizeof(err)) == -1 && strstr(err, "holds a NUL byte"),
 	      "a NUL byte: %s", err);
 	CHECK(wd_key_public("nope-not-a-key", p, err, sizeof(err)) == -1 &&
-	      strstr(err, "'nope-not-a-key' is neither a key (40 characters of Z85) nor a key file"),
+	      strstr(err, "'nope-not-a-key' is neither an existing key file nor a key (40 characters "
+		     "of Z85, or z85:KEY)"),
 	      "wd_key_public: neither: %s", err);
 	CHECK(!wd_key_is_z85("") && !wd_key_is_z85("short") && wd_key_is_z85(pub) &&
 	      !wd_key_is_z85("000000000000000000000000000000000000000 ") &&
@@ -157,6 +158,60 @@ static void client_keys(void)
 	unsetenv("WDRIFT_KEY");
 }
 
+/*
+ * Issue 11, item 5: a key file's path can be exactly 40 characters of the
+ * Z85 alphabet ('/', '.', '-', letters and digits all are). It was taken
+ * for the key itself, and the client then failed as "daemon not
+ * answering". An existing file wins; z85:KEY says "a key" explicitly; 40
+ * such characters that look like a missing file's path are an error.
+ */
+static void key_paths(void)
+{
+	char text[200], path[64], err[600] = "", p[WD_KEY_Z85 + 1], arg[64];
+	struct wd_client_keys k;
+	size_t room = WD_KEY_Z85 - strlen(dir) - 1;	/* the name that makes the path 40 long */
+
+	snprintf(text, sizeof(text), "public-key: %s\n", pub);
+	snprintf(path, sizeof(path), "%s/%.*s.pub", dir, (int)(room - 4), "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkk");
+	CHECK(strlen(path) == WD_KEY_Z85 && wd_key_is_z85(path), "'%s' is 40 characters of Z85", path);
+	put(path + strlen(dir) + 1, text, 0644);
+	CHECK(wd_key_public(path, p, err, sizeof(err)) == 0 && !strcmp(p, pub),
+	      "a .pub file whose path looks like a key is read as the file: %s", err);
+	snprintf(text, sizeof(text), "public-key: %s\nsecret-key: %s\n", pub, sec);
+	const char *pair = put("pair40", text, 0600);
+	unsetenv("WDRIFT_SERVER_KEY");
+	unsetenv("WDRIFT_KEY");
+	CHECK(wd_client_keys_load(path, pair, &k, err, sizeof(err)) == 0 && k.on &&
+	      !strcmp(k.server, pub), "and so is --server-key with it: %s", err);
+	setenv("WDRIFT_SERVER_KEY", path, 1);
+	CHECK(wd_client_keys_load(NULL, pair, &k, err, sizeof(err)) == 0 && k.on &&
+	      !strcmp(k.server, pub), "and WDRIFT_SERVER_KEY: %s", err);
+	unsetenv("WDRIFT_SERVER_KEY");
+
+	snprintf(arg, sizeof(arg), "z85:%s", pub);
+	CHECK(wd_key_public(arg, p, err, sizeof(err)) == 0 && !strcmp(p, pub), "z85:KEY is the key: %s", err);
+	snprintf(arg, sizeof(arg), "z85:%s", path);
+	CHECK(wd_key_public(arg, p, err, sizeof(err)) == 0 && !strcmp(p, path),
+	      "z85: takes the 40 characters even where they name a file");
+	CHECK(wd_key_public("z85:short", p, err, sizeof(err)) == -1 &&
+	      strstr(err, "'z85:short': after 'z85:', expected the key: 40 characters of Z85 (got 5 "
+		     "characters)"), "z85: with no key after it: %s", err);
+
+	path[strlen(path) - 5] = 'q';	/* the same length, and no such file */
+	CHECK(wd_key_public(path, p, err, sizeof(err)) == -1 && strstr(err, "no such key file '") &&
+	      strstr(err, "write them as z85:"), "a missing .pub path of 40 characters is an error: %s", err);
+	snprintf(path, sizeof(path), "%s/%.*s", dir, (int)room, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk");
+	CHECK(strlen(path) == WD_KEY_Z85 && wd_key_public(path, p, err, sizeof(err)) == -1 &&
+	      strstr(err, "no such key file"), "so is one in an existing directory: %s", err);
+	mkdir(path, 0700);
+	CHECK(wd_key_public(path, p, err, sizeof(err)) == -1 && strstr(err, "not a regular file"),
+	      "a directory of that name is read as a file, and refused: %s", err);
+	rmdir(path);
+	const char *rootish = "/kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk";	/* 1 key in 85 starts with '/' */
+	CHECK(wd_key_public(rootish, p, err, sizeof(err)) == 0 && !strcmp(p, rootish),
+	      "a key that starts with '/' and names no file is still a key: %s", err);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir) || zmq_curve_keypair(pub, sec) < 0) {
@@ -166,6 +221,7 @@ int main(void)
 	good_files();
 	bad_files();
 	client_keys();
+	key_paths();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	CHECK(system(cmd) == 0, "temp dir removed");
