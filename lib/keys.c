@@ -213,8 +213,8 @@ int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t e
 		memcpy(pub, arg, WD_KEY_Z85 + 1);
 		return 0;
 	}
-	return fail(err, errlen, "'%.200s' is neither an existing key file nor a key (40 characters "
-		    "of Z85, or " WD_KEY_PREFIX "KEY)", arg);
+	return fail(err, errlen, "'%.200s' is neither a key (40 characters of Z85, or "
+		    WD_KEY_PREFIX "KEY) nor an existing key file", arg);
 }
 
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,

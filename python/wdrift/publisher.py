@@ -82,9 +82,10 @@ class Publisher:
         one warning on stderr naming the endpoint (None: never).
 
         server_key and key: CURVE, for a daemon with auth.server_key
-        (docs/security.md). server_key is the daemon's public key (40
-        characters of Z85) or a file that holds it; key is this client's key
-        pair file (wdrift keygen). None takes them from WDRIFT_SERVER_KEY and
+        (docs/security.md). server_key is a file that holds the daemon's
+        public key (an existing file wins, whatever its name looks like), or
+        the key itself: "z85:" and its 40 characters of Z85, or the 40
+        characters alone; key is this client's key pair file (wdrift keygen). None takes them from WDRIFT_SERVER_KEY and
         WDRIFT_KEY; with neither there, the connection is plain.
         """
         self._p = ctypes.c_void_p()

@@ -117,8 +117,8 @@ static void bad_files(void)
 	CHECK(wd_keyfile_read(np, p, NULL, err, sizeof(err)) == -1 && strstr(err, "holds a NUL byte"),
 	      "a NUL byte: %s", err);
 	CHECK(wd_key_public("nope-not-a-key", p, err, sizeof(err)) == -1 &&
-	      strstr(err, "'nope-not-a-key' is neither an existing key file nor a key (40 characters "
-		     "of Z85, or z85:KEY)"),
+	      strstr(err, "'nope-not-a-key' is neither a key (40 characters of Z85, or "
+		     "z85:KEY) nor an existing key file"),
 	      "wd_key_public: neither: %s", err);
 	CHECK(!wd_key_is_z85("") && !wd_key_is_z85("short") && wd_key_is_z85(pub) &&
 	      !wd_key_is_z85("000000000000000000000000000000000000000 ") &&
