@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -26,11 +28,36 @@ struct wd_ckpt {
 	struct wd_ckpt_entry *e;
 };
 
-/* What the error stack says: its innermost description, and whether memory ran out. */
+/*
+ * What the error stack says: its innermost description, whether memory ran
+ * out, and the errno of a failed system call, where a file driver recorded
+ * one (0: none).
+ */
 struct h5_stack {
 	char desc[160];
 	int oom;
+	int sys_errno;
 };
+
+/*
+ * The errno in an I/O error's description, or 0. HDF5 has no field for
+ * it: its file drivers (sec2, core) put "errno = N" in the message of the
+ * H5E_IO (or H5E_FILE, at open) error they push where a read, write,
+ * truncate or open failed. Only a number in the errno range is taken.
+ */
+static int desc_errno(const H5E_error2_t *e)
+{
+	const char *p;
+	char *end;
+	long v;
+
+	if (!e->desc || (e->maj_num != H5E_IO && e->maj_num != H5E_FILE && e->maj_num != H5E_VFL))
+		return 0;
+	if (!(p = strstr(e->desc, "errno = ")))
+		return 0;
+	v = strtol(p + 8, &end, 10);
+	return end > p + 8 && v > 0 && v < 4096 ? (int)v : 0;
+}
 
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
@@ -40,6 +67,8 @@ static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 		snprintf(st->desc, sizeof(st->desc), "%s", e->desc);
 	if (e->maj_num == H5E_RESOURCE && (e->min_num == H5E_NOSPACE || e->min_num == H5E_CANTALLOC))
 		st->oom = 1;
+	if (!st->sys_errno)
+		st->sys_errno = desc_errno(e);
 	return 0;
 }
 
@@ -48,6 +77,7 @@ static void h5_stack_take(struct h5_stack *st)
 {
 	st->desc[0] = 0;
 	st->oom = 0;
+	st->sys_errno = 0;
 	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, st);
 	H5Eclear2(H5E_DEFAULT);
 }
@@ -63,7 +93,7 @@ static void h5_stack_take(struct h5_stack *st)
 static int ckpt_fail(char *err, const char *path, int how, const char *fmt, ...)
 {
 	char msg[400];
-	struct h5_stack st = { "", 0 };
+	struct h5_stack st = { "", 0, 0 };
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -192,7 +222,7 @@ static int describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
 {
 	hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
 	hsize_t dims[H5S_MAX_RANK];
-	struct h5_stack st = { "", 0 };
+	struct h5_stack st = { "", 0, 0 };
 	int rank, r = 0;
 
 	en->numel = 0;
@@ -536,12 +566,83 @@ static hid_t file_type_of(enum wd_dtype t)
 	return -1;
 }
 
-static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t)
+/* The errnos that mean "the file system is out of room" or "cannot write there". */
+static int io_errno(int e)
+{
+	return e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO || e == EROFS;
+}
+
+/*
+ * The cause of a failed write to path, as -errno: the errno the error
+ * stack records (st), else the one the failing call left (saved) where it
+ * is an I/O cause, else -ENOSPC when path's file system has no room left
+ * (what the call failed on, most likely, with nothing more said), else
+ * -EIO. An allocation that failed on the stack is -ENOMEM.
+ */
+static int write_cause(const struct h5_stack *st, int saved, const char *path)
+{
+	struct statvfs vfs;
+	char dir[4096];
+	char *slash;
+
+	if (st->oom)
+		return -ENOMEM;
+	if (st->sys_errno)
+		return -st->sys_errno;
+	if (io_errno(saved))
+		return -saved;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	if (statvfs(slash ? dir : ".", &vfs) == 0 &&
+	    (geteuid() ? vfs.f_bavail : vfs.f_bfree) * (uint64_t)vfs.f_frsize < 65536)
+		return -ENOSPC;
+	return -EIO;
+}
+
+/*
+ * A writer's failure: err is "'PATH': MESSAGE: CAUSE", the cause in
+ * strerror's words where it is known (else HDF5's innermost message), and
+ * the return is its -errno (write_cause). saved is errno as the failing
+ * call left it; with_h5, HDF5's stack is read (and cleared).
+ */
+__attribute__((format(printf, 5, 6)))
+static int write_fail(char *err, const char *path, int saved, int with_h5, const char *fmt, ...)
+{
+	char msg[400];
+	struct h5_stack st = { "", 0, 0 };
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (with_h5)
+		h5_stack_take(&st);
+	else
+		st.sys_errno = saved;
+	r = write_cause(&st, saved, path);
+	if (r != -EIO || st.sys_errno == EIO || saved == EIO || !st.desc[0])
+		snprintf(err, WD_CKPT_ERR_MAX, "'%s': %s: %s", path, msg, strerror(-r));
+	else
+		snprintf(err, WD_CKPT_ERR_MAX, "'%s': %s: %s", path, msg, st.desc);
+	return r;
+}
+
+/*
+ * Writes one tensor's dataset. 0, or -1 with *saved the errno the failing
+ * call left and HDF5's stack holding the rest. Every close is checked:
+ * HDF5 buffers small raw data (its sieve buffer) and writes it when the
+ * dataset closes, so a full disk can show first there.
+ */
+static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t, int *saved)
 {
 	hsize_t dims[WD_CKPT_MAX_RANK], one = t->view.numel;
 	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = -1, ftype = -1, ds = -1;
 	int r = -1;
 
+	*saved = 0;
 	if (t->rank > WD_CKPT_MAX_RANK)
 		goto out;
 	for (int d = 0; d < t->rank; d++)
@@ -551,16 +652,24 @@ static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t)
 	ftype = file_type_of(t->view.dtype);
 	if (space < 0 || ftype < 0)
 		goto out;
+	errno = 0;
 	ds = H5Dcreate2(file, t->name, ftype, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
 	/* memory type = file type: the bits go in as they are */
-	if (ds < 0 || H5Dwrite(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->view.data) < 0)
+	if (ds < 0 || H5Dwrite(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->view.data) < 0) {
+		*saved = errno;
 		goto out;
+	}
 	if (t->view.dtype == WD_BF16) {
 		hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
 		H5Tset_size(st, 9);	/* "bfloat16" and its NUL */
 		hid_t a = H5Acreate2(ds, "dtype", st, sp, H5P_DEFAULT, H5P_DEFAULT);
 		int ok = a >= 0 && H5Awrite(a, st, "bfloat16") >= 0;
-		if (a >= 0) H5Aclose(a);
+		if (!ok)
+			*saved = errno;
+		if (a >= 0 && H5Aclose(a) < 0 && ok) {
+			*saved = errno;
+			ok = 0;
+		}
 		H5Sclose(sp);
 		H5Tclose(st);
 		if (!ok)
@@ -568,47 +677,101 @@ static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t)
 	}
 	r = 0;
 out:
-	if (ds >= 0) H5Dclose(ds);
+	if (ds >= 0) {
+		errno = 0;
+		if (H5Dclose(ds) < 0 && r == 0) {
+			*saved = errno;
+			r = -1;
+		}
+	}
 	if (ftype >= 0) H5Tclose(ftype);
 	if (space >= 0) H5Sclose(space);
 	H5Pclose(lcpl);
 	return r;
 }
 
+/*
+ * Closes a file that a write or a flush failed on, leaving no HDF5 ID
+ * behind. HDF5 1.10 frees a file's structure when the flush inside
+ * H5Fclose fails, yet keeps its ID, so that the next sweep of IDs (at
+ * exit, at the latest) uses freed memory and crashes (HDF5's issue 2257,
+ * CVE-2020-10812). On a full disk that flush does fail. So the file's
+ * descriptor is first pointed at an anonymous memory file (memfd): the
+ * close then writes what it still holds there, and succeeds; the real
+ * file's last descriptor is gone with the dup2, and its space with its
+ * unlink. What is written to the memory file is the little HDF5 still
+ * buffers (metadata, a sieve buffer), freed at the close.
+ */
+static void close_failed(hid_t file)
+{
+	void *handle = NULL;
+
+	if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle) {
+		int *fdp = handle, m = memfd_create("wdrift-ckpt-discard", MFD_CLOEXEC);
+		if (m >= 0) {
+			if (dup2(m, *fdp) < 0)
+				(void)0;	/* the close below fails, as it would have */
+			close(m);
+		}
+	}
+	H5Fclose(file);
+	H5Eclear2(H5E_DEFAULT);
+}
+
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err)
 {
 	char tmp[4096];
 	hid_t file = -1;
-	int fd;
+	int fd, r, saved;
 
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	errno = 0;
 	file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-	if (file < 0)
-		return ckpt_fail(err, tmp, WITH_H5, "cannot create");
+	if (file < 0) {
+		r = write_fail(err, tmp, errno, 1, "cannot create");
+		unlink(tmp);	/* made, perhaps, before what failed */
+		return r;
+	}
 	for (size_t i = 0; i < n; i++)
-		if (write_tensor(file, &t[i]) < 0) {
-			ckpt_fail(err, tmp, WITH_H5, "dataset '%s': cannot write", t[i].name);
-			H5Fclose(file);
+		if (write_tensor(file, &t[i], &saved) < 0) {
+			r = write_fail(err, tmp, saved, 1, "dataset '%s': cannot write", t[i].name);
+			close_failed(file);
 			unlink(tmp);
-			return -1;
+			return r;
 		}
-	if (H5Fclose(file) < 0) {
+	/*
+	 * What HDF5 still buffers is written here, where a failure can be
+	 * handled (close_failed), rather than inside H5Fclose, where it
+	 * cannot.
+	 */
+	errno = 0;
+	if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0) {
+		r = write_fail(err, tmp, errno, 1, "cannot write");
+		close_failed(file);
 		unlink(tmp);
-		return ckpt_fail(err, tmp, WITH_H5, "cannot close");
+		return r;
+	}
+	errno = 0;
+	if (H5Fclose(file) < 0) {	/* rare after the flush; the ID may be left (above) */
+		r = write_fail(err, tmp, errno, 1, "cannot close");
+		unlink(tmp);
+		return r;
 	}
 	/* durable before it is visible under its name */
-	fd = open(tmp, O_RDONLY);
+	fd = open(tmp, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) < 0) {
+		saved = errno;
 		if (fd >= 0)
 			close(fd);
 		unlink(tmp);
-		return ckpt_fail(err, tmp, 0, "cannot fsync: %s", strerror(errno));
+		return write_fail(err, tmp, saved, 0, "cannot fsync");
 	}
 	close(fd);
 	if (rename(tmp, path) < 0) {
+		saved = errno;
 		unlink(tmp);
-		return ckpt_fail(err, path, 0, "cannot rename into place: %s", strerror(errno));
+		return write_fail(err, path, saved, 0, "cannot rename into place");
 	}
 	return 0;
 }

@@ -89,8 +89,13 @@ int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err);
  * reads: f32/f64/f16 as IEEE datasets, bf16 as uint16 with the attribute
  * dtype = "bfloat16", names as paths (a '/' makes groups). The file is
  * written to path + ".tmp", fsync'd, and renamed over path, so path is
- * either absent or complete. Returns 0 or -1 with err naming the file and
- * the tensor.
+ * either absent or complete; on any failure the .tmp file is removed.
+ * Returns 0, or a negative errno, the cause, with err naming the file, the
+ * tensor and the cause in words: -ENOSPC or -EDQUOT when the disk is full
+ * (HDF5's error stack carries the errno of the failed write; where it
+ * does not, a file system with no room left is taken to be the cause),
+ * -ENOMEM, the errno of a failed create, fsync or rename, and -EIO when
+ * nothing says more.
  */
 struct wd_ckpt_tensor {
 	const char *name;
