@@ -148,7 +148,7 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	return 0;
 }
 
-int auth_server(struct auth *a, void *sock, const char *what)
+int auth_server(struct auth *a, void *sock, const char *what, int watch)
 {
 	int one = 1, hwm = 100000;
 	struct watched *w;
@@ -161,8 +161,11 @@ int auth_server(struct auth *a, void *sock, const char *what)
 	snprintf(ep, sizeof(ep), "inproc://wdrift.monitor.%s", what);
 	if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof(one)) < 0 ||
 	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, a->sec, WD_KEY_Z85) < 0 ||
-	    zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, what, strlen(what)) < 0 ||
-	    zmq_socket_monitor(sock, ep, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+	    zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, what, strlen(what)) < 0)
+		return -1;
+	if (!watch)
+		return 0;	/* the socket's one monitor is someone else's: auth_event */
+	if (zmq_socket_monitor(sock, ep, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
 			       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) < 0)
 		return -1;
 	/* The monitor drops events when its queue is full: make room for floods. */
@@ -295,8 +298,8 @@ static void zap_drain(struct auth *a)
 	}
 }
 
-/* One monitor event: [6 bytes: uint16 event, uint32 value][endpoint]. */
-static void monitor_event(struct auth *a, struct watched *w, uint16_t event, uint32_t value)
+void auth_event(struct auth *a, const char *what, const char *endpoint, uint16_t event,
+		uint32_t value)
 {
 	enum refusal k;
 	const char *why;
@@ -323,7 +326,7 @@ static void monitor_event(struct auth *a, struct watched *w, uint16_t event, uin
 		why = detail;
 	}
 	if (may_log(a, k))
-		log_warning("auth: %s (%s): refused a connection: %s", w->what, w->endpoint, why);
+		log_warning("auth: %s (%s): refused a connection: %s", what, endpoint, why);
 }
 
 static void monitor_drain(struct auth *a, struct watched *w)
@@ -349,7 +352,7 @@ static void monitor_drain(struct auth *a, struct watched *w)
 		if (zmq_msg_size(&head) == 6) {
 			memcpy(&event, zmq_msg_data(&head), 2);
 			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
-			monitor_event(a, w, event, value);
+			auth_event(a, w->what, w->endpoint, event, value);	/* [6 bytes: event, value][endpoint] */
 		}
 		zmq_msg_close(&addr);
 		zmq_msg_close(&head);

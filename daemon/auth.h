@@ -40,10 +40,16 @@ int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen);
 
 /*
  * Makes sock a CURVE server under the ZAP domain what ("ingest",
- * "control", "events") and watches its handshakes. Before its bind.
- * Returns 0 or -1 with errno.
+ * "control", "events") and, with watch, watches its handshakes through a
+ * monitor of its own. Without, the socket's monitor is another's, which
+ * hands handshake failures to auth_event. Before its bind. Returns 0 or
+ * -1 with errno.
  */
-int auth_server(struct auth *a, void *sock, const char *what);
+int auth_server(struct auth *a, void *sock, const char *what, int watch);
+
+/* A handshake failure a socket monitor reported on the socket what (endpoint): counted, logged. */
+void auth_event(struct auth *a, const char *what, const char *endpoint, uint16_t event,
+		uint32_t value);
 
 /* A reload: the allow-list of the new config applies to new connections. */
 void auth_set_config(struct auth *a, const struct wd_config *cfg);

@@ -140,6 +140,8 @@ struct wd_config {
 		int64_t max_runs;
 		int64_t max_pending;		/* snapshots per run */
 		int64_t pending_timeout;	/* seconds a snapshot may idle unfinished */
+		uint64_t min_rate;		/* bytes/s a partial snapshot must take to keep
+						   its memory when the budget is full */
 	} limits;
 	struct {
 		int level;			/* WD_LOG_ERR .. WD_LOG_DEBUG */

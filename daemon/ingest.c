@@ -129,10 +129,8 @@ static struct snapshot *find_snapshot(struct state *s, const struct run *r, int6
 
 static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
 {
-	for (size_t i = 0; i < snap->n_tensors; i++)
-		if (!strcmp(snap->tensors[i].name, name))
-			return &snap->tensors[i];
-	return NULL;
+	long i = names_find(&snap->names, name);
+	return i >= 0 ? &snap->tensors[i] : NULL;
 }
 
 static void hello(struct ingest *ix, const struct frames *m, const struct wire_header *in)
@@ -168,46 +166,143 @@ static void unlink_snapshot(struct state *s, struct snapshot *snap);
 static void drop_snapshot(struct ingest *ix, struct snapshot *snap);
 
 /*
- * Snapshots that took nothing for this long while the budget is full are
- * dropped to make room. Without it, partly received snapshots of several
- * runs can hold the whole budget with none able to complete: every run,
- * a new one included, is refused over_window until PENDING_TIMEOUT (10
- * minutes) expires them (t71_flood.py found it).
+ * When a reservation does not fit, partly received snapshots that are not
+ * getting anywhere give their memory up, so that they cannot hold the
+ * budget against runs that are (their publishers get 'incomplete' and send
+ * again). Not getting anywhere is either of:
+ * - idle: no new element for STALE_SECONDS. Without it, partial snapshots
+ *   of several runs held the whole budget, none able to complete, for the
+ *   10 minutes of limits.pending_timeout (t71_flood.py found it);
+ * - slow: elements still missing, and taking fewer bytes a second than
+ *   limits.min_rate. Without it, two runs that reserved a 128 MiB tensor
+ *   each and sent it one element every 2 s were never idle, and a good
+ *   publisher got over_window for 20 s (an outside attack, issue 11).
  */
 #define STALE_SECONDS 5.0
+#define RATE_GRACE 1.0		/* a new snapshot's rate is over at least this */
 
 /* A re-send of a durable step being checked is dropped after this long idle. */
 #define RECHECK_SECONDS 30.0
 
+/* snap took bytes of new elements at t: its totals and its rate's window. */
+static void note_taken(struct snapshot *snap, uint64_t bytes, double t)
+{
+	if (t - snap->win_start >= STALE_SECONDS) {
+		snap->prev_rate = (double)snap->win_bytes / (t - snap->win_start);
+		snap->win_start = t;
+		snap->win_bytes = 0;
+	}
+	snap->win_bytes += bytes;
+	snap->taken += bytes;
+	snap->last_taken = t;
+}
+
+/* Bytes a second snap took lately: this window, with the one before when there was one. */
+static double intake_rate(const struct snapshot *snap, double t)
+{
+	double in = t - snap->win_start;
+
+	if (snap->prev_rate < 0)
+		return (double)snap->win_bytes / (in > RATE_GRACE ? in : RATE_GRACE);
+	return (snap->prev_rate * STALE_SECONDS + (double)snap->win_bytes) / (STALE_SECONDS + in);
+}
+
+/* Why snap may give its memory up at t ("idle", "slow"); NULL when it may not. */
+static const char *stalled(const struct ingest *ix, const struct snapshot *snap, double t)
+{
+	if (snap->committing || snap->recheck || !snap->bytes)
+		return NULL;	/* a recheck holds no data: nothing to free */
+	if (t - snap->last_taken >= STALE_SECONDS)
+		return "idle";
+	if (snap->taken < snap->bytes && intake_rate(snap, t) < (double)ix->cfg->limits.min_rate)
+		return "slow";
+	return NULL;
+}
+
+/* Says a drop to free memory: the first at once, then at most one line in 10 s. */
+static void say_dropped(struct ingest *ix, const struct snapshot *snap, const char *why, double t)
+{
+	if (t - ix->drop_said < 10.0) {
+		ix->drop_unsaid++;
+		return;
+	}
+	char more[64] = "";
+	if (ix->drop_unsaid)
+		snprintf(more, sizeof(more), "; %llu more since the last such line",
+			 (unsigned long long)ix->drop_unsaid);
+	log_notice("ingest: dropping run '%s' step %lld to free memory.budget: %s (%llu of %llu "
+		   "bytes received, %.0f B/s lately; limits.min_rate is %llu B/s)%s", snap->run->name,
+		   (long long)snap->step, why, (unsigned long long)snap->taken,
+		   (unsigned long long)snap->bytes, intake_rate(snap, t),
+		   (unsigned long long)ix->cfg->limits.min_rate, more);
+	ix->drop_said = t;
+	ix->drop_unsaid = 0;
+}
+
 /*
- * Drops the uncommitted snapshots other than keep that took no shard for
- * STALE_SECONDS; returns the bytes freed. Called when a reservation fails.
- * Their publishers get 'incomplete' on commit and re-send.
+ * Makes room for need more bytes of run r: drops stalled snapshots other
+ * than keep, the largest first, until it fits (the budget, and r's window:
+ * only r's own snapshots free that). Returns whether it fits.
  */
-static uint64_t evict_stale(struct ingest *ix, const struct snapshot *keep)
+static int make_room(struct ingest *ix, struct run *r, const struct snapshot *keep, uint64_t need)
 {
 	struct state *s = ix->st;
 	double t = now_mono();
-	uint64_t freed = 0;
 
-	for (struct snapshot *snap = s->pending, *next; snap; snap = next) {
-		next = snap->next;
-		if (snap == keep || snap->committing || snap->recheck || t - snap->last_taken < STALE_SECONDS)
-			continue;	/* a recheck holds no data: nothing to free */
-		log_notice("ingest: dropping run '%s' step %lld to free the budget: no shard taken for "
-			   "%.0f s (%zu tensors, %llu bytes)", snap->run->name, (long long)snap->step,
-			   t - snap->last_taken, snap->n_tensors, (unsigned long long)snap->bytes);
-		freed += snap->bytes;
-		if (snap->n_waiters) {	/* ranks that committed: they may send it again */
-			char why[256];
-			snprintf(why, sizeof(why), "dropped to free memory.budget: no shard taken for %.0f s; "
-				 "send it again", t - snap->last_taken);
-			fail_waiters(ix, snap, WIRE_INCOMPLETE, "tensors", why);
+	for (;;) {
+		int budget = s->reserved + need > s->budget, window = r->bytes_pending + need > ix->window;
+		if (!budget && !window)
+			return 1;
+		struct snapshot *worst = NULL;
+		const char *why = NULL;
+		for (struct snapshot *p = s->pending; p; p = p->next) {
+			const char *w;
+			if (p == keep || (!budget && p->run != r) || !(w = stalled(ix, p, t)))
+				continue;
+			if (!worst || p->bytes > worst->bytes)
+				worst = p, why = w;
 		}
-		drop_snapshot(ix, snap);
+		if (!worst)
+			return 0;
+		char reason[128];
+		if (!strcmp(why, "idle"))
+			snprintf(reason, sizeof(reason), "no new element for %.0f s", t - worst->last_taken);
+		else
+			snprintf(reason, sizeof(reason), "elements still missing arrive at %.0f B/s, below "
+				 "limits.min_rate", intake_rate(worst, t));
+		say_dropped(ix, worst, reason, t);
+		if (worst->n_waiters) {	/* ranks that committed: they may send it again */
+			char msg[256];
+			snprintf(msg, sizeof(msg), "dropped to free memory.budget: %s; send it again", reason);
+			fail_waiters(ix, worst, WIRE_INCOMPLETE, "tensors", msg);
+		}
+		drop_snapshot(ix, worst);
 		s->count.dropped++;
+		s->count.dropped_for_room++;
 	}
-	return freed;
+}
+
+/* The over_window refusal: names the limit that is full, the budget or the run's window. */
+static void refuse_room(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			struct run *r, uint64_t need)
+{
+	struct state *s = ix->st;
+	char why[256];
+	size_t n = 0;
+
+	for (struct snapshot *p = s->pending; p; p = p->next)
+		n += p->bytes != 0;
+	if (s->reserved + need > s->budget)
+		snprintf(why, sizeof(why), "memory.budget full: %llu of %llu bytes held by %zu snapshots "
+			 "being received or stored, none idle or slower than limits.min_rate; this tensor "
+			 "needs %llu; retry after acks", (unsigned long long)s->reserved,
+			 (unsigned long long)s->budget, n, (unsigned long long)need);
+	else
+		snprintf(why, sizeof(why), "run '%.60s' window full: %llu of %llu bytes in flight (half "
+			 "of memory.budget); this tensor needs %llu; retry after acks", r->name,
+			 (unsigned long long)r->bytes_pending, (unsigned long long)ix->window,
+			 (unsigned long long)need);
+	reply_fail(ix, m, h, WIRE_OVER_WINDOW, "", why);
 }
 
 /*
@@ -237,11 +332,11 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		uint64_t had = t->covered;
 		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
 		if (o != 0) {
-			reply_fail(ix, m, h, o > 0 ? WIRE_CONFLICT : WIRE_INTERNAL, o > 0 ? "offset" : "", why);
+			reply_fail(ix, m, h, o > 0 ? WIRE_CONFLICT : WIRE_INTERNAL, o > 0 ? "offset" : "memory", why);
 			return -1;
 		}
-		if (t->covered > had)	/* only new elements keep it from being stale (evict_stale) */
-			snap->last_taken = now_mono();
+		if (t->covered > had)	/* only new elements keep it from being stale (make_room) */
+			note_taken(snap, (t->covered - had) * esize, now_mono());
 		s->count.tensors++;
 		s->count.bytes_received += bytes;
 		return 0;
@@ -259,6 +354,12 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 				   "snapshot has limits.max_tensors tensors already");
 			return -1;
 		}
+		char clash[240];
+		if (names_check(&snap->names, h->name, clash, sizeof(clash)) < 0) {
+			snprintf(why, sizeof(why), "tensor name '%.60s' cannot be stored: %.160s", h->name, clash);
+			reply_fail(ix, m, h, WIRE_BAD_NAME, "name", why);
+			return -1;
+		}
 		/* total may be up to 2^63: compare before multiplying, or it wraps */
 		if (h->total > s->budget / esize) {
 			snprintf(why, sizeof(why), "tensor of %llu elements of %zu bytes is larger than "
@@ -268,20 +369,15 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			return -1;
 		}
 		uint64_t need = h->total * esize;
-		int full = s->reserved + need > s->budget || r->bytes_pending + need > ix->window;
-		if (full && evict_stale(ix, snap) > 0)
-			full = s->reserved + need > s->budget || r->bytes_pending + need > ix->window;
-		if (full) {
-			snprintf(why, sizeof(why), "window full: %llu of %llu bytes in flight; retry after "
-				 "acks", (unsigned long long)r->bytes_pending, (unsigned long long)ix->window);
-			reply_fail(ix, m, h, WIRE_OVER_WINDOW, "", why);
+		if (!make_room(ix, r, snap, need)) {
+			refuse_room(ix, m, h, r, need);
 			return -1;
 		}
 		if (snap->n_tensors == snap->cap_tensors) {
 			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
 			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
 			if (!nt) {
-				reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+				reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 				return -1;
 			}
 			snap->tensors = nt;
@@ -291,10 +387,10 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		memset(t, 0, sizeof(*t));
 		t->data = malloc(need);
 		t->name = strdup(h->name);
-		if (!t->data || !t->name) {
+		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
 			free(t->data);
 			free(t->name);
-			reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+			reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 			return -1;
 		}
 		snap->n_tensors++;
@@ -307,12 +403,12 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		s->reserved += need;
 	}
 	if (pieces_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0) {
-		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 		return -1;
 	}
 	pieces_copy(t, &pl, h->offset);
 	t->covered += h->count;
-	snap->last_taken = now_mono();
+	note_taken(snap, bytes, now_mono());
 	s->count.tensors++;
 	s->count.bytes_received += bytes;
 	return 0;
@@ -418,8 +514,10 @@ static void recheck_shard(struct ingest *ix, const struct frames *m, const struc
 		}
 		t = &snap->tensors[snap->n_tensors];
 		memset(t, 0, sizeof(*t));
-		if (!(t->name = strdup(h->name)))
+		if (!(t->name = strdup(h->name)) || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
+			free(t->name);
 			return;
+		}
 		snap->n_tensors++;
 		t->dtype = h->dtype;
 		t->total = h->total;
@@ -461,13 +559,14 @@ static struct snapshot *get_snapshot(struct ingest *ix, const struct frames *m,
 		return NULL;
 	}
 	if (!(snap = calloc(1, sizeof(*snap)))) {
-		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 		return NULL;
 	}
 	snap->run = r;
 	snap->step = h->step;
 	snap->recheck = recheck;
-	snap->last_taken = snap->last_seen = now_mono();
+	snap->last_taken = snap->last_seen = snap->win_start = now_mono();
+	snap->prev_rate = -1;
 	snap->next = s->pending;
 	s->pending = snap;
 	s->n_pending++;
@@ -507,7 +606,7 @@ static struct run *admit_run(struct ingest *ix, const struct frames *m, const st
 		return NULL;
 	}
 	if (!(r = state_run(s, h->run, 1))) {
-		reply_fail(ix, m, h, WIRE_INTERNAL, "", "out of memory");
+		reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 		return NULL;
 	}
 	*created = 1;
@@ -652,7 +751,7 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	snap->last_seen = now_mono();
 }
 
-void ingest_handle(struct ingest *ix, const struct frames *m)
+void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen)
 {
 	struct wire_limits lim = {
 		.max_name = (size_t)ix->cfg->limits.max_name,
@@ -663,13 +762,23 @@ void ingest_handle(struct ingest *ix, const struct frames *m)
 	struct wire_error err;
 
 	ix->st->count.messages++;
+	seen->type = -1;
+	seen->step = -1;
+	seen->run[0] = 0;
 	if (!h)
 		return;
 	if (m->n < 2) {
 		reply_fail(ix, m, NULL, WIRE_BAD_FRAME, "", "message has no header frame");
-	} else if (wire_parse(m->data[1], m->len[1], &lim, h, &err) < 0) {
+		goto out;
+	}
+	if (wire_parse(m->data[1], m->len[1], &lim, h, &err) < 0) {
 		reply_error(ix, m, h, &err);
-	} else if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
+		goto out;
+	}
+	seen->type = (int)h->type;
+	seen->step = h->step;
+	snprintf(seen->run, sizeof(seen->run), "%.63s", h->run);
+	if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
 		/* the run names a directory of the spool: it could never be stored */
 		char why[128];
 		snprintf(why, sizeof(why), "run name is %zu bytes; at most %d, as it names a spool "
@@ -692,6 +801,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m)
 			break;
 		}
 	}
+out:
 	free(h);
 }
 

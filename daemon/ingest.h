@@ -36,9 +36,18 @@ struct ingest {
 	/* a snapshot became durable (after its ack): the compute stage's cue */
 	void (*on_durable)(void *ctx, const char *run, int64_t step);
 	void *durable_ctx;
+	double drop_said;	/* when a drop to free memory was last logged */
+	uint64_t drop_unsaid;	/* drops since, not logged */
 };
 
-void ingest_handle(struct ingest *ix, const struct frames *m);
+/* What a message was, for peers.c: its type (-1: not parsed), run and step. */
+struct ingest_seen {
+	int type;
+	int64_t step;
+	char run[64];
+};
+
+void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen);
 
 /*
  * The spool made snap durable (err 0) or failed with -errno err: ack, or an

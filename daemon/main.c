@@ -37,10 +37,13 @@
 #include "logging.h"
 #include "notify.h"
 #include "spool.h"
+#include "peers.h"
+#include "query.h"
 #include "state.h"
 #include "wal.h"
 
-#define MAX_FRAMES 4096		/* per message: header + payload frames */
+#define MAX_FRAMES (1 + 4096)	/* per message: the routing id, then at most 4096 frames,
+				   header and payload (protocol.md) */
 #define BATCH 64		/* messages per socket per poll round: fairness */
 #define INGEST_SLICE 0.05	/* seconds of ingest work per poll round, so that a flood of
 				   large messages (a checksum each) leaves control answering */
@@ -88,6 +91,7 @@ struct daemon {
 	struct control ctl;
 	void *zctx, *ingest_sock, *control_sock, *events_sock;
 	struct auth *auth;		/* NULL: no CURVE */
+	struct peers *peers;		/* the ingest socket's connections */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 };
@@ -504,7 +508,8 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 
 	if (!s)
 		return log_err("%s socket: %s", what, zmq_strerror(errno)), NULL;
-	if (d->auth && auth_server(d->auth, s, what) < 0) {
+	/* ingest's one monitor is peers.c's, which hands auth its handshake failures */
+	if (d->auth && auth_server(d->auth, s, what, strcmp(what, "ingest") != 0) < 0) {
 		log_err("%s socket: cannot make it a CURVE server: %s", what, zmq_strerror(errno));
 		zmq_close(s);
 		return NULL;
@@ -589,8 +594,9 @@ static int start(struct daemon *d, int force)
 	d->replayed = NULL;	/* the compute thread has them (and frees them) */
 	d->n_replayed = d->cap_replayed = 0;
 	resume_compute(d);
-	d->ix = (struct ingest){ &d->st, &d->cfg, d->spool, { ingest_send, d },
-				  d->cfg.memory.budget / 2, on_durable, d };
+	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
+				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
+				  .on_durable = on_durable, .durable_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .spool = d->spool,
 				   .reload = reload, .reload_ctx = d, .forget = forget_run };
@@ -615,6 +621,8 @@ static int start(struct daemon *d, int force)
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events_sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
 		return -1;
+	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
+		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
 	signal_mask(&mask);
 	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0)
@@ -668,6 +676,7 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 			len[i] = zmq_msg_size(&msgs[i]);
 		}
 		struct frames f = { truncated ? (n > 2 ? 2 : n) : n, data, len };
+		struct ingest_seen seen = { .type = -1, .step = -1 };
 		if (truncated) {
 			/* more frames than any tensor may have: refuse without reading them */
 			struct frames one = { 1, data, len };
@@ -676,8 +685,10 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 			d->st.count.errors[WIRE_BAD_FRAMES]++;
 			ingest_send(d, one.data[0], one.len[0], body);
 		} else {
-			ingest_handle(&d->ix, &f);
+			ingest_handle(&d->ix, &f, &seen);
 		}
+		if (n >= 2)	/* what the peer last sent, for a line if it drops */
+			peers_message(d->peers, &msgs[1], seen.type, seen.run, seen.step);
 		for (size_t i = 0; i < n; i++)
 			zmq_msg_close(&msgs[i]);
 	}
@@ -692,16 +703,61 @@ static void handle_control(struct daemon *d, zmq_msg_t *msgs)
 		if (!n)
 			return;
 		if (n >= 2) {
-			char *reply = control_handle(&d->ctl, zmq_msg_data(&msgs[n - 1]),
-						     zmq_msg_size(&msgs[n - 1]));
-			for (size_t i = 0; i + 1 < n; i++)
+			/* the envelope, kept for a reply the query thread builds (drift) */
+			const void *env_data[16];
+			size_t env_len[16];
+			struct query_envelope env = { n - 1, env_data, env_len };
+			for (size_t i = 0; i + 1 < n && i < 16; i++) {
+				env_data[i] = zmq_msg_data(&msgs[i]);
+				env_len[i] = zmq_msg_size(&msgs[i]);
+			}
+			char *reply = control_request(&d->ctl, zmq_msg_data(&msgs[n - 1]),
+						      zmq_msg_size(&msgs[n - 1]), n - 1 <= 16 ? &env : NULL);
+			for (size_t i = 0; reply && i + 1 < n; i++)
 				zmq_send(d->control_sock, zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i]),
 					 ZMQ_SNDMORE | ZMQ_DONTWAIT);
-			zmq_send(d->control_sock, reply, strlen(reply), ZMQ_DONTWAIT);
+			if (reply)
+				zmq_send(d->control_sock, reply, strlen(reply), ZMQ_DONTWAIT);
 			free(reply);
 		}
 		for (size_t i = 0; i < n; i++)
 			zmq_msg_close(&msgs[i]);
+	}
+}
+
+static void free_reply(void *data, void *hint)
+{
+	(void)hint;
+	free(data);	/* from ZeroMQ's I/O thread, once the last copy is sent */
+}
+
+/* Drift replies the query thread built: each to every client that asked for it. */
+static void handle_queries(struct daemon *d)
+{
+	struct query_job *j;
+
+	while ((j = control_take(&d->ctl))) {
+		zmq_msg_t body;
+		/* not copied: a reply may be tens of megabytes */
+		if (zmq_msg_init_data(&body, j->reply, j->reply_len, free_reply, NULL) < 0) {
+			log_err("control: drift reply not sent: %s", zmq_strerror(errno));
+			query_job_free(&j);
+			continue;
+		}
+		j->reply = NULL;
+		for (struct query_waiter *w = j->waiters; w; w = w->next) {
+			size_t i = 0;
+			while (i < w->n && zmq_send(d->control_sock, w->data[i], w->len[i],
+						    ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+				i++;
+			zmq_msg_t m;
+			zmq_msg_init(&m);
+			if (i == w->n && zmq_msg_copy(&m, &body) == 0)
+				zmq_msg_send(&m, d->control_sock, ZMQ_DONTWAIT);
+			zmq_msg_close(&m);
+		}
+		zmq_msg_close(&body);
+		query_job_free(&j);
 	}
 }
 
@@ -772,15 +828,19 @@ static void run_loop(struct daemon *d)
 	zmq_msg_t *msgs = calloc(MAX_FRAMES, sizeof(*msgs));
 	double next_ping = 0, next_status = 0, next_tick = 0, next_expire = now_mono() + 1;
 
+	if (control_start(&d->ctl) < 0)
+		log_warning("control: no query thread: drift replies are built on the main loop");
 	while (!d->stop && msgs) {
-		zmq_pollitem_t items[5 + 4] = {
+		zmq_pollitem_t items[7 + 4] = {
 			{ d->ingest_sock, 0, ZMQ_POLLIN, 0 },
 			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
 			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
 			{ NULL, d->sigfd, ZMQ_POLLIN, 0 },
 			{ NULL, compute_fd(d->compute), ZMQ_POLLIN, 0 },
+			{ peers_socket(d->peers), 0, ZMQ_POLLIN, 0 },
+			{ NULL, control_fd(&d->ctl), control_fd(&d->ctl) >= 0 ? ZMQ_POLLIN : 0, 0 },
 		};
-		int n_items = 5 + auth_pollitems(d->auth, items + 5, 4);
+		int n_items = 7 + auth_pollitems(d->auth, items + 7, 4);
 		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
 		if (timeout > 1000)
 			timeout = 1000;
@@ -794,11 +854,13 @@ static void run_loop(struct daemon *d)
 		}
 		if (items[3].revents)
 			handle_signal(d);
-		for (int i = 5; i < n_items; i++)
+		for (int i = 7; i < n_items; i++)
 			if (items[i].revents) {
 				auth_handle(d->auth);	/* handshakes wait on ZAP: first */
 				break;
 			}
+		if (items[5].revents)
+			peers_handle(d->peers);
 		if (items[2].revents)
 			handle_spooled(d);
 		/*
@@ -810,6 +872,8 @@ static void run_loop(struct daemon *d)
 		d->ctl.compute_depth = compute_depth(d->compute);
 		if (items[1].revents)
 			handle_control(d, msgs);
+		if (items[6].revents)
+			handle_queries(d);
 		if (items[0].revents)
 			handle_ingest(d, msgs);
 		if (items[4].revents)
@@ -868,6 +932,7 @@ static void shutdown_daemon(struct daemon *d)
 		free(d->replayed[i]);
 	free(d->replayed);
 	replay_notes_release(d);
+	peers_stop(&d->peers);
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
 	if (d->events_sock) zmq_close(d->events_sock);

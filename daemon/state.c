@@ -116,6 +116,7 @@ void snapshot_free(struct state *s, struct snapshot *snap)
 		free(snap->tensors[i].data);
 	}
 	free(snap->tensors);
+	names_free(&snap->names);
 	free(snap->waiters);
 	s->reserved -= snap->bytes;
 	if (snap->run)

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "names.h"
 #include "wdrift.h"
 #include "wire.h"
 
@@ -43,9 +44,14 @@ struct snapshot {
 	int64_t step;
 	struct tensor_buf *tensors;
 	size_t n_tensors, cap_tensors;
+	struct names names;		/* the tensors by name */
 	uint64_t bytes;			/* reserved */
 	double last_seen;		/* monotonic seconds */
 	double last_taken;		/* when a shard of it was last accepted */
+	uint64_t taken;			/* bytes of its elements received: bytes - taken are holes */
+	double win_start;		/* its intake rate: bytes taken since win_start, */
+	uint64_t win_bytes;		/* and the rate of the window before (-1: none yet) */
+	double prev_rate;
 	int committing;			/* handed to the spool thread */
 	int recheck;			/* a re-send of a durable step: only checked */
 	int conflict;			/* recheck: it differs; why says how */
@@ -86,6 +92,7 @@ struct counters {
 	uint64_t duplicate_tensors;	/* tensor messages of such re-sends */
 	uint64_t commits;		/* snapshots received (commit messages) */
 	uint64_t dropped;		/* uncommitted snapshots given up (idle) */
+	uint64_t dropped_for_room;	/* of them: to free memory.budget (make_room) */
 	uint64_t conflicts;		/* re-sent durable steps refused: other content */
 	uint64_t errors[WIRE_CODE_COUNT];
 	uint64_t control_requests, spool_failures;

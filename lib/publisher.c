@@ -104,6 +104,7 @@ struct pub_snapshot {
 	size_t *names;		/* open addressing over t[]: index + 1, 0 empty */
 	size_t names_cap;
 	int sent_before;	/* for the resent count */
+	int internal_tries;	/* 'internal' refusals of another cause than disk or memory */
 	struct pub_snapshot *next;
 };
 
@@ -353,18 +354,32 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 enum outcome { ACKED, REFUSED, RETRY };
 
 /*
+ * A re-send of one snapshot that the daemon failed to store for a cause
+ * other than a full disk or memory is tried this often, then given up:
+ * such a cause (a name HDF5 cannot hold, a broken storage.dir) does not
+ * pass with time, and the snapshots behind it must not wait forever.
+ */
+#define INTERNAL_TRIES 3
+
+/*
  * Which errors a re-send cannot fix. over_window, a plain incomplete
  * (shards dropped to free the budget) and too_many pending snapshots or
- * runs pass with time; internal is the daemon's disk. conflict is final: the (run, step) is durable with other
- * content, or a shard overlaps others with other bytes. incomplete with
- * field "ranks": the snapshot expired waiting for the other ranks' shards.
+ * runs pass with time; so does internal with field "disk" or "memory"
+ * (room is made). internal of another cause ("storage") is final at its
+ * INTERNAL_TRIES-th time. conflict is final: the (run, step) is durable
+ * with other content, or a shard overlaps others with other bytes; so is
+ * bad_name. incomplete with field "ranks": the snapshot expired waiting
+ * for the other ranks' shards.
  */
-static int error_is_final(const struct wire_header *in)
+static int error_is_final(const struct wire_header *in, struct pub_snapshot *snap)
 {
 	switch (in->error.code) {
 	case WIRE_OVER_WINDOW:
-	case WIRE_INTERNAL:
 		return 0;
+	case WIRE_INTERNAL:
+		if (!strcmp(in->error.field, "disk") || !strcmp(in->error.field, "memory"))
+			return 0;
+		return ++snap->internal_tries >= INTERNAL_TRIES;
 	case WIRE_INCOMPLETE:
 		return !strcmp(in->error.field, "ranks");
 	case WIRE_TOO_MANY:	/* pending snapshots and runs come and go; a snapshot's size does not */
@@ -383,9 +398,12 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 	char quoted[220];
 	snprintf(quoted, sizeof(quoted), "'%.200s'", in->name);
 	int named = !in->name[0] || strstr(in->error.reason, quoted);
-	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %s%s%.200s%s", p->run,
-		 (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
-		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')");
+	char tries[48] = "";
+	if (in->error.code == WIRE_INTERNAL)
+		snprintf(tries, sizeof(tries), " (given up after %d tries)", snap->internal_tries);
+	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %s%s%.200s%s%s",
+		 p->run, (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
+		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')", tries);
 	p->refusals++;
 	if (in->error.code == WIRE_CONFLICT) {
 		p->st.conflicts++;
@@ -452,7 +470,7 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		if (in->type == WIRE_ERROR && in->step >= 0 && in->step != snap->step)
 			continue;	/* about an earlier snapshot, sent before a timeout */
 		if (in->type == WIRE_ERROR) {
-			if (error_is_final(in)) {
+			if (error_is_final(in, snap)) {
 				refused(p, snap, in);
 				out = REFUSED;
 			} else {
@@ -796,8 +814,13 @@ static int check_tensor_args(const struct wd_publisher *p, const char *name, enu
 {
 	if (!p->building)
 		return set_error(-EINVAL, "no snapshot begun: wd_publisher_begin first");
+	char why[64];
+
 	if (!name || !*name || strlen(name) > WIRE_NAME_MAX)
 		return set_error(-EINVAL, "tensor name must be 1 to %d bytes", WIRE_NAME_MAX);
+	if (wire_name_rule(name, why, sizeof(why)) < 0)	/* the daemon would refuse it: bad_name */
+		return set_error(-EINVAL, "tensor name '%.200s' cannot be stored: %s (a name is an HDF5 "
+				 "path: parts split by '/', none empty, '.' or '..')", name, why);
 	if (!wd_dtype_size(dtype))
 		return set_error(-EINVAL, "tensor '%.200s': dtype %d is not one of f32, f64, f16, bf16",
 				 name, (int)dtype);
@@ -916,6 +939,42 @@ static void drop_oldest(struct wd_publisher *p, uint64_t need)
 	}
 }
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Refuses a snapshot that names a tensor and a group of it ("a" and
+ * "a/b"): the daemon could store only one (bad_name). Each '/'-prefix of
+ * each name is looked up in the sorted names.
+ */
+static int check_groups(const struct pub_snapshot *s)
+{
+	const char **v = malloc((s->n_names ? s->n_names : 1) * sizeof(*v));
+	size_t n = 0;
+	int r = 0;
+
+	if (!v)
+		return set_error(-ENOMEM, "out of memory");
+	for (size_t k = 0; k < s->names_cap; k++)
+		if (s->names[k])
+			v[n++] = s->t[s->names[k] - 1].name;
+	qsort(v, n, sizeof(*v), by_name);
+	for (size_t i = 0; i < n && !r; i++)
+		for (const char *sl = strchr(v[i], '/'); sl && !r; sl = strchr(sl + 1, '/')) {
+			char group[WIRE_NAME_MAX + 1];
+			const char *key = group;
+			snprintf(group, sizeof(group), "%.*s", (int)(sl - v[i]), v[i]);
+			if (bsearch(&key, v, n, sizeof(*v), by_name))
+				r = set_error(-EINVAL, "tensors '%.200s' and '%.200s' cannot both be in one "
+					      "snapshot: a name is an HDF5 path, and '%.200s' would be a group "
+					      "and a tensor", group, v[i], group);
+		}
+	free(v);
+	return r;
+}
+
 int wd_publisher_commit(struct wd_publisher *p)
 {
 	struct pub_snapshot *s = p->building;
@@ -933,6 +992,9 @@ int wd_publisher_commit(struct wd_publisher *p)
 						 (unsigned long long)t->total);
 		}
 	}
+	int r = check_groups(s);
+	if (r < 0)
+		return r;
 	p->building = NULL;
 	pthread_mutex_lock(&p->lock);
 	p->st.committed++;

@@ -21,7 +21,7 @@ static const char *const code_names[WIRE_CODE_COUNT] = {
 	[WIRE_BAD_CHECKSUM] = "bad_checksum", [WIRE_CONFLICT] = "conflict",
 	[WIRE_TOO_LARGE] = "too_large", [WIRE_OVER_WINDOW] = "over_window",
 	[WIRE_TOO_MANY] = "too_many", [WIRE_INCOMPLETE] = "incomplete",
-	[WIRE_INTERNAL] = "internal",
+	[WIRE_INTERNAL] = "internal", [WIRE_BAD_NAME] = "bad_name",
 };
 
 static const char *const type_names[] = {
@@ -102,10 +102,49 @@ static int check_run(const char *s, size_t max, struct wire_error *err)
 	return 0;
 }
 
-/* A tensor name: 1 to max bytes, no control characters (jansson checked UTF-8). */
+int wire_name_rule(const char *name, char *why, size_t len)
+{
+	const char *p = name;
+
+	if (*name == '/') {
+		snprintf(why, len, "it starts with '/'");
+		return -1;
+	}
+	for (;;) {	/* one part of the path each turn */
+		size_t n = strcspn(p, "/");
+		if (n == 0) {
+			snprintf(why, len, p[0] ? "it has '//'" : "it ends with '/'");
+			return -1;
+		}
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			snprintf(why, len, "it has a part '%.*s'", (int)n, p);
+			return -1;
+		}
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
+}
+
+int wire_names_clash(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la == lb)
+		return 0;
+	const char *s = la < lb ? a : b, *l = la < lb ? b : a;
+	size_t n = la < lb ? la : lb;
+	return !strncmp(s, l, n) && l[n] == '/';
+}
+
+/*
+ * A tensor name: 1 to max bytes, no control characters (jansson checked
+ * UTF-8), and storable (wire_name_rule).
+ */
 static int check_name(const char *s, size_t max, struct wire_error *err)
 {
 	size_t n = strlen(s);
+	char why[64];
+
 	if (n == 0 || n > max)
 		return fail(err, WIRE_BAD_FIELD, "name", "tensor name must be 1 to %zu bytes, not %zu",
 			    max, n);
@@ -113,6 +152,9 @@ static int check_name(const char *s, size_t max, struct wire_error *err)
 		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
 			return fail(err, WIRE_BAD_FIELD, "name",
 				    "tensor name has a control character at byte %zu", i);
+	if (wire_name_rule(s, why, sizeof(why)) < 0)
+		return fail(err, WIRE_BAD_NAME, "name", "tensor name '%.120s' cannot be stored: %s "
+			    "(a name is an HDF5 path: parts split by '/', none empty, '.' or '..')", s, why);
 	return 0;
 }
 

@@ -31,12 +31,26 @@ enum wire_code {
 	WIRE_OK = 0,
 	WIRE_BAD_FRAME, WIRE_BAD_VERSION, WIRE_BAD_FIELD, WIRE_BAD_FRAMES,
 	WIRE_BAD_CHECKSUM, WIRE_CONFLICT, WIRE_TOO_LARGE, WIRE_OVER_WINDOW,
-	WIRE_TOO_MANY, WIRE_INCOMPLETE, WIRE_INTERNAL,
+	WIRE_TOO_MANY, WIRE_INCOMPLETE, WIRE_INTERNAL, WIRE_BAD_NAME,
 	WIRE_CODE_COUNT
 };
 
 /* "bad_field", ...: the code's name on the wire. */
 const char *wire_code_name(enum wire_code c);
+
+/*
+ * The storage rule of a tensor name (protocol.md, "Tensor names"): a
+ * snapshot is one HDF5 file and a name is the path of its dataset, so
+ * '/' separates parts, and no part may be empty, "." or "..". 0, or -1
+ * with why saying which rule name breaks.
+ */
+int wire_name_rule(const char *name, char *why, size_t len);
+
+/*
+ * Whether two names of one snapshot cannot both be stored: one is a group
+ * of the other ("a" and "a/b"). 1 when they clash.
+ */
+int wire_names_clash(const char *a, const char *b);
 
 /* What the receiver enforces beyond the hard caps (from the config). */
 struct wire_limits {

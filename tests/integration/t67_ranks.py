@@ -211,9 +211,12 @@ def main():
         late = Publisher(ctx, tmp, "late")
         late.tensor(1, "w", one, "f32", offset=0, total=20 << 20)
         errs = [p.recv() for p in hogs]
-        ok = all(e and e["code"] == "incomplete" and e["field"] == "tensors" and "send it again" in e["reason"]
-                 for e in errs)
-        check(ok, f"snapshots dropped for the budget: their waiting ranks get 'incomplete', field tensors ({errs})")
+        dropped = [e for e in errs if e]
+        ok = len(dropped) == 1 and all(e["code"] == "incomplete" and e["field"] == "tensors" and
+                                       "send it again" in e["reason"] for e in dropped)
+        # only as many as make room: 80 MB of the 200M budget frees enough
+        check(ok, f"a snapshot dropped for the budget: its waiting ranks get 'incomplete', field tensors; "
+                  f"one drop makes room, so the other stays ({errs})")
         check(quiet(late) is None, "... and the new run's shard is taken")
     finally:
         t50_daemon.teardown(dm, tmp, ctx)

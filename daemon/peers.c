@@ -1,0 +1,224 @@
+/*
+ * peers.c: see peers.h. A table by file descriptor: the monitor names
+ * connections by descriptor, and so does each message (ZMQ_SRCFD), while
+ * routing ids appear in neither event. A descriptor is reused after a
+ * close; its entry is reset when the monitor reports the new connection.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "auth.h"
+#include "logging.h"
+#include "peers.h"
+#include "state.h"
+#include "wire.h"
+
+#define MONITOR_EP "inproc://wdrift.monitor.peers"
+#define SAY_EVERY 10.0		/* seconds between two lines about drops */
+
+struct peer {
+	int open;
+	uint64_t messages;
+	int last_type;		/* wire_type of the last message; -1: not parsed */
+	int64_t step;
+	char run[64];
+	char addr[80];
+};
+
+struct peers {
+	void *sock, *pair;
+	struct auth *auth;
+	struct peer *v;		/* by descriptor */
+	size_t cap;
+	double said;		/* when a drop was last logged */
+	uint64_t unsaid;	/* drops since, not logged */
+};
+
+struct peers *peers_start(void *zctx, void *sock, struct auth *a)
+{
+	struct peers *p = calloc(1, sizeof(*p));
+	int hwm = 100000;	/* the monitor drops events when its queue is full */
+
+	if (!p)
+		return NULL;
+	p->sock = sock;
+	p->auth = a;
+	if (zmq_socket_monitor(sock, MONITOR_EP, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) < 0 ||
+	    !(p->pair = zmq_socket(zctx, ZMQ_PAIR))) {
+		free(p);
+		return NULL;
+	}
+	zmq_setsockopt(p->pair, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	if (zmq_connect(p->pair, MONITOR_EP) < 0) {
+		zmq_close(p->pair);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void *peers_socket(const struct peers *p)
+{
+	return p ? p->pair : NULL;
+}
+
+/* The entry of descriptor fd, grown into; NULL when out of memory or range. */
+static struct peer *entry(struct peers *p, int fd)
+{
+	if (fd < 0 || fd > (1 << 22))
+		return NULL;
+	if ((size_t)fd >= p->cap) {
+		size_t cap = p->cap ? p->cap : 256;
+		while (cap <= (size_t)fd)
+			cap *= 2;
+		struct peer *v = realloc(p->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		memset(v + p->cap, 0, (cap - p->cap) * sizeof(*v));
+		p->v = v;
+		p->cap = cap;
+	}
+	return &p->v[fd];
+}
+
+/* The address of the peer on fd, for the log: "tcp 10.0.0.7:41234" or "ipc". */
+static void peer_address(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+
+	snprintf(out, len, "fd %d", fd);
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, len, "tcp %s:%u", host, ntohs(in->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *in = (struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "tcp [%s]:%u", host, ntohs(in->sin6_port));
+	} else if (ss.ss_family == AF_UNIX) {
+		snprintf(out, len, "ipc (fd %d)", fd);
+	}
+}
+
+void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step)
+{
+	if (!p)
+		return;
+	struct peer *e = entry(p, zmq_msg_get(header, ZMQ_SRCFD));
+	if (!e)
+		return;
+	if (!e->open) {	/* its connection event is still in the monitor's queue */
+		memset(e, 0, sizeof(*e));
+		e->open = 1;
+		peer_address(zmq_msg_get(header, ZMQ_SRCFD), e->addr, sizeof(e->addr));
+	}
+	e->messages++;
+	e->last_type = type;
+	e->step = step;
+	snprintf(e->run, sizeof(e->run), "%s", run);
+}
+
+/* A connection on fd ended: a line when it ended in the middle of something. */
+static void disconnected(struct peers *p, int fd)
+{
+	struct peer *e = entry(p, fd);
+	char what[160];
+	double t = now_mono();
+
+	if (!e || !e->open)
+		return;
+	e->open = 0;
+	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING)
+		return;	/* a publisher that closed after its snapshot, or a liveness check */
+	if (!e->messages)
+		snprintf(what, sizeof(what), "before any message of it arrived whole");
+	else if (e->last_type == WIRE_TENSOR)
+		snprintf(what, sizeof(what), "in the middle of run '%.60s' step %lld, before its commit",
+			 e->run, (long long)e->step);
+	else if (e->last_type == WIRE_HELLO)
+		snprintf(what, sizeof(what), "after its hello from run '%.60s', before a tensor arrived "
+			 "whole", e->run);
+	else
+		snprintf(what, sizeof(what), "after a message that was refused");
+	if (t - p->said < SAY_EVERY) {
+		p->unsaid++;
+		return;
+	}
+	char more[64] = "";
+	if (p->unsaid)
+		snprintf(more, sizeof(more), " (%llu more such drops since the last line)",
+			 (unsigned long long)p->unsaid);
+	log_warning("ingest: peer %s disconnected %s: a publisher that died, or a frame over %u bytes "
+		    "(max_frame plus a header), which ZeroMQ refuses by closing the connection%s",
+		    e->addr, what, WIRE_MAX_FRAME + WIRE_MAX_HEADER, more);
+	p->said = t;
+	p->unsaid = 0;
+}
+
+void peers_handle(struct peers *p)
+{
+	if (!p)
+		return;
+	for (;;) {
+		zmq_msg_t head, addr;
+		uint16_t event;
+		uint32_t value;
+		char endpoint[256] = "";
+
+		zmq_msg_init(&head);
+		if (zmq_msg_recv(&head, p->pair, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&head);
+			return;
+		}
+		zmq_msg_init(&addr);
+		if (zmq_msg_more(&head) && zmq_msg_recv(&addr, p->pair, 0) >= 0) {
+			size_t len = zmq_msg_size(&addr) < sizeof(endpoint) ? zmq_msg_size(&addr)
+									 : sizeof(endpoint) - 1;
+			memcpy(endpoint, zmq_msg_data(&addr), len);
+			endpoint[len] = 0;
+		}
+		if (zmq_msg_size(&head) == 6) {
+			memcpy(&event, zmq_msg_data(&head), 2);
+			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
+			struct peer *e;
+			if (event == ZMQ_EVENT_ACCEPTED && (e = entry(p, (int)value))) {
+				if (!e->open || e->messages == 0) {	/* not already seen by a message */
+					memset(e, 0, sizeof(*e));
+					e->open = 1;
+					e->last_type = -1;
+					peer_address((int)value, e->addr, sizeof(e->addr));
+				}
+			} else if (event == ZMQ_EVENT_DISCONNECTED) {
+				disconnected(p, (int)value);
+			} else if (p->auth) {
+				auth_event(p->auth, "ingest", endpoint, event, value);
+			}
+		}
+		zmq_msg_close(&addr);
+		zmq_msg_close(&head);
+	}
+}
+
+void peers_stop(struct peers **pp)
+{
+	struct peers *p = *pp;
+	if (!p)
+		return;
+	zmq_socket_monitor(p->sock, NULL, 0);
+	zmq_close(p->pair);
+	free(p->v);
+	free(p);
+	*pp = NULL;
+}

@@ -1,0 +1,45 @@
+/*
+ * peers.h: who is connected to the ingest socket, and a line in the log
+ * when one drops in the middle of something.
+ *
+ * ZeroMQ enforces the largest frame (ZMQ_MAXMSGSIZE, max_frame plus a
+ * header's 64 KiB) by dropping the connection: the peer gets no reply, and
+ * the daemon sees only a disconnect. A publisher that keeps losing its
+ * connection must be able to find out why, so the ingest socket's monitor
+ * reports connections and disconnects by file descriptor, every message
+ * read notes its descriptor (ZMQ_SRCFD) and what it was, and a disconnect
+ * after anything but a commit or a ping is logged with the peer's address:
+ * a publisher killed mid-snapshot, or a frame over the limit (protocol.md,
+ * "Frames"). At most one line in 10 s, with a count of the rest.
+ *
+ * Handshake failures reported by the same monitor go to auth.c (a socket
+ * has one monitor). Main thread only. Depends on libzmq, auth.h.
+ */
+#ifndef WD_PEERS_H
+#define WD_PEERS_H
+
+#include <stdint.h>
+#include <zmq.h>
+
+struct auth;
+struct peers;
+
+/* Watches sock (bound); a is NULL without CURVE. NULL with errno on failure. */
+struct peers *peers_start(void *zctx, void *sock, struct auth *a);
+
+/* The monitor's socket, for the loop's zmq_poll. */
+void *peers_socket(const struct peers *p);
+
+/*
+ * A message was read: header is its frame 0 (for its descriptor and the
+ * peer's address), type its wire_type (-1: not parsed), run and step what
+ * it named (run "" when none).
+ */
+void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step);
+
+/* Reads the monitor's events: connections, disconnects, handshake failures. */
+void peers_handle(struct peers *p);
+
+void peers_stop(struct peers **p);
+
+#endif
