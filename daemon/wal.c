@@ -328,18 +328,29 @@ static int wal_sync_locked(struct wal *w);
 static int wal_rotate(struct wal *w)
 {
 	char path[4096];
-	int r = wal_sync_locked(w);
+	int r = wal_sync_locked(w), fd;
 
 	if (r < 0)
 		return r;
-	close(w->fd);
-	w->seg++;
-	seg_path(path, sizeof(path), w->dir, w->seg);
-	w->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (w->fd < 0)
+	/*
+	 * The new segment is opened before the old one is let go: where it
+	 * cannot be made (a full disk), appends go on to the old one, and work
+	 * again once there is room.
+	 */
+	seg_path(path, sizeof(path), w->dir, w->seg + 1);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (fd < 0)
 		return -errno;
+	if ((r = fsync_dir(w->dir)) < 0) {
+		close(fd);
+		unlink(path);	/* empty: nothing is lost */
+		return r;
+	}
+	close(w->fd);
+	w->fd = fd;
+	w->seg++;
 	w->seg_bytes = 0;
-	return fsync_dir(w->dir);
+	return 0;
 }
 
 static int wal_append_locked(struct wal *w, const void *payload, size_t len);
@@ -410,6 +421,33 @@ int wal_sync(struct wal *w)
 {
 	pthread_mutex_lock(&w->lock);
 	int r = wal_sync_locked(w);
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+int wal_append_sync(struct wal *w, const void *payload, size_t len, int *stands)
+{
+	int r;
+
+	*stands = 0;
+	pthread_mutex_lock(&w->lock);
+	uint64_t before = w->seg_bytes;
+	unsigned seg = w->seg;
+	r = wal_append_locked(w, payload, len);
+	if (r == 0 && (r = wal_sync_locked(w)) < 0) {
+		/* not known to be durable: cut it, so that it is surely not there */
+		if (w->seg != seg)
+			before = 0;	/* it opened a new segment */
+		if (ftruncate(w->fd, (off_t)before) < 0 || fdatasync(w->fd) < 0) {
+			log_err("write-ahead log: cannot undo a record whose fsync failed: %s; no more "
+				"appends until a restart", strerror(errno));
+			w->broken = 1;
+			*stands = 1;
+		} else {
+			w->seg_bytes = before;
+			w->records--;
+		}
+	}
 	pthread_mutex_unlock(&w->lock);
 	return r;
 }

@@ -36,6 +36,15 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 int wal_append(struct wal *w, const void *payload, size_t len);
 /* Makes every appended record durable (fsync). 0 or -errno. */
 int wal_sync(struct wal *w);
+/*
+ * Appends one record and makes it durable, with no other append between
+ * the two. 0, or -errno with the record cut off again, so that it is not
+ * in the log (a record whose fsync failed might come back after a crash,
+ * or not); *stands is then 0. Where the cut itself fails, *stands is 1:
+ * the record may be in the log, and the log takes no more appends until a
+ * restart (as after a failed append that cannot be undone).
+ */
+int wal_append_sync(struct wal *w, const void *payload, size_t len, int *stands);
 /* Records replayed at open, and appended since. */
 uint64_t wal_records(const struct wal *w);
 /* For tests: start a new segment past this many bytes. */
