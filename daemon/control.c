@@ -1,6 +1,5 @@
 /* control.c: control requests to JSON replies, through jansson (see control.h). */
-#include <fnmatch.h>
-#include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,12 @@
 #include "alerts.h"
 #include "compute.h"
 #include "control.h"
+#include "logging.h"
+#include "query.h"
 #include "spool.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static char *dump(json_t *o)
 {
@@ -156,9 +160,11 @@ static json_t *studies(struct control *c)
 
 void control_add_result(struct control *c, struct result_batch *b)
 {
+	if (!b->index)	/* start-up's replayed batches; the compute thread indexes the rest */
+		result_batch_index(b);
 	for (size_t i = 0; i < c->n_results; i++)
 		if (c->results[i]->step == b->step && !strcmp(c->results[i]->study, b->study)) {
-			result_batch_free(&c->results[i]);
+			result_batch_free(&c->results[i]);	/* a query building from it keeps its own */
 			c->results[i] = b;
 			return;
 		}
@@ -175,31 +181,64 @@ void control_add_result(struct control *c, struct result_batch *b)
 	c->results[c->n_results++] = b;
 }
 
+static int has_run(const struct result_batch *b, const char *run)
+{
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (!strcmp(b->rows[i].run, run))
+			return 1;
+	return 0;
+}
+
 void control_forget(struct control *c, const char *run)
 {
 	size_t k = 0;
 
 	for (size_t i = 0; i < c->n_results; i++) {
-		if (result_batch_forget(c->results[i], run))
+		struct result_batch *b = c->results[i];
+		/* a batch a query is reading stays as it is: the query has its own reference */
+		if (result_batch_shared(b) && strcmp(b->baseline, run) && has_run(b, run)) {
+			struct result_batch *copy = result_batch_dup(b);
+			if (copy) {
+				result_batch_free(&c->results[i]);
+				b = c->results[i] = copy;
+			} else {
+				log_err("runs rm: out of memory: results of study '%s' at step %lld kept "
+					"until the next restart", b->study, (long long)b->step);
+				c->results[k++] = b;
+				continue;
+			}
+		}
+		if (!strcmp(b->baseline, run) || result_batch_forget(b, run))
 			result_batch_free(&c->results[i]);
 		else
-			c->results[k++] = c->results[i];
+			c->results[k++] = b;
 	}
 	c->n_results = k;
 }
 
+int control_start(struct control *c)
+{
+	return c->query ? 0 : query_start(&c->query);
+}
+
+int control_fd(const struct control *c)
+{
+	return c->query ? query_fd(c->query) : -1;
+}
+
+struct query_job *control_take(struct control *c)
+{
+	return c->query ? query_take(c->query) : NULL;
+}
+
 void control_release(struct control *c)
 {
+	query_stop(&c->query);	/* first: its queries hold references to the results */
 	for (size_t i = 0; i < c->n_results; i++)
 		result_batch_free(&c->results[i]);
 	free(c->results);
 	c->results = NULL;
 	c->n_results = c->cap_results = 0;
-}
-
-static json_t *jnum(double x)
-{
-	return isfinite(x) ? json_real(x) : json_null();
 }
 
 /* The proxy label's run in the study, or the label for a synthetic proxy. */
@@ -211,23 +250,20 @@ static const char *proxy_run(const struct wd_config_study *st, const char *label
 	return label;
 }
 
-static const struct drift_row *find_row(const struct result_batch *b, const char *run,
-					const char *tensor)
-{
-	for (size_t i = 0; i < b->n_rows; i++)
-		if (b->rows[i].kind == ROW_TENSOR && !strcmp(b->rows[i].run, run) &&
-		    !strcmp(b->rows[i].tensor, tensor))
-			return &b->rows[i];
-	return NULL;
-}
-
-/* {"study","step","baseline","candidates":{RUN:{"layers":[...]}}}, layers as compare --json. */
-static char *drift(struct control *c, json_t *req)
+/*
+ * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
+ * main thread, in time independent of the study's size; the reply, which
+ * is not, is built by the query thread when there is one (env: whom it
+ * goes to; NULL: build it here). Returns the reply, or NULL when the query
+ * thread has it.
+ */
+static char *drift(struct control *c, json_t *req, const struct query_envelope *env)
 {
 	const char *study = json_string_value(json_object_get(req, "study"));
-	const char *glob = json_string_value(json_object_get(req, "tensors"));
+	json_t *jglob = json_object_get(req, "tensors");
+	const char *glob = json_string_value(jglob);
 	json_t *jstep = json_object_get(req, "step");
-	const struct result_batch *b = NULL;
+	struct result_batch *b = NULL;
 	const struct wd_config_study *st = NULL;
 
 	if (!study)
@@ -240,7 +276,7 @@ static char *drift(struct control *c, json_t *req)
 	if (jstep && !json_is_integer(jstep))
 		return fail("'step' must be an integer%s", "");
 	for (size_t i = 0; i < c->n_results; i++) {
-		const struct result_batch *r = c->results[i];
+		struct result_batch *r = c->results[i];
 		if (strcmp(r->study, study))
 			continue;
 		if (jstep ? r->step == json_integer_value(jstep) : (!b || r->step > b->step))
@@ -249,36 +285,33 @@ static char *drift(struct control *c, json_t *req)
 	if (!b)
 		return fail(jstep ? "no results for study '%.128s' at that step"
 				  : "no results for study '%.128s' yet", study);
-	json_t *cands = json_object();
-	for (size_t i = 0; i < b->n_rows; i++) {
-		const struct drift_row *r = &b->rows[i];
-		if (r->kind != ROW_TENSOR || r->role != ROLE_CANDIDATE)
-			continue;
-		if (glob && fnmatch(glob, r->tensor, 0))
-			continue;
-		json_t *run = json_object_get(cands, r->run);
-		if (!run) {
-			run = json_pack("{s:[]}", "layers");
-			json_object_set_new(cands, r->run, run);
+
+	struct drift_query q = { 0 };
+	int ok = !glob || (q.glob = strdup(glob));
+	for (size_t k = 0; ok && k < b->n_proxies; k++)
+		ok = (q.proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
+	q.batch = result_batch_ref(b);
+	if (ok && env && c->query) {
+		int r = query_submit(c->query, &q, env);
+		if (r >= 0) {
+			log_debug("control: drift '%s' step %lld: %zu rows: %s", b->study, (long long)b->step,
+				  b->n_rows, r ? "joined the same query in progress" : "to the query thread");
+			return NULL;
 		}
-		json_t *proxies = json_object();
-		for (size_t k = 0; k < b->n_proxies; k++) {
-			const struct drift_row *p = find_row(b, proxy_run(st, b->proxies[k]), r->tensor);
-			json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
-				"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(r->ratio[k])));
+		if (r == -EBUSY) {
+			drift_query_release(&q);
+			return fail("busy: %s drift queries are being answered; try again shortly",
+				    STR(QUERY_QUEUE_MAX));
 		}
-		json_array_append_new(json_object_get(run, "layers"), json_pack(
-			"{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
-			"name", r->tensor, "numel", (json_int_t)r->numel, "w1", jnum(r->w1),
-			"max_abs_diff", jnum(r->max_abs_diff), "rel_l2", jnum(r->rel_l2),
-			"nonfinite", "candidate", "nan", (json_int_t)r->nan, "posinf", (json_int_t)r->posinf,
-			"neginf", (json_int_t)r->neginf, "proxies", proxies));
 	}
-	return dump(json_pack("{s:i,s:b,s:s,s:I,s:s,s:o}", "v", 1, "ok", 1, "study", b->study,
-			      "step", (json_int_t)b->step, "baseline", b->baseline, "candidates", cands));
+	size_t len;
+	char *out = ok ? drift_query_reply(&q, &len) : NULL;
+	drift_query_release(&q);
+	return out ? out : fail("out of memory%s", "");
 }
 
-char *control_handle(struct control *c, const void *req, size_t len)
+char *control_request(struct control *c, const void *req, size_t len,
+		      const struct query_envelope *env)
 {
 	json_error_t jerr;
 	json_t *o = json_loadb(req, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -308,7 +341,7 @@ char *control_handle(struct control *c, const void *req, size_t len)
 		else
 			out = fail("reload refused, the old config stays: %s", err);
 	} else if (!strcmp(cmd, "drift"))
-		out = drift(c, o);
+		out = drift(c, o, env);
 	else if (!strcmp(cmd, "runs_rm"))
 		out = runs_rm(c, o);
 	else if (!strcmp(cmd, "alerts")) {
@@ -320,4 +353,9 @@ char *control_handle(struct control *c, const void *req, size_t len)
 		out = fail("unknown command '%.64s' (status, runs, runs_rm, studies, drift, alerts, reload)", cmd);
 	json_decref(o);
 	return out;
+}
+
+char *control_handle(struct control *c, const void *req, size_t len)
+{
+	return control_request(c, req, len, NULL);
 }

@@ -1,7 +1,9 @@
 /*
  * control.h: the control socket's requests (docs/protocol.md, "Control"):
  * one JSON request in, one JSON reply out. Never blocks: everything it
- * reports is the main thread's own state. No sockets here.
+ * reports is the main thread's own state, except the reply to `drift`,
+ * whose size grows with the study's: the query thread (query.h) builds it
+ * and the main loop sends it when done. No sockets here.
  */
 #ifndef WD_CONTROL_H
 #define WD_CONTROL_H
@@ -14,6 +16,9 @@
 struct spool;
 struct result_batch;
 struct alerts;
+struct query;
+struct query_envelope;
+struct query_job;
 
 struct control {
 	struct state *st;
@@ -28,18 +33,37 @@ struct control {
 		      size_t errlen);
 	size_t compute_depth;			/* updated by the loop */
 	struct alerts *alerts;
-	/* the latest results per (study, step), for "drift" */
+	/* the latest results per (study, step), for "drift"; each indexed by (run, tensor) */
 	struct result_batch **results;
 	size_t n_results, cap_results;
+	struct query *query;		/* the query thread; NULL: drift replies built inline */
 };
 
 /* Keeps b (taking it) as the latest result of its study and step. */
 void control_add_result(struct control *c, struct result_batch *b);
+/* Stops the query thread, then drops the kept results. */
 void control_release(struct control *c);
-/* Takes run out of the kept results (runs rm): its rows, and batches it was baseline of. */
+/*
+ * Takes run out of the kept results (runs rm): its rows, and batches it was
+ * baseline of. A batch a query is reading is replaced by a copy, not changed.
+ */
 void control_forget(struct control *c, const char *run);
 
-/* Handles one request; returns the reply (malloc'd JSON). Never NULL. */
+/* Starts the query thread. Returns 0 or -errno (drift replies are then built inline). */
+int control_start(struct control *c);
+/* Readable when a reply of the query thread waits for control_take; -1 without one. */
+int control_fd(const struct control *c);
+/* A finished drift query: its reply and whom it goes to; the caller frees it. NULL: none. */
+struct query_job *control_take(struct control *c);
+
+/*
+ * Handles one request from the client of env (its routing envelope).
+ * Returns the reply (malloc'd JSON), or NULL when the query thread will
+ * build it (a drift query; the reply then comes through control_take).
+ */
+char *control_request(struct control *c, const void *req, size_t len,
+		      const struct query_envelope *env);
+/* Handles one request here and now; returns the reply (malloc'd JSON). Never NULL. */
 char *control_handle(struct control *c, const void *req, size_t len);
 
 #endif

@@ -1,0 +1,442 @@
+/*
+ * query.c: drift replies, and the thread that builds them (see query.h).
+ *
+ * Must not depend on the main thread's state (config, runs, kept results):
+ * a query carries all it reads, and its batch does not change once shared.
+ * The one lock guards the three lists (waiting, being built, done); the
+ * reply itself is built without it.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "compute.h"
+#include "logging.h"
+#include "query.h"
+
+/* --- the reply --- */
+
+/* A growing string; failed once anything did not fit in memory. */
+struct out {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+static int out_add(const char *s, size_t n, void *ctx)
+{
+	struct out *o = ctx;
+
+	if (o->failed)
+		return -1;
+	if (o->len + n + 1 > o->cap) {
+		size_t cap = o->cap ? o->cap : 1 << 16;
+		while (cap < o->len + n + 1)
+			cap *= 2;
+		char *p = realloc(o->p, cap);
+		if (!p) {
+			o->failed = 1;
+			return -1;
+		}
+		o->p = p;
+		o->cap = cap;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+	o->p[o->len] = 0;
+	return 0;
+}
+
+static void out_str(struct out *o, const char *s)
+{
+	out_add(s, strlen(s), o);
+}
+
+/* o's JSON text, through jansson (the same numbers as everywhere else); takes o. */
+static void out_json(struct out *out, json_t *o)
+{
+	if (!o || json_dump_callback(o, out_add, out, JSON_COMPACT | JSON_ENCODE_ANY) < 0)
+		out->failed = 1;
+	json_decref(o);
+}
+
+static json_t *jnum(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* One layer, as compare --json writes it: r the candidate's row. */
+static json_t *layer(const struct drift_query *q, const struct drift_row *r)
+{
+	const struct result_batch *b = q->batch;
+	json_t *proxies = json_object();
+
+	for (size_t k = 0; k < b->n_proxies; k++) {
+		const struct drift_row *p = result_batch_find(b, q->proxy_runs[k], r->tensor);
+		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
+			"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(r->ratio[k])));
+	}
+	return json_pack("{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
+		"name", r->tensor, "numel", (json_int_t)r->numel, "w1", jnum(r->w1),
+		"max_abs_diff", jnum(r->max_abs_diff), "rel_l2", jnum(r->rel_l2),
+		"nonfinite", "candidate", "nan", (json_int_t)r->nan, "posinf", (json_int_t)r->posinf,
+		"neginf", (json_int_t)r->neginf, "proxies", proxies);
+}
+
+/*
+ * Written piece by piece, not as one jansson tree: a study of 100,000
+ * tensors is a tree of millions of nodes, and the text is all we need.
+ * Candidates keep the order of their first row, and each its rows' order.
+ */
+char *drift_query_reply(const struct drift_query *q, size_t *len)
+{
+	const struct result_batch *b = q->batch;
+	struct out out = { 0 };
+	const char **runs = NULL;
+	size_t n_runs = 0, cap_runs = 0;
+	uint32_t *slot = malloc((b->n_rows + 1) * sizeof(*slot));
+	size_t *start = NULL, *order = NULL;
+
+	if (!slot)
+		goto out;
+	/* each matching candidate row's run: a slot in order of first appearance */
+	for (size_t i = 0, last = SIZE_MAX; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		slot[i] = UINT32_MAX;
+		if (r->kind != ROW_TENSOR || r->role != ROLE_CANDIDATE || !r->tensor)
+			continue;
+		if (q->glob && fnmatch(q->glob, r->tensor, 0))
+			continue;
+		if (last == SIZE_MAX || strcmp(runs[last], r->run)) {	/* rows come grouped by run */
+			for (last = 0; last < n_runs && strcmp(runs[last], r->run); last++)
+				;
+			if (last == n_runs) {
+				if (n_runs == cap_runs) {
+					cap_runs = cap_runs ? 2 * cap_runs : 8;
+					const char **v = realloc(runs, cap_runs * sizeof(*v));
+					if (!v)
+						goto out;
+					runs = v;
+				}
+				runs[n_runs++] = r->run;
+			}
+		}
+		slot[i] = (uint32_t)last;
+	}
+	/* a counting sort of the rows by slot, stable */
+	start = calloc(n_runs + 1, sizeof(*start));
+	order = malloc((b->n_rows + 1) * sizeof(*order));
+	if (!start || !order)
+		goto out;
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (slot[i] != UINT32_MAX)
+			start[slot[i] + 1]++;
+	for (size_t s = 0; s < n_runs; s++)
+		start[s + 1] += start[s];
+	size_t *next = calloc(n_runs + 1, sizeof(*next));
+	if (!next)
+		goto out;
+	memcpy(next, start, (n_runs + 1) * sizeof(*next));
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (slot[i] != UINT32_MAX)
+			order[next[slot[i]]++] = i;
+	free(next);
+
+	out_str(&out, "{\"v\":1,\"ok\":true,\"study\":");
+	out_json(&out, json_string(b->study));
+	out_str(&out, ",\"step\":");
+	out_json(&out, json_integer((json_int_t)b->step));
+	out_str(&out, ",\"baseline\":");
+	out_json(&out, json_string(b->baseline));
+	out_str(&out, ",\"candidates\":{");
+	for (size_t s = 0; s < n_runs && !out.failed; s++) {
+		out_str(&out, s ? "," : "");
+		out_json(&out, json_string(runs[s]));
+		out_str(&out, ":{\"layers\":[");
+		int first = 1;
+		for (size_t k = start[s]; k < start[s + 1] && !out.failed; k++) {
+			json_t *l = layer(q, &b->rows[order[k]]);
+			if (!l)
+				continue;	/* a name jansson refuses (not UTF-8): left out, as before */
+			out_str(&out, first ? "" : ",");
+			out_json(&out, l);
+			first = 0;
+		}
+		out_str(&out, "]}");
+	}
+	out_str(&out, "}}");
+out:
+	free(slot);
+	free(start);
+	free(order);
+	free(runs);
+	if (!out.p || out.failed) {
+		free(out.p);
+		return NULL;
+	}
+	*len = out.len;
+	return out.p;
+}
+
+void drift_query_release(struct drift_query *q)
+{
+	result_batch_free(&q->batch);
+	free(q->glob);
+	q->glob = NULL;
+	for (size_t k = 0; k < STORE_MAX_PROXIES; k++) {
+		free(q->proxy_runs[k]);
+		q->proxy_runs[k] = NULL;
+	}
+}
+
+/* --- the thread --- */
+
+struct query {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct query_job *waiting, *running, *done;	/* waiting and done in order */
+	size_t n_waiting;
+	int stopping, efd;
+};
+
+static void waiter_free(struct query_waiter *w)
+{
+	for (size_t i = 0; w && i < w->n; i++)
+		free(w->data[i]);
+	if (w) {
+		free(w->data);
+		free(w->len);
+	}
+	free(w);
+}
+
+static struct query_waiter *waiter_new(const struct query_envelope *env)
+{
+	struct query_waiter *w = calloc(1, sizeof(*w));
+
+	if (!w || !(w->data = calloc(env->n + 1, sizeof(*w->data))) ||
+	    !(w->len = calloc(env->n + 1, sizeof(*w->len)))) {
+		waiter_free(w);
+		return NULL;
+	}
+	for (w->n = 0; w->n < env->n; w->n++) {
+		if (!(w->data[w->n] = malloc(env->len[w->n] + 1))) {
+			waiter_free(w);
+			return NULL;
+		}
+		memcpy(w->data[w->n], env->data[w->n], env->len[w->n]);
+		w->len[w->n] = env->len[w->n];
+	}
+	return w;
+}
+
+void query_job_free(struct query_job **pj)
+{
+	struct query_job *j = *pj;
+	if (!j)
+		return;
+	for (struct query_waiter *w = j->waiters, *n; w; w = n) {
+		n = w->next;
+		waiter_free(w);
+	}
+	drift_query_release(&j->q);
+	free(j->reply);
+	free(j);
+	*pj = NULL;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/*
+ * The same reply: the batch itself (a job's reference keeps it alive, so
+ * its address cannot be reused while the job exists), tensors and proxies.
+ */
+static int same_query(const struct drift_query *a, const struct drift_query *b)
+{
+	if (a->batch != b->batch || !str_eq(a->glob, b->glob))
+		return 0;
+	for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]))
+			return 0;
+	return 1;
+}
+
+static struct query_job *find_same(struct query *w, const struct drift_query *q)
+{
+	struct query_job *lists[] = { w->waiting, w->running, w->done };
+
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		for (struct query_job *j = lists[i]; j; j = j->next)
+			if (same_query(&j->q, q))
+				return j;
+	return NULL;
+}
+
+static void append(struct query_job **list, struct query_job *j)
+{
+	while (*list)
+		list = &(*list)->next;
+	*list = j;
+}
+
+static void *query_main(void *arg)
+{
+	struct query *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->stopping && !w->waiting)
+			pthread_cond_wait(&w->wake, &w->lock);
+		if (w->stopping)
+			break;
+		struct query_job *j = w->waiting;
+		w->waiting = j->next;
+		w->n_waiting--;
+		j->next = NULL;
+		w->running = j;
+		pthread_mutex_unlock(&w->lock);
+
+		char *reply = drift_query_reply(&j->q, &j->reply_len);
+		if (!reply) {
+			static const char oom[] = "{\"v\":1,\"ok\":false,\"error\":\"out of memory building "
+						  "the drift reply\"}";
+			reply = strdup(oom);
+			j->reply_len = reply ? strlen(oom) : 0;
+		}
+
+		pthread_mutex_lock(&w->lock);
+		j->reply = reply;
+		w->running = NULL;
+		append(&w->done, j);
+		uint64_t one = 1;
+		if (write(w->efd, &one, sizeof(one)) < 0)
+			log_err("query: eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int query_start(struct query **out)
+{
+	struct query *w = calloc(1, sizeof(*w));
+	int r;
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->efd < 0) {
+		r = -errno;
+		free(w);
+		return r;
+	}
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->wake, NULL);
+	if ((r = pthread_create(&w->thread, NULL, query_main, w)) != 0) {
+		close(w->efd);
+		pthread_mutex_destroy(&w->lock);
+		pthread_cond_destroy(&w->wake);
+		free(w);
+		return -r;
+	}
+	*out = w;
+	return 0;
+}
+
+void query_stop(struct query **pw)
+{
+	struct query *w = *pw;
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = 1;
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	struct query_job *lists[] = { w->waiting, w->running, w->done };
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		for (struct query_job *j = lists[i], *n; j; j = n) {
+			n = j->next;
+			query_job_free(&j);
+		}
+	close(w->efd);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->wake);
+	free(w);
+	*pw = NULL;
+}
+
+int query_fd(const struct query *w)
+{
+	return w->efd;
+}
+
+int query_submit(struct query *w, struct drift_query *q, const struct query_envelope *env)
+{
+	struct query_waiter *wt = waiter_new(env);
+	int r = 0;
+
+	if (!wt)
+		return -ENOMEM;
+	pthread_mutex_lock(&w->lock);
+	struct query_job *j = find_same(w, q);
+	if (j && j->n_waiters < QUERY_WAITERS_MAX) {
+		wt->next = j->waiters;
+		j->waiters = wt;
+		j->n_waiters++;
+		drift_query_release(q);	/* the job has its own */
+		r = 1;
+	} else if (j || w->n_waiting >= QUERY_QUEUE_MAX) {
+		r = -EBUSY;
+	} else if (!(j = calloc(1, sizeof(*j)))) {
+		r = -ENOMEM;
+	} else {
+		j->q = *q;
+		memset(q, 0, sizeof(*q));
+		j->waiters = wt;
+		j->n_waiters = 1;
+		append(&w->waiting, j);
+		w->n_waiting++;
+		pthread_cond_signal(&w->wake);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (r < 0)
+		waiter_free(wt);
+	return r;
+}
+
+struct query_job *query_take(struct query *w)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&w->lock);
+	struct query_job *j = w->done;
+	if (j) {
+		w->done = j->next;
+		j->next = NULL;
+	} else if (read(w->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+		log_err("query: eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&w->lock);
+	return j;
+}
+
+size_t query_depth(struct query *w)
+{
+	pthread_mutex_lock(&w->lock);
+	size_t d = w->n_waiting + (w->running != NULL);
+	pthread_mutex_unlock(&w->lock);
+	return d;
+}

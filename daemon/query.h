@@ -1,0 +1,90 @@
+/*
+ * query.h: `drift` queries (docs/daemon.md, "Queries"). The reply to one
+ * is built from a result batch that nobody changes any more, so it can be
+ * built on a thread of its own: the query thread, which keeps a reply to a
+ * large study (tens of thousands of tensors, megabytes of JSON) off the
+ * main loop that answers ingest, status and the watchdog.
+ *
+ * No sockets here: the main thread takes the finished replies (query_take,
+ * when query_fd is readable) and sends them to each waiting client.
+ */
+#ifndef WD_QUERY_H
+#define WD_QUERY_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+struct result_batch;
+
+/* What a drift reply is built from: nothing of the main thread's state. */
+struct drift_query {
+	struct result_batch *batch;	/* a reference of the query's own */
+	char *glob;			/* only tensors matching it; NULL: every one */
+	/* each proxy label's run, as the config said at the request; the label for round:* */
+	char *proxy_runs[STORE_MAX_PROXIES];
+};
+
+/* Releases q's batch reference and strings; q itself is the caller's. */
+void drift_query_release(struct drift_query *q);
+
+/*
+ * The reply to q: {"v":1,"ok":true,"study","step","baseline","candidates":
+ * {RUN:{"layers":[...]}}}, layers as `wdrift compare --json`. malloc'd,
+ * *len its length; NULL when out of memory. O(rows of the batch).
+ */
+char *drift_query_reply(const struct drift_query *q, size_t *len);
+
+/* A control request's routing envelope: the frames before its body. */
+struct query_envelope {
+	size_t n;
+	const void *const *data;
+	const size_t *len;
+};
+
+/* A client waiting for a reply: its envelope, copied. */
+struct query_waiter {
+	size_t n;
+	void **data;
+	size_t *len;
+	struct query_waiter *next;
+};
+
+/* A query, waiting, being built, or done (reply set). */
+struct query_job {
+	struct drift_query q;
+	struct query_waiter *waiters;	/* who gets the reply: one, or more with the same query */
+	size_t n_waiters;
+	char *reply;			/* when done: malloc'd, reply_len bytes */
+	size_t reply_len;
+	struct query_job *next;
+};
+
+#define QUERY_QUEUE_MAX 8	/* queries waiting for the thread; more are refused "busy" */
+#define QUERY_WAITERS_MAX 64	/* clients sharing one query */
+
+struct query;
+
+/* Starts the thread. Returns 0 or -errno. */
+int query_start(struct query **out);
+/* Stops it after the query in progress; replies not yet taken are dropped. */
+void query_stop(struct query **w);
+/* Readable when finished replies wait for query_take. */
+int query_fd(const struct query *w);
+
+/*
+ * Queues q for the client of env (copied), or adds the client to a query
+ * for the same batch, tensors and proxies already waiting, being built or
+ * done and not yet taken: the same request sent again (a client that
+ * retried) costs nothing more. Takes q's contents on success: 0 (queued)
+ * or 1 (joined); leaves them on -EBUSY (QUERY_QUEUE_MAX queries wait, or
+ * QUERY_WAITERS_MAX clients share it) and -ENOMEM.
+ */
+int query_submit(struct query *w, struct drift_query *q, const struct query_envelope *env);
+/* A finished query (reply set), or NULL; the caller sends it and frees it. */
+struct query_job *query_take(struct query *w);
+void query_job_free(struct query_job **j);
+/* Queries waiting or being built. */
+size_t query_depth(struct query *w);
+
+#endif
