@@ -26,6 +26,10 @@ DC_HELP_TARGET
 "                     layers as in wdrift compare --json (docs/compare.md)\n"
 DC_HELP_HELP
 "\n"
+"A study of tens of thousands of tensors takes the daemon a moment: while it\n"
+"answers status, this waits for the reply (up to WDRIFT_QUERY_TIMEOUT_MS,\n"
+"default 120000) and never sends the query twice.\n"
+"\n"
 "exit status: 0 ok; 1 the daemon is down, or has no such study or step; 2 usage error.\n";
 
 struct drift_opts {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <getopt.h>
@@ -61,46 +62,167 @@ const char *dc_keys_hint(const struct wd_client_keys *keys)
 				  "give --server-key and --key)";
 }
 
+static double mono(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int env_ms(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	return v && atoi(v) > 0 ? atoi(v) : dflt;
+}
+
+/* A REQ socket connected to endpoint, or NULL with err. */
+static void *open_req(void *ctx, const char *endpoint, const struct wd_client_keys *keys,
+		      char *err, size_t errlen)
+{
+	void *s = zmq_socket(ctx, ZMQ_REQ);
+	int linger = 0;
+
+	if (!s) {
+		snprintf(err, errlen, "cannot make a socket: %s", zmq_strerror(errno));
+		return NULL;
+	}
+	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+	wd_client_keys_apply(s, keys);
+	if (zmq_connect(s, endpoint) < 0) {
+		snprintf(err, errlen, "bad endpoint '%s': %s", endpoint, zmq_strerror(errno));
+		zmq_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* The reply waiting on s (malloc'd, NUL-terminated), or NULL. */
+static char *recv_reply(void *s)
+{
+	zmq_msg_t m;
+	char *r = NULL;
+
+	zmq_msg_init(&m);
+	if (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) >= 0 && (r = malloc(zmq_msg_size(&m) + 1))) {
+		memcpy(r, zmq_msg_data(&m), zmq_msg_size(&m));
+		r[zmq_msg_size(&m)] = 0;
+	}
+	zmq_msg_close(&m);
+	return r;
+}
+
+/* The uptime in a status reply, or -1. */
+static double reply_uptime(const char *body)
+{
+	json_t *o = json_loads(body, 0, NULL);
+	json_t *u = json_object_get(o, "uptime");
+	double up = json_is_number(u) ? json_number_value(u) : -1;
+	json_decref(o);
+	return up;
+}
+
+static const char status_req[] = "{\"v\":1,\"cmd\":\"status\"}";
+
+static int is_status(const char *request)
+{
+	json_t *o = json_loads(request, 0, NULL);
+	const char *cmd = json_string_value(json_object_get(o, "cmd"));
+	int r = cmd && !strcmp(cmd, "status");
+	json_decref(o);
+	return r;
+}
+
+/*
+ * Lazy Pirate, without sending a request twice to a daemon that is working
+ * on it: a `drift` on a large study can take longer than the timeout, and
+ * each re-send would cost the daemon the whole query again. So when no
+ * reply comes within the timeout, a `status` on a fresh socket asks whether
+ * the daemon is alive (the main loop answers it at once, whatever queries
+ * run). Alive: keep waiting for the reply, up to WDRIFT_QUERY_TIMEOUT_MS in
+ * all; send again only when the daemon restarted since the request went out
+ * (its uptime is shorter: the request died with the old one). No answer to
+ * `tries` rounds in a row: the daemon is down or hung, as before. A status
+ * request itself is cheap and is simply re-sent.
+ */
 int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
 	       char **reply, char *err, size_t errlen)
 {
-	const char *env = getenv("WDRIFT_TIMEOUT_MS");
-	int timeout = env && atoi(env) > 0 ? atoi(env) : 1500, tries = 3, linger = 0;
-	void *ctx = zmq_ctx_new();
+	int timeout = env_ms("WDRIFT_TIMEOUT_MS", 1500), tries = 3, misses = 0, resent = 0;
+	double patience = env_ms("WDRIFT_QUERY_TIMEOUT_MS", 120000) / 1000.0;
+	int status = is_status(request);
+	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL;
+	double t0 = mono(), sent = t0;
+	int rc = -1;
 
 	*reply = NULL;
-	for (int k = 0; k < tries && !*reply; k++) {
-		/* a fresh socket each try: a REQ that lost its reply is stuck */
-		void *s = zmq_socket(ctx, ZMQ_REQ);
-		zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
-		zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
-		wd_client_keys_apply(s, keys);
-		if (zmq_connect(s, endpoint) < 0) {
-			snprintf(err, errlen, "bad endpoint '%s': %s", endpoint, zmq_strerror(errno));
-			zmq_close(s);
-			zmq_ctx_term(ctx);
-			return -1;
-		}
-		zmq_msg_t m;
-		zmq_msg_init(&m);
-		if (zmq_send(s, request, strlen(request), 0) >= 0 && zmq_msg_recv(&m, s, 0) >= 0) {
-			size_t n = zmq_msg_size(&m);
-			*reply = malloc(n + 1);
-			if (*reply) {
-				memcpy(*reply, zmq_msg_data(&m), n);
-				(*reply)[n] = 0;
-			}
-		}
-		zmq_msg_close(&m);
-		zmq_close(s);
-	}
-	zmq_ctx_term(ctx);
-	if (!*reply) {
-		snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
-			 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0, dc_keys_hint(keys));
+	if (!ctx) {
+		snprintf(err, errlen, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
 		return -1;
 	}
-	return 0;
+	if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+		goto out;
+	zmq_send(s, request, strlen(request), 0);
+	for (;;) {
+		zmq_pollitem_t it[2] = { { s, 0, ZMQ_POLLIN, 0 }, { probe, 0, ZMQ_POLLIN, 0 } };
+		if (zmq_poll(it, probe ? 2 : 1, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "waiting for the daemon at %s: %s", endpoint, zmq_strerror(errno));
+			goto out;
+		}
+		if ((it[0].revents & ZMQ_POLLIN) && (*reply = recv_reply(s))) {
+			rc = 0;
+			goto out;
+		}
+		if (probe && (it[1].revents & ZMQ_POLLIN)) {
+			char *st = recv_reply(probe);
+			double up = st ? reply_uptime(st) : -1;
+			free(st);
+			zmq_close(probe);	/* a fresh one for the next round */
+			probe = NULL;
+			misses = 0;
+			if (up >= 0 && up < mono() - sent && resent < tries) {
+				/* restarted since: the request is lost, not being worked on */
+				zmq_close(s);
+				if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+					goto out;
+				zmq_send(s, request, strlen(request), 0);
+				sent = mono();
+				resent++;
+			}
+			if (mono() - t0 > patience) {
+				snprintf(err, errlen, "the daemon at %s is up but has not answered in %.0f s "
+					 "(WDRIFT_QUERY_TIMEOUT_MS)", endpoint, patience);
+				goto out;
+			}
+			continue;
+		}
+		if (++misses >= tries) {
+			snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
+				 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0, dc_keys_hint(keys));
+			goto out;
+		}
+		if (status) {	/* a REQ that lost its reply is stuck: a fresh socket */
+			zmq_close(s);
+			if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+				goto out;
+			zmq_send(s, request, strlen(request), 0);
+			sent = mono();
+			continue;
+		}
+		if (probe)
+			zmq_close(probe);
+		if (!(probe = open_req(ctx, endpoint, keys, err, errlen)))
+			goto out;
+		zmq_send(probe, status_req, strlen(status_req), 0);
+	}
+out:
+	if (probe)
+		zmq_close(probe);
+	if (s)
+		zmq_close(s);
+	zmq_ctx_term(ctx);
+	return rc;
 }
 
 int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,

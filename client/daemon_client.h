@@ -1,8 +1,9 @@
 /*
  * daemon_client.h: what the CLI's daemon subcommands share: where the
  * daemon is (from its config, or --endpoint), and one request to its
- * control socket in the Lazy Pirate pattern: a timeout, a few retries on a
- * fresh socket, then a clear one-line error.
+ * control socket in the Lazy Pirate pattern: a timeout, a few tries, then a
+ * clear one-line error; a request the daemon is still working on is waited
+ * for, never sent again.
  */
 #ifndef WD_DAEMON_CLIENT_H
 #define WD_DAEMON_CLIENT_H
@@ -48,9 +49,15 @@ const char *dc_config_path(const char *given);
 int dc_resolve(struct dc_target *t, char *err, size_t errlen);
 
 /*
- * Sends one JSON request and returns the reply (malloc'd). Three tries of
- * WDRIFT_TIMEOUT_MS (default 1500) each. Returns 0, or -1 with err naming
- * the endpoint: the daemon is down or not answering.
+ * Sends one JSON request and returns the reply (malloc'd). Waits
+ * WDRIFT_TIMEOUT_MS (default 1500) at a time; after each wait with no
+ * reply, asks the daemon for its status on a fresh socket. While it
+ * answers, the request is not sent again (unless the daemon restarted
+ * since) and the wait goes on, up to WDRIFT_QUERY_TIMEOUT_MS (default
+ * 120000) in all: a drift query on a large study may take seconds. Three
+ * waits in a row with no answer at all mean the daemon is down. A status
+ * request is re-sent on a fresh socket instead. Returns 0, or -1 with err
+ * naming the endpoint: the daemon is down, not answering, or too slow.
  */
 int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
 	       char **reply, char *err, size_t errlen);
