@@ -20,10 +20,12 @@
 #include "wire.h"
 
 #define MONITOR_EP "inproc://wdrift.monitor.peers"
-#define SAY_EVERY 10.0		/* seconds between two lines about drops */
+#define SAY_BURST 10		/* lines about drops per window, then a count */
+#define SAY_WINDOW 60.0		/* seconds */
 
 struct peer {
 	int open;
+	int accepted;		/* its connection event came (it may come after a message) */
 	uint64_t messages;
 	int last_type;		/* wire_type of the last message; -1: not parsed */
 	int64_t step;
@@ -36,8 +38,9 @@ struct peers {
 	struct auth *auth;
 	struct peer *v;		/* by descriptor */
 	size_t cap;
-	double said;		/* when a drop was last logged */
-	uint64_t unsaid;	/* drops since, not logged */
+	double window;		/* when the window of SAY_BURST lines began */
+	unsigned said;		/* lines in it */
+	uint64_t unsaid;	/* drops in it past those, not logged one by one */
 };
 
 struct peers *peers_start(void *zctx, void *sock, struct auth *a)
@@ -116,6 +119,14 @@ void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run
 {
 	if (!p)
 		return;
+	/*
+	 * A connection's events and its messages arrive here on separate
+	 * sockets, in either order: read the monitor first, so that a closed
+	 * connection is closed here before a message on its reused descriptor
+	 * (and a connection event that comes after its first message keeps
+	 * that message: e->accepted).
+	 */
+	peers_handle(p);
 	struct peer *e = entry(p, zmq_msg_get(header, ZMQ_SRCFD));
 	if (!e)
 		return;
@@ -142,9 +153,18 @@ static void disconnected(struct peers *p, int fd)
 	e->open = 0;
 	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING)
 		return;	/* a publisher that closed after its snapshot, or a liveness check */
-	if (!e->messages)
-		snprintf(what, sizeof(what), "before any message of it arrived whole");
-	else if (e->last_type == WIRE_TENSOR)
+	if (!e->messages) {
+		/*
+		 * Publishers check an endpoint by connecting a socket they close at
+		 * once, and dropped DEALERs reconnect: this one is common and
+		 * harmless, so it is not a warning.
+		 */
+		log_info("ingest: peer %s disconnected before any message of it arrived whole (a "
+			 "frame over %u bytes as its first message would look the same)", e->addr,
+			 WIRE_MAX_FRAME + WIRE_MAX_HEADER);
+		return;
+	}
+	if (e->last_type == WIRE_TENSOR)
 		snprintf(what, sizeof(what), "in the middle of run '%.60s' step %lld, before its commit",
 			 e->run, (long long)e->step);
 	else if (e->last_type == WIRE_HELLO)
@@ -152,19 +172,22 @@ static void disconnected(struct peers *p, int fd)
 			 "whole", e->run);
 	else
 		snprintf(what, sizeof(what), "after a message that was refused");
-	if (t - p->said < SAY_EVERY) {
+	if (t - p->window >= SAY_WINDOW) {
+		if (p->unsaid)
+			log_warning("ingest: %llu more peers disconnected mid-message in the last %.0f s, "
+				    "not logged one by one", (unsigned long long)p->unsaid, t - p->window);
+		p->window = t;
+		p->said = 0;
+		p->unsaid = 0;
+	}
+	if (p->said >= SAY_BURST) {
 		p->unsaid++;
 		return;
 	}
-	char more[64] = "";
-	if (p->unsaid)
-		snprintf(more, sizeof(more), " (%llu more such drops since the last line)",
-			 (unsigned long long)p->unsaid);
+	p->said++;
 	log_warning("ingest: peer %s disconnected %s: a publisher that died, or a frame over %u bytes "
-		    "(max_frame plus a header), which ZeroMQ refuses by closing the connection%s",
-		    e->addr, what, WIRE_MAX_FRAME + WIRE_MAX_HEADER, more);
-	p->said = t;
-	p->unsaid = 0;
+		    "(max_frame plus a header), which ZeroMQ refuses by closing the connection",
+		    e->addr, what, WIRE_MAX_FRAME + WIRE_MAX_HEADER);
 }
 
 void peers_handle(struct peers *p)
@@ -194,15 +217,18 @@ void peers_handle(struct peers *p)
 			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
 			struct peer *e;
 			if (event == ZMQ_EVENT_ACCEPTED && (e = entry(p, (int)value))) {
-				if (!e->open || e->messages == 0) {	/* not already seen by a message */
+				if (e->open && !e->accepted) {
+					e->accepted = 1;	/* late: its messages came first */
+				} else {	/* a new connection, maybe on a reused descriptor */
 					memset(e, 0, sizeof(*e));
-					e->open = 1;
+					e->open = e->accepted = 1;
 					e->last_type = -1;
 					peer_address((int)value, e->addr, sizeof(e->addr));
 				}
 			} else if (event == ZMQ_EVENT_DISCONNECTED) {
 				disconnected(p, (int)value);
-			} else if (p->auth) {
+			} else if (p->auth && (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+					       event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
 				auth_event(p->auth, "ingest", endpoint, event, value);
 			}
 		}

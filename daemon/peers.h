@@ -10,7 +10,7 @@
  * read notes its descriptor (ZMQ_SRCFD) and what it was, and a disconnect
  * after anything but a commit or a ping is logged with the peer's address:
  * a publisher killed mid-snapshot, or a frame over the limit (protocol.md,
- * "Frames"). At most one line in 10 s, with a count of the rest.
+ * "Frames"). At most 10 lines a minute, then a count of the rest.
  *
  * Handshake failures reported by the same monitor go to auth.c (a socket
  * has one monitor). Main thread only. Depends on libzmq, auth.h.

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""t76_hardening.py: what an outside attack got through (issue 11, items 1, 2, 3 and 6).
+
+1. Names. Tensor names that one HDF5 file cannot hold apart ('.', '/',
+   'a//b', './x', and 'a' beside 'a/b' in one snapshot) are refused at the
+   tensor frame with bad_name, naming the rule, before anything is
+   reserved; the daemon serves on. The Python publisher refuses them at
+   publish(). A snapshot the daemon fails to store for a cause a re-send
+   cannot fix ('internal', field "storage") is tried 3 times, then dropped,
+   counted and said once, and the next snapshot is acked (before the fix
+   it was re-sent 79 times in 16 s and everything behind it waited).
+2. Slow drip. Two runs reserve 128 MiB and 128 MiB - 4 KiB tensors of a
+   256M budget and send one element every 2 s. A good publisher's
+   snapshots are all acked (it got 0 acks for 20 s before); the drippers'
+   snapshots are dropped and the log says why. With limits.min_rate below
+   the drip, the refusal names memory.budget, not the run's window.
+3. max_runs. With limits.max_runs 4, four runs whose partial snapshots
+   expire hold nothing, so a fifth run is taken (it was refused too_many
+   until a restart).
+6. Frames. A header and 4095 payload frames, 4096 in all, are taken; 4097
+   are bad_frames. A 65 MiB frame, which ZeroMQ answers by dropping the
+   connection, is logged with the peer.
+
+Daemons are stopped by pid and temp dirs removed, also on failure.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
+os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"),
+                                                                 "libwdrift.so")))
+import t50_daemon  # noqa: E402
+from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+
+import numpy as np  # noqa: E402
+import zmq  # noqa: E402
+
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+MIB = 1 << 20
+
+
+def child(code, timeout=90):
+    """Runs code in a fresh Python with the package importable; (rc, stdout, stderr)."""
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([PYTHON, "-c", "import numpy as np, time, wdrift\n" + code], env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def quiet(pub, ms=300):
+    """The next reply within ms, or None."""
+    pub.s.setsockopt(zmq.RCVTIMEO, ms)
+    try:
+        return json.loads(pub.s.recv())
+    except zmq.Again:
+        return None
+    finally:
+        pub.s.setsockopt(zmq.RCVTIMEO, 5000)
+
+
+def one(pub, step, name, total=1):
+    """Sends element 0 of tensor name (of total f32 elements) of step; no reply expected."""
+    pub.tensor(step, name, np.ones(1, np.float32), "f32", offset=0, total=total)
+
+
+def names(ctx, tmp):
+    """Item 1: the name rule at the frame, in one snapshot, and in the Python publisher."""
+    p = Publisher(ctx, tmp, "names")
+    for bad in [".", "/", "a//b", "./x", "w/", "/w", "a/../b"]:
+        one(p, 1, bad)
+        r = p.recv()
+        check(r and r["code"] == "bad_name" and r["field"] == "name" and "HDF5 path" in r["reason"],
+              f"name {bad!r}: bad_name at the frame ({r and r['reason']})")
+    one(p, 1, "a")
+    check(quiet(p) is None, "'a' taken")
+    one(p, 1, "a/b")
+    r = p.recv()
+    check(r and r["code"] == "bad_name" and "'a'" in r["reason"] and "group" in r["reason"],
+          f"'a/b' beside 'a' in one snapshot: bad_name naming 'a' ({r and r['reason']})")
+    one(p, 2, "g/h")
+    one(p, 2, "g")
+    r = p.recv()
+    check(r and r["code"] == "bad_name" and "'g/h'" in r["reason"],
+          f"'g' beside 'g/h': bad_name naming 'g/h' ({r and r['reason']})")
+    one(p, 3, "x/y")
+    one(p, 3, "x/z")
+    one(p, 3, "x")
+    r = p.recv()
+    check(r and r["code"] == "bad_name", "'x' beside 'x/y' and 'x/z': bad_name")
+    r = p.commit(1, 1)
+    check(r and r["type"] == "ack", f"the snapshot with 'a' alone is acked ({r})")
+    st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    check(st and st["errors"].get("bad_name") == 10, f"status counts bad_name ({st and st['errors']})")
+
+    ep = f"ipc://{tmp}/run/ingest.sock"
+    rc, out, err = child(f"""
+pub = wdrift.Publisher({ep!r}, "pynames", ack_timeout=2.0)
+for bad in ({{".": np.ones(2, np.float32)}}, {{"a": np.ones(2, np.float32), "a/b": np.ones(2, np.float32)}}):
+    try:
+        pub.publish(1, bad)
+        print("published", list(bad))
+    except (wdrift.WdriftError, ValueError) as e:
+        print("refused:", e)
+pub.publish(1, {{"a.b": np.ones(2, np.float32)}})
+print("flushed", pub.flush(20), pub.stats()["acked"])
+pub.close(5)
+""")
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 3 and "'.'" in lines[0] and "HDF5 path" in lines[0] and
+          "'a'" in lines[1] and "'a/b'" in lines[1] and lines[2] == "flushed True 1",
+          "Python publisher: bad names raise at publish(), naming the rule; a good one is acked",
+          out + err)
+
+
+def storage_failure(ctx, tmp):
+    """Item 1: an 'internal' failure a retry cannot fix: 3 tries, dropped, said, next acked."""
+    ep = f"ipc://{tmp}/run/ingest.sock"
+    # step 5's spool file cannot be renamed into place: a directory is there
+    os.makedirs(f"{tmp}/var/spool/stuck/5.h5/x")
+    t0 = time.time()
+    rc, out, err = child(f"""
+pub = wdrift.Publisher({ep!r}, "stuck", ack_timeout=2.0)
+pub.publish(5, {{"w": np.arange(8, dtype=np.float32)}})
+pub.publish(6, {{"w": np.arange(8, dtype=np.float32) + 1}})
+print("flushed", pub.flush(30))
+s = pub.stats()
+print("stats", s["acked"], s["refused"], s["dropped"], s["resent"])
+print("close", pub.close(5))
+""")
+    took = time.time() - t0
+    print(f"# storage failure: 3 tries and the next snapshot acked in {took:.1f} s")
+    check(rc == 0 and "flushed True" in out and "stats 1 1 1 2" in out,
+          "step 5 refused after 3 tries (2 re-sends), dropped and counted; step 6 acked", out + err)
+    said = [line for line in err.splitlines() if "step 5" in line]
+    check(len(said) == 1 and "internal" in said[0] and "given up after 3 tries" in said[0],
+          f"said once on stderr, with the tries ({said})", err)
+    st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    check(st and st["errors"].get("internal") == 3, f"the daemon refused it 3 times ({st and st['errors']})")
+
+
+def frames(ctx, dm, tmp):
+    """Item 6: 4096 frames in all are taken; 4097 are not; a 65 MiB frame is logged."""
+    p = Publisher(ctx, tmp, "frames")
+    data = np.arange(4095, dtype=np.float32)
+    raw = data.tobytes()
+    h = {"v": 1, "type": "tensor", "run": "frames", "step": 1, "name": "w", "dtype": "f32",
+         "shape": [4095], "offset": 0, "count": 4095, "total": 4095, "crc32": zlib.crc32(raw)}
+    p.send_raw([json.dumps(h).encode()] + [raw[4 * i:4 * i + 4] for i in range(4095)])
+    r = quiet(p, 1000)
+    check(r is None, f"a header and 4095 payload frames, 4096 in all, are taken ({r})")
+    r = p.commit(1, 1)
+    check(r and r["type"] == "ack", f"... and committed ({r})")
+    data = np.arange(4096, dtype=np.float32)
+    raw = data.tobytes()
+    h.update(step=2, shape=[4096], count=4096, total=4096, crc32=zlib.crc32(raw))
+    p.send_raw([json.dumps(h).encode()] + [raw[4 * i:4 * i + 4] for i in range(4096)])
+    r = p.recv()
+    check(r and r["code"] == "bad_frames", f"4097 frames: bad_frames ({r})")
+
+    # A frame over ZMQ_MAXMSGSIZE: ZeroMQ drops the connection, the daemon says so.
+    big = Publisher(ctx, tmp, "bigframe")
+    check(big.hello() is not None, "a publisher says hello")
+    payload = bytes(65 * MIB)
+    h = {"v": 1, "type": "tensor", "run": "bigframe", "step": 3, "name": "w", "dtype": "f32",
+         "shape": [len(payload) // 4], "offset": 0, "count": len(payload) // 4,
+         "total": len(payload) // 4, "crc32": zlib.crc32(payload)}
+    big.send_raw([json.dumps(h).encode(), payload])
+    check(quiet(big, 2000) is None, "a 65 MiB frame gets no reply: ZeroMQ drops the connection")
+    end, line = time.time() + 10, None
+    while time.time() < end and not line:
+        line = next((x for x in dm.log_text().splitlines() if "disconnected" in x and "bigframe" in x),
+                    None)
+        time.sleep(0.2)
+    check(line is not None and "warning" in line and "run 'bigframe'" in line and "ipc" in line and
+          "frame over 67174400 bytes" in line,
+          f"the daemon logs the drop with the peer and the frame limit ({line})")
+    r = p.hello()
+    check(r and r["type"] == "welcome", "the daemon serves on")
+
+
+def drip(ctx, tmp, dm):
+    """Item 2: two slow drips hold 256M - 4K; a good publisher's snapshots are all acked."""
+    drippers = [Publisher(ctx, tmp, f"drip{k}") for k in range(2)]
+    elems = [(128 * MIB) // 4, (128 * MIB - 4096) // 4]
+    stop = threading.Event()
+
+    def dripping():
+        i = 0
+        while not stop.is_set():
+            for p, n in zip(drippers, elems):
+                p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=i, total=n)
+            i += 1
+            stop.wait(2.0)
+
+    th = threading.Thread(target=dripping)
+    th.start()
+    try:
+        time.sleep(1.5)
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        held = st and st["memory"]["reserved"]
+        check(held and held >= 255 * MIB, f"the drippers hold the budget ({held} bytes)")
+        ep = f"ipc://{tmp}/run/ingest.sock"
+        rc, out, err = child(f"""
+pub = wdrift.Publisher({ep!r}, "good", ack_timeout=2.0)
+waits = []
+for step in range(8):
+    t = time.monotonic()
+    pub.publish(step, {{"w": np.arange(256 * 1024, dtype=np.float32) + step}})
+    ok = pub.flush(30)
+    waits.append(time.monotonic() - t)
+    if not ok:
+        break
+s = pub.stats()
+print("acked", s["acked"], "max_wait %.2f" % max(waits))
+pub.close(5)
+""")
+        print(f"# slow drip: good publisher: {out.strip()}")
+        check(rc == 0 and "acked 8" in out, "a good publisher's 8 snapshots are all acked beside the drip",
+              out + err)
+    finally:
+        stop.set()
+        th.join()
+    log = dm.log_text()
+    check("to free memory.budget" in log and "below limits.min_rate" in log,
+          "the log says a dripper was dropped for being slow")
+    st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    check(st and st["snapshots"]["dropped"] >= 1, f"status counts the drops ({st and st['snapshots']})")
+
+
+def budget_message(ctx, tmp):
+    """Item 2: with limits.min_rate under the drip, the refusal names memory.budget."""
+    holders = [Publisher(ctx, tmp, f"hold{k}") for k in range(2)]
+    for p in holders:
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=(128 * MIB - 4096) // 4)
+    time.sleep(0.5)
+    for p in holders:   # keep them from being idle
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=1, total=(128 * MIB - 4096) // 4)
+    late = Publisher(ctx, tmp, "late")
+    late.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=1 << 20)
+    r = late.recv()
+    check(r and r["code"] == "over_window" and "memory.budget full" in r["reason"] and
+          "window" not in r["reason"].split(":")[0],
+          f"over_window names memory.budget, not the run's window ({r and r['reason']})")
+    # the run's own window, half the budget: 128M - 4K held, 8K more does not fit it
+    holders[0].tensor(2, "small", np.ones(1, np.float32), "f32", offset=0, total=2048)
+    r = quiet(holders[0], 1000)
+    check(r and r["code"] == "over_window" and "window full" in r["reason"] and "hold0" in r["reason"],
+          f"... and the run's window when that is what is full ({r and r['reason']})")
+
+
+def max_runs(ctx, tmp):
+    """Item 3: runs whose partial snapshots expired hold nothing and do not count."""
+    pubs = [Publisher(ctx, tmp, f"r{k}") for k in range(4)]
+    for p in pubs:
+        one(p, 1, "w", total=2)
+    p5 = Publisher(ctx, tmp, "r5")
+    one(p5, 1, "w", total=2)
+    r = p5.recv()
+    check(r and r["code"] == "too_many" and r["field"] == "run", f"a fifth run is refused at first ({r})")
+    time.sleep(3.5)    # limits.pending_timeout: 1
+    st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    check(st and st["runs"] == 0, f"the expired runs are forgotten ({st and st['runs']} runs)")
+    one(p5, 1, "w", total=2)
+    check(quiet(p5, 500) is None, "a fifth run is then taken")
+    one(p5, 1, "w", total=2)  # same shard again: harmless
+    p5.tensor(1, "w", np.ones(1, np.float32), "f32", offset=1, total=2)
+    r = p5.commit(1, 1)
+    check(r and r["type"] == "ack", f"... and its snapshot acked ({r})")
+
+
+def main():
+    ctx = zmq.Context()
+    tmp = tempfile.mkdtemp(prefix="wdrift-t76-")
+    dm = Daemon(tmp)
+    try:
+        dm.write_config(level="info")
+        check(dm.start() is not None, "daemon up")
+        names(ctx, tmp)
+        storage_failure(ctx, tmp)
+        frames(ctx, dm, tmp)
+        drip(ctx, tmp, dm)
+        dm.stop()
+
+        dm.write_config(extra="", level="info")
+        path = os.path.join(tmp, "wdrift.yaml")
+        text = open(path).read()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  min_rate: 1\n"))
+        check(dm.start() is not None, "daemon up with limits.min_rate: 1")
+        budget_message(ctx, tmp)
+        dm.stop()
+
+        with open(path, "w") as f:   # a fresh storage.dir: the runs made durable above count
+            f.write(text.replace("limits:\n", "limits:\n  max_runs: 4\n  pending_timeout: 1\n")
+                    .replace(f"{tmp}/var", f"{tmp}/var-runs"))
+        check(dm.start() is not None, "daemon up with limits.max_runs: 4, pending_timeout: 1")
+        max_runs(ctx, tmp)
+    finally:
+        t50_daemon.teardown(dm, tmp, ctx)
+    return t50_daemon.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
