@@ -19,6 +19,7 @@
 
 #include <hdf5.h>
 
+#include "checkpoint.h"	/* wd_h5_errno, wd_h5_discard_writes */
 #include "store.h"
 
 struct names {
@@ -27,6 +28,8 @@ struct names {
 };
 
 struct store {
+	char *path;
+	int failed;		/* a write failed: close discards what HDF5 still buffers */
 	hid_t file, rows, tensors, runs, row_type, str_type;
 	size_t n_proxies, row_size;
 	uint64_t n_rows;
@@ -92,18 +95,50 @@ static uint64_t table_len(hid_t ds)
 	return dim;
 }
 
-/* Appends n elements of buf (type t) to a 1-D table, and flushes it. */
-static int table_append(hid_t ds, hid_t t, const void *buf, hsize_t n)
+/*
+ * Appends n elements of buf (type t) to a 1-D table, and flushes it. 0, or
+ * -1 with *cause the errno of the failed system call where HDF5 recorded
+ * one (else 0), taken before any other HDF5 call clears its error stack.
+ * On failure the table is cut back to its old length (where HDF5 can): a
+ * grown extent whose write failed would show readers rows of zeros.
+ */
+static int table_append(hid_t ds, hid_t t, const void *buf, hsize_t n, int *cause)
 {
 	hsize_t old = table_len(ds), total = old + n;
-	if (H5Dset_extent(ds, &total) < 0)
+
+	*cause = 0;
+	if (H5Dset_extent(ds, &total) < 0) {
+		*cause = wd_h5_errno();
 		return -1;
+	}
 	hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &n, NULL);
 	int r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &old, NULL, &n, NULL) < 0 ||
 		H5Dwrite(ds, t, ms, fs, H5P_DEFAULT, buf) < 0 || H5Dflush(ds) < 0 ? -1 : 0;
+	if (r < 0)
+		*cause = wd_h5_errno();
 	H5Sclose(ms);
 	H5Sclose(fs);
+	if (r < 0)
+		H5Dset_extent(ds, &old);
+	H5Eclear2(H5E_DEFAULT);
 	return r;
+}
+
+/*
+ * err for a failed write of what to s's file, with its cause (an errno, 0
+ * when not known). A full disk says so, and what becomes of the rows: the
+ * result records in the write-ahead log hold them, and the drift log is
+ * rebuilt from it at the next start. Returns -1.
+ */
+static int write_failed(struct store *s, char *err, size_t errlen, const char *what, int e)
+{
+	H5Eclear2(H5E_DEFAULT);
+	s->failed = 1;
+	if (e == ENOSPC || e == EDQUOT)
+		return fail(err, errlen, "'%s': %s: %s: the disk is full (free space in storage.dir; "
+			    "the rows are in the write-ahead log, which the next start rebuilds the "
+			    "drift log from)", s->path, what, strerror(e));
+	return fail(err, errlen, "'%s': %s%s%s", s->path, what, e ? ": " : "", e ? strerror(e) : "");
 }
 
 static int names_add(struct names *nm, const char *s)
@@ -139,7 +174,8 @@ static int names_load(hid_t ds, hid_t str, struct names *nm)
 }
 
 /* The index of name in a table, appending it to memory and file if new. */
-static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name)
+/* The index of name in a name table, appended when new; -1 with *cause (table_append). */
+static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name, int *cause)
 {
 	char padded[STORE_NAME_MAX];
 
@@ -150,7 +186,7 @@ static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name)
 	for (size_t i = 0; i < nm->n; i++)
 		if (!strcmp(nm->v[i], padded))
 			return (long)i;
-	if (table_append(ds, str, padded, 1) < 0 || names_add(nm, padded) < 0)
+	if (table_append(ds, str, padded, 1, cause) < 0 || names_add(nm, padded) < 0)
 		return -1;
 	return (long)nm->n - 1;
 }
@@ -163,8 +199,11 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 	FILE *probe;
 
 	*out = NULL;
-	if (!s || n_proxies > STORE_MAX_PROXIES)
-		return free(s), H5Pclose(fapl), fail(err, errlen, "'%s': out of memory or too many proxies", path);
+	if (!s || n_proxies > STORE_MAX_PROXIES || !(s->path = strdup(path))) {
+		free(s);
+		H5Pclose(fapl);
+		return fail(err, errlen, "'%s': out of memory or too many proxies", path);
+	}
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
 	s->n_proxies = n_proxies;
@@ -211,7 +250,7 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 	} else {
 		s->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
 		if (s->file < 0) {
-			fail(err, errlen, "'%s': cannot create", path);
+			write_failed(s, err, errlen, "cannot create", wd_h5_errno());
 			goto fail;
 		}
 		s->rows = make_table(s->file, "rows", s->row_type, 1024);
@@ -231,7 +270,7 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 			H5Dclose(px);
 		H5Sclose(sp);
 		if (!ok || H5Fstart_swmr_write(s->file) < 0) {
-			fail(err, errlen, "'%s': cannot set up the drift log", path);
+			write_failed(s, err, errlen, "cannot set up the drift log", wd_h5_errno());
 			goto fail;
 		}
 	}
@@ -252,18 +291,19 @@ uint64_t store_rows(const struct store *s)
 int store_append(struct store *s, const struct drift_row *rows, size_t n, char *err, size_t errlen)
 {
 	unsigned char *buf = calloc(n + 1, s->row_size);
+	int cause = 0;
 
 	if (!buf)
 		return fail(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const struct drift_row *r = &rows[i];
 		struct store_disk_row d;
-		long t = r->tensor ? name_index(&s->tensor_names, s->tensors, s->str_type, r->tensor)
+		long t = r->tensor ? name_index(&s->tensor_names, s->tensors, s->str_type, r->tensor, &cause)
 				   : (long)UINT32_MAX;
-		long run = name_index(&s->run_names, s->runs, s->str_type, r->run);
+		long run = t < 0 ? -1 : name_index(&s->run_names, s->runs, s->str_type, r->run, &cause);
 		if (t < 0 || run < 0) {
 			free(buf);
-			return fail(err, errlen, "cannot extend the name tables");
+			return write_failed(s, err, errlen, "cannot extend the name tables", cause);
 		}
 		memset(&d, 0, sizeof(d));
 		d.step = r->step;
@@ -282,10 +322,13 @@ int store_append(struct store *s, const struct drift_row *rows, size_t n, char *
 		memcpy(buf + i * s->row_size, &d, sizeof(d));
 		memcpy(buf + i * s->row_size + sizeof(d), r->ratio, s->n_proxies * sizeof(double));
 	}
-	int rc = n ? table_append(s->rows, s->row_type, buf, n) : 0;
+	int rc = n ? table_append(s->rows, s->row_type, buf, n, &cause) : 0;
 	free(buf);
-	if (rc < 0)
-		return fail(err, errlen, "cannot append %zu rows", n);
+	if (rc < 0) {
+		char what[64];
+		snprintf(what, sizeof(what), "cannot append %zu rows", n);
+		return write_failed(s, err, errlen, what, cause);
+	}
 	s->n_rows += n;
 	return 0;
 }
@@ -295,10 +338,20 @@ void store_close(struct store **ps)
 	struct store *s = *ps;
 	if (!s)
 		return;
+	/*
+	 * A flush first, where its failure can be handled: inside H5Fclose it
+	 * would leave HDF5 1.10 holding an ID to freed memory (checkpoint.h,
+	 * wd_h5_discard_writes). After a failed write, or a failed flush, what
+	 * is still buffered is discarded: the WAL holds the rows.
+	 */
+	if (s->file >= 0 && (s->failed || H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0))
+		wd_h5_discard_writes(s->file);
 	if (s->rows >= 0) H5Dclose(s->rows);
 	if (s->tensors >= 0) H5Dclose(s->tensors);
 	if (s->runs >= 0) H5Dclose(s->runs);
 	if (s->file >= 0) H5Fclose(s->file);
+	H5Eclear2(H5E_DEFAULT);
+	free(s->path);
 	H5Tclose(s->row_type);
 	H5Tclose(s->str_type);
 	for (size_t i = 0; i < s->tensor_names.n; i++)

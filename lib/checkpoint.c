@@ -605,10 +605,13 @@ static int write_cause(const struct h5_stack *st, int saved, const char *path)
  * A writer's failure: err is "'PATH': MESSAGE: CAUSE", the cause in
  * strerror's words where it is known (else HDF5's innermost message), and
  * the return is its -errno (write_cause). saved is errno as the failing
- * call left it; with_h5, HDF5's stack is read (and cleared).
+ * call left it. taken is HDF5's stack as read right after the failing call
+ * (any later HDF5 call, a close included, clears it); with_h5 and no
+ * taken, it is read (and cleared) here.
  */
-__attribute__((format(printf, 5, 6)))
-static int write_fail(char *err, const char *path, int saved, int with_h5, const char *fmt, ...)
+__attribute__((format(printf, 6, 7)))
+static int write_fail(char *err, const char *path, int saved, int with_h5, const struct h5_stack *taken,
+		      const char *fmt, ...)
 {
 	char msg[400];
 	struct h5_stack st = { "", 0, 0 };
@@ -618,7 +621,9 @@ static int write_fail(char *err, const char *path, int saved, int with_h5, const
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (with_h5)
+	if (taken)
+		st = *taken;
+	else if (with_h5)
 		h5_stack_take(&st);
 	else
 		st.sys_errno = saved;
@@ -630,19 +635,27 @@ static int write_fail(char *err, const char *path, int saved, int with_h5, const
 	return r;
 }
 
+/* At a failed HDF5 call: errno and the error stack, before anything clears them. */
+static void take_failure(int *saved, struct h5_stack *st)
+{
+	*saved = errno;
+	h5_stack_take(st);
+}
+
 /*
  * Writes one tensor's dataset. 0, or -1 with *saved the errno the failing
- * call left and HDF5's stack holding the rest. Every close is checked:
+ * call left and *st HDF5's stack as it was then. Every close is checked:
  * HDF5 buffers small raw data (its sieve buffer) and writes it when the
  * dataset closes, so a full disk can show first there.
  */
-static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t, int *saved)
+static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t, int *saved, struct h5_stack *st)
 {
 	hsize_t dims[WD_CKPT_MAX_RANK], one = t->view.numel;
 	hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = -1, ftype = -1, ds = -1;
 	int r = -1;
 
 	*saved = 0;
+	memset(st, 0, sizeof(*st));
 	if (t->rank > WD_CKPT_MAX_RANK)
 		goto out;
 	for (int d = 0; d < t->rank; d++)
@@ -650,28 +663,31 @@ static int write_tensor(hid_t file, const struct wd_ckpt_tensor *t, int *saved)
 	H5Pset_create_intermediate_group(lcpl, 1);
 	space = t->dims ? H5Screate_simple(t->rank, dims, NULL) : H5Screate_simple(1, &one, NULL);
 	ftype = file_type_of(t->view.dtype);
-	if (space < 0 || ftype < 0)
+	if (space < 0 || ftype < 0) {
+		take_failure(saved, st);
 		goto out;
+	}
 	errno = 0;
 	ds = H5Dcreate2(file, t->name, ftype, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
 	/* memory type = file type: the bits go in as they are */
 	if (ds < 0 || H5Dwrite(ds, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->view.data) < 0) {
-		*saved = errno;
+		take_failure(saved, st);
 		goto out;
 	}
 	if (t->view.dtype == WD_BF16) {
-		hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
-		H5Tset_size(st, 9);	/* "bfloat16" and its NUL */
-		hid_t a = H5Acreate2(ds, "dtype", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-		int ok = a >= 0 && H5Awrite(a, st, "bfloat16") >= 0;
+		hid_t sty = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+		H5Tset_size(sty, 9);	/* "bfloat16" and its NUL */
+		hid_t a = H5Acreate2(ds, "dtype", sty, sp, H5P_DEFAULT, H5P_DEFAULT);
+		int ok = a >= 0 && H5Awrite(a, sty, "bfloat16") >= 0;
 		if (!ok)
-			*saved = errno;
+			take_failure(saved, st);
+		errno = 0;
 		if (a >= 0 && H5Aclose(a) < 0 && ok) {
-			*saved = errno;
+			take_failure(saved, st);
 			ok = 0;
 		}
 		H5Sclose(sp);
-		H5Tclose(st);
+		H5Tclose(sty);
 		if (!ok)
 			goto out;
 	}
@@ -680,7 +696,7 @@ out:
 	if (ds >= 0) {
 		errno = 0;
 		if (H5Dclose(ds) < 0 && r == 0) {
-			*saved = errno;
+			take_failure(saved, st);
 			r = -1;
 		}
 	}
@@ -704,24 +720,41 @@ out:
  */
 static void close_failed(hid_t file)
 {
-	void *handle = NULL;
-
-	if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle) {
-		int *fdp = handle, m = memfd_create("wdrift-ckpt-discard", MFD_CLOEXEC);
-		if (m >= 0) {
-			if (dup2(m, *fdp) < 0)
-				(void)0;	/* the close below fails, as it would have */
-			close(m);
-		}
-	}
+	wd_h5_discard_writes(file);
 	H5Fclose(file);
 	H5Eclear2(H5E_DEFAULT);
+}
+
+int wd_h5_discard_writes(int64_t file)
+{
+	void *handle = NULL;
+	int m, r = 0;
+
+	if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle) {
+		H5Eclear2(H5E_DEFAULT);
+		return -EINVAL;
+	}
+	if ((m = memfd_create("wdrift-h5-discard", MFD_CLOEXEC)) < 0)
+		return -errno;
+	if (dup2(m, *(int *)handle) < 0)
+		r = -errno;
+	close(m);
+	return r;
+}
+
+int wd_h5_errno(void)
+{
+	struct h5_stack st = { "", 0, 0 };
+
+	H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, &st);
+	return st.sys_errno;
 }
 
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err)
 {
 	char tmp[4096];
 	hid_t file = -1;
+	struct h5_stack st;
 	int fd, r, saved;
 
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -729,13 +762,13 @@ int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, ch
 	errno = 0;
 	file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
 	if (file < 0) {
-		r = write_fail(err, tmp, errno, 1, "cannot create");
+		r = write_fail(err, tmp, errno, 1, NULL, "cannot create");
 		unlink(tmp);	/* made, perhaps, before what failed */
 		return r;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (write_tensor(file, &t[i], &saved) < 0) {
-			r = write_fail(err, tmp, saved, 1, "dataset '%s': cannot write", t[i].name);
+		if (write_tensor(file, &t[i], &saved, &st) < 0) {
+			r = write_fail(err, tmp, saved, 1, &st, "dataset '%s': cannot write", t[i].name);
 			close_failed(file);
 			unlink(tmp);
 			return r;
@@ -747,14 +780,14 @@ int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, ch
 	 */
 	errno = 0;
 	if (H5Fflush(file, H5F_SCOPE_LOCAL) < 0) {
-		r = write_fail(err, tmp, errno, 1, "cannot write");
+		r = write_fail(err, tmp, errno, 1, NULL, "cannot write");
 		close_failed(file);
 		unlink(tmp);
 		return r;
 	}
 	errno = 0;
 	if (H5Fclose(file) < 0) {	/* rare after the flush; the ID may be left (above) */
-		r = write_fail(err, tmp, errno, 1, "cannot close");
+		r = write_fail(err, tmp, errno, 1, NULL, "cannot close");
 		unlink(tmp);
 		return r;
 	}
@@ -765,13 +798,13 @@ int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, ch
 		if (fd >= 0)
 			close(fd);
 		unlink(tmp);
-		return write_fail(err, tmp, saved, 0, "cannot fsync");
+		return write_fail(err, tmp, saved, 0, NULL, "cannot fsync");
 	}
 	close(fd);
 	if (rename(tmp, path) < 0) {
 		saved = errno;
 		unlink(tmp);
-		return write_fail(err, path, saved, 0, "cannot rename into place");
+		return write_fail(err, path, saved, 0, NULL, "cannot rename into place");
 	}
 	return 0;
 }

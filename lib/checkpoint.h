@@ -106,4 +106,24 @@ struct wd_ckpt_tensor {
 
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err);
 
+/*
+ * For other HDF5 writers (daemon/store.c), so that they need not read
+ * HDF5's messages themselves:
+ *
+ * wd_h5_errno: the errno of the failed system call that HDF5's current
+ * error stack records (its file drivers write "errno = N" into the
+ * message), or 0. The stack is left as it is.
+ *
+ * wd_h5_discard_writes: points an open file's descriptor (sec2 driver) at
+ * an anonymous memory file, so that what HDF5 still buffers for it is
+ * written there, and its close succeeds. For a file whose writes failed
+ * (a full disk): HDF5 1.10 frees a file's structure when the flush inside
+ * H5Fclose fails, yet keeps its ID, and crashes on it at exit. The real
+ * file's descriptor is closed; what was not yet written to it never will
+ * be. 0 or -errno. (A file that failed on RLIMIT_FSIZE still fails to
+ * close: the memory file is held to the same limit when HDF5 extends it.)
+ */
+int wd_h5_errno(void);
+int wd_h5_discard_writes(int64_t file);
+
 #endif

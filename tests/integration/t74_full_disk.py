@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """t74_full_disk.py: wdriftd on a full disk (issue 11, item 7).
 
-storage.dir is an 8 MiB tmpfs, and its wal/ a 1 MiB tmpfs of its own, so
-that the spool file and the write-ahead log can each be the one that finds
-no room. Against the real daemon, with the study of t50 (base, fa, lowprec):
+storage.dir is an 8 MiB tmpfs, and its wal/ and drift/ 1 MiB tmpfs of
+their own, so that the spool file, the write-ahead log and the drift log
+can each be the one that finds no room. Against the real daemon, with the study of t50 (base, fa, lowprec):
 
 - Steps 0 and 1 are acked and compared.
 - The spool's disk filled (a filler file): every snapshot sent is refused
@@ -17,6 +17,11 @@ no room. Against the real daemon, with the study of t50 (base, fa, lowprec):
   in part and must be cut off again.
 - The fillers removed: every refused snapshot re-sent is acked, and
   compared.
+- Only the drift log's disk (drift/, a third tmpfs) filled: snapshots are
+  acked, the compute thread's log line names the full disk and says the
+  rows are in the WAL; the daemon answers, and SIGTERM ends it with exit
+  0 (HDF5 1.10 crashed at exit on a file whose close had failed). Started
+  again with room, the drift log holds the step from the WAL.
 - kill -9 and a restart: the WAL opens without a torn record or damage,
   every acked step is durable, its spool file is there, and the drift log's
   W1 of each step equals scipy's.
@@ -81,21 +86,21 @@ def fill(path):
             return e.errno == 28
 
 
-def snapshot(pub, step, seed):
-    """One snapshot: "w" (N f32, sent in 4 pieces) and 10 small tensors with long names."""
+def snapshot(pub, step, seed, extra=0):
+    """One snapshot: "w" (N f32, sent in 4 pieces), 10 small tensors with long names, and extra more."""
     rng = np.random.default_rng(seed * 1000 + step)
     w = rng.standard_normal(N).astype(np.float32)
     q = N // 4
     for k in range(4):
         pub.tensor(step, "w", w[k * q:(k + 1) * q], "f32", offset=k * q, total=N)
-    for name in LONG:
+    for name in LONG + [f"extra.{i}" for i in range(extra)]:
         pub.tensor(step, name, rng.standard_normal(64).astype(np.float32), "f32")
     return w
 
 
-def send(pub, step, seed):
-    w = snapshot(pub, step, seed)
-    return pub.commit(step, 1 + len(LONG)), w
+def send(pub, step, seed, extra=0):
+    w = snapshot(pub, step, seed, extra)
+    return pub.commit(step, 1 + len(LONG) + extra), w
 
 
 def spool_files(var, run):
@@ -138,7 +143,11 @@ def main():
         os.makedirs(wal)
         check(mount(kind, wal, 1, loops), f"a 1 MiB {kind} for storage.dir/wal")
         mounted.insert(0, wal)
-        print(f"# storage.dir on an 8 MiB {kind}, its wal/ on a 1 MiB one")
+        drift = os.path.join(var, "drift")
+        os.makedirs(drift)
+        check(mount(kind, drift, 1, loops), f"a 1 MiB {kind} for storage.dir/drift")
+        mounted.insert(0, drift)
+        print(f"# storage.dir on an 8 MiB {kind}, its wal/ and drift/ on 1 MiB ones")
 
         dm.write_config()
         check(dm.start() is not None, "the daemon starts", dm.log_text())
@@ -146,8 +155,8 @@ def main():
         seeds = {"base": 1, "fa": 2}
         values, acked = {}, {"base": set(), "fa": set()}
 
-        def publish(run, step):
-            a, w = send(pubs[run], step, seeds[run])
+        def publish(run, step, extra=0):
+            a, w = send(pubs[run], step, seeds[run], extra)
             if a and a.get("type") == "ack":
                 acked[run].add(step)
                 values[(run, step)] = w
@@ -213,7 +222,33 @@ def main():
                       f"{run} step {step} re-sent with room again: acked", a)
         check(wait_rows(var, {0, 1, 2, 3}) is not None, "steps 2 and 3 compared")
 
-        # 4. nothing acked is lost across kill -9 and a restart
+        # 4. the drift log's disk is full: 60 new tensor names need a new chunk of its name table
+        drift_filler = os.path.join(drift, "filler")
+        check(fill(drift_filler), "storage.dir/drift filled to ENOSPC")
+        for run in ("base", "fa"):
+            a = publish(run, 4, extra=60)
+            check(a and a["type"] == "ack", f"{run} step 4 (60 more tensors) acked: spool and WAL have room", a)
+        end, line = time.time() + 30, None
+        while time.time() < end and not line:
+            line = next((ln for ln in dm.log_text().splitlines() if "drift log of 'fa'" in ln), None)
+            time.sleep(0.2)
+        check(line and "No space left on device" in line and "the disk is full" in line and
+              "write-ahead log" in line,
+              f"the compute thread logs the drift log's full disk, and what becomes of the rows: {line}")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["snapshots"]["durable"] == 10, "the daemon goes on answering: 10 durable", st)
+        code = dm.stop(signal.SIGTERM)
+        check(code == 0, f"SIGTERM with the drift log's disk still full: exit 0 (HDF5 left no "
+              f"freed file behind to crash on; got {code})", dm.log_text()[-2000:])
+        os.unlink(drift_filler)
+        check(dm.start() is not None, "started again with room", dm.log_text()[-3000:])
+        pubs = {run: Publisher(ctx, tmp, run) for run in ("base", "fa")}
+        for run in ("base", "fa"):
+            a = publish(run, 5)
+            check(a and a["type"] == "ack", f"{run} step 5 acked", a)
+        check(wait_rows(var, {0, 1, 2, 3, 4, 5}) is not None, "steps 4 (from the WAL) and 5 are in the drift log")
+
+        # 5. nothing acked is lost across kill -9 and a restart
         for p in pubs.values():
             p.s.close()
         dm.stop(signal.SIGKILL)
@@ -223,14 +258,14 @@ def main():
               "the WAL opens with no torn or damaged record", log[-3000:])
         for run in ("base", "fa"):
             w = Publisher(ctx, tmp, run).hello()
-            check(w and set(w["durable_steps"]) == acked[run] == {0, 1, 2, 3},
+            check(w and set(w["durable_steps"]) == acked[run] == {0, 1, 2, 3, 4, 5},
                   f"every acked step of {run} is durable after the restart ({w and w['durable_steps']})")
             files = spool_files(var, run)
             check(files == [f"{s}.h5" for s in sorted(acked[run])], f"and its spool files are there ({files})")
-        table = wait_rows(var, {0, 1, 2, 3})
+        table = wait_rows(var, {0, 1, 2, 3, 4, 5})
         rows = latest_rows(table) if table is not None else {}
         bad = []
-        for step in (0, 1, 2, 3):
+        for step in range(6):
             r = rows.get((step, "w", "fa"))
             want = wasserstein_distance(values[("base", step)].astype(np.float64),
                                         values[("fa", step)].astype(np.float64))
