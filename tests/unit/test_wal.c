@@ -5,6 +5,7 @@
  * fsync'd: this binary defines fsync and fdatasync itself, so the calls
  * wal.o makes come here and are recorded (then made, by syscall).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +356,39 @@ static void test_failed_write(void)
 	wal_close(&w);
 }
 
+/*
+ * A new segment that cannot be made (a full disk; here, a directory in
+ * its place) fails that one append: the old segment stays open, and
+ * appends work again once the new one can be made. (Issue 11: the old
+ * segment was closed first, and every append after failed, EBADF, until a
+ * restart.)
+ */
+static void test_rotate_fails(void)
+{
+	struct wal *w;
+	char err[512], rec[3][64], blocker[300];
+	int r;
+
+	reset();
+	CHECK(open_replay(0, &w, err) == 0, "an empty log: %s", err);
+	wal_set_segment_bytes(w, 60);
+	for (int i = 0; i < 3; i++)
+		snprintf(rec[i], sizeof(rec[i]), "{\"t\":\"snapshot\",\"step\":%d,\"pad\":\"xxxxxxxxxxxx\"}", i);
+	CHECK(wal_append(w, rec[0], strlen(rec[0])) == 0, "a first record");
+	snprintf(blocker, sizeof(blocker), "%s/000002.log", dir);
+	mkdir(blocker, 0700);
+	r = wal_append(w, rec[1], strlen(rec[1]));
+	CHECK(r == -EISDIR, "an append whose new segment cannot be opened fails (%d)", r);
+	rmdir(blocker);
+	CHECK(wal_append(w, rec[2], strlen(rec[2])) == 0 && wal_sync(w) == 0,
+	      "the next one, once the segment can be made, succeeds");
+	wal_close(&w);
+	CHECK(open_replay(0, &w, err) == 0 && n_seen == 2 && !strcmp(seen[0], rec[0]) &&
+	      !strcmp(seen[1], rec[2]), "the log opens with the 2 records appended (%d: %s)", n_seen, err);
+	CHECK(seg_size(2) > 0, "the second in a segment of its own");
+	wal_close(&w);
+}
+
 int main(void)
 {
 	log_level = LOG_ERR;	/* the torn-tail warnings are expected here */
@@ -368,6 +402,7 @@ int main(void)
 	test_corruption();
 	test_segments();
 	test_failed_write();
+	test_rotate_fails();
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
