@@ -750,6 +750,33 @@ int wd_h5_errno(void)
 	return st.sys_errno;
 }
 
+/*
+ * -ENOSPC, with err, when path's file system has fewer bytes free than the
+ * raw data alone needs: the write could only fail, part-way, and libhdf5
+ * leaks a little on the way out of a create that fails on a full disk.
+ * Else 0. Free space as its writer sees it: root may use the reserved
+ * blocks. (A quota, EDQUOT, is not seen here: the write finds it.)
+ */
+static int room_check(const char *path, uint64_t need, char *err)
+{
+	struct statvfs vfs;
+	char dir[4096];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	if (statvfs(slash ? dir : ".", &vfs) < 0)
+		return 0;	/* the write will say */
+	uint64_t avail = (uint64_t)(geteuid() ? vfs.f_bavail : vfs.f_bfree) * vfs.f_frsize;
+	if (avail >= need)
+		return 0;
+	snprintf(err, WD_CKPT_ERR_MAX, "'%.600s': cannot write %llu bytes: %s (%llu bytes free)", path,
+		 (unsigned long long)need, strerror(ENOSPC), (unsigned long long)avail);
+	return -ENOSPC;
+}
+
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err)
 {
 	char tmp[4096];
@@ -757,8 +784,14 @@ int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, ch
 	struct h5_stack st;
 	int fd, r, saved;
 
+	uint64_t need = 0;
+
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	for (size_t i = 0; i < n; i++)
+		need += t[i].view.numel * wd_dtype_size(t[i].view.dtype);
+	if ((r = room_check(tmp, need, err)) < 0)
+		return r;
 	errno = 0;
 	file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
 	if (file < 0) {

@@ -110,7 +110,7 @@ static void test_enospc(void)
 	char mnt[256], path[300], tmp[320], filler[300], err[WD_CKPT_ERR_MAX] = "";
 	/* full; 64 KiB free, a tensor larger; 64 KiB free, 200 small tensors (more than that) */
 	static const struct { off_t room; int many; const char *what; } cases[] = {
-		{ 0, 0, "on a full disk (the create fails)" },
+		{ 0, 0, "on a full disk (refused before HDF5 starts)" },
 		{ 64 << 10, 0, "512 KiB with 64 KiB free (a write fails mid-way)" },
 		{ 64 << 10, 1, "200 tensors of 400 bytes with 64 KiB free (HDF5 buffers them)" },
 	};
