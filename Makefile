@@ -11,6 +11,7 @@
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
+#   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
 #   make check-gpu tests/gpu: the CUDA engine against the CPU one (77: no device)
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
@@ -194,6 +195,8 @@ $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_store: $(BUILD)/daemon/store.o
 $(BUILD)/tests/unit/test_store.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
+$(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
 -include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d
@@ -327,6 +330,18 @@ bench-ingest: deps
 bench-ckpt: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ckpt.sh
+
+# BENCH_TENSORS=2500,5000 picks the sizes, BUILD another build ("before")
+.PHONY: bench-drift-query
+bench-drift-query: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) $(PYTHON) bench/bench_drift_query.py
+
+# A good publisher's ack wait and status latency under each attack of issue 11
+.PHONY: bench-attack
+bench-attack: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) bench/bench_attack.py
 
 bench: deps
 	@$(MAKE) --no-print-directory all
