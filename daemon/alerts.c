@@ -43,6 +43,8 @@ struct rule {
 	char **cands;			/* stalled: the study's candidates */
 	size_t n_cands;
 	struct instance *inst;
+	struct instance **slots;	/* inst by (run, tensor): open addressing */
+	size_t cap, n_inst;
 	double last_command;		/* Unix seconds */
 };
 
@@ -89,6 +91,7 @@ static void rules_free(struct alerts *a)
 			free(r->cands[c]);
 		free(r->cands);
 		instances_free(r->inst);
+		free(r->slots);
 	}
 	free(a->rules);
 	a->rules = NULL;
@@ -130,8 +133,12 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			if (old[k].inst && !strcmp(old[k].a.name, c->name) && old[k].a.metric == c->metric &&
 			    !strcmp(old[k].a.study, c->study)) {
 				v[i].inst = old[k].inst;
+				v[i].slots = old[k].slots;
+				v[i].cap = old[k].cap;
+				v[i].n_inst = old[k].n_inst;
 				v[i].last_command = old[k].last_command;
 				old[k].inst = NULL;
+				old[k].slots = NULL;
 			}
 	}
 	a->n_rules = n_old;
@@ -141,17 +148,68 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 	a->n_rules = cfg->n_alerts;
 }
 
+static uint64_t instance_hash(const char *run, const char *tensor)
+{
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a over run, a 0, tensor */
+	for (const char *p = run; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (const char *p = tensor; p && *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+static int instance_is(const struct instance *i, const char *run, const char *tensor)
+{
+	return !strcmp(i->run, run) && ((!i->tensor && !tensor) ||
+					 (i->tensor && tensor && !strcmp(i->tensor, tensor)));
+}
+
+/* Indexes i in r->slots, grown to a load of 1/2; -1 when out of memory. */
+static int instance_index(struct rule *r, struct instance *i)
+{
+	if (2 * (r->n_inst + 1) > r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 64;
+		struct instance **v = calloc(cap, sizeof(*v));
+		if (!v)
+			return -1;
+		for (struct instance *x = r->inst; x; x = x->next) {	/* all but i: it is not linked yet */
+			size_t k = instance_hash(x->run, x->tensor) & (cap - 1);
+			while (v[k])
+				k = (k + 1) & (cap - 1);
+			v[k] = x;
+		}
+		free(r->slots);
+		r->slots = v;
+		r->cap = cap;
+	}
+	size_t k = instance_hash(i->run, i->tensor) & (r->cap - 1);
+	while (r->slots[k])
+		k = (k + 1) & (r->cap - 1);
+	r->slots[k] = i;
+	r->n_inst++;
+	return 0;
+}
+
+/*
+ * The instance of rule r for run (and tensor), made when new. Hashed: a
+ * per-tensor rule on a model of 20,000 tensors has as many instances, and
+ * a scan of them per row made each batch cost seconds on the main loop.
+ */
 static struct instance *instance_of(struct rule *r, const char *run, const char *tensor)
 {
 	struct instance *i;
-	for (i = r->inst; i; i = i->next)
-		if (!strcmp(i->run, run) && ((!i->tensor && !tensor) ||
-					     (i->tensor && tensor && !strcmp(i->tensor, tensor))))
+
+	for (size_t k = r->cap ? instance_hash(run, tensor) & (r->cap - 1) : 0;
+	     r->cap && (i = r->slots[k]); k = (k + 1) & (r->cap - 1))
+		if (instance_is(i, run, tensor))
 			return i;
 	if (!(i = calloc(1, sizeof(*i))) || !(i->run = strdup(run)) ||
-	    (tensor && !(i->tensor = strdup(tensor)))) {
-		if (i)
+	    (tensor && !(i->tensor = strdup(tensor))) || instance_index(r, i) < 0) {
+		if (i) {
 			free(i->run);
+			free(i->tensor);
+		}
 		free(i);
 		return NULL;
 	}
@@ -336,22 +394,26 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 		struct rule *r = &a->rules[k];
 		if (r->a.metric == WD_METRIC_STALLED || strcmp(r->a.study, b->study))
 			continue;
-		/* each candidate in the batch, once */
+		/* each candidate in the batch, once: their names gathered first, not a scan per row */
+		const char *runs[256];
+		size_t n_runs = 0;
 		for (size_t i = 0; i < b->n_rows; i++) {
-			const struct drift_row *first = &b->rows[i];
-			if (first->kind != ROW_TENSOR || first->role != ROLE_CANDIDATE)
+			const struct drift_row *row = &b->rows[i];
+			if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE)
 				continue;
-			int seen = 0;
-			for (size_t j = 0; j < i && !seen; j++)
-				seen = b->rows[j].kind == ROW_TENSOR && b->rows[j].role == ROLE_CANDIDATE &&
-				       !strcmp(b->rows[j].run, first->run);
-			if (seen)
-				continue;
+			size_t c = n_runs;
+			while (c > 0 && strcmp(runs[c - 1], row->run))
+				c--;
+			if (c == 0 && n_runs < sizeof(runs) / sizeof(runs[0]))
+				runs[n_runs++] = row->run;
+		}
+		for (size_t c = 0; c < n_runs; c++) {
+			const char *run = runs[c];
 			double sum = 0, wsum = 0, mx = NAN;
 			size_t n = 0;
-			for (size_t j = i; j < b->n_rows; j++) {
+			for (size_t j = 0; j < b->n_rows; j++) {
 				const struct drift_row *row = &b->rows[j];
-				if (row->kind != ROW_TENSOR || strcmp(row->run, first->run))
+				if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE || strcmp(row->run, run))
 					continue;
 				double v = metric_of(r, b, row);
 				if (r->a.scope == WD_SCOPE_TENSORS) {
@@ -380,7 +442,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 				qsort(vals, n, sizeof(double), cmp_double);
 				value = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
 			}
-			struct instance *in = instance_of(r, first->run, NULL);
+			struct instance *in = instance_of(r, run, NULL);
 			if (in)
 				evaluate(a, r, in, value, b->step);
 		}

@@ -11,6 +11,11 @@ tiny f32 tensors each to a real wdriftd, which compares them. Checks:
 - `status` requests sent while drift queries run back to back are each
   answered within 1 s (a generous bound for noisy machines; the figures are
   in docs/performance.md): the drift reply is built off the main loop;
+- with two alert rules on the study, one per tensor (20,000 instances)
+  and one on the median, `status` requests sent while the results come in
+  are each answered within 1 s: the rules are evaluated in linear time on
+  the main loop (they took seconds a batch when each row scanned the ones
+  before it and each tensor's instance was found by a scan);
 - `wdrift drift --json` with a timeout shorter than its wait (four other
   queries go first) gets the whole reply, and the daemon received the
   query once: the CLI waits for a daemon that is alive instead of sending
@@ -48,6 +53,31 @@ def publish(pub, vals):
     return pub.commit(1, N)
 
 
+ALERTS = """alerts:
+  - name: fa-each
+    study: fa
+    metric: w1
+    scope: tensors
+    tensors: "experts.*"
+    threshold: 1.0e+9
+  - name: fa-median
+    study: fa
+    metric: ratio
+    proxy: fp16
+    scope: median
+    threshold: 1.0e+9
+"""
+
+
+def sample_status(ctx, tmp, stop, out):
+    """status every 20 ms until stop: (sent, seconds to answer)."""
+    while not stop.is_set():
+        t0 = time.monotonic()
+        s = control(ctx, tmp, {"v": 1, "cmd": "status"}, timeout=10000)
+        out.append((t0, time.monotonic() - t0 if s and s.get("ok") else float("inf")))
+        stop.wait(0.02)
+
+
 def close(a, b, rel=1e-9):
     return a is not None and abs(a - b) <= rel * abs(b) + 1e-15
 
@@ -57,14 +87,19 @@ def main():
     ctx = zmq.Context()
     dm = Daemon(tmp)
     try:
-        cfg = dm.write_config()
+        cfg = dm.write_config(extra=ALERTS)
         if not check(dm.start() is not None, "the daemon is ready"):
             return
         base, cand, low = values(1), values(2), values(3)
         # the baseline last: one comparison of all three
-        for run, v in (("lowprec", low), ("fa", cand), ("base", base)):
+        for run, v in (("lowprec", low), ("fa", cand)):
             ack = publish(Publisher(ctx, tmp, run), v)
             check(ack and ack.get("type") == "ack", f"{run}: {N} tensors acked", ack)
+        arriving, stop_arriving = [], threading.Event()
+        sampler = threading.Thread(target=sample_status, args=(ctx, tmp, stop_arriving, arriving))
+        sampler.start()
+        ack = publish(Publisher(ctx, tmp, "base"), base)
+        check(ack and ack.get("type") == "ack", f"base: {N} tensors acked", ack)
 
         req = {"v": 1, "cmd": "drift", "study": "fa", "step": 1}
         r, end = None, time.time() + 300
@@ -73,6 +108,18 @@ def main():
             if r and r.get("ok"):
                 break
             time.sleep(0.5)
+        time.sleep(1.0)     # the batch's alerts are evaluated after it is kept for drift
+        stop_arriving.set()
+        sampler.join()
+        worst = max((d for _, d in arriving), default=float("inf"))
+        check(len(arriving) >= 10 and worst < 1.0,
+              f"{len(arriving)} status requests while the results came in and the alert rules ran, "
+              f"each answered within 1 s (max {worst * 1000:.0f} ms)", sorted(d for _, d in arriving)[-5:])
+        al = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        each = next((a for a in (al or {}).get("alerts", []) if a.get("name") == "fa-each"), None)
+        check(each is not None and len(each.get("instances", [])) == N,
+              f"the per-tensor rule has an instance for each of the {N} tensors",
+              str(al)[:300])
         layers = (r or {}).get("candidates", {}).get("fa", {}).get("layers", [])
         check(len(layers) == N and {l["name"] for l in layers} == {f"experts.{i}.w" for i in range(N)},
               f"drift returns all {N} layers, each once", f"{len(layers)} layers: {str(r)[:500]}")
