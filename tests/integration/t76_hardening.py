@@ -232,7 +232,9 @@ pub.close(5)
     check("to free memory.budget" in log and "below limits.min_rate" in log,
           "the log says a dripper was dropped for being slow")
     st = control(ctx, tmp, {"v": 1, "cmd": "status"})
-    check(st and st["snapshots"]["dropped"] >= 1, f"status counts the drops ({st and st['snapshots']})")
+    check(st and st["snapshots"]["dropped_for_room"] >= 1 and
+          st["snapshots"]["dropped"] >= st["snapshots"]["dropped_for_room"],
+          f"status counts the drops for room ({st and st['snapshots']})")
 
 
 def budget_message(ctx, tmp):
