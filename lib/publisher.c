@@ -129,6 +129,7 @@ struct wd_publisher {
 	uint64_t dropped_at_stall;
 	uint64_t refusals, conflicts_said;
 	char refusal[768], conflict[768];
+	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	unsigned rng;
 };
@@ -265,6 +266,7 @@ static void stall_check(struct wd_publisher *p, int recovered)
 		 (unsigned long long)p->st.queued,
 		 answers ? "it answers, but acks nothing" : "no answer at all",
 		 !answers ? "is wdriftd running and listening there?"
+		 : p->pushback[0] ? p->pushback
 		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
 		 : "is its memory budget full (wdrift status)?");
 }
@@ -465,6 +467,9 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		if (in->type == WIRE_ACK && in->step == snap->step) {
 			*duplicate = in->duplicate;
 			out = ACKED;
+			pthread_mutex_lock(&p->lock);
+			p->pushback[0] = 0;
+			pthread_mutex_unlock(&p->lock);
 			break;
 		}
 		if (in->type == WIRE_ERROR && in->step >= 0 && in->step != snap->step)
@@ -477,6 +482,10 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 				wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; "
 				       "sending it again", p->run, (long long)snap->step,
 				       wire_code_name(in->error.code), in->error.reason);
+				pthread_mutex_lock(&p->lock);	/* for the stall warning: why */
+				snprintf(p->pushback, sizeof(p->pushback), "the daemon said %s: %.256s",
+					 wire_code_name(in->error.code), in->error.reason);
+				pthread_mutex_unlock(&p->lock);
 			}
 			break;
 		}

@@ -251,6 +251,21 @@ def budget_message(ctx, tmp):
     check(r and r["code"] == "over_window" and "memory.budget full" in r["reason"] and
           "window" not in r["reason"].split(":")[0],
           f"over_window names memory.budget, not the run's window ({r and r['reason']})")
+    # a publisher refused so says why in its stall warning, not a guess
+    for p in holders:
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2, total=(128 * MIB - 4096) // 4)
+    ep = f"ipc://{tmp}/run/ingest.sock"
+    rc, out, err = child(f"""
+pub = wdrift.Publisher({ep!r}, "stalled", ack_timeout=0.5, stall_warning=1.0)
+pub.publish(1, {{"w": np.ones(1 << 20, dtype=np.float32)}})
+time.sleep(2.5)
+print("dropped", pub.close(0))
+""")
+    said = [line for line in err.splitlines() if "no ack" in line]
+    check(rc == 0 and len(said) == 1 and "memory.budget full" in said[0] and "over_window" in said[0],
+          f"the stall warning quotes the daemon's refusal ({said})", out + err)
+    for p in holders:
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=3, total=(128 * MIB - 4096) // 4)
     # the run's own window, half the budget: 128M - 4K held, 8K more does not fit it
     holders[0].tensor(2, "small", np.ones(1, np.float32), "f32", offset=0, total=2048)
     r = quiet(holders[0], 1000)
