@@ -1,8 +1,11 @@
 /* driftlog.c: reads a drift log (see driftlog.h and docs/storage.md). */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -197,12 +200,18 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 {
 	hid_t file, ds = -1, ft = -1, mt = -1;
 	int r = -1;
-	FILE *probe = fopen(path, "rb");
+	/* O_NONBLOCK: a FIFO's open would wait for a writer; fstat refuses it */
+	int probe = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
 
 	memset(d, 0, sizeof(*d));
-	if (!probe)
+	if (probe < 0)
 		return fail(err, errlen, "%s: cannot open: %m", path);
-	fclose(probe);
+	if (fstat(probe, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(probe);
+		return fail(err, errlen, "%s: not a regular file, not a drift log", path);
+	}
+	close(probe);
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	/*
 	 * SWMR: the daemon may be appending; a file not written for SWMR still

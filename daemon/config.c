@@ -1817,13 +1817,20 @@ int wd_config_load(const char *path, struct wd_config *out, char *err, size_t er
 	struct stat st;
 	int fd, r = -1;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/*
+	 * O_NONBLOCK, then back to blocking reads: a named FIFO with no writer
+	 * would otherwise hang the open (wdriftd -c, and every wdrift -c) for
+	 * good. A pipe that has a writer, as -c <(generate) gives, still reads
+	 * to its end; one with none reads nothing, refused below.
+	 */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return file_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		file_fail(err, errlen, "%s: is a directory, not a configuration file", path);
 		goto out;
 	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	for (;;) {
 		ssize_t n;
 		if (!buf || len == cap) {
@@ -1842,6 +1849,11 @@ int wd_config_load(const char *path, struct wd_config *out, char *err, size_t er
 			continue;
 		if (n < 0) {
 			file_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+			goto out;
+		}
+		if (n == 0 && !len && S_ISFIFO(st.st_mode)) {
+			file_fail(err, errlen, "%s: a FIFO with no writer: nothing to read, not a "
+				  "configuration file", path);
 			goto out;
 		}
 		if (n == 0)

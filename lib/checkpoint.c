@@ -341,6 +341,15 @@ static int open_file(const char *path, hid_t *file, char *err)
 		return ckpt_fail(err, path, 0, "cannot open: %s", strerror(errno));
 	if (S_ISDIR(st.st_mode))
 		return ckpt_fail(err, path, 0, "is a directory, not a checkpoint file");
+	/*
+	 * HDF5 opens with a blocking open(): a FIFO would wait for a writer
+	 * (until the sandbox's deadline, which then blames the file), and a
+	 * stream cannot be read at offsets anyway. A block device can hold one.
+	 */
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode))
+		return ckpt_fail(err, path, 0, "is %s, not a checkpoint file (a regular file is needed)",
+				 S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" :
+				 "a character device");
 	is = H5Fis_hdf5(path);
 	if (is == 0)
 		return ckpt_fail(err, path, 0, "not an HDF5 file");

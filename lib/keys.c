@@ -28,18 +28,35 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-/* The whole file, NUL-terminated (malloc'd), and its mode; or NULL with err. */
+/* What a file that is not a regular one is, for a message. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/*
+ * The whole file, NUL-terminated (malloc'd), and its mode; or NULL with err.
+ * O_NONBLOCK: opening a FIFO for reading would otherwise wait, forever,
+ * for a writer (and a device's open may wait too) before fstat could
+ * refuse it. A regular file ignores the flag.
+ */
 static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 {
 	struct stat st;
 	char *buf = NULL;
 	ssize_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
 		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fail(err, errlen, "%s: not a regular file", path);
+	if (fstat(fd, &st) < 0) {
+		fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fail(err, errlen, "%s: %s, not a regular file: a key file is needed", path,
+		     file_kind(st.st_mode));
 		goto out;
 	}
 	*mode = st.st_mode;

@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
 os.environ.setdefault("WDRIFT_LIB", os.path.join(BUILD, "libwdrift.so"))
 
+import t50_daemon as t50  # noqa: E402
 from t50_daemon import Daemon, check, summary, teardown  # noqa: E402
 from t71_flood import free_port  # noqa: E402
 from t72_auth import cli, keygen, read_keys, write_config  # noqa: E402
@@ -46,6 +47,57 @@ def make_dir():
         except FileExistsError:
             continue
     raise RuntimeError("no fresh directory under /tmp")
+
+
+def fifo_keys(tmp, d, cfg, endpoint, srv, trn):
+    """A FIFO given as a key file is refused at once, naming it and the option.
+
+    Red team t28: open() for reading waited forever for a writer, so the
+    CLI and wdrift.Publisher hung. The timeouts turn a regression into a
+    failure instead of a hung run.
+    """
+    fifo = os.path.join(tmp, "fifo.pub")
+    os.mkfifo(fifo, 0o600)
+    want = f"{fifo}: a FIFO, not a regular file"
+    for args, env, opt in ((["--server-key", fifo, "--key", trn], None, "--server-key"),
+                           (["--key", fifo], {"WDRIFT_SERVER_KEY": srv + ".pub"}, "--key"),
+                           (["--key", trn], {"WDRIFT_SERVER_KEY": fifo}, "WDRIFT_SERVER_KEY")):
+        t0 = time.time()
+        try:
+            r = cli(["status", "-c", cfg, *args], env_extra=env, timeout=10)
+            out, rc = r.stderr, r.returncode
+        except subprocess.TimeoutExpired:
+            out, rc = "still blocked after 10 s", None
+        check(rc == 1 and f"{opt}: {want}" in out,
+              f"wdrift status: a FIFO as {opt} is refused, naming it ({time.time() - t0:.2f} s)", out)
+    try:
+        r = subprocess.run([sys.executable, "-c",
+                            "import sys, wdrift\n"
+                            "try:\n"
+                            f"    wdrift.Publisher({endpoint!r}, 'base', server_key={fifo!r}, key={trn!r})\n"
+                            "except wdrift.WdriftError as e:\n"
+                            "    print(e); sys.exit(3)\n"],
+                           capture_output=True, text=True, timeout=10,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+        out, rc = r.stdout + r.stderr, r.returncode
+    except subprocess.TimeoutExpired:
+        out, rc = "still blocked after 10 s", None
+    check(rc == 3 and f"server_key=: {want}" in out,
+          "wdrift.Publisher(server_key=FIFO) raises, naming it", out)
+    bad = os.path.join(tmp, "fifo.yaml")
+    with open(cfg) as f:
+        text = f.read()
+    with open(bad, "w") as f:
+        f.write(text.replace(f"server_key: {srv}\n", f"server_key: {fifo}\n"))
+    try:
+        r = subprocess.run([t50.WDRIFTD, "-c", bad, "--check-config"], capture_output=True,
+                           text=True, timeout=10)
+        out, rc = r.stderr, r.returncode
+    except subprocess.TimeoutExpired:
+        out, rc = "still blocked after 10 s", None
+    check(rc == 2 and f"auth.server_key: {want}" in out,
+          "wdriftd --check-config: auth.server_key a FIFO is refused, naming it", out)
+    os.unlink(fifo)
 
 
 def main():
@@ -109,6 +161,8 @@ def main():
             err = str(e)
         check(err and f"server_key=: no such key file '{missing}'" in err,
               "server_key= of a missing 40-character path raises, naming it", err)
+
+        fifo_keys(tmp, d, cfg, endpoint, srv, trn)
     finally:
         teardown(dm, tmp)
     return summary()

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -158,6 +159,13 @@ static void test_bad_files(void)
 	CHECK(wd_ckpt_open(p2, &c, err) < 0 && strstr(err, p2) && strstr(err, "No such file"),
 	      "missing file: %s", err);
 	CHECK(wd_ckpt_open(dir, &c, err) < 0 && strstr(err, "directory"), "directory: %s", err);
+	/* a FIFO: HDF5's blocking open waited for a writer until the sandbox's deadline */
+	snprintf(p2, sizeof(p2), "%s/fifo.h5", dir);
+	alarm(10);
+	CHECK(mkfifo(p2, 0600) == 0 && wd_ckpt_open(p2, &c, err) < 0 && strstr(err, p2) &&
+	      strstr(err, "is a FIFO, not a checkpoint file"), "a FIFO, refused at once: %s", err);
+	alarm(0);
+	unlink(p2);
 	snprintf(p2, sizeof(p2), "%s/text.h5", dir);
 	FILE *f = fopen(p2, "w");
 	fputs("not hdf5\n", f);

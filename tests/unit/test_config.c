@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -795,6 +796,32 @@ static void test_robust(void)
 	      !strcmp(err, "/nonexistent/w.yaml: cannot open: No such file or directory"), "missing file: %s", err);
 	CHECK(wd_config_load("/tmp", &c, err, sizeof(err)) == -1 &&
 	      !strcmp(err, "/tmp: is a directory, not a configuration file"), "a directory: %s", err);
+	{
+		/*
+		 * A FIFO with no writer: the open waited for one forever
+		 * (red team, t28). The alarm makes a regression fail, not hang.
+		 * A pipe with a writer (-c <(generate)) still reads.
+		 */
+		const char *fifo = "/tmp/wdrift-test-config-fifo.yaml";
+		char dev[64];
+		int pfd[2];
+
+		unlink(fifo);
+		alarm(10);
+		CHECK(mkfifo(fifo, 0600) == 0 && wd_config_load(fifo, &c, err, sizeof(err)) == -1 &&
+		      !strcmp(err, "/tmp/wdrift-test-config-fifo.yaml: a FIFO with no writer: nothing to "
+			      "read, not a configuration file"), "a FIFO with no writer: %s", err);
+		unlink(fifo);
+		CHECK(pipe(pfd) == 0 && write(pfd[1], "log:\n  level: debug\n", 20) == 20 &&
+		      close(pfd[1]) == 0, "a pipe with a configuration in it");
+		snprintf(dev, sizeof(dev), "/dev/fd/%d", pfd[0]);
+		struct wd_config piped;
+		wd_config_defaults(&piped);
+		CHECK(wd_config_load(dev, &piped, err, sizeof(err)) == 0, "a pipe with a writer reads: %s", err);
+		wd_config_release(&piped);
+		close(pfd[0]);
+		alarm(0);
+	}
 	{
 		int fd = open("/tmp/wdrift-test-config-big.yaml", O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int ok = fd >= 0 && ftruncate(fd, (16 << 20) + 1) == 0;

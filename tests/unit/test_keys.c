@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
@@ -54,6 +55,50 @@ static void good_files(void)
 	CHECK(wd_key_public(pub, p, err, sizeof(err)) == 0 && !strcmp(p, pub), "wd_key_public: a Z85 key");
 }
 
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * A FIFO given as a key file (red team, t28): open() for reading waited
+ * forever for a writer, so `wdrift status --server-key FIFO` and
+ * wdrift.Publisher(server_key=FIFO) hung. It is refused at once, named,
+ * and so is it through wd_key_public and wd_client_keys_load, which add
+ * the option's name. The alarm turns a regression into a failure, not a
+ * hung test run.
+ */
+static void fifo_refused(void)
+{
+	char path[256], err[600] = "", p[WD_KEY_Z85 + 1], s[WD_KEY_Z85 + 1], want[300];
+	struct wd_client_keys k;
+	double t0 = mono();
+
+	snprintf(path, sizeof(path), "%s/fifo.pub", dir);
+	if (mkfifo(path, 0600) < 0) {
+		CHECK(0, "mkfifo %s", path);
+		return;
+	}
+	alarm(10);
+	snprintf(want, sizeof(want), "%s: a FIFO, not a regular file", path);
+	CHECK(wd_keyfile_read(path, p, NULL, err, sizeof(err)) == -1 && !strncmp(err, want, strlen(want)),
+	      "a FIFO as a public key file is refused, named: %s", err);
+	CHECK(wd_keyfile_read(path, p, s, err, sizeof(err)) == -1 && !strncmp(err, want, strlen(want)),
+	      "and as a key pair file (the daemon's auth.server_key): %s", err);
+	CHECK(wd_key_public(path, p, err, sizeof(err)) == -1 && !strncmp(err, want, strlen(want)),
+	      "wd_key_public: %s", err);
+	unsetenv("WDRIFT_SERVER_KEY");
+	unsetenv("WDRIFT_KEY");
+	CHECK(wd_client_keys_load_as(path, path, "server_key=", "key=", &k, err, sizeof(err)) == -1 &&
+	      !strncmp(err, "server_key=: ", 13) && strstr(err, want), "with the option's name: %s", err);
+	alarm(0);
+	CHECK(mono() - t0 < 2.0, "at once, not waiting for a writer (%.3f s)", mono() - t0);
+	unlink(path);
+}
+
 struct bad {
 	const char *text;
 	const char *why;	/* a substring of the error, after the path */
@@ -99,6 +144,7 @@ static void bad_files(void)
 	char err[600] = "", p[WD_KEY_Z85 + 1];
 	CHECK(wd_keyfile_read(dir, p, NULL, err, sizeof(err)) == -1 && strstr(err, "not a regular file"),
 	      "a directory: %s", err);
+	fifo_refused();
 	CHECK(wd_keyfile_read("/nonexistent/k", p, NULL, err, sizeof(err)) == -1 &&
 	      !strcmp(err, "/nonexistent/k: cannot open: No such file or directory"), "a missing file: %s", err);
 	char *big = malloc(70000);
