@@ -306,6 +306,37 @@ static void refuse_room(struct ingest *ix, const struct frames *m, const struct 
 }
 
 /*
+ * The bytes tensor t holds besides its elements: its entry (and as much
+ * again of unused capacity), its name, its slots in the names index, its
+ * pieces' arrays, and the allocator's headers. Reserved with the elements:
+ * 100,000 one-element tensors held 120 MB that the budget did not see,
+ * and nothing was ever evicted (an outside attack, issue 11).
+ */
+static uint64_t tensor_overhead(const char *name, size_t n_ranges)
+{
+	size_t cap = 1;
+	while (cap < n_ranges)
+		cap *= 2;
+	return 2 * sizeof(struct tensor_buf) + strlen(name) + 1 +
+	       4 * 32 +					/* names.c: it and a group, at a load of 1/2 */
+	       cap * (2 * sizeof(uint64_t) + sizeof(uint32_t)) +	/* pieces: ranges, CRCs */
+	       4 * 32;					/* malloc's headers: data, name, ranges, CRCs */
+}
+
+/* Reserves more overhead for t in snap, of run r: the budget may go over by it, not more. */
+static void hold_overhead(struct state *s, struct run *r, struct snapshot *snap, struct tensor_buf *t,
+			  uint64_t now)
+{
+	if (now <= t->overhead)
+		return;
+	uint64_t more = now - t->overhead;
+	t->overhead = now;
+	snap->overhead += more;
+	r->bytes_pending += more;
+	s->reserved += more;
+}
+
+/*
  * Adds one shard to snap (received, checked). Returns 0, or -1 after the
  * error reply: the shard was not taken (only out of memory can leave behind
  * a tensor it created, reserved until its snapshot ends).
@@ -337,6 +368,7 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		}
 		if (t->covered > had)	/* only new elements keep it from being stale (make_room) */
 			note_taken(snap, (t->covered - had) * esize, now_mono());
+		hold_overhead(s, r, snap, t, tensor_overhead(t->name, t->n_ranges));
 		s->count.tensors++;
 		s->count.bytes_received += bytes;
 		return 0;
@@ -360,17 +392,23 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			reply_fail(ix, m, h, WIRE_BAD_NAME, "name", why);
 			return -1;
 		}
-		/* total may be up to 2^63: compare before multiplying, or it wraps */
-		if (h->total > s->budget / esize) {
-			snprintf(why, sizeof(why), "tensor of %llu elements of %zu bytes is larger than "
-				 "memory.budget (%llu bytes)", (unsigned long long)h->total, esize,
-				 (unsigned long long)s->budget);
+		/*
+		 * A tensor is reserved whole at its first shard, within its run's
+		 * window: one larger than the window could never fit, and was
+		 * refused over_window, retried for ever (issue 11). total may be
+		 * up to 2^63: compare before multiplying, or it wraps.
+		 */
+		if (h->total > (ix->window - tensor_overhead(h->name, 1)) / esize) {
+			snprintf(why, sizeof(why), "tensor of %llu elements of %zu bytes is larger than a "
+				 "run's window, half of memory.budget (%llu bytes): it could never be "
+				 "held; raise memory.budget", (unsigned long long)h->total, esize,
+				 (unsigned long long)ix->window);
 			reply_fail(ix, m, h, WIRE_TOO_LARGE, "total", why);
 			return -1;
 		}
-		uint64_t need = h->total * esize;
-		if (!make_room(ix, r, snap, need)) {
-			refuse_room(ix, m, h, r, need);
+		uint64_t need = h->total * esize, extra = tensor_overhead(h->name, 1);
+		if (!make_room(ix, r, snap, need + extra)) {
+			refuse_room(ix, m, h, r, need + extra);
 			return -1;
 		}
 		if (snap->n_tensors == snap->cap_tensors) {
@@ -406,6 +444,7 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		reply_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 		return -1;
 	}
+	hold_overhead(s, r, snap, t, tensor_overhead(t->name, t->n_ranges));
 	pieces_copy(t, &pl, h->offset);
 	t->covered += h->count;
 	note_taken(snap, bytes, now_mono());

@@ -49,6 +49,14 @@
 				   large messages (a checksum each) leaves control answering */
 #define DRAIN_SECONDS 10.0
 #define INGEST_RCVHWM 8		/* frames ZeroMQ may queue per peer */
+/*
+ * A control request is a small JSON object (a tensor glob at most). Parsed
+ * on the main loop, a 60 MiB one held it for 3 s and took 1 GB (an outside
+ * attack, issue 11): over CONTROL_MAX_REQUEST it gets an error unread, and
+ * ZeroMQ drops a peer that sends a frame over CONTROL_MAX_FRAME.
+ */
+#define CONTROL_MAX_REQUEST (64 << 10)
+#define CONTROL_MAX_FRAME (1 << 20)
 
 static const char usage_text[] =
 "usage: wdriftd [-c FILE] [--check-config] [--print-config] [--force]\n"
@@ -515,6 +523,8 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		return NULL;
 	}
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+	if (!strcmp(what, "control"))
+		maxmsg = CONTROL_MAX_FRAME;
 	maxmsg_ok = type == ZMQ_PUB || !zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
 	if (type == ZMQ_ROUTER) {
 		/*
@@ -711,8 +721,17 @@ static void handle_control(struct daemon *d, zmq_msg_t *msgs)
 				env_data[i] = zmq_msg_data(&msgs[i]);
 				env_len[i] = zmq_msg_size(&msgs[i]);
 			}
-			char *reply = control_request(&d->ctl, zmq_msg_data(&msgs[n - 1]),
-						      zmq_msg_size(&msgs[n - 1]), n - 1 <= 16 ? &env : NULL);
+			size_t len = zmq_msg_size(&msgs[n - 1]);
+			char *reply;
+			if (len > CONTROL_MAX_REQUEST) {
+				d->st.count.control_requests++;
+				if ((reply = malloc(160)))
+					snprintf(reply, 160, "{\"v\":1,\"ok\":false,\"error\":\"request of %zu "
+						 "bytes: at most %d, unread\"}", len, CONTROL_MAX_REQUEST);
+			} else {
+				reply = control_request(&d->ctl, zmq_msg_data(&msgs[n - 1]), len,
+							n - 1 <= 16 ? &env : NULL);
+			}
 			for (size_t i = 0; reply && i + 1 < n; i++)
 				zmq_send(d->control_sock, zmq_msg_data(&msgs[i]), zmq_msg_size(&msgs[i]),
 					 ZMQ_SNDMORE | ZMQ_DONTWAIT);

@@ -118,9 +118,9 @@ void snapshot_free(struct state *s, struct snapshot *snap)
 	free(snap->tensors);
 	names_free(&snap->names);
 	free(snap->waiters);
-	s->reserved -= snap->bytes;
+	s->reserved -= snap->bytes + snap->overhead;
 	if (snap->run)
-		snap->run->bytes_pending -= snap->bytes;
+		snap->run->bytes_pending -= snap->bytes + snap->overhead;
 	free(snap);
 }
 

@@ -28,6 +28,7 @@ struct tensor_buf {
 	size_t n_ranges;
 	void *data;			/* total elements, reserved against the budget;
 					   NULL in a re-send being checked (recheck) */
+	uint64_t overhead;		/* bytes besides its elements, reserved too (ingest.c) */
 };
 
 /* A publisher waiting for a snapshot's ack: its routing id. */
@@ -45,7 +46,8 @@ struct snapshot {
 	struct tensor_buf *tensors;
 	size_t n_tensors, cap_tensors;
 	struct names names;		/* the tensors by name */
-	uint64_t bytes;			/* reserved */
+	uint64_t bytes;			/* reserved for its elements */
+	uint64_t overhead;		/* reserved besides: its tensors' overhead */
 	double last_seen;		/* monotonic seconds */
 	double last_taken;		/* when a shard of it was last accepted */
 	uint64_t taken;			/* bytes of its elements received: bytes - taken are holes */

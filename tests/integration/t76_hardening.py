@@ -17,6 +17,9 @@
 3. max_runs. With limits.max_runs 4, four runs whose partial snapshots
    expire hold nothing, so a fifth run is taken (it was refused too_many
    until a restart).
+   A tensor's bookkeeping (about 1.5 KB) counts against memory.budget:
+   one-element tensors are refused once it is full (100,000 of them held
+   120 MB that the budget did not see, and nothing was evicted).
 6. Frames. A header and 4095 payload frames, 4096 in all, are taken; 4097
    are bad_frames. A 65 MiB frame, which ZeroMQ answers by dropping the
    connection, is logged with the peer.
@@ -189,7 +192,8 @@ def frames(ctx, dm, tmp):
 def drip(ctx, tmp, dm):
     """Item 2: two slow drips hold 256M - 4K; a good publisher's snapshots are all acked."""
     drippers = [Publisher(ctx, tmp, f"drip{k}") for k in range(2)]
-    elems = [(128 * MIB) // 4, (128 * MIB - 4096) // 4]
+    # as the attack, less room for each tensor's bookkeeping, which the window counts
+    elems = [(128 * MIB - 8192) // 4, (128 * MIB - 12288) // 4]
     stop = threading.Event()
 
     def dripping():
@@ -238,22 +242,28 @@ pub.close(5)
 
 
 def budget_message(ctx, tmp):
-    """Item 2: with limits.min_rate under the drip, the refusal names memory.budget."""
+    """Item 2: with limits.min_rate under the drip, the refusal names the limit that is full."""
+    total = (128 * MIB - 8192) // 4
     holders = [Publisher(ctx, tmp, f"hold{k}") for k in range(2)]
-    for p in holders:
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=(128 * MIB - 4096) // 4)
+    holders[0].tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=total)
+    # the run's own window, half the budget: 128M - 8K held, 16K more does not fit it
+    holders[0].tensor(2, "small", np.ones(1, np.float32), "f32", offset=0, total=4096)
+    r = quiet(holders[0], 1000)
+    check(r and r["code"] == "over_window" and "window full" in r["reason"] and "hold0" in r["reason"],
+          f"over_window names the run's window when that is what is full ({r and r['reason']})")
+    holders[1].tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=total)
     time.sleep(0.5)
     for p in holders:   # keep them from being idle
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=1, total=(128 * MIB - 4096) // 4)
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=1, total=total)
     late = Publisher(ctx, tmp, "late")
     late.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=1 << 20)
     r = late.recv()
     check(r and r["code"] == "over_window" and "memory.budget full" in r["reason"] and
           "window" not in r["reason"].split(":")[0],
-          f"over_window names memory.budget, not the run's window ({r and r['reason']})")
+          f"... and memory.budget when that is full ({r and r['reason']})")
     # a publisher refused so says why in its stall warning, not a guess
     for p in holders:
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2, total=(128 * MIB - 4096) // 4)
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2, total=total)
     ep = f"ipc://{tmp}/run/ingest.sock"
     rc, out, err = child(f"""
 pub = wdrift.Publisher({ep!r}, "stalled", ack_timeout=0.5, stall_warning=1.0)
@@ -264,13 +274,12 @@ print("dropped", pub.close(0))
     said = [line for line in err.splitlines() if "no ack" in line]
     check(rc == 0 and len(said) == 1 and "memory.budget full" in said[0] and "over_window" in said[0],
           f"the stall warning quotes the daemon's refusal ({said})", out + err)
-    for p in holders:
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=3, total=(128 * MIB - 4096) // 4)
-    # the run's own window, half the budget: 128M - 4K held, 8K more does not fit it
-    holders[0].tensor(2, "small", np.ones(1, np.float32), "f32", offset=0, total=2048)
-    r = quiet(holders[0], 1000)
-    check(r and r["code"] == "over_window" and "window full" in r["reason"] and "hold0" in r["reason"],
-          f"... and the run's window when that is what is full ({r and r['reason']})")
+    # a tensor larger than a run's window could never be held: final, not over_window
+    big = Publisher(ctx, tmp, "toolarge")
+    big.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=(128 * MIB) // 4)
+    r = big.recv()
+    check(r and r["code"] == "too_large" and r["field"] == "total" and "window" in r["reason"],
+          f"a tensor over a run's window is too_large ({r and r['reason']})")
 
 
 def max_runs(ctx, tmp):
@@ -293,6 +302,36 @@ def max_runs(ctx, tmp):
     check(r and r["type"] == "ack", f"... and its snapshot acked ({r})")
 
 
+def bookkeeping(ctx, tmp, dm):
+    """A tensor's bookkeeping counts against the budget: many tiny tensors are refused in time."""
+    p = Publisher(ctx, tmp, "tiny")
+    one_el = np.ones(1, np.float32)
+    sent = 0
+    refused = None
+    for i in range(60000):
+        p.tensor(1, f"t{i}", one_el, "f32")
+        sent += 1
+        if i % 500 == 499:
+            r = quiet(p, 0)
+            if r:
+                refused = r
+                break
+    refused = refused or quiet(p, 1000)
+    st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    rss = 0
+    with open(f"/proc/{dm.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) << 10
+    print(f"# {sent} one-element tensors sent; reserved {st and st['memory']['reserved']}, "
+          f"daemon RSS {rss >> 20} MiB")
+    check(refused and refused["code"] == "over_window" and "window full" in refused["reason"],
+          f"one-element tensors are refused once their bookkeeping fills the run's window "
+          f"({refused and refused['reason']})")
+    check(st and st["memory"]["reserved"] <= st["memory"]["budget"] and rss < (64 + 64) << 20,
+          f"reserved stays within memory.budget 64M, and RSS under 128 MiB ({rss >> 20} MiB)")
+
+
 def main():
     ctx = zmq.Context()
     tmp = tempfile.mkdtemp(prefix="wdrift-t76-")
@@ -313,6 +352,12 @@ def main():
             f.write(text.replace("limits:\n", "limits:\n  min_rate: 1\n"))
         check(dm.start() is not None, "daemon up with limits.min_rate: 1")
         budget_message(ctx, tmp)
+        dm.stop()
+
+        with open(path, "w") as f:
+            f.write(text.replace("budget: 256M", "budget: 64M"))
+        check(dm.start() is not None, "daemon up with memory.budget: 64M")
+        bookkeeping(ctx, tmp, dm)
         dm.stop()
 
         with open(path, "w") as f:   # a fresh storage.dir: the runs made durable above count
