@@ -302,6 +302,18 @@ def max_runs(ctx, tmp):
     check(r and r["type"] == "ack", f"... and its snapshot acked ({r})")
 
 
+def control_size(ctx, tmp):
+    """A control request over 64 KiB is refused unread; one over 1 MiB drops the peer."""
+    t0 = time.monotonic()
+    r = control(ctx, tmp, {"v": 1, "cmd": "status", "pad": "x" * (100 << 10)})
+    check(r and not r["ok"] and "at most 65536" in r["error"] and time.monotonic() - t0 < 1,
+          f"a 100 KiB control request: refused unread ({r})")
+    r = control(ctx, tmp, {"v": 1, "cmd": "status", "pad": "x" * (2 << 20)}, timeout=1000)
+    check(r is None, "a 2 MiB control request: no reply, ZeroMQ drops the peer")
+    r = control(ctx, tmp, {"v": 1, "cmd": "status"})
+    check(r and r["ok"], "status is answered after both")
+
+
 def bookkeeping(ctx, tmp, dm):
     """A tensor's bookkeeping counts against the budget: many tiny tensors are refused in time."""
     p = Publisher(ctx, tmp, "tiny")
@@ -342,6 +354,7 @@ def main():
         names(ctx, tmp)
         storage_failure(ctx, tmp)
         frames(ctx, dm, tmp)
+        control_size(ctx, tmp)
         drip(ctx, tmp, dm)
         dm.stop()
 
