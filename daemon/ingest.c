@@ -207,15 +207,29 @@ static double intake_rate(const struct snapshot *snap, double t)
 	return (snap->prev_rate * STALE_SECONDS + (double)snap->win_bytes) / (STALE_SECONDS + in);
 }
 
-/* Why snap may give its memory up at t ("idle", "slow"); NULL when it may not. */
+/*
+ * Why snap may give its memory up at t ("idle", "slow", "hoarding"); NULL
+ * when it may not. Hoarding: at the rate it takes elements, what it still
+ * lacks would take over FILL_SECONDS. Without it, a run that reserved a
+ * 128 MiB tensor with a 2 MiB first shard, and did so again the moment it
+ * was dropped, kept its memory for the 2 s its rate stayed over min_rate,
+ * and a good publisher waited 2 s an ack (an outside attack, issue 11).
+ */
+#define FILL_SECONDS 30.0
+
 static const char *stalled(const struct ingest *ix, const struct snapshot *snap, double t)
 {
 	if (snap->committing || snap->recheck || !snap->bytes)
 		return NULL;	/* a recheck holds no data: nothing to free */
 	if (t - snap->last_taken >= STALE_SECONDS)
 		return "idle";
-	if (snap->taken < snap->bytes && intake_rate(snap, t) < (double)ix->cfg->limits.min_rate)
+	if (snap->taken >= snap->bytes)
+		return NULL;
+	double rate = intake_rate(snap, t);
+	if (rate < (double)ix->cfg->limits.min_rate)
 		return "slow";
+	if ((double)(snap->bytes - snap->taken) > rate * FILL_SECONDS)
+		return "hoarding";
 	return NULL;
 }
 
@@ -267,9 +281,13 @@ static int make_room(struct ingest *ix, struct run *r, const struct snapshot *ke
 		char reason[128];
 		if (!strcmp(why, "idle"))
 			snprintf(reason, sizeof(reason), "no new element for %.0f s", t - worst->last_taken);
-		else
+		else if (!strcmp(why, "slow"))
 			snprintf(reason, sizeof(reason), "elements still missing arrive at %.0f B/s, below "
 				 "limits.min_rate", intake_rate(worst, t));
+		else
+			snprintf(reason, sizeof(reason), "at %.0f B/s the %llu bytes it lacks would take over "
+				 "%.0f s", intake_rate(worst, t),
+				 (unsigned long long)(worst->bytes - worst->taken), FILL_SECONDS);
 		say_dropped(ix, worst, reason, t);
 		if (worst->n_waiters) {	/* ranks that committed: they may send it again */
 			char msg[256];
@@ -294,7 +312,7 @@ static void refuse_room(struct ingest *ix, const struct frames *m, const struct 
 		n += p->bytes != 0;
 	if (s->reserved + need > s->budget)
 		snprintf(why, sizeof(why), "memory.budget full: %llu of %llu bytes held by %zu snapshots "
-			 "being received or stored, none idle or slower than limits.min_rate; this tensor "
+			 "being received or stored, none idle, slow or short of 30 s of its rate; this tensor "
 			 "needs %llu; retry after acks", (unsigned long long)s->reserved,
 			 (unsigned long long)s->budget, n, (unsigned long long)need);
 	else
@@ -917,8 +935,20 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 			ix->on_durable(ix->durable_ctx, snap->run->name, snap->step);
 	} else {
 		s->count.spool_failures++;
-		log_err("spool: run '%s' step %lld not stored: %s", snap->run->name,
-			(long long)snap->step, why);
+		/* a full disk fails every re-send alike: one line in 10 s, with a count */
+		double t = now_mono();
+		if (t - ix->fail_said >= 10.0) {
+			char more[80] = "";
+			if (ix->fail_unsaid)
+				snprintf(more, sizeof(more), " (%llu more failures since the last such line)",
+					 (unsigned long long)ix->fail_unsaid);
+			log_err("spool: run '%s' step %lld not stored: %s%s", snap->run->name,
+				(long long)snap->step, why, more);
+			ix->fail_said = t;
+			ix->fail_unsaid = 0;
+		} else {
+			ix->fail_unsaid++;
+		}
 		fail_waiters(ix, snap, WIRE_INTERNAL, internal_field(err), why);
 	}
 	drop_snapshot(ix, snap);

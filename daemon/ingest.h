@@ -38,6 +38,8 @@ struct ingest {
 	void *durable_ctx;
 	double drop_said;	/* when a drop to free memory was last logged */
 	uint64_t drop_unsaid;	/* drops since, not logged */
+	double fail_said;	/* when a spool failure was last logged */
+	uint64_t fail_unsaid;	/* failures since, not logged */
 };
 
 /* What a message was, for peers.c: its type (-1: not parsed), run and step. */

@@ -130,6 +130,7 @@ struct wd_publisher {
 	uint64_t refusals, conflicts_said;
 	char refusal[768], conflict[768];
 	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
+	int full;		/* that refusal was its disk or memory (internal): back off */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	unsigned rng;
 };
@@ -485,6 +486,8 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 				pthread_mutex_lock(&p->lock);	/* for the stall warning: why */
 				snprintf(p->pushback, sizeof(p->pushback), "the daemon said %s: %.256s",
 					 wire_code_name(in->error.code), in->error.reason);
+				/* a full disk or memory is not a moment's: back off as from no daemon */
+				p->full = in->error.code == WIRE_INTERNAL;
 				pthread_mutex_unlock(&p->lock);
 			}
 			break;
@@ -590,8 +593,9 @@ static void *sender_main(void *arg)
 			 * snapshot again soon, so that this publisher is connected
 			 * when the daemon has something to say about it.
 			 */
-			if (p->last_heard >= tried)
+			if (p->last_heard >= tried && !p->full)
 				backoff_ms = BACKOFF_MIN_MS;
+			p->full = 0;
 			backoff_wait(p, &backoff_ms);
 			continue;
 		}

@@ -149,7 +149,10 @@ static int check_name(const char *s, size_t max, struct wire_error *err)
 		return fail(err, WIRE_BAD_FIELD, "name", "tensor name must be 1 to %zu bytes, not %zu",
 			    max, n);
 	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
+		    /* C1 (U+0080-U+009F): a terminal takes CSI and OSC from it */
+		    ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+		     (unsigned char)s[i + 1] <= 0x9f))
 			return fail(err, WIRE_BAD_FIELD, "name",
 				    "tensor name has a control character at byte %zu", i);
 	if (wire_name_rule(s, why, sizeof(why)) < 0)

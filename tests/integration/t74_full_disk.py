@@ -51,6 +51,10 @@ import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 from scipy.stats import wasserstein_distance  # noqa: E402
 
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
+os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"),
+                                                                 "libwdrift.so")))
 N = 128 << 10                               # elements of "w": 512 KiB a snapshot
 LONG = [f"layers.{i}." + "x" * 480 for i in range(10)]   # > 4 KiB of names per WAL record
 
@@ -188,14 +192,32 @@ def main():
         print(f"# the refusal: {reason}")
         log = dm.log_text()
         lines = [ln for ln in log.splitlines() if "not stored" in ln]
-        check(len(lines) >= 4 and all("no space left on device in storage.dir" in ln for ln in lines),
-              "the daemon's log names the full disk for each", "\n".join(lines) or log[-3000:])
+        # every re-send fails alike: one line in 10 s, with a count of the rest
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(lines and all("no space left on device in storage.dir" in ln for ln in lines) and
+              st and st["spool_failures"] >= 4,
+              f"the daemon's log names the full disk ({len(lines)} lines for "
+              f"{st and st['spool_failures']} failures)", "\n".join(lines) or log[-3000:])
         left = {run: spool_files(var, run) for run in ("base", "fa")}
         check(all(left[r] == ["0.h5", "1.h5"] for r in left),
               f"no spool file and no .tmp are left of the refused snapshots ({left})")
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st.get("ok", True) and st["snapshots"]["durable"] == 4,
               "the daemon goes on answering: status, 4 durable", st)
+        # libwdrift backs off from a full disk as from an absent daemon (it sent a
+        # 32 MiB snapshot 6 times a second before): 100 ms doubling, 6 tries in 6 s
+        env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.run([PYTHON, "-c", f"""
+import time, numpy as np, wdrift
+pub = wdrift.Publisher("ipc://{tmp}/run/ingest.sock", "fullpub", ack_timeout=2.0)
+pub.publish(0, {{"w": np.ones(1 << 20, dtype=np.float32)}})
+time.sleep(6)
+print("resent", pub.stats()["resent"])
+pub.close(0)
+"""], env=env, capture_output=True, text=True, timeout=60)
+        resent = int(p.stdout.split()[1]) if p.stdout.startswith("resent") else -1
+        check(0 < resent <= 8, f"the Python publisher backs off from the full disk: {resent} re-sends "
+              "in 6 s", p.stdout + p.stderr)
         os.unlink(filler)
 
         # 2. only the write-ahead log's disk is full

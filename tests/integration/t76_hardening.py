@@ -244,17 +244,21 @@ pub.close(5)
 def budget_message(ctx, tmp):
     """Item 2: with limits.min_rate under the drip, the refusal names the limit that is full."""
     total = (128 * MIB - 8192) // 4
+    part = np.ones((60 * MIB) // 4, np.float32)
     holders = [Publisher(ctx, tmp, f"hold{k}") for k in range(2)]
-    holders[0].tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=total)
+    # 120 MiB of each 128 MiB tensor, fast: neither idle, slow, nor far from whole
+    holders[0].tensor(1, "big", part, "f32", offset=0, total=total)
     # the run's own window, half the budget: 128M - 8K held, 16K more does not fit it
     holders[0].tensor(2, "small", np.ones(1, np.float32), "f32", offset=0, total=4096)
     r = quiet(holders[0], 1000)
     check(r and r["code"] == "over_window" and "window full" in r["reason"] and "hold0" in r["reason"],
           f"over_window names the run's window when that is what is full ({r and r['reason']})")
-    holders[1].tensor(1, "big", np.ones(1, np.float32), "f32", offset=0, total=total)
+    holders[0].tensor(1, "big", part, "f32", offset=part.size, total=total)
+    for k in range(2):
+        holders[1].tensor(1, "big", part, "f32", offset=k * part.size, total=total)
     time.sleep(0.5)
     for p in holders:   # keep them from being idle
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=1, total=total)
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2 * part.size, total=total)
     late = Publisher(ctx, tmp, "late")
     late.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=1 << 20)
     r = late.recv()
@@ -263,7 +267,7 @@ def budget_message(ctx, tmp):
           f"... and memory.budget when that is full ({r and r['reason']})")
     # a publisher refused so says why in its stall warning, not a guess
     for p in holders:
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2, total=total)
+        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2 * part.size + 1, total=total)
     ep = f"ipc://{tmp}/run/ingest.sock"
     rc, out, err = child(f"""
 pub = wdrift.Publisher({ep!r}, "stalled", ack_timeout=0.5, stall_warning=1.0)

@@ -210,6 +210,20 @@ static void names(void)
 	}
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		CHECK(wire_name_rule(good[i], why, sizeof(why)) == 0, "rule takes '%s'", good[i]);
+	static const char *const c1[] = { "a\xc2\x9b" "2J", "\xc2\x9d" "0;x", "\xc2\x80" };
+	for (size_t i = 0; i < sizeof(c1) / sizeof(c1[0]); i++) {
+		snprintf(frame, sizeof(frame), "{\"v\":1,\"type\":\"tensor\",\"run\":\"r\",\"step\":1,"
+			 "\"name\":\"%s\",\"dtype\":\"f32\",\"shape\":[1],\"offset\":0,\"count\":1,"
+			 "\"total\":1,\"crc32\":0}", c1[i]);
+		int r = wire_parse(frame, strlen(frame), &lim, &h, &err);
+		CHECK(r < 0 && err.code == WIRE_BAD_FIELD && strstr(err.reason, "control character"),
+		      "a C1 control character (U+0080-U+009F) in a name: %s", err.reason);
+	}
+	snprintf(frame, sizeof(frame), "{\"v\":1,\"type\":\"tensor\",\"run\":\"r\",\"step\":1,"
+		 "\"name\":\"\xc2\xa0\xc3\xa9\",\"dtype\":\"f32\",\"shape\":[1],\"offset\":0,"
+		 "\"count\":1,\"total\":1,\"crc32\":0}");
+	CHECK(wire_parse(frame, strlen(frame), &lim, &h, &err) == 0, "U+00A0 and U+00E9 are not control "
+	      "characters: %s", err.reason);
 	CHECK(wire_names_clash("a", "a/b") && wire_names_clash("a/b/c", "a/b") &&
 	      !wire_names_clash("a", "ab/c") && !wire_names_clash("a/b", "a/c") &&
 	      !wire_names_clash("a", "a"), "clash: a group and its member only");
