@@ -31,6 +31,7 @@
 #include "compute.h"
 #include "config.h"
 #include "control.h"
+#include "fdlimit.h"
 #include "forget.h"
 #include "identity.h"
 #include "ingest.h"
@@ -627,6 +628,7 @@ static int start(struct daemon *d, int force)
 		log_warning("%s: '%s' takes connections from the network without authentication "
 			    "(auth.allow_insecure: true): anyone who can reach it may publish and "
 			    "control", key, open_ep);
+	fdlimit_raise();	/* every connection takes one; libzmq aborts when they run out */
 	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest")) ||
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events_sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))

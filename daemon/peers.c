@@ -14,6 +14,7 @@
 #include <sys/un.h>
 
 #include "auth.h"
+#include "fdlimit.h"
 #include "logging.h"
 #include "peers.h"
 #include "state.h"
@@ -22,6 +23,8 @@
 #define MONITOR_EP "inproc://wdrift.monitor.peers"
 #define SAY_BURST 10		/* lines about drops per window, then a count */
 #define SAY_WINDOW 60.0		/* seconds */
+#define FD_WARN_STEP 8		/* tenths of the descriptor limit: the first warning */
+#define FD_CALM_STEP 5		/* below this many tenths, the warnings end */
 
 struct peer {
 	int open;
@@ -41,6 +44,11 @@ struct peers {
 	double window;		/* when the window of SAY_BURST lines began */
 	unsigned said;		/* lines in it */
 	uint64_t unsaid;	/* drops in it past those, not logged one by one */
+	/* descriptors: libzmq aborts the daemon when it runs out (fdlimit.h) */
+	size_t n_open;		/* ingest connections open */
+	long others;		/* descriptors open besides them, at the last count */
+	long limit;		/* RLIMIT_NOFILE at the last check; -1: none */
+	int warned;		/* the tenth of it last warned about; 0: none */
 };
 
 struct peers *peers_start(void *zctx, void *sock, struct auth *a)
@@ -65,6 +73,7 @@ struct peers *peers_start(void *zctx, void *sock, struct auth *a)
 		free(p);
 		return NULL;
 	}
+	p->others = fdlimit_in_use();
 	return p;
 }
 
@@ -90,6 +99,49 @@ static struct peer *entry(struct peers *p, int fd)
 		p->cap = cap;
 	}
 	return &p->v[fd];
+}
+
+/*
+ * Warns as the descriptors in use approach the limit: at 80% of it, and
+ * again at each further tenth, not per connection; and says so once they
+ * are back under half. fd is a connection's just accepted (-1 on a
+ * disconnect). The kernel gives the lowest free descriptor, so fd + 1 were
+ * open as it was made: that count also takes in what the daemon holds
+ * besides ingest connections (control clients, files), which the last
+ * count, others, may have missed. Every figure is a lower bound, and
+ * cheap: no scan of /proc per connection.
+ */
+static void fd_check(struct peers *p, int fd)
+{
+	long used = p->others + (long)p->n_open, step;
+
+	p->limit = fdlimit_get();	/* one syscall; prlimit(1) may change it */
+	if (p->limit <= 0)
+		return;
+	if (fd >= 0 && fd + 1 > used) {
+		p->others = fd + 1 - (long)p->n_open;
+		used = fd + 1;
+	}
+	step = used * 10 / p->limit;
+	if (step >= FD_WARN_STEP && step > p->warned) {
+		p->warned = (int)step;
+		log_warning("ingest: %zu connections open, %ld of the daemon's %ld file descriptors in "
+			    "use (%ld%%): libzmq aborts the daemon when descriptors run out, it cannot "
+			    "refuse a connection (raise LimitNOFILE, or find the peer that holds so "
+			    "many open)", p->n_open, used, p->limit, used * 100 / p->limit);
+	} else if (p->warned && used * 10 < (long)FD_CALM_STEP * p->limit) {
+		p->warned = 0;
+		log_notice("ingest: %zu connections open, %ld of the daemon's %ld file descriptors in "
+			   "use: back under half", p->n_open, used, p->limit);
+	}
+}
+
+/* A connection on fd is open: counted, and its descriptors checked. */
+static void opened(struct peers *p, struct peer *e, int fd)
+{
+	if (!e->open)
+		p->n_open++;
+	fd_check(p, fd);
 }
 
 /* The address of the peer on fd, for the log: "tcp 10.0.0.7:41234" or "ipc". */
@@ -131,6 +183,7 @@ void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run
 	if (!e)
 		return;
 	if (!e->open) {	/* its connection event is still in the monitor's queue */
+		opened(p, e, zmq_msg_get(header, ZMQ_SRCFD));
 		memset(e, 0, sizeof(*e));
 		e->open = 1;
 		peer_address(zmq_msg_get(header, ZMQ_SRCFD), e->addr, sizeof(e->addr));
@@ -151,6 +204,8 @@ static void disconnected(struct peers *p, int fd)
 	if (!e || !e->open)
 		return;
 	e->open = 0;
+	p->n_open--;
+	fd_check(p, -1);
 	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING)
 		return;	/* a publisher that closed after its snapshot, or a liveness check */
 	if (!e->messages) {
@@ -220,6 +275,7 @@ void peers_handle(struct peers *p)
 				if (e->open && !e->accepted) {
 					e->accepted = 1;	/* late: its messages came first */
 				} else {	/* a new connection, maybe on a reused descriptor */
+					opened(p, e, (int)value);
 					memset(e, 0, sizeof(*e));
 					e->open = e->accepted = 1;
 					e->last_type = -1;
