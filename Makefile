@@ -405,4 +405,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_BINS:%=%.d) $(BUILD)/tests/gpu/test_gpu.d
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(BUILD)/tests/gpu/test_gpu.d

@@ -143,6 +143,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	h.step = -1;
 	memcpy(h.run, in->run, sizeof(h.run));
 	h.window = ix->window;
+	h.max_message = ix->cfg->limits.max_message;
 	char *body = wire_build(&h);
 	if (!body)
 		return;

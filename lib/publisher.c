@@ -131,6 +131,8 @@ struct wd_publisher {
 	char refusal[768], conflict[768];
 	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
 	int full;		/* that refusal was its disk or memory (internal): back off */
+	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */
+	int welcomed;		/* the current socket got its welcome (sender thread) */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	unsigned rng;
 };
@@ -319,12 +321,26 @@ static int send_message(struct wd_publisher *p, void *s, const struct wire_heade
 }
 
 /* Sends every shard of one call's tensor; checksums them the first time. */
+/*
+ * The most payload bytes of one tensor message: a frame (64 MiB), or the
+ * daemon's limits.max_message when its welcome said less. A shard larger
+ * than that goes in several messages, each a shard of its own.
+ */
+static uint64_t message_bytes(const struct wd_publisher *p)
+{
+	uint64_t m = WIRE_MAX_FRAME;
+	return p->max_message && p->max_message < m ? p->max_message : m;
+}
+
 static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, int64_t step,
 		       struct pub_tensor *t, int *waited)
 {
 	size_t esize = wd_dtype_size(t->dtype);
 	const char *at = t->data;
+	uint64_t chunk = message_bytes(p) / esize;	/* elements of one message */
 
+	if (!chunk)
+		chunk = 1;
 	if (!t->crc_done) {
 		for (size_t i = 0; i < t->n_shards; i++) {
 			t->crc[i] = wire_crc32(0, at, t->shard[i][1] * esize);
@@ -344,12 +360,17 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 	for (size_t i = 0; i < t->n_shards; i++) {
 		if (!t->shard[i][1])
 			continue;	/* nothing of it here: named only, for the commit's count */
-		h->offset = t->shard[i][0];
-		h->count = t->shard[i][1];
-		h->crc32 = t->crc[i];
-		if (send_message(p, s, h, at, h->count * esize, waited) < 0)
-			return -1;
-		at += h->count * esize;
+		for (uint64_t done = 0; done < t->shard[i][1];) {
+			uint64_t n = t->shard[i][1] - done < chunk ? t->shard[i][1] - done : chunk;
+			h->offset = t->shard[i][0] + done;
+			h->count = n;
+			/* the whole shard's CRC is kept across re-sends; a part's is cheap beside the send */
+			h->crc32 = n == t->shard[i][1] ? t->crc[i] : wire_crc32(0, at, n * esize);
+			if (send_message(p, s, h, at, n * esize, waited) < 0)
+				return -1;
+			at += n * esize;
+			done += n;
+		}
 	}
 	return 0;
 }
@@ -363,6 +384,8 @@ enum outcome { ACKED, REFUSED, RETRY };
  * pass with time, and the snapshots behind it must not wait forever.
  */
 #define INTERNAL_TRIES 3
+
+#define WELCOME_WAIT_MS 1000	/* for a fresh connection's welcome, before a snapshot */
 
 /*
  * Which errors a re-send cannot fix. over_window, a plain incomplete
@@ -431,6 +454,27 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 
 	if (!h || !in)
 		goto done;
+	/*
+	 * A fresh connection: its welcome says the daemon's limits.max_message,
+	 * which sizes the messages. Waited for briefly; without it (no daemon
+	 * yet) the messages are a frame each, 64 MiB.
+	 */
+	for (int w = 0; !p->welcomed && w < WELCOME_WAIT_MS &&
+	     !__atomic_load_n(&p->abort_now, __ATOMIC_ACQUIRE); w += SEND_SLICE_MS) {
+		char buf[4096];
+		int n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
+		if (n < 0)
+			continue;
+		if (wire_parse(buf, (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1), &lim, in,
+			       &err) == 0 && in->type == WIRE_WELCOME) {
+			pthread_mutex_lock(&p->lock);
+			p->st.connected = 1;
+			p->last_heard = now_mono();
+			pthread_mutex_unlock(&p->lock);
+			p->max_message = in->max_message;
+			p->welcomed = 1;
+		}
+	}
 	for (size_t i = 0; i < snap->n; i++)
 		if (send_tensor(p, s, h, snap->step, &snap->t[i], &send_waited) < 0)
 			goto done;
@@ -463,6 +507,8 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 			pthread_mutex_lock(&p->lock);
 			p->st.connected = 1;
 			pthread_mutex_unlock(&p->lock);
+			p->max_message = in->max_message;
+			p->welcomed = 1;
 			continue;
 		}
 		if (in->type == WIRE_ACK && in->step == snap->step) {
@@ -537,6 +583,7 @@ static void *connect_socket(struct wd_publisher *p)
 		  zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max)) < 0 ||
 		  wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0))
 		goto fail;
+	p->welcomed = 0;
 	if (s) {
 		hello->type = WIRE_HELLO;
 		hello->step = -1;

@@ -328,7 +328,8 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 			goto out;
 		break;
 	case WIRE_WELCOME:
-		if (get_uint(o, "window", 1, 1, INT64_MAX, &h->window, err))
+		if (get_uint(o, "window", 1, 1, INT64_MAX, &h->window, err) ||
+		    get_uint(o, "max_message", 0, 0, INT64_MAX, &h->max_message, err))
 			goto out;
 		break;
 	case WIRE_ACK:
@@ -434,6 +435,8 @@ char *wire_build(const struct wire_header *h)
 	case WIRE_WELCOME:
 		json_object_set_new(o, "window", json_integer((json_int_t)h->window));
 		json_object_set_new(o, "max_frame", json_integer(WIRE_MAX_FRAME));
+		if (h->max_message)
+			json_object_set_new(o, "max_message", json_integer((json_int_t)h->max_message));
 		break;
 	case WIRE_ACK:
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));

@@ -84,6 +84,7 @@ struct wire_header {
 	uint64_t ranks;			/* commit: publishers sharing the snapshot (>= 1; 1 when absent) */
 	/* daemon to publisher */
 	uint64_t window, bytes;
+	uint64_t max_message;		/* WIRE_WELCOME: payload bytes of one message; 0: not said */
 	int duplicate;
 	struct wire_error error;	/* WIRE_ERROR: the daemon's error */
 };

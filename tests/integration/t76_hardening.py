@@ -20,6 +20,8 @@
    A tensor's bookkeeping (about 1.5 KB) counts against memory.budget:
    one-element tensors are refused once it is full (100,000 of them held
    120 MB that the budget did not see, and nothing was evicted).
+7. The welcome says limits.max_message, and libwdrift sends a tensor
+   larger than it in several messages (it sent one, refused too_large).
 6. Frames. A header and 4095 payload frames, 4096 in all, are taken; 4097
    are bad_frames. A 65 MiB frame, which ZeroMQ answers by dropping the
    connection, is logged with the peer.
@@ -348,6 +350,26 @@ def bookkeeping(ctx, tmp, dm):
           f"reserved stays within memory.budget 64M, and RSS under 128 MiB ({rss >> 20} MiB)")
 
 
+def split_messages(ctx, tmp):
+    """Item 7: the welcome says limits.max_message; libwdrift sends a larger tensor in parts."""
+    p = Publisher(ctx, tmp, "welcomed")
+    w = p.hello()
+    check(w and w.get("max_message") == 4 << 20, f"welcome says max_message ({w})")
+    ep = f"ipc://{tmp}/run/ingest.sock"
+    rc, out, err = child(f"""
+pub = wdrift.Publisher({ep!r}, "split", ack_timeout=5.0)
+w = np.arange(10 << 18, dtype=np.float32)      # 10 MiB: three messages of at most 4 MiB
+pub.publish(1, {{"w": w}})
+print("flushed", pub.flush(30), pub.stats()["acked"], pub.stats()["refused"])
+pub.close(5)
+""")
+    check(rc == 0 and "flushed True 1 0" in out, "a 10 MiB tensor under max_message 4M is acked", out + err)
+    import h5py
+    with h5py.File(f"{tmp}/var/spool/split/1.h5", "r") as f:
+        same = np.array_equal(f["w"][...], np.arange(10 << 18, dtype=np.float32))
+    check(same, "... and stored whole, equal to what was published")
+
+
 def main():
     ctx = zmq.Context()
     tmp = tempfile.mkdtemp(prefix="wdrift-t76-")
@@ -372,8 +394,9 @@ def main():
         dm.stop()
 
         with open(path, "w") as f:
-            f.write(text.replace("budget: 256M", "budget: 64M"))
-        check(dm.start() is not None, "daemon up with memory.budget: 64M")
+            f.write(text.replace("budget: 256M", "budget: 64M").replace("max_message: 64M", "max_message: 4M"))
+        check(dm.start() is not None, "daemon up with memory.budget: 64M, limits.max_message: 4M")
+        split_messages(ctx, tmp)
         bookkeeping(ctx, tmp, dm)
         dm.stop()
 
