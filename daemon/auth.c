@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "keys.h"
 #include "logging.h"
+#include "monitor.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"	/* fixed by RFC 27 */
 #define MAX_WATCHED 3				/* ingest, control, events */
@@ -331,32 +332,11 @@ void auth_event(struct auth *a, const char *what, const char *endpoint, uint16_t
 
 static void monitor_drain(struct auth *a, struct watched *w)
 {
-	for (;;) {
-		zmq_msg_t head, addr;
-		uint16_t event;
-		uint32_t value;
+	uint16_t event;
+	uint32_t value;
 
-		zmq_msg_init(&head);
-		if (zmq_msg_recv(&head, w->pair, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&head);
-			return;
-		}
-		zmq_msg_init(&addr);
-		if (zmq_msg_more(&head) && zmq_msg_recv(&addr, w->pair, 0) >= 0) {
-			size_t len = zmq_msg_size(&addr);
-			if (len >= sizeof(w->endpoint))
-				len = sizeof(w->endpoint) - 1;
-			memcpy(w->endpoint, zmq_msg_data(&addr), len);
-			w->endpoint[len] = 0;
-		}
-		if (zmq_msg_size(&head) == 6) {
-			memcpy(&event, zmq_msg_data(&head), 2);
-			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
-			auth_event(a, w->what, w->endpoint, event, value);	/* [6 bytes: event, value][endpoint] */
-		}
-		zmq_msg_close(&addr);
-		zmq_msg_close(&head);
-	}
+	while (monitor_recv(w->pair, &event, &value, w->endpoint, sizeof(w->endpoint)))
+		auth_event(a, w->what, w->endpoint, event, value);
 }
 
 void auth_handle(struct auth *a)

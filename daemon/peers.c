@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "fdlimit.h"
 #include "logging.h"
+#include "monitor.h"
 #include "peers.h"
 #include "state.h"
 #include "wire.h"
@@ -247,49 +248,28 @@ static void disconnected(struct peers *p, int fd)
 
 void peers_handle(struct peers *p)
 {
-	if (!p)
-		return;
-	for (;;) {
-		zmq_msg_t head, addr;
-		uint16_t event;
-		uint32_t value;
-		char endpoint[256] = "";
+	uint16_t event;
+	uint32_t value;
+	char endpoint[256] = "";
+	struct peer *e;
 
-		zmq_msg_init(&head);
-		if (zmq_msg_recv(&head, p->pair, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&head);
-			return;
-		}
-		zmq_msg_init(&addr);
-		if (zmq_msg_more(&head) && zmq_msg_recv(&addr, p->pair, 0) >= 0) {
-			size_t len = zmq_msg_size(&addr) < sizeof(endpoint) ? zmq_msg_size(&addr)
-									 : sizeof(endpoint) - 1;
-			memcpy(endpoint, zmq_msg_data(&addr), len);
-			endpoint[len] = 0;
-		}
-		if (zmq_msg_size(&head) == 6) {
-			memcpy(&event, zmq_msg_data(&head), 2);
-			memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
-			struct peer *e;
-			if (event == ZMQ_EVENT_ACCEPTED && (e = entry(p, (int)value))) {
-				if (e->open && !e->accepted) {
-					e->accepted = 1;	/* late: its messages came first */
-				} else {	/* a new connection, maybe on a reused descriptor */
-					opened(p, e, (int)value);
-					memset(e, 0, sizeof(*e));
-					e->open = e->accepted = 1;
-					e->last_type = -1;
-					peer_address((int)value, e->addr, sizeof(e->addr));
-				}
-			} else if (event == ZMQ_EVENT_DISCONNECTED) {
-				disconnected(p, (int)value);
-			} else if (p->auth && (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-					       event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
-				auth_event(p->auth, "ingest", endpoint, event, value);
+	while (p && monitor_recv(p->pair, &event, &value, endpoint, sizeof(endpoint))) {
+		if (event == ZMQ_EVENT_ACCEPTED && (e = entry(p, (int)value))) {
+			if (e->open && !e->accepted) {
+				e->accepted = 1;	/* late: its messages came first */
+			} else {	/* a new connection, maybe on a reused descriptor */
+				opened(p, e, (int)value);
+				memset(e, 0, sizeof(*e));
+				e->open = e->accepted = 1;
+				e->last_type = -1;
+				peer_address((int)value, e->addr, sizeof(e->addr));
 			}
+		} else if (event == ZMQ_EVENT_DISCONNECTED) {
+			disconnected(p, (int)value);
+		} else if (p->auth && (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+				       event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
+			auth_event(p->auth, "ingest", endpoint, event, value);
 		}
-		zmq_msg_close(&addr);
-		zmq_msg_close(&head);
 	}
 }
 
