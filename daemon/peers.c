@@ -241,7 +241,7 @@ static void disconnected(struct peers *p, int fd)
 		return;
 	}
 	p->said++;
-	log_warning("ingest: peer %s disconnected %s: a publisher that died, or a frame over %u bytes "
+	log_warning("ingest: peer %s disconnected %s: a publisher that died or gave up on the connection (a send timeout), or a frame over %u bytes "
 		    "(max_frame plus a header), which ZeroMQ refuses by closing the connection",
 		    e->addr, what, WIRE_MAX_FRAME + WIRE_MAX_HEADER);
 }

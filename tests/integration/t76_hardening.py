@@ -255,31 +255,47 @@ def budget_message(ctx, tmp):
     r = quiet(holders[0], 1000)
     check(r and r["code"] == "over_window" and "window full" in r["reason"] and "hold0" in r["reason"],
           f"over_window names the run's window when that is what is full ({r and r['reason']})")
-    holders[0].tensor(1, "big", part, "f32", offset=part.size, total=total)
-    for k in range(2):
-        holders[1].tensor(1, "big", part, "f32", offset=k * part.size, total=total)
-    time.sleep(0.5)
-    for p in holders:   # keep them from being idle
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2 * part.size, total=total)
-    late = Publisher(ctx, tmp, "late")
-    late.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=1 << 20)
-    r = late.recv()
-    check(r and r["code"] == "over_window" and "memory.budget full" in r["reason"] and
-          "window" not in r["reason"].split(":")[0],
-          f"... and memory.budget when that is full ({r and r['reason']})")
-    # a publisher refused so says why in its stall warning, not a guess
-    for p in holders:
-        p.tensor(1, "big", np.ones(1, np.float32), "f32", offset=2 * part.size + 1, total=total)
-    ep = f"ipc://{tmp}/run/ingest.sock"
-    rc, out, err = child(f"""
+    # all but the last 4 MiB of each, then the rest 64 KiB every 0.25 s from a
+    # thread: never idle, never slow, never far from whole, whatever the machine's pace
+    rest = (4 * MIB) // 4
+    first = total - rest
+    for k, p in enumerate(holders):
+        for off in range(part.size if k == 0 else 0, first, part.size):
+            p.tensor(1, "big", part[:min(part.size, first - off)], "f32", offset=off, total=total)
+    stop = threading.Event()
+
+    def keep_coming():
+        chunk = np.ones((64 << 10) // 4, np.float32)
+        for off in range(first, total - chunk.size, chunk.size):
+            for p in holders:
+                p.tensor(1, "big", chunk, "f32", offset=off, total=total)
+            if stop.wait(0.25):
+                break
+
+    keeper = threading.Thread(target=keep_coming)
+    keeper.start()
+    try:
+        time.sleep(0.5)
+        late = Publisher(ctx, tmp, "late")
+        late.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=1 << 20)
+        r = late.recv()
+        check(r and r["code"] == "over_window" and "memory.budget full" in r["reason"] and
+              "window" not in r["reason"].split(":")[0],
+              f"... and memory.budget when that is full ({r and r['reason']})")
+        # a publisher refused so says why in its stall warning, not a guess
+        ep = f"ipc://{tmp}/run/ingest.sock"
+        rc, out, err = child(f"""
 pub = wdrift.Publisher({ep!r}, "stalled", ack_timeout=0.5, stall_warning=1.0)
 pub.publish(1, {{"w": np.ones(1 << 20, dtype=np.float32)}})
 time.sleep(2.5)
 print("dropped", pub.close(0))
 """)
-    said = [line for line in err.splitlines() if "no ack" in line]
-    check(rc == 0 and len(said) == 1 and "memory.budget full" in said[0] and "over_window" in said[0],
-          f"the stall warning quotes the daemon's refusal ({said})", out + err)
+        said = [line for line in err.splitlines() if "no ack" in line]
+        check(rc == 0 and len(said) == 1 and "memory.budget full" in said[0] and "over_window" in said[0],
+              f"the stall warning quotes the daemon's refusal ({said})", out + err)
+    finally:
+        stop.set()
+        keeper.join()
     # a tensor larger than a run's window could never be held: final, not over_window
     big = Publisher(ctx, tmp, "toolarge")
     big.tensor(1, "w", np.ones(1, np.float32), "f32", offset=0, total=(128 * MIB) // 4)
@@ -346,8 +362,14 @@ def bookkeeping(ctx, tmp, dm):
     check(refused and refused["code"] == "over_window" and "window full" in refused["reason"],
           f"one-element tensors are refused once their bookkeeping fills the run's window "
           f"({refused and refused['reason']})")
-    check(st and st["memory"]["reserved"] <= st["memory"]["budget"] and rss < (64 + 64) << 20,
-          f"reserved stays within memory.budget 64M, and RSS under 128 MiB ({rss >> 20} MiB)")
+    check(st and st["memory"]["reserved"] <= st["memory"]["budget"],
+          f"reserved stays within memory.budget 64M ({st and st['memory']['reserved']})")
+    tool = os.environ.get("WDRIFT_SANITIZE") or ("valgrind" if os.environ.get("WDRIFT_VALGRIND") else "")
+    if tool:
+        # ASan's quarantine and shadow, or valgrind's, are in RSS too: make check holds the bound
+        check(True, f"RSS under 128 MiB ({rss >> 20} MiB) # SKIP under {tool}: RSS includes the tool's")
+    else:
+        check(rss < (64 + 64) << 20, f"RSS under 128 MiB ({rss >> 20} MiB)")
 
 
 def split_messages(ctx, tmp):
