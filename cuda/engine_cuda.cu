@@ -11,9 +11,16 @@
  *     bf16/fp16 and upcast-bf16 fp32: 65536-bin count (copied to the host too)
  * wd_prepare returns once the upload is done; the sort runs on the compute
  * stream while the next tensor uploads. Device memory given as a view is
- * read in place. W1 kernels write per-block partials
+ * read in place when it is on the engine's device and aligned to its
+ * element size; otherwise it is copied to the host and uploaded as pageable
+ * memory. W1 kernels write per-block partials
  * into a results arena; wd_engine_sync copies the arena back once and adds
  * the partials on the host in a fixed order.
+ *
+ * The engine runs on one device, chosen at open. Every entry point makes it
+ * current for its work and gives the caller's current device back before it
+ * returns (struct on_device), so that a framework on another device (or the
+ * same one) sees no change.
  *
  * Depends on CUDA, CUB and the engine's internal headers; not on HDF5,
  * ZeroMQ or YAML.
@@ -55,6 +62,47 @@ static int cuda_fail(cudaError_t err, const char *what, const char *file, int li
 /* Checks a kernel launch (the launch itself; faults show at the next sync). */
 #define CU_LAUNCH() CU(cudaGetLastError())
 
+/*
+ * Makes device dev current for the life of the object, and the caller's
+ * device current again when it goes out of scope, on every return path.
+ * The caller's device is what cudaGetDevice says: a thread that never
+ * chose one reads as device 0, so with an engine on device N > 0 such a
+ * thread gets device 0 current back, and since CUDA 12 cudaSetDevice(0)
+ * then creates device 0's primary context if nothing had (unverified on a
+ * machine with two GPUs). Saving the driver's current context instead
+ * would avoid that, at the cost of reaching into the driver API; not done.
+ * ok is false when dev could not be made current: the entry point must not
+ * touch the device then.
+ */
+struct on_device {
+	int saved;
+	bool ok;
+
+	explicit on_device(int dev) : saved(-1), ok(true)
+	{
+		if (cudaGetDevice(&saved) != cudaSuccess) {
+			cudaGetLastError();
+			saved = -1;
+		}
+		if (saved != dev) {
+			cudaError_t err = cudaSetDevice(dev);
+			if (err != cudaSuccess) {
+				cuda_fail(err, "cudaSetDevice", __FILE__, __LINE__);
+				ok = false;
+			}
+		} else {
+			saved = -1;	/* nothing to give back */
+		}
+	}
+	~on_device()
+	{
+		if (saved >= 0 && cudaSetDevice(saved) != cudaSuccess)
+			cudaGetLastError();
+	}
+	on_device(const on_device &) = delete;
+	on_device &operator=(const on_device &) = delete;
+};
+
 /* One queued result: partials [first, first + count) of the arena. */
 struct queued {
 	double *out;
@@ -65,9 +113,13 @@ struct queued {
 
 struct cuda_engine {
 	/*
-	 * Our own stream-ordered pool: it keeps freed memory mapped (release
-	 * threshold: the budget) instead of returning it at every sync, and it
-	 * leaves the process's default pool, which a framework may use, alone.
+	 * Our own stream-ordered pool, which leaves the process's default
+	 * pool, which a framework may use, alone. Its release threshold is
+	 * unbounded, so that the syncs inside one prepare or summary do not
+	 * return freed memory to the driver (the default threshold, 0, would
+	 * unmap it at each of them, and the next allocation would map it
+	 * again); the budget bounds what is allocated anyway. cuda_sync trims
+	 * it instead (trim_pool).
 	 */
 	cudaMemPool_t pool;
 	int device, sms;
@@ -77,6 +129,7 @@ struct cuda_engine {
 	void *stage[2];			/* pinned */
 	unsigned long long *d_counts, *h_counts;	/* 4 counters, pinned mirror */
 	uint64_t budget, used;
+	uint64_t peak;			/* most used since the last trim */
 	/* 16-bit tables: finite codes in value order, and the gap to the next */
 	uint16_t *d_order[2];
 	double *d_gap[2];
@@ -110,6 +163,8 @@ static int dev_alloc_on(struct cuda_engine *c, void **p, size_t bytes, cudaStrea
 	if (err != cudaSuccess)
 		return cuda_fail(err, "cudaMallocFromPoolAsync", __FILE__, __LINE__);
 	c->used += bytes;
+	if (c->peak < c->used)
+		c->peak = c->used;
 	return 0;
 }
 
@@ -138,7 +193,8 @@ static unsigned grid_for(const struct cuda_engine *c, size_t n, unsigned threads
 
 /* --- open and close --- */
 
-extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t desclen)
+extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc,
+				size_t desclen)
 {
 	struct cuda_engine *c;
 	cudaDeviceProp prop;
@@ -154,28 +210,41 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t des
 		cudaGetLastError();
 		return -ENODEV;
 	}
-	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+	if (device < 0 || device >= n) {
+		snprintf(desc, desclen, "no device %d (this machine has %d: 0 to %d)", device, n,
+			 n - 1);
+		return -ENODEV;
+	}
+	on_device on(device);	/* the caller's device again on every return below */
+	if (!on.ok) {
+		snprintf(desc, desclen, "device %d cannot be made current", device);
+		cudaGetLastError();
+		return -ENODEV;
+	}
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
 	    cudaFuncGetAttributes(&fa, w1_hist_scan_kernel) != cudaSuccess) {
-		snprintf(desc, desclen, "device 0 (sm_%d%d) cannot run this build (sm_90 and newer)",
-			 prop.major, prop.minor);
+		snprintf(desc, desclen, "device %d (sm_%d%d) cannot run this build (sm_90 and newer)",
+			 device, prop.major, prop.minor);
 		cudaGetLastError();
 		return -ENODEV;
 	}
 	c = (struct cuda_engine *)calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->device = device;
 	c->sms = prop.multiProcessorCount;
 	int r = -EIO;
 #define OPEN_CU(call) do { if ((call) != cudaSuccess) { \
 	r = cuda_fail(cudaGetLastError(), #call, __FILE__, __LINE__); goto fail; } } while (0)
-	OPEN_CU(cudaSetDevice(0));
 	{
 		cudaMemPoolProps props;
 		memset(&props, 0, sizeof(props));
 		props.allocType = cudaMemAllocationTypePinned;
 		props.location.type = cudaMemLocationTypeDevice;
-		props.location.id = 0;
+		props.location.id = device;
 		OPEN_CU(cudaMemPoolCreate(&c->pool, &props));
+		uint64_t keep = UINT64_MAX;	/* see struct cuda_engine */
+		OPEN_CU(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
 	}
 	OPEN_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
 	OPEN_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
@@ -206,23 +275,32 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, char *desc, size_t des
 	OPEN_CU(cudaFuncSetAttribute(hist16_kernel<uint32_t, 16>,
 				     cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4));
 	cuda_engine_set_budget(c, 0);
-	snprintf(desc, desclen, "cuda: %s (sm_%d%d, %.0f GiB)", prop.name, prop.major,
-		 prop.minor, (double)prop.totalGlobalMem / (1u << 30));
+	snprintf(desc, desclen, "cuda: %s (device %d, sm_%d%d, %.0f GiB)", prop.name, device,
+		 prop.major, prop.minor, (double)prop.totalGlobalMem / (1u << 30));
 	*out = c;
 	return 0;
 fail:
-	snprintf(desc, desclen, "cuda set-up failed");
+	snprintf(desc, desclen, "cuda set-up failed on device %d", device);
 	cuda_engine_close(&c);
 	return r == -ENOMEM ? -ENODEV : r == -EIO ? -ENODEV : r;
 #undef OPEN_CU
 }
 
+/*
+ * Frees what the engine holds. Prepared tensors must have been released
+ * first (engine.c does so, also when it gives the device up): the pool
+ * would otherwise only be destroyed once they are, that is never. Errors
+ * are ignored: after a sticky device fault every call here fails, and the
+ * memory stays mapped until the process exits, since the context is the
+ * caller's (the device's primary one) and resetting it would kill the
+ * caller's own work.
+ */
 extern "C" void cuda_engine_close(struct cuda_engine **pc)
 {
 	struct cuda_engine *c = *pc;
 	if (!c)
 		return;
-	/* Errors are ignored here: after a device fault these all fail. */
+	on_device on(c->device);
 	if (c->compute)
 		cudaStreamSynchronize(c->compute);
 	if (c->copy)	/* a pageable upload's last copies may still read the staging */
@@ -242,7 +320,7 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 	if (c->h_arena) cudaFreeHost(c->h_arena);
 	if (c->copy) cudaStreamDestroy(c->copy);
 	if (c->compute) cudaStreamDestroy(c->compute);
-	if (c->pool) cudaMemPoolDestroy(c->pool);	/* released once all is freed */
+	if (c->pool) cudaMemPoolDestroy(c->pool);	/* everything in it was freed and synced */
 	cudaGetLastError();
 	free(c->queue);
 	free(c);
@@ -252,8 +330,10 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 extern "C" void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes)
 {
 	size_t free_b = 0, total = 0;
+	on_device on(c->device);
+
 	if (bytes == 0) {
-		if (cudaMemGetInfo(&free_b, &total) != cudaSuccess)
+		if (!on.ok || cudaMemGetInfo(&free_b, &total) != cudaSuccess)
 			cudaGetLastError();	/* a budget of what is held: new tensors go to the cpu */
 		/*
 		 * Leave room for CUB's temporaries and other processes. What the
@@ -262,30 +342,97 @@ extern "C" void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes)
 		bytes = c->used + (free_b > (2ull << 30) ? free_b - (1ull << 30) : free_b / 2);
 	}
 	c->budget = bytes;
-	/* keep up to the budget mapped between syncs */
-	uint64_t keep = bytes;
-	if (c->pool && cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
-		cudaGetLastError();
+}
+
+/*
+ * Gives memory the pool holds but nothing uses back to the driver, once
+ * the compute stream is idle (cuda_sync), so that the engine does not sit
+ * on a budget's worth of device memory between batches while a framework
+ * on the same device may need it. It keeps what the last batch needed at
+ * its peak: a loop of similar tensors, one wd_w1 (and sync) each, then maps
+ * no new memory, and memory above that goes back at the next sync.
+ */
+static void trim_pool(struct cuda_engine *c)
+{
+	if (cudaMemPoolTrimTo(c->pool, (size_t)c->peak) != cudaSuccess)
+		cudaGetLastError();	/* only a missed saving */
+	c->peak = c->used;
 }
 
 /* --- upload --- */
 
-/* Where a view's data lives. */
-enum mem_kind { MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE };
+/*
+ * Where a view's data lives. MEM_DEVICE is device memory the kernels may
+ * read in place: on the engine's device and aligned to its element size.
+ * MEM_OTHER is device memory they must not read: on another device (a
+ * kernel here would fault on it, without peer access), or at an offset
+ * that is not a multiple of the element size (a misaligned load faults).
+ * Either fault is sticky and would ruin the context, which is the device's
+ * primary one and so the caller's (PyTorch's) too. MEM_OTHER is copied to
+ * the host first.
+ */
+enum mem_kind { MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE, MEM_OTHER };
 
-static enum mem_kind mem_kind_of(const void *p)
+static enum mem_kind mem_kind_of(const struct cuda_engine *c, const void *p, size_t esize,
+				 int *owner)
 {
 	cudaPointerAttributes attr;
 	enum mem_kind k = MEM_PAGEABLE;
 
+	*owner = -1;
+	/*
+	 * Under UVA this answers for a pointer of any device without making
+	 * that device current, and pageable memory is cudaMemoryTypeUnregistered
+	 * (CUDA 11 and later), not an error.
+	 */
 	if (cudaPointerGetAttributes(&attr, p) == cudaSuccess) {
-		if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
-			k = MEM_DEVICE;
-		else if (attr.type == cudaMemoryTypeHost)
+		if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) {
+			*owner = attr.device;
+			k = attr.device == c->device && (uintptr_t)p % esize == 0 ? MEM_DEVICE
+										   : MEM_OTHER;
+		} else if (attr.type == cudaMemoryTypeHost) {
 			k = MEM_PINNED;
+		}
 	}
 	cudaGetLastError();	/* pageable memory may report an error: not one */
 	return k;
+}
+
+/*
+ * Copies bytes of device memory at src, of any device, to the host at dst
+ * with a synchronous cudaMemcpy on the owner's legacy default stream. That
+ * stream waits for work the caller queued on the owner's blocking streams
+ * (the per-thread default stream included), the same promise as a view
+ * read in place (after_caller). Returns 0, -EFAULT when src could not be
+ * read but the engine's device is fine (a bad pointer: an invalid-value
+ * error, which is not sticky), or -EIO when the engine's device is broken.
+ * The owner's own context may be left with a sticky error by a copy that
+ * faults: that is the caller's memory and context, unchanged by us.
+ * Unverified: the owner switch and the health probe have not run on a
+ * machine with two GPUs.
+ */
+static int read_device(struct cuda_engine *c, void *dst, const void *src, size_t bytes,
+		       int owner)
+{
+	cudaError_t err = cudaSuccess;
+
+	if (owner >= 0 && owner != c->device)
+		err = cudaSetDevice(owner);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+	if (owner >= 0 && owner != c->device && cudaSetDevice(c->device) != cudaSuccess)
+		return cuda_fail(cudaGetLastError(), "cudaSetDevice (back)", __FILE__, __LINE__);
+	if (err == cudaSuccess)
+		return 0;
+	cuda_fail(err, "copy of a device view to the host", __FILE__, __LINE__);
+	cudaGetLastError();
+	/* our context reports a sticky error to any call: probe it cheaply */
+	cudaError_t health = cudaStreamQuery(c->compute);
+	if (health == cudaSuccess || health == cudaErrorNotReady) {
+		cudaGetLastError();
+		return -EFAULT;
+	}
+	return cuda_fail(health, "engine device after a failed copy", __FILE__, __LINE__);
 }
 
 /*
@@ -515,17 +662,51 @@ fail:
 	return r;
 }
 
+/* Lets go of p's raw values: frees our copy, or forgets the caller's. */
+static void drop_raw(struct cuda_engine *c, struct wd_prepared *p, size_t bytes)
+{
+	if (p->dev_raw_borrowed) {
+		p->dev_raw = NULL;
+		p->dev_raw_borrowed = 0;
+	} else if (p->dev_raw) {
+		dev_free(c, &p->dev_raw, bytes);
+		p->dev_bytes -= bytes;
+	}
+}
+
+/*
+ * Puts a device view that kernels here must not read (MEM_OTHER) into raw,
+ * through a host copy that is then uploaded as pageable memory. raw was
+ * allocated first, so that a tensor over the budget costs no host copy.
+ */
+static int upload_other(struct cuda_engine *c, void *raw, const void *src, size_t bytes,
+			int owner)
+{
+	void *h = malloc(bytes);
+	int r;
+
+	if (!h)
+		return -ENOMEM;
+	r = read_device(c, h, src, bytes, owner);
+	if (!r)
+		r = upload(c, raw, h, bytes, 0);	/* returns when h may be freed */
+	free(h);
+	return r;
+}
+
 static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
 		   struct wd_prepared *p)
 {
 	size_t esize = wd_dtype_size(v->dtype), n = v->numel, bytes = n * esize;
 	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
+	int keep_raw = flags & WD_PREP_KEEP_RAW;
 	void *raw = NULL, *keys = NULL;
-	int r;
+	int owner, r;
 
 	if (n == 0)
 		return -ENOMEM;	/* nothing to gain: the CPU path handles empty tensors */
-	enum mem_kind kind = mem_kind_of(v->data);
+	enum mem_kind kind = mem_kind_of(c, v->data, esize, &owner);
+	p->view_on_device = kind == MEM_DEVICE || kind == MEM_OTHER;
 	if (kind == MEM_DEVICE) {	/* already there: read it in place */
 		raw = (void *)v->data;
 		p->dev_raw = raw;
@@ -538,9 +719,13 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 			return r;
 		p->dev_raw = raw;	/* owned by p from here, so release() frees it */
 		p->dev_bytes = bytes;
-		if (kind == MEM_PINNED && (r = after_caller(c, c->copy)))
-			return r;
-		if ((r = upload(c, raw, v->data, bytes, kind == MEM_PINNED)))
+		if (kind == MEM_OTHER)
+			r = upload_other(c, raw, v->data, bytes, owner);
+		else if (kind == MEM_PINNED && !(r = after_caller(c, c->copy)))
+			r = upload(c, raw, v->data, bytes, 1);
+		else if (kind == MEM_PAGEABLE)
+			r = upload(c, raw, v->data, bytes, 0);
+		if (r)
 			return r;
 	}
 	if (is16 && !(flags & WD_PREP_FORCE_SORT)) {
@@ -559,6 +744,15 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 			dev_free(c, &keys, key_bytes);
 			r = prepare_hist(c, raw, 1, WD_BF16, p);
 		} else {
+			/*
+			 * The keys are written (keys_and_counts synced): free raw
+			 * now, before the sort is queued. A free queued after the
+			 * sort would make the pool order the next tensor's upload,
+			 * which reuses that memory on the copy stream, after this
+			 * sort.
+			 */
+			if (!keep_raw)
+				drop_raw(c, p, bytes);
 			p->store = wide ? WD_F64 : WD_F32;
 			r = wide ? sort_keys<unsigned long long>(c, (unsigned long long *)keys, n, p)
 				 : sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);	/* owns keys */
@@ -566,31 +760,30 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 	}
 	if (r)
 		return r;
-	if (!(flags & WD_PREP_KEEP_RAW)) {
-		if (p->dev_raw_borrowed) {
-			p->dev_raw = NULL;
-		} else {
-			dev_free(c, &p->dev_raw, bytes);
-			p->dev_bytes -= bytes;
-		}
-	}
+	if (!keep_raw)
+		drop_raw(c, p, bytes);
 	return 0;
 }
 
 extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
 			    struct wd_prepared *p)
 {
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
 	return lost(c, prepare(c, v, flags, p));
 }
 
 extern "C" void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared *p)
 {
+	on_device on(c->device);	/* on failure the frees below fail, and say nothing */
 	dev_free(c, &p->dev_keys, 0);	/* accounted below, as a whole */
 	dev_free(c, &p->dev_hist, 0);
 	if (p->dev_raw_borrowed)
 		p->dev_raw = NULL;	/* the caller's memory */
 	else
 		dev_free(c, &p->dev_raw, 0);
+	p->dev_raw_borrowed = 0;
 	c->used -= p->dev_bytes < c->used ? p->dev_bytes : c->used;
 	p->dev_bytes = 0;
 }
@@ -729,6 +922,9 @@ static int w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 			     const struct wd_prepared *b, double *out)
 {
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
 	return lost(c, w1_async(c, a, b, out));
 }
 
@@ -754,7 +950,13 @@ static int sync_results(struct cuda_engine *c)
 
 extern "C" int cuda_sync(struct cuda_engine *c)
 {
-	return lost(c, sync_results(c));
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
+	int r = sync_results(c);	/* the compute stream is idle after it */
+	if (r == 0)
+		trim_pool(c);
+	return lost(c, r);
 }
 
 /*
@@ -838,6 +1040,9 @@ static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 
 extern "C" int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p)
 {
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
 	return lost(c, summarize(c, p));
 }
 
@@ -899,6 +1104,9 @@ static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 			       const struct wd_prepared *b, struct wd_pair_stats *out)
 {
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
 	return lost(c, pair_stats(c, a, b, out));
 }
 
@@ -935,22 +1143,40 @@ static int to_host(struct cuda_engine *c, const struct wd_prepared *p, void **va
 
 extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
 {
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
 	return lost(c, to_host(c, p, values));
 }
 
+/*
+ * For engine.c: device memory to the host, a device view of any device
+ * (read_device) or a prepared tensor's raw copy. The compute stream is
+ * synced first: a raw copy is written on our non-blocking streams, which
+ * the legacy stream that cudaMemcpy uses does not wait for.
+ */
 extern "C" int cuda_copy_to_host(struct cuda_engine *c, const void *dev, size_t bytes, void **out)
 {
 	void *h = malloc(bytes ? bytes : 1);
+	int owner = -1, r;
 
 	*out = NULL;
 	if (!h)
 		return -ENOMEM;
+	on_device on(c->device);
+	if (!on.ok) {
+		free(h);
+		return lost(c, -EIO);
+	}
 	cudaError_t err = cudaStreamSynchronize(c->compute);
-	if (err == cudaSuccess)
-		err = cudaMemcpy(h, dev, bytes, cudaMemcpyDeviceToHost);
 	if (err != cudaSuccess) {
 		free(h);
-		return cuda_fail(err, "copy to host", __FILE__, __LINE__);
+		return lost(c, cuda_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__));
+	}
+	mem_kind_of(c, dev, 1, &owner);
+	if ((r = read_device(c, h, dev, bytes, owner))) {
+		free(h);
+		return lost(c, r);
 	}
 	*out = h;
 	return 0;

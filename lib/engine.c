@@ -35,7 +35,7 @@ struct wd_engine {
 	void *scratch;		/* radix ping-pong buffer, grown on demand */
 	size_t scratch_size;
 	struct cuda_engine *cuda;	/* NULL on the CPU */
-	unsigned generation;	/* bumped when the device is given up */
+	struct wd_prepared *live;	/* tensors holding device memory */
 	int device_lost;	/* sync owes the caller an -EIO */
 	struct pending *pend;
 	size_t n_pend, cap_pend;
@@ -59,8 +59,9 @@ int wd_have_cuda(void) { return 1; }
 #else
 int wd_have_cuda(void) { return 0; }
 /* The CUDA entry points when the library is built without it. */
-static int cuda_engine_open_none(struct cuda_engine **out, char *desc, size_t len)
+static int cuda_engine_open_none(struct cuda_engine **out, int device, char *desc, size_t len)
 {
+	(void)device;
 	*out = NULL;
 	snprintf(desc, len, "built without CUDA");
 	return -ENODEV;
@@ -80,19 +81,24 @@ static int cuda_engine_open_none(struct cuda_engine **out, char *desc, size_t le
 
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
 {
+	return wd_engine_open_device(backend, 0, out);
+}
+
+int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine **out)
+{
 	struct wd_engine *e;
 	char why[sizeof(((struct wd_engine *)0)->desc)] = "";
 
 	*out = NULL;
-	if (backend != WD_BACKEND_AUTO && backend != WD_BACKEND_CPU &&
-	    backend != WD_BACKEND_CUDA)
+	if ((backend != WD_BACKEND_AUTO && backend != WD_BACKEND_CPU &&
+	     backend != WD_BACKEND_CUDA) || device < 0)
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	e->backend = WD_BACKEND_CPU;
 	if (backend != WD_BACKEND_CPU) {
-		int r = cuda_engine_open(&e->cuda, e->desc, sizeof(e->desc));
+		int r = cuda_engine_open(&e->cuda, device, e->desc, sizeof(e->desc));
 		if (r == 0) {
 			e->backend = WD_BACKEND_CUDA;
 			wd_log(WD_LOG_NOTICE, "engine: %s", e->desc);
@@ -113,12 +119,53 @@ int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
 	return 0;
 }
 
+/* Adds p, just prepared on the device, to the engine's live tensors. */
+static void live_add(struct wd_engine *e, struct wd_prepared *p)
+{
+	p->live_prev = NULL;
+	p->live_next = e->live;
+	if (e->live)
+		e->live->live_prev = p;
+	e->live = p;
+}
+
+static void live_del(struct wd_engine *e, struct wd_prepared *p)
+{
+	if (p->live_prev)
+		p->live_prev->live_next = p->live_next;
+	else if (e->live == p)
+		e->live = p->live_next;
+	if (p->live_next)
+		p->live_next->live_prev = p->live_prev;
+	p->live_prev = p->live_next = NULL;
+}
+
+/*
+ * Frees the device memory of every live tensor before the device goes
+ * (an error, or the engine closing), so that none is left in the pool for
+ * cuda_engine_close. The tensors stay the caller's to free, but stale:
+ * detached from the engine, so that freeing them later touches neither
+ * the device nor, after wd_engine_close, the engine.
+ */
+static void engine_release_live(struct wd_engine *e)
+{
+	while (e->live) {
+		struct wd_prepared *p = e->live;
+		live_del(e, p);
+		cuda_prepared_release(e->cuda, p);
+		p->engine = NULL;
+		p->stale = 1;
+	}
+}
+
 void wd_engine_close(struct wd_engine **e)
 {
 	if (!*e)
 		return;
-	if ((*e)->cuda)
+	if ((*e)->cuda) {
+		engine_release_live(*e);
 		cuda_engine_close(&(*e)->cuda);
+	}
 	free((*e)->pend);
 	free((*e)->scratch);
 	free(*e);
@@ -143,14 +190,16 @@ void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes)
 
 /*
  * Gives the device up after an error: every later call runs on the CPU, and
- * tensors prepared on the device are stale (their generation is old).
+ * tensors prepared on the device before that are stale, their device memory
+ * freed: after an error that is not sticky the device stays usable (by the
+ * caller's framework too), and what we held would otherwise stay mapped.
  */
 static void engine_lose_device(struct wd_engine *e, const char *during)
 {
 	wd_log(WD_LOG_ERR, "engine: device error during %s; falling back to the cpu", during);
+	engine_release_live(e);
 	cuda_engine_close(&e->cuda);
 	e->cuda = NULL;
-	e->generation++;
 	e->device_lost = 1;
 	e->backend = WD_BACKEND_CPU;
 	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread; fell back after a cuda error)");
@@ -374,14 +423,14 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	p->method = WD_METHOD_SORT;
 	if (e->cuda) {
 		p->engine = e;
-		p->generation = e->generation;
 		r = cuda_prepare(e->cuda, v, flags, p);
 		if (r == 0) {
+			live_add(e, p);
 			*out = p;
 			return 0;
 		}
 		/* Start again on the CPU from a clean slate. */
-		int device_view = p->dev_raw_borrowed;
+		int device_view = p->view_on_device;
 		cuda_prepared_release(e->cuda, p);
 		free(p->hist);
 		free(p->values);
@@ -398,6 +447,7 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 		if (device_view) {	/* over the budget: the CPU works on a host copy */
 			struct wd_view hv = *v;
 			void *copy;
+			/* of any device: cuda_copy_to_host reads it where it is */
 			if ((r = cuda_copy_to_host(e->cuda, v->data, v->numel * wd_dtype_size(v->dtype),
 						   &copy))) {
 				free(p);
@@ -447,9 +497,11 @@ void wd_prepared_free(struct wd_prepared **p)
 {
 	if (!*p)
 		return;
-	if (prepared_on_device(*p) && (*p)->engine && (*p)->engine->cuda &&
-	    (*p)->generation == (*p)->engine->generation)
+	/* a stale tensor has no device memory left and no engine */
+	if ((*p)->engine && !(*p)->stale && (*p)->engine->cuda) {
 		cuda_prepared_release((*p)->engine->cuda, *p);
+		live_del((*p)->engine, *p);
+	}
 	free((*p)->values);
 	free((*p)->hist);
 	free(*p);
@@ -466,10 +518,13 @@ void wd_prepared_nonfinite(const struct wd_prepared *p, struct wd_nonfinite *out
 	*out = p->nonfinite;
 }
 
-/* A device tensor whose device was given up cannot be used any more. */
+/*
+ * A device tensor whose device was given up cannot be used any more, nor
+ * one of another engine's device.
+ */
 static int prepared_stale(const struct wd_engine *e, const struct wd_prepared *p)
 {
-	return prepared_on_device(p) && (!e->cuda || p->generation != e->generation);
+	return p->stale || (prepared_on_device(p) && (!e->cuda || p->engine != e));
 }
 
 /* Usable on the host as it is: values or counts are in host memory. */

@@ -25,11 +25,21 @@ struct wd_prepared {
 	 * has no values[] on the host; a counted one has hist[] on both sides.
 	 */
 	struct wd_engine *engine;	/* owner, for freeing device memory */
-	unsigned generation;	/* engine's device generation at prepare */
+	/*
+	 * The owner's list of live device tensors, so that it can free their
+	 * device memory when it gives the device up or closes (engine.c).
+	 */
+	struct wd_prepared *live_prev, *live_next;
+	/*
+	 * Its device was given up, and its device memory freed: W1 and pair
+	 * statistics on it return -EIO; it must be prepared again.
+	 */
+	int stale;
 	void *dev_keys;		/* sorted radix keys: uint32 (f32), uint64 (f64) */
 	void *dev_hist;		/* 65536 unsigned long long counts */
 	void *dev_raw;		/* WD_PREP_KEEP_RAW: raw values */
 	int dev_raw_borrowed;	/* dev_raw is the caller's device memory */
+	int view_on_device;	/* the view given was device memory (cuda_prepare) */
 	uint64_t dev_bytes;	/* device memory held, for the budget */
 	int have_summary;	/* summary below is filled (device tensors) */
 	struct wd_summary summary;

@@ -119,11 +119,22 @@ int wd_backend_parse(const char *s, enum wd_backend *out);
 int wd_have_cuda(void);
 
 /*
- * Opens an engine on the given backend. AUTO picks CUDA when the library was
- * built with it and a device is present, else the CPU, and logs which at
- * NOTICE level. Asking for CUDA where it is not available returns -ENODEV.
+ * Opens an engine on the given backend, on CUDA device 0. AUTO picks CUDA
+ * when the library was built with it and a device is present, else the CPU,
+ * and logs which at NOTICE level. Asking for CUDA where it is not available
+ * returns -ENODEV. The same as wd_engine_open_device(backend, 0, out).
  */
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out);
+/*
+ * The same on CUDA device `device` (0 to the device count less 1, in the
+ * CUDA runtime's numbering, which CUDA_VISIBLE_DEVICES changes). A device
+ * that does not exist is -ENODEV for CUDA, logged with the index and the
+ * count; AUTO then falls back to the CPU, saying why. The CPU backend
+ * ignores the index. -EINVAL for a negative index. The engine makes its
+ * device current only during its own calls: the caller's current device is
+ * the same after each call as before it.
+ */
+int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine **out);
 /* Frees the engine. Free its prepared tensors first. */
 void wd_engine_close(struct wd_engine **e);
 /* A one-line description of the backend and device, e.g. "cpu". */
@@ -145,11 +156,16 @@ void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes);
  * its memory; the view may be released afterwards. numel may be 0.
  *
  * With the CUDA backend v->data may also be device memory (cudaMalloc'd or
- * managed), read in place: the engine orders its reads after work queued on
- * the default streams; work on other streams the caller must finish first.
+ * managed): the engine orders its reads after work queued on the default
+ * streams of the device that holds it; work on other streams the caller
+ * must finish first. Memory on the engine's device, aligned to the element
+ * size, is read in place; memory on another device, or at an odd offset,
+ * is copied through the host first (slower, but never a device fault).
  *
- * Returns 0, -EINVAL (bad dtype or NULL data with numel > 0), -ENOMEM, or
- * -EIO when device memory was given and the device failed.
+ * Returns 0, -EINVAL (bad dtype or NULL data with numel > 0), -ENOMEM,
+ * -EFAULT when device memory was given and could not be read (the engine
+ * stays on its device), or -EIO when device memory was given and the device
+ * failed.
  */
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out);
