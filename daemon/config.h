@@ -119,6 +119,7 @@ struct wd_config {
 	} storage;
 	struct {
 		int backend;			/* enum wd_backend */
+		int64_t device;			/* CUDA device index */
 	} compute;
 	struct {
 		uint64_t budget;		/* bytes */
@@ -179,7 +180,7 @@ void wd_config_release(struct wd_config *c);
 /*
  * Refuses a reload that changes a key that needs a restart (listen.*,
  * auth.server_key, auth.allow_insecure, storage.dir, compute.backend,
- * memory.budget): returns -1 with err naming
+ * compute.device, memory.budget): returns -1 with err naming
  * the first such key, else 0. Called with the running config and the new
  * one, after the new one loaded.
  */

@@ -585,8 +585,10 @@ static int start(struct daemon *d, int force)
 		   (unsigned long long)d->st.count.snapshots_durable);
 	spool_sweep(d, force);
 	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
-	if ((r = wd_engine_open((enum wd_backend)d->cfg.compute.backend, &d->engine)) < 0)
-		return error("compute.backend: cannot open the engine: %s", strerror(-r));
+	if ((r = wd_engine_open_device((enum wd_backend)d->cfg.compute.backend,
+				       (int)d->cfg.compute.device, &d->engine)) < 0)
+		return error("compute.backend: cannot open the engine on compute.device %d: %s",
+			     (int)d->cfg.compute.device, strerror(-r));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));
 	struct result_batch **logged = calloc(d->n_replayed + 1, sizeof(*logged));

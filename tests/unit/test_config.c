@@ -88,6 +88,7 @@ static void test_defaults(void)
 	      !strcmp(d.listen.events, "ipc://./run/events.sock"), "default endpoints under ./run/");
 	CHECK(!strcmp(d.storage.dir, "./var"), "default storage.dir ./var");
 	CHECK(d.compute.backend == WD_BACKEND_AUTO, "default compute.backend auto");
+	CHECK(d.compute.device == 0, "default compute.device 0");
 	CHECK(d.memory.budget == GIB(4), "default memory.budget 4G = 4 * 2^30");
 	CHECK(d.spool.retention.every == 1 && d.spool.retention.disk_budget == GIB(100),
 	      "default retention: every 1, disk_budget 100G");
@@ -153,6 +154,7 @@ static const char full_yaml[] =
 	"  dir: /var/lib/wdrift\n"
 	"compute:\n"
 	"  backend: cuda\n"
+	"  device: 3\n"
 	"memory:\n"
 	"  budget: 64G\n"
 	"spool:\n"
@@ -233,8 +235,8 @@ static void test_full(void)
 	      !strcmp(c.auth.clients.v[0].key, "rq:rM>}U\?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7") &&
 	      !strcmp(c.auth.clients.v[1].name, "ci.1") && !c.auth.allow_insecure,
 	      "auth: server_key, two clients in file order");
-	CHECK(!strcmp(c.storage.dir, "/var/lib/wdrift") && c.compute.backend == WD_BACKEND_CUDA,
-	      "storage.dir, compute.backend");
+	CHECK(!strcmp(c.storage.dir, "/var/lib/wdrift") && c.compute.backend == WD_BACKEND_CUDA &&
+	      c.compute.device == 3, "storage.dir, compute.backend, compute.device");
 	CHECK(c.memory.budget == GIB(64) && c.spool.retention.every == 10 &&
 	      c.spool.retention.disk_budget == GIB(2048) && c.alignment.tolerance == 5,
 	      "memory, spool, alignment");
@@ -419,6 +421,11 @@ static const struct bad bad[] = {
 	{ "memory:\n  budget:\n", "2:10: memory.budget: ", "has no value (leave the key out for the default, 4G)" },
 	{ "memory:\n  budget: 4X\n", "2:11: memory.budget: ", "bad size '4X'" },
 	{ "compute:\n  backend: gpu\n", "2:12: compute.backend: ", "bad value 'gpu' (expected auto, cpu or cuda)" },
+	{ "compute:\n  device: -1\n", "2:11: compute.device: ", "must be between 0 and 1023 (got -1)" },
+	{ "compute:\n  device: gpu1\n", "2:11: compute.device: ", "bad integer 'gpu1'" },
+	{ "compute:\n  device: 1.5\n", "2:11: compute.device: ", "bad integer '1.5'" },
+	{ "compute:\n  device: 1024\n", "2:11: compute.device: ", "must be between 0 and 1023 (got 1024)" },
+	{ "compute:\n  device:\n", "2:10: compute.device: ", "has no value (leave the key out for the default, 0)" },
 	{ "log:\n  level: warn\n", "2:10: log.level: ",
 	  "bad value 'warn' (expected err, warning, notice, info or debug)" },
 	{ "listen:\n  ingest: http://x:80\n", "2:11: listen.ingest: ",
@@ -681,7 +688,8 @@ static void test_reload(void)
 				    "listen:\n  ingest: tcp://*:5555\n  control: ipc:///run/wdrift/control.sock\n"
 				    "  events: inproc://events\nauth:\n  server_key: /etc/wdrift/server.key\n"
 				    "storage:\n  dir: /var/lib/wdrift\n"
-				    "compute:\n  backend: cuda\nmemory:\n  budget: 64G\nlog:\n  level: info\n",
+				    "compute:\n  backend: cuda\n  device: 3\nmemory:\n  budget: 64G\n"
+				    "log:\n  level: info\n",
 				    &next, err, sizeof(err)) == 0, "a new config loads beside the old: %s", err);
 	CHECK(wd_config_reload_check(&cur, &next, err, sizeof(err)) == 0,
 	      "reload may change log.level, limits, studies, alerts and auth.clients: %s", err);
@@ -697,6 +705,12 @@ static void test_reload(void)
 	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
 	      strstr(err, "memory.budget: cannot change on reload (from '64G' to '8G')"),
 	      "nor memory.budget: %s", err);
+	wd_config_release(&next);
+	CHECK(wd_config_load_string("next.yaml", full_yaml, &next, err, sizeof(err)) == 0 &&
+	      (next.compute.device = 0, 1) &&
+	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
+	      strstr(err, "compute.device: cannot change on reload (from '3' to '0')"),
+	      "nor compute.device: %s", err);
 	wd_config_release(&next);
 	CHECK(wd_config_load_string("next.yaml", full_yaml, &next, err, sizeof(err)) == 0 &&
 	      (next.auth.server_key = "/etc/wdrift/other.key", 1) &&
