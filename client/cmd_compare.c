@@ -19,7 +19,8 @@
 
 static const char usage_text[] =
 "usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
-"                      [--round-proxy bf16|fp16] [--layers GLOB]... [--json]\n"
+"                      [--round-proxy bf16|fp16] [--layers GLOB]...\n"
+"                      [--engine auto|cpu|cuda] [--device N] [--json]\n"
 "\n"
 "Per-layer drift of a candidate checkpoint from a baseline, in the context of\n"
 "proxy runs, computed exactly by the wdrift engine. Tensors are matched by\n"
@@ -41,6 +42,9 @@ static const char usage_text[] =
 "                         (fnmatch; '*' also matches '.' and '/'); repeatable\n"
 "  --engine auto|cpu|cuda where to compute (default auto: CUDA when a device\n"
 "                         is present, else the CPU); results are the same\n"
+"  --device N             the CUDA device to use (default 0); a device that\n"
+"                         does not exist fails with --engine cuda, and runs\n"
+"                         on the CPU with auto\n"
 "  --json                 print one JSON object (schema: docs/compare.md)\n"
 "  -h, --help             show this help\n"
 "\n"
@@ -61,6 +65,7 @@ struct options {
 	size_t n_globs;
 	int json;
 	enum wd_backend backend;
+	int device;		/* CUDA device index */
 	struct wd_sandbox_limits lim;
 };
 
@@ -115,6 +120,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "layers", required_argument, NULL, 'l' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "engine", required_argument, NULL, 'e' },
+		{ "device", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -148,6 +154,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 			if (wd_backend_parse(optarg, &o->backend))
 				return cli_usage_error("--engine '%s': expected auto, cpu or cuda", optarg);
 			break;
+		case 'd': {
+			long d;
+			errno = 0;
+			d = strtol(optarg, NULL, 10);
+			/* digits only: strtol would take "-1", " 1" and "+1" */
+			if (!optarg[0] || optarg[strspn(optarg, "0123456789")] || errno || d > 1023)
+				return cli_usage_error("--device '%s': expected a device index, 0 to 1023",
+						       optarg);
+			o->device = (int)d;
+			break;
+		}
 		case 'h':
 			return HELP_SHOWN;
 		case ':':
@@ -320,10 +337,10 @@ static int run_compare(const struct options *o, struct compare_result *res)
 		}
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
-	if ((r = wd_engine_open(o->backend, &e)) < 0) {
+	if ((r = wd_engine_open_device(o->backend, o->device, &e)) < 0) {
 		static const char *const names[] = { "auto", "cpu", "cuda" };
-		r = cli_error("cannot start the engine (--engine %s): %s", names[o->backend],
-			      strerror(-r));
+		r = cli_error("cannot start the engine (--engine %s --device %d): %s",
+			      names[o->backend], o->device, strerror(-r));
 		goto out;
 	}
 	res->engine = strdup(wd_engine_describe(e));

@@ -1,7 +1,8 @@
 #!/bin/sh
 # t21_compare_engine.sh: `wdrift compare --engine`: cpu and auto give the
 # same numbers; cuda runs on a device or fails clearly without one; a bad
-# value is a usage error.
+# value is a usage error. `--device N`: a device that does not exist fails
+# cuda, naming it, and auto falls back to the CPU.
 set -u
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -50,5 +51,25 @@ fi
 ok $? "--engine gpu: usage error"
 "$WDRIFT" compare --help | grep -q -- '--engine auto|cpu|cuda'
 ok $? "--help documents --engine"
+"$WDRIFT" compare --help | grep -q -- '--device N'
+ok $? "--help documents --device"
+for bad in -1 x 1.5 "" 1024; do
+	"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --device "$bad" >/dev/null 2>"$tmp/err"
+	[ $? -eq 2 ] && grep -q -- "--device '$bad': expected a device index" "$tmp/err"
+	ok $? "--device '$bad': usage error"
+done
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine cpu --device 7 --json >"$tmp/cpu7.json" 2>"$tmp/err"
+[ $? -eq 0 ] && cmp -s "$tmp/cpu.json" "$tmp/cpu7.json"
+ok $? "--engine cpu ignores --device"
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine cuda --device 1023 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q -- '--engine cuda --device 1023' "$tmp/err"
+ok $? "--engine cuda --device 1023: exit 1 naming it ($(tail -n1 "$tmp/err"))"
+if [ $rc -eq 0 ]; then	# a device: the index and the count are named
+	grep -q "no device 1023 (this machine has" "$tmp/err"
+	ok $? "a device that does not exist is named, with the count"
+fi
+"$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --device 1023 --json >"$tmp/auto1023.json" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q '"engine": "cpu' "$tmp/auto1023.json"
+ok $? "--engine auto --device 1023 runs on the cpu"
 echo "# $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
