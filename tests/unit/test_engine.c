@@ -464,6 +464,24 @@ static void test_backend_api(void)
 	      "backend in use matches its description");
 	wd_engine_close(&e);
 	wd_log_set(WD_LOG_WARNING, NULL);
+	/* a device that does not exist: cuda refuses, auto runs on the cpu */
+	CHECK(wd_engine_open_device(WD_BACKEND_CPU, -1, &e) == -EINVAL && !e,
+	      "a negative device: -EINVAL");
+	wd_log_set(WD_LOG_NOTICE, capture);
+	notices = 0;
+	CHECK(wd_engine_open_device(WD_BACKEND_CUDA, 1023, &e) == -ENODEV && !e,
+	      "cuda on device 1023: -ENODEV");
+	CHECK(wd_engine_open_device(WD_BACKEND_AUTO, 1023, &e) == 0 &&
+	      wd_engine_backend(e) == WD_BACKEND_CPU && strstr(wd_engine_describe(e), "no cuda: ") &&
+	      notices == 1, "auto on device 1023: the cpu, saying why: '%s'", wd_engine_describe(e));
+	if (wd_have_cuda() && strstr(wd_engine_describe(e), "no device"))
+		CHECK(strstr(wd_engine_describe(e), "no device 1023 (this machine has "),
+		      "the index and the count are named: '%s'", wd_engine_describe(e));
+	wd_engine_close(&e);
+	wd_log_set(WD_LOG_WARNING, NULL);
+	CHECK(wd_engine_open_device(WD_BACKEND_CPU, 3, &e) == 0 &&
+	      wd_engine_backend(e) == WD_BACKEND_CPU, "the cpu ignores the device");
+	wd_engine_close(&e);
 	CHECK(wd_engine_open(WD_BACKEND_CPU, &e) == 0 && wd_engine_backend(e) == WD_BACKEND_CPU,
 	      "cpu asked, cpu given");
 	wd_engine_set_budget(e, 1);	/* the CPU ignores it */
