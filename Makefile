@@ -109,7 +109,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps check check-asan check-valgrind check-gpu check-gpu-publish test demo demo-compare fuzz bench bench-ckpt bench-publish bench-gpu bench-ingest install install-system uninstall clean FORCE
 all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
-	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
+	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(KERNEL_TEST) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
 deps:
 	@sh scripts/deps.sh $(DEB_PKGS)
@@ -145,6 +145,17 @@ $(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(CUDA_INCDIR)
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+
+# tests/kernels: the CUDA kernels' bodies (cuda/kernel_bodies.h) run on the
+# CPU by a SIMT emulator, against the CPU engine; plain C++17, no CUDA, so
+# that make check runs it on every machine. clang++ beside clang (check-asan).
+KERNEL_CXX  := $(if $(findstring clang,$(CC)),clang++,g++)
+KERNEL_TEST := $(BUILD)/tests/test_kernels
+$(BUILD)/tests/kernels/test_kernels.o: tests/kernels/test_kernels.cc $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(KERNEL_CXX) -std=c++17 $(CFLAGS) -MMD -MP -Wall -Wextra -Ilib -Icuda -c -o $@ $<
+$(KERNEL_TEST): $(BUILD)/tests/kernels/test_kernels.o $(BUILD)/libwdrift.so
+	$(KERNEL_CXX) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm -Wl,-rpath,'$$ORIGIN/..'
 
 # Kernel lab (cuda/lab/): variants of a kernel, checked, then timed.
 $(BUILD)/lab/%: cuda/lab/%.cu cuda/kernels.cuh
@@ -295,7 +306,7 @@ VALGRIND ?= valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definit
 	--errors-for-leak-kinds=definite --track-origins=yes --error-exitcode=99 \
 	--child-silent-after-fork=yes
 check-valgrind: deps
-	@$(MAKE) --no-print-directory $(UNIT_BINS) $(FUZZ_REPLAY_BINS)
+	@$(MAKE) --no-print-directory $(UNIT_BINS) $(KERNEL_TEST) $(FUZZ_REPLAY_BINS)
 	@WDRIFT_VALGRIND="$(VALGRIND)" BUILD=$(BUILD) sh tests/run.sh
 
 # No deps: the GPU machines have nvcc but no apt; these need only CUDA.
@@ -409,4 +420,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(BUILD)/tests/gpu/test_gpu.d
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(BUILD)/tests/gpu/test_gpu.d $(BUILD)/tests/kernels/test_kernels.d
