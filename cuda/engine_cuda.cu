@@ -45,6 +45,8 @@ extern "C" {
 #define STAGE_BYTES (32u << 20)	/* each of the two pinned staging buffers */
 #define ARENA_SLOTS 2048	/* queued W1 results before an implicit sync */
 #define MAX_PARTIALS 1024	/* per reduction */
+#define SLOTS 4096		/* sorted tensors whose counts are not yet on the host */
+#define SLOT_WORDS 8		/* per slot: first, n_finite, NaN, +Inf, -Inf */
 
 /* Logs a failed call with its place, and returns the errno for it. */
 static int cuda_fail(cudaError_t err, const char *what, const char *file, int line)
@@ -128,6 +130,10 @@ struct cuda_engine {
 	cudaEvent_t caller;		/* the caller's default streams, before a read */
 	void *stage[2];			/* pinned */
 	unsigned long long *d_counts, *h_counts;	/* 4 counters, pinned mirror */
+	unsigned long long *h_hist;	/* pinned: a count on its way to the host */
+	unsigned long long *h_slots;	/* pinned, mapped: SLOTS x SLOT_WORDS (settle) */
+	unsigned long long *d_slots;	/* the same on the device: a count's counters */
+	int free_slots[SLOTS], n_free_slots;
 	uint64_t budget, used;
 	uint64_t peak;			/* most used since the last trim */
 	/* 16-bit tables: finite codes in value order, and the gap to the next */
@@ -182,13 +188,10 @@ static void dev_free(struct cuda_engine *c, void **p, size_t bytes)
 	*p = NULL;
 }
 
+/* Blocks for n items of a grid-stride kernel: up to 8 per SM (kernel_bodies.h). */
 static unsigned grid_for(const struct cuda_engine *c, size_t n, unsigned threads)
 {
-	size_t blocks = (n + threads - 1) / threads;
-	size_t cap = (size_t)c->sms * 4;
-	if (cap > MAX_PARTIALS)
-		cap = MAX_PARTIALS;
-	return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+	return grid_for_items(n, threads, c->sms, RED_BLOCKS_PER_SM, MAX_PARTIALS);
 }
 
 /* --- open and close --- */
@@ -245,6 +248,15 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc
 		OPEN_CU(cudaMemPoolCreate(&c->pool, &props));
 		uint64_t keep = UINT64_MAX;	/* see struct cuda_engine */
 		OPEN_CU(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+		/*
+		 * Memory freed on the compute stream (a sort's buffers) must not
+		 * be handed to the copy stream (the next upload) by making the
+		 * copy stream wait for the compute stream: that would serialise
+		 * upload k+1 behind sort k. Without internal dependencies the
+		 * pool maps new memory instead, within the budget.
+		 */
+		int no = 0;
+		OPEN_CU(cudaMemPoolSetAttribute(c->pool, cudaMemPoolReuseAllowInternalDependencies, &no));
 	}
 	OPEN_CU(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
 	OPEN_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
@@ -270,10 +282,22 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc
 		OPEN_CU(cudaMemcpy(c->d_order[f], t->order, sizeof(t->order), cudaMemcpyHostToDevice));
 		OPEN_CU(cudaMemcpy(c->d_gap[f], t->gap, sizeof(t->gap), cudaMemcpyHostToDevice));
 	}
-	OPEN_CU(cudaFuncSetAttribute(hist16_kernel<uint16_t, 0>,
-				     cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4));
-	OPEN_CU(cudaFuncSetAttribute(hist16_kernel<uint32_t, 16>,
-				     cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4));
+	OPEN_CU(cudaMallocHost(&c->h_hist, 65536 * sizeof(unsigned long long)));
+	OPEN_CU(cudaMallocHost(&c->h_slots, (size_t)SLOTS * SLOT_WORDS * sizeof(unsigned long long)));
+	OPEN_CU(cudaMalloc(&c->d_slots, (size_t)SLOTS * SLOT_WORDS * sizeof(unsigned long long)));
+	for (int k = 0; k < SLOTS; k++)
+		c->free_slots[c->n_free_slots++] = SLOTS - 1 - k;
+#define HIST_SMEM(F, W, V) OPEN_CU(cudaFuncSetAttribute(hist16_kernel<F, W, V>, \
+	cudaFuncAttributeMaxDynamicSharedMemorySize, HIST_HALF * 4))
+	HIST_SMEM(fmt_bf16, uint16_t, 8);
+	HIST_SMEM(fmt_bf16, uint16_t, 1);
+	HIST_SMEM(fmt_f16, uint16_t, 8);
+	HIST_SMEM(fmt_f16, uint16_t, 1);
+	HIST_SMEM(fmt_bf16, uint32_t, 4);
+	HIST_SMEM(fmt_bf16, uint32_t, 1);
+	HIST_SMEM(fmt_f16, uint32_t, 4);	/* instantiated by count16, never launched */
+	HIST_SMEM(fmt_f16, uint32_t, 1);
+#undef HIST_SMEM
 	cuda_engine_set_budget(c, 0);
 	snprintf(desc, desclen, "cuda: %s (device %d, sm_%d%d, %.0f GiB)", prop.name, device,
 		 prop.major, prop.minor, (double)prop.totalGlobalMem / (1u << 30));
@@ -316,6 +340,9 @@ extern "C" void cuda_engine_close(struct cuda_engine **pc)
 	if (c->caller) cudaEventDestroy(c->caller);
 	if (c->d_counts) cudaFree(c->d_counts);
 	if (c->h_counts) cudaFreeHost(c->h_counts);
+	if (c->h_hist) cudaFreeHost(c->h_hist);
+	if (c->h_slots) cudaFreeHost(c->h_slots);
+	if (c->d_slots) cudaFree(c->d_slots);
 	if (c->d_arena) cudaFree(c->d_arena);
 	if (c->h_arena) cudaFreeHost(c->h_arena);
 	if (c->copy) cudaStreamDestroy(c->copy);
@@ -520,42 +547,138 @@ static int lost(struct cuda_engine *c, int r)
 	return r;
 }
 
+/* --- counts that reach the host later --- */
+
+/*
+ * A tensor's non-finite counts, and a sorted one's finite range, are known
+ * only once its kernels have run. They go to a pinned slot (a sort's
+ * nonfinite_ends_kernel writes it directly: with UVA a cudaMallocHost
+ * pointer is a device pointer too; a count's counters are copied there
+ * from d_slots) and an event marks them written, so that prepare returns
+ * without a sync, and the next tensor's upload overlaps this one's work.
+ * The first host use settles them (cuda_settle).
+ */
+static int slot_take(struct cuda_engine *c)
+{
+	return c->n_free_slots ? c->free_slots[--c->n_free_slots] : -1;
+}
+
+static void slot_give(struct cuda_engine *c, int s)
+{
+	if (s >= 0)
+		c->free_slots[c->n_free_slots++] = s;
+}
+
+static int settle(struct cuda_engine *c, struct wd_prepared *p)
+{
+	if (!p->counts_pending)
+		return 0;
+	cudaEvent_t ready = (cudaEvent_t)p->dev_ready;
+	CU(cudaEventSynchronize(ready));
+	const unsigned long long *s = c->h_slots + (size_t)p->dev_slot * SLOT_WORDS;
+	p->nonfinite.nan = s[2];
+	p->nonfinite.posinf = s[3];
+	p->nonfinite.neginf = s[4];
+	if (p->method == WD_METHOD_HIST16) {
+		p->n_finite = p->numel - s[2] - s[3] - s[4];
+	} else {
+		p->dev_first = s[0];
+		p->n_finite = s[1];
+	}
+	cudaEventDestroy(ready);
+	p->dev_ready = NULL;
+	slot_give(c, p->dev_slot);
+	p->dev_slot = -1;
+	p->counts_pending = 0;
+	return 0;
+}
+
+/* Lets a tensor's pending counts go, when it is released unsettled. */
+static void settle_drop(struct cuda_engine *c, struct wd_prepared *p)
+{
+	if (!p->counts_pending)
+		return;
+	/* the slot may be reused only once the kernel has written it */
+	if (cudaEventSynchronize((cudaEvent_t)p->dev_ready) == cudaSuccess)
+		slot_give(c, p->dev_slot);	/* else: the device is gone, and the slot with it */
+	cudaEventDestroy((cudaEvent_t)p->dev_ready);
+	cudaGetLastError();
+	p->dev_ready = NULL;
+	p->dev_slot = -1;
+	p->counts_pending = 0;
+}
+
 /* --- prepare --- */
 
-static int count_nonfinite(struct cuda_engine *c, struct wd_prepared *p)
+/* 16-byte loads need 16-byte aligned data; a device view may be less. */
+static int aligned16(const void *p)
 {
-	CU(cudaMemcpyAsync(c->h_counts, c->d_counts, 4 * sizeof(unsigned long long),
-			   cudaMemcpyDeviceToHost, c->compute));
-	CU(cudaEventRecord(c->done, c->compute));
-	CU(cudaEventSynchronize(c->done));
-	p->nonfinite.nan = c->h_counts[0];
-	p->nonfinite.posinf = c->h_counts[1];
-	p->nonfinite.neginf = c->h_counts[2];
-	p->n_finite = p->numel - p->nonfinite.nan - p->nonfinite.posinf - p->nonfinite.neginf;
-	return 0;
+	return ((uintptr_t)p & 15) == 0;
 }
 
-/* The 65536 counts of raw's codes into p->dev_hist and p->hist (one sync). */
+/*
+ * Counts raw's 16-bit codes (uint16, or the upper halves of fp32 words)
+ * into p->dev_hist, and their NaN and Inf into the slot's counters, which
+ * reach the host later (settle), so that a snapshot's many small tensors
+ * (norms, biases) cost launches, not a sync each. The counts themselves
+ * stay on the device; the host gets a copy only if it needs one
+ * (cuda_to_host: W1 against a tensor on the host, a summary).
+ */
+template <class F>
 static int count16(struct cuda_engine *c, const void *raw, int upper, struct wd_prepared *p)
 {
-	size_t bytes = 65536 * sizeof(unsigned long long);
-	unsigned blocks = (unsigned)(2 * ((p->numel + HIST_CHUNK - 1) / HIST_CHUNK));
+	size_t bytes = 65536 * sizeof(unsigned long long), n = p->numel;
+	unsigned blocks = (unsigned)(2 * ((n + HIST_CHUNK - 1) / HIST_CHUNK));
+	unsigned long long *hist = (unsigned long long *)p->dev_hist;
+	int slot = slot_take(c);
+	unsigned long long *cnt = slot >= 0 ? c->d_slots + (size_t)slot * SLOT_WORDS + 2 : c->d_counts;
+	cudaEvent_t ready = NULL;
+	cudaError_t err;
 
-	CU(cudaMemsetAsync(p->dev_hist, 0, bytes, c->compute));
-	if (upper)
-		hist16_kernel<uint32_t, 16><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
-			(const uint32_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
+	CU(cudaMemsetAsync(hist, 0, bytes, c->compute));
+	CU(cudaMemsetAsync(cnt, 0, 3 * sizeof(*cnt), c->compute));
+	if (upper && aligned16(raw))
+		hist16_kernel<F, uint32_t, 4><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint32_t *)raw, n, hist, cnt);
+	else if (upper)
+		hist16_kernel<F, uint32_t, 1><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint32_t *)raw, n, hist, cnt);
+	else if (aligned16(raw))
+		hist16_kernel<F, uint16_t, 8><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint16_t *)raw, n, hist, cnt);
 	else
-		hist16_kernel<uint16_t, 0><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
-			(const uint16_t *)raw, p->numel, (unsigned long long *)p->dev_hist);
-	CU_LAUNCH();
-	CU(cudaMemcpyAsync(p->hist, p->dev_hist, bytes, cudaMemcpyDeviceToHost, c->compute));
-	CU(cudaEventRecord(c->done, c->compute));
-	CU(cudaEventSynchronize(c->done));	/* host counts are used right away */
+		hist16_kernel<F, uint16_t, 1><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
+			(const uint16_t *)raw, n, hist, cnt);
+	if ((err = cudaGetLastError()) != cudaSuccess) {
+		slot_give(c, slot);
+		return cuda_fail(err, "hist16_kernel", __FILE__, __LINE__);
+	}
+	p->method = WD_METHOD_HIST16;	/* settle reads the counters as a count's */
+	if (slot < 0) {	/* every slot in use: settle this one now */
+		CU(cudaMemcpyAsync(c->h_counts, cnt, 3 * sizeof(*cnt), cudaMemcpyDeviceToHost,
+				   c->compute));
+		CU(cudaStreamSynchronize(c->compute));
+		p->nonfinite = (struct wd_nonfinite){ c->h_counts[0], c->h_counts[1], c->h_counts[2] };
+		p->n_finite = n - c->h_counts[0] - c->h_counts[1] - c->h_counts[2];
+		return 0;
+	}
+	unsigned long long *h = c->h_slots + (size_t)slot * SLOT_WORDS + 2;
+	if ((err = cudaMemcpyAsync(h, cnt, 3 * sizeof(*cnt), cudaMemcpyDeviceToHost,
+				   c->compute)) != cudaSuccess ||
+	    (err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
+	    (err = cudaEventRecord(ready, c->compute)) != cudaSuccess) {
+		slot_give(c, slot);
+		if (ready)
+			cudaEventDestroy(ready);
+		return cuda_fail(err, "count to the host", __FILE__, __LINE__);
+	}
+	p->dev_slot = slot;
+	p->dev_ready = ready;
+	p->counts_pending = 1;
 	return 0;
 }
 
-/* Counts 16-bit codes of raw (uint16, or the upper halves of uint32). */
+/* Counts 16-bit codes of raw, of format fmt (uint16, or upper halves of uint32). */
 static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 			enum wd_dtype fmt, struct wd_prepared *p)
 {
@@ -564,101 +687,131 @@ static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 	if (r)
 		return r;
 	p->dev_bytes += bytes;
-	p->hist = (uint64_t *)malloc(bytes);
-	if (!p->hist)
-		return -ENOMEM;
-	if ((r = count16(c, raw, upper, p))) {
-		/* engine.c clears p to start again on the cpu: free it here */
-		free(p->hist);
-		p->hist = NULL;
-		return r;
-	}
-	p->method = WD_METHOD_HIST16;
 	p->store = fmt;
-	p->nonfinite = (struct wd_nonfinite){ 0, 0, 0 };
-	half_count_nonfinite(fmt, p->hist, &p->nonfinite);
-	const struct half_table *t = half_table_get(fmt);
-	p->n_finite = 0;
-	for (uint32_t j = 0; j < t->n_order; j++)
-		p->n_finite += p->hist[t->order[j]];
+	return fmt == WD_BF16 ? count16<fmt_bf16>(c, raw, upper, p) : count16<fmt_f16>(c, raw, upper, p);
+}
+
+/*
+ * Whether fp32 data is upcast bf16 (every low half zero), as the CPU
+ * engine decides it: real fp32 data fails on the first 64 words, read from
+ * the host when the data came from there, else copied over; only data
+ * that passes is scanned whole on the device.
+ */
+static int is_upcast_bf16(struct cuda_engine *c, const void *host, const void *raw, size_t n,
+			  int *yes)
+{
+	size_t head = n < 64 ? n : 64;
+	const uint32_t *w = (const uint32_t *)host;
+
+	*yes = 0;
+	if (!w) {
+		CU(cudaMemcpyAsync(c->h_hist, raw, head * 4, cudaMemcpyDeviceToHost, c->compute));
+		CU(cudaStreamSynchronize(c->compute));
+		w = (const uint32_t *)c->h_hist;
+	}
+	for (size_t i = 0; i < head; i++)
+		if (w[i] & 0xffffu)
+			return 0;
+	if (n > head) {
+		CU(cudaMemsetAsync(c->d_counts, 0, sizeof(unsigned long long), c->compute));
+		low_halves_kernel<<<grid_for(c, n, 256), 256, 0, c->compute>>>(
+			(const uint32_t *)raw, n, c->d_counts);
+		CU_LAUNCH();
+		CU(cudaMemcpyAsync(c->h_counts, c->d_counts, sizeof(unsigned long long),
+				   cudaMemcpyDeviceToHost, c->compute));
+		CU(cudaStreamSynchronize(c->compute));
+		if (c->h_counts[0])
+			return 0;
+	}
+	*yes = 1;
 	return 0;
 }
 
 /*
- * Writes the radix keys of raw (fp32 keys for 16-bit data) and counts its
- * non-finite values into p (one sync); for fp32, h_counts[3] is then zero
- * when the data is upcast bf16.
+ * Sorts n values of T at src with CUB's radix sort, whose key map is the
+ * CPU engine's, into p->dev_keys; then queues the search for the finite
+ * range (settle). When p owns src (own), src is one of the sort's two
+ * buffers and is freed or kept as the result; else (the caller's memory,
+ * or raw kept for pair statistics) src is only read. On failure every
+ * buffer allocated here, and src when owned, is freed.
  */
-static int keys_and_counts(struct cuda_engine *c, enum wd_dtype t, const void *raw,
-			   void *keys, size_t n, struct wd_prepared *p)
+template <typename T>
+static int sort_values(struct cuda_engine *c, T *src, int own, size_t n, struct wd_prepared *p)
 {
-	unsigned g = grid_for(c, n, 256) * 4;
-
-	CU(cudaMemsetAsync(c->d_counts, 0, 4 * sizeof(unsigned long long), c->compute));
-	switch (t) {
-	case WD_F32:
-		classify_kernel<uint32_t><<<g, 256, 0, c->compute>>>(
-			(const uint32_t *)raw, (uint32_t *)keys, n, c->d_counts);
-		break;
-	case WD_F64:
-		classify_kernel<unsigned long long><<<g, 256, 0, c->compute>>>(
-			(const unsigned long long *)raw, (unsigned long long *)keys, n, c->d_counts);
-		break;
-	case WD_BF16:
-		keys_from16_kernel<load_bf16><<<g, 256, 0, c->compute>>>(
-			(const uint16_t *)raw, (uint32_t *)keys, n, c->d_counts);
-		break;
-	case WD_F16:
-		keys_from16_kernel<load_f16><<<g, 256, 0, c->compute>>>(
-			(const uint16_t *)raw, (uint32_t *)keys, n, c->d_counts);
-		break;
-	}
-	CU_LAUNCH();
-	return count_nonfinite(c, p);
-}
-
-/*
- * Sorts keys (n of them, non-finite last). Takes ownership of keys: on
- * success p->dev_keys holds the result; on failure every buffer is freed,
- * so that the budget stays right when the tensor goes to the CPU.
- */
-template <typename K>
-static int sort_keys(struct cuda_engine *c, K *keys, size_t n, struct wd_prepared *p)
-{
-	void *mine = keys, *alt = NULL, *tmp = NULL, *other;
-	size_t bytes = n * sizeof(K), tmp_bytes = 0;
+	void *alt = NULL, *tmp = NULL, *mine = own ? src : NULL;
+	size_t bytes = n * sizeof(T), tmp_bytes = 0;
 	cudaError_t err;
-	int r;
+	cudaEvent_t ready = NULL;
+	unsigned long long *s;
+	int slot, r;
 
 	if ((r = dev_alloc(c, &alt, bytes)))
 		goto fail;
-	{
-		cub::DoubleBuffer<K> db(keys, (K *)alt);
+	if (own) {
+		cub::DoubleBuffer<T> db(src, (T *)alt);
 		err = cub::DeviceRadixSort::SortKeys(NULL, tmp_bytes, db, (int64_t)n, 0,
-						     (int)(8 * sizeof(K)), c->compute);
-		if (err != cudaSuccess) {
-			r = cuda_fail(err, "SortKeys (size)", __FILE__, __LINE__);
+						     (int)(8 * sizeof(T)), c->compute);
+		if (err == cudaSuccess && !(r = dev_alloc(c, &tmp, tmp_bytes)))
+			err = cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, (int64_t)n, 0,
+							     (int)(8 * sizeof(T)), c->compute);
+		if (r)
 			goto fail;
-		}
-		if ((r = dev_alloc(c, &tmp, tmp_bytes)))
-			goto fail;
-		err = cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, (int64_t)n, 0,
-						     (int)(8 * sizeof(K)), c->compute);
-		if (err != cudaSuccess) {
-			r = cuda_fail(err, "SortKeys", __FILE__, __LINE__);
-			goto fail;
-		}
 		p->dev_keys = db.Current();
+	} else {
+		err = cub::DeviceRadixSort::SortKeys(NULL, tmp_bytes, (const T *)src, (T *)alt,
+						     (int64_t)n, 0, (int)(8 * sizeof(T)), c->compute);
+		if (err == cudaSuccess && !(r = dev_alloc(c, &tmp, tmp_bytes)))
+			err = cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, (const T *)src, (T *)alt,
+							     (int64_t)n, 0, (int)(8 * sizeof(T)),
+							     c->compute);
+		if (r)
+			goto fail;
+		p->dev_keys = alt;
+	}
+	if (err != cudaSuccess) {
+		r = cuda_fail(err, "DeviceRadixSort::SortKeys", __FILE__, __LINE__);
+		p->dev_keys = NULL;
+		goto fail;
 	}
 	p->dev_bytes += bytes;
-	other = p->dev_keys == mine ? alt : mine;
 	dev_free(c, &tmp, tmp_bytes);	/* in stream order: after the sort */
-	dev_free(c, &other, bytes);
+	if (own) {
+		if (p->dev_keys == mine)
+			dev_free(c, &alt, bytes);
+		else
+			dev_free(c, &mine, bytes);
+	}
+	/* the finite range and the counts, to a pinned slot; settled later */
+	slot = slot_take(c);
+	s = c->h_slots + (size_t)(slot >= 0 ? slot : 0) * SLOT_WORDS;
+	if (slot < 0) {	/* every slot in use: settle this one now */
+		CU(cudaStreamSynchronize(c->compute));
+		nonfinite_ends_kernel<T><<<1, 1, 0, c->compute>>>((const T *)p->dev_keys, n, s, s + 2);
+		CU_LAUNCH();
+		CU(cudaStreamSynchronize(c->compute));
+		p->dev_first = s[0];
+		p->n_finite = s[1];
+		p->nonfinite = (struct wd_nonfinite){ s[2], s[3], s[4] };
+		return 0;
+	}
+	nonfinite_ends_kernel<T><<<1, 1, 0, c->compute>>>((const T *)p->dev_keys, n, s, s + 2);
+	if ((err = cudaGetLastError()) != cudaSuccess ||
+	    (err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
+	    (err = cudaEventRecord(ready, c->compute)) != cudaSuccess) {
+		slot_give(c, slot);
+		if (ready)
+			cudaEventDestroy(ready);
+		return cuda_fail(err, "finite range", __FILE__, __LINE__);
+	}
+	p->dev_slot = slot;
+	p->dev_ready = ready;
+	p->counts_pending = 1;
 	return 0;
 fail:
 	dev_free(c, &tmp, tmp_bytes);
 	dev_free(c, &alt, bytes);
-	dev_free(c, &mine, bytes);
+	if (own)
+		dev_free(c, &mine, bytes);
 	return r;
 }
 
@@ -694,15 +847,41 @@ static int upload_other(struct cuda_engine *c, void *raw, const void *src, size_
 	return r;
 }
 
+/* 16-bit codes sorted as floats (WD_PREP_FORCE_SORT). */
+static int prepare_sorted16(struct cuda_engine *c, const void *raw, enum wd_dtype t, size_t n,
+			    int keep_raw, struct wd_prepared *p)
+{
+	void *wide = NULL;
+	int r;
+
+	if ((r = dev_alloc(c, &wide, n * 4)))
+		return r;
+	if (t == WD_BF16)
+		widen16_kernel<fmt_bf16><<<grid_for(c, n, 256), 256, 0, c->compute>>>(
+			(const uint16_t *)raw, n, (float *)wide);
+	else
+		widen16_kernel<fmt_f16><<<grid_for(c, n, 256), 256, 0, c->compute>>>(
+			(const uint16_t *)raw, n, (float *)wide);
+	if (cudaGetLastError() != cudaSuccess) {
+		dev_free(c, &wide, n * 4);
+		return cuda_fail(cudaErrorLaunchFailure, "widen16_kernel", __FILE__, __LINE__);
+	}
+	if (!keep_raw)	/* read by the widening only: give it back before the sort */
+		drop_raw(c, p, n * 2);
+	p->store = WD_F32;
+	return sort_values<float>(c, (float *)wide, 1, n, p);	/* owns wide */
+}
+
 static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
 		   struct wd_prepared *p)
 {
 	size_t esize = wd_dtype_size(v->dtype), n = v->numel, bytes = n * esize;
 	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
-	int keep_raw = flags & WD_PREP_KEEP_RAW;
-	void *raw = NULL, *keys = NULL;
+	int keep_raw = flags & WD_PREP_KEEP_RAW, force_sort = flags & WD_PREP_FORCE_SORT;
+	void *raw = NULL;
 	int owner, r;
 
+	p->dev_slot = -1;
 	if (n == 0)
 		return -ENOMEM;	/* nothing to gain: the CPU path handles empty tensors */
 	enum mem_kind kind = mem_kind_of(c, v->data, esize, &owner);
@@ -728,34 +907,32 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 		if (r)
 			return r;
 	}
-	if (is16 && !(flags & WD_PREP_FORCE_SORT)) {
+	if (is16 && !force_sort) {
 		r = prepare_hist(c, raw, 0, v->dtype, p);
+	} else if (is16) {
+		r = prepare_sorted16(c, raw, v->dtype, n, keep_raw, p);
 	} else {
-		/* fp32 or fp64 keys; 16-bit data is sorted as fp32 keys */
-		int wide = v->dtype == WD_F64;
-		size_t key_bytes = is16 ? n * 4 : bytes;
-		if ((r = dev_alloc(c, &keys, key_bytes)))
+		int upcast = 0;
+		if (v->dtype == WD_F32 && !force_sort &&
+		    (r = is_upcast_bf16(c, kind == MEM_PAGEABLE || kind == MEM_PINNED ? v->data : NULL,
+					raw, n, &upcast)))
 			return r;
-		if ((r = keys_and_counts(c, v->dtype, raw, keys, n, p))) {
-			dev_free(c, &keys, key_bytes);
-			return r;
-		}
-		if (!is16 && !wide && !(flags & WD_PREP_FORCE_SORT) && c->h_counts[3] == 0) {
-			dev_free(c, &keys, key_bytes);
+		if (upcast) {
 			r = prepare_hist(c, raw, 1, WD_BF16, p);
 		} else {
 			/*
-			 * The keys are written (keys_and_counts synced): free raw
-			 * now, before the sort is queued. A free queued after the
-			 * sort would make the pool order the next tensor's upload,
-			 * which reuses that memory on the copy stream, after this
-			 * sort.
+			 * Our own copy of raw is sorted in place (it is one of
+			 * the sort's two buffers) unless it is kept; the caller's
+			 * memory is only read.
 			 */
-			if (!keep_raw)
-				drop_raw(c, p, bytes);
-			p->store = wide ? WD_F64 : WD_F32;
-			r = wide ? sort_keys<unsigned long long>(c, (unsigned long long *)keys, n, p)
-				 : sort_keys<uint32_t>(c, (uint32_t *)keys, n, p);	/* owns keys */
+			int own = !p->dev_raw_borrowed && !keep_raw;
+			if (own) {
+				p->dev_raw = NULL;	/* the sort owns it now */
+				p->dev_bytes -= bytes;
+			}
+			p->store = v->dtype;
+			r = v->dtype == WD_F64 ? sort_values<double>(c, (double *)raw, own, n, p)
+					       : sort_values<float>(c, (float *)raw, own, n, p);
 		}
 	}
 	if (r)
@@ -774,9 +951,20 @@ extern "C" int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsi
 	return lost(c, prepare(c, v, flags, p));
 }
 
+extern "C" int cuda_settle(struct cuda_engine *c, struct wd_prepared *p)
+{
+	if (!p->counts_pending)
+		return 0;
+	on_device on(c->device);
+	if (!on.ok)
+		return lost(c, -EIO);
+	return lost(c, settle(c, p));
+}
+
 extern "C" void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared *p)
 {
 	on_device on(c->device);	/* on failure the frees below fail, and say nothing */
+	settle_drop(c, p);
 	dev_free(c, &p->dev_keys, 0);	/* accounted below, as a whole */
 	dev_free(c, &p->dev_hist, 0);
 	if (p->dev_raw_borrowed)
@@ -790,100 +978,123 @@ extern "C" void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared 
 
 /* --- W1 --- */
 
-/* A prepared 16-bit count as sorted fp32 keys, in a new device buffer. */
-static int expand_to_keys(struct cuda_engine *c, const struct wd_prepared *p, uint32_t **keys)
+/*
+ * A prepared 16-bit count as sorted floats, in a new device buffer: the
+ * counts in value order, scanned on the device into offsets (no host
+ * round trip, no sync), then spread over every thread.
+ */
+static int expand_to_values(struct cuda_engine *c, const struct wd_prepared *p, float **out)
 {
-	const struct half_table *t = half_table_get(p->store);
-	unsigned long long *off = (unsigned long long *)malloc(t->n_order * sizeof(*off));
-	void *d_off = NULL;
+	int f = fmt_index(p->store);
+	unsigned n_order = c->n_order[f];
+	size_t off_bytes = (n_order + 1) * sizeof(unsigned long long), tmp_bytes = 0;
+	void *gathered = NULL, *off = NULL, *tmp = NULL;
+	cudaError_t err;
 	int r;
 
-	if (!off)
-		return -ENOMEM;
-	unsigned long long sum = 0;
-	for (uint32_t j = 0; j < t->n_order; j++) {
-		off[j] = sum;
-		sum += p->hist[t->order[j]];
-	}
-	if ((r = dev_alloc(c, (void **)keys, p->n_finite * 4)) ||
-	    (r = dev_alloc(c, &d_off, t->n_order * sizeof(*off)))) {
-		free(off);
-		dev_free(c, (void **)keys, p->n_finite * 4);
-		return r;
-	}
-	cudaError_t err = cudaMemcpyAsync(d_off, off, t->n_order * sizeof(*off),
-					  cudaMemcpyHostToDevice, c->compute);
-	if (err == cudaSuccess)
-		err = cudaStreamSynchronize(c->compute);	/* off is pageable */
-	free(off);
+	*out = NULL;
+	err = cub::DeviceScan::ExclusiveSum(NULL, tmp_bytes, (unsigned long long *)NULL,
+					    (unsigned long long *)NULL, (int)n_order + 1, c->compute);
 	if (err != cudaSuccess)
-		return cuda_fail(err, "offsets upload", __FILE__, __LINE__);
-	int f = fmt_index(p->store);
-	if (p->store == WD_BF16)
-		expand_hist_kernel<load_bf16><<<4096, 256, 0, c->compute>>>(
-			(const unsigned long long *)p->dev_hist, c->d_order[f],
-			(const unsigned long long *)d_off, t->n_order, *keys);
-	else
-		expand_hist_kernel<load_f16><<<4096, 256, 0, c->compute>>>(
-			(const unsigned long long *)p->dev_hist, c->d_order[f],
-			(const unsigned long long *)d_off, t->n_order, *keys);
+		return cuda_fail(err, "DeviceScan (size)", __FILE__, __LINE__);
+	if ((r = dev_alloc(c, (void **)out, p->n_finite * 4)) ||
+	    (r = dev_alloc(c, &gathered, off_bytes)) || (r = dev_alloc(c, &off, off_bytes)) ||
+	    (r = dev_alloc(c, &tmp, tmp_bytes)))
+		goto done;
+	gather_counts_kernel<<<grid_for(c, n_order + 1, 256), 256, 0, c->compute>>>(
+		(const unsigned long long *)p->dev_hist, c->d_order[f], n_order,
+		(unsigned long long *)gathered);
 	CU_LAUNCH();
-	dev_free(c, &d_off, t->n_order * sizeof(*off));
-	return 0;
+	err = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, (unsigned long long *)gathered,
+					    (unsigned long long *)off, (int)n_order + 1, c->compute);
+	if (err != cudaSuccess) {
+		r = cuda_fail(err, "DeviceScan", __FILE__, __LINE__);
+		goto done;
+	}
+	{
+		unsigned g = grid_for(c, (p->n_finite + EXPAND_ITEMS - 1) / EXPAND_ITEMS, 256);
+		if (p->store == WD_BF16)
+			expand_kernel<fmt_bf16><<<g, 256, 0, c->compute>>>(
+				(const unsigned long long *)off, c->d_order[f], n_order, *out);
+		else
+			expand_kernel<fmt_f16><<<g, 256, 0, c->compute>>>(
+				(const unsigned long long *)off, c->d_order[f], n_order, *out);
+		if ((err = cudaGetLastError()) != cudaSuccess)
+			r = cuda_fail(err, "expand_kernel", __FILE__, __LINE__);
+	}
+done:
+	dev_free(c, &tmp, tmp_bytes);	/* stream-ordered: after the kernels */
+	dev_free(c, &off, off_bytes);
+	dev_free(c, &gathered, off_bytes);
+	if (r)
+		dev_free(c, (void **)out, p->n_finite * 4);
+	return r;
 }
 
-/* Queues W1 of two sorted key arrays. */
-template <typename KA, typename KB>
-static int w1_sorted(struct cuda_engine *c, const KA *a, size_t na, const KB *b, size_t nb,
+/* Queues W1 of two sorted value arrays. */
+template <typename TA, typename TB>
+static int w1_sorted(struct cuda_engine *c, const TA *a, size_t na, const TB *b, size_t nb,
 		     double *out)
 {
 	size_t first;
 	unsigned g;
 	int r;
 
-	if (sizeof(KA) == sizeof(KB) && na == nb) {
-		g = grid_for(c, na, RED_THREADS);
+	if (sizeof(TA) == sizeof(TB) && na == nb) {
+		const int V = 16 / sizeof(TA);
+		int vec = aligned16(a) && aligned16(b);
+		g = grid_for(c, vec ? (na + V - 1) / V : na, RED_THREADS);
 		if ((r = arena_take(c, g, 1, &first)))
 			return r;
-		w1_equal_kernel<KA><<<g, RED_THREADS, 0, c->compute>>>(a, (const KA *)b, na,
-								      c->d_arena + first);
+		if (vec)
+			w1_equal_kernel<TA, TA, 16 / sizeof(TA)><<<g, RED_THREADS, 0, c->compute>>>(
+				a, (const TA *)b, na, c->d_arena + first);
+		else
+			w1_equal_kernel<TA, TA, 1><<<g, RED_THREADS, 0, c->compute>>>(
+				a, (const TA *)b, na, c->d_arena + first);
 		CU_LAUNCH();
 		return queue_result(c, out, first, g, 1, 1.0 / (double)na);
 	}
 	g = grid_for(c, (na + nb + MERGE_ITEMS - 1) / MERGE_ITEMS, RED_THREADS);
 	if ((r = arena_take(c, g, 1, &first)))
 		return r;
-	w1_merge_kernel<KA, KB><<<g, RED_THREADS, 0, c->compute>>>(a, na, b, nb, c->d_arena + first);
+	w1_merge_kernel<TA, TB><<<g, RED_THREADS, 0, c->compute>>>(a, na, b, nb, c->d_arena + first);
 	CU_LAUNCH();
 	return queue_result(c, out, first, g, 1, 1.0);
 }
 
-/* The keys of p as fp32 or fp64 keys; 16-bit counts are expanded (owned). */
-struct keyed {
-	const void *keys;
-	int wide;
-	uint32_t *owned;
+/* The finite sorted values of p; a 16-bit count is expanded (owned). */
+struct sorted {
+	const void *values;
+	int wide;	/* doubles */
+	float *owned;
 };
 
-static int keyed_of(struct cuda_engine *c, const struct wd_prepared *p, struct keyed *k)
+static int sorted_of(struct cuda_engine *c, struct wd_prepared *p, struct sorted *s)
 {
-	k->owned = NULL;
-	k->wide = p->method == WD_METHOD_SORT && p->store == WD_F64;
+	int r;
+
+	s->owned = NULL;
+	s->wide = p->method == WD_METHOD_SORT && p->store == WD_F64;
 	if (p->method == WD_METHOD_SORT) {
-		k->keys = p->dev_keys;
+		if ((r = settle(c, p)))
+			return r;
+		s->values = (const char *)p->dev_keys + p->dev_first * (s->wide ? 8 : 4);
 		return 0;
 	}
-	int r = expand_to_keys(c, p, &k->owned);
-	k->keys = k->owned;
+	r = expand_to_values(c, p, &s->owned);
+	s->values = s->owned;
 	return r;
 }
 
-static int w1_async(struct cuda_engine *c, const struct wd_prepared *a,
-		    const struct wd_prepared *b, double *out)
+static int w1_async(struct cuda_engine *c, struct wd_prepared *a, struct wd_prepared *b,
+		    double *out)
 {
 	size_t first;
 	int r;
 
+	if ((r = settle(c, a)) || (r = settle(c, b)))
+		return r;
 	if (a->method == WD_METHOD_HIST16 && b->method == WD_METHOD_HIST16 && a->store == b->store) {
 		int f = fmt_index(a->store);
 		if ((r = arena_take(c, 1, 1, &first)))
@@ -895,27 +1106,27 @@ static int w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 		CU_LAUNCH();
 		return queue_result(c, out, first, 1, 1, 1.0);
 	}
-	struct keyed ka, kb;
-	if ((r = keyed_of(c, a, &ka)))
+	struct sorted sa, sb;
+	if ((r = sorted_of(c, a, &sa)))
 		return r;
-	if ((r = keyed_of(c, b, &kb))) {
-		dev_free(c, (void **)&ka.owned, a->n_finite * 4);
+	if ((r = sorted_of(c, b, &sb))) {
+		dev_free(c, (void **)&sa.owned, a->n_finite * 4);
 		return r;
 	}
-	if (!ka.wide && !kb.wide)
-		r = w1_sorted(c, (const uint32_t *)ka.keys, a->n_finite, (const uint32_t *)kb.keys,
+	if (!sa.wide && !sb.wide)
+		r = w1_sorted(c, (const float *)sa.values, a->n_finite, (const float *)sb.values,
 			      b->n_finite, out);
-	else if (ka.wide && kb.wide)
-		r = w1_sorted(c, (const unsigned long long *)ka.keys, a->n_finite,
-			      (const unsigned long long *)kb.keys, b->n_finite, out);
-	else if (ka.wide)
-		r = w1_sorted(c, (const unsigned long long *)ka.keys, a->n_finite,
-			      (const uint32_t *)kb.keys, b->n_finite, out);
+	else if (sa.wide && sb.wide)
+		r = w1_sorted(c, (const double *)sa.values, a->n_finite, (const double *)sb.values,
+			      b->n_finite, out);
+	else if (sa.wide)
+		r = w1_sorted(c, (const double *)sa.values, a->n_finite, (const float *)sb.values,
+			      b->n_finite, out);
 	else
-		r = w1_sorted(c, (const uint32_t *)ka.keys, a->n_finite,
-			      (const unsigned long long *)kb.keys, b->n_finite, out);
-	dev_free(c, (void **)&ka.owned, a->n_finite * 4);	/* stream-ordered: after use */
-	dev_free(c, (void **)&kb.owned, b->n_finite * 4);
+		r = w1_sorted(c, (const float *)sa.values, a->n_finite, (const double *)sb.values,
+			      b->n_finite, out);
+	dev_free(c, (void **)&sa.owned, a->n_finite * 4);	/* stream-ordered: after use */
+	dev_free(c, (void **)&sb.owned, b->n_finite * 4);
 	return r;
 }
 
@@ -925,7 +1136,8 @@ extern "C" int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 	on_device on(c->device);
 	if (!on.ok)
 		return lost(c, -EIO);
-	return lost(c, w1_async(c, a, b, out));
+	/* settling fills in counts: the tensors' values do not change */
+	return lost(c, w1_async(c, (struct wd_prepared *)a, (struct wd_prepared *)b, out));
 }
 
 /* Adds partials in a fixed order and writes every queued result. */
@@ -937,11 +1149,7 @@ static int sync_results(struct cuda_engine *c)
 	CU(cudaStreamSynchronize(c->compute));
 	for (size_t i = 0; i < c->n_queued; i++) {
 		const struct queued *q = &c->queue[i];
-		const double *h = c->h_arena + q->first;
-		double sum = 0;
-		for (size_t k = 0; k < q->count; k++)
-			sum += h[k];
-		*q->out = sum * q->scale;
+		*q->out = partials_sum(c->h_arena + q->first, q->count) * q->scale;
 	}
 	c->n_queued = 0;
 	c->arena_used = 0;
@@ -960,27 +1168,21 @@ extern "C" int cuda_sync(struct cuda_engine *c)
 }
 
 /*
- * Host value of one sorted device key at index i. Copies go on the compute
- * stream: the legacy stream would also wait for the caller's own work.
+ * Host value of the finite sorted value at index i. Copies go on the
+ * compute stream: the legacy stream would also wait for the caller's work.
  */
-static int key_value_at(const struct cuda_engine *c, const struct wd_prepared *p, size_t i,
-			double *v)
+static int value_at(const struct cuda_engine *c, const struct wd_prepared *p, size_t i,
+		    double *v)
 {
-	if (p->store == WD_F64) {
-		unsigned long long k, u;
-		CU(cudaMemcpyAsync(&k, (const unsigned long long *)p->dev_keys + i, 8,
-				   cudaMemcpyDeviceToHost, c->compute));
+	size_t es = p->store == WD_F64 ? 8 : 4;
+	const char *src = (const char *)p->dev_keys + (p->dev_first + i) * es;
+	if (es == 8) {
+		CU(cudaMemcpyAsync(v, src, 8, cudaMemcpyDeviceToHost, c->compute));
 		CU(cudaStreamSynchronize(c->compute));
-		u = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
-		memcpy(v, &u, 8);
 	} else {
-		uint32_t k, u;
 		float f;
-		CU(cudaMemcpyAsync(&k, (const uint32_t *)p->dev_keys + i, 4,
-				   cudaMemcpyDeviceToHost, c->compute));
+		CU(cudaMemcpyAsync(&f, src, 4, cudaMemcpyDeviceToHost, c->compute));
 		CU(cudaStreamSynchronize(c->compute));
-		u = k ^ (((k >> 31) - 1) | 0x80000000u);
-		memcpy(&f, &u, 4);
 		*v = f;
 	}
 	return 0;
@@ -988,17 +1190,18 @@ static int key_value_at(const struct cuda_engine *c, const struct wd_prepared *p
 
 /*
  * Summary of a sorted device tensor: min and max are its ends; the sums are
- * shifted by the median m (sum (x-m), sum (x-m)^2), so a large mean does not
- * cancel a small spread.
+ * shifted by the median m (summary_body), so a large mean does not cancel
+ * a small spread.
  */
 static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 {
 	struct wd_summary *s = &p->summary;
-	unsigned g = grid_for(c, p->n_finite, RED_THREADS);
-	double mid, s1 = 0, s2 = 0, sq = 0, n = (double)p->n_finite;
+	double mid;
 	size_t first;
 	int r;
 
+	if ((r = settle(c, p)))
+		return r;
 	s->numel = p->numel;
 	s->n_finite = p->n_finite;
 	s->nonfinite = p->nonfinite;
@@ -1008,32 +1211,31 @@ static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 		p->have_summary = 1;
 		return 0;
 	}
+	int wide = p->store == WD_F64;
+	const void *v = (const char *)p->dev_keys + p->dev_first * (wide ? 8 : 4);
+	int vec = aligned16(v);
+	size_t per = vec ? (wide ? 2 : 4) : 1;
+	unsigned g = grid_for(c, (p->n_finite + per - 1) / per, RED_THREADS);
 	/* past the queued results' partials: those stay for wd_engine_sync */
 	if ((r = arena_take(c, g, 3, &first)))
 		return r;
-	if (p->store == WD_F64)
-		summary_kernel<unsigned long long><<<g, RED_THREADS, 0, c->compute>>>(
-			(const unsigned long long *)p->dev_keys, p->n_finite, c->d_arena + first);
+	double *d = c->d_arena + first;
+	if (wide && vec)
+		summary_kernel<double, 2><<<g, RED_THREADS, 0, c->compute>>>((const double *)v, p->n_finite, d);
+	else if (wide)
+		summary_kernel<double, 1><<<g, RED_THREADS, 0, c->compute>>>((const double *)v, p->n_finite, d);
+	else if (vec)
+		summary_kernel<float, 4><<<g, RED_THREADS, 0, c->compute>>>((const float *)v, p->n_finite, d);
 	else
-		summary_kernel<uint32_t><<<g, RED_THREADS, 0, c->compute>>>(
-			(const uint32_t *)p->dev_keys, p->n_finite, c->d_arena + first);
+		summary_kernel<float, 1><<<g, RED_THREADS, 0, c->compute>>>((const float *)v, p->n_finite, d);
 	CU_LAUNCH();
-	CU(cudaMemcpyAsync(c->h_arena + first, c->d_arena + first, (size_t)g * 3 * sizeof(double),
+	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * 3 * sizeof(double),
 			   cudaMemcpyDeviceToHost, c->compute));
 	CU(cudaStreamSynchronize(c->compute));
-	for (unsigned k = 0; k < g; k++) {
-		s1 += c->h_arena[first + 3 * k];
-		s2 += c->h_arena[first + 3 * k + 1];
-		sq += c->h_arena[first + 3 * k + 2];
-	}
-	if ((r = key_value_at(c, p, 0, &s->min)) ||
-	    (r = key_value_at(c, p, p->n_finite - 1, &s->max)) ||
-	    (r = key_value_at(c, p, p->n_finite / 2, &mid)))
+	if ((r = value_at(c, p, 0, &s->min)) || (r = value_at(c, p, p->n_finite - 1, &s->max)) ||
+	    (r = value_at(c, p, p->n_finite / 2, &mid)))
 		return r;
-	s->mean = mid + s1 / n;
-	double var = (s2 - s1 * s1 / n) / n;
-	s->std = sqrt(var > 0 ? var : 0);
-	s->l2 = sqrt(sq);
+	summary_finish(c->h_arena + first, g, mid, (double)p->n_finite, &s->mean, &s->std, &s->l2);
 	p->have_summary = 1;
 	return 0;
 }
@@ -1068,7 +1270,7 @@ static void launch_pair_a(const struct cuda_engine *c, unsigned g, const struct 
 static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 		      const struct wd_prepared *b, struct wd_pair_stats *out)
 {
-	unsigned g = grid_for(c, a->numel, RED_THREADS);
+	unsigned g = grid_for(c, (a->numel + PAIR_UNROLL - 1) / PAIR_UNROLL, RED_THREADS);
 	size_t first;
 	int r;
 
@@ -1085,19 +1287,8 @@ static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * 5 * sizeof(double),
 			   cudaMemcpyDeviceToHost, c->compute));
 	CU(cudaStreamSynchronize(c->compute));
-	double mx = 0, dd = 0, aa = 0, ncmp = 0, ndiff = 0;
-	const double *h = c->h_arena + first;
-	for (unsigned k = 0; k < g; k++) {
-		mx = fmax(mx, h[5 * k]);
-		dd += h[5 * k + 1];
-		aa += h[5 * k + 2];
-		ncmp += h[5 * k + 3];
-		ndiff += h[5 * k + 4];
-	}
-	out->n_compared = (uint64_t)ncmp;
-	out->n_diff = (uint64_t)ndiff;
-	out->max_abs_diff = ncmp > 0 ? mx : NAN;
-	out->rel_l2 = dd == 0 ? (ncmp > 0 ? 0 : NAN) : aa > 0 ? sqrt(dd) / sqrt(aa) : NAN;
+	pair_stats_finish(c->h_arena + first, g, &out->max_abs_diff, &out->rel_l2,
+			  &out->n_compared, &out->n_diff);
 	return 0;
 }
 
@@ -1110,33 +1301,34 @@ extern "C" int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *
 	return lost(c, pair_stats(c, a, b, out));
 }
 
-static int to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values)
+/*
+ * p on the host, in a new buffer: a sort's finite values, or a count's
+ * 65536 counts (through the pinned buffer).
+ */
+static int to_host(struct cuda_engine *c, struct wd_prepared *p, void **values)
 {
-	size_t ks = p->store == WD_F64 ? 8 : 4, n = p->n_finite;
-	void *h = malloc(n * ks + ks);
+	int r = settle(c, p);
+	if (r)
+		return r;
+	int counted = p->method == WD_METHOD_HIST16;
+	size_t es = p->store == WD_F64 ? 8 : 4, n = p->n_finite;
+	size_t bytes = counted ? 65536 * sizeof(uint64_t) : n * es;
+	void *h = malloc(bytes + es);
 
 	*values = NULL;
 	if (!h)
 		return -ENOMEM;
-	cudaError_t err = cudaMemcpyAsync(h, p->dev_keys, n * ks, cudaMemcpyDeviceToHost,
-					  c->compute);	/* after the sort */
+	const void *src = counted ? p->dev_hist : (const char *)p->dev_keys + p->dev_first * es;
+	cudaError_t err = cudaMemcpyAsync(counted ? (void *)c->h_hist : h, src, bytes,
+					  cudaMemcpyDeviceToHost, c->compute);	/* after the sort */
 	if (err == cudaSuccess)
 		err = cudaStreamSynchronize(c->compute);
 	if (err != cudaSuccess) {
 		free(h);
 		return cuda_fail(err, "copy to host", __FILE__, __LINE__);
 	}
-	/* keys back to the floats' bits, as the CPU engine stores them */
-	if (ks == 4)
-		for (size_t i = 0; i < n; i++) {
-			uint32_t k = ((uint32_t *)h)[i];
-			((uint32_t *)h)[i] = k ^ (((k >> 31) - 1) | 0x80000000u);
-		}
-	else
-		for (size_t i = 0; i < n; i++) {
-			unsigned long long k = ((unsigned long long *)h)[i];
-			((unsigned long long *)h)[i] = k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
-		}
+	if (counted)
+		memcpy(h, c->h_hist, bytes);
 	*values = h;
 	return 0;
 }
@@ -1146,7 +1338,7 @@ extern "C" int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, 
 	on_device on(c->device);
 	if (!on.ok)
 		return lost(c, -EIO);
-	return lost(c, to_host(c, p, values));
+	return lost(c, to_host(c, (struct wd_prepared *)p, values));
 }
 
 /*

@@ -59,6 +59,11 @@ int cuda_summarize(struct cuda_engine *c, struct wd_prepared *p);
  * after a sticky error the memory stays mapped until the process exits).
  */
 void cuda_prepared_release(struct cuda_engine *c, struct wd_prepared *p);
+/*
+ * Waits for a device sort's counts (p->counts_pending) and fills p's
+ * n_finite, nonfinite and dev_first. A no-op once done.
+ */
+int cuda_settle(struct cuda_engine *c, struct wd_prepared *p);
 /* Queues W1 of two device tensors; *out is written by cuda_sync(). */
 int cuda_w1_async(struct cuda_engine *c, const struct wd_prepared *a,
 		  const struct wd_prepared *b, double *out);
@@ -68,8 +73,10 @@ int cuda_sync(struct cuda_engine *c);
 int cuda_pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 		    const struct wd_prepared *b, struct wd_pair_stats *out);
 /*
- * Copies a sorted device tensor's values to the host, as a CPU prepared
- * tensor (values and store set), for W1 against a tensor on the host.
+ * Copies a device tensor to the host, as a CPU prepared tensor has it: a
+ * sort's finite values (its values[]), or a count's 65536 counts (its
+ * hist[]), in a new malloc'd buffer. For W1 against a tensor on the host,
+ * and for a count's summary.
  */
 int cuda_to_host(struct cuda_engine *c, const struct wd_prepared *p, void **values);
 /*

@@ -76,6 +76,7 @@ static int cuda_engine_open_none(struct cuda_engine **out, int device, char *des
 #define cuda_pair_stats(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
 #define cuda_to_host(c, p, v) ((void)(c), (void)(p), (void)(v), -ENODEV)
 #define cuda_summarize(c, p) ((void)(c), (void)(p), -ENODEV)
+#define cuda_settle(c, p) ((void)(c), (void)(p), -ENODEV)
 #define cuda_copy_to_host(c, d, n, o) ((void)(c), (void)(d), (void)(n), (void)(o), -ENODEV)
 #endif
 
@@ -511,10 +512,34 @@ void wd_prepared_free(struct wd_prepared **p)
 enum wd_method wd_prepared_method(const struct wd_prepared *p) { return p->method; }
 enum wd_dtype wd_prepared_dtype(const struct wd_prepared *p) { return p->dtype; }
 uint64_t wd_prepared_numel(const struct wd_prepared *p) { return p->numel; }
-uint64_t wd_prepared_finite(const struct wd_prepared *p) { return p->n_finite; }
+/*
+ * A device sort's counts reach the host after wd_prepare returns
+ * (prepared.h): waits for them. After a device error the device is given
+ * up and p is stale; its counts stay zero.
+ */
+static int prepared_settle(const struct wd_prepared *p)
+{
+	struct wd_engine *e = p->engine;
+
+	if (!p->counts_pending)
+		return 0;
+	if (!e || !e->cuda || p->stale)
+		return -EIO;
+	int r = cuda_settle(e->cuda, (struct wd_prepared *)p);	/* fills in counts only */
+	if (r == -EIO)
+		engine_lose_device(e, "a sort");
+	return r;
+}
+
+uint64_t wd_prepared_finite(const struct wd_prepared *p)
+{
+	prepared_settle(p);
+	return p->n_finite;
+}
 
 void wd_prepared_nonfinite(const struct wd_prepared *p, struct wd_nonfinite *out)
 {
+	prepared_settle(p);
 	*out = p->nonfinite;
 }
 
@@ -555,9 +580,14 @@ static int w1_on_host(struct wd_engine *e, const struct wd_prepared *a,
 	void *va = NULL, *vb = NULL;
 	int r = 0;
 
+	/* a count's hist[] is kept once fetched; a sort's values are not */
+	if (a->method == WD_METHOD_HIST16 && !a->hist)
+		r = engine_fetch_hist(e, (struct wd_prepared *)a);
+	if (!r && b->method == WD_METHOD_HIST16 && !b->hist)
+		r = engine_fetch_hist(e, (struct wd_prepared *)b);
 	ha = *a;
 	hb = *b;
-	if (!prepared_on_host(a) && (r = cuda_to_host(e->cuda, a, &va)) == 0)
+	if (!r && !prepared_on_host(a) && (r = cuda_to_host(e->cuda, a, &va)) == 0)
 		ha.values = va;
 	if (!r && !prepared_on_host(b) && (r = cuda_to_host(e->cuda, b, &vb)) == 0)
 		hb.values = vb;
@@ -578,6 +608,8 @@ int wd_w1_async(struct wd_engine *e, const struct wd_prepared *a,
 		return -EINVAL;
 	if (prepared_stale(e, a) || prepared_stale(e, b))
 		return -EIO;
+	if ((r = prepared_settle(a)) || (r = prepared_settle(b)))
+		return r;
 	if (!a->n_finite || !b->n_finite)
 		return pend_push(e, w1, NAN);
 	if (e->cuda && prepared_on_device(a) && prepared_on_device(b)) {
@@ -620,6 +652,23 @@ int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
 	int r = wd_w1_async(e, a, b, w1);
 	int s = wd_engine_sync(e);
 	return r ? r : s;
+}
+
+int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p)
+{
+	void *h;
+
+	if (p->hist)
+		return 0;
+	if (!e || prepared_stale(e, p) || !p->dev_hist)
+		return -EIO;
+	int r = cuda_to_host(e->cuda, p, &h);
+	if (r == -EIO)
+		engine_lose_device(e, "a copy to the host");
+	if (r)
+		return r;
+	p->hist = h;
+	return 0;
 }
 
 void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p)

@@ -22,7 +22,8 @@ struct wd_prepared {
 
 	/*
 	 * Set when the tensor lives on the device (cuda/). A sorted tensor then
-	 * has no values[] on the host; a counted one has hist[] on both sides.
+	 * has no values[] on the host, and a counted one gets hist[] there only
+	 * when the host needs it (engine_fetch_hist).
 	 */
 	struct wd_engine *engine;	/* owner, for freeing device memory */
 	/*
@@ -35,7 +36,21 @@ struct wd_prepared {
 	 * statistics on it return -EIO; it must be prepared again.
 	 */
 	int stale;
-	void *dev_keys;		/* sorted radix keys: uint32 (f32), uint64 (f64) */
+	/*
+	 * SORT on the device: every value, float (f32) or double (f64), in
+	 * CUB's radix order, so NaN and -Inf first, +Inf and NaN last; the
+	 * finite ones are dev_keys[dev_first .. dev_first + n_finite).
+	 */
+	void *dev_keys;
+	uint64_t dev_first;
+	/*
+	 * The counts of a device sort (n_finite, nonfinite, dev_first) are
+	 * written by the device after the sort, so that prepare need not wait
+	 * for it: until settled (engine.c: prepared_settle) they are not set.
+	 */
+	int counts_pending;
+	int dev_slot;		/* cuda_engine's pinned slot for them, or -1 */
+	void *dev_ready;	/* cudaEvent_t: they are written */
 	void *dev_hist;		/* 65536 unsigned long long counts */
 	void *dev_raw;		/* WD_PREP_KEEP_RAW: raw values */
 	int dev_raw_borrowed;	/* dev_raw is the caller's device memory */
@@ -55,6 +70,13 @@ static inline int prepared_on_device(const struct wd_prepared *p)
  * for wd_summarize); does nothing when the device is gone.
  */
 void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p);
+
+/*
+ * Brings a device count's hist[] to the host (engine.c), for W1 against a
+ * tensor on the host and for summaries. Returns 0, or -EIO when the
+ * device is gone (p is stale then).
+ */
+int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p);
 
 /* W1 between two prepared tensors that both have finite values (w1.c). */
 double w1_cpu(const struct wd_prepared *a, const struct wd_prepared *b);

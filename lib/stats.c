@@ -85,6 +85,9 @@ void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
 	/* A sorted device tensor's summary is computed when first asked for. */
 	if (!p->have_summary && p->dev_keys && p->engine)
 		engine_summarize_device(p->engine, (struct wd_prepared *)p);
+	/* a device count's counts come to the host when first needed */
+	if (p->method == WD_METHOD_HIST16 && !p->hist && p->engine)
+		engine_fetch_hist(p->engine, (struct wd_prepared *)p);
 	if (p->have_summary) {
 		*s = p->summary;
 		return;
@@ -94,7 +97,8 @@ void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
 	s->nonfinite = p->nonfinite;
 	s->mean = s->std = s->min = s->max = NAN;
 	s->l2 = 0;
-	if (!p->n_finite || (p->method == WD_METHOD_SORT && !p->values))
+	if (!p->n_finite || (p->method == WD_METHOD_SORT && !p->values) ||
+	    (p->method == WD_METHOD_HIST16 && !p->hist))
 		return;	/* nothing finite, or the device was lost with it */
 	if (p->method == WD_METHOD_HIST16)
 		summarize_hist(p, s);
