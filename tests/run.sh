@@ -5,7 +5,8 @@
 # and exits 0, or 77 to be skipped. A program that exits otherwise without
 # reporting a failure counts as one failure. Set VERBOSE=1 to see every line.
 #
-#   build/tests/test_*          C unit tests (tests/unit/)
+#   build/tests/test_*          C unit tests (tests/unit/), and the CUDA kernels'
+#                               bodies on the CPU (tests/kernels/)
 #   tests/integration/t*.sh|py  the CLI and the daemon, as a user runs them
 #   tests/ref/t*.py             cross-checks against scipy and numpy
 #
