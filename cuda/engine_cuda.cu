@@ -5,17 +5,17 @@
  * returns -EIO (or -ENOMEM for an allocation over the budget) so that the
  * engine can fall back to the CPU.
  *
- * The flow of one tensor, prepared from host memory:
+ * The flow of one tensor (docs/gpu.md, "Data flow of one tensor"):
  *   host --(pinned staging, copy stream)--> raw on the device
- *     fp32/fp64: classify (keys, non-finite counts) -> CUB radix sort -> summary
- *     bf16/fp16 and upcast-bf16 fp32: 65536-bin count (copied to the host too)
- * wd_prepare returns once the upload is done; the sort runs on the compute
- * stream while the next tensor uploads. Device memory given as a view is
- * read in place when it is on the engine's device and aligned to its
- * element size; otherwise it is copied to the host and uploaded as pageable
- * memory. W1 kernels write per-block partials
- * into a results arena; wd_engine_sync copies the arena back once and adds
- * the partials on the host in a fixed order.
+ *     fp32/fp64: CUB radix sort of the floats, in place -> finite range at the ends
+ *     bf16/fp16 and upcast-bf16 fp32: 65536-bin count, kept on the device
+ * wd_prepare returns once the upload is done, without a sync: the counts
+ * reach the host when first needed (settle). A device view on the engine's
+ * device is copied on the device (or, kept with WD_PREP_KEEP_RAW, read in
+ * place); one on another device, or misaligned, comes through the host.
+ * W1 kernels write per-block partials into a results arena; wd_engine_sync
+ * copies the arena back once and adds the partials on the host in a fixed
+ * order.
  *
  * The engine runs on one device, chosen at open. Every entry point makes it
  * current for its work and gives the caller's current device back before it
@@ -45,7 +45,8 @@ extern "C" {
 #define STAGE_BYTES (32u << 20)	/* each of the two pinned staging buffers */
 #define ARENA_SLOTS 2048	/* queued W1 results before an implicit sync */
 #define MAX_PARTIALS 1024	/* per reduction */
-#define SLOTS 4096		/* sorted tensors whose counts are not yet on the host */
+#define SLOTS 4096		/* tensors whose counts are not yet on the host */
+#define SPARE_SLOT SLOTS	/* one more, never handed out: for settling at once */
 #define SLOT_WORDS 8		/* per slot: first, n_finite, NaN, +Inf, -Inf */
 
 /* Logs a failed call with its place, and returns the errno for it. */
@@ -131,11 +132,18 @@ struct cuda_engine {
 	void *stage[2];			/* pinned */
 	unsigned long long *d_counts, *h_counts;	/* 4 counters, pinned mirror */
 	unsigned long long *h_hist;	/* pinned: a count on its way to the host */
-	unsigned long long *h_slots;	/* pinned, mapped: SLOTS x SLOT_WORDS (settle) */
-	unsigned long long *d_slots;	/* the same on the device: a count's counters */
+	/*
+	 * (SLOTS + 1) x SLOT_WORDS, pinned: with UVA (every 64-bit platform
+	 * CUDA 13 runs on) a cudaMallocHost pointer is also a device pointer,
+	 * so a kernel may store to it. d_slots: the same on the device, for a
+	 * count's counters, which are atomics and stay in device memory.
+	 */
+	unsigned long long *h_slots;
+	unsigned long long *d_slots;
 	int free_slots[SLOTS], n_free_slots;
 	uint64_t budget, used;
 	uint64_t peak;			/* most used since the last trim */
+	int said_full;			/* the device ran out under the budget (logged) */
 	/* 16-bit tables: finite codes in value order, and the gap to the next */
 	uint16_t *d_order[2];
 	double *d_gap[2];
@@ -164,6 +172,18 @@ static int dev_alloc_on(struct cuda_engine *c, void **p, size_t bytes, cudaStrea
 	cudaError_t err = cudaMallocFromPoolAsync(p, bytes ? bytes : 1, c->pool, s);
 	if (err == cudaErrorMemoryAllocation) {
 		cudaGetLastError();	/* not sticky: clear it */
+		/*
+		 * Under the budget, yet the device is full: other processes, or
+		 * memory our streams have freed but not yet passed. Say so once:
+		 * tensors go to the CPU from here as the budget would not say.
+		 */
+		if (!c->said_full) {
+			c->said_full = 1;
+			wd_log(WD_LOG_WARNING, "engine: device %d has no %zu bytes free although "
+			       "the engine holds %llu of its %llu-byte budget: such tensors are "
+			       "prepared on the cpu", c->device, bytes,
+			       (unsigned long long)c->used, (unsigned long long)c->budget);
+		}
 		return -ENOMEM;
 	}
 	if (err != cudaSuccess)
@@ -283,8 +303,8 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc
 		OPEN_CU(cudaMemcpy(c->d_gap[f], t->gap, sizeof(t->gap), cudaMemcpyHostToDevice));
 	}
 	OPEN_CU(cudaMallocHost(&c->h_hist, 65536 * sizeof(unsigned long long)));
-	OPEN_CU(cudaMallocHost(&c->h_slots, (size_t)SLOTS * SLOT_WORDS * sizeof(unsigned long long)));
-	OPEN_CU(cudaMalloc(&c->d_slots, (size_t)SLOTS * SLOT_WORDS * sizeof(unsigned long long)));
+	OPEN_CU(cudaMallocHost(&c->h_slots, (SLOTS + 1) * SLOT_WORDS * sizeof(unsigned long long)));
+	OPEN_CU(cudaMalloc(&c->d_slots, (SLOTS + 1) * SLOT_WORDS * sizeof(unsigned long long)));
 	for (int k = 0; k < SLOTS; k++)
 		c->free_slots[c->n_free_slots++] = SLOTS - 1 - k;
 #define HIST_SMEM(F, W, V) OPEN_CU(cudaFuncSetAttribute(hist16_kernel<F, W, V>, \
@@ -565,16 +585,13 @@ static int slot_take(struct cuda_engine *c)
 
 static void slot_give(struct cuda_engine *c, int s)
 {
-	if (s >= 0)
+	if (s >= 0 && s < SLOTS)
 		c->free_slots[c->n_free_slots++] = s;
 }
 
-static int settle(struct cuda_engine *c, struct wd_prepared *p)
+/* Copies p's counts from its slot, written (its event is done), and frees the slot. */
+static void settle_read(struct cuda_engine *c, struct wd_prepared *p)
 {
-	if (!p->counts_pending)
-		return 0;
-	cudaEvent_t ready = (cudaEvent_t)p->dev_ready;
-	CU(cudaEventSynchronize(ready));
 	const unsigned long long *s = c->h_slots + (size_t)p->dev_slot * SLOT_WORDS;
 	p->nonfinite.nan = s[2];
 	p->nonfinite.posinf = s[3];
@@ -585,22 +602,33 @@ static int settle(struct cuda_engine *c, struct wd_prepared *p)
 		p->dev_first = s[0];
 		p->n_finite = s[1];
 	}
-	cudaEventDestroy(ready);
-	p->dev_ready = NULL;
 	slot_give(c, p->dev_slot);
+}
+
+static int settle(struct cuda_engine *c, struct wd_prepared *p)
+{
+	if (!p->counts_pending)
+		return 0;
+	CU(cudaEventSynchronize((cudaEvent_t)p->dev_ready));
+	settle_read(c, p);
+	cudaEventDestroy((cudaEvent_t)p->dev_ready);
+	p->dev_ready = NULL;
 	p->dev_slot = -1;
 	p->counts_pending = 0;
 	return 0;
 }
 
-/* Lets a tensor's pending counts go, when it is released unsettled. */
+/*
+ * Settles a tensor that is being released (freed, or its device given
+ * up): its counts are kept when they were written, since a stale tensor
+ * keeps what it knew on the host; else the slot is lost with the device.
+ */
 static void settle_drop(struct cuda_engine *c, struct wd_prepared *p)
 {
 	if (!p->counts_pending)
 		return;
-	/* the slot may be reused only once the kernel has written it */
 	if (cudaEventSynchronize((cudaEvent_t)p->dev_ready) == cudaSuccess)
-		slot_give(c, p->dev_slot);	/* else: the device is gone, and the slot with it */
+		settle_read(c, p);
 	cudaEventDestroy((cudaEvent_t)p->dev_ready);
 	cudaGetLastError();
 	p->dev_ready = NULL;
@@ -631,12 +659,15 @@ static int count16(struct cuda_engine *c, const void *raw, int upper, struct wd_
 	unsigned blocks = (unsigned)(2 * ((n + HIST_CHUNK - 1) / HIST_CHUNK));
 	unsigned long long *hist = (unsigned long long *)p->dev_hist;
 	int slot = slot_take(c);
-	unsigned long long *cnt = slot >= 0 ? c->d_slots + (size_t)slot * SLOT_WORDS + 2 : c->d_counts;
+	unsigned long long *cnt = c->d_slots + (size_t)(slot >= 0 ? slot : SPARE_SLOT) * SLOT_WORDS + 2;
 	cudaEvent_t ready = NULL;
 	cudaError_t err;
 
-	CU(cudaMemsetAsync(hist, 0, bytes, c->compute));
-	CU(cudaMemsetAsync(cnt, 0, 3 * sizeof(*cnt), c->compute));
+	if ((err = cudaMemsetAsync(hist, 0, bytes, c->compute)) != cudaSuccess ||
+	    (err = cudaMemsetAsync(cnt, 0, 3 * sizeof(*cnt), c->compute)) != cudaSuccess) {
+		slot_give(c, slot);
+		return cuda_fail(err, "cudaMemsetAsync", __FILE__, __LINE__);
+	}
 	if (upper && aligned16(raw))
 		hist16_kernel<F, uint32_t, 4><<<blocks, HIST_THREADS, HIST_HALF * 4, c->compute>>>(
 			(const uint32_t *)raw, n, hist, cnt);
@@ -692,38 +723,70 @@ static int prepare_hist(struct cuda_engine *c, const void *raw, int upper,
 }
 
 /*
- * Whether fp32 data is upcast bf16 (every low half zero), as the CPU
- * engine decides it: real fp32 data fails on the first 64 words, read from
- * the host when the data came from there, else copied over; only data
- * that passes is scanned whole on the device.
+ * Whether the first (up to) 64 fp32 words of a view have zero low halves:
+ * real fp32 data fails here, as on the CPU engine. Read on the host when
+ * the view is there; else the 256 bytes come over on the copy stream (or
+ * through the host from another device), which does not wait for our
+ * sorts on the compute stream.
  */
-static int is_upcast_bf16(struct cuda_engine *c, const void *host, const void *raw, size_t n,
-			  int *yes)
+static int prefix_upcast(struct cuda_engine *c, const void *data, enum mem_kind kind, int owner,
+			 size_t n, int *yes)
 {
 	size_t head = n < 64 ? n : 64;
-	const uint32_t *w = (const uint32_t *)host;
+	const uint32_t *w = (const uint32_t *)data;
+	int r;
 
 	*yes = 0;
-	if (!w) {
-		CU(cudaMemcpyAsync(c->h_hist, raw, head * 4, cudaMemcpyDeviceToHost, c->compute));
-		CU(cudaStreamSynchronize(c->compute));
+	if (kind == MEM_DEVICE) {
+		if ((r = after_caller(c, c->copy)))
+			return r;
+		CU(cudaMemcpyAsync(c->h_hist, data, head * 4, cudaMemcpyDeviceToHost, c->copy));
+		CU(cudaStreamSynchronize(c->copy));
+		w = (const uint32_t *)c->h_hist;
+	} else if (kind == MEM_OTHER) {
+		if ((r = read_device(c, c->h_hist, data, head * 4, owner)))
+			return r;
 		w = (const uint32_t *)c->h_hist;
 	}
 	for (size_t i = 0; i < head; i++)
 		if (w[i] & 0xffffu)
 			return 0;
-	if (n > head) {
-		CU(cudaMemsetAsync(c->d_counts, 0, sizeof(unsigned long long), c->compute));
-		low_halves_kernel<<<grid_for(c, n, 256), 256, 0, c->compute>>>(
-			(const uint32_t *)raw, n, c->d_counts);
-		CU_LAUNCH();
-		CU(cudaMemcpyAsync(c->h_counts, c->d_counts, sizeof(unsigned long long),
-				   cudaMemcpyDeviceToHost, c->compute));
-		CU(cudaStreamSynchronize(c->compute));
-		if (c->h_counts[0])
-			return 0;
-	}
 	*yes = 1;
+	return 0;
+}
+
+/* The rest of the upcast check, on the device: every low half is zero. */
+static int low_halves_zero(struct cuda_engine *c, const void *raw, size_t n, int *yes)
+{
+	*yes = 1;
+	if (n <= 64)
+		return 0;
+	CU(cudaMemsetAsync(c->d_counts, 0, sizeof(unsigned long long), c->compute));
+	low_halves_kernel<<<grid_for(c, n, 256), 256, 0, c->compute>>>((const uint32_t *)raw, n,
+								       c->d_counts);
+	CU_LAUNCH();
+	CU(cudaMemcpyAsync(c->h_counts, c->d_counts, sizeof(unsigned long long),
+			   cudaMemcpyDeviceToHost, c->compute));
+	CU(cudaStreamSynchronize(c->compute));
+	*yes = c->h_counts[0] == 0;
+	return 0;
+}
+
+/*
+ * Copies a device view on the engine's device into raw (allocated on the
+ * copy stream), after the caller's default-stream work, and returns once
+ * the copy is done: the caller may then reuse or free its memory, as
+ * wd_prepare promises, while the sort of our copy runs on.
+ */
+static int copy_view(struct cuda_engine *c, void *raw, const void *src, size_t bytes)
+{
+	int r = after_caller(c, c->copy);
+	if (r)
+		return r;
+	CU(cudaMemcpyAsync(raw, src, bytes, cudaMemcpyDeviceToDevice, c->copy));
+	CU(cudaEventRecord(c->uploaded, c->copy));
+	CU(cudaStreamWaitEvent(c->compute, c->uploaded, 0));
+	CU(cudaEventSynchronize(c->uploaded));
 	return 0;
 }
 
@@ -783,9 +846,8 @@ static int sort_values(struct cuda_engine *c, T *src, int own, size_t n, struct 
 	}
 	/* the finite range and the counts, to a pinned slot; settled later */
 	slot = slot_take(c);
-	s = c->h_slots + (size_t)(slot >= 0 ? slot : 0) * SLOT_WORDS;
-	if (slot < 0) {	/* every slot in use: settle this one now */
-		CU(cudaStreamSynchronize(c->compute));
+	s = c->h_slots + (size_t)(slot >= 0 ? slot : SPARE_SLOT) * SLOT_WORDS;
+	if (slot < 0) {	/* every slot in use: settle this one now, in the spare */
 		nonfinite_ends_kernel<T><<<1, 1, 0, c->compute>>>((const T *)p->dev_keys, n, s, s + 2);
 		CU_LAUNCH();
 		CU(cudaStreamSynchronize(c->compute));
@@ -862,9 +924,10 @@ static int prepare_sorted16(struct cuda_engine *c, const void *raw, enum wd_dtyp
 	else
 		widen16_kernel<fmt_f16><<<grid_for(c, n, 256), 256, 0, c->compute>>>(
 			(const uint16_t *)raw, n, (float *)wide);
-	if (cudaGetLastError() != cudaSuccess) {
+	cudaError_t err = cudaGetLastError();
+	if (err != cudaSuccess) {
 		dev_free(c, &wide, n * 4);
-		return cuda_fail(cudaErrorLaunchFailure, "widen16_kernel", __FILE__, __LINE__);
+		return cuda_fail(err, "widen16_kernel", __FILE__, __LINE__);
 	}
 	if (!keep_raw)	/* read by the widening only: give it back before the sort */
 		drop_raw(c, p, n * 2);
@@ -878,15 +941,19 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 	size_t esize = wd_dtype_size(v->dtype), n = v->numel, bytes = n * esize;
 	int is16 = v->dtype == WD_BF16 || v->dtype == WD_F16;
 	int keep_raw = flags & WD_PREP_KEEP_RAW, force_sort = flags & WD_PREP_FORCE_SORT;
+	int upcast = 0, owner, r;
 	void *raw = NULL;
-	int owner, r;
 
 	p->dev_slot = -1;
 	if (n == 0)
 		return -ENOMEM;	/* nothing to gain: the CPU path handles empty tensors */
 	enum mem_kind kind = mem_kind_of(c, v->data, esize, &owner);
 	p->view_on_device = kind == MEM_DEVICE || kind == MEM_OTHER;
-	if (kind == MEM_DEVICE) {	/* already there: read it in place */
+	if (v->dtype == WD_F32 && !force_sort &&
+	    (r = prefix_upcast(c, v->data, kind, owner, n, &upcast)))
+		return r;
+	if (kind == MEM_DEVICE && keep_raw) {
+		/* kept by reference (WD_PREP_KEEP_RAW): read in place */
 		raw = (void *)v->data;
 		p->dev_raw = raw;
 		p->dev_raw_borrowed = 1;
@@ -896,44 +963,48 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 		/* on the copy stream, which writes it first */
 		if ((r = dev_alloc_on(c, &raw, bytes, c->copy)))
 			return r;
-		p->dev_raw = raw;	/* owned by p from here, so release() frees it */
-		p->dev_bytes = bytes;
-		if (kind == MEM_OTHER)
+		if (kind == MEM_DEVICE)
+			r = copy_view(c, raw, v->data, bytes);
+		else if (kind == MEM_OTHER)
 			r = upload_other(c, raw, v->data, bytes, owner);
 		else if (kind == MEM_PINNED && !(r = after_caller(c, c->copy)))
 			r = upload(c, raw, v->data, bytes, 1);
 		else if (kind == MEM_PAGEABLE)
 			r = upload(c, raw, v->data, bytes, 0);
-		if (r)
+		if (r) {
+			/*
+			 * The compute stream may not be ordered after the copy
+			 * stream yet: free it where it was allocated.
+			 */
+			cudaFreeAsync(raw, c->copy);
+			c->used -= bytes < c->used ? bytes : c->used;
 			return r;
+		}
+		p->dev_raw = raw;	/* owned by p from here, so release() frees it */
+		p->dev_bytes = bytes;
 	}
+	if (upcast && (r = low_halves_zero(c, raw, n, &upcast)))
+		return r;
 	if (is16 && !force_sort) {
 		r = prepare_hist(c, raw, 0, v->dtype, p);
 	} else if (is16) {
 		r = prepare_sorted16(c, raw, v->dtype, n, keep_raw, p);
+	} else if (upcast) {
+		r = prepare_hist(c, raw, 1, WD_BF16, p);
 	} else {
-		int upcast = 0;
-		if (v->dtype == WD_F32 && !force_sort &&
-		    (r = is_upcast_bf16(c, kind == MEM_PAGEABLE || kind == MEM_PINNED ? v->data : NULL,
-					raw, n, &upcast)))
-			return r;
-		if (upcast) {
-			r = prepare_hist(c, raw, 1, WD_BF16, p);
-		} else {
-			/*
-			 * Our own copy of raw is sorted in place (it is one of
-			 * the sort's two buffers) unless it is kept; the caller's
-			 * memory is only read.
-			 */
-			int own = !p->dev_raw_borrowed && !keep_raw;
-			if (own) {
-				p->dev_raw = NULL;	/* the sort owns it now */
-				p->dev_bytes -= bytes;
-			}
-			p->store = v->dtype;
-			r = v->dtype == WD_F64 ? sort_values<double>(c, (double *)raw, own, n, p)
-					       : sort_values<float>(c, (float *)raw, own, n, p);
+		/*
+		 * Our own copy of raw is sorted in place (it is one of the
+		 * sort's two buffers) unless it is kept for pair statistics;
+		 * then, or when it is the caller's memory, it is only read.
+		 */
+		int own = !p->dev_raw_borrowed && !keep_raw;
+		if (own) {
+			p->dev_raw = NULL;	/* the sort owns it now */
+			p->dev_bytes -= bytes;
 		}
+		p->store = v->dtype;
+		r = v->dtype == WD_F64 ? sort_values<double>(c, (double *)raw, own, n, p)
+				       : sort_values<float>(c, (float *)raw, own, n, p);
 	}
 	if (r)
 		return r;
@@ -1004,7 +1075,10 @@ static int expand_to_values(struct cuda_engine *c, const struct wd_prepared *p, 
 	gather_counts_kernel<<<grid_for(c, n_order + 1, 256), 256, 0, c->compute>>>(
 		(const unsigned long long *)p->dev_hist, c->d_order[f], n_order,
 		(unsigned long long *)gathered);
-	CU_LAUNCH();
+	if ((err = cudaGetLastError()) != cudaSuccess) {
+		r = cuda_fail(err, "gather_counts_kernel", __FILE__, __LINE__);
+		goto done;
+	}
 	err = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, (unsigned long long *)gathered,
 					    (unsigned long long *)off, (int)n_order + 1, c->compute);
 	if (err != cudaSuccess) {

@@ -47,7 +47,7 @@
 #define HIST_HALF 32768u	/* bins per block: one sign half of 65536 */
 #define HIST_CHUNK (1u << 20)	/* elements per cluster of two count blocks */
 #define MERGE_ITEMS 16		/* merged positions per thread */
-#define EXPAND_ITEMS 16		/* output values per thread of the expansion */
+#define EXPAND_ITEMS 16		/* output values per lane of the expansion */
 #define SCAN_THREADS 1024
 #define PAIR_UNROLL 4		/* independent loads in flight per thread */
 
@@ -132,11 +132,11 @@ struct fmt_f16 {
 	}
 };
 
-/* Raw element loads, as doubles (exact for every dtype). */
-struct load_f32 { typedef float T; WD_HD static double at(const T *p, size_t i) { return p[i]; } };
-struct load_f64 { typedef double T; WD_HD static double at(const T *p, size_t i) { return p[i]; } };
-struct load_f16 { typedef uint16_t T; WD_HD static double at(const T *p, size_t i) { return fmt_f16::value(p[i]); } };
-struct load_bf16 { typedef uint16_t T; WD_HD static double at(const T *p, size_t i) { return fmt_bf16::value(p[i]); } };
+/* Raw elements of each dtype (T), and their values as doubles (exact). */
+struct load_f32 { typedef float T; WD_HD static double of(T v) { return v; } };
+struct load_f64 { typedef double T; WD_HD static double of(T v) { return v; } };
+struct load_f16 { typedef uint16_t T; WD_HD static double of(T v) { return fmt_f16::value(v); } };
+struct load_bf16 { typedef uint16_t T; WD_HD static double of(T v) { return fmt_bf16::value(v); } };
 
 /* Non-finite class of a float or double: 0 finite, 1 NaN, 2 +Inf, 3 -Inf. */
 WD_HD int class_of_value(double x)
@@ -223,8 +223,12 @@ WD_HD void hist16_body(X &x, const W *in, size_t n, unsigned *bins,
 	for (unsigned i = x.tid(); i < HIST_HALF; i += x.bdim())
 		bins[i] = 0;
 	x.cluster_sync();	/* both halves are zero before any add */
-	/* two names, not an array: an indexed array would live in local memory */
-	unsigned *pos = x.map_shared(bins, 0), *neg = x.map_shared(bins, 1);
+	/*
+	 * This block's half is reached directly (shared-memory atomics), the
+	 * other's through distributed shared memory. Two names, not an array:
+	 * an indexed array would live in local memory.
+	 */
+	unsigned *peer = x.map_shared(bins, rank ^ 1);
 	size_t begin = (size_t)x.cluster_id() * HIST_CHUNK;
 	size_t end = begin + HIST_CHUNK < n ? begin + HIST_CHUNK : n;
 	size_t threads = 2 * (size_t)x.bdim(), me = rank * (size_t)x.bdim() + x.tid();
@@ -244,9 +248,9 @@ WD_HD void hist16_body(X &x, const W *in, size_t n, unsigned *bins,
 			unsigned first = x.shfl0(code);
 			if (x.all(mine && code == first)) {
 				if (x.lane() == 0)
-					x.atomic_add(&((first >> 15) ? neg : pos)[first & 0x7fffu], 32u);
+					x.atomic_add(&((first >> 15) == rank ? bins : peer)[first & 0x7fffu], 32u);
 			} else if (mine) {
-				x.atomic_add(&((code >> 15) ? neg : pos)[code & 0x7fffu], 1u);
+				x.atomic_add(&((code >> 15) == rank ? bins : peer)[code & 0x7fffu], 1u);
 			}
 		}
 	}
@@ -425,9 +429,9 @@ WD_HD void w1_hist_scan_body(X &x, const unsigned long long *ha, unsigned long l
  * A count back to sorted floats, for W1 against a tensor prepared another
  * way. gathered[j] = hist[order[j]], the counts in value order; the host
  * scans them (cub::DeviceScan) into offset[], with offset[n_order] the
- * total. Each thread writes EXPAND_ITEMS consecutive outputs, finding the
- * code of its first by binary search: a code of many copies (a tensor of
- * zeros) is spread over every thread, not left to one block.
+ * total. Each lane writes EXPAND_ITEMS outputs 32 apart, finding the code
+ * of its first by binary search: a code of many copies (a tensor of zeros)
+ * is spread over every thread, not left to one block.
  */
 template <class X>
 WD_HD void gather_counts_body(X &x, const unsigned long long *hist, const uint16_t *order,
@@ -442,9 +446,17 @@ WD_HD void expand_body(X &x, const unsigned long long *offset, const uint16_t *o
 		       unsigned n_order, float *out)
 {
 	unsigned long long total = offset[n_order];
+	/*
+	 * A warp writes a tile of 32 x EXPAND_ITEMS consecutive outputs, lane l
+	 * the outputs l, l + 32, ...: each store of the warp is coalesced.
+	 */
+	const unsigned long long tile = 32ull * EXPAND_ITEMS;
+	unsigned long long warps = x.gthreads() / 32, warp = x.gtid() / 32;
 
-	for (unsigned long long o = x.gtid() * (unsigned long long)EXPAND_ITEMS; o < total;
-	     o += x.gthreads() * (unsigned long long)EXPAND_ITEMS) {
+	for (unsigned long long base = warp * tile; base < total; base += warps * tile) {
+		unsigned long long o = base + x.lane();
+		if (o >= total)
+			continue;	/* no collective below */
 		unsigned lo = 0, hi = n_order;	/* last j with offset[j] <= o */
 		while (hi - lo > 1) {
 			unsigned mid = lo + (hi - lo) / 2;
@@ -454,10 +466,10 @@ WD_HD void expand_body(X &x, const unsigned long long *offset, const uint16_t *o
 				hi = mid;
 		}
 		unsigned j = lo;
-		for (unsigned long long t = o; t < o + EXPAND_ITEMS && t < total; t++) {
-			while (offset[j + 1] <= t)
+		for (; o < base + tile && o < total; o += 32) {
+			while (offset[j + 1] <= o)
 				j++;
-			out[t] = F::value(order[j]);
+			out[o] = F::value(order[j]);
 		}
 	}
 }
@@ -506,18 +518,20 @@ WD_HD void pair_stats_body(X &x, const typename LA::T *a, const typename LB::T *
 	size_t tile = x.gthreads() * (size_t)PAIR_UNROLL;
 
 	for (size_t base = (size_t)x.bid() * x.bdim() * PAIR_UNROLL + x.tid(); base < n; base += tile) {
-		double va[PAIR_UNROLL], vb[PAIR_UNROLL];
+		/* raw, as loaded: a register each for 32- and 16-bit types */
+		typename LA::T ra[PAIR_UNROLL];
+		typename LB::T rb[PAIR_UNROLL];
 		int got = 0;
 		for (int k = 0; k < PAIR_UNROLL; k++) {
 			size_t i = base + (size_t)k * x.bdim();
 			if (i < n) {
-				va[k] = LA::at(a, i);
-				vb[k] = LB::at(b, i);
+				ra[k] = a[i];
+				rb[k] = b[i];
 				got++;
 			}
 		}
 		for (int k = 0; k < got; k++) {
-			double p = va[k], q = vb[k];
+			double p = LA::of(ra[k]), q = LB::of(rb[k]);
 			if (isfinite(p) && isfinite(q)) {
 				double d = fabs(p - q);
 				ncmp += 1;

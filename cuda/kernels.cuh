@@ -163,8 +163,13 @@ summary_kernel(const T *v, size_t n, double *partial)
 	summary_body<red_thread, T, V>(x, v, n, partial);
 }
 
+/*
+ * At 8 blocks per SM (32 registers) a pair with an fp64 side spills (ptxas
+ * -v: 36 to 76 bytes); it gets 4, and 64 registers.
+ */
 template <class LA, class LB>
-__global__ void __launch_bounds__(RED_THREADS, RED_BLOCKS_PER_SM)
+__global__ void __launch_bounds__(RED_THREADS, sizeof(typename LA::T) == 8 ||
+					       sizeof(typename LB::T) == 8 ? 4 : RED_BLOCKS_PER_SM)
 pair_stats_kernel(const typename LA::T *a, const typename LB::T *b, size_t n, double *partial)
 {
 	red_thread x;

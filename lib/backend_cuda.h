@@ -40,14 +40,15 @@ void cuda_engine_close(struct cuda_engine **c);
 void cuda_engine_set_budget(struct cuda_engine *c, uint64_t bytes);
 
 /*
- * Uploads and prepares v into p (method, counts, device buffers, and for
- * HIST16 the host copy of the counts). v->data may be host memory, pageable
- * or pinned, or device memory. Device memory on the engine's device and
- * aligned to the element size is read in place (and, with WD_PREP_KEEP_RAW,
- * kept by reference); other device memory (another device, an odd offset)
- * is copied through the host. p->view_on_device says v->data was device
- * memory, which the CPU cannot read. Returns when v->data may be reused;
- * the sort itself may still be running.
+ * Uploads and prepares v into p (method, device buffers; the counts come
+ * later, see cuda_settle). v->data may be host memory, pageable or pinned,
+ * or device memory. Device memory on the engine's device and aligned to
+ * the element size is copied on the device, or, with WD_PREP_KEEP_RAW,
+ * read in place and kept by reference; other device memory (another
+ * device, an odd offset) is copied through the host. p->view_on_device
+ * says v->data was device memory, which the CPU cannot read. Returns when
+ * v->data may be reused (unless kept); the sort itself may still be
+ * running.
  */
 int cuda_prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flags,
 		 struct wd_prepared *p);

@@ -197,6 +197,8 @@ void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes)
  */
 static void engine_lose_device(struct wd_engine *e, const char *during)
 {
+	if (!e->cuda)
+		return;	/* given up already: said once */
 	wd_log(WD_LOG_ERR, "engine: device error during %s; falling back to the cpu", during);
 	engine_release_live(e);
 	cuda_engine_close(&e->cuda);
