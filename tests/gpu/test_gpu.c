@@ -992,6 +992,48 @@ static void test_odd_views(void)
 	device_usable("views on another device");
 }
 
+/*
+ * More tensors prepared than the engine has pinned slots for their counts
+ * (4096): every one must get its own counts, whether they came through a
+ * slot or were settled at once. A bug once wrote the overflow's counts
+ * into a slot another tensor still held. fp32 with NaN and Inf, and bf16
+ * counts, none settled until all are prepared.
+ */
+static void test_many_pending(void)
+{
+	enum { N = 4200, LEN = 97 };
+	struct wd_prepared **g = calloc(N, sizeof(*g)), **c = calloc(N, sizeof(*c));
+	int bad = 0;
+
+	for (int k = 0; k < N && g && c; k++) {
+		enum wd_dtype t = k % 3 ? WD_F32 : WD_BF16;
+		void *x = make(t, LEN + k % 50);
+		struct wd_view v = { t, x, LEN + (size_t)(k % 50) };
+		if (wd_prepare(gpu, &v, 0, &g[k]) || wd_prepare(cpu, &v, 0, &c[k]))
+			bad++;
+		free(x);
+	}
+	for (int k = 0; k < N && g && c; k++) {
+		struct wd_nonfinite a, b;
+		if (!g[k] || !c[k])
+			continue;
+		wd_prepared_nonfinite(g[k], &a);
+		wd_prepared_nonfinite(c[k], &b);
+		bad += wd_prepared_finite(g[k]) != wd_prepared_finite(c[k]) || a.nan != b.nan ||
+		       a.posinf != b.posinf || a.neginf != b.neginf;
+		if (!prepared_on_device(g[k]))
+			bad++;
+	}
+	check(bad == 0, "4200 tensors prepared before any is used: each its own counts, on the device",
+	      "slots", bad, 0);
+	for (int k = 0; k < N && g && c; k++) {
+		wd_prepared_free(&g[k]);
+		wd_prepared_free(&c[k]);
+	}
+	free(g);
+	free(c);
+}
+
 int main(int argc, char **argv)
 {
 	size_t sizes[] = { 1, 31, 4097, (size_t)1 << 20, (size_t)1 << 28 };
@@ -1035,6 +1077,7 @@ int main(int argc, char **argv)
 	test_upcast_bf16();
 	test_constant();
 	test_w1_enomem();
+	test_many_pending();
 	test_odd_views();	/* last: a fault there would end the device for the rest */
 	check(wd_engine_backend(gpu) == WD_BACKEND_CUDA, "engine still on the device", "end", 0, 0);
 	wd_engine_close(&gpu);
