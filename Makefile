@@ -103,6 +103,9 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CONFIG_OBJS := $(BUILD)/daemon/config.o $(BUILD)/daemon/default_yaml.o
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/daemon/default_yaml.o
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# tests/kernels: defined before `all`, whose prerequisites are expanded as read.
+KERNEL_CXX  := $(if $(findstring clang,$(CC)),clang++,g++)
+KERNEL_TEST := $(BUILD)/tests/test_kernels
 
 # Keep intermediate objects: make would delete them after linking tests.
 .SECONDARY:
@@ -149,8 +152,6 @@ $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine
 # tests/kernels: the CUDA kernels' bodies (cuda/kernel_bodies.h) run on the
 # CPU by a SIMT emulator, against the CPU engine; plain C++17, no CUDA, so
 # that make check runs it on every machine. clang++ beside clang (check-asan).
-KERNEL_CXX  := $(if $(findstring clang,$(CC)),clang++,g++)
-KERNEL_TEST := $(BUILD)/tests/test_kernels
 $(BUILD)/tests/kernels/test_kernels.o: tests/kernels/test_kernels.cc $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(KERNEL_CXX) -std=c++17 $(CFLAGS) -MMD -MP -Wall -Wextra -Ilib -Icuda -c -o $@ $<
