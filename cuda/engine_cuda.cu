@@ -25,6 +25,7 @@
  * Depends on CUDA, CUB and the engine's internal headers; not on HDF5,
  * ZeroMQ or YAML.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -230,6 +231,19 @@ extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc
 	if (err != cudaSuccess || n == 0) {
 		snprintf(desc, desclen, "%s", err != cudaSuccess ? cudaGetErrorString(err)
 							    : "no CUDA device");
+		/*
+		 * The runtime says "driver version is insufficient" also when
+		 * there is no driver at all, which reads as "upgrade it": the
+		 * runtime has tried to load libcuda, so it is loaded unless
+		 * there is none.
+		 */
+		if (err == cudaErrorInsufficientDriver) {
+			void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+			if (drv)
+				dlclose(drv);
+			else
+				snprintf(desc, desclen, "no CUDA driver (libcuda.so.1 is not installed)");
+		}
 		cudaGetLastError();
 		return -ENODEV;
 	}
