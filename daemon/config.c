@@ -210,7 +210,7 @@ static const struct field cfg_fields[] = {
 	  .doc = "drift engine: auto, cpu or cuda" },
 	{ .name = "compute.device", .type = T_INT, .flags = F_RESTART,
 	  .off = CF(compute.device), .def = "0", .min = 0, .max = 1023,
-	  .doc = "CUDA device the engine runs on, from 0" },
+	  .doc = "CUDA device the engine runs on, 0 to 1023" },
 	{ .name = "memory.budget", .type = T_SIZE, .flags = F_RESTART,
 	  .off = CF(memory.budget), .def = "4G", .min = MIB(64), .max = TIB(64),
 	  .doc = "bytes held for snapshots in flight" },

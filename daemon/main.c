@@ -587,7 +587,9 @@ static int start(struct daemon *d, int force)
 	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
 	if ((r = wd_engine_open_device((enum wd_backend)d->cfg.compute.backend,
 				       (int)d->cfg.compute.device, &d->engine)) < 0)
-		return error("compute.backend: cannot open the engine on compute.device %d: %s",
+		return error("'%s': compute.backend cuda on compute.device %d: cannot open "
+			     "the engine: %s (the line above says why)",
+			     d->config_path ? d->config_path : "built-in config",
 			     (int)d->cfg.compute.device, strerror(-r));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));

@@ -265,6 +265,22 @@ def main():
         r = subprocess.run([WDRIFTD, "--check-config", "-c", bad], capture_output=True, text=True)
         check(r.returncode == 2 and "bad.yaml:2:3" in r.stderr and "memory.budget" in r.stderr,
               f"a bad key: exit 2 with file:line:col and a suggestion ({r.stderr.strip()})")
+        # compute.backend cuda on a device this machine lacks (every machine
+        # has fewer than 1000): start-up fails, naming the file, both keys
+        # and the engine's reason, and the daemon does not come up
+        nogpu = os.path.join(tmp, "nogpu.yaml")
+        os.makedirs(os.path.join(tmp, "nogpu", "run"), exist_ok=True)
+        with open(nogpu, "w") as f:
+            f.write(CONFIG.format(d=os.path.join(tmp, "nogpu"), extra="", level="info")
+                    .replace("backend: cpu", "backend: cuda\n  device: 999"))
+        try:
+            r = subprocess.run([WDRIFTD, "-c", nogpu], capture_output=True, text=True, timeout=20)
+            ok = (r.returncode == 1 and "nogpu.yaml" in r.stderr and "compute.backend cuda" in r.stderr
+                  and "compute.device 999" in r.stderr and "cuda asked for, but" in r.stderr)
+        except subprocess.TimeoutExpired as e:
+            ok, r = False, e
+        check(ok, f"compute.backend cuda with no such device: exit 1, the file, the keys and why "
+              f"({getattr(r, 'stderr', '')})")
 
         ready = dm.start()
         check(ready is not None and "READY=1" in ready, "READY=1 after start-up")
