@@ -111,7 +111,12 @@ run_one() {
 	if [ -n "$san_dir" ]; then
 		found=0
 		for r in "$report".*; do
-			[ -f "$r" ] && verdict "$r" >>"$log"
+			[ -f "$r" ] || continue
+			# ASan's swapcontext interceptor always warns once; the kernel
+			# test's fibers annotate every switch (tests/kernels/simt_host.h)
+			grep -v -e "ASan doesn't fully support makecontext/swapcontext" \
+				-e '^ *$' "$r" | grep -q . || continue
+			verdict "$r" >>"$log"
 		done
 		[ "$found" -eq 1 ] && [ "$rc" -eq 77 ] && rc=1
 	fi
