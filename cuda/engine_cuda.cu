@@ -650,6 +650,37 @@ static void settle_drop(struct cuda_engine *c, struct wd_prepared *p)
 	p->counts_pending = 0;
 }
 
+/*
+ * The work that writes p's counts into h_slots[slot] (or the spare slot,
+ * when slot < 0: every slot in use) is queued on the compute stream: marks
+ * them pending, to be settled on first use, or, in the spare, waits for
+ * them and reads them now.
+ */
+static int counts_queued(struct cuda_engine *c, struct wd_prepared *p, int slot)
+{
+	cudaEvent_t ready = NULL;
+	cudaError_t err;
+
+	if (slot < 0) {
+		CU(cudaStreamSynchronize(c->compute));
+		p->dev_slot = SPARE_SLOT;
+		settle_read(c, p);	/* gives nothing back: the spare is never handed out */
+		p->dev_slot = -1;
+		return 0;
+	}
+	if ((err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
+	    (err = cudaEventRecord(ready, c->compute)) != cudaSuccess) {
+		slot_give(c, slot);
+		if (ready)
+			cudaEventDestroy(ready);
+		return cuda_fail(err, "counts to the host", __FILE__, __LINE__);
+	}
+	p->dev_slot = slot;
+	p->dev_ready = ready;
+	p->counts_pending = 1;
+	return 0;
+}
+
 /* --- prepare --- */
 
 /* 16-byte loads need 16-byte aligned data; a device view may be less. */
@@ -674,7 +705,6 @@ static int count16(struct cuda_engine *c, const void *raw, int upper, struct wd_
 	unsigned long long *hist = (unsigned long long *)p->dev_hist;
 	int slot = slot_take(c);
 	unsigned long long *cnt = c->d_slots + (size_t)(slot >= 0 ? slot : SPARE_SLOT) * SLOT_WORDS + 2;
-	cudaEvent_t ready = NULL;
 	cudaError_t err;
 
 	if ((err = cudaMemsetAsync(hist, 0, bytes, c->compute)) != cudaSuccess ||
@@ -699,28 +729,13 @@ static int count16(struct cuda_engine *c, const void *raw, int upper, struct wd_
 		return cuda_fail(err, "hist16_kernel", __FILE__, __LINE__);
 	}
 	p->method = WD_METHOD_HIST16;	/* settle reads the counters as a count's */
-	if (slot < 0) {	/* every slot in use: settle this one now */
-		CU(cudaMemcpyAsync(c->h_counts, cnt, 3 * sizeof(*cnt), cudaMemcpyDeviceToHost,
-				   c->compute));
-		CU(cudaStreamSynchronize(c->compute));
-		p->nonfinite = (struct wd_nonfinite){ c->h_counts[0], c->h_counts[1], c->h_counts[2] };
-		p->n_finite = n - c->h_counts[0] - c->h_counts[1] - c->h_counts[2];
-		return 0;
-	}
-	unsigned long long *h = c->h_slots + (size_t)slot * SLOT_WORDS + 2;
+	unsigned long long *h = c->h_slots + (size_t)(slot >= 0 ? slot : SPARE_SLOT) * SLOT_WORDS + 2;
 	if ((err = cudaMemcpyAsync(h, cnt, 3 * sizeof(*cnt), cudaMemcpyDeviceToHost,
-				   c->compute)) != cudaSuccess ||
-	    (err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
-	    (err = cudaEventRecord(ready, c->compute)) != cudaSuccess) {
+				   c->compute)) != cudaSuccess) {
 		slot_give(c, slot);
-		if (ready)
-			cudaEventDestroy(ready);
 		return cuda_fail(err, "count to the host", __FILE__, __LINE__);
 	}
-	p->dev_slot = slot;
-	p->dev_ready = ready;
-	p->counts_pending = 1;
-	return 0;
+	return counts_queued(c, p, slot);
 }
 
 /* Counts 16-bit codes of raw, of format fmt (uint16, or upper halves of uint32). */
@@ -818,7 +833,6 @@ static int sort_values(struct cuda_engine *c, T *src, int own, size_t n, struct 
 	void *alt = NULL, *tmp = NULL, *mine = own ? src : NULL;
 	size_t bytes = n * sizeof(T), tmp_bytes = 0;
 	cudaError_t err;
-	cudaEvent_t ready = NULL;
 	unsigned long long *s;
 	int slot, r;
 
@@ -861,28 +875,12 @@ static int sort_values(struct cuda_engine *c, T *src, int own, size_t n, struct 
 	/* the finite range and the counts, to a pinned slot; settled later */
 	slot = slot_take(c);
 	s = c->h_slots + (size_t)(slot >= 0 ? slot : SPARE_SLOT) * SLOT_WORDS;
-	if (slot < 0) {	/* every slot in use: settle this one now, in the spare */
-		nonfinite_ends_kernel<T><<<1, 1, 0, c->compute>>>((const T *)p->dev_keys, n, s, s + 2);
-		CU_LAUNCH();
-		CU(cudaStreamSynchronize(c->compute));
-		p->dev_first = s[0];
-		p->n_finite = s[1];
-		p->nonfinite = (struct wd_nonfinite){ s[2], s[3], s[4] };
-		return 0;
-	}
 	nonfinite_ends_kernel<T><<<1, 1, 0, c->compute>>>((const T *)p->dev_keys, n, s, s + 2);
-	if ((err = cudaGetLastError()) != cudaSuccess ||
-	    (err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
-	    (err = cudaEventRecord(ready, c->compute)) != cudaSuccess) {
+	if ((err = cudaGetLastError()) != cudaSuccess) {
 		slot_give(c, slot);
-		if (ready)
-			cudaEventDestroy(ready);
-		return cuda_fail(err, "finite range", __FILE__, __LINE__);
+		return cuda_fail(err, "nonfinite_ends_kernel", __FILE__, __LINE__);
 	}
-	p->dev_slot = slot;
-	p->dev_ready = ready;
-	p->counts_pending = 1;
-	return 0;
+	return counts_queued(c, p, slot);
 fail:
 	dev_free(c, &tmp, tmp_bytes);
 	dev_free(c, &alt, bytes);

@@ -79,28 +79,6 @@ WD_HD float f32_of_bits(uint32_t u)
 #endif
 }
 
-WD_HD uint32_t bits_of_f32(float f)
-{
-#ifdef __CUDA_ARCH__
-	return __float_as_uint(f);
-#else
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-#endif
-}
-
-WD_HD uint64_t bits_of_f64(double d)
-{
-#ifdef __CUDA_ARCH__
-	return (uint64_t)__double_as_longlong(d);
-#else
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-#endif
-}
-
 /* The value of a 16-bit format's code, exactly (every code fits a float). */
 struct fmt_bf16 {
 	WD_HD static float value(unsigned code) { return f32_of_bits((uint32_t)code << 16); }
@@ -137,14 +115,6 @@ struct load_f32 { typedef float T; WD_HD static double of(T v) { return v; } };
 struct load_f64 { typedef double T; WD_HD static double of(T v) { return v; } };
 struct load_f16 { typedef uint16_t T; WD_HD static double of(T v) { return fmt_f16::value(v); } };
 struct load_bf16 { typedef uint16_t T; WD_HD static double of(T v) { return fmt_bf16::value(v); } };
-
-/* Non-finite class of a float or double: 0 finite, 1 NaN, 2 +Inf, 3 -Inf. */
-WD_HD int class_of_value(double x)
-{
-	if (isfinite(x))
-		return 0;
-	return isnan(x) ? 1 : x > 0 ? 2 : 3;
-}
 
 /*
  * V consecutive elements from i on, as one 16-byte load when they are all
