@@ -26,30 +26,13 @@ extern "C" {
 #include "wdrift.h"
 }
 #include "../unit/harness.h"
+#include "../unit/rng.h"
 
 #define SMS_BIG 132	/* an H100's SMs: the grids the engine launches there */
 #define SMS_SMALL 1	/* few blocks: every thread strides over the data */
 
 static struct wd_engine *cpu;
 static int small;	/* under valgrind */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static double normal(void)
-{
-	double s = 0;
-	for (int i = 0; i < 4; i++)
-		s += (double)(next() >> 11) / 9007199254740992.0 - 0.5;
-	return s * 0.035;
-}
-
 /* An aligned buffer of n T's plus slack, freed at scope end. */
 template <typename T>
 struct buf {
@@ -83,17 +66,17 @@ static void make16(enum wd_dtype t, enum kind k, size_t n, uint16_t *out)
 {
 	std::vector<double> x(n);
 	for (size_t i = 0; i < n; i++)
-		x[i] = k == WEIGHTS ? normal() : k == ZEROS ? 0.0 : k == NEG_ZEROS ? -0.0 : 0.25;
+		x[i] = k == WEIGHTS ? rng_normal(0.035) : k == ZEROS ? 0.0 : k == NEG_ZEROS ? -0.0 : 0.25;
 	if (k == WEIGHTS && n >= 31)
 		for (size_t j = 0; j < n / 997 + 3; j++)
-			x[next() % n] = (j % 3 == 0) ? NAN : (j % 3 == 1) ? INFINITY : -INFINITY;
+			x[rng_next() % n] = (j % 3 == 0) ? NAN : (j % 3 == 1) ? INFINITY : -INFINITY;
 	if (k == ONE_OFF)
-		x[next() % n] = -3.5;
+		x[rng_next() % n] = -3.5;
 	struct wd_view v = { WD_F64, x.data(), n };
 	wd_round16(&v, t, out);
 	if (k == CODES)
 		for (size_t i = 0; i < n; i++)
-			out[i] = (uint16_t)next();
+			out[i] = (uint16_t)rng_next();
 }
 
 /* --- the 16-bit count --- */
@@ -195,9 +178,9 @@ template <typename T>
 static void make_sorted(size_t n, T *out, int ties)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint64_t r = next() % 8;
-		out[i] = !ties || r > 3 ? (T)normal() : r == 0 ? (T)0.0 : r == 1 ? (T)-0.0
-		       : (T)((double)(next() % 9) / 64.0 - 0.0625);
+		uint64_t r = rng_next() % 8;
+		out[i] = !ties || r > 3 ? (T)rng_normal(0.035) : r == 0 ? (T)0.0 : r == 1 ? (T)-0.0
+		       : (T)((double)(rng_next() % 9) / 64.0 - 0.0625);
 	}
 	std::sort(out, out + n, [](T a, T b) { return a < b; });
 }
@@ -363,11 +346,11 @@ static void check_sorted(size_t n, int nonfinite, int sms)
 {
 	buf<T> v(n);
 	for (size_t i = 0; i < n; i++)
-		v.p[i] = (T)(normal() + (i % 5 == 0 ? 1e4 : 0));
+		v.p[i] = (T)(rng_normal(0.035) + (i % 5 == 0 ? 1e4 : 0));
 	if (nonfinite)
 		for (size_t j = 0; j < n / 50 + 4 && n > 8; j++) {
 			T x = j % 4 == 0 ? (T)NAN : j % 4 == 1 ? (T)-NAN : j % 4 == 2 ? (T)INFINITY : (T)-INFINITY;
-			v.p[next() % n] = x;
+			v.p[rng_next() % n] = x;
 		}
 	struct wd_prepared *p = prep(sizeof(T) == 4 ? WD_F32 : WD_F64, v.p, n, WD_PREP_FORCE_SORT);
 	struct wd_summary want;
@@ -427,7 +410,7 @@ static void test_raw(void)
 	size_t n = small ? 3000 : 70001;
 	buf<uint32_t> w(n);
 	for (size_t i = 0; i < n; i++)
-		w.p[i] = (uint32_t)(next() & 0xffff0000u);
+		w.p[i] = (uint32_t)(rng_next() & 0xffff0000u);
 	for (int poke = 0; poke < 2; poke++) {
 		if (poke)
 			w.p[n - 2] |= 0x10;
@@ -461,7 +444,7 @@ static void test_raw(void)
 		buf<float> a(m);
 		buf<uint16_t> b(m);
 		for (size_t i = 0; i < m; i++)
-			a.p[i] = (float)normal();
+			a.p[i] = (float)rng_normal(0.035);
 		struct wd_view va = { WD_F32, a.p, m };
 		wd_round16(&va, WD_BF16, b.p);
 		for (size_t i = 0; i < m; i += 7)

@@ -10,28 +10,10 @@
 
 #include "harness.h"
 #include "wdrift.h"
+#include "rng.h"
 
 #define REL 1e-9
 #define ABS 1e-15
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng_next(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-/* Roughly normal, scaled like weights. */
-static double rng_normal(double scale)
-{
-	double s = 0;
-	for (int i = 0; i < 4; i++)
-		s += (double)(rng_next() >> 11) / 9007199254740992.0 - 0.5;
-	return s * scale;
-}
 
 static int cmp_ld(const void *a, const void *b)
 {
