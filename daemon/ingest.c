@@ -53,6 +53,20 @@ static void reply_fail(struct ingest *ix, const struct frames *m, const struct w
 	reply_error(ix, m, in, &err);
 }
 
+/*
+ * Who sent m: a hash of its routing id, which ZeroMQ keeps for the life of
+ * a connection. Another process (a restart, a re-used run name) is another
+ * connection.
+ */
+static uint64_t sender_of(const struct frames *m)
+{
+	uint64_t x = 0xcbf29ce484222325ull;	/* FNV-1a */
+	const unsigned char *p = m->data[0];
+	for (size_t i = 0; i < m->len[0]; i++)
+		x = (x ^ p[i]) * 0x100000001b3ull;
+	return x;
+}
+
 /* The frames of a reply to one waiter: its routing id only. */
 #define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
 
@@ -356,6 +370,39 @@ static void hold_overhead(struct state *s, struct run *r, struct snapshot *snap,
 }
 
 /*
+ * A snapshot being received got a shard whose elements it holds already,
+ * with other bytes, from another connection than the one that sent them
+ * first: two senders disagree about (run, step). Storing what
+ * each sent of it would mix two processes' weights in one step, so the
+ * snapshot is refused whole: this shard, every later one, and its commit
+ * (which drops it) get the conflict; logged once per (run, step). The
+ * step may then be sent again, whole.
+ */
+static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			 struct snapshot *snap, const char *what)
+{
+	struct run *r = snap->run;
+	char why[512];
+
+	if (!snap->conflict) {
+		snap->conflict = 1;
+		snprintf(snap->field, sizeof(snap->field), "offset");
+		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
+			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
+			 r->name, (long long)snap->step, what);
+		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
+		ix->st->count.conflicts++;
+		if (!r->conflict_logged || r->conflict_step != snap->step)
+			log_warning("ingest: refused: %s", snap->why);
+		r->conflict_logged = 1;
+		r->conflict_step = snap->step;
+		if (snap->n_waiters)	/* ranks that committed already */
+			fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
+	}
+	reply_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+}
+
+/*
  * Adds one shard to snap (received, checked). Returns 0, or -1 after the
  * error reply: the shard was not taken (only out of memory can leave behind
  * a tensor it created, reserved until its snapshot ends).
@@ -368,6 +415,10 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
 	char why[256];
 
+	if (snap->conflict) {	/* refused whole (refuse_mixed) */
+		reply_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+		return -1;
+	}
 	struct tensor_buf *t = find_tensor(snap, h->name);
 	if (t && (t->dtype != h->dtype || t->total != h->total || t->ndims != h->ndims ||
 		  memcmp(t->shape, h->shape, (size_t)h->ndims * sizeof(h->shape[0])))) {
@@ -381,8 +432,16 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
 		uint64_t had = t->covered;
 		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
-		if (o != 0) {
-			reply_fail(ix, m, h, o > 0 ? WIRE_CONFLICT : WIRE_INTERNAL, o > 0 ? "offset" : "memory", why);
+		if (o > 0 && sender_of(m) != t->sender) {	/* two processes disagree */
+			refuse_mixed(ix, m, h, snap, why);
+			return -1;
+		}
+		if (o > 0) {	/* the same sender's bad shard: only it is refused */
+			reply_fail(ix, m, h, WIRE_CONFLICT, "offset", why);
+			return -1;
+		}
+		if (o < 0) {
+			reply_fail(ix, m, h, WIRE_INTERNAL, "memory", why);
 			return -1;
 		}
 		if (t->covered > had)	/* only new elements keep it from being stale (make_room) */
@@ -442,6 +501,7 @@ static int add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		}
 		t = &snap->tensors[snap->n_tensors];
 		memset(t, 0, sizeof(*t));
+		t->sender = sender_of(m);
 		t->data = malloc(need);
 		t->name = strdup(h->name);
 		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
@@ -771,6 +831,12 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (snap && snap->committing) {	/* being stored: this one gets the ack too */
 		if (add_waiter(snap, m) < 0)
 			reply_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this snapshot");
+		return;
+	}
+	if (snap && snap->conflict) {	/* refused whole (refuse_mixed): gone */
+		reply_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+		fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
+		drop_snapshot(ix, snap);
 		return;
 	}
 	if (snap && snap->want && snap->want != h->tensors) {
