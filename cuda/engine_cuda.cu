@@ -12,7 +12,8 @@
  * wd_prepare returns once the upload is done, without a sync: the counts
  * reach the host when first needed (settle). A device view on the engine's
  * device is copied on the device (or, kept with WD_PREP_KEEP_RAW, read in
- * place); one on another device, or misaligned, comes through the host.
+ * place; a bf16/fp16 one is counted in place, and wd_prepare waits for the
+ * count); one on another device, or misaligned, comes through the host.
  * W1 kernels write per-block partials into a results arena; wd_engine_sync
  * copies the arena back once and adds the partials on the host in a fixed
  * order.
@@ -964,8 +965,14 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 	if (v->dtype == WD_F32 && !force_sort &&
 	    (r = prefix_upcast(c, v->data, kind, owner, n, &upcast)))
 		return r;
-	if (kind == MEM_DEVICE && keep_raw) {
-		/* kept by reference (WD_PREP_KEEP_RAW): read in place */
+	/*
+	 * A 16-bit device view that is only counted is counted in place, and
+	 * wd_prepare returns once the count is done (below): that costs less
+	 * than the copy it replaces, which it would wait for too.
+	 */
+	int count_in_place = kind == MEM_DEVICE && is16 && !force_sort && !keep_raw;
+	if ((kind == MEM_DEVICE && keep_raw) || count_in_place) {
+		/* kept by reference (WD_PREP_KEEP_RAW), or counted: read in place */
 		raw = (void *)v->data;
 		p->dev_raw = raw;
 		p->dev_raw_borrowed = 1;
@@ -1020,6 +1027,8 @@ static int prepare(struct cuda_engine *c, const struct wd_view *v, unsigned flag
 	}
 	if (r)
 		return r;
+	if (count_in_place)	/* the caller may reuse its memory once we return */
+		CU(cudaStreamSynchronize(c->compute));
 	if (!keep_raw)
 		drop_raw(c, p, bytes);
 	return 0;
