@@ -1369,7 +1369,7 @@ static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 	size_t first;
 	int r;
 
-	if ((r = arena_take(c, g, 5, &first)))	/* as in summarize() */
+	if ((r = arena_take(c, g, PAIR_PARTIALS, &first)))	/* as in summarize() */
 		return r;
 	double *d = c->d_arena + first;
 	switch (a->dtype) {
@@ -1379,7 +1379,7 @@ static int pair_stats(struct cuda_engine *c, const struct wd_prepared *a,
 	case WD_BF16: launch_pair_a<load_bf16>(c, g, a, b, d); break;
 	}
 	CU_LAUNCH();
-	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * 5 * sizeof(double),
+	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * PAIR_PARTIALS * sizeof(double),
 			   cudaMemcpyDeviceToHost, c->compute));
 	CU(cudaStreamSynchronize(c->compute));
 	pair_stats_finish(c->h_arena + first, g, &out->max_abs_diff, &out->rel_l2,

@@ -35,6 +35,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../lib/cdf.h"	/* W1's step heights, as the CPU engine's */
+#include "../lib/sumsq.h"	/* rel_l2's sums of squares, as the CPU engine's */
+
 #ifdef __CUDACC__
 #define WD_HD __host__ __device__ __forceinline__
 #else
@@ -50,6 +53,7 @@
 #define EXPAND_ITEMS 16		/* output values per lane of the expansion */
 #define SCAN_THREADS 1024
 #define PAIR_UNROLL 4		/* independent loads in flight per thread */
+#define PAIR_PARTIALS 9		/* per block: max |d|, |d| and |a| sums of squares (3 each), counts */
 
 /*
  * Blocks for a grid-stride kernel over items, threads per block: enough to
@@ -296,13 +300,6 @@ WD_HD void nonfinite_ends(const T *s, size_t n, unsigned long long *ends,
 
 /* --- W1 --- */
 
-WD_HD double cdf_diff(unsigned long long ca, unsigned long long na,
-		      unsigned long long cb, unsigned long long nb)
-{
-	/* divide, as scipy does: n/n is exactly 1 (see lib/w1.c) */
-	return fabs((double)ca / (double)na - (double)cb / (double)nb);
-}
-
 /*
  * Equal sizes: partial sums of |a_i - b_i| over sorted values, V per load
  * (16 bytes; the launch picks V = 1 when a buffer is not 16-byte aligned).
@@ -356,7 +353,7 @@ WD_HD void w1_merge_body(X &x, const TA *a, size_t na, const TB *b, size_t nb, d
 				break;	/* F = G = 1 from here on */
 			double next = i >= na ? (double)b[j] : j >= nb ? (double)a[i]
 				    : fmin((double)a[i], (double)b[j]);
-			s += cdf_diff(i, na, j, nb) * (next - v);
+			s += wd_cdf_diff(i, na, j, nb) * (next - v);
 		}
 	}
 	x.block_sum_out(s, partial);
@@ -390,7 +387,7 @@ WD_HD void w1_hist_scan_body(X &x, const unsigned long long *ha, unsigned long l
 		ca += ha[order[j]];
 		cb += hb[order[j]];
 		if (j + 1 < n_order)
-			s += cdf_diff(ca, na, cb, nb) * gap[j];
+			s += wd_cdf_diff(ca, na, cb, nb) * gap[j];
 	}
 	x.block_sum_out(s, out);
 }
@@ -484,7 +481,8 @@ template <class X, class LA, class LB>
 WD_HD void pair_stats_body(X &x, const typename LA::T *a, const typename LB::T *b, size_t n,
 			   double *partial)
 {
-	double mx = 0, dd = 0, aa = 0, ncmp = 0, ndiff = 0;
+	double mx = 0, ncmp = 0, ndiff = 0;
+	struct wd_sumsq dd = { 0, 0, 0 }, aa = { 0, 0, 0 };
 	size_t tile = x.gthreads() * (size_t)PAIR_UNROLL;
 
 	for (size_t base = (size_t)x.bid() * x.bdim() * PAIR_UNROLL + x.tid(); base < n; base += tile) {
@@ -507,18 +505,18 @@ WD_HD void pair_stats_body(X &x, const typename LA::T *a, const typename LB::T *
 				ncmp += 1;
 				ndiff += d != 0;
 				mx = fmax(mx, d);
-				dd += d * d;
-				aa += p * p;
+				wd_sumsq_add(&dd, d);
+				wd_sumsq_add(&aa, p);
 			} else if (!(p == q || (isnan(p) && isnan(q)))) {
 				ndiff += 1;
 			}
 		}
 	}
-	double sums[5] = { mx, dd, aa, ncmp, ndiff };
-	x.block_max_out(sums[0], partial, 5, 0);
+	double sums[PAIR_PARTIALS] = { mx, dd.sml, dd.med, dd.big, aa.sml, aa.med, aa.big, ncmp, ndiff };
+	x.block_max_out(sums[0], partial, PAIR_PARTIALS, 0);
 	x.sync();
-	for (int k = 1; k < 5; k++) {
-		x.block_sum_out(sums[k], partial, 5, k);
+	for (int k = 1; k < PAIR_PARTIALS; k++) {
+		x.block_sum_out(sums[k], partial, PAIR_PARTIALS, k);
 		x.sync();
 	}
 }
@@ -552,18 +550,21 @@ static inline void summary_finish(const double *partial, unsigned g, double m, d
 static inline void pair_stats_finish(const double *partial, unsigned g, double *max_abs_diff,
 				     double *rel_l2, uint64_t *n_compared, uint64_t *n_diff)
 {
-	double mx = 0, dd = 0, aa = 0, ncmp = 0, ndiff = 0;
+	double mx = 0, ncmp = 0, ndiff = 0;
+	struct wd_sumsq dd = { 0, 0, 0 }, aa = { 0, 0, 0 };
 	for (unsigned k = 0; k < g; k++) {
-		mx = fmax(mx, partial[5 * k]);
-		dd += partial[5 * k + 1];
-		aa += partial[5 * k + 2];
-		ncmp += partial[5 * k + 3];
-		ndiff += partial[5 * k + 4];
+		const double *p = partial + (size_t)PAIR_PARTIALS * k;
+		mx = fmax(mx, p[0]);
+		dd.sml += p[1], dd.med += p[2], dd.big += p[3];
+		aa.sml += p[4], aa.med += p[5], aa.big += p[6];
+		ncmp += p[7];
+		ndiff += p[8];
 	}
 	*n_compared = (uint64_t)ncmp;
 	*n_diff = (uint64_t)ndiff;
 	*max_abs_diff = ncmp > 0 ? mx : NAN;
-	*rel_l2 = dd == 0 ? (ncmp > 0 ? 0 : NAN) : aa > 0 ? sqrt(dd) / sqrt(aa) : NAN;
+	*rel_l2 = wd_sumsq_zero(&dd) ? (ncmp > 0 ? 0 : NAN)
+		: !wd_sumsq_zero(&aa) ? wd_sumsq_ratio(&dd, &aa) : NAN;
 }
 
 /* The sum of a result's partials, in block order (the engine's sync). */

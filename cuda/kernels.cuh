@@ -164,12 +164,12 @@ summary_kernel(const T *v, size_t n, double *partial)
 }
 
 /*
- * At 8 blocks per SM (32 registers) a pair with an fp64 side spills (ptxas
- * -v: 36 to 76 bytes); it gets 4, and 64 registers.
+ * 4 blocks per SM (64 registers): at 8 (32 registers) every pair spilled
+ * once rel_l2's sums of squares became three each (ptxas -v: 60 to 68
+ * bytes), and a pair with an fp64 side spilled before that.
  */
 template <class LA, class LB>
-__global__ void __launch_bounds__(RED_THREADS, sizeof(typename LA::T) == 8 ||
-					       sizeof(typename LB::T) == 8 ? 4 : RED_BLOCKS_PER_SM)
+__global__ void __launch_bounds__(RED_THREADS, 4)
 pair_stats_kernel(const typename LA::T *a, const typename LB::T *b, size_t n, double *partial)
 {
 	red_thread x;

@@ -9,6 +9,7 @@
 
 #include "dtype.h"
 #include "prepared.h"
+#include "sumsq.h"
 
 #define BLOCK 4096
 
@@ -133,7 +134,8 @@ int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 		  const struct wd_view *b, struct wd_pair_stats *out)
 {
 	double da[BLOCK], db[BLOCK];
-	double maxd = 0, dd = 0, aa = 0;
+	double maxd = 0;
+	struct wd_sumsq dd = { 0, 0, 0 }, aa = { 0, 0, 0 };
 	uint64_t n_diff = 0, n_cmp = 0;
 
 	(void)e;
@@ -142,7 +144,7 @@ int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 		return -EINVAL;
 	for (uint64_t at = 0; at < a->numel; at += BLOCK) {
 		uint64_t count = a->numel - at < BLOCK ? a->numel - at : BLOCK;
-		double bd = 0, ba = 0;
+		struct wd_sumsq bd = { 0, 0, 0 }, ba = { 0, 0, 0 };
 		decode_block(a, at, count, da);
 		decode_block(b, at, count, db);
 		for (uint64_t i = 0; i < count; i++) {
@@ -152,21 +154,21 @@ int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 				n_cmp++;
 				n_diff += d != 0;
 				maxd = d > maxd ? d : maxd;
-				bd += d * d;
-				ba += x * x;
+				wd_sumsq_add(&bd, d);
+				wd_sumsq_add(&ba, x);
 			} else if (!(x == y || (isnan(x) && isnan(y)))) {
 				n_diff++;
 			}
 		}
-		dd += bd;
-		aa += ba;
+		dd.sml += bd.sml, dd.med += bd.med, dd.big += bd.big;
+		aa.sml += ba.sml, aa.med += ba.med, aa.big += ba.big;
 	}
 	out->n_diff = n_diff;
 	out->n_compared = n_cmp;
 	out->max_abs_diff = n_cmp ? maxd : NAN;
-	if (dd == 0)
+	if (wd_sumsq_zero(&dd))
 		out->rel_l2 = n_cmp ? 0 : NAN;
 	else
-		out->rel_l2 = aa > 0 ? sqrt(dd) / sqrt(aa) : NAN;
+		out->rel_l2 = !wd_sumsq_zero(&aa) ? wd_sumsq_ratio(&dd, &aa) : NAN;
 	return 0;
 }

@@ -15,19 +15,9 @@
 
 #include "dtype.h"
 #include "prepared.h"
+#include "cdf.h"
 
 #define BLOCK 4096
-
-/*
- * |F - G| from the counts at or below x. Divides rather than multiplying by
- * 1/n, as scipy does, so that n/n is exactly 1: past both maxima the
- * difference is exactly 0, even across the 1e38-wide gaps at the top of the
- * bf16 range.
- */
-static inline double cdf_diff(uint64_t ca, uint64_t na, uint64_t cb, uint64_t nb)
-{
-	return fabs((double)ca / (double)na - (double)cb / (double)nb);
-}
 
 static double w1_hist_scan(const struct half_table *t, const uint64_t *ha,
 			   uint64_t na, const uint64_t *hb, uint64_t nb)
@@ -39,7 +29,7 @@ static double w1_hist_scan(const struct half_table *t, const uint64_t *ha,
 		uint16_t code = t->order[j];
 		ca += ha[code];
 		cb += hb[code];
-		w += cdf_diff(ca, na, cb, nb) * t->gap[j];
+		w += wd_cdf_diff(ca, na, cb, nb) * t->gap[j];
 	}
 	return w;
 }
@@ -147,7 +137,7 @@ static double w1_merge(const struct wd_prepared *a, const struct wd_prepared *b)
 		else
 			x = fmin(stream_value(&sa), stream_value(&sb));
 		/* F and G are constant on [prev, x). */
-		block += cdf_diff(ca, a->n_finite, cb, b->n_finite) * (x - prev);
+		block += wd_cdf_diff(ca, a->n_finite, cb, b->n_finite) * (x - prev);
 		if (++terms % BLOCK == 0) {
 			total += block;
 			block = 0;

@@ -451,7 +451,7 @@ static void test_raw(void)
 			a.p[i] = i % 3 ? (float)NAN : i % 2 ? INFINITY : a.p[i];
 		unsigned g2 = grid_for_items((m + PAIR_UNROLL - 1) / PAIR_UNROLL, RED_THREADS, SMS_BIG,
 					     RED_BLOCKS_PER_SM, 1024);
-		std::vector<double> partial(5 * g2);
+		std::vector<double> partial(PAIR_PARTIALS * g2);
 		err = simt::run(g2, RED_THREADS, 1, 0, [&](simt::host_thread &x, void *) {
 			pair_stats_body<simt::host_thread, load_f32, load_bf16>(x, a.p, b.p, m, partial.data());
 		});

@@ -325,6 +325,40 @@ static void test_upcast_bf16(void)
 	free(b);
 }
 
+/*
+ * Unequal sizes whose CDFs differ by one part in na*nb: a holds m+1 values
+ * lo and m values hi, b m+2 and m+1, so |F - G| = 1/(na*nb) exactly on
+ * [lo, hi) and W1 = (hi - lo)/(na*nb). Two divisions and a subtraction
+ * (scipy's form) cancel there to about 1e-4 relative (issue 14); the exact
+ * integer difference, divided once, gives it to an ulp or two. fp32 0.1
+ * and 0.7 go through the sorted merge; bf16 0.1 and 0.7 through the count,
+ * whose sum over the codes between them rounds a little more.
+ */
+static void test_w1_nearly_equal_cdfs(void)
+{
+	uint64_t m = 500000, na = 2 * m + 1, nb = 2 * m + 3;
+	float lo = 0.1f, hi = 0.7f;
+	uint16_t lo16 = 0x3dcd, hi16 = 0x3f33;	/* bf16 0.10009765625 and 0.69921875 */
+	double want = ((double)hi - (double)lo) / ((double)na * (double)nb);
+	double want16 = (0.69921875 - 0.10009765625) / ((double)na * (double)nb);
+	float *a = malloc(na * sizeof(*a)), *b = malloc(nb * sizeof(*b));
+	uint16_t *a16 = malloc(na * 2), *b16 = malloc(nb * 2);
+	for (uint64_t i = 0; i < na; i++)
+		a[i] = i < m + 1 ? lo : hi, a16[i] = i < m + 1 ? lo16 : hi16;
+	for (uint64_t i = 0; i < nb; i++)
+		b[i] = i < m + 2 ? lo : hi, b16[i] = i < m + 2 ? lo16 : hi16;
+	double got = engine_w1(a, na, WD_F32, 0, b, nb, WD_F32, 0);
+	double got16 = engine_w1(a16, na, WD_BF16, 0, b16, nb, WD_BF16, 0);
+	CHECK(close_to(got, want, 1e-15, 0), "nearly equal CDFs, f32 merge: W1 %.17g, want %.17g",
+	      got, want);
+	CHECK(close_to(got16, want16, 1e-13, 0), "nearly equal CDFs, bf16 count: W1 %.17g, want %.17g",
+	      got16, want16);
+	free(a);
+	free(b);
+	free(a16);
+	free(b16);
+}
+
 static void test_pair_stats(void)
 {
 	float a[6] = { 1, -2, 3, NAN, INFINITY, 0.0f };
@@ -345,6 +379,51 @@ static void test_pair_stats(void)
 	CHECK(ps.rel_l2 == 0 && ps.n_diff == 0, "zero against zero: rel L2 0");
 	wd_pair_stats(eng, &vz, &vo, &ps);
 	CHECK(isnan(ps.rel_l2), "||a|| = 0, a != b: rel L2 undefined (NaN)");
+	/*
+	 * rel_l2 wherever it is representable (issue 14: d*d underflowed to 0
+	 * for every |d| below ~1e-162, and x*x overflowed above ~1e154). The
+	 * references scale by a power of two, exactly, before squaring.
+	 */
+	double ta[3] = { 1e-170, -2e-170, 3e-170 }, tb[3], ha[2] = { 1e200, -2e200 }, hb[2];
+	double ma[2] = { 1.0, 2.0 }, mb[2] = { 1.0 + 0x1p-52, 2.0 }, md[2] = { 1.0, 2.0 };
+	for (int i = 0; i < 3; i++)
+		tb[i] = ta[i] * (1 + 1e-6 * (i + 1));
+	for (int i = 0; i < 2; i++)
+		hb[i] = ha[i] * (1 - 1e-9 * (i + 1));
+	md[0] += 1e-160;	/* rounds to 1.0: d is 0 */
+	struct wd_view vta = { WD_F64, ta, 3 }, vtb = { WD_F64, tb, 3 };
+	struct wd_view vha = { WD_F64, ha, 2 }, vhb = { WD_F64, hb, 2 };
+	struct wd_view vma = { WD_F64, ma, 2 }, vmb = { WD_F64, mb, 2 }, vmd = { WD_F64, md, 2 };
+	double nd = 0, na = 0;
+	for (int i = 0; i < 3; i++) {
+		double d = ldexp(fabs(ta[i] - tb[i]), 600), x = ldexp(ta[i], 600);
+		nd += d * d;
+		na += x * x;
+	}
+	wd_pair_stats(eng, &vta, &vtb, &ps);
+	CHECK(close_to(ps.rel_l2, sqrt(nd) / sqrt(na), 1e-14, 0),
+	      "tiny fp64 values (1e-170) that differ: rel L2 %.17g, want %.17g", ps.rel_l2,
+	      sqrt(nd) / sqrt(na));
+	nd = na = 0;
+	for (int i = 0; i < 2; i++) {
+		double d = ldexp(fabs(ha[i] - hb[i]), -600), x = ldexp(ha[i], -600);
+		nd += d * d;
+		na += x * x;
+	}
+	wd_pair_stats(eng, &vha, &vhb, &ps);
+	CHECK(close_to(ps.rel_l2, sqrt(nd) / sqrt(na), 1e-14, 0),
+	      "huge fp64 values (1e200): rel L2 %.17g, want %.17g", ps.rel_l2, sqrt(nd) / sqrt(na));
+	double sa[2] = { 1e-150, 2e-150 }, sb[2] = { 1e-150 * (1 + 1e-10), 2e-150 };
+	struct wd_view vsa = { WD_F64, sa, 2 }, vsb = { WD_F64, sb, 2 };
+	double want = ldexp(fabs(sa[0] - sb[0]), 600) / sqrt(5) / ldexp(1e-150, 600);
+	wd_pair_stats(eng, &vsa, &vsb, &ps);
+	CHECK(close_to(ps.rel_l2, want, 1e-14, 0),
+	      "a near 1e-150 differing by 1e-160: rel L2 %.17g, want %.17g", ps.rel_l2, want);
+	wd_pair_stats(eng, &vma, &vmb, &ps);
+	CHECK(close_to(ps.rel_l2, 0x1p-52 / sqrt(5), 1e-15, 0),
+	      "one ulp of 1 against norm sqrt(5): rel L2 %.17g", ps.rel_l2);
+	wd_pair_stats(eng, &vma, &vmd, &ps);
+	CHECK(ps.rel_l2 == 0 && ps.n_diff == 0, "equal after rounding: rel L2 0");
 	/* Mixed dtypes compare values: bf16 1.0 (0x3f80) against f32 1.0. */
 	uint16_t one16 = 0x3f80;
 	float one = 1;
@@ -506,6 +585,7 @@ int main(void)
 	test_random_against_reference();
 	test_upcast_bf16();
 	test_pair_stats();
+	test_w1_nearly_equal_cdfs();
 	test_summary();
 	test_regression_cdf_fraction();
 	test_constant_tensors();
