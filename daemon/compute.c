@@ -121,7 +121,8 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 		c->cands = calloc(s->candidates.n + 1, sizeof(char *));
 		for (size_t k = 0; c->cands && k < s->candidates.n; k++)
 			c->cands[c->n_cands++] = strdup(s->candidates.names[k]);
-		for (size_t k = 0; k < s->proxies.n && c->n_proxies < STORE_MAX_PROXIES - 1; k++) {
+		/* the config allows CONFIG_MAX_PROXIES, the synthetic one included */
+		for (size_t k = 0; k < s->proxies.n && c->n_proxies < STORE_MAX_PROXIES; k++) {
 			c->labels[c->n_proxies] = strdup(s->proxies.v[k].label);
 			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
 		}
@@ -717,16 +718,24 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 	return 3;
 }
 
+/*
+ * Every run a study can have: the config allows CONFIG_MAX_CANDIDATES
+ * candidates and CONFIG_MAX_PROXIES proxies (a literal 256 for both
+ * together skipped candidates beyond 192 with 64 proxies, silently).
+ */
+#define MAX_RUNS (CONFIG_MAX_PROXIES + CONFIG_MAX_CANDIDATES)
+_Static_assert(CONFIG_MAX_PROXIES <= STORE_MAX_PROXIES, "a drift row holds every proxy's ratio");
+
 /* Recomputes study s at step: every run present there against the baseline. */
 static struct result_batch *compare_step(struct compute *c, struct cstudy *s, int64_t step)
 {
-	struct wd_ckpt *base, *ck[1 + STORE_MAX_PROXIES + 256] = { 0 };
-	const char *runs[1 + STORE_MAX_PROXIES + 256];
-	int role[1 + STORE_MAX_PROXIES + 256];
+	struct wd_ckpt *base, *ck[MAX_RUNS] = { 0 };
+	const char *runs[MAX_RUNS];
+	int role[MAX_RUNS];
 	size_t n_runs = 0, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
 	struct timespec now;
 
-	int64_t at[1 + STORE_MAX_PROXIES + 256];	/* each run's aligned step */
+	int64_t at[MAX_RUNS];	/* each run's aligned step */
 
 	if (!is_durable(c, s->baseline, step))
 		return NULL;
@@ -737,7 +746,7 @@ static struct result_batch *compare_step(struct compute *c, struct cstudy *s, in
 			role[n_runs++] = ROLE_PROXY;
 		}
 	size_t first_cand = n_runs;
-	for (size_t k = 0; k < s->n_cands && n_runs < 256; k++)
+	for (size_t k = 0; k < s->n_cands; k++)	/* n_proxies + n_cands <= MAX_RUNS */
 		if ((at[n_runs] = nearest_step(c, s->cands[k], step)) >= 0) {
 			runs[n_runs] = s->cands[k];
 			role[n_runs++] = ROLE_CANDIDATE;
@@ -752,12 +761,21 @@ static struct result_batch *compare_step(struct compute *c, struct cstudy *s, in
 	size_t nt = wd_ckpt_count(base), cap = (nt + 3) * (n_runs + 1) + 1;
 	/* grid[run * nt + tensor]; compacted into b->rows at the end */
 	struct drift_row *grid = calloc((nt + 1) * (n_runs + 1), sizeof(*grid));
-	b->rows = calloc(cap, sizeof(*b->rows));
-	b->study = strdup(s->name);
-	b->baseline = strdup(s->baseline);
+	int ok = b && grid && (b->rows = calloc(cap, sizeof(*b->rows))) &&
+		 (b->study = strdup(s->name)) && (b->baseline = strdup(s->baseline));
+	for (size_t k = 0; ok && k < s->n_proxies; k++)
+		ok = (b->proxies[b->n_proxies++] = strdup(s->labels[k])) != NULL;
+	if (!ok) {
+		log_err("compute: study '%s' step %lld: out of memory for %zu tensors of %zu runs; "
+			"not compared", s->name, (long long)step, nt, n_runs + 1);
+		result_batch_free(&b);
+		free(grid);
+		wd_ckpt_close(&base);
+		for (size_t r = 0; r < n_runs; r++)
+			wd_ckpt_close(&ck[r]);
+		return NULL;
+	}
 	b->step = step;
-	for (size_t k = 0; k < s->n_proxies; k++)
-		b->proxies[b->n_proxies++] = strdup(s->labels[k]);
 	clock_gettime(CLOCK_REALTIME, &now);
 	double wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 	/* rows grouped by run: row index = run * nt + tensor */

@@ -40,8 +40,8 @@
 #define MAX_NAME 128		/* study, alert, run names and proxy labels */
 #define MAX_STUDIES 1024
 #define MAX_ALERTS 1024
-#define MAX_CANDIDATES 256
-#define MAX_PROXIES 64
+#define MAX_CANDIDATES CONFIG_MAX_CANDIDATES
+#define MAX_PROXIES CONFIG_MAX_PROXIES
 #define MAX_CLIENTS 65536
 #define IPC_PATH_MAX 107	/* sizeof(sun_path) - 1: zmq refuses longer */
 #define ENDPOINT_MAX 256	/* a DNS name is at most 253 */
@@ -1379,6 +1379,13 @@ static int study_check(struct loader *L, struct wd_config *c, size_t idx,
 	path_pop(L, old);
 	if (!w[S_PROXIES])
 		return 0;
+	if (s->synthetic_proxy != WD_SYNTHETIC_NONE && s->proxies.n + 1 > MAX_PROXIES) {
+		/* the synthetic proxy takes a proxy's place in every drift row */
+		path_key(L, "proxies");
+		return fail_at(L, value_of(w[S_PROXIES]),
+			       "%zu proxies and a synthetic_proxy: at most %d proxies in all",
+			       s->proxies.n, MAX_PROXIES);
+	}
 	old = path_key(L, "proxies");
 	for (i = 0, it = value_of(w[S_PROXIES])->child; i < s->proxies.n; it = it->next->next, i++)
 		if (!strcmp(s->proxies.v[i].run, s->baseline)) {

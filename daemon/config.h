@@ -27,6 +27,10 @@
 /* Big enough for any message the loader writes. */
 #define WD_CONFIG_ERR_MAX 1024
 
+/* A study's runs, at most: compute sizes its per-step arrays by these. */
+#define CONFIG_MAX_CANDIDATES 256
+#define CONFIG_MAX_PROXIES 64
+
 enum wd_alert_metric {
 	WD_METRIC_W1 = 0,
 	WD_METRIC_RATIO,		/* W1(candidate) / W1(proxy) */

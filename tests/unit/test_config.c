@@ -616,6 +616,32 @@ static void test_errors(void)
 	}
 }
 
+/*
+ * A synthetic proxy takes a proxy's place in every drift row: 64 proxies
+ * and a synthetic_proxy were accepted, and compute then left the 64th
+ * proxy out, silently. 63 and a synthetic one is the most.
+ */
+static void test_proxy_limit(void)
+{
+	for (int n = 63; n <= 64; n++) {
+		char yaml[8192], err[WD_CONFIG_ERR_MAX];
+		struct wd_config c;
+		int o = snprintf(yaml, sizeof(yaml), "studies:\n  - name: s\n    baseline: b\n"
+				 "    candidates: [c]\n    synthetic_proxy: round:bf16\n    proxies:\n");
+		for (int k = 0; k < n; k++)
+			o += snprintf(yaml + o, sizeof(yaml) - o, "      p%d: r%d\n", k, k);
+		int r = wd_config_load_string("p.yaml", yaml, &c, err, sizeof(err));
+		if (n == 63)
+			CHECK(r == 0, "63 proxies and a synthetic one are accepted (%s)", r ? err : "");
+		else
+			CHECK(r == -1 && strstr(err, "p.yaml:") &&
+			      strstr(err, "64 proxies and a synthetic_proxy: at most 64 proxies in all"),
+			      "64 proxies and a synthetic one are refused: '%s'", r ? err : "(loaded)");
+		if (r == 0)
+			wd_config_release(&c);
+	}
+}
+
 /* Strings YAML would read as something else, or cannot write plain. */
 static void test_strings(void)
 {
@@ -905,6 +931,7 @@ int main(void)
 	test_sizes();
 	test_bounds();
 	test_errors();
+	test_proxy_limit();
 	test_auth_ok();
 	test_strings();
 	test_reload();
