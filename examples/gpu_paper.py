@@ -38,6 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import demo_train  # noqa: E402  (the model and the path rules of `make demo`; no torch until main)
 RUNS = ("base", "fa", "fp32", "seed2")
 STUDY = "paper"
 PROXIES = {"fp32": "fp32", "seed": "seed2"}   # the study's label -> run
@@ -155,43 +157,6 @@ class Attention:
                              f"{self.seen or 'nothing seen'}")
 
 
-def build_model_class():
-    nn, F = torch.nn, torch.nn.functional
-
-    class Block(nn.Module):
-        """Pre-LN: x + attn(ln1(x)), then x + mlp(ln2(x))."""
-
-        def __init__(self, d, heads, attention):
-            super().__init__()
-            self.heads, self.attention = heads, attention
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            x = x + self.proj(self.attention(q, k, v).transpose(1, 2).reshape(b, t, d))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        """Byte embeddings (vocab 256), learned positions, pre-LN blocks, final LN, linear head."""
-
-        def __init__(self, d, layers, heads, context, attention):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(256, d), nn.Embedding(context, d)
-            self.blocks = nn.ModuleList(Block(d, heads, attention) for _ in range(layers))
-            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, 256)
-
-        def forward(self, idx):
-            h = self.tok(idx) + self.pos.weight[: idx.shape[1]]
-            for blk in self.blocks:
-                h = blk(h)
-            return self.head(self.ln(h))
-
-    return GPT
-
-
 class Run:
     """One model, its optimizer, its attention, its precision and its publisher."""
 
@@ -244,14 +209,6 @@ def read_text(args):
 
 
 # --- the daemon, through the package and the CLI ------------------------------
-
-def resolve(path):
-    """path as given when it exists there, else relative to the repository."""
-    if os.path.exists(path) or os.path.isabs(path):
-        return path
-    alt = os.path.join(REPO, path)
-    return alt if os.path.exists(alt) else path
-
 
 def cli(args, *argv):
     """(exit status, stdout, last stderr line) of `wdrift ARGV -c CONFIG`."""
@@ -403,7 +360,7 @@ def set_fp32_matmuls_ieee(dev):
 
 def main(argv=None):
     args = parse_args(argv)
-    args.wdrift, args.config = resolve(args.wdrift), resolve(args.config)
+    args.wdrift, args.config = demo_train.resolve(args.wdrift), demo_train.resolve(args.config)
     lib = os.path.join(os.path.dirname(os.path.abspath(args.wdrift)), "libwdrift.so")
     if "WDRIFT_LIB" not in os.environ and os.path.exists(lib):
         os.environ["WDRIFT_LIB"] = lib   # the library built with the CLI we run
@@ -433,8 +390,10 @@ def main(argv=None):
         raise PaperError(f"{source}: {len(text)} bytes, fewer than --context + 2")
     data = torch.frombuffer(bytearray(text), dtype=torch.uint8).to(dev)
 
-    GPT = build_model_class()
-    dims = (args.d_model, args.layers, args.heads, args.context)
+    # make demo's GPT, with 256 symbols (bytes): one model for both examples
+    demo_train.torch = torch
+    GPT = demo_train.build_model_class()
+    dims = (256, args.d_model, args.layers, args.heads, args.context)
     models = {}
     for name in args.runs:      # base first: fa and fp32 load its init
         torch.manual_seed(plans[name][2])
