@@ -31,6 +31,7 @@
 #include "compute.h"
 #include "config.h"
 #include "control.h"
+#include "dirs.h"
 #include "fdlimit.h"
 #include "forget.h"
 #include "identity.h"
@@ -495,20 +496,6 @@ static void lib_log(int level, const char *msg)
 	log_at(level, "%s", msg);
 }
 
-static int mkdir_parents(const char *path)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++)
-		if (*p == '/') {
-			*p = 0;
-			if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
-				return -1;
-			*p = '/';
-		}
-	return 0;
-}
-
 static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what)
 {
 	void *s = zmq_socket(d->zctx, type);
@@ -537,9 +524,10 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		int hwm = INGEST_RCVHWM;
 		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	}
-	if (!strncmp(endpoint, "ipc://", 6) && mkdir_parents(endpoint + 6) < 0)
+	int made = strncmp(endpoint, "ipc://", 6) ? 0 : dirs_make(endpoint + 6, 1);
+	if (made < 0)
 		log_warning("%s: cannot create the directory of '%s': %s", what, endpoint + 6,
-			    strerror(errno));
+			    strerror(-made));
 	if (!maxmsg_ok || zmq_bind(s, endpoint) < 0) {
 		log_err("cannot bind the %s socket to '%s': %s", what, endpoint, zmq_strerror(errno));
 		zmq_close(s);
@@ -570,8 +558,8 @@ static int start(struct daemon *d, int force)
 
 	d->st.started = now_mono();
 	d->st.budget = d->cfg.memory.budget;
-	if (mkdir(d->cfg.storage.dir, 0750) < 0 && errno != EEXIST)
-		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(errno));
+	if ((r = dirs_make(d->cfg.storage.dir, 0)) < 0)
+		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(-r));
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
 	d->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
 	if (d->lockfd < 0 || flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "checkpoint.h"
+#include "dirs.h"
 #include "identity.h"
 #include "logging.h"
 #include "spool.h"
@@ -42,20 +43,6 @@ struct spool {
 	size_t depth;
 	int stopping, efd;
 };
-
-static int mkdir_p(const char *path)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++)
-		if (*p == '/') {
-			*p = 0;
-			if (mkdir(tmp, 0750) < 0 && errno != EEXIST)
-				return -errno;
-			*p = '/';
-		}
-	return mkdir(tmp, 0750) < 0 && errno != EEXIST ? -errno : 0;
-}
 
 /* fsync(2) of a directory: 0 or -errno. */
 static int fsync_path(const char *path)
@@ -116,7 +103,7 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 	snprintf(dir, sizeof(dir), "%s/spool/%s", sp->dir, snap->run->name);
 	struct stat st;
 	int fresh = stat(dir, &st) < 0;	/* a run's first snapshot: its directory is new */
-	if ((r = mkdir_p(dir)) < 0) {
+	if ((r = dirs_make(dir, 0)) < 0) {
 		snprintf(what, sizeof(what), "creating spool/%.200s", snap->run->name);
 		snprintf(detail, sizeof(detail), "cannot create '%.180s': %s", dir, strerror(-r));
 		say_why(sp, r, why, whylen, what, detail);
