@@ -33,8 +33,8 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon  # noqa: E402
 
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
@@ -150,7 +150,7 @@ def status_sampler(ctx, d, stop, measuring, out):
     """status every 50 ms; kept while the good publisher runs."""
     while not stop.is_set():
         t = time.monotonic()
-        r = t50_daemon.control(ctx, d, {"v": 1, "cmd": "status"}, timeout=5000)
+        r = harness.control(ctx, d, {"v": 1, "cmd": "status"}, timeout=5000)
         if measuring.is_set():
             out.append(time.monotonic() - t if r else float("inf"))
         stop.wait(0.05)
@@ -185,7 +185,7 @@ def run(name, attack):
         res = json.loads(p.stdout.strip().splitlines()[-1])
         return res, lat
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def main():

@@ -32,8 +32,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import check  # noqa: E402
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 
 WDRIFT = os.path.abspath(os.environ.get("WDRIFT") or
                          os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
@@ -232,7 +232,7 @@ def main():
         for line in processes_with(tmp):  # never leave a hung reader behind
             os.kill(int(line.split()[0]), signal.SIGKILL)
         subprocess.run(["rm", "-rf", tmp])
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, check, summary  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, check, summary  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 BUILD_ABS = os.path.abspath(os.path.join(REPO, BUILD))
@@ -128,7 +128,7 @@ def main():
         check(bool(srcs) and sorted(os.listdir(pkg) if os.path.isdir(pkg) else []) == srcs,
               f"installs the package's modules in PREFIX/{PYDIR}/wdrift", f"{srcs} vs {pkg}")
         dm.write_config()
-        t50_daemon.WDRIFTD = os.path.join(prefix, "bin", "wdriftd")
+        harness.WDRIFTD = os.path.join(prefix, "bin", "wdriftd")
         check(dm.start() is not None, "the installed wdriftd starts and is ready")
         r = job(sys.executable, site, elsewhere, ep, 1)
         check_job(r, pkg, os.path.join(prefix, "lib", "libwdrift.so"), "make install, PYTHONPATH", spool(1))
@@ -157,8 +157,8 @@ def main():
             check_job(r, os.path.join(REPO, "python", "wdrift"), os.path.join(REPO, "build", "libwdrift.so"),
                       "the checkout, PYTHONPATH=python", spool(3))
         else:
-            print(f"ok {t50_daemon.n_ok + t50_daemon.n_fail + 1} - # SKIP the checkout's build/: BUILD is {BUILD}")
-            t50_daemon.n_ok += 1
+            print(f"ok {harness.n_ok + harness.n_fail + 1} - # SKIP the checkout's build/: BUILD is {BUILD}")
+            harness.n_ok += 1
 
         # 4. nowhere to be found: the error names each place looked
         bare = os.path.join(tmp, "bare", "lib", "python3", "dist-packages")
@@ -169,8 +169,8 @@ def main():
         err = r.get("error", "")
         import ctypes.util
         if ctypes.util.find_library("wdrift"):
-            print(f"ok {t50_daemon.n_ok + t50_daemon.n_fail + 1} - # SKIP the error: the system has a libwdrift.so")
-            t50_daemon.n_ok += 1
+            print(f"ok {harness.n_ok + harness.n_fail + 1} - # SKIP the error: the system has a libwdrift.so")
+            harness.n_ok += 1
         else:
             places = [missing, os.path.join(bare, "wdrift", "libwdrift.so"),
                       os.path.join(tmp, "bare", "lib", "libwdrift.so"),
@@ -199,7 +199,7 @@ def main():
               "make uninstall PREFIX=P removes the package and the library", out)
     finally:
         dm.stop()
-        if t50_daemon.n_fail:
+        if harness.n_fail:
             try:
                 print("# daemon log:\n# " + dm.log_text()[-4000:].replace("\n", "\n# "))
             except OSError:

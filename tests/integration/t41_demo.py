@@ -14,8 +14,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import check  # noqa: E402
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
@@ -32,7 +32,7 @@ def main():
         run(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 def run(tmp):

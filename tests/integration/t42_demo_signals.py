@@ -14,8 +14,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import check  # noqa: E402
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 
@@ -114,7 +114,7 @@ def main():
               "a previous demo's DEMO_DIR is emptied and reused", out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from t50_daemon import Daemon, Publisher, bf16, check, control  # noqa: E402
-import t50_daemon  # noqa: E402
+from harness import Daemon, Publisher, bf16, check, control  # noqa: E402
+import harness  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 
@@ -167,7 +167,7 @@ def relabelled():
                                 for lab, x in want.items())
         check(same, f"rebuilt on reload: steps {sorted(steps)} of 10, 20, 30, each ratio under its label")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -179,7 +179,7 @@ def main():
     try:
         dm.write_config(extra=EXTRA)
         check(dm.start() is not None, "wdriftd ready")
-        sub = t50_daemon.subscribe(ctx, tmp, b"drift.fa", 100)
+        sub = harness.subscribe(ctx, tmp, b"drift.fa", 100)
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
         steps = (10, 20)
         refs = {}
@@ -298,8 +298,8 @@ def main():
             print(f"# {e}")
         check(ok, "the drift log opens without h5clear and holds steps 10, 20, 30 and 40")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

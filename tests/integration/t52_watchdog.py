@@ -9,8 +9,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, check  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, check  # noqa: E402
 
 
 def pings(dm, seconds):
@@ -70,8 +70,8 @@ def main():
         rc = dm.stop(timeout=5)
         check(rc == 0 and time.time() - t0 < 5, f"and SIGTERM still stops it: exit {rc} in {time.time() - t0:.1f} s")
     finally:
-        t50_daemon.teardown(dm, tmp)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp)
+    return harness.summary()
 
 
 if __name__ == "__main__":

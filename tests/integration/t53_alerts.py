@@ -19,8 +19,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
 
 ALERTS = """\
 alerts:
@@ -103,7 +103,7 @@ def recomputed_step():
         with open(path, "a") as f:
             f.write(REEVAL.format(d=tmp))
         check(dm.start() is not None, "ready with a w1 rule, for: 2")
-        sub = t50_daemon.subscribe(ctx, tmp, b"alert.", 200)
+        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
         base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
         snap(base, 10, 0.0)
         snap(fa, 10, 0.01)                        # computed at step 10 ...
@@ -144,7 +144,7 @@ def recomputed_step():
               "a candidate computed before its proxy (no ratio yet) does not resolve the ratio rule")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -157,7 +157,7 @@ def main():
         with open(path, "a") as f:
             f.write(ALERTS.format(d=tmp))
         check(dm.start() is not None, "ready with three alert rules")
-        sub = t50_daemon.subscribe(ctx, tmp, b"alert.", 200)
+        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
         base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
 
         def step(s, fa_drift, nan=False):
@@ -202,8 +202,8 @@ def main():
         check(quiet and quiet[0]["state"] == "resolved", f"and resolves when it is back ({quiet})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

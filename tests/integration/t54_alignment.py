@@ -16,8 +16,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
 
 
 def snap(pub, step, seed, drift):
@@ -64,13 +64,13 @@ def run(tolerance):
             check(got is None, "exact alignment: step 103 is not compared with step 100")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def main():
     run(5)
     run(0)
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 if __name__ == "__main__":

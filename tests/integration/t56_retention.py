@@ -16,8 +16,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
 
 
 def snap(pub, step, n=2000):
@@ -72,7 +72,7 @@ def dropped_candidate():
         check(r and not r.get("ok"), f"and no result is made up for it ({r and r.get('error')})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def main():
@@ -117,8 +117,8 @@ def main():
               "after the restart nothing looks for a dropped file")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, bf16, check  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, bf16, check  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 ALERT = """\
@@ -145,8 +145,8 @@ def main():
         r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
         check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
     finally:
-        t50_daemon.teardown(dm, tmp)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp)
+    return harness.summary()
 
 
 if __name__ == "__main__":

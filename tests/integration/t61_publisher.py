@@ -21,9 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "libwdrift.so")))
-import t50_daemon  # noqa: E402
+import harness  # noqa: E402
 import wdrift  # noqa: E402
-from t50_daemon import Daemon, bf16, check  # noqa: E402
+from harness import Daemon, bf16, check  # noqa: E402
 
 
 def spool(tmp, run, step):
@@ -189,8 +189,8 @@ def main():
         check(dm.stop() == 0, "daemon stopped")
         incomplete_is_resent(tmp)
     finally:
-        t50_daemon.teardown(dm, tmp)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -34,9 +34,9 @@ BUILD = os.path.abspath(os.environ.get("BUILD", "build"))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
 os.environ.setdefault("WDRIFT_LIB", os.path.join(BUILD, "libwdrift.so"))
-import t50_daemon  # noqa: E402
+import harness  # noqa: E402
 import wdrift  # noqa: E402
-from t50_daemon import Daemon, check  # noqa: E402
+from harness import Daemon, check  # noqa: E402
 
 DEMO_STUDY = """\
   - name: demo
@@ -276,7 +276,7 @@ def main():
     try:
         dm.write_config(extra=DEMO_STUDY)
         if not check(dm.start() is not None, "daemon ready, with the demo study"):
-            return t50_daemon.summary()
+            return harness.summary()
         for part in (dtypes_round_trip, attach_steps, module_round_trip, demo_run):
             try:
                 part(tmp, ep)
@@ -284,8 +284,8 @@ def main():
                 check(False, f"{part.__name__} raised {type(e).__name__}: {e}")
         check(dm.stop() == 0, "daemon stopped")
     finally:
-        t50_daemon.teardown(dm, tmp)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp)
+    return harness.summary()
 
 
 if __name__ == "__main__":

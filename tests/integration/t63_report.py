@@ -37,9 +37,9 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
+import harness  # noqa: E402
 import t64_export  # noqa: E402
-from t50_daemon import Daemon, check  # noqa: E402
+from harness import Daemon, check  # noqa: E402
 from t64_export import AGG, ODD, ROW_TYPE, WDRIFT  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -248,7 +248,7 @@ def live(tmp):
               f"negative control: a blank page is seen as blank ({c2} colours, {ink2:.2%} ink, {blue2}, {red2})")
         keep(page, shot)
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
+        harness.teardown(dm, tmp, ctx)
 
 
 def synthetic(path, T=300, S=1000):
@@ -458,7 +458,7 @@ def main():
         odd_logs(tmp)
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 ODD = 'odd,"name" <b>&amp; ü'  # quoted in CSV, escaped in JSON and HTML
@@ -420,7 +420,7 @@ def main():
     try:
         got = live_study(ctx, dm, tmp)
         if not got:
-            return t50_daemon.summary()
+            return harness.summary()
         cfg, log = got
         proxies, want, n_written = log_current(log)
         r = wd("export", "fa", "-c", cfg)
@@ -488,8 +488,8 @@ def main():
         malformed(tmp, log)
         odd_names(tmp)
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import check  # noqa: E402
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 import t63_report  # noqa: E402
 from t64_export import WDRIFT  # noqa: E402
 
@@ -57,7 +57,7 @@ def main():
             interrupted(tmp, log, sig)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return t50_daemon.summary()
+    return harness.summary()
 
 
 if __name__ == "__main__":

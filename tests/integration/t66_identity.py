@@ -30,8 +30,8 @@ import zmq
 from scipy.stats import wasserstein_distance
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
-import t50_daemon  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
+import harness  # noqa: E402
 
 WDRIFT = os.path.abspath(os.environ.get("WDRIFT", os.path.join(os.environ.get("BUILD", "build"), "wdrift")))
 
@@ -278,8 +278,8 @@ def main():
         names = [x["name"] for x in json.loads(r.stdout)["runs"]]
         check("lama-fa" not in names, f"a forgotten run stays forgotten ({names})")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from t50_daemon import Daemon, Publisher, bf16, check  # noqa: E402
-import t50_daemon  # noqa: E402
+from harness import Daemon, Publisher, bf16, check  # noqa: E402
+import harness  # noqa: E402
 
 W = 4
 
@@ -160,7 +160,7 @@ def main():
         commit(a0, 1, 1, ranks=1)
         storing = False
         for _ in range(2000):     # until the spool thread has it
-            st = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"})
+            st = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
             if st and st["queues"]["spool"] >= 1:
                 storing = True
                 break
@@ -192,7 +192,7 @@ def main():
         e = p1.recv()
         check(e and e["code"] == "bad_field" and e["field"] == "tensors" and "earlier commit" in e["reason"],
               f"ranks that disagree on the tensor count: refused ({e})")
-        st = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"})
+        st = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["snapshots"]["conflicts"] == 0, "no conflict counted along the way")
 
         # The budget full: waiting ranks of a stale snapshot dropped for room hear
@@ -219,8 +219,8 @@ def main():
                   f"one drop makes room, so the other stays ({errs})")
         check(quiet(late) is None, "... and the new run's shard is taken")
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@ sys.path.insert(0, HERE)
 PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, PYDIR)
 os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "libwdrift.so")))
-import t50_daemon  # noqa: E402
+import harness  # noqa: E402
 import wdrift  # noqa: E402
-from t50_daemon import Daemon, check  # noqa: E402
+from harness import Daemon, check  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 
@@ -72,7 +72,7 @@ def wait_w1(ctx, tmp, step, timeout=20):
     """The daemon's W1 of candidate 'fa' at step, per tensor, once computed."""
     end = time.time() + timeout
     while time.time() < end:
-        r = t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": step})
+        r = harness.control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": step})
         if r and r.get("ok") and "fa" in r.get("candidates", {}):
             return {l["name"]: l["w1"] for l in r["candidates"]["fa"]["layers"]}
         time.sleep(0.2)
@@ -100,7 +100,7 @@ def reused_name(tmp, ep):
         st = fa.stats()
         check(ok and st["acked"] == 2 and st["duplicates"] == 1 and st["conflicts"] == 0,
               f"reuse: the same content again is an acked duplicate ({st})")
-        sn = (t50_daemon.control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("snapshots", {})
+        sn = (harness.control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("snapshots", {})
         check(sn.get("duplicates") == 1 and sn.get("duplicate_tensors") == 1,
               f"reuse: status counts 1 duplicate snapshot, and its tensor apart ({sn})")
         before = wait_w1(ctx, tmp, 5)
@@ -250,8 +250,8 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
         reused_name(tmp, ep)
         check(dm.stop() == 0, "daemon stopped")
     finally:
-        t50_daemon.teardown(dm, tmp)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -119,8 +119,8 @@ def start_ranks(tmp, steps, kill_step=None):
 
 
 def main():
-    import t50_daemon
-    from t50_daemon import Daemon, check, control
+    import harness
+    from harness import Daemon, check, control
     import h5py
     import zmq
     tmp = tempfile.mkdtemp(prefix="wdrift-t69-")
@@ -129,7 +129,7 @@ def main():
     procs = []
     try:
         with open(os.path.join(tmp, "wdrift.yaml"), "w") as f:
-            f.write(t50_daemon.CONFIG.format(d=tmp, level="info", extra="").replace(
+            f.write(harness.CONFIG.format(d=tmp, level="info", extra="").replace(
                 "  max_message: 64M\n", "  max_message: 64M\n  pending_timeout: 3\n").replace(
                 "  - name: fa\n    baseline: base\n    candidates: [fa]\n    proxies: {fp16: lowprec}\n",
                 "  - name: sh\n    baseline: base\n    candidates: [cand]\n"))
@@ -221,8 +221,8 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -60,8 +60,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, bf16, check, control  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, bf16, check, control  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 ROUNDS = int(os.environ.get("T70_ROUNDS", "100"))
@@ -510,7 +510,7 @@ def crash_loop(ctx, figures):
                        seconds=time.time() - t0,
                        in_flight=in_flight, duplicates=duplicates)
     finally:
-        t50_daemon.teardown(dm, tmp)
+        harness.teardown(dm, tmp)
 
 
 def publish_steps(ctx, d, steps):
@@ -581,7 +581,7 @@ def torn_tail(ctx):
         pub.s.close(linger=0)
         check(wait_caught_up(ctx, tmp) and dm.stop() == 0, "SIGTERM: exit 0")
     finally:
-        t50_daemon.teardown(dm, tmp)
+        harness.teardown(dm, tmp)
 
 
 def corruption(ctx):
@@ -651,7 +651,7 @@ def corruption(ctx):
         gone = [f"{run}/{s}.h5" for run, s in moved if not os.path.exists(f"{spool}/{run}/{s}.h5.orphan")]
         check(not gone, f"and leaves the .orphan files alone {gone}")
     finally:
-        t50_daemon.teardown(dm, tmp)
+        harness.teardown(dm, tmp)
 
 
 def set_aside(ctx):
@@ -726,11 +726,11 @@ def set_aside(ctx):
               f"the 3 kept are the newest: the 3 the daemon made, whatever their names' seconds "
               f"({sorted(have)})")
     finally:
-        t50_daemon.teardown(dm, tmp)
+        harness.teardown(dm, tmp)
 
 
 def main():
-    for exe in (t50_daemon.WDRIFTD, WDRIFT):
+    for exe in (harness.WDRIFTD, WDRIFT):
         if not os.path.exists(exe):
             print(f"not ok 1 - {exe} is not built")
             return 1
@@ -756,8 +756,8 @@ def main():
         print(f"# drift logs moved aside and rebuilt from the WAL: {figures['broken']} "
               f"(copies kept at the end: {figures['kept']})")
     print(f"# total {time.time() - t0:.1f} s")
-    print(f"{t50_daemon.n_ok} passed, {t50_daemon.n_fail} failed")
-    return 1 if t50_daemon.n_fail else 0
+    print(f"{harness.n_ok} passed, {harness.n_fail} failed")
+    return 1 if harness.n_fail else 0
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import t50_daemon as t50  # noqa: E402  (Daemon, control, check, teardown, summary)
-from t50_daemon import Daemon, check, control, summary, teardown  # noqa: E402
+import harness as t50  # noqa: E402  (Daemon, control, check, teardown, summary)
+from harness import Daemon, check, control, summary, teardown  # noqa: E402
 
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
@@ -118,7 +118,7 @@ def rss_kib(pid, key="VmRSS"):
 
 
 class TcpPublisher(t50.Publisher):
-    """t50's Publisher, over the daemon's tcp:// ingest endpoint."""
+    """harness.py's Publisher, over the daemon's tcp:// ingest endpoint."""
 
     def __init__(self, ctx, endpoint, run, timeout=5000):
         self.s = ctx.socket(zmq.DEALER)

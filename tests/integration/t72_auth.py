@@ -37,8 +37,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))
 os.environ.setdefault("WDRIFT_LIB", os.path.join(BUILD, "libwdrift.so"))
 
-import t50_daemon as t50  # noqa: E402
-from t50_daemon import Daemon, check, summary, teardown  # noqa: E402
+import harness as t50  # noqa: E402
+from harness import Daemon, check, summary, teardown  # noqa: E402
 from t71_flood import free_port, rss_kib  # noqa: E402
 
 import numpy as np  # noqa: E402

@@ -35,7 +35,7 @@ import zmq
 from scipy.stats import wasserstein_distance
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from t50_daemon import Daemon, Publisher, check, control, summary, teardown  # noqa: E402
+from harness import Daemon, Publisher, check, control, summary, teardown  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 N = 20000

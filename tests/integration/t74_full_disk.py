@@ -43,8 +43,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import t50_daemon as t50  # noqa: E402
-from t50_daemon import Daemon, Publisher, check, control, summary  # noqa: E402
+import harness as t50  # noqa: E402
+from harness import Daemon, Publisher, check, control, summary  # noqa: E402
 from t70_crash import drift_rows, latest_rows  # noqa: E402
 
 import numpy as np  # noqa: E402

@@ -42,8 +42,8 @@ sys.path.insert(0, HERE)
 PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
 os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"),
                                                                  "libwdrift.so")))
-import t50_daemon  # noqa: E402
-from t50_daemon import Daemon, Publisher, check, control  # noqa: E402
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
 
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
@@ -428,8 +428,8 @@ def main():
         check(dm.start() is not None, "daemon up with limits.max_runs: 4, pending_timeout: 1")
         max_runs(ctx, tmp)
     finally:
-        t50_daemon.teardown(dm, tmp, ctx)
-    return t50_daemon.summary()
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ import zmq
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import t50_daemon as t50  # noqa: E402
-from t50_daemon import Daemon, check, summary, teardown  # noqa: E402
+import harness as t50  # noqa: E402
+from harness import Daemon, check, summary, teardown  # noqa: E402
 
 SOFT, HARD = 128, 256
 

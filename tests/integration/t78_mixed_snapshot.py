@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
-from t50_daemon import WDRIFTD, Daemon, Publisher, check, control, summary, teardown  # noqa: E402
+from harness import WDRIFTD, Daemon, Publisher, check, control, summary, teardown  # noqa: E402
 
 
 def main():

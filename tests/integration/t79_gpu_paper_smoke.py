@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
-from t50_daemon import WDRIFTD, Daemon, check, summary, teardown  # noqa: E402
+from harness import WDRIFTD, Daemon, check, summary, teardown  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", sys.executable)
 BUILD = os.path.abspath(os.environ.get("BUILD", os.path.join(REPO, "build")))

@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
-from t50_daemon import CONFIG, WDRIFTD, Daemon, Publisher, check, control, summary, teardown  # noqa: E402
+from harness import CONFIG, WDRIFTD, Daemon, Publisher, check, control, summary, teardown  # noqa: E402
 
 N_CANDS, N_PROXIES, N = 200, 64, 64
 

@@ -15,7 +15,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from t50_daemon import WDRIFTD, Daemon, check, summary, teardown  # noqa: E402
+from harness import WDRIFTD, Daemon, check, summary, teardown  # noqa: E402
 
 
 def main():

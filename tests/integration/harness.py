@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""harness.py: what the integration tests share to run wdriftd as a user does.
+
+- WDRIFTD, the daemon under test ($BUILD/wdriftd);
+- check() and summary(): TAP lines and the closing "N passed, N failed"
+  line tests/run.sh reads;
+- CONFIG and Daemon: a config in a temp dir on ipc:// endpoints, and the
+  real daemon started with a real NOTIFY_SOCKET listener, stopped by pid;
+- teardown(): the daemon stopped and the temp dir removed, also on failure;
+- control(), subscribe(): the control socket (REQ) and the events (SUB);
+- Publisher: protocol v1 (docs/protocol.md) spoken with a raw DEALER, so
+  that a test can send what the library never would;
+- bf16(): fp32 rounded to bf16 codes, ties to even.
+Not a test itself (tests/run.sh runs t*.py).
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import h5py
+import numpy as np
+import zmq
+
+WDRIFTD = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdriftd"))
+n_ok = n_fail = 0
+
+
+def check(cond, what, detail=""):
+    """One TAP line; on failure, the last 30 lines of detail as comments."""
+    global n_ok, n_fail
+    if cond:
+        n_ok += 1
+        print(f"ok {n_ok + n_fail} - {what}")
+    else:
+        n_fail += 1
+        print(f"not ok {n_ok + n_fail} - {what}")
+        for line in str(detail).splitlines()[-30:]:
+            print(f"#   {line}")
+    sys.stdout.flush()
+    return cond
+
+
+CONFIG = """\
+listen:
+  ingest: ipc://{d}/run/ingest.sock
+  control: ipc://{d}/run/control.sock
+  events: ipc://{d}/run/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+memory:
+  budget: 256M
+limits:
+  max_message: 64M
+log:
+  level: {level}
+studies:
+  - name: fa
+    baseline: base
+    candidates: [fa]
+    proxies: {{fp16: lowprec}}
+{extra}"""
+
+
+class Daemon:
+    def __init__(self, d):
+        self.d = d
+        self.proc = None
+        self.notify_path = os.path.join(d, "notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.notify.settimeout(0.2)
+        self.messages = []
+
+    def write_config(self, extra="", level="info"):
+        path = os.path.join(self.d, "wdrift.yaml")
+        with open(path, "w") as f:
+            f.write(CONFIG.format(d=self.d, extra=extra, level=level))
+        return path
+
+    def start(self, *args, env_extra=None):
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify_path, **(env_extra or {}))
+        self.log = open(os.path.join(self.d, "daemon.log"), "ab")
+        self.proc = subprocess.Popen([WDRIFTD, "-c", os.path.join(self.d, "wdrift.yaml"), *args],
+                                     env=env, stdout=self.log, stderr=self.log)
+        return self.wait_notify("READY=1", 10)
+
+    def wait_notify(self, what, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            for i, m in enumerate(self.messages):
+                if what in m:
+                    del self.messages[: i + 1]
+                    return m
+            try:
+                self.messages.append(self.notify.recv(4096).decode())
+            except socket.timeout:
+                if self.proc and self.proc.poll() is not None:
+                    return None
+        return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def log_text(self):
+        with open(os.path.join(self.d, "daemon.log"), "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+def teardown(dm, tmp, ctx=None):
+    """Stops the daemon by pid, shows its log when a check failed, removes tmp."""
+    dm.stop(signal.SIGKILL)
+    if ctx is not None:
+        ctx.destroy(linger=0)
+    if n_fail:
+        try:
+            print("# daemon log:\n# " + dm.log_text()[-6000:].replace("\n", "\n# "))
+        except OSError:
+            pass
+    subprocess.run(["rm", "-rf", tmp])
+
+
+def summary():
+    """The closing line tests/run.sh reads, and the exit status."""
+    print(f"# {n_ok} passed, {n_fail} failed")
+    return 1 if n_fail else 0
+
+
+def subscribe(ctx, d, prefix, timeout=200):
+    """A SUB socket on the daemon's events, given time to reach the PUB side."""
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    sub.setsockopt(zmq.RCVTIMEO, timeout)
+    sub.connect(f"ipc://{d}/run/events.sock")
+    time.sleep(0.3)
+    return sub
+
+
+def control(ctx, d, request, timeout=2000):
+    s = ctx.socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVTIMEO, timeout)
+    s.connect(f"ipc://{d}/run/control.sock")
+    s.send_string(json.dumps(request))
+    try:
+        return json.loads(s.recv())
+    except zmq.Again:
+        return None
+    finally:
+        s.close()
+
+
+class Publisher:
+    def __init__(self, ctx, d, run):
+        self.s = ctx.socket(zmq.DEALER)
+        self.s.setsockopt(zmq.LINGER, 0)
+        self.s.setsockopt(zmq.RCVTIMEO, 5000)
+        self.s.connect(f"ipc://{d}/run/ingest.sock")
+        self.run = run
+
+    def send_raw(self, frames):
+        self.s.send_multipart(frames)
+
+    def recv(self):
+        try:
+            return json.loads(self.s.recv())
+        except zmq.Again:
+            return None
+
+    def hello(self):
+        self.send_raw([json.dumps({"v": 1, "type": "hello", "run": self.run}).encode()])
+        return self.recv()
+
+    def tensor(self, step, name, arr, dtype, offset=0, total=None, shape=None, frame=1 << 20, **over):
+        payload = arr.tobytes()
+        total = arr.size if total is None else total
+        h = {"v": 1, "type": "tensor", "run": self.run, "step": step, "name": name, "dtype": dtype,
+             "shape": list(shape or [total]), "offset": offset, "count": arr.size, "total": total,
+             "crc32": zlib.crc32(payload)}
+        h.update(over)
+        frames = [json.dumps(h).encode()] + [payload[i:i + frame] for i in range(0, len(payload), frame)]
+        self.send_raw(frames)
+
+    def commit(self, step, n):
+        self.send_raw([json.dumps({"v": 1, "type": "commit", "run": self.run, "step": step,
+                                   "tensors": n}).encode()])
+        return self.recv()
+
+
+def bf16(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
