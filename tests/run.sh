@@ -8,6 +8,7 @@
 #   build/tests/test_*          C unit tests (tests/unit/), and the CUDA kernels'
 #                               bodies on the CPU (tests/kernels/)
 #   tests/integration/t*.sh|py  the CLI and the daemon, as a user runs them
+#                               (harness.py: what the Python ones share)
 #   tests/ref/t*.py             cross-checks against scipy and numpy
 #
 # A build with -fsanitize (make check-asan: $BUILD/.flags says so) runs the
