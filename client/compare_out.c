@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "compare.h"
+#include "drift.h"
 #include "table.h"
 
 /* Aggregates over the layers, for the summary row and object. */
@@ -22,40 +23,6 @@ struct summary {
 	double *proxy_w1_weighted, *ratio_median, *ratio_max, *ratio_weighted;
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Median of the defined (non-NaN) values; NaN when there are none. */
-static double median(double *v, size_t n)
-{
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isnan(v[i]))
-			v[k++] = v[i];
-	if (!k)
-		return NAN;
-	qsort(v, k, sizeof(*v), cmp_double);
-	return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
-
-/* Mean of get(i) weighted by the layers' element counts, over defined values. */
-static double weighted(const struct compare_result *r, size_t k, int which)
-{
-	double sum = 0, wsum = 0;
-	for (size_t i = 0; i < r->n_layers; i++) {
-		const struct layer_result *l = &r->layers[i];
-		double x = which == 0 ? l->w1 : which == 1 ? l->proxy_w1[k] : l->ratio[k];
-		if (isnan(x))
-			continue;
-		sum += (double)l->numel * x;
-		wsum += (double)l->numel;
-	}
-	return wsum > 0 ? sum / wsum : NAN;
-}
-
 static void add_nf(struct wd_nonfinite *to, const struct wd_nonfinite *from)
 {
 	to->nan += from->nan;
@@ -63,43 +30,51 @@ static void add_nf(struct wd_nonfinite *to, const struct wd_nonfinite *from)
 	to->neginf += from->neginf;
 }
 
+/* The summary rows (lib/drift.h), and the totals beside them. */
 static void summarize(const struct compare_result *r, struct summary *s)
 {
 	size_t n = r->n_layers, np = r->n_proxies;
-	double *tmp = calloc(n + 1, sizeof(double));
+	double *vals = calloc(n + 1, sizeof(double));
+	uint64_t *numel = calloc(n + 1, sizeof(uint64_t));
+	struct wd_drift_summary d;
 
 	memset(s, 0, sizeof(*s));
 	s->proxy_w1_weighted = calloc(np + 1, sizeof(double));
 	s->ratio_median = calloc(np + 1, sizeof(double));
 	s->ratio_max = calloc(np + 1, sizeof(double));
 	s->ratio_weighted = calloc(np + 1, sizeof(double));
-	s->w1_max = s->max_abs_diff = NAN;
-	for (size_t i = 0; i < n; i++) {
+	s->max_abs_diff = NAN;
+	for (size_t i = 0; vals && numel && i < n; i++) {
 		const struct layer_result *l = &r->layers[i];
 		s->numel += l->numel;
-		tmp[i] = l->w1;
-		if (!isnan(l->w1) && !(l->w1 <= s->w1_max))
-			s->w1_max = l->w1;
+		numel[i] = l->numel;
+		vals[i] = l->w1;
 		if (l->have_pair && !isnan(l->pair.max_abs_diff) &&
 		    !(l->pair.max_abs_diff <= s->max_abs_diff))
 			s->max_abs_diff = l->pair.max_abs_diff;
 		add_nf(&s->nf_base, &l->base.nonfinite);
 		add_nf(&s->nf_cand, &l->cand.nonfinite);
 	}
-	s->w1_weighted = weighted(r, 0, 0);
-	s->w1_median = median(tmp, n);
-	for (size_t k = 0; k < np; k++) {
-		s->ratio_max[k] = NAN;
-		for (size_t i = 0; i < n; i++) {
-			tmp[i] = r->layers[i].ratio[k];
-			if (!isnan(tmp[i]) && !(tmp[i] <= s->ratio_max[k]))
-				s->ratio_max[k] = tmp[i];
-		}
-		s->ratio_median[k] = median(tmp, n);
-		s->proxy_w1_weighted[k] = weighted(r, k, 1);
-		s->ratio_weighted[k] = weighted(r, k, 2);
+	/* out of memory: every summary is NaN (wd_drift_summarize says so too) */
+	wd_drift_summarize(vals, numel, vals && numel ? n : 0, &d);
+	s->w1_weighted = d.weighted;
+	s->w1_median = d.median;
+	s->w1_max = d.max;
+	int have = s->ratio_max && s->ratio_median && s->ratio_weighted && s->proxy_w1_weighted;
+	for (size_t k = 0; have && k < np; k++) {
+		for (size_t i = 0; vals && numel && i < n; i++)
+			vals[i] = r->layers[i].ratio[k];
+		wd_drift_summarize(vals, numel, vals && numel ? n : 0, &d);
+		s->ratio_weighted[k] = d.weighted;
+		s->ratio_median[k] = d.median;
+		s->ratio_max[k] = d.max;
+		for (size_t i = 0; vals && numel && i < n; i++)
+			vals[i] = r->layers[i].proxy_w1[k];
+		wd_drift_summarize(vals, numel, vals && numel ? n : 0, &d);
+		s->proxy_w1_weighted[k] = d.weighted;
 	}
-	free(tmp);
+	free(vals);
+	free(numel);
 }
 
 static void summary_release(struct summary *s)

@@ -18,6 +18,8 @@
 
 #include "alerts.h"
 #include "compute.h"
+#include "config.h"
+#include "drift.h"
 #include "logging.h"
 
 enum inst_state { INACTIVE = 0, PENDING, FIRING };
@@ -380,22 +382,17 @@ static double metric_of(const struct rule *r, const struct result_batch *b, cons
 	return NAN;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
-
 void alerts_on_results(struct alerts *a, const struct result_batch *b)
 {
 	double *vals = calloc(b->n_rows + 1, sizeof(double));
+	uint64_t *numel = calloc(b->n_rows + 1, sizeof(uint64_t));
 
-	for (size_t k = 0; vals && k < a->n_rules; k++) {
+	for (size_t k = 0; vals && numel && k < a->n_rules; k++) {
 		struct rule *r = &a->rules[k];
 		if (r->a.metric == WD_METRIC_STALLED || strcmp(r->a.study, b->study))
 			continue;
 		/* each candidate in the batch, once: their names gathered first, not a scan per row */
-		const char *runs[256];
+		const char *runs[CONFIG_MAX_CANDIDATES];
 		size_t n_runs = 0;
 		for (size_t i = 0; i < b->n_rows; i++) {
 			const struct drift_row *row = &b->rows[i];
@@ -409,7 +406,6 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 		}
 		for (size_t c = 0; c < n_runs; c++) {
 			const char *run = runs[c];
-			double sum = 0, wsum = 0, mx = NAN;
 			size_t n = 0;
 			for (size_t j = 0; j < b->n_rows; j++) {
 				const struct drift_row *row = &b->rows[j];
@@ -424,30 +420,24 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 					}
 					continue;
 				}
-				if (isnan(v))
-					continue;
-				vals[n++] = v;
-				sum += v * (double)row->numel;
-				wsum += (double)row->numel;
-				mx = isnan(mx) || v > mx ? v : mx;
+				vals[n] = v;
+				numel[n++] = row->numel;
 			}
 			if (r->a.scope == WD_SCOPE_TENSORS)
 				continue;
-			double value = NAN;
-			if (n && r->a.scope == WD_SCOPE_MAX)
-				value = mx;
-			else if (n && r->a.scope == WD_SCOPE_MEAN)
-				value = wsum > 0 ? sum / wsum : NAN;
-			else if (n) {
-				qsort(vals, n, sizeof(double), cmp_double);
-				value = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
-			}
+			/* the summary rows' own definition (lib/drift.h), as the drift log has them */
+			struct wd_drift_summary d;
+			if (wd_drift_summarize(vals, numel, n, &d) < 0)
+				log_err("alerts: rule '%s': out of memory; its value is NaN", r->a.name);
+			double value = r->a.scope == WD_SCOPE_MAX ? d.max
+				     : r->a.scope == WD_SCOPE_MEAN ? d.weighted : d.median;
 			struct instance *in = instance_of(r, run, NULL);
 			if (in)
 				evaluate(a, r, in, value, b->step);
 		}
 	}
 	free(vals);
+	free(numel);
 }
 
 void alerts_tick(struct alerts *a, const struct state *st)

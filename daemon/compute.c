@@ -24,6 +24,7 @@
 
 #include "checkpoint.h"
 #include "compute.h"
+#include "drift.h"
 #include "forget.h"
 #include "logging.h"
 #include "wal.h"
@@ -658,21 +659,26 @@ static struct wd_prepared *load(struct compute *c, struct wd_ckpt *ck, const cha
 	return p;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* Weighted mean, median and max of the tensor rows of one run. */
+/* The summary rows (lib/drift.h) of the tensor rows of one run. */
 static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n_proxies,
 			struct drift_row *out)
 {
-	double *tmp = calloc(n + 1, sizeof(double));
-	if (!tmp || !n) {
-		free(tmp);
-		return 0;
+	double *vals = calloc(n + 1, sizeof(double));
+	uint64_t *numel = calloc(n + 1, sizeof(uint64_t));
+	struct wd_drift_summary d[STORE_MAX_PROXIES + 1];	/* [n_proxies]: w1 itself */
+	int ok = vals && numel && n;
+
+	for (size_t i = 0; ok && i < n; i++)
+		numel[i] = rows[first + i].numel;
+	for (size_t m = 0; ok && m <= n_proxies; m++) {
+		for (size_t i = 0; i < n; i++)
+			vals[i] = m < n_proxies ? rows[first + i].ratio[m] : rows[first + i].w1;
+		ok = wd_drift_summarize(vals, numel, n, &d[m]) == 0;
 	}
+	free(vals);
+	free(numel);
+	if (!ok)
+		return 0;
 	for (int kind = ROW_MEAN; kind <= ROW_MAX; kind++) {
 		struct drift_row *a = &out[kind - ROW_MEAN];
 		*a = rows[first];
@@ -687,34 +693,14 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 			a->neginf += rows[i].neginf;
 			a->numel += rows[i].numel;
 		}
-		for (size_t m = 0; m <= n_proxies; m++) {	/* m == n_proxies: w1 itself */
-			double sum = 0, wsum = 0, mx = NAN;
-			size_t k = 0;
-			for (size_t i = first; i < first + n; i++) {
-				double x = m < n_proxies ? rows[i].ratio[m] : rows[i].w1;
-				if (isnan(x))
-					continue;
-				sum += x * (double)rows[i].numel;
-				wsum += (double)rows[i].numel;
-				mx = isnan(mx) || x > mx ? x : mx;
-				tmp[k++] = x;
-			}
-			double v = NAN;
-			if (k && kind == ROW_MEAN)
-				v = sum / wsum;
-			else if (k && kind == ROW_MAX)
-				v = mx;
-			else if (k) {
-				qsort(tmp, k, sizeof(double), cmp_double);
-				v = k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
-			}
+		for (size_t m = 0; m <= n_proxies; m++) {
+			double v = kind == ROW_MEAN ? d[m].weighted : kind == ROW_MAX ? d[m].max : d[m].median;
 			if (m < n_proxies)
 				a->ratio[m] = v;
 			else
 				a->w1 = v;
 		}
 	}
-	free(tmp);
 	return 3;
 }
 
