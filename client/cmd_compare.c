@@ -16,6 +16,7 @@
 #include "ckpt_sandbox.h"
 #include "cli.h"
 #include "compare.h"
+#include "drift.h"
 
 static const char usage_text[] =
 "usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
@@ -295,8 +296,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 		r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k]);
 		if (r)
 			goto out;
-		lr->ratio[k] = lr->proxy_w1[k] != 0 && !isnan(lr->proxy_w1[k])
-				       ? lr->w1 / lr->proxy_w1[k] : NAN;
+		lr->ratio[k] = wd_drift_ratio(lr->w1, lr->proxy_w1[k]);
 	}
 out:
 	wd_prepared_free(&bp);

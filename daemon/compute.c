@@ -834,7 +834,7 @@ static struct result_batch *compare_step(struct compute *c, struct cstudy *s, in
 		for (size_t r = first_cand; r < n_runs; r++) {
 			struct drift_row *row = &grid[r * stride + t];
 			for (size_t k = 0; k < s->n_proxies; k++)
-				row->ratio[k] = pw1[k] > 0 ? row->w1 / pw1[k] : NAN;
+				row->ratio[k] = wd_drift_ratio(row->w1, pw1[k]);
 		}
 		wd_prepared_free(&bp);
 		free(braw);

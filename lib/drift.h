@@ -1,16 +1,28 @@
 /*
- * drift.h: how one metric of a snapshot's tensors (W1 against the baseline,
- * or the ratio to a proxy's W1) sums up over the tensors: the summary rows
- * that `wdrift compare` prints, that the daemon writes to the drift log,
- * and that alert rules with scope mean, median or max read. One definition
- * for the three (docs/engine.md, "Summary rows"). Internal to wdrift: not
- * part of wdrift.h's API. Depends on libc.
+ * drift.h: a candidate's ratio to a proxy, per tensor, and how one metric
+ * of a snapshot's tensors (W1 against the baseline, or that ratio) sums up
+ * over the tensors: the summary rows that `wdrift compare` prints, that the
+ * daemon writes to the drift log, and that alert rules with scope mean,
+ * median or max read. One definition for the three (docs/engine.md,
+ * "Summary rows"). Internal to wdrift: not part of wdrift.h's API.
+ * Depends on libc.
  */
 #ifndef WD_DRIFT_H
 #define WD_DRIFT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/*
+ * A candidate's W1 over a proxy's, for one tensor: NaN where the proxy's
+ * W1 is 0 or NaN (the proxy did not drift there, or has no such tensor),
+ * so that no ratio is infinite. W1 is never negative.
+ */
+static inline double wd_drift_ratio(double w1, double proxy_w1)
+{
+	return proxy_w1 > 0 ? w1 / proxy_w1 : (double)NAN;
+}
 
 struct wd_drift_summary {
 	double weighted;	/* mean weighted by element count */

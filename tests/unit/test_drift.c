@@ -2,7 +2,8 @@
  * test_drift.c: the summary rows (lib/drift.h), which `wdrift compare`, the
  * daemon's drift log and the alert rules all take from one definition:
  * the element-weighted mean, the median over tensors (odd and even
- * counts), the max, NaN values left out, and nothing at all.
+ * counts), the max, NaN values left out, and nothing at all; and the
+ * ratio of a candidate's W1 to a proxy's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -44,5 +45,8 @@ int main(void)
 	wd_drift_summarize(e, zero, 2, &d);
 	CHECK(isnan(d.weighted) && d.median == 5 && d.max == 8,
 	      "tensors of 0 elements: weighted NaN, median and max defined");
+	CHECK(wd_drift_ratio(2, 4) == 0.5 && isnan(wd_drift_ratio(2, 0)) && isnan(wd_drift_ratio(2, NAN)) &&
+	      isnan(wd_drift_ratio(NAN, 4)) && wd_drift_ratio(0, 4) == 0,
+	      "ratio: W1 over the proxy's; NaN where the proxy's is 0 or NaN, never infinite");
 	return tap_done();
 }
