@@ -11,9 +11,11 @@ patterns and big-endian storage; runs `wdrift compare BASE CAND --proxy ...
     to float64: 1e-9 relative, or 1e-15 absolute where scipy says 0; null
     where a side has no finite value (scipy raises there);
   - nonfinite counts (NaN, +Inf, -Inf) on both sides;
-  - max_abs_diff, rel_l2 = ||a-b||/||a|| and n_diff over the positions where
-    both are finite (n_diff: every differing position; -0 == +0; the same
-    non-finite kind on both sides does not differ); null on unequal sizes;
+  - max_abs_diff, rel_l2 = ||a-b||/||a|| (norms scaled as LAPACK's dnrm2
+    would, so that tiny and huge values do not underflow or overflow) and
+    n_diff over the positions where both are finite (n_diff: every
+    differing position; -0 == +0; the same non-finite kind on both sides
+    does not differ); null on unequal sizes;
   - numel, numel_candidate, dtype, dtype_candidate, per-side stats;
   - each proxy's w1 = W1(baseline, proxy) and ratio = w1 / proxy w1 (null
     where the proxy's w1 is 0 or undefined). round:bf16 is the baseline
@@ -308,12 +310,22 @@ def pair_ref(a, b):
     n_diff = int((d != 0).sum() + (~both & ~same_nf).sum())
     if d.size == 0:
         return None, None, n_diff
-    dd = float(np.sum(d * d))
-    aa = float(np.sum(a[both] * a[both]))
-    if dd == 0:
+    # ||d|| / ||a||, each scaled by a power of two (exact) so that its
+    # largest element is near 1 before squaring: a plain sum of squares
+    # underflows to 0 below about 1e-162 and overflows above 1e154.
+    def scaled_norm(x):
+        e = int(np.frexp(np.abs(x).max())[1])
+        y = np.ldexp(x, -e)
+        return math.sqrt(float(np.sum(y * y))), e
+
+    av = a[both]
+    if d.max() == 0:
         rel = 0.0
+    elif np.abs(av).max() == 0:
+        rel = None
     else:
-        rel = defined(math.sqrt(dd) / math.sqrt(aa)) if aa > 0 else None
+        (nd, ed), (na, ea) = scaled_norm(d), scaled_norm(av)
+        rel = defined(math.ldexp(nd / na, ed - ea))
     return float(d.max()), rel, n_diff
 
 
