@@ -555,8 +555,9 @@ static inline void pair_stats_finish(const double *partial, unsigned g, double *
 	for (unsigned k = 0; k < g; k++) {
 		const double *p = partial + (size_t)PAIR_PARTIALS * k;
 		mx = fmax(mx, p[0]);
-		dd.sml += p[1], dd.med += p[2], dd.big += p[3];
-		aa.sml += p[4], aa.med += p[5], aa.big += p[6];
+		struct wd_sumsq bd = { p[1], p[2], p[3] }, ba = { p[4], p[5], p[6] };
+		wd_sumsq_merge(&dd, &bd);
+		wd_sumsq_merge(&aa, &ba);
 		ncmp += p[7];
 		ndiff += p[8];
 	}

@@ -160,8 +160,8 @@ int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 				n_diff++;
 			}
 		}
-		dd.sml += bd.sml, dd.med += bd.med, dd.big += bd.big;
-		aa.sml += ba.sml, aa.med += ba.med, aa.big += ba.big;
+		wd_sumsq_merge(&dd, &bd);
+		wd_sumsq_merge(&aa, &ba);
 	}
 	out->n_diff = n_diff;
 	out->n_compared = n_cmp;

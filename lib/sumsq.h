@@ -44,6 +44,14 @@ WD_SHARED void wd_sumsq_add(struct wd_sumsq *s, double x)
 	}
 }
 
+/* s += t: partial sums (per block, per thread) add component by component. */
+WD_SHARED void wd_sumsq_merge(struct wd_sumsq *s, const struct wd_sumsq *t)
+{
+	s->sml += t->sml;
+	s->med += t->med;
+	s->big += t->big;
+}
+
 WD_SHARED int wd_sumsq_zero(const struct wd_sumsq *s)
 {
 	return s->sml == 0 && s->med == 0 && s->big == 0;
