@@ -109,16 +109,16 @@ def sdpa_context(backend):
 
 def sdpa_kernel_of(out):
     """The fused SDPA kernel in out's autograd graph near its end ('' for none: math ops)."""
-    todo, seen = [(out.grad_fn, 0)], set()
-    while todo:
-        fn, depth = todo.pop()
+    stack, seen = [(out.grad_fn, 0)], set()
+    while stack:
+        fn, depth = stack.pop()
         if fn is None or fn in seen or depth > 4:
             continue
         seen.add(fn)
         name = fn.name()
         if any(k in name for k in ("Flash", "EfficientAttention", "Cudnn", "Overrideable")):
             return name
-        todo.extend((f, depth + 1) for f, _ in fn.next_functions)
+        stack.extend((f, depth + 1) for f, _ in fn.next_functions)
     return ""
 
 
