@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "checkpoint.h"
+#include "compare.h"
 #include "compute.h"
 #include "drift.h"
 #include "forget.h"
@@ -30,15 +31,6 @@
 #include "wal.h"
 #include "wdrift.h"
 
-struct cstudy {
-	char *name, *baseline;
-	char **cands;
-	size_t n_cands;
-	char *labels[STORE_MAX_PROXIES], *pruns[STORE_MAX_PROXIES];
-	size_t n_proxies;	/* trained proxies, then the synthetic one */
-	int synthetic;		/* enum wd_synthetic; its label is last */
-	struct store *store;
-};
 
 struct job {
 	char *run;		/* NULL: a config job */
@@ -633,237 +625,47 @@ static struct wd_ckpt *open_spool(struct compute *c, const char *run, int64_t st
 	return ck;
 }
 
-/* Reads and prepares one tensor; the data stays in *raw (KEEP_RAW). */
-static struct wd_prepared *load(struct compute *c, struct wd_ckpt *ck, const char *name,
-				void **raw, uint64_t *numel)
-{
-	char err[WD_CKPT_ERR_MAX];
-	struct wd_prepared *p = NULL;
-	long i = wd_ckpt_find(ck, name);
-
-	*raw = NULL;
-	if (i < 0)
-		return NULL;
-	if (wd_ckpt_read(ck, (size_t)i, raw, err) < 0) {
-		log_err("compute: %s", err);
-		return NULL;
-	}
-	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, (size_t)i);
-	struct wd_view v = { e->dtype, *raw, e->numel };
-	*numel = e->numel;
-	if (wd_prepare(c->engine, &v, WD_PREP_KEEP_RAW, &p) < 0) {
-		free(*raw);
-		*raw = NULL;
-		return NULL;
-	}
-	return p;
-}
-
-/* The summary rows (lib/drift.h) of the tensor rows of one run. */
-static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n_proxies,
-			struct drift_row *out)
-{
-	double *vals = calloc(n + 1, sizeof(double));
-	uint64_t *numel = calloc(n + 1, sizeof(uint64_t));
-	struct wd_drift_summary d[STORE_MAX_PROXIES + 1];	/* [n_proxies]: w1 itself */
-	int ok = vals && numel && n;
-
-	for (size_t i = 0; ok && i < n; i++)
-		numel[i] = rows[first + i].numel;
-	for (size_t m = 0; ok && m <= n_proxies; m++) {
-		for (size_t i = 0; i < n; i++)
-			vals[i] = m < n_proxies ? rows[first + i].ratio[m] : rows[first + i].w1;
-		ok = wd_drift_summarize(vals, numel, n, &d[m]) == 0;
-	}
-	free(vals);
-	free(numel);
-	if (!ok)
-		return 0;
-	for (int kind = ROW_MEAN; kind <= ROW_MAX; kind++) {
-		struct drift_row *a = &out[kind - ROW_MEAN];
-		*a = rows[first];
-		a->kind = kind;
-		a->tensor = NULL;
-		a->max_abs_diff = a->rel_l2 = NAN;
-		a->nan = a->posinf = a->neginf = 0;
-		a->numel = 0;
-		for (size_t i = first; i < first + n; i++) {
-			a->nan += rows[i].nan;
-			a->posinf += rows[i].posinf;
-			a->neginf += rows[i].neginf;
-			a->numel += rows[i].numel;
-		}
-		for (size_t m = 0; m <= n_proxies; m++) {
-			double v = kind == ROW_MEAN ? d[m].weighted : kind == ROW_MAX ? d[m].max : d[m].median;
-			if (m < n_proxies)
-				a->ratio[m] = v;
-			else
-				a->w1 = v;
-		}
-	}
-	return 3;
-}
-
 /*
- * Every run a study can have: the config allows CONFIG_MAX_CANDIDATES
- * candidates and CONFIG_MAX_PROXIES proxies (a literal 256 for both
- * together skipped candidates beyond 192 with 64 proxies, silently).
+ * The runs of study s aligned to the baseline's step, their spooled
+ * snapshots open: 0, or -1 when there is nothing to compare there (no
+ * baseline snapshot, or no other run and no synthetic proxy).
  */
-#define MAX_RUNS (CONFIG_MAX_PROXIES + CONFIG_MAX_CANDIDATES)
-_Static_assert(CONFIG_MAX_PROXIES <= STORE_MAX_PROXIES, "a drift row holds every proxy's ratio");
-
-/* Recomputes study s at step: every run present there against the baseline. */
-static struct result_batch *compare_step(struct compute *c, struct cstudy *s, int64_t step)
+static int gather(struct compute *c, const struct cstudy *s, int64_t step,
+		  struct compare_input *in)
 {
-	struct wd_ckpt *base, *ck[MAX_RUNS] = { 0 };
-	const char *runs[MAX_RUNS];
-	int role[MAX_RUNS];
-	size_t n_runs = 0, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
-	struct timespec now;
+	size_t n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
+	int64_t at[COMPARE_MAX_RUNS];	/* each run's aligned step */
 
-	int64_t at[MAX_RUNS];	/* each run's aligned step */
-
+	memset(in, 0, sizeof(*in));
+	in->step = step;
 	if (!is_durable(c, s->baseline, step))
-		return NULL;
+		return -1;
 	/* proxies first (their W1 gives the candidates' ratios), then candidates */
 	for (size_t k = 0; k < n_trained; k++)
-		if ((at[n_runs] = nearest_step(c, s->pruns[k], step)) >= 0) {
-			runs[n_runs] = s->pruns[k];
-			role[n_runs++] = ROLE_PROXY;
+		if ((at[in->n_runs] = nearest_step(c, s->pruns[k], step)) >= 0) {
+			in->runs[in->n_runs] = s->pruns[k];
+			in->role[in->n_runs++] = ROLE_PROXY;
 		}
-	size_t first_cand = n_runs;
-	for (size_t k = 0; k < s->n_cands; k++)	/* n_proxies + n_cands <= MAX_RUNS */
-		if ((at[n_runs] = nearest_step(c, s->cands[k], step)) >= 0) {
-			runs[n_runs] = s->cands[k];
-			role[n_runs++] = ROLE_CANDIDATE;
+	for (size_t k = 0; k < s->n_cands; k++)	/* n_proxies + n_cands <= COMPARE_MAX_RUNS */
+		if ((at[in->n_runs] = nearest_step(c, s->cands[k], step)) >= 0) {
+			in->runs[in->n_runs] = s->cands[k];
+			in->role[in->n_runs++] = ROLE_CANDIDATE;
 		}
-	if (n_runs == 0 && s->synthetic == WD_SYNTHETIC_NONE)
-		return NULL;
-	if (!(base = open_spool(c, s->baseline, step)))
-		return NULL;
-	for (size_t r = 0; r < n_runs; r++)
-		ck[r] = open_spool(c, runs[r], at[r]);
-	struct result_batch *b = calloc(1, sizeof(*b));
-	size_t nt = wd_ckpt_count(base), cap = (nt + 3) * (n_runs + 1) + 1;
-	/* grid[run * nt + tensor]; compacted into b->rows at the end */
-	struct drift_row *grid = calloc((nt + 1) * (n_runs + 1), sizeof(*grid));
-	int ok = b && grid && (b->rows = calloc(cap, sizeof(*b->rows))) &&
-		 (b->study = strdup(s->name)) && (b->baseline = strdup(s->baseline));
-	for (size_t k = 0; ok && k < s->n_proxies; k++)
-		ok = (b->proxies[b->n_proxies++] = strdup(s->labels[k])) != NULL;
-	if (!ok) {
-		log_err("compute: study '%s' step %lld: out of memory for %zu tensors of %zu runs; "
-			"not compared", s->name, (long long)step, nt, n_runs + 1);
-		result_batch_free(&b);
-		free(grid);
-		wd_ckpt_close(&base);
-		for (size_t r = 0; r < n_runs; r++)
-			wd_ckpt_close(&ck[r]);
-		return NULL;
-	}
-	b->step = step;
-	clock_gettime(CLOCK_REALTIME, &now);
-	double wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-	/* rows grouped by run: row index = run * nt + tensor */
-	size_t stride = nt, n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
-	for (size_t t = 0; t < nt; t++) {
-		const char *name = wd_ckpt_entry(base, t)->name;
-		void *braw;
-		uint64_t bn = 0;
-		struct wd_prepared *bp = load(c, base, name, &braw, &bn);
-		double pw1[STORE_MAX_PROXIES];
-		for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
-			pw1[k] = NAN;
-		if (!bp)
-			continue;
-		for (size_t r = 0; r < n_row_runs; r++) {
-			struct drift_row *row = &grid[r * stride + t];
-			int synth = r == n_runs;
-			void *xraw = NULL;
-			uint64_t xn = 0;
-			struct wd_prepared *xp = NULL;
-			row->step = step;
-			row->kind = ROW_TENSOR;
-			row->role = synth ? ROLE_PROXY : role[r];
-			row->tensor = strdup(name);
-			row->run = strdup(synth ? s->labels[s->n_proxies - 1] : runs[r]);
-			row->w1 = row->max_abs_diff = row->rel_l2 = NAN;
-			row->wall = wall;
-			for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
-				row->ratio[k] = NAN;
-			if (synth) {	/* the baseline rounded: its own W1 */
-				const struct wd_ckpt_entry *e = wd_ckpt_entry(base, t);
-				uint16_t *codes = malloc(e->numel * 2 + 2);
-				struct wd_view v = { e->dtype, braw, e->numel };
-				enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
-				if (codes && wd_round16(&v, to, codes) == 0) {
-					struct wd_view rv = { to, codes, e->numel };
-					if (wd_prepare(c->engine, &rv, 0, &xp) == 0)
-						wd_w1(c->engine, bp, xp, &row->w1);
-					wd_prepared_free(&xp);
-				}
-				free(codes);
-				row->numel = e->numel;
-				pw1[s->n_proxies - 1] = row->w1;
-				continue;
-			}
-			if (!ck[r] || !(xp = load(c, ck[r], name, &xraw, &xn))) {
-				free(xraw);
-				continue;	/* that run has no such tensor: left NaN */
-			}
-			struct wd_nonfinite nf;
-			struct wd_pair_stats ps;
-			row->numel = xn;
-			wd_w1(c->engine, bp, xp, &row->w1);
-			wd_prepared_nonfinite(xp, &nf);
-			row->nan = nf.nan;
-			row->posinf = nf.posinf;
-			row->neginf = nf.neginf;
-			if (xn == bn && wd_pair_stats_prepared(c->engine, bp, xp, &ps) == 0) {
-				row->max_abs_diff = ps.max_abs_diff;
-				row->rel_l2 = ps.rel_l2;
-			}
-			if (role[r] == ROLE_PROXY)
-				for (size_t k = 0; k < n_trained; k++)
-					if (!strcmp(s->pruns[k], runs[r]))
-						pw1[k] = row->w1;
-			wd_prepared_free(&xp);
-			free(xraw);
-		}
-		/* candidates' ratios, now that every proxy's W1 for this tensor is known */
-		for (size_t r = first_cand; r < n_runs; r++) {
-			struct drift_row *row = &grid[r * stride + t];
-			for (size_t k = 0; k < s->n_proxies; k++)
-				row->ratio[k] = wd_drift_ratio(row->w1, pw1[k]);
-		}
-		wd_prepared_free(&bp);
-		free(braw);
-	}
-	/* compact (tensors the baseline could not read have no row), then aggregates */
-	size_t out = 0;
-	for (size_t r = 0; r < n_row_runs; r++) {
-		size_t first = out;
-		for (size_t t = 0; t < nt; t++) {
-			struct drift_row *row = &grid[r * stride + t];
-			if (!row->run)
-				continue;
-			b->rows[out++] = *row;
-		}
-		struct drift_row agg[3];
-		size_t na = aggregate(b->rows, first, out - first, s->n_proxies, agg);
-		for (size_t k = 0; k < na; k++) {
-			agg[k].run = strdup(agg[k].run);
-			b->rows[out++] = agg[k];
-		}
-	}
-	b->n_rows = out;
-	free(grid);
-	wd_ckpt_close(&base);
-	for (size_t r = 0; r < n_runs; r++)
-		wd_ckpt_close(&ck[r]);
-	return b;
+	if (in->n_runs == 0 && s->synthetic == WD_SYNTHETIC_NONE)
+		return -1;
+	if (!(in->base = open_spool(c, s->baseline, step)))
+		return -1;
+	for (size_t r = 0; r < in->n_runs; r++)
+		in->ck[r] = open_spool(c, in->runs[r], at[r]);
+	return 0;
 }
 
+static void release(struct compare_input *in)
+{
+	wd_ckpt_close(&in->base);
+	for (size_t r = 0; r < in->n_runs; r++)
+		wd_ckpt_close(&in->ck[r]);
+}
 /* Durable results: the WAL first (fsync'd), then the drift log. */
 static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 {
@@ -915,7 +717,11 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		int64_t bstep = !strcmp(s->baseline, run) ? step : nearest_step(c, s->baseline, step);
 		if (bstep < 0)
 			continue;	/* no baseline there yet: its arrival triggers this */
-		struct result_batch *b = compare_step(c, s, bstep);
+		struct compare_input in;
+		if (gather(c, s, bstep, &in) < 0)
+			continue;
+		struct result_batch *b = compare_step(c->engine, s, &in);
+		release(&in);
 		if (!b)
 			continue;
 		record(c, s, b);

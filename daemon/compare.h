@@ -1,0 +1,56 @@
+/*
+ * compare.h: one study at one step, through the engine, into drift rows
+ * (docs/daemon.md, "Compute"). The compute thread aligns the runs and opens
+ * their spooled snapshots (compute.c); this turns them into the batch of
+ * rows that goes to the WAL and the drift log: each run's tensor rows, then
+ * its summary rows. What a row holds is defined once, in lib/drift.h.
+ */
+#ifndef WD_COMPARE_H
+#define WD_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "store.h"
+
+struct result_batch;
+struct wd_ckpt;
+struct wd_engine;
+
+/* The compute thread's copy of a study (config.h's, as of the last reload). */
+struct cstudy {
+	char *name, *baseline;
+	char **cands;
+	size_t n_cands;
+	char *labels[STORE_MAX_PROXIES], *pruns[STORE_MAX_PROXIES];
+	size_t n_proxies;	/* trained proxies, then the synthetic one */
+	int synthetic;		/* enum wd_synthetic; its label is last */
+	struct store *store;
+};
+
+/*
+ * Every run a study can have: the config allows CONFIG_MAX_CANDIDATES
+ * candidates and CONFIG_MAX_PROXIES proxies (a literal 256 for both
+ * together skipped candidates beyond 192 with 64 proxies, silently).
+ */
+#define COMPARE_MAX_RUNS (CONFIG_MAX_PROXIES + CONFIG_MAX_CANDIDATES)
+
+/* The runs of study s aligned to the baseline's step, their snapshots open. */
+struct compare_input {
+	int64_t step;			/* the baseline's */
+	struct wd_ckpt *base;
+	size_t n_runs;			/* trained proxies first, then candidates */
+	const char *runs[COMPARE_MAX_RUNS];
+	int role[COMPARE_MAX_RUNS];	/* ROLE_PROXY or ROLE_CANDIDATE */
+	struct wd_ckpt *ck[COMPARE_MAX_RUNS];	/* NULL: that snapshot could not be opened */
+};
+
+/*
+ * The batch of study s at in->step: NULL (said in the log) when out of
+ * memory. A tensor a run lacks, or that cannot be read, leaves its values NaN.
+ */
+struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy *s,
+				  const struct compare_input *in);
+
+#endif
