@@ -71,10 +71,13 @@ LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/ckpt_sandbox.c lib/wire.c lib/pu
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
-	client/driftlog.c client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
+	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
 	client/cmd_keygen.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/config.c daemon/control.c daemon/forget.c daemon/identity.c daemon/ingest.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
-	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/store.c daemon/wal.c
+	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c
+# What the CLI and the daemon share, apart from libwdrift (which a training
+# job loads): the drift log's format, its writer and its reader.
+COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -99,9 +102,10 @@ LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o)
 # config/wdrift.yaml, compiled in as wd_config_default_yaml: one source of truth.
 CONFIG_OBJS := $(BUILD)/daemon/config.o $(BUILD)/daemon/default_yaml.o
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/daemon/default_yaml.o
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/daemon/default_yaml.o $(COMMON_OBJS)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # tests/kernels: defined before `all`, whose prerequisites are expanded as read.
 KERNEL_CXX  := $(if $(findstring clang,$(CC)),clang++,g++)
@@ -169,8 +173,9 @@ $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
-# The CLI includes daemon headers: config.h (endpoints) and store.h (the drift log).
-$(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon
+# The CLI includes daemon headers: config.h (endpoints); common/ (the drift log).
+$(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon -Icommon
+$(BUILD)/common/%.o: ALL_CFLAGS += -Icommon
 
 $(BUILD)/daemon/default_yaml.c: config/wdrift.yaml
 	@mkdir -p $(dir $@)
@@ -183,11 +188,11 @@ $(BUILD)/daemon/default_yaml.o: $(BUILD)/daemon/default_yaml.c $(FLAGS_STAMP)
 	$(CC) $(ALL_CFLAGS) -include daemon/config.h -c -o $@ $<
 
 # The CLI reads the daemon's config for its endpoints, and the drift log in its format.
-$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/daemon/store.o $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) $(BUILD)/daemon/store.o -L$(BUILD) -lwdrift \
+$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(COMMON_OBJS) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) $(COMMON_OBJS) -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
-$(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/wdriftd: $(DAEMON_OBJS) $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
@@ -208,8 +213,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 # Unit tests of daemon modules link those modules too.
 $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/tests/test_store: $(BUILD)/daemon/store.o
-$(BUILD)/tests/unit/test_store.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
+$(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
@@ -220,7 +225,7 @@ $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
 # replays the checked-in corpus through each (test_fuzz_*, any compiler);
 # `make fuzz` runs them under libFuzzer with ASan and UBSan (clang).
 DAEMON_LIB_OBJS = $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
-$(BUILD)/fuzz/%.o: ALL_CFLAGS += -Idaemon -Ifuzz
+$(BUILD)/fuzz/%.o: ALL_CFLAGS += -Idaemon -Icommon -Ifuzz
 $(BUILD)/fuzz/replay_%.o: fuzz/replay.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"fuzz/corpus/$*"' -c -o $@ $<

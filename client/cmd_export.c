@@ -131,7 +131,7 @@ static void write_csv(FILE *f, const struct driftlog *d)
 	}
 	fputs(",wall\n", f);
 	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct store_disk_row *r = dl_row(d, i);
+		const struct driftlog_disk_row *r = dl_row(d, i);
 		fprintf(f, "%lld,", (long long)r->step);
 		csv_str(f, d->runs[r->run]);
 		fprintf(f, ",%s,%s,", study_role_name(r->role), study_kind_name(r->kind));
@@ -171,7 +171,7 @@ static void write_json(FILE *f, const struct study_data *sd)
 	}
 	fputs("], \"rows\": [", f);
 	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct store_disk_row *r = dl_row(d, i);
+		const struct driftlog_disk_row *r = dl_row(d, i);
 		fprintf(f, "%s\n {\"step\": %lld, \"run\": ", i ? "," : "", (long long)r->step);
 		json_str(f, d->runs[r->run]);
 		fprintf(f, ", \"role\": \"%s\", \"kind\": \"%s\", \"tensor\": ", study_role_name(r->role),

@@ -80,7 +80,7 @@ static int gather(struct report *r, const struct study_data *sd)
 	if (!r->steps || !r->role)
 		return -1;
 	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct store_disk_row *w = dl_row(d, i);
+		const struct driftlog_disk_row *w = dl_row(d, i);
 		if (!r->n_steps || r->steps[r->n_steps - 1] != w->step)
 			r->steps[r->n_steps++] = w->step;
 		r->role[w->run] = w->role;
@@ -101,7 +101,7 @@ static size_t series_of(const struct driftlog *d, size_t run, int kind, int prox
 {
 	size_t n = 0;
 	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct store_disk_row *w = dl_row(d, i);
+		const struct driftlog_disk_row *w = dl_row(d, i);
 		if (w->run != run || w->kind != kind)
 			continue;
 		x[n] = (double)w->step;
@@ -110,11 +110,11 @@ static size_t series_of(const struct driftlog *d, size_t run, int kind, int prox
 	return n;
 }
 
-static const struct store_disk_row *latest_agg(const struct driftlog *d, size_t run, int kind)
+static const struct driftlog_disk_row *latest_agg(const struct driftlog *d, size_t run, int kind)
 {
-	const struct store_disk_row *found = NULL;
+	const struct driftlog_disk_row *found = NULL;
 	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct store_disk_row *w = dl_row(d, i);
+		const struct driftlog_disk_row *w = dl_row(d, i);
 		if (w->run == run && w->kind == kind)
 			found = w;	/* sorted by step: the last is the latest */
 	}
@@ -144,7 +144,7 @@ static void summary(FILE *f, const struct report *r)
 	}
 	fputs("</tr>\n", f);
 	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct store_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
+		const struct driftlog_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
 		if (r->role[run] != 1 || !m)
 			continue;
 		fputs("<tr><td>", f);
@@ -304,7 +304,7 @@ static int heatmaps(FILE *f, const struct report *r)
 		for (size_t s = 0; s < r->n_steps; s++)
 			col_of[s] = SIZE_MAX;
 		for (size_t i = 0; i < d->n_rows; i++) {	/* which tensors and steps it has */
-			const struct store_disk_row *w = dl_row(d, i);
+			const struct driftlog_disk_row *w = dl_row(d, i);
 			while (r->steps[si] != w->step)
 				si++;
 			if (w->run != run || w->kind)
@@ -332,7 +332,7 @@ static int heatmaps(FILE *f, const struct report *r)
 				v[i] = NAN;
 			si = 0;
 			for (size_t i = 0; i < d->n_rows; i++) {
-				const struct store_disk_row *w = dl_row(d, i);
+				const struct driftlog_disk_row *w = dl_row(d, i);
 				while (r->steps[si] != w->step)
 					si++;
 				if (w->run == run && !w->kind)
@@ -361,7 +361,7 @@ out:
 }
 
 struct ranked {
-	const struct store_disk_row *row;
+	const struct driftlog_disk_row *row;
 	double key;
 };
 
@@ -381,12 +381,12 @@ static int worst(FILE *f, const struct report *r)
 	if (!v)
 		return -1;
 	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct store_disk_row *m = latest_agg(d, run, 1);
+		const struct driftlog_disk_row *m = latest_agg(d, run, 1);
 		if (r->role[run] != 1 || !m)
 			continue;
 		size_t n = 0;
 		for (size_t i = 0; i < d->n_rows; i++) {
-			const struct store_disk_row *w = dl_row(d, i);
+			const struct driftlog_disk_row *w = dl_row(d, i);
 			if (w->run == run && !w->kind && w->step == m->step && n < d->n_tensors) {
 				double key = -INFINITY;	/* the largest ratio over the proxies */
 				for (size_t k = 0; k < d->n_proxies; k++)
@@ -408,7 +408,7 @@ static int worst(FILE *f, const struct report *r)
 		}
 		fputs("</tr>\n", f);
 		for (size_t i = 0; i < n && i < 15; i++) {
-			const struct store_disk_row *w = v[i].row;
+			const struct driftlog_disk_row *w = v[i].row;
 			fputs("<tr><td class=\"l\">", f);
 			xml_text(f, d->tensors[w->tensor]);
 			fprintf(f, "</td><td>%llu</td><td>", (unsigned long long)w->numel);
@@ -486,7 +486,7 @@ static void metadata(FILE *f, const struct report *r)
 	fputs("<h3>Runs</h3>\n<table><tr><th>run</th><th>role</th><th>snapshots</th><th>last step</th>"
 	      "<th>elements</th><th>mean W1</th><th>max W1</th><th>NaN/Inf</th></tr>\n", f);
 	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct store_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
+		const struct driftlog_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
 		size_t n = 0;
 		for (size_t i = 0; i < d->n_rows; i++)
 			n += dl_row(d, i)->run == run && dl_row(d, i)->kind == 1;

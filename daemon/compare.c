@@ -16,7 +16,7 @@
 #include "logging.h"
 #include "wdrift.h"
 
-_Static_assert(CONFIG_MAX_PROXIES <= STORE_MAX_PROXIES, "a drift row holds every proxy's ratio");
+_Static_assert(CONFIG_MAX_PROXIES <= DRIFTLOG_MAX_PROXIES, "a drift row holds every proxy's ratio");
 
 /* Reads and prepares one tensor; the data stays in *raw (KEEP_RAW). */
 static struct wd_prepared *load(struct wd_engine *engine, struct wd_ckpt *ck, const char *name,
@@ -50,7 +50,7 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 {
 	double *vals = calloc(n + 1, sizeof(double));
 	uint64_t *numel = calloc(n + 1, sizeof(uint64_t));
-	struct wd_drift_summary d[STORE_MAX_PROXIES + 1];	/* [n_proxies]: w1 itself */
+	struct wd_drift_summary d[DRIFTLOG_MAX_PROXIES + 1];	/* [n_proxies]: w1 itself */
 	int ok = vals && numel && n;
 
 	for (size_t i = 0; ok && i < n; i++)
@@ -128,8 +128,8 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 		void *braw;
 		uint64_t bn = 0;
 		struct wd_prepared *bp = load(engine, base, name, &braw, &bn);
-		double pw1[STORE_MAX_PROXIES];
-		for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+		double pw1[DRIFTLOG_MAX_PROXIES];
+		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 			pw1[k] = NAN;
 		if (!bp)
 			continue;
@@ -146,7 +146,7 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 			row->run = strdup(synth ? s->labels[s->n_proxies - 1] : runs[r]);
 			row->w1 = row->max_abs_diff = row->rel_l2 = NAN;
 			row->wall = wall;
-			for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+			for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 				row->ratio[k] = NAN;
 			if (synth) {	/* the baseline rounded: its own W1 */
 				const struct wd_ckpt_entry *e = wd_ckpt_entry(base, t);

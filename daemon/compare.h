@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "store.h"
+#include "driftlog.h"
 
 struct result_batch;
 struct wd_ckpt;
@@ -23,10 +23,10 @@ struct cstudy {
 	char *name, *baseline;
 	char **cands;
 	size_t n_cands;
-	char *labels[STORE_MAX_PROXIES], *pruns[STORE_MAX_PROXIES];
+	char *labels[DRIFTLOG_MAX_PROXIES], *pruns[DRIFTLOG_MAX_PROXIES];
 	size_t n_proxies;	/* trained proxies, then the synthetic one */
 	int synthetic;		/* enum wd_synthetic; its label is last */
-	struct store *store;
+	struct driftlog_writer *store;
 };
 
 /*

@@ -94,7 +94,7 @@ static void studies_free(struct cstudy *s, size_t n)
 			free(s[i].labels[k]);
 			free(s[i].pruns[k]);
 		}
-		store_close(&s[i].store);
+		driftlog_close(&s[i].store);
 	}
 	free(s);
 }
@@ -115,7 +115,7 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 		for (size_t k = 0; c->cands && k < s->candidates.n; k++)
 			c->cands[c->n_cands++] = strdup(s->candidates.names[k]);
 		/* the config allows CONFIG_MAX_PROXIES, the synthetic one included */
-		for (size_t k = 0; k < s->proxies.n && c->n_proxies < STORE_MAX_PROXIES; k++) {
+		for (size_t k = 0; k < s->proxies.n && c->n_proxies < DRIFTLOG_MAX_PROXIES; k++) {
 			c->labels[c->n_proxies] = strdup(s->proxies.v[k].label);
 			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
 		}
@@ -176,7 +176,7 @@ struct result_batch *result_batch_decode(const char *payload, size_t len)
 	rows = json_object_get(o, "rows");
 	labels = json_object_get(o, "proxies");
 	if (!b || !study || !base || !json_is_array(rows) || !json_is_array(labels) ||
-	    json_array_size(labels) > STORE_MAX_PROXIES) {
+	    json_array_size(labels) > DRIFTLOG_MAX_PROXIES) {
 		json_decref(o);
 		free(b);
 		return NULL;
@@ -359,7 +359,7 @@ int result_record_study(const char *payload, size_t len, char *study, size_t siz
  */
 static void relabel(struct result_batch *b, const struct cstudy *s)
 {
-	int from[STORE_MAX_PROXIES];
+	int from[DRIFTLOG_MAX_PROXIES];
 
 	for (size_t k = 0; k < s->n_proxies; k++) {
 		from[k] = -1;
@@ -368,9 +368,9 @@ static void relabel(struct result_batch *b, const struct cstudy *s)
 				from[k] = (int)j;
 	}
 	for (size_t i = 0; i < b->n_rows; i++) {
-		double old[STORE_MAX_PROXIES];
+		double old[DRIFTLOG_MAX_PROXIES];
 		memcpy(old, b->rows[i].ratio, sizeof(old));
-		for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 			b->rows[i].ratio[k] = k < s->n_proxies && from[k] >= 0 ? old[from[k]] : NAN;
 	}
 	for (size_t j = 0; j < b->n_proxies; j++)
@@ -387,16 +387,16 @@ static void aside_removed(void *ctx, const char *path, uint64_t bytes, int errnu
 		log_warning("cannot remove the set-aside drift log '%s': %s", path, strerror(errnum));
 	else
 		log_notice("removed the set-aside drift log '%s' (%llu bytes): the newest %d are kept",
-			   path, (unsigned long long)bytes, STORE_ASIDE_KEEP);
+			   path, (unsigned long long)bytes, DRIFTLOG_ASIDE_KEEP);
 }
 
 /*
  * Opens the study's drift log, rebuilding it from the WAL when needed: when
  * it does not open, or holds other rows than the WAL's results (fewer: a
  * crash before its write; more: --force moved records aside). The old file
- * is kept as a copy (store_set_aside).
+ * is kept as a copy (driftlog_set_aside).
  */
-static struct store *study_store(struct compute *c, struct cstudy *s)
+static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 {
 	char path[4200], err[512], dir[4100];
 	uint64_t want = 0;
@@ -419,35 +419,35 @@ static struct store *study_store(struct compute *c, struct cstudy *s)
 			result_batch_free(&b);
 		}
 	}
-	const char *labels[STORE_MAX_PROXIES];
+	const char *labels[DRIFTLOG_MAX_PROXIES];
 	for (size_t k = 0; k < s->n_proxies; k++)
 		labels[k] = s->labels[k];
 	/* a missing drift log (runs rm removed it) is made again, with no copy to keep */
 	struct stat sb;
 	int exists = stat(path, &sb) == 0;
-	int ok = exists && store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
-	if (ok && store_rows(s->store) != want) {
+	int ok = exists && driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
+	if (ok && driftlog_rows(s->store) != want) {
 		log_warning("drift log '%s' holds %llu rows, the write-ahead log %llu: rebuilding it",
-			    path, (unsigned long long)store_rows(s->store), (unsigned long long)want);
-		store_close(&s->store);
+			    path, (unsigned long long)driftlog_rows(s->store), (unsigned long long)want);
+		driftlog_close(&s->store);
 		ok = 0;
 	} else if (!ok && exists) {
 		log_warning("%s: rebuilding it from the write-ahead log", err);
 	}
 	if (!ok) {
 		char aside[4300];
-		int r = !exists ? -ENOENT : store_set_aside(path, (long long)time(NULL), STORE_ASIDE_KEEP, aside, sizeof(aside),
+		int r = !exists ? -ENOENT : driftlog_set_aside(path, (long long)time(NULL), DRIFTLOG_ASIDE_KEEP, aside, sizeof(aside),
 					aside_removed, NULL, err, sizeof(err));
 		if (r == 0)
 			log_notice("moved the old drift log aside to '%s'", aside);
 		else if (r != -ENOENT)
 			log_warning("%s", err);
-		if (store_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
+		if (driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
 			log_err("%s", err);
 			s->store = NULL;
 		}
 		for (size_t i = 0; s->store && i < n_mine; i++)
-			if (store_append(s->store, mine[i]->rows, mine[i]->n_rows, err, sizeof(err)) < 0)
+			if (driftlog_append(s->store, mine[i]->rows, mine[i]->n_rows, err, sizeof(err)) < 0)
 				log_err("rebuilding '%s': %s", path, err);
 	}
 	for (size_t i = 0; i < n_mine; i++)
@@ -679,7 +679,7 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 		log_err("compute: study '%s' step %lld: write-ahead log: %s", s->name,
 			(long long)b->step, strerror(-r));
 	/* opened (or rebuilt) first: what it checks against is the WAL before b */
-	struct store *st = study_store(c, s);
+	struct driftlog_writer *st = study_store(c, s);
 	/*
 	 * Kept with the replayed ones: a drift log rebuilt later in this run (a
 	 * reload that changes the study's proxies) must hold these rows too.
@@ -697,7 +697,7 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 		payload = NULL;
 	}
 	free(payload);
-	if (st && store_append(st, b->rows, b->n_rows, err, sizeof(err)) < 0)
+	if (st && driftlog_append(st, b->rows, b->n_rows, err, sizeof(err)) < 0)
 		log_err("compute: drift log of '%s': %s", s->name, err);
 }
 
@@ -826,7 +826,7 @@ static void forget_job(struct compute *c, struct job *j)
 			involved = touched[t] && !strcmp(touched[t], s->name);
 		if (!involved)
 			continue;
-		store_close(&s->store);
+		driftlog_close(&s->store);
 		snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
 		if (unlink(path) < 0 && errno != ENOENT)
 			log_warning("runs rm: cannot remove '%s': %s", path, strerror(errno));

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "store.h"
+#include "driftlog.h"
 
 struct compute;
 struct wal;
@@ -31,7 +31,7 @@ struct result_batch {
 	char *study;
 	int64_t step;
 	char *baseline;
-	char *proxies[STORE_MAX_PROXIES];	/* labels, as ratio[] orders them */
+	char *proxies[DRIFTLOG_MAX_PROXIES];	/* labels, as ratio[] orders them */
 	size_t n_proxies;
 	struct drift_row *rows;			/* strings owned by the batch */
 	size_t n_rows;

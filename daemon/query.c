@@ -191,7 +191,7 @@ void drift_query_release(struct drift_query *q)
 	result_batch_free(&q->batch);
 	free(q->glob);
 	q->glob = NULL;
-	for (size_t k = 0; k < STORE_MAX_PROXIES; k++) {
+	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++) {
 		free(q->proxy_runs[k]);
 		q->proxy_runs[k] = NULL;
 	}
@@ -267,7 +267,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 {
 	if (a->batch != b->batch || !str_eq(a->glob, b->glob))
 		return 0;
-	for (size_t k = 0; k < STORE_MAX_PROXIES; k++)
+	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]))
 			return 0;
 	return 1;

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "store.h"
+#include "driftlog.h"
 
 struct result_batch;
 
@@ -22,7 +22,7 @@ struct drift_query {
 	struct result_batch *batch;	/* a reference of the query's own */
 	char *glob;			/* only tensors matching it; NULL: every one */
 	/* each proxy label's run, as the config said at the request; the label for round:* */
-	char *proxy_runs[STORE_MAX_PROXIES];
+	char *proxy_runs[DRIFTLOG_MAX_PROXIES];
 };
 
 /* Releases q's batch reference and strings; q itself is the caller's. */

@@ -107,7 +107,7 @@ struct wd_ckpt_tensor {
 int wd_ckpt_write(const char *path, const struct wd_ckpt_tensor *t, size_t n, char *err);
 
 /*
- * For other HDF5 writers (daemon/store.c), so that they need not read
+ * For other HDF5 writers (common/driftlog_write.c), so that they need not read
  * HDF5's messages themselves:
  *
  * wd_h5_errno: the errno of the failed system call that HDF5's current

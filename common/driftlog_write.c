@@ -1,10 +1,10 @@
 /*
- * store.c: the drift log (see store.h and docs/storage.md). SWMR needs
+ * driftlog_write.c: writing the drift log (driftlog.h, docs/storage.md). SWMR needs
  * every dataset to exist before writing starts, so the file is made with
  * all of them: rows, and the tensors, runs and proxies string tables.
  * Datasets may grow under SWMR; new ones may not appear.
  *
- * Also the copies of damaged drift logs (store_set_aside): plain file
+ * Also the copies of damaged drift logs (driftlog_set_aside): plain file
  * operations, no HDF5. It does not log: the caller is told what it removed.
  */
 #include <dirent.h>
@@ -20,14 +20,14 @@
 #include <hdf5.h>
 
 #include "checkpoint.h"	/* wd_h5_errno, wd_h5_discard_writes */
-#include "store.h"
+#include "driftlog.h"
 
 struct names {
 	char **v;
 	size_t n, cap;
 };
 
-struct store {
+struct driftlog_writer {
 	char *path;
 	int failed;		/* a write failed: close discards what HDF5 still buffers */
 	hid_t file, rows, tensors, runs, row_type, str_type;
@@ -48,27 +48,27 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-int64_t store_row_type(size_t n_proxies, size_t *size)
+int64_t driftlog_row_type(size_t n_proxies, size_t *size)
 {
-	*size = sizeof(struct store_disk_row) + n_proxies * sizeof(double);
+	*size = sizeof(struct driftlog_disk_row) + n_proxies * sizeof(double);
 	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
-	H5Tinsert(t, "step", HOFFSET(struct store_disk_row, step), H5T_NATIVE_INT64);
-	H5Tinsert(t, "tensor", HOFFSET(struct store_disk_row, tensor), H5T_NATIVE_UINT32);
-	H5Tinsert(t, "run", HOFFSET(struct store_disk_row, run), H5T_NATIVE_UINT16);
-	H5Tinsert(t, "kind", HOFFSET(struct store_disk_row, kind), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "role", HOFFSET(struct store_disk_row, role), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "w1", HOFFSET(struct store_disk_row, w1), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "max_abs_diff", HOFFSET(struct store_disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "rel_l2", HOFFSET(struct store_disk_row, rel_l2), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "nan", HOFFSET(struct store_disk_row, nan), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "posinf", HOFFSET(struct store_disk_row, posinf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "neginf", HOFFSET(struct store_disk_row, neginf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "wall", HOFFSET(struct store_disk_row, wall), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "numel", HOFFSET(struct store_disk_row, numel), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "step", HOFFSET(struct driftlog_disk_row, step), H5T_NATIVE_INT64);
+	H5Tinsert(t, "tensor", HOFFSET(struct driftlog_disk_row, tensor), H5T_NATIVE_UINT32);
+	H5Tinsert(t, "run", HOFFSET(struct driftlog_disk_row, run), H5T_NATIVE_UINT16);
+	H5Tinsert(t, "kind", HOFFSET(struct driftlog_disk_row, kind), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "role", HOFFSET(struct driftlog_disk_row, role), H5T_NATIVE_UINT8);
+	H5Tinsert(t, "w1", HOFFSET(struct driftlog_disk_row, w1), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "max_abs_diff", HOFFSET(struct driftlog_disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "rel_l2", HOFFSET(struct driftlog_disk_row, rel_l2), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "nan", HOFFSET(struct driftlog_disk_row, nan), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "posinf", HOFFSET(struct driftlog_disk_row, posinf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "neginf", HOFFSET(struct driftlog_disk_row, neginf), H5T_NATIVE_UINT64);
+	H5Tinsert(t, "wall", HOFFSET(struct driftlog_disk_row, wall), H5T_NATIVE_DOUBLE);
+	H5Tinsert(t, "numel", HOFFSET(struct driftlog_disk_row, numel), H5T_NATIVE_UINT64);
 	if (n_proxies) {
 		hsize_t dim = n_proxies;
 		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
-		H5Tinsert(t, "ratio", sizeof(struct store_disk_row), a);
+		H5Tinsert(t, "ratio", sizeof(struct driftlog_disk_row), a);
 		H5Tclose(a);
 	}
 	return t;
@@ -130,7 +130,7 @@ static int table_append(hid_t ds, hid_t t, const void *buf, hsize_t n, int *caus
  * result records in the write-ahead log hold them, and the drift log is
  * rebuilt from it at the next start. Returns -1.
  */
-static int write_failed(struct store *s, char *err, size_t errlen, const char *what, int e)
+static int write_failed(struct driftlog_writer *s, char *err, size_t errlen, const char *what, int e)
 {
 	H5Eclear2(H5E_DEFAULT);
 	s->failed = 1;
@@ -161,13 +161,13 @@ static int names_add(struct names *nm, const char *s)
 static int names_load(hid_t ds, hid_t str, struct names *nm)
 {
 	uint64_t n = table_len(ds);
-	char *buf = calloc(n + 1, STORE_NAME_MAX);
+	char *buf = calloc(n + 1, DRIFTLOG_NAME_MAX);
 	int r = 0;
 	if (!buf || (n && H5Dread(ds, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0))
 		r = -1;
 	for (uint64_t i = 0; !r && i < n; i++) {
-		buf[i * STORE_NAME_MAX + STORE_NAME_MAX - 1] = 0;
-		r = names_add(nm, buf + i * STORE_NAME_MAX);
+		buf[i * DRIFTLOG_NAME_MAX + DRIFTLOG_NAME_MAX - 1] = 0;
+		r = names_add(nm, buf + i * DRIFTLOG_NAME_MAX);
 	}
 	free(buf);
 	return r;
@@ -177,7 +177,7 @@ static int names_load(hid_t ds, hid_t str, struct names *nm)
 /* The index of name in a name table, appended when new; -1 with *cause (table_append). */
 static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name, int *cause)
 {
-	char padded[STORE_NAME_MAX];
+	char padded[DRIFTLOG_NAME_MAX];
 
 	/* the table holds names cut to its width: look up the cut name, or a
 	 * long name would be appended again at every row */
@@ -191,15 +191,15 @@ static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name, 
 	return (long)nm->n - 1;
 }
 
-int store_open(const char *path, const char *const *proxies, size_t n_proxies,
-	       struct store **out, char *err, size_t errlen)
+int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies,
+	       struct driftlog_writer **out, char *err, size_t errlen)
 {
-	struct store *s = calloc(1, sizeof(*s));
+	struct driftlog_writer *s = calloc(1, sizeof(*s));
 	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
 	FILE *probe;
 
 	*out = NULL;
-	if (!s || n_proxies > STORE_MAX_PROXIES || !(s->path = strdup(path))) {
+	if (!s || n_proxies > DRIFTLOG_MAX_PROXIES || !(s->path = strdup(path))) {
 		free(s);
 		H5Pclose(fapl);
 		return fail(err, errlen, "'%s': out of memory or too many proxies", path);
@@ -207,9 +207,9 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
 	s->n_proxies = n_proxies;
-	s->row_type = store_row_type(n_proxies, &s->row_size);
+	s->row_type = driftlog_row_type(n_proxies, &s->row_size);
 	s->str_type = H5Tcopy(H5T_C_S1);
-	H5Tset_size(s->str_type, STORE_NAME_MAX);
+	H5Tset_size(s->str_type, DRIFTLOG_NAME_MAX);
 	s->file = s->rows = s->tensors = s->runs = -1;
 	if ((probe = fopen(path, "rb"))) {
 		fclose(probe);
@@ -260,9 +260,9 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 		hid_t sp = H5Screate_simple(1, &np, NULL);
 		hid_t px = H5Dcreate2(s->file, "proxies", s->str_type, sp, H5P_DEFAULT, H5P_DEFAULT,
 				      H5P_DEFAULT);
-		char *buf = calloc(n_proxies + 1, STORE_NAME_MAX);
+		char *buf = calloc(n_proxies + 1, DRIFTLOG_NAME_MAX);
 		for (size_t i = 0; buf && i < n_proxies; i++)
-			snprintf(buf + i * STORE_NAME_MAX, STORE_NAME_MAX, "%s", proxies[i]);
+			snprintf(buf + i * DRIFTLOG_NAME_MAX, DRIFTLOG_NAME_MAX, "%s", proxies[i]);
 		int ok = s->rows >= 0 && s->tensors >= 0 && s->runs >= 0 && px >= 0 && buf &&
 			 (!n_proxies || H5Dwrite(px, s->str_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
 		free(buf);
@@ -279,16 +279,16 @@ int store_open(const char *path, const char *const *proxies, size_t n_proxies,
 	return 0;
 fail:
 	H5Pclose(fapl);
-	store_close(&s);
+	driftlog_close(&s);
 	return -1;
 }
 
-uint64_t store_rows(const struct store *s)
+uint64_t driftlog_rows(const struct driftlog_writer *s)
 {
 	return s->n_rows;
 }
 
-int store_append(struct store *s, const struct drift_row *rows, size_t n, char *err, size_t errlen)
+int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, size_t n, char *err, size_t errlen)
 {
 	unsigned char *buf = calloc(n + 1, s->row_size);
 	int cause = 0;
@@ -297,7 +297,7 @@ int store_append(struct store *s, const struct drift_row *rows, size_t n, char *
 		return fail(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const struct drift_row *r = &rows[i];
-		struct store_disk_row d;
+		struct driftlog_disk_row d;
 		long t = r->tensor ? name_index(&s->tensor_names, s->tensors, s->str_type, r->tensor, &cause)
 				   : (long)UINT32_MAX;
 		long run = t < 0 ? -1 : name_index(&s->run_names, s->runs, s->str_type, r->run, &cause);
@@ -333,9 +333,9 @@ int store_append(struct store *s, const struct drift_row *rows, size_t n, char *
 	return 0;
 }
 
-void store_close(struct store **ps)
+void driftlog_close(struct driftlog_writer **ps)
 {
-	struct store *s = *ps;
+	struct driftlog_writer *s = *ps;
 	if (!s)
 		return;
 	/*
@@ -469,8 +469,8 @@ static int rename_noreplace(const char *from, const char *to)
 	return rename(from, to) < 0 ? -errno : 0;
 }
 
-int store_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
-		    store_removed_fn removed, void *ctx, char *err, size_t errlen)
+int driftlog_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
+		    driftlog_removed_fn removed, void *ctx, char *err, size_t errlen)
 {
 	char dir[4096];
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;

@@ -1,5 +1,5 @@
 /*
- * test_store.c: the drift log file: created with its proxies, appended to,
+ * test_driftlog.c: the drift log file: created with its proxies, appended to,
  * reopened and appended to again, names interned once; a file made for
  * other proxies, or not a drift log, is refused so the daemon rebuilds it.
  * Copies of damaged drift logs: each has a name of its own (two in one
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "store.h"
+#include "driftlog.h"
 
 static char dir[] = "/tmp/wdrift-test-store-XXXXXX";
 
@@ -100,15 +100,15 @@ static void test_set_aside(void)
 	if (mkdir(d, 0700) < 0)
 		printf("# mkdir '%s' failed\n", d);
 	snprintf(path, sizeof(path), "%s/fa.h5", d);
-	CHECK(store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
+	CHECK(driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
 	      -ENOENT, "no drift log: -ENOENT, nothing made");
 	/* two in the same second: two copies (the reproducer of issue 6's loss) */
 	put(d, "fa.h5", "first\n");
-	int r1 = store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r1 = driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r1 == 0 && !strcmp(aside, want), "the first copy is fa.h5.broken-1000.1 (%s)", aside);
 	put(d, "fa.h5", "second\n");
-	int r2 = store_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r2 = driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
 	CHECK(r2 == 0 && !strcmp(aside, want), "a second in the same second: fa.h5.broken-1000.2 (%s)", aside);
 	CHECK(!strcmp(text_of(d, "fa.h5.broken-1000.1"), "first\n") &&
@@ -125,7 +125,7 @@ static void test_set_aside(void)
 	n_removed = 0;
 	put(d, "fa.h5", "third\n");
 	/* the clock set back: the order is N's, so this one is still the newest */
-	int r3 = store_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r3 = driftlog_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-500.3", d);
 	CHECK(r3 == 0 && !strcmp(aside, want), "N goes on from the highest present: %s", aside);
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-999", d);
@@ -134,7 +134,7 @@ static void test_set_aside(void)
 	      n_removed, n_removed ? removed_names[0] : "", (unsigned long long)removed_bytes[0]);
 	n_removed = 0;
 	put(d, "fa.h5", "fourth\n");
-	int r4 = store_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r4 = driftlog_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r4 == 0 && n_removed == 1 && !strcmp(removed_names[0], want),
 	      "the next removes the lowest N, fa.h5.broken-1000.1, though named for a later second (%s)",
@@ -149,39 +149,39 @@ static void test_set_aside(void)
 	/* keep 0: nothing removed */
 	n_removed = 0;
 	put(d, "fa.h5", "fifth\n");
-	CHECK(store_set_aside(path, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
+	CHECK(driftlog_set_aside(path, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
 	      n_removed == 0, "keep 0 removes nothing (%d removed)", n_removed);
 }
 
 int main(void)
 {
 	const char *proxies[2] = { "fp16", "seed" }, *other[1] = { "fp16" };
-	char path[300], err[512] = "";	/* store_open writes it only on failure */
-	struct store *s;
+	char path[300], err[512] = "";	/* driftlog_open writes it only on failure */
+	struct driftlog_writer *s;
 
 	if (!mkdtemp(dir))
 		return printf("not ok 1 - mkdtemp\n"), 1;
 	snprintf(path, sizeof(path), "%s/fa.h5", dir);
-	CHECK(store_open(path, proxies, 2, &s, err, sizeof(err)) == 0, "create (%s)", err);
+	CHECK(driftlog_open(path, proxies, 2, &s, err, sizeof(err)) == 0, "create (%s)", err);
 	struct drift_row r[3] = { row(100, "layers.0.w", "fa", 1e-5), row(100, "emb", "fa", 2e-5),
 				  row(100, NULL, "fa", 2e-5) };
-	CHECK(s && store_append(s, r, 3, err, sizeof(err)) == 0 && store_rows(s) == 3, "append 3 rows");
-	store_close(&s);
+	CHECK(s && driftlog_append(s, r, 3, err, sizeof(err)) == 0 && driftlog_rows(s) == 3, "append 3 rows");
+	driftlog_close(&s);
 	CHECK(!s, "close nulls the pointer");
-	CHECK(store_open(path, proxies, 2, &s, err, sizeof(err)) == 0 && store_rows(s) == 3,
+	CHECK(driftlog_open(path, proxies, 2, &s, err, sizeof(err)) == 0 && driftlog_rows(s) == 3,
 	      "reopen: 3 rows (%s)", err);
 	struct drift_row r2[2] = { row(200, "layers.0.w", "fa", 3e-5), row(200, "new", "seed2", 4e-5) };
-	CHECK(s && store_append(s, r2, 2, err, sizeof(err)) == 0 && store_rows(s) == 5,
+	CHECK(s && driftlog_append(s, r2, 2, err, sizeof(err)) == 0 && driftlog_rows(s) == 5,
 	      "append after reopen: 5 rows");
-	store_close(&s);
-	CHECK(store_open(path, other, 1, &s, err, sizeof(err)) == -1 && !s && strstr(err, "other proxy"),
+	driftlog_close(&s);
+	CHECK(driftlog_open(path, other, 1, &s, err, sizeof(err)) == -1 && !s && strstr(err, "other proxy"),
 	      "other proxy labels are refused: %s", err);
 	char junk[300];
 	snprintf(junk, sizeof(junk), "%s/junk.h5", dir);
 	FILE *f = fopen(junk, "w");
 	fputs("not hdf5", f);
 	fclose(f);
-	CHECK(store_open(junk, proxies, 2, &s, err, sizeof(err)) == -1 && strstr(err, "cannot open"),
+	CHECK(driftlog_open(junk, proxies, 2, &s, err, sizeof(err)) == -1 && strstr(err, "cannot open"),
 	      "a damaged file is refused: %s", err);
 	/* A name longer than the table's 1024 bytes is cut, and interned once as cut. */
 	{
@@ -190,10 +190,10 @@ int main(void)
 		longname[sizeof(longname) - 1] = 0;
 		snprintf(lpath, sizeof(lpath), "%s/long.h5", dir);
 		struct drift_row lr[2] = { row(1, longname, "fa", 1), row(2, longname, "fa", 2) };
-		int ok = store_open(lpath, proxies, 2, &s, err, sizeof(err)) == 0 &&
-			 store_append(s, lr, 1, err, sizeof(err)) == 0 &&
-			 store_append(s, lr + 1, 1, err, sizeof(err)) == 0;
-		store_close(&s);
+		int ok = driftlog_open(lpath, proxies, 2, &s, err, sizeof(err)) == 0 &&
+			 driftlog_append(s, lr, 1, err, sizeof(err)) == 0 &&
+			 driftlog_append(s, lr + 1, 1, err, sizeof(err)) == 0;
+		driftlog_close(&s);
 		char lcmd[700];
 		snprintf(lcmd, sizeof(lcmd), "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File('%s','r'); "
 			 "t=f['tensors']; r=f['rows']; sys.exit(0 if len(t)==1 and len(t[0])==1023 and "

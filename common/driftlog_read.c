@@ -1,4 +1,4 @@
-/* driftlog.c: reads a drift log (see driftlog.h and docs/storage.md). */
+/* driftlog_read.c: reading a drift log (driftlog.h, docs/storage.md). */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include "driftlog.h"
 
-#define DL_MAX_PROXIES 64	/* as the daemon's STORE_MAX_PROXIES */
+#define DL_MAX_PROXIES 64	/* as the daemon's DRIFTLOG_MAX_PROXIES */
 #define DL_READ_ATTEMPTS 28	/* SWMR re-reads of a bad block: 2^28 ns of sleep at most */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -138,7 +138,7 @@ static int cmp_rows(const void *a, const void *b, void *ctx)
 {
 	const struct driftlog *d = ctx;
 	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-	const struct store_disk_row *x = dl_row(d, i), *y = dl_row(d, j);
+	const struct driftlog_disk_row *x = dl_row(d, i), *y = dl_row(d, j);
 
 	if (x->step != y->step)
 		return x->step < y->step ? -1 : 1;
@@ -151,7 +151,7 @@ static int cmp_rows(const void *a, const void *b, void *ctx)
 	return (i > j) - (i < j);	/* file order last: the later row wins */
 }
 
-static int same_key(const struct store_disk_row *x, const struct store_disk_row *y)
+static int same_key(const struct driftlog_disk_row *x, const struct driftlog_disk_row *y)
 {
 	return x->step == y->step && x->run == y->run && x->kind == y->kind && x->tensor == y->tensor;
 }
@@ -160,7 +160,7 @@ static int same_key(const struct store_disk_row *x, const struct store_disk_row 
 static int settle(struct driftlog *d, const char *path, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < d->n_written; i++) {
-		const struct store_disk_row *r = dl_row(d, i);
+		const struct driftlog_disk_row *r = dl_row(d, i);
 		if (r->kind > 3 || (r->role != 1 && r->role != 2))
 			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range%s", path, i,
 				    r->kind, r->role, r->role ? "" : " (a row never written: the file "
@@ -255,7 +255,7 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 		fail(err, errlen, "%s: 'rows': not a 1-D table of fewer than 2^32 rows", path);
 		goto out;
 	}
-	mt = store_row_type(d->n_proxies, &d->row_size);
+	mt = driftlog_row_type(d->n_proxies, &d->row_size);
 	d->n_written = n;
 	d->rows = calloc(n + 1, d->row_size);
 	if (!d->rows) {
