@@ -24,15 +24,33 @@
 # when the command line counts those as errors, fails it.
 #
 # ONLY=TEXT runs only the tests whose name contains TEXT (ONLY=t22).
+#
+# Tests run JOBS at a time (default: the cores this process may use), each
+# with its output kept until it ends, then printed whole, with its time, in
+# the order the tests started. The tests in SERIAL run after the others,
+# each alone: they run make in $BUILD (two makes in one build directory
+# race), install into a prefix, or time a daemon's reaction to signals and
+# load, which a loaded machine turns into false failures.
+#
+# WDRIFT_SOAK=1 (set by .ci/run) gives the soak tests their full size: t70's
+# 100 kills, t71's 60 s flood, t72's 1000 attempts per attack. Without it
+# they run a quick size (10 kills, 10 s, 100 attempts) for developers.
 set -u
 ONLY=${ONLY:-}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 1)}
+SERIAL="t05_ t30_ t31_ t40_ t41_ t42_ t55_ t57_ t65_ t70_ t71_ t72_"
+if [ "${WDRIFT_SOAK:-0}" != 1 ]; then
+	T70_ROUNDS=${T70_ROUNDS:-10} T71_FLOOD_SECONDS=${T71_FLOOD_SECONDS:-10}
+	T72_ATTEMPTS=${T72_ATTEMPTS:-100}
+	export T70_ROUNDS T71_FLOOD_SECONDS T72_ATTEMPTS
+fi
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 WDRIFT=${WDRIFT:-$BUILD/wdrift}
 export BUILD PYTHON WDRIFT
 passed=0 failed=0 skipped=0
-log=$(mktemp) || exit 1
-trap 'rm -f "$log"' EXIT
+results=$(mktemp -d) || exit 1
+trap 'rm -rf "$results"' EXIT
 
 san_dir=
 WDRIFT_VALGRIND=${WDRIFT_VALGRIND:-}
@@ -92,9 +110,13 @@ verdict() {
 	printf '%s\n' "$body" | head -n 60 | sed 's/^/#   /'
 }
 
+# run_one NAME CMD...: runs one test (in the background, from start_one)
+# and leaves in $results/N.res "PASSED FAILED SKIPPED" and in $results/N.out
+# what to print; N is its place in the order the tests were started.
 run_one() {
 	name=$1; shift
-	case $name in *$ONLY*) ;; *) return ;; esac
+	log=$results/$seq.log
+	t0=$(date +%s.%N)
 	if [ -n "$WDRIFT_VALGRIND" ]; then
 		report=$san_dir/$(basename "$name")
 		# unquoted: the command line is words
@@ -121,26 +143,75 @@ run_one() {
 		done
 		[ "$found" -eq 1 ] && [ "$rc" -eq 77 ] && rc=1
 	fi
+	secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
 	p=$(grep -c '^ok ' "$log")
 	f=$(grep -c '^not ok ' "$log")
+	out=$results/$seq.out
 	if [ "$rc" -eq 77 ]; then
-		skipped=$((skipped + 1))
-		echo "SKIP $name ($(grep -m1 -i skip "$log" || echo 'no device'))"
+		echo "SKIP $name ($(grep -m1 -i skip "$log" || echo 'no device'))" >"$out"
+		echo "0 0 1" >"$results/$seq.res"
 		return
 	fi
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		f=1
 		echo "not ok - $name exited $rc" >>"$log"
 	fi
-	passed=$((passed + p))
-	failed=$((failed + f))
 	if [ "$f" -ne 0 ]; then
-		echo "FAIL $name: $p passed, $f failed"
+		echo "FAIL $name: $p passed, $f failed (${secs} s)"
 		sed 's/^/    /' "$log" | grep -v '^    ok ' | tail -n 60
 	else
-		echo "ok   $name: $p passed"
+		echo "ok   $name: $p passed (${secs} s)"
 		[ "${VERBOSE:-0}" = 1 ] && sed 's/^/    /' "$log"
+	fi >"$out"
+	echo "$p $f 0" >"$results/$seq.res"
+}
+
+# seq: tests started; printed: tests printed, in start order. A test has
+# ended when its .res file exists (a pid could be a zombie's, or reused).
+seq=0 printed=0 phase=parallel
+
+# collect: prints, in start order, every ended test not printed yet, and
+# adds up its counts; a test still running holds back those after it.
+collect() {
+	while [ -f "$results/$((printed + 1)).res" ]; do
+		printed=$((printed + 1))
+		cat "$results/$printed.out"
+		read -r p f k <"$results/$printed.res"
+		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + k))
+	done
+}
+
+# wait_below N: waits until fewer than N tests run.
+wait_below() {
+	while :; do
+		n=0 i=$((printed + 1))
+		while [ "$i" -le "$seq" ]; do
+			[ -f "$results/$i.res" ] || n=$((n + 1))
+			i=$((i + 1))
+		done
+		collect
+		[ "$n" -lt "$1" ] && return
+		sleep 0.1
+	done
+}
+
+# start_one NAME CMD...: runs it when a slot is free. The SERIAL tests are
+# left for the serial phase, in which each runs alone.
+start_one() {
+	case $1 in *$ONLY*) ;; *) return 0 ;; esac
+	kind=parallel
+	for s in $SERIAL; do
+		case $(basename "$1") in "$s"*) kind=serial ;; esac
+	done
+	[ "$kind" = "$phase" ] || return 0
+	if [ "$phase" = serial ]; then
+		wait_below 1
+	else
+		wait_below "$JOBS"
 	fi
+	seq=$((seq + 1))
+	run_one "$@" &
+	return 0
 }
 
 # A test whose program was not built would pass by not running: say so.
@@ -157,20 +228,21 @@ for t in "$BUILD"/tests/test_*; do
 	*.d|*.o) continue ;;
 	*/test_gpu) [ -n "$WDRIFT_VALGRIND" ] && continue ;;
 	esac
-	[ -x "$t" ] && run_one "$(basename "$t")" "$t"
+	[ -x "$t" ] && start_one "$(basename "$t")" "$t"
 done
 if [ -z "$WDRIFT_VALGRIND" ]; then
-	for t in tests/integration/t*.sh tests/integration/t*.py; do
-		[ -f "$t" ] || continue
-		case $t in
-		*.py) run_one "$t" "$PYTHON" "$t" ;;
-		*) run_one "$t" sh "$t" ;;
-		esac
-	done
-	for t in tests/ref/t*.py; do
-		[ -f "$t" ] && run_one "$t" "$PYTHON" "$t"
+	for phase in parallel serial; do
+		for t in tests/integration/t*.sh tests/integration/t*.py tests/ref/t*.py; do
+			[ -f "$t" ] || continue
+			case $t in
+			*.py) start_one "$t" "$PYTHON" "$t" ;;
+			*) start_one "$t" sh "$t" ;;
+			esac
+		done
 	done
 fi
+wait_below 1
+wait
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
