@@ -73,11 +73,13 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
 	client/cmd_keygen.c
-DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/config.c daemon/control.c daemon/forget.c daemon/identity.c daemon/ingest.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/forget.c daemon/identity.c daemon/ingest.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c
 # What the CLI and the daemon share, apart from libwdrift (which a training
-# job loads): the drift log's format, its writer and its reader.
-COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c
+# job loads): the drift log's format, its writer and its reader; the
+# configuration (the CLI reads its endpoints).
+CONFIG_SRCS := common/config.c
+COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c $(CONFIG_SRCS)
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -102,10 +104,11 @@ LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
-COMMON_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o)
 # config/wdrift.yaml, compiled in as wd_config_default_yaml: one source of truth.
-CONFIG_OBJS := $(BUILD)/daemon/config.o $(BUILD)/daemon/default_yaml.o
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/daemon/default_yaml.o $(COMMON_OBJS)
+# CONFIG_OBJS: the configuration alone, a part of COMMON_OBJS (test_config).
+CONFIG_OBJS := $(CONFIG_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/common/default_yaml.o
+COMMON_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/common/default_yaml.o
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(COMMON_OBJS)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # tests/kernels: defined before `all`, whose prerequisites are expanded as read.
 KERNEL_CXX  := $(if $(findstring clang,$(CC)),clang++,g++)
@@ -173,23 +176,23 @@ $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
-# The CLI includes daemon headers: config.h (endpoints); common/ (the drift log).
-$(BUILD)/client/%.o: ALL_CFLAGS += -Idaemon -Icommon
+# The CLI includes no daemon header: what it shares with wdriftd is in common/.
+$(BUILD)/client/%.o: ALL_CFLAGS += -Icommon
 $(BUILD)/common/%.o: ALL_CFLAGS += -Icommon
 
-$(BUILD)/daemon/default_yaml.c: config/wdrift.yaml
+$(BUILD)/common/default_yaml.c: config/wdrift.yaml
 	@mkdir -p $(dir $@)
 	{ echo '/* Generated from config/wdrift.yaml by the Makefile. */'; \
 	  echo 'const char wd_config_default_yaml[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@.tmp
 	mv $@.tmp $@
 
-$(BUILD)/daemon/default_yaml.o: $(BUILD)/daemon/default_yaml.c $(FLAGS_STAMP)
-	$(CC) $(ALL_CFLAGS) -include daemon/config.h -c -o $@ $<
+$(BUILD)/common/default_yaml.o: $(BUILD)/common/default_yaml.c $(FLAGS_STAMP)
+	$(CC) $(ALL_CFLAGS) -include common/config.h -c -o $@ $<
 
 # The CLI reads the daemon's config for its endpoints, and the drift log in its format.
-$(BUILD)/wdrift: $(CLI_OBJS) $(CONFIG_OBJS) $(COMMON_OBJS) $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CONFIG_OBJS) $(COMMON_OBJS) -L$(BUILD) -lwdrift \
+$(BUILD)/wdrift: $(CLI_OBJS) $(COMMON_OBJS) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(COMMON_OBJS) -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon -Icommon
@@ -218,8 +221,8 @@ $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
-$(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Idaemon
--include $(BUILD)/daemon/config.d $(BUILD)/tests/unit/test_config.d
+$(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Icommon
+-include $(BUILD)/tests/unit/test_config.d
 
 # Fuzz targets (fuzz/, docs/reliability.md), one per parser. `make check`
 # replays the checked-in corpus through each (test_fuzz_*, any compiler);
@@ -280,7 +283,7 @@ fuzz: deps
 		elif [ $$rc -ne 0 ] || [ -n "$$(ls $(FUZZ_BUILD)/crash-$$t)" ]; then \
 			echo "fuzz: $$t: failed (exit $$rc): $(FUZZ_BUILD)/fuzz-$$t.log, $(FUZZ_BUILD)/crash-$$t/"; exit 1; fi; \
 	done
-$(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS) $(CONFIG_OBJS)
+$(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) -lm
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
