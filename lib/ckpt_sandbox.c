@@ -15,13 +15,11 @@
  * misses one, dies, or sends nonsense is killed and reaped, and the box is
  * dead from then on.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +32,8 @@
 #include <sys/wait.h>
 
 #include "ckpt_sandbox.h"
+#include "error.h"
+#include "units.h"
 
 /*
  * AddressSanitizer reserves terabytes of shadow address space, so no
@@ -57,18 +57,6 @@
 #define READ_REPLY_MAX (1 << 20)	/* a read's reply: a status and a message */
 #define MIN_MEMORY (16ull << 20)
 
-static int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, WD_CKPT_ERR_MAX, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* "64 MiB", "11.5 GiB": for messages. */
 static const char *format_bytes(char *buf, size_t size, uint64_t v)
 {
@@ -77,33 +65,6 @@ static const char *format_bytes(char *buf, size_t size, uint64_t v)
 	else
 		snprintf(buf, size, "%.4g MiB", (double)v / (1ull << 20));
 	return buf;
-}
-
-/* Digits with an optional K, M, G or T (powers of 1024). 0, -EINVAL or -ERANGE. */
-static int parse_bytes(const char *s, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	unsigned long long v;
-	const char *unit;
-	char *end;
-	int shift = 0;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -ERANGE;
-	if (*end) {
-		unit = strchr(units, toupper((unsigned char)*end));
-		if (!unit || end[1])
-			return -EINVAL;
-		shift = 10 * (int)(unit - units + 1);
-	}
-	if (v > UINT64_MAX >> shift)
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 int wd_sandbox_limits_env(struct wd_sandbox_limits *lim, char *err, size_t errlen)
@@ -123,7 +84,7 @@ int wd_sandbox_limits_env(struct wd_sandbox_limits *lim, char *err, size_t errle
 			return -EINVAL;
 		}
 	}
-	if (m && *m && (parse_bytes(m, &lim->memory) < 0 || lim->memory < MIN_MEMORY)) {
+	if (m && *m && (wd_parse_size(m, &lim->memory) < 0 || lim->memory < MIN_MEMORY)) {
 		snprintf(err, errlen, "%s '%s': expected bytes, at least 16M, with an optional suffix K, M, G or T",
 			 WD_SANDBOX_ENV_MEMORY, m);
 		return -EINVAL;
@@ -494,24 +455,29 @@ static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, doub
 	close(b->sock);
 	b->sock = -1;
 	if (o == CHILD_TIMED_OUT)
-		fail(err, "'%s': %s: timed out after %.3g s (%s); the file may be damaged or hostile",
-		     path, what, seconds, WD_SANDBOX_ENV_TIMEOUT);
+		wd_error(err, WD_CKPT_ERR_MAX,
+			 "'%s': %s: timed out after %.3g s (%s); the file may be damaged or hostile",
+			 path, what, seconds, WD_SANDBOX_ENV_TIMEOUT);
 	else if (o == CHILD_SENT_TOO_MUCH)
-		fail(err, "'%s': %s: the reader's reply is larger than the memory limit (%s)", path,
-		     what, WD_SANDBOX_ENV_MEMORY);
+		wd_error(err, WD_CKPT_ERR_MAX,
+			 "'%s': %s: the reader's reply is larger than the memory limit (%s)", path,
+			 what, WD_SANDBOX_ENV_MEMORY);
 	else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
-		fail(err, "'%s': %s: timed out after %.3g s of CPU time (%s); the file may be damaged or hostile",
-		     path, what, ceil(seconds) + 1, WD_SANDBOX_ENV_TIMEOUT);
+		wd_error(err, WD_CKPT_ERR_MAX,
+			 "'%s': %s: timed out after %.3g s of CPU time (%s); the file may be damaged or hostile",
+			 path, what, ceil(seconds) + 1, WD_SANDBOX_ENV_TIMEOUT);
 	else if (WIFSIGNALED(status))
-		fail(err, "'%s': %s: the reader crashed with signal %d (SIG%s); the file may be damaged or hostile",
-		     path, what, WTERMSIG(status),
-		     sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+		wd_error(err, WD_CKPT_ERR_MAX,
+			 "'%s': %s: the reader crashed with signal %d (SIG%s); the file may be damaged or hostile",
+			 path, what, WTERMSIG(status),
+			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_EXIT_OOM)
-		fail(err, "'%s': %s: exceeded the memory limit of %s (%s)", path, what,
-		     format_bytes(lim, sizeof(lim), b->lim.memory), WD_SANDBOX_ENV_MEMORY);
+		wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: exceeded the memory limit of %s (%s)", path,
+			 what, format_bytes(lim, sizeof(lim), b->lim.memory), WD_SANDBOX_ENV_MEMORY);
 	else
-		fail(err, "'%s': %s: the reader ended with status %d before its reply", path, what,
-		     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		wd_error(err, WD_CKPT_ERR_MAX,
+			 "'%s': %s: the reader ended with status %d before its reply", path, what,
+			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	snprintf(b->dead, sizeof(b->dead), "%s", err);
 	return -1;
 }
@@ -569,16 +535,18 @@ static int reply_status(const struct wd_ckpt_box *b, const char *what, struct cu
 	char lim[32];
 
 	if (cur->bad)
-		return fail(err, "'%s': %s: the reader's reply is malformed", wd_ckpt_path(b->listing), what);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed",
+				wd_ckpt_path(b->listing), what);
 	if (status == 0)
 		return 0;
 	if (status == -ENOMEM)
-		return fail(err, "'%s': %s: exceeded the memory limit of %s (%s)",
-			    wd_ckpt_path(b->listing), what, format_bytes(lim, sizeof(lim), b->lim.memory),
-			    WD_SANDBOX_ENV_MEMORY);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: exceeded the memory limit of %s (%s)",
+				wd_ckpt_path(b->listing), what, format_bytes(lim, sizeof(lim), b->lim.memory),
+				WD_SANDBOX_ENV_MEMORY);
 	get_str(cur, err, WD_CKPT_ERR_MAX);
 	if (cur->bad)
-		return fail(err, "'%s': %s: the reader's reply is malformed", wd_ckpt_path(b->listing), what);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed",
+				wd_ckpt_path(b->listing), what);
 	return -1;
 }
 
@@ -645,11 +613,11 @@ static int parse_listing(struct wd_ckpt_box *b, const char *path, const struct m
 oom:
 	entries_free(e, n);
 	free(name);
-	return fail(err, "'%s': %s: out of memory", path, what);
+	return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: out of memory", path, what);
 bad:
 	entries_free(e, n);
 	free(name);
-	return fail(err, "'%s': %s: the reader's reply is malformed", path, what);
+	return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed", path, what);
 }
 
 int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
@@ -664,12 +632,12 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	/* until the listing comes: an empty one that holds the path, for messages */
 	if (!b || wd_ckpt_adopt(path, NULL, 0, &b->listing) < 0) {
 		free(b);
-		return fail(err, "'%s': out of memory", path);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': out of memory", path);
 	}
 	b->lim = *lim;
 	b->sock = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		fail(err, "'%s': cannot start the reader: %s", path, strerror(errno));
+		wd_error(err, WD_CKPT_ERR_MAX, "'%s': cannot start the reader: %s", path, strerror(errno));
 		goto out;
 	}
 	b->pid = fork();
@@ -681,7 +649,7 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	if (b->pid < 0) {
 		b->pid = 0;
 		close(sv[0]);
-		fail(err, "'%s': cannot start the reader: %s", path, strerror(errno));
+		wd_error(err, WD_CKPT_ERR_MAX, "'%s': cannot start the reader: %s", path, strerror(errno));
 		goto out;
 	}
 	b->sock = sv[0];
@@ -739,19 +707,19 @@ int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, c
 
 	*m = (struct wd_tensor_map){ 0 };
 	if (!b->pid)
-		return fail(err, "%s", b->dead);
+		return wd_error(err, WD_CKPT_ERR_MAX, "%s", b->dead);
 	if (wd_ckpt_check(b->listing, i, &bytes, err) < 0)
 		return -1;
 	snprintf(what, sizeof(what), "dataset '%s'", wd_ckpt_entry(b->listing, i)->name);
 	if (bytes > b->lim.memory)
-		return fail(err, "'%s': %s: its %s exceed the memory limit of %s (%s)", path, what,
-			    format_bytes(need, sizeof(need), bytes),
-			    format_bytes(have, sizeof(have), b->lim.memory), WD_SANDBOX_ENV_MEMORY);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: its %s exceed the memory limit of %s (%s)",
+				path, what, format_bytes(need, sizeof(need), bytes),
+				format_bytes(have, sizeof(have), b->lim.memory), WD_SANDBOX_ENV_MEMORY);
 	rq.seconds = b->lim.seconds + (double)bytes / (double)WD_SANDBOX_BYTES_PER_S;
 	fd = memfd_create("wdrift-tensor", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0) {
-		r = fail(err, "'%s': %s: cannot make room for %s: %s", path, what,
-			 format_bytes(need, sizeof(need), bytes), strerror(errno));
+		r = wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot make room for %s: %s", path, what,
+			     format_bytes(need, sizeof(need), bytes), strerror(errno));
 		goto out;
 	}
 	if (send_request(b->sock, &rq, fd) < 0)
@@ -763,8 +731,8 @@ int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, c
 		goto out;
 	data = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (data == MAP_FAILED) {
-		r = fail(err, "'%s': %s: cannot map %s: %s", path, what,
-			 format_bytes(need, sizeof(need), bytes), strerror(errno));
+		r = wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot map %s: %s", path, what,
+			     format_bytes(need, sizeof(need), bytes), strerror(errno));
 		goto out;
 	}
 	*m = (struct wd_tensor_map){ data, bytes };

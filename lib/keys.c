@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,22 +10,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "error.h"
 #include "keys.h"
 
 #define KEYFILE_MAX 65536		/* a key file is a few lines */
-
-__attribute__((format(printf, 3, 4)))
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* What a file that is not a regular one is, for a message. */
 static const char *file_kind(mode_t m)
@@ -49,24 +36,24 @@ static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0)
-		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+		return wd_error(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
 	if (fstat(fd, &st) < 0) {
-		fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+		wd_error(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fail(err, errlen, "%s: %s, not a regular file: a key file is needed", path,
-		     file_kind(st.st_mode));
+		wd_error(err, errlen, "%s: %s, not a regular file: a key file is needed", path,
+			 file_kind(st.st_mode));
 		goto out;
 	}
 	*mode = st.st_mode;
 	if (st.st_size > KEYFILE_MAX) {
-		fail(err, errlen, "%s: %lld bytes: too large for a key file", path,
-		     (long long)st.st_size);
+		wd_error(err, errlen, "%s: %lld bytes: too large for a key file", path,
+			 (long long)st.st_size);
 		goto out;
 	}
 	if (!(buf = malloc((size_t)st.st_size + 1))) {
-		fail(err, errlen, "%s: out of memory", path);
+		wd_error(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 	while (n < st.st_size) {
@@ -74,7 +61,7 @@ static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			fail(err, errlen, "%s: cannot read: %s", path, r ? strerror(errno) : "shorter than its size");
+			wd_error(err, errlen, "%s: cannot read: %s", path, r ? strerror(errno) : "shorter than its size");
 			free(buf);
 			buf = NULL;
 			goto out;
@@ -83,7 +70,7 @@ static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 	}
 	buf[n] = 0;
 	if (strlen(buf) != (size_t)n) {
-		fail(err, errlen, "%s: holds a NUL byte: not a key file", path);
+		wd_error(err, errlen, "%s: holds a NUL byte: not a key file", path);
 		free(buf);
 		buf = NULL;
 	}
@@ -123,8 +110,8 @@ int wd_keyfile_read(const char *path, char pub[WD_KEY_Z85 + 1], char sec[WD_KEY_
 		if (!*line || *line == '#')
 			continue;
 		if (!(colon = strchr(line, ':'))) {
-			fail(err, errlen, "%s:%d: expected 'public-key: KEY' or 'secret-key: KEY'",
-			     path, lineno);
+			wd_error(err, errlen, "%s:%d: expected 'public-key: KEY' or 'secret-key: KEY'",
+				 path, lineno);
 			goto out;
 		}
 		*colon = 0;
@@ -136,39 +123,39 @@ int wd_keyfile_read(const char *path, char pub[WD_KEY_Z85 + 1], char sec[WD_KEY_
 		}
 		char *dst = !strcmp(key, "public-key") ? got_pub : !strcmp(key, "secret-key") ? got_sec : NULL;
 		if (!dst) {
-			fail(err, errlen, "%s:%d: unknown key '%.40s' (expected public-key or secret-key)",
-			     path, lineno, key);
+			wd_error(err, errlen, "%s:%d: unknown key '%.40s' (expected public-key or secret-key)",
+				 path, lineno, key);
 			goto out;
 		}
 		if (*dst) {
-			fail(err, errlen, "%s:%d: %s given twice", path, lineno, key);
+			wd_error(err, errlen, "%s:%d: %s given twice", path, lineno, key);
 			goto out;
 		}
 		if (!wd_key_is_z85(val)) {
-			fail(err, errlen, "%s:%d: %s: expected 40 characters of Z85 (as wdrift keygen "
-			     "writes), not %zu", path, lineno, key, strlen(val));
+			wd_error(err, errlen, "%s:%d: %s: expected 40 characters of Z85 (as wdrift keygen "
+				 "writes), not %zu", path, lineno, key, strlen(val));
 			goto out;
 		}
 		memcpy(dst, val, WD_KEY_Z85 + 1);
 	}
 	if (!*got_pub) {
-		fail(err, errlen, "%s: no public-key line: not a wdrift key file", path);
+		wd_error(err, errlen, "%s: no public-key line: not a wdrift key file", path);
 		goto out;
 	}
 	if (sec) {
 		char derived[WD_KEY_Z85 + 1];
 		if (!*got_sec) {
-			fail(err, errlen, "%s: no secret-key line: a public key file, where a key pair "
-			     "file is needed", path);
+			wd_error(err, errlen, "%s: no secret-key line: a public key file, where a key pair "
+				 "file is needed", path);
 			goto out;
 		}
 		if (zmq_curve_public(derived, got_sec) < 0 || strcmp(derived, got_pub)) {
-			fail(err, errlen, "%s: the public key is not the secret key's", path);
+			wd_error(err, errlen, "%s: the public key is not the secret key's", path);
 			goto out;
 		}
 		if (mode & 0007) {
-			fail(err, errlen, "%s: mode %04o lets every user read this secret key: "
-			     "chmod 600 %s", path, (unsigned)(mode & 07777), path);
+			wd_error(err, errlen, "%s: mode %04o lets every user read this secret key: "
+				 "chmod 600 %s", path, (unsigned)(mode & 07777), path);
 			goto out;
 		}
 		memcpy(sec, got_sec, sizeof(got_sec));
@@ -211,8 +198,8 @@ int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t e
 	if (!strncmp(arg, WD_KEY_PREFIX, strlen(WD_KEY_PREFIX))) {
 		const char *key = arg + strlen(WD_KEY_PREFIX);
 		if (!wd_key_is_z85(key))
-			return fail(err, errlen, "'%.200s': after '" WD_KEY_PREFIX "', expected the key: "
-				    "40 characters of Z85 (got %zu characters)", arg, strlen(key));
+			return wd_error(err, errlen, "'%.200s': after '" WD_KEY_PREFIX "', expected the key: "
+					"40 characters of Z85 (got %zu characters)", arg, strlen(key));
 		memcpy(pub, key, WD_KEY_Z85 + 1);
 		return 0;
 	}
@@ -225,13 +212,13 @@ int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t e
 		return wd_keyfile_read(arg, pub, NULL, err, errlen);
 	if (wd_key_is_z85(arg)) {
 		if (looks_like_missing_file(arg))
-			return fail(err, errlen, "no such key file '%s' (if these 40 characters are "
-				    "the key itself, write them as " WD_KEY_PREFIX "%s)", arg, arg);
+			return wd_error(err, errlen, "no such key file '%s' (if these 40 characters are "
+					"the key itself, write them as " WD_KEY_PREFIX "%s)", arg, arg);
 		memcpy(pub, arg, WD_KEY_Z85 + 1);
 		return 0;
 	}
-	return fail(err, errlen, "'%.200s' is neither a key (40 characters of Z85, or "
-		    WD_KEY_PREFIX "KEY) nor an existing key file", arg);
+	return wd_error(err, errlen, "'%.200s' is neither a key (40 characters of Z85, or "
+			WD_KEY_PREFIX "KEY) nor an existing key file", arg);
 }
 
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,
@@ -262,15 +249,15 @@ int wd_client_keys_load_as(const char *server, const char *keyfile, const char *
 	if (!server && !keyfile)
 		return 0;
 	if (!server)
-		return fail(err, errlen, "%s is given but not the server's public key "
-			    "(%s or WDRIFT_SERVER_KEY): CURVE needs both", key_from, server_arg);
+		return wd_error(err, errlen, "%s is given but not the server's public key "
+				"(%s or WDRIFT_SERVER_KEY): CURVE needs both", key_from, server_arg);
 	if (!keyfile)
-		return fail(err, errlen, "%s is given but not this client's key pair "
-			    "(%s or WDRIFT_KEY): CURVE needs both", server_from, key_arg);
+		return wd_error(err, errlen, "%s is given but not this client's key pair "
+				"(%s or WDRIFT_KEY): CURVE needs both", server_from, key_arg);
 	if (wd_key_public(server, k->server, why, sizeof(why)) < 0)
-		return fail(err, errlen, "%s: %s", server_from, why);
+		return wd_error(err, errlen, "%s: %s", server_from, why);
 	if (wd_keyfile_read(keyfile, k->pub, k->sec, why, sizeof(why)) < 0)
-		return fail(err, errlen, "%s: %s", key_from, why);
+		return wd_error(err, errlen, "%s: %s", key_from, why);
 	k->on = 1;
 	return 0;
 }
