@@ -2,7 +2,8 @@
  * ingest.h: the ingest side of protocol v1 (docs/protocol.md), on frames
  * the server loop received: decode, validate, reserve memory, assemble
  * shards, and hand a committed snapshot to the spool. Replies go back
- * through the sink. No sockets here: zmq.h stays in server.c.
+ * through the sink. No sockets here: zmq.h stays in main.c. Written in
+ * four parts that share ingest_internal.h (which names what each owns).
  */
 #ifndef WD_INGEST_H
 #define WD_INGEST_H

@@ -28,7 +28,7 @@ struct tensor_buf {
 	size_t n_ranges;
 	void *data;			/* total elements, reserved against the budget;
 					   NULL in a re-send being checked (recheck) */
-	uint64_t overhead;		/* bytes besides its elements, reserved too (ingest.c) */
+	uint64_t overhead;		/* bytes besides its elements, reserved too (ingest_room.c) */
 	uint64_t sender;		/* who sent its first shard: a hash of the routing id */
 };
 

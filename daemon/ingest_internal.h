@@ -1,0 +1,77 @@
+/*
+ * ingest_internal.h: what the four parts of the ingest side share, and
+ * nothing outside them includes (ingest.h is the daemon's interface):
+ *   ingest.c        the messages: hello, tensor, commit, ping; runs, pending snapshots
+ *   ingest_shard.c  a shard into its tensor, or checked against a durable step's identity
+ *   ingest_room.c   memory.budget: reservations, giving way, expiry and drops
+ *   ingest_reply.c  replies, the waiters of a snapshot, and the spool's outcome
+ * All of it runs on the main thread, on struct state.
+ */
+#ifndef WD_INGEST_INTERNAL_H
+#define WD_INGEST_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ingest.h"
+
+/* ingest_reply.c */
+
+/* Sends h to the sender of m. */
+void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h);
+/* Sends an error reply echoing what the header in had (NULL: nothing); counts it. */
+void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct wire_header *in,
+			const struct wire_error *err);
+/* The same from its parts: the error code, the field it names, and why. */
+void ingest_fail(struct ingest *ix, const struct frames *m, const struct wire_header *in,
+		 enum wire_code code, const char *field, const char *reason);
+/* Adds the sender of m to snap's waiters (once); 0, or -1 when there are too many. */
+int ingest_add_waiter(struct snapshot *snap, const struct frames *m);
+/* Sends every waiter of snap the error code (field, reason). */
+void ingest_fail_waiters(struct ingest *ix, const struct snapshot *snap, enum wire_code code,
+			 const char *field, const char *reason);
+
+/* ingest_shard.c */
+
+/*
+ * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
+ * why naming the first tensor that lacks elements (and how many it has).
+ */
+int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len);
+/*
+ * Adds one shard to snap (received, checked). Returns 0, or -1 after the
+ * error reply: the shard was not taken (only out of memory can leave behind
+ * a tensor it created, reserved until its snapshot ends).
+ */
+int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+		     struct run *r, struct snapshot *snap);
+/* A shard of a durable step whose identity is id, in the recheck snapshot snap: checked, never stored. */
+void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			  struct snapshot *snap, const struct snap_id *id);
+/* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
+void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct snapshot *snap, const char *field, const char *what);
+
+/* ingest_room.c */
+
+/* snap took bytes of new elements at t (monotonic seconds): what keeps it from giving way. */
+void ingest_note_taken(struct snapshot *snap, uint64_t bytes, double t);
+/*
+ * Makes room for need more bytes of run r, dropping stalled snapshots
+ * other than keep; returns whether it fits (else: ingest_refuse_room).
+ */
+int ingest_make_room(struct ingest *ix, struct run *r, const struct snapshot *keep, uint64_t need);
+/* The over_window refusal of m: names the limit that is full, the budget or r's window. */
+void ingest_refuse_room(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			struct run *r, uint64_t need);
+/* The bytes a tensor named name in n_ranges pieces holds besides its elements. */
+uint64_t ingest_tensor_overhead(const char *name, size_t n_ranges);
+/* Reserves t's overhead, now bytes in all, for t in snap of run r. */
+void ingest_hold_overhead(struct state *s, struct run *r, struct snapshot *snap, struct tensor_buf *t,
+			  uint64_t now);
+/* Takes snap out of the pending list (it is not freed). */
+void ingest_unlink_snapshot(struct state *s, struct snapshot *snap);
+/* Unlinks and frees snap; forgets its run when that holds nothing else. */
+void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * ingest_reply.c: the ingest side's replies (see ingest_internal.h): an
+ * error reply names the field and counts its code; the waiters of a
+ * snapshot (every rank that committed it) get its ack or its error; and
+ * the spool's outcome of a snapshot becomes that ack, or an error that
+ * says whether a re-send can help.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "identity.h"
+#include "ingest_internal.h"
+#include "logging.h"
+
+void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h)
+{
+	char *body = wire_build(h);
+	if (body) {
+		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], body);
+		free(body);
+	}
+}
+
+/* Sends an error reply echoing what the header had; counts it. */
+void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct wire_header *in,
+			const struct wire_error *err)
+{
+	struct wire_header h;
+
+	memset(&h, 0, sizeof(h));
+	h.type = WIRE_ERROR;
+	h.step = in ? in->step : -1;
+	if (in) {
+		memcpy(h.run, in->run, sizeof(h.run));
+		memcpy(h.name, in->name, sizeof(h.name));
+	}
+	h.error = *err;
+	ix->st->count.errors[err->code]++;
+	log_debug("ingest: %s %s: %s", wire_code_name(err->code), err->field, err->reason);
+	ingest_reply(ix, m, &h);
+}
+
+void ingest_fail(struct ingest *ix, const struct frames *m, const struct wire_header *in,
+		 enum wire_code code, const char *field, const char *reason)
+{
+	struct wire_error err = { .code = code };
+	snprintf(err.field, sizeof(err.field), "%s", field);
+	snprintf(err.reason, sizeof(err.reason), "%.255s", reason);
+	ingest_reply_error(ix, m, in, &err);
+}
+
+/* The frames of a reply to one waiter: its routing id only. */
+#define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
+
+/* Adds the sender of m to snap's waiters (once); 0, or -1 when there are too many. */
+int ingest_add_waiter(struct snapshot *snap, const struct frames *m)
+{
+	size_t len = m->len[0] < IDENTITY_MAX ? m->len[0] : IDENTITY_MAX;
+
+	for (size_t i = 0; i < snap->n_waiters; i++)
+		if (snap->waiters[i].len == len && !memcmp(snap->waiters[i].id, m->data[0], len))
+			return 0;
+	if (snap->n_waiters >= WAITERS_MAX)
+		return -1;
+	size_t n = snap->n_waiters;
+	if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
+		struct waiter *w = realloc(snap->waiters, (n ? 2 * n : 1) * sizeof(*w));
+		if (!w)
+			return -1;
+		snap->waiters = w;
+	}
+	snap->waiters[n].len = len;
+	memcpy(snap->waiters[n].id, m->data[0], len);
+	snap->n_waiters++;
+	return 0;
+}
+
+/* Sends every waiter of snap the error code (field, reason). */
+void ingest_fail_waiters(struct ingest *ix, const struct snapshot *snap, enum wire_code code,
+			 const char *field, const char *reason)
+{
+	struct wire_header h;
+
+	memset(&h, 0, sizeof(h));
+	snprintf(h.run, sizeof(h.run), "%s", snap->run->name);
+	h.step = snap->step;
+	for (size_t i = 0; i < snap->n_waiters; i++) {
+		struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+		ingest_fail(ix, &w, &h, code, field, reason);
+	}
+}
+
+/*
+ * The field of an 'internal' error says whether a re-send can help:
+ * "disk" (full, or over quota) and "memory" pass when room is made; any
+ * other cause is "storage", which a publisher retries a few times only.
+ */
+static const char *internal_field(int err)
+{
+	switch (err) {
+	case -ENOSPC:
+	case -EDQUOT:
+		return "disk";
+	case -ENOMEM:
+		return "memory";
+	default:
+		return "storage";
+	}
+}
+
+void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const char *why)
+{
+	struct state *s = ix->st;
+	struct wire_header h;
+
+	memset(&h, 0, sizeof(h));
+	snprintf(h.run, sizeof(h.run), "%s", snap->run->name);
+	h.step = snap->step;
+	if (!err) {
+		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
+		s->count.snapshots_durable++;
+		h.type = WIRE_ACK;
+		h.tensors = snap->n_tensors;
+		h.bytes = snap->bytes;
+		log_info("durable: run '%s' step %lld, %zu tensors", snap->run->name,
+			 (long long)snap->step, snap->n_tensors);
+		for (size_t i = 0; i < snap->n_waiters; i++) {	/* every rank that committed */
+			struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+			ingest_reply(ix, &w, &h);
+		}
+		if (ix->on_durable)
+			ix->on_durable(ix->durable_ctx, snap->run->name, snap->step);
+	} else {
+		s->count.spool_failures++;
+		/* a full disk fails every re-send alike: one line in 10 s, with a count */
+		double t = now_mono();
+		if (t - ix->fail_said >= 10.0) {
+			char more[80] = "";
+			if (ix->fail_unsaid)
+				snprintf(more, sizeof(more), " (%llu more failures since the last such line)",
+					 (unsigned long long)ix->fail_unsaid);
+			log_err("spool: run '%s' step %lld not stored: %s%s", snap->run->name,
+				(long long)snap->step, why, more);
+			ix->fail_said = t;
+			ix->fail_unsaid = 0;
+		} else {
+			ix->fail_unsaid++;
+		}
+		ingest_fail_waiters(ix, snap, WIRE_INTERNAL, internal_field(err), why);
+	}
+	ingest_drop_snapshot(ix, snap);
+}

@@ -1,0 +1,308 @@
+/*
+ * ingest_shard.c: one tensor shard into its pending snapshot (see
+ * ingest_internal.h): checked against the tensor's earlier shards and the
+ * limits, its memory reserved (ingest_room.c), its range and CRC added
+ * (pieces.c). Two senders that disagree about a (run, step) get it refused
+ * whole. A shard of a step already durable is only checked against that
+ * step's identity (identity.c), never stored.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "identity.h"
+#include "ingest_internal.h"
+#include "logging.h"
+#include "pieces.h"
+
+/*
+ * Who sent m: a hash of its routing id, which ZeroMQ keeps for the life of
+ * a connection. Another process (a restart, a re-used run name) is another
+ * connection.
+ */
+static uint64_t sender_of(const struct frames *m)
+{
+	uint64_t x = 0xcbf29ce484222325ull;	/* FNV-1a */
+	const unsigned char *p = m->data[0];
+	for (size_t i = 0; i < m->len[0]; i++)
+		x = (x ^ p[i]) * 0x100000001b3ull;
+	return x;
+}
+
+/*
+ * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
+ * why naming the first tensor that lacks elements (and how many it has).
+ */
+int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len)
+{
+	size_t complete = 0;
+	const struct tensor_buf *missing = NULL;
+
+	for (size_t i = 0; i < snap->n_tensors; i++) {
+		if (snap->tensors[i].covered == snap->tensors[i].total)
+			complete++;
+		else if (!missing)
+			missing = &snap->tensors[i];
+	}
+	if (missing)
+		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.120s' has %llu of %llu "
+			 "elements", (unsigned long long)want, complete, missing->name,
+			 (unsigned long long)missing->covered, (unsigned long long)missing->total);
+	else if (complete != want)
+		snprintf(why, len, "commit says %llu tensors, %zu received", (unsigned long long)want,
+			 complete);
+	return !missing && complete == want;
+}
+
+static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
+{
+	long i = names_find(&snap->names, name);
+	return i >= 0 ? &snap->tensors[i] : NULL;
+}
+
+/*
+ * A snapshot being received got a shard whose elements it holds already,
+ * with other bytes, from another connection than the one that sent them
+ * first: two senders disagree about (run, step). Storing what
+ * each sent of it would mix two processes' weights in one step, so the
+ * snapshot is refused whole: this shard, every later one, and its commit
+ * (which drops it) get the conflict; logged once per (run, step). The
+ * step may then be sent again, whole.
+ */
+static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			 struct snapshot *snap, const char *what)
+{
+	struct run *r = snap->run;
+	char why[512];
+
+	if (!snap->conflict) {
+		snap->conflict = 1;
+		snprintf(snap->field, sizeof(snap->field), "offset");
+		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
+			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
+			 r->name, (long long)snap->step, what);
+		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
+		ix->st->count.conflicts++;
+		if (!r->conflict_logged || r->conflict_step != snap->step)
+			log_warning("ingest: refused: %s", snap->why);
+		r->conflict_logged = 1;
+		r->conflict_step = snap->step;
+		if (snap->n_waiters)	/* ranks that committed already */
+			ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
+	}
+	ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+}
+
+/*
+ * Adds one shard to snap (received, checked). Returns 0, or -1 after the
+ * error reply: the shard was not taken (only out of memory can leave behind
+ * a tensor it created, reserved until its snapshot ends).
+ */
+int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+		     struct run *r, struct snapshot *snap)
+{
+	struct state *s = ix->st;
+	size_t esize = wd_dtype_size(h->dtype);
+	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
+	char why[256];
+
+	if (snap->conflict) {	/* refused whole (refuse_mixed) */
+		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+		return -1;
+	}
+	struct tensor_buf *t = find_tensor(snap, h->name);
+	if (t && (t->dtype != h->dtype || t->total != h->total || t->ndims != h->ndims ||
+		  memcmp(t->shape, h->shape, (size_t)h->ndims * sizeof(h->shape[0])))) {
+		snprintf(why, sizeof(why), "shard disagrees with earlier shards of '%.120s' (dtype, "
+			 "shape or total)", h->name);
+		ingest_fail(ix, m, h, WIRE_CONFLICT, "shape", why);
+		return -1;
+	}
+	long at = t ? pieces_slot(t, h->offset, h->offset + h->count) : 0;
+	struct payload pl = { m->n - 2, m->data + 2, m->len + 2 };
+	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
+		uint64_t had = t->covered;
+		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
+		if (o > 0 && sender_of(m) != t->sender) {	/* two processes disagree */
+			refuse_mixed(ix, m, h, snap, why);
+			return -1;
+		}
+		if (o > 0) {	/* the same sender's bad shard: only it is refused */
+			ingest_fail(ix, m, h, WIRE_CONFLICT, "offset", why);
+			return -1;
+		}
+		if (o < 0) {
+			ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", why);
+			return -1;
+		}
+		if (t->covered > had)	/* only new elements keep it from being stale (ingest_make_room) */
+			ingest_note_taken(snap, (t->covered - had) * esize, now_mono());
+		ingest_hold_overhead(s, r, snap, t, ingest_tensor_overhead(t->name, t->n_ranges));
+		s->count.tensors++;
+		s->count.bytes_received += bytes;
+		return 0;
+	}
+	if (t && t->n_ranges >= MAX_PIECES &&
+	    pieces_is_new(t, (size_t)at, h->offset, h->offset + h->count)) {
+		snprintf(why, sizeof(why), "'%.120s' would arrive in more than %d separate pieces; "
+			 "send larger or adjacent shards", h->name, MAX_PIECES);
+		ingest_fail(ix, m, h, WIRE_TOO_MANY, "offset", why);
+		return -1;
+	}
+	if (!t) {
+		if ((int64_t)snap->n_tensors >= ix->cfg->limits.max_tensors) {
+			ingest_fail(ix, m, h, WIRE_TOO_MANY, "name",
+				    "snapshot has limits.max_tensors tensors already");
+			return -1;
+		}
+		char clash[240];
+		if (names_check(&snap->names, h->name, clash, sizeof(clash)) < 0) {
+			snprintf(why, sizeof(why), "tensor name '%.60s' cannot be stored: %.160s", h->name, clash);
+			ingest_fail(ix, m, h, WIRE_BAD_NAME, "name", why);
+			return -1;
+		}
+		/*
+		 * A tensor is reserved whole at its first shard, within its run's
+		 * window: one larger than the window could never fit, and was
+		 * refused over_window, retried for ever (issue 11). total may be
+		 * up to 2^63: compare before multiplying, or it wraps.
+		 */
+		if (h->total > (ix->window - ingest_tensor_overhead(h->name, 1)) / esize) {
+			snprintf(why, sizeof(why), "tensor of %llu elements of %zu bytes is larger than a "
+				 "run's window, half of memory.budget (%llu bytes): it could never be "
+				 "held; raise memory.budget", (unsigned long long)h->total, esize,
+				 (unsigned long long)ix->window);
+			ingest_fail(ix, m, h, WIRE_TOO_LARGE, "total", why);
+			return -1;
+		}
+		uint64_t need = h->total * esize, extra = ingest_tensor_overhead(h->name, 1);
+		if (!ingest_make_room(ix, r, snap, need + extra)) {
+			ingest_refuse_room(ix, m, h, r, need + extra);
+			return -1;
+		}
+		if (snap->n_tensors == snap->cap_tensors) {
+			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
+			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
+			if (!nt) {
+				ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
+				return -1;
+			}
+			snap->tensors = nt;
+			snap->cap_tensors = cap;
+		}
+		t = &snap->tensors[snap->n_tensors];
+		memset(t, 0, sizeof(*t));
+		t->sender = sender_of(m);
+		t->data = malloc(need);
+		t->name = strdup(h->name);
+		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
+			free(t->data);
+			free(t->name);
+			ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
+			return -1;
+		}
+		snap->n_tensors++;
+		t->dtype = h->dtype;
+		t->ndims = h->ndims;
+		memcpy(t->shape, h->shape, sizeof(t->shape));
+		t->total = h->total;
+		snap->bytes += need;
+		r->bytes_pending += need;
+		s->reserved += need;
+	}
+	if (pieces_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0) {
+		ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
+		return -1;
+	}
+	ingest_hold_overhead(s, r, snap, t, ingest_tensor_overhead(t->name, t->n_ranges));
+	pieces_copy(t, &pl, h->offset);
+	t->covered += h->count;
+	ingest_note_taken(snap, bytes, now_mono());
+	s->count.tensors++;
+	s->count.bytes_received += bytes;
+	return 0;
+}
+
+/*
+ * A durable (run, step) differs from what is sent again: replied to m with
+ * code conflict, remembered in snap for the commit's reply, logged once per
+ * (run, step) and counted once per re-send.
+ */
+void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct snapshot *snap, const char *field, const char *what)
+{
+	struct run *r = snap->run;
+	char why[256];
+
+	snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: %s "
+		 "(re-used run name? `wdrift runs rm %.40s` frees it)", r->name,
+		 (long long)snap->step, what, r->name);
+	if (!snap->conflict) {
+		snap->conflict = 1;
+		snprintf(snap->why, sizeof(snap->why), "%s", why);
+		snprintf(snap->field, sizeof(snap->field), "%s", field);
+		ix->st->count.conflicts++;
+		if (!r->conflict_logged || r->conflict_step != snap->step)
+			log_warning("ingest: refused: %s", why);
+		r->conflict_logged = 1;
+		r->conflict_step = snap->step;
+	}
+	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
+}
+
+/*
+ * A shard of a durable (run, step) whose identity is id: checked, never
+ * stored. Its name, dtype and shape at once; its CRC once the re-send
+ * covers the whole tensor (shard CRCs combined, as for a new snapshot).
+ * Overlapping re-sent shards cannot be compared without the bytes: skipped.
+ */
+void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			  struct snapshot *snap, const struct snap_id *id)
+{
+	char what[200];
+	const struct tensor_id *tid = identity_find(id, identity_name_hash(h->name));
+
+	if (!tid) {
+		snprintf(what, sizeof(what), "tensor '%.80s' is not in it", h->name);
+		return ingest_refuse_content(ix, m, h, snap, "name", what);
+	}
+	if (tid->dtype != (uint8_t)h->dtype || tid->shape_hash != identity_shape_hash(h->ndims, h->shape)) {
+		int dt = tid->dtype != (uint8_t)h->dtype;
+		snprintf(what, sizeof(what), "tensor '%.80s' %s differs", h->name, dt ? "dtype" : "shape");
+		return ingest_refuse_content(ix, m, h, snap, dt ? "dtype" : "shape", what);
+	}
+	struct tensor_buf *t = find_tensor(snap, h->name);
+	if (!t) {
+		if (snap->n_tensors >= id->n)
+			return;	/* cannot be: each name is in id, and found above */
+		if (snap->n_tensors == snap->cap_tensors) {
+			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
+			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
+			if (!nt)
+				return;
+			snap->tensors = nt;
+			snap->cap_tensors = cap;
+		}
+		t = &snap->tensors[snap->n_tensors];
+		memset(t, 0, sizeof(*t));
+		if (!(t->name = strdup(h->name)) || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
+			free(t->name);
+			return;
+		}
+		snap->n_tensors++;
+		t->dtype = h->dtype;
+		t->total = h->total;
+	}
+	long at = pieces_slot(t, h->offset, h->offset + h->count);
+	if (at < 0 || (t->n_ranges >= MAX_PIECES &&
+		       pieces_is_new(t, (size_t)at, h->offset, h->offset + h->count)))
+		return;
+	if (pieces_add(t, (size_t)at, h->offset, h->offset + h->count, h->crc32) < 0)
+		return;
+	t->covered += h->count;
+	snap->last_taken = now_mono();
+	if (t->covered == t->total && t->crcs[0] != tid->crc) {
+		snprintf(what, sizeof(what), "tensor '%.80s' crc32 differs", h->name);
+		ingest_refuse_content(ix, m, h, snap, "crc32", what);
+	}
+}
