@@ -218,6 +218,11 @@ static unsigned grid_for(const struct cuda_engine *c, size_t n, unsigned threads
 
 /* --- open and close --- */
 
+extern "C" int wd_have_cuda(void)
+{
+	return 1;
+}
+
 extern "C" int cuda_engine_open(struct cuda_engine **out, int device, char *desc,
 				size_t desclen)
 {
@@ -1312,7 +1317,7 @@ static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 	size_t per = vec ? (wide ? 2 : 4) : 1;
 	unsigned g = grid_for(c, (p->n_finite + per - 1) / per, RED_THREADS);
 	/* past the queued results' partials: those stay for wd_engine_sync */
-	if ((r = arena_take(c, g, 3, &first)))
+	if ((r = arena_take(c, g, SUMMARY_PARTIALS, &first)))
 		return r;
 	double *d = c->d_arena + first;
 	if (wide && vec)
@@ -1324,7 +1329,7 @@ static int summarize(struct cuda_engine *c, struct wd_prepared *p)
 	else
 		summary_kernel<float, 1><<<g, RED_THREADS, 0, c->compute>>>((const float *)v, p->n_finite, d);
 	CU_LAUNCH();
-	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * 3 * sizeof(double),
+	CU(cudaMemcpyAsync(c->h_arena + first, d, (size_t)g * SUMMARY_PARTIALS * sizeof(double),
 			   cudaMemcpyDeviceToHost, c->compute));
 	CU(cudaStreamSynchronize(c->compute));
 	if ((r = value_at(c, p, 0, &s->min)) || (r = value_at(c, p, p->n_finite - 1, &s->max)) ||

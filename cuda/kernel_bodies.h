@@ -53,6 +53,7 @@
 #define EXPAND_ITEMS 16		/* output values per lane of the expansion */
 #define SCAN_THREADS 1024
 #define PAIR_UNROLL 4		/* independent loads in flight per thread */
+#define SUMMARY_PARTIALS 5	/* per block: sum (x - m), sum (x - m)^2, x's sums of squares (3) */
 #define PAIR_PARTIALS 9		/* per block: max |d|, |d| and |a| sums of squares (3 each), counts */
 
 /*
@@ -446,12 +447,14 @@ WD_HD void expand_body(X &x, const unsigned long long *offset, const uint16_t *o
 /*
  * Summary of sorted finite values, shifted by the median m so that a large
  * mean does not cancel a small spread: per block, sum (x - m),
- * sum (x - m)^2 and sum x^2 go to partial[3 * block + 0..2].
+ * sum (x - m)^2 and the three sums of x^2 by magnitude (lib/sumsq.h, as
+ * the CPU's l2) go to partial[SUMMARY_PARTIALS * block + 0..4].
  */
 template <class X, typename T, int V>
 WD_HD void summary_body(X &x, const T *v, size_t n, double *partial)
 {
-	double m = v[n / 2], s1 = 0, s2 = 0, sq = 0;
+	double m = v[n / 2], s1 = 0, s2 = 0;
+	struct wd_sumsq sq = { 0, 0, 0 };
 	size_t step = x.gthreads() * (size_t)V;
 
 	for (size_t i = x.gtid() * (size_t)V; i < n; i += step) {
@@ -461,12 +464,12 @@ WD_HD void summary_body(X &x, const T *v, size_t n, double *partial)
 			double y = t[k], d = y - m;
 			s1 += d;
 			s2 += d * d;
-			sq += y * y;
+			wd_sumsq_add(&sq, y);
 		}
 	}
-	double sums[3] = { s1, s2, sq };
-	for (int k = 0; k < 3; k++) {
-		x.block_sum_out(sums[k], partial, 3, k);
+	double sums[SUMMARY_PARTIALS] = { s1, s2, sq.sml, sq.med, sq.big };
+	for (int k = 0; k < SUMMARY_PARTIALS; k++) {
+		x.block_sum_out(sums[k], partial, SUMMARY_PARTIALS, k);
 		x.sync();	/* the reduction's scratch is reused */
 	}
 }
@@ -531,16 +534,19 @@ WD_HD void pair_stats_body(X &x, const typename LA::T *a, const typename LB::T *
 static inline void summary_finish(const double *partial, unsigned g, double m, double n,
 				  double *mean, double *std_out, double *l2)
 {
-	double s1 = 0, s2 = 0, sq = 0;
+	double s1 = 0, s2 = 0;
+	struct wd_sumsq sq = { 0, 0, 0 };
 	for (unsigned k = 0; k < g; k++) {
-		s1 += partial[3 * k];
-		s2 += partial[3 * k + 1];
-		sq += partial[3 * k + 2];
+		const double *p = partial + (size_t)SUMMARY_PARTIALS * k;
+		struct wd_sumsq bq = { p[2], p[3], p[4] };
+		s1 += p[0];
+		s2 += p[1];
+		wd_sumsq_merge(&sq, &bq);
 	}
 	*mean = m + s1 / n;
 	double var = (s2 - s1 * s1 / n) / n;
 	*std_out = sqrt(var > 0 ? var : 0);
-	*l2 = sqrt(sq);
+	*l2 = wd_sumsq_norm(&sq);
 }
 
 /*

@@ -1,8 +1,8 @@
 /*
- * backend_cuda.h: what the CUDA backend (cuda/engine_cuda.cu) gives
- * engine.c. engine.c decides where work runs and falls back to the CPU;
- * these functions only run it on the device. Compiled in when the library
- * is built with WD_HAVE_CUDA. Internal.
+ * backend_cuda.h: what the CUDA backend (the .cu files in cuda/) gives engine.c, the
+ * twin of backend_cpu.h. engine.c decides where work runs and falls back
+ * to the CPU; these functions only run it on the device. A library built
+ * without CUDA gets backend_cuda_none.c instead: no device. Internal.
  *
  * Errors: -ENODEV no usable device, -ENOMEM over the memory budget (the
  * caller prepares on the CPU instead), -EIO a device error (the caller

@@ -1,14 +1,13 @@
 /*
- * engine.c: the engine API: backend choice, preparing tensors, and W1
- * dispatch. Preparing is where the time goes: one fused pass classifies the
- * values, counts non-finite ones and writes radix keys with their digit
- * histograms; the radix sort then runs three passes (fp32). 16-bit data, and
- * fp32 data that is upcast bf16, is counted into 65536 bins instead.
+ * engine.c: the engine API and its one dispatcher: the backend choice, and
+ * where each call runs. The work itself is the backends': the CPU's
+ * (backend_cpu.h: prepare_cpu.c, w1.c, stats.c) and the CUDA one's
+ * (backend_cuda.h: cuda/, or backend_cuda_none.c in a build without it),
+ * and neither calls back in here.
  *
- * With the CUDA backend (cuda/, built with WD_HAVE_CUDA) work goes to the
- * device; this file decides where each call runs: a tensor over the device
- * budget is prepared here on the CPU, and a device error makes the engine
- * fall back to the CPU for good, with a logged error. Depends on libc only.
+ * A tensor over the device budget is prepared on the CPU, and a device
+ * error makes the engine fall back to the CPU for good, with a logged
+ * error. Depends on libc only.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,12 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "backend_cuda.h"
-#include "bigbuf.h"
 #include "dtype.h"
 #include "log.h"
 #include "prepared.h"
-#include "radix_sort.h"
 
 /* A result queued by wd_w1_async() and computed on the CPU. */
 struct pending {
@@ -32,8 +30,7 @@ struct pending {
 struct wd_engine {
 	enum wd_backend backend;	/* in use: CPU after a fallback */
 	char desc[160];
-	void *scratch;		/* radix ping-pong buffer, grown on demand */
-	size_t scratch_size;
+	struct cpu_engine cpu;	/* the radix sort's scratch */
 	struct cuda_engine *cuda;	/* NULL on the CPU */
 	struct wd_prepared *live;	/* tensors holding device memory */
 	int device_lost;	/* sync owes the caller an -EIO */
@@ -53,32 +50,6 @@ int wd_backend_parse(const char *s, enum wd_backend *out)
 		return -EINVAL;
 	return 0;
 }
-
-#ifdef WD_HAVE_CUDA
-int wd_have_cuda(void) { return 1; }
-#else
-int wd_have_cuda(void) { return 0; }
-/* The CUDA entry points when the library is built without it. */
-static int cuda_engine_open_none(struct cuda_engine **out, int device, char *desc, size_t len)
-{
-	(void)device;
-	*out = NULL;
-	snprintf(desc, len, "built without CUDA");
-	return -ENODEV;
-}
-#define cuda_engine_open cuda_engine_open_none
-#define cuda_engine_close(c) ((void)(c))
-#define cuda_engine_set_budget(c, b) ((void)(c), (void)(b))
-#define cuda_prepare(c, v, f, p) ((void)(c), (void)(v), (void)(f), (void)(p), -ENODEV)
-#define cuda_prepared_release(c, p) ((void)(c), (void)(p))
-#define cuda_w1_async(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
-#define cuda_sync(c) ((void)(c), 0)
-#define cuda_pair_stats(c, a, b, o) ((void)(c), (void)(a), (void)(b), (void)(o), -ENODEV)
-#define cuda_to_host(c, p, v) ((void)(c), (void)(p), (void)(v), -ENODEV)
-#define cuda_summarize(c, p) ((void)(c), (void)(p), -ENODEV)
-#define cuda_settle(c, p) ((void)(c), (void)(p), -ENODEV)
-#define cuda_copy_to_host(c, d, n, o) ((void)(c), (void)(d), (void)(n), (void)(o), -ENODEV)
-#endif
 
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
 {
@@ -168,7 +139,7 @@ void wd_engine_close(struct wd_engine **e)
 		cuda_engine_close(&(*e)->cuda);
 	}
 	free((*e)->pend);
-	free((*e)->scratch);
+	cpu_engine_close(&(*e)->cpu);
 	free(*e);
 	*e = NULL;
 }
@@ -208,211 +179,10 @@ static void engine_lose_device(struct wd_engine *e, const char *during)
 	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread; fell back after a cuda error)");
 }
 
-/* Makes sure the scratch buffer holds at least size bytes. */
-static void *engine_scratch(struct wd_engine *e, size_t size)
-{
-	if (e->scratch_size < size) {
-		free(e->scratch);
-		e->scratch = bigbuf_alloc(size);
-		e->scratch_size = e->scratch ? size : 0;
-	}
-	return e->scratch;
-}
-
-/*
- * Sorting leaves the result in either our buffer or the scratch one. When it
- * is the scratch, the prepared tensor takes it and the engine keeps ours as
- * its next scratch: no copy. A scratch much larger than needed (left by an
- * earlier, bigger tensor) is not handed out: the result is copied instead.
- */
-static void *engine_adopt(struct wd_engine *e, void *mine, size_t mine_size,
-			  void *result, size_t used)
-{
-	if (result == mine)
-		return mine;
-	if (e->scratch_size > 2 * mine_size) {
-		memcpy(mine, result, used);
-		return mine;
-	}
-	e->scratch = mine;
-	e->scratch_size = mine_size;
-	return result;
-}
-
-static int prepare_sorted_f32(struct wd_engine *e, const uint32_t *src,
-			      uint64_t n, struct wd_prepared *p)
-{
-	uint64_t (*hist)[RADIX_BUCKETS] = calloc(RADIX32_DIGITS, sizeof(*hist));
-	uint32_t *keys = bigbuf_alloc(n * 4 + 4);
-	uint32_t *tmp = engine_scratch(e, n * 4 + 4);
-	uint64_t k = 0;
-
-	if (!hist || !keys || !tmp) {
-		free(hist);
-		free(keys);
-		return -ENOMEM;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t u = src[i];
-		if ((u & 0x7f800000u) == 0x7f800000u) {
-			if (u & 0x7fffffu)
-				p->nonfinite.nan++;
-			else if (u >> 31)
-				p->nonfinite.neginf++;
-			else
-				p->nonfinite.posinf++;
-			continue;
-		}
-		uint32_t key = key32_from_bits(u);
-		keys[k++] = key;
-		for (int d = 0; d < RADIX32_DIGITS; d++)
-			hist[d][(key >> (d * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++;
-	}
-	p->values = engine_adopt(e, keys, n * 4 + 4,
-				 radix_sort32(keys, tmp, k, hist, 1), k * 4);
-	p->n_finite = k;
-	p->store = WD_F32;
-	free(hist);
-	return 0;
-}
-
-static int prepare_sorted_f64(struct wd_engine *e, const uint64_t *src,
-			      uint64_t n, struct wd_prepared *p)
-{
-	uint64_t (*hist)[RADIX_BUCKETS] = calloc(RADIX64_DIGITS, sizeof(*hist));
-	uint64_t *keys = bigbuf_alloc(n * 8 + 8);
-	uint64_t *tmp = engine_scratch(e, n * 8 + 8);
-	uint64_t k = 0;
-
-	if (!hist || !keys || !tmp) {
-		free(hist);
-		free(keys);
-		return -ENOMEM;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t u = src[i];
-		if ((u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull) {
-			if (u & 0x000fffffffffffffull)
-				p->nonfinite.nan++;
-			else if (u >> 63)
-				p->nonfinite.neginf++;
-			else
-				p->nonfinite.posinf++;
-			continue;
-		}
-		uint64_t key = key64_from_bits(u);
-		keys[k++] = key;
-		for (int d = 0; d < RADIX64_DIGITS; d++)
-			hist[d][(key >> (d * RADIX_BITS)) & (RADIX_BUCKETS - 1)]++;
-	}
-	p->values = engine_adopt(e, keys, n * 8 + 8,
-				 radix_sort64(keys, tmp, k, hist, 1), k * 8);
-	p->n_finite = k;
-	p->store = WD_F64;
-	free(hist);
-	return 0;
-}
-
-/*
- * Counts 16-bit codes (shift 0 over uint16_t, or the upper halves of
- * uint32_t words with shift 16). Two interleaved 32-bit sub-histograms break
- * the store-to-load chain when neighbours hit the same hot bin near zero;
- * chunks keep each sub-count below 2^32.
- */
-#define HIST_CHUNK (1ull << 31)
-
-static void hist16_count16(const uint16_t *c, uint64_t n, uint32_t *h0,
-			   uint32_t *h1)
-{
-	uint64_t i = 0;
-	for (; i + 2 <= n; i += 2) {
-		h0[c[i]]++;
-		h1[c[i + 1]]++;
-	}
-	if (i < n)
-		h0[c[i]]++;
-}
-
-static void hist16_count32(const uint32_t *c, uint64_t n, uint32_t *h0,
-			   uint32_t *h1)
-{
-	uint64_t i = 0;
-	for (; i + 2 <= n; i += 2) {
-		h0[c[i] >> 16]++;
-		h1[c[i + 1] >> 16]++;
-	}
-	if (i < n)
-		h0[c[i] >> 16]++;
-}
-
-static int prepare_hist16(const void *src, int upper_halves, enum wd_dtype fmt,
-			  uint64_t n, struct wd_prepared *p)
-{
-	uint32_t *sub = calloc(2 * HALF_CODES, sizeof(*sub));
-	const struct half_table *t = half_table_get(fmt);
-
-	p->hist = calloc(HALF_CODES, sizeof(*p->hist));
-	if (!sub || !p->hist) {
-		free(sub);
-		return -ENOMEM;
-	}
-	for (uint64_t at = 0; at < n; at += HIST_CHUNK) {
-		uint64_t len = n - at < HIST_CHUNK ? n - at : HIST_CHUNK;
-		if (upper_halves)
-			hist16_count32((const uint32_t *)src + at, len, sub, sub + HALF_CODES);
-		else
-			hist16_count16((const uint16_t *)src + at, len, sub, sub + HALF_CODES);
-		for (uint32_t c = 0; c < HALF_CODES; c++) {
-			p->hist[c] += (uint64_t)sub[c] + sub[HALF_CODES + c];
-			sub[c] = sub[HALF_CODES + c] = 0;
-		}
-	}
-	free(sub);
-	half_count_nonfinite(fmt, p->hist, &p->nonfinite);
-	p->n_finite = 0;
-	for (uint32_t j = 0; j < t->n_order; j++)
-		p->n_finite += p->hist[t->order[j]];
-	p->store = fmt;
-	return 0;
-}
-
-/* True when every fp32 value has zero low 16 bits: it is upcast bf16. */
-static int f32_is_upcast_bf16(const uint32_t *u, uint64_t n)
-{
-	/* Real fp32 data fails on the first few elements; check a prefix first. */
-	uint64_t head = n < 64 ? n : 64;
-	for (uint64_t i = 0; i < head; i++)
-		if (u[i] & 0xffff)
-			return 0;
-	uint32_t any = 0;
-	for (uint64_t i = head; i < n; i++)
-		any |= u[i];
-	return !(any & 0xffff);
-}
-
-/* 16-bit data sorted as fp32 values: exact, since both formats fit in fp32. */
-static int prepare_sorted_from16(struct wd_engine *e, const uint16_t *src,
-				 enum wd_dtype fmt, uint64_t n,
-				 struct wd_prepared *p)
-{
-	const struct half_table *t = half_table_get(fmt);
-	float *f = malloc(n * 4 + 4);
-	int r;
-
-	if (!f)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < n; i++)
-		f[i] = (float)t->value[src[i]];
-	r = prepare_sorted_f32(e, (const uint32_t *)f, n, p);
-	free(f);
-	return r;
-}
-
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out)
 {
 	struct wd_prepared *p;
-	int force_sort = flags & WD_PREP_FORCE_SORT;
 	int r;
 
 	*out = NULL;
@@ -465,29 +235,7 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 			return r;
 		}
 	}
-	if (flags & WD_PREP_KEEP_RAW)
-		p->host_raw = v->data;
-	switch (v->dtype) {
-	case WD_F32:
-		if (!force_sort && v->numel && f32_is_upcast_bf16(v->data, v->numel)) {
-			p->method = WD_METHOD_HIST16;
-			r = prepare_hist16(v->data, 1, WD_BF16, v->numel, p);
-		} else {
-			r = prepare_sorted_f32(e, v->data, v->numel, p);
-		}
-		break;
-	case WD_F64:
-		r = prepare_sorted_f64(e, v->data, v->numel, p);
-		break;
-	default:
-		if (force_sort) {
-			r = prepare_sorted_from16(e, v->data, v->dtype, v->numel, p);
-		} else {
-			p->method = WD_METHOD_HIST16;
-			r = prepare_hist16(v->data, 0, v->dtype, v->numel, p);
-		}
-		break;
-	}
+	r = cpu_prepare(&e->cpu, v, flags, p);
 	if (r < 0) {
 		wd_prepared_free(&p);
 		return r;
@@ -574,6 +322,8 @@ static int pend_push(struct wd_engine *e, double *out, double value)
 	return 0;
 }
 
+static int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p);
+
 /* W1 on the CPU, bringing a sorted device tensor's values over if needed. */
 static int w1_on_host(struct wd_engine *e, const struct wd_prepared *a,
 		      const struct wd_prepared *b, double *w1)
@@ -594,7 +344,7 @@ static int w1_on_host(struct wd_engine *e, const struct wd_prepared *a,
 	if (!r && !prepared_on_host(b) && (r = cuda_to_host(e->cuda, b, &vb)) == 0)
 		hb.values = vb;
 	if (!r)
-		*w1 = (a->n_finite && b->n_finite) ? w1_cpu(&ha, &hb) : NAN;
+		*w1 = (a->n_finite && b->n_finite) ? cpu_w1(&ha, &hb) : NAN;
 	free(va);
 	free(vb);
 	return r;
@@ -656,7 +406,12 @@ int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
 	return r ? r : s;
 }
 
-int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p)
+/*
+ * Brings a device count's hist[] to the host, for W1 against a tensor on
+ * the host and for summaries. Returns 0, or -EIO when the device is gone
+ * (p is stale then).
+ */
+static int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p)
 {
 	void *h;
 
@@ -673,12 +428,37 @@ int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p)
 	return 0;
 }
 
-void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p)
+/*
+ * Computes the summary of a sorted device tensor into p->summary; does
+ * nothing when the device is gone.
+ */
+static void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p)
 {
 	if (prepared_stale(e, p))
 		return;
 	if (cuda_summarize(e->cuda, p) == -EIO)
 		engine_lose_device(e, "summary");
+}
+
+void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
+{
+	/* A sorted device tensor's summary is computed when first asked for. */
+	if (!p->have_summary && p->dev_keys && p->engine)
+		engine_summarize_device(p->engine, (struct wd_prepared *)p);
+	/* a device count's counts come to the host when first needed */
+	if (p->method == WD_METHOD_HIST16 && !p->hist && p->engine)
+		engine_fetch_hist(p->engine, (struct wd_prepared *)p);
+	if (p->have_summary)
+		*s = p->summary;
+	else
+		cpu_summarize(p, s);
+}
+
+int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
+		  const struct wd_view *b, struct wd_pair_stats *out)
+{
+	(void)e;	/* raw views are host memory: the CPU's */
+	return cpu_pair_stats(a, b, out);
 }
 
 int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,

@@ -1,7 +1,8 @@
 /*
- * prepared.h: what a prepared tensor holds, and the CPU kernels that read it.
- * Internal to libwdrift; shared by engine.c (which builds prepared tensors),
- * w1.c (distances) and stats.c (summaries).
+ * prepared.h: what a prepared tensor holds. Internal to libwdrift; shared
+ * by engine.c (which dispatches), the CPU backend (backend_cpu.h:
+ * prepare_cpu.c builds prepared tensors, w1.c and stats.c read them) and
+ * the CUDA one (backend_cuda.h).
  */
 #ifndef WD_PREPARED_H
 #define WD_PREPARED_H
@@ -23,7 +24,7 @@ struct wd_prepared {
 	/*
 	 * Set when the tensor lives on the device (cuda/). A sorted tensor then
 	 * has no values[] on the host, and a counted one gets hist[] there only
-	 * when the host needs it (engine_fetch_hist).
+	 * when the host needs it (engine.c: engine_fetch_hist).
 	 */
 	struct wd_engine *engine;	/* owner, for freeing device memory */
 	/*
@@ -64,21 +65,5 @@ static inline int prepared_on_device(const struct wd_prepared *p)
 {
 	return p->dev_keys || p->dev_hist || p->dev_raw;
 }
-
-/*
- * Computes the summary of a sorted device tensor into p->summary (engine.c,
- * for wd_summarize); does nothing when the device is gone.
- */
-void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p);
-
-/*
- * Brings a device count's hist[] to the host (engine.c), for W1 against a
- * tensor on the host and for summaries. Returns 0, or -EIO when the
- * device is gone (p is stale then).
- */
-int engine_fetch_hist(struct wd_engine *e, struct wd_prepared *p);
-
-/* W1 between two prepared tensors that both have finite values (w1.c). */
-double w1_cpu(const struct wd_prepared *a, const struct wd_prepared *b);
 
 #endif

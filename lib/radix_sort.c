@@ -5,7 +5,8 @@
  * one scattered write of the array. The 32-bit scatter goes through
  * software write-combining: each bucket fills a cache-line buffer (2048 x 64
  * bytes, in L2) and whole lines are copied out, so the scatter costs about a
- * streaming pass instead of a cache miss per key.
+ * streaming pass instead of a cache miss per key. The 32- and 64-bit sorts
+ * are one body (radix_sort_body.h), included twice.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,74 +92,48 @@ static int radix_offsets(const uint64_t *count, size_t *off, size_t n)
 	return 0;
 }
 
-uint32_t *radix_sort32(uint32_t *keys, uint32_t *tmp, size_t n,
-		       uint64_t hist[RADIX32_DIGITS][RADIX_BUCKETS], int to_bits)
+/*
+ * A 32-bit pass through the line buffers, for arrays big enough that the
+ * plain scatter would miss the cache on every key. Allocates the buffers
+ * at the first such pass (*wc, freed by the caller). Returns 0 when the
+ * plain scatter is to run instead: a small array, or no memory for them.
+ */
+static int scatter32_big(struct wc_line **wc, const uint32_t *src, uint32_t *dst, size_t n,
+			 unsigned shift, size_t *off, int bits)
 {
-	size_t off[RADIX32_DIGITS][RADIX_BUCKETS];
-	int live[RADIX32_DIGITS], last = -1;
-	uint32_t *src = keys, *dst = tmp;
-	struct wc_line *wc = NULL;
-
-	for (int d = 0; d < RADIX32_DIGITS; d++) {
-		live[d] = n > 1 && !radix_offsets(hist[d], off[d], n);
-		if (live[d])
-			last = d;
-	}
-	for (int d = 0; d <= last; d++) {
-		if (!live[d])
-			continue;
-		unsigned shift = (unsigned)d * RADIX_BITS;
-		size_t *o = off[d];
-		int bits = d == last && to_bits;
-		if (!wc && n >= 4 * RADIX_BUCKETS * WC_KEYS)
-			wc = aligned_alloc(64, RADIX_BUCKETS * sizeof(*wc));
-		if (wc) {
-			if (bits)
-				scatter32_wc(src, dst, n, shift, o, wc, 1);
-			else
-				scatter32_wc(src, dst, n, shift, o, wc, 0);
-		} else {	/* small arrays, or no memory for the line buffers */
-			for (size_t i = 0; i < n; i++) {
-				uint32_t k = src[i];
-				dst[o[(k >> shift) & (RADIX_BUCKETS - 1)]++] =
-					bits ? key32_to_bits(k) : k;
-			}
-		}
-		uint32_t *t = src; src = dst; dst = t;
-	}
-	free(wc);
-	if (last < 0 && to_bits)
-		for (size_t i = 0; i < n; i++)
-			src[i] = key32_to_bits(src[i]);
-	return src;
+	if (!*wc && n >= 4 * RADIX_BUCKETS * WC_KEYS)
+		*wc = aligned_alloc(64, RADIX_BUCKETS * sizeof(**wc));
+	if (!*wc)
+		return 0;
+	/* constant last arguments, so that each call is specialised */
+	if (bits)
+		scatter32_wc(src, dst, n, shift, off, *wc, 1);
+	else
+		scatter32_wc(src, dst, n, shift, off, *wc, 0);
+	return 1;
 }
 
-uint64_t *radix_sort64(uint64_t *keys, uint64_t *tmp, size_t n,
-		       uint64_t hist[RADIX64_DIGITS][RADIX_BUCKETS], int to_bits)
-{
-	size_t off[RADIX64_DIGITS][RADIX_BUCKETS];
-	int live[RADIX64_DIGITS], last = -1;
-	uint64_t *src = keys, *dst = tmp;
+#define RS_NAME radix_sort32
+#define RS_KEY uint32_t
+#define RS_DIGITS RADIX32_DIGITS
+#define RS_TO_BITS key32_to_bits
+#define RS_SCATTER_WC scatter32_big
+#include "radix_sort_body.h"
+#undef RS_NAME
+#undef RS_KEY
+#undef RS_DIGITS
+#undef RS_TO_BITS
+#undef RS_SCATTER_WC
 
-	for (int d = 0; d < RADIX64_DIGITS; d++) {
-		live[d] = n > 1 && !radix_offsets(hist[d], off[d], n);
-		if (live[d])
-			last = d;
-	}
-	for (int d = 0; d <= last; d++) {
-		if (!live[d])
-			continue;
-		unsigned shift = (unsigned)d * RADIX_BITS;
-		size_t *o = off[d];
-		for (size_t i = 0; i < n; i++) {
-			uint64_t k = src[i];
-			uint64_t v = (d == last && to_bits) ? key64_to_bits(k) : k;
-			dst[o[(k >> shift) & (RADIX_BUCKETS - 1)]++] = v;
-		}
-		uint64_t *t = src; src = dst; dst = t;
-	}
-	if (last < 0 && to_bits)
-		for (size_t i = 0; i < n; i++)
-			src[i] = key64_to_bits(src[i]);
-	return src;
-}
+/* 64-bit keys: the plain scatter only (line buffers would hold 8 keys). */
+#define RS_NAME radix_sort64
+#define RS_KEY uint64_t
+#define RS_DIGITS RADIX64_DIGITS
+#define RS_TO_BITS key64_to_bits
+#define RS_SCATTER_WC(wc, src, dst, n, shift, off, bits) 0
+#include "radix_sort_body.h"
+#undef RS_NAME
+#undef RS_KEY
+#undef RS_DIGITS
+#undef RS_TO_BITS
+#undef RS_SCATTER_WC

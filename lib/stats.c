@@ -1,12 +1,16 @@
 /*
- * stats.c: per-tensor summaries (from a prepared tensor) and element-wise
+ * stats.c: the CPU backend's statistics (backend_cpu.h): per-tensor
+ * summaries (from a prepared tensor in host memory) and element-wise
  * statistics of two raw tensors with the same element count. Sums run in
  * double, in blocks; the variance is taken about the mean in a second pass,
- * so a large mean does not cancel a small spread.
+ * so a large mean does not cancel a small spread. Sums of squares (l2,
+ * rel_l2) are kept by magnitude (sumsq.h), so that they neither underflow
+ * nor overflow. Calls nothing in engine.c.
  */
 #include <errno.h>
 #include <math.h>
 
+#include "backend_cpu.h"
 #include "dtype.h"
 #include "prepared.h"
 #include "sumsq.h"
@@ -23,18 +27,20 @@ static double sorted_at(const struct wd_prepared *p, uint64_t i)
 static void summarize_sorted(const struct wd_prepared *p, struct wd_summary *s)
 {
 	uint64_t n = p->n_finite;
-	double sum = 0, sq = 0, dev = 0;
+	double sum = 0, dev = 0;
+	struct wd_sumsq sq = { 0, 0, 0 };
 
 	for (uint64_t at = 0; at < n; at += BLOCK) {
 		uint64_t end = n - at < BLOCK ? n : at + BLOCK;
-		double bs = 0, bq = 0;
+		double bs = 0;
+		struct wd_sumsq bq = { 0, 0, 0 };
 		for (uint64_t i = at; i < end; i++) {
 			double x = sorted_at(p, i);
 			bs += x;
-			bq += x * x;
+			wd_sumsq_add(&bq, x);
 		}
 		sum += bs;
-		sq += bq;
+		wd_sumsq_merge(&sq, &bq);
 	}
 	s->mean = sum / (double)n;
 	for (uint64_t at = 0; at < n; at += BLOCK) {
@@ -49,13 +55,14 @@ static void summarize_sorted(const struct wd_prepared *p, struct wd_summary *s)
 	s->std = sqrt(dev / (double)n);
 	s->min = sorted_at(p, 0);
 	s->max = sorted_at(p, n - 1);
-	s->l2 = sqrt(sq);
+	s->l2 = wd_sumsq_norm(&sq);
 }
 
 static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
 {
 	const struct half_table *t = half_table_get(p->store);
-	double sum = 0, sq = 0, dev = 0;
+	double sum = 0, dev = 0;
+	struct wd_sumsq sq = { 0, 0, 0 };
 	int seen = 0;
 
 	for (uint32_t j = 0; j < t->n_order; j++) {
@@ -68,7 +75,7 @@ static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
 		seen = 1;
 		s->max = x;
 		sum += (double)c * x;
-		sq += (double)c * x * x;
+		wd_sumsq_add_n(&sq, x, (double)c);
 	}
 	s->mean = sum / (double)p->n_finite;
 	for (uint32_t j = 0; j < t->n_order; j++) {
@@ -78,21 +85,11 @@ static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
 			dev += (double)c * d * d;
 	}
 	s->std = sqrt(dev / (double)p->n_finite);
-	s->l2 = sqrt(sq);
+	s->l2 = wd_sumsq_norm(&sq);
 }
 
-void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
+void cpu_summarize(const struct wd_prepared *p, struct wd_summary *s)
 {
-	/* A sorted device tensor's summary is computed when first asked for. */
-	if (!p->have_summary && p->dev_keys && p->engine)
-		engine_summarize_device(p->engine, (struct wd_prepared *)p);
-	/* a device count's counts come to the host when first needed */
-	if (p->method == WD_METHOD_HIST16 && !p->hist && p->engine)
-		engine_fetch_hist(p->engine, (struct wd_prepared *)p);
-	if (p->have_summary) {
-		*s = p->summary;
-		return;
-	}
 	s->numel = p->numel;
 	s->n_finite = p->n_finite;
 	s->nonfinite = p->nonfinite;
@@ -130,15 +127,14 @@ static void decode_block(const struct wd_view *v, uint64_t at, uint64_t count,
 	}
 }
 
-int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
-		  const struct wd_view *b, struct wd_pair_stats *out)
+int cpu_pair_stats(const struct wd_view *a, const struct wd_view *b,
+		   struct wd_pair_stats *out)
 {
 	double da[BLOCK], db[BLOCK];
 	double maxd = 0;
 	struct wd_sumsq dd = { 0, 0, 0 }, aa = { 0, 0, 0 };
 	uint64_t n_diff = 0, n_cmp = 0;
 
-	(void)e;
 	if (a->numel != b->numel || !wd_dtype_size(a->dtype) ||
 	    !wd_dtype_size(b->dtype) || (a->numel && (!a->data || !b->data)))
 		return -EINVAL;

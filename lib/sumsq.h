@@ -1,7 +1,8 @@
 /*
  * sumsq.h: a sum of squares that neither underflows nor overflows, for
- * rel_l2 = ||a - b|| / ||a|| in both engines (lib/stats.c and the CUDA
- * kernel bodies, which include this header; C11 and C++/CUDA).
+ * rel_l2 = ||a - b|| / ||a|| and a summary's l2 in both engines
+ * (lib/stats.c and the CUDA kernel bodies, which include this header; C11
+ * and C++/CUDA).
  *
  * Plain d*d underflows to 0 when every |d| is below about 1e-162, so two
  * fp64 tensors that differ there got rel_l2 = 0; and x*x overflows above
@@ -44,6 +45,24 @@ WD_SHARED void wd_sumsq_add(struct wd_sumsq *s, double x)
 	}
 }
 
+/*
+ * Adds count * x^2 (x finite): a 16-bit count's bin. The same scaling as
+ * wd_sumsq_add, so a bin of one value adds what wd_sumsq_add would.
+ */
+WD_SHARED void wd_sumsq_add_n(struct wd_sumsq *s, double x, double count)
+{
+	double ax = fabs(x);
+	if (ax > WD_SUMSQ_TBIG) {
+		ax *= WD_SUMSQ_SBIG;
+		s->big += count * ax * ax;
+	} else if (ax < WD_SUMSQ_TSML) {
+		ax *= WD_SUMSQ_SSML;
+		s->sml += count * ax * ax;
+	} else {
+		s->med += count * ax * ax;
+	}
+}
+
 /* s += t: partial sums (per block, per thread) add component by component. */
 WD_SHARED void wd_sumsq_merge(struct wd_sumsq *s, const struct wd_sumsq *t)
 {
@@ -81,6 +100,14 @@ WD_SHARED double wd_sumsq_root(const struct wd_sumsq *s, int *e)
 	}
 	*e = 0;
 	return sqrt(s->med);
+}
+
+/* The square root of the sum: a norm, +Inf past the double range. */
+WD_SHARED double wd_sumsq_norm(const struct wd_sumsq *s)
+{
+	int e;
+	double r = wd_sumsq_root(s, &e);
+	return ldexp(r, e);
 }
 
 /* sqrt(num) / sqrt(den), den not zero: the ratio of two norms, scaled exactly. */

@@ -370,7 +370,7 @@ static void check_sorted(size_t n, int nonfinite, int sms)
 		size_t nf = ends[1];
 		const int V = 16 / sizeof(T);
 		unsigned g = grid_for_items((nf + V - 1) / V, RED_THREADS, sms, RED_BLOCKS_PER_SM, 1024);
-		std::vector<double> partial(3 * g);
+		std::vector<double> partial(SUMMARY_PARTIALS * g);
 		const char *err = simt::run(g, RED_THREADS, 1, 0, [&](simt::host_thread &x, void *) {
 			summary_body<simt::host_thread, T, 16 / sizeof(T)>(x, f, nf, partial.data());
 		});

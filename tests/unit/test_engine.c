@@ -449,6 +449,36 @@ static void test_summary(void)
 }
 
 /*
+ * Issue 14: a summary's l2 was a plain sum of squares, which underflows to
+ * 0 below about 1e-154 and overflows above 1e154; it is scaled by
+ * magnitude (lib/sumsq.h) as rel_l2's is. n values of magnitude v, signs
+ * alternating, over more than one 4096-value block: l2 = sqrt(n) * v. Each
+ * v has a short mantissa, so that its scaled squares add exactly and l2 is
+ * off by the square root's rounding only.
+ */
+static void test_summary_l2_range(void)
+{
+	/* about 1.3e-170, 7.9e-201 and 2.7e200 */
+	const double mags[] = { ldexp(1.5, -565), ldexp(1.25, -665), ldexp(1.75, 665) };
+	enum { N = 5000 };
+	static double x[N];
+
+	for (size_t k = 0; k < sizeof(mags) / sizeof(mags[0]); k++) {
+		double v = mags[k], want = sqrt((double)N) * v;
+		struct wd_view view = { WD_F64, x, N };
+		struct wd_prepared *p;
+		struct wd_summary s;
+		for (int i = 0; i < N; i++)
+			x[i] = i % 2 ? -v : v;
+		CHECK(wd_prepare(eng, &view, 0, &p) == 0, "prepare fp64 of magnitude %g", v);
+		wd_summarize(p, &s);
+		CHECK(s.l2 > 0 && isfinite(s.l2) && close_to(s.l2, want, 4 * 0x1p-52, 0),
+		      "fp64 of magnitude %g: l2 %.17g, want sqrt(n) * v = %.17g", v, s.l2, want);
+		wd_prepared_free(&p);
+	}
+}
+
+/*
  * Regression: CDF fractions were c * (1/n), and n * (1/n) is not exactly 1.
  * Past both maxima |F - G| stayed ~1e-16, times the 1e38-wide gaps at the top
  * of the bf16 range: W1 ~ 1e22 for unequal finite counts.
@@ -587,6 +617,7 @@ int main(void)
 	test_pair_stats();
 	test_w1_nearly_equal_cdfs();
 	test_summary();
+	test_summary_l2_range();
 	test_regression_cdf_fraction();
 	test_constant_tensors();
 	test_api_errors();

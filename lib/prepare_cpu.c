@@ -1,0 +1,211 @@
+/*
+ * prepare_cpu.c: preparing a tensor on the CPU (backend_cpu.h:
+ * cpu_prepare). Preparing is where the time goes: one fused pass
+ * classifies the values, counts non-finite ones and writes radix keys with
+ * their digit histograms; the radix sort then runs three passes (fp32).
+ * 16-bit data, and fp32 data that is upcast bf16, is counted into 65536
+ * bins instead. docs/engine.md, "How a tensor is prepared". Depends on
+ * libc only; calls nothing in engine.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "bigbuf.h"
+#include "dtype.h"
+#include "prepared.h"
+#include "radix_sort.h"
+
+/* Makes sure the scratch buffer holds at least size bytes. */
+static void *cpu_scratch(struct cpu_engine *c, size_t size)
+{
+	if (c->scratch_size < size) {
+		free(c->scratch);
+		c->scratch = bigbuf_alloc(size);
+		c->scratch_size = c->scratch ? size : 0;
+	}
+	return c->scratch;
+}
+
+/*
+ * Sorting leaves the result in either our buffer or the scratch one. When it
+ * is the scratch, the prepared tensor takes it and the engine keeps ours as
+ * its next scratch: no copy. A scratch much larger than needed (left by an
+ * earlier, bigger tensor) is not handed out: the result is copied instead.
+ */
+static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
+		       void *result, size_t used)
+{
+	if (result == mine)
+		return mine;
+	if (c->scratch_size > 2 * mine_size) {
+		memcpy(mine, result, used);
+		return mine;
+	}
+	c->scratch = mine;
+	c->scratch_size = mine_size;
+	return result;
+}
+
+#define PS_NAME prepare_sorted_f32
+#define PS_BITS uint32_t
+#define PS_EXP 0x7f800000u
+#define PS_MANT 0x7fffffu
+#define PS_KEY key32_from_bits
+#define PS_DIGITS RADIX32_DIGITS
+#define PS_SORT radix_sort32
+#define PS_STORE WD_F32
+#include "prepare_sorted_body.h"
+#undef PS_NAME
+#undef PS_BITS
+#undef PS_EXP
+#undef PS_MANT
+#undef PS_KEY
+#undef PS_DIGITS
+#undef PS_SORT
+#undef PS_STORE
+
+#define PS_NAME prepare_sorted_f64
+#define PS_BITS uint64_t
+#define PS_EXP 0x7ff0000000000000ull
+#define PS_MANT 0x000fffffffffffffull
+#define PS_KEY key64_from_bits
+#define PS_DIGITS RADIX64_DIGITS
+#define PS_SORT radix_sort64
+#define PS_STORE WD_F64
+#include "prepare_sorted_body.h"
+#undef PS_NAME
+#undef PS_BITS
+#undef PS_EXP
+#undef PS_MANT
+#undef PS_KEY
+#undef PS_DIGITS
+#undef PS_SORT
+#undef PS_STORE
+
+/*
+ * Counts 16-bit codes (shift 0 over uint16_t, or the upper halves of
+ * uint32_t words with shift 16). Two interleaved 32-bit sub-histograms break
+ * the store-to-load chain when neighbours hit the same hot bin near zero;
+ * chunks keep each sub-count below 2^32.
+ */
+#define HIST_CHUNK (1ull << 31)
+
+static void hist16_count16(const uint16_t *c, uint64_t n, uint32_t *h0,
+			   uint32_t *h1)
+{
+	uint64_t i = 0;
+	for (; i + 2 <= n; i += 2) {
+		h0[c[i]]++;
+		h1[c[i + 1]]++;
+	}
+	if (i < n)
+		h0[c[i]]++;
+}
+
+static void hist16_count32(const uint32_t *c, uint64_t n, uint32_t *h0,
+			   uint32_t *h1)
+{
+	uint64_t i = 0;
+	for (; i + 2 <= n; i += 2) {
+		h0[c[i] >> 16]++;
+		h1[c[i + 1] >> 16]++;
+	}
+	if (i < n)
+		h0[c[i] >> 16]++;
+}
+
+static int prepare_hist16(const void *src, int upper_halves, enum wd_dtype fmt,
+			  uint64_t n, struct wd_prepared *p)
+{
+	uint32_t *sub = calloc(2 * HALF_CODES, sizeof(*sub));
+	const struct half_table *t = half_table_get(fmt);
+
+	p->hist = calloc(HALF_CODES, sizeof(*p->hist));
+	if (!sub || !p->hist) {
+		free(sub);
+		return -ENOMEM;
+	}
+	for (uint64_t at = 0; at < n; at += HIST_CHUNK) {
+		uint64_t len = n - at < HIST_CHUNK ? n - at : HIST_CHUNK;
+		if (upper_halves)
+			hist16_count32((const uint32_t *)src + at, len, sub, sub + HALF_CODES);
+		else
+			hist16_count16((const uint16_t *)src + at, len, sub, sub + HALF_CODES);
+		for (uint32_t c = 0; c < HALF_CODES; c++) {
+			p->hist[c] += (uint64_t)sub[c] + sub[HALF_CODES + c];
+			sub[c] = sub[HALF_CODES + c] = 0;
+		}
+	}
+	free(sub);
+	half_count_nonfinite(fmt, p->hist, &p->nonfinite);
+	p->n_finite = 0;
+	for (uint32_t j = 0; j < t->n_order; j++)
+		p->n_finite += p->hist[t->order[j]];
+	p->store = fmt;
+	return 0;
+}
+
+/* True when every fp32 value has zero low 16 bits: it is upcast bf16. */
+static int f32_is_upcast_bf16(const uint32_t *u, uint64_t n)
+{
+	/* Real fp32 data fails on the first few elements; check a prefix first. */
+	uint64_t head = n < 64 ? n : 64;
+	for (uint64_t i = 0; i < head; i++)
+		if (u[i] & 0xffff)
+			return 0;
+	uint32_t any = 0;
+	for (uint64_t i = head; i < n; i++)
+		any |= u[i];
+	return !(any & 0xffff);
+}
+
+/* 16-bit data sorted as fp32 values: exact, since both formats fit in fp32. */
+static int prepare_sorted_from16(struct cpu_engine *c, const uint16_t *src,
+				 enum wd_dtype fmt, uint64_t n,
+				 struct wd_prepared *p)
+{
+	const struct half_table *t = half_table_get(fmt);
+	float *f = malloc(n * 4 + 4);
+	int r;
+
+	if (!f)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		f[i] = (float)t->value[src[i]];
+	r = prepare_sorted_f32(c, (const uint32_t *)f, n, p);
+	free(f);
+	return r;
+}
+
+int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
+		struct wd_prepared *p)
+{
+	int force_sort = flags & WD_PREP_FORCE_SORT;
+
+	if (flags & WD_PREP_KEEP_RAW)
+		p->host_raw = v->data;
+	switch (v->dtype) {
+	case WD_F32:
+		if (!force_sort && v->numel && f32_is_upcast_bf16(v->data, v->numel)) {
+			p->method = WD_METHOD_HIST16;
+			return prepare_hist16(v->data, 1, WD_BF16, v->numel, p);
+		}
+		return prepare_sorted_f32(c, v->data, v->numel, p);
+	case WD_F64:
+		return prepare_sorted_f64(c, v->data, v->numel, p);
+	default:
+		if (force_sort)
+			return prepare_sorted_from16(c, v->data, v->dtype, v->numel, p);
+		p->method = WD_METHOD_HIST16;
+		return prepare_hist16(v->data, 0, v->dtype, v->numel, p);
+	}
+}
+
+void cpu_engine_close(struct cpu_engine *c)
+{
+	free(c->scratch);
+	c->scratch = NULL;
+	c->scratch_size = 0;
+}
