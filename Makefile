@@ -66,11 +66,7 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
 # link, so that they build on a bare GPU machine with only nvcc.
-ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/prepare_cpu.c lib/w1.c lib/stats.c lib/drift.c
-# Without CUDA, backend_cuda.h is answered by a stub: no device.
-ifneq ($(CUDA),1)
-ENGINE_SRCS += lib/backend_cuda_none.c
-endif
+ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/w1.c lib/stats.c lib/drift.c
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/wire.c lib/publisher.c lib/keys.c lib/units.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
@@ -224,6 +220,8 @@ $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS)
+$(BUILD)/tests/unit/test_alerts.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Icommon
 -include $(BUILD)/tests/unit/test_config.d

@@ -1,0 +1,447 @@
+/*
+ * test_alerts.c: the lifecycle of an alert rule (daemon/alerts.c, the
+ * "Alerts" section of docs/config.md), driven as the main thread drives it:
+ * result batches in (alerts_on_results), the instances read back as the
+ * control socket reads them (alerts_json), each transition seen as the
+ * events socket sees it (the sink). No daemon, no sockets, no spool.
+ * A rule with `for: N` goes inactive -> pending (counting) -> firing at the
+ * Nth consecutive step above its threshold, a step at or below resets it,
+ * firing resolves; a step computed again counts once, an older one not at
+ * all, a NaN value is no data; the scopes max, median, mean and a per-tensor
+ * glob each evaluate the value they name; stalled runs on the clock.
+ *
+ * now_mono is defined here, not linked from state.o: alerts_tick reads it,
+ * and the test sets the clock.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "alerts.h"
+#include "compute.h"
+#include "config.h"
+#include "harness.h"
+#include "logging.h"
+#include "state.h"
+
+static double clock_now = 1000.0;
+
+double now_mono(void)
+{
+	return clock_now;
+}
+
+/* What the sink was given: each transition's topic and JSON, in order. */
+static struct event {
+	char topic[64];
+	char state[16], run[32], tensor[64];
+	double value;
+	long long step;
+} events[64];
+static int n_events;
+
+static void sink(void *ctx, const char *topic, const char *json)
+{
+	(void)ctx;
+	if (n_events >= 64)
+		return;
+	struct event *e = &events[n_events++];
+	json_t *o = json_loads(json, 0, NULL);
+	json_t *v = json_object_get(o, "value"), *t = json_object_get(o, "tensor");
+
+	snprintf(e->topic, sizeof(e->topic), "%s", topic);
+	snprintf(e->state, sizeof(e->state), "%s", json_string_value(json_object_get(o, "state")));
+	snprintf(e->run, sizeof(e->run), "%s", json_string_value(json_object_get(o, "run")));
+	snprintf(e->tensor, sizeof(e->tensor), "%s", t ? json_string_value(t) : "");
+	e->value = json_is_number(v) ? json_number_value(v) : NAN;
+	e->step = (long long)json_integer_value(json_object_get(o, "step"));
+	json_decref(o);
+}
+
+/* One instance as `wdrift alerts` sees it; state "" when there is none. */
+struct seen {
+	char state[16];
+	double value;
+	long long step, above;
+};
+
+static struct seen instance(const struct alerts *a, const char *rule, const char *run,
+			    const char *tensor)
+{
+	struct seen s = { "", NAN, -1, -1 };
+	char *text = alerts_json(a);
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+	json_t *rules = json_object_get(o, "alerts"), *r, *i;
+	size_t k, j;
+
+	json_array_foreach(rules, k, r) {
+		if (strcmp(json_string_value(json_object_get(r, "name")), rule))
+			continue;
+		json_array_foreach(json_object_get(r, "instances"), j, i) {
+			json_t *t = json_object_get(i, "tensor"), *v = json_object_get(i, "value");
+			if (strcmp(json_string_value(json_object_get(i, "run")), run) ||
+			    (tensor ? !t || strcmp(json_string_value(t), tensor) : t != NULL))
+				continue;
+			snprintf(s.state, sizeof(s.state), "%s", json_string_value(json_object_get(i, "state")));
+			s.value = json_is_number(v) ? json_number_value(v) : NAN;
+			s.step = (long long)json_integer_value(json_object_get(i, "step"));
+			s.above = (long long)json_integer_value(json_object_get(i, "above"));
+		}
+	}
+	json_decref(o);
+	free(text);
+	return s;
+}
+
+/* How many instances rule has. */
+static size_t n_instances(const struct alerts *a, const char *rule)
+{
+	char *text = alerts_json(a);
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL, *r;
+	size_t k, n = 0;
+
+	json_array_foreach(json_object_get(o, "alerts"), k, r)
+		if (!strcmp(json_string_value(json_object_get(r, "name")), rule))
+			n = json_array_size(json_object_get(r, "instances"));
+	json_decref(o);
+	free(text);
+	return n;
+}
+
+/* A batch of study s at step, its rows added by row(). */
+static struct result_batch batch;
+static struct drift_row rows[16];
+
+static void start(const char *study, int64_t step)
+{
+	memset(&batch, 0, sizeof(batch));
+	memset(rows, 0, sizeof(rows));
+	batch.study = (char *)study;
+	batch.step = step;
+	batch.baseline = (char *)"base";
+	batch.proxies[0] = (char *)"p";
+	batch.n_proxies = 1;
+	batch.rows = rows;
+}
+
+/* A tensor row of run (a candidate, or the proxy "px") with its w1 and ratio to p. */
+static void row(const char *run, const char *tensor, uint64_t numel, double w1, double ratio)
+{
+	struct drift_row *r = &rows[batch.n_rows++];
+	r->step = batch.step;
+	r->kind = ROW_TENSOR;
+	r->role = strcmp(run, "px") ? ROLE_CANDIDATE : ROLE_PROXY;
+	r->run = run;
+	r->tensor = tensor;
+	r->numel = numel;
+	r->w1 = w1;
+	r->ratio[0] = ratio;
+}
+
+/* One step of candidate c1 with one tensor whose w1 is w1. */
+static void step_w1(struct alerts *a, int64_t step, double w1)
+{
+	start("s", step);
+	row("c1", "t", 10, w1, NAN);
+	alerts_on_results(a, &batch);
+}
+
+static const char yaml[] =
+	"studies:\n"
+	"  - {name: s, baseline: base, candidates: [c1, c2], proxies: {p: px}}\n"
+	"  - {name: other, baseline: base, candidates: [c1]}\n"
+	"alerts:\n"
+	"  - {name: for3, study: s, metric: w1, threshold: 0.5, for: 3}\n"
+	"  - {name: max, study: s, metric: w1, scope: max, threshold: 9}\n"
+	"  - {name: median, study: s, metric: w1, scope: median, threshold: 2.5}\n"
+	"  - {name: mean, study: s, metric: w1, scope: mean, threshold: 5}\n"
+	"  - {name: attn, study: s, metric: w1, scope: tensors, tensors: 'layers.*.attn', threshold: 1}\n"
+	"  - {name: ratio, study: s, metric: ratio, proxy: p, threshold: 1}\n"
+	"  - {name: quiet, study: s, metric: stalled, threshold: 60}\n";
+
+static struct alerts *fresh(struct wd_config *cfg)
+{
+	struct alerts *a = alerts_new(sink, NULL);
+	if (a)
+		alerts_set_config(a, cfg);
+	n_events = 0;
+	return a;
+}
+
+/* for: 3 on one candidate, step by step. */
+static void test_for(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	struct seen s;
+
+	step_w1(a, 1, 0.9);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 1 && s.step == 1 && s.value == 0.9,
+	      "a first step above the threshold makes it pending, 1 of 3 (%s, %lld)", s.state, s.above);
+	step_w1(a, 2, 0.8);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 2, "a second one: pending, 2 of 3 (%s, %lld)",
+	      s.state, s.above);
+	step_w1(a, 3, 0.5);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.above == 0,
+	      "a step at the threshold resets it: inactive, 0 (%s, %lld)", s.state, s.above);
+	CHECK(n_events == 0, "pending and back sends no event (%d)", n_events);
+
+	step_w1(a, 4, 0.7);
+	step_w1(a, 4, 0.7);	/* step 4 computed again, when another run arrived at it */
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 1,
+	      "a step computed again counts once (%s, %lld)", s.state, s.above);
+	step_w1(a, 5, 0.7);
+	CHECK(n_events == 0, "still no event at 2 of 3 (%d)", n_events);
+	step_w1(a, 6, 0.75);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.above == 3 && s.step == 6,
+	      "the third consecutive step above fires it (%s, %lld, step %lld)", s.state, s.above, s.step);
+	CHECK(n_events == 1 && !strcmp(events[0].topic, "alert.for3") &&
+	      !strcmp(events[0].state, "firing") && !strcmp(events[0].run, "c1") &&
+	      events[0].value == 0.75 && events[0].step == 6,
+	      "one event: alert.for3 firing, run c1, value 0.75 at step 6 (%d: %s %s %g %lld)", n_events,
+	      events[0].topic, events[0].state, events[0].value, events[0].step);
+	step_w1(a, 7, 2.0);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.above == 4 && n_events == 1,
+	      "firing stays firing, with no second event (%s, %lld, %d events)", s.state, s.above, n_events);
+	step_w1(a, 5, 0.1);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.step == 7 && s.value == 2.0 && n_events == 1,
+	      "an older step, computed late, changes nothing (%s, step %lld)", s.state, s.step);
+	step_w1(a, 8, NAN);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.step == 7 && s.above == 4 && n_events == 1,
+	      "a NaN value is no data: it neither resolves nor counts (%s, step %lld)", s.state, s.step);
+	step_w1(a, 8, 0.2);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.above == 0 && s.value == 0.2,
+	      "the first step at or below resolves it (%s, %lld)", s.state, s.above);
+	CHECK(n_events == 2 && !strcmp(events[1].state, "resolved") && events[1].step == 8 &&
+	      events[1].value == 0.2, "one event: resolved at step 8, value 0.2 (%d: %s %lld)", n_events,
+	      events[1].state, events[1].step);
+	step_w1(a, 8, 0.9);	/* step 8 again, now above: its evaluation is redone from step 7's */
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.above == 5 && n_events == 3 &&
+	      !strcmp(events[2].state, "firing"),
+	      "step 8 computed again above: redone from step 7's count, firing again (%s, %lld)",
+	      s.state, s.above);
+
+	/* what the rule does not see */
+	start("other", 9);
+	row("c1", "t", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	start("s", 9);
+	row("px", "t", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(s.step == 8 && n_instances(a, "for3") == 1,
+	      "another study's batch and a proxy's rows are not evaluated (step %lld, %zu instances)",
+	      s.step, n_instances(a, "for3"));
+	start("s", 9);
+	row("c2", "t", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	CHECK(!strcmp(instance(a, "for3", "c2", NULL).state, "pending") &&
+	      !strcmp(instance(a, "for3", "c1", NULL).state, "firing"),
+	      "each candidate has its own instance: c2 pending, c1 still firing");
+	alerts_free(&a);
+	CHECK(a == NULL, "alerts_free clears the pointer");
+}
+
+/* max, median and the weighted mean over one snapshot's tensors; NaN left out. */
+static void test_scopes(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+
+	start("s", 1);
+	row("c1", "a", 1, 1.0, NAN);
+	row("c1", "b", 1, 2.0, NAN);
+	row("c1", "c", 2, 10.0, NAN);
+	row("c1", "d", 100, NAN, NAN);	/* no W1: left out of all three */
+	row("c2", "a", 1, 100.0, NAN);	/* another candidate: its own values */
+	alerts_on_results(a, &batch);
+	struct seen mx = instance(a, "max", "c1", NULL), md = instance(a, "median", "c1", NULL),
+		    mn = instance(a, "mean", "c1", NULL);
+	CHECK(mx.value == 10.0 && !strcmp(mx.state, "firing"),
+	      "scope max: 10 of {1, 2, 10}, above 9: firing (%g, %s)", mx.value, mx.state);
+	CHECK(md.value == 2.0 && !strcmp(md.state, "inactive"),
+	      "scope median: 2 of {1, 2, 10}, not above 2.5: inactive (%g, %s)", md.value, md.state);
+	CHECK(close_to(mn.value, 23.0 / 4.0, 1e-15, 0) && !strcmp(mn.state, "firing"),
+	      "scope mean: weighted by elements, (1 + 2 + 2 * 10) / 4 = 5.75, above 5: firing (%g, %s)",
+	      mn.value, mn.state);
+	CHECK(instance(a, "max", "c2", NULL).value == 100.0 && instance(a, "median", "c2", NULL).value == 100.0,
+	      "c2's summary is its own one tensor's 100");
+
+	start("s", 2);
+	row("c1", "a", 1, 1.0, NAN);
+	row("c1", "b", 1, 4.0, NAN);
+	alerts_on_results(a, &batch);
+	md = instance(a, "median", "c1", NULL);
+	CHECK(md.value == 2.5 && !strcmp(md.state, "inactive"),
+	      "an even count's median is the mean of the middle two: 2.5, not above 2.5 (%g)", md.value);
+	/* step 1 fired max and mean for c1; max, median and mean for c2 */
+	CHECK(n_events == 7 && !strcmp(events[5].topic, "alert.max") && !strcmp(events[5].state, "resolved") &&
+	      !strcmp(events[6].topic, "alert.mean") && !strcmp(events[6].state, "resolved") &&
+	      events[6].value == 2.5, "step 2 resolves c1's max (4) and mean (2.5): 5 events, then these 2 "
+	      "(%d)", n_events);
+	alerts_free(&a);
+}
+
+/* scope: tensors with a glob: one instance per matching tensor, each with its own value. */
+static void test_tensors(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+
+	start("s", 1);
+	row("c1", "layers.0.attn", 10, 3.0, NAN);
+	row("c1", "layers.0.mlp", 10, 50.0, NAN);
+	row("c1", "layers.1.attn", 10, 0.5, NAN);
+	row("c1", "embed", 10, 99.0, NAN);
+	alerts_on_results(a, &batch);
+	struct seen t0 = instance(a, "attn", "c1", "layers.0.attn"),
+		    t1 = instance(a, "attn", "c1", "layers.1.attn");
+	CHECK(n_instances(a, "attn") == 2, "only the 2 tensors the glob matches have instances (%zu)",
+	      n_instances(a, "attn"));
+	CHECK(t0.value == 3.0 && !strcmp(t0.state, "firing"), "layers.0.attn: 3, above 1: firing (%g, %s)",
+	      t0.value, t0.state);
+	CHECK(t1.value == 0.5 && !strcmp(t1.state, "inactive"), "layers.1.attn: 0.5: inactive (%g, %s)",
+	      t1.value, t1.state);
+	int attn = 0, named = 0;
+	for (int i = 0; i < n_events; i++) {
+		attn += !strcmp(events[i].topic, "alert.attn");
+		named += !strcmp(events[i].topic, "alert.attn") && !strcmp(events[i].tensor, "layers.0.attn");
+	}
+	CHECK(attn == 1 && named == 1, "one attn event, firing, naming tensor layers.0.attn (%d, %d)",
+	      attn, named);
+
+	start("s", 2);
+	row("c1", "layers.0.attn", 10, NAN, NAN);
+	row("c1", "layers.1.attn", 10, 7.0, NAN);
+	alerts_on_results(a, &batch);
+	t0 = instance(a, "attn", "c1", "layers.0.attn");
+	t1 = instance(a, "attn", "c1", "layers.1.attn");
+	CHECK(!strcmp(t0.state, "firing") && t0.step == 1 && t0.value == 3.0,
+	      "a tensor whose value is NaN keeps its state and step (%s, %lld)", t0.state, t0.step);
+	CHECK(!strcmp(t1.state, "firing") && t1.step == 2, "the other fires on its own (%s)", t1.state);
+	alerts_free(&a);
+}
+
+/* ratio to a proxy: NaN until the proxy's snapshot arrives, then the step is evaluated. */
+static void test_ratio_nan(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+
+	start("s", 1);
+	row("c1", "t", 10, 1.0, NAN);
+	alerts_on_results(a, &batch);
+	struct seen s = instance(a, "ratio", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.step == 0 && s.above == 0 && n_events == 0,
+	      "a ratio before its proxy arrives is NaN: never evaluated, step 0 (%s, step %lld)",
+	      s.state, s.step);
+	start("s", 1);
+	row("c1", "t", 10, 1.0, 2.0);
+	row("px", "t", 10, 0.5, NAN);
+	alerts_on_results(a, &batch);
+	s = instance(a, "ratio", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.value == 2.0 && s.step == 1,
+	      "the proxy arrived, step 1 again: ratio 2 fires (%s, %g)", s.state, s.value);
+	alerts_free(&a);
+}
+
+/* stalled: seconds since the run's last snapshot, on the monotonic clock. */
+static void test_stalled(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	struct state st;
+	struct run c1, base;
+	int64_t durable[] = { 3, 4 };
+
+	memset(&st, 0, sizeof(st));
+	memset(&c1, 0, sizeof(c1));
+	memset(&base, 0, sizeof(base));
+	base.name = (char *)"base";
+	base.last_seen = 10.0;
+	c1.name = (char *)"c1";
+	c1.durable = durable;
+	c1.n_durable = 2;
+	c1.last_seen = 1000.0;
+	c1.next = &base;
+	st.runs = &c1;
+
+	clock_now = 1030.0;
+	alerts_tick(a, &st);
+	struct seen s = instance(a, "quiet", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.value == 30.0 && s.step == 4,
+	      "30 s after c1's last snapshot, under 60: inactive, at its last step 4 (%s, %g, %lld)",
+	      s.state, s.value, s.step);
+	CHECK(n_instances(a, "quiet") == 1, "the baseline and c2, never seen, have no instance (%zu)",
+	      n_instances(a, "quiet"));
+	clock_now = 1061.0;
+	alerts_tick(a, &st);
+	s = instance(a, "quiet", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && n_events == 1 && !strcmp(events[0].topic, "alert.quiet"),
+	      "61 s: firing at once, whatever `for` (%s, %d events)", s.state, n_events);
+	c1.last_seen = 1062.0;
+	clock_now = 1063.0;
+	alerts_tick(a, &st);
+	s = instance(a, "quiet", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && n_events == 2 && !strcmp(events[1].state, "resolved"),
+	      "a new snapshot resolves it (%s, %d events)", s.state, n_events);
+	alerts_free(&a);
+}
+
+/* A reload keeps the instances of rules that keep their name and meaning. */
+static void test_reload(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	struct wd_config changed;
+	char err[512];
+
+	step_w1(a, 1, 0.9);
+	alerts_set_config(a, cfg);
+	struct seen s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 1, "the same config again keeps pending 1 of 3 (%s, %lld)",
+	      s.state, s.above);
+	/* the same config, for3's metric w1 made rel_l2 */
+	const char *w1 = strstr(yaml, "metric: w1, threshold: 0.5");
+	char other[sizeof(yaml) + 16];
+	snprintf(other, sizeof(other), "%.*smetric: rel_l2%s", (int)(w1 - yaml), yaml,
+		 w1 + strlen("metric: w1"));
+	int ok = wd_config_load_string("changed.yaml", other, &changed, err, sizeof(err)) == 0;
+	CHECK(ok, "a config whose for3 measures rel_l2 loads (%s)", ok ? "" : err);
+	if (ok) {
+		alerts_set_config(a, &changed);
+		CHECK(n_instances(a, "for3") == 0, "for3 now means another metric: it starts afresh (%zu)",
+		      n_instances(a, "for3"));
+		alerts_set_config(a, cfg);
+		wd_config_release(&changed);
+	}
+	alerts_free(&a);
+}
+
+int main(void)
+{
+	struct wd_config cfg;
+	char err[512];
+
+	log_level = LOG_ERR;	/* transitions log at warning and notice: expected here */
+	if (wd_config_load_string("test.yaml", yaml, &cfg, err, sizeof(err)) < 0) {
+		printf("not ok 1 - the test's config loads: %s\n", err);
+		return 1;
+	}
+	test_for(&cfg);
+	test_scopes(&cfg);
+	test_tensors(&cfg);
+	test_ratio_nan(&cfg);
+	test_stalled(&cfg);
+	test_reload(&cfg);
+	wd_config_release(&cfg);
+	return tap_done();
+}
