@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "auth.h"
+#include "error.h"
 #include "keys.h"
 #include "logging.h"
 #include "monitor.h"
@@ -106,8 +107,8 @@ int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen)
 	r = wd_keyfile_read(cfg->auth.server_key, pub, sec, why, sizeof(why));
 	memset(sec, 0, sizeof(sec));
 	if (r < 0)
-		snprintf(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
-	return r;
+		return wd_error(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
+	return 0;
 }
 
 int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *count,
@@ -121,14 +122,13 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	if (!cfg->auth.server_key)
 		return 0;
 	if (!zmq_has("curve"))
-		return snprintf(err, errlen, "auth.server_key: this libzmq was built without "
-				"CURVE (zmq_has(\"curve\") is false)"), -1;
+		return wd_error(err, errlen, "auth.server_key: this libzmq was built without "
+				"CURVE (zmq_has(\"curve\") is false)");
 	if (!(a = calloc(1, sizeof(*a))))
-		return snprintf(err, errlen, "out of memory"), -1;
+		return wd_error(err, errlen, "out of memory");
 	if (wd_keyfile_read(cfg->auth.server_key, a->pub, a->sec, why, sizeof(why)) < 0) {
-		snprintf(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
 		free(a);
-		return -1;
+		return wd_error(err, errlen, "%s: auth.server_key: %s", cfg->source, why);
 	}
 	a->zctx = zctx;
 	a->cfg = cfg;
@@ -136,8 +136,8 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	a->zap = zmq_socket(zctx, ZMQ_REP);
 	if (!a->zap || zmq_setsockopt(a->zap, ZMQ_LINGER, &linger, sizeof(linger)) < 0 ||
 	    zmq_bind(a->zap, ZAP_ENDPOINT) < 0) {
-		snprintf(err, errlen, "auth: cannot bind the ZAP handler: %s", zmq_strerror(errno));
-		auth_stop(&a);
+		wd_error(err, errlen, "auth: cannot bind the ZAP handler: %s", zmq_strerror(errno));
+		auth_stop(&a);	/* after: closing the socket may change errno */
 		return -1;
 	}
 	log_notice("auth: CURVE on every socket, server public key %s, %zu clients allowed",
