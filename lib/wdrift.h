@@ -357,6 +357,47 @@ void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *o
  */
 uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf, size_t len);
 /*
+ * Gives a snapshot up after it was sent `tries` times without an answer
+ * that ends it: no ack and no final refusal within ack_timeout_ms each
+ * time, no connection, or only push-back (over_window, a full disk, ...).
+ * It is then dropped and counted (stats.dropped), and said once on stderr.
+ * 0 (the default): never; a training job's publisher waits out a daemon
+ * restart. For a program that must end, such as `wdrift send`. Takes
+ * effect from the next send; 0, or -EINVAL for a negative count. Thread
+ * safe.
+ */
+int wd_publisher_set_tries(struct wd_publisher *p, int tries);
+
+/* What became of a snapshot that left the queue. */
+enum wd_outcome_kind {
+	WD_OUTCOME_ACKED = 1,		/* durable (or already durable: duplicate) */
+	WD_OUTCOME_REFUSED = 2,		/* a final refusal (conflict, bad_name, ...) */
+	WD_OUTCOME_GIVEN_UP = 3,	/* wd_publisher_set_tries' count of sends, unanswered */
+};
+
+struct wd_publisher_outcome {
+	enum wd_outcome_kind kind;
+	int64_t step;
+	int tries;			/* sends it took */
+	uint64_t tensors, bytes;	/* acked: the ack's (bytes stored; 0 for a duplicate) */
+	int duplicate;			/* acked as already durable with the same content */
+	/*
+	 * Refused: the daemon's refusal. Given up: what it said to the last
+	 * send (its push-back), all "" when it did not answer at all.
+	 */
+	char code[32];			/* "conflict", "over_window", ... */
+	char tensor[256];		/* the tensor it named, truncated; "" for the snapshot */
+	char reason[768];
+};
+
+/*
+ * The outcome of the last snapshot to leave the queue (acked, refused or
+ * given up) into out: 0, or -ENOENT while none has. With one snapshot in
+ * flight at a time, after a wd_publisher_flush that returned 0 it is the
+ * last one committed (unless the queue's policy dropped that one).
+ */
+int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcome *out);
+/*
  * Makes a commit waiting for room (WD_BLOCK), now or later, drop its
  * snapshot and return: for a program that must close while another of its
  * threads commits. Thread safe.

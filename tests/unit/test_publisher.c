@@ -1,5 +1,5 @@
 /*
- * test_publisher.c: the publisher API (lib/publisher.c) against a scripted
+ * test_publisher.c: the publisher API (lib/publisher*.c) against a scripted
  * daemon on a real ipc:// socket: how a block of a sharded tensor is cut
  * into shards contiguous in the whole, what the commit counts, the
  * `ranks` it carries, and the errors of every call, in words.
@@ -130,8 +130,9 @@ int main(void)
 	CHECK(wd_publisher_open("tcp://127.0.0.1:notaport", "r", NULL, &p) == -EINVAL &&
 	      strstr(wd_last_error(), "ZeroMQ refuses it"), "open refuses what ZeroMQ refuses: %s",
 	      wd_last_error());
-	CHECK(wd_publisher_open(ep, "a/b", NULL, &p) == -EINVAL && strstr(wd_last_error(), "run name 'a/b'"),
-	      "open refuses a bad run name, saying the rule: %s", wd_last_error());
+	CHECK(wd_publisher_open(ep, "a/b", NULL, &p) == -EINVAL && strstr(wd_last_error(), "run name 'a/b'") &&
+	      strstr(wd_last_error(), "'/' at byte 1") && strstr(wd_last_error(), "A-Z"),
+	      "open refuses a bad run name, saying where and the rule: %s", wd_last_error());
 	struct wd_publisher_opts bad = { .ranks = -2 };
 	CHECK(wd_publisher_open(ep, "r", &bad, &p) == -EINVAL && strstr(wd_last_error(), "ranks -2"),
 	      "open refuses ranks -2: %s", wd_last_error());
@@ -142,6 +143,10 @@ int main(void)
 	CHECK(wd_publisher_open(ep, "r", &opts, &p) == 0 && p, "open with ranks = 4");
 	if (!p)
 		return tap_done();
+	struct wd_publisher_outcome out;
+	CHECK(wd_publisher_last_outcome(p, &out) == -ENOENT, "no outcome before a snapshot left the queue");
+	CHECK(wd_publisher_set_tries(p, -1) == -EINVAL && strstr(wd_last_error(), "tries -1"),
+	      "set_tries refuses a negative count: %s", wd_last_error());
 	float m[6 * 5 * 4];	/* the whole tensor: element i holds i */
 	for (int i = 0; i < 6 * 5 * 4; i++)
 		m[i] = (float)i;
@@ -218,6 +223,9 @@ int main(void)
 	struct wd_publisher_stats st;
 	wd_publisher_get_stats(p, &st);
 	CHECK(st.acked == 1 && st.dropped == 0 && st.conflicts == 0, "stats: 1 acked");
+	CHECK(wd_publisher_last_outcome(p, &out) == 0 && out.kind == WD_OUTCOME_ACKED && out.step == 7 &&
+	      out.tries == 1 && out.tensors == 5 && !out.duplicate && !out.code[0],
+	      "its outcome: acked, step 7, 1 try, the ack's 5 tensors");
 
 	/* a refusal is said through a log handler that calls back into the publisher */
 	wd_log_set(WD_LOG_WARNING, log_with_stats);
@@ -232,6 +240,9 @@ int main(void)
 	      strstr(msg, "run 'r' step 8 refused: conflict: other content"),
 	      "the conflict's message is kept: %s", msg);
 	CHECK(logged >= 1, "the refusal went to the log handler (%d lines)", logged);
+	CHECK(wd_publisher_last_outcome(p, &out) == 0 && out.kind == WD_OUTCOME_REFUSED && out.step == 8 &&
+	      !strcmp(out.code, "conflict") && !strcmp(out.reason, "other content"),
+	      "its outcome: refused, with the daemon's code and reason (%s: %s)", out.code, out.reason);
 	logged_pub = NULL;
 	wd_log_set(WD_LOG_ERR, NULL);
 
@@ -248,6 +259,23 @@ int main(void)
 	wd_publisher_close(&solo, 0);
 
 	CHECK(wd_publisher_close(&p, 1000) == 1 && !p, "close: the refused snapshot counts as dropped");
+
+	/* nobody listening, 2 tries: the snapshot is given up, and the queue empties */
+	char nobody[160];
+	struct wd_publisher_opts quick = { .ack_timeout_ms = 200, .stall_warn_ms = -1 };
+	snprintf(nobody, sizeof(nobody), "ipc://%s/nobody.sock", dir);
+	CHECK(wd_publisher_open(nobody, "gone", &quick, &p) == 0 && wd_publisher_set_tries(p, 2) == 0,
+	      "a publisher to an endpoint nobody listens on, 2 tries");
+	wd_publisher_begin(p, 3);
+	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+	CHECK(wd_publisher_commit(p) == 0 && wd_publisher_flush(p, 10000) == 0,
+	      "after 2 unanswered sends the snapshot leaves the queue");
+	wd_publisher_get_stats(p, &st);
+	CHECK(wd_publisher_last_outcome(p, &out) == 0 && out.kind == WD_OUTCOME_GIVEN_UP && out.step == 3 &&
+	      out.tries == 2 && !out.code[0] && st.dropped == 1 && st.resent == 1 && st.acked == 0,
+	      "its outcome: given up after 2 tries, nothing said (%d tries, %llu dropped, %llu resent)",
+	      out.tries, (unsigned long long)st.dropped, (unsigned long long)st.resent);
+	CHECK(wd_publisher_close(&p, 0) == 1, "close counts it among the never durable");
 
 	zmq_close(r);
 	zmq_ctx_term(ctx);

@@ -1,0 +1,112 @@
+/*
+ * publisher_internal.h: what the three files of the publisher share (the
+ * public API is wdrift.h, "Publishing"; the design is publisher.c's).
+ *
+ *   publisher.c           the caller's side: open, the queue (commit and
+ *                         its drop policy), stats, flush and close; errors
+ *   publisher_snapshot.c  a snapshot being built: tensors, blocks cut into
+ *                         shards, the names the commit counts
+ *   publisher_send.c      the sending thread: the connection, the messages,
+ *                         acks and refusals, the one retry loop, the
+ *                         stall warning
+ *
+ * Internal to libwdrift; libc, pthreads, libzmq (as void *) and wire.h.
+ */
+#ifndef WD_PUBLISHER_INTERNAL_H
+#define WD_PUBLISHER_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "keys.h"
+#include "wdrift.h"
+#include "wire.h"
+
+#define PUB_MAX_SHARDS 65536	/* pieces of one tensor at once: the daemon's cap */
+
+/*
+ * One call's worth of a tensor: its elements this caller holds, copied
+ * once, sent as n shards contiguous in the flattened whole (one, or one per
+ * row of a column block). Each shard's checksum is the sending thread's.
+ */
+struct pub_tensor {
+	char *name;
+	enum wd_dtype dtype;
+	int ndims;
+	uint64_t shape[WIRE_MAX_DIMS];
+	uint64_t total;
+	void *data;
+	uint64_t (*shard)[2];	/* offset, count */
+	uint32_t *crc;
+	size_t n_shards;
+	int crc_done;
+	uint64_t count;		/* elements here, over all shards */
+	uint64_t name_covered;	/* on a name's first entry: the elements of all its entries */
+};
+
+struct pub_snapshot {
+	int64_t step;
+	struct pub_tensor *t;
+	size_t n, cap;
+	uint64_t bytes;
+	uint64_t n_names;	/* distinct tensor names: what the commit counts */
+	size_t *names;		/* open addressing over t[]: index + 1, 0 empty */
+	size_t names_cap;
+	int tries;		/* sends so far: the resent count, and wd_publisher_set_tries */
+	int internal_tries;	/* 'internal' refusals of another cause than disk or memory */
+	struct pub_snapshot *next;
+};
+
+struct wd_publisher {
+	char endpoint[512], run[WIRE_NAME_MAX + 1];
+	char where[PATH_MAX + 600];	/* the endpoint as a user checks it: ipc's full path */
+	struct wd_publisher_opts opts;	/* server_key and key: NULL once loaded */
+	struct wd_client_keys keys;
+	void *ctx;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t work, room;	/* queue grew (or closing); queue shrank */
+	struct pub_snapshot *building;	/* the caller's, between begin and commit */
+	struct pub_snapshot *head, *tail;	/* queued; head may be in flight */
+	int head_in_flight, closing, abort_now;
+	int cancelled;		/* wd_publisher_cancel: commits wait for room no more */
+	int max_tries;		/* wd_publisher_set_tries; 0: a snapshot is never given up */
+	struct wd_publisher_stats st;
+	struct wd_publisher_outcome last;	/* the last snapshot to leave the queue */
+	/* said once: no ack for stall_warn_ms; and again when acks come back */
+	double waiting_since;	/* monotonic s: the last ack, or the queue becoming non-empty */
+	double last_heard;	/* monotonic s: the daemon's last reply of any kind; 0 never */
+	int stalled;
+	uint64_t dropped_at_stall;
+	uint64_t refusals, conflicts_said;
+	char refusal[768], conflict[768];
+	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
+	int full;		/* that refusal was its disk or memory (internal): back off */
+	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */
+	int welcomed;		/* the current socket got its welcome (sender thread) */
+	char say[1024];		/* a warning made under the lock, said after it (say_now) */
+	unsigned rng;
+};
+
+/* Sets this thread's wd_last_error() and returns r, a negative errno. */
+int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* CLOCK_MONOTONIC in seconds. */
+double pub_now(void);
+/* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
+void pub_deadline(int ms, struct timespec *end);
+
+void pub_snapshot_free(struct pub_snapshot *s);
+/*
+ * What the daemon would refuse of a snapshot about to be committed: a
+ * tensor not whole when this publisher is the only rank, or a tensor and
+ * a group of the same name. 0, or a negative errno with the error set.
+ */
+int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *s);
+
+/* The sending thread's body (publisher_send.c); arg is the publisher. */
+void *pub_sender_main(void *arg);
+
+#endif

@@ -1,0 +1,512 @@
+/*
+ * publisher_send.c: the publisher's sending thread, the one protocol
+ * client of libwdrift (docs/protocol.md): it owns the ZeroMQ socket, sends
+ * the oldest queued snapshot, waits for its durable ack, and only then
+ * removes it. A snapshot whose ack never came (a timeout, a daemon
+ * restart) is simply sent again on a fresh socket, in the one retry loop
+ * (pub_sender_main): re-sends are idempotent on the daemon. The pause
+ * between tries grows while the daemon does not answer, so an absent one
+ * costs no spinning; push-back that passes with time is sent again soon.
+ * One snapshot is in flight at a time.
+ *
+ * Every wait is cut in SEND_SLICE_MS slices, so that close() is seen
+ * within one, and the stall warning is checked in each.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "log.h"
+#include "publisher_internal.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define SEND_SLICE_MS 100	/* ZMQ_SNDTIMEO and ZMQ_RCVTIMEO: how soon close() is seen */
+
+/*
+ * Says what stall_check or refused() left in p->say. Called without the
+ * lock: a log handler may call back into the publisher, and stderr may
+ * block, neither of which may hold up the caller's commit.
+ */
+static void say_now(struct wd_publisher *p)
+{
+	char msg[sizeof(p->say)];
+
+	pthread_mutex_lock(&p->lock);
+	snprintf(msg, sizeof(msg), "%s", p->say);
+	p->say[0] = 0;
+	pthread_mutex_unlock(&p->lock);
+	if (msg[0])
+		wd_log(WD_LOG_WARNING, "%s", msg);
+}
+
+/*
+ * Warns once when snapshots have waited stall_warn_ms with no ack, and
+ * once more when an ack comes (recovered = 1), through p->say. Called
+ * with the lock held.
+ */
+static void stall_check(struct wd_publisher *p, int recovered)
+{
+	double t = pub_now();
+	if (recovered) {
+		if (p->stalled)
+			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s acks again after "
+				 "%.0f s; %llu snapshots dropped meanwhile", p->run, p->where,
+				 t - p->waiting_since,
+				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
+		p->stalled = 0;
+		p->waiting_since = t;
+		return;
+	}
+	if (p->stalled || p->opts.stall_warn_ms < 0 || !p->head ||
+	    (t - p->waiting_since) * 1000 < p->opts.stall_warn_ms)
+		return;
+	p->stalled = 1;
+	p->dropped_at_stall = p->st.dropped;
+	int answers = p->last_heard >= p->waiting_since;
+	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
+		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
+		 (unsigned long long)p->st.queued,
+		 answers ? "it answers, but acks nothing" : "no answer at all",
+		 !answers ? "is wdriftd running and listening there?"
+		 : p->pushback[0] ? p->pushback
+		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
+		 : "is its memory budget full (wdrift status)?");
+}
+
+static void stall_tick(struct wd_publisher *p)
+{
+	pthread_mutex_lock(&p->lock);
+	stall_check(p, 0);
+	pthread_mutex_unlock(&p->lock);
+	say_now(p);
+}
+
+/*
+ * Queues one frame, waiting in send-timeout slices (SEND_SLICE_MS) while
+ * ZeroMQ has no room: the daemon's push-back, or no connection at all
+ * (ZeroMQ drops a peer that refused the handshake for good, and a send
+ * with no timeout would then wait forever, and close() with it). Gives up,
+ * -1, on an error, on close(), or once *waited reaches the ack timeout.
+ */
+static int send_frame(struct wd_publisher *p, void *s, const void *data, size_t len, int flags,
+		      int *waited)
+{
+	while (zmq_send(s, data, len, flags) < 0) {
+		if (errno != EAGAIN || __atomic_load_n(&p->abort_now, __ATOMIC_ACQUIRE) ||
+		    *waited >= p->opts.ack_timeout_ms)
+			return -1;
+		*waited += SEND_SLICE_MS;
+		stall_tick(p);
+	}
+	return 0;
+}
+
+/*
+ * Sends a header frame (built from h) and the payload in ≤ 64 MiB frames.
+ * A failure may leave half a message queued: the caller drops the socket.
+ */
+static int send_message(struct wd_publisher *p, void *s, const struct wire_header *h,
+			const void *data, size_t bytes, int *waited)
+{
+	char *hdr = wire_build(h);
+	int r = hdr && send_frame(p, s, hdr, strlen(hdr), bytes ? ZMQ_SNDMORE : 0, waited) == 0 ? 0 : -1;
+	free(hdr);
+	for (size_t off = 0; !r && off < bytes; off += WIRE_MAX_FRAME) {
+		size_t len = bytes - off < WIRE_MAX_FRAME ? bytes - off : WIRE_MAX_FRAME;
+		r = send_frame(p, s, (const char *)data + off, len, off + len < bytes ? ZMQ_SNDMORE : 0,
+			       waited);
+	}
+	return r;
+}
+
+/*
+ * The most payload bytes of one tensor message: a frame (64 MiB), or the
+ * daemon's limits.max_message when its welcome said less. A shard larger
+ * than that goes in several messages, each a shard of its own.
+ */
+static uint64_t message_bytes(const struct wd_publisher *p)
+{
+	uint64_t m = WIRE_MAX_FRAME;
+	return p->max_message && p->max_message < m ? p->max_message : m;
+}
+
+/* Sends every shard of one call's tensor; checksums them the first time. */
+static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, int64_t step,
+		       struct pub_tensor *t, int *waited)
+{
+	size_t esize = wd_dtype_size(t->dtype);
+	const char *at = t->data;
+	uint64_t chunk = message_bytes(p) / esize;	/* elements of one message */
+
+	if (!chunk)
+		chunk = 1;
+	if (!t->crc_done) {
+		for (size_t i = 0; i < t->n_shards; i++) {
+			t->crc[i] = wire_crc32(0, at, t->shard[i][1] * esize);
+			at += t->shard[i][1] * esize;
+		}
+		t->crc_done = 1;
+		at = t->data;
+	}
+	h->type = WIRE_TENSOR;
+	snprintf(h->run, sizeof(h->run), "%s", p->run);
+	snprintf(h->name, sizeof(h->name), "%s", t->name);
+	h->step = step;
+	h->dtype = t->dtype;
+	h->ndims = t->ndims;
+	memcpy(h->shape, t->shape, (size_t)t->ndims * sizeof(h->shape[0]));
+	h->total = t->total;
+	for (size_t i = 0; i < t->n_shards; i++) {
+		if (!t->shard[i][1])
+			continue;	/* nothing of it here: named only, for the commit's count */
+		for (uint64_t done = 0; done < t->shard[i][1];) {
+			uint64_t n = t->shard[i][1] - done < chunk ? t->shard[i][1] - done : chunk;
+			h->offset = t->shard[i][0] + done;
+			h->count = n;
+			/* the whole shard's CRC is kept across re-sends; a part's is cheap beside the send */
+			h->crc32 = n == t->shard[i][1] ? t->crc[i] : wire_crc32(0, at, n * esize);
+			if (send_message(p, s, h, at, n * esize, waited) < 0)
+				return -1;
+			at += n * esize;
+			done += n;
+		}
+	}
+	return 0;
+}
+
+enum outcome { ACKED, REFUSED, RETRY };
+
+/*
+ * A re-send of one snapshot that the daemon failed to store for a cause
+ * other than a full disk or memory is tried this often, then given up:
+ * such a cause (a name HDF5 cannot hold, a broken storage.dir) does not
+ * pass with time, and the snapshots behind it must not wait forever.
+ */
+#define INTERNAL_TRIES 3
+
+#define WELCOME_WAIT_MS 1000	/* for a fresh connection's welcome, before a snapshot */
+
+/*
+ * Which errors a re-send cannot fix. over_window, a plain incomplete
+ * (shards dropped to free the budget) and too_many pending snapshots or
+ * runs pass with time; so does internal with field "disk" or "memory"
+ * (room is made). internal of another cause ("storage") is final at its
+ * INTERNAL_TRIES-th time. conflict is final: the (run, step) is durable
+ * with other content, or a shard overlaps others with other bytes; so is
+ * bad_name. incomplete with field "ranks": the snapshot expired waiting
+ * for the other ranks' shards.
+ */
+static int error_is_final(const struct wire_header *in, struct pub_snapshot *snap)
+{
+	switch (in->error.code) {
+	case WIRE_OVER_WINDOW:
+		return 0;
+	case WIRE_INTERNAL:
+		if (!strcmp(in->error.field, "disk") || !strcmp(in->error.field, "memory"))
+			return 0;
+		return ++snap->internal_tries >= INTERNAL_TRIES;
+	case WIRE_INCOMPLETE:
+		return !strcmp(in->error.field, "ranks");
+	case WIRE_TOO_MANY:	/* pending snapshots and runs come and go; a snapshot's size does not */
+		return !strcmp(in->error.field, "name") || !strcmp(in->error.field, "offset");
+	default:
+		return 1;
+	}
+}
+
+/* Keeps a refusal's message for wd_publisher_refusals and says it once. */
+static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
+		    const struct wire_header *in)
+{
+	pthread_mutex_lock(&p->lock);
+	/* the tensor, unless the daemon's reason already names it */
+	char quoted[220];
+	snprintf(quoted, sizeof(quoted), "'%.200s'", in->name);
+	int named = !in->name[0] || strstr(in->error.reason, quoted);
+	char tries[48] = "";
+	if (in->error.code == WIRE_INTERNAL)
+		snprintf(tries, sizeof(tries), " (given up after %d tries)", snap->internal_tries);
+	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %s%s%.200s%s%s",
+		 p->run, (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
+		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')", tries);
+	p->refusals++;
+	if (in->error.code == WIRE_CONFLICT) {
+		p->st.conflicts++;
+		memcpy(p->conflict, p->refusal, sizeof(p->conflict));
+	} else {
+		p->st.refused++;
+	}
+	snprintf(p->say, sizeof(p->say), "publisher: %s", p->refusal);
+	pthread_mutex_unlock(&p->lock);
+	say_now(p);
+}
+
+/*
+ * Waits for the daemon's next message on s while *waited (ms, counted in
+ * SEND_SLICE_MS slices with no message) is under budget_ms; stops on
+ * close(). A welcome is taken on the way: the daemon answered, and its
+ * limits.max_message sizes the messages. 0 with *in parsed, or -1.
+ */
+static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_ms,
+		      struct wire_header *in)
+{
+	struct wire_limits lim = { WIRE_NAME_MAX, WIRE_MAX_DIMS, UINT64_MAX };
+	struct wire_error err;
+	char buf[8192];
+
+	while (*waited < budget_ms && !__atomic_load_n(&p->abort_now, __ATOMIC_ACQUIRE)) {
+		int n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
+		if (n < 0) {
+			*waited += SEND_SLICE_MS;
+			stall_tick(p);
+			continue;	/* no reply yet */
+		}
+		size_t len = (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
+		if (wire_parse(buf, len, &lim, in, &err) < 0)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		p->last_heard = pub_now();
+		if (in->type == WIRE_WELCOME)
+			p->st.connected = 1;
+		pthread_mutex_unlock(&p->lock);
+		if (in->type == WIRE_WELCOME) {
+			p->max_message = in->max_message;
+			p->welcomed = 1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * Sends a snapshot and waits for its ack (or a refusal) for the timeout.
+ * said gets what the daemon answered: the ack's counts, or its error.
+ */
+static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_snapshot *snap,
+				  struct wd_publisher_outcome *said)
+{
+	struct wire_header *h = calloc(1, sizeof(*h)), *in = calloc(1, sizeof(*in));
+	enum outcome out = RETRY;
+	int send_waited = 0;	/* ms spent waiting for room, over the whole snapshot */
+	int waited = 0;
+
+	said->code[0] = said->tensor[0] = said->reason[0] = 0;
+	if (!h || !in)
+		goto done;
+	/*
+	 * A fresh connection: its welcome says the daemon's limits.max_message,
+	 * which sizes the messages. Waited for briefly; without it (no daemon
+	 * yet) the messages are a frame each, 64 MiB.
+	 */
+	while (!p->welcomed && next_reply(p, s, &waited, WELCOME_WAIT_MS, in) == 0)
+		;
+	for (size_t i = 0; i < snap->n; i++)
+		if (send_tensor(p, s, h, snap->step, &snap->t[i], &send_waited) < 0)
+			goto done;
+	memset(h, 0, sizeof(*h));
+	h->type = WIRE_COMMIT;
+	snprintf(h->run, sizeof(h->run), "%s", p->run);
+	h->step = snap->step;
+	h->tensors = snap->n_names;	/* shards of one tensor count once */
+	h->ranks = (uint64_t)p->opts.ranks;
+	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
+		goto done;
+	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {
+		if (in->type == WIRE_ACK && in->step == snap->step) {
+			said->tensors = in->tensors;
+			said->bytes = in->bytes;
+			said->duplicate = in->duplicate;
+			out = ACKED;
+			pthread_mutex_lock(&p->lock);
+			p->pushback[0] = 0;
+			pthread_mutex_unlock(&p->lock);
+			break;
+		}
+		if (in->type != WIRE_ERROR || (in->step >= 0 && in->step != snap->step))
+			continue;	/* a welcome; or about an earlier snapshot, sent before a timeout */
+		snprintf(said->code, sizeof(said->code), "%s", wire_code_name(in->error.code));
+		snprintf(said->tensor, sizeof(said->tensor), "%.*s", (int)sizeof(said->tensor) - 1, in->name);
+		snprintf(said->reason, sizeof(said->reason), "%.*s", (int)sizeof(said->reason) - 1,
+			 in->error.reason);
+		if (error_is_final(in, snap)) {
+			refused(p, snap, in);
+			out = REFUSED;
+		} else {
+			wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; sending it again",
+			       p->run, (long long)snap->step, wire_code_name(in->error.code),
+			       in->error.reason);
+			pthread_mutex_lock(&p->lock);	/* for the stall warning: why */
+			snprintf(p->pushback, sizeof(p->pushback), "the daemon said %s: %.256s",
+				 wire_code_name(in->error.code), in->error.reason);
+			/* a full disk or memory is not a moment's: back off as from no daemon */
+			p->full = in->error.code == WIRE_INTERNAL;
+			pthread_mutex_unlock(&p->lock);
+		}
+		break;
+	}
+done:
+	free(h);
+	free(in);
+	return out;
+}
+
+/*
+ * Waits before the next attempt: *backoff_ms, jittered to 75-125% so that
+ * many ranks do not reconnect in step, then doubles it up to 5 s. Returns
+ * early on close(). Called with the lock held.
+ */
+static void backoff_wait(struct wd_publisher *p, int *backoff_ms)
+{
+	p->rng = p->rng * 1103515245u + 12345u;
+	struct timespec end;
+
+	pub_deadline((int)(*backoff_ms * (75 + (long)((p->rng >> 16) % 51)) / 100), &end);
+	while (!p->closing && pthread_cond_timedwait(&p->work, &p->lock, &end) == 0)
+		;
+	*backoff_ms = *backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff_ms * 2;
+	stall_check(p, 0);
+}
+/* A fresh DEALER socket, connected, with hello sent; NULL on failure. */
+static void *connect_socket(struct wd_publisher *p)
+{
+	int linger = 0, timeout = SEND_SLICE_MS, ivl_max = BACKOFF_MAX_MS;
+	struct wire_header *hello = calloc(1, sizeof(*hello));
+	void *s = hello ? zmq_socket(p->ctx, ZMQ_DEALER) : NULL;
+	int waited = 0;
+
+	if (s && (zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger)) < 0 ||
+		  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout)) < 0 ||
+		  zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof(timeout)) < 0 ||
+		  zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max)) < 0 ||
+		  wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0))
+		goto fail;
+	p->welcomed = 0;
+	if (s) {
+		hello->type = WIRE_HELLO;
+		hello->step = -1;
+		snprintf(hello->run, sizeof(hello->run), "%s", p->run);
+		if (send_message(p, s, hello, NULL, 0, &waited) < 0)
+			goto fail;
+	}
+	free(hello);
+	return s;
+fail:
+	zmq_close(s);
+	free(hello);
+	return NULL;
+}
+
+
+/*
+ * Takes the head snapshot, which the daemon acked or refused or which was
+ * given up, off the queue, and keeps said as its outcome. Called with the
+ * lock held.
+ */
+static void leave_queue(struct wd_publisher *p, struct pub_snapshot *snap,
+			struct wd_publisher_outcome *said)
+{
+	p->head = snap->next;
+	if (!p->head)
+		p->tail = NULL;
+	p->st.queued--;
+	p->st.queued_bytes -= snap->bytes;
+	if (said->kind == WD_OUTCOME_ACKED) {
+		p->st.acked++;
+		p->st.duplicates += said->duplicate != 0;
+		p->st.connected = 1;
+	} else {
+		p->st.dropped++;
+	}
+	said->step = snap->step;
+	said->tries = snap->tries;
+	p->last = *said;
+	pub_snapshot_free(snap);
+	pthread_cond_broadcast(&p->room);
+}
+
+/* Says, through p->say, that a snapshot was given up. Called with the lock held. */
+static void given_up(struct wd_publisher *p, const struct pub_snapshot *snap,
+		     const struct wd_publisher_outcome *said)
+{
+	if (said->code[0])
+		snprintf(p->say, sizeof(p->say), "publisher: run '%.200s' step %lld given up after %d "
+			 "tries: the daemon said %s: %.500s", p->run, (long long)snap->step, snap->tries,
+			 said->code, said->reason);
+	else
+		snprintf(p->say, sizeof(p->say), "publisher: run '%.200s' step %lld given up after %d "
+			 "tries: no ack from %.400s", p->run, (long long)snap->step, snap->tries, p->where);
+}
+
+/*
+ * The one retry loop: sends the head snapshot until the daemon acks or
+ * refuses it for good, on a fresh socket after each failure, pausing in
+ * between (backoff_wait); a snapshot sent max_tries times with no such
+ * answer is given up.
+ */
+void *pub_sender_main(void *arg)
+{
+	struct wd_publisher *p = arg;
+	void *s = NULL;
+	int backoff_ms = BACKOFF_MIN_MS;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->head && !p->closing)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (!p->head || p->abort_now)
+			break;
+		struct pub_snapshot *snap = p->head;
+		p->head_in_flight = 1;
+		if (snap->tries++)
+			p->st.resent++;
+		pthread_mutex_unlock(&p->lock);
+		say_now(p);	/* what the backoff or the last ack left to say */
+		/* a fresh socket: after a timeout the old one may hold stale replies */
+		if (!s)
+			s = connect_socket(p);
+		struct wd_publisher_outcome said = { 0 };
+		double tried = pub_now();
+		enum outcome out = s ? send_snapshot(p, s, snap, &said) : RETRY;
+		pthread_mutex_lock(&p->lock);
+		p->head_in_flight = 0;
+		if (out == RETRY) {
+			p->st.connected = 0;
+			if (s) {
+				zmq_close(s);
+				s = NULL;
+			}
+			if (p->closing && p->abort_now)
+				break;
+			if (p->max_tries && snap->tries >= p->max_tries) {
+				given_up(p, snap, &said);
+				said.kind = WD_OUTCOME_GIVEN_UP;
+				leave_queue(p, snap, &said);
+				continue;
+			}
+			/*
+			 * An absent daemon costs no CPU: the pause grows. One that
+			 * answered (a full window, ranks still missing) gets the
+			 * snapshot again soon, so that this publisher is connected
+			 * when the daemon has something to say about it.
+			 */
+			if (p->last_heard >= tried && !p->full)
+				backoff_ms = BACKOFF_MIN_MS;
+			p->full = 0;
+			backoff_wait(p, &backoff_ms);
+			continue;
+		}
+		backoff_ms = BACKOFF_MIN_MS;
+		said.kind = out == ACKED ? WD_OUTCOME_ACKED : WD_OUTCOME_REFUSED;
+		leave_queue(p, snap, &said);
+		stall_check(p, 1);	/* the daemon answered: an ack or a final refusal */
+	}
+	pthread_mutex_unlock(&p->lock);
+	say_now(p);
+	if (s)
+		zmq_close(s);
+	return NULL;
+}

@@ -1,0 +1,301 @@
+/*
+ * publisher_snapshot.c: a snapshot being built on the caller's thread,
+ * between wd_publisher_begin and wd_publisher_commit: each tensor (or the
+ * block of one that this rank holds) copied once and cut into shards
+ * contiguous in the flattened whole, and the distinct names the commit
+ * counts. What the daemon would refuse for good is refused here, in words,
+ * before anything is queued. Nothing here touches the socket.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "publisher_internal.h"
+
+static void tensor_release(struct pub_tensor *t)
+{
+	free(t->name);
+	free(t->data);
+	free(t->shard);
+	free(t->crc);
+}
+
+void pub_snapshot_free(struct pub_snapshot *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		tensor_release(&s->t[i]);
+	free(s->t);
+	free(s->names);
+	free(s);
+}
+
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/*
+ * Counts t[i]'s name once however many calls add pieces of it (the commit
+ * says how many distinct tensors the snapshot has), and adds its elements
+ * to the name's first entry. 0, or -ENOMEM.
+ */
+static int names_add(struct pub_snapshot *s, size_t i)
+{
+	if (2 * (s->n_names + 1) > s->names_cap) {
+		size_t cap = s->names_cap ? 2 * s->names_cap : 64;
+		size_t *nn = calloc(cap, sizeof(*nn));
+		if (!nn)
+			return -ENOMEM;
+		for (size_t k = 0; k < s->names_cap; k++) {
+			if (!s->names[k])
+				continue;
+			size_t at = name_hash(s->t[s->names[k] - 1].name) & (cap - 1);
+			while (nn[at])
+				at = (at + 1) & (cap - 1);
+			nn[at] = s->names[k];
+		}
+		free(s->names);
+		s->names = nn;
+		s->names_cap = cap;
+	}
+	size_t at = name_hash(s->t[i].name) & (s->names_cap - 1);
+	for (; s->names[at]; at = (at + 1) & (s->names_cap - 1))
+		if (!strcmp(s->t[s->names[at] - 1].name, s->t[i].name)) {
+			s->t[s->names[at] - 1].name_covered += s->t[i].count;
+			return 0;
+		}
+	s->names[at] = i + 1;
+	s->t[i].name_covered = s->t[i].count;
+	s->n_names++;
+	return 0;
+}
+
+int wd_publisher_begin(struct wd_publisher *p, int64_t step)
+{
+	if (step < 0)
+		return pub_error(-EINVAL, "step %lld: steps are integers >= 0", (long long)step);
+	pub_snapshot_free(p->building);
+	p->building = calloc(1, sizeof(*p->building));
+	if (!p->building)
+		return -ENOMEM;
+	p->building->step = step;
+	return 0;
+}
+
+/*
+ * Appends a tensor entry of n_shards shards and count elements to the
+ * snapshot being built, its data still to be filled; NULL with the error
+ * set.
+ */
+static struct pub_tensor *tensor_add(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+				     const uint64_t *shape, int ndims, uint64_t total,
+				     uint64_t count, size_t n_shards)
+{
+	struct pub_snapshot *b = p->building;
+	size_t esize = wd_dtype_size(dtype);
+
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 16;
+		struct pub_tensor *t = realloc(b->t, cap * sizeof(*t));
+		if (!t) {
+			pub_error(-ENOMEM, "out of memory");
+			return NULL;
+		}
+		b->t = t;
+		b->cap = cap;
+	}
+	struct pub_tensor *t = &b->t[b->n];
+	memset(t, 0, sizeof(*t));
+	t->name = strdup(name);
+	t->data = malloc(count ? count * esize : 1);
+	t->shard = malloc(n_shards * sizeof(*t->shard));
+	t->crc = malloc(n_shards * sizeof(*t->crc));
+	if (!t->name || !t->data || !t->shard || !t->crc) {
+		tensor_release(t);
+		pub_error(-ENOMEM, "tensor '%.200s': out of memory for %llu bytes", name,
+			  (unsigned long long)(count * esize));
+		return NULL;
+	}
+	t->dtype = dtype;
+	t->ndims = shape ? ndims : 1;
+	for (int d = 0; d < t->ndims; d++)
+		t->shape[d] = shape ? shape[d] : total;
+	t->total = total;
+	t->n_shards = n_shards;
+	t->count = count;
+	if (names_add(b, b->n) < 0) {
+		tensor_release(t);
+		pub_error(-ENOMEM, "out of memory");
+		return NULL;
+	}
+	b->n++;
+	b->bytes += count * esize;
+	return t;
+}
+
+static int check_tensor_args(const struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+			     int ndims)
+{
+	if (!p->building)
+		return pub_error(-EINVAL, "no snapshot begun: wd_publisher_begin first");
+	char why[64];
+
+	if (!name || !*name || strlen(name) > WIRE_NAME_MAX)
+		return pub_error(-EINVAL, "tensor name must be 1 to %d bytes", WIRE_NAME_MAX);
+	if (wire_name_rule(name, why, sizeof(why)) < 0)	/* the daemon would refuse it: bad_name */
+		return pub_error(-EINVAL, "tensor name '%.200s' cannot be stored: %s (a name is an HDF5 "
+				 "path: parts split by '/', none empty, '.' or '..')", name, why);
+	if (!wd_dtype_size(dtype))
+		return pub_error(-EINVAL, "tensor '%.200s': dtype %d is not one of f32, f64, f16, bf16",
+				 name, (int)dtype);
+	if (ndims < 0 || ndims > WIRE_MAX_DIMS)
+		return pub_error(-EINVAL, "tensor '%.200s': %d dimensions; 0 to %d", name, ndims,
+				 WIRE_MAX_DIMS);
+	return 0;
+}
+
+int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
+			uint64_t count, uint64_t total)
+{
+	size_t esize = wd_dtype_size(dtype);
+	int r = check_tensor_args(p, name, dtype, ndims);
+
+	if (r < 0)
+		return r;
+	if (!total || offset > total || count > total - offset || (count && !data) || (ndims && !shape))
+		return pub_error(-EINVAL, "tensor '%.200s': shard [%llu, +%llu) of %llu elements is not "
+				 "inside the tensor", name, (unsigned long long)offset,
+				 (unsigned long long)count, (unsigned long long)total);
+	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, 1);
+	if (!t)
+		return -ENOMEM;
+	if (count)	/* data may be NULL for none */
+		memcpy(t->data, data, count * esize);	/* the one copy the caller pays for */
+	t->shard[0][0] = offset;
+	t->shard[0][1] = count;
+	return 0;
+}
+
+int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+		       const void *data, const uint64_t *shape, const uint64_t *start,
+		       const uint64_t *local, int ndims)
+{
+	size_t esize = wd_dtype_size(dtype);
+	uint64_t total = 1, count = 1;
+	int r = check_tensor_args(p, name, dtype, ndims);
+
+	if (r < 0)
+		return r;
+	if (ndims && (!shape || !start || !local))
+		return pub_error(-EINVAL, "tensor '%.200s': shape, start and local are needed", name);
+	for (int d = 0; d < ndims; d++) {
+		if (!shape[d] || start[d] > shape[d] || local[d] > shape[d] - start[d])
+			return pub_error(-EINVAL, "tensor '%.200s': dimension %d: block [%llu, +%llu) is "
+					 "not inside [0, %llu)", name, d, (unsigned long long)start[d],
+					 (unsigned long long)local[d], (unsigned long long)shape[d]);
+		if (total > UINT64_MAX / 2 / esize / shape[d])
+			return pub_error(-EINVAL, "tensor '%.200s': too many elements", name);
+		total *= shape[d];
+		count *= local[d];
+	}
+	if (count && !data)
+		return pub_error(-EINVAL, "tensor '%.200s': no data", name);
+	/*
+	 * Dimensions past `inner` are whole, so each index of the dimensions
+	 * before it starts one contiguous run of local[inner] * (their extent).
+	 */
+	int inner = ndims - 1;
+	while (inner > 0 && start[inner] == 0 && local[inner] == shape[inner])
+		inner--;
+	uint64_t run = 1, runs = 1;
+	for (int d = ndims - 1; d >= 0; d--) {
+		if (d >= inner)
+			run *= local[d];
+		else
+			runs *= local[d];
+	}
+	if (!count)
+		runs = 1, run = 0;	/* this rank holds nothing of it: still named, for the commit */
+	if (runs > PUB_MAX_SHARDS)
+		return pub_error(-E2BIG, "tensor '%.200s': this block is %llu pieces in the flattened "
+				 "tensor; at most %d (send a block of whole rows)", name,
+				 (unsigned long long)runs, PUB_MAX_SHARDS);
+	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, (size_t)runs);
+	if (!t)
+		return -ENOMEM;
+	if (count)	/* data may be NULL for an empty block */
+		memcpy(t->data, data, count * esize);	/* the one copy: the runs are in its order */
+	uint64_t idx[WIRE_MAX_DIMS] = { 0 };
+	for (uint64_t k = 0; k < runs; k++) {
+		uint64_t flat = 0;	/* row-major index of the run's first element in the whole */
+		for (int d = 0; d < ndims; d++)
+			flat = flat * shape[d] + start[d] + (d < inner ? idx[d] : 0);
+		t->shard[k][0] = count ? flat : 0;
+		t->shard[k][1] = run;
+		for (int d = inner - 1; d >= 0; d--) {	/* the next index of the outer dimensions */
+			if (++idx[d] < local[d])
+				break;
+			idx[d] = 0;
+		}
+	}
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Refuses a snapshot that names a tensor and a group of it ("a" and
+ * "a/b"): the daemon could store only one (bad_name). Each '/'-prefix of
+ * each name is looked up in the sorted names.
+ */
+static int check_groups(const struct pub_snapshot *s)
+{
+	const char **v = malloc((s->n_names ? s->n_names : 1) * sizeof(*v));
+	size_t n = 0;
+	int r = 0;
+
+	if (!v)
+		return pub_error(-ENOMEM, "out of memory");
+	for (size_t k = 0; k < s->names_cap; k++)
+		if (s->names[k])
+			v[n++] = s->t[s->names[k] - 1].name;
+	qsort(v, n, sizeof(*v), by_name);
+	for (size_t i = 0; i < n && !r; i++)
+		for (const char *sl = strchr(v[i], '/'); sl && !r; sl = strchr(sl + 1, '/')) {
+			char group[WIRE_NAME_MAX + 1];
+			const char *key = group;
+			snprintf(group, sizeof(group), "%.*s", (int)(sl - v[i]), v[i]);
+			if (bsearch(&key, v, n, sizeof(*v), by_name))
+				r = pub_error(-EINVAL, "tensors '%.200s' and '%.200s' cannot both be in one "
+					      "snapshot: a name is an HDF5 path, and '%.200s' would be a group "
+					      "and a tensor", group, v[i], group);
+		}
+	free(v);
+	return r;
+}
+
+int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *s)
+{
+	if (p->opts.ranks == 1) {	/* no other rank will bring what is missing */
+		for (size_t k = 0; k < s->names_cap; k++) {
+			const struct pub_tensor *t = s->names[k] ? &s->t[s->names[k] - 1] : NULL;
+			if (t && t->name_covered != t->total)
+				return pub_error(-EINVAL, "tensor '%.200s': the snapshot holds %llu of its %llu "
+						 "elements; with ranks = 1 every tensor is whole (a sharded job "
+						 "gives each rank's publisher ranks = the number of ranks)", t->name,
+						 (unsigned long long)t->name_covered,
+						 (unsigned long long)t->total);
+		}
+	}
+	return check_groups(s);
+}
