@@ -78,7 +78,8 @@ DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daem
 # What the CLI and the daemon share, apart from libwdrift (which a training
 # job loads): the drift log's format, its writer and its reader; the
 # configuration (the CLI reads its endpoints).
-CONFIG_SRCS := common/config.c
+CONFIG_SRCS := common/arena.c common/yaml_doc.c common/config.c common/config_load.c \
+	common/config_check.c common/config_suggest.c common/config_print.c
 COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c $(CONFIG_SRCS)
 DAEMON_PKGS := libzmq libsystemd yaml-0.1
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread

@@ -1,5 +1,6 @@
 /*
  * config.h: wdriftd's configuration (docs/config.md), loaded from YAML.
+ * Shared by wdriftd and the CLI (which reads its endpoints): common/.
  *
  * Every scalar key lives in one table in config.c, with its type, bounds,
  * default and place in struct wd_config; parsing, defaults, printing and the
@@ -12,7 +13,9 @@
  * as studies[1].proxies.fp16). Where no key applies (a YAML syntax error, a
  * file that cannot be read) that part is left out.
  *
- * Only config.c includes yaml.h. This header depends on libc and wdrift.h.
+ * The loader is config_load.c, its checks across keys config_check.c, the
+ * printer config_print.c; only yaml_doc.c includes yaml.h. This header
+ * depends on libc and wdrift.h.
  */
 #ifndef WD_DAEMON_CONFIG_H
 #define WD_DAEMON_CONFIG_H
@@ -102,7 +105,7 @@ struct wd_config_clients {
 	struct wd_config_client *v;
 };
 
-struct wd_config_arena;
+struct wd_arena;
 
 /*
  * The effective configuration. Strings and arrays belong to the config
@@ -156,7 +159,7 @@ struct wd_config {
 	struct wd_config_alert *alerts;
 	size_t n_alerts;
 	const char *source;			/* the file name, or "(built-in)" */
-	struct wd_config_arena *arena;		/* owns the above; private */
+	struct wd_arena *arena;			/* owns the above; private */
 };
 
 /* config/wdrift.yaml, byte for byte: the shipped default (a unit test checks). */

@@ -1,5 +1,5 @@
 /*
- * fuzz_config.c: the config loader (daemon/config.c), YAML to config. Any
+ * fuzz_config.c: the config loader (common/config_load.c), YAML to config. Any
  * input loads or fails with one line; what loads prints as YAML that loads
  * back to the same print, and passes the reload check against itself.
  */

@@ -129,7 +129,7 @@ static void test_shipped_file(void)
 		line += file[i] == '\n';
 	CHECK(i == len && len == strlen(wd_config_default_yaml),
 	      "config/wdrift.yaml equals wd_config_default_yaml byte for byte (first difference: line %zu; "
-	      "update the string at the end of daemon/config.c)", line);
+	      "rebuild: the Makefile generates it from the file)", line);
 	free(file);
 
 	wd_config_defaults(&d);
