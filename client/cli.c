@@ -1,8 +1,10 @@
-/* cli.c: message helpers shared by the subcommands. */
+/* cli.c: message helpers and the option loop shared by the subcommands. */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,6 +36,37 @@ int cli_usage_error(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "try 'wdrift %s --help'\n", cli_cmd);
 	return EXIT_USAGE;
+}
+
+int cli_opts(int argc, char **argv, const char *shorts, const struct option *opts, const char *usage,
+	     int (*on_opt)(int c, const char *arg, void *ctx), void *ctx)
+{
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': fputs(usage, stdout); return CLI_HELPED;
+		case ':': return -cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		case '?': return -cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		default:
+			if (!on_opt || on_opt(c, optarg, ctx))
+				return -EXIT_USAGE;
+		}
+	}
+	return optind;
+}
+
+int cli_step_arg(const char *opt, const char *arg, long long *step)
+{
+	char *end;
+
+	*step = strtoll(arg, &end, 10);
+	if (!*arg || *end || *step < 0) {
+		cli_usage_error("%s '%s': expected a step number", opt, arg);
+		return 1;
+	}
+	return 0;
 }
 
 /*

@@ -27,6 +27,32 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+struct option;
+
+/*
+ * The option loop every subcommand shares: getopt_long over opts (with
+ * shorts, which should start with ':' and hold 'h'), where -h/--help prints
+ * usage, and a missing value or an unknown option is a usage error. Every
+ * other option goes to on_opt, which returns nonzero to refuse it (after
+ * printing why). Returns the index of the first positional argument, or a
+ * negative return for cli_opts_exit: CLI_HELPED after --help, else
+ * -EXIT_USAGE.
+ */
+int cli_opts(int argc, char **argv, const char *shorts, const struct option *opts, const char *usage,
+	     int (*on_opt)(int c, const char *arg, void *ctx), void *ctx);
+#define CLI_HELPED (-1000)
+/* The exit code for a negative return of cli_opts (or dc_args). */
+static inline int cli_opts_exit(int r)
+{
+	return r == CLI_HELPED ? EXIT_OK : -r;
+}
+
+/*
+ * A step number given to option opt ("--step"): 0 with *step, or nonzero
+ * after printing the usage error.
+ */
+int cli_step_arg(const char *opt, const char *arg, long long *step);
+
 /*
  * Output to a file that appears whole or not at all: cli_out_open writes
  * to PATH.tmp-PID (stdout for NULL or "-"), cli_out_commit flushes, fsyncs

@@ -15,14 +15,10 @@ static const char usage[] =
 "and per tensor for scope: tensors): inactive, pending or firing, with the\n"
 "last value and step (docs/config.md, \"Alerts\").\n"
 "\n"
-DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT;
+DC_HELP_SIMPLE;
 
-int cmd_alerts(int argc, char **argv)
+static void print_alerts(json_t *o)
 {
-	int rc;
-	json_t *o = dc_simple(argc, argv, usage, "alerts", &rc);
-	if (!o)
-		return rc;	/* an error, --help, or --json already printed */
 	json_t *list = json_object_get(o, "alerts"), *al, *in;
 	size_t rows = 1, i, k;
 	json_array_foreach(list, i, al)
@@ -30,10 +26,9 @@ int cmd_alerts(int argc, char **argv)
 	struct table t;
 	char b[64];
 	size_t row = 0;
+	static const char *const head[] = { "alert", "study", "metric", "run", "tensor", "state", "value", "step" };
 	table_init(&t, rows, 8);
-	const char *head[] = { "alert", "study", "metric", "run", "tensor", "state", "value", "step" };
-	for (int c = 0; c < 8; c++)
-		table_set(&t, 0, (size_t)c, head[c]);
+	table_set_row(&t, 0, head, 8);
 	json_array_foreach(list, i, al) {
 		json_t *insts = json_object_get(al, "instances");
 		size_t n = json_array_size(insts);
@@ -53,14 +48,14 @@ int cmd_alerts(int argc, char **argv)
 			json_t *v = in ? json_object_get(in, "value") : NULL;
 			snprintf(b, sizeof(b), json_is_number(v) ? "%.4g" : "-", json_number_value(v));
 			table_set(&t, row, 6, b);
-			snprintf(b, sizeof(b), in ? "%lld" : "-", (long long)json_integer_value(json_object_get(in, "step")));
+			snprintf(b, sizeof(b), in ? "%lld" : "-", dc_int(in, "step"));
 			table_set(&t, row, 7, b);
 		}
 	}
-	table_print(&t, row + 1, 6);
-	if (!json_array_size(list))
-		printf("(no alert rule configured)\n");
-	table_release(&t);
-	json_decref(o);
-	return EXIT_OK;
+	table_show(&t, row + 1, 6, "(no alert rule configured)");
+}
+
+int cmd_alerts(int argc, char **argv)
+{
+	return dc_simple(argc, argv, usage, "alerts", print_alerts);
 }

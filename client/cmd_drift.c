@@ -41,14 +41,10 @@ struct drift_opts {
 static int on_opt(int c, const char *arg, void *ctx)
 {
 	struct drift_opts *o = ctx;
-	char *end;
 	switch (c) {
 	case 's':
-		o->step = strtoll(arg, &end, 10);
-		if (*arg == 0 || *end || o->step < 0) {
-			cli_usage_error("--step '%s': expected a step number", arg);
+		if (cli_step_arg("--step", arg, &o->step))
 			return 1;
-		}
 		o->have_step = 1;
 		return 0;
 	case 'L': o->have_step = 0; return 0;
@@ -77,10 +73,8 @@ int cmd_drift(int argc, char **argv)
 	struct drift_opts o = { 0 };
 	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
 
-	if (r == DC_HELPED)
-		return EXIT_OK;
 	if (r < 0)
-		return -r;
+		return cli_opts_exit(r);
 	if (argc - r != 1)
 		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
 	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", argv[r]);
@@ -97,7 +91,7 @@ int cmd_drift(int argc, char **argv)
 		return EXIT_OK;
 	}
 	printf("study      %s, step %lld, baseline %s\n", json_string_value(json_object_get(res, "study")),
-	       (long long)json_integer_value(json_object_get(res, "step")),
+	       dc_int(res, "step"),
 	       json_string_value(json_object_get(res, "baseline")));
 	const char *run;
 	json_t *cand;
@@ -107,10 +101,9 @@ int cmd_drift(int argc, char **argv)
 		size_t np = json_object_size(json_object_get(first, "proxies")), i;
 		struct table t;
 		char b[64], hdr[256];
+		static const char *const head[] = { "tensor", "elements", "W1", "max|d|", "rel L2" };
 		table_init(&t, json_array_size(layers) + 1, 5 + 2 * np);
-		const char *head[] = { "tensor", "elements", "W1", "max|d|", "rel L2" };
-		for (int c = 0; c < 5; c++)
-			table_set(&t, 0, (size_t)c, head[c]);
+		table_set_row(&t, 0, head, 5);
 		const char *label;
 		size_t k = 0;
 		json_object_foreach(json_object_get(first, "proxies"), label, px) {
@@ -122,7 +115,7 @@ int cmd_drift(int argc, char **argv)
 		}
 		json_array_foreach(layers, i, l) {
 			table_set(&t, i + 1, 0, json_string_value(json_object_get(l, "name")));
-			snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(l, "numel")));
+			snprintf(b, sizeof(b), "%lld", dc_int(l, "numel"));
 			table_set(&t, i + 1, 1, b);
 			fmt(b, sizeof(b), json_object_get(l, "w1"));
 			table_set(&t, i + 1, 2, b);

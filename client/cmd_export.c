@@ -122,7 +122,10 @@ static void json_num(FILE *f, double x)
 
 static void write_csv(FILE *f, const struct driftlog *d)
 {
-	fputs("step,run,role,kind,tensor,numel,w1,max_abs_diff,rel_l2,nan,posinf,neginf", f);
+	fputs("step,run,role,kind,tensor,numel", f);
+	for (size_t m = 0; m < STUDY_N_METRICS; m++)
+		fprintf(f, ",%s", study_metrics[m].key);
+	fputs(",nan,posinf,neginf", f);
 	for (size_t k = 0; k < d->n_proxies; k++) {
 		fputs(",", f);
 		char col[1100];
@@ -137,12 +140,11 @@ static void write_csv(FILE *f, const struct driftlog *d)
 		fprintf(f, ",%s,%s,", study_role_name(r->role), study_kind_name(r->kind));
 		if (!r->kind)
 			csv_str(f, d->tensors[r->tensor]);
-		fprintf(f, ",%llu,", (unsigned long long)r->numel);
-		csv_num(f, r->w1);
-		fputc(',', f);
-		csv_num(f, r->max_abs_diff);
-		fputc(',', f);
-		csv_num(f, r->rel_l2);
+		fprintf(f, ",%llu", (unsigned long long)r->numel);
+		for (size_t m = 0; m < STUDY_N_METRICS; m++) {
+			fputc(',', f);
+			csv_num(f, study_metric_of(r, &study_metrics[m]));
+		}
 		fprintf(f, ",%llu,%llu,%llu", (unsigned long long)r->nan, (unsigned long long)r->posinf,
 			(unsigned long long)r->neginf);
 		for (size_t k = 0; k < d->n_proxies; k++) {
@@ -180,12 +182,11 @@ static void write_json(FILE *f, const struct study_data *sd)
 			fputs("null", f);
 		else
 			json_str(f, d->tensors[r->tensor]);
-		fprintf(f, ", \"numel\": %llu, \"w1\": ", (unsigned long long)r->numel);
-		json_num(f, r->w1);
-		fputs(", \"max_abs_diff\": ", f);
-		json_num(f, r->max_abs_diff);
-		fputs(", \"rel_l2\": ", f);
-		json_num(f, r->rel_l2);
+		fprintf(f, ", \"numel\": %llu", (unsigned long long)r->numel);
+		for (size_t m = 0; m < STUDY_N_METRICS; m++) {
+			fprintf(f, ", \"%s\": ", study_metrics[m].key);
+			json_num(f, study_metric_of(r, &study_metrics[m]));
+		}
 		fprintf(f, ", \"nonfinite\": {\"nan\": %llu, \"posinf\": %llu, \"neginf\": %llu}, \"ratio\": {",
 			(unsigned long long)r->nan, (unsigned long long)r->posinf,
 			(unsigned long long)r->neginf);
@@ -202,28 +203,23 @@ static void write_json(FILE *f, const struct study_data *sd)
 	fputs("\n]}\n", f);
 }
 
+static int write_export(FILE *f, const struct study_data *sd, const struct study_args *o)
+{
+	if (o->json)
+		write_json(f, sd);
+	else
+		write_csv(f, &sd->log);
+	return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	struct study_args o;
-	struct study_data sd;
-	char err[4096], tmp[4200];
 	int rc = study_args_parse(argc, argv, usage, 1, &o);
 
 	if (rc >= 0)
 		return rc;
 	if (o.csv && o.json)
 		return cli_usage_error("--csv and --json: choose one");
-	if (study_data_load(&sd, o.study, o.config, o.log, err, sizeof(err)) < 0)
-		return cli_error("%s", err);
-	FILE *f = cli_out_open(o.out, tmp, sizeof(tmp));
-	if (!f) {
-		study_data_release(&sd);
-		return EXIT_FAIL;
-	}
-	if (o.json)
-		write_json(f, &sd);
-	else
-		write_csv(f, &sd.log);
-	study_data_release(&sd);
-	return cli_out_commit(f, o.out, tmp);
+	return study_data_output(&o, write_export);
 }

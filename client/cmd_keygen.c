@@ -69,6 +69,21 @@ static int write_whole(const char *path, const char *text, mode_t mode, int forc
 	return 0;
 }
 
+struct keygen_opts {
+	int force, json;
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+	struct keygen_opts *o = ctx;
+	(void)arg;
+	switch (c) {
+	case 'f': o->force = 1; return 0;
+	case 'J': o->json = 1; return 0;
+	}
+	return 1;
+}
+
 int cmd_keygen(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -79,25 +94,18 @@ int cmd_keygen(int argc, char **argv)
 	};
 	char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1], pubfile[4096], when[64];
 	char keytext[512], pubtext[512];
-	int c, force = 0, json = 0;
+	struct keygen_opts o = { 0 };
 	time_t now = time(NULL);
+	int r = cli_opts(argc, argv, ":h", opts, usage, on_opt, &o);
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f': force = 1; break;
-		case 'J': json = 1; break;
-		case 'h': fputs(usage, stdout); return EXIT_OK;
-		case ':': return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-		default: return cli_usage_error("unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 1)
-		return cli_usage_error("expected one FILE, got %d", argc - optind);
-	const char *file = argv[optind];
+	if (r < 0)
+		return cli_opts_exit(r);
+	if (argc - r != 1)
+		return cli_usage_error("expected one FILE, got %d", argc - r);
+	const char *file = argv[r];
 	if ((size_t)snprintf(pubfile, sizeof(pubfile), "%s.pub", file) >= sizeof(pubfile) - 32)
 		return cli_usage_error("'%s': name too long", file);
-	if (!force)
+	if (!o.force)
 		for (int i = 0; i < 2; i++)
 			if (access(i ? pubfile : file, F_OK) == 0)
 				return cli_error("%s: exists (give --force to replace it)", i ? pubfile : file);
@@ -113,20 +121,20 @@ int cmd_keygen(int argc, char **argv)
 		 "# wdrift CURVE public key, made by wdrift keygen at %s.\n"
 		 "public-key: \"%s\"\n", when, pub);
 	memset(sec, 0, sizeof(sec));
-	int bad = write_whole(file, keytext, 0600, force) < 0;
+	int bad = write_whole(file, keytext, 0600, o.force) < 0;
 	memset(keytext, 0, sizeof(keytext));
 	if (bad)
 		return EXIT_FAIL;
-	if (write_whole(pubfile, pubtext, 0644, force) < 0) {
+	if (write_whole(pubfile, pubtext, 0644, o.force) < 0) {
 		unlink(file);	/* all or nothing */
 		return EXIT_FAIL;
 	}
-	if (json) {
-		json_t *o = json_pack("{s:s,s:s,s:s}", "public_key", pub, "key_file", file,
+	if (o.json) {
+		json_t *j = json_pack("{s:s,s:s,s:s}", "public_key", pub, "key_file", file,
 				      "public_file", pubfile);
-		json_dumpf(o, stdout, JSON_INDENT(1));
+		json_dumpf(j, stdout, JSON_INDENT(1));
 		putchar('\n');
-		json_decref(o);
+		json_decref(j);
 	} else
 		printf("%s\n", pub);
 	return EXIT_OK;

@@ -6,6 +6,7 @@
  * runs and its alert rules. Layout in docs/report.md.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,14 @@ static void num(FILE *f, double x)
 		fprintf(f, "%.4g", x);
 }
 
+/* A ratio's cell: green below 1 (the candidate drifts less than the proxy), red above. */
+static void ratio_cell(FILE *f, double x)
+{
+	fprintf(f, "<td class=\"%s\">", isnan(x) ? "" : x < 1 ? "good" : "bad");
+	num(f, x);
+	fputs("</td>", f);
+}
+
 static void summary(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
@@ -153,12 +162,8 @@ static void summary(FILE *f, const struct report *r)
 		num(f, m->w1);
 		fputs("</td>", f);
 		for (size_t k = 0; k < d->n_proxies; k++) {
-			double mr = dl_ratio(m)[k], xr = x && x->step == m->step ? dl_ratio(x)[k] : NAN;
-			fprintf(f, "<td class=\"%s\">", isnan(mr) ? "" : mr < 1 ? "good" : "bad");
-			num(f, mr);
-			fprintf(f, "</td><td class=\"%s\">", isnan(xr) ? "" : xr < 1 ? "good" : "bad");
-			num(f, xr);
-			fputs("</td>", f);
+			ratio_cell(f, dl_ratio(m)[k]);
+			ratio_cell(f, x && x->step == m->step ? dl_ratio(x)[k] : NAN);
 		}
 		fputs("</tr>\n", f);
 	}
@@ -167,112 +172,148 @@ static void summary(FILE *f, const struct report *r)
 	      "proxy. Mean: weighted by element count; max: over tensors.</p>\n", f);
 }
 
+/*
+ * A line chart being filled: its series and threshold lines with their
+ * labels, and the points of every series in one buffer (x then y halves),
+ * each series taking the next stretch of it.
+ */
+struct plot {
+	struct chart_series *s;
+	struct chart_hline *h;
+	char (*labels)[300];	/* max_series for the series, then the lines' */
+	double *buf, *x, *y;	/* x, y: where the next series' points go */
+	size_t ns, nh, max_series;
+};
+
+static void plot_release(struct plot *p)
+{
+	free(p->s), free(p->h), free(p->buf), free(p->labels);
+}
+
+/* 0, or -1 (out of memory, p released). */
+static int plot_init(struct plot *p, size_t max_series, size_t max_points, size_t max_lines)
+{
+	memset(p, 0, sizeof(*p));
+	p->max_series = max_series;
+	p->s = calloc(max_series + 1, sizeof(*p->s));
+	p->h = calloc(max_lines + 1, sizeof(*p->h));
+	p->buf = malloc((2 * max_points + 1) * sizeof(double));
+	p->labels = calloc(max_series + max_lines + 1, sizeof(*p->labels));
+	if (!p->s || !p->h || !p->buf || !p->labels) {
+		plot_release(p);
+		return -1;
+	}
+	p->x = p->buf;
+	p->y = p->buf + max_points;
+	return 0;
+}
+
+/* Adds run's aggregate rows of kind as a series (series_of's x and y). */
+__attribute__((format(printf, 8, 9)))
+static void plot_series(struct plot *p, const struct driftlog *d, size_t run, int kind, int proxy,
+			const char *color, int dashed, const char *fmt, ...)
+{
+	char *label = p->labels[p->ns];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(label, sizeof(p->labels[0]), fmt, ap);
+	va_end(ap);
+	size_t n = series_of(d, run, kind, proxy, p->x, p->y);
+	p->s[p->ns++] = (struct chart_series){ label, color, dashed, n, p->x, p->y };
+	p->x += n;
+	p->y += n;
+}
+
+__attribute__((format(printf, 4, 5)))
+static void plot_threshold(struct plot *p, double y, const char *color, const char *fmt, ...)
+{
+	char *label = p->labels[p->max_series + p->nh];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(label, sizeof(p->labels[0]), fmt, ap);
+	va_end(ap);
+	p->h[p->nh++] = (struct chart_hline){ label, y, color };
+}
+
+static void plot_draw(FILE *f, const struct plot *p, const char *ylabel, int log_y)
+{
+	struct line_chart c = { "step", ylabel, log_y, p->ns, p->nh, p->s, p->h };
+	chart_line(f, &c);
+}
+
 static int w1_chart(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
-	size_t ns = 0, nh = 0;
-	struct chart_series *s = calloc(d->n_runs + 1, sizeof(*s));
-	struct chart_hline *h = calloc(r->sd->cfg.n_alerts + 1, sizeof(*h));
-	double *buf = malloc((2 * d->n_rows + 1) * sizeof(double));
-	char (*labels)[300] = calloc(d->n_runs + r->sd->cfg.n_alerts + 1, sizeof(*labels));
+	struct plot p;
 
-	if (!s || !h || !buf || !labels) {
-		free(s), free(h), free(buf), free(labels);
+	if (plot_init(&p, d->n_runs, d->n_rows, r->sd->cfg.n_alerts) < 0)
 		return -1;
-	}
-	double *x = buf, *y = buf + d->n_rows;
-	for (size_t run = 0; run < d->n_runs; run++) {
-		if (!r->role[run])
-			continue;
-		size_t n = series_of(d, run, 1, -1, x, y);
-		snprintf(labels[ns], sizeof(labels[ns]), "%s (%s)", d->runs[run], study_role_name(r->role[run]));
-		s[ns] = (struct chart_series){ labels[ns], PALETTE(run), r->role[run] == 2, n, x, y };
-		ns++;
-		x += n;
-		y += n;
-	}
+	for (size_t run = 0; run < d->n_runs; run++)
+		if (r->role[run])
+			plot_series(&p, d, run, 1, -1, PALETTE(run), r->role[run] == 2, "%s (%s)", d->runs[run],
+				    study_role_name(r->role[run]));
 	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
 		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
-		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_W1)
-			continue;
-		snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: %s W1 > %g", al->name,
-			 wd_config_scope_name(al->scope), al->threshold);
-		h[nh] = (struct chart_hline){ labels[ns + nh], al->threshold, "#b3261e" };
-		nh++;
+		if (!strcmp(al->study, r->sd->name) && al->metric == WD_METRIC_W1)
+			plot_threshold(&p, al->threshold, "#b3261e", "alert %s: %s W1 > %g", al->name,
+				       wd_config_scope_name(al->scope), al->threshold);
 	}
 	/* runs that drift by orders of magnitude apart (an exact-arithmetic
 	 * change beside another seed) would flatten on a linear axis */
 	double lo = INFINITY, hi = 0;
-	for (size_t k = 0; k < ns; k++)
-		for (size_t i = 0; i < s[k].n; i++)
-			if (isfinite(s[k].y[i]) && s[k].y[i] > 0) {
-				lo = fmin(lo, s[k].y[i]);
-				hi = fmax(hi, s[k].y[i]);
+	for (size_t k = 0; k < p.ns; k++)
+		for (size_t i = 0; i < p.s[k].n; i++)
+			if (isfinite(p.s[k].y[i]) && p.s[k].y[i] > 0) {
+				lo = fmin(lo, p.s[k].y[i]);
+				hi = fmax(hi, p.s[k].y[i]);
 			}
 	int log_y = hi > 0 && hi / lo > 100;
 	fprintf(f, "<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
 	        "the baseline, the mean over tensors weighted by element count. Candidates solid, "
 	        "proxies dashed.%s</p>\n", log_y ? " Log scale: the runs are orders of magnitude "
 	        "apart (a W1 of 0 is not drawn)." : "");
-	struct line_chart c = { "step", log_y ? "W1 from the baseline (log scale)" : "W1 from the baseline",
-				log_y, ns, nh, s, h };
-	chart_line(f, &c);
-	free(s), free(h), free(buf), free(labels);
+	plot_draw(f, &p, log_y ? "W1 from the baseline (log scale)" : "W1 from the baseline", log_y);
+	plot_release(&p);
 	return 0;
 }
 
 static int ratio_chart(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
-	size_t ns = 0, nh = 0, cap = 2 * d->n_runs * d->n_proxies + 1;
-	struct chart_series *s = calloc(cap, sizeof(*s));
-	struct chart_hline *h = calloc(r->sd->cfg.n_alerts + 1, sizeof(*h));
-	size_t pts = d->n_rows * d->n_proxies + 1;	/* each aggregate row, once per proxy */
-	double *buf = malloc(2 * pts * sizeof(double));
-	char (*labels)[300] = calloc(cap + r->sd->cfg.n_alerts, sizeof(*labels));
-
-	if (!d->n_proxies) {
-		free(s), free(h), free(buf), free(labels);
-		return 0;
-	}
-	if (!s || !h || !buf || !labels) {
-		free(s), free(h), free(buf), free(labels);
-		return -1;
-	}
-	double *x = buf, *y = buf + pts;
+	struct plot p;
 	size_t colour = 0;
+
+	if (!d->n_proxies)
+		return 0;
+	/* each candidate's mean and max rows, once per proxy */
+	if (plot_init(&p, 2 * d->n_runs * d->n_proxies, d->n_rows * d->n_proxies, r->sd->cfg.n_alerts) < 0)
+		return -1;
 	for (size_t run = 0; run < d->n_runs; run++)
 		for (size_t k = 0; r->role[run] == 1 && k < d->n_proxies; k++, colour++)
-			for (int kind = 1; kind <= 3; kind += 2) {	/* mean, max */
-				size_t n = series_of(d, run, kind, (int)k, x, y);
-				snprintf(labels[ns], sizeof(labels[0]), "%s / %s, %s over tensors", d->runs[run],
-					 d->proxies[k], kind == 1 ? "mean" : "max");
-				s[ns] = (struct chart_series){ labels[ns], PALETTE(colour), kind == 3, n, x, y };
-				ns++;
-				x += n;
-				y += n;
-			}
+			for (int kind = 1; kind <= 3; kind += 2)	/* mean, max */
+				plot_series(&p, d, run, kind, (int)k, PALETTE(colour), kind == 3,
+					    "%s / %s, %s over tensors", d->runs[run], d->proxies[k],
+					    kind == 1 ? "mean" : "max");
 	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
 		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
+		const char *color = al->severity == WD_SEVERITY_CRITICAL ? "#b3261e" : "#c77700";
 		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_RATIO)
 			continue;
 		if (al->scope == WD_SCOPE_TENSORS)
-			snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: ratio[%s] of %s > %g",
-				 al->name, al->proxy, al->tensors, al->threshold);
+			plot_threshold(&p, al->threshold, color, "alert %s: ratio[%s] of %s > %g", al->name,
+				       al->proxy, al->tensors, al->threshold);
 		else
-			snprintf(labels[ns + nh], sizeof(labels[0]), "alert %s: %s ratio[%s] > %g", al->name,
-				 wd_config_scope_name(al->scope), al->proxy, al->threshold);
-		h[nh] = (struct chart_hline){ labels[ns + nh], al->threshold,
-			al->severity == WD_SEVERITY_CRITICAL ? "#b3261e" : "#c77700" };
-		nh++;
+			plot_threshold(&p, al->threshold, color, "alert %s: %s ratio[%s] > %g", al->name,
+				       wd_config_scope_name(al->scope), al->proxy, al->threshold);
 	}
 	fputs("<h2>Ratio to the proxies against step</h2>\n<p class=\"note\">Each candidate's W1 over "
 	      "each proxy's, tensor by tensor: the mean over tensors (solid, weighted by element count) "
 	      "and the max (dashed), on a log scale; dotted lines are the alert thresholds. Below 1, "
 	      "the candidate drifts less than the proxy.</p>\n", f);
-	struct line_chart c = { "step", "ratio (log scale)", 1, ns, nh, s, h };
-	chart_line(f, &c);
-	free(s), free(h), free(buf), free(labels);
+	plot_draw(f, &p, "ratio (log scale)", 1);
+	plot_release(&p);
 	return 0;
 }
 
@@ -399,8 +440,9 @@ static int worst(FILE *f, const struct report *r)
 		fputs("<h3>", f);
 		xml_text(f, d->runs[run]);
 		fprintf(f, ": the %zu tensors with the largest ratio at step %lld</h3>\n<table><tr>"
-			   "<th>tensor</th><th>elements</th><th>W1</th><th>max |a−b|</th><th>rel L2</th>",
-			n < 15 ? n : 15, (long long)m->step);
+			   "<th>tensor</th><th>elements</th>", n < 15 ? n : 15, (long long)m->step);
+		for (size_t k = 0; k < STUDY_N_METRICS; k++)
+			fprintf(f, "<th>%s</th>", study_metrics[k].title);
 		for (size_t k = 0; k < d->n_proxies; k++) {
 			fputs("<th>ratio [", f);
 			xml_text(f, d->proxies[k]);
@@ -411,19 +453,14 @@ static int worst(FILE *f, const struct report *r)
 			const struct driftlog_disk_row *w = v[i].row;
 			fputs("<tr><td class=\"l\">", f);
 			xml_text(f, d->tensors[w->tensor]);
-			fprintf(f, "</td><td>%llu</td><td>", (unsigned long long)w->numel);
-			num(f, w->w1);
-			fputs("</td><td>", f);
-			num(f, w->max_abs_diff);
-			fputs("</td><td>", f);
-			num(f, w->rel_l2);
-			fputs("</td>", f);
-			for (size_t k = 0; k < d->n_proxies; k++) {
-				double x = dl_ratio(w)[k];
-				fprintf(f, "<td class=\"%s\">", isnan(x) ? "" : x < 1 ? "good" : "bad");
-				num(f, x);
+			fprintf(f, "</td><td>%llu</td>", (unsigned long long)w->numel);
+			for (size_t k = 0; k < STUDY_N_METRICS; k++) {
+				fputs("<td>", f);
+				num(f, study_metric_of(w, &study_metrics[k]));
 				fputs("</td>", f);
 			}
+			for (size_t k = 0; k < d->n_proxies; k++)
+				ratio_cell(f, dl_ratio(w)[k]);
 			fputs("</tr>\n", f);
 		}
 		fputs("</table>\n", f);
@@ -555,12 +592,21 @@ static int page(FILE *f, const struct report *r)
 	return 0;
 }
 
+static int write_report(FILE *f, const struct study_data *sd, const struct study_args *o)
+{
+	struct report rep;
+	int rc = gather(&rep, sd);
+
+	(void)o;
+	if (rc == 0)
+		rc = page(f, &rep);
+	release(&rep);
+	return rc;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct study_args o;
-	struct study_data sd;
-	struct report rep;
-	char err[4096], tmp[4200];
 	int rc = study_args_parse(argc, argv, usage, 0, &o);
 
 	if (rc >= 0)
@@ -569,21 +615,5 @@ int cmd_report(int argc, char **argv)
 		return cli_usage_error("the report is HTML; for the data, use wdrift export --json");
 	if (!o.out)
 		return cli_usage_error("-o FILE is required (- for standard output)");
-	if (study_data_load(&sd, o.study, o.config, o.log, err, sizeof(err)) < 0)
-		return cli_error("%s", err);
-	FILE *f = NULL;
-	rc = gather(&rep, &sd);
-	if (rc == 0 && !(f = cli_out_open(o.out, tmp, sizeof(tmp))))
-		rc = -2;
-	if (rc == 0)
-		rc = page(f, &rep);
-	release(&rep);
-	study_data_release(&sd);
-	if (rc == -2)
-		return EXIT_FAIL;
-	if (rc < 0) {
-		cli_out_abort(f, tmp);
-		return cli_error("out of memory");
-	}
-	return cli_out_commit(f, o.out, tmp);
+	return study_data_output(&o, write_report);
 }

@@ -31,10 +31,8 @@ static int runs_rm(int argc, char **argv)
 	struct dc_args a = { 0 };
 	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
 
-	if (r == DC_HELPED)
-		return EXIT_OK;
 	if (r < 0)
-		return -r;
+		return cli_opts_exit(r);
 	if (r == argc)
 		return cli_usage_error("runs rm: which run? (wdrift runs lists them)");
 	if (r + 1 != argc)
@@ -46,8 +44,8 @@ static int runs_rm(int argc, char **argv)
 		dc_print_json(o);
 	else
 	{
-		long long st = json_integer_value(json_object_get(o, "steps"));
-		long long rs = json_integer_value(json_object_get(o, "results"));
+		long long st = dc_int(o, "steps");
+		long long rs = dc_int(o, "results");
 		printf("removed run '%s': %lld durable snapshot%s, %lld result%s (compared steps)\n",
 		       argv[r], st, st == 1 ? "" : "s", rs, rs == 1 ? "" : "s");
 	}
@@ -73,42 +71,37 @@ static void role_text(json_t *studies, char *role, size_t rlen, char *study, siz
 	}
 }
 
-int cmd_runs(int argc, char **argv)
+static void print_runs(json_t *o)
 {
-	int rc;
-	if (argc > 1 && !strcmp(argv[1], "rm"))	/* wdrift runs rm RUN [options] */
-		return runs_rm(argc - 1, argv + 1);
-	json_t *o = dc_simple(argc, argv, usage, "runs", &rc);
-	if (!o)
-		return rc;	/* an error, --help, or --json already printed */
 	json_t *runs = json_object_get(o, "runs"), *v;
 	struct table t;
 	char b[512], s[512];
 	size_t i;
+	static const char *const head[] = { "run", "role", "study", "durable", "last step", "idle s",
+					    "in flight MiB" };
 	table_init(&t, json_array_size(runs) + 1, 7);
-	const char *head[] = { "run", "role", "study", "durable", "last step", "idle s", "in flight MiB" };
-	for (int c = 0; c < 7; c++)
-		table_set(&t, 0, (size_t)c, head[c]);
+	table_set_row(&t, 0, head, 7);
 	json_array_foreach(runs, i, v) {
 		table_set(&t, i + 1, 0, json_string_value(json_object_get(v, "name")));
 		role_text(json_object_get(v, "studies"), b, sizeof(b), s, sizeof(s));
 		table_set(&t, i + 1, 1, b);
 		table_set(&t, i + 1, 2, s);
-		snprintf(b, sizeof(b), "%lld", (long long)json_integer_value(json_object_get(v, "durable")));
+		snprintf(b, sizeof(b), "%lld", dc_int(v, "durable"));
 		table_set(&t, i + 1, 3, b);
 		json_t *ls = json_object_get(v, "last_step");
 		snprintf(b, sizeof(b), json_is_integer(ls) ? "%lld" : "-", (long long)json_integer_value(ls));
 		table_set(&t, i + 1, 4, b);
 		snprintf(b, sizeof(b), "%.0f", json_number_value(json_object_get(v, "idle")));
 		table_set(&t, i + 1, 5, b);
-		snprintf(b, sizeof(b), "%.1f",
-			 (double)json_integer_value(json_object_get(v, "bytes_pending")) / 1048576);
+		snprintf(b, sizeof(b), "%.1f", (double)dc_int(v, "bytes_pending") / 1048576);
 		table_set(&t, i + 1, 6, b);
 	}
-	table_print(&t, json_array_size(runs) + 1, 1);
-	if (!json_array_size(runs))
-		printf("(no run has published yet)\n");
-	table_release(&t);
-	json_decref(o);
-	return EXIT_OK;
+	table_show(&t, json_array_size(runs) + 1, 1, "(no run has published yet)");
+}
+
+int cmd_runs(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "rm"))	/* wdrift runs rm RUN [options] */
+		return runs_rm(argc - 1, argv + 1);
+	return dc_simple(argc, argv, usage, "runs", print_runs);
 }

@@ -18,57 +18,42 @@ DC_HELP_TARGET
 "      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
 DC_HELP_HELP DC_HELP_EXIT;
 
+static void print_status(json_t *o)
+{
+	json_t *sn = json_object_get(o, "snapshots"), *mem = json_object_get(o, "memory");
+	json_t *q = json_object_get(o, "queues"), *errs = json_object_get(o, "errors");
+	printf("wdriftd    %s, up %.0f s\n", json_string_value(json_object_get(o, "version")),
+	       json_number_value(json_object_get(o, "uptime")));
+	printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
+	printf("config     %s\n", json_string_value(json_object_get(o, "config")));
+	printf("runs       %lld\n", dc_int(o, "runs"));
+	printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
+	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),
+	       dc_int(sn, "pending"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"));
+	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));
+	printf("memory     %.1f of %.1f MiB held\n", (double)dc_int(mem, "reserved") / 1048576,
+	       (double)dc_int(mem, "budget") / 1048576);
+	const char *k;
+	json_t *v;
+	int any = 0;
+	json_object_foreach(errs, k, v) {
+		if (json_integer_value(v)) {
+			printf("%s%s %lld", any ? ", " : "errors     ", k, (long long)json_integer_value(v));
+			any = 1;
+		}
+	}
+	printf("%s", any ? "\n" : "errors     none\n");
+	json_t *au = json_object_get(o, "auth"), *ref = json_object_get(au, "refused");
+	if (au && !strcmp(json_string_value(json_object_get(au, "mechanism")) ?: "", "curve"))
+		printf("auth       CURVE, %lld clients allowed; %lld accepted; refused: %lld unknown key, "
+		       "%lld without CURVE, %lld wrong server key, %lld other\n", dc_int(au, "clients"),
+		       dc_int(au, "accepted"), dc_int(ref, "unknown_key"), dc_int(ref, "no_curve"),
+		       dc_int(ref, "bad_server_key"), dc_int(ref, "other"));
+	else if (au)
+		printf("auth       none (no auth.server_key)\n");
+}
+
 int cmd_status(int argc, char **argv)
 {
-	int rc;
-	json_t *o = dc_simple(argc, argv, usage, "status", &rc);
-	if (!o)
-		return rc;	/* an error, --help, or --json already printed */
-	{
-		json_t *sn = json_object_get(o, "snapshots"), *mem = json_object_get(o, "memory");
-		json_t *q = json_object_get(o, "queues"), *errs = json_object_get(o, "errors");
-		printf("wdriftd    %s, up %.0f s\n", json_string_value(json_object_get(o, "version")),
-		       json_number_value(json_object_get(o, "uptime")));
-		printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
-		printf("config     %s\n", json_string_value(json_object_get(o, "config")));
-		printf("runs       %lld\n", (long long)json_integer_value(json_object_get(o, "runs")));
-		printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
-		       "%lld conflicts\n",
-		       (long long)json_integer_value(json_object_get(sn, "received")),
-		       (long long)json_integer_value(json_object_get(sn, "durable")),
-		       (long long)json_integer_value(json_object_get(sn, "duplicates")),
-		       (long long)json_integer_value(json_object_get(sn, "pending")),
-		       (long long)json_integer_value(json_object_get(sn, "dropped")),
-		       (long long)json_integer_value(json_object_get(sn, "conflicts")));
-		printf("queues     spool %lld, compute %lld\n",
-		       (long long)json_integer_value(json_object_get(q, "spool")),
-		       (long long)json_integer_value(json_object_get(q, "compute")));
-		printf("memory     %.1f of %.1f MiB held\n",
-		       (double)json_integer_value(json_object_get(mem, "reserved")) / 1048576,
-		       (double)json_integer_value(json_object_get(mem, "budget")) / 1048576);
-		const char *k;
-		json_t *v;
-		int any = 0;
-		json_object_foreach(errs, k, v) {
-			if (json_integer_value(v)) {
-				printf("%s%s %lld", any ? ", " : "errors     ", k, (long long)json_integer_value(v));
-				any = 1;
-			}
-		}
-		printf("%s", any ? "\n" : "errors     none\n");
-		json_t *au = json_object_get(o, "auth"), *ref = json_object_get(au, "refused");
-		if (au && !strcmp(json_string_value(json_object_get(au, "mechanism")) ?: "", "curve"))
-			printf("auth       CURVE, %lld clients allowed; %lld accepted; refused: %lld "
-			       "unknown key, %lld without CURVE, %lld wrong server key, %lld other\n",
-			       (long long)json_integer_value(json_object_get(au, "clients")),
-			       (long long)json_integer_value(json_object_get(au, "accepted")),
-			       (long long)json_integer_value(json_object_get(ref, "unknown_key")),
-			       (long long)json_integer_value(json_object_get(ref, "no_curve")),
-			       (long long)json_integer_value(json_object_get(ref, "bad_server_key")),
-			       (long long)json_integer_value(json_object_get(ref, "other")));
-		else if (au)
-			printf("auth       none (no auth.server_key)\n");
-	}
-	json_decref(o);
-	return EXIT_OK;
+	return dc_simple(argc, argv, usage, "status", print_status);
 }

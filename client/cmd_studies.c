@@ -14,21 +14,16 @@ static const char usage[] =
 "Each study of the running daemon: its baseline, candidates and proxies\n"
 "(label=run), and its synthetic proxy.\n"
 "\n"
-DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT;
+DC_HELP_SIMPLE;
 
-int cmd_studies(int argc, char **argv)
+static void print_studies(json_t *o)
 {
-	int rc;
-	json_t *o = dc_simple(argc, argv, usage, "studies", &rc);
-	if (!o)
-		return rc;	/* an error, --help, or --json already printed */
 	json_t *list = json_object_get(o, "studies"), *s, *x;
 	struct table t;
 	size_t i, k;
+	static const char *const head[] = { "study", "baseline", "candidates", "proxies", "synthetic" };
 	table_init(&t, json_array_size(list) + 1, 5);
-	const char *head[] = { "study", "baseline", "candidates", "proxies", "synthetic" };
-	for (int c = 0; c < 5; c++)
-		table_set(&t, 0, (size_t)c, head[c]);
+	table_set_row(&t, 0, head, 5);
 	json_array_foreach(list, i, s) {
 		char buf[1024] = "";
 		size_t at = 0;
@@ -48,10 +43,10 @@ int cmd_studies(int argc, char **argv)
 		const char *syn = json_string_value(json_object_get(s, "synthetic_proxy"));
 		table_set(&t, i + 1, 4, syn ? syn : "-");
 	}
-	table_print(&t, json_array_size(list) + 1, 5);
-	if (!json_array_size(list))
-		printf("(no study configured)\n");
-	table_release(&t);
-	json_decref(o);
-	return EXIT_OK;
+	table_show(&t, json_array_size(list) + 1, 5, "(no study configured)");
+}
+
+int cmd_studies(int argc, char **argv)
+{
+	return dc_simple(argc, argv, usage, "studies", print_studies);
 }

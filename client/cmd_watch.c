@@ -62,7 +62,7 @@ static void print_event(const char *topic, json_t *e)
 		       json_string_value(json_object_get(e, "study")), json_string_value(json_object_get(e, "run")),
 		       json_object_get(e, "tensor") ? " tensor " : "",
 		       json_object_get(e, "tensor") ? json_string_value(json_object_get(e, "tensor")) : "",
-		       (long long)json_integer_value(json_object_get(e, "step")),
+		       dc_int(e, "step"),
 		       json_string_value(json_object_get(e, "metric")), json_number_value(json_object_get(e, "value")),
 		       json_number_value(json_object_get(e, "threshold")));
 		return;
@@ -70,7 +70,7 @@ static void print_event(const char *topic, json_t *e)
 	const char *run;
 	json_t *r;
 	printf("drift  %s step %lld:", json_string_value(json_object_get(e, "study")),
-	       (long long)json_integer_value(json_object_get(e, "step")));
+	       dc_int(e, "step"));
 	json_object_foreach(json_object_get(e, "runs"), run, r) {
 		printf("  %s (%s) W1 max %.4g", run, json_string_value(json_object_get(r, "role")),
 		       json_number_value(json_object_get(r, "w1_max")));
@@ -95,10 +95,8 @@ int cmd_watch(int argc, char **argv)
 	char err[1024];
 	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o), seen = 0, timeout = 200;
 
-	if (r == DC_HELPED)
-		return EXIT_OK;
 	if (r < 0)
-		return -r;
+		return cli_opts_exit(r);
 	if (r != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r]);
 	if (dc_resolve(&a.t, err, sizeof(err)) < 0 || !a.t.events_ep[0])

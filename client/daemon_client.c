@@ -225,6 +225,27 @@ out:
 	return rc;
 }
 
+/* dc_args' options first, then the subcommand's own (dc_args' on_extra). */
+struct dc_opt_ctx {
+	struct dc_args *a;
+	int (*on_extra)(int c, const char *arg, void *ctx);
+	void *ctx;
+};
+
+static int dc_on_opt(int c, const char *arg, void *ctx)
+{
+	struct dc_opt_ctx *x = ctx;
+
+	switch (c) {
+	case 'c': x->a->t.config = arg; return 0;
+	case 'E': x->a->t.control = arg; return 0;
+	case 'J': x->a->json = 1; return 0;
+	case DC_OPT_SERVER_KEY: x->a->t.server_key = arg; return 0;
+	case DC_OPT_KEY: x->a->t.key = arg; return 0;
+	}
+	return !x->on_extra || x->on_extra(c, arg, x->ctx);
+}
+
 int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 	    const struct option *extra, int (*on_extra)(int c, const char *arg, void *ctx), void *ctx)
 {
@@ -236,7 +257,8 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 		{ "server-key", required_argument, NULL, DC_OPT_SERVER_KEY },
 		{ "key", required_argument, NULL, DC_OPT_KEY },
 	};
-	int n = 6, c;
+	struct dc_opt_ctx x = { a, on_extra, ctx };
+	int n = 6;
 	const char *shorts = ":c:h";
 
 	for (size_t i = 0; extra && extra[i].name && n < 23; i++) {
@@ -245,23 +267,7 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 			shorts = ":c:ho:";
 	}
 	opts[n] = (struct option){ 0 };
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
-		switch (c) {
-		case 'c': a->t.config = optarg; break;
-		case 'E': a->t.control = optarg; break;
-		case 'J': a->json = 1; break;
-		case DC_OPT_SERVER_KEY: a->t.server_key = optarg; break;
-		case DC_OPT_KEY: a->t.key = optarg; break;
-		case 'h': fputs(usage, stdout); return DC_HELPED;
-		case ':': return -cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-		case '?': return -cli_usage_error("unknown option '%s'", argv[optind - 1]);
-		default:
-			if (!on_extra || on_extra(c, optarg, ctx))
-				return -EXIT_USAGE;
-		}
-	}
-	return optind;
+	return cli_opts(argc, argv, shorts, opts, usage, dc_on_opt, &x);
 }
 
 json_t *dc_call(struct dc_args *a, json_t *request)
@@ -302,31 +308,27 @@ void dc_print_json(json_t *o)
 	putchar('\n');
 }
 
-json_t *dc_simple(int argc, char **argv, const char *usage, const char *cmd, int *rc)
+int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*print)(json_t *reply))
 {
 	struct dc_args a = { 0 };
 	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
 
-	*rc = EXIT_OK;
-	if (r == DC_HELPED)
-		return NULL;
-	if (r < 0) {
-		*rc = -r;
-		return NULL;
-	}
-	if (r != argc) {
-		*rc = cli_usage_error("unexpected argument '%s'", argv[r]);
-		return NULL;
-	}
+	if (r < 0)
+		return cli_opts_exit(r);
+	if (r != argc)
+		return cli_usage_error("unexpected argument '%s'", argv[r]);
 	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", cmd));
-	if (!o) {
-		*rc = EXIT_FAIL;
-		return NULL;
-	}
-	if (a.json) {
+	if (!o)
+		return EXIT_FAIL;
+	if (a.json)
 		dc_print_json(o);
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+	else
+		print(o);
+	json_decref(o);
+	return EXIT_OK;
+}
+
+long long dc_int(json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
 }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "cli.h"
 #include "keys.h"
 
 #define DC_ENDPOINT_MAX 512
@@ -76,13 +77,14 @@ typedef struct json_t json_t;
 
 /*
  * Parses argv with the common options and extra ones (on_extra gets each,
- * returning nonzero to refuse it; one whose val is 'o' is also -o). Returns the index of the first
- * positional argument; or a negative exit code: -2 (usage) or, after
- * --help was printed, -1000 (exit 0).
+ * returning nonzero to refuse it; one whose val is 'o' is also -o), through
+ * cli_opts. Returns the index of the first positional argument; or a
+ * negative return for cli_opts_exit: -2 (usage) or, after --help was
+ * printed, DC_HELPED (exit 0).
  */
 int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 	    const struct option *extra, int (*on_extra)(int c, const char *arg, void *ctx), void *ctx);
-#define DC_HELPED (-1000)
+#define DC_HELPED CLI_HELPED
 
 /*
  * Sends request (taken) and returns the reply object without "v" and "ok";
@@ -91,12 +93,18 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 json_t *dc_call(struct dc_args *a, json_t *request);
 void dc_print_json(json_t *o);
 
+/* The integer member key of a reply object o, as long long; 0 when absent. */
+long long dc_int(json_t *o, const char *key);
+
 /*
  * The whole of a subcommand that sends {"cmd": cmd} and takes no arguments:
- * parses argv, calls, and prints JSON itself with --json. Returns the reply
- * for the caller to print as a table, or NULL with *rc the exit code
- * (including 0 after --help or --json).
+ * parses argv, calls, and prints the reply: as JSON with --json, else
+ * through print (a table, most often). Returns the exit code (0 after
+ * --help).
  */
-json_t *dc_simple(int argc, char **argv, const char *usage, const char *cmd, int *rc);
+int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*print)(json_t *reply));
+
+/* The help of such a subcommand's options. */
+#define DC_HELP_SIMPLE DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT
 
 #endif

@@ -1,5 +1,6 @@
 /* study_data.c: a study's drift log and definition (see study_data.h). */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,10 +36,8 @@ int study_args_parse(int argc, char **argv, const char *usage, int with_csv, str
 		opts[2] = (struct option){ 0 };
 	memset(o, 0, sizeof(*o));
 	int r = dc_args(argc, argv, &a, usage, opts, on_opt, o);
-	if (r == DC_HELPED)
-		return EXIT_OK;
 	if (r < 0)
-		return -r;
+		return cli_opts_exit(r);
 	if (a.t.control)
 		return cli_usage_error("%s reads the drift log, not the daemon: --endpoint does not apply",
 				       cli_cmd);
@@ -99,6 +98,28 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 	return 0;
 }
 
+int study_data_output(const struct study_args *o,
+		      int (*write)(FILE *f, const struct study_data *sd, const struct study_args *o))
+{
+	struct study_data sd;
+	char err[4096], tmp[4200];
+
+	if (study_data_load(&sd, o->study, o->config, o->log, err, sizeof(err)) < 0)
+		return cli_error("%s", err);
+	FILE *f = cli_out_open(o->out, tmp, sizeof(tmp));
+	if (!f) {
+		study_data_release(&sd);
+		return EXIT_FAIL;
+	}
+	int r = write(f, &sd, o);
+	study_data_release(&sd);
+	if (r < 0) {
+		cli_out_abort(f, tmp);
+		return cli_error("out of memory");
+	}
+	return cli_out_commit(f, o->out, tmp);
+}
+
 void study_data_release(struct study_data *sd)
 {
 	driftlog_release(&sd->log);
@@ -106,6 +127,12 @@ void study_data_release(struct study_data *sd)
 	sd->study = NULL;
 	sd->config_path = NULL;
 }
+
+const struct study_metric study_metrics[STUDY_N_METRICS] = {
+	{ "w1", "W1", offsetof(struct driftlog_disk_row, w1) },
+	{ "max_abs_diff", "max |a−b|", offsetof(struct driftlog_disk_row, max_abs_diff) },
+	{ "rel_l2", "rel L2", offsetof(struct driftlog_disk_row, rel_l2) },
+};
 
 const char *study_role_name(int role)
 {

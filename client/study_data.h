@@ -12,6 +12,7 @@
 #define WD_STUDY_DATA_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "driftlog.h"
@@ -38,10 +39,37 @@ struct study_args {
  */
 int study_args_parse(int argc, char **argv, const char *usage, int with_csv, struct study_args *o);
 
+/*
+ * The rest of report and export, once their own checks of o are done:
+ * loads the study, writes it to o->out (whole or not at all, stdout for
+ * none or "-") with write, which returns 0 or -1 when out of memory.
+ * Returns the exit code, after printing any error.
+ */
+int study_data_output(const struct study_args *o,
+		      int (*write)(FILE *f, const struct study_data *sd, const struct study_args *o));
+
 /* Returns 0, or -1 with err naming the file, key or dataset. */
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen);
 void study_data_release(struct study_data *sd);
+
+/*
+ * The metrics each drift-log row holds, in column order. export's CSV and
+ * JSON and the report's tensor tables list them from here: a metric the
+ * log gains is one more entry here, not one more column in each writer.
+ */
+struct study_metric {
+	const char *key;	/* CSV column and JSON member: "max_abs_diff" */
+	const char *title;	/* a table's heading: "max |a−b|" */
+	size_t offset;		/* of its double in struct driftlog_disk_row */
+};
+#define STUDY_N_METRICS 3
+extern const struct study_metric study_metrics[STUDY_N_METRICS];
+
+static inline double study_metric_of(const struct driftlog_disk_row *r, const struct study_metric *m)
+{
+	return *(const double *)(const void *)((const char *)r + m->offset);
+}
 
 /* "candidate" or "proxy"; "mean", "median", "max" or "tensor". */
 const char *study_role_name(int role);

@@ -43,3 +43,16 @@ void table_release(struct table *t)
 	free(t->width);
 }
 
+void table_set_row(struct table *t, size_t row, const char *const *cells, size_t n)
+{
+	for (size_t c = 0; c < n; c++)
+		table_set(t, row, c, cells[c]);
+}
+
+void table_show(struct table *t, size_t rows, size_t first_left, const char *if_empty)
+{
+	table_print(t, rows, first_left);
+	if (rows <= 1)
+		printf("%s\n", if_empty);
+	table_release(t);
+}

@@ -21,4 +21,13 @@ void table_set(struct table *t, size_t row, size_t col, const char *s);
 void table_print(const struct table *t, size_t rows, size_t first_left);
 void table_release(struct table *t);
 
+/* Sets the first n cells of row: the header row, most often. */
+void table_set_row(struct table *t, size_t row, const char *const *cells, size_t n);
+/*
+ * A subcommand's last step: prints the first rows rows as table_print
+ * does; when that was the header alone, if_empty on a line of its own
+ * ("(no study configured)"); then releases t.
+ */
+void table_show(struct table *t, size_t rows, size_t first_left, const char *if_empty);
+
 #endif
