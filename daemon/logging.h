@@ -2,7 +2,8 @@
  * logging.h: the daemon's one logging macro. Lines go to stderr: with "<N>"
  * syslog priority prefixes when stderr is the journal (JOURNAL_STREAM
  * names it), plain "wdriftd: LEVEL: msg" otherwise. Arguments are not
- * evaluated below the level. Depends on libc only.
+ * evaluated below the level. Depends on libc and lib/log.h (the formatting
+ * it shares with libwdrift).
  */
 #ifndef WD_DAEMON_LOGGING_H
 #define WD_DAEMON_LOGGING_H
@@ -13,6 +14,11 @@ extern int log_level;
 
 void log_init(void);	/* looks at JOURNAL_STREAM once */
 void log_emit(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Writes one formatted line at prio, unfiltered: log_emit's sink, and a
+ * handler for wd_log_set(), so that libwdrift's lines take the same form.
+ */
+void log_write(int prio, const char *msg);
 
 /* An expression, so that error() below can be one too. */
 #define log_at(prio, ...) \

@@ -13,16 +13,25 @@ void wd_log_set(int level, void (*handler)(int level, const char *msg))
 	log_handler = handler;
 }
 
+void wd_log_vsink(int level, void (*sink)(int level, const char *msg), const char *fmt, va_list ap)
+{
+	char msg[WD_LOG_LINE_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	sink(level, msg);
+}
+
+static void to_stderr(int level, const char *msg)
+{
+	(void)level;
+	fprintf(stderr, "wdrift: %s\n", msg);
+}
+
 void wd_log_emit(int level, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	wd_log_vsink(level, log_handler ? log_handler : to_stderr, fmt, ap);
 	va_end(ap);
-	if (log_handler)
-		log_handler(level, msg);
-	else
-		fprintf(stderr, "wdrift: %s\n", msg);
 }

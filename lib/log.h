@@ -1,15 +1,29 @@
 /*
- * log.h: libwdrift's one logging path. The library logs rarely (which engine
- * runs, a device error and the fallback); a program routes the lines where
- * it wants with wd_log_set() from wdrift.h. Internal; libc only.
+ * log.h: libwdrift's one logging path, and the formatting that the daemon's
+ * logger (daemon/logging.c) shares with it. The library logs rarely (which
+ * engine runs, a device error and the fallback); a program routes the lines
+ * where it wants with wd_log_set() from wdrift.h. Internal; libc only.
  */
 #ifndef WD_LOG_H
 #define WD_LOG_H
 
+#include <stdarg.h>
+
 #include "wdrift.h"
+
+/* The longest line a sink gets, its NUL included: longer ones are cut. */
+#define WD_LOG_LINE_MAX 1024
 
 extern int wd_log_threshold;
 
+/*
+ * Formats fmt into one line and hands it to sink with level: the one place
+ * a log line is formatted, for the library (wd_log_emit) and the daemon
+ * (log_emit), whose sinks then only add their prefixes.
+ */
+void wd_log_vsink(int level, void (*sink)(int level, const char *msg), const char *fmt, va_list ap);
+
+/* To the program's handler (wd_log_set), else stderr as "wdrift: MSG". */
 void wd_log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Skips formatting the arguments below the threshold. */
