@@ -15,7 +15,7 @@
 
 #include "ckpt_sandbox.h"
 #include "cli.h"
-#include "compare.h"
+#include "compare_result.h"
 #include "drift.h"
 
 static const char usage_text[] =
@@ -220,7 +220,10 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
 	return 0;
 }
 
-/* W1 of the baseline against proxy k, for one tensor. */
+/*
+ * W1 of the baseline against one proxy, for one tensor: a trained proxy's
+ * tensor of that name, or the baseline rounded (wd_drift_rounded_w1).
+ */
 static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 		    struct wd_ckpt_box *ck, const char *name,
 		    const struct wd_view *base_view, const struct wd_prepared *base,
@@ -229,33 +232,33 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	struct wd_prepared *pp = NULL;
 	struct wd_tensor_map m = { 0 };
 	struct wd_view v = { 0 };
-	uint16_t *codes = NULL;
 	int r;
 
 	if (px->round_to >= 0) {
-		codes = malloc(base_view->numel * 2 + 2);
-		if (!codes)
+		r = wd_drift_rounded_w1(e, base, base_view, (enum wd_dtype)px->round_to, w1);
+		if (r == -ENOMEM)
 			return cli_error("out of memory rounding '%s'", name);
-		wd_round16(base_view, (enum wd_dtype)px->round_to, codes);
-		v = (struct wd_view){ (enum wd_dtype)px->round_to, codes, base_view->numel };
-		r = wd_prepare(e, &v, 0, &pp);
-		if (r < 0)
-			return free(codes), cli_error("cannot prepare '%s': %s", name, strerror(-r));
-	} else {
-		long idx = wd_ckpt_find(wd_ckpt_box_listing(ck), name);
-		if (idx < 0)
-			return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
-					 px->path, px->label, name);
-		if ((r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp)))
-			return r;
+		if (r && r != -EIO)
+			return cli_error("cannot prepare '%s': %s", name, strerror(-r));
+		return r;
 	}
+	long idx = wd_ckpt_find(wd_ckpt_box_listing(ck), name);
+	if (idx < 0)
+		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
+				 px->path, px->label, name);
+	if ((r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp)))
+		return r;
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
-	free(codes);
 	wd_tensor_map_release(&m);
 	return r == -EIO ? -EIO : 0;
 }
 
+/*
+ * Tensor bi of the baseline against tensor ci of the candidate and against
+ * every proxy. 0; -EIO when the device failed (the caller retries on the
+ * CPU); or cli_error's status.
+ */
 static int compare_layer(struct wd_engine *e, const struct options *o,
 			 struct wd_ckpt_box *base, struct wd_ckpt_box *cand,
 			 struct wd_ckpt_box **pck, size_t bi, size_t ci,
@@ -265,6 +268,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	struct wd_tensor_map bm = { 0 }, cm = { 0 };
 	struct wd_prepared *bp = NULL, *cp = NULL;
 	const struct wd_ckpt_entry *be = wd_ckpt_entry(wd_ckpt_box_listing(base), bi);
+	struct wd_summary summaries[2];
 	int r;
 
 	lr->name = strdup(be->name);
@@ -274,30 +278,19 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	    (r = load_prepared(e, cand, ci, &cm, &cv, &cp)))
 		goto out;
 	lr->numel = bv.numel;
-	lr->numel_cand = cv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;
-	if ((r = wd_w1(e, bp, cp, &lr->w1)) == -EIO)
+	if ((r = wd_drift_measure(e, bp, &bv, cp, &cv, summaries, &lr->drift)))
 		goto out;	/* the device failed: the caller retries on the CPU */
-	wd_summarize(bp, &lr->base);
-	wd_summarize(cp, &lr->cand);
-	lr->have_pair = bv.numel == cv.numel;
-	if (lr->have_pair) {
-		r = wd_pair_stats_prepared(e, bp, cp, &lr->pair);
-		if (r == -EIO)
-			goto out;
-		if (r)	/* raw values not kept where the engine put them: from the views */
-			wd_pair_stats(e, &bv, &cv, &lr->pair);
-	}
-	r = 0;
+	lr->base = summaries[0];
+	lr->cand = summaries[1];
+	/* one tensor of each file in memory: the candidate's goes before the proxies' come */
 	wd_prepared_free(&cp);
 	wd_tensor_map_release(&cm);
-	for (size_t k = 0; k < o->n_proxies; k++) {
-		r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k]);
-		if (r)
+	for (size_t k = 0; k < o->n_proxies; k++)
+		if ((r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k])))
 			goto out;
-		lr->ratio[k] = wd_drift_ratio(lr->w1, lr->proxy_w1[k]);
-	}
+	wd_drift_ratios(lr->drift.w1, lr->proxy_w1, o->n_proxies, lr->ratio);
 out:
 	wd_prepared_free(&bp);
 	wd_prepared_free(&cp);

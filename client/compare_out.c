@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "compare.h"
+#include "compare_result.h"
 #include "drift.h"
 #include "table.h"
 
@@ -48,12 +48,12 @@ static void summarize(const struct compare_result *r, struct summary *s)
 		const struct layer_result *l = &r->layers[i];
 		s->numel += l->numel;
 		numel[i] = l->numel;
-		vals[i] = l->w1;
-		if (l->have_pair && !isnan(l->pair.max_abs_diff) &&
-		    !(l->pair.max_abs_diff <= s->max_abs_diff))
-			s->max_abs_diff = l->pair.max_abs_diff;
+		vals[i] = l->drift.w1;
+		if (l->drift.have_pair && !isnan(l->drift.pair.max_abs_diff) &&
+		    !(l->drift.pair.max_abs_diff <= s->max_abs_diff))
+			s->max_abs_diff = l->drift.pair.max_abs_diff;
 		add_nf(&s->nf_base, &l->base.nonfinite);
-		add_nf(&s->nf_cand, &l->cand.nonfinite);
+		add_nf(&s->nf_cand, &l->drift.nonfinite);
 	}
 	/* out of memory: every summary is NaN (wd_drift_summarize says so too) */
 	wd_drift_summarize(vals, numel, vals && numel ? n : 0, &d);
@@ -139,19 +139,19 @@ void compare_print_table(const struct compare_result *r)
 		else
 			snprintf(b, sizeof(b), "%s/%s", wd_dtype_name(l->dtype), wd_dtype_name(l->dtype_cand));
 		table_set(&t, row, 1, b);
-		if (l->numel == l->numel_cand)
+		if (l->numel == l->drift.numel)
 			snprintf(b, sizeof(b), "%llu", (unsigned long long)l->numel);
 		else
 			snprintf(b, sizeof(b), "%llu/%llu", (unsigned long long)l->numel,
-				 (unsigned long long)l->numel_cand);
+				 (unsigned long long)l->drift.numel);
 		table_set(&t, row, 2, b);
-		fmt_num(b, sizeof(b), l->w1);
+		fmt_num(b, sizeof(b), l->drift.w1);
 		table_set(&t, row, 3, b);
-		fmt_num(b, sizeof(b), l->have_pair ? l->pair.max_abs_diff : NAN);
+		fmt_num(b, sizeof(b), l->drift.have_pair ? l->drift.pair.max_abs_diff : NAN);
 		table_set(&t, row, 4, b);
-		fmt_num(b, sizeof(b), l->have_pair ? l->pair.rel_l2 : NAN);
+		fmt_num(b, sizeof(b), l->drift.have_pair ? l->drift.pair.rel_l2 : NAN);
 		table_set(&t, row, 5, b);
-		fmt_nf(b, sizeof(b), &l->base.nonfinite, &l->cand.nonfinite);
+		fmt_nf(b, sizeof(b), &l->base.nonfinite, &l->drift.nonfinite);
 		table_set(&t, row, 6, b);
 		for (size_t k = 0; k < np; k++) {
 			fmt_num(b, sizeof(b), l->proxy_w1[k]);
@@ -226,6 +226,7 @@ static json_t *jsummary(const struct wd_summary *s)
 
 static json_t *jlayer(const struct compare_result *r, const struct layer_result *l)
 {
+	const struct wd_drift_tensor *d = &l->drift;
 	json_t *proxies = json_object();
 	for (size_t k = 0; k < r->n_proxies; k++)
 		json_object_set_new(proxies, r->proxies[k].label,
@@ -234,15 +235,15 @@ static json_t *jlayer(const struct compare_result *r, const struct layer_result 
 	return json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:{s:o,s:o},s:o}",
 		"name", l->name,
 		"numel", (json_int_t)l->numel,
-		"numel_candidate", (json_int_t)l->numel_cand,
+		"numel_candidate", (json_int_t)d->numel,
 		"dtype", wd_dtype_name(l->dtype),
 		"dtype_candidate", wd_dtype_name(l->dtype_cand),
-		"w1", jnum(l->w1),
-		"max_abs_diff", l->have_pair ? jnum(l->pair.max_abs_diff) : json_null(),
-		"rel_l2", l->have_pair ? jnum(l->pair.rel_l2) : json_null(),
-		"n_diff", l->have_pair ? json_integer((json_int_t)l->pair.n_diff) : json_null(),
+		"w1", jnum(d->w1),
+		"max_abs_diff", d->have_pair ? jnum(d->pair.max_abs_diff) : json_null(),
+		"rel_l2", d->have_pair ? jnum(d->pair.rel_l2) : json_null(),
+		"n_diff", d->have_pair ? json_integer((json_int_t)d->pair.n_diff) : json_null(),
 		"nonfinite", "baseline", jnonfinite(&l->base.nonfinite),
-			     "candidate", jnonfinite(&l->cand.nonfinite),
+			     "candidate", jnonfinite(&d->nonfinite),
 		"stats", "baseline", jsummary(&l->base), "candidate", jsummary(&l->cand),
 		"proxies", proxies);
 }

@@ -1,11 +1,14 @@
 /*
- * compare.h: the result of comparing checkpoints, shared by the code that
+ * compare_result.h: the result of `wdrift compare`, shared by the code that
  * computes it (cmd_compare.c) and the code that prints it (compare_out.c).
+ * Each tensor's drift is lib/drift.h's; this adds what the CLI alone shows.
  */
-#ifndef WD_COMPARE_H
-#define WD_COMPARE_H
+#ifndef WD_COMPARE_RESULT_H
+#define WD_COMPARE_RESULT_H
 
 #include <stddef.h>
+
+#include "drift.h"
 #include "wdrift.h"
 
 struct compare_proxy {
@@ -16,14 +19,12 @@ struct compare_proxy {
 
 struct layer_result {
 	char *name;
-	uint64_t numel, numel_cand;
+	uint64_t numel;		/* the baseline's; the candidate's is drift.numel */
 	enum wd_dtype dtype, dtype_cand;
-	double w1;		/* NaN when a side has no finite value */
-	int have_pair;		/* element counts match */
-	struct wd_pair_stats pair;
+	struct wd_drift_tensor drift;	/* the candidate against the baseline */
 	struct wd_summary base, cand;
 	double *proxy_w1;	/* one per proxy */
-	double *ratio;		/* w1 / proxy_w1; NaN where proxy_w1 is 0 */
+	double *ratio;		/* wd_drift_ratio(drift.w1, proxy_w1) */
 };
 
 struct compare_result {

@@ -18,30 +18,53 @@
 
 _Static_assert(CONFIG_MAX_PROXIES <= DRIFTLOG_MAX_PROXIES, "a drift row holds every proxy's ratio");
 
-/* Reads and prepares one tensor; the data stays in *raw (KEEP_RAW). */
+/*
+ * Reads and prepares one tensor: NULL when ck has no such tensor or it
+ * cannot be read. The data stays in *view (KEEP_RAW), for the caller to free.
+ */
 static struct wd_prepared *load(struct wd_engine *engine, struct wd_ckpt *ck, const char *name,
-				void **raw, uint64_t *numel)
+				struct wd_view *view)
 {
 	char err[WD_CKPT_ERR_MAX];
 	struct wd_prepared *p = NULL;
 	long i = wd_ckpt_find(ck, name);
+	void *raw = NULL;
 
-	*raw = NULL;
+	*view = (struct wd_view){ 0 };
 	if (i < 0)
 		return NULL;
-	if (wd_ckpt_read(ck, (size_t)i, raw, err) < 0) {
+	if (wd_ckpt_read(ck, (size_t)i, &raw, err) < 0) {
 		log_err("compute: %s", err);
 		return NULL;
 	}
 	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, (size_t)i);
-	struct wd_view v = { e->dtype, *raw, e->numel };
-	*numel = e->numel;
+	struct wd_view v = { e->dtype, raw, e->numel };
 	if (wd_prepare(engine, &v, WD_PREP_KEEP_RAW, &p) < 0) {
-		free(*raw);
-		*raw = NULL;
+		free(raw);
 		return NULL;
 	}
+	*view = v;
 	return p;
+}
+
+/* Frees what load gave: the prepared tensor, then the data it kept. */
+static void unload(struct wd_prepared **p, struct wd_view *view)
+{
+	wd_prepared_free(p);
+	free((void *)view->data);	/* load's own buffer, held as the view's const data */
+	view->data = NULL;
+}
+
+/* A tensor row's values from the run's drift (lib/drift.h). */
+static void row_set_drift(struct drift_row *row, const struct wd_drift_tensor *d)
+{
+	row->numel = d->numel;
+	row->w1 = d->w1;
+	row->max_abs_diff = d->pair.max_abs_diff;
+	row->rel_l2 = d->pair.rel_l2;
+	row->nan = d->nonfinite.nan;
+	row->posinf = d->nonfinite.posinf;
+	row->neginf = d->nonfinite.neginf;
 }
 
 /* The summary rows (lib/drift.h) of the tensor rows of one run. */
@@ -125,9 +148,8 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 	size_t stride = nt, n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
 	for (size_t t = 0; t < nt; t++) {
 		const char *name = wd_ckpt_entry(base, t)->name;
-		void *braw;
-		uint64_t bn = 0;
-		struct wd_prepared *bp = load(engine, base, name, &braw, &bn);
+		struct wd_view bv;
+		struct wd_prepared *bp = load(engine, base, name, &bv);
 		double pw1[DRIFTLOG_MAX_PROXIES];
 		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 			pw1[k] = NAN;
@@ -136,9 +158,9 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 		for (size_t r = 0; r < n_row_runs; r++) {
 			struct drift_row *row = &grid[r * stride + t];
 			int synth = r == n_runs;
-			void *xraw = NULL;
-			uint64_t xn = 0;
-			struct wd_prepared *xp = NULL;
+			struct wd_view xv;
+			struct wd_prepared *xp;
+			struct wd_drift_tensor d;
 			row->step = step;
 			row->kind = ROW_TENSOR;
 			row->role = synth ? ROLE_PROXY : role[r];
@@ -149,52 +171,29 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 			for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 				row->ratio[k] = NAN;
 			if (synth) {	/* the baseline rounded: its own W1 */
-				const struct wd_ckpt_entry *e = wd_ckpt_entry(base, t);
-				uint16_t *codes = malloc(e->numel * 2 + 2);
-				struct wd_view v = { e->dtype, braw, e->numel };
 				enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
-				if (codes && wd_round16(&v, to, codes) == 0) {
-					struct wd_view rv = { to, codes, e->numel };
-					if (wd_prepare(engine, &rv, 0, &xp) == 0)
-						wd_w1(engine, bp, xp, &row->w1);
-					wd_prepared_free(&xp);
-				}
-				free(codes);
-				row->numel = e->numel;
+				wd_drift_rounded_w1(engine, bp, &bv, to, &row->w1);
+				row->numel = bv.numel;
 				pw1[s->n_proxies - 1] = row->w1;
 				continue;
 			}
-			if (!ck[r] || !(xp = load(engine, ck[r], name, &xraw, &xn))) {
-				free(xraw);
+			if (!ck[r] || !(xp = load(engine, ck[r], name, &xv)))
 				continue;	/* that run has no such tensor: left NaN */
-			}
-			struct wd_nonfinite nf;
-			struct wd_pair_stats ps;
-			row->numel = xn;
-			wd_w1(engine, bp, xp, &row->w1);
-			wd_prepared_nonfinite(xp, &nf);
-			row->nan = nf.nan;
-			row->posinf = nf.posinf;
-			row->neginf = nf.neginf;
-			if (xn == bn && wd_pair_stats_prepared(engine, bp, xp, &ps) == 0) {
-				row->max_abs_diff = ps.max_abs_diff;
-				row->rel_l2 = ps.rel_l2;
-			}
+			/* a lost device: the engine goes on on the CPU; these values stay as measured */
+			wd_drift_measure(engine, bp, &bv, xp, &xv, NULL, &d);
+			row_set_drift(row, &d);
 			if (role[r] == ROLE_PROXY)
 				for (size_t k = 0; k < n_trained; k++)
 					if (!strcmp(s->pruns[k], runs[r]))
 						pw1[k] = row->w1;
-			wd_prepared_free(&xp);
-			free(xraw);
+			unload(&xp, &xv);
 		}
 		/* candidates' ratios, now that every proxy's W1 for this tensor is known */
 		for (size_t r = first_cand; r < n_runs; r++) {
 			struct drift_row *row = &grid[r * stride + t];
-			for (size_t k = 0; k < s->n_proxies; k++)
-				row->ratio[k] = wd_drift_ratio(row->w1, pw1[k]);
+			wd_drift_ratios(row->w1, pw1, s->n_proxies, row->ratio);
 		}
-		wd_prepared_free(&bp);
-		free(braw);
+		unload(&bp, &bv);
 	}
 	/* compact (tensors the baseline could not read have no row), then aggregates */
 	size_t out = 0;
