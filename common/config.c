@@ -252,19 +252,14 @@ static const char *format_double(char *buf, size_t size, double v)
 /* Decimal, optional sign, nothing else. 0, -EINVAL or -ERANGE. */
 static int parse_int(const char *s, int64_t *out)
 {
-	uint64_t v = 0;
-	int neg = *s == '-';
+	uint64_t v;
+	int neg = *s == '-', r;
 
 	if (*s == '-' || *s == '+')
 		s++;
-	if (!is_digit(*s))
-		return -EINVAL;
-	for (; is_digit(*s); s++) {
-		unsigned d = *s - '0';
-		if (v > (UINT64_MAX - d) / 10)
-			return -ERANGE;
-		v = v * 10 + d;
-	}
+	r = wd_parse_digits(&s, &v);
+	if (r)
+		return r;
 	if (*s)
 		return -EINVAL;
 	if (v > (uint64_t)INT64_MAX + neg)

@@ -234,19 +234,29 @@ static int load_runs(struct loader *L, const struct ynode *v, struct wd_config_r
 	return 0;
 }
 
-static int load_proxies(struct loader *L, const struct ynode *v, struct wd_config_proxies *px)
+/* Reads pair i of a mapping whose keys are names: key k (checked), its value k->next. */
+typedef int read_pair_fn(struct loader *L, const struct ynode *k, void *items, size_t i);
+
+/*
+ * A mapping whose keys are names (proxies, auth.clients), into *items (n
+ * of them, size bytes each, allocated in the config), each pair read by
+ * read. Null: no pairs. 0, or -1 with the error.
+ */
+static int load_named_map(struct loader *L, const struct ynode *v, enum ftype type,
+			  const char *what, size_t max, size_t size, void **items, size_t *n,
+			  read_pair_fn *read)
 {
 	char why[512];
 	size_t i = 0;
 
 	if (ydoc_is_null(v))
 		return 0;
-	if (expect(L, v, Y_MAP, "a mapping of proxy labels to run names"))
+	if (expect(L, v, Y_MAP, type_desc[type]))
 		return -1;
-	if (v->n / 2 > MAX_PROXIES)
-		return loader_fail_at(L, v, "%zu proxies: at most %d", v->n / 2, MAX_PROXIES);
-	px->v = wd_arena_alloc(&L->keep, (v->n / 2 + 1) * sizeof(*px->v));
-	if (!px->v)
+	if (v->n / 2 > max)
+		return loader_fail_at(L, v, "%zu %s: at most %zu", v->n / 2, what, max);
+	*items = wd_arena_alloc(&L->keep, (v->n / 2 + 1) * size);
+	if (!*items)
 		return oom(L);
 	for (const struct ynode *k = v->child; k; k = k->next->next, i++) {
 		size_t old;
@@ -254,56 +264,63 @@ static int load_proxies(struct loader *L, const struct ynode *v, struct wd_confi
 			return -1;
 		if (config_check_name(k->text, why, sizeof(why)))
 			return loader_fail_at(L, k, "%s", why);
-		px->v[i].label = wd_arena_strndup(&L->keep, k->text, k->len);
-		if (!px->v[i].label)
-			return oom(L);
-		if (load_run(L, k->next, &px->v[i].run))
+		if (read(L, k, *items, i))
 			return -1;
 		loader_path_pop(L, old);
 	}
-	px->n = i;
+	*n = i;
 	return 0;
 }
 
-/* auth.clients: names to distinct public keys. */
+/* A proxy: its label, and the run name it maps to. */
+static int read_proxy(struct loader *L, const struct ynode *k, void *items, size_t i)
+{
+	struct wd_config_proxy *px = (struct wd_config_proxy *)items + i;
+
+	px->label = wd_arena_strndup(&L->keep, k->text, k->len);
+	if (!px->label)
+		return oom(L);
+	return load_run(L, k->next, &px->run);
+}
+
+/* A client of auth.clients: its name, and a public key no other client has. */
+static int read_client(struct loader *L, const struct ynode *k, void *items, size_t i)
+{
+	struct wd_config_client *cl = items;
+	const struct ynode *kv = k->next;
+
+	if (expect(L, kv, Y_SCALAR, "a public key (40 characters of Z85, from wdrift keygen)") ||
+	    check_nul(L, kv))
+		return -1;
+	if (!wd_key_is_z85(kv->text))
+		return loader_fail_at(L, kv, "bad public key: expected 40 characters of Z85, as "
+				      "wdrift keygen prints (got %zu characters)", strlen(kv->text));
+	for (size_t j = 0; j < i; j++)
+		if (!strcmp(cl[j].key, kv->text))
+			return loader_fail_at(L, kv, "the same key as client '%s'", cl[j].name);
+	cl[i].name = wd_arena_strndup(&L->keep, k->text, k->len);
+	cl[i].key = wd_arena_strndup(&L->keep, kv->text, kv->len);
+	return cl[i].name && cl[i].key ? 0 : oom(L);
+}
+
+static int load_proxies(struct loader *L, const struct ynode *v, struct wd_config_proxies *px)
+{
+	void *items = NULL;
+	int r = load_named_map(L, v, T_PROXIES, "proxies", MAX_PROXIES, sizeof(*px->v), &items,
+			       &px->n, read_proxy);
+
+	px->v = items;
+	return r;
+}
+
 static int load_clients(struct loader *L, const struct ynode *v, struct wd_config_clients *cl)
 {
-	char why[512];
-	size_t i = 0;
+	void *items = NULL;
+	int r = load_named_map(L, v, T_CLIENTS, "clients", MAX_CLIENTS, sizeof(*cl->v), &items,
+			       &cl->n, read_client);
 
-	if (ydoc_is_null(v))
-		return 0;
-	if (expect(L, v, Y_MAP, type_desc[T_CLIENTS]))
-		return -1;
-	if (v->n / 2 > MAX_CLIENTS)
-		return loader_fail_at(L, v, "%zu clients: at most %d", v->n / 2, MAX_CLIENTS);
-	cl->v = wd_arena_alloc(&L->keep, (v->n / 2 + 1) * sizeof(*cl->v));
-	if (!cl->v)
-		return oom(L);
-	for (const struct ynode *k = v->child; k; k = k->next->next, i++) {
-		const struct ynode *kv = k->next;
-		size_t old;
-		if (map_key(L, v, k, &old))
-			return -1;
-		if (config_check_name(k->text, why, sizeof(why)))
-			return loader_fail_at(L, k, "%s", why);
-		if (expect(L, kv, Y_SCALAR, "a public key (40 characters of Z85, from wdrift keygen)") ||
-		    check_nul(L, kv))
-			return -1;
-		if (!wd_key_is_z85(kv->text))
-			return loader_fail_at(L, kv, "bad public key: expected 40 characters of Z85, as "
-					      "wdrift keygen prints (got %zu characters)", strlen(kv->text));
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(cl->v[j].key, kv->text))
-				return loader_fail_at(L, kv, "the same key as client '%s'", cl->v[j].name);
-		cl->v[i].name = wd_arena_strndup(&L->keep, k->text, k->len);
-		cl->v[i].key = wd_arena_strndup(&L->keep, kv->text, kv->len);
-		if (!cl->v[i].name || !cl->v[i].key)
-			return oom(L);
-		loader_path_pop(L, old);
-	}
-	cl->n = i;
-	return 0;
+	cl->v = items;
+	return r;
 }
 
 static int load_field(struct loader *L, const struct field *f, const struct ynode *v, void *base)

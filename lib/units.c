@@ -9,19 +9,31 @@ static int is_digit(int c)
 	return c >= '0' && c <= '9';
 }
 
-int wd_parse_size(const char *s, uint64_t *out)
+int wd_parse_digits(const char **s, uint64_t *out)
 {
+	const char *p = *s;
 	uint64_t v = 0;
-	int shift = 0;
 
-	if (!is_digit(*s))
+	if (!is_digit(*p))
 		return -EINVAL;
-	for (; is_digit(*s); s++) {
-		unsigned d = *s - '0';
+	for (; is_digit(*p); p++) {
+		unsigned d = *p - '0';
 		if (v > (UINT64_MAX - d) / 10)
 			return -ERANGE;
 		v = v * 10 + d;
 	}
+	*s = p;
+	*out = v;
+	return 0;
+}
+
+int wd_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v;
+	int shift = 0, r = wd_parse_digits(&s, &v);
+
+	if (r)
+		return r;
 	switch (*s) {
 	case 'K': case 'k': shift = 10; break;
 	case 'M': case 'm': shift = 20; break;

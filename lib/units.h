@@ -10,6 +10,13 @@
 #include <stdint.h>
 
 /*
+ * Reads the decimal digits at *s, advancing it past them: 0 with *out set,
+ * -EINVAL when there is no digit, -ERANGE past UINT64_MAX. The one digit
+ * loop of the size parser below and of the config's integers.
+ */
+int wd_parse_digits(const char **s, uint64_t *out);
+
+/*
  * Digits with an optional suffix K, M, G or T, either case, in powers of
  * 1024: nothing else, no sign, no space. Returns 0 with *out set, -EINVAL
  * for text of another shape, or -ERANGE for a size past UINT64_MAX; *out
