@@ -73,8 +73,9 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
 	client/cmd_keygen.c
-DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/forget.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
-	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
+	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
+	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c
 # What the CLI and the daemon share, apart from libwdrift (which a training
 # job loads): the drift log's format, its writer and its reader; the
 # configuration (the CLI reads its endpoints).
@@ -217,6 +218,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 # Unit tests of daemon modules link those modules too.
 $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
+RECORD_OBJS := $(BUILD)/daemon/records.o $(BUILD)/daemon/identity.o $(BUILD)/daemon/result_batch.o
+$(BUILD)/tests/test_records: $(RECORD_OBJS)
+$(BUILD)/tests/test_spool_index: $(BUILD)/daemon/spool_index.o $(RECORD_OBJS) $(BUILD)/daemon/wal.o \
+	$(BUILD)/daemon/logging.o
+$(BUILD)/tests/unit/test_records.o $(BUILD)/tests/unit/test_spool_index.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o

@@ -1,16 +1,16 @@
 /*
  * main.c: wdriftd: start-up, the zmq_poll loop, reload and shutdown
- * (docs/daemon.md). The only file that includes zmq.h: ingest.c and
- * control.c see frames and strings, not sockets.
+ * (docs/daemon.md). It owns the sockets: ingest.c and control.c see
+ * frames and strings, not sockets (events.c sends on the bound events
+ * socket, auth.c and peers.c watch theirs).
  *
- * Start-up order: config, storage lock, write-ahead log replay, engine
- * probe, spool thread, sockets bound, then READY=1.
+ * Start-up order: config, storage lock, write-ahead log replay and spool
+ * sweep (recover.c), engine probe, spool thread, compute thread, sockets
+ * bound, then READY=1.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <zmq.h>
 
 /* The oldest libzmq wdriftd runs on: 4.3.3. */
@@ -32,15 +31,16 @@
 #include "config.h"
 #include "control.h"
 #include "dirs.h"
+#include "events.h"
 #include "fdlimit.h"
-#include "forget.h"
-#include "identity.h"
 #include "ingest.h"
 #include "logging.h"
 #include "notify.h"
 #include "spool.h"
 #include "peers.h"
 #include "query.h"
+#include "records.h"
+#include "recover.h"
 #include "state.h"
 #include "wal.h"
 
@@ -90,16 +90,11 @@ struct daemon {
 	struct compute *compute;
 	struct alerts *alerts;
 	struct wd_engine *engine;
-	/* from the WAL replay: result payloads, and which runs they cover */
-	char **replayed;
-	size_t n_replayed, cap_replayed;
-	struct covered { char *study, *run; int64_t step; } *covered;
-	size_t n_covered, cap_covered;
-	struct covered *dropped;	/* retention drops: study unused */
-	size_t n_dropped, cap_dropped;
+	struct recovery rec;		/* what the WAL's replay found, until handed on */
+	struct events events;
 	struct ingest ix;
 	struct control ctl;
-	void *zctx, *ingest_sock, *control_sock, *events_sock;
+	void *zctx, *ingest_sock, *control_sock;
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
 	int sigfd, lockfd, stop;
@@ -207,283 +202,6 @@ static int forget_run(void *ctx, const char *run, size_t *steps, size_t *results
 
 /* --- start-up --- */
 
-/*
- * A "forget" record (runs rm) in the replay: the run's durable steps, its
- * rows in the results read so far (all of a result whose baseline it was),
- * and what those noted, as compute.c's forget_job did when it was written.
- */
-static void replay_forget(struct daemon *d, const char *run)
-{
-	struct run *r = run ? state_run(&d->st, run, 0) : NULL;
-	size_t k = 0;
-
-	if (!run)
-		return;
-	if (r) {
-		d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
-						 r->n_durable : d->st.count.snapshots_durable;
-		state_forget_run(&d->st, r);
-	}
-	d->n_replayed = forget_records(d->replayed, d->n_replayed, run, NULL, NULL);
-	for (size_t i = 0; i < d->n_covered; i++) {
-		const struct wd_config_study *st = NULL;
-		for (size_t s = 0; s < d->cfg.n_studies; s++)
-			if (!strcmp(d->cfg.studies[s].name, d->covered[i].study))
-				st = &d->cfg.studies[s];
-		if (!strcmp(d->covered[i].run, run) || (st && !strcmp(st->baseline, run))) {
-			free(d->covered[i].study);
-			free(d->covered[i].run);
-			continue;
-		}
-		d->covered[k++] = d->covered[i];
-	}
-	d->n_covered = k;
-	k = 0;
-	for (size_t i = 0; i < d->n_dropped; i++) {
-		if (!strcmp(d->dropped[i].run, run)) {
-			free(d->dropped[i].run);
-			continue;
-		}
-		d->dropped[k++] = d->dropped[i];
-	}
-	d->n_dropped = k;
-}
-
-static int replay_record(void *ctx, const char *payload, size_t len)
-{
-	struct daemon *d = ctx;
-	json_t *o = json_loadb(payload, len, 0, NULL);
-	const char *t = json_string_value(json_object_get(o, "t"));
-
-	if (t && !strcmp(t, "result")) {	/* kept for the drift logs; runs noted */
-		const char *study = json_string_value(json_object_get(o, "study"));
-		json_t *rows = json_object_get(o, "rows");
-		int64_t step = json_integer_value(json_object_get(o, "step"));
-		if (d->n_replayed == d->cap_replayed) {
-			size_t cap = d->cap_replayed ? 2 * d->cap_replayed : 64;
-			char **v = realloc(d->replayed, cap * sizeof(*v));
-			if (!v)
-				goto out;
-			d->replayed = v;
-			d->cap_replayed = cap;
-		}
-		if (!(d->replayed[d->n_replayed] = strndup(payload, len)))
-			goto out;
-		d->n_replayed++;
-		for (size_t i = 0; study && i < json_array_size(rows); i++) {
-			const char *run = json_string_value(json_array_get(json_array_get(rows, i), 3));
-			const struct covered *last = d->n_covered ? &d->covered[d->n_covered - 1] : NULL;
-			if (!run || (last && last->step == step && !strcmp(last->run, run) &&
-				     !strcmp(last->study, study)))
-				continue;	/* the row before covers it already */
-			if (d->n_covered == d->cap_covered) {
-				size_t cap = d->cap_covered ? 2 * d->cap_covered : 256;
-				struct covered *v = realloc(d->covered, cap * sizeof(*v));
-				if (!v)
-					goto out;
-				d->covered = v;
-				d->cap_covered = cap;
-			}
-			d->covered[d->n_covered++] = (struct covered){ strdup(study), strdup(run), step };
-		}
-	}
-	if (t && !strcmp(t, "drop")) {
-		const char *run = json_string_value(json_object_get(o, "run"));
-		if (run && d->n_dropped == d->cap_dropped) {
-			size_t cap = d->cap_dropped ? 2 * d->cap_dropped : 64;
-			struct covered *v = realloc(d->dropped, cap * sizeof(*v));
-			if (!v)
-				goto out;
-			d->dropped = v;
-			d->cap_dropped = cap;
-		}
-		if (run)
-			d->dropped[d->n_dropped++] = (struct covered){ NULL, strdup(run),
-				json_integer_value(json_object_get(o, "step")) };
-	}
-	if (t && !strcmp(t, "forget"))	/* runs rm: what came before it of the run goes */
-		replay_forget(d, json_string_value(json_object_get(o, "run")));
-	if (t && !strcmp(t, "snapshot")) {
-		const char *run = json_string_value(json_object_get(o, "run"));
-		json_t *step = json_object_get(o, "step");
-		struct run *r = run ? state_run(&d->st, run, 1) : NULL;
-		if (r && json_is_integer(step)) {
-			/* content: absent in records older than it; such steps go unchecked */
-			run_add_durable(r, json_integer_value(step),
-					identity_from_json(json_object_get(o, "content")));
-			d->st.count.snapshots_durable++;
-		}
-	}
-out:
-	json_decref(o);
-	return 0;	/* a record we do not know is a later version's: skip it */
-}
-
-/* Has run a logged result in study at a baseline step within tol of step? */
-static int is_covered(const struct daemon *d, const char *study, const char *run, int64_t step,
-		      int64_t tol)
-{
-	for (size_t i = 0; i < d->n_covered; i++) {
-		int64_t dist = d->covered[i].step > step ? d->covered[i].step - step
-							   : step - d->covered[i].step;
-		if (dist <= tol && !strcmp(d->covered[i].run, run) && !strcmp(d->covered[i].study, study))
-			return 1;
-	}
-	return 0;
-}
-
-/* Did retention remove run's spool file at step (a "drop" record)? */
-static int is_dropped(const struct daemon *d, const char *run, int64_t step)
-{
-	for (size_t k = 0; k < d->n_dropped; k++)
-		if (d->dropped[k].step == step && !strcmp(d->dropped[k].run, run))
-			return 1;
-	return 0;
-}
-
-/*
- * Frees what replay_record noted for resume_compute (covered, dropped): after
- * resume_compute, or at shutdown when start-up failed before it (a damaged
- * WAL stops wal_open after it has replayed the records before the damage).
- */
-static void replay_notes_release(struct daemon *d)
-{
-	for (size_t k = 0; k < d->n_dropped; k++)
-		free(d->dropped[k].run);
-	free(d->dropped);
-	d->dropped = NULL;
-	d->n_dropped = d->cap_dropped = 0;
-	for (size_t i = 0; i < d->n_covered; i++) {
-		free(d->covered[i].study);
-		free(d->covered[i].run);
-	}
-	free(d->covered);
-	d->covered = NULL;
-	d->n_covered = d->cap_covered = 0;
-}
-
-/* Resubmits each of run's durable steps that no logged result covers. */
-static size_t resume_run(struct daemon *d, const char *study, const char *run_name, int64_t tol)
-{
-	struct run *x = state_run(&d->st, run_name, 0);
-	size_t n = 0;
-	for (size_t k = 0; x && k < x->n_durable; k++)
-		if (!is_dropped(d, x->name, x->durable[k]) &&
-		    !is_covered(d, study, x->name, x->durable[k], tol)) {
-			compute_submit(d->compute, x->name, x->durable[k]);
-			n++;
-		}
-	return n;
-}
-
-/*
- * After a restart: the compute thread learns every durable snapshot, and a
- * snapshot of a candidate or proxy with no logged result in its study (it
- * was acked, then the daemon died before its results) is computed again;
- * so is a baseline step that lacks its synthetic proxy's row.
- */
-static void resume_compute(struct daemon *d)
-{
-	int64_t tol = d->cfg.alignment.tolerance;
-	size_t redo = 0;
-
-	for (struct run *r = d->st.runs; r; r = r->next)
-		for (size_t i = 0; i < r->n_durable; i++)
-			if (!is_dropped(d, r->name, r->durable[i]))	/* retention removed its file */
-				compute_known(d->compute, r->name, r->durable[i]);
-	/* a crash between a "drop" record and its unlink leaves the file: remove it */
-	for (size_t k = 0; k < d->n_dropped; k++) {
-		char path[4300];
-		snprintf(path, sizeof(path), "%s/spool/%s/%lld.h5", d->cfg.storage.dir, d->dropped[k].run,
-			 (long long)d->dropped[k].step);
-		if (unlink(path) == 0)
-			log_notice("retention: removed '%s', dropped before the restart", path);
-	}
-	/* a dropped snapshot is never computed again: its file is gone */
-	for (size_t i = 0; i < d->cfg.n_studies; i++) {
-		const struct wd_config_study *st = &d->cfg.studies[i];
-		for (size_t c = 0; c < st->candidates.n; c++)
-			redo += resume_run(d, st->name, st->candidates.names[c], tol);
-		for (size_t c = 0; c < st->proxies.n; c++)
-			redo += resume_run(d, st->name, st->proxies.v[c].run, tol);
-		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
-				   state_run(&d->st, st->baseline, 0) : NULL;
-		const char *label = st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16";
-		for (size_t k = 0; base && k < base->n_durable; k++)
-			if (!is_dropped(d, base->name, base->durable[k]) &&
-			    !is_covered(d, st->name, label, base->durable[k], 0)) {
-				compute_submit(d->compute, base->name, base->durable[k]);
-				redo++;
-			}
-	}
-	if (redo)
-		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
-	replay_notes_release(d);
-}
-
-/*
- * Start-up (storage.md): a spool file with no "snapshot" record was never
- * acked (the daemon died between its rename and its WAL record), and a
- * STEP.h5.tmp is a write a crash cut short. Both are removed, so that they
- * do not hold disk no budget counts. Runs before the spool thread starts.
- *
- * Under --force the WAL may have moved acked records aside (.corrupt), so a
- * spool file without a record may be an acked snapshot: it is renamed to
- * STEP.h5.orphan, which later sweeps leave alone, for a person to recover.
- */
-static void spool_sweep(struct daemon *d, int force)
-{
-	char path[2048];	/* storage.dir is at most 1024 bytes */
-	DIR *top, *sub;
-	struct dirent *de, *fe;
-
-	snprintf(path, sizeof(path), "%s/spool", d->cfg.storage.dir);
-	if (!(top = opendir(path)))
-		return;
-	while ((de = readdir(top))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char dir[2048 + 260];
-		snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
-		if (!(sub = opendir(dir)))
-			continue;
-		struct run *r = state_run(&d->st, de->d_name, 0);
-		while ((fe = readdir(sub))) {
-			long long step;
-			char tail[16];
-			int n = sscanf(fe->d_name, "%lld.%15s", &step, tail);
-			int orphan = n == 2 && !strcmp(tail, "h5") && (!r || !run_is_durable(r, step));
-			int torn = n == 2 && !strcmp(tail, "h5.tmp");
-			if (!orphan && !torn)
-				continue;
-			char file[2048 + 520];
-			snprintf(file, sizeof(file), "%s/%s", dir, fe->d_name);
-			if (orphan && force) {
-				char aside[2048 + 540];
-				snprintf(aside, sizeof(aside), "%s.orphan", file);
-				if (rename(file, aside) == 0)
-					log_warning("spool: kept '%s' as '%s': no write-ahead log record "
-						    "(--force may have moved it aside)", file, aside);
-				continue;
-			}
-			if (unlink(file) == 0)
-				log_notice("spool: removed '%s': %s", file, torn ? "a write cut short"
-					   : "never acked (no write-ahead log record)");
-		}
-		closedir(sub);
-	}
-	closedir(top);
-}
-
-/* Alert transitions go out on the events socket. */
-static void publish_event(void *ctx, const char *topic, const char *json)
-{
-	struct daemon *d = ctx;
-	if (zmq_send(d->events_sock, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-	    zmq_send(d->events_sock, json, strlen(json), ZMQ_DONTWAIT) < 0)
-		log_debug("events: not sent: %s", zmq_strerror(errno));
-}
-
 static void on_durable(void *ctx, const char *run, int64_t step)
 {
 	struct daemon *d = ctx;
@@ -566,12 +284,13 @@ static int start(struct daemon *d, int force)
 		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
 			     "storage.dir" : strerror(errno));
 	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
-	if (wal_open(path, force, replay_record, d, &d->wal, err, sizeof(err)) < 0)
+	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg };
+	if (wal_open(path, force, recover_record, &d->rec, &d->wal, err, sizeof(err)) < 0)
 		return error("%s", err);
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
-	spool_sweep(d, force);
+	recover_sweep(&d->rec, d->cfg.storage.dir, force);
 	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
 	if ((r = wd_engine_open_device((enum wd_backend)d->cfg.compute.backend,
 				       (int)d->cfg.compute.device, &d->engine)) < 0)
@@ -581,22 +300,22 @@ static int start(struct daemon *d, int force)
 			     (int)d->cfg.compute.device, strerror(-r));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));
-	struct result_batch **logged = calloc(d->n_replayed + 1, sizeof(*logged));
+	struct result_batch **logged = calloc(d->rec.n_results + 1, sizeof(*logged));
 	size_t n_logged = 0;
-	for (size_t i = 0; logged && i < d->n_replayed; i++)
-		if ((logged[n_logged] = result_batch_decode(d->replayed[i], strlen(d->replayed[i]))))
+	for (size_t i = 0; logged && i < d->rec.n_results; i++)
+		if ((logged[n_logged] = record_result_decode(d->rec.results[i], strlen(d->rec.results[i]))))
 			n_logged++;
-	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, d->replayed,
-			  d->n_replayed, &d->compute);
+	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, d->rec.results,
+			  d->rec.n_results, &d->compute);
 	if (r < 0) {
 		for (size_t i = 0; i < n_logged; i++)
 			result_batch_free(&logged[i]);
 		free(logged);
 		return error("compute thread: %s", strerror(-r));
 	}
-	d->replayed = NULL;	/* the compute thread has them (and frees them) */
-	d->n_replayed = d->cap_replayed = 0;
-	resume_compute(d);
+	size_t n_taken;
+	recover_take_results(&d->rec, &n_taken);	/* the compute thread has them (and frees them) */
+	recover_resume(&d->rec, d->compute);
 	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
 				  .on_durable = on_durable, .durable_ctx = d };
@@ -606,7 +325,7 @@ static int start(struct daemon *d, int force)
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
-	if (!(d->alerts = alerts_new(publish_event, d)))
+	if (!(d->alerts = alerts_new(events_sink, &d->events)))
 		return error("out of memory");
 	alerts_set_config(d->alerts, &d->cfg);
 	d->ctl.alerts = d->alerts;
@@ -623,7 +342,7 @@ static int start(struct daemon *d, int force)
 	fdlimit_raise();	/* every connection takes one; libzmq aborts when they run out */
 	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest")) ||
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
-	    !(d->events_sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
+	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
 		return -1;
 	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
@@ -790,34 +509,7 @@ static void handle_results(struct daemon *d)
 	struct result_batch *b;
 
 	while ((b = compute_take(d->compute))) {
-		json_t *runs = json_object();
-		for (size_t i = 0; i < b->n_rows; i++) {
-			const struct drift_row *r = &b->rows[i];
-			if (r->kind != ROW_MAX && r->kind != ROW_MEAN)
-				continue;
-			json_t *run = json_object_get(runs, r->run);
-			if (!run) {
-				run = json_pack("{s:s}", "role", r->role == ROLE_CANDIDATE ? "candidate" : "proxy");
-				json_object_set_new(runs, r->run, run);
-			}
-			json_t *ratios = json_object();
-			for (size_t k = 0; k < b->n_proxies; k++)
-				json_object_set_new(ratios, b->proxies[k],
-						    isfinite(r->ratio[k]) ? json_real(r->ratio[k]) : json_null());
-			const char *w = r->kind == ROW_MAX ? "w1_max" : "w1_mean";
-			json_object_set_new(run, w, isfinite(r->w1) ? json_real(r->w1) : json_null());
-			json_object_set_new(run, r->kind == ROW_MAX ? "ratio_max" : "ratio_mean", ratios);
-		}
-		json_t *ev = json_pack("{s:i,s:s,s:I,s:s,s:o}", "v", 1, "study", b->study,
-				       "step", (json_int_t)b->step, "baseline", b->baseline, "runs", runs);
-		char *body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-		char topic[256];
-		snprintf(topic, sizeof(topic), "drift.%.200s", b->study);
-		if (body && (zmq_send(d->events_sock, topic, strlen(topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-			     zmq_send(d->events_sock, body, strlen(body), ZMQ_DONTWAIT) < 0))
-			log_debug("events: not sent: %s", zmq_strerror(errno));
-		free(body);
-		json_decref(ev);
+		events_drift(&d->events, b);
 		alerts_on_results(d->alerts, b);
 		control_add_result(&d->ctl, b);
 	}
@@ -941,14 +633,11 @@ static void shutdown_daemon(struct daemon *d)
 	compute_stop(&d->compute);	/* after the current comparison; the WAL has the rest */
 	alerts_free(&d->alerts);
 	control_release(&d->ctl);
-	for (size_t i = 0; i < d->n_replayed; i++)
-		free(d->replayed[i]);
-	free(d->replayed);
-	replay_notes_release(d);
+	recover_release(&d->rec);
 	peers_stop(&d->peers);
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
-	if (d->events_sock) zmq_close(d->events_sock);
+	if (d->events.sock) zmq_close(d->events.sock);
 	auth_stop(&d->auth);
 	if (d->zctx) zmq_ctx_term(d->zctx);
 	wd_engine_close(&d->engine);

@@ -1,47 +1,41 @@
 /*
- * spool.c: the spool thread (see spool.h). Two lists under one mutex:
- * "jobs" filled by the main thread, "done" filled here; an eventfd wakes
- * the main thread's poll when "done" grows.
+ * spool.c: the spool thread (see spool.h), a workq (workq.h): jobs from the
+ * main thread, each written durably here and handed back. Where the file
+ * goes is spool_index.h's; what the record says, records.h's.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "checkpoint.h"
 #include "dirs.h"
-#include "identity.h"
 #include "logging.h"
+#include "records.h"
 #include "spool.h"
+#include "spool_index.h"
 #include "wal.h"
+#include "workq.h"
 
 struct job {
+	struct workq_item item;
 	struct snapshot *snap;
 	int err;		/* 0: durable; else -errno, the cause as far as known */
 	char why[256];
-	struct job *next;
 };
 
 #define SPARE_JOBS 8	/* jobs kept for when none can be allocated */
 
 struct spool {
+	struct workq q;
 	char *dir;
-	struct job *spare;		/* SPARE_JOBS of them, refilled as jobs are taken */
-	size_t n_spare;
 	struct wal *wal;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct job *jobs, *jobs_tail, *done;
-	size_t depth;
-	int stopping, efd;
+	/* the main thread's only (spool_submit, spool_take): refilled as jobs are taken */
+	struct job *spare[SPARE_JOBS];
+	size_t n_spare;
 };
 
 /* fsync(2) of a directory: 0 or -errno. */
@@ -100,7 +94,10 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 
 	if (!t)
 		return snprintf(why, whylen, "out of memory"), -ENOMEM;
-	snprintf(dir, sizeof(dir), "%s/spool/%s", sp->dir, snap->run->name);
+	if ((r = spool_run_dir(dir, sizeof(dir), sp->dir, snap->run->name)) < 0) {
+		free(t);
+		return snprintf(why, whylen, "run name too long for a path"), r;
+	}
 	struct stat st;
 	int fresh = stat(dir, &st) < 0;	/* a run's first snapshot: its directory is new */
 	if ((r = dirs_make(dir, 0)) < 0) {
@@ -120,9 +117,8 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 			return r;
 		}
 	}
-	snprintf(path, sizeof(path), "%s/%lld.h5", dir, (long long)snap->step);
-	snprintf(what, sizeof(what), "writing spool/%.200s/%lld.h5", snap->run->name,
-		 (long long)snap->step);
+	spool_path(path, sizeof(path), sp->dir, snap->run->name, snap->step);	/* fits: dir did */
+	snprintf(what, sizeof(what), "writing %.500s", path + strlen(sp->dir) + 1);
 	for (size_t i = 0; i < snap->n_tensors; i++) {
 		struct tensor_buf *b = &snap->tensors[i];
 		t[i].name = b->name;
@@ -144,14 +140,7 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		unspool(path, dir);
 		return r;
 	}
-	/* content: what identifies it, so that a re-send with other content is refused */
-	json_t *content = identity_content_json(snap);
-	json_t *rec = content ? json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "t", "snapshot", "run",
-				snap->run->name, "step", (json_int_t)snap->step, "tensors",
-				(json_int_t)snap->n_tensors, "bytes", (json_int_t)snap->bytes, "file",
-				path + strlen(sp->dir) + 1, "content", content) : NULL;
-	char *payload = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
-	json_decref(rec);
+	char *payload = record_snapshot(snap, path + strlen(sp->dir) + 1);
 	r = payload ? wal_append_sync(sp->wal, payload, strlen(payload), &stands) : -ENOMEM;
 	free(payload);
 	if (r < 0) {
@@ -170,78 +159,38 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 	return 0;
 }
 
-static void *spool_main(void *arg)
+static void work(struct workq *q, struct workq_item *item, void *ctx)
 {
-	struct spool *sp = arg;
+	struct spool *sp = ctx;
+	struct job *j = workq_entry(item, struct job, item);
 
-	pthread_mutex_lock(&sp->lock);
-	for (;;) {
-		while (!sp->jobs && !sp->stopping)
-			pthread_cond_wait(&sp->wake, &sp->lock);
-		if (!sp->jobs)
-			break;	/* stopping, and everything done */
-		struct job *j = sp->jobs;
-		sp->jobs = j->next;
-		if (!sp->jobs)
-			sp->jobs_tail = NULL;
-		pthread_mutex_unlock(&sp->lock);
-		j->err = store(sp, j->snap, j->why, sizeof(j->why));
-		pthread_mutex_lock(&sp->lock);
-		j->next = sp->done;
-		sp->done = j;
-		uint64_t one = 1;
-		if (write(sp->efd, &one, sizeof(one)) < 0)
-			log_err("spool: eventfd: %s", strerror(errno));
-	}
-	pthread_mutex_unlock(&sp->lock);
-	return NULL;
-}
-
-static void free_jobs(struct job *j)
-{
-	while (j) {
-		struct job *next = j->next;
-		free(j);
-		j = next;
-	}
+	j->err = store(sp, j->snap, j->why, sizeof(j->why));
+	workq_finish(q, &j->item);
 }
 
 int spool_start(const char *dir, struct wal *wal, struct spool **out)
 {
 	struct spool *sp = calloc(1, sizeof(*sp));
-	int r = 0;
+	int r = -ENOMEM;
 
 	*out = NULL;
-	if (!sp || !(sp->dir = strdup(dir))) {
-		free(sp);
-		return -ENOMEM;
-	}
+	if (!sp || !(sp->dir = strdup(dir)))
+		goto fail;
 	sp->wal = wal;
-	for (; sp->n_spare < SPARE_JOBS; sp->n_spare++) {
-		struct job *j = calloc(1, sizeof(*j));
-		if (!j) {
-			free_jobs(sp->spare);
-			free(sp->dir);
-			free(sp);
-			return -ENOMEM;
-		}
-		j->next = sp->spare;
-		sp->spare = j;
-	}
-	sp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	pthread_mutex_init(&sp->lock, NULL);
-	pthread_cond_init(&sp->wake, NULL);
-	if (sp->efd < 0 || (r = pthread_create(&sp->thread, NULL, spool_main, sp)) != 0) {
-		r = sp->efd < 0 ? -errno : -r;
-		if (sp->efd >= 0)
-			close(sp->efd);
-		free_jobs(sp->spare);
-		free(sp->dir);
-		free(sp);
-		return r;
-	}
+	for (; sp->n_spare < SPARE_JOBS; sp->n_spare++)
+		if (!(sp->spare[sp->n_spare] = calloc(1, sizeof(struct job))))
+			goto fail;
+	if ((r = workq_start(&sp->q, "spool", work, sp)) < 0)
+		goto fail;
 	*out = sp;
 	return 0;
+fail:
+	for (size_t i = 0; sp && i < sp->n_spare; i++)
+		free(sp->spare[i]);
+	if (sp)
+		free(sp->dir);
+	free(sp);
+	return r;
 }
 
 /*
@@ -253,86 +202,66 @@ int spool_start(const char *dir, struct wal *wal, struct spool **out)
  */
 static void submit_failed(struct spool *sp, struct snapshot *snap)
 {
-	struct job *j = sp->spare;
-	uint64_t one = 1;
+	struct job *j = NULL;
 
+	if (sp->n_spare)
+		j = sp->spare[--sp->n_spare];
 	if (!j) {
 		log_err("spool: out of memory queueing run '%s' step %lld, with no spare job left: "
 			"its publisher is not told", snap->run->name, (long long)snap->step);
 		return;
 	}
-	sp->spare = j->next;
-	sp->n_spare--;
 	memset(j, 0, sizeof(*j));
 	j->snap = snap;
 	j->err = -ENOMEM;
 	snprintf(j->why, sizeof(j->why), "out of memory queueing it for the spool");
-	j->next = sp->done;
-	sp->done = j;
-	sp->depth++;
-	if (write(sp->efd, &one, sizeof(one)) < 0)
-		log_err("spool: eventfd: %s", strerror(errno));
+	workq_finish(&sp->q, &j->item);
 }
 
 void spool_submit(struct spool *sp, struct snapshot *snap)
 {
 	struct job *j = calloc(1, sizeof(*j));
 
-	pthread_mutex_lock(&sp->lock);
 	if (!j) {	/* reported as failed; the publisher re-sends */
 		submit_failed(sp, snap);
-		pthread_mutex_unlock(&sp->lock);
 		return;
 	}
 	j->snap = snap;
-	if (sp->jobs_tail)
-		sp->jobs_tail->next = j;
-	else
-		sp->jobs = j;
-	sp->jobs_tail = j;
-	sp->depth++;
-	pthread_cond_signal(&sp->wake);
-	pthread_mutex_unlock(&sp->lock);
+	workq_push(&sp->q, &j->item);
 }
 
 int spool_fd(const struct spool *sp)
 {
-	return sp->efd;
+	return workq_fd(&sp->q);
 }
 
 struct snapshot *spool_take(struct spool *sp, int *err, char *why, size_t whylen)
 {
-	struct snapshot *snap = NULL;
-	uint64_t n;
+	struct workq_item *i = workq_take(&sp->q);
 
-	pthread_mutex_lock(&sp->lock);
-	struct job *j = sp->done;
-	if (j) {
-		sp->done = j->next;
-		sp->depth--;
-		snap = j->snap;
-		*err = j->err;
-		snprintf(why, whylen, "%s", j->why);
-		if (sp->n_spare < SPARE_JOBS) {	/* the spares first, for the next failure */
-			j->next = sp->spare;
-			sp->spare = j;
-			sp->n_spare++;
-			j = NULL;
-		}
-	} else if (read(sp->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
-		log_err("spool: eventfd: %s", strerror(errno));
-	}
-	pthread_mutex_unlock(&sp->lock);
-	free(j);
+	if (!i)
+		return NULL;
+	struct job *j = workq_entry(i, struct job, item);
+	struct snapshot *snap = j->snap;
+	*err = j->err;
+	snprintf(why, whylen, "%s", j->why);
+	if (sp->n_spare < SPARE_JOBS)	/* the spares first, for the next failure */
+		sp->spare[sp->n_spare++] = j;
+	else
+		free(j);
 	return snap;
 }
 
 size_t spool_depth(struct spool *sp)
 {
-	pthread_mutex_lock(&sp->lock);
-	size_t d = sp->depth;
-	pthread_mutex_unlock(&sp->lock);
-	return d;
+	/* a snapshot counts until its ack goes: queued, being stored, or stored and not taken */
+	return workq_pending(&sp->q) + workq_ready(&sp->q);
+}
+
+/* A stored job not taken: its snapshot is still on the main thread's pending list. */
+static void drop_job(struct workq_item *item)
+{
+	free(workq_entry(item, struct job, item));
 }
 
 void spool_stop(struct spool **psp)
@@ -340,16 +269,10 @@ void spool_stop(struct spool **psp)
 	struct spool *sp = *psp;
 	if (!sp)
 		return;
-	pthread_mutex_lock(&sp->lock);
-	sp->stopping = 1;
-	pthread_cond_signal(&sp->wake);
-	pthread_mutex_unlock(&sp->lock);
-	pthread_join(sp->thread, NULL);
-	close(sp->efd);
-	pthread_mutex_destroy(&sp->lock);
-	pthread_cond_destroy(&sp->wake);
-	free_jobs(sp->spare);
+	workq_stop(&sp->q, 1, NULL, drop_job);
+	for (size_t i = 0; i < sp->n_spare; i++)
+		free(sp->spare[i]);
 	free(sp->dir);
-	free(sp);	/* jobs left on "done" belong to the caller: take them first */
+	free(sp);
 	*psp = NULL;
 }

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "control.h"
 #include "fuzz.h"
+#include "records.h"
 #include "state.h"
 
 static const char config_yaml[] =
@@ -57,7 +58,7 @@ static void setup(void)
 	ctl.reload = refuse_reload;
 	ctl.alerts = alerts_new(no_sink, NULL);
 	alerts_set_config(ctl.alerts, &cfg);
-	struct result_batch *b = result_batch_decode(results_json, strlen(results_json));
+	struct result_batch *b = record_result_decode(results_json, strlen(results_json));
 	FUZZ_ASSERT(b != NULL);
 	alerts_on_results(ctl.alerts, b);
 	control_add_result(&ctl, b);

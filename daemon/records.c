@@ -1,0 +1,311 @@
+/* records.c: the WAL's record formats, both ways (see records.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "identity.h"
+#include "records.h"
+#include "result_batch.h"
+
+#define ROW_FIELDS 13	/* the fields of a result row, records.h */
+
+/* JSON of o, compact; o is released. NULL when o is (out of memory). */
+static char *dump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+/* Non-finite numbers are null: JSON has no NaN. */
+static json_t *jnum(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+static double num_of(const json_t *v)
+{
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* --- encoding --- */
+
+char *record_snapshot(const struct snapshot *snap, const char *file)
+{
+	/* content: what identifies it, so that a re-send with other content is refused */
+	json_t *content = identity_content_json(snap);
+
+	return dump(content ? json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "t", "snapshot", "run",
+					snap->run->name, "step", (json_int_t)snap->step, "tensors",
+					(json_int_t)snap->n_tensors, "bytes", (json_int_t)snap->bytes,
+					"file", file, "content", content) : NULL);
+}
+
+char *record_result(const struct result_batch *b)
+{
+	json_t *rows = json_array(), *labels = json_array();
+
+	if (!rows || !labels) {
+		json_decref(rows);
+		json_decref(labels);
+		return NULL;
+	}
+	for (size_t i = 0; i < b->n_proxies; i++)
+		json_array_append_new(labels, json_string(b->proxies[i]));
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		json_t *ratio = json_array();
+		for (size_t k = 0; ratio && k < b->n_proxies; k++)
+			json_array_append_new(ratio, jnum(r->ratio[k]));
+		json_t *row = ratio ? json_pack("[i,i,o,s,I,o,o,o,I,I,I,o,f]", r->kind, r->role,
+			r->tensor ? json_string(r->tensor) : json_null(), r->run, (json_int_t)r->numel,
+			jnum(r->w1), jnum(r->max_abs_diff), jnum(r->rel_l2), (json_int_t)r->nan,
+			(json_int_t)r->posinf, (json_int_t)r->neginf, ratio, r->wall) : NULL;
+		if (!row || json_array_append_new(rows, row) < 0) {
+			json_decref(rows);
+			json_decref(labels);
+			return NULL;
+		}
+	}
+	/* "o" takes the references, even when json_pack fails */
+	return dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "t", "result", "study", b->study, "step",
+			      (json_int_t)b->step, "baseline", b->baseline, "proxies", labels, "rows",
+			      rows));
+}
+
+char *record_drop(const char *run, int64_t step, const char *why)
+{
+	return dump(json_pack("{s:s,s:s,s:I,s:s}", "t", "drop", "run", run, "step", (json_int_t)step,
+			      "why", why));
+}
+
+char *record_forget(const char *run)
+{
+	return dump(json_pack("{s:s,s:s}", "t", "forget", "run", run));
+}
+
+/* --- decoding --- */
+
+/* A result record's body into a batch: NULL (err filled) when a field is missing or wrong. */
+static struct result_batch *batch_of(const json_t *o, char *err, size_t errlen)
+{
+	const char *study = json_string_value(json_object_get(o, "study"));
+	const char *base = json_string_value(json_object_get(o, "baseline"));
+	const json_t *rows = json_object_get(o, "rows"), *labels = json_object_get(o, "proxies");
+	const json_t *step = json_object_get(o, "step");
+	struct result_batch *b;
+
+	if (!study || !base || !json_is_integer(step) || !json_is_array(rows) || !json_is_array(labels)) {
+		wd_error(err, errlen, "result record: needs study, baseline, step, proxies and rows");
+		return NULL;
+	}
+	if (json_array_size(labels) > DRIFTLOG_MAX_PROXIES) {
+		wd_error(err, errlen, "result record: %zu proxies, at most %d", json_array_size(labels),
+			 DRIFTLOG_MAX_PROXIES);
+		return NULL;
+	}
+	if (!(b = calloc(1, sizeof(*b))) || !(b->study = strdup(study)) ||
+	    !(b->baseline = strdup(base)) ||
+	    !(b->rows = calloc(json_array_size(rows) + 1, sizeof(*b->rows))))
+		goto oom;
+	b->step = json_integer_value(step);
+	for (size_t k = 0; k < json_array_size(labels); k++) {
+		const char *l = json_string_value(json_array_get(labels, k));
+		if (!(b->proxies[b->n_proxies++] = strdup(l ? l : "?")))
+			goto oom;
+	}
+	for (size_t i = 0; i < json_array_size(rows); i++) {
+		const json_t *a = json_array_get(rows, i);
+		struct drift_row *r = &b->rows[b->n_rows];
+		const char *t = json_string_value(json_array_get(a, 2));
+		const char *run = json_string_value(json_array_get(a, 3));
+		if (!json_is_array(a) || json_array_size(a) != ROW_FIELDS || !run)
+			continue;	/* a row this version cannot read; the others stand */
+		r->step = b->step;
+		r->kind = (int)json_integer_value(json_array_get(a, 0));
+		r->role = (int)json_integer_value(json_array_get(a, 1));
+		r->numel = (uint64_t)json_integer_value(json_array_get(a, 4));
+		r->w1 = num_of(json_array_get(a, 5));
+		r->max_abs_diff = num_of(json_array_get(a, 6));
+		r->rel_l2 = num_of(json_array_get(a, 7));
+		r->nan = (uint64_t)json_integer_value(json_array_get(a, 8));
+		r->posinf = (uint64_t)json_integer_value(json_array_get(a, 9));
+		r->neginf = (uint64_t)json_integer_value(json_array_get(a, 10));
+		for (size_t k = 0; k < b->n_proxies; k++)
+			r->ratio[k] = num_of(json_array_get(json_array_get(a, 11), k));
+		r->wall = num_of(json_array_get(a, 12));
+		if (!(r->run = strdup(run)) || (t && !(r->tensor = strdup(t)))) {
+			b->n_rows++;	/* what it holds is freed with it */
+			goto oom;
+		}
+		b->n_rows++;
+	}
+	return b;
+oom:
+	result_batch_free(&b);
+	wd_error(err, errlen, "result record: out of memory");
+	return NULL;
+}
+
+void record_release(struct record *r)
+{
+	free(r->run);
+	free(r->file);
+	free(r->why);
+	free(r->id);
+	result_batch_free(&r->batch);
+	memset(r, 0, sizeof(*r));
+}
+
+int record_decode(const char *payload, size_t len, struct record *out, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(payload, len, 0, &jerr);
+	const char *t = json_string_value(json_object_get(o, "t"));
+	const char *run = json_string_value(json_object_get(o, "run"));
+	const json_t *step = json_object_get(o, "step");
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!o) {
+		return wd_error(err, errlen, "record: not JSON: %s (offset %d)", jerr.text,
+				jerr.position);
+	}
+	if (!t) {
+		json_decref(o);
+		return wd_error(err, errlen, "record: no \"t\" saying its kind");
+	}
+	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "forget")) {
+		int stepped = strcmp(t, "forget") != 0;
+		if (!run || (stepped && !json_is_integer(step))) {
+			rc = wd_error(err, errlen, "%s record: needs run%s", t, stepped ? " and step" : "");
+			goto out;
+		}
+		if (!(out->run = strdup(run))) {
+			rc = wd_error(err, errlen, "%s record: out of memory", t);
+			goto out;
+		}
+		out->step = stepped ? json_integer_value(step) : 0;
+	}
+	if (!strcmp(t, "snapshot")) {
+		const char *file = json_string_value(json_object_get(o, "file"));
+		out->kind = RECORD_SNAPSHOT;
+		out->tensors = (uint64_t)json_integer_value(json_object_get(o, "tensors"));
+		out->bytes = (uint64_t)json_integer_value(json_object_get(o, "bytes"));
+		out->file = file ? strdup(file) : NULL;
+		/* content: absent in records older than it; such steps go unchecked */
+		out->id = identity_from_json(json_object_get(o, "content"));
+	} else if (!strcmp(t, "drop")) {
+		const char *why = json_string_value(json_object_get(o, "why"));
+		out->kind = RECORD_DROP;
+		out->why = why ? strdup(why) : NULL;
+	} else if (!strcmp(t, "forget")) {
+		out->kind = RECORD_FORGET;
+	} else if (!strcmp(t, "result")) {
+		if (!(out->batch = batch_of(o, err, errlen))) {
+			rc = -1;
+			goto out;
+		}
+		out->kind = RECORD_RESULT;
+		out->step = out->batch->step;
+	}
+out:
+	if (rc < 0)
+		record_release(out);
+	json_decref(o);
+	return rc;
+}
+
+struct result_batch *record_result_decode(const char *payload, size_t len)
+{
+	struct record r;
+	struct result_batch *b = NULL;
+
+	if (record_decode(payload, len, &r, NULL, 0) == 0 && r.kind == RECORD_RESULT) {
+		b = r.batch;
+		r.batch = NULL;
+	}
+	record_release(&r);
+	return b;
+}
+
+int record_result_study(const char *payload, size_t len, char *study, size_t size, int64_t *step)
+{
+	json_t *o = json_loadb(payload, len, 0, NULL);
+	const char *t = json_string_value(json_object_get(o, "t"));
+	const char *s = json_string_value(json_object_get(o, "study"));
+	int r = t && s && !strcmp(t, "result");
+
+	if (r) {
+		snprintf(study, size, "%s", s);
+		*step = json_integer_value(json_object_get(o, "step"));
+	}
+	json_decref(o);
+	return r;
+}
+
+/* --- runs rm --- */
+
+int record_result_without(const char *payload, size_t len, const char *run, char **out)
+{
+	json_t *o = json_loadb(payload, len, 0, NULL);
+	const char *t = json_string_value(json_object_get(o, "t"));
+	const char *base = json_string_value(json_object_get(o, "baseline"));
+	json_t *rows = json_object_get(o, "rows"), *keep;
+	int r = 0;
+
+	if (!t || strcmp(t, "result") || !json_is_array(rows))
+		goto out;
+	if (base && !strcmp(base, run)) {	/* every row was against it */
+		r = 2;
+		goto out;
+	}
+	if (!(keep = json_array()))
+		goto out;
+	for (size_t i = 0; i < json_array_size(rows); i++) {
+		json_t *row = json_array_get(rows, i);
+		const char *who = json_string_value(json_array_get(row, 3));
+		if (who && !strcmp(who, run))
+			r = 1;
+		else
+			json_array_append(keep, row);
+	}
+	if (r == 1 && json_array_size(keep) == 0)
+		r = 2;
+	if (r == 1) {
+		json_object_set(o, "rows", keep);
+		if (!(*out = json_dumps(o, JSON_COMPACT)))
+			r = 0;	/* out of memory: the record stays as it was */
+	}
+	json_decref(keep);
+out:
+	json_decref(o);
+	return r;
+}
+
+size_t record_results_without(char **rec, size_t n, const char *run,
+			      void (*seen)(void *ctx, const char *payload), void *ctx)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char *out = NULL;
+		int f = record_result_without(rec[i], strlen(rec[i]), run, &out);
+		if (f && seen)
+			seen(ctx, rec[i]);
+		if (f == 2) {
+			free(rec[i]);
+			continue;
+		}
+		if (f == 1) {
+			free(rec[i]);
+			rec[i] = out;
+		}
+		rec[k++] = rec[i];
+	}
+	return k;
+}

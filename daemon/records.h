@@ -1,0 +1,89 @@
+/*
+ * records.h: the write-ahead log's record formats (docs/storage.md, "Write-
+ * ahead log"), encoded and decoded here and nowhere else. wal.h moves opaque
+ * payloads; this says what they hold:
+ *
+ *   snapshot  {"t":"snapshot","run","step","tensors","bytes","file","content"}
+ *   result    {"t":"result","study","step","baseline","proxies","rows":[...]}
+ *   drop      {"t":"drop","run","step","why"}
+ *   forget    {"t":"forget","run"}
+ *
+ * A result row is [kind, role, tensor|null, run, numel, w1, max_abs_diff,
+ * rel_l2, nan, posinf, neginf, [ratio per proxy], wall], non-finite numbers
+ * as null. Depends on libc, jansson (inside only), identity.h, result_batch.h.
+ */
+#ifndef WD_RECORDS_H
+#define WD_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct result_batch;
+struct snap_id;
+struct snapshot;
+
+enum record_kind {
+	RECORD_OTHER = 0,	/* a kind this version does not know (a later one's): skipped */
+	RECORD_SNAPSHOT,
+	RECORD_RESULT,
+	RECORD_DROP,
+	RECORD_FORGET,
+};
+
+/* One decoded record; what a kind does not have is zero. */
+struct record {
+	enum record_kind kind;
+	char *run;			/* snapshot, drop, forget */
+	int64_t step;			/* snapshot, drop, result (the baseline's) */
+	/* snapshot */
+	uint64_t tensors, bytes;
+	char *file;			/* spool/RUN/STEP.h5, relative to storage.dir */
+	struct snap_id *id;		/* its content; NULL in records written before it */
+	/* drop */
+	char *why;
+	/* result */
+	struct result_batch *batch;
+};
+
+/*
+ * Payloads (malloc'd, NUL-terminated JSON); NULL when out of memory.
+ * record_snapshot: of an assembled snapshot (its identity is computed
+ * here), file its spool file relative to storage.dir.
+ */
+char *record_snapshot(const struct snapshot *snap, const char *file);
+char *record_result(const struct result_batch *b);
+char *record_drop(const char *run, int64_t step, const char *why);
+char *record_forget(const char *run);
+
+/*
+ * Decodes one payload into *out (released with record_release): 0, with
+ * kind RECORD_OTHER for a well-formed record of an unknown kind; -1 with
+ * err filled when the payload is not JSON, or a known kind lacks a field or
+ * has one of the wrong type (*out is then empty). A malformed result row is
+ * skipped, as is a snapshot's malformed "content" (its id is then NULL).
+ */
+int record_decode(const char *payload, size_t len, struct record *out, char *err, size_t errlen);
+void record_release(struct record *r);
+
+/* A "result" record's batch; NULL when it is not one (or out of memory). */
+struct result_batch *record_result_decode(const char *payload, size_t len);
+/* A "result" record's study and step, without decoding its rows: 1, or 0 when not one. */
+int record_result_study(const char *payload, size_t len, char *study, size_t size, int64_t *step);
+
+/*
+ * runs rm, on a "result" record: 0 when run is not in it (*out untouched),
+ * 1 when rows of run were taken out (*out: the new payload, malloc'd), 2
+ * when the whole record goes (run was its baseline, or no row is left).
+ * Rows are kept as written, fields this version does not know included.
+ */
+int record_result_without(const char *payload, size_t len, const char *run, char **out);
+/*
+ * Filters n "result" records (malloc'd strings) in place through
+ * record_result_without: records without run stay, the others are
+ * rewritten or freed. seen (may be NULL) is called with each record run was
+ * in, before it changes. Returns how many records are left.
+ */
+size_t record_results_without(char **rec, size_t n, const char *run,
+			      void (*seen)(void *ctx, const char *payload), void *ctx);
+
+#endif

@@ -1,0 +1,260 @@
+/* recover.c: the WAL replayed into the daemon's state at start-up (see recover.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute.h"
+#include "logging.h"
+#include "records.h"
+#include "recover.h"
+#include "spool_index.h"
+
+/* Appends one note to *v; 0 or -ENOMEM (nothing is taken then). */
+static int note(struct recovered **v, size_t *n, size_t *cap, struct recovered x)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 256;
+		struct recovered *w = realloc(*v, c * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		*v = w;
+		*cap = c;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+/* A result record: its payload kept for the drift logs, the runs it covers noted. */
+static void replay_result(struct recovery *rc, const struct result_batch *b, const char *payload,
+			  size_t len)
+{
+	if (rc->n_results == rc->cap_results) {
+		size_t cap = rc->cap_results ? 2 * rc->cap_results : 64;
+		char **v = realloc(rc->results, cap * sizeof(*v));
+		if (!v)
+			return;
+		rc->results = v;
+		rc->cap_results = cap;
+	}
+	if (!(rc->results[rc->n_results] = strndup(payload, len)))
+		return;
+	rc->n_results++;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const char *run = b->rows[i].run;
+		const struct recovered *last = rc->n_covered ? &rc->covered[rc->n_covered - 1] : NULL;
+		if (last && last->step == b->step && !strcmp(last->run, run) &&
+		    !strcmp(last->study, b->study))
+			continue;	/* the row before covers it already */
+		struct recovered x = { strdup(b->study), strdup(run), b->step };
+		if (!x.study || !x.run || note(&rc->covered, &rc->n_covered, &rc->cap_covered, x) < 0) {
+			free(x.study);
+			free(x.run);
+			return;
+		}
+	}
+}
+
+/*
+ * A "forget" record (runs rm) in the replay: the run's durable steps, its
+ * rows in the results read so far (all of a result whose baseline it was),
+ * and what those noted, as compute.c's forget_job did when it was written.
+ */
+static void replay_forget(struct recovery *rc, const char *run)
+{
+	struct run *r = state_run(rc->st, run, 0);
+	size_t k = 0;
+
+	if (r) {
+		rc->st->count.snapshots_durable -= r->n_durable < rc->st->count.snapshots_durable ?
+						   r->n_durable : rc->st->count.snapshots_durable;
+		state_forget_run(rc->st, r);
+	}
+	rc->n_results = record_results_without(rc->results, rc->n_results, run, NULL, NULL);
+	for (size_t i = 0; i < rc->n_covered; i++) {
+		const struct wd_config_study *st = NULL;
+		for (size_t s = 0; s < rc->cfg->n_studies; s++)
+			if (!strcmp(rc->cfg->studies[s].name, rc->covered[i].study))
+				st = &rc->cfg->studies[s];
+		if (!strcmp(rc->covered[i].run, run) || (st && !strcmp(st->baseline, run))) {
+			free(rc->covered[i].study);
+			free(rc->covered[i].run);
+			continue;
+		}
+		rc->covered[k++] = rc->covered[i];
+	}
+	rc->n_covered = k;
+	k = 0;
+	for (size_t i = 0; i < rc->n_dropped; i++) {
+		if (!strcmp(rc->dropped[i].run, run)) {
+			free(rc->dropped[i].run);
+			continue;
+		}
+		rc->dropped[k++] = rc->dropped[i];
+	}
+	rc->n_dropped = k;
+}
+
+int recover_record(void *ctx, const char *payload, size_t len)
+{
+	struct recovery *rc = ctx;
+	struct record rec;
+	struct run *r;
+	char err[256];
+
+	if (record_decode(payload, len, &rec, err, sizeof(err)) < 0) {
+		log_warning("write-ahead log: a record skipped: %s", err);
+		return 0;
+	}
+	switch (rec.kind) {
+	case RECORD_SNAPSHOT:
+		if ((r = state_run(rc->st, rec.run, 1))) {
+			/* the identity: NULL in records older than it; such steps go unchecked */
+			run_add_durable(r, rec.step, rec.id);
+			rec.id = NULL;
+			rc->st->count.snapshots_durable++;
+		}
+		break;
+	case RECORD_RESULT:
+		replay_result(rc, rec.batch, payload, len);
+		break;
+	case RECORD_DROP: {
+		struct recovered x = { NULL, rec.run, rec.step };
+		if (note(&rc->dropped, &rc->n_dropped, &rc->cap_dropped, x) == 0)
+			rec.run = NULL;
+		break;
+	}
+	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
+		replay_forget(rc, rec.run);
+		break;
+	case RECORD_OTHER:	/* a later version's: skipped */
+		break;
+	}
+	record_release(&rec);
+	return 0;
+}
+
+static int is_durable(void *ctx, const char *run, int64_t step)
+{
+	struct run *r = state_run(ctx, run, 0);
+	return r && run_is_durable(r, step);
+}
+
+void recover_sweep(struct recovery *rc, const char *storage_dir, int force)
+{
+	spool_sweep(storage_dir, force, is_durable, rc->st);
+}
+
+/* Has run a logged result in study at a baseline step within tol of step? */
+static int is_covered(const struct recovery *rc, const char *study, const char *run, int64_t step,
+		      int64_t tol)
+{
+	for (size_t i = 0; i < rc->n_covered; i++) {
+		int64_t dist = rc->covered[i].step > step ? rc->covered[i].step - step
+							  : step - rc->covered[i].step;
+		if (dist <= tol && !strcmp(rc->covered[i].run, run) && !strcmp(rc->covered[i].study, study))
+			return 1;
+	}
+	return 0;
+}
+
+/* Did retention remove run's spool file at step (a "drop" record)? */
+static int is_dropped(const struct recovery *rc, const char *run, int64_t step)
+{
+	for (size_t k = 0; k < rc->n_dropped; k++)
+		if (rc->dropped[k].step == step && !strcmp(rc->dropped[k].run, run))
+			return 1;
+	return 0;
+}
+
+/* Resubmits each of run's durable steps that no logged result covers. */
+static size_t resume_run(struct recovery *rc, struct compute *c, const char *study,
+			 const char *run_name, int64_t tol)
+{
+	struct run *x = state_run(rc->st, run_name, 0);
+	size_t n = 0;
+
+	for (size_t k = 0; x && k < x->n_durable; k++)
+		if (!is_dropped(rc, x->name, x->durable[k]) &&
+		    !is_covered(rc, study, x->name, x->durable[k], tol)) {
+			compute_submit(c, x->name, x->durable[k]);
+			n++;
+		}
+	return n;
+}
+
+/* Frees the notes (covered, dropped); the results stay. */
+static void notes_release(struct recovery *rc)
+{
+	for (size_t k = 0; k < rc->n_dropped; k++)
+		free(rc->dropped[k].run);
+	free(rc->dropped);
+	rc->dropped = NULL;
+	rc->n_dropped = rc->cap_dropped = 0;
+	for (size_t i = 0; i < rc->n_covered; i++) {
+		free(rc->covered[i].study);
+		free(rc->covered[i].run);
+	}
+	free(rc->covered);
+	rc->covered = NULL;
+	rc->n_covered = rc->cap_covered = 0;
+}
+
+void recover_resume(struct recovery *rc, struct compute *c)
+{
+	const struct wd_config *cfg = rc->cfg;
+	int64_t tol = cfg->alignment.tolerance;
+	size_t redo = 0;
+
+	for (struct run *r = rc->st->runs; r; r = r->next)
+		for (size_t i = 0; i < r->n_durable; i++)
+			if (!is_dropped(rc, r->name, r->durable[i]))	/* retention removed its file */
+				compute_known(c, r->name, r->durable[i]);
+	/* a crash between a "drop" record and its unlink leaves the file: remove it */
+	for (size_t k = 0; k < rc->n_dropped; k++) {
+		char path[4200];
+		spool_path(path, sizeof(path), cfg->storage.dir, rc->dropped[k].run, rc->dropped[k].step);
+		if (spool_remove(cfg->storage.dir, rc->dropped[k].run, rc->dropped[k].step) > 0)
+			log_notice("retention: removed '%s', dropped before the restart", path);
+	}
+	/* a dropped snapshot is never computed again: its file is gone */
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *st = &cfg->studies[i];
+		for (size_t k = 0; k < st->candidates.n; k++)
+			redo += resume_run(rc, c, st->name, st->candidates.names[k], tol);
+		for (size_t k = 0; k < st->proxies.n; k++)
+			redo += resume_run(rc, c, st->name, st->proxies.v[k].run, tol);
+		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
+				   state_run(rc->st, st->baseline, 0) : NULL;
+		const char *label = st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16";
+		for (size_t k = 0; base && k < base->n_durable; k++)
+			if (!is_dropped(rc, base->name, base->durable[k]) &&
+			    !is_covered(rc, st->name, label, base->durable[k], 0)) {
+				compute_submit(c, base->name, base->durable[k]);
+				redo++;
+			}
+	}
+	if (redo)
+		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
+	notes_release(rc);
+}
+
+char **recover_take_results(struct recovery *rc, size_t *n)
+{
+	char **v = rc->results;
+
+	*n = rc->n_results;
+	rc->results = NULL;
+	rc->n_results = rc->cap_results = 0;
+	return v;
+}
+
+void recover_release(struct recovery *rc)
+{
+	for (size_t i = 0; i < rc->n_results; i++)
+		free(rc->results[i]);
+	free(rc->results);
+	rc->results = NULL;
+	rc->n_results = rc->cap_results = 0;
+	notes_release(rc);
+}

@@ -1,0 +1,55 @@
+/*
+ * recover.h: start-up after a crash or a stop (docs/storage.md, docs/daemon.md
+ * "Start-up"): the WAL's records replayed into the main thread's state (the
+ * durable steps and their identities) and into notes of what was computed
+ * and dropped; the spool swept of files no record names; then every
+ * durable snapshot handed to the compute thread, and those whose results
+ * are missing computed again. records.h decodes; this only dispatches on
+ * the kind. Depends on libc, state.h, config.h, compute.h, records.h,
+ * spool_index.h.
+ */
+#ifndef WD_RECOVER_H
+#define WD_RECOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "state.h"
+
+struct compute;
+
+/* A (study, run, step) the replay saw: a result's rows, or a drop (study NULL). */
+struct recovered {
+	char *study, *run;
+	int64_t step;
+};
+
+struct recovery {
+	struct state *st;		/* the durable steps go here */
+	const struct wd_config *cfg;
+	char **results;			/* the result records' payloads, in order */
+	size_t n_results, cap_results;
+	struct recovered *covered;	/* runs with a logged result, per study and baseline step */
+	size_t n_covered, cap_covered;
+	struct recovered *dropped;	/* spool files retention removed */
+	size_t n_dropped, cap_dropped;
+};
+
+/* One record of the replay (a wal_replay_fn, ctx a struct recovery): never stops it. */
+int recover_record(void *ctx, const char *payload, size_t len);
+/* The spool's start-up sweep (spool_sweep) against the replayed durable steps. */
+void recover_sweep(struct recovery *rc, const char *storage_dir, int force);
+/*
+ * Hands the compute thread every durable snapshot whose file is kept, and
+ * resubmits those without a logged result in a study (a candidate's or a
+ * proxy's, or a baseline step without its synthetic proxy's row); removes
+ * the files of drops a crash kept from going. Then frees the notes.
+ */
+void recover_resume(struct recovery *rc, struct compute *c);
+/* Takes the result payloads (the compute thread's from then on). */
+char **recover_take_results(struct recovery *rc, size_t *n);
+/* Frees what is left: the results not taken, the notes. */
+void recover_release(struct recovery *rc);
+
+#endif

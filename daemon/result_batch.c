@@ -1,0 +1,142 @@
+/* result_batch.c: one study's results at one step, in memory (see result_batch.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "result_batch.h"
+
+void result_batch_free(struct result_batch **pb)
+{
+	struct result_batch *b = *pb;
+	if (!b)
+		return;
+	*pb = NULL;
+	/* acq_rel: the other holder's reads of b happen before the free */
+	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) > 0)
+		return;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		free((char *)b->rows[i].tensor);
+		free((char *)b->rows[i].run);
+	}
+	for (size_t k = 0; k < b->n_proxies; k++)
+		free(b->proxies[k]);
+	free(b->rows);
+	free(b->index);
+	free(b->study);
+	free(b->baseline);
+	free(b);
+}
+
+struct result_batch *result_batch_ref(struct result_batch *b)
+{
+	atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+	return b;
+}
+
+int result_batch_shared(const struct result_batch *b)
+{
+	return atomic_load_explicit(&b->refs, memory_order_acquire) > 0;
+}
+
+struct result_batch *result_batch_dup(const struct result_batch *b)
+{
+	struct result_batch *d = calloc(1, sizeof(*d));
+	int ok = d && (d->rows = calloc(b->n_rows + 1, sizeof(*d->rows))) &&
+		 (d->study = strdup(b->study)) && (d->baseline = strdup(b->baseline));
+
+	for (size_t k = 0; ok && k < b->n_proxies; k++)
+		ok = (d->proxies[d->n_proxies++] = strdup(b->proxies[k])) != NULL;
+	for (size_t i = 0; ok && i < b->n_rows; i++) {
+		struct drift_row *r = &d->rows[i];
+		*r = b->rows[i];
+		r->tensor = r->run = NULL;
+		d->n_rows++;
+		ok = (!b->rows[i].tensor || (r->tensor = strdup(b->rows[i].tensor))) &&
+		     (r->run = strdup(b->rows[i].run));
+	}
+	if (d)
+		d->step = b->step;
+	if (!ok) {
+		result_batch_free(&d);
+		return NULL;
+	}
+	if (b->index)
+		result_batch_index(d);
+	return d;
+}
+
+/* FNV-1a over run, a NUL, then tensor: the index's key. */
+static uint64_t row_hash(const char *run, const char *tensor)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const unsigned char *p = (const unsigned char *)run; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	h *= 0x100000001b3ull;
+	for (const unsigned char *p = (const unsigned char *)tensor; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h ^ (h >> 29);
+}
+
+static int row_is(const struct drift_row *r, const char *run, const char *tensor)
+{
+	return r->kind == ROW_TENSOR && r->tensor && !strcmp(r->tensor, tensor) && !strcmp(r->run, run);
+}
+
+void result_batch_index(struct result_batch *b)
+{
+	size_t size = 16;
+
+	free(b->index);
+	b->index = NULL;
+	b->index_size = 0;
+	while (size < 2 * b->n_rows)	/* at most half full: short probes */
+		size *= 2;
+	if (b->n_rows >= UINT32_MAX || !(b->index = calloc(size, sizeof(*b->index))))
+		return;
+	b->index_size = size;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		if (r->kind != ROW_TENSOR || !r->tensor)
+			continue;
+		size_t h = (size_t)row_hash(r->run, r->tensor) & (size - 1);
+		/* the first row of a (run, tensor) wins, as a scan would find it */
+		while (b->index[h] && !row_is(&b->rows[b->index[h] - 1], r->run, r->tensor))
+			h = (h + 1) & (size - 1);
+		if (!b->index[h])
+			b->index[h] = (uint32_t)(i + 1);
+	}
+}
+
+const struct drift_row *result_batch_find(const struct result_batch *b, const char *run,
+					  const char *tensor)
+{
+	if (!b->index_size) {
+		for (size_t i = 0; i < b->n_rows; i++)
+			if (row_is(&b->rows[i], run, tensor))
+				return &b->rows[i];
+		return NULL;
+	}
+	size_t mask = b->index_size - 1, h = (size_t)row_hash(run, tensor) & mask;
+	for (; b->index[h]; h = (h + 1) & mask)
+		if (row_is(&b->rows[b->index[h] - 1], run, tensor))
+			return &b->rows[b->index[h] - 1];
+	return NULL;
+}
+
+int result_batch_forget(struct result_batch *b, const char *run)
+{
+	if (!strcmp(b->baseline, run))
+		return 1;
+	size_t k = 0;
+	for (size_t i = 0; i < b->n_rows; i++) {
+		if (strcmp(b->rows[i].run, run)) {
+			b->rows[k++] = b->rows[i];
+			continue;
+		}
+		free((char *)b->rows[i].tensor);
+		free((char *)b->rows[i].run);
+	}
+	b->n_rows = k;
+	if (b->index)
+		result_batch_index(b);
+	return k == 0;
+}

@@ -1,0 +1,63 @@
+/*
+ * result_batch.h: the results of one study at one step, in memory: what the
+ * compute thread makes (compare.c), the main thread keeps for `drift`
+ * queries and alerts, and the query thread reads. It owns the batch's
+ * memory, its reference count and its (run, tensor) index; how a batch is
+ * written to the WAL and read back is records.h's. Depends on libc,
+ * common/driftlog.h (the row) and workq.h (the queue it travels on).
+ */
+#ifndef WD_RESULT_BATCH_H
+#define WD_RESULT_BATCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driftlog.h"
+#include "workq.h"
+
+/*
+ * Shared read-only between the main thread and the query thread
+ * (docs/daemon.md, "Queries"): once a batch has more than one reference
+ * (result_batch_ref), nobody changes it; the main thread, the only one that
+ * hands out references, copies it instead (result_batch_dup).
+ */
+struct result_batch {
+	char *study;
+	int64_t step;
+	char *baseline;
+	char *proxies[DRIFTLOG_MAX_PROXIES];	/* labels, as ratio[] orders them */
+	size_t n_proxies;
+	struct drift_row *rows;			/* strings owned by the batch */
+	size_t n_rows;
+	/* (run, tensor) of each tensor row: open addressing, row + 1 (0: empty) */
+	uint32_t *index;
+	size_t index_size;			/* a power of 2; 0: no index */
+	atomic_int refs;			/* references beyond the first */
+	struct workq_item item;			/* on the compute thread's way to the main thread */
+};
+
+/* Drops a reference; the last one frees the batch. */
+void result_batch_free(struct result_batch **b);
+/* Another reference to b, for another thread to read it: b is read-only from now on. */
+struct result_batch *result_batch_ref(struct result_batch *b);
+/* Whether another reference than the caller's exists (so b must not change). */
+int result_batch_shared(const struct result_batch *b);
+/* A private copy of b, indexed when b was; NULL when out of memory. */
+struct result_batch *result_batch_dup(const struct result_batch *b);
+/*
+ * Takes run's rows out of b (which must not be shared); 1 when nothing of b
+ * is left (run was its baseline). The index, if any, is rebuilt.
+ */
+int result_batch_forget(struct result_batch *b, const char *run);
+/*
+ * Indexes b's tensor rows by (run, tensor), for result_batch_find; O(rows).
+ * Done before b is shared. Without memory b stays unindexed, and
+ * result_batch_find scans.
+ */
+void result_batch_index(struct result_batch *b);
+/* The tensor row of (run, tensor) in b, or NULL; O(1) when b is indexed. */
+const struct drift_row *result_batch_find(const struct result_batch *b, const char *run,
+					  const char *tensor);
+
+#endif

@@ -1,0 +1,211 @@
+/* workq.c: a worker thread between two lists (see workq.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "logging.h"
+#include "workq.h"
+
+static void *workq_main(void *arg)
+{
+	struct workq *q = arg;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (!q->jobs && !q->stopping)
+			pthread_cond_wait(&q->wake, &q->lock);
+		if (!q->jobs || (q->stopping && !q->finish_queued))
+			break;	/* what is left is the caller's to drop */
+		struct workq_item *j = q->jobs;
+		q->jobs = j->next;
+		if (!q->jobs)
+			q->jobs_tail = NULL;
+		j->next = NULL;
+		int waited = j->waited;
+		pthread_mutex_unlock(&q->lock);
+		q->work(q, j, q->ctx);
+		pthread_mutex_lock(&q->lock);
+		q->pending--;
+		if (waited) {	/* the caller owns it, and waits on settled */
+			j->finished = 1;
+			pthread_cond_broadcast(&q->settled);
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int workq_start(struct workq *q, const char *name, workq_fn work, void *ctx)
+{
+	int r;
+
+	memset(q, 0, sizeof(*q));
+	q->name = name;
+	q->work = work;
+	q->ctx = ctx;
+	if ((q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		return -errno;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->wake, NULL);
+	pthread_cond_init(&q->settled, NULL);
+	if ((r = pthread_create(&q->thread, NULL, workq_main, q)) != 0) {
+		close(q->efd);
+		pthread_mutex_destroy(&q->lock);
+		pthread_cond_destroy(&q->wake);
+		pthread_cond_destroy(&q->settled);
+		return -r;
+	}
+	return 0;
+}
+
+/* Passes each item of a list to drop. */
+static void drop_all(struct workq_item *i, void (*drop)(struct workq_item *))
+{
+	for (struct workq_item *n; i && drop; i = n) {
+		n = i->next;
+		drop(i);
+	}
+}
+
+void workq_stop(struct workq *q, int finish_queued, void (*drop_job)(struct workq_item *job),
+		void (*drop_ready)(struct workq_item *item))
+{
+	pthread_mutex_lock(&q->lock);
+	q->stopping = 1;
+	q->finish_queued = finish_queued;
+	pthread_cond_signal(&q->wake);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	drop_all(q->jobs, drop_job);
+	drop_all(q->ready, drop_ready);
+	close(q->efd);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->wake);
+	pthread_cond_destroy(&q->settled);
+	memset(q, 0, sizeof(*q));
+	q->efd = -1;
+}
+
+void workq_push(struct workq *q, struct workq_item *job)
+{
+	job->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->jobs_tail)
+		q->jobs_tail->next = job;
+	else
+		q->jobs = job;
+	q->jobs_tail = job;
+	q->pending++;
+	pthread_cond_signal(&q->wake);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void workq_call(struct workq *q, struct workq_item *job)
+{
+	job->waited = 1;
+	job->finished = 0;
+	pthread_mutex_lock(&q->lock);
+	job->next = q->jobs;
+	q->jobs = job;
+	if (!q->jobs_tail)
+		q->jobs_tail = job;
+	q->pending++;
+	pthread_cond_signal(&q->wake);
+	while (!job->finished)
+		pthread_cond_wait(&q->settled, &q->lock);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Unlinks from *head the items drop_if takes; returns how many, and fixes *tail. */
+static size_t remove_if(struct workq_item **head, struct workq_item **tail,
+			int (*drop_if)(struct workq_item *, void *), void *ctx)
+{
+	size_t n = 0;
+
+	*tail = NULL;
+	for (struct workq_item **p = head; *p;) {
+		struct workq_item *i = *p, *next = i->next;	/* drop_if may free i */
+		if (!i->waited && drop_if(i, ctx)) {
+			*p = next;
+			n++;
+		} else {
+			*tail = i;
+			p = &i->next;
+		}
+	}
+	return n;
+}
+
+void workq_remove_if(struct workq *q, int (*drop_if)(struct workq_item *job, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&q->lock);
+	q->pending -= remove_if(&q->jobs, &q->jobs_tail, drop_if, ctx);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void workq_remove_ready_if(struct workq *q, int (*drop_if)(struct workq_item *item, void *ctx),
+			   void *ctx)
+{
+	pthread_mutex_lock(&q->lock);
+	q->n_ready -= remove_if(&q->ready, &q->ready_tail, drop_if, ctx);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void workq_finish(struct workq *q, struct workq_item *item)
+{
+	uint64_t one = 1;
+
+	item->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->ready_tail)
+		q->ready_tail->next = item;
+	else
+		q->ready = item;
+	q->ready_tail = item;
+	q->n_ready++;
+	if (write(q->efd, &one, sizeof(one)) < 0)
+		log_err("%s: eventfd: %s", q->name, strerror(errno));
+	pthread_mutex_unlock(&q->lock);
+}
+
+int workq_fd(const struct workq *q)
+{
+	return q->efd;
+}
+
+struct workq_item *workq_take(struct workq *q)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&q->lock);
+	struct workq_item *i = q->ready;
+	if (i) {
+		q->ready = i->next;
+		if (!q->ready)
+			q->ready_tail = NULL;
+		q->n_ready--;
+		i->next = NULL;
+	} else if (read(q->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+		log_err("%s: eventfd: %s", q->name, strerror(errno));
+	}
+	pthread_mutex_unlock(&q->lock);
+	return i;
+}
+
+size_t workq_pending(struct workq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t n = q->pending;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+size_t workq_ready(struct workq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t n = q->n_ready;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}

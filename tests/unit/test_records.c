@@ -1,0 +1,224 @@
+/*
+ * test_records.c: the WAL's record codec (daemon/records.c). Each kind
+ * comes back from its payload as it went in (snapshot, result, drop,
+ * forget); a kind of a later version is skipped; a malformed payload, cut
+ * at any byte or missing a field, is refused with a reason, never a crash;
+ * runs rm takes a run's rows out of a result record.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "identity.h"
+#include "records.h"
+#include "result_batch.h"
+#include "state.h"
+
+static void test_snapshot(void)
+{
+	struct run run = { .name = "base" };
+	uint64_t shape_w[2] = { 3, 4 }, shape_b[1] = { 4 };
+	uint32_t crc_w = 0xdeadbeef, crc_b = 0x12345678;
+	struct tensor_buf t[2] = {
+		{ .name = "layers.0.w", .dtype = WD_F32, .ndims = 2, .crcs = &crc_w, .n_ranges = 1 },
+		{ .name = "layers.0.b", .dtype = WD_BF16, .ndims = 1, .crcs = &crc_b, .n_ranges = 1 },
+	};
+	memcpy(t[0].shape, shape_w, sizeof(shape_w));
+	memcpy(t[1].shape, shape_b, sizeof(shape_b));
+	struct snapshot snap = { .run = &run, .step = 700, .tensors = t, .n_tensors = 2, .bytes = 56 };
+	char *p = record_snapshot(&snap, "spool/base/700.h5"), err[256] = "";
+	struct record r;
+
+	CHECK(p && strstr(p, "\"t\":\"snapshot\""), "a snapshot record says its kind: %s", p ? p : "NULL");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0, "it decodes (%s)", err);
+	CHECK(r.kind == RECORD_SNAPSHOT && !strcmp(r.run, "base") && r.step == 700,
+	      "as a snapshot of run 'base' at step 700 (%d %s %lld)", r.kind, r.run, (long long)r.step);
+	CHECK(r.tensors == 2 && r.bytes == 56 && r.file && !strcmp(r.file, "spool/base/700.h5"),
+	      "with its tensor count, bytes and spool file");
+	const struct tensor_id *w = r.id ? identity_find(r.id, identity_name_hash("layers.0.w")) : NULL;
+	const struct tensor_id *b = r.id ? identity_find(r.id, identity_name_hash("layers.0.b")) : NULL;
+	CHECK(r.id && r.id->n == 2 && w && b, "and its identity: both tensors");
+	CHECK(w && w->crc == crc_w && w->dtype == WD_F32 &&
+	      w->shape_hash == identity_shape_hash(2, shape_w),
+	      "each with its CRC-32, dtype and shape (layers.0.w)");
+	CHECK(b && b->crc == crc_b && b->dtype == WD_BF16, "each with its CRC-32 and dtype (layers.0.b)");
+	record_release(&r);
+	CHECK(r.run == NULL && r.id == NULL && r.kind == RECORD_OTHER, "record_release empties it");
+	free(p);
+
+	const char *old = "{\"t\":\"snapshot\",\"run\":\"a\",\"step\":3,\"tensors\":1,\"bytes\":8,"
+			  "\"file\":\"spool/a/3.h5\"}";
+	CHECK(record_decode(old, strlen(old), &r, err, sizeof(err)) == 0 && r.kind == RECORD_SNAPSHOT &&
+	      r.step == 3 && r.id == NULL, "a record older than identities decodes, with no identity");
+	record_release(&r);
+}
+
+static struct drift_row row(int kind, int role, const char *tensor, const char *run, double w1,
+			    double mad, double r0, double r1)
+{
+	struct drift_row x = { .step = 40, .kind = kind, .role = role, .tensor = tensor, .run = run,
+			       .numel = 12, .w1 = w1, .max_abs_diff = mad, .rel_l2 = 0.125, .nan = 1,
+			       .posinf = 2, .neginf = 3, .wall = 1700000000.5 };
+	x.ratio[0] = r0;
+	x.ratio[1] = r1;
+	return x;
+}
+
+static int same(double a, double b)
+{
+	return isnan(a) ? isnan(b) : a == b;
+}
+
+static void test_result(void)
+{
+	struct drift_row rows[3] = {
+		row(ROW_TENSOR, ROLE_PROXY, "layers.0.w", "lowprec", 0.25, 0.5, 1.0, NAN),
+		row(ROW_TENSOR, ROLE_CANDIDATE, "layers.0.w", "fa", 1.0 / 3, NAN, 4.0 / 3, NAN),
+		row(ROW_MEAN, ROLE_CANDIDATE, NULL, "fa", 0.1, NAN, NAN, 2.5),
+	};
+	struct result_batch b = { .study = "demo", .step = 40, .baseline = "base",
+				  .proxies = { "lowprec", "round:bf16" }, .n_proxies = 2, .rows = rows,
+				  .n_rows = 3 };
+	char *p = record_result(&b), err[256] = "";
+	struct record r;
+
+	CHECK(p != NULL, "a result record encodes");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_RESULT &&
+	      r.batch, "and decodes as a result (%s)", err);
+	const struct result_batch *d = r.batch;
+	CHECK(d && !strcmp(d->study, "demo") && d->step == 40 && r.step == 40 &&
+	      !strcmp(d->baseline, "base"), "its study, step and baseline come back");
+	CHECK(d && d->n_proxies == 2 && !strcmp(d->proxies[0], "lowprec") &&
+	      !strcmp(d->proxies[1], "round:bf16"), "its proxy labels, in order");
+	int ok = d && d->n_rows == 3;
+	for (size_t i = 0; ok && i < 3; i++) {
+		const struct drift_row *x = &d->rows[i], *y = &rows[i];
+		ok = x->step == 40 && x->kind == y->kind && x->role == y->role && !strcmp(x->run, y->run) &&
+		     (y->tensor ? x->tensor && !strcmp(x->tensor, y->tensor) : !x->tensor) &&
+		     x->numel == 12 && same(x->w1, y->w1) && same(x->max_abs_diff, y->max_abs_diff) &&
+		     x->rel_l2 == 0.125 && x->nan == 1 && x->posinf == 2 && x->neginf == 3 &&
+		     same(x->ratio[0], y->ratio[0]) && same(x->ratio[1], y->ratio[1]) &&
+		     x->wall == y->wall;
+	}
+	CHECK(ok, "every row comes back field for field, bit for bit (1/3 too), NaN as NaN");
+	record_release(&r);
+
+	struct result_batch *rb = record_result_decode(p, strlen(p));
+	CHECK(rb && rb->n_rows == 3, "record_result_decode gives the batch");
+	result_batch_free(&rb);
+	char study[64] = "";
+	int64_t step = 0;
+	CHECK(record_result_study(p, strlen(p), study, sizeof(study), &step) == 1 &&
+	      !strcmp(study, "demo") && step == 40, "record_result_study reads its study and step");
+
+	/* runs rm on it */
+	char *out = NULL;
+	CHECK(record_result_without(p, strlen(p), "other", &out) == 0 && !out,
+	      "a run not in it leaves it as it is");
+	CHECK(record_result_without(p, strlen(p), "fa", &out) == 1 && out,
+	      "a candidate in it: its rows go");
+	rb = out ? record_result_decode(out, strlen(out)) : NULL;
+	CHECK(rb && rb->n_rows == 1 && !strcmp(rb->rows[0].run, "lowprec"), "the proxy's row is left");
+	result_batch_free(&rb);
+	free(out);
+	CHECK(record_result_without(p, strlen(p), "base", &out) == 2, "its baseline: the whole record goes");
+	free(p);
+}
+
+static void test_drop_forget(void)
+{
+	char *p = record_drop("fa", 15, "step is not a multiple of spool.retention.every (10)");
+	char err[256] = "";
+	struct record r;
+
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_DROP &&
+	      !strcmp(r.run, "fa") && r.step == 15 && r.why && strstr(r.why, "every (10)"),
+	      "a drop record comes back: run, step and why (%s)", err);
+	record_release(&r);
+	free(p);
+	p = record_forget("old run");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_FORGET &&
+	      !strcmp(r.run, "old run"), "a forget record comes back with its run");
+	record_release(&r);
+	free(p);
+	const char *later = "{\"t\":\"compact\",\"upto\":7}";
+	CHECK(record_decode(later, strlen(later), &r, err, sizeof(err)) == 0 && r.kind == RECORD_OTHER,
+	      "a kind of a later version decodes as one to skip");
+	record_release(&r);
+}
+
+static void test_malformed(void)
+{
+	static const char *bad[] = {
+		"", "not json", "[1,2,3]", "{}", "{\"t\":7}", "{\"run\":\"a\",\"step\":1}",
+		"{\"t\":\"snapshot\"}", "{\"t\":\"snapshot\",\"run\":\"a\"}",
+		"{\"t\":\"snapshot\",\"run\":\"a\",\"step\":\"7\"}", "{\"t\":\"snapshot\",\"run\":3,\"step\":7}",
+		"{\"t\":\"drop\",\"run\":\"a\"}", "{\"t\":\"drop\",\"step\":1}", "{\"t\":\"forget\"}",
+		"{\"t\":\"forget\",\"run\":null}", "{\"t\":\"result\"}",
+		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[]}",
+		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[],\"rows\":{}}",
+		"{\"t\":\"result\",\"study\":\"s\",\"step\":1.5,\"baseline\":\"b\",\"proxies\":[],\"rows\":[]}",
+		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[\"a\",\"b\","
+		"\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\","
+		"\"r\",\"s\",\"t\",\"u\",\"v\",\"w\",\"x\",\"y\",\"z\",\"0\",\"1\",\"2\",\"3\",\"4\",\"5\","
+		"\"6\",\"7\",\"8\",\"9\",\"A\",\"B\",\"C\",\"D\",\"E\",\"F\",\"G\",\"H\",\"I\",\"J\",\"K\","
+		"\"L\",\"M\",\"N\",\"O\",\"P\",\"Q\",\"R\",\"S\",\"T\",\"U\",\"V\",\"W\",\"X\",\"Y\",\"Z\","
+		"\"_\",\"-\",\"+\",\"=\",\"!\"],\"rows\":[]}",
+	};
+	struct record r;
+	char err[256];
+	int refused = 0, said = 0, empty = 0;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		r.kind = RECORD_DROP;
+		if (record_decode(bad[i], strlen(bad[i]), &r, err, sizeof(err)) == -1)
+			refused++;
+		else
+			printf("# accepted: %s\n", bad[i]);
+		said += err[0] != 0;
+		empty += r.kind == RECORD_OTHER && !r.run && !r.batch && !r.id;
+		record_release(&r);
+	}
+	size_t n = sizeof(bad) / sizeof(bad[0]);
+	CHECK(refused == (int)n, "%d of %zu malformed payloads are refused", refused, n);
+	CHECK(said == (int)n && empty == (int)n, "each with a reason, and nothing left in the record");
+	CHECK(record_decode("{}", 2, &r, NULL, 0) == -1, "with nowhere to put the reason, still refused");
+
+	/* a good record cut at every byte: refused, never read past its length */
+	struct drift_row rows[1] = { row(ROW_TENSOR, ROLE_CANDIDATE, "w", "fa", 0.5, 0.5, 1, 2) };
+	struct result_batch b = { .study = "demo", .step = 4, .baseline = "base", .proxies = { "p" },
+				  .n_proxies = 1, .rows = rows, .n_rows = 1 };
+	char *p = record_result(&b);
+	size_t len = p ? strlen(p) : 0;
+	int cut_refused = 0;
+	for (size_t k = 0; k < len; k++) {
+		char *cut = malloc(k + 1);	/* no NUL after it: a read past k would show under ASan */
+		memcpy(cut, p, k);
+		cut_refused += record_decode(cut, k, &r, err, sizeof(err)) == -1;
+		record_release(&r);
+		free(cut);
+	}
+	CHECK(len > 0 && cut_refused == (int)len, "a result record cut at each of its %zu bytes is refused (%d)",
+	      len, cut_refused);
+	free(p);
+
+	const char *odd_row = "{\"t\":\"result\",\"study\":\"s\",\"step\":2,\"baseline\":\"b\",\"proxies\":[],"
+			      "\"rows\":[[0,1,\"w\",\"fa\",4,0.5,0.5,0.5,0,0,0,[],1.0],[0,1],7,"
+			      "[0,1,\"w\",null,4,0.5,0.5,0.5,0,0,0,[],1.0]]}";
+	CHECK(record_decode(odd_row, strlen(odd_row), &r, err, sizeof(err)) == 0 && r.batch &&
+	      r.batch->n_rows == 1 && !strcmp(r.batch->rows[0].run, "fa"),
+	      "a row it cannot read is skipped, the others stand");
+	record_release(&r);
+}
+
+int main(void)
+{
+	test_snapshot();
+	test_result();
+	test_drop_forget();
+	test_malformed();
+	return tap_done();
+}
