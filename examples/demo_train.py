@@ -30,6 +30,7 @@ It depends on torch, numpy, the wdrift package (python/, next to this
 file's directory) and the wdrift CLI; not on the daemon's internals.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -48,7 +49,44 @@ torch = None        # imported in main(), so that --help works without it
 
 
 class DemoError(Exception):
-    """A failure the demo reports as one line and exit status 1."""
+    """A failure the demo reports as one line and exit status 1 (gpu_paper.py's too)."""
+
+
+def add_common_args(p, endpoint, config, steps, every, layers, d_model, heads, context, batch, lr, timeout):
+    """The options both examples take (gpu_paper.py too), with each one's defaults."""
+    p.add_argument("--endpoint", default=endpoint, help="the daemon's ingest endpoint")
+    p.add_argument("--config", default=config,
+                   help="the daemon's config, given to the wdrift CLI (its control endpoint)")
+    p.add_argument("--wdrift", default="build/wdrift",
+                   help="the wdrift CLI; libwdrift.so is taken from its directory unless $WDRIFT_LIB is set")
+    p.add_argument("--steps", type=int, default=steps, help="optimizer steps")
+    p.add_argument("--every", type=int, default=every, help="publish (and report) every K steps (and step 0)")
+    p.add_argument("--seed", type=int, default=1234,
+                   help="init seed of the runs but seed2 (seed+1), and the data order's")
+    p.add_argument("--layers", type=int, default=layers, help="transformer blocks")
+    p.add_argument("--d-model", type=int, default=d_model, help="model width")
+    p.add_argument("--heads", type=int, default=heads, help="attention heads")
+    p.add_argument("--context", type=int, default=context, help="symbols (characters, bytes) per sequence")
+    p.add_argument("--batch", type=int, default=batch, help="sequences per batch")
+    p.add_argument("--lr", type=float, default=lr, help="AdamW learning rate, fixed")
+    p.add_argument("--timeout", type=float, default=timeout,
+                   help="seconds to wait for the daemon's acks, and for each step's drift")
+    p.add_argument("--json-out", metavar="FILE", help="also write the per-step table (and the setting) to FILE "
+                                                      "as JSON")
+
+
+def model_setting(args):
+    """The model and training options of add_common_args, for a --json-out."""
+    return {"layers": args.layers, "d_model": args.d_model, "heads": args.heads, "context": args.context,
+            "batch": args.batch, "lr": args.lr}
+
+
+def check_common_args(p, a):
+    """Refuses (p.error) what add_common_args' options cannot be."""
+    if a.steps < 0 or a.every < 1 or min(a.layers, a.heads, a.d_model, a.context, a.batch) < 1:
+        p.error("--steps must be >= 0, and --every, --layers, --heads, --d-model, --context, --batch >= 1")
+    if a.d_model % a.heads:
+        p.error("--d-model must be a multiple of --heads")
 
 
 def parse_args(argv):
@@ -57,33 +95,16 @@ def parse_args(argv):
                     "publish their weights to wdriftd every K steps, and print each step's drift from "
                     "base as the daemon computes it (study 'demo').",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--endpoint", default="ipc://./run/ingest.sock", help="the daemon's ingest endpoint")
-    p.add_argument("--config", default="config/wdrift.yaml",
-                   help="the daemon's config, given to the wdrift CLI (its control endpoint)")
-    p.add_argument("--wdrift", default="build/wdrift",
-                   help="the wdrift CLI; libwdrift.so is taken from its directory unless $WDRIFT_LIB is set")
-    p.add_argument("--steps", type=int, default=300, help="optimizer steps")
-    p.add_argument("--every", type=int, default=20, help="publish and report every K steps (and step 0)")
-    p.add_argument("--seed", type=int, default=1234,
-                   help="init seed of base, fa and lowprec (seed2 uses seed+1), and the data order's")
-    p.add_argument("--json-out", metavar="FILE", help="also write the per-step table to FILE as JSON")
+    add_common_args(p, endpoint="ipc://./run/ingest.sock", config="config/wdrift.yaml", steps=300, every=20,
+                    layers=3, d_model=64, heads=4, context=64, batch=16, lr=3e-3, timeout=30.0)
     # One thread: on the 2-core test machine (torch 1.13, generic BLAS) a
     # step of all four runs took 75 ms with one thread and 200 to 500 ms
     # with two, whose OpenMP waits cost more than these small matmuls gain.
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    p.add_argument("--layers", type=int, default=3, help="transformer blocks")
-    p.add_argument("--d-model", type=int, default=64, help="model width")
-    p.add_argument("--heads", type=int, default=4, help="attention heads")
-    p.add_argument("--context", type=int, default=64, help="characters per sequence")
-    p.add_argument("--batch", type=int, default=16, help="sequences per batch")
-    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate, fixed")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds to wait for the daemon's acks, and for each step's drift")
     a = p.parse_args(argv)
-    if a.steps < 0 or a.every < 1 or a.threads < 1 or a.layers < 1 or a.heads < 1:
-        p.error("--steps must be >= 0, and --every, --threads, --layers, --heads >= 1")
-    if a.d_model % a.heads or a.context % FLASH_BLOCK:
-        p.error(f"--d-model must be a multiple of --heads, and --context of {FLASH_BLOCK}")
+    check_common_args(p, a)
+    if a.threads < 1 or a.context % FLASH_BLOCK:
+        p.error(f"--threads must be >= 1, and --context a multiple of {FLASH_BLOCK}")
     return a
 
 
@@ -166,17 +187,17 @@ def build_model_class():
 
 
 class Run:
-    """One model, its optimizer, its publisher and its forward's precision."""
+    """One model, its optimizer, its publisher and its forward's precision (also gpu_paper.py's)."""
 
-    def __init__(self, name, model, lr, autocast_bf16, pub):
-        self.name, self.model, self.autocast_bf16, self.pub = name, model, autocast_bf16, pub
+    def __init__(self, name, model, lr, bf16, pub):
+        self.name, self.model, self.bf16, self.pub = name, model, bf16, pub
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
         self.loss_sum, self.loss_n = 0.0, 0
 
     def loss(self, x, y):
-        # bf16 autocast on the CPU (torch >= 1.10): matmuls and linears in
+        # bf16 autocast (on the CPU: torch >= 1.10): matmuls and linears in
         # bf16, with fp32 weights and optimizer; the loss is taken in fp32.
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast_bf16):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             logits = self.model(x)
         return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
@@ -185,12 +206,14 @@ class Run:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
-        self.loss_sum += loss.item()
+        # summed where the loss is, in fp64 (what a sum of loss.item() gives):
+        # on a GPU, no sync per step
+        self.loss_sum = self.loss_sum + loss.detach().double()
         self.loss_n += 1
 
     def mean_loss(self):
-        """The mean training loss since the last call."""
-        m = self.loss_sum / self.loss_n if self.loss_n else float("nan")
+        """The mean training loss since the last call (a GPU syncs here)."""
+        m = float(self.loss_sum) / self.loss_n if self.loss_n else float("nan")
         self.loss_sum, self.loss_n = 0.0, 0
         return m
 
@@ -205,11 +228,31 @@ def resolve(path):
     return alt if os.path.exists(alt) else path
 
 
-def cli(args, *argv):
+def use_build(args):
+    """Resolves args.wdrift and args.config; the package from python/ and the library built with the CLI."""
+    args.wdrift, args.config = resolve(args.wdrift), resolve(args.config)
+    lib = os.path.join(os.path.dirname(os.path.abspath(args.wdrift)), "libwdrift.so")
+    if "WDRIFT_LIB" not in os.environ and os.path.exists(lib):
+        os.environ["WDRIFT_LIB"] = lib   # the library built with the CLI we run
+    sys.path.insert(0, os.path.join(REPO, "python"))
+
+
+def import_torch():
+    """(torch, wdrift), imported only now, so that --help needs neither; torch is this module's too."""
+    global torch
+    try:
+        import torch
+        import wdrift
+    except ImportError as e:
+        raise DemoError(f"cannot import {e.name}: {e}")
+    return torch, wdrift
+
+
+def cli(args, *argv, timeout=30):
     """(exit status, stdout, last stderr line) of `wdrift ARGV -c CONFIG`."""
     try:
         r = subprocess.run([args.wdrift, *argv, "-c", args.config], capture_output=True, text=True,
-                           timeout=30)
+                           timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise DemoError(f"cannot run '{args.wdrift}': {e}")
     err = r.stderr.strip().splitlines()
@@ -247,8 +290,8 @@ def drift_at(args, step):
         time.sleep(0.1)
 
 
-def check_daemon(args):
-    """Fails unless the daemon answers and holds no snapshot of the demo's runs.
+def check_daemon(args, runs=RUNS, whose="this demo's"):
+    """Fails unless the daemon answers and holds no snapshot of runs.
 
     A step sent again is a duplicate to the daemon, which keeps the weights
     it has: a second demo against the same storage would report the first
@@ -258,20 +301,26 @@ def check_daemon(args):
     if rc:
         raise DemoError(f"cannot reach the daemon: {err}")
     for r in json.loads(out).get("runs", []):
-        if r.get("name") in RUNS and r.get("durable"):
+        if r.get("name") in runs and r.get("durable"):
             raise DemoError(f"run '{r['name']}' already has {r['durable']} snapshots in the daemon (up to step "
-                            f"{r.get('last_step')}), which would keep them over this demo's: start wdriftd "
+                            f"{r.get('last_step')}), which it would keep over {whose}: start wdriftd "
                             "on an empty storage.dir")
 
 
-def weighted(layers, w1_of):
-    """The mean over tensors of w1_of(layer), weighted by element count; None when none has one."""
+def weighted(layers, w1_of, every=False):
+    """The mean over tensors of w1_of(layer), weighted by element count.
+
+    A tensor without one is left out; None when none has one, or, with
+    every, unless every tensor has one.
+    """
     num = den = 0.0
     for layer in layers:
         w = w1_of(layer)
         if w is not None:
             num += layer["numel"] * w
             den += layer["numel"]
+        elif every:
+            return None
     return num / den if den else None
 
 
@@ -296,14 +345,32 @@ def row_line(row):
             f"{fmt(r['lowprec'], '.3g'):>10} {fmt(r['seed'], '.3g'):>9}")
 
 
-def publish_and_report(args, runs, step, losses):
-    """Publishes every run at step, waits for the acks, then the drift; the table row."""
+def publish(args, runs, step):
+    """Publishes every run at step and waits for the daemon's acks (durable), or fails."""
     for r in runs.values():
         r.pub.publish(step, r.model.state_dict())
     for r in runs.values():
         if not r.pub.flush(args.timeout):
             raise DemoError(f"the daemon did not acknowledge run '{r.name}' step {step} within "
                             f"{args.timeout:g} s at {args.endpoint}: is wdriftd running there?")
+
+
+@contextlib.contextmanager
+def publishers_closed(runs, timeout):
+    """Closes every run's publisher after the block: after its acks, or at once when the block failed."""
+    try:
+        yield
+    except BaseException:
+        for r in runs.values():
+            r.pub.close(0)      # what is left is given up
+        raise
+    for r in runs.values():
+        r.pub.close(timeout)    # all acked already: returns at once
+
+
+def publish_and_report(args, runs, step, losses):
+    """Publishes every run at step, waits for the acks, then the drift; the table row."""
+    publish(args, runs, step)
     layers = drift_at(args, step)
     w = {"fa": weighted(layers, lambda layer: layer["w1"]),
          "lowprec": weighted(layers, lambda layer: layer["proxies"]["lowprec"]["w1"]),
@@ -344,21 +411,12 @@ def train(args, runs, data):
 
 def main(argv=None):
     args = parse_args(argv)
-    args.wdrift, args.config = resolve(args.wdrift), resolve(args.config)
-    lib = os.path.join(os.path.dirname(os.path.abspath(args.wdrift)), "libwdrift.so")
-    if "WDRIFT_LIB" not in os.environ and os.path.exists(lib):
-        os.environ["WDRIFT_LIB"] = lib   # the library built with the CLI we run
-    sys.path.insert(0, os.path.join(REPO, "python"))
+    use_build(args)
     # Before torch is imported: with only torch.set_num_threads(1), its
     # OpenMP pool kept a second thread spinning, a core's worth of CPU
     # (most of it system time) taken from the daemon beside it.
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    global torch
-    try:
-        import torch
-        import wdrift
-    except ImportError as e:
-        raise DemoError(f"cannot import {e.name}: {e}")
+    _, wdrift = import_torch()
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
 
@@ -389,14 +447,8 @@ def main(argv=None):
           f"{args.heads} heads, context {args.context}, batch {args.batch}: {n_params} parameters; "
           f"{len(text)} characters of {TEXT}, {len(vocab)} symbols; {args.steps} steps, "
           f"publishing every {args.every} to {args.endpoint}", flush=True)
-    try:
+    with publishers_closed(runs, args.timeout):
         rows, t_train = train(args, runs, data)
-    except BaseException:
-        for r in runs.values():
-            r.pub.close(0)      # what is left is given up
-        raise
-    for r in runs.values():
-        r.pub.close(args.timeout)   # all acked already: returns at once
     t_all = time.perf_counter() - t_start
 
     last = rows[-1]
@@ -417,17 +469,21 @@ def main(argv=None):
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"study": STUDY, "runs": list(RUNS), "parameters": n_params,
-                       "model": {"layers": args.layers, "d_model": args.d_model, "heads": args.heads,
-                                 "context": args.context, "batch": args.batch, "lr": args.lr},
+                       "model": model_setting(args),
                        "train_seconds": t_train, "total_seconds": t_all, "steps": rows}, f, indent=1)
     return 0
 
 
-if __name__ == "__main__":
+def run_script(main, prog):
+    """Runs main() as the script prog: a DemoError is one line on stderr and exit status 1; ^C is 130."""
     try:
         sys.exit(main())
     except DemoError as e:
-        print(f"demo_train: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    run_script(main, "demo_train")

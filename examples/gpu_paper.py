@@ -30,16 +30,14 @@ config that needs).
 import argparse
 import glob
 import json
-import math
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import demo_train  # noqa: E402  (the model and the path rules of `make demo`; no torch until main)
+import demo_train  # noqa: E402  (make demo's model, Run, CLI and publishing; no torch until main)
 RUNS = ("base", "fa", "fp32", "seed2")
 STUDY = "paper"
 PROXIES = {"fp32": "fp32", "seed": "seed2"}   # the study's label -> run
@@ -47,8 +45,8 @@ TEXT_CAP = 32 << 20
 torch = None        # imported in main(), so that --help works without it
 
 
-class PaperError(Exception):
-    """A failure reported as one line and exit status 1."""
+class PaperError(demo_train.DemoError):
+    """A failure reported as one line and exit status 1, as demo_train's own are."""
 
 
 def parse_args(argv):
@@ -57,38 +55,20 @@ def parse_args(argv):
                     "publish their weights to wdriftd every K steps, and print each run's W1 drift from "
                     "base as the daemon computes it (study 'paper').",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--endpoint", default="ipc://./run/paper-ingest.sock", help="the daemon's ingest endpoint")
-    p.add_argument("--config", default="examples/gpu_paper.yaml",
-                   help="the daemon's config, given to the wdrift CLI (its control endpoint)")
-    p.add_argument("--wdrift", default="build/wdrift",
-                   help="the wdrift CLI; libwdrift.so is taken from its directory unless $WDRIFT_LIB is set")
+    demo_train.add_common_args(p, endpoint="ipc://./run/paper-ingest.sock", config="examples/gpu_paper.yaml",
+                               steps=600, every=50, layers=8, d_model=512, heads=8, context=256, batch=32,
+                               lr=1e-3, timeout=120.0)
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a smoke test)")
     p.add_argument("--runs", default=",".join(RUNS), help="the runs to train, base among them")
     p.add_argument("--text", help="the training text (bytes); default: the standard library's *.py, "
                                   f"sorted by path, the first {TEXT_CAP >> 20} MiB")
-    p.add_argument("--steps", type=int, default=600, help="optimizer steps")
-    p.add_argument("--every", type=int, default=50, help="publish every K steps (and step 0)")
-    p.add_argument("--seed", type=int, default=1234,
-                   help="init seed of base, fa and fp32 (seed2 uses seed+1), and the data order's")
-    p.add_argument("--layers", type=int, default=8, help="transformer blocks")
-    p.add_argument("--d-model", type=int, default=512, help="model width")
-    p.add_argument("--heads", type=int, default=8, help="attention heads")
-    p.add_argument("--context", type=int, default=256, help="bytes per sequence")
-    p.add_argument("--batch", type=int, default=32, help="sequences per batch")
-    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, fixed")
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds to wait for the daemon's acks, and for each step's drift")
-    p.add_argument("--json-out", metavar="FILE", help="also write the table and the setting to FILE as JSON")
     a = p.parse_args(argv)
     a.runs = [r for r in a.runs.split(",") if r]
     bad = [r for r in a.runs if r not in RUNS]
     if bad or "base" not in a.runs or len(set(a.runs)) != len(a.runs):
         p.error(f"--runs: distinct names among {', '.join(RUNS)}, base included (got {','.join(a.runs)})")
     a.runs = [r for r in RUNS if r in a.runs]
-    if a.steps < 0 or a.every < 1 or min(a.layers, a.heads, a.d_model, a.context, a.batch) < 1:
-        p.error("--steps must be >= 0, and --every, --layers, --heads, --d-model, --context, --batch >= 1")
-    if a.d_model % a.heads:
-        p.error("--d-model must be a multiple of --heads")
+    demo_train.check_common_args(p, a)
     return a
 
 
@@ -134,10 +114,7 @@ class Attention:
 
     def __call__(self, q, k, v):
         if self.ctx is None:    # softmax(QK^T / sqrt(d)) V, the T x T scores materialised
-            t = q.shape[-2]
-            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-            mask = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
-            return s.masked_fill(mask, float("-inf")).softmax(-1) @ v
+            return demo_train.attention_plain(q, k, v)
         try:                    # raises rather than fall back when the backend cannot run
             with self.ctx():
                 out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -155,34 +132,6 @@ class Attention:
         if self.seen is None or fused != (self.backend == "flash") or (fused and "Flash" not in self.seen):
             raise PaperError(f"run '{run}' asked for attention backend {self.backend} but ran "
                              f"{self.seen or 'nothing seen'}")
-
-
-class Run:
-    """One model, its optimizer, its attention, its precision and its publisher."""
-
-    def __init__(self, name, model, attention, bf16, lr, pub):
-        self.name, self.model, self.attention, self.bf16, self.pub = name, model, attention, bf16, pub
-        self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
-        self.loss_sum, self.loss_n = 0.0, 0
-
-    def loss(self, x, y):
-        # bf16 autocast: matmuls in bf16, weights and AdamW in fp32; the loss in fp32.
-        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            logits = self.model(x)
-        return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-
-    def train_step(self, x, y):
-        loss = self.loss(x, y)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-        self.loss_sum = self.loss_sum + loss.detach()   # stays on the device: no sync per step
-        self.loss_n += 1
-
-    def mean_loss(self):
-        m = float(self.loss_sum) / self.loss_n if self.loss_n else float("nan")
-        self.loss_sum, self.loss_n = 0.0, 0
-        return m
 
 
 # --- data -------------------------------------------------------------------
@@ -211,13 +160,8 @@ def read_text(args):
 # --- the daemon, through the package and the CLI ------------------------------
 
 def cli(args, *argv):
-    """(exit status, stdout, last stderr line) of `wdrift ARGV -c CONFIG`."""
-    try:
-        r = subprocess.run([args.wdrift, *argv, "-c", args.config], capture_output=True, text=True, timeout=150)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise PaperError(f"cannot run '{args.wdrift}': {e}")
-    err = r.stderr.strip().splitlines()
-    return r.returncode, r.stdout, err[-1] if err else f"exit status {r.returncode}"
+    """demo_train's cli, with time for a drift query over a large model's tensors."""
+    return demo_train.cli(args, *argv, timeout=150)
 
 
 def daemon_engine(args):
@@ -228,34 +172,15 @@ def daemon_engine(args):
     return json.loads(out).get("engine", "?")
 
 
-def check_daemon(args):
-    """Fails unless the daemon answers and holds no snapshot of these runs."""
-    rc, out, err = cli(args, "runs", "--json")
-    if rc:
-        raise PaperError(f"cannot reach the daemon: {err}")
-    for r in json.loads(out).get("runs", []):
-        if r.get("name") in RUNS and r.get("durable"):
-            raise PaperError(f"run '{r['name']}' already has {r['durable']} snapshots in the daemon (up to step "
-                             f"{r.get('last_step')}), which it would keep over this run's: start wdriftd on "
-                             "an empty storage.dir")
-
-
-def weighted(layers, w1_of):
-    """The mean of w1_of(layer) over tensors weighted by element count; None unless every tensor has one."""
-    vals = [(layer["numel"], w1_of(layer)) for layer in layers]
-    if not vals or any(w is None for _, w in vals):
-        return None
-    return sum(n * w for n, w in vals) / sum(n for n, _ in vals)
-
-
 def w1_by_run(doc):
     """{run: weighted W1 from base} of every run the study reports, as a candidate or as a proxy."""
     out = {}
     for cand, rec in doc.get("candidates", {}).items():
         layers = rec.get("layers", [])
-        out[cand] = weighted(layers, lambda layer: layer.get("w1"))
+        out[cand] = demo_train.weighted(layers, lambda layer: layer.get("w1"), every=True)
         for label, run in PROXIES.items():
-            w = weighted(layers, lambda layer: layer.get("proxies", {}).get(label, {}).get("w1"))
+            w = demo_train.weighted(layers, lambda layer: layer.get("proxies", {}).get(label, {}).get("w1"),
+                                    every=True)
             out[run] = w if out.get(run) is None else out[run]
     return out
 
@@ -290,29 +215,15 @@ HEADER = (f"{'step':>5}  {'loss: base':>10} {'fa':>7} {'fp32':>7} {'seed2':>7}  
           f"{'W1 from base: fa':>16} {'fp32':>9} {'seed2':>9}   {'fa/fp32':>8} {'fa/seed2':>8}")
 
 
-def fmt(x, spec):
-    return format(x, spec) if x is not None else "-"
-
-
 def row_line(row):
     lo, w, r = row["loss"], row["w1"], row["ratio"]
-    return (f"{row['step']:>5}  {fmt(lo.get('base'), '.4f'):>10} {fmt(lo.get('fa'), '.4f'):>7} "
-            f"{fmt(lo.get('fp32'), '.4f'):>7} {fmt(lo.get('seed2'), '.4f'):>7}   "
-            f"{fmt(w.get('fa'), '.3e'):>16} {fmt(w.get('fp32'), '.3e'):>9} {fmt(w.get('seed2'), '.3e'):>9}   "
-            f"{fmt(r['fp32'], '.3g'):>8} {fmt(r['seed2'], '.3g'):>8}")
+    return (f"{row['step']:>5}  {demo_train.fmt(lo.get('base'), '.4f'):>10} {demo_train.fmt(lo.get('fa'), '.4f'):>7} "
+            f"{demo_train.fmt(lo.get('fp32'), '.4f'):>7} {demo_train.fmt(lo.get('seed2'), '.4f'):>7}   "
+            f"{demo_train.fmt(w.get('fa'), '.3e'):>16} {demo_train.fmt(w.get('fp32'), '.3e'):>9} {demo_train.fmt(w.get('seed2'), '.3e'):>9}   "
+            f"{demo_train.fmt(r['fp32'], '.3g'):>8} {demo_train.fmt(r['seed2'], '.3g'):>8}")
 
 
-def publish(args, runs, step):
-    """Publishes every run at step and waits for the daemon's acks (durable), or fails."""
-    for r in runs.values():
-        r.pub.publish(step, r.model.state_dict())
-    for r in runs.values():
-        if not r.pub.flush(args.timeout):
-            raise PaperError(f"the daemon did not acknowledge run '{r.name}' step {step} within "
-                             f"{args.timeout:g} s at {args.endpoint}: is wdriftd running there?")
-
-
-def train(args, runs, data, dev):
+def train(args, runs, attn, data, dev):
     """The lockstep loop: every run takes the same batch at every step. ({step: losses}, seconds)."""
     gen = torch.Generator().manual_seed(args.seed)
     offs = torch.arange(args.context + 1, device=dev)
@@ -325,7 +236,7 @@ def train(args, runs, data, dev):
     x, y = batch()
     with torch.no_grad():   # step 0 is the init: the loss of the first batch, untrained
         losses = {0: {name: r.loss(x, y).item() for name, r in runs.items()}}
-    publish(args, runs, 0)
+    demo_train.publish(args, runs, 0)
     t_train = 0.0
     for step in range(1, args.steps + 1):
         t0 = time.perf_counter()
@@ -333,13 +244,13 @@ def train(args, runs, data, dev):
             r.train_step(x, y)
         x, y = batch()
         if step == 1:
-            for name, r in runs.items():
-                r.attention.check(name)
-                print(f"gpu_paper: run {name}: attention ran {r.attention.seen}", flush=True)
+            for name in runs:
+                attn[name].check(name)
+                print(f"gpu_paper: run {name}: attention ran {attn[name].seen}", flush=True)
         if step % args.every == 0 or step == args.steps:
             losses[step] = {name: r.mean_loss() for name, r in runs.items()}   # syncs the device
             t_train += time.perf_counter() - t0
-            publish(args, runs, step)
+            demo_train.publish(args, runs, step)
             print(f"gpu_paper: step {step}: published; loss base {losses[step]['base']:.4f}", flush=True)
         else:
             t_train += time.perf_counter() - t0
@@ -360,17 +271,9 @@ def set_fp32_matmuls_ieee(dev):
 
 def main(argv=None):
     args = parse_args(argv)
-    args.wdrift, args.config = demo_train.resolve(args.wdrift), demo_train.resolve(args.config)
-    lib = os.path.join(os.path.dirname(os.path.abspath(args.wdrift)), "libwdrift.so")
-    if "WDRIFT_LIB" not in os.environ and os.path.exists(lib):
-        os.environ["WDRIFT_LIB"] = lib   # the library built with the CLI we run
-    sys.path.insert(0, os.path.join(REPO, "python"))
+    demo_train.use_build(args)
     global torch
-    try:
-        import torch
-        import wdrift
-    except ImportError as e:
-        raise PaperError(f"cannot import {e.name}: {e}")
+    torch, wdrift = demo_train.import_torch()
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PaperError(f"--device {args.device}: torch {torch.__version__} sees no CUDA device (--device cpu "
@@ -383,7 +286,7 @@ def main(argv=None):
     attn = {name: Attention(plans[name][0]) for name in args.runs}     # refuses fa without SDPA
     t_start = time.perf_counter()
 
-    check_daemon(args)
+    demo_train.check_daemon(args, RUNS, "this run's")
     engine = daemon_engine(args)
     text, source = read_text(args)
     if len(text) < args.context + 2:
@@ -391,7 +294,6 @@ def main(argv=None):
     data = torch.frombuffer(bytearray(text), dtype=torch.uint8).to(dev)
 
     # make demo's GPT, with 256 symbols (bytes): one model for both examples
-    demo_train.torch = torch
     GPT = demo_train.build_model_class()
     dims = (256, args.d_model, args.layers, args.heads, args.context)
     models = {}
@@ -402,8 +304,8 @@ def main(argv=None):
             models[name].load_state_dict(models["base"].state_dict())
     n_params = sum(p.numel() for p in models["base"].parameters())
     try:
-        runs = {name: Run(name, models[name].to(dev), attn[name], plans[name][1], args.lr,
-                          wdrift.Publisher(args.endpoint, name)) for name in args.runs}
+        runs = {name: demo_train.Run(name, models[name].to(dev), args.lr, plans[name][1],
+                                     wdrift.Publisher(args.endpoint, name)) for name in args.runs}
     except wdrift.WdriftError as e:
         raise PaperError(str(e))
 
@@ -414,18 +316,12 @@ def main(argv=None):
           f"{args.context}, batch {args.batch}, AdamW lr {args.lr:g}: {n_params} parameters; {args.steps} steps, "
           f"publishing every {args.every} to {args.endpoint}")
     for name, r in runs.items():
-        how = "SDPA " if r.attention.ctx else ""
+        a = attn[name]
         print(f"gpu_paper: run {name}: {'bf16 autocast' if r.bf16 else 'fp32, no autocast'}, attention "
-              f"{how}{r.attention.backend}{'' if r.attention.ctx else ' (explicit formula: no SDPA)'}, "
+              f"{'SDPA ' if a.ctx else ''}{a.backend}{'' if a.ctx else ' (explicit formula: no SDPA)'}, "
               f"init seed {plans[name][2]}", flush=True)
-    try:
-        losses, t_train = train(args, runs, data, dev)
-    except BaseException:
-        for r in runs.values():
-            r.pub.close(0)      # what is left is given up
-        raise
-    for r in runs.values():
-        r.pub.close(args.timeout)   # all acked already: returns at once
+    with demo_train.publishers_closed(runs, args.timeout):
+        losses, t_train = train(args, runs, attn, data, dev)
 
     rows = []
     for step, lo in losses.items():
@@ -446,26 +342,19 @@ def main(argv=None):
     last = rows[-1]["ratio"]
     if last["fp32"] is not None:
         print(f"gpu_paper: at step {rows[-1]['step']}: fa/fp32 {last['fp32']:.3g} (the paper: 0.2 to 0.5), "
-              f"fa/seed2 {fmt(last['seed2'], '.3g')}")
+              f"fa/seed2 {demo_train.fmt(last['seed2'], '.3g')}")
     print(f"gpu_paper: per tensor: {args.wdrift} drift {STUDY} --step {rows[-1]['step']} -c {args.config}",
           flush=True)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"study": STUDY, "runs": args.runs, "torch": torch.__version__, "device": dev_name,
                        "engine": engine, "parameters": n_params, "text_bytes": len(text), "text": source,
-                       "matmul_fp32": tf32, "attention": {n: r.attention.seen for n, r in runs.items()},
-                       "model": {"layers": args.layers, "d_model": args.d_model, "heads": args.heads,
-                                 "context": args.context, "batch": args.batch, "lr": args.lr,
-                                 "seed": args.seed, "steps": args.steps, "every": args.every},
+                       "matmul_fp32": tf32, "attention": {n: attn[n].seen for n in runs},
+                       "model": {**demo_train.model_setting(args), "seed": args.seed, "steps": args.steps,
+                                 "every": args.every},
                        "train_seconds": t_train, "total_seconds": t_all, "rows": rows}, f, indent=1)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except PaperError as e:
-        print(f"gpu_paper: error: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    demo_train.run_script(main, "gpu_paper")   # a PaperError (a DemoError) is one line and exit status 1
