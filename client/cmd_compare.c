@@ -62,7 +62,7 @@ struct options {
 	const char *base_path, *cand_path;
 	struct compare_proxy *proxies;
 	size_t n_proxies;
-	char **globs;
+	const char **globs;
 	size_t n_globs;
 	int json;
 	enum wd_backend backend;
@@ -111,8 +111,46 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 	return 0;
 }
 
-#define HELP_SHOWN (-1)	/* parse_args: --help asked; print it, exit 0 */
+/* One option of `wdrift compare` into *ctx (struct options): 0, or cli_usage_error's status. */
+static int on_option(int c, const char *arg, void *ctx)
+{
+	struct options *o = ctx;
 
+	switch (c) {
+	case 'p':
+		return add_proxy(o, arg, -1);
+	case 'r':
+		if (!strcmp(arg, "bf16") || !strcmp(arg, "bfloat16"))
+			return add_proxy(o, arg, WD_BF16);
+		if (!strcmp(arg, "fp16") || !strcmp(arg, "f16"))
+			return add_proxy(o, arg, WD_F16);
+		return cli_usage_error("--round-proxy '%s': expected bf16 or fp16", arg);
+	case 'l':
+		o->globs = realloc(o->globs, (o->n_globs + 1) * sizeof(*o->globs));
+		o->globs[o->n_globs++] = arg;	/* in argv, which outlives the options */
+		return 0;
+	case 'j':
+		o->json = 1;
+		return 0;
+	case 'e':
+		if (wd_backend_parse(arg, &o->backend))
+			return cli_usage_error("--engine '%s': expected auto, cpu or cuda", arg);
+		return 0;
+	case 'd': {
+		long d;
+		errno = 0;
+		d = strtol(arg, NULL, 10);
+		/* digits only: strtol would take "-1", " 1" and "+1" */
+		if (!arg[0] || arg[strspn(arg, "0123456789")] || errno || d > 1023)
+			return cli_usage_error("--device '%s': expected a device index, 0 to 1023", arg);
+		o->device = (int)d;
+		return 0;
+	}
+	}
+	return cli_usage_error("unknown option '%c'", c);	/* a table entry without a case */
+}
+
+/* The options and files of `wdrift compare`: 0, or a negative return for cli_opts_exit. */
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -125,63 +163,18 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int c, r;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if ((r = add_proxy(o, optarg, -1)))
-				return r;
-			break;
-		case 'r':
-			if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16"))
-				r = add_proxy(o, optarg, WD_BF16);
-			else if (!strcmp(optarg, "fp16") || !strcmp(optarg, "f16"))
-				r = add_proxy(o, optarg, WD_F16);
-			else
-				return cli_usage_error("--round-proxy '%s': expected bf16 or fp16", optarg);
-			if (r)
-				return r;
-			break;
-		case 'l':
-			o->globs = realloc(o->globs, (o->n_globs + 1) * sizeof(char *));
-			o->globs[o->n_globs++] = optarg;
-			break;
-		case 'j':
-			o->json = 1;
-			break;
-		case 'e':
-			if (wd_backend_parse(optarg, &o->backend))
-				return cli_usage_error("--engine '%s': expected auto, cpu or cuda", optarg);
-			break;
-		case 'd': {
-			long d;
-			errno = 0;
-			d = strtol(optarg, NULL, 10);
-			/* digits only: strtol would take "-1", " 1" and "+1" */
-			if (!optarg[0] || optarg[strspn(optarg, "0123456789")] || errno || d > 1023)
-				return cli_usage_error("--device '%s': expected a device index, 0 to 1023",
-						       optarg);
-			o->device = (int)d;
-			break;
-		}
-		case 'h':
-			return HELP_SHOWN;
-		case ':':
-			return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-		default:
-			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 2)
-		return cli_usage_error("expected BASELINE.h5 and CANDIDATE.h5, got %d file%s",
-				       argc - optind, argc - optind == 1 ? "" : "s");
 	char err[256];
+	int first = cli_opts(argc, argv, ":h", longopts, usage_text, on_option, o);
+
+	if (first < 0)
+		return first;
+	if (argc - first != 2)
+		return -cli_usage_error("expected BASELINE.h5 and CANDIDATE.h5, got %d file%s",
+					argc - first, argc - first == 1 ? "" : "s");
 	if (wd_sandbox_limits_env(&o->lim, err, sizeof(err)) < 0)
-		return cli_usage_error("%s", err);
-	o->base_path = argv[optind];
-	o->cand_path = argv[optind + 1];
+		return -cli_usage_error("%s", err);
+	o->base_path = argv[first];
+	o->cand_path = argv[first + 1];
 	return 0;
 }
 
@@ -405,10 +398,9 @@ int cmd_compare(int argc, char **argv)
 	int r;
 
 	r = parse_args(argc, argv, &o);
-	if (r == HELP_SHOWN) {
-		fputs(usage_text, stdout);
-		r = EXIT_OK;
-	} else if (!r) {
+	if (r < 0) {
+		r = cli_opts_exit(r);
+	} else {
 		res.baseline = o.base_path;
 		res.candidate = o.cand_path;
 		res.proxies = o.proxies;
