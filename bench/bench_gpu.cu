@@ -102,6 +102,23 @@ static void flush_l2(void)
 	CK(cudaDeviceSynchronize());
 }
 
+/*
+ * Seconds that op (work queued on the default stream) takes, timed by the
+ * events e0 and e1 around it, from a flushed L2.
+ */
+template <class Op>
+static double event_seconds(cudaEvent_t e0, cudaEvent_t e1, Op op)
+{
+	float ms;
+	flush_l2();
+	CK(cudaEventRecord(e0));
+	op();
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	return ms / 1e3;
+}
+
 static void gen_f32(float *d, size_t n, unsigned seed, float drift)
 {
 	gen_f32_kernel<<<4096, 256>>>(d, n, seed, drift);
@@ -229,15 +246,10 @@ int main(int argc, char **argv)
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	for (int r = 0; r < REPEATS; r++) {
-		float ms;
-		flush_l2();
-		CK(cudaEventRecord(e0));
-		CK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, a, ao, (int64_t)n));
-		CK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, b, bo, (int64_t)n));
-		CK(cudaEventRecord(e1));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		ts[r] = ms / 1e3;
+		ts[r] = event_seconds(e0, e1, [&] {
+			CK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, a, ao, (int64_t)n));
+			CK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, b, bo, (int64_t)n));
+		});
 		flush_l2();
 		tp[r] = ours_w1(gpu, WD_F32, a, b, n, &w);
 	}
@@ -256,14 +268,9 @@ int main(int argc, char **argv)
 		 cpu_w1(cpu, WD_BF16, ha16, hb16, n));
 	double tc[REPEATS], t16[REPEATS];
 	for (int r = 0; r < REPEATS; r++) {
-		float ms;
-		flush_l2();
-		CK(cudaEventRecord(e0));
-		CK(cudaMemcpy(ao, a, n * 4, cudaMemcpyDeviceToDevice));
-		CK(cudaEventRecord(e1));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		tc[r] = ms / 1e3;
+		tc[r] = event_seconds(e0, e1, [&] {
+			CK(cudaMemcpy(ao, a, n * 4, cudaMemcpyDeviceToDevice));
+		});
 		flush_l2();
 		t16[r] = ours_w1(gpu, WD_BF16, ha16, hb16, n, &w);
 	}

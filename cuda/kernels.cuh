@@ -2,8 +2,15 @@
  * kernels.cuh: the engine's CUDA kernels. Each is a thin __global__ wrapper
  * around a body in kernel_bodies.h, which the CPU test (tests/kernels)
  * runs through a SIMT emulator; dev_thread below is what a body sees on
- * the GPU. Included by cuda/engine_cuda.cu (the backend) and cuda/lab/.
+ * the GPU. Included by the backend's files that launch kernels
+ * (cuda/prepare_cuda.cu, cuda/w1_stats_cuda.cu) and by cuda/lab/.
  * Depends on CUDA and CUB only.
+ *
+ * Without relocatable device code each file that includes this one gets
+ * its own copy of the kernels it uses: each template is instantiated by
+ * one file only, and the kernels that are not templates are KERNEL_LOCAL
+ * (static, so that two files' copies do not clash; maybe unused, since
+ * each file launches only some of them).
  */
 #ifndef WD_KERNELS_CUH
 #define WD_KERNELS_CUH
@@ -13,6 +20,8 @@
 #include <cub/cub.cuh>
 
 #include "kernel_bodies.h"
+
+#define KERNEL_LOCAL [[maybe_unused]] static
 
 /*
  * One GPU thread, as a body sees it. THREADS is the block size the kernel
@@ -94,7 +103,7 @@ hist16_kernel(const W *in, size_t n, unsigned long long *hist, unsigned long lon
 	hist16_body<hist_thread, F, W, V>(x, in, n, bins, hist, cnt);
 }
 
-__global__ void low_halves_kernel(const uint32_t *in, size_t n, unsigned long long *low)
+KERNEL_LOCAL __global__ void low_halves_kernel(const uint32_t *in, size_t n, unsigned long long *low)
 {
 	plain_thread x;
 	low_halves_body(x, in, n, low);
@@ -131,7 +140,7 @@ w1_merge_kernel(const TA *a, size_t na, const TB *b, size_t nb, double *partial)
 	w1_merge_body<red_thread, TA, TB>(x, a, na, b, nb, partial);
 }
 
-__global__ void __launch_bounds__(SCAN_THREADS)
+KERNEL_LOCAL __global__ void __launch_bounds__(SCAN_THREADS)
 w1_hist_scan_kernel(const unsigned long long *ha, unsigned long long na,
 		    const unsigned long long *hb, unsigned long long nb,
 		    const uint16_t *order, const double *gap, unsigned n_order, double *out)
@@ -140,7 +149,7 @@ w1_hist_scan_kernel(const unsigned long long *ha, unsigned long long na,
 	w1_hist_scan_body(x, ha, na, hb, nb, order, gap, n_order, out);
 }
 
-__global__ void gather_counts_kernel(const unsigned long long *hist, const uint16_t *order,
+KERNEL_LOCAL __global__ void gather_counts_kernel(const unsigned long long *hist, const uint16_t *order,
 				     unsigned n_order, unsigned long long *gathered)
 {
 	plain_thread x;

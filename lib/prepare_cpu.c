@@ -57,14 +57,6 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 #define PS_SORT radix_sort32
 #define PS_STORE WD_F32
 #include "prepare_sorted_body.h"
-#undef PS_NAME
-#undef PS_BITS
-#undef PS_EXP
-#undef PS_MANT
-#undef PS_KEY
-#undef PS_DIGITS
-#undef PS_SORT
-#undef PS_STORE
 
 #define PS_NAME prepare_sorted_f64
 #define PS_BITS uint64_t
@@ -75,14 +67,6 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 #define PS_SORT radix_sort64
 #define PS_STORE WD_F64
 #include "prepare_sorted_body.h"
-#undef PS_NAME
-#undef PS_BITS
-#undef PS_EXP
-#undef PS_MANT
-#undef PS_KEY
-#undef PS_DIGITS
-#undef PS_SORT
-#undef PS_STORE
 
 /*
  * Counts 16-bit codes (shift 0 over uint16_t, or the upper halves of

@@ -50,3 +50,12 @@ static int PS_NAME(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	free(hist);
 	return 0;
 }
+
+#undef PS_NAME
+#undef PS_BITS
+#undef PS_EXP
+#undef PS_MANT
+#undef PS_KEY
+#undef PS_DIGITS
+#undef PS_SORT
+#undef PS_STORE

@@ -119,11 +119,6 @@ static int scatter32_big(struct wc_line **wc, const uint32_t *src, uint32_t *dst
 #define RS_TO_BITS key32_to_bits
 #define RS_SCATTER_WC scatter32_big
 #include "radix_sort_body.h"
-#undef RS_NAME
-#undef RS_KEY
-#undef RS_DIGITS
-#undef RS_TO_BITS
-#undef RS_SCATTER_WC
 
 /* 64-bit keys: the plain scatter only (line buffers would hold 8 keys). */
 #define RS_NAME radix_sort64
@@ -132,8 +127,3 @@ static int scatter32_big(struct wc_line **wc, const uint32_t *src, uint32_t *dst
 #define RS_TO_BITS key64_to_bits
 #define RS_SCATTER_WC(wc, src, dst, n, shift, off, bits) 0
 #include "radix_sort_body.h"
-#undef RS_NAME
-#undef RS_KEY
-#undef RS_DIGITS
-#undef RS_TO_BITS
-#undef RS_SCATTER_WC

@@ -43,3 +43,9 @@ RS_KEY *RS_NAME(RS_KEY *keys, RS_KEY *tmp, size_t n,
 			src[i] = RS_TO_BITS(src[i]);
 	return src;
 }
+
+#undef RS_NAME
+#undef RS_KEY
+#undef RS_DIGITS
+#undef RS_TO_BITS
+#undef RS_SCATTER_WC
