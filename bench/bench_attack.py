@@ -22,7 +22,6 @@ Targets (issue 11): ack wait p99 under 1 s, status p99 under 100 ms.
 """
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -37,31 +37,13 @@ import numpy as np
 import zmq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import harness  # noqa: E402  (bench_config)
 BUILD = os.environ.get("BUILD", os.path.join(HERE, "..", "build"))
 WDRIFTD = os.path.abspath(os.path.join(BUILD, "wdriftd"))
 
-CONFIG = """\
-listen:
-  ingest: ipc://{d}/ingest.sock
-  control: ipc://{d}/control.sock
-  events: ipc://{d}/events.sock
-storage:
-  dir: {d}/var
-compute:
-  backend: cpu
-memory:
-  budget: 1G
-limits:
-  max_tensors: 100000
-  pending_timeout: 3600
-log:
-  level: notice
-studies:
-  - name: big
-    baseline: base
-    candidates: [cand]
-    proxies: {{fp16: lowprec}}
-"""
+# Enough tensors per snapshot, and time to receive them, for the largest N.
+LIMITS = {"max_tensors": 100000, "pending_timeout": 3600}
 
 
 class Daemon:
@@ -70,7 +52,7 @@ class Daemon:
     def __init__(self):
         self.d = tempfile.mkdtemp(prefix="wdrift-bench-drift-")
         with open(os.path.join(self.d, "wdrift.yaml"), "w") as f:
-            f.write(CONFIG.format(d=self.d))
+            f.write(harness.bench_config(self.d, "1G", LIMITS, "big", "base", ["cand"], {"fp16": "lowprec"}))
         self.log = open(os.path.join(self.d, "daemon.log"), "wb")
         self.proc = subprocess.Popen([WDRIFTD, "-c", os.path.join(self.d, "wdrift.yaml")],
                                      stdout=self.log, stderr=self.log)

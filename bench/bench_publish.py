@@ -28,33 +28,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 BUILD = os.environ.get("BUILD", os.path.join(HERE, "..", "build"))
 os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+import harness  # noqa: E402  (bench_config)
 import wdrift  # noqa: E402
-
-CONFIG = """\
-listen:
-  ingest: ipc://{d}/ingest.sock
-  control: ipc://{d}/control.sock
-  events: ipc://{d}/events.sock
-storage:
-  dir: {d}/var
-compute:
-  backend: cpu
-memory:
-  budget: {budget}
-limits:
-  max_message: 1G
-log:
-  level: notice
-studies:
-  - name: other
-    baseline: nobody
-    candidates: [nothing]
-"""
 
 
 def model(n_blocks, width, dtype, device):
@@ -69,7 +50,8 @@ def model(n_blocks, width, dtype, device):
 
 def daemon(d, budget):
     with open(os.path.join(d, "wdrift.yaml"), "w") as f:
-        f.write(CONFIG.format(d=d, budget=budget))
+        # the run is in no study: nothing is compared
+        f.write(harness.bench_config(d, budget, {"max_message": "1G"}, "other", "nobody", ["nothing"]))
     log = open(os.path.join(d, "daemon.log"), "wb")
     p = subprocess.Popen([os.path.join(BUILD, "wdriftd"), "-c", os.path.join(d, "wdrift.yaml")],
                          stdout=log, stderr=log)

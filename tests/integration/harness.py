@@ -6,6 +6,7 @@
   line tests/run.sh reads;
 - CONFIG and Daemon: a config in a temp dir on ipc:// endpoints, and the
   real daemon started with a real NOTIFY_SOCKET listener, stopped by pid;
+- bench_config(): the config text the benchmarks (bench/*.py) start wdriftd with;
 - teardown(): the daemon stopped and the temp dir removed, also on failure;
 - control(), subscribe(): the control socket (REQ) and the events (SUB);
 - Publisher: protocol v1 (docs/protocol.md) spoken with a raw DEALER, so
@@ -120,6 +121,37 @@ class Daemon:
     def log_text(self):
         with open(os.path.join(self.d, "daemon.log"), "rb") as f:
             return f.read().decode(errors="replace")
+
+
+BENCH_CONFIG = """\
+listen:
+  ingest: ipc://{d}/ingest.sock
+  control: ipc://{d}/control.sock
+  events: ipc://{d}/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+memory:
+  budget: {budget}
+limits:
+{limits}log:
+  level: notice
+studies:
+  - name: {name}
+    baseline: {baseline}
+    candidates: [{candidates}]
+{proxies}"""
+
+
+def bench_config(d, budget, limits, study, baseline, candidates, proxies=None):
+    """The config text of a benchmark's wdriftd (bench/*.py): the endpoints in d itself, storage in d/var,
+    the CPU engine, log level notice; the memory budget ("1G"), limits ({key: value}) and the one study
+    (its name, baseline, candidates and {label: run} proxies) as the benchmark needs."""
+    return BENCH_CONFIG.format(
+        d=d, budget=budget, limits="".join(f"  {k}: {v}\n" for k, v in limits.items()),
+        name=study, baseline=baseline, candidates=", ".join(candidates),
+        proxies=f"    proxies: {{{', '.join(f'{k}: {v}' for k, v in proxies.items())}}}\n" if proxies else "")
 
 
 def teardown(dm, tmp, ctx=None):
