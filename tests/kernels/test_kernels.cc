@@ -403,6 +403,35 @@ static void test_sorted(void)
 	      "no finite values: 0 finite, NaN %llu +Inf %llu -Inf %llu", cnt[0], cnt[1], cnt[2]);
 }
 
+/*
+ * A summary's l2 of fp64 values whose squares underflow (1e-170) or
+ * overflow (1e200) in double: the body keeps its sums of squares by
+ * magnitude (lib/sumsq.h), as the CPU engine does (issue 14).
+ */
+static void test_summary_l2_range(void)
+{
+	const double mags[] = { ldexp(1.5, -565), ldexp(1.75, 665) };
+	const size_t n = 5000;
+	buf<double> v(n);
+	for (double m : mags) {
+		for (size_t i = 0; i < n; i++)
+			v.p[i] = i < n / 2 ? -m : m;	/* sorted */
+		struct wd_prepared *p = prep(WD_F64, v.p, n, WD_PREP_FORCE_SORT);
+		struct wd_summary want;
+		wd_summarize(p, &want);
+		unsigned g = grid_for_items((n + 1) / 2, RED_THREADS, SMS_BIG, RED_BLOCKS_PER_SM, 1024);
+		std::vector<double> partial(SUMMARY_PARTIALS * g);
+		const char *err = simt::run(g, RED_THREADS, 1, 0, [&](simt::host_thread &x, void *) {
+			summary_body<simt::host_thread, double, 2>(x, v.p, n, partial.data());
+		});
+		double mean, sd, l2;
+		summary_finish(partial.data(), g, v.p[n / 2], (double)n, &mean, &sd, &l2);
+		CHECK(!err && l2 > 0 && isfinite(l2) && close_to(l2, want.l2, 1e-14, 0),
+		      "f64 of magnitude %g: summary l2 %.17g (cpu %.17g)", m, l2, want.l2);
+		wd_prepared_free(&p);
+	}
+}
+
 /* --- the upcast check, widening, element-wise statistics --- */
 
 static void test_raw(void)
@@ -482,6 +511,7 @@ int main(void)
 	test_w1_sorted();
 	test_counts();
 	test_sorted();
+	test_summary_l2_range();
 	test_raw();
 	wd_engine_close(&cpu);
 	return tap_done();
