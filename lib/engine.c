@@ -179,6 +179,15 @@ static void engine_lose_device(struct wd_engine *e, const char *during)
 	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread; fell back after a cuda error)");
 }
 
+/* A prepared tensor of v with nothing in it yet, as cpu_prepare and cuda_prepare expect. */
+static void prepared_init(struct wd_prepared *p, const struct wd_view *v)
+{
+	memset(p, 0, sizeof(*p));
+	p->dtype = v->dtype;
+	p->numel = v->numel;
+	p->method = WD_METHOD_SORT;
+}
+
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out)
 {
@@ -188,12 +197,10 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	*out = NULL;
 	if (!wd_dtype_size(v->dtype) || (!v->data && v->numel))
 		return -EINVAL;
-	p = calloc(1, sizeof(*p));
+	p = malloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->dtype = v->dtype;
-	p->numel = v->numel;
-	p->method = WD_METHOD_SORT;
+	prepared_init(p, v);
 	if (e->cuda) {
 		p->engine = e;
 		r = cuda_prepare(e->cuda, v, flags, p);
@@ -207,10 +214,7 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 		cuda_prepared_release(e->cuda, p);
 		free(p->hist);
 		free(p->values);
-		memset(p, 0, sizeof(*p));
-		p->dtype = v->dtype;
-		p->numel = v->numel;
-		p->method = WD_METHOD_SORT;
+		prepared_init(p, v);
 		if (r == -EIO)
 			engine_lose_device(e, "prepare");
 		if ((r != -EIO && r != -ENOMEM) || (device_view && r == -EIO)) {
