@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "config.h"
 #include "daemon_client.h"
+#include "error.h"
 
 enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
 
@@ -24,28 +25,35 @@ const char *dc_config_path(const char *given)
 	return access("config/wdrift.yaml", R_OK) == 0 ? "config/wdrift.yaml" : "/etc/wdrift/wdrift.yaml";
 }
 
+int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen)
+{
+	const char *path = dc_config_path(given);
+	char cerr[WD_CONFIG_ERR_MAX];
+
+	wd_config_defaults(cfg);
+	if (wd_config_load(path, cfg, cerr, sizeof(cerr)) == 0)
+		return 0;
+	if (!given && access(path, F_OK) != 0)
+		return wd_error(err, errlen, "no configuration: neither ./config/wdrift.yaml nor "
+				"/etc/wdrift/wdrift.yaml; give -c FILE or %s", instead);
+	return wd_error(err, errlen, "%s", cerr);
+}
+
 int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 {
 	struct wd_config cfg;
-	const char *path = dc_config_path(t->config);
 	char cerr[WD_CONFIG_ERR_MAX];
 
 	if (wd_client_keys_load(t->server_key, t->key, &t->keys, err, errlen) < 0)
 		return -1;
-	wd_config_defaults(&cfg);
-	if (wd_config_load(path, &cfg, cerr, sizeof(cerr)) < 0) {
-		if (t->control) {	/* --endpoint needs no config */
-			snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control);
-			snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : "");
-			t->events_ep[0] = 0;
-			return 0;
-		}
-		if (!t->config && access(path, F_OK) != 0)
-			snprintf(err, errlen, "no configuration: neither ./config/wdrift.yaml nor "
-				 "/etc/wdrift/wdrift.yaml; give -c FILE or --endpoint");
-		else
-			snprintf(err, errlen, "%s", cerr);
-		return -1;
+	if (dc_config_load(t->config, &cfg, "--endpoint", cerr, sizeof(cerr)) < 0) {
+		if (!t->control)
+			return wd_error(err, errlen, "%s", cerr);
+		/* --endpoint needs no config */
+		snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control);
+		snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : "");
+		t->events_ep[0] = 0;
+		return 0;
 	}
 	snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control ? t->control : cfg.listen.control);
 	snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : cfg.listen.ingest);

@@ -41,6 +41,16 @@ struct dc_target {
 /* -c FILE when given, else ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml. */
 const char *dc_config_path(const char *given);
 
+struct wd_config;
+
+/*
+ * Loads the config the CLI reads, dc_config_path(given), into cfg (set to
+ * the defaults first). Returns 0, or -1 with err: the loader's message,
+ * or, when no FILE was given and neither default exists, that there is
+ * none: "give -c FILE or " instead.
+ */
+int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen);
+
 /*
  * Fills the endpoints: --endpoint/--ingest where given, else the config's.
  * The config is -c FILE, else ./config/wdrift.yaml when present, else

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "daemon_client.h"
+#include "error.h"
 #include "study_data.h"
 
 static int on_opt(int c, const char *arg, void *ctx)
@@ -53,21 +54,13 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 		    const char *log, char *err, size_t errlen)
 {
 	char cerr[WD_CONFIG_ERR_MAX];
-	const char *path = dc_config_path(config);
 
 	memset(sd, 0, sizeof(*sd));
 	sd->name = study;
-	wd_config_defaults(&sd->cfg);
-	if (wd_config_load(path, &sd->cfg, cerr, sizeof(cerr)) == 0)
-		sd->config_path = path;
-	else if (!log || config) {	/* --log alone needs no config; -c FILE must load */
-		if (!config && access(path, F_OK) != 0)
-			snprintf(err, errlen, "no configuration: neither ./config/wdrift.yaml nor "
-				 "/etc/wdrift/wdrift.yaml; give -c FILE or --log FILE");
-		else
-			snprintf(err, errlen, "%s", cerr);
-		return -1;
-	}
+	if (dc_config_load(config, &sd->cfg, "--log FILE", cerr, sizeof(cerr)) == 0)
+		sd->config_path = dc_config_path(config);
+	else if (!log || config)	/* --log alone needs no config; -c FILE must load */
+		return wd_error(err, errlen, "%s", cerr);
 	for (size_t i = 0; i < sd->cfg.n_studies; i++)
 		if (!strcmp(sd->cfg.studies[i].name, study))
 			sd->study = &sd->cfg.studies[i];
@@ -85,8 +78,8 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 	else
 		snprintf(sd->log_path, sizeof(sd->log_path), "%s/drift/%s.h5", sd->cfg.storage.dir, study);
 	if (access(sd->log_path, F_OK) != 0 && !log) {
-		snprintf(err, errlen, "%s: no drift log for study '%s' yet (no comparison has been "
-			 "computed, or storage.dir in %s is relative to another directory: give --log FILE)",
+		wd_error(err, errlen, "%s: no drift log for study '%s' yet (no comparison has been computed, "
+			 "or storage.dir in %s is relative to another directory: give --log FILE)",
 			 sd->log_path, study, sd->config_path);
 		study_data_release(sd);
 		return -1;
