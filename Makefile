@@ -222,7 +222,9 @@ RECORD_OBJS := $(BUILD)/daemon/records.o $(BUILD)/daemon/identity.o $(BUILD)/dae
 $(BUILD)/tests/test_records: $(RECORD_OBJS)
 $(BUILD)/tests/test_spool_index: $(BUILD)/daemon/spool_index.o $(RECORD_OBJS) $(BUILD)/daemon/wal.o \
 	$(BUILD)/daemon/logging.o
-$(BUILD)/tests/unit/test_records.o $(BUILD)/tests/unit/test_spool_index.o: ALL_CFLAGS += -Idaemon -Icommon
+$(BUILD)/tests/test_workq: $(BUILD)/daemon/workq.o $(BUILD)/daemon/logging.o
+$(BUILD)/tests/unit/test_records.o $(BUILD)/tests/unit/test_spool_index.o \
+	$(BUILD)/tests/unit/test_workq.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o

@@ -7,10 +7,10 @@
 #include <jansson.h>
 
 #include "alerts.h"
-#include "compute.h"
 #include "control.h"
 #include "logging.h"
 #include "query.h"
+#include "result_batch.h"
 #include "spool.h"
 
 #define STR_(x) #x

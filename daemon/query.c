@@ -3,24 +3,21 @@
  *
  * Must not depend on the main thread's state (config, runs, kept results):
  * a query carries all it reads, and its batch does not change once shared.
- * The one lock guards the three lists (waiting, being built, done); the
- * reply itself is built without it.
+ * The thread is a workq (workq.h): queries waiting, the one being built,
+ * and those done; the reply itself is built without its lock.
  */
 #include <errno.h>
 #include <fnmatch.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
-#include "compute.h"
 #include "logging.h"
 #include "query.h"
+#include "result_batch.h"
 
 /* --- the reply --- */
 
@@ -200,12 +197,7 @@ void drift_query_release(struct drift_query *q)
 /* --- the thread --- */
 
 struct query {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	struct query_job *waiting, *running, *done;	/* waiting and done in order */
-	size_t n_waiting;
-	int stopping, efd;
+	struct workq q;
 };
 
 static void waiter_free(struct query_waiter *w)
@@ -273,59 +265,31 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	return 1;
 }
 
-static struct query_job *find_same(struct query *w, const struct drift_query *q)
+static int is_same(struct workq_item *item, void *q)
 {
-	struct query_job *lists[] = { w->waiting, w->running, w->done };
-
-	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-		for (struct query_job *j = lists[i]; j; j = j->next)
-			if (same_query(&j->q, q))
-				return j;
-	return NULL;
+	return same_query(&workq_entry(item, struct query_job, item)->q, q);
 }
 
-static void append(struct query_job **list, struct query_job *j)
+static void work(struct workq *q, struct workq_item *item, void *ctx)
 {
-	while (*list)
-		list = &(*list)->next;
-	*list = j;
-}
+	struct query_job *j = workq_entry(item, struct query_job, item);
+	char *reply = drift_query_reply(&j->q, &j->reply_len);
 
-static void *query_main(void *arg)
-{
-	struct query *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->stopping && !w->waiting)
-			pthread_cond_wait(&w->wake, &w->lock);
-		if (w->stopping)
-			break;
-		struct query_job *j = w->waiting;
-		w->waiting = j->next;
-		w->n_waiting--;
-		j->next = NULL;
-		w->running = j;
-		pthread_mutex_unlock(&w->lock);
-
-		char *reply = drift_query_reply(&j->q, &j->reply_len);
-		if (!reply) {
-			static const char oom[] = "{\"v\":1,\"ok\":false,\"error\":\"out of memory building "
-						  "the drift reply\"}";
-			reply = strdup(oom);
-			j->reply_len = reply ? strlen(oom) : 0;
-		}
-
-		pthread_mutex_lock(&w->lock);
-		j->reply = reply;
-		w->running = NULL;
-		append(&w->done, j);
-		uint64_t one = 1;
-		if (write(w->efd, &one, sizeof(one)) < 0)
-			log_err("query: eventfd: %s", strerror(errno));
+	(void)ctx;
+	if (!reply) {
+		static const char oom[] = "{\"v\":1,\"ok\":false,\"error\":\"out of memory building "
+					  "the drift reply\"}";
+		reply = strdup(oom);
+		j->reply_len = reply ? strlen(oom) : 0;
 	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
+	j->reply = reply;
+	workq_finish(q, item);
+}
+
+static void drop_job(struct workq_item *item)
+{
+	struct query_job *j = workq_entry(item, struct query_job, item);
+	query_job_free(&j);
 }
 
 int query_start(struct query **out)
@@ -336,20 +300,9 @@ int query_start(struct query **out)
 	*out = NULL;
 	if (!w)
 		return -ENOMEM;
-	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->efd < 0) {
-		r = -errno;
+	if ((r = workq_start(&w->q, "query", work, NULL)) < 0) {
 		free(w);
 		return r;
-	}
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->wake, NULL);
-	if ((r = pthread_create(&w->thread, NULL, query_main, w)) != 0) {
-		close(w->efd);
-		pthread_mutex_destroy(&w->lock);
-		pthread_cond_destroy(&w->wake);
-		free(w);
-		return -r;
 	}
 	*out = w;
 	return 0;
@@ -360,29 +313,20 @@ void query_stop(struct query **pw)
 	struct query *w = *pw;
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
-	w->stopping = 1;
-	pthread_cond_signal(&w->wake);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	struct query_job *lists[] = { w->waiting, w->running, w->done };
-	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-		for (struct query_job *j = lists[i], *n; j; j = n) {
-			n = j->next;
-			query_job_free(&j);
-		}
-	close(w->efd);
-	pthread_mutex_destroy(&w->lock);
-	pthread_cond_destroy(&w->wake);
+	workq_stop(&w->q, 0, drop_job, drop_job);
 	free(w);
 	*pw = NULL;
 }
 
 int query_fd(const struct query *w)
 {
-	return w->efd;
+	return workq_fd(&w->q);
 }
 
+/*
+ * The main thread's alone, as query_take is: a job found here is not taken
+ * meanwhile, and the worker reads none of the waiters it gets.
+ */
 int query_submit(struct query *w, struct drift_query *q, const struct query_envelope *env)
 {
 	struct query_waiter *wt = waiter_new(env);
@@ -390,15 +334,15 @@ int query_submit(struct query *w, struct drift_query *q, const struct query_enve
 
 	if (!wt)
 		return -ENOMEM;
-	pthread_mutex_lock(&w->lock);
-	struct query_job *j = find_same(w, q);
+	struct workq_item *found = workq_find(&w->q, is_same, q);
+	struct query_job *j = found ? workq_entry(found, struct query_job, item) : NULL;
 	if (j && j->n_waiters < QUERY_WAITERS_MAX) {
 		wt->next = j->waiters;
 		j->waiters = wt;
 		j->n_waiters++;
 		drift_query_release(q);	/* the job has its own */
 		r = 1;
-	} else if (j || w->n_waiting >= QUERY_QUEUE_MAX) {
+	} else if (j || workq_queued(&w->q) >= QUERY_QUEUE_MAX) {
 		r = -EBUSY;
 	} else if (!(j = calloc(1, sizeof(*j)))) {
 		r = -ENOMEM;
@@ -407,11 +351,8 @@ int query_submit(struct query *w, struct drift_query *q, const struct query_enve
 		memset(q, 0, sizeof(*q));
 		j->waiters = wt;
 		j->n_waiters = 1;
-		append(&w->waiting, j);
-		w->n_waiting++;
-		pthread_cond_signal(&w->wake);
+		workq_push(&w->q, &j->item);
 	}
-	pthread_mutex_unlock(&w->lock);
 	if (r < 0)
 		waiter_free(wt);
 	return r;
@@ -419,24 +360,11 @@ int query_submit(struct query *w, struct drift_query *q, const struct query_enve
 
 struct query_job *query_take(struct query *w)
 {
-	uint64_t n;
-
-	pthread_mutex_lock(&w->lock);
-	struct query_job *j = w->done;
-	if (j) {
-		w->done = j->next;
-		j->next = NULL;
-	} else if (read(w->efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
-		log_err("query: eventfd: %s", strerror(errno));
-	}
-	pthread_mutex_unlock(&w->lock);
-	return j;
+	struct workq_item *i = workq_take(&w->q);
+	return i ? workq_entry(i, struct query_job, item) : NULL;
 }
 
 size_t query_depth(struct query *w)
 {
-	pthread_mutex_lock(&w->lock);
-	size_t d = w->n_waiting + (w->running != NULL);
-	pthread_mutex_unlock(&w->lock);
-	return d;
+	return workq_pending(&w->q);
 }

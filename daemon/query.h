@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "driftlog.h"
+#include "workq.h"
 
 struct result_batch;
 
@@ -57,7 +58,7 @@ struct query_job {
 	size_t n_waiters;
 	char *reply;			/* when done: malloc'd, reply_len bytes */
 	size_t reply_len;
-	struct query_job *next;
+	struct workq_item item;		/* on the query thread's queue */
 };
 
 #define QUERY_QUEUE_MAX 8	/* queries waiting for the thread; more are refused "busy" */

@@ -23,10 +23,13 @@ static void *workq_main(void *arg)
 		if (!q->jobs)
 			q->jobs_tail = NULL;
 		j->next = NULL;
+		q->n_jobs--;
+		q->current = j;
 		int waited = j->waited;
 		pthread_mutex_unlock(&q->lock);
 		q->work(q, j, q->ctx);
 		pthread_mutex_lock(&q->lock);
+		q->current = NULL;
 		q->pending--;
 		if (waited) {	/* the caller owns it, and waits on settled */
 			j->finished = 1;
@@ -98,6 +101,7 @@ void workq_push(struct workq *q, struct workq_item *job)
 		q->jobs = job;
 	q->jobs_tail = job;
 	q->pending++;
+	q->n_jobs++;
 	pthread_cond_signal(&q->wake);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -112,6 +116,7 @@ void workq_call(struct workq *q, struct workq_item *job)
 	if (!q->jobs_tail)
 		q->jobs_tail = job;
 	q->pending++;
+	q->n_jobs++;
 	pthread_cond_signal(&q->wake);
 	while (!job->finished)
 		pthread_cond_wait(&q->settled, &q->lock);
@@ -141,7 +146,9 @@ static size_t remove_if(struct workq_item **head, struct workq_item **tail,
 void workq_remove_if(struct workq *q, int (*drop_if)(struct workq_item *job, void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&q->lock);
-	q->pending -= remove_if(&q->jobs, &q->jobs_tail, drop_if, ctx);
+	size_t n = remove_if(&q->jobs, &q->jobs_tail, drop_if, ctx);
+	q->pending -= n;
+	q->n_jobs -= n;
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -192,6 +199,29 @@ struct workq_item *workq_take(struct workq *q)
 	}
 	pthread_mutex_unlock(&q->lock);
 	return i;
+}
+
+struct workq_item *workq_find(struct workq *q, int (*match)(struct workq_item *item, void *ctx),
+			      void *ctx)
+{
+	struct workq_item *found = NULL;
+
+	pthread_mutex_lock(&q->lock);
+	struct workq_item *lists[] = { q->jobs, q->current, q->ready };
+	for (size_t l = 0; !found && l < 3; l++)
+		for (struct workq_item *i = lists[l]; i && !found; i = l == 1 ? NULL : i->next)
+			if (match(i, ctx))
+				found = i;
+	pthread_mutex_unlock(&q->lock);
+	return found;
+}
+
+size_t workq_queued(struct workq *q)
+{
+	pthread_mutex_lock(&q->lock);
+	size_t n = q->n_jobs;
+	pthread_mutex_unlock(&q->lock);
+	return n;
 }
 
 size_t workq_pending(struct workq *q)

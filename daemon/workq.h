@@ -35,8 +35,10 @@ struct workq {
 	pthread_cond_t wake;		/* a job, or stopping */
 	pthread_cond_t settled;		/* a waited job is done */
 	struct workq_item *jobs, *jobs_tail;	/* not started */
+	struct workq_item *current;		/* in progress */
 	struct workq_item *ready, *ready_tail;	/* finished, for the main thread */
 	size_t pending;			/* queued, and the one in progress */
+	size_t n_jobs;			/* queued, not started */
 	size_t n_ready;
 	int stopping, finish_queued, efd;
 };
@@ -73,8 +75,18 @@ void workq_finish(struct workq *q, struct workq_item *item);
 int workq_fd(const struct workq *q);
 /* One finished item, in order, or NULL (the eventfd is then cleared). */
 struct workq_item *workq_take(struct workq *q);
+/*
+ * The first item, queued, in progress or finished and not taken, for which
+ * match(item, ctx) is nonzero; NULL when none. match runs under the queue's
+ * lock. The item stays where it is: the caller may read it, and change
+ * what the worker does not read, only from the thread that takes items.
+ */
+struct workq_item *workq_find(struct workq *q, int (*match)(struct workq_item *item, void *ctx),
+			      void *ctx);
 /* Jobs queued or in progress. */
 size_t workq_pending(struct workq *q);
+/* Jobs queued, not started. */
+size_t workq_queued(struct workq *q);
 /* Finished items not yet taken. */
 size_t workq_ready(struct workq *q);
 
