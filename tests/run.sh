@@ -116,19 +116,23 @@ verdict() {
 run_one() {
 	name=$1; shift
 	log=$results/$seq.log
+	# A background job of a non-interactive sh starts with SIGINT and
+	# SIGQUIT ignored, and a program keeps an ignored signal ignored (as
+	# under nohup): the tests of Ctrl-C (t42, t65) need them as a user has.
+	sigdfl="env --default-signal=INT,QUIT"
 	t0=$(date +%s.%N)
 	if [ -n "$WDRIFT_VALGRIND" ]; then
 		report=$san_dir/$(basename "$name")
 		# unquoted: the command line is words
-		$WDRIFT_VALGRIND --log-file="$report.%p" "$@" >"$log" 2>&1
+		$sigdfl $WDRIFT_VALGRIND --log-file="$report.%p" "$@" >"$log" 2>&1
 		rc=$?
 	elif [ -n "$san_dir" ]; then
 		report=$san_dir/$(basename "$name")
 		ASAN_OPTIONS=${asan_options}log_path=$report \
-		UBSAN_OPTIONS=${ubsan_options}log_path=$report "$@" >"$log" 2>&1
+		UBSAN_OPTIONS=${ubsan_options}log_path=$report $sigdfl "$@" >"$log" 2>&1
 		rc=$?
 	else
-		"$@" >"$log" 2>&1
+		$sigdfl "$@" >"$log" 2>&1
 		rc=$?
 	fi
 	if [ -n "$san_dir" ]; then
