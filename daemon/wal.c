@@ -10,13 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "logging.h"
 #include "wal.h"
 #include "wire.h"
@@ -31,18 +31,6 @@ struct wal {
 	uint64_t records;
 	int broken;		/* a failed append could not be undone: append no more */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -215,12 +203,12 @@ static int replay_segment(const char *path, wal_replay_fn fn, void *ctx, uint64_
 	unsigned char *b = slurp(path, &len);
 
 	if (!b)
-		return fail(err, errlen, "'%s': cannot read: %s", path, strerror(errno));
+		return wd_error(err, errlen, "'%s': cannot read: %s", path, strerror(errno));
 	*size = len;
 	while (off < len && good_record(b, len, off, &next)) {
 		if (fn && fn(ctx, (const char *)b + off + 12, get32(b + off + 4))) {
 			free(b);
-			return fail(err, errlen, "'%s': offset %zu: replay stopped", path, off);
+			return wd_error(err, errlen, "'%s': offset %zu: replay stopped", path, off);
 		}
 		(*records)++;
 		off = next;
@@ -246,14 +234,14 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 
 	*out = NULL;
 	if (mkdir(dir, 0750) < 0 && errno != EEXIST)
-		return fail(err, errlen, "'%s': cannot create: %s", dir, strerror(errno));
+		return wd_error(err, errlen, "'%s': cannot create: %s", dir, strerror(errno));
 	if ((r = list_segments(dir, &segs, &n)) < 0)
-		return fail(err, errlen, "'%s': cannot list: %s", dir, strerror(-r));
+		return wd_error(err, errlen, "'%s': cannot list: %s", dir, strerror(-r));
 	w = calloc(1, sizeof(*w));
 	if (!w || !(w->dir = strdup(dir))) {
 		free(w);
 		free(segs);
-		return fail(err, errlen, "out of memory");
+		return wd_error(err, errlen, "out of memory");
 	}
 	w->fd = -1;
 	w->max_seg = WAL_SEGMENT_BYTES;
@@ -272,7 +260,7 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 			log_warning("'%s': torn record at offset %zu of %zu (a crash mid-append); "
 				    "truncating it", path, bad, size);
 		} else if (!force) {
-			fail(err, errlen, "'%s': offset %zu: damaged record with %s after it; refusing "
+			wd_error(err, errlen, "'%s': offset %zu: damaged record with %s after it; refusing "
 			     "to start (corruption, not a crash; --force keeps the records before it)",
 			     path, bad, later ? "good records" : "more segments");
 			goto fail;
@@ -297,7 +285,7 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 				log_warning("'%s': fsync of the directory failed: %s", dir, strerror(-r));
 		}
 		if ((r = truncate_synced(path, bad)) < 0) {
-			fail(err, errlen, "'%s': cannot truncate: %s", path, strerror(-r));
+			wd_error(err, errlen, "'%s': cannot truncate: %s", path, strerror(-r));
 			goto fail;
 		}
 		break;	/* nothing good comes after: later segments were moved aside */
@@ -306,7 +294,7 @@ int wal_open(const char *dir, int force, wal_replay_fn fn, void *ctx,
 	seg_path(path, sizeof(path), dir, w->seg);
 	w->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 	if (w->fd < 0) {
-		fail(err, errlen, "'%s': cannot open: %s", path, strerror(errno));
+		wd_error(err, errlen, "'%s': cannot open: %s", path, strerror(errno));
 		goto fail;
 	}
 	struct stat st;

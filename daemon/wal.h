@@ -3,7 +3,7 @@
  * (docs/storage.md). Append-only segments DIR/NNNNNN.log of records
  *   u32 magic "WDWL" | u32 length | u32 crc32(payload) | payload
  * (little-endian). A record is durable once wal_sync() returns. Depends on
- * libc and lib/wire.h (for the CRC-32).
+ * libc, lib/wire.h (for the CRC-32) and lib/error.h.
  */
 #ifndef WD_WAL_H
 #define WD_WAL_H
