@@ -216,26 +216,26 @@ struct workq_item *workq_find(struct workq *q, int (*match)(struct workq_item *i
 	return found;
 }
 
-size_t workq_queued(struct workq *q)
+/* One of q's counters, read under its lock. */
+static size_t counter(struct workq *q, const size_t *field)
 {
 	pthread_mutex_lock(&q->lock);
-	size_t n = q->n_jobs;
+	size_t n = *field;
 	pthread_mutex_unlock(&q->lock);
 	return n;
+}
+
+size_t workq_queued(struct workq *q)
+{
+	return counter(q, &q->n_jobs);
 }
 
 size_t workq_pending(struct workq *q)
 {
-	pthread_mutex_lock(&q->lock);
-	size_t n = q->pending;
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return counter(q, &q->pending);
 }
 
 size_t workq_ready(struct workq *q)
 {
-	pthread_mutex_lock(&q->lock);
-	size_t n = q->n_ready;
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return counter(q, &q->n_ready);
 }
