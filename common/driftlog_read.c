@@ -1,6 +1,5 @@
 /* driftlog_read.c: reading a drift log (driftlog.h, docs/storage.md). */
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +9,9 @@
 #include <hdf5.h>
 
 #include "driftlog.h"
+#include "error.h"
 
-#define DL_MAX_PROXIES 64	/* as the daemon's DRIFTLOG_MAX_PROXIES */
 #define DL_READ_ATTEMPTS 28	/* SWMR re-reads of a bad block: 2^28 ns of sleep at most */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static hsize_t extent(hid_t ds)
 {
@@ -50,17 +38,17 @@ static int read_names(hid_t file, const char *path, const char *name, char ***ou
 	*out = NULL;
 	*n = 0;
 	if (ds < 0)
-		return fail(err, errlen, "%s: no dataset '%s': not a drift log", path, name);
+		return wd_error(err, errlen, "%s: no dataset '%s': not a drift log", path, name);
 	ft = H5Dget_type(ds);
 	hsize_t len = extent(ds);
 	size_t width = ft >= 0 ? H5Tget_size(ft) : 0;
 	if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) > 0 || !width ||
 	    width > 65536) {
-		fail(err, errlen, "%s: '%s': not a table of fixed-length strings", path, name);
+		wd_error(err, errlen, "%s: '%s': not a table of fixed-length strings", path, name);
 		goto out;
 	}
 	if (len == (hsize_t)-1 || len > (1u << 26)) {
-		fail(err, errlen, "%s: '%s': not a 1-D table of names", path, name);
+		wd_error(err, errlen, "%s: '%s': not a 1-D table of names", path, name);
 		goto out;
 	}
 	mt = H5Tcopy(H5T_C_S1);
@@ -69,17 +57,17 @@ static int read_names(hid_t file, const char *path, const char *name, char ***ou
 	buf = calloc(len + 1, width + 1);
 	*out = calloc(len + 1, sizeof(char *));
 	if (!buf || !*out) {
-		fail(err, errlen, "%s: '%s': out of memory", path, name);
+		wd_error(err, errlen, "%s: '%s': out of memory", path, name);
 		goto out;
 	}
 	if (len && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-		fail(err, errlen, "%s: '%s': cannot be read", path, name);
+		wd_error(err, errlen, "%s: '%s': cannot be read", path, name);
 		goto out;
 	}
 	for (hsize_t i = 0; i < len; i++) {
 		char *s = malloc(width + 1);
 		if (!s) {
-			fail(err, errlen, "%s: '%s': out of memory", path, name);
+			wd_error(err, errlen, "%s: '%s': out of memory", path, name);
 			goto out;
 		}
 		memcpy(s, buf + i * width, width);
@@ -111,12 +99,12 @@ static int check_fields(hid_t ft, size_t n_proxies, const char *path, char *err,
 		"max_abs_diff", "rel_l2", "nan", "posinf", "neginf", "wall", "numel" };
 
 	if (H5Tget_class(ft) != H5T_COMPOUND)
-		return fail(err, errlen, "%s: 'rows': not a table of records", path);
+		return wd_error(err, errlen, "%s: 'rows': not a table of records", path);
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
 		int k = H5Tget_member_index(ft, need[i]);
 		H5T_class_t c = k < 0 ? H5T_NO_CLASS : H5Tget_member_class(ft, (unsigned)k);
 		if (c != H5T_INTEGER && c != H5T_FLOAT)
-			return fail(err, errlen, "%s: 'rows': %s field '%s'", path,
+			return wd_error(err, errlen, "%s: 'rows': %s field '%s'", path,
 				    k < 0 ? "no" : "a non-numeric", need[i]);
 	}
 	int k = H5Tget_member_index(ft, "ratio");
@@ -129,7 +117,7 @@ static int check_fields(hid_t ft, size_t n_proxies, const char *path, char *err,
 	if (at >= 0)
 		H5Tclose(at);
 	if (!ok)
-		return fail(err, errlen, "%s: 'rows': field 'ratio' is not %zu numbers, one per "
+		return wd_error(err, errlen, "%s: 'rows': field 'ratio' is not %zu numbers, one per "
 			    "entry of 'proxies'", path, n_proxies);
 	return 0;
 }
@@ -162,14 +150,14 @@ static int settle(struct driftlog *d, const char *path, char *err, size_t errlen
 	for (size_t i = 0; i < d->n_written; i++) {
 		const struct driftlog_disk_row *r = dl_row(d, i);
 		if (r->kind > 3 || (r->role != 1 && r->role != 2))
-			return fail(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range%s", path, i,
+			return wd_error(err, errlen, "%s: rows[%zu]: kind %u, role %u: out of range%s", path, i,
 				    r->kind, r->role, r->role ? "" : " (a row never written: the file "
 				    "is truncated or damaged)");
 		if (r->run >= d->n_runs)
-			return fail(err, errlen, "%s: rows[%zu]: run index %u beyond the %zu names in 'runs'",
+			return wd_error(err, errlen, "%s: rows[%zu]: run index %u beyond the %zu names in 'runs'",
 				    path, i, r->run, d->n_runs);
 		if (r->kind == 0 ? r->tensor >= d->n_tensors : r->tensor != DL_AGGREGATE)
-			return fail(err, errlen, "%s: rows[%zu]: tensor index %u %s", path, i, r->tensor,
+			return wd_error(err, errlen, "%s: rows[%zu]: tensor index %u %s", path, i, r->tensor,
 				    r->kind ? "on an aggregate row (must be 4294967295)"
 					    : "beyond the names in 'tensors'");
 	}
@@ -178,7 +166,7 @@ static int settle(struct driftlog *d, const char *path, char *err, size_t errlen
 	if (!order || !kept) {
 		free(order);
 		free(kept);
-		return fail(err, errlen, "%s: out of memory for %zu rows", path, d->n_written);
+		return wd_error(err, errlen, "%s: out of memory for %zu rows", path, d->n_written);
 	}
 	for (size_t i = 0; i < d->n_written; i++)
 		order[i] = (uint32_t)i;
@@ -206,10 +194,10 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 
 	memset(d, 0, sizeof(*d));
 	if (probe < 0)
-		return fail(err, errlen, "%s: cannot open: %m", path);
+		return wd_error(err, errlen, "%s: cannot open: %m", path);
 	if (fstat(probe, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(probe);
-		return fail(err, errlen, "%s: not a regular file, not a drift log", path);
+		return wd_error(err, errlen, "%s: not a regular file, not a drift log", path);
 	}
 	close(probe);
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -225,41 +213,41 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 	if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, DL_READ_ATTEMPTS) < 0) {
 		if (fapl >= 0)
 			H5Pclose(fapl);
-		return fail(err, errlen, "%s: cannot set up the HDF5 library", path);
+		return wd_error(err, errlen, "%s: cannot set up the HDF5 library", path);
 	}
 	file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
 	H5Pclose(fapl);
 	if (file < 0)
 		file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
 	if (file < 0)
-		return fail(err, errlen, "%s: not an HDF5 file, or damaged", path);
+		return wd_error(err, errlen, "%s: not an HDF5 file, or damaged", path);
 	if (read_names(file, path, "proxies", &d->proxies, &d->n_proxies, err, errlen) < 0)
 		goto out;
-	if (d->n_proxies > DL_MAX_PROXIES) {
-		fail(err, errlen, "%s: 'proxies': %zu labels, at most %d", path, d->n_proxies, DL_MAX_PROXIES);
+	if (d->n_proxies > DRIFTLOG_MAX_PROXIES) {
+		wd_error(err, errlen, "%s: 'proxies': %zu labels, at most %d", path, d->n_proxies, DRIFTLOG_MAX_PROXIES);
 		goto out;
 	}
 	/* rows before the name tables: the daemon appends names first, so
 	 * every row read has its names in the tables read after it */
 	if ((ds = H5Dopen2(file, "rows", H5P_DEFAULT)) < 0) {
-		fail(err, errlen, "%s: no dataset 'rows': not a drift log", path);
+		wd_error(err, errlen, "%s: no dataset 'rows': not a drift log", path);
 		goto out;
 	}
 	if ((ft = H5Dget_type(ds)) < 0 || check_fields(ft, d->n_proxies, path, err, errlen) < 0) {
 		if (ft < 0)
-			fail(err, errlen, "%s: 'rows': unreadable type", path);
+			wd_error(err, errlen, "%s: 'rows': unreadable type", path);
 		goto out;
 	}
 	hsize_t n = extent(ds);
 	if (n == (hsize_t)-1 || n >= UINT32_MAX) {
-		fail(err, errlen, "%s: 'rows': not a 1-D table of fewer than 2^32 rows", path);
+		wd_error(err, errlen, "%s: 'rows': not a 1-D table of fewer than 2^32 rows", path);
 		goto out;
 	}
 	mt = driftlog_row_type(d->n_proxies, &d->row_size);
 	d->n_written = n;
 	d->rows = calloc(n + 1, d->row_size);
 	if (!d->rows) {
-		fail(err, errlen, "%s: out of memory for %llu rows", path, (unsigned long long)n);
+		wd_error(err, errlen, "%s: out of memory for %llu rows", path, (unsigned long long)n);
 		goto out;
 	}
 	if (n) {
@@ -271,7 +259,7 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 		H5Sclose(ms);
 		H5Sclose(fs);
 		if (e < 0) {
-			fail(err, errlen, "%s: 'rows': cannot be read (damaged?)", path);
+			wd_error(err, errlen, "%s: 'rows': cannot be read (damaged?)", path);
 			goto out;
 		}
 	}

@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 
 #include "checkpoint.h"	/* wd_h5_errno, wd_h5_discard_writes */
 #include "driftlog.h"
+#include "error.h"
 
 struct names {
 	char **v;
@@ -36,35 +36,35 @@ struct driftlog_writer {
 	struct names tensor_names, run_names;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+/* The drift log's columns before ratio, in file order: one list (docs/storage.md). */
+#define ROW_COLUMN(field, h5type) { #field, HOFFSET(struct driftlog_disk_row, field), h5type }
 
 int64_t driftlog_row_type(size_t n_proxies, size_t *size)
 {
+	const struct {
+		const char *name;
+		size_t offset;
+		hid_t type;
+	} columns[] = {
+		ROW_COLUMN(step, H5T_NATIVE_INT64),
+		ROW_COLUMN(tensor, H5T_NATIVE_UINT32),
+		ROW_COLUMN(run, H5T_NATIVE_UINT16),
+		ROW_COLUMN(kind, H5T_NATIVE_UINT8),
+		ROW_COLUMN(role, H5T_NATIVE_UINT8),
+		ROW_COLUMN(w1, H5T_NATIVE_DOUBLE),
+		ROW_COLUMN(max_abs_diff, H5T_NATIVE_DOUBLE),
+		ROW_COLUMN(rel_l2, H5T_NATIVE_DOUBLE),
+		ROW_COLUMN(nan, H5T_NATIVE_UINT64),
+		ROW_COLUMN(posinf, H5T_NATIVE_UINT64),
+		ROW_COLUMN(neginf, H5T_NATIVE_UINT64),
+		ROW_COLUMN(wall, H5T_NATIVE_DOUBLE),
+		ROW_COLUMN(numel, H5T_NATIVE_UINT64),
+	};
+
 	*size = sizeof(struct driftlog_disk_row) + n_proxies * sizeof(double);
 	hid_t t = H5Tcreate(H5T_COMPOUND, *size);
-	H5Tinsert(t, "step", HOFFSET(struct driftlog_disk_row, step), H5T_NATIVE_INT64);
-	H5Tinsert(t, "tensor", HOFFSET(struct driftlog_disk_row, tensor), H5T_NATIVE_UINT32);
-	H5Tinsert(t, "run", HOFFSET(struct driftlog_disk_row, run), H5T_NATIVE_UINT16);
-	H5Tinsert(t, "kind", HOFFSET(struct driftlog_disk_row, kind), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "role", HOFFSET(struct driftlog_disk_row, role), H5T_NATIVE_UINT8);
-	H5Tinsert(t, "w1", HOFFSET(struct driftlog_disk_row, w1), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "max_abs_diff", HOFFSET(struct driftlog_disk_row, max_abs_diff), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "rel_l2", HOFFSET(struct driftlog_disk_row, rel_l2), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "nan", HOFFSET(struct driftlog_disk_row, nan), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "posinf", HOFFSET(struct driftlog_disk_row, posinf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "neginf", HOFFSET(struct driftlog_disk_row, neginf), H5T_NATIVE_UINT64);
-	H5Tinsert(t, "wall", HOFFSET(struct driftlog_disk_row, wall), H5T_NATIVE_DOUBLE);
-	H5Tinsert(t, "numel", HOFFSET(struct driftlog_disk_row, numel), H5T_NATIVE_UINT64);
+	for (size_t i = 0; i < sizeof(columns) / sizeof(columns[0]); i++)
+		H5Tinsert(t, columns[i].name, columns[i].offset, columns[i].type);
 	if (n_proxies) {
 		hsize_t dim = n_proxies;
 		hid_t a = H5Tarray_create2(H5T_NATIVE_DOUBLE, 1, &dim);
@@ -135,10 +135,10 @@ static int write_failed(struct driftlog_writer *s, char *err, size_t errlen, con
 	H5Eclear2(H5E_DEFAULT);
 	s->failed = 1;
 	if (e == ENOSPC || e == EDQUOT)
-		return fail(err, errlen, "'%s': %s: %s: the disk is full (free space in storage.dir; "
+		return wd_error(err, errlen, "'%s': %s: %s: the disk is full (free space in storage.dir; "
 			    "the rows are in the write-ahead log, which the next start rebuilds the "
 			    "drift log from)", s->path, what, strerror(e));
-	return fail(err, errlen, "'%s': %s%s%s", s->path, what, e ? ": " : "", e ? strerror(e) : "");
+	return wd_error(err, errlen, "'%s': %s%s%s", s->path, what, e ? ": " : "", e ? strerror(e) : "");
 }
 
 static int names_add(struct names *nm, const char *s)
@@ -202,7 +202,7 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 	if (!s || n_proxies > DRIFTLOG_MAX_PROXIES || !(s->path = strdup(path))) {
 		free(s);
 		H5Pclose(fapl);
-		return fail(err, errlen, "'%s': out of memory or too many proxies", path);
+		return wd_error(err, errlen, "'%s': out of memory or too many proxies", path);
 	}
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
@@ -215,7 +215,7 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 		fclose(probe);
 		s->file = H5Fopen(path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
 		if (s->file < 0) {
-			fail(err, errlen, "'%s': cannot open for writing (a writer was killed, or the "
+			wd_error(err, errlen, "'%s': cannot open for writing (a writer was killed, or the "
 			     "file is damaged)", path);
 			goto fail;
 		}
@@ -237,13 +237,13 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 		if (rt >= 0)
 			H5Tclose(rt);
 		if (s->rows < 0 || s->tensors < 0 || s->runs < 0 || !same || rsize != s->row_size) {
-			fail(err, errlen, "'%s': %s", path, same ? "not a drift log of this version"
+			wd_error(err, errlen, "'%s': %s", path, same ? "not a drift log of this version"
 				  : "made for other proxy labels");
 			goto fail;
 		}
 		if (names_load(s->tensors, s->str_type, &s->tensor_names) < 0 ||
 		    names_load(s->runs, s->str_type, &s->run_names) < 0) {
-			fail(err, errlen, "'%s': cannot read its name tables", path);
+			wd_error(err, errlen, "'%s': cannot read its name tables", path);
 			goto fail;
 		}
 		s->n_rows = table_len(s->rows);
@@ -294,7 +294,7 @@ int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, siz
 	int cause = 0;
 
 	if (!buf)
-		return fail(err, errlen, "out of memory");
+		return wd_error(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		const struct drift_row *r = &rows[i];
 		struct driftlog_disk_row d;
@@ -483,7 +483,7 @@ int driftlog_set_aside(const char *path, long long now, unsigned keep, char *asi
 	if (stat(path, &st) < 0) {
 		r = -errno;
 		if (r != -ENOENT)
-			fail(err, errlen, "'%s': %s", path, strerror(-r));
+			wd_error(err, errlen, "'%s': %s", path, strerror(-r));
 		return r;
 	}
 	if (!slash)
@@ -493,7 +493,7 @@ int driftlog_set_aside(const char *path, long long now, unsigned keep, char *asi
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if ((r = aside_list(dir, base, &v, &n)) < 0) {
-		fail(err, errlen, "'%s': cannot list its copies: %s", dir, strerror(-r));
+		wd_error(err, errlen, "'%s': cannot list its copies: %s", dir, strerror(-r));
 		goto out;
 	}
 	if (n)
@@ -505,7 +505,7 @@ int driftlog_set_aside(const char *path, long long now, unsigned keep, char *asi
 			break;
 	}
 	if (r < 0) {
-		fail(err, errlen, "'%s': cannot move it aside to '%s': %s", path, aside, strerror(-r));
+		wd_error(err, errlen, "'%s': cannot move it aside to '%s': %s", path, aside, strerror(-r));
 		goto out;
 	}
 	/* n copies were there, one more now: remove the oldest beyond keep */
