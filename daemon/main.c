@@ -39,7 +39,6 @@
 #include "spool.h"
 #include "peers.h"
 #include "query.h"
-#include "records.h"
 #include "recover.h"
 #include "state.h"
 #include "wal.h"
@@ -300,21 +299,20 @@ static int start(struct daemon *d, int force)
 			     (int)d->cfg.compute.device, strerror(-r));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));
-	struct result_batch **logged = calloc(d->rec.n_results + 1, sizeof(*logged));
-	size_t n_logged = 0;
-	for (size_t i = 0; logged && i < d->rec.n_results; i++)
-		if ((logged[n_logged] = record_result_decode(d->rec.results[i], strlen(d->rec.results[i]))))
-			n_logged++;
-	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, d->rec.results,
-			  d->rec.n_results, &d->compute);
+	size_t n_logged, n_results;
+	struct result_batch **logged = recover_batches(&d->rec, &n_logged);
+	char **results = recover_take_results(&d->rec, &n_results);
+	r = compute_start(d->cfg.storage.dir, d->wal, d->engine, &d->cfg, results, n_results,
+			  &d->compute);	/* which then has the results, and frees them */
 	if (r < 0) {
 		for (size_t i = 0; i < n_logged; i++)
 			result_batch_free(&logged[i]);
 		free(logged);
+		for (size_t i = 0; i < n_results; i++)
+			free(results[i]);
+		free(results);
 		return error("compute thread: %s", strerror(-r));
 	}
-	size_t n_taken;
-	recover_take_results(&d->rec, &n_taken);	/* the compute thread has them (and frees them) */
 	recover_resume(&d->rec, d->compute);
 	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,

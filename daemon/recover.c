@@ -239,6 +239,17 @@ void recover_resume(struct recovery *rc, struct compute *c)
 	notes_release(rc);
 }
 
+struct result_batch **recover_batches(const struct recovery *rc, size_t *n)
+{
+	struct result_batch **v = calloc(rc->n_results + 1, sizeof(*v));
+
+	*n = 0;
+	for (size_t i = 0; v && i < rc->n_results; i++)
+		if ((v[*n] = record_result_decode(rc->results[i], strlen(rc->results[i]))))
+			(*n)++;
+	return v;
+}
+
 char **recover_take_results(struct recovery *rc, size_t *n)
 {
 	char **v = rc->results;

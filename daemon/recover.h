@@ -18,6 +18,7 @@
 #include "state.h"
 
 struct compute;
+struct result_batch;
 
 /* A (study, run, step) the replay saw: a result's rows, or a drop (study NULL). */
 struct recovered {
@@ -47,7 +48,9 @@ void recover_sweep(struct recovery *rc, const char *storage_dir, int force);
  * the files of drops a crash kept from going. Then frees the notes.
  */
 void recover_resume(struct recovery *rc, struct compute *c);
-/* Takes the result payloads (the compute thread's from then on). */
+/* The result records decoded, in order, for the kept results ("drift"); *n of them. */
+struct result_batch **recover_batches(const struct recovery *rc, size_t *n);
+/* Takes the result payloads (for the compute thread); rc forgets them. */
 char **recover_take_results(struct recovery *rc, size_t *n);
 /* Frees what is left: the results not taken, the notes. */
 void recover_release(struct recovery *rc);
