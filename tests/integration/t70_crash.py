@@ -475,7 +475,13 @@ def crash_loop(ctx, figures):
               f"the spool files {problems['compare'][:2]}")
         check(not problems["content"], f"those steps' spool files hold exactly what was sent "
               f"{problems['content'][:2]}")
-        check(all(phases.values()), f"the kills hit every phase: {phases}")
+        # About two in three kills aimed at the drift log write land there:
+        # with WDRIFT_SOAK's 100 rounds (25 aimed) every phase is hit all but
+        # surely; the quick default's 10 missed it in 3 of 8 runs.
+        if ROUNDS >= 100:
+            check(all(phases.values()), f"the kills hit every phase: {phases}")
+        else:
+            print(f"# kills by phase in {ROUNDS} rounds (every phase checked from 100, WDRIFT_SOAK=1): {phases}")
         # the end: a clean stop, then everything opens without h5clear
         rc = dm.stop()
         check(rc == 0, f"SIGTERM after the last restart: exit {rc}")
