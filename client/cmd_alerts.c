@@ -8,14 +8,10 @@
 #include "daemon_client.h"
 #include "table.h"
 
-static const char usage[] =
-"usage: wdrift alerts [-c FILE] [--endpoint EP] [--json]\n"
-"\n"
-"Each alert rule of the daemon, and each of its instances (one per candidate,\n"
-"and per tensor for scope: tensors): inactive, pending or firing, with the\n"
-"last value and step (docs/config.md, \"Alerts\").\n"
-"\n"
-DC_HELP_SIMPLE;
+static const char usage[] = DC_USAGE_SIMPLE("alerts",
+	"Each alert rule of the daemon, and each of its instances (one per candidate,\n"
+	"and per tensor for scope: tensors): inactive, pending or firing, with the\n"
+	"last value and step (docs/config.md, \"Alerts\").\n");
 
 static void print_alerts(json_t *o)
 {

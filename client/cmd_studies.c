@@ -8,13 +8,9 @@
 #include "daemon_client.h"
 #include "table.h"
 
-static const char usage[] =
-"usage: wdrift studies [-c FILE] [--endpoint EP] [--json]\n"
-"\n"
-"Each study of the running daemon: its baseline, candidates and proxies\n"
-"(label=run), and its synthetic proxy.\n"
-"\n"
-DC_HELP_SIMPLE;
+static const char usage[] = DC_USAGE_SIMPLE("studies",
+	"Each study of the running daemon: its baseline, candidates and proxies\n"
+	"(label=run), and its synthetic proxy.\n");
 
 static void print_studies(json_t *o)
 {

@@ -117,4 +117,8 @@ int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*
 /* The help of such a subcommand's options. */
 #define DC_HELP_SIMPLE DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT
 
+/* The whole --help of such a subcommand: its name and what it lists. */
+#define DC_USAGE_SIMPLE(cmd, what) \
+	"usage: wdrift " cmd " [-c FILE] [--endpoint EP] [--json]\n\n" what "\n" DC_HELP_SIMPLE
+
 #endif

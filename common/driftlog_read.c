@@ -13,6 +13,17 @@
 
 #define DL_READ_ATTEMPTS 28	/* SWMR re-reads of a bad block: 2^28 ns of sleep at most */
 
+/* Closes a dataset and its file and memory types; a negative id was never opened. */
+static void close_dataset(hid_t ds, hid_t file_type, hid_t mem_type)
+{
+	if (mem_type >= 0)
+		H5Tclose(mem_type);
+	if (file_type >= 0)
+		H5Tclose(file_type);
+	if (ds >= 0)
+		H5Dclose(ds);
+}
+
 static hsize_t extent(hid_t ds)
 {
 	hsize_t dim = 0;
@@ -84,11 +95,7 @@ out:
 		*n = 0;
 	}
 	free(buf);
-	if (mt >= 0)
-		H5Tclose(mt);
-	if (ft >= 0)
-		H5Tclose(ft);
-	H5Dclose(ds);
+	close_dataset(ds, ft, mt);
 	return r;
 }
 
@@ -269,12 +276,7 @@ int driftlog_read(const char *path, struct driftlog *d, char *err, size_t errlen
 		goto out;
 	r = 0;
 out:
-	if (mt >= 0)
-		H5Tclose(mt);
-	if (ft >= 0)
-		H5Tclose(ft);
-	if (ds >= 0)
-		H5Dclose(ds);
+	close_dataset(ds, ft, mt);
 	H5Fclose(file);
 	if (r < 0)
 		driftlog_release(d);

@@ -21,6 +21,7 @@
 #include "checkpoint.h"	/* wd_h5_errno, wd_h5_discard_writes */
 #include "driftlog.h"
 #include "error.h"
+#include "grow.h"
 
 struct names {
 	char **v;
@@ -143,14 +144,10 @@ static int write_failed(struct driftlog_writer *s, char *err, size_t errlen, con
 
 static int names_add(struct names *nm, const char *s)
 {
-	if (nm->n == nm->cap) {
-		size_t cap = nm->cap ? 2 * nm->cap : 64;
-		char **v = realloc(nm->v, cap * sizeof(*v));
-		if (!v)
-			return -1;
-		nm->v = v;
-		nm->cap = cap;
-	}
+	char **v = wd_grow(nm->v, nm->n, &nm->cap, sizeof(*v), 64);
+	if (!v)
+		return -1;
+	nm->v = v;
 	if (!(nm->v[nm->n] = strdup(s)))
 		return -1;
 	nm->n++;

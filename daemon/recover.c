@@ -8,19 +8,16 @@
 #include "logging.h"
 #include "records.h"
 #include "recover.h"
+#include "grow.h"
 #include "spool_index.h"
 
 /* Appends one note to *v; 0 or -ENOMEM (nothing is taken then). */
 static int note(struct recovered **v, size_t *n, size_t *cap, struct recovered x)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? 2 * *cap : 256;
-		struct recovered *w = realloc(*v, c * sizeof(*w));
-		if (!w)
-			return -ENOMEM;
-		*v = w;
-		*cap = c;
-	}
+	struct recovered *w = wd_grow(*v, *n, cap, sizeof(*w), 256);
+	if (!w)
+		return -ENOMEM;
+	*v = w;
 	(*v)[(*n)++] = x;
 	return 0;
 }

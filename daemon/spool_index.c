@@ -10,6 +10,7 @@
 #include "logging.h"
 #include "records.h"
 #include "spool_index.h"
+#include "grow.h"
 #include "wal.h"
 
 /* --- paths --- */
@@ -64,14 +65,10 @@ int spool_index_add(struct spool_index *ix, const char *run, int64_t step, int64
 
 	if (spool_index_has(ix, run, step))
 		return 1;
-	if (ix->n == ix->cap) {
-		size_t cap = ix->cap ? 2 * ix->cap : 256;
-		struct spool_entry *v = realloc(ix->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		ix->v = v;
-		ix->cap = cap;
-	}
+	struct spool_entry *v = wd_grow(ix->v, ix->n, &ix->cap, sizeof(*v), 256);
+	if (!v)
+		return -ENOMEM;
+	ix->v = v;
 	if (bytes < 0)
 		bytes = spool_path(path, sizeof(path), ix->dir, run, step) == 0 && stat(path, &st) == 0 ?
 			st.st_size : 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "grow.h"
 #include "backend_cuda.h"
 #include "dtype.h"
 #include "log.h"
@@ -314,14 +315,10 @@ static int prepared_on_host(const struct wd_prepared *p)
 
 static int pend_push(struct wd_engine *e, double *out, double value)
 {
-	if (e->n_pend == e->cap_pend) {
-		size_t cap = e->cap_pend ? 2 * e->cap_pend : 64;
-		struct pending *n = realloc(e->pend, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		e->pend = n;
-		e->cap_pend = cap;
-	}
+	struct pending *grown = wd_grow(e->pend, e->n_pend, &e->cap_pend, sizeof(*grown), 64);
+	if (!grown)
+		return -ENOMEM;
+	e->pend = grown;
 	e->pend[e->n_pend++] = (struct pending){ out, value };
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "publisher_internal.h"
+#include "grow.h"
 
 static void tensor_release(struct pub_tensor *t)
 {
@@ -99,17 +100,13 @@ static struct pub_tensor *tensor_add(struct wd_publisher *p, const char *name, e
 {
 	struct pub_snapshot *b = p->building;
 	size_t esize = wd_dtype_size(dtype);
+	struct pub_tensor *grown = wd_grow(b->t, b->n, &b->cap, sizeof(*grown), 16);
 
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 16;
-		struct pub_tensor *t = realloc(b->t, cap * sizeof(*t));
-		if (!t) {
-			pub_error(-ENOMEM, "out of memory");
-			return NULL;
-		}
-		b->t = t;
-		b->cap = cap;
+	if (!grown) {
+		pub_error(-ENOMEM, "out of memory");
+		return NULL;
 	}
+	b->t = grown;
 	struct pub_tensor *t = &b->t[b->n];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);
