@@ -51,7 +51,8 @@ DEB_PKGS := gcc make libc6-dev pkg-config clang \
 	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
 	python3 python3-numpy python3-scipy python3-h5py python3-zmq \
 	python3-venv python3-pip python3-setuptools python3-wheel \
-	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil valgrind
+	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil valgrind \
+	libmicrohttpd-dev prometheus libhwy-dev curl
 
 # pkg-config knows these once `make deps` has run; until then the flags are
 # empty and only the deps target is usable.

@@ -162,7 +162,12 @@ run_one() {
 	fi
 	if [ "$f" -ne 0 ]; then
 		echo "FAIL $name: $p passed, $f failed (${secs} s)"
-		sed 's/^/    /' "$log" | grep -v '^    ok ' | tail -n 60
+		# the failed checks with their detail first: a long log's tail
+		# (a daemon's, printed at the end) must not push them out of view
+		awk '/^not ok/ { d = 1; print; next } d && /^#   / { print; next } { d = 0 }' "$log" |
+			head -n 60 | sed 's/^/    /'
+		echo "    --- the end of its output:"
+		sed 's/^/    /' "$log" | grep -v -e '^    ok ' -e '^    not ok ' -e '^    #   ' | tail -n 30
 	else
 		echo "ok   $name: $p passed (${secs} s)"
 		[ "${VERBOSE:-0}" = 1 ] && sed 's/^/    /' "$log"
