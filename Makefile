@@ -106,7 +106,6 @@ CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 CUDA_LIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++
 LIB_OBJS    += $(CUDA_OBJS)
 ENGINE_OBJS += $(CUDA_OBJS)
-ALL_CFLAGS  += -DWD_HAVE_CUDA
 LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
