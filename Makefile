@@ -80,14 +80,15 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_keygen.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
-	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c
+	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c \
+	daemon/metrics.c daemon/metrics_http.c
 # What the CLI and the daemon share, apart from libwdrift (which a training
 # job loads): the drift log's format, its writer and its reader; the
 # configuration (the CLI reads its endpoints).
 CONFIG_SRCS := common/arena.c common/yaml_doc.c common/config.c common/config_load.c \
 	common/config_check.c common/config_suggest.c common/config_print.c
 COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c $(CONFIG_SRCS)
-DAEMON_PKGS := libzmq libsystemd yaml-0.1
+DAEMON_PKGS := libzmq libsystemd yaml-0.1 libmicrohttpd
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 FUZZ_TARGETS := wire control config checkpoint
