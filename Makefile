@@ -76,7 +76,8 @@ LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sand
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
-	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
+	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \
+	client/report_charts.c client/cmd_export.c \
 	client/cmd_keygen.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
