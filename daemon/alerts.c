@@ -528,22 +528,3 @@ void alerts_free(struct alerts **pa)
 	free(a);
 	*pa = NULL;
 }
-
-void alerts_each(const struct alerts *a, void (*fn)(void *ctx, const struct alert_view *v),
-		 void *ctx)
-{
-	for (size_t k = 0; k < a->n_rules; k++) {
-		const struct rule *r = &a->rules[k];
-		struct alert_view v = { .rule = &r->a };
-		if (!r->inst)
-			fn(ctx, &v);
-		for (const struct instance *i = r->inst; i; i = i->next) {
-			v.run = i->run;
-			v.tensor = i->tensor;
-			v.state = i->state;
-			v.value = i->value;
-			v.step = (long long)i->step;
-			fn(ctx, &v);
-		}
-	}
-}

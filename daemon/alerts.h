@@ -35,18 +35,4 @@ void alerts_reap(struct alerts *a);
 char *alerts_json(const struct alerts *a);
 void alerts_free(struct alerts **a);
 
-/* One alert instance, read-only, as alerts_each shows it (metrics.c). */
-struct alert_view {
-	const struct wd_config_alert *rule;
-	const char *run, *tensor;	/* run NULL: the rule has no instance yet;
-					   tensor NULL unless scope: tensors */
-	int state;			/* 0 inactive (resolved or never above), 1 pending, 2 firing */
-	double value;			/* the last value evaluated */
-	long long step;
-};
-/* Calls fn for each instance of each rule, rules in config order; once with run NULL for a rule
- * with none. The pointers are valid during the call only. */
-void alerts_each(const struct alerts *a, void (*fn)(void *ctx, const struct alert_view *v),
-		 void *ctx);
-
 #endif

@@ -35,7 +35,6 @@
 #include "fdlimit.h"
 #include "ingest.h"
 #include "logging.h"
-#include "metrics_http.h"
 #include "notify.h"
 #include "spool.h"
 #include "peers.h"
@@ -97,7 +96,6 @@ struct daemon {
 	void *zctx, *ingest_sock, *control_sock;
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
-	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 };
@@ -346,9 +344,6 @@ static int start(struct daemon *d, int force)
 		return -1;
 	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
-	if (d->cfg.listen.metrics &&	/* before READY=1, as the sockets are */
-	    metrics_http_start(d->cfg.listen.metrics, &d->ctl, &d->metrics, err, sizeof(err)) < 0)
-		return error("%s", err);
 	signal_mask(&mask);
 	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0)
@@ -512,8 +507,6 @@ static void handle_results(struct daemon *d)
 	struct result_batch *b;
 
 	while ((b = compute_take(d->compute))) {
-		d->st.count.comparisons++;	/* /metrics */
-		d->st.count.compute_seconds += b->seconds;
 		events_drift(&d->events, b);
 		alerts_on_results(d->alerts, b);
 		control_add_result(&d->ctl, b);
@@ -541,7 +534,7 @@ static void run_loop(struct daemon *d)
 	if (control_start(&d->ctl) < 0)
 		log_warning("control: no query thread: drift replies are built on the main loop");
 	while (!d->stop && msgs) {
-		zmq_pollitem_t items[8 + 4] = {
+		zmq_pollitem_t items[7 + 4] = {
 			{ d->ingest_sock, 0, ZMQ_POLLIN, 0 },
 			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
 			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
@@ -549,13 +542,11 @@ static void run_loop(struct daemon *d)
 			{ NULL, compute_fd(d->compute), ZMQ_POLLIN, 0 },
 			{ peers_socket(d->peers), 0, ZMQ_POLLIN, 0 },
 			{ NULL, control_fd(&d->ctl), control_fd(&d->ctl) >= 0 ? ZMQ_POLLIN : 0, 0 },
-			{ NULL, metrics_http_fd(d->metrics), d->metrics ? ZMQ_POLLIN : 0, 0 },
 		};
-		int n_items = 8 + auth_pollitems(d->auth, items + 8, 4);
+		int n_items = 7 + auth_pollitems(d->auth, items + 7, 4);
 		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
 		if (timeout > 1000)
 			timeout = 1000;
-		metrics_http_timeout(d->metrics, &timeout);
 		if (zmq_poll(items, n_items, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -566,7 +557,7 @@ static void run_loop(struct daemon *d)
 		}
 		if (items[3].revents)
 			handle_signal(d);
-		for (int i = 8; i < n_items; i++)
+		for (int i = 7; i < n_items; i++)
 			if (items[i].revents) {
 				auth_handle(d->auth);	/* handshakes wait on ZAP: first */
 				break;
@@ -590,7 +581,6 @@ static void run_loop(struct daemon *d)
 			handle_ingest(d, msgs);
 		if (items[4].revents)
 			handle_results(d);
-		metrics_http_run(d->metrics, items[7].revents != 0);	/* last: the freshest state */
 		double t = now_mono();
 		if (d->watchdog_usec && t >= next_ping) {
 			notify_watchdog();	/* from the loop itself: a stalled loop stops it */
@@ -639,7 +629,6 @@ static void shutdown_daemon(struct daemon *d)
 		spool_stop(&d->spool);	/* joins: finished jobs stay unacked, which is safe */
 	}
 	compute_stop(&d->compute);	/* after the current comparison; the WAL has the rest */
-	metrics_http_stop(&d->metrics);	/* first: it reads d->ctl and the alerts */
 	alerts_free(&d->alerts);
 	control_release(&d->ctl);
 	recover_release(&d->rec);
