@@ -10,6 +10,7 @@
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
+#   make bench-compare the whole wdrift compare process against scipy and the engine alone
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
@@ -67,27 +68,29 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
 # link, so that they build on a bare GPU machine with only nvcc.
-ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/prepare_cpu.c lib/w1.c lib/stats.c lib/drift.c
+ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/prepare_cpu.c lib/w1.c lib/stats.c lib/drift.c lib/cpu_par.c lib/pool.c
 # Without CUDA, backend_cuda.h is answered by a stub: no device.
 ifneq ($(CUDA),1)
 ENGINE_SRCS += lib/backend_cuda_none.c
 endif
-LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/keys.c lib/units.c
+LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/keys.c lib/units.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
-	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/cmd_export.c \
+	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \
+	client/report_charts.c client/cmd_export.c \
 	client/cmd_keygen.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
-	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c
+	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c \
+	daemon/metrics.c daemon/metrics_http.c
 # What the CLI and the daemon share, apart from libwdrift (which a training
 # job loads): the drift log's format, its writer and its reader; the
 # configuration (the CLI reads its endpoints).
 CONFIG_SRCS := common/arena.c common/yaml_doc.c common/config.c common/config_load.c \
 	common/config_check.c common/config_suggest.c common/config_print.c
 COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c $(CONFIG_SRCS)
-DAEMON_PKGS := libzmq libsystemd yaml-0.1
+DAEMON_PKGS := libzmq libsystemd yaml-0.1 libmicrohttpd
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 FUZZ_TARGETS := wire control config checkpoint
@@ -106,7 +109,6 @@ CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 CUDA_LIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -lstdc++
 LIB_OBJS    += $(CUDA_OBJS)
 ENGINE_OBJS += $(CUDA_OBJS)
-ALL_CFLAGS  += -DWD_HAVE_CUDA
 LAB_BINS := $(patsubst cuda/lab/%.cu,$(BUILD)/lab/%,$(wildcard cuda/lab/*.cu))
 GPU_BINS := $(BUILD)/tests/test_gpu $(BUILD)/bench-gpu $(LAB_BINS)
 endif
@@ -234,7 +236,7 @@ $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS)
+$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS) $(RECORD_OBJS)
 $(BUILD)/tests/unit/test_alerts.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Icommon
@@ -370,6 +372,12 @@ bench-ingest: deps
 bench-ckpt: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ckpt.sh
+
+# The whole `wdrift compare` process against scipy and the engine alone (issue 16)
+.PHONY: bench-compare
+bench-compare: deps
+	@$(MAKE) --no-print-directory all
+	@$(PYTHON) bench/bench_compare.py --build $(BUILD)
 
 # BENCH_TENSORS=2500,5000 picks the sizes, BUILD another build ("before")
 .PHONY: bench-drift-query

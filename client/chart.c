@@ -6,13 +6,14 @@
 #include "chart.h"
 #include "png.h"
 
-#define W 900		/* line chart: whole width, height, margins */
-#define H 300
-#define ML 72
-#define MR 40	/* room for the last step's label, centred on its tick */
-#define MT 12
-#define MB 42
+/* A line chart's frame: its size, and the margins around the plot. */
+struct geom {
+	int w, h, ml, mr, mt, mb;
+};
+
 #define X_DIGIT 7.2	/* px: the width of a digit of an 11 px label */
+#define END_CHAR 6.6	/* px: a character of an end label, on average */
+#define END_MAX 22	/* bytes of a run's name at a line's end */
 
 void xml_text(FILE *f, const char *s)
 {
@@ -60,7 +61,7 @@ static double place(const struct axis *a, double v)
  * 2^62, a nanosecond clock), and the loop with it. The x axis is steps:
  * whole numbers, never a tick between two.
  */
-static void ticks_linear(FILE *f, const struct axis *a, int vertical)
+static void ticks_linear(FILE *f, const struct geom *g, const struct axis *a, int vertical)
 {
 	double st = nice_step(a->hi - a->lo);
 	if (!vertical && st < 1)
@@ -84,17 +85,17 @@ static void ticks_linear(FILE *f, const struct axis *a, int vertical)
 		if (vertical) {
 			fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
 				   "<text x=\"%d\" y=\"%.1f\" class=\"yt\">%.4g</text>\n",
-				ML, W - MR, p, p, ML - 6, p + 4, (double)v);
+				g->ml, g->w - g->mr, p, p, g->ml - 6, p + 4, (double)v);
 			continue;
 		}
 		if (k % every)
 			continue;
 		/* centred on its tick, but inside the chart */
 		double half = snprintf(lab, sizeof(lab), "%.0Lf", v) * X_DIGIT / 2;
-		double tx = fmax(half + 2, fmin(p, W - 2 - half));
+		double tx = fmax(half + 2, fmin(p, g->w - 2 - half));
 		fprintf(f, "<line class=\"tick\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
 			   "<text x=\"%.1f\" y=\"%d\" class=\"xt\">%s</text>\n",
-			p, p, H - MB, H - MB + 4, tx, H - MB + 17, lab);
+			p, p, g->h - g->mb, g->h - g->mb + 4, tx, g->h - g->mb + 17, lab);
 	}
 }
 
@@ -103,12 +104,13 @@ static void ticks_linear(FILE *f, const struct axis *a, int vertical)
  * digit when it spans less than one (so a narrow range still has three
  * labels), and every k-th decade when it spans many (labels 11 px tall).
  */
-static void ticks_log(FILE *f, const struct axis *a)
+static void ticks_log(FILE *f, const struct geom *g, const struct axis *a)
 {
 	static const double mult[] = { 1, 2, 5, 3, 4, 6, 7, 8, 9 };
 	double lo = floor(log10(a->lo)), hi = ceil(log10(a->hi)), decades = log10(a->hi) - log10(a->lo);
 	int n_mult = decades < 1 ? 9 : decades < 2 ? 3 : 1;
-	double every = decades > 8 ? ceil(decades / 8) : 1;
+	/* a short panel has room for fewer labels */
+	double every = decades > (g->h - g->mt - g->mb) / 30.0 ? ceil(decades * 30 / (g->h - g->mt - g->mb)) : 1;
 
 	if (!isfinite(lo) || !isfinite(hi) || hi - lo > 700)
 		return;
@@ -120,33 +122,208 @@ static void ticks_log(FILE *f, const struct axis *a)
 			double p = place(a, v);
 			fprintf(f, "<line class=\"grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/>"
 				   "<text x=\"%d\" y=\"%.1f\" class=\"yt\">%.3g</text>\n",
-				ML, W - MR, p, p, ML - 6, p + 4, v);
+				g->ml, g->w - g->mr, p, p, g->ml - 6, p + 4, v);
 		}
+}
+
+int chart_y_range(const struct line_chart *c, double *lo, double *hi)
+{
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t s = 0; s < c->n_series; s++)
+		for (size_t i = 0; i < c->series[s].n; i++)
+			if (usable(c->series[s].y[i], c->log_y)) {
+				*lo = fmin(*lo, c->series[s].y[i]);
+				*hi = fmax(*hi, c->series[s].y[i]);
+			}
+	if (!(*lo <= *hi))
+		return -1;
+	for (size_t k = 0; k < c->n_hlines; k++)
+		if (usable(c->hlines[k].y, c->log_y)) {
+			*lo = fmin(*lo, c->hlines[k].y);
+			*hi = fmax(*hi, c->hlines[k].y);
+		}
+	return 0;
+}
+
+/* A run's name at a line's end: its first END_MAX bytes, not cut inside a UTF-8 character. */
+static int end_text(char *b, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+	if (len <= END_MAX)
+		return snprintf(b, n, "%s", name);
+	size_t cut = END_MAX - 1;
+	while (cut > 0 && ((unsigned char)name[cut] & 0xc0) == 0x80)
+		cut--;
+	return snprintf(b, n, "%.*s…", (int)cut, name);
+}
+
+struct end_label {
+	double y, want;	/* the text's baseline: where it goes, where the line ends */
+	size_t s;
+};
+
+static int by_y(const void *a, const void *b)
+{
+	double x = ((const struct end_label *)a)->y, y = ((const struct end_label *)b)->y;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Each series' run named just right of its last point, in its colour, so
+ * that twelve lines are told apart without the legend; labels that would
+ * touch are pushed apart (12 px), within the plot's height.
+ */
+static void end_labels(FILE *f, const struct geom *g, const struct line_chart *c, const struct axis *x,
+		       const struct axis *y)
+{
+	struct end_label *e = malloc((c->n_series + 1) * sizeof(*e));
+	size_t n = 0;
+	double lx = -INFINITY;
+
+	if (!e)
+		return;	/* the legend still names them */
+	for (size_t s = 0; s < c->n_series; s++) {
+		const struct chart_series *se = &c->series[s];
+		for (size_t i = se->n; se->run && i-- > 0;)
+			if (usable(se->y[i], c->log_y)) {
+				e[n].y = e[n].want = place(y, se->y[i]) + 4;
+				e[n++].s = s;
+				lx = fmax(lx, place(x, se->x[i]));
+				break;
+			}
+	}
+	qsort(e, n, sizeof(*e), by_y);
+	for (size_t i = 1; i < n; i++)
+		e[i].y = fmax(e[i].y, e[i - 1].y + 12);
+	for (size_t i = n; i-- > 0;)	/* back inside the plot, from the bottom */
+		e[i].y = fmin(e[i].y, i + 1 < n ? e[i + 1].y - 12 : g->h - g->mb);
+	for (size_t i = 0; i < n; i++) {
+		const struct chart_series *se = &c->series[e[i].s];
+		char b[3 * END_MAX + 8];
+		end_text(b, sizeof(b), se->run);
+		/* a leader from the line's end when the name had to move */
+		if (fabs(e[i].y - e[i].want) > 3)
+			fprintf(f, "<line class=\"lead\" style=\"stroke:%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+				   "y2=\"%.1f\"/>", se->color, lx + 2, e[i].want - 4, lx + 7, e[i].y - 4);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"el\" style=\"fill:%s\" data-run=\"", lx + 9, e[i].y,
+			se->color);
+		xml_text(f, se->run);
+		fputs("\">", f);
+		xml_text(f, b);
+		fputs("</text>\n", f);
+	}
+	free(e);
+}
+
+static void legend(FILE *f, const struct line_chart *c)
+{
+	fputs("<div class=\"legend\">", f);
+	for (size_t s = 0; s < c->n_series; s++) {
+		fputs("<span", f);
+		if (c->series[s].run) {
+			fputs(" data-run=\"", f);
+			xml_text(f, c->series[s].run);
+			fputs("\"", f);
+		}
+		fprintf(f, "><i style=\"border-top: 3px %s %s\"></i>", c->series[s].dashed ? "dashed" : "solid",
+			c->series[s].color);
+		xml_text(f, c->series[s].label);
+		fputs("</span>", f);
+	}
+	fputs("</div>\n", f);
+}
+
+static void hlines(FILE *f, const struct geom *g, const struct line_chart *c, const struct axis *y)
+{
+	for (size_t k = 0; k < c->n_hlines; k++) {
+		const struct chart_hline *h = &c->hlines[k];
+		if (!usable(h->y, c->log_y))
+			continue;
+		double p = place(y, h->y);
+		fprintf(f, "<line class=\"%s\" stroke=\"%s\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\">"
+			   "<title>", h->ref ? "ref" : "thr", h->color, g->ml, g->w - g->mr, p, p);
+		xml_text(f, h->label);
+		/* the reference's label at the left, the thresholds' at the right: apart when they meet */
+		fprintf(f, "</title></line><text x=\"%d\" y=\"%.1f\" class=\"%s\" style=\"fill:%s\">",
+			h->ref ? g->ml + 4 : g->w - g->mr - 4, p - 4, h->ref ? "refl" : "thrl", h->color);
+		xml_text(f, h->label);
+		fputs("</text>\n", f);
+	}
+}
+
+static void series(FILE *f, const struct line_chart *c, const struct axis *x, const struct axis *y)
+{
+	for (size_t s = 0; s < c->n_series; s++) {
+		const struct chart_series *se = &c->series[s];
+		fprintf(f, "<g class=\"series\" stroke=\"%s\" fill=\"%s\"", se->color, se->color);
+		if (se->run) {
+			fputs(" data-run=\"", f);
+			xml_text(f, se->run);
+			fputs("\"", f);
+		}
+		fputs("><title>", f);
+		xml_text(f, se->label);
+		fputs("</title>\n", f);
+		int open = 0;
+		for (size_t i = 0; i < se->n; i++) {	/* a gap where there is no value */
+			if (!usable(se->y[i], c->log_y)) {
+				if (open)
+					fputs("\"/>\n", f);
+				open = 0;
+				continue;
+			}
+			if (!open)
+				fprintf(f, "<polyline class=\"line%s\" points=\"", se->dashed ? " dash" : "");
+			fprintf(f, "%.1f,%.1f ", place(x, se->x[i]), place(y, se->y[i]));
+			open = 1;
+		}
+		if (open)
+			fputs("\"/>\n", f);
+		if (se->n <= 60)	/* few snapshots: mark each */
+			for (size_t i = 0; i < se->n; i++)
+				if (usable(se->y[i], c->log_y))
+					fprintf(f, "<circle r=\"2.5\" cx=\"%.1f\" cy=\"%.1f\"/>",
+						place(x, se->x[i]), place(y, se->y[i]));
+		fputs("</g>\n", f);
+	}
 }
 
 void chart_line(FILE *f, const struct line_chart *c)
 {
-	struct axis x = { INFINITY, -INFINITY, 0, ML, W - MR }, y = { INFINITY, -INFINITY, c->log_y, H - MB, MT };
+	struct geom g = { c->width ? c->width : 900, c->height ? c->height : 300, 72, 40, 12, 42 };
 
+	if (c->end_labels) {	/* room for the longest name at the lines' end */
+		size_t longest = 0;
+		for (size_t s = 0; s < c->n_series; s++)
+			if (c->series[s].run) {
+				char b[3 * END_MAX + 8];
+				end_text(b, sizeof(b), c->series[s].run);
+				longest = strlen(b) > longest ? strlen(b) : longest;
+			}
+		g.mr = (int)fmax(g.mr, 17 + END_CHAR * (double)longest);
+	}
+	struct axis x = { INFINITY, -INFINITY, 0, g.ml, g.w - g.mr }, y = { 0, 0, c->log_y, g.h - g.mb, g.mt };
 	for (size_t s = 0; s < c->n_series; s++)
 		for (size_t i = 0; i < c->series[s].n; i++)
 			if (usable(c->series[s].y[i], c->log_y)) {
 				x.lo = fmin(x.lo, c->series[s].x[i]);
 				x.hi = fmax(x.hi, c->series[s].x[i]);
-				y.lo = fmin(y.lo, c->series[s].y[i]);
-				y.hi = fmax(y.hi, c->series[s].y[i]);
 			}
 	fprintf(f, "<svg class=\"chart\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
-		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n", W, H, W, H);
-	if (!(x.lo <= x.hi)) {
-		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"empty\">no values yet</text></svg>\n", W / 2, H / 2);
+		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n", g.w, g.h, g.w, g.h);
+	if (!(x.lo <= x.hi) || chart_y_range(c, &y.lo, &y.hi) < 0) {
+		fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"empty\">no values yet</text></svg>\n", g.w / 2, g.h / 2);
 		return;
 	}
-	for (size_t k = 0; k < c->n_hlines; k++)
-		if (usable(c->hlines[k].y, c->log_y)) {
-			y.lo = fmin(y.lo, c->hlines[k].y);
-			y.hi = fmax(y.hi, c->hlines[k].y);
-		}
+	if (c->x_lo < c->x_hi) {
+		x.lo = c->x_lo;
+		x.hi = c->x_hi;
+	}
+	if (c->y_lo < c->y_hi && usable(c->y_lo, c->log_y) && usable(c->y_hi, c->log_y)) {
+		y.lo = c->y_lo;
+		y.hi = c->y_hi;
+	}
 	if (!c->log_y && y.lo > 0)
 		y.lo = 0;	/* drift starts from nothing: show the zero */
 	if (c->log_y) {
@@ -163,81 +340,59 @@ void chart_line(FILE *f, const struct line_chart *c)
 		x.hi += d;
 	}
 	if (c->log_y)
-		ticks_log(f, &y);
+		ticks_log(f, &g, &y);
 	else
-		ticks_linear(f, &y, 1);
-	ticks_linear(f, &x, 0);
+		ticks_linear(f, &g, &y, 1);
+	ticks_linear(f, &g, &x, 0);
 	fprintf(f, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
 		   "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
-		ML, W - MR, H - MB, H - MB, ML, ML, MT, H - MB);
-	fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"xl\">", (ML + W - MR) / 2, H - 6);
+		g.ml, g.w - g.mr, g.h - g.mb, g.h - g.mb, g.ml, g.ml, g.mt, g.h - g.mb);
+	fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"xl\">", (g.ml + g.w - g.mr) / 2, g.h - 6);
 	xml_text(f, c->xlabel);
-	fprintf(f, "</text><text transform=\"translate(14 %d) rotate(-90)\" class=\"xl\">", (MT + H - MB) / 2);
+	fprintf(f, "</text><text transform=\"translate(14 %d) rotate(-90)\" class=\"xl\">", (g.mt + g.h - g.mb) / 2);
 	xml_text(f, c->ylabel);
 	fputs("</text>\n", f);
-	for (size_t k = 0; k < c->n_hlines; k++) {
-		if (!usable(c->hlines[k].y, c->log_y))
-			continue;
-		double p = place(&y, c->hlines[k].y);
-		fprintf(f, "<line class=\"thr\" stroke=\"%s\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\">"
-			   "<title>", c->hlines[k].color, ML, W - MR, p, p);
-		xml_text(f, c->hlines[k].label);
-		fprintf(f, "</title></line><text x=\"%d\" y=\"%.1f\" class=\"thrl\" fill=\"%s\">",
-			W - MR - 4, p - 4, c->hlines[k].color);
-		xml_text(f, c->hlines[k].label);
-		fputs("</text>\n", f);
-	}
-	for (size_t s = 0; s < c->n_series; s++) {
-		const struct chart_series *se = &c->series[s];
-		fprintf(f, "<g stroke=\"%s\" fill=\"%s\"><title>", se->color, se->color);
-		xml_text(f, se->label);
-		fputs("</title>\n", f);
-		int open = 0;
-		for (size_t i = 0; i < se->n; i++) {	/* a gap where there is no value */
-			if (!usable(se->y[i], c->log_y)) {
-				if (open)
-					fputs("\"/>\n", f);
-				open = 0;
-				continue;
-			}
-			if (!open)
-				fprintf(f, "<polyline class=\"line%s\" points=\"", se->dashed ? " dash" : "");
-			fprintf(f, "%.1f,%.1f ", place(&x, se->x[i]), place(&y, se->y[i]));
-			open = 1;
-		}
-		if (open)
-			fputs("\"/>\n", f);
-		if (se->n <= 60)	/* few snapshots: mark each */
-			for (size_t i = 0; i < se->n; i++)
-				if (usable(se->y[i], c->log_y))
-					fprintf(f, "<circle r=\"2.5\" cx=\"%.1f\" cy=\"%.1f\"/>",
-						place(&x, se->x[i]), place(&y, se->y[i]));
-		fputs("</g>\n", f);
-	}
-	fputs("</svg>\n<div class=\"legend\">", f);
-	for (size_t s = 0; s < c->n_series; s++) {
-		fprintf(f, "<span><i style=\"border-top: 3px %s %s\"></i>",
-			c->series[s].dashed ? "dashed" : "solid", c->series[s].color);
-		xml_text(f, c->series[s].label);
-		fputs("</span>", f);
-	}
-	fputs("</div>\n", f);
+	hlines(f, &g, c, &y);
+	series(f, c, &x, &y);
+	if (c->end_labels)
+		end_labels(f, &g, c, &x, &y);
+	fputs("</svg>\n", f);
+	if (!c->no_legend)
+		legend(f, c);
 }
 
-/* Diverging: blue below 1, white at 1, red above; NaN grey. */
-static void colour(double v, double span, uint8_t *p)
+/*
+ * Diverging, on a log scale: blue below 1, white at 1, red above, the full
+ * colour at 1/cap and cap; beyond them (and for a ratio of 0, a tensor
+ * identical to the baseline) darker ends of the same hues, so that a value
+ * off the scale is marked, not clipped to look like one on it. NaN grey.
+ */
+static const uint8_t beyond_lo[3] = { 0x05, 0x30, 0x61 }, beyond_hi[3] = { 0x67, 0x00, 0x1f };
+
+static void colour(double v, double cap, uint8_t *p)
 {
 	if (isnan(v)) {
 		p[0] = p[1] = p[2] = 0xdd;
 		return;
 	}
-	double t = v <= 0 ? -1 : log2(v) / span;
-	t = t < -1 ? -1 : t > 1 ? 1 : t;
+	double t = v <= 0 ? -INFINITY : log2(v) / log2(cap);
+	if (t < -1 || t > 1) {
+		memcpy(p, t < 0 ? beyond_lo : beyond_hi, 3);
+		return;
+	}
 	static const double blue[3] = { 0x21, 0x66, 0xac }, red[3] = { 0xb2, 0x18, 0x2b };
 	const double *end = t < 0 ? blue : red;
 	double a = fabs(t);
 	for (int k = 0; k < 3; k++)
 		p[k] = (uint8_t)lround(255 * (1 - a) + end[k] * a);
+}
+
+void chart_cap_text(char *b, size_t n, double cap, int inverse)
+{
+	if (cap < 1000)
+		snprintf(b, n, "%s%g", inverse ? "1/" : "", cap);
+	else
+		snprintf(b, n, "1e%s%.0f", inverse ? "-" : "", log10(cap));
 }
 
 #define HM_LABEL 300	/* heatmap: label column, plot width */
@@ -258,7 +413,7 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	if (!rgb)
 		return -1;
 	for (size_t i = 0; i < rows * cols; i++)
-		colour(h->v[i], h->log2_span, rgb + 3 * i);
+		colour(h->v[i], h->cap, rgb + 3 * i);
 	int rc = png_encode_rgb(rgb, (uint32_t)cols, (uint32_t)rows, &png, &png_n);
 	free(rgb);
 	char *b64 = rc ? NULL : base64_encode(png, png_n);
@@ -270,9 +425,9 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	double rh = rows <= 40 ? 14 : rows <= 120 ? 6 : fmax(2, 900.0 / (double)rows);
 	double plot_h = rh * (double)rows;
 	int every = rh >= 11 ? 1 : (int)ceil(11 / rh), height = HM_TOP + (int)ceil(plot_h) + 70;
-	fprintf(f, "<svg class=\"heat\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" "
+	fprintf(f, "<svg class=\"heat\" viewBox=\"0 0 %d %d\" data-cap=\"%g\" width=\"%d\" height=\"%d\" "
 		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><g transform=\"translate(0 %d)\">\n",
-		HM_LABEL + HM_W + HM_RIGHT, height, HM_LABEL + HM_W + HM_RIGHT, height, HM_TOP);
+		HM_LABEL + HM_W + HM_RIGHT, height, h->cap, HM_LABEL + HM_W + HM_RIGHT, height, HM_TOP);
 	fprintf(f, "<image x=\"%d\" y=\"0\" width=\"%d\" height=\"%.1f\" preserveAspectRatio=\"none\" "
 		   "style=\"image-rendering: pixelated\" href=\"data:image/png;base64,%s\"/>\n",
 		HM_LABEL, HM_W, plot_h, b64);
@@ -311,19 +466,26 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 			x, x, plot_h, plot_h + 4, x, plot_h + 17, lab);
 	}
 	fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"xl\">step</text>\n", HM_LABEL + HM_W / 2, plot_h + 34);
-	/* the key: 2^-span .. 1 .. 2^span */
-	double ky = plot_h + 44;
+	/* the key: off the scale below, 1/cap .. 1 .. cap, off the scale above */
+	double ky = plot_h + 44, k0 = HM_LABEL + 58;
+	char cap[32], inv[32];
+	chart_cap_text(cap, sizeof(cap), h->cap, 0);
+	chart_cap_text(inv, sizeof(inv), h->cap, 1);
+	fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"yt\">ratio</text>"
+		   "<rect x=\"%d\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
+		HM_LABEL + 36, ky + 9, HM_LABEL + 40, ky, beyond_lo[0], beyond_lo[1], beyond_lo[2]);
 	for (int i = 0; i < 60; i++) {
 		uint8_t p[3];
-		colour(pow(2, h->log2_span * (i - 29.5) / 29.5), h->log2_span, p);
-		fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"4\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
-			HM_LABEL + 40 + 4 * i, ky, p[0], p[1], p[2]);
+		colour(pow(h->cap, (i - 29.5) / 29.5), h->cap, p);
+		fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"4\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
+			k0 + 4 * i, ky, p[0], p[1], p[2]);
 	}
-	fprintf(f, "\n<text x=\"%d\" y=\"%.1f\" class=\"yt\">≤ 1/%.0f</text>"
-		   "<text x=\"%d\" y=\"%.1f\" class=\"xt\">1</text>"
-		   "<text x=\"%d\" y=\"%.1f\" class=\"kl\">≥ %.0f  (grey: undefined)</text>\n",
-		HM_LABEL + 36, ky + 9, pow(2, h->log2_span), HM_LABEL + 40 + 120, ky + 22,
-		HM_LABEL + 40 + 244, ky + 9, pow(2, h->log2_span));
+	fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"#%02x%02x%02x\"/>\n"
+		   "<text x=\"%.0f\" y=\"%.1f\" class=\"xt\">%s</text><text x=\"%.0f\" y=\"%.1f\" class=\"xt\">1"
+		   "</text><text x=\"%.0f\" y=\"%.1f\" class=\"xt\">%s</text>\n"
+		   "<text x=\"%.0f\" y=\"%.1f\" class=\"kl\">darker: beyond %s or %s (or 0) · grey: undefined"
+		   "</text>\n", k0 + 244, ky, beyond_hi[0], beyond_hi[1], beyond_hi[2], k0, ky + 22, inv, k0 + 120,
+		ky + 22, k0 + 240, ky + 22, cap, k0 + 264, ky + 9, inv, cap);
 	fputs("</g></svg>\n", f);
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_sandbox.h"
@@ -22,6 +23,7 @@ static const char usage_text[] =
 "usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
 "                      [--round-proxy bf16|fp16] [--layers GLOB]...\n"
 "                      [--engine auto|cpu|cuda] [--device N] [--json]\n"
+"                      [--timings]\n"
 "\n"
 "Per-layer drift of a candidate checkpoint from a baseline, in the context of\n"
 "proxy runs, computed exactly by the wdrift engine. Tensors are matched by\n"
@@ -47,6 +49,8 @@ static const char usage_text[] =
 "                         does not exist fails with --engine cuda, and runs\n"
 "                         on the CPU with auto\n"
 "  --json                 print one JSON object (schema: docs/compare.md)\n"
+"  --timings              also print where the time went: the engine, waiting\n"
+"                         for the file readers, starting them (docs/compare.md)\n"
 "  -h, --help             show this help\n"
 "\n"
 "Checkpoint files are HDF5: f16, f32, f64, or bf16 (docs/checkpoints.md).\n"
@@ -64,7 +68,7 @@ struct options {
 	size_t n_proxies;
 	const char **globs;
 	size_t n_globs;
-	int json;
+	int json, timings;
 	enum wd_backend backend;
 	int device;		/* CUDA device index */
 	struct wd_sandbox_limits lim;
@@ -132,6 +136,9 @@ static int on_option(int c, const char *arg, void *ctx)
 	case 'j':
 		o->json = 1;
 		return 0;
+	case 't':
+		o->timings = 1;
+		return 0;
 	case 'e':
 		if (wd_backend_parse(arg, &o->backend))
 			return cli_usage_error("--engine '%s': expected auto, cpu or cuda", arg);
@@ -158,6 +165,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "round-proxy", required_argument, NULL, 'r' },
 		{ "layers", required_argument, NULL, 'l' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "timings", no_argument, NULL, 't' },
 		{ "engine", required_argument, NULL, 'e' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -188,22 +196,52 @@ static int selected(const struct options *o, const char *name)
 	return 0;
 }
 
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Adds the time since *t0 to *sum and restarts *t0: one phase of --timings. */
+static void lap(double *t0, double *sum)
+{
+	double t = now();
+
+	*sum += t - *t0;
+	*t0 = t;
+}
+
+/* Starts the read of tensor i of b in its reader child: 0, or cli_error's status. */
+static int request(struct wd_ckpt_box *b, size_t i)
+{
+	char err[WD_CKPT_ERR_MAX];
+
+	return wd_ckpt_box_request(b, i, err) < 0 ? cli_error("%s", err) : 0;
+}
+
 /*
- * Reads tensor i of b and prepares it; on success *view holds its data,
- * which m maps until wd_tensor_map_release.
+ * Collects tensor i of b, requested before, and prepares it; on success
+ * *view holds its data, which m maps until wd_tensor_map_release.
  */
 static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
-			 struct wd_tensor_map *m, struct wd_view *view, struct wd_prepared **p)
+			 struct wd_tensor_map *m, struct wd_view *view, struct wd_prepared **p,
+			 struct compare_timings *tm)
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(wd_ckpt_box_listing(b), i);
 	char err[WD_CKPT_ERR_MAX];
+	double t0 = now();
 	int r;
 
-	if (wd_ckpt_box_read(b, i, m, err) < 0)
+	r = wd_ckpt_box_collect(b, m, err);
+	lap(&t0, &tm->read_wait);
+	if (r < 0)
 		return cli_error("%s", err);
 	*view = (struct wd_view){ en->dtype, m->data, en->numel };
 	/* KEEP_RAW: the element-wise pass then runs where the data already is. */
 	r = wd_prepare(e, view, WD_PREP_KEEP_RAW, p);
+	lap(&t0, &tm->engine);
 	if (r < 0) {
 		wd_tensor_map_release(m);
 		view->data = NULL;
@@ -220,15 +258,17 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
 static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 		    struct wd_ckpt_box *ck, const char *name,
 		    const struct wd_view *base_view, const struct wd_prepared *base,
-		    double *w1)
+		    double *w1, struct compare_timings *tm)
 {
 	struct wd_prepared *pp = NULL;
 	struct wd_tensor_map m = { 0 };
 	struct wd_view v = { 0 };
+	double t0 = now();
 	int r;
 
 	if (px->round_to >= 0) {
 		r = wd_drift_rounded_w1(e, base, base_view, (enum wd_dtype)px->round_to, w1);
+		lap(&t0, &tm->engine);
 		if (r == -ENOMEM)
 			return cli_error("out of memory rounding '%s'", name);
 		if (r && r != -EIO)
@@ -239,10 +279,12 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	if (idx < 0)
 		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
 				 px->path, px->label, name);
-	if ((r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp)))
+	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm)))
 		return r;
+	t0 = now();
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
+	lap(&t0, &tm->engine);
 	wd_tensor_map_release(&m);
 	return r == -EIO ? -EIO : 0;
 }
@@ -250,30 +292,36 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 /*
  * Tensor bi of the baseline against tensor ci of the candidate and against
  * every proxy. 0; -EIO when the device failed (the caller retries on the
- * CPU); or cli_error's status.
+ * CPU); or cli_error's status. Both files' children read at once, and the
+ * candidate's read goes on while the baseline's tensor is prepared.
  */
 static int compare_layer(struct wd_engine *e, const struct options *o,
 			 struct wd_ckpt_box *base, struct wd_ckpt_box *cand,
 			 struct wd_ckpt_box **pck, size_t bi, size_t ci,
-			 struct layer_result *lr)
+			 struct layer_result *lr, struct compare_timings *tm)
 {
 	struct wd_view bv = { 0 }, cv = { 0 };
 	struct wd_tensor_map bm = { 0 }, cm = { 0 };
 	struct wd_prepared *bp = NULL, *cp = NULL;
 	const struct wd_ckpt_entry *be = wd_ckpt_entry(wd_ckpt_box_listing(base), bi);
 	struct wd_summary summaries[2];
+	double t0;
 	int r;
 
 	lr->name = strdup(be->name);
 	lr->proxy_w1 = calloc(o->n_proxies + 1, sizeof(double));
 	lr->ratio = calloc(o->n_proxies + 1, sizeof(double));
-	if ((r = load_prepared(e, base, bi, &bm, &bv, &bp)) ||
-	    (r = load_prepared(e, cand, ci, &cm, &cv, &cp)))
+	if ((r = request(base, bi)) || (r = request(cand, ci)) ||
+	    (r = load_prepared(e, base, bi, &bm, &bv, &bp, tm)) ||
+	    (r = load_prepared(e, cand, ci, &cm, &cv, &cp, tm)))
 		goto out;
 	lr->numel = bv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;
-	if ((r = wd_drift_measure(e, bp, &bv, cp, &cv, summaries, &lr->drift)))
+	t0 = now();
+	r = wd_drift_measure(e, bp, &bv, cp, &cv, summaries, &lr->drift);
+	lap(&t0, &tm->engine);
+	if (r)
 		goto out;	/* the device failed: the caller retries on the CPU */
 	lr->base = summaries[0];
 	lr->cand = summaries[1];
@@ -281,12 +329,14 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	wd_prepared_free(&cp);
 	wd_tensor_map_release(&cm);
 	for (size_t k = 0; k < o->n_proxies; k++)
-		if ((r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k])))
+		if ((r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k], tm)))
 			goto out;
 	wd_drift_ratios(lr->drift.w1, lr->proxy_w1, o->n_proxies, lr->ratio);
 out:
+	t0 = now();
 	wd_prepared_free(&bp);
 	wd_prepared_free(&cp);
+	lap(&t0, &tm->engine);
 	wd_tensor_map_release(&bm);
 	wd_tensor_map_release(&cm);
 	return r;
@@ -306,7 +356,9 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	struct wd_ckpt_box *base = NULL, *cand = NULL, **pck = NULL;
 	const struct wd_ckpt *bl, *cl;
 	struct wd_engine *e = NULL;
+	struct compare_timings *tm = &res->timings;
 	char err[WD_CKPT_ERR_MAX];
+	double t0 = now();
 	int r = EXIT_FAIL;
 
 	/* every reader child starts here, before the engine (and CUDA) does */
@@ -323,7 +375,10 @@ static int run_compare(const struct options *o, struct compare_result *res)
 		}
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
-	if ((r = wd_engine_open_device(o->backend, o->device, &e)) < 0) {
+	lap(&t0, &tm->open);
+	r = wd_engine_open_device(o->backend, o->device, &e);
+	lap(&t0, &tm->engine);
+	if (r < 0) {
 		static const char *const names[] = { "auto", "cpu", "cuda" };
 		r = cli_error("cannot start the engine (--engine %s --device %d): %s",
 			      names[o->backend], o->device, strerror(-r));
@@ -342,10 +397,10 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			continue;
 		}
 		struct layer_result *lr = &res->layers[res->n_layers++];
-		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr);
+		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr, tm);
 		if (r == -EIO) {	/* the engine fell back to the CPU: once more */
 			layer_release(lr);
-			r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr);
+			r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr, tm);
 		}
 		if (r) {
 			r = r < 0 ? cli_error("'%s': tensor '%s': the engine failed: %s",
@@ -395,6 +450,7 @@ int cmd_compare(int argc, char **argv)
 {
 	struct options o = { 0 };
 	struct compare_result res = { 0 };
+	double t0 = now();
 	int r;
 
 	r = parse_args(argc, argv, &o);
@@ -405,13 +461,18 @@ int cmd_compare(int argc, char **argv)
 		res.candidate = o.cand_path;
 		res.proxies = o.proxies;
 		res.n_proxies = o.n_proxies;
+		res.timings.on = o.timings;
 		r = run_compare(&o, &res);
 	}
 	if (!r && res.engine) {
-		if (o.json)
+		res.timings.total = now() - t0;
+		if (o.json) {
 			r = compare_print_json(&res);
-		else
+		} else {
 			compare_print_table(&res);
+			if (o.timings)
+				compare_print_timings(&res.timings);
+		}
 	}
 	result_release(&res);
 	for (size_t k = 0; k < o.n_proxies; k++)

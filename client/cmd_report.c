@@ -1,12 +1,11 @@
 /*
  * cmd_report.c: `wdrift report STUDY -o report.html`: one self-contained
  * HTML page (inline CSS and SVG, no script, nothing fetched) drawn from the
- * study's drift log: W1 and the ratio to each proxy against step, with the
- * alert thresholds; a tensor x step heatmap of the ratio; the study, its
+ * study's drift log: the summary at the latest complete step, the charts
+ * (report_charts.c), the tensors furthest above their proxy, the study, its
  * runs and its alert rules. Layout in docs/report.md.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +14,20 @@
 #include "chart.h"
 #include "cli.h"
 #include "daemon_client.h"
+#include "report.h"
 #include "study_data.h"
 #include "wdrift.h"
 
 static const char usage[] =
 "usage: wdrift report STUDY -o FILE [-c FILE | --log FILE]\n"
 "\n"
-"Draws STUDY's drift log as one self-contained HTML page: W1 against step\n"
-"for each compared run, the ratio to each proxy with the alert thresholds,\n"
-"a per-tensor heatmap of the ratio, and the study's runs and rules. The\n"
-"page has no script and loads nothing: it opens offline, and can be mailed.\n"
+"Draws STUDY's drift log as one self-contained HTML page: a summary at the\n"
+"latest complete step (every run of the study compared), W1 against step for\n"
+"each compared run, one panel of the ratio per candidate and proxy with the\n"
+"line ratio = 1 and the alert thresholds, per-tensor heatmaps of the ratio\n"
+"on one colour scale, and the study's runs and rules; each run has one\n"
+"colour throughout. The page has no script and loads nothing: it opens\n"
+"offline, and can be mailed.\n"
 "Reads the log from disk: the daemon may be running or stopped.\n"
 "\n"
 "  -o, --output FILE  the page to write, whole or not at all (- for standard output)\n"
@@ -35,10 +38,6 @@ static const char usage[] =
 DC_HELP_HELP
 "\n"
 "exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";
-
-static const char *const palette[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-	"#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22" };
-#define PALETTE(i) palette[(i) % (sizeof(palette) / sizeof(palette[0]))]
 
 static const char css[] =
 "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px auto;"
@@ -57,70 +56,11 @@ static const char css[] =
 ".thrl{text-anchor:end;font-size:10px}.hover{fill:transparent}.hover:hover{fill:rgba(0,0,0,.08)}"
 ".empty{text-anchor:middle;fill:#999;color:#999}\n"
 ".legend{margin:2px 0 8px 72px;font-size:12px}.legend span{margin-right:16px;white-space:nowrap}"
-".legend i{display:inline-block;width:22px;margin-right:5px;vertical-align:middle}\n";
-
-/* What the page is drawn from, gathered once from the log. */
-struct report {
-	const struct study_data *sd;
-	const struct driftlog *d;
-	size_t n_steps;
-	int64_t *steps;		/* distinct, ascending */
-	int *role;		/* per run index: 0 none, 1 candidate, 2 proxy */
-	double last_wall;
-};
-
-static int gather(struct report *r, const struct study_data *sd)
-{
-	const struct driftlog *d = &sd->log;
-
-	memset(r, 0, sizeof(*r));
-	r->sd = sd;
-	r->d = d;
-	r->steps = malloc((d->n_rows + 1) * sizeof(*r->steps));
-	r->role = calloc(d->n_runs + 1, sizeof(*r->role));
-	if (!r->steps || !r->role)
-		return -1;
-	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct driftlog_disk_row *w = dl_row(d, i);
-		if (!r->n_steps || r->steps[r->n_steps - 1] != w->step)
-			r->steps[r->n_steps++] = w->step;
-		r->role[w->run] = w->role;
-		if (isfinite(w->wall) && w->wall > r->last_wall)
-			r->last_wall = w->wall;
-	}
-	return 0;
-}
-
-static void release(struct report *r)
-{
-	free(r->steps);
-	free(r->role);
-}
-
-/* The aggregate rows of kind for run: x = step, y = w1 or ratio[proxy] (proxy < 0: w1). */
-static size_t series_of(const struct driftlog *d, size_t run, int kind, int proxy, double *x, double *y)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct driftlog_disk_row *w = dl_row(d, i);
-		if (w->run != run || w->kind != kind)
-			continue;
-		x[n] = (double)w->step;
-		y[n++] = proxy < 0 ? w->w1 : dl_ratio(w)[proxy];
-	}
-	return n;
-}
-
-static const struct driftlog_disk_row *latest_agg(const struct driftlog *d, size_t run, int kind)
-{
-	const struct driftlog_disk_row *found = NULL;
-	for (size_t i = 0; i < d->n_rows; i++) {
-		const struct driftlog_disk_row *w = dl_row(d, i);
-		if (w->run == run && w->kind == kind)
-			found = w;	/* sorted by step: the last is the latest */
-	}
-	return found;
-}
+".legend i{display:inline-block;width:22px;margin-right:5px;vertical-align:middle}\n"
+".el{font-size:11px;font-weight:600}.lead{stroke-width:1}.ref{stroke-width:1.2}.refl{text-anchor:start;font-size:10px}\n"
+"i.sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}\n"
+".panels{display:grid;grid-template-columns:1fr 1fr;gap:4px 16px}.panels.one{grid-template-columns:1fr}"
+"h4{font-size:13px;margin:10px 0 2px;font-weight:600}.panel .legend{margin-left:40px}\n";
 
 static void num(FILE *f, double x)
 {
@@ -138,12 +78,43 @@ static void ratio_cell(FILE *f, double x)
 	fputs("</td>", f);
 }
 
+/* The mean row a candidate's summary reads: at the latest complete step, else its latest. */
+static const struct driftlog_disk_row *summary_row(const struct report *r, size_t run)
+{
+	return r->complete >= 0 ? report_row(r, run, ROW_MEAN, r->complete) : report_latest(r, run, ROW_MEAN);
+}
+
+/*
+ * At the latest complete step, not the latest: at a step some run has not
+ * reached yet, a candidate's ratio to that proxy is missing and the table
+ * would compare the candidate with fewer proxies than the study has.
+ */
 static void summary(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
+	long long latest = r->n_steps ? (long long)r->steps[r->n_steps - 1] : 0;
 
-	fputs("<h2>Summary at each candidate's latest step</h2>\n<table><tr><th>candidate</th><th>step</th>"
-	      "<th>mean W1</th>", f);
+	if (r->complete >= 0) {
+		fprintf(f, "<h2>Summary at step %lld, the latest complete step</h2>\n<p class=\"note\" "
+			   "id=\"summary-step\" data-step=\"%lld\">Every run of the study has been compared at "
+			   "step %lld.", (long long)r->complete, (long long)r->complete, (long long)r->complete);
+		if (r->complete < latest) {
+			fprintf(f, " Step %lld is later but incomplete (", latest);
+			xml_text(f, r->missing);
+			fputs(" not compared there yet): the charts below show it, this table does not.", f);
+		}
+		fputs("</p>\n", f);
+	} else {
+		fputs("<h2>Summary at each candidate's latest step</h2>\n", f);
+		if (r->n_steps) {
+			fprintf(f, "<p class=\"note\" id=\"summary-step\" data-step=\"none\">No step is complete "
+				   "yet: at none has every run of the study been compared (at the latest, step "
+				   "%lld: ", latest);
+			xml_text(f, r->missing);
+			fputs(" not compared). Each candidate at its latest step.</p>\n", f);
+		}
+	}
+	fputs("<table><tr><th>candidate</th><th>step</th><th>mean W1</th>", f);
 	for (size_t k = 0; k < d->n_proxies; k++) {
 		fputs("<th>mean ratio [", f);
 		xml_text(f, d->proxies[k]);
@@ -152,253 +123,27 @@ static void summary(FILE *f, const struct report *r)
 		fputs("]</th>", f);
 	}
 	fputs("</tr>\n", f);
-	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct driftlog_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
-		if (r->role[run] != 1 || !m)
+	for (size_t i = 0; i < r->n_order; i++) {
+		size_t run = r->order[i];
+		const struct driftlog_disk_row *m = summary_row(r, run), *x;
+		if (r->role[run] != ROLE_CANDIDATE || !m)
 			continue;
+		x = report_row(r, run, ROW_MAX, m->step);
 		fputs("<tr><td>", f);
+		report_swatch(f, r, run);
 		xml_text(f, d->runs[run]);
 		fprintf(f, "</td><td>%lld</td><td>", (long long)m->step);
 		num(f, m->w1);
 		fputs("</td>", f);
 		for (size_t k = 0; k < d->n_proxies; k++) {
 			ratio_cell(f, dl_ratio(m)[k]);
-			ratio_cell(f, x && x->step == m->step ? dl_ratio(x)[k] : NAN);
+			ratio_cell(f, x ? dl_ratio(x)[k] : NAN);
 		}
 		fputs("</tr>\n", f);
 	}
 	fputs("</table>\n<p class=\"note\">ratio = the candidate's W1 from the baseline / the proxy's "
 	      "W1 from the baseline, per tensor; below 1 (green) the candidate drifts less than the "
 	      "proxy. Mean: weighted by element count; max: over tensors.</p>\n", f);
-}
-
-/*
- * A line chart being filled: its series and threshold lines with their
- * labels, and the points of every series in one buffer (x then y halves),
- * each series taking the next stretch of it.
- */
-struct plot {
-	struct chart_series *s;
-	struct chart_hline *h;
-	char (*labels)[300];	/* max_series for the series, then the lines' */
-	double *buf, *x, *y;	/* x, y: where the next series' points go */
-	size_t ns, nh, max_series;
-};
-
-static void plot_release(struct plot *p)
-{
-	free(p->s), free(p->h), free(p->buf), free(p->labels);
-}
-
-/* 0, or -1 (out of memory, p released). */
-static int plot_init(struct plot *p, size_t max_series, size_t max_points, size_t max_lines)
-{
-	memset(p, 0, sizeof(*p));
-	p->max_series = max_series;
-	p->s = calloc(max_series + 1, sizeof(*p->s));
-	p->h = calloc(max_lines + 1, sizeof(*p->h));
-	p->buf = malloc((2 * max_points + 1) * sizeof(double));
-	p->labels = calloc(max_series + max_lines + 1, sizeof(*p->labels));
-	if (!p->s || !p->h || !p->buf || !p->labels) {
-		plot_release(p);
-		return -1;
-	}
-	p->x = p->buf;
-	p->y = p->buf + max_points;
-	return 0;
-}
-
-/* Adds run's aggregate rows of kind as a series (series_of's x and y). */
-__attribute__((format(printf, 8, 9)))
-static void plot_series(struct plot *p, const struct driftlog *d, size_t run, int kind, int proxy,
-			const char *color, int dashed, const char *fmt, ...)
-{
-	char *label = p->labels[p->ns];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(label, sizeof(p->labels[0]), fmt, ap);
-	va_end(ap);
-	size_t n = series_of(d, run, kind, proxy, p->x, p->y);
-	p->s[p->ns++] = (struct chart_series){ label, color, dashed, n, p->x, p->y };
-	p->x += n;
-	p->y += n;
-}
-
-__attribute__((format(printf, 4, 5)))
-static void plot_threshold(struct plot *p, double y, const char *color, const char *fmt, ...)
-{
-	char *label = p->labels[p->max_series + p->nh];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(label, sizeof(p->labels[0]), fmt, ap);
-	va_end(ap);
-	p->h[p->nh++] = (struct chart_hline){ label, y, color };
-}
-
-static void plot_draw(FILE *f, const struct plot *p, const char *ylabel, int log_y)
-{
-	struct line_chart c = { "step", ylabel, log_y, p->ns, p->nh, p->s, p->h };
-	chart_line(f, &c);
-}
-
-static int w1_chart(FILE *f, const struct report *r)
-{
-	const struct driftlog *d = r->d;
-	struct plot p;
-
-	if (plot_init(&p, d->n_runs, d->n_rows, r->sd->cfg.n_alerts) < 0)
-		return -1;
-	for (size_t run = 0; run < d->n_runs; run++)
-		if (r->role[run])
-			plot_series(&p, d, run, 1, -1, PALETTE(run), r->role[run] == 2, "%s (%s)", d->runs[run],
-				    study_role_name(r->role[run]));
-	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
-		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
-		if (!strcmp(al->study, r->sd->name) && al->metric == WD_METRIC_W1)
-			plot_threshold(&p, al->threshold, "#b3261e", "alert %s: %s W1 > %g", al->name,
-				       wd_config_scope_name(al->scope), al->threshold);
-	}
-	/* runs that drift by orders of magnitude apart (an exact-arithmetic
-	 * change beside another seed) would flatten on a linear axis */
-	double lo = INFINITY, hi = 0;
-	for (size_t k = 0; k < p.ns; k++)
-		for (size_t i = 0; i < p.s[k].n; i++)
-			if (isfinite(p.s[k].y[i]) && p.s[k].y[i] > 0) {
-				lo = fmin(lo, p.s[k].y[i]);
-				hi = fmax(hi, p.s[k].y[i]);
-			}
-	int log_y = hi > 0 && hi / lo > 100;
-	fprintf(f, "<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
-	        "the baseline, the mean over tensors weighted by element count. Candidates solid, "
-	        "proxies dashed.%s</p>\n", log_y ? " Log scale: the runs are orders of magnitude "
-	        "apart (a W1 of 0 is not drawn)." : "");
-	plot_draw(f, &p, log_y ? "W1 from the baseline (log scale)" : "W1 from the baseline", log_y);
-	plot_release(&p);
-	return 0;
-}
-
-static int ratio_chart(FILE *f, const struct report *r)
-{
-	const struct driftlog *d = r->d;
-	struct plot p;
-	size_t colour = 0;
-
-	if (!d->n_proxies)
-		return 0;
-	/* each candidate's mean and max rows, once per proxy */
-	if (plot_init(&p, 2 * d->n_runs * d->n_proxies, d->n_rows * d->n_proxies, r->sd->cfg.n_alerts) < 0)
-		return -1;
-	for (size_t run = 0; run < d->n_runs; run++)
-		for (size_t k = 0; r->role[run] == 1 && k < d->n_proxies; k++, colour++)
-			for (int kind = 1; kind <= 3; kind += 2)	/* mean, max */
-				plot_series(&p, d, run, kind, (int)k, PALETTE(colour), kind == 3,
-					    "%s / %s, %s over tensors", d->runs[run], d->proxies[k],
-					    kind == 1 ? "mean" : "max");
-	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
-		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
-		const char *color = al->severity == WD_SEVERITY_CRITICAL ? "#b3261e" : "#c77700";
-		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_RATIO)
-			continue;
-		if (al->scope == WD_SCOPE_TENSORS)
-			plot_threshold(&p, al->threshold, color, "alert %s: ratio[%s] of %s > %g", al->name,
-				       al->proxy, al->tensors, al->threshold);
-		else
-			plot_threshold(&p, al->threshold, color, "alert %s: %s ratio[%s] > %g", al->name,
-				       wd_config_scope_name(al->scope), al->proxy, al->threshold);
-	}
-	fputs("<h2>Ratio to the proxies against step</h2>\n<p class=\"note\">Each candidate's W1 over "
-	      "each proxy's, tensor by tensor: the mean over tensors (solid, weighted by element count) "
-	      "and the max (dashed), on a log scale; dotted lines are the alert thresholds. Below 1, "
-	      "the candidate drifts less than the proxy.</p>\n", f);
-	plot_draw(f, &p, "ratio (log scale)", 1);
-	plot_release(&p);
-	return 0;
-}
-
-/* One heatmap per candidate and proxy: the tensors the candidate has, x its steps. */
-static int heatmaps(FILE *f, const struct report *r)
-{
-	const struct driftlog *d = r->d;
-	int rc = 0;
-
-	if (!d->n_proxies)
-		return 0;
-	fputs("<h2>Per tensor: the ratio at each step</h2>\n<p class=\"note\">Rows are tensors in the "
-	      "order they were first computed, columns the compared snapshots in step order. Blue: the "
-	      "candidate drifts less than the proxy; red: more. Hover a row for its full name.</p>\n", f);
-	size_t *row_of = malloc((d->n_tensors + 1) * sizeof(size_t));
-	size_t *col_of = malloc((r->n_steps + 1) * sizeof(size_t));
-	int64_t *cols = malloc((r->n_steps + 1) * sizeof(int64_t));
-	const char **labels = malloc((d->n_tensors + 1) * sizeof(char *));
-	if (!row_of || !col_of || !cols || !labels) {
-		rc = -1;
-		goto out;
-	}
-	for (size_t run = 0; run < d->n_runs && !rc; run++) {
-		if (r->role[run] != 1)
-			continue;
-		size_t nr = 0, nc = 0, si = 0;
-		for (size_t t = 0; t < d->n_tensors; t++)
-			row_of[t] = SIZE_MAX;
-		for (size_t s = 0; s < r->n_steps; s++)
-			col_of[s] = SIZE_MAX;
-		for (size_t i = 0; i < d->n_rows; i++) {	/* which tensors and steps it has */
-			const struct driftlog_disk_row *w = dl_row(d, i);
-			while (r->steps[si] != w->step)
-				si++;
-			if (w->run != run || w->kind)
-				continue;
-			row_of[w->tensor] = 0;
-			if (col_of[si] == SIZE_MAX) {
-				col_of[si] = nc;
-				cols[nc++] = w->step;
-			}
-		}
-		for (size_t t = 0; t < d->n_tensors; t++)
-			if (row_of[t] == 0) {
-				row_of[t] = nr;
-				labels[nr++] = d->tensors[t];
-			} else {
-				row_of[t] = SIZE_MAX;
-			}
-		double *v = malloc((nr * nc + 1) * sizeof(double));
-		if (!v) {
-			rc = -1;
-			break;
-		}
-		for (size_t k = 0; k < d->n_proxies && !rc; k++) {
-			for (size_t i = 0; i < nr * nc; i++)
-				v[i] = NAN;
-			si = 0;
-			for (size_t i = 0; i < d->n_rows; i++) {
-				const struct driftlog_disk_row *w = dl_row(d, i);
-				while (r->steps[si] != w->step)
-					si++;
-				if (w->run == run && !w->kind)
-					v[row_of[w->tensor] * nc + col_of[si]] = dl_ratio(w)[k];
-			}
-			fputs("<h3>", f);
-			xml_text(f, d->runs[run]);
-			fputs(" / ", f);
-			xml_text(f, d->proxies[k]);
-			fprintf(f, "</h3><p class=\"note\">%zu tensors × %zu snapshots</p>\n", nr, nc);
-			/* colours saturate at 2^±span: 3 (1/8 to 8) unless the
-			 * ratios reach further, so that the map never turns one flat colour */
-			double span = 3;
-			for (size_t i = 0; i < nr * nc; i++)
-				if (isfinite(v[i]) && v[i] > 0)
-					span = fmax(span, fabs(log2(v[i])));
-			span = fmin(ceil(span), 20);
-			struct heatmap hm = { nr, nc, v, labels, cols, span };
-			rc = chart_heatmap(f, &hm);
-		}
-		free(v);
-	}
-out:
-	free(row_of), free(col_of), free(cols), free(labels);
-	return rc;
 }
 
 struct ranked {
@@ -412,7 +157,7 @@ static int by_key_desc(const void *a, const void *b)
 	return (y > x) - (y < x);
 }
 
-/* The tensors furthest above their proxy at each candidate's latest step. */
+/* The tensors furthest above their proxy at the summary's step. */
 static int worst(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
@@ -421,9 +166,10 @@ static int worst(FILE *f, const struct report *r)
 	struct ranked *v = malloc((d->n_tensors + 1) * sizeof(*v));
 	if (!v)
 		return -1;
-	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct driftlog_disk_row *m = latest_agg(d, run, 1);
-		if (r->role[run] != 1 || !m)
+	for (size_t o = 0; o < r->n_order; o++) {
+		size_t run = r->order[o];
+		const struct driftlog_disk_row *m = summary_row(r, run);
+		if (r->role[run] != ROLE_CANDIDATE || !m)
 			continue;
 		size_t n = 0;
 		for (size_t i = 0; i < d->n_rows; i++) {
@@ -438,6 +184,7 @@ static int worst(FILE *f, const struct report *r)
 		}
 		qsort(v, n, sizeof(*v), by_key_desc);
 		fputs("<h3>", f);
+		report_swatch(f, r, run);
 		xml_text(f, d->runs[run]);
 		fprintf(f, ": the %zu tensors with the largest ratio at step %lld</h3>\n<table><tr>"
 			   "<th>tensor</th><th>elements</th>", n < 15 ? n : 15, (long long)m->step);
@@ -522,14 +269,15 @@ static void metadata(FILE *f, const struct report *r)
 
 	fputs("<h3>Runs</h3>\n<table><tr><th>run</th><th>role</th><th>snapshots</th><th>last step</th>"
 	      "<th>elements</th><th>mean W1</th><th>max W1</th><th>NaN/Inf</th></tr>\n", f);
-	for (size_t run = 0; run < d->n_runs; run++) {
-		const struct driftlog_disk_row *m = latest_agg(d, run, 1), *x = latest_agg(d, run, 3);
-		size_t n = 0;
+	for (size_t o = 0; o < r->n_order; o++) {
+		size_t run = r->order[o], n = 0;
+		const struct driftlog_disk_row *m = report_latest(r, run, ROW_MEAN), *x = report_latest(r, run, ROW_MAX);
 		for (size_t i = 0; i < d->n_rows; i++)
-			n += dl_row(d, i)->run == run && dl_row(d, i)->kind == 1;
+			n += dl_row(d, i)->run == run && dl_row(d, i)->kind == ROW_MEAN;
 		if (!m)
 			continue;
 		fputs("<tr><td>", f);
+		report_swatch(f, r, run);
 		xml_text(f, d->runs[run]);
 		fprintf(f, "</td><td class=\"l\">%s</td><td>%zu</td><td>%lld</td><td>%llu</td><td>",
 			study_role_name(r->role[run]), n, (long long)m->step, (unsigned long long)m->numel);
@@ -585,7 +333,8 @@ static int page(FILE *f, const struct report *r)
 	if (!r->d->n_rows)
 		fputs("<p class=\"note\">The drift log has no rows yet: no comparison has been computed.</p>\n", f);
 	summary(f, r);
-	if (w1_chart(f, r) < 0 || ratio_chart(f, r) < 0 || heatmaps(f, r) < 0 || worst(f, r) < 0)
+	if (report_w1_chart(f, r) < 0 || report_ratio_panels(f, r) < 0 || report_heatmaps(f, r) < 0 ||
+	    worst(f, r) < 0)
 		return -1;
 	metadata(f, r);
 	fputs("</body></html>\n", f);
@@ -595,12 +344,12 @@ static int page(FILE *f, const struct report *r)
 static int write_report(FILE *f, const struct study_data *sd, const struct study_args *o)
 {
 	struct report rep;
-	int rc = gather(&rep, sd);
+	int rc = report_gather(&rep, sd);
 
 	(void)o;
 	if (rc == 0)
 		rc = page(f, &rep);
-	release(&rep);
+	report_release(&rep);
 	return rc;
 }
 

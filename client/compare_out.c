@@ -256,6 +256,15 @@ static json_t *jnames(char **names, size_t n)
 	return a;
 }
 
+void compare_print_timings(const struct compare_timings *t)
+{
+	double rest = t->total - t->open - t->read_wait - t->engine;
+
+	printf("\ntimings: total %.3f s = engine %.3f s + waiting for the readers %.3f s"
+	       " + starting them and listing %.3f s + the rest %.3f s\n",
+	       t->total, t->engine, t->read_wait, t->open, rest > 0 ? rest : 0);
+}
+
 int compare_print_json(const struct compare_result *r)
 {
 	json_t *layers = json_array(), *proxies = json_object(), *psum = json_object();
@@ -293,6 +302,11 @@ int compare_print_json(const struct compare_result *r)
 					"candidate", jnonfinite(&s.nf_cand),
 			   "proxies", psum);
 	summary_release(&s);
+	if (root && r->timings.on)
+		json_object_set_new(root, "timings",
+			json_pack("{s:f,s:f,s:f,s:f}", "total_s", r->timings.total,
+				  "engine_s", r->timings.engine, "read_wait_s", r->timings.read_wait,
+				  "open_s", r->timings.open));
 	if (!root) {
 		fprintf(stderr, "wdrift compare: error: cannot build the JSON output\n");
 		return 1;

@@ -27,6 +27,19 @@ struct layer_result {
 	double *ratio;		/* wd_drift_ratio(drift.w1, proxy_w1) */
 };
 
+/*
+ * Where the wall-clock time of `wdrift compare --timings` went, in seconds:
+ * from the command's start (after the process started and loaded its
+ * libraries) to the output. engine: inside engine calls (start, prepare,
+ * drift, proxy W1); read_wait: waiting for reader children's tensors
+ * (reads that finished while the engine ran cost nothing here); open:
+ * starting the children and their listings.
+ */
+struct compare_timings {
+	int on;
+	double total, open, read_wait, engine;
+};
+
 struct compare_result {
 	const char *baseline, *candidate;
 	const char *engine;
@@ -36,9 +49,12 @@ struct compare_result {
 	struct layer_result *layers;
 	size_t n_only_base, n_only_cand;
 	char **only_base, **only_cand;
+	struct compare_timings timings;
 };
 
 void compare_print_table(const struct compare_result *r);
+/* The --timings line of the table: "timings: total ... s = ..." */
+void compare_print_timings(const struct compare_timings *t);
 int compare_print_json(const struct compare_result *r);
 
 #endif

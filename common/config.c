@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "arena.h"
 #include "config_table.h"
@@ -59,6 +60,8 @@ static const struct enum_val synthetic_vals[] = {
 #define TIB(n) ((int64_t)(n) << 40)
 #define CF(m) offsetof(struct wd_config, m)
 
+static int config_check_hostport(const char *s, char *why, size_t size);
+
 
 /*
  * Every scalar key of the top level, grouped by section: the printer
@@ -75,6 +78,9 @@ const struct field cfg_fields[] = {
 	{ .name = "listen.events", .type = T_ENDPOINT, .flags = F_RESTART,
 	  .off = CF(listen.events), .def = "ipc://./run/events.sock",
 	  .doc = "ZeroMQ endpoint that publishes drift results and alerts" },
+	{ .name = "listen.metrics", .type = T_STRING, .flags = F_RESTART,
+	  .off = CF(listen.metrics), .max = 64, .check = config_check_hostport,
+	  .doc = "HOST:PORT of the Prometheus /metrics endpoint (docs/metrics.md), such as 127.0.0.1:9464; unset: off" },
 	{ .name = "auth.server_key", .type = T_STRING, .flags = F_RESTART,
 	  .off = CF(auth.server_key), .max = 4096,
 	  .doc = "the daemon's CURVE key pair file (wdrift keygen); unset: no authentication" },
@@ -131,6 +137,9 @@ const struct field cfg_fields[] = {
 	{ .name = "log.level", .type = T_ENUM,
 	  .off = CF(log.level), .def = "notice", .vals = level_vals,
 	  .doc = "least important messages logged: err, warning, notice, info or debug" },
+	{ .name = "metrics.per_tensor", .type = T_BOOL,
+	  .off = CF(metrics.per_tensor), .def = "false",
+	  .doc = "/metrics also has each tensor's W1 and ratios (one series per tensor, run and proxy)" },
 };
 
 #define SF(m) offsetof(struct wd_config_study, m)
@@ -303,6 +312,55 @@ static int parse_double(const char *s, double *out)
 	return isfinite(*out) ? 0 : -ERANGE;
 }
 
+/*
+ * listen.metrics: HOST:PORT, HOST an IPv4 address, an IPv6 one in
+ * brackets, or localhost; no other names, so that starting never waits on
+ * DNS and the address bound is the one written. Port 1 to 65535.
+ */
+int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, char *why, size_t size)
+{
+	const char *colon = strrchr(s, ':');
+	char q[96], h[64];
+	unsigned char addr[16];
+	int64_t p;
+	size_t len;
+
+	config_clip(q, sizeof(q), s, 60);
+	if (!colon || colon == s)
+		return wd_error(why, size, "bad address '%s': expected HOST:PORT, such as 127.0.0.1:9464", q);
+	len = colon - s;
+	if (parse_int(colon + 1, &p) || !is_digit(colon[1]) || p < 1 || p > 65535)
+		return wd_error(why, size, "bad address '%s': the port must be 1 to 65535", q);
+	if (s[0] == '[' && len >= 2 && s[len - 1] == ']') {
+		if (len - 2 >= sizeof(h))
+			return wd_error(why, size, "bad address '%s': not an IPv6 address", q);
+		memcpy(h, s + 1, len - 2);
+		h[len - 2] = 0;
+		if (inet_pton(AF_INET6, h, addr) != 1)
+			return wd_error(why, size, "bad address '%s': '%s' is not an IPv6 address", q, h);
+	} else {
+		if (len >= sizeof(h))
+			return wd_error(why, size, "bad address '%s': not an IPv4 address", q);
+		memcpy(h, s, len);
+		h[len] = 0;
+		if (!strcmp(h, "localhost"))
+			snprintf(h, sizeof(h), "127.0.0.1");
+		else if (inet_pton(AF_INET, h, addr) != 1)
+			return wd_error(why, size, "bad address '%s': the host must be an IPv4 address, "
+					"[IPv6] or localhost (no other names)", q);
+	}
+	if (host && hostlen)
+		snprintf(host, hostlen, "%s", h);
+	if (port)
+		*port = (int)p;
+	return 0;
+}
+
+static int config_check_hostport(const char *s, char *why, size_t size)
+{
+	return wd_config_hostport(s, NULL, 0, NULL, why, size);
+}
+
 static int check_endpoint(const char *s, char *why, size_t size)
 {
 	const char *rest, *colon;
@@ -397,6 +455,8 @@ int config_value_parse(const struct field *f, const char *text, void *base,
 			return wd_error(why, size, "must not be empty");
 		if (f->max && strlen(text) > (size_t)f->max)
 			return wd_error(why, size, "longer than %lld bytes", (long long)f->max);
+		if (f->check && f->check(text, why, size))
+			return -1;
 		*(const char **)p = text;
 		return 0;
 	case T_ENDPOINT:

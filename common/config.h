@@ -115,6 +115,7 @@ struct wd_arena;
 struct wd_config {
 	struct {
 		const char *ingest, *control, *events;	/* ZeroMQ endpoints */
+		const char *metrics;		/* HOST:PORT of /metrics; NULL: off */
 	} listen;
 	struct {
 		const char *server_key;		/* key pair file; NULL: no CURVE */
@@ -154,6 +155,9 @@ struct wd_config {
 	struct {
 		int level;			/* WD_LOG_ERR .. WD_LOG_DEBUG */
 	} log;
+	struct {
+		bool per_tensor;		/* /metrics: a series per tensor too */
+	} metrics;
 	struct wd_config_study *studies;
 	size_t n_studies;
 	struct wd_config_alert *alerts;
@@ -208,6 +212,13 @@ char *wd_config_print_string(const struct wd_config *c);
  * its key name.
  */
 const char *wd_config_network_endpoint(const struct wd_config *c, const char **key);
+
+/*
+ * Splits listen.metrics's HOST:PORT (HOST an IPv4 address, [IPv6] or
+ * localhost) into host (the address, without brackets; localhost as
+ * 127.0.0.1) and port. 0, or -1 with why. host and port may be NULL.
+ */
+int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, char *why, size_t size);
 
 /* Names as written in the file: "ratio", "tensors", "critical". */
 const char *wd_config_metric_name(int metric);

@@ -56,6 +56,8 @@ struct field {
 	double dmin, dmax;	/* T_DOUBLE */
 	const struct enum_val *vals;	/* T_ENUM */
 	const char *doc;	/* one line, printed above the key */
+	/* T_STRING: a further check of the text (0, or -1 with why), or NULL */
+	int (*check)(const char *text, char *why, size_t size);
 };
 
 /*
@@ -63,7 +65,7 @@ struct field {
  * grouped by section, in the order the printer writes them. The sizes are
  * checked by the compiler against the definitions.
  */
-#define N_CFG 22
+#define N_CFG 24
 extern const struct field cfg_fields[N_CFG];
 
 enum { S_NAME, S_BASELINE, S_CANDIDATES, S_PROXIES, S_SYNTHETIC, N_STUDY };

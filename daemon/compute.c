@@ -375,6 +375,8 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		if (bstep < 0)
 			continue;	/* no baseline there yet: its arrival triggers this */
 		struct compare_input in;
+		struct timespec t0, t1;	/* for /metrics' wdrift_compute_seconds_total */
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (gather(c, s, bstep, &in) < 0)
 			continue;
 		struct result_batch *b = compare_step(c->engine, s, &in);
@@ -382,6 +384,8 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		if (!b)
 			continue;
 		record(c, s, b);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		b->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 		log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)step, b->n_rows);
 		result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
 		workq_finish(&c->q, &b->item);

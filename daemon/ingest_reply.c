@@ -121,6 +121,7 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 	if (!err) {
 		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
 		s->count.snapshots_durable++;
+		s->count.stored++;
 		h.type = WIRE_ACK;
 		h.tensors = snap->n_tensors;
 		h.bytes = snap->bytes;

@@ -35,6 +35,7 @@
 #include "fdlimit.h"
 #include "ingest.h"
 #include "logging.h"
+#include "metrics_http.h"
 #include "notify.h"
 #include "spool.h"
 #include "peers.h"
@@ -96,6 +97,7 @@ struct daemon {
 	void *zctx, *ingest_sock, *control_sock;
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
+	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 };
@@ -121,6 +123,16 @@ static int load_config(const char *path, struct wd_config *cfg, char *err, size_
 
 static void lib_log(int level, const char *msg);
 
+/* Alert state to the WAL (docs/reliability.md, "Alert state"): appended, not
+ * fsync'd here, so that a slow disk does not hold up the loop; the kernel
+ * has it when the process dies, the next snapshot's or result's fsync when
+ * the machine does. */
+static int alert_to_wal(void *ctx, const char *payload)
+{
+	struct daemon *d = ctx;
+	return wal_append(d->wal, payload, strlen(payload));
+}
+
 /* SIGHUP and the reload command: validate all, then swap, or keep the old. */
 static int reload(void *ctx, char *err, size_t errlen)
 {
@@ -141,6 +153,7 @@ static int reload(void *ctx, char *err, size_t errlen)
 			compute_set_config(d->compute, &d->cfg);
 		if (d->alerts)
 			alerts_set_config(d->alerts, &d->cfg);
+		control_alerts_catch_up(&d->ctl);	/* a rule added is judged at once */
 		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
@@ -283,9 +296,15 @@ static int start(struct daemon *d, int force)
 		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
 			     "storage.dir" : strerror(errno));
 	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
-	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg };
+	/* before the replay: it restores the alert instances, for the rules configured */
+	if (!(d->alerts = alerts_new(events_sink, &d->events)))
+		return error("out of memory");
+	alerts_set_config(d->alerts, &d->cfg);
+	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg, .alerts = d->alerts };
 	if (wal_open(path, force, recover_record, &d->rec, &d->wal, err, sizeof(err)) < 0)
 		return error("%s", err);
+	alerts_set_store(d->alerts, alert_to_wal, d);
+	alerts_restore_done(d->alerts);
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
@@ -323,9 +342,6 @@ static int start(struct daemon *d, int force)
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
-	if (!(d->alerts = alerts_new(events_sink, &d->events)))
-		return error("out of memory");
-	alerts_set_config(d->alerts, &d->cfg);
 	d->ctl.alerts = d->alerts;
 	d->zctx = zmq_ctx_new();
 	if (!d->zctx)
@@ -342,8 +358,12 @@ static int start(struct daemon *d, int force)
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
 		return -1;
+	control_alerts_catch_up(&d->ctl);	/* with the events socket there for what it finds */
 	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
+	if (d->cfg.listen.metrics &&	/* before READY=1, as the sockets are */
+	    metrics_http_start(d->cfg.listen.metrics, &d->ctl, &d->metrics, err, sizeof(err)) < 0)
+		return error("%s", err);
 	signal_mask(&mask);
 	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0)
@@ -507,6 +527,8 @@ static void handle_results(struct daemon *d)
 	struct result_batch *b;
 
 	while ((b = compute_take(d->compute))) {
+		d->st.count.comparisons++;	/* /metrics */
+		d->st.count.compute_seconds += b->seconds;
 		events_drift(&d->events, b);
 		alerts_on_results(d->alerts, b);
 		control_add_result(&d->ctl, b);
@@ -534,7 +556,7 @@ static void run_loop(struct daemon *d)
 	if (control_start(&d->ctl) < 0)
 		log_warning("control: no query thread: drift replies are built on the main loop");
 	while (!d->stop && msgs) {
-		zmq_pollitem_t items[7 + 4] = {
+		zmq_pollitem_t items[8 + 4] = {
 			{ d->ingest_sock, 0, ZMQ_POLLIN, 0 },
 			{ d->control_sock, 0, ZMQ_POLLIN, 0 },
 			{ NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 },
@@ -542,11 +564,13 @@ static void run_loop(struct daemon *d)
 			{ NULL, compute_fd(d->compute), ZMQ_POLLIN, 0 },
 			{ peers_socket(d->peers), 0, ZMQ_POLLIN, 0 },
 			{ NULL, control_fd(&d->ctl), control_fd(&d->ctl) >= 0 ? ZMQ_POLLIN : 0, 0 },
+			{ NULL, metrics_http_fd(d->metrics), d->metrics ? ZMQ_POLLIN : 0, 0 },
 		};
-		int n_items = 7 + auth_pollitems(d->auth, items + 7, 4);
+		int n_items = 8 + auth_pollitems(d->auth, items + 8, 4);
 		long timeout = d->watchdog_usec ? (long)(d->watchdog_usec / 1000) : 1000;
 		if (timeout > 1000)
 			timeout = 1000;
+		metrics_http_timeout(d->metrics, &timeout);
 		if (zmq_poll(items, n_items, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -557,7 +581,7 @@ static void run_loop(struct daemon *d)
 		}
 		if (items[3].revents)
 			handle_signal(d);
-		for (int i = 7; i < n_items; i++)
+		for (int i = 8; i < n_items; i++)
 			if (items[i].revents) {
 				auth_handle(d->auth);	/* handshakes wait on ZAP: first */
 				break;
@@ -581,6 +605,7 @@ static void run_loop(struct daemon *d)
 			handle_ingest(d, msgs);
 		if (items[4].revents)
 			handle_results(d);
+		metrics_http_run(d->metrics, items[7].revents != 0);	/* last: the freshest state */
 		double t = now_mono();
 		if (d->watchdog_usec && t >= next_ping) {
 			notify_watchdog();	/* from the loop itself: a stalled loop stops it */
@@ -629,6 +654,7 @@ static void shutdown_daemon(struct daemon *d)
 		spool_stop(&d->spool);	/* joins: finished jobs stay unacked, which is safe */
 	}
 	compute_stop(&d->compute);	/* after the current comparison; the WAL has the rest */
+	metrics_http_stop(&d->metrics);	/* first: it reads d->ctl and the alerts */
 	alerts_free(&d->alerts);
 	control_release(&d->ctl);
 	recover_release(&d->rec);

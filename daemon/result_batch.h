@@ -33,6 +33,7 @@ struct result_batch {
 	/* (run, tensor) of each tensor row: open addressing, row + 1 (0: empty) */
 	uint32_t *index;
 	size_t index_size;			/* a power of 2; 0: no index */
+	double seconds;				/* the compute thread's time on it (0: replayed) */
 	atomic_int refs;			/* references beyond the first */
 	struct workq_item item;			/* on the compute thread's way to the main thread */
 };

@@ -100,6 +100,10 @@ struct counters {
 	uint64_t errors[WIRE_CODE_COUNT];
 	uint64_t control_requests, spool_failures;
 	struct auth_counters auth;
+	/* since this start, never lowered (snapshots_durable is what is held: runs rm lowers it) */
+	uint64_t stored;		/* snapshots made durable */
+	uint64_t comparisons;		/* result batches from the compute thread */
+	double compute_seconds;		/* the compute thread's time on them */
 };
 
 struct state {

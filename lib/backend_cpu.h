@@ -5,6 +5,7 @@
  * nothing in engine.c. Internal; libc only.
  *
  *   prepare_cpu.c  cpu_prepare: classify, radix sort or count 16-bit codes
+ *   cpu_par.c      the threads: cpu_parts, cpu_blocks (pool.c below them)
  *   w1.c           cpu_w1: the three W1 kernels
  *   stats.c        cpu_summarize, cpu_pair_stats
  *
@@ -19,18 +20,50 @@
 
 struct wd_prepared;
 
+struct wd_pool;
+
 /*
  * The CPU backend's state: the radix sort's ping-pong buffer, grown on
  * demand and kept between prepares (a prepared tensor may take it over,
- * docs/engine.md "Ping-pong buffer adoption"). Zeroed is empty.
+ * docs/engine.md "Ping-pong buffer adoption"), and its threads. Zeroed is
+ * empty, with as many threads as the process has cores.
  */
 struct cpu_engine {
 	void *scratch;
 	size_t scratch_size;
+	int threads;		/* asked for; 0: the cores available */
+	uint64_t grain;		/* the fewest elements a part gets; 0: CPU_GRAIN */
+	struct wd_pool *pool;	/* started by the first split (cpu_parts) */
 };
 
-/* Frees the scratch buffer; c is empty (and usable) again. */
+/* A part of a split job has this many elements at least, by default. */
+#define CPU_GRAIN (1u << 16)
+
+/* Frees the scratch buffer and joins the threads; c is empty (and usable) again. */
 void cpu_engine_close(struct cpu_engine *c);
+/* Sets the thread count (0: the cores available); the pool restarts when next needed. */
+void cpu_engine_set_threads(struct cpu_engine *c, int threads);
+/* The thread count in effect: threads, or the cores available. */
+int cpu_engine_threads(const struct cpu_engine *c);
+/*
+ * How many parts to split n elements into (1 when c is NULL, n is small,
+ * or the threads could not be started), with c->pool ready for them.
+ * Results never depend on it: every split gives the one-thread bits.
+ */
+int cpu_parts(struct cpu_engine *c, uint64_t n);
+
+/*
+ * Runs a blocked reduction over nblocks blocks of a job of n elements:
+ * part(ctx, first, b0, b1) computes the partials of blocks [b0, b1) into
+ * the caller's round buffer at b - first, on the parts, in rounds of at
+ * most CPU_ROUND blocks; after each round combine(ctx, first, b1) adds
+ * them on the caller in block order. The sum's order, and so its bits,
+ * is the same whatever the split.
+ */
+#define CPU_ROUND (1u << 16)
+void cpu_blocks(struct cpu_engine *c, uint64_t nblocks, uint64_t n,
+		void (*part)(void *ctx, uint64_t first, uint64_t b0, uint64_t b1),
+		void (*combine)(void *ctx, uint64_t first, uint64_t end), void *ctx);
 
 /*
  * Prepares v into p, whose dtype, numel and method (WD_METHOD_SORT) the
@@ -46,17 +79,18 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
  * W1 between two prepared tensors in host memory (values[] or hist[]) that
  * both have finite values.
  */
-double cpu_w1(const struct wd_prepared *a, const struct wd_prepared *b);
+double cpu_w1(struct cpu_engine *c, const struct wd_prepared *a, const struct wd_prepared *b);
 
 /*
- * The summary of a prepared tensor in host memory. With no finite value,
+ * The summary of a prepared tensor in host memory, split over c's threads
+ * (c may be NULL: one thread). With no finite value,
  * or neither values[] nor hist[] on the host (its device was lost), the
  * statistics are NaN and l2 is 0.
  */
-void cpu_summarize(const struct wd_prepared *p, struct wd_summary *s);
+void cpu_summarize(struct cpu_engine *c, const struct wd_prepared *p, struct wd_summary *s);
 
 /* Element-wise statistics of two raw tensors in host memory, same numel. */
-int cpu_pair_stats(const struct wd_view *a, const struct wd_view *b,
+int cpu_pair_stats(struct cpu_engine *c, const struct wd_view *a, const struct wd_view *b,
 		   struct wd_pair_stats *out);
 
 #endif

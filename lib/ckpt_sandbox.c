@@ -5,15 +5,11 @@
  * libhdf5 on these files, and the child reaches it only through
  * checkpoint.h.
  *
- * The parent and its child share a stream socket. The child sends frames
- * (a length, then that many bytes): first the listing, then one reply per
- * request. A request is a tensor's index and its CPU budget, with a memfd
- * of the tensor's size passed along (SCM_RIGHTS); the child reads the
- * tensor straight into it. A reply is a status (0 or a negative errno) and,
- * on failure, the reader's message. One request is in flight at a time,
- * and the parent waits for each frame against a deadline; a child that
- * misses one, dies, or sends nonsense is killed and reaped, and the box is
- * dead from then on.
+ * This file is the parent's side; the child's is ckpt_sandbox_child.c,
+ * and what they exchange, ckpt_sandbox_wire.h. One request is in flight
+ * per child at a time, and the parent waits for each frame against a
+ * deadline; a child that misses one, dies, or sends nonsense is killed and
+ * reaped, and the box is dead from then on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,34 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "ckpt_sandbox.h"
+#include "ckpt_sandbox_wire.h"
 #include "error.h"
 #include "units.h"
 
-/*
- * AddressSanitizer reserves terabytes of shadow address space, so no
- * RLIMIT_AS can apply under it, and it writes its reports to files, which
- * RLIMIT_FSIZE = 0 would kill: both are left off in such builds (the tests
- * of the memory limit skip there).
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-#define CHILD_FILES 16		/* RLIMIT_NOFILE: stdio, the socket, a memfd, HDF5's file */
-#define CHILD_EXIT_OOM 3	/* the child could not build a reply */
 #define READ_REPLY_MAX (1 << 20)	/* a read's reply: a status and a message */
 #define MIN_MEMORY (16ull << 20)
 
@@ -92,53 +67,7 @@ int wd_sandbox_limits_env(struct wd_sandbox_limits *lim, char *err, size_t errle
 	return 0;
 }
 
-/* --- the reply: built by the child, parsed by the parent --- */
-
-struct msg {
-	unsigned char *p;
-	size_t len, cap;
-	int oom;
-};
-
-/* Room for n more bytes at the end of m, counted in m->len; NULL (and oom) when there is none. */
-static unsigned char *msg_grow(struct msg *m, size_t n)
-{
-	if (m->oom)
-		return NULL;
-	if (m->len + n > m->cap) {
-		size_t cap = m->cap ? m->cap : 4096;
-		while (cap < m->len + n)
-			cap *= 2;
-		void *p = realloc(m->p, cap);
-		if (!p) {
-			m->oom = 1;
-			return NULL;
-		}
-		m->p = p;
-		m->cap = cap;
-	}
-	m->len += n;
-	return m->p + m->len - n;
-}
-
-static void msg_put(struct msg *m, const void *data, size_t n)
-{
-	unsigned char *to = msg_grow(m, n);
-
-	if (to && n)
-		memcpy(to, data, n);
-}
-
-static void msg_u64(struct msg *m, uint64_t v)
-{
-	msg_put(m, &v, sizeof(v));
-}
-
-static void msg_str(struct msg *m, const char *s)
-{
-	msg_u64(m, strlen(s));
-	msg_put(m, s, strlen(s));
-}
+/* --- the reply, as the parent parses it --- */
 
 /* Reading a reply: any short or out-of-bounds field sets bad. */
 struct cursor {
@@ -185,244 +114,13 @@ struct wd_ckpt_box {
 	pid_t pid;			/* 0 once reaped */
 	int sock;			/* -1 once closed */
 	char dead[WD_CKPT_ERR_MAX];	/* why the child ended, for every later read */
+	/* the read in flight (wd_ckpt_box_request): its memfd, -1 when none */
+	int pending_fd;
+	size_t pending_index, pending_bytes;
+	double pending_seconds;
+	struct timespec pending_since;
 };
 
-/* What a request asks of the child; a memfd of the tensor's size comes with it. */
-struct request {
-	uint64_t index;
-	double seconds;		/* the CPU the read may take */
-};
-
-/* --- the child --- */
-
-/* Sets a limit, within the hard limit the child already has. */
-static void set_limit(int resource, rlim_t soft, rlim_t hard)
-{
-	struct rlimit now, want;
-
-	if (getrlimit(resource, &now) < 0)
-		return;
-	want.rlim_max = hard < now.rlim_max ? hard : now.rlim_max;
-	want.rlim_cur = soft < want.rlim_max ? soft : want.rlim_max;
-	setrlimit(resource, &want);
-}
-
-/*
- * Lets the next step use seconds of CPU beyond what the child used so
- * far: SIGXCPU after that. Only the soft limit moves, so that each step
- * can have its own.
- */
-static void cpu_budget(double seconds)
-{
-	struct rusage ru;
-	double used = 0;
-
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
-		used = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-	set_limit(RLIMIT_CPU, (rlim_t)ceil(used + seconds) + 1, RLIM_INFINITY);
-}
-
-/* Bytes of address space mapped now (/proc/self/statm); 0 if unknown. */
-static uint64_t address_space_used(void)
-{
-	char buf[128];
-	ssize_t n;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	return strtoull(buf, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
-/* Closes every fd from 3 up but keep: the caller's sockets and files. */
-static void close_fds_except(int keep)
-{
-	unsigned lo[2] = { 3, (unsigned)keep + 1 }, hi[2] = { (unsigned)keep - 1, ~0u };
-
-	for (int k = 0; k < 2; k++) {
-		if (lo[k] > hi[k] || close_range(lo[k], hi[k], 0) == 0)
-			continue;
-		for (long fd = lo[k], max = sysconf(_SC_OPEN_MAX); fd <= (long)hi[k] && fd < max; fd++)
-			close((int)fd);
-	}
-}
-
-/*
- * The child's confinement, before it touches the file; returns the socket,
- * moved above stdio if the parent ran with 0, 1 or 2 closed. Signals that
- * the parent may catch or block (a daemon's SIGTERM, the CLI's SIGPIPE)
- * and the limits' own get their default action; stdin and stdout become
- * /dev/null (stderr stays, for a sanitizer's report); every other fd the
- * parent had is closed; then the limits.
- */
-static int child_confine(int sock, const struct wd_sandbox_limits *lim)
-{
-	static const int sigs[] = { SIGXCPU, SIGXFSZ, SIGPIPE, SIGINT, SIGTERM, SIGHUP };
-	sigset_t none;
-	uint64_t mapped;
-	int null;
-
-	if (sock <= 2)
-		sock = fcntl(sock, F_DUPFD, 3);
-	for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++)
-		signal(sigs[k], SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	if ((null = open("/dev/null", O_RDWR)) >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		if (null > 2)
-			close(null);
-	}
-	mapped = address_space_used();
-	close_fds_except(sock);
-	prctl(PR_SET_DUMPABLE, 0);
-	set_limit(RLIMIT_CORE, 0, 0);
-	set_limit(RLIMIT_NOFILE, CHILD_FILES, CHILD_FILES);
-	cpu_budget(lim->seconds);
-	if (!UNDER_ASAN) {
-		set_limit(RLIMIT_FSIZE, 0, 0);
-		set_limit(RLIMIT_AS, mapped + lim->memory, mapped + lim->memory);
-	}
-	return sock;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p = (const char *)p + w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Sends one frame and empties m; exits when that fails or m could not be built. */
-static void child_send(int sock, struct msg *m)
-{
-	uint64_t len = m->len;
-
-	if (m->oom)
-		_exit(CHILD_EXIT_OOM);
-	if (write_all(sock, &len, sizeof(len)) < 0 || write_all(sock, m->p, m->len) < 0)
-		_exit(1);
-	free(m->p);
-	*m = (struct msg){ 0 };
-}
-
-/* A failed step's reply: the reader's status and message. */
-static void reply_error(struct msg *reply, int status, const char *err)
-{
-	msg_u64(reply, (uint64_t)(int64_t)status);
-	msg_str(reply, err);
-}
-
-static void put_listing(struct msg *reply, const struct wd_ckpt *c)
-{
-	msg_u64(reply, 0);
-	msg_u64(reply, wd_ckpt_count(c));
-	for (size_t i = 0; i < wd_ckpt_count(c); i++) {
-		const struct wd_ckpt_entry *e = wd_ckpt_entry(c, i);
-		msg_str(reply, e->name);
-		msg_str(reply, e->problem);
-		msg_u64(reply, e->dtype);
-		msg_u64(reply, e->numel);
-		msg_u64(reply, (uint64_t)e->rank);
-		for (int d = 0; d < e->rank; d++)
-			msg_u64(reply, e->dims[d]);
-	}
-}
-
-/* The next request and its memfd; -1 when the parent is gone or sent nonsense. */
-static int recv_request(int sock, struct request *rq, int *fd)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { rq, sizeof(*rq) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c;
-	ssize_t n;
-
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	c = n == (ssize_t)sizeof(*rq) ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-	    c->cmsg_len != CMSG_LEN(sizeof(int)))
-		return -1;
-	memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return 0;
-}
-
-/* Reads the requested tensor into the memfd; the reply says how it went. */
-static void child_read(struct wd_ckpt *c, const struct request *rq, int fd, struct msg *reply)
-{
-	char err[WD_CKPT_ERR_MAX];
-	size_t bytes;
-	void *dst;
-	int r;
-
-	cpu_budget(rq->seconds);
-	if ((r = wd_ckpt_check(c, rq->index, &bytes, err)) < 0) {
-		reply_error(reply, r, err);
-		return;
-	}
-	dst = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (dst == MAP_FAILED) {
-		r = errno == ENOMEM ? -ENOMEM : -1;
-		snprintf(err, sizeof(err), "'%s': dataset '%s': cannot map %zu bytes: %s",
-			 wd_ckpt_path(c), wd_ckpt_entry(c, rq->index)->name, bytes, strerror(errno));
-		reply_error(reply, r, err);
-		return;
-	}
-	r = wd_ckpt_read_into(c, rq->index, dst, err);
-	munmap(dst, bytes);
-	if (r < 0)
-		reply_error(reply, r, err);
-	else
-		msg_u64(reply, 0);
-}
-
-static void __attribute__((noreturn)) child_main(const char *path, const struct wd_sandbox_limits *lim,
-						 int sock, pid_t parent)
-{
-	char err[WD_CKPT_ERR_MAX];
-	struct msg reply = { 0 };
-	struct wd_ckpt *c;
-	struct request rq;
-	int fd, r;
-
-	/* dies with the parent, also one that died before this line */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-		_exit(1);
-	sock = child_confine(sock, lim);
-	if ((r = wd_ckpt_open(path, &c, err)) < 0) {
-		reply_error(&reply, r, err);
-		child_send(sock, &reply);
-		_exit(0);
-	}
-	put_listing(&reply, c);
-	child_send(sock, &reply);
-	while (recv_request(sock, &rq, &fd) == 0) {
-		child_read(c, &rq, fd, &reply);
-		close(fd);
-		child_send(sock, &reply);
-	}
-	_exit(0);	/* the parent closed the socket: the file needs no closing */
-}
 
 /* --- the parent --- */
 
@@ -483,35 +181,35 @@ static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, doub
 }
 
 /*
- * Reads the child's next frame into reply within seconds. 0, or -1 with
+ * Reads the child's next frame into reply, due seconds after t0. 0, or -1 with
  * the child ended (box_end) when it misses the deadline, closes the
  * socket, or announces more than cap bytes.
  */
-static int await_frame(struct wd_ckpt_box *b, const char *what, double seconds, size_t cap,
-		       struct msg *reply, char *err)
+static int await_frame(struct wd_ckpt_box *b, const char *what, const struct timespec *t0,
+		       double seconds, size_t cap, struct msg *reply, char *err)
 {
-	struct timespec t0;
 	uint64_t need = 0;
 	size_t have_len = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	reply->len = 0;
 	for (;;) {
-		double left = seconds - seconds_since(&t0);
+		double left = seconds - seconds_since(t0);
 		struct pollfd p = { b->sock, POLLIN, 0 };
 		ssize_t n;
 
-		if (left <= 0)
-			return box_end(b, what, CHILD_TIMED_OUT, seconds, err);
-		if (poll(&p, 1, left > 60 ? 60000 : (int)ceil(left * 1000)) <= 0)
+		/* past the deadline, what the child already sent still counts */
+		if (poll(&p, 1, left <= 0 ? 0 : left > 60 ? 60000 : (int)ceil(left * 1000)) <= 0) {
+			if (left <= 0)
+				return box_end(b, what, CHILD_TIMED_OUT, seconds, err);
 			continue;	/* a signal, or the time: checked above */
+		}
 		if (have_len < sizeof(need)) {
 			n = read(b->sock, (char *)&need + have_len, sizeof(need) - have_len);
 			if (n > 0 && (have_len += (size_t)n) == sizeof(need) && need > cap)
 				return box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
 		} else {
 			size_t chunk = need - reply->len < (1 << 16) ? need - reply->len : 1 << 16;
-			unsigned char *to = msg_grow(reply, chunk);
+			unsigned char *to = ckpt_msg_grow(reply, chunk);
 			if (!to)
 				return box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
 			n = read(b->sock, to, chunk);
@@ -625,6 +323,7 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 {
 	struct wd_ckpt_box *b = calloc(1, sizeof(*b));
 	struct msg reply = { 0 };
+	struct timespec t0;
 	pid_t parent = getpid();
 	int sv[2], r = -1;
 
@@ -636,6 +335,7 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	}
 	b->lim = *lim;
 	b->sock = -1;
+	b->pending_fd = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		wd_error(err, WD_CKPT_ERR_MAX, "'%s': cannot start the reader: %s", path, strerror(errno));
 		goto out;
@@ -643,7 +343,7 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	b->pid = fork();
 	if (b->pid == 0) {
 		close(sv[0]);
-		child_main(path, lim, sv[1], parent);
+		ckpt_child_main(path, lim, sv[1], parent);
 	}
 	close(sv[1]);
 	if (b->pid < 0) {
@@ -654,7 +354,8 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	}
 	b->sock = sv[0];
 	fcntl(b->sock, F_SETFL, O_NONBLOCK);
-	r = await_frame(b, "listing datasets", lim->seconds, (size_t)lim->memory, &reply, err);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = await_frame(b, "listing datasets", &t0, lim->seconds, (size_t)lim->memory, &reply, err);
 	if (r == 0)
 		r = parse_listing(b, path, &reply, err);
 out:
@@ -694,38 +395,73 @@ static int send_request(int sock, const struct request *rq, int fd)
 	return n == (ssize_t)sizeof(*rq) ? 0 : -1;
 }
 
-int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, char *err)
+/* "dataset 'NAME'", tensor i's subject in messages. */
+static const char *dataset_what(const struct wd_ckpt_box *b, size_t i, char *buf, size_t size)
+{
+	snprintf(buf, size, "dataset '%s'", wd_ckpt_entry(b->listing, i)->name);
+	return buf;
+}
+
+int wd_ckpt_box_request(struct wd_ckpt_box *b, size_t i, char *err)
 {
 	const char *path = wd_ckpt_path(b->listing);
 	struct request rq = { i, 0 };
-	struct msg reply = { 0 };
-	struct cursor cur;
 	char what[256], need[32], have[32];
 	size_t bytes;
-	void *data;
-	int fd = -1, r;
+	int fd;
 
-	*m = (struct wd_tensor_map){ 0 };
 	if (!b->pid)
 		return wd_error(err, WD_CKPT_ERR_MAX, "%s", b->dead);
+	if (b->pending_fd >= 0)
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': a read of dataset '%s' is still in flight",
+				path, wd_ckpt_entry(b->listing, b->pending_index)->name);
 	if (wd_ckpt_check(b->listing, i, &bytes, err) < 0)
 		return -1;
-	snprintf(what, sizeof(what), "dataset '%s'", wd_ckpt_entry(b->listing, i)->name);
+	dataset_what(b, i, what, sizeof(what));
 	if (bytes > b->lim.memory)
 		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: its %s exceed the memory limit of %s (%s)",
 				path, what, format_bytes(need, sizeof(need), bytes),
 				format_bytes(have, sizeof(have), b->lim.memory), WD_SANDBOX_ENV_MEMORY);
 	rq.seconds = b->lim.seconds + (double)bytes / (double)WD_SANDBOX_BYTES_PER_S;
-	fd = memfd_create("wdrift-tensor", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0) {
-		r = wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot make room for %s: %s", path, what,
-			     format_bytes(need, sizeof(need), bytes), strerror(errno));
-		goto out;
+	/* sealed at its size: the child can fill it, not shrink it under our mapping (SIGBUS) */
+	fd = memfd_create("wdrift-tensor", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot make room for %s: %s", path, what,
+			 format_bytes(need, sizeof(need), bytes), strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
-	if (send_request(b->sock, &rq, fd) < 0)
-		r = box_end(b, what, CHILD_ENDED, rq.seconds, err);
-	else
-		r = await_frame(b, what, rq.seconds, READ_REPLY_MAX, &reply, err);
+	if (send_request(b->sock, &rq, fd) < 0) {
+		close(fd);
+		return box_end(b, what, CHILD_ENDED, rq.seconds, err);
+	}
+	b->pending_fd = fd;
+	b->pending_index = i;
+	b->pending_bytes = bytes;
+	b->pending_seconds = rq.seconds;
+	clock_gettime(CLOCK_MONOTONIC, &b->pending_since);
+	return 0;
+}
+
+int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *err)
+{
+	const char *path = wd_ckpt_path(b->listing);
+	struct msg reply = { 0 };
+	struct cursor cur;
+	char what[256], need[32];
+	size_t bytes = b->pending_bytes;
+	int fd = b->pending_fd, r;
+	void *data;
+
+	*m = (struct wd_tensor_map){ 0 };
+	if (fd < 0)
+		return wd_error(err, WD_CKPT_ERR_MAX, b->pid ? "'%s': no read in flight" : "%s",
+				b->pid ? path : b->dead);
+	b->pending_fd = -1;
+	dataset_what(b, b->pending_index, what, sizeof(what));
+	r = await_frame(b, what, &b->pending_since, b->pending_seconds, READ_REPLY_MAX, &reply, err);
 	cur = (struct cursor){ reply.p, reply.len, 0 };
 	if (r < 0 || (r = reply_status(b, what, &cur, err)) < 0)
 		goto out;
@@ -737,10 +473,17 @@ int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, c
 	}
 	*m = (struct wd_tensor_map){ data, bytes };
 out:
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	free(reply.p);
 	return r;
+}
+
+int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, char *err)
+{
+	*m = (struct wd_tensor_map){ 0 };
+	if (wd_ckpt_box_request(b, i, err) < 0)
+		return -1;
+	return wd_ckpt_box_collect(b, m, err);
 }
 
 void wd_tensor_map_release(struct wd_tensor_map *m)
@@ -763,6 +506,8 @@ void wd_ckpt_box_close(struct wd_ckpt_box **pb)
 	}
 	if (b->sock >= 0)
 		close(b->sock);
+	if (b->pending_fd >= 0)
+		close(b->pending_fd);
 	wd_ckpt_close(&b->listing);
 	free(b);
 	*pb = NULL;

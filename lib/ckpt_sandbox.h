@@ -77,8 +77,20 @@ struct wd_tensor_map {
  * Reads tensor i in the child. 0 with m mapped, or -1 with err as above,
  * naming the file and the dataset, and m empty. After a failure that
  * ended the child, every later read fails with the same message.
+ * wd_ckpt_box_request then wd_ckpt_box_collect.
  */
 int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, char *err);
+/*
+ * The two halves of wd_ckpt_box_read, so that several files are read at
+ * once (one child each) while the caller computes: _request starts the
+ * read of tensor i and returns (0, or -1 with err: a problem of the
+ * dataset, the memory limit, a dead child); _collect waits for it and maps
+ * it, as wd_ckpt_box_read. One read per box is in flight at a time. The
+ * read's deadline runs from the request: a reply that came in time is
+ * taken however late the caller collects it.
+ */
+int wd_ckpt_box_request(struct wd_ckpt_box *b, size_t i, char *err);
+int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *err);
 /* Unmaps m and empties it; an empty map is left alone. */
 void wd_tensor_map_release(struct wd_tensor_map *m);
 

@@ -30,8 +30,8 @@ int wd_drift_measure(struct wd_engine *e, const struct wd_prepared *base,
 	lost = wd_w1(e, base, run, &out->w1) == -EIO;
 	wd_prepared_nonfinite(run, &out->nonfinite);
 	if (summaries) {
-		wd_summarize(base, &summaries[0]);
-		wd_summarize(run, &summaries[1]);
+		wd_engine_summarize(e, base, &summaries[0]);
+		wd_engine_summarize(e, run, &summaries[1]);
 	}
 	out->have_pair = base_view->numel == run_view->numel;
 	if (out->have_pair) {

@@ -14,12 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_cpu.h"
 #include "grow.h"
 #include "backend_cuda.h"
 #include "dtype.h"
 #include "log.h"
+#include "pool.h"
 #include "prepared.h"
 
 /* A result queued by wd_w1_async() and computed on the CPU. */
@@ -30,11 +32,13 @@ struct pending {
 
 struct wd_engine {
 	enum wd_backend backend;	/* in use: CPU after a fallback */
-	char desc[160];
-	struct cpu_engine cpu;	/* the radix sort's scratch */
+	char desc[200];
+	struct cpu_engine cpu;	/* the radix sort's scratch, the threads */
 	struct cuda_engine *cuda;	/* NULL on the CPU */
 	struct wd_prepared *live;	/* tensors holding device memory */
 	int device_lost;	/* sync owes the caller an -EIO */
+	int fell_back;		/* the device was given up after an error */
+	char why[100];		/* why not CUDA, when AUTO found none */
 	struct pending *pend;
 	size_t n_pend, cap_pend;
 };
@@ -57,10 +61,30 @@ int wd_engine_open(enum wd_backend backend, struct wd_engine **out)
 	return wd_engine_open_device(backend, 0, out);
 }
 
+/*
+ * Whether a GPU driver can be there at all: its device node. AUTO asks the
+ * CUDA runtime only then, so that a machine without one (a laptop, a login
+ * node) does not load libcuda or start the runtime for nothing. /dev/dxg
+ * is WSL2's, through which CUDA runs there with no /dev/nvidia*.
+ */
+static int gpu_node_present(void)
+{
+	return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0 ||
+	       access("/dev/dxg", F_OK) == 0;
+}
+
+/* "cpu (exact, N threads)" and why not CUDA, if it was asked of. */
+static void describe_cpu(struct wd_engine *e)
+{
+	int n = cpu_engine_threads(&e->cpu);
+	snprintf(e->desc, sizeof(e->desc), "cpu (exact, %d thread%s%s)%s%.99s", n, n == 1 ? "" : "s",
+		 e->fell_back ? "; fell back after a cuda error" : "",
+		 e->why[0] ? "; no cuda: " : "", e->why);
+}
+
 int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine **out)
 {
 	struct wd_engine *e;
-	char why[sizeof(((struct wd_engine *)0)->desc)] = "";
 
 	*out = NULL;
 	if ((backend != WD_BACKEND_AUTO && backend != WD_BACKEND_CPU &&
@@ -70,7 +94,9 @@ int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine 
 	if (!e)
 		return -ENOMEM;
 	e->backend = WD_BACKEND_CPU;
-	if (backend != WD_BACKEND_CPU) {
+	if (backend == WD_BACKEND_AUTO && wd_have_cuda() && !gpu_node_present()) {
+		snprintf(e->why, sizeof(e->why), "no GPU device node (/dev/nvidiactl)");
+	} else if (backend != WD_BACKEND_CPU) {
 		int r = cuda_engine_open(&e->cuda, device, e->desc, sizeof(e->desc));
 		if (r == 0) {
 			e->backend = WD_BACKEND_CUDA;
@@ -78,18 +104,34 @@ int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine 
 			*out = e;
 			return 0;
 		}
-		snprintf(why, sizeof(why), "%s", e->desc);
+		snprintf(e->why, sizeof(e->why), "%.99s", e->desc);
 		if (backend == WD_BACKEND_CUDA) {
-			wd_log(WD_LOG_ERR, "engine: cuda asked for, but %s", why);
+			wd_log(WD_LOG_ERR, "engine: cuda asked for, but %s", e->why);
 			free(e);
 			return -ENODEV;
 		}
 	}
-	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread)%s%.100s",
-		 why[0] ? "; no cuda: " : "", why);
+	describe_cpu(e);
 	wd_log(WD_LOG_NOTICE, "engine: %s", e->desc);
 	*out = e;
 	return 0;
+}
+
+void wd_engine_set_threads(struct wd_engine *e, int threads)
+{
+	cpu_engine_set_threads(&e->cpu, threads);
+	if (!e->cuda)
+		describe_cpu(e);
+}
+
+int wd_engine_threads(const struct wd_engine *e)
+{
+	return cpu_engine_threads(&e->cpu);
+}
+
+void wd_engine_set_grain(struct wd_engine *e, uint64_t elements)
+{
+	e->cpu.grain = elements;
 }
 
 /* Adds p, just prepared on the device, to the engine's live tensors. */
@@ -177,7 +219,9 @@ static void engine_lose_device(struct wd_engine *e, const char *during)
 	e->cuda = NULL;
 	e->device_lost = 1;
 	e->backend = WD_BACKEND_CPU;
-	snprintf(e->desc, sizeof(e->desc), "cpu (exact, 1 thread; fell back after a cuda error)");
+	e->fell_back = 1;
+	e->why[0] = 0;
+	describe_cpu(e);
 }
 
 /* A prepared tensor of v with nothing in it yet, as cpu_prepare and cuda_prepare expect. */
@@ -345,7 +389,7 @@ static int w1_on_host(struct wd_engine *e, const struct wd_prepared *a,
 	if (!r && !prepared_on_host(b) && (r = cuda_to_host(e->cuda, b, &vb)) == 0)
 		hb.values = vb;
 	if (!r)
-		*w1 = (a->n_finite && b->n_finite) ? cpu_w1(&ha, &hb) : NAN;
+		*w1 = (a->n_finite && b->n_finite) ? cpu_w1(&e->cpu, &ha, &hb) : NAN;
 	free(va);
 	free(vb);
 	return r;
@@ -443,6 +487,11 @@ static void engine_summarize_device(struct wd_engine *e, struct wd_prepared *p)
 
 void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
 {
+	wd_engine_summarize(NULL, p, s);
+}
+
+void wd_engine_summarize(struct wd_engine *e, const struct wd_prepared *p, struct wd_summary *s)
+{
 	/* A sorted device tensor's summary is computed when first asked for. */
 	if (!p->have_summary && p->dev_keys && p->engine)
 		engine_summarize_device(p->engine, (struct wd_prepared *)p);
@@ -452,14 +501,14 @@ void wd_summarize(const struct wd_prepared *p, struct wd_summary *s)
 	if (p->have_summary)
 		*s = p->summary;
 	else
-		cpu_summarize(p, s);
+		cpu_summarize(e ? &e->cpu : NULL, p, s);
 }
 
 int wd_pair_stats(struct wd_engine *e, const struct wd_view *a,
 		  const struct wd_view *b, struct wd_pair_stats *out)
 {
-	(void)e;	/* raw views are host memory: the CPU's */
-	return cpu_pair_stats(a, b, out);
+	/* raw views are host memory: the CPU's */
+	return cpu_pair_stats(e ? &e->cpu : NULL, a, b, out);
 }
 
 int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
@@ -493,5 +542,174 @@ int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
 	}
 	free(ca);
 	free(cb);
+	return r;
+}
+
+/* --- Batches: many tensors at once (docs/engine.md, "Threads") --- */
+
+/*
+ * A tensor of fewer elements than this is "small" in a batch: it runs on
+ * one thread beside others, since a split would not use them all. Capped,
+ * so that the tensors in flight at once (each with its key and scratch
+ * buffers, on every thread) stay small.
+ */
+#define MANY_SMALL_MAX (1u << 20)
+
+static int many_small(const struct wd_engine *e, uint64_t numel)
+{
+	uint64_t grain = e->cpu.grain ? e->cpu.grain : CPU_GRAIN;
+	int threads = cpu_engine_threads(&e->cpu);
+	return threads > 1 && numel <= MANY_SMALL_MAX && numel / grain < (uint64_t)threads;
+}
+
+/* wd_prepare on the CPU side c, for a batch's thread. */
+static int prepare_on_cpu(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
+			  struct wd_prepared **out)
+{
+	struct wd_prepared *p;
+	int r;
+
+	*out = NULL;
+	if (!wd_dtype_size(v->dtype) || (!v->data && v->numel))
+		return -EINVAL;
+	if (!(p = malloc(sizeof(*p))))
+		return -ENOMEM;
+	prepared_init(p, v);
+	if ((r = cpu_prepare(c, v, flags, p)) < 0) {
+		wd_prepared_free(&p);
+		return r;
+	}
+	*out = p;
+	return 0;
+}
+
+/* A batch's small items, taken one at a time by whichever thread is free. */
+struct many_job {
+	const size_t *items;
+	size_t n_items;
+	size_t next;		/* atomic: the next item to take */
+	struct cpu_engine *sub;	/* per part: its own scratch, one thread */
+	/* prepare */
+	const struct wd_view *views;
+	unsigned flags;
+	struct wd_prepared **out;
+	int *err;
+	/* w1 */
+	const struct wd_prepared *const *a, *const *b;
+	double *w1;
+};
+
+static void many_prepare_part(void *ctx, int i, int parts)
+{
+	struct many_job *j = ctx;
+	size_t k;
+
+	(void)parts;
+	while ((k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n_items) {
+		size_t x = j->items[k];
+		j->err[x] = prepare_on_cpu(&j->sub[i], &j->views[x], j->flags, &j->out[x]);
+	}
+}
+
+static void many_w1_part(void *ctx, int i, int parts)
+{
+	struct many_job *j = ctx;
+	size_t k;
+
+	(void)i;
+	(void)parts;
+	while ((k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n_items) {
+		size_t x = j->items[k];
+		j->w1[x] = cpu_w1(NULL, j->a[x], j->b[x]);
+	}
+}
+
+/* Runs the job's items over the engine's threads, each with a CPU side of its own. */
+static int many_run(struct wd_engine *e, struct many_job *j, void (*fn)(void *, int, int))
+{
+	int parts = j->n_items < 2 ? 1 : cpu_parts(&e->cpu, UINT64_MAX);
+	if ((size_t)parts > j->n_items)
+		parts = (int)j->n_items;
+	if (parts < 1)
+		return 0;
+	j->sub = calloc((size_t)parts, sizeof(*j->sub));
+	if (!j->sub)
+		return -ENOMEM;
+	for (int i = 0; i < parts; i++)
+		j->sub[i].threads = 1;
+	pool_run(parts > 1 ? e->cpu.pool : NULL, parts, fn, j);
+	for (int i = 0; i < parts; i++)
+		cpu_engine_close(&j->sub[i]);
+	free(j->sub);
+	j->sub = NULL;
+	return 0;
+}
+
+int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, unsigned flags,
+		    struct wd_prepared **out)
+{
+	struct many_job j = { 0 };
+	int *err = calloc(n + 1, sizeof(*err));
+	size_t *items = calloc(n + 1, sizeof(*items));
+	int r = err && items ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = NULL;
+	/* large ones (or all, on the device) in turn, each split over the threads */
+	for (size_t i = 0; !r && i < n; i++) {
+		if (!e->cuda && many_small(e, views[i].numel))
+			items[j.n_items++] = i;
+		else
+			r = err[i] = wd_prepare(e, &views[i], flags, &out[i]);
+	}
+	if (!r) {
+		j.items = items;
+		j.views = views;
+		j.flags = flags;
+		j.out = out;
+		j.err = err;
+		r = many_run(e, &j, many_prepare_part);
+	}
+	for (size_t i = 0; !r && i < n; i++)
+		r = err[i];
+	if (r)
+		for (size_t i = 0; i < n; i++)
+			wd_prepared_free(&out[i]);
+	free(err);
+	free(items);
+	return r;
+}
+
+int wd_w1_many(struct wd_engine *e, const struct wd_prepared *const *a,
+	       const struct wd_prepared *const *b, size_t n, double *w1)
+{
+	struct many_job j = { 0 };
+	size_t *items = calloc(n + 1, sizeof(*items));
+	int r = items ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		w1[i] = NAN;
+	for (size_t i = 0; !r && i < n; i++) {
+		if (!a[i] || !b[i]) {
+			r = -EINVAL;
+		} else if (!e->cuda && !a[i]->stale && !b[i]->stale && prepared_on_host(a[i]) &&
+			   prepared_on_host(b[i]) && !prepared_on_device(a[i]) &&
+			   !prepared_on_device(b[i]) &&
+			   many_small(e, a[i]->n_finite > b[i]->n_finite ? a[i]->n_finite
+									 : b[i]->n_finite)) {
+			if (a[i]->n_finite && b[i]->n_finite)
+				items[j.n_items++] = i;	/* else NaN, as wd_w1 */
+		} else {
+			r = wd_w1(e, a[i], b[i], &w1[i]);
+		}
+	}
+	if (!r) {
+		j.items = items;
+		j.a = a;
+		j.b = b;
+		j.w1 = w1;
+		r = many_run(e, &j, many_w1_part);
+	}
+	free(items);
 	return r;
 }

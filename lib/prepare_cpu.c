@@ -14,6 +14,7 @@
 #include "backend_cpu.h"
 #include "bigbuf.h"
 #include "dtype.h"
+#include "pool.h"
 #include "prepared.h"
 #include "radix_sort.h"
 
@@ -49,6 +50,7 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 }
 
 #define PS_NAME prepare_sorted_f32
+#define PS_(x) x##_f32
 #define PS_BITS uint32_t
 #define PS_EXP 0x7f800000u
 #define PS_MANT 0x7fffffu
@@ -59,6 +61,7 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 #include "prepare_sorted_body.h"
 
 #define PS_NAME prepare_sorted_f64
+#define PS_(x) x##_f64
 #define PS_BITS uint64_t
 #define PS_EXP 0x7ff0000000000000ull
 #define PS_MANT 0x000fffffffffffffull
@@ -100,29 +103,75 @@ static void hist16_count32(const uint32_t *c, uint64_t n, uint32_t *h0,
 		h0[c[i] >> 16]++;
 }
 
-static int prepare_hist16(const void *src, int upper_halves, enum wd_dtype fmt,
-			  uint64_t n, struct wd_prepared *p)
-{
-	uint32_t *sub = calloc(2 * HALF_CODES, sizeof(*sub));
-	const struct half_table *t = half_table_get(fmt);
+/* Part i's counts of its slice of a 16-bit job, into out[i]. */
+struct hist16_job {
+	const void *src;
+	int upper_halves;
+	uint64_t n;
+	uint64_t **out;		/* out[0] is the prepared tensor's */
+	int *failed;		/* per part: no memory for its sub-counts */
+};
 
-	p->hist = calloc(HALF_CODES, sizeof(*p->hist));
-	if (!sub || !p->hist) {
-		free(sub);
-		return -ENOMEM;
+static void hist16_part(void *ctx, int i, int parts)
+{
+	const struct hist16_job *j = ctx;
+	uint64_t from = (uint64_t)((unsigned __int128)j->n * (unsigned)i / (unsigned)parts);
+	uint64_t to = (uint64_t)((unsigned __int128)j->n * (unsigned)(i + 1) / (unsigned)parts);
+	uint32_t *sub = calloc(2 * HALF_CODES, sizeof(*sub));
+	uint64_t *h = j->out[i];
+
+	if (!sub) {
+		j->failed[i] = 1;
+		return;
 	}
-	for (uint64_t at = 0; at < n; at += HIST_CHUNK) {
-		uint64_t len = n - at < HIST_CHUNK ? n - at : HIST_CHUNK;
-		if (upper_halves)
-			hist16_count32((const uint32_t *)src + at, len, sub, sub + HALF_CODES);
+	for (uint64_t at = from; at < to; at += HIST_CHUNK) {
+		uint64_t len = to - at < HIST_CHUNK ? to - at : HIST_CHUNK;
+		if (j->upper_halves)
+			hist16_count32((const uint32_t *)j->src + at, len, sub, sub + HALF_CODES);
 		else
-			hist16_count16((const uint16_t *)src + at, len, sub, sub + HALF_CODES);
+			hist16_count16((const uint16_t *)j->src + at, len, sub, sub + HALF_CODES);
 		for (uint32_t c = 0; c < HALF_CODES; c++) {
-			p->hist[c] += (uint64_t)sub[c] + sub[HALF_CODES + c];
+			h[c] += (uint64_t)sub[c] + sub[HALF_CODES + c];
 			sub[c] = sub[HALF_CODES + c] = 0;
 		}
 	}
 	free(sub);
+}
+
+/*
+ * Counts the codes, each part its slice into its own counts (integers:
+ * they add up to the same whatever the split).
+ */
+static int prepare_hist16(struct cpu_engine *c, const void *src, int upper_halves,
+			  enum wd_dtype fmt, uint64_t n, struct wd_prepared *p)
+{
+	const struct half_table *t = half_table_get(fmt);
+	int parts = cpu_parts(c, n), r = 0;
+	uint64_t **out = calloc((size_t)parts, sizeof(*out));
+	int *failed = calloc((size_t)parts, sizeof(*failed));
+
+	p->hist = calloc(HALF_CODES, sizeof(*p->hist));
+	if (!out || !failed || !p->hist)
+		r = -ENOMEM;
+	for (int i = 0; !r && i < parts; i++)
+		if (!(out[i] = i ? calloc(HALF_CODES, sizeof(**out)) : p->hist))
+			r = -ENOMEM;
+	if (!r) {
+		struct hist16_job j = { src, upper_halves, n, out, failed };
+		pool_run(parts > 1 ? c->pool : NULL, parts, hist16_part, &j);
+		for (int i = 0; i < parts; i++)
+			if (failed[i])
+				r = -ENOMEM;
+		for (int i = 1; !r && i < parts; i++)
+			for (uint32_t code = 0; code < HALF_CODES; code++)
+				p->hist[code] += out[i][code];
+	}
+	for (int i = 1; out && i < parts; i++)
+		free(out[i]);
+	free(out);
+	free(failed);
+	if (r)
+		return r;
 	half_count_nonfinite(fmt, p->hist, &p->nonfinite);
 	p->n_finite = 0;
 	for (uint32_t j = 0; j < t->n_order; j++)
@@ -174,7 +223,7 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 	case WD_F32:
 		if (!force_sort && v->numel && f32_is_upcast_bf16(v->data, v->numel)) {
 			p->method = WD_METHOD_HIST16;
-			return prepare_hist16(v->data, 1, WD_BF16, v->numel, p);
+			return prepare_hist16(c, v->data, 1, WD_BF16, v->numel, p);
 		}
 		return prepare_sorted_f32(c, v->data, v->numel, p);
 	case WD_F64:
@@ -183,13 +232,6 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		if (force_sort)
 			return prepare_sorted_from16(c, v->data, v->dtype, v->numel, p);
 		p->method = WD_METHOD_HIST16;
-		return prepare_hist16(v->data, 0, v->dtype, v->numel, p);
+		return prepare_hist16(c, v->data, 0, v->dtype, v->numel, p);
 	}
-}
-
-void cpu_engine_close(struct cpu_engine *c)
-{
-	free(c->scratch);
-	c->scratch = NULL;
-	c->scratch_size = 0;
 }

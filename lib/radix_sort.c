@@ -7,6 +7,13 @@
  * bytes, in L2) and whole lines are copied out, so the scatter costs about a
  * streaming pass instead of a cache miss per key. The 32- and 64-bit sorts
  * are one body (radix_sort_body.h), included twice.
+ *
+ * With more than one thread each pass is split: every part counts the
+ * digit over its range, the offsets are laid out bucket by bucket and
+ * part by part in that order, and every part scatters its range with its
+ * own line buffers. A part's first and last line of a bucket may be
+ * shared with its neighbour's; those are written with plain stores of its
+ * own keys only, and only whole lines of its own go out non-temporal.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "pool.h"
 #include "radix_sort.h"
 
 #define WC_KEYS 16	/* 32-bit keys per 64-byte line */
@@ -79,17 +87,13 @@ static void scatter32_wc(const uint32_t *src, uint32_t *dst, size_t n,
 	}
 }
 
-/* Turns counts into start offsets; returns 1 when one bucket holds all n. */
-static int radix_offsets(const uint64_t *count, size_t *off, size_t n)
+/* 1 when one bucket holds all n keys: the digit orders nothing. */
+static int radix_trivial(const uint64_t *count, size_t n)
 {
-	size_t sum = 0;
-	for (unsigned b = 0; b < RADIX_BUCKETS; b++) {
-		if (count[b] == n)
-			return 1;
-		off[b] = sum;
-		sum += count[b];
-	}
-	return 0;
+	for (unsigned b = 0; b < RADIX_BUCKETS; b++)
+		if (count[b])
+			return count[b] == n;
+	return 1;
 }
 
 /*
@@ -114,6 +118,7 @@ static int scatter32_big(struct wc_line **wc, const uint32_t *src, uint32_t *dst
 }
 
 #define RS_NAME radix_sort32
+#define RS_(x) x##32
 #define RS_KEY uint32_t
 #define RS_DIGITS RADIX32_DIGITS
 #define RS_TO_BITS key32_to_bits
@@ -122,6 +127,7 @@ static int scatter32_big(struct wc_line **wc, const uint32_t *src, uint32_t *dst
 
 /* 64-bit keys: the plain scatter only (line buffers would hold 8 keys). */
 #define RS_NAME radix_sort64
+#define RS_(x) x##64
 #define RS_KEY uint64_t
 #define RS_DIGITS RADIX64_DIGITS
 #define RS_TO_BITS key64_to_bits

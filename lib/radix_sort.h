@@ -39,16 +39,34 @@ static inline uint64_t key64_to_bits(uint64_t k)
 	return k ^ (((k >> 63) - 1) | 0x8000000000000000ull);
 }
 
+struct wd_pool;
+
 /*
- * Sorts n keys ascending. hist[d][b] must hold how many keys have value b in
- * digit d (the caller counts them while it writes the keys, saving a pass).
- * Digits where every key agrees are skipped. If to_bits is set, the last
- * pass writes the floats' bits back instead of keys.
- * Returns the buffer holding the result, keys or tmp; the other is garbage.
+ * How a sort is split between threads: parts contiguous ranges of the
+ * keys, [start[i], start[i + 1]), and each part's digit counts over its
+ * range, hist[i * DIGITS + d][b]: how many keys of part i have value b in
+ * digit d (the caller counts them while it writes the keys, saving a
+ * pass). One part is the single-thread sort; pool may then be NULL.
  */
-uint32_t *radix_sort32(uint32_t *keys, uint32_t *tmp, size_t n,
-		       uint64_t hist[RADIX32_DIGITS][RADIX_BUCKETS], int to_bits);
-uint64_t *radix_sort64(uint64_t *keys, uint64_t *tmp, size_t n,
-		       uint64_t hist[RADIX64_DIGITS][RADIX_BUCKETS], int to_bits);
+struct radix_split {
+	struct wd_pool *pool;
+	int parts;
+	const size_t *start;
+	uint64_t (*hist)[RADIX_BUCKETS];
+};
+
+/*
+ * Sorts n keys ascending, stable, each pass split between the parts: a
+ * part scatters its range of the pass's input to the offsets that the
+ * counts of the parts before it leave free, so the result is the one
+ * sorted array whatever the split. Digits where every key agrees are
+ * skipped. If to_bits is set, the last pass writes the floats' bits back
+ * instead of keys. Returns the buffer holding the result, keys or tmp (the
+ * other is garbage), or NULL when its per-part memory could not be had.
+ */
+uint32_t *radix_sort32(uint32_t *keys, uint32_t *tmp, size_t n, const struct radix_split *s,
+		       int to_bits);
+uint64_t *radix_sort64(uint64_t *keys, uint64_t *tmp, size_t n, const struct radix_split *s,
+		       int to_bits);
 
 #endif

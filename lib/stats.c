@@ -5,10 +5,13 @@
  * double, in blocks; the variance is taken about the mean in a second pass,
  * so a large mean does not cancel a small spread. Sums of squares (l2,
  * rel_l2) are kept by magnitude (sumsq.h), so that they neither underflow
- * nor overflow. Calls nothing in engine.c.
+ * nor overflow. Every sum goes block by block, the blocks' partials added
+ * in block order, so a split between threads (cpu_blocks) gives the bits
+ * of one thread. Calls nothing in engine.c.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend_cpu.h"
 #include "dtype.h"
@@ -24,38 +27,105 @@ static double sorted_at(const struct wd_prepared *p, uint64_t i)
 	return ((const double *)p->values)[i];
 }
 
-static void summarize_sorted(const struct wd_prepared *p, struct wd_summary *s)
-{
-	uint64_t n = p->n_finite;
-	double sum = 0, dev = 0;
-	struct wd_sumsq sq = { 0, 0, 0 };
+/* A block's partials: its sum and sum of squares (pass 1), or its squared deviations (pass 2). */
+struct sum_partial {
+	double sum;
+	struct wd_sumsq sq;
+};
 
-	for (uint64_t at = 0; at < n; at += BLOCK) {
-		uint64_t end = n - at < BLOCK ? n : at + BLOCK;
-		double bs = 0;
-		struct wd_sumsq bq = { 0, 0, 0 };
-		for (uint64_t i = at; i < end; i++) {
-			double x = sorted_at(p, i);
-			bs += x;
-			wd_sumsq_add(&bq, x);
-		}
-		sum += bs;
-		wd_sumsq_merge(&sq, &bq);
+struct summary_job {
+	const struct wd_prepared *p;
+	uint64_t n;
+	double mean;		/* pass 2 */
+	struct sum_partial *partial;	/* a round's blocks */
+	double sum, dev;
+	struct wd_sumsq sq;
+};
+
+static struct sum_partial sum_block(const struct summary_job *j, uint64_t blk)
+{
+	uint64_t at = blk * BLOCK, end = j->n - at < BLOCK ? j->n : at + BLOCK;
+	struct sum_partial b = { 0, { 0, 0, 0 } };
+	for (uint64_t i = at; i < end; i++) {
+		double x = sorted_at(j->p, i);
+		b.sum += x;
+		wd_sumsq_add(&b.sq, x);
 	}
-	s->mean = sum / (double)n;
-	for (uint64_t at = 0; at < n; at += BLOCK) {
-		uint64_t end = n - at < BLOCK ? n : at + BLOCK;
-		double bd = 0;
-		for (uint64_t i = at; i < end; i++) {
-			double d = sorted_at(p, i) - s->mean;
-			bd += d * d;
-		}
-		dev += bd;
+	return b;
+}
+
+static double dev_block(const struct summary_job *j, uint64_t blk)
+{
+	uint64_t at = blk * BLOCK, end = j->n - at < BLOCK ? j->n : at + BLOCK;
+	double bd = 0;
+	for (uint64_t i = at; i < end; i++) {
+		double d = sorted_at(j->p, i) - j->mean;
+		bd += d * d;
 	}
-	s->std = sqrt(dev / (double)n);
+	return bd;
+}
+
+static void sum_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
+{
+	struct summary_job *j = ctx;
+	for (uint64_t blk = b0; blk < b1; blk++)
+		j->partial[blk - first] = sum_block(j, blk);
+}
+
+static void sum_combine(void *ctx, uint64_t first, uint64_t end)
+{
+	struct summary_job *j = ctx;
+	for (uint64_t blk = first; blk < end; blk++) {
+		j->sum += j->partial[blk - first].sum;
+		wd_sumsq_merge(&j->sq, &j->partial[blk - first].sq);
+	}
+}
+
+static void dev_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
+{
+	struct summary_job *j = ctx;
+	for (uint64_t blk = b0; blk < b1; blk++)
+		j->partial[blk - first].sum = dev_block(j, blk);
+}
+
+static void dev_combine(void *ctx, uint64_t first, uint64_t end)
+{
+	struct summary_job *j = ctx;
+	for (uint64_t blk = first; blk < end; blk++)
+		j->dev += j->partial[blk - first].sum;
+}
+
+/*
+ * Sums in blocks, the blocks' partials added in block order: on one thread
+ * as they come, or after a split (cpu_blocks); the same bits either way.
+ */
+static void summarize_sorted(struct cpu_engine *c, const struct wd_prepared *p,
+			     struct wd_summary *s)
+{
+	uint64_t n = p->n_finite, nblocks = (n + BLOCK - 1) / BLOCK;
+	struct summary_job j = { p, n, 0, NULL, 0, 0, { 0, 0, 0 } };
+
+	if (cpu_parts(c, n) > 1 &&
+	    (j.partial = malloc((nblocks < CPU_ROUND ? nblocks : CPU_ROUND) * sizeof(*j.partial)))) {
+		cpu_blocks(c, nblocks, n, sum_part, sum_combine, &j);
+		j.mean = j.sum / (double)n;
+		cpu_blocks(c, nblocks, n, dev_part, dev_combine, &j);
+		free(j.partial);
+	} else {
+		for (uint64_t blk = 0; blk < nblocks; blk++) {
+			struct sum_partial b = sum_block(&j, blk);
+			j.sum += b.sum;
+			wd_sumsq_merge(&j.sq, &b.sq);
+		}
+		j.mean = j.sum / (double)n;
+		for (uint64_t blk = 0; blk < nblocks; blk++)
+			j.dev += dev_block(&j, blk);
+	}
+	s->mean = j.mean;
+	s->std = sqrt(j.dev / (double)n);
 	s->min = sorted_at(p, 0);
 	s->max = sorted_at(p, n - 1);
-	s->l2 = wd_sumsq_norm(&sq);
+	s->l2 = wd_sumsq_norm(&j.sq);
 }
 
 static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
@@ -88,7 +158,7 @@ static void summarize_hist(const struct wd_prepared *p, struct wd_summary *s)
 	s->l2 = wd_sumsq_norm(&sq);
 }
 
-void cpu_summarize(const struct wd_prepared *p, struct wd_summary *s)
+void cpu_summarize(struct cpu_engine *c, const struct wd_prepared *p, struct wd_summary *s)
 {
 	s->numel = p->numel;
 	s->n_finite = p->n_finite;
@@ -101,7 +171,7 @@ void cpu_summarize(const struct wd_prepared *p, struct wd_summary *s)
 	if (p->method == WD_METHOD_HIST16)
 		summarize_hist(p, s);
 	else
-		summarize_sorted(p, s);
+		summarize_sorted(c, p, s);
 }
 
 /* Decodes count elements of v from index at into out, as doubles. */
@@ -127,44 +197,93 @@ static void decode_block(const struct wd_view *v, uint64_t at, uint64_t count,
 	}
 }
 
-int cpu_pair_stats(const struct wd_view *a, const struct wd_view *b,
-		   struct wd_pair_stats *out)
+/* A block's share of the pair statistics. */
+struct pair_partial {
+	struct wd_sumsq dd, aa;	/* of |a - b| and of a, where both are finite */
+	double maxd;
+	uint64_t n_diff, n_cmp;
+};
+
+struct pair_job {
+	const struct wd_view *a, *b;
+	struct pair_partial *partial;	/* a round's blocks */
+	struct pair_partial total;
+};
+
+static struct pair_partial pair_block(const struct pair_job *j, uint64_t blk)
 {
 	double da[BLOCK], db[BLOCK];
-	double maxd = 0;
-	struct wd_sumsq dd = { 0, 0, 0 }, aa = { 0, 0, 0 };
-	uint64_t n_diff = 0, n_cmp = 0;
+	uint64_t at = blk * BLOCK, count = j->a->numel - at < BLOCK ? j->a->numel - at : BLOCK;
+	struct pair_partial p = { { 0, 0, 0 }, { 0, 0, 0 }, 0, 0, 0 };
+
+	decode_block(j->a, at, count, da);
+	decode_block(j->b, at, count, db);
+	for (uint64_t i = 0; i < count; i++) {
+		double x = da[i], y = db[i];
+		if (isfinite(x) && isfinite(y)) {
+			double d = fabs(x - y);
+			p.n_cmp++;
+			p.n_diff += d != 0;
+			p.maxd = d > p.maxd ? d : p.maxd;
+			wd_sumsq_add(&p.dd, d);
+			wd_sumsq_add(&p.aa, x);
+		} else if (!(x == y || (isnan(x) && isnan(y)))) {
+			p.n_diff++;
+		}
+	}
+	return p;
+}
+
+/* Adds a block's partials to the total: the sums in block order, counts and max exact. */
+static void pair_add(struct pair_partial *t, const struct pair_partial *p)
+{
+	wd_sumsq_merge(&t->dd, &p->dd);
+	wd_sumsq_merge(&t->aa, &p->aa);
+	t->maxd = p->maxd > t->maxd ? p->maxd : t->maxd;
+	t->n_diff += p->n_diff;
+	t->n_cmp += p->n_cmp;
+}
+
+static void pair_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
+{
+	struct pair_job *j = ctx;
+	for (uint64_t blk = b0; blk < b1; blk++)
+		j->partial[blk - first] = pair_block(j, blk);
+}
+
+static void pair_combine(void *ctx, uint64_t first, uint64_t end)
+{
+	struct pair_job *j = ctx;
+	for (uint64_t blk = first; blk < end; blk++)
+		pair_add(&j->total, &j->partial[blk - first]);
+}
+
+int cpu_pair_stats(struct cpu_engine *c, const struct wd_view *a, const struct wd_view *b,
+		   struct wd_pair_stats *out)
+{
+	struct pair_job j = { a, b, NULL, { { 0, 0, 0 }, { 0, 0, 0 }, 0, 0, 0 } };
+	uint64_t nblocks;
 
 	if (a->numel != b->numel || !wd_dtype_size(a->dtype) ||
 	    !wd_dtype_size(b->dtype) || (a->numel && (!a->data || !b->data)))
 		return -EINVAL;
-	for (uint64_t at = 0; at < a->numel; at += BLOCK) {
-		uint64_t count = a->numel - at < BLOCK ? a->numel - at : BLOCK;
-		struct wd_sumsq bd = { 0, 0, 0 }, ba = { 0, 0, 0 };
-		decode_block(a, at, count, da);
-		decode_block(b, at, count, db);
-		for (uint64_t i = 0; i < count; i++) {
-			double x = da[i], y = db[i];
-			if (isfinite(x) && isfinite(y)) {
-				double d = fabs(x - y);
-				n_cmp++;
-				n_diff += d != 0;
-				maxd = d > maxd ? d : maxd;
-				wd_sumsq_add(&bd, d);
-				wd_sumsq_add(&ba, x);
-			} else if (!(x == y || (isnan(x) && isnan(y)))) {
-				n_diff++;
-			}
+	nblocks = (a->numel + BLOCK - 1) / BLOCK;
+	if (cpu_parts(c, a->numel) > 1 &&
+	    (j.partial = malloc((nblocks < CPU_ROUND ? nblocks : CPU_ROUND) * sizeof(*j.partial)))) {
+		cpu_blocks(c, nblocks, a->numel, pair_part, pair_combine, &j);
+		free(j.partial);
+	} else {
+		for (uint64_t blk = 0; blk < nblocks; blk++) {
+			struct pair_partial p = pair_block(&j, blk);
+			pair_add(&j.total, &p);
 		}
-		wd_sumsq_merge(&dd, &bd);
-		wd_sumsq_merge(&aa, &ba);
 	}
-	out->n_diff = n_diff;
-	out->n_compared = n_cmp;
-	out->max_abs_diff = n_cmp ? maxd : NAN;
-	if (wd_sumsq_zero(&dd))
-		out->rel_l2 = n_cmp ? 0 : NAN;
+	out->n_diff = j.total.n_diff;
+	out->n_compared = j.total.n_cmp;
+	out->max_abs_diff = j.total.n_cmp ? j.total.maxd : NAN;
+	if (wd_sumsq_zero(&j.total.dd))
+		out->rel_l2 = j.total.n_cmp ? 0 : NAN;
 	else
-		out->rel_l2 = !wd_sumsq_zero(&aa) ? wd_sumsq_ratio(&dd, &aa) : NAN;
+		out->rel_l2 = !wd_sumsq_zero(&j.total.aa) ? wd_sumsq_ratio(&j.total.dd, &j.total.aa) : NAN;
 	return 0;
 }

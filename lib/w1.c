@@ -12,6 +12,7 @@
  * rounding error grows with the block count, not with n.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend_cpu.h"
 #include "dtype.h"
@@ -38,33 +39,74 @@ static double w1_hist_scan(const struct half_table *t, const uint64_t *ha,
 /*
  * W1 of two sorted arrays of n values each: (1/n) sum |a_i - b_i|, in
  * blocks, with LANES independent accumulators per block (so that the
- * compiler vectorises), added pairwise: ((0+1)+(2+3))+((4+5)+(6+7)). One
- * body for float (8 lanes) and double (4), generated twice.
+ * compiler vectorises), added pairwise: ((0+1)+(2+3))+((4+5)+(6+7)). The
+ * blocks' subtotals are added in block order, on one thread or after a
+ * split (cpu_blocks), so every thread count gives the same bits. One body
+ * for float (8 lanes) and double (4), generated twice.
  */
-#define W1_SORTED_EQUAL(NAME, T, LANES)						\
-static double NAME(const T *a, const T *b, uint64_t n)				\
+#define W1_SORTED_BLOCK(NAME, T, LANES)						\
+static double NAME(const T *a, const T *b, uint64_t at, uint64_t end)		\
 {										\
-	double total = 0;							\
-										\
-	for (uint64_t at = 0; at < n; at += BLOCK) {				\
-		uint64_t end = n - at < BLOCK ? n : at + BLOCK;			\
-		double acc[LANES] = { 0 };					\
-		uint64_t i = at;						\
-		for (; i + LANES <= end; i += LANES)				\
-			for (int j = 0; j < LANES; j++)				\
-				acc[j] += fabs((double)a[i + j] - (double)b[i + j]); \
-		for (; i < end; i++)						\
-			acc[0] += fabs((double)a[i] - (double)b[i]);		\
-		for (int w = 1; w < LANES; w *= 2)				\
-			for (int j = 0; j < LANES; j += 2 * w)			\
-				acc[j] += acc[j + w];				\
-		total += acc[0];						\
-	}									\
-	return total / (double)n;						\
+	double acc[LANES] = { 0 };						\
+	uint64_t i = at;							\
+	for (; i + LANES <= end; i += LANES)					\
+		for (int j = 0; j < LANES; j++)					\
+			acc[j] += fabs((double)a[i + j] - (double)b[i + j]);	\
+	for (; i < end; i++)							\
+		acc[0] += fabs((double)a[i] - (double)b[i]);			\
+	for (int w = 1; w < LANES; w *= 2)					\
+		for (int j = 0; j < LANES; j += 2 * w)				\
+			acc[j] += acc[j + w];					\
+	return acc[0];								\
 }
 
-W1_SORTED_EQUAL(w1_sorted_equal_f32, float, 8)
-W1_SORTED_EQUAL(w1_sorted_equal_f64, double, 4)
+W1_SORTED_BLOCK(w1_block_f32, float, 8)
+W1_SORTED_BLOCK(w1_block_f64, double, 4)
+
+struct equal_job {
+	const void *a, *b;
+	uint64_t n;
+	int f64;
+	double *partial;	/* a round's block subtotals */
+	double total;
+};
+
+static double equal_block(const struct equal_job *j, uint64_t blk)
+{
+	uint64_t at = blk * BLOCK, end = j->n - at < BLOCK ? j->n : at + BLOCK;
+	return j->f64 ? w1_block_f64(j->a, j->b, at, end) : w1_block_f32(j->a, j->b, at, end);
+}
+
+static void equal_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
+{
+	struct equal_job *j = ctx;
+	for (uint64_t blk = b0; blk < b1; blk++)
+		j->partial[blk - first] = equal_block(j, blk);
+}
+
+static void equal_combine(void *ctx, uint64_t first, uint64_t end)
+{
+	struct equal_job *j = ctx;
+	for (uint64_t blk = first; blk < end; blk++)
+		j->total += j->partial[blk - first];
+}
+
+static double w1_sorted_equal(struct cpu_engine *c, const void *a, const void *b, uint64_t n,
+			      int f64)
+{
+	struct equal_job j = { a, b, n, f64, NULL, 0 };
+	uint64_t nblocks = (n + BLOCK - 1) / BLOCK;
+
+	if (cpu_parts(c, n) > 1 &&
+	    (j.partial = malloc((nblocks < CPU_ROUND ? nblocks : CPU_ROUND) * sizeof(double)))) {
+		cpu_blocks(c, nblocks, n, equal_part, equal_combine, &j);
+		free(j.partial);
+	} else {	/* the same sum, in the same order, with no buffer */
+		for (uint64_t blk = 0; blk < nblocks; blk++)
+			j.total += equal_block(&j, blk);
+	}
+	return j.total / (double)n;
+}
 
 /*
  * An ascending stream of (value, count) over a prepared tensor: each sorted
@@ -146,7 +188,7 @@ static double w1_merge(const struct wd_prepared *a, const struct wd_prepared *b)
 	return total + block;
 }
 
-double cpu_w1(const struct wd_prepared *a, const struct wd_prepared *b)
+double cpu_w1(struct cpu_engine *c, const struct wd_prepared *a, const struct wd_prepared *b)
 {
 	if (a->method == WD_METHOD_HIST16 && b->method == WD_METHOD_HIST16 &&
 	    a->store == b->store)
@@ -154,9 +196,7 @@ double cpu_w1(const struct wd_prepared *a, const struct wd_prepared *b)
 				    b->hist, b->n_finite);
 	if (a->method == WD_METHOD_SORT && b->method == WD_METHOD_SORT &&
 	    a->store == b->store && a->n_finite == b->n_finite) {
-		if (a->store == WD_F32)
-			return w1_sorted_equal_f32(a->values, b->values, a->n_finite);
-		return w1_sorted_equal_f64(a->values, b->values, a->n_finite);
+		return w1_sorted_equal(c, a->values, b->values, a->n_finite, a->store == WD_F64);
 	}
 	return w1_merge(a, b);
 }

@@ -15,7 +15,8 @@
  *
  * Conventions: functions return 0 or a negative errno. Objects are freed by
  * functions that take a T ** and set it to NULL. An engine is not thread
- * safe: use one per thread. This header depends on nothing but libc.
+ * safe: use one per thread (it runs threads of its own inside its calls,
+ * wd_engine_set_threads). This header depends on nothing but libc.
  */
 #ifndef WDRIFT_H
 #define WDRIFT_H
@@ -148,6 +149,28 @@ enum wd_backend wd_engine_backend(const struct wd_engine *e);
  * ignores it.
  */
 void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes);
+/*
+ * Sets how many threads the CPU side of the engine uses: 0 (the default)
+ * means the cores this process may run on (its CPU affinity, as
+ * sched_getaffinity says, not the host's core count). A large tensor's
+ * sort, count, W1 and statistics are split between them; a batch
+ * (wd_prepare_many, wd_w1_many) runs its small tensors many at once.
+ * Results are bit for bit those of one thread, whatever the count: every
+ * floating-point sum is taken in the same order (docs/engine.md,
+ * "Threads"). The threads start at the first job that needs them and
+ * are joined by wd_engine_close. Not to be called while another thread
+ * is using the engine.
+ */
+void wd_engine_set_threads(struct wd_engine *e, int threads);
+/* The thread count in effect (the cores available when 0 was set). */
+int wd_engine_threads(const struct wd_engine *e);
+/*
+ * The fewest elements a thread is given when a tensor is split (default
+ * 65536; 0 restores it). Smaller tensors run on one thread, where the
+ * threads' start would cost more than they save. For tests, which set 1
+ * to split tiny tensors at every boundary.
+ */
+void wd_engine_set_grain(struct wd_engine *e, uint64_t elements);
 
 /*
  * Prepares a tensor for W1: counts its non-finite values and keeps its finite
@@ -170,6 +193,16 @@ void wd_engine_set_budget(struct wd_engine *e, uint64_t bytes);
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out);
 void wd_prepared_free(struct wd_prepared **p);
+/*
+ * Prepares n tensors, as wd_prepare would each (flags for all), in
+ * parallel on the CPU: those large enough are split between the engine's
+ * threads one after the other, the small ones are prepared many at once,
+ * one per thread. out[i] gets views[i]'s prepared tensor. On the GPU they
+ * are prepared in turn. Returns 0, or the first error (by index), with
+ * every out[] NULL: what was prepared is freed.
+ */
+int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, unsigned flags,
+		    struct wd_prepared **out);
 
 enum wd_method wd_prepared_method(const struct wd_prepared *p);
 enum wd_dtype wd_prepared_dtype(const struct wd_prepared *p);
@@ -179,6 +212,9 @@ void wd_prepared_nonfinite(const struct wd_prepared *p, struct wd_nonfinite *out
 
 /* Computes the summary of a prepared tensor (one pass over its values). */
 void wd_summarize(const struct wd_prepared *p, struct wd_summary *out);
+/* The same, with a tensor prepared by e on the CPU split between e's threads (same bits). */
+void wd_engine_summarize(struct wd_engine *e, const struct wd_prepared *p,
+			 struct wd_summary *out);
 
 /*
  * W1 between the finite values of two prepared tensors, of any dtypes and
@@ -187,6 +223,14 @@ void wd_summarize(const struct wd_prepared *p, struct wd_summary *out);
  */
 int wd_w1(struct wd_engine *e, const struct wd_prepared *a,
 	  const struct wd_prepared *b, double *w1);
+
+/*
+ * W1 of n pairs, w1[i] = W1(a[i], b[i]) as wd_w1 gives it: on the CPU,
+ * small pairs many at once, one per thread, and large ones split. Returns
+ * 0 or the first error (by index); the pairs it did not compute are NaN.
+ */
+int wd_w1_many(struct wd_engine *e, const struct wd_prepared *const *a,
+	       const struct wd_prepared *const *b, size_t n, double *w1);
 
 /*
  * Queues W1 like wd_w1(); *w1 is written by the next wd_engine_sync(), and

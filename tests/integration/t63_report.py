@@ -18,6 +18,13 @@
 - Odd logs draw finite charts in bounded time: one step, steps near 2^52
   and 2^62, a wall time of 1e300, a narrow ratio range, no rows, no values.
 - Usage errors: no -o, --json, --endpoint: exit 2; a missing study: exit 1.
+- At a glance (issue 15): each run has one colour in every chart, legend
+  and table, twelve runs twelve colours, named at their lines' ends clear
+  of each other; one ratio panel per candidate and proxy, each with the
+  line ratio = 1 and on the same axes; one capped colour scale for every
+  heatmap; no column for a step where the proxy's (or the candidate's) W1
+  is 0, with a note saying so; the summary at the latest complete step,
+  naming it and the later incomplete one.
 
 Set WDRIFT_TEST_KEEP=DIR to keep the pages and screenshots there.
 """
@@ -165,6 +172,59 @@ def heat_pngs(html):
             for b in re.findall(r'href="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)]
 
 
+def run_colours(html):
+    """{run: {colours}} from every place the page draws a run: chart lines, line-end names, legends, swatches;
+    and how many places named each run."""
+    got, places = {}, {}
+    for pat, order in ((r'<g class="series" stroke="(#[0-9a-f]{6})" fill="#[0-9a-f]{6}" data-run="([^"]*)"', 1),
+                       (r'<text [^>]*class="el" style="fill:(#[0-9a-f]{6})" data-run="([^"]*)"', 1),
+                       (r'<span data-run="([^"]*)"><i style="border-top: 3px \w+ (#[0-9a-f]{6})"', 0),
+                       (r'<i class="sw" data-run="([^"]*)" style="background:(#[0-9a-f]{6})"', 0)):
+        for m in re.findall(pat, html):
+            run, colour = (m[1], m[0]) if order else m
+            got.setdefault(run, set()).add(colour)
+            places[run] = places.get(run, 0) + 1
+    return got, places
+
+
+def one_colour_each(html, runs):
+    """'' when each of runs has one colour wherever it is drawn, and no two share one; else what is wrong."""
+    got, places = run_colours(html)
+    bad = [f"{r}: {sorted(c)}" for r, c in got.items() if len(c) != 1]
+    bad += [f"{r}: never drawn" for r in runs if r not in got]
+    firsts = [next(iter(c)) for c in got.values()]
+    if len(set(firsts)) != len(firsts):
+        bad.append(f"two runs share a colour: {got}")
+    return "; ".join(bad)
+
+
+def panels(html):
+    """[(pair, the panel's SVG)] of the ratio chart's small multiples."""
+    out = []
+    for chunk in html.split('<div class="panel" data-pair="')[1:]:
+        pair, rest = chunk.split('"', 1)
+        out.append((pair.replace("&amp;", "&"), rest.split("</svg>", 1)[0]))
+    return out
+
+
+def panels_ok(html, pairs):
+    """'' when there is one ratio panel per pair, each with the line ratio = 1, all on one y axis; else why not."""
+    got = panels(html)
+    if sorted(p for p, _ in got) != sorted(pairs):
+        return f"panels {[p for p, _ in got]}, not {pairs}"
+    for pair, svg in got:
+        if '<line class="ref"' not in svg or "ratio = 1</text>" not in svg:
+            return f"{pair}: no ratio = 1 line"
+    ticks = {tuple(re.findall(r'class="yt">([^<]*)<', svg)) for _, svg in got}
+    return "" if len(ticks) == 1 else f"the panels' y axes differ: {ticks}"
+
+
+def heat_caps(html):
+    """The data-cap of each heatmap, and whether each one's key says 'darker: beyond'."""
+    maps = re.findall(r'<svg class="heat" viewBox="[^"]*" data-cap="([^"]*)"(.*?)</svg>', html, re.S)
+    return [c for c, _ in maps], all("darker: beyond" in body for _, body in maps)
+
+
 def keep(*paths):
     d = os.environ.get("WDRIFT_TEST_KEEP")
     if d:
@@ -207,6 +267,23 @@ def live(tmp):
         pngs = heat_pngs(html)
         check(len(pngs) == 2 and all(p.shape == (4, 3, 3) for p in pngs),
               f"a heatmap per proxy, 4 tensors x 3 steps ({[p.shape for p in pngs]})")
+        # at a glance (issue 15)
+        bad = one_colour_each(html, ("fa", "lowprec", "lowbf"))
+        _, places = run_colours(html)
+        check(not bad and places.get("fa", 0) >= 8,
+              f"one colour per run in every chart, legend and table, fa in {places.get('fa')} places ({bad})")
+        check(not panels_ok(html, ["fa / fp16", "fa / p2"]),
+              f"one ratio panel per candidate and proxy, each with ratio = 1, on one axis ({panels_ok(html, ['fa / fp16', 'fa / p2'])})")
+        pn = dict(panels(html))
+        check("alert fa-ratio-fp16" in pn.get("fa / fp16", "") and "alert fa-ratio-fp16" not in pn.get("fa / p2", "")
+              and "alert fa-layers-p2" in pn.get("fa / p2", ""), "a panel draws the thresholds of its proxy's alerts only")
+        caps, keyed = heat_caps(html)
+        check(len(caps) == 2 and len(set(caps)) == 1 and keyed, f"one colour scale for both heatmaps, capped ({caps})")
+        # step 30: lowbf never came; the summary reads step 20, and says so
+        check("Summary at step 20, the latest complete step" in html and 'data-step="20"' in html
+              and "Step 30 is later but incomplete (lowbf not compared there yet)" in html
+              and "with the largest ratio at step 20</h3>" in html,
+              "the summary and the top tensors at step 20, the latest complete step; step 30 named incomplete")
         rc, out, err, dt = report("fa", "-c", cfg, "-o", "-")
         check(rc == 0 and out.startswith("<!DOCTYPE html>") and out.endswith("</html>\n"), "-o -: standard output")
         # usage errors and a missing study
@@ -437,6 +514,102 @@ def odd_logs(tmp):
             check(rc2 == 0 and not console, f"{what}: Chromium renders it, no console message ({console[:2]})")
 
 
+def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed=15):
+    """A drift log of candidates against proxies (each proxy's label is its run's name), as the daemon writes it.
+
+    Every run starts from the baseline's weights (W1 0 at the first step) but those in offset, which start
+    elsewhere (another seed). The runs in missing_last have no rows at the last step. Returns W1 by run
+    (steps x tensors)."""
+    rng = np.random.default_rng(seed)
+    runs, P, S = list(cands) + list(proxies), len(proxies), len(steps)
+    rt = np.dtype(ROW_TYPE + [("ratio", "<f8", (P,))])
+    numel = rng.integers(100, 10000, T).astype(np.uint64)
+    grow = np.sqrt((steps - steps[0]) / (steps[-1] - steps[0]))[:, None]
+    w1 = {}
+    for i, r in enumerate(runs):
+        scale = (1e-5 if r in cands else 1e-3) * (1 + i)
+        w1[r] = scale * ((2.0 if r in offset else 0.0) + grow) * rng.uniform(0.3, 3, T)[None, :]
+    rows = []
+    for j, step in enumerate(steps):
+        for ri, r in enumerate(runs):
+            if r in missing_last and j == S - 1:
+                continue
+            b = np.zeros(T + 3, rt)
+            t, cand = b[:T], r in cands
+            t["step"], t["tensor"], t["run"], t["role"] = step, np.arange(T), ri, 1 if cand else 2
+            t["w1"], t["max_abs_diff"], t["rel_l2"], t["numel"], t["wall"] = w1[r][j], w1[r][j] * 5, w1[r][j], numel, 1.7e9 + j
+            t["ratio"] = np.nan
+            if cand:
+                for k, pr in enumerate(proxies):
+                    if not (pr in missing_last and j == S - 1):
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            t["ratio"][:, k] = np.where(w1[pr][j] > 0, w1[r][j] / w1[pr][j], np.nan)
+            for kind in (1, 2, 3):
+                a = b[T + kind - 1]
+                a["step"], a["tensor"], a["run"], a["kind"], a["role"] = step, AGG, ri, kind, t["role"][0]
+                a["numel"], a["wall"] = int(numel.sum()), 1.7e9 + j
+                a["max_abs_diff"] = a["rel_l2"] = np.nan
+
+                def agg(v, kind=kind):
+                    ok = np.isfinite(v)
+                    if not ok.any():
+                        return np.nan
+                    return (np.average(v[ok], weights=numel[ok].astype(float)) if kind == 1
+                            else np.median(v[ok]) if kind == 2 else v[ok].max())
+                a["w1"] = agg(t["w1"])
+                a["ratio"] = [agg(t["ratio"][:, k]) for k in range(P)]
+            rows.append(b)
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("rows", data=np.concatenate(rows), maxshape=(None,), chunks=True)
+        for n, v in (("tensors", [f"layers.{i}.weight" for i in range(T)]), ("runs", runs), ("proxies", list(proxies))):
+            f.create_dataset(n, data=np.array(v, "S1024"), maxshape=(None,))
+    return w1
+
+
+def glance(tmp):
+    """Twelve runs (ten candidates, two proxies), as the issue's screenshots had: told apart at a glance."""
+    cands, proxies = [f"cand{i}" for i in range(10)], ["p16", "seed"]
+    steps = np.arange(20, dtype=np.int64) * 10
+    log, page = os.path.join(tmp, "twelve.h5"), os.path.join(tmp, "twelve.html")
+    study_log(log, cands, proxies, steps, offset=("seed",), missing_last=("p16",))
+    rc, out, err, dt = report("twelve", "--log", log, "-o", page)
+    check(rc == 0, f"report of 10 candidates and 2 proxies: exit 0 in {dt:.2f} s ({err})")
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    bad = one_colour_each(html, cands + proxies)
+    got, _ = run_colours(html)
+    check(not bad and len(got) == 12, f"twelve runs, twelve colours, each the same everywhere ({bad})")
+    w1_svg = svgs(html, "chart")[0][2] if svgs(html, "chart") else ""
+    ends = sorted(float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="el"', w1_svg))
+    check(len(ends) == 12 and min(np.diff(ends)) >= 11.9,
+          f"each of the twelve W1 lines named at its end, the names at least 12 px apart ({len(ends)}, "
+          f"{min(np.diff(ends)) if len(ends) > 1 else None})")
+    pairs = [f"{c} / {p}" for c in cands for p in proxies]
+    check(not panels_ok(html, pairs), f"twenty ratio panels, one per pair, each with ratio = 1, on one axis "
+                                      f"({panels_ok(html, pairs)})")
+    caps, keyed = heat_caps(html)
+    check(len(caps) == 20 and len(set(caps)) == 1 and keyed, f"one capped colour scale for the 20 heatmaps ({set(caps)})")
+    # step 0: p16 starts from the baseline's weights (W1 0: ratio undefined); seed does not, but each
+    # candidate does (ratio 0): neither map has a step-0 column, and each says why
+    pngs = heat_pngs(html)
+    check(len(pngs) == 20 and all(p.shape[:2] == (6, 19) for p in pngs),
+          f"no step-0 column: 6 tensors x 19 steps in every map ({set(p.shape for p in pngs)})")
+    check(html.count("Left out: step 0, where p16's W1 is 0") == 10
+          and html.count("Left out: step 0, where cand3's W1 is 0") == 1,
+          "a note under each map names the step left out and why")
+    # the last step, 190, has no p16: the summary reads 180
+    check("Summary at step 180, the latest complete step" in html
+          and "Step 190 is later but incomplete (p16 not compared there yet)" in html,
+          "without a config, the runs of the log make a step complete: the summary at step 180, 190 named incomplete")
+    check(not self_contained(html) and not finite_svg(html) and not labels_fit(html),
+          f"self-contained, finite, labels inside ({self_contained(html)}{finite_svg(html)}{labels_fit(html)})")
+    shot = os.path.join(tmp, "twelve.png")
+    rc, console, dt = chromium(page, shot, tmp, height=2400)
+    check(rc == 0 and os.path.exists(shot) and not console,
+          f"Chromium renders the twelve-run page in {dt:.1f} s, no console message ({rc}, {console[:2]})")
+    keep(page, shot)
+
+
 def main():
     if not os.path.exists(WDRIFT):
         print(f"not ok 1 - {WDRIFT} is not built")
@@ -455,6 +628,7 @@ def main():
         os.mkdir(os.path.join(tmp, "live"))
         live(os.path.join(tmp, "live"))
         scale(tmp)
+        glance(tmp)
         odd_logs(tmp)
     finally:
         subprocess.run(["rm", "-rf", tmp])

@@ -6,7 +6,9 @@
  * at its deadline; a file that makes libhdf5 allocate a 256 MiB chunk for
  * 16 elements, stopped by the memory limit; a child killed by a signal,
  * while listing and while idle; a file replaced between listing and
- * reading; the limits from the environment. After all of it: every child
+ * reading; the limits from the environment; two files read at once
+ * (request, then collect), each failure naming its own file, and a reply
+ * that came in time taken however late it is collected. After all of it: every child
  * reaped, no fd and no mapping left behind. Run from the repository root
  * (it reads fuzz/hdf5-hangs/).
  */
@@ -383,6 +385,102 @@ static void test_env(void)
 	unsetenv("WDRIFT_CKPT_TIMEOUT");
 }
 
+/* Whether m holds write_good's n floats k * 0.5 - 3. */
+static int holds_good(const struct wd_tensor_map *m, int n)
+{
+	if (!m->data || m->bytes != (size_t)n * sizeof(float))
+		return 0;
+	for (int k = 0; k < n; k++)
+		if (((const float *)m->data)[k] != (float)k * 0.5f - 3)
+			return 0;
+	return 1;
+}
+
+/*
+ * Two files read at once: both requests in flight, collected in the
+ * opposite order, each with its own bytes; one request per box at a time;
+ * a collect with nothing in flight; a failure of one (its reader stopped,
+ * so it misses its deadline) that names that file, while the other reads.
+ */
+static void test_concurrent(const char *path)
+{
+	struct wd_sandbox_limits lim = { 1, 1ull << 30 };
+	struct wd_ckpt_box *a = NULL, *b = NULL;
+	struct wd_tensor_map ma, mb;
+	char err[WD_CKPT_ERR_MAX] = "", other[300];
+	pid_t child_b = 0;
+	long ia, ib;
+
+	snprintf(other, sizeof(other), "%s.other", path);
+	write_good(path, 1000);
+	write_good(other, 300000);
+	/* b first, so that its child is this thread's only one when looked for */
+	if (wd_ckpt_box_open(other, &lim, &b, err) < 0 || !(child_b = child_of(gettid())) ||
+	    wd_ckpt_box_open(path, &lim, &a, err) < 0) {
+		CHECK(0, "open both (%s)", err);
+		goto out;
+	}
+	ia = wd_ckpt_find(wd_ckpt_box_listing(a), "layers.2.w");
+	ib = wd_ckpt_find(wd_ckpt_box_listing(b), "layers.2.w");
+	CHECK(wd_ckpt_box_request(a, (size_t)ia, err) == 0 && wd_ckpt_box_request(b, (size_t)ib, err) == 0,
+	      "two reads in flight at once (%s)", err);
+	CHECK(wd_ckpt_box_request(a, 0, err) < 0 && strstr(err, path) &&
+	      strstr(err, "a read of dataset 'layers.2.w' is still in flight"),
+	      "a second request on one box: %s", err);
+	err[0] = 0;
+	CHECK(wd_ckpt_box_collect(b, &mb, err) == 0 && holds_good(&mb, 300000),
+	      "the second file's collected first, its own bytes (%s)", err);
+	CHECK(wd_ckpt_box_collect(a, &ma, err) == 0 && holds_good(&ma, 1000),
+	      "then the first file's, its own bytes (%s)", err);
+	CHECK(count_memfd_maps() == 2, "both mapped while held");
+	wd_tensor_map_release(&ma);
+	wd_tensor_map_release(&mb);
+	CHECK(wd_ckpt_box_collect(a, &ma, err) < 0 && !ma.data && strstr(err, path) &&
+	      strstr(err, "no read in flight"), "a collect with nothing in flight: %s", err);
+
+	/* b's reader stops: only its read fails, naming its file */
+	CHECK(kill(child_b, SIGSTOP) == 0, "stopped the other file's reader %d", (int)child_b);
+	CHECK(wd_ckpt_box_request(a, (size_t)ia, err) == 0 && wd_ckpt_box_request(b, (size_t)ib, err) == 0,
+	      "both requested again (%s)", err);
+	int rb = wd_ckpt_box_collect(b, &mb, err);
+	CHECK(rb < 0 && !mb.data && strstr(err, other) && strstr(err, "dataset 'layers.2.w': timed out"),
+	      "the stopped reader's read fails, naming its file and the dataset: %s", err);
+	wd_tensor_map_release(&mb);
+	CHECK(wd_ckpt_box_collect(a, &ma, err) == 0 && holds_good(&ma, 1000),
+	      "the other read, in flight meanwhile, succeeds (%s)", err);
+	wd_tensor_map_release(&ma);
+out:
+	wd_ckpt_box_close(&a);
+	wd_ckpt_box_close(&b);
+	unlink(other);
+}
+
+/*
+ * A read's deadline runs from its request, and a reply that came within it
+ * is taken when the caller collects after the deadline (it computed
+ * meanwhile): the child is not blamed for the caller's time.
+ */
+static void test_late_collect(const char *path)
+{
+	struct wd_sandbox_limits lim = { 1, 1ull << 30 };
+	struct wd_ckpt_box *b = NULL;
+	struct wd_tensor_map m;
+	char err[WD_CKPT_ERR_MAX] = "";
+
+	write_good(path, 1000);
+	if (wd_ckpt_box_open(path, &lim, &b, err) < 0) {
+		CHECK(0, "open (%s)", err);
+		return;
+	}
+	long i = wd_ckpt_find(wd_ckpt_box_listing(b), "layers.2.w");
+	CHECK(wd_ckpt_box_request(b, (size_t)i, err) == 0, "requested (%s)", err);
+	usleep(1600 * 1000);	/* past the 1 s (+ 1 per 32 MiB) deadline */
+	CHECK(wd_ckpt_box_collect(b, &m, err) == 0 && holds_good(&m, 1000),
+	      "collected 1.6 s after a 1 s deadline: the reply came in time (%s)", err);
+	wd_tensor_map_release(&m);
+	wd_ckpt_box_close(&b);
+}
+
 int main(void)
 {
 	char path[256], cmd[300];
@@ -404,6 +502,8 @@ int main(void)
 	test_replaced(path);
 	test_crash(path);
 	test_env();
+	test_concurrent(path);
+	test_late_collect(path);
 	errno = 0;
 	CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "every child reaped: no zombie");
 	CHECK(count_fds() == fds, "no fd left open: %d, as before", count_fds());

@@ -86,6 +86,14 @@ static void test_defaults(void)
 	CHECK(!strcmp(d.listen.ingest, "ipc://./run/ingest.sock") &&
 	      !strcmp(d.listen.control, "ipc://./run/control.sock") &&
 	      !strcmp(d.listen.events, "ipc://./run/events.sock"), "default endpoints under ./run/");
+	CHECK(!d.listen.metrics && !d.metrics.per_tensor, "default: no /metrics endpoint, no per-tensor series");
+	char host[64];
+	int port = 0;
+	CHECK(wd_config_hostport("[::1]:9464", host, sizeof(host), &port, err, sizeof(err)) == 0 &&
+	      !strcmp(host, "::1") && port == 9464 &&
+	      wd_config_hostport("localhost:65535", host, sizeof(host), &port, err, sizeof(err)) == 0 &&
+	      !strcmp(host, "127.0.0.1") && port == 65535,
+	      "listen.metrics: [::1]:9464 and localhost:65535 split into an address and a port");
 	CHECK(!strcmp(d.storage.dir, "./var"), "default storage.dir ./var");
 	CHECK(d.compute.backend == WD_BACKEND_AUTO, "default compute.backend auto");
 	CHECK(d.compute.device == 0, "default compute.device 0");
@@ -439,6 +447,15 @@ static const struct bad bad[] = {
 	{ "listen:\n  ingest: tcp://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:1\n",
 	  "2:11: listen.ingest: ", "longer than 256 bytes" },
 	{ "storage:\n  dir: \"\"\n", "2:8: storage.dir: ", "must not be empty" },
+	/* listen.metrics: HOST:PORT (docs/metrics.md) */
+	{ "listen:\n  metrics: 127.0.0.1:0\n", "2:12: listen.metrics: ", "the port must be 1 to 65535" },
+	{ "listen:\n  metrics: 127.0.0.1:70000\n", "2:12: listen.metrics: ", "the port must be 1 to 65535" },
+	{ "listen:\n  metrics: \":9464\"\n", "2:12: listen.metrics: ", "expected HOST:PORT" },
+	{ "listen:\n  metrics: 9464\n", "2:12: listen.metrics: ", "expected HOST:PORT" },
+	{ "listen:\n  metrics: prom.example.com:9464\n", "2:12: listen.metrics: ",
+	  "the host must be an IPv4 address, [IPv6] or localhost" },
+	{ "listen:\n  metrics: \"[::g]:9464\"\n", "2:12: listen.metrics: ", "'::g' is not an IPv6 address" },
+	{ "metrics:\n  per_tensor: yes\n", "2:15: metrics.per_tensor: ", "expected true or false" },
 	/* auth, and endpoints open to the network */
 	{ "listen:\n  ingest: tcp://*:5555\n", "2:11: listen.ingest: ",
 	  "'tcp://*:5555' takes connections from the network, and nothing authenticates them: "

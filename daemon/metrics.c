@@ -1,0 +1,428 @@
+/*
+ * metrics.c: the /metrics body (see metrics.h; the series are listed in
+ * docs/metrics.md). Every family is written whole, under its # HELP and
+ * # TYPE, as the text format 0.0.4 requires; counters end in _total and
+ * are never lowered while the daemon runs. Reads struct control and what
+ * it points to (state, config, kept results, alerts) on the main thread.
+ *
+ * Cardinality: a series per study and run (and proxy, and summary) for
+ * drift, per rule and instance for alerts; per tensor only for instances
+ * of rules with scope tensors, unless metrics.per_tensor asks for all.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alerts.h"
+#include "control.h"
+#include "grow.h"
+#include "metrics.h"
+#include "result_batch.h"
+#include "spool.h"
+
+struct label {
+	const char *name, *value;
+};
+
+/* The latest summary rows of one run of one study: from the newest batch that has them. */
+struct latest {
+	const struct result_batch *b;
+	const char *run;
+	const struct drift_row *sum[3];		/* ROW_MEAN, ROW_MEDIAN, ROW_MAX */
+};
+
+static const char *const summary_name[3] = { "weighted", "median", "max" };
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value as the format escapes it: backslash, double quote and newline. */
+static void put_escaped(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f), fputc(*s, f);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* name{labels} text: labels end at a NULL name (or l is NULL). */
+static void sample_text(FILE *f, const char *name, const struct label *l, const char *text)
+{
+	fputs(name, f);
+	if (l && l->name) {
+		fputc('{', f);
+		for (const struct label *p = l; p->name; p++) {
+			fprintf(f, "%s%s=\"", p == l ? "" : ",", p->name);
+			put_escaped(f, p->value ? p->value : "");
+			fputc('"', f);
+		}
+		fputc('}', f);
+	}
+	fprintf(f, " %s\n", text);
+}
+
+static void sample(FILE *f, const char *name, const struct label *l, double v)
+{
+	char text[40];
+
+	if (isnan(v))
+		snprintf(text, sizeof(text), "NaN");
+	else if (isinf(v))
+		snprintf(text, sizeof(text), v > 0 ? "+Inf" : "-Inf");
+	else
+		for (int prec = 15; prec <= 17; prec++) {	/* the shortest that reads back the same */
+			snprintf(text, sizeof(text), "%.*g", prec, v);
+			if (strtod(text, NULL) == v)
+				break;
+		}
+	sample_text(f, name, l, text);
+}
+
+/* Counts as integers: a double would round them past 2^53. */
+static void sample_u64(FILE *f, const char *name, const struct label *l, uint64_t v)
+{
+	char text[24];
+
+	snprintf(text, sizeof(text), "%llu", (unsigned long long)v);
+	sample_text(f, name, l, text);
+}
+
+static void one_u64(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	family(f, name, type, help);
+	sample_u64(f, name, NULL, v);
+}
+
+/* --- the daemon's own counters, queues and memory (what `wdrift status` shows) --- */
+
+static void daemon_series(FILE *f, const struct control *c)
+{
+	const struct state *s = c->st;
+	const struct counters *k = &s->count;
+	size_t pending = 0;
+
+	for (const struct snapshot *p = s->pending; p; p = p->next)
+		pending += !p->recheck;	/* as status counts them */
+	family(f, "wdrift_build_info", "gauge", "Always 1; the daemon's version as a label.");
+	sample(f, "wdrift_build_info", (struct label[]){ { "version", WDRIFT_VERSION }, { 0 } }, 1);
+	family(f, "wdrift_uptime_seconds", "gauge", "Seconds since the daemon started.");
+	sample(f, "wdrift_uptime_seconds", NULL, now_mono() - s->started);
+	one_u64(f, "wdrift_runs", "gauge", "Runs the daemon knows (wdrift runs).", s->n_runs);
+	one_u64(f, "wdrift_messages_received_total", "counter",
+		"Protocol messages received on the ingest socket.", k->messages);
+	one_u64(f, "wdrift_tensors_received_total", "counter",
+		"Tensor messages (shards) accepted.", k->tensors);
+	one_u64(f, "wdrift_bytes_received_total", "counter",
+		"Bytes of tensor data accepted.", k->bytes_received);
+	one_u64(f, "wdrift_snapshots_received_total", "counter",
+		"Snapshots committed by publishers (commit messages).", k->commits);
+	one_u64(f, "wdrift_snapshots_durable_total", "counter",
+		"Snapshots made durable (spooled and in the write-ahead log) since the daemon started.",
+		k->stored);
+	one_u64(f, "wdrift_durable_snapshots", "gauge",
+		"Durable snapshots the daemon holds, those replayed at start included (status: durable).",
+		k->snapshots_durable);
+	one_u64(f, "wdrift_snapshots_duplicate_total", "counter",
+		"Durable snapshots sent again with the same content (acked as duplicates).", k->duplicates);
+	one_u64(f, "wdrift_duplicate_tensors_total", "counter",
+		"Tensor messages of duplicate snapshots.", k->duplicate_tensors);
+	one_u64(f, "wdrift_snapshots_conflict_total", "counter",
+		"Durable snapshots sent again with other content, refused.", k->conflicts);
+	family(f, "wdrift_snapshots_dropped_total", "counter",
+	       "Unfinished snapshots given up: idle past limits.pending_timeout, or to free memory.budget.");
+	sample_u64(f, "wdrift_snapshots_dropped_total", (struct label[]){ { "reason", "idle" }, { 0 } },
+		   k->dropped - (k->dropped_for_room < k->dropped ? k->dropped_for_room : k->dropped));
+	sample_u64(f, "wdrift_snapshots_dropped_total", (struct label[]){ { "reason", "room" }, { 0 } },
+		   k->dropped_for_room);
+	one_u64(f, "wdrift_snapshots_pending", "gauge",
+		"Snapshots being received or stored (status: pending).", pending);
+	family(f, "wdrift_errors_total", "counter",
+	       "Error replies to publishers, by protocol error code (docs/protocol.md).");
+	for (int e = 1; e < WIRE_CODE_COUNT; e++)
+		sample_u64(f, "wdrift_errors_total",
+			   (struct label[]){ { "code", wire_code_name((enum wire_code)e) }, { 0 } },
+			   k->errors[e]);
+	one_u64(f, "wdrift_spool_failures_total", "counter",
+		"Snapshots the spool could not store (disk full, I/O error).", k->spool_failures);
+	one_u64(f, "wdrift_control_requests_total", "counter",
+		"Requests on the control socket.", k->control_requests);
+	family(f, "wdrift_auth_handshakes_total", "counter", "CURVE handshakes, by outcome.");
+	const struct { const char *name; uint64_t v; } au[] = {
+		{ "accepted", k->auth.accepted }, { "unknown_key", k->auth.unknown_key },
+		{ "no_curve", k->auth.no_curve }, { "bad_server_key", k->auth.bad_server_key },
+		{ "other", k->auth.other },
+	};
+	for (size_t i = 0; i < sizeof(au) / sizeof(au[0]); i++)
+		sample_u64(f, "wdrift_auth_handshakes_total",
+			   (struct label[]){ { "result", au[i].name }, { 0 } }, au[i].v);
+	family(f, "wdrift_queue_depth", "gauge",
+	       "Work queued: snapshots waiting for the spool thread, comparisons for the compute thread.");
+	sample_u64(f, "wdrift_queue_depth", (struct label[]){ { "queue", "spool" }, { 0 } },
+		   c->spool ? spool_depth(c->spool) : 0);
+	sample_u64(f, "wdrift_queue_depth", (struct label[]){ { "queue", "compute" }, { 0 } },
+		   c->compute_depth);
+	one_u64(f, "wdrift_memory_reserved_bytes", "gauge",
+		"Bytes held for snapshots in flight.", s->reserved);
+	one_u64(f, "wdrift_memory_budget_bytes", "gauge", "memory.budget, in bytes.", s->budget);
+	one_u64(f, "wdrift_comparisons_total", "counter",
+		"Study steps compared by the compute thread since the daemon started.", k->comparisons);
+	family(f, "wdrift_compute_seconds_total", "counter",
+	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
+	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);
+}
+
+/* --- drift: the latest summaries of each study's runs --- */
+
+static int by_study_then_newest(const void *x, const void *y)
+{
+	const struct result_batch *a = *(const struct result_batch *const *)x;
+	const struct result_batch *b = *(const struct result_batch *const *)y;
+	int s = strcmp(a->study, b->study);
+
+	return s ? s : (a->step < b->step) - (a->step > b->step);
+}
+
+/* The runs a study's config names besides the baseline: when as many are found, older
+ * batches need no look. */
+static size_t study_runs(const struct wd_config *cfg, const char *study)
+{
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		if (!strcmp(cfg->studies[i].name, study))
+			return cfg->studies[i].candidates.n + cfg->studies[i].proxies.n;
+	return SIZE_MAX;
+}
+
+/*
+ * For each (study, run) with summary rows in the kept results, those of its
+ * newest step. Returns the array (*n entries, sorted by study), or NULL with
+ * *n = 0 (none, or out of memory: the body then has no drift series).
+ */
+static struct latest *latest_rows(const struct control *c, size_t *n)
+{
+	const struct result_batch **order = malloc((c->n_results + 1) * sizeof(*order));
+	struct latest *v = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	if (!order)
+		return NULL;
+	for (size_t i = 0; i < c->n_results; i++)
+		order[i] = c->results[i];
+	qsort(order, c->n_results, sizeof(*order), by_study_then_newest);
+	for (size_t i = 0, first = 0; i < c->n_results; i++) {
+		const struct result_batch *b = order[i];
+		if (i && strcmp(order[i - 1]->study, b->study)) {
+			first = *n;
+		} else if (i && *n - first >= study_runs(c->cfg, b->study)) {
+			continue;	/* every run of the study found in newer batches */
+		}
+		for (size_t r = 0; r < b->n_rows; r++) {
+			const struct drift_row *row = &b->rows[r];
+			if (row->kind < ROW_MEAN || row->kind > ROW_MAX)
+				continue;
+			size_t e = first;
+			while (e < *n && strcmp(v[e].run, row->run))
+				e++;
+			if (e == *n) {
+				struct latest *g = wd_grow(v, *n, &cap, sizeof(*v), 16);
+				if (!g) {
+					free(v);
+					free(order);
+					*n = 0;
+					return NULL;
+				}
+				v = g;
+				v[(*n)++] = (struct latest){ .b = b, .run = row->run };
+			}
+			if (v[e].b == b)
+				v[e].sum[row->kind - ROW_MEAN] = row;
+		}
+	}
+	free(order);
+	return v;
+}
+
+static const char *role_name(int role)
+{
+	return role == ROLE_PROXY ? "proxy" : "candidate";
+}
+
+static void drift_series(FILE *f, const struct latest *v, size_t n)
+{
+	family(f, "wdrift_drift_step", "gauge",
+	       "Step of the latest results of the run in the study (the baseline's step).");
+	for (size_t i = 0; i < n; i++) {
+		const struct drift_row *any = v[i].sum[0] ? v[i].sum[0] : v[i].sum[1] ? v[i].sum[1] : v[i].sum[2];
+		sample(f, "wdrift_drift_step", (struct label[]){ { "study", v[i].b->study },
+			{ "run", v[i].run }, { "role", role_name(any->role) }, { 0 } }, (double)v[i].b->step);
+	}
+	family(f, "wdrift_drift_w1", "gauge",
+	       "W1 distance of the run's weights from the baseline's at its latest step, summarized "
+	       "over tensors: weighted (mean by element count), median or max.");
+	for (size_t i = 0; i < n; i++)
+		for (int s = 0; s < 3; s++)
+			if (v[i].sum[s])
+				sample(f, "wdrift_drift_w1", (struct label[]){ { "study", v[i].b->study },
+					{ "run", v[i].run }, { "role", role_name(v[i].sum[s]->role) },
+					{ "summary", summary_name[s] }, { 0 } }, v[i].sum[s]->w1);
+	family(f, "wdrift_drift_ratio", "gauge",
+	       "A candidate's W1 over a proxy's, tensor by tensor, summarized over tensors; above 1: "
+	       "it drifts more than the proxy. NaN where the proxy's W1 is 0.");
+	for (size_t i = 0; i < n; i++)
+		for (int s = 0; s < 3; s++) {
+			const struct drift_row *r = v[i].sum[s];
+			if (!r || r->role != ROLE_CANDIDATE)
+				continue;
+			for (size_t p = 0; p < v[i].b->n_proxies; p++)
+				sample(f, "wdrift_drift_ratio", (struct label[]){ { "study", v[i].b->study },
+					{ "run", v[i].run }, { "proxy", v[i].b->proxies[p] },
+					{ "summary", summary_name[s] }, { 0 } }, r->ratio[p]);
+		}
+	family(f, "wdrift_drift_nonfinite", "gauge",
+	       "NaN and infinite values in the run's weights at its latest step.");
+	for (size_t i = 0; i < n; i++) {
+		const struct drift_row *r = v[i].sum[0] ? v[i].sum[0] : v[i].sum[1] ? v[i].sum[1] : v[i].sum[2];
+		const char *kinds[3] = { "nan", "posinf", "neginf" };
+		uint64_t counts[3] = { r->nan, r->posinf, r->neginf };
+		for (int k = 0; k < 3; k++)
+			sample_u64(f, "wdrift_drift_nonfinite", (struct label[]){ { "study", v[i].b->study },
+				   { "run", v[i].run }, { "kind", kinds[k] }, { 0 } }, counts[k]);
+	}
+}
+
+/* metrics.per_tensor: each tensor row of the batches the latest summaries come from. */
+static void tensor_series(FILE *f, const struct latest *v, size_t n, int ratio)
+{
+	const char *name = ratio ? "wdrift_tensor_ratio" : "wdrift_tensor_w1";
+
+	family(f, name, "gauge", ratio ? "A candidate's W1 over a proxy's, for one tensor, at its "
+	       "latest step (metrics.per_tensor)." : "W1 distance of one tensor from the baseline's, "
+	       "at the run's latest step (metrics.per_tensor).");
+	for (size_t i = 0; i < n; i++) {
+		const struct result_batch *b = v[i].b;
+		for (size_t r = 0; r < b->n_rows; r++) {
+			const struct drift_row *row = &b->rows[r];
+			if (row->kind != ROW_TENSOR || strcmp(row->run, v[i].run))
+				continue;
+			if (!ratio) {
+				sample(f, name, (struct label[]){ { "study", b->study }, { "run", row->run },
+					{ "tensor", row->tensor }, { 0 } }, row->w1);
+				continue;
+			}
+			for (size_t p = 0; row->role == ROLE_CANDIDATE && p < b->n_proxies; p++)
+				sample(f, name, (struct label[]){ { "study", b->study }, { "run", row->run },
+					{ "tensor", row->tensor }, { "proxy", b->proxies[p] }, { 0 } },
+					row->ratio[p]);
+		}
+	}
+}
+
+/* --- alerts --- */
+
+struct alert_pass {
+	FILE *f;
+	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value */
+	const struct wd_config_alert *cur;	/* pass 0: the rule being gathered */
+	int max;
+};
+
+static void rule_state_flush(struct alert_pass *p)
+{
+	if (p->cur)
+		sample(p->f, "wdrift_alert_rule_state", (struct label[]){ { "alert", p->cur->name },
+			{ "study", p->cur->study }, { "severity", wd_config_severity_name(p->cur->severity) },
+			{ 0 } }, p->max);
+}
+
+static void alert_visit(void *ctx, const struct alert_view *v)
+{
+	struct alert_pass *p = ctx;
+	const struct wd_config_alert *a = v->rule;
+
+	switch (p->which) {
+	case 0:
+		if (a != p->cur) {
+			rule_state_flush(p);
+			p->cur = a;
+			p->max = 0;
+		}
+		if (v->run && v->state > p->max)
+			p->max = v->state;
+		return;
+	case 1:
+		if (v->run && p->cur == a)
+			return;	/* once per rule */
+		p->cur = a;
+		sample(p->f, "wdrift_alert_threshold", (struct label[]){ { "alert", a->name },
+			{ "study", a->study }, { "metric", wd_config_metric_name(a->metric) },
+			{ "scope", a->metric == WD_METRIC_STALLED ? "none" : wd_config_scope_name(a->scope) },
+			{ a->proxy ? "proxy" : NULL, a->proxy }, { 0 } }, a->threshold);
+		return;
+	default: {
+		if (!v->run)
+			return;
+		struct label l[5] = { { "alert", a->name }, { "study", a->study }, { "run", v->run },
+				      { v->tensor ? "tensor" : NULL, v->tensor }, { 0 } };
+		if (p->which == 2)
+			sample(p->f, "wdrift_alert_state", l, v->state);
+		else
+			sample(p->f, "wdrift_alert_value", l, v->value);
+	}
+	}
+}
+
+static void alert_series(FILE *f, const struct alerts *a)
+{
+	struct alert_pass p = { .f = f };
+
+	family(f, "wdrift_alert_rule_state", "gauge",
+	       "An alert rule's state: the highest of its instances', 0 ok, 1 pending, 2 firing.");
+	alerts_each(a, alert_visit, &p);
+	rule_state_flush(&p);
+	family(f, "wdrift_alert_threshold", "gauge",
+	       "An alert rule's threshold: it fires above it (stalled: seconds).");
+	p = (struct alert_pass){ .f = f, .which = 1 };
+	alerts_each(a, alert_visit, &p);
+	family(f, "wdrift_alert_state", "gauge",
+	       "One instance of an alert rule (a candidate run; and a tensor for scope tensors): "
+	       "0 ok, 1 pending, 2 firing.");
+	p = (struct alert_pass){ .f = f, .which = 2 };
+	alerts_each(a, alert_visit, &p);
+	family(f, "wdrift_alert_value", "gauge",
+	       "The value an alert instance last compared with its rule's threshold.");
+	p = (struct alert_pass){ .f = f, .which = 3 };
+	alerts_each(a, alert_visit, &p);
+}
+
+char *metrics_render(const struct control *c, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	daemon_series(f, c);
+	struct latest *v = latest_rows(c, &n);
+	drift_series(f, v, n);
+	if (c->cfg->metrics.per_tensor) {
+		tensor_series(f, v, n, 0);
+		tensor_series(f, v, n, 1);
+	}
+	free(v);
+	if (c->alerts)
+		alert_series(f, c->alerts);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

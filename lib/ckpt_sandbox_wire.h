@@ -1,0 +1,66 @@
+/*
+ * ckpt_sandbox_wire.h: what the two sides of ckpt_sandbox.c share, the
+ * parent (ckpt_sandbox.c) and its reader child (ckpt_sandbox_child.c):
+ * the frames the child sends and the requests the parent sends. Internal
+ * to libwdrift. The child sends frames (a length, then that many bytes):
+ * first the listing, then one reply per request. A request is a tensor's
+ * index and its CPU budget, with a memfd of the tensor's size passed along
+ * (SCM_RIGHTS); the child fills it. A reply is a status (0 or a negative
+ * errno) and, on failure, the reader's message.
+ */
+#ifndef WD_CKPT_SANDBOX_WIRE_H
+#define WD_CKPT_SANDBOX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckpt_sandbox.h"
+
+/*
+ * AddressSanitizer reserves terabytes of shadow address space, so no
+ * RLIMIT_AS can apply under it, and it writes its reports to files, which
+ * RLIMIT_FSIZE = 0 would kill: both are left off in such builds (the tests
+ * of the memory limit skip there).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+#define CHILD_EXIT_OOM 3	/* the child could not build a reply */
+
+/* A frame being built (child) or received (parent). */
+struct msg {
+	unsigned char *p;
+	size_t len, cap;
+	int oom;
+};
+
+/* Room for n more bytes at the end of m, counted in m->len; NULL (and oom) when there is none. */
+unsigned char *ckpt_msg_grow(struct msg *m, size_t n);
+void ckpt_msg_put(struct msg *m, const void *data, size_t n);
+void ckpt_msg_u64(struct msg *m, uint64_t v);
+void ckpt_msg_str(struct msg *m, const char *s);
+
+/* What a request asks of the child; a memfd of the tensor's size comes with it. */
+struct request {
+	uint64_t index;
+	double seconds;		/* the CPU the read may take */
+};
+
+/*
+ * The child's life, right after fork: confines itself, lists path, sends
+ * the listing and serves read requests on sock until the parent closes it.
+ * parent: the parent's pid, to die with it.
+ */
+void __attribute__((noreturn)) ckpt_child_main(const char *path, const struct wd_sandbox_limits *lim,
+					       int sock, pid_t parent);
+
+#endif

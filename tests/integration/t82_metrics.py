@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""t82_metrics.py: the Prometheus /metrics endpoint (docs/metrics.md).
+
+A real daemon with listen.metrics on a loopback port takes snapshots of a
+study (a candidate, its baseline, an fp16 proxy; a NaN in one tensor) and
+is scraped with curl. The body passes `promtool check metrics`; its
+counters equal `wdrift status --json`, its drift summaries equal the drift
+log's latest rows (h5py), its alert states equal the control socket's.
+Bad and huge HTTP requests (wrong path, POST, a 1 MB URL and header, a
+half request left open, garbage bytes) get an error or are closed, and the
+daemon goes on serving. The endpoint listens on loopback only, and on
+nothing unless configured; bad listen.metrics values are refused with
+FILE:LINE:COL. The shipped Prometheus rules pass `promtool check rules`,
+and every wdrift_ series the rules and the Grafana dashboard use exists.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check, control  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+ALERTS = """\
+alerts:
+  - name: fa-vs-fp16
+    study: fa
+    metric: ratio
+    proxy: fp16
+    scope: max
+    threshold: 1.0
+  - name: fa-nan
+    study: fa
+    metric: nonfinite
+    scope: tensors
+    tensors: "layers.*"
+    threshold: 0
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def write_config(dm, metrics=None, per_tensor=False):
+    path = dm.write_config(extra=ALERTS)
+    with open(path) as f:
+        text = f.read()
+    if metrics:
+        text = text.replace("  events: ipc://", f"  metrics: {metrics}\n  events: ipc://", 1)
+    if per_tensor:
+        text += "metrics:\n  per_tensor: true\n"
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def curl(port, path="/metrics", *args):
+    """(HTTP status or None, body) of a curl request."""
+    r = subprocess.run(["curl", "-sS", "-m", "10", "-o", "-", "-w", "\n%{http_code}", *args,
+                        f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True)
+    body, _, code = r.stdout.rpartition("\n")
+    return (int(code) if r.returncode == 0 and code.isdigit() else None), body
+
+
+def parse(body):
+    """{(name, ((label, value), ...)): float} of an exposition body; labels unescaped."""
+    out = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$', line)
+        if not m:
+            raise ValueError(f"bad line {line!r}")
+        labels = tuple(sorted((k, re.sub(r'\\(.)', lambda x: "\n" if x.group(1) == "n" else x.group(1), v))
+                              for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                                     m.group(3) or "")))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
+
+
+def get(series, name, **labels):
+    return series.get((name, tuple(sorted(labels.items()))))
+
+
+def snap(pub, step, drift, nan=False, f16=False):
+    r = np.random.default_rng(step)
+    for name, n in (("layers.0.w", 4000), ("emb", 3000)):
+        v = (r.standard_normal(n) * 0.02).astype(np.float32)
+        v = v + (np.random.default_rng(step + 7).standard_normal(n) * drift).astype(np.float32)
+        if nan and name == "layers.0.w":
+            v[5] = np.nan
+        pub.tensor(step, name, v.astype(np.float16) if f16 else v, "f16" if f16 else "f32")
+    return pub.commit(step, 2)
+
+
+def wait_scrape(port, pred, timeout=20):
+    end, s = time.time() + timeout, {}
+    while time.time() < end:
+        code, body = curl(port)
+        if code == 200:
+            s = parse(body)
+            if pred(s):
+                return s, body
+        time.sleep(0.2)
+    return s, ""
+
+
+def latest_log_rows(path, run):
+    """{kind: (step, w1, {label: ratio})} of the run's latest summary rows in a drift log."""
+    with h5py.File(path, "r", swmr=True) as f:
+        rows = f["rows"][:]
+        runs = f["runs"][:].astype(str)
+        labels = list(f["proxies"][:].astype(str))
+    out = {}
+    for r in rows:   # the last one written for (step, kind) is the current one
+        if runs[r["run"]] != run or r["kind"] == 0:
+            continue
+        k = int(r["kind"])
+        if k not in out or int(r["step"]) >= out[k][0]:
+            out[k] = (int(r["step"]), float(r["w1"]), {lab: float(r["ratio"][i]) for i, lab in enumerate(labels)})
+    return out
+
+
+def same(a, b):
+    return (a != a and b != b) or a == b
+
+
+def raw(port, data, wait=5):
+    """Sends data on a fresh connection; returns what came back before the server closed or wait passed."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    got = b""
+    try:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        end = time.time() + wait
+        while time.time() < end:
+            try:
+                b = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not b:
+                break
+            got += b
+    finally:
+        s.close()
+    return got
+
+
+def serving(ctx, tmp, port, dm):
+    code, body = curl(port)
+    st = subprocess.run([WDRIFT, "status", "--json", "-c", os.path.join(tmp, "wdrift.yaml")],
+                        capture_output=True, text=True, timeout=20)
+    return dm.proc.poll() is None and code == 200 and "wdrift_runs" in body and st.returncode == 0
+
+
+def main_flow():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t82-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    port = free_port()
+    try:
+        cfg = write_config(dm, metrics=f"127.0.0.1:{port}")
+        check(dm.start() is not None, f"ready with listen.metrics: 127.0.0.1:{port}")
+        base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
+        for step in (10, 20):
+            snap(base, step, 0.0)
+            snap(low, step, 0.0, f16=True)
+            snap(fa, step, 0.01, nan=(step == 20))
+        ack = snap(fa, 10, 0.01)                    # the same content again: a duplicate
+        check(ack is not None and ack.get("duplicate") is True, f"a re-sent snapshot is acked as a duplicate ({ack})")
+        fa.send_raw([b"{not json"])                 # an error reply, counted by code
+        fa.recv()
+
+        def settled(s):
+            return (get(s, "wdrift_drift_step", study="fa", run="fa", role="candidate") == 20
+                    and get(s, "wdrift_queue_depth", queue="compute") == 0
+                    and get(s, "wdrift_queue_depth", queue="spool") == 0
+                    and get(s, "wdrift_alert_state", alert="fa-vs-fp16", study="fa", run="fa") is not None
+                    and get(s, "wdrift_comparisons_total") and get(s, "wdrift_comparisons_total") >= 4)
+        s, body = wait_scrape(port, settled)
+        check(body != "", "curl scrapes /metrics: step 20 compared, queues empty", body[-2000:])
+        with open(os.path.join(tmp, "scrape.txt"), "w") as f:
+            f.write(body)
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+        check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+              "promtool check metrics: no errors, no lint", r.stdout + r.stderr)
+        names = re.findall(r"^# TYPE (\S+) (\S+)$", body, re.M)
+        check(names and all(n.startswith("wdrift_") for n, _ in names)
+              and all(n.endswith("_total") == (t == "counter") for n, t in names)
+              and all(k[0].startswith("wdrift_") for k in s),
+              f"every series starts with wdrift_; counters, and only they, end in _total ({len(names)} families)")
+
+        # the counters against `wdrift status --json`, the daemon idle in between
+        r = subprocess.run([WDRIFT, "status", "--json", "-c", cfg], capture_output=True, text=True, timeout=20)
+        st = json.loads(r.stdout) if r.returncode == 0 else {}
+        sn = st.get("snapshots", {})
+        pairs = [
+            ("wdrift_snapshots_received_total", sn.get("received")),
+            ("wdrift_durable_snapshots", sn.get("durable")),
+            ("wdrift_snapshots_duplicate_total", sn.get("duplicates")),
+            ("wdrift_duplicate_tensors_total", sn.get("duplicate_tensors")),
+            ("wdrift_snapshots_conflict_total", sn.get("conflicts")),
+            ("wdrift_snapshots_pending", sn.get("pending")),
+            ("wdrift_tensors_received_total", sn.get("tensors")),
+            ("wdrift_messages_received_total", sn.get("messages")),
+            ("wdrift_bytes_received_total", sn.get("bytes")),
+            ("wdrift_memory_reserved_bytes", st.get("memory", {}).get("reserved")),
+            ("wdrift_memory_budget_bytes", st.get("memory", {}).get("budget")),
+            ("wdrift_runs", st.get("runs")),
+            ("wdrift_spool_failures_total", st.get("spool_failures")),
+        ]
+        bad = [(n, get(s, n), v) for n, v in pairs if v is None or get(s, n) != v]
+        check(st and not bad, f"counters, queues and memory equal wdrift status --json ({bad})", r.stdout + r.stderr)
+        check(get(s, "wdrift_snapshots_received_total") == 7 and get(s, "wdrift_snapshots_durable_total") == 6
+              and get(s, "wdrift_durable_snapshots") == 6 and get(s, "wdrift_snapshots_duplicate_total") == 1,
+              "7 snapshots received, 6 durable, 1 duplicate")
+        dropped = (get(s, "wdrift_snapshots_dropped_total", reason="idle") or 0) + \
+            (get(s, "wdrift_snapshots_dropped_total", reason="room") or 0)
+        errs = {k[1][0][1]: v for k, v in s.items() if k[0] == "wdrift_errors_total"}
+        check(dropped == sn.get("dropped") and errs == {c: float(v) for c, v in st.get("errors", {}).items()}
+              and sum(errs.values()) >= 1,
+              f"dropped and errors by code equal status ({errs} vs {st.get('errors')})")
+        check(get(s, "wdrift_queue_depth", queue="spool") == st.get("queues", {}).get("spool")
+              and get(s, "wdrift_queue_depth", queue="compute") == st.get("queues", {}).get("compute"),
+              "queue depths equal status")
+        check(get(s, "wdrift_compute_seconds_total", ) and get(s, "wdrift_compute_seconds_total") > 0,
+              f"compute seconds counted ({get(s, 'wdrift_compute_seconds_total')} s over "
+              f"{get(s, 'wdrift_comparisons_total')} comparisons)")
+
+        # drift summaries against the drift log
+        log = latest_log_rows(os.path.join(tmp, "var", "drift", "fa.h5"), "fa")
+        kinds = {1: "weighted", 2: "median", 3: "max"}
+        ok = len(log) == 3
+        for k, summary in kinds.items():
+            step, w1, ratios = log.get(k, (None, None, {}))
+            ok = ok and step == 20 and same(get(s, "wdrift_drift_w1", study="fa", run="fa", role="candidate",
+                                                summary=summary), w1)
+            ok = ok and same(get(s, "wdrift_drift_ratio", study="fa", run="fa", proxy="fp16", summary=summary),
+                             ratios.get("fp16"))
+            if not ok:
+                print(f"# {summary}: log {log.get(k)}; scrape w1 "
+                      f"{get(s, 'wdrift_drift_w1', study='fa', run='fa', role='candidate', summary=summary)}")
+                break
+        check(ok, "W1 and ratio summaries (weighted, median, max) equal the drift log's latest rows, exactly")
+        plog = latest_log_rows(os.path.join(tmp, "var", "drift", "fa.h5"), "lowprec")
+        check(plog and same(get(s, "wdrift_drift_w1", study="fa", run="lowprec", role="proxy", summary="max"),
+                            plog[3][1])
+              and get(s, "wdrift_drift_ratio", study="fa", run="lowprec", proxy="fp16", summary="max") is None,
+              "the proxy's W1 is there too (role proxy), without a ratio")
+        check(get(s, "wdrift_drift_nonfinite", study="fa", run="fa", kind="nan") == 1,
+              "the NaN at step 20 shows in wdrift_drift_nonfinite")
+        check(not any(k[0].startswith("wdrift_tensor_") for k in s),
+              "no per-tensor drift series without metrics.per_tensor")
+
+        # alert states against the control socket
+        al = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        code = {"inactive": 0, "pending": 1, "firing": 2}
+        want, ok = {}, al is not None and al.get("ok")
+        for a in (al or {}).get("alerts", []):
+            for i in a["instances"]:
+                lab = dict(alert=a["name"], study=a["study"], run=i["run"])
+                if "tensor" in i:
+                    lab["tensor"] = i["tensor"]
+                want[tuple(sorted(lab.items()))] = code[i["state"]]
+        got = {k[1]: v for k, v in s.items() if k[0] == "wdrift_alert_state"}
+        check(ok and want and got == want, f"alert instance states equal the alerts command's ({got} vs {want})")
+        check(get(s, "wdrift_alert_state", alert="fa-nan", study="fa", run="fa", tensor="layers.0.w") == 2
+              and get(s, "wdrift_alert_rule_state", alert="fa-nan", study="fa", severity="warning") == 2
+              and get(s, "wdrift_alert_threshold", alert="fa-nan", study="fa", metric="nonfinite",
+                      scope="tensors") == 0
+              and get(s, "wdrift_alert_threshold", alert="fa-vs-fp16", study="fa", metric="ratio", scope="max",
+                      proxy="fp16") == 1.0,
+              "a tensor-scope rule has per-tensor series (layers.0.w firing); rule state and thresholds")
+
+        # bad and huge requests
+        code, _ = curl(port, "/nope")
+        check(code == 404, f"GET /nope: 404 ({code})")
+        code, _ = curl(port, "/metrics", "-X", "POST", "-d", "x=1")
+        check(code == 405, f"POST /metrics: 405 ({code})")
+        got = raw(port, b"GET /metrics?" + b"a" * (1 << 20) + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(not got.startswith(b"HTTP/1.1 200"), f"a 1 MB URL: an error or closed ({got[:40]!r})")
+        got = raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * (1 << 20) + b"\r\n\r\n")
+        check(not got.startswith(b"HTTP/1.1 200"), f"a 1 MB header: an error or closed ({got[:40]!r})")
+        got = raw(port, os.urandom(4096) + b"\r\n\r\n")
+        check(not got.startswith(b"HTTP/1.1 200"), f"garbage bytes: an error or closed ({got[:40]!r})")
+        half = socket.create_connection(("127.0.0.1", port), timeout=20)
+        half.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")     # and never the end of the headers
+        t0 = time.time()
+        check(serving(ctx, tmp, port, dm) and time.time() - t0 < 5,
+              "while a half request hangs open: a scrape and wdrift status answer at once")
+        try:
+            closed = half.recv(100) is not None
+        except (ConnectionResetError, socket.timeout):
+            closed = False
+        waited = time.time() - t0
+        half.close()
+        check(closed and waited < 16, f"the half request is closed by the server after its idle timeout ({waited:.1f} s)")
+        check(serving(ctx, tmp, port, dm), "after all that, the daemon still serves /metrics and wdrift status")
+
+        # loopback only, when so configured
+        r = subprocess.run(["ss", "-Htln", f"sport = :{port}"], capture_output=True, text=True)
+        check(r.returncode == 0 and f"127.0.0.1:{port}" in r.stdout and len(r.stdout.strip().splitlines()) == 1,
+              f"ss: it listens on 127.0.0.1:{port} only ({r.stdout.strip()})")
+        r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+        addrs = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", r.stdout)
+        if addrs:
+            try:
+                socket.create_connection((addrs[0], port), timeout=3).close()
+                refused = False
+            except OSError:
+                refused = True
+            check(refused, f"a connection to {addrs[0]}:{port}, not loopback, is refused")
+        else:
+            print("ok - # SKIP no non-loopback address on this host")
+
+        # a reload may not change listen.metrics; metrics.per_tensor applies at once
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace(f"metrics: 127.0.0.1:{port}", f"metrics: 127.0.0.1:{port + 1}"))
+        rl = control(ctx, tmp, {"v": 1, "cmd": "reload"})
+        check(rl is not None and not rl.get("ok") and "listen.metrics" in rl.get("error", ""),
+              f"a reload that changes listen.metrics is refused ({rl})")
+        with open(cfg, "w") as f:
+            f.write(text + "metrics:\n  per_tensor: true\n")
+        rl = control(ctx, tmp, {"v": 1, "cmd": "reload"})
+        code, body = curl(port)
+        s = parse(body) if code == 200 else {}
+        with h5py.File(os.path.join(tmp, "var", "drift", "fa.h5"), "r", swmr=True) as f:
+            rows = f["rows"][:]
+            tensors = f["tensors"][:].astype(str)
+            runs = f["runs"][:].astype(str)
+        latest = {}
+        for r in rows:
+            if r["kind"] == 0 and int(r["step"]) == 20:
+                latest[(runs[r["run"]], tensors[r["tensor"]])] = (float(r["w1"]), float(r["ratio"][0]))
+        ok = rl and rl.get("ok") and len(latest) == 4
+        for (run, t), (w1, ratio) in latest.items():
+            ok = ok and same(get(s, "wdrift_tensor_w1", study="fa", run=run, tensor=t), w1)
+            if run == "fa":
+                ok = ok and same(get(s, "wdrift_tensor_ratio", study="fa", run=run, tensor=t, proxy="fp16"), ratio)
+        check(ok, "metrics.per_tensor: true on reload: each tensor's W1 and ratio equal the drift log's")
+
+        # the shipped rules and dashboard use series that exist
+        families = set(re.findall(r"^# TYPE (\S+) ", body, re.M))
+        rules = os.path.join(ROOT, "docs", "alertmanager", "wdrift-rules.yml")
+        r = subprocess.run(["promtool", "check", "rules", rules], capture_output=True, text=True)
+        check(r.returncode == 0 and "SUCCESS" in r.stdout, "promtool check rules docs/alertmanager/wdrift-rules.yml",
+              r.stdout + r.stderr)
+        with open(rules) as f:
+            used = set(re.findall(r"\bwdrift_[a-z0-9_]+", f.read()))
+        check(used and used <= families, f"the rules use only series /metrics has ({used - families})")
+        with open(os.path.join(ROOT, "docs", "grafana", "wdrift.json")) as f:
+            dash = json.load(f)
+        exprs = []
+
+        def walk(o):
+            if isinstance(o, dict):
+                if isinstance(o.get("expr"), str):
+                    exprs.append(o["expr"])
+                for v in o.values():
+                    walk(v)
+            elif isinstance(o, list):
+                for v in o:
+                    walk(v)
+        walk(dash)
+        used = set(re.findall(r"\bwdrift_[a-z0-9_]+", " ".join(exprs)))
+        ds = [v for v in dash.get("templating", {}).get("list", []) if v.get("type") == "datasource"]
+        check(ds and exprs and used <= families and len(used) >= 8,
+              f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
+              f"series that /metrics has ({used - families})")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
+def off_and_bad_config():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t82-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        cfg = write_config(dm)
+        check(dm.start() is not None, "ready without listen.metrics")
+        r = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True)
+        mine = [l for l in r.stdout.splitlines() if f"pid={dm.proc.pid}," in l]
+        check(r.returncode == 0 and not mine, f"without listen.metrics, the daemon listens on no TCP port ({mine})")
+        dm.stop()
+        cases = [("127.0.0.1:0", "the port must be 1 to 65535"), ("127.0.0.1:70000", "the port must be 1 to 65535"),
+                 (":9464", "expected HOST:PORT"), ("9464", "expected HOST:PORT"),
+                 ("example.com:9464", "the host must be an IPv4 address"), ("\"[::1:9464\"", "the host must be")]
+        for value, why in cases:
+            with open(cfg) as f:
+                text = f.read()
+            path = os.path.join(tmp, "bad.yaml")
+            with open(path, "w") as f:
+                f.write(text.replace("  events: ipc://", f"  metrics: {value}\n  events: ipc://", 1))
+            r = subprocess.run([harness.WDRIFTD, "-c", path, "--check-config"], capture_output=True, text=True)
+            check(r.returncode == 2 and re.search(r"bad\.yaml:\d+:\d+: listen\.metrics: ", r.stderr) and why in r.stderr,
+                  f"listen.metrics: {value}: refused with FILE:LINE:COL ({r.stderr.strip()})")
+        with open(path, "w") as f:
+            f.write(text.replace("  events: ipc://", "  metrics: \"[::1]:9464\"\n  events: ipc://", 1))
+        r = subprocess.run([harness.WDRIFTD, "-c", path, "--check-config"], capture_output=True, text=True)
+        check(r.returncode == 0, f"listen.metrics: [::1]:9464 is valid ({r.stderr.strip()})")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    main_flow()
+    off_and_bad_config()
+    sys.exit(harness.summary())

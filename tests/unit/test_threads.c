@@ -1,0 +1,276 @@
+/*
+ * test_threads.c: the engine split between threads gives the bits of one
+ * thread (docs/engine.md, "Threads"): W1, summaries, pair statistics and
+ * non-finite counts, compared as bytes, for 1 to 8 threads, every dtype,
+ * sizes around every split point (0, 1, 2, a block of 4096 +-1, threads x
+ * block +-1, the radix sort's line-buffer threshold +-1), with NaN, +-Inf
+ * and +-0 among the values, and unequal sizes. The grain is 1, so that
+ * even a 2-element tensor is split. Batches (wd_prepare_many,
+ * wd_w1_many) against the same calls one at a time.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "rng.h"
+#include "wdrift.h"
+
+#define BLOCK 4096
+#define MAX_THREADS 8
+
+/* n values of dtype t: normal, with NaN, +-Inf and +-0 sprinkled in when special. */
+static void *make(enum wd_dtype t, size_t n, int special, double scale)
+{
+	double *x = malloc(n * sizeof(double) + 8);
+	void *out = malloc(n * 8 + 8);
+
+	for (size_t i = 0; i < n; i++) {
+		x[i] = rng_normal(scale);
+		if (special) {
+			switch (rng_next() % 29) {
+			case 0: x[i] = NAN; break;
+			case 1: x[i] = INFINITY; break;
+			case 2: x[i] = -INFINITY; break;
+			case 3: x[i] = 0.0; break;
+			case 4: x[i] = -0.0; break;
+			default: break;
+			}
+		}
+	}
+	if (t == WD_F32)
+		for (size_t i = 0; i < n; i++)
+			((float *)out)[i] = (float)x[i];
+	else if (t == WD_F64)
+		memcpy(out, x, n * sizeof(double));
+	else
+		wd_round16(&(struct wd_view){ WD_F64, x, n }, t, out);
+	free(x);
+	return out;
+}
+
+/* Everything the engine says about a pair, as bytes. */
+struct result {
+	double w1, w1_unequal;
+	struct wd_summary sa, sb;
+	struct wd_pair_stats ps, ps_prepared;
+};
+
+static struct wd_engine *open_threads(int threads)
+{
+	struct wd_engine *e;
+	if (wd_engine_open(WD_BACKEND_CPU, &e))
+		return NULL;
+	wd_engine_set_threads(e, threads);
+	wd_engine_set_grain(e, 1);
+	return e;
+}
+
+static int measure(struct wd_engine *e, enum wd_dtype t, unsigned flags, const void *a,
+		   const void *b, size_t n, const void *c, size_t m, struct result *r)
+{
+	struct wd_view va = { t, a, n }, vb = { t, b, n }, vc = { t, c, m };
+	struct wd_prepared *pa = NULL, *pb = NULL, *pc = NULL;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	err = wd_prepare(e, &va, flags | WD_PREP_KEEP_RAW, &pa) ||
+	      wd_prepare(e, &vb, flags | WD_PREP_KEEP_RAW, &pb) || wd_prepare(e, &vc, flags, &pc) ||
+	      wd_w1(e, pa, pb, &r->w1) || wd_w1(e, pa, pc, &r->w1_unequal) ||
+	      wd_pair_stats(e, &va, &vb, &r->ps) || wd_pair_stats_prepared(e, pa, pb, &r->ps_prepared);
+	if (!err) {
+		wd_engine_summarize(e, pa, &r->sa);
+		wd_engine_summarize(e, pc, &r->sb);
+	}
+	wd_prepared_free(&pa);
+	wd_prepared_free(&pb);
+	wd_prepared_free(&pc);
+	return err;
+}
+
+static const char *diff_field(const struct result *x, const struct result *y)
+{
+	if (memcmp(&x->w1, &y->w1, sizeof(double)))
+		return "w1";
+	if (memcmp(&x->w1_unequal, &y->w1_unequal, sizeof(double)))
+		return "w1 (unequal sizes)";
+	if (memcmp(&x->sa, &y->sa, sizeof(x->sa)) || memcmp(&x->sb, &y->sb, sizeof(x->sb)))
+		return "summary";
+	if (memcmp(&x->ps, &y->ps, sizeof(x->ps)))
+		return "pair stats";
+	if (memcmp(&x->ps_prepared, &y->ps_prepared, sizeof(x->ps_prepared)))
+		return "pair stats (prepared)";
+	return NULL;
+}
+
+/* The sizes around every split point for up to MAX_THREADS threads. */
+static size_t sizes(size_t *out)
+{
+	size_t k = 0;
+	size_t fixed[] = { 0, 1, 2, 3, 7, BLOCK - 1, BLOCK, BLOCK + 1, 131071, 131072, 131073 };
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		out[k++] = fixed[i];
+	for (size_t t = 2; t <= MAX_THREADS; t++) {
+		out[k++] = t * BLOCK - 1;
+		out[k++] = t * BLOCK + 1;
+	}
+	return k;
+}
+
+static void test_bit_identical(void)
+{
+	size_t sz[64], n_sz = sizes(sz);
+	struct wd_engine *e[MAX_THREADS + 1] = { 0 };
+	struct { enum wd_dtype t; unsigned flags; const char *what; } kinds[] = {
+		{ WD_F32, 0, "f32" }, { WD_F64, 0, "f64" }, { WD_F16, 0, "f16" },
+		{ WD_BF16, 0, "bf16" }, { WD_F16, WD_PREP_FORCE_SORT, "f16 sorted" },
+		{ WD_BF16, WD_PREP_FORCE_SORT, "bf16 sorted" },
+	};
+
+	for (int t = 1; t <= MAX_THREADS; t++)
+		if (!(e[t] = open_threads(t))) {
+			CHECK(0, "open an engine with %d threads", t);
+			return;
+		}
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		int bad = 0, runs = 0;
+		for (size_t s = 0; s < n_sz; s++) {
+			for (int special = 0; special <= 1; special++) {
+				size_t n = sz[s], m = n / 2 + 3;
+				void *a = make(kinds[k].t, n, special, 1.0);
+				void *b = make(kinds[k].t, n, special, 1.5);
+				void *c = make(kinds[k].t, m, special, 0.5);
+				struct result one, many;
+				if (measure(e[1], kinds[k].t, kinds[k].flags, a, b, n, c, m, &one)) {
+					CHECK(0, "%s n=%zu: one thread failed", kinds[k].what, n);
+					bad++;
+				}
+				for (int t = 2; t <= MAX_THREADS && !bad; t++) {
+					const char *d = NULL;
+					runs++;
+					if (measure(e[t], kinds[k].t, kinds[k].flags, a, b, n, c, m, &many))
+						d = "an error";
+					else
+						d = diff_field(&one, &many);
+					if (d) {
+						CHECK(0, "%s n=%zu special=%d threads=%d: %s differs from one thread "
+						      "(w1 %.17g vs %.17g)", kinds[k].what, n, special, t, d,
+						      many.w1, one.w1);
+						bad++;
+					}
+				}
+				free(a);
+				free(b);
+				free(c);
+			}
+		}
+		CHECK(!bad, "%s: %d runs of 2..%d threads over %zu sizes, NaN/Inf/+-0 and unequal "
+		      "sizes: bit-identical to one thread", kinds[k].what, runs, MAX_THREADS, n_sz);
+	}
+	/* f32 made of bf16 values is counted, not sorted: split, too */
+	{
+		size_t n = 3 * BLOCK + 1;
+		uint16_t *h = make(WD_BF16, n, 1, 1.0), *h2 = make(WD_BF16, n, 1, 2.0);
+		uint32_t *u = malloc(n * 4), *u2 = malloc(n * 4);
+		struct result one, many;
+		int bad = 0;
+		for (size_t i = 0; i < n; i++) {
+			u[i] = (uint32_t)h[i] << 16;
+			u2[i] = (uint32_t)h2[i] << 16;
+		}
+		measure(e[1], WD_F32, 0, u, u2, n, u2, n / 2, &one);
+		for (int t = 2; t <= MAX_THREADS; t++)
+			if (measure(e[t], WD_F32, 0, u, u2, n, u2, n / 2, &many) || diff_field(&one, &many))
+				bad++;
+		CHECK(!bad && !isnan(one.w1), "upcast-bf16 f32: 2..%d threads bit-identical (w1 %.17g)",
+		      MAX_THREADS, one.w1);
+		free(h); free(h2); free(u); free(u2);
+	}
+	for (int t = 1; t <= MAX_THREADS; t++)
+		wd_engine_close(&e[t]);
+}
+
+/* The default is the cores this process may use, not the host's count. */
+static void test_default_threads(void)
+{
+	struct wd_engine *e;
+	cpu_set_t set;
+
+	if (wd_engine_open(WD_BACKEND_CPU, &e)) {
+		CHECK(0, "open an engine");
+		return;
+	}
+	sched_getaffinity(0, sizeof(set), &set);
+	CHECK(wd_engine_threads(e) == CPU_COUNT(&set), "default threads %d = the affinity mask's %d",
+	      wd_engine_threads(e), CPU_COUNT(&set));
+	CHECK(strstr(wd_engine_describe(e), "thread") != NULL, "describe says the threads: '%s'",
+	      wd_engine_describe(e));
+	wd_engine_set_threads(e, 3);
+	CHECK(wd_engine_threads(e) == 3 && strstr(wd_engine_describe(e), "3 threads"),
+	      "set to 3: %d, '%s'", wd_engine_threads(e), wd_engine_describe(e));
+	wd_engine_set_threads(e, 0);
+	CHECK(wd_engine_threads(e) == CPU_COUNT(&set), "back to 0: the cores available");
+	wd_engine_close(&e);
+}
+
+/* A batch gives what the same calls one at a time give. */
+static void test_batches(void)
+{
+	enum { N = 40 };
+	struct wd_view v[N];
+	struct wd_prepared *one[N], *many[N];
+	double w_one[N], w_many[N];
+	const struct wd_prepared *pa[N], *pb[N];
+	struct wd_engine *e1 = open_threads(1), *e4 = open_threads(4);
+	int bad = 0;
+
+	/* small, medium and one large tensor, of every dtype; some with nothing finite */
+	for (int i = 0; i < N; i++) {
+		size_t n = i % 7 == 0 ? 0 : i == 13 ? 300000 : (size_t)(i * 997 % 9000);
+		enum wd_dtype t = (enum wd_dtype)(i % WD_DTYPE_COUNT);
+		v[i] = (struct wd_view){ t, make(t, n, i % 3 == 0, 1.0 + i), n };
+	}
+	wd_engine_set_grain(e4, 1000);
+	for (int i = 0; i < N; i++)
+		if (wd_prepare(e1, &v[i], 0, &one[i]))
+			bad++;
+	int r = wd_prepare_many(e4, v, N, 0, many);
+	CHECK(r == 0 && !bad, "wd_prepare_many of %d tensors: %d", N, r);
+	if (r || bad)
+		return;
+	for (int i = 0; i < N; i++) {
+		pa[i] = many[i];
+		pb[i] = many[(i * 7 + 3) % N];
+		if (wd_w1(e1, one[i], one[(i * 7 + 3) % N], &w_one[i]))
+			bad++;
+		struct wd_summary s1, s2;
+		wd_summarize(one[i], &s1);
+		wd_summarize(many[i], &s2);
+		if (memcmp(&s1, &s2, sizeof(s1)))
+			bad++;
+	}
+	r = wd_w1_many(e4, pa, pb, N, w_many);
+	CHECK(r == 0 && !bad && !memcmp(w_one, w_many, sizeof(w_one)),
+	      "wd_w1_many: the same bits as wd_w1 one at a time, summaries too (%d)", r);
+	for (int i = 0; i < N; i++) {
+		wd_prepared_free(&one[i]);
+		wd_prepared_free(&many[i]);
+		free((void *)v[i].data);
+	}
+	/* a bad view fails the batch and leaves nothing behind */
+	v[0] = (struct wd_view){ WD_F32, NULL, 5 };
+	v[1] = (struct wd_view){ WD_F32, &w_one[0], 1 };
+	r = wd_prepare_many(e4, v, 2, 0, many);
+	CHECK(r == -EINVAL && !many[0] && !many[1], "a NULL view in a batch: -EINVAL, nothing kept (%d)", r);
+	wd_engine_close(&e1);
+	wd_engine_close(&e4);
+}
+
+int main(void)
+{
+	test_default_threads();
+	test_bit_identical();
+	test_batches();
+	return tap_done();
+}
