@@ -10,7 +10,6 @@
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
-#   make bench-compare the whole wdrift compare process against scipy and the engine alone
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
@@ -236,7 +235,7 @@ $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS) $(RECORD_OBJS)
+$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_alerts.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Icommon
@@ -372,12 +371,6 @@ bench-ingest: deps
 bench-ckpt: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ckpt.sh
-
-# The whole `wdrift compare` process against scipy and the engine alone (issue 16)
-.PHONY: bench-compare
-bench-compare: deps
-	@$(MAKE) --no-print-directory all
-	@$(PYTHON) bench/bench_compare.py --build $(BUILD)
 
 # BENCH_TENSORS=2500,5000 picks the sizes, BUILD another build ("before")
 .PHONY: bench-drift-query

@@ -120,20 +120,36 @@ FILE *cli_out_open(const char *path, char *tmp, size_t tmplen)
 	if (!f) {
 		int e = errno;
 		out_disarm();
-		cli_error("%s: cannot create: %s", tmp, strerror(e));
+		/* PATH, not the temporary name: the user named PATH, and its directory is what failed */
+		cli_error("%s: cannot create: %s", path, strerror(e));
 	}
 	return f;
 }
 
+/*
+ * Every failure names PATH, the file the user asked for: the temporary
+ * name is ours, and is gone by the time the message is read. The first
+ * failure's errno is the one reported (a failed write sets the stream's
+ * error and errno; the flush, fsync and close after it add nothing).
+ */
 int cli_out_commit(FILE *f, const char *path, const char *tmp)
 {
-	int bad = ferror(f);
-	if (f == stdout)
-		return fflush(f) || bad ? cli_error("cannot write the output: %s", strerror(errno)) : EXIT_OK;
-	bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-	bad |= fclose(f) != 0;
-	if (bad || rename(tmp, path) != 0) {
-		int e = errno;
+	int e = ferror(f) ? (errno ? errno : EIO) : 0;
+
+	if (f == stdout) {
+		if (fflush(f) != 0 && !e)
+			e = errno;
+		return e ? cli_error("cannot write the output: %s", strerror(e)) : EXIT_OK;
+	}
+	if (fflush(f) != 0 && !e)
+		e = errno;
+	if (!e && fsync(fileno(f)) != 0)
+		e = errno;
+	if (fclose(f) != 0 && !e)
+		e = errno;
+	if (!e && rename(tmp, path) != 0)
+		e = errno;
+	if (e) {
 		unlink(tmp);
 		out_disarm();
 		return cli_error("%s: cannot write: %s", path, strerror(e));

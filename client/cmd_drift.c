@@ -18,23 +18,30 @@ static const char usage[] =
 "tensor: W1, max|a-b|, relative L2, and each proxy's W1 and the ratio, as\n"
 "wdrift compare computes them.\n"
 "\n"
-"      --step N       that step (the baseline's step)\n"
-"      --latest       the latest step with results (the default)\n"
-"      --layer GLOB   only tensors whose name matches GLOB\n"
+"Below each candidate's tensors, the summary rows of wdrift compare over them:\n"
+"weighted by elements, median over tensors, and max. The first line says\n"
+"whether the step is complete: every run of the study compared at it.\n"
+"\n"
+"      --step N       that step (the baseline's step); when it has no results,\n"
+"                     the error names the nearest steps that have some\n"
+"      --latest       the latest step with results (the default; not with --step)\n"
+"      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
 DC_HELP_TARGET
-"      --json         {\"study\", \"step\", \"baseline\", \"candidates\": {RUN: {\"layers\": [...]}}},\n"
-"                     layers as in wdrift compare --json (docs/compare.md)\n"
+"      --json         {\"study\", \"step\", \"baseline\", \"complete\", \"missing\": [RUN...],\n"
+"                     \"candidates\": {RUN: {\"layers\": [...], \"summary\": {...}}}},\n"
+"                     layers and summary as in wdrift compare --json (docs/compare.md)\n"
 DC_HELP_HELP
 "\n"
 "A study of tens of thousands of tensors takes the daemon a moment: while it\n"
 "answers status, this waits for the reply (up to WDRIFT_QUERY_TIMEOUT_MS,\n"
 "default 120000) and never sends the query twice.\n"
 "\n"
-"exit status: 0 ok; 1 the daemon is down, or has no such study or step; 2 usage error.\n";
+"exit status: 0 ok; 1 the daemon is down, or has no such study or step, or no\n"
+"tensor matches GLOB; 2 usage error.\n";
 
 struct drift_opts {
 	long long step;
-	int have_step;
+	int have_step, latest;
 	const char *glob;
 };
 
@@ -47,7 +54,7 @@ static int on_opt(int c, const char *arg, void *ctx)
 			return 1;
 		o->have_step = 1;
 		return 0;
-	case 'L': o->have_step = 0; return 0;
+	case 'L': o->latest = 1; return 0;
 	case 'g': o->glob = arg; return 0;
 	}
 	return 1;
@@ -59,6 +66,65 @@ static void fmt(char *b, size_t n, json_t *v)
 		snprintf(b, n, "%.4g", json_number_value(v));
 	else
 		snprintf(b, n, "-");
+}
+
+/* Sets table cell (row, col) to member key of o, as fmt prints it. */
+static void set_num(struct table *t, size_t row, size_t col, json_t *o, const char *key)
+{
+	char b[64];
+
+	fmt(b, sizeof(b), json_object_get(o, key));
+	table_set(t, row, col, b);
+}
+
+/*
+ * The summary rows under a candidate's tensors, from the reply's summary
+ * (the daemon's wd_drift_summarize), laid out as wdrift compare's: elements
+ * and each proxy's W1 on the weighted row, max|d| on the max row.
+ */
+static void summary_rows(struct table *t, size_t row, json_t *sum, json_t *first_layer)
+{
+	static const char *const label[] = { "[all] weighted", "[all] median", "[all] max" };
+	static const char *const w1[] = { "w1_weighted", "w1_median", "w1_max" };
+	static const char *const ratio[] = { "ratio_weighted", "ratio_median", "ratio_max" };
+	json_t *proxies = json_object_get(sum, "proxies");
+	char b[64];
+
+	for (size_t j = 0; j < 3; j++, row++) {
+		table_set(t, row, 0, label[j]);
+		snprintf(b, sizeof(b), "%lld", dc_int(sum, "numel"));
+		table_set(t, row, 1, j == 0 ? b : "");
+		set_num(t, row, 2, sum, w1[j]);
+		if (j == 2)
+			set_num(t, row, 3, sum, "max_abs_diff");
+		const char *name;
+		json_t *px;
+		size_t k = 0;
+		/* the layers' proxy order, which the header has */
+		json_object_foreach(json_object_get(first_layer, "proxies"), name, px) {
+			json_t *p = json_object_get(proxies, name);
+			if (j == 0)
+				set_num(t, row, 5 + 2 * k, p, "w1_weighted");
+			set_num(t, row, 6 + 2 * k, p, ratio[j]);
+			k++;
+		}
+	}
+}
+
+/* "complete", or which runs are not compared at this step yet. */
+static void print_completeness(json_t *res)
+{
+	json_t *missing = json_object_get(res, "missing"), *v;
+	size_t i;
+
+	if (json_is_true(json_object_get(res, "complete"))) {
+		printf("complete   every run of the study is compared at this step\n");
+		return;
+	}
+	printf("incomplete not compared at this step yet:");
+	json_array_foreach(missing, i, v)
+		printf("%s %s", i ? "," : "", json_string_value(v));
+	putchar('\n');
 }
 
 int cmd_drift(int argc, char **argv)
@@ -77,6 +143,8 @@ int cmd_drift(int argc, char **argv)
 		return cli_opts_exit(r);
 	if (argc - r != 1)
 		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
+	if (o.latest && o.have_step)
+		return cli_usage_error("--latest and --step %lld name different steps: give one", o.step);
 	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", argv[r]);
 	if (o.have_step)
 		json_object_set_new(req, "step", json_integer(o.step));
@@ -93,6 +161,7 @@ int cmd_drift(int argc, char **argv)
 	printf("study      %s, step %lld, baseline %s\n", json_string_value(json_object_get(res, "study")),
 	       dc_int(res, "step"),
 	       json_string_value(json_object_get(res, "baseline")));
+	print_completeness(res);
 	const char *run;
 	json_t *cand;
 	json_object_foreach(json_object_get(res, "candidates"), run, cand) {
@@ -102,7 +171,7 @@ int cmd_drift(int argc, char **argv)
 		struct table t;
 		char b[64], hdr[256];
 		static const char *const head[] = { "tensor", "elements", "W1", "max|d|", "rel L2" };
-		table_init(&t, json_array_size(layers) + 1, 5 + 2 * np);
+		table_init(&t, json_array_size(layers) + 4, 5 + 2 * np);
 		table_set_row(&t, 0, head, 5);
 		const char *label;
 		size_t k = 0;
@@ -132,8 +201,9 @@ int cmd_drift(int argc, char **argv)
 				k++;
 			}
 		}
+		summary_rows(&t, json_array_size(layers) + 1, json_object_get(cand, "summary"), first);
 		printf("\ncandidate  %s\n", run);
-		table_print(&t, json_array_size(layers) + 1, 1);
+		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
 	}
 	if (!json_object_size(json_object_get(res, "candidates")))

@@ -47,16 +47,22 @@ static int write_whole(const char *path, const char *text, mode_t mode, int forc
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-%ld", path, (long)getpid()) >= sizeof(tmp))
 		return cli_error("%s: name too long", path), -1;
+	/* errors name path, the file the user asked for, never the temporary name */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
-		return cli_error("%s: cannot create: %s", tmp, strerror(errno)), -1;
-	if (fchmod(fd, mode) < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
+		return cli_error("%s: cannot create: %s", path, strerror(errno)), -1;
+	/* through stdio, which writes on after a short write and keeps the errno that stopped it */
+	FILE *f = fchmod(fd, mode) < 0 ? NULL : fdopen(fd, "w");
+	if (!f || fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fd) < 0) {
 		e = errno;
-		close(fd);
+		if (f)
+			fclose(f);
+		else
+			close(fd);
 		unlink(tmp);
-		return cli_error("%s: cannot write: %s", tmp, strerror(e)), -1;
+		return cli_error("%s: cannot write: %s", path, strerror(e)), -1;
 	}
-	close(fd);
+	fclose(f);
 	if ((force ? rename(tmp, path) : link(tmp, path)) < 0) {
 		e = errno;
 		unlink(tmp);

@@ -1,12 +1,22 @@
 /*
  * cmd_watch.c: `wdrift watch`: drift and alert events as the daemon
  * publishes them (docs/protocol.md, "Events").
+ *
+ * A SUB socket connects silently and waits for ever when nobody listens,
+ * so the socket is watched through its monitor: the handshake with the
+ * daemon's PUB socket must succeed within WATCH_CONNECT_MS, or watch says
+ * that no daemon publishes there and exits 1. Later disconnections are
+ * told on stderr while ZeroMQ reconnects.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <zmq.h>
@@ -14,19 +24,29 @@
 #include "cli.h"
 #include "daemon_client.h"
 
+#define WATCH_CONNECT_MS 3000	/* the daemon's handshake; the whole answer stays under 5 s */
+#define WATCH_LINE_MAX 199	/* bytes of a plain line, its newline apart */
+
 static const char usage[] =
-"usage: wdrift watch [--count N] [--topic PREFIX] [-c FILE] [--json]\n"
+"usage: wdrift watch [--count N] [--topic PREFIX] [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
 "Prints drift results (drift.STUDY) and alert transitions (alert.NAME) as the\n"
-"daemon publishes them, until interrupted or N events.\n"
+"daemon publishes them, until interrupted or N events: one line each, under\n"
+"200 characters (the longest runs and lists are cut, \"…+N\" saying how much\n"
+"is left out); --json prints each event whole.\n"
 "\n"
 "      --count N       stop after N events\n"
 "      --topic PREFIX  only events whose topic starts with PREFIX (drift., alert.)\n"
-"  -c, --config FILE   the daemon's config, for its events endpoint\n"
+"  -c, --config FILE   the daemon's config, for its events endpoint (listen.events)\n"
+"      --endpoint EP   the events endpoint, instead of the config's\n"
+"      --server-key K, --key FILE\n"
+"                      for a daemon with auth.server_key, as for the other commands\n"
 "      --json          one JSON object per line: {\"topic\", \"event\"}\n"
 "  -h, --help          this help\n"
 "\n"
-"exit status: 0 ok; 1 no events endpoint; 2 usage error.\n";
+"When no daemon accepts the connection within 3 s, says so and exits 1.\n"
+"\n"
+"exit status: 0 ok; 1 no events endpoint, or no daemon publishing there; 2 usage error.\n";
 
 struct watch_opts {
 	long count;
@@ -40,8 +60,9 @@ static int on_opt(int c, const char *arg, void *ctx)
 {
 	struct watch_opts *o = ctx;
 	if (c == 'n') {
-		o->count = atol(arg);
-		if (o->count <= 0) {
+		char *end;
+		o->count = strtol(arg, &end, 10);
+		if (!*arg || *end || o->count <= 0) {
 			cli_usage_error("--count '%s': expected a positive number", arg);
 			return 1;
 		}
@@ -54,33 +75,291 @@ static int on_opt(int c, const char *arg, void *ctx)
 	return 1;
 }
 
+/* --- one plain line an event --- */
+
+/*
+ * A line of at most cap bytes; a piece that does not fit is not added.
+ * Room for more than a line: line_print cuts what was written past it.
+ */
+struct line {
+	char buf[1024];
+	size_t len, cap;
+};
+
+/* How much of s to print in at most max bytes, not cutting a UTF-8 character. */
+static size_t utf8_fit(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max)
+		return n;
+	while (max && ((unsigned char)s[max] & 0xC0) == 0x80)
+		max--;
+	return max;
+}
+
+/* s, or its first bytes and "…" when longer than max bytes: a name in a line. */
+static const char *clipped(char *buf, size_t size, const char *s, size_t max)
+{
+	size_t n;
+
+	if (!s)
+		return "?";
+	n = utf8_fit(s, max);
+	snprintf(buf, size, "%.*s%s", (int)n, s, s[n] ? "…" : "");
+	return buf;
+}
+
+/* Appends a formatted piece when it fits: 0, or -1 (the line is unchanged). */
+static int line_add(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int line_add(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || l->len + (size_t)n > l->cap) {
+		l->buf[l->len] = 0;
+		return -1;
+	}
+	l->len += (size_t)n;
+	return 0;
+}
+
+/* Prints l, cut to WATCH_LINE_MAX bytes with "…" if a piece ran over. */
+static void line_print(struct line *l)
+{
+	size_t n = strlen(l->buf);
+
+	if (n > WATCH_LINE_MAX)
+		n = utf8_fit(l->buf, WATCH_LINE_MAX - 3);
+	printf("%.*s%s\n", (int)n, l->buf, l->buf[n] ? "…" : "");
+}
+
+/* Member key of o as a string, or "?". */
+static const char *str(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "?";
+}
+
+static void fmt_num(char *b, size_t n, json_t *v)
+{
+	if (json_is_number(v))
+		snprintf(b, n, "%.3g", json_number_value(v));
+	else
+		snprintf(b, n, "-");
+}
+
+/*
+ * One run of a drift event: "RUN W1max X r[LABEL] Y ...", its ratios cut
+ * at three with "…+N" (a study may have 64 proxies).
+ */
+static void run_piece(char *p, size_t size, const char *run, json_t *r)
+{
+	char name[64], label[40], num[32];
+	const char *key;
+	json_t *v;
+	size_t used, shown = 0, more = 0;
+
+	fmt_num(num, sizeof(num), json_object_get(r, "w1_max"));
+	used = (size_t)snprintf(p, size, " %s%s W1max %s", clipped(name, sizeof(name), run, 32),
+				strcmp(str(r, "role"), "proxy") ? "" : " (proxy)",
+				num);
+	json_object_foreach(json_object_get(r, "ratio_max"), key, v) {
+		if (!json_is_number(v))
+			continue;
+		if (shown == 3) {
+			more++;
+			continue;
+		}
+		fmt_num(num, sizeof(num), v);
+		used += (size_t)snprintf(p + used, size - used, " r[%s] %s",
+					 clipped(label, sizeof(label), key, 16), num);
+		if (used >= size)	/* cannot happen with these clips; cut rather than overrun */
+			return;
+		shown++;
+	}
+	if (more)
+		snprintf(p + used, size - used, " …+%zu", more);
+}
+
+/* "drift  STUDY step N: RUN W1max X r[L] Y; ...", candidates first, "…+N runs" for the rest. */
+static void print_drift(const char *topic, json_t *e)
+{
+	struct line l = { .cap = WATCH_LINE_MAX - 16 };	/* room for " …+N runs" */
+	json_t *runs = json_object_get(e, "runs"), *r;
+	size_t total = json_object_size(runs), shown = 0;
+	char name[64], piece[256];
+	const char *run;
+
+	(void)topic;
+	line_add(&l, "drift  %s step %lld:", clipped(name, sizeof(name), str(e, "study"), 40),
+		 dc_int(e, "step"));
+	for (int proxies = 0; proxies < 2; proxies++) {
+		json_object_foreach(runs, run, r) {
+			int is_proxy = !strcmp(str(r, "role"), "proxy");
+			if (is_proxy != proxies)
+				continue;
+			run_piece(piece, sizeof(piece), run, r);
+			if (line_add(&l, "%s%s", shown ? ";" : "", piece) < 0)
+				goto full;
+			shown++;
+		}
+	}
+full:
+	l.cap = WATCH_LINE_MAX;
+	if (shown < total)
+		line_add(&l, " …+%zu runs", total - shown);
+	line_print(&l);
+}
+
+/* "alert  STATE NAME: study S run R [tensor T] step N: METRIC V (threshold T, SEVERITY)". */
+static void print_alert(json_t *e)
+{
+	struct line l = { .cap = sizeof(l.buf) - 1 };	/* line_print cuts it */
+	char a[64], s[64], r[64], t[80], v[32], th[32];
+	const char *tensor = json_string_value(json_object_get(e, "tensor"));
+
+	fmt_num(v, sizeof(v), json_object_get(e, "value"));
+	fmt_num(th, sizeof(th), json_object_get(e, "threshold"));
+	snprintf(l.buf, sizeof(l.buf), "alert  %-8s %s: study %s run %s%s%s step %lld: %s %s (threshold %s, %s)",
+		 str(e, "state"), clipped(a, sizeof(a), str(e, "alert"), 40),
+		 clipped(s, sizeof(s), str(e, "study"), 32), clipped(r, sizeof(r), str(e, "run"), 32),
+		 tensor ? " tensor " : "", tensor ? clipped(t, sizeof(t), tensor, 48) : "",
+		 dc_int(e, "step"), str(e, "metric"), v, th, str(e, "severity"));
+	line_print(&l);
+}
+
+/* Any other topic: the topic and the event's JSON, cut to the line. */
+static void print_other(const char *topic, json_t *e)
+{
+	struct line l = { .cap = sizeof(l.buf) - 1 };
+	char *text = json_dumps(e, JSON_COMPACT);
+
+	snprintf(l.buf, sizeof(l.buf), "%s  %s", topic, text ? text : "");
+	free(text);
+	line_print(&l);
+}
+
 static void print_event(const char *topic, json_t *e)
 {
-	if (!strncmp(topic, "alert.", 6)) {
-		printf("alert  %-9s %s  study %s run %s%s%s step %lld: %s = %g (threshold %g)\n",
-		       json_string_value(json_object_get(e, "state")), json_string_value(json_object_get(e, "alert")),
-		       json_string_value(json_object_get(e, "study")), json_string_value(json_object_get(e, "run")),
-		       json_object_get(e, "tensor") ? " tensor " : "",
-		       json_object_get(e, "tensor") ? json_string_value(json_object_get(e, "tensor")) : "",
-		       dc_int(e, "step"),
-		       json_string_value(json_object_get(e, "metric")), json_number_value(json_object_get(e, "value")),
-		       json_number_value(json_object_get(e, "threshold")));
-		return;
+	if (!strncmp(topic, "alert.", 6))
+		print_alert(e);
+	else if (!strncmp(topic, "drift.", 6))
+		print_drift(topic, e);
+	else
+		print_other(topic, e);
+}
+
+/* --- the socket and its monitor --- */
+
+/*
+ * The next event of the monitor m within ms (-1: none came), its value
+ * (an errno for the failures) in *value. A monitor message is two frames:
+ * 16-bit event and 32-bit value, then the endpoint.
+ */
+static int monitor_event(void *m, int ms, uint32_t *value)
+{
+	zmq_pollitem_t it = { m, 0, ZMQ_POLLIN, 0 };
+	unsigned char ev[6];
+	char ep[256];
+	uint16_t code;
+
+	if (zmq_poll(&it, 1, ms) <= 0 || !(it.revents & ZMQ_POLLIN))
+		return -1;
+	if (zmq_recv(m, ev, sizeof(ev), 0) != (int)sizeof(ev)) {
+		zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+		return -1;
 	}
-	const char *run;
-	json_t *r;
-	printf("drift  %s step %lld:", json_string_value(json_object_get(e, "study")),
-	       dc_int(e, "step"));
-	json_object_foreach(json_object_get(e, "runs"), run, r) {
-		printf("  %s (%s) W1 max %.4g", run, json_string_value(json_object_get(r, "role")),
-		       json_number_value(json_object_get(r, "w1_max")));
-		const char *label;
-		json_t *v;
-		json_object_foreach(json_object_get(r, "ratio_max"), label, v)
-			if (json_is_number(v))
-				printf(", ratio[%s] max %.3g", label, json_number_value(v));
+	zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+	memcpy(&code, ev, sizeof(code));
+	memcpy(value, ev + 2, sizeof(*value));
+	return code;
+}
+
+/*
+ * Waits for the handshake with the daemon: 0; or -1 with err naming the
+ * endpoint and where it came from (the config, or --endpoint).
+ */
+static int await_daemon(void *m, const struct dc_target *t, const char *source, char *err, size_t errlen)
+{
+	struct timespec t0, now;
+	uint32_t value = 0;
+	int code;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int left = WATCH_CONNECT_MS - (int)((now.tv_sec - t0.tv_sec) * 1000 +
+						    (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (stop)
+			return 0;
+		if (left <= 0 || (code = monitor_event(m, left, &value)) < 0)
+			break;
+		if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+			return 0;
+		if (code == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || code == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+		    code == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+			snprintf(err, errlen, "the daemon at %s (%s) refused the handshake%s", t->events_ep, source,
+				 dc_keys_hint(&t->keys));
+			return -1;
+		}
 	}
-	putchar('\n');
+	snprintf(err, errlen, "no daemon is publishing events at %s (%s): nothing accepted the "
+		 "connection in %.0f s; is wdriftd running?", t->events_ep, source, WATCH_CONNECT_MS / 1000.0);
+	return -1;
+}
+
+/* Later disconnections and reconnections, told on stderr (not in the event stream). */
+static void tell_connection(void *m, const char *ep)
+{
+	uint32_t value;
+	int code;
+
+	while ((code = monitor_event(m, 0, &value)) >= 0) {
+		if (code == ZMQ_EVENT_DISCONNECTED)
+			fprintf(stderr, "wdrift watch: the daemon at %s went away; waiting for it to come back\n", ep);
+		else if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+			fprintf(stderr, "wdrift watch: connected to %s again\n", ep);
+	}
+}
+
+/* One event: topic, then body, each of any size. 0, or -1 (none, or a malformed one said). */
+static int recv_event(void *s, char *topic, size_t topiclen, json_t **event)
+{
+	zmq_msg_t msg;
+	int more = 0;
+	size_t more_len = sizeof(more);
+	json_error_t jerr;
+
+	*event = NULL;
+	int n = zmq_recv(s, topic, topiclen - 1, ZMQ_DONTWAIT);
+	if (n < 0)
+		return -1;
+	topic[(size_t)n < topiclen - 1 ? (size_t)n : topiclen - 1] = 0;
+	zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len);
+	if (!more) {
+		fprintf(stderr, "wdrift watch: an event '%s' with no body, left out\n", topic);
+		return -1;
+	}
+	zmq_msg_init(&msg);
+	if (zmq_msg_recv(&msg, s, 0) < 0) {
+		zmq_msg_close(&msg);
+		return -1;
+	}
+	*event = json_loadb(zmq_msg_data(&msg), zmq_msg_size(&msg), 0, &jerr);
+	zmq_msg_close(&msg);
+	for (more = 1; zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len) == 0 && more;) {
+		zmq_msg_init(&msg);	/* frames beyond the two: not this protocol's; drained */
+		zmq_msg_recv(&msg, s, 0);
+		zmq_msg_close(&msg);
+	}
+	if (!*event) {
+		fprintf(stderr, "wdrift watch: an event '%s' that is not JSON, left out: %s\n", topic, jerr.text);
+		return -1;
+	}
+	return 0;
 }
 
 int cmd_watch(int argc, char **argv)
@@ -92,48 +371,76 @@ int cmd_watch(int argc, char **argv)
 	};
 	struct dc_args a = { 0 };
 	struct watch_opts o = { 0 };
-	char err[1024];
-	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o), seen = 0, timeout = 200;
+	char err[1400], source[600];
+	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o), seen = 0, linger = 0;
 
 	if (r < 0)
 		return cli_opts_exit(r);
 	if (r != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	if (dc_resolve(&a.t, err, sizeof(err)) < 0 || !a.t.events_ep[0])
-		return cli_error("%s", a.t.events_ep[0] ? err : "no events endpoint: give -c FILE");
-	void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_SUB);
+	/* dc_args takes --endpoint as the control endpoint: here it names the events one */
+	const char *given = a.t.control;
+	if (dc_resolve(&a.t, err, sizeof(err)) < 0)
+		return cli_error("%s", err);
+	if (given)
+		snprintf(a.t.events_ep, sizeof(a.t.events_ep), "%s", given);
+	if (given)
+		snprintf(source, sizeof(source), "--endpoint");
+	else
+		snprintf(source, sizeof(source), "listen.events of %s", dc_config_path(a.t.config));
+	if (!a.t.events_ep[0])
+		return cli_error("no events endpoint: %s has no listen.events; give --endpoint EP",
+				 dc_config_path(a.t.config));
+
+	void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
 	const char *prefix = o.topic ? o.topic : "";
+	int rc = EXIT_FAIL;
+	if (!s) {
+		cli_error("cannot make a ZeroMQ socket: %s", zmq_strerror(errno));
+		goto out;
+	}
+	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(s, ZMQ_SUBSCRIBE, prefix, strlen(prefix));
-	zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
 	wd_client_keys_apply(s, &a.t.keys);
+	if (zmq_socket_monitor(s, "inproc://watch-monitor", ZMQ_EVENT_ALL) < 0 ||
+	    !(m = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(m, "inproc://watch-monitor") < 0) {
+		cli_error("cannot monitor the events socket: %s", zmq_strerror(errno));
+		goto out;
+	}
+	zmq_setsockopt(m, ZMQ_LINGER, &linger, sizeof(linger));
 	if (zmq_connect(s, a.t.events_ep) < 0) {
-		zmq_close(s);
-		zmq_ctx_term(ctx);
-		return cli_error("cannot connect to '%s': %s", a.t.events_ep, zmq_strerror(errno));
+		cli_error("cannot connect to '%s' (%s): %s", a.t.events_ep, source, zmq_strerror(errno));
+		goto out;
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	if (!a.json)
+	if (await_daemon(m, &a.t, source, err, sizeof(err)) < 0) {
+		cli_error("%s", err);
+		goto out;
+	}
+	if (!a.json && !stop)
 		fprintf(stderr, "watching %s (Ctrl-C to stop)\n", a.t.events_ep);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while (!stop && (!o.count || seen < o.count)) {
-		char topic[256], body[65536];
-		int n = zmq_recv(s, topic, sizeof(topic) - 1, 0);
-		if (n < 0)
-			continue;	/* timeout: look at stop again */
-		topic[n < (int)sizeof(topic) ? n : (int)sizeof(topic) - 1] = 0;
-		int m = zmq_recv(s, body, sizeof(body) - 1, 0);
-		if (m < 0)
-			continue;
-		body[m < (int)sizeof(body) ? m : (int)sizeof(body) - 1] = 0;
-		json_t *e = json_loads(body, 0, NULL);
-		if (!e)
-			continue;
+		zmq_pollitem_t it[2] = { { s, 0, ZMQ_POLLIN, 0 }, { m, 0, ZMQ_POLLIN, 0 } };
+		char topic[256];
+		json_t *e;
+		if (zmq_poll(it, 2, 200) < 0 && errno != EINTR) {
+			cli_error("waiting for events at %s: %s", a.t.events_ep, zmq_strerror(errno));
+			goto out;
+		}
+		if (it[1].revents & ZMQ_POLLIN)
+			tell_connection(m, a.t.events_ep);
+		if (!(it[0].revents & ZMQ_POLLIN) || recv_event(s, topic, sizeof(topic), &e) < 0)
+			continue;	/* a timeout: look at stop again */
 		if (a.json) {
 			json_t *line = json_pack("{s:s,s:O}", "topic", topic, "event", e);
-			char *s2 = json_dumps(line, JSON_COMPACT);
-			printf("%s\n", s2);
-			free(s2);
+			char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+			if (text)
+				printf("%s\n", text);
+			else
+				fprintf(stderr, "wdrift watch: an event '%s' that cannot be printed as JSON\n", topic);
+			free(text);
 			json_decref(line);
 		} else {
 			print_event(topic, e);
@@ -141,7 +448,15 @@ int cmd_watch(int argc, char **argv)
 		json_decref(e);
 		seen++;
 	}
-	zmq_close(s);
-	zmq_ctx_term(ctx);
-	return EXIT_OK;
+	rc = EXIT_OK;
+out:
+	if (s)
+		zmq_socket_monitor(s, NULL, 0);
+	if (m)
+		zmq_close(m);
+	if (s)
+		zmq_close(s);
+	if (ctx)
+		zmq_ctx_term(ctx);
+	return rc;
 }

@@ -156,9 +156,12 @@ int config_check_top(struct loader *L, const struct wd_config *c, const struct y
 		size_t x = config_key_index("limits.max_message"), y = config_key_index("memory.budget");
 		wd_format_size(a, sizeof(a), c->limits.max_message);
 		wd_format_size(b, sizeof(b), c->memory.budget);
+		/* a message is held whole in memory while it is received: the budget must fit one */
 		if (later(where, x, y) == x)
-			return fail_key(L, where, x, "%s is more than memory.budget (%s)", a, b);
-		return fail_key(L, where, y, "%s is less than limits.max_message (%s)", b, a);
+			return fail_key(L, where, x, "%s is more than memory.budget (%s): limits.max_message "
+					"must be at most memory.budget", a, b);
+		return fail_key(L, where, y, "%s is less than limits.max_message (%s): memory.budget "
+				"must be at least limits.max_message", b, a);
 	}
 	return 0;
 }

@@ -109,12 +109,10 @@ static json_t *runs(struct control *c)
 	for (struct run *r = c->st->runs; r; r = r->next) {
 		json_t *in = run_studies(c->cfg, r->name);
 		json_t *first = json_array_get(in, 0);
-		/* last_seen 0: known from the WAL alone, not heard from since the start */
-		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o}",
+		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:f,s:I,s:s,s:o}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,
 			"last_step", r->n_durable ? json_integer(r->durable[r->n_durable - 1]) : json_null(),
-			"idle", r->last_seen ? json_real(t - r->last_seen) : json_null(),
-			"bytes_pending", (json_int_t)r->bytes_pending,
+			"idle", t - r->last_seen, "bytes_pending", (json_int_t)r->bytes_pending,
 			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
 			"studies", in));
 	}
@@ -184,49 +182,6 @@ void control_add_result(struct control *c, struct result_batch *b)
 	c->results[c->n_results++] = b;
 }
 
-/* Has b rows of run? */
-static int has_run(const struct result_batch *b, const char *run);
-
-int control_step_complete(const struct wd_config_study *st, const struct result_batch *b)
-{
-	for (size_t k = 0; k < st->candidates.n; k++)
-		if (!has_run(b, st->candidates.names[k]))
-			return 0;
-	for (size_t k = 0; k < st->proxies.n; k++)
-		if (!has_run(b, st->proxies.v[k].run))
-			return 0;
-	if (st->synthetic_proxy != WD_SYNTHETIC_NONE &&	/* its rows carry the label as run */
-	    !has_run(b, st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16"))
-		return 0;
-	return 1;
-}
-
-struct result_batch *control_latest_complete(const struct control *c, const char *study)
-{
-	const struct wd_config_study *st = NULL;
-	struct result_batch *best = NULL;
-
-	for (size_t i = 0; i < c->cfg->n_studies; i++)
-		if (!strcmp(c->cfg->studies[i].name, study))
-			st = &c->cfg->studies[i];
-	for (size_t i = 0; st && i < c->n_results; i++) {
-		struct result_batch *b = c->results[i];
-		if (!strcmp(b->study, study) && (!best || b->step > best->step) &&
-		    control_step_complete(st, b))
-			best = b;
-	}
-	return best;
-}
-
-void control_alerts_catch_up(struct control *c)
-{
-	for (size_t i = 0; c->alerts && i < c->cfg->n_studies; i++) {
-		struct result_batch *b = control_latest_complete(c, c->cfg->studies[i].name);
-		if (b)	/* an instance past that step already is left as it is */
-			alerts_on_results(c->alerts, b);
-	}
-}
-
 static int has_run(const struct result_batch *b, const char *run)
 {
 	for (size_t i = 0; i < b->n_rows; i++)
@@ -287,15 +242,6 @@ void control_release(struct control *c)
 	c->n_results = c->cap_results = 0;
 }
 
-/* The proxy label's run in the study, or the label for a synthetic proxy. */
-static const char *proxy_run(const struct wd_config_study *st, const char *label)
-{
-	for (size_t k = 0; st && k < st->proxies.n; k++)
-		if (!strcmp(st->proxies.v[k].label, label))
-			return st->proxies.v[k].run;
-	return label;
-}
-
 /*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
  * main thread, in time independent of the study's size; the reply, which
@@ -321,22 +267,13 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		return fail("no study '%.128s'", study);
 	if (jstep && !json_is_integer(jstep))
 		return fail("'step' must be an integer%s", "");
-	for (size_t i = 0; i < c->n_results; i++) {
-		struct result_batch *r = c->results[i];
-		if (strcmp(r->study, study))
-			continue;
-		if (jstep ? r->step == json_integer_value(jstep) : (!b || r->step > b->step))
-			b = r;
-	}
-	if (!b)
-		return fail(jstep ? "no results for study '%.128s' at that step"
-				  : "no results for study '%.128s' yet", study);
+	char why[512];
+	int64_t step = jstep ? json_integer_value(jstep) : 0;
+	if (!(b = drift_query_find(c->results, c->n_results, study, jstep ? &step : NULL, why, sizeof(why))))
+		return fail("%s", why);
 
 	struct drift_query q = { 0 };
-	int ok = !glob || (q.glob = strdup(glob));
-	for (size_t k = 0; ok && k < b->n_proxies; k++)
-		ok = (q.proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
-	q.batch = result_batch_ref(b);
+	int ok = drift_query_init(&q, b, st, glob) == 0;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

@@ -1,14 +1,18 @@
 /*
  * logging.h: the daemon's one logging macro. Lines go to stderr: with "<N>"
  * syslog priority prefixes when stderr is the journal (JOURNAL_STREAM
- * names it), plain "wdriftd: LEVEL: msg" otherwise. Arguments are not
+ * names it; the journal keeps the time), otherwise as
+ * "2026-11-24T10:15:02.123+01:00 wdriftd: LEVEL: msg", local time. Arguments are not
  * evaluated below the level. Depends on libc and lib/log.h (the formatting
  * it shares with libwdrift).
  */
 #ifndef WD_DAEMON_LOGGING_H
 #define WD_DAEMON_LOGGING_H
 
+#include <stddef.h>
 #include <syslog.h>	/* LOG_ERR .. LOG_DEBUG */
+
+struct timespec;
 
 extern int log_level;
 
@@ -19,6 +23,11 @@ void log_emit(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * handler for wd_log_set(), so that libwdrift's lines take the same form.
  */
 void log_write(int prio, const char *msg);
+/*
+ * ts as a log line's time: ISO 8601 local time with milliseconds and the
+ * UTC offset, "2026-11-24T10:15:02.123+01:00"; snprintf's return.
+ */
+int log_timestamp(char *buf, size_t size, const struct timespec *ts);
 
 /* An expression, so that error() below can be one too. */
 #define log_at(prio, ...) \

@@ -15,9 +15,81 @@
 
 #include <jansson.h>
 
+#include "config.h"
+#include "drift.h"
 #include "logging.h"
 #include "query.h"
 #include "result_batch.h"
+
+/* --- the request --- */
+
+struct result_batch *drift_query_find(struct result_batch *const *results, size_t n, const char *study,
+				      const int64_t *step, char *why, size_t whylen)
+{
+	struct result_batch *b = NULL;
+	int64_t below = -1, above = -1, first = -1, last = -1;	/* steps are never negative */
+	size_t have = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct result_batch *r = results[i];
+		if (strcmp(r->study, study))
+			continue;
+		have++;
+		first = first < 0 || r->step < first ? r->step : first;
+		last = r->step > last ? r->step : last;
+		if (step ? r->step == *step : (!b || r->step > b->step))
+			b = r;
+		if (step && r->step < *step && r->step > below)
+			below = r->step;
+		if (step && r->step > *step && (above < 0 || r->step < above))
+			above = r->step;
+	}
+	if (b)
+		return b;
+	if (!have) {
+		snprintf(why, whylen, "no results for study '%.128s' yet", study);
+		return NULL;
+	}
+	int w = snprintf(why, whylen, "no results for study '%.128s' at step %lld: ", study, (long long)*step);
+	size_t at = w < 0 ? 0 : (size_t)w < whylen ? (size_t)w : whylen - 1;
+	if (have == 1)
+		snprintf(why + at, whylen - at, "the only step with results is %lld", (long long)first);
+	else if (below >= 0 && above >= 0)
+		snprintf(why + at, whylen - at, "the nearest are %lld and %lld (%zu steps with results, "
+			 "from %lld to %lld)", (long long)below, (long long)above, have, (long long)first,
+			 (long long)last);
+	else
+		snprintf(why + at, whylen - at, "the nearest is %lld (%zu steps with results, from %lld to %lld)",
+			 (long long)(below >= 0 ? below : above), have, (long long)first, (long long)last);
+	return NULL;
+}
+
+/* The proxy label's run in the study, or the label for a synthetic proxy. */
+static const char *proxy_run(const struct wd_config_study *st, const char *label)
+{
+	for (size_t k = 0; st && k < st->proxies.n; k++)
+		if (!strcmp(st->proxies.v[k].label, label))
+			return st->proxies.v[k].run;
+	return label;
+}
+
+int drift_query_init(struct drift_query *q, struct result_batch *b, const struct wd_config_study *st,
+		     const char *glob)
+{
+	size_t n = st->candidates.n + st->proxies.n;
+	int ok = !glob || (q->glob = strdup(glob));
+
+	q->batch = result_batch_ref(b);
+	for (size_t k = 0; ok && k < b->n_proxies; k++)
+		ok = (q->proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
+	ok = ok && (q->runs = calloc(n + 1, sizeof(*q->runs)));
+	for (size_t k = 0; ok && k < n; k++, q->n_runs++) {
+		const char *run = k < st->candidates.n ? st->candidates.names[k]
+						       : st->proxies.v[k - st->candidates.n].run;
+		ok = (q->runs[k] = strdup(run)) != NULL;
+	}
+	return ok ? 0 : -ENOMEM;
+}
 
 /* --- the reply --- */
 
@@ -89,6 +161,139 @@ static json_t *layer(const struct drift_query *q, const struct drift_row *r)
 }
 
 /*
+ * The summary of one candidate's n layers (rows idx[0..n)), as the
+ * "summary" of compare --json: every figure through wd_drift_summarize,
+ * the one definition. vals and numel: room for n each.
+ */
+static json_t *summary(const struct drift_query *q, const size_t *idx, size_t n, double *vals,
+		       uint64_t *numel)
+{
+	const struct result_batch *b = q->batch;
+	struct wd_drift_summary w1, pair, d;
+	uint64_t total = 0, nan = 0, posinf = 0, neginf = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct drift_row *r = &b->rows[idx[i]];
+		numel[i] = r->numel;
+		total += r->numel;
+		nan += r->nan;
+		posinf += r->posinf;
+		neginf += r->neginf;
+		vals[i] = r->w1;
+	}
+	if (wd_drift_summarize(vals, numel, n, &w1) < 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		vals[i] = b->rows[idx[i]].max_abs_diff;
+	if (wd_drift_summarize(vals, numel, n, &pair) < 0)
+		return NULL;
+	json_t *proxies = json_object();
+	for (size_t k = 0; proxies && k < b->n_proxies; k++) {
+		for (size_t i = 0; i < n; i++) {
+			const struct drift_row *p = result_batch_find(b, q->proxy_runs[k], b->rows[idx[i]].tensor);
+			vals[i] = p ? p->w1 : NAN;
+		}
+		if (wd_drift_summarize(vals, numel, n, &d) < 0)
+			goto fail;
+		double proxy_w1 = d.weighted;
+		for (size_t i = 0; i < n; i++)
+			vals[i] = b->rows[idx[i]].ratio[k];
+		if (wd_drift_summarize(vals, numel, n, &d) < 0)
+			goto fail;
+		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o,s:o,s:o}",
+			"w1_weighted", jnum(proxy_w1), "ratio_weighted", jnum(d.weighted),
+			"ratio_median", jnum(d.median), "ratio_max", jnum(d.max)));
+	}
+	return json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
+		"tensors", (json_int_t)n, "numel", (json_int_t)total, "w1_weighted", jnum(w1.weighted),
+		"w1_median", jnum(w1.median), "w1_max", jnum(w1.max), "max_abs_diff", jnum(pair.max),
+		"nonfinite", "candidate", "nan", (json_int_t)nan, "posinf", (json_int_t)posinf,
+		"neginf", (json_int_t)neginf, "proxies", proxies);
+fail:
+	json_decref(proxies);
+	return NULL;
+}
+
+/*
+ * q's runs that have no row in the batch: not compared at this step (yet).
+ * Rows come grouped by run, so each run's name is looked up once.
+ */
+static json_t *missing_runs(const struct drift_query *q)
+{
+	const struct result_batch *b = q->batch;
+	unsigned char *seen = calloc(q->n_runs + 1, 1);
+	json_t *missing = json_array();
+
+	if (!seen || !missing) {
+		free(seen);
+		json_decref(missing);
+		return NULL;
+	}
+	for (size_t i = 0; i < b->n_rows; i++) {
+		if (i && !strcmp(b->rows[i].run, b->rows[i - 1].run))
+			continue;
+		for (size_t k = 0; k < q->n_runs; k++)
+			if (!strcmp(q->runs[k], b->rows[i].run))
+				seen[k] = 1;
+	}
+	for (size_t k = 0; k < q->n_runs; k++)
+		if (!seen[k] && json_array_append_new(missing, json_string(q->runs[k])) < 0)
+			json_array_append_new(missing, json_string("(a name that is not UTF-8)"));
+	free(seen);
+	return missing;
+}
+
+/*
+ * The error reply to a glob that matches none of the candidates' tensors,
+ * with a few names that are there, to show what they look like.
+ */
+/* How much of s to print, at most max bytes, not cutting a UTF-8 character. */
+static int clip(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max)
+		return (int)n;
+	while (max && ((unsigned char)s[max] & 0xC0) == 0x80)
+		max--;
+	return (int)max;
+}
+
+static char *no_match(const struct drift_query *q, size_t *len)
+{
+	const struct result_batch *b = q->batch;
+	const char *run = NULL;
+	char msg[1024], names[512] = "";
+	size_t used = 0, shown = 0, n = 0;
+
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct drift_row *r = &b->rows[i];
+		if (r->kind != ROW_TENSOR || r->role != ROLE_CANDIDATE || !r->tensor)
+			continue;
+		if (!run)
+			run = r->run;
+		if (strcmp(r->run, run))	/* one candidate's tensors: each name once */
+			continue;
+		n++;
+		int w = shown == 3 ? 0 : snprintf(names + used, sizeof(names) - used, "%s'%.*s'",
+						  shown ? ", " : "", clip(r->tensor, 100), r->tensor);
+		if (w > 0 && (size_t)w < sizeof(names) - used) {
+			used += (size_t)w;
+			shown++;
+		}
+	}
+	snprintf(msg, sizeof(msg), "no tensor of study '%.*s' at step %lld matches '%.*s' (%zu tensors, "
+		 "such as %s)", clip(b->study, 128), b->study, (long long)b->step, clip(q->glob, 200), q->glob,
+		 n, names);
+	json_t *o = json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (text)
+		*len = strlen(text);
+	return text;
+}
+
+/*
  * Written piece by piece, not as one jansson tree: a study of 100,000
  * tensors is a tree of millions of nodes, and the text is all we need.
  * Candidates keep the order of their first row, and each its rows' order.
@@ -101,15 +306,19 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	size_t n_runs = 0, cap_runs = 0;
 	uint32_t *slot = malloc((b->n_rows + 1) * sizeof(*slot));
 	size_t *start = NULL, *order = NULL;
+	double *vals = NULL;		/* a summary's values, and their weights */
+	uint64_t *numel = NULL;
 
 	if (!slot)
 		goto out;
 	/* each matching candidate row's run: a slot in order of first appearance */
+	size_t n_cand = 0;
 	for (size_t i = 0, last = SIZE_MAX; i < b->n_rows; i++) {
 		const struct drift_row *r = &b->rows[i];
 		slot[i] = UINT32_MAX;
 		if (r->kind != ROW_TENSOR || r->role != ROLE_CANDIDATE || !r->tensor)
 			continue;
+		n_cand++;
 		if (q->glob && fnmatch(q->glob, r->tensor, 0))
 			continue;
 		if (last == SIZE_MAX || strcmp(runs[last], r->run)) {	/* rows come grouped by run */
@@ -128,10 +337,17 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		}
 		slot[i] = (uint32_t)last;
 	}
+	if (q->glob && !n_runs && n_cand) {	/* candidates were compared, but not one tensor matches */
+		free(slot);
+		free(runs);
+		return no_match(q, len);
+	}
 	/* a counting sort of the rows by slot, stable */
 	start = calloc(n_runs + 1, sizeof(*start));
 	order = malloc((b->n_rows + 1) * sizeof(*order));
-	if (!start || !order)
+	vals = malloc((b->n_rows + 1) * sizeof(*vals));
+	numel = malloc((b->n_rows + 1) * sizeof(*numel));
+	if (!start || !order || !vals || !numel)
 		goto out;
 	for (size_t i = 0; i < b->n_rows; i++)
 		if (slot[i] != UINT32_MAX)
@@ -153,6 +369,11 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	out_json(&out, json_integer((json_int_t)b->step));
 	out_str(&out, ",\"baseline\":");
 	out_json(&out, json_string(b->baseline));
+	json_t *missing = missing_runs(q);
+	out_str(&out, ",\"complete\":");
+	out_json(&out, json_boolean(missing && !json_array_size(missing)));
+	out_str(&out, ",\"missing\":");
+	out_json(&out, missing);
 	out_str(&out, ",\"candidates\":{");
 	for (size_t s = 0; s < n_runs && !out.failed; s++) {
 		out_str(&out, s ? "," : "");
@@ -167,7 +388,9 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 			out_json(&out, l);
 			first = 0;
 		}
-		out_str(&out, "]}");
+		out_str(&out, "],\"summary\":");
+		out_json(&out, summary(q, order + start[s], start[s + 1] - start[s], vals, numel));
+		out_str(&out, "}");
 	}
 	out_str(&out, "}}");
 out:
@@ -175,6 +398,8 @@ out:
 	free(start);
 	free(order);
 	free(runs);
+	free(vals);
+	free(numel);
 	if (!out.p || out.failed) {
 		free(out.p);
 		return NULL;
@@ -188,6 +413,11 @@ void drift_query_release(struct drift_query *q)
 	result_batch_free(&q->batch);
 	free(q->glob);
 	q->glob = NULL;
+	for (size_t k = 0; k < q->n_runs; k++)
+		free(q->runs[k]);
+	free(q->runs);
+	q->runs = NULL;
+	q->n_runs = 0;
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++) {
 		free(q->proxy_runs[k]);
 		q->proxy_runs[k] = NULL;
@@ -257,8 +487,11 @@ static int str_eq(const char *a, const char *b)
  */
 static int same_query(const struct drift_query *a, const struct drift_query *b)
 {
-	if (a->batch != b->batch || !str_eq(a->glob, b->glob))
+	if (a->batch != b->batch || !str_eq(a->glob, b->glob) || a->n_runs != b->n_runs)
 		return 0;
+	for (size_t k = 0; k < a->n_runs; k++)
+		if (!str_eq(a->runs[k], b->runs[k]))
+			return 0;
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]))
 			return 0;

@@ -12,11 +12,13 @@
 #define WD_QUERY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "driftlog.h"
 #include "workq.h"
 
 struct result_batch;
+struct wd_config_study;
 
 /* What a drift reply is built from: nothing of the main thread's state. */
 struct drift_query {
@@ -24,15 +26,40 @@ struct drift_query {
 	char *glob;			/* only tensors matching it; NULL: every one */
 	/* each proxy label's run, as the config said at the request; the label for round:* */
 	char *proxy_runs[DRIFTLOG_MAX_PROXIES];
+	/* the study's runs at the request (candidates, then trained proxies): "complete" */
+	char **runs;
+	size_t n_runs;
 };
+
+/*
+ * The kept batch of study at *step (the latest one when step is NULL), or
+ * NULL with why: no results for the study yet, or none at that step, with
+ * the nearest steps that have some. O(results). The main thread's.
+ */
+struct result_batch *drift_query_find(struct result_batch *const *results, size_t n, const char *study,
+				      const int64_t *step, char *why, size_t whylen);
+
+/*
+ * Fills q (zeroed by the caller) for batch b of study st: a reference to
+ * b, copies of glob (NULL: every tensor), of each proxy label's run and of
+ * st's runs, so that the query thread reads nothing of the config.
+ * 0, or -ENOMEM (q then holds what was copied; drift_query_release it).
+ */
+int drift_query_init(struct drift_query *q, struct result_batch *b, const struct wd_config_study *st,
+		     const char *glob);
 
 /* Releases q's batch reference and strings; q itself is the caller's. */
 void drift_query_release(struct drift_query *q);
 
 /*
- * The reply to q: {"v":1,"ok":true,"study","step","baseline","candidates":
- * {RUN:{"layers":[...]}}}, layers as `wdrift compare --json`. malloc'd,
- * *len its length; NULL when out of memory. O(rows of the batch).
+ * The reply to q: {"v":1,"ok":true,"study","step","baseline","complete",
+ * "missing":[RUN...],"candidates":{RUN:{"layers":[...],"summary":{...}}}},
+ * layers as `wdrift compare --json`, and summary its summary object (the
+ * summary rows of lib/drift.h) over those layers. complete: every run of
+ * the study has rows at this step; missing names those that do not. When
+ * glob matches no tensor of a candidate that has some, the reply is
+ * {"ok":false,"error"} saying so. malloc'd, *len its length; NULL when out
+ * of memory. O(rows of the batch), and the median's sort per summary.
  */
 char *drift_query_reply(const struct drift_query *q, size_t *len);
 

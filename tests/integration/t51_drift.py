@@ -3,8 +3,8 @@
 
 Three runs publish to a real wdriftd: a baseline, a candidate that starts
 only after the baseline has finished, and an fp16 proxy; the study also has
-the synthetic proxy round:bf16. Checks: the drift query and the drift log
-(read by h5py in SWMR mode while the daemon runs) equal `wdrift compare`
+the synthetic proxy round:bf16. Checks: the drift query (its layers and its
+summary) and the drift log (read by h5py in SWMR mode while the daemon runs) equal `wdrift compare`
 on the spool files; events arrive on the PUB socket; after kill -9 and a
 restart the drift log opens without h5clear and holds every acked step.
 """
@@ -212,6 +212,15 @@ def main():
                 same = same and l["numel"] == x["numel"]
             check(same, f"step {s}: the daemon's drift equals wdrift compare (3 tensors, 2 proxies)")
             refs[s] = ref
+            # the summary rows, one definition (lib/drift.h) for both
+            rs, ms = json.loads(r.stdout)["summary"], got["candidates"]["fa"].get("summary", {})
+            same = all(close(ms.get(k), rs[k]) for k in ("w1_weighted", "w1_median", "w1_max", "max_abs_diff"))
+            for label in ("fp16", "round:bf16"):
+                same = same and all(close(ms.get("proxies", {}).get(label, {}).get(k), rs["proxies"][label][k])
+                                    for k in ("w1_weighted", "ratio_weighted", "ratio_median", "ratio_max"))
+            check(same and ms.get("numel") == rs["numel"] and ms.get("tensors") == 3,
+                  f"step {s}: the daemon's summary equals wdrift compare's (both proxies)",
+                  f"daemon {json.dumps(ms)}\ncompare {json.dumps(rs)}")
         # The drift log, read while the daemon runs.
         path = os.path.join(tmp, "var", "drift", "fa.h5")
         try:

@@ -5,10 +5,13 @@ send publishes checkpoint files (f32, a bf16 tensor, a 2-D one) as three
 runs; status, runs, studies, drift, alerts and watch answer in tables and in
 --json; drift --json equals wdrift compare --json on the spool files; every
 subcommand has --help; usage errors exit 2; with the daemon down each says
-so in one line within a few seconds and exits 1.
+so in one line within a few seconds and exits 1; a failed output file
+(keygen, export, report) is named in the error as the user gave it.
 """
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +51,34 @@ def ckpt(path, step, drift, f16=False):
 def wd(*args, env=None, timeout=30):
     return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **(env or {})))
+
+
+def small_files():
+    """The child may write files of 100 bytes at most, and gets EFBIG (not SIGXFSZ) past that:
+    a disk that fills up, which a test cannot make (no full tmpfs here)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+
+def output_errors(tmp, cfg):
+    """Errors name the output path the user gave, never FILE.tmp-PID (issue 15)."""
+    out = os.path.join(tmp, "out")
+    os.mkdir(out)
+    cases = (
+        ("keygen into a missing directory", ["keygen", os.path.join(out, "no", "such", "k")],
+         os.path.join(out, "no", "such", "k") + ": cannot create", None),
+        ("keygen on a full disk", ["keygen", os.path.join(out, "k")], os.path.join(out, "k") + ": cannot write",
+         small_files),
+        ("export -o on a full disk", ["export", "fa", "-c", cfg, "-o", os.path.join(out, "fa.csv")],
+         os.path.join(out, "fa.csv") + ": cannot write", small_files),
+        ("report -o into a missing directory", ["report", "fa", "-c", cfg, "-o", os.path.join(out, "x", "r.html")],
+         os.path.join(out, "x", "r.html") + ": cannot create", None),
+    )
+    for what, args, want, pre in cases:
+        r = subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=60, preexec_fn=pre)
+        err = r.stderr.strip()
+        check(r.returncode == 1 and len(err.splitlines()) == 1 and want in err and ".tmp-" not in err
+              and not os.listdir(out), f"{what}: exit 1, the error names the path ({err})")
 
 
 def main():
@@ -126,6 +157,7 @@ def main():
             w.kill()
             ok = False
         check(ok, "watch --count 1 --json: the drift event of step 30")
+        output_errors(tmp, cfg)
         for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
             r = wd(sub, "--help")
             check(r.returncode == 0 and r.stdout.startswith(f"usage: wdrift {sub}") and "--json" in r.stdout,
