@@ -213,6 +213,17 @@ $(BUILD)/wdrift-bench-ingest: $(BUILD)/bench/bench_ingest.o $(BUILD)/libwdrift.s
 $(BUILD)/wdrift-bench: $(BUILD)/bench/bench_engine.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
+# The same with Highway's vqsort as a peer (bench/vqsort_peer.cc): built by
+# `make bench` only, so that nothing else needs libhwy_contrib or C++.
+$(BUILD)/bench/bench_engine_vq.o: bench/bench_engine.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DWD_VQSORT_PEER -c -o $@ $<
+$(BUILD)/bench/vqsort_peer.o: bench/vqsort_peer.cc
+	@mkdir -p $(dir $@)
+	$(KERNEL_CXX) -O3 -g -std=c++17 -c -o $@ $<
+$(BUILD)/wdrift-bench-vqsort: $(BUILD)/bench/bench_engine_vq.o $(BUILD)/bench/vqsort_peer.o $(BUILD)/libwdrift.so
+	$(KERNEL_CXX) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift -lhwy_contrib -lhwy -lm $(RPATH)
+
 # The checkpoint reader in resource-limited children against the in-process one (docs/performance.md).
 $(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
@@ -385,8 +396,8 @@ bench-attack: deps
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) bench/bench_attack.py
 
 bench: deps
-	@$(MAKE) --no-print-directory all
-	@$(PYTHON) bench/bench.py --wdrift-bench $(BUILD)/wdrift-bench
+	@$(MAKE) --no-print-directory all $(BUILD)/wdrift-bench-vqsort
+	@$(PYTHON) bench/bench.py --wdrift-bench $(BUILD)/wdrift-bench --vqsort $(BUILD)/wdrift-bench-vqsort
 
 # How long Publisher.publish() blocks the caller, against torch's clone (CPU)
 # and a synchronous .cpu() (GPU, when torch sees one), with a real wdriftd.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench.py: `make bench`. The CPU engine against scipy and numpy, same arrays,
-same run, single thread, n = 2^24 per tensor.
+same run, n = 2^24 per tensor; then the engine's scaling over threads, and
+Highway's vqsort as a peer (issue 16).
 
 Rows: fp32 and bf16 (scipy and numpy get the values upcast to float64).
 Peers: scipy.stats.wasserstein_distance, and the one-liner a user would write,
@@ -8,6 +9,13 @@ np.mean(np.abs(np.sort(a) - np.sort(b))) on float64. Ours: prepare both
 tensors and W1, median of REPEATS runs. Targets (issue 2): fp32 >= 50x scipy
 and >= 8x numpy; bf16 >= 500x scipy. Not a test: it prints, it does not fail
 on a slow machine, except when the W1 values disagree.
+
+Scaling: the engine on fp32 at 1, 2, ... up to the cores this process may
+use, each against 1 thread (target on 2 cores: >= 1.7x). The vqsort peer
+(--vqsort, wdrift-bench-vqsort): two vqsort calls + the |a - b| pass on ONE
+thread; its time divided by T is the ideal peer for T threads (a perfect
+split of the same work), and the engine on all threads is reported against
+it (target <= 1.0x).
 """
 import argparse, json, os, platform, subprocess, sys, tempfile, time
 
@@ -46,12 +54,59 @@ def cpu_name():
     return platform.processor() or "unknown cpu"
 
 
+def scale_f32(args, pa, pb):
+    """The engine on fp32 at 1..cores threads, and the vqsort peer on one."""
+    cores = len(os.sched_getaffinity(0))
+    scaling = []
+    for t in range(1, cores + 1):
+        out = subprocess.run([args.wdrift_bench, "f32", pa, pb, str(args.repeats), str(t)],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        scaling.append(dict(threads=t, seconds=r["seconds"], w1=r["w1"]))
+    peer = None
+    if args.vqsort:
+        out = subprocess.run([args.vqsort, "--vqsort", pa, pb, str(args.repeats)],
+                             check=True, capture_output=True, text=True).stdout
+        peer = json.loads(out)
+    return scaling, peer
+
+
+def print_scaling(scaling, peer, w1):
+    ok = True
+    one = scaling[0]["seconds"]
+    print(f"\nscaling, fp32 2^24 pair (prepare both + W1), threads 1..{len(scaling)} "
+          f"(the cores this process may use):")
+    print(f"{'threads':>7} {'s':>8} {'x 1 thread':>10}")
+    for r in scaling:
+        x = one / r["seconds"]
+        goal = ""
+        if r["threads"] == 2:
+            goal = f"  target >= 1.7x: {'met' if x >= 1.7 else 'MISSED'}"
+        print(f"{r['threads']:7d} {r['seconds']:8.4f} {x:10.2f}{goal}")
+        if r["w1"] != w1:
+            ok = False
+            print(f"  W1 DIFFERS from one thread: {r['w1']!r} against {w1!r}")
+    if peer:
+        t = scaling[-1]["threads"]
+        ideal = peer["seconds"] / t
+        x = scaling[-1]["seconds"] / ideal
+        print(f"\nvqsort peer (Highway, two vqsort calls + |a-b| on 1 thread): {peer['seconds']:.4f} s; "
+              f"ideal for {t} threads = that / {t} = {ideal:.4f} s")
+        print(f"engine on {t} threads / ideal peer: {x:.2f}x  target <= 1.0x: "
+              f"{'met' if x <= 1.0 else 'MISSED'}")
+        if abs(peer["w1"] - w1) > 1e-9 * abs(w1):
+            ok = False
+            print(f"  the peer's W1 {peer['w1']!r} disagrees with ours {w1!r}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wdrift-bench", default="build/wdrift-bench")
     ap.add_argument("--log2n", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    ap.add_argument("--vqsort", default=None, help="wdrift-bench-vqsort, for the vqsort peer")
     args = ap.parse_args()
     n = 1 << args.log2n
     rng = np.random.default_rng(2024)
@@ -69,7 +124,7 @@ def main():
             pa, pb = os.path.join(d, "a.raw"), os.path.join(d, "b.raw")
             ra.tofile(pa)
             rb.tofile(pb)
-            out = subprocess.run([args.wdrift_bench, dtype, pa, pb, str(args.repeats)],
+            out = subprocess.run([args.wdrift_bench, dtype, pa, pb, str(args.repeats), "1"],
                                  check=True, capture_output=True, text=True).stdout
             ours = json.loads(out)
             w_scipy, t_scipy = timed(lambda: ss.wasserstein_distance(fa, fb))
@@ -80,7 +135,9 @@ def main():
                              ours_prepared_baseline_s=ours["seconds_prepared_baseline"],
                              scipy_s=t_scipy, numpy_s=t_np,
                              x_scipy=t_scipy / ours["seconds"], x_numpy=t_np / ours["seconds"]))
-    print(f"wdrift CPU engine, n = 2^{args.log2n} per tensor, single thread")
+            if dtype == "f32":
+                scaling, vq = scale_f32(args, pa, pb)
+    print(f"wdrift CPU engine, n = 2^{args.log2n} per tensor, one thread against scipy and numpy")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cpus; numpy {np.__version__}, scipy {scipy.__version__}")
     print(f"date: {time.strftime('%Y-%m-%d')}\n")
     hdr = f"{'dtype':5} {'method':7} {'ours s':>8} {'vs base':>8} {'scipy s':>8} {'numpy s':>8} {'x scipy':>8} {'x numpy':>8}  targets"
@@ -100,8 +157,9 @@ def main():
     print("\nours: prepare both tensors + W1 (median of runs); 'vs base': W1 against an")
     print("already prepared baseline (prepare the candidate + W1). W1 agrees with scipy to")
     print(", ".join(f"{r['dtype']} {r['w1_rel_err']:.1e}" for r in rows) + " relative.")
+    ok = print_scaling(scaling, vq, rows[0]["w1"]) and ok
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(dict(rows=rows, scaling=scaling, vqsort=vq), indent=1))
     return 0 if ok else 1
 
 

@@ -1,11 +1,17 @@
 /*
  * bench_engine.c: times the CPU engine on one pair of tensors read from raw
- * files, single thread. Prints one JSON line: the W1, and the median time of
- * the full job (prepare both + W1) and of W1 against a prepared baseline
- * (prepare the candidate + W1). bench/bench.py runs it beside scipy and
- * numpy on the same arrays. Not a test: timings are noisy on shared hosts.
+ * files, on THREADS threads (0, the default: the cores available). Prints
+ * one JSON line: the W1, and the median time of the full job (prepare both
+ * + W1) and of W1 against a prepared baseline (prepare the candidate + W1).
+ * bench/bench.py runs it beside scipy and numpy on the same arrays, and
+ * for the scaling curve. Not a test: timings are noisy on shared hosts.
  *
- *   wdrift-bench DTYPE A.raw B.raw [REPEATS]
+ * Built with WD_VQSORT_PEER (wdrift-bench-vqsort, bench/vqsort_peer.cc),
+ * --vqsort times the peer instead, on one thread: Highway's vqsort of
+ * copies of both fp32 tensors, then the |a_i - b_i| pass.
+ *
+ *   wdrift-bench DTYPE A.raw B.raw [REPEATS [THREADS]]
+ *   wdrift-bench-vqsort --vqsort A.raw B.raw [REPEATS]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,16 +51,55 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+#ifdef WD_VQSORT_PEER
+double vqsort_peer_w1(float *a, float *b, size_t n);
+
+/* The peer: the median time of two vqsort calls and the |a - b| pass (copies made untimed). */
+static int vqsort_main(int argc, char **argv)
+{
+	size_t sa, sb;
+	int reps = argc > 4 ? atoi(argv[4]) : 5;
+	double t[64], w1 = 0;
+	void *a = slurp(argv[2], &sa), *b = slurp(argv[3], &sb);
+	float *ca = malloc(sa + 4), *cb = malloc(sb + 4);
+
+	if (!a || !b || !ca || !cb || sa != sb || reps < 1 || reps > 64) {
+		fprintf(stderr, "wdrift-bench-vqsort: cannot read '%s' and '%s' (same size)\n",
+			argv[2], argv[3]);
+		return 1;
+	}
+	for (int r = 0; r < reps; r++) {
+		memcpy(ca, a, sa);
+		memcpy(cb, b, sb);
+		double t0 = now();
+		w1 = vqsort_peer_w1(ca, cb, sa / 4);
+		t[r] = now() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	printf("{\"peer\": \"vqsort\", \"n\": %zu, \"w1\": %.17g, \"seconds\": %.6f}\n", sa / 4, w1,
+	       t[reps / 2]);
+	free(a);
+	free(b);
+	free(ca);
+	free(cb);
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	enum wd_dtype t;
 	size_t sa, sb;
 	struct wd_engine *e;
-	int reps = argc > 4 ? atoi(argv[4]) : 5;
+	int reps = argc > 4 ? atoi(argv[4]) : 5, threads = argc > 5 ? atoi(argv[5]) : 0;
 	double full[64], warm[64], w1 = 0;
 
-	if (argc < 4 || wd_dtype_parse(argv[1], &t) || reps < 1 || reps > 64) {
-		fprintf(stderr, "usage: wdrift-bench f32|f64|f16|bf16 A.raw B.raw [REPEATS<=64]\n");
+#ifdef WD_VQSORT_PEER
+	if (argc >= 4 && !strcmp(argv[1], "--vqsort"))
+		return vqsort_main(argc, argv);
+#endif
+	if (argc < 4 || wd_dtype_parse(argv[1], &t) || reps < 1 || reps > 64 || threads < 0) {
+		fprintf(stderr, "usage: wdrift-bench f32|f64|f16|bf16 A.raw B.raw [REPEATS<=64 [THREADS]]\n");
 		return 2;
 	}
 	void *a = slurp(argv[2], &sa), *b = slurp(argv[3], &sb);
@@ -64,6 +109,7 @@ int main(int argc, char **argv)
 	}
 	if (wd_engine_open(WD_BACKEND_CPU, &e))
 		return 1;
+	wd_engine_set_threads(e, threads);
 	struct wd_view va = { t, a, sa / wd_dtype_size(t) }, vb = { t, b, sb / wd_dtype_size(t) };
 	for (int r = 0; r < reps; r++) {
 		struct wd_prepared *pa, *pb;
@@ -87,7 +133,8 @@ int main(int argc, char **argv)
 	qsort(full, (size_t)reps, sizeof(double), cmp_double);
 	qsort(warm, (size_t)reps, sizeof(double), cmp_double);
 	printf("\"w1\": %.17g, \"seconds\": %.6f, \"seconds_prepared_baseline\": %.6f, "
-	       "\"engine\": \"%s\"}\n", w1, full[reps / 2], warm[reps / 2], wd_engine_describe(e));
+	       "\"threads\": %d, \"engine\": \"%s\"}\n", w1, full[reps / 2], warm[reps / 2],
+	       wd_engine_threads(e), wd_engine_describe(e));
 	wd_engine_close(&e);
 	free(a);
 	free(b);

@@ -23,7 +23,7 @@ static const char usage_text[] =
 "usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
 "                      [--round-proxy bf16|fp16] [--layers GLOB]...\n"
 "                      [--engine auto|cpu|cuda] [--device N] [--json]\n"
-"                      [--timings]\n"
+"                      [--timings] [--threads N]\n"
 "\n"
 "Per-layer drift of a candidate checkpoint from a baseline, in the context of\n"
 "proxy runs, computed exactly by the wdrift engine. Tensors are matched by\n"
@@ -48,6 +48,9 @@ static const char usage_text[] =
 "  --device N             the CUDA device to use (default 0); a device that\n"
 "                         does not exist fails with --engine cuda, and runs\n"
 "                         on the CPU with auto\n"
+"  --threads N            threads of the CPU engine, 0 to 256 (default 0: the\n"
+"                         cores available to this process); every count\n"
+"                         gives the same results, bit for bit\n"
 "  --json                 print one JSON object (schema: docs/compare.md)\n"
 "  --timings              also print where the time went: the engine, waiting\n"
 "                         for the file readers, starting them (docs/compare.md)\n"
@@ -71,6 +74,7 @@ struct options {
 	int json, timings;
 	enum wd_backend backend;
 	int device;		/* CUDA device index */
+	int threads;		/* CPU engine threads; 0: the cores available */
 	struct wd_sandbox_limits lim;
 };
 
@@ -143,6 +147,15 @@ static int on_option(int c, const char *arg, void *ctx)
 		if (wd_backend_parse(arg, &o->backend))
 			return cli_usage_error("--engine '%s': expected auto, cpu or cuda", arg);
 		return 0;
+	case 'T': {
+		long t;
+		errno = 0;
+		t = strtol(arg, NULL, 10);
+		if (!arg[0] || arg[strspn(arg, "0123456789")] || errno || t > 256)
+			return cli_usage_error("--threads '%s': expected a thread count, 0 to 256", arg);
+		o->threads = (int)t;
+		return 0;
+	}
 	case 'd': {
 		long d;
 		errno = 0;
@@ -168,6 +181,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "timings", no_argument, NULL, 't' },
 		{ "engine", required_argument, NULL, 'e' },
 		{ "device", required_argument, NULL, 'd' },
+		{ "threads", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -384,6 +398,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			      names[o->backend], o->device, strerror(-r));
 		goto out;
 	}
+	wd_engine_set_threads(e, o->threads);
 	res->engine = strdup(wd_engine_describe(e));
 	res->layers = calloc(wd_ckpt_count(bl) + 1, sizeof(*res->layers));
 	for (size_t i = 0; i < wd_ckpt_count(bl); i++) {

@@ -128,6 +128,7 @@ struct wd_config {
 	struct {
 		int backend;			/* enum wd_backend */
 		int64_t device;			/* CUDA device index */
+		int64_t threads;		/* CPU engine threads; 0: the cores available */
 	} compute;
 	struct {
 		uint64_t budget;		/* bytes */
@@ -191,7 +192,7 @@ void wd_config_release(struct wd_config *c);
 /*
  * Refuses a reload that changes a key that needs a restart (listen.*,
  * auth.server_key, auth.allow_insecure, storage.dir, compute.backend,
- * compute.device, memory.budget): returns -1 with err naming
+ * compute.device, compute.threads, memory.budget): returns -1 with err naming
  * the first such key, else 0. Called with the running config and the new
  * one, after the new one loaded.
  */

@@ -65,7 +65,7 @@ struct field {
  * grouped by section, in the order the printer writes them. The sizes are
  * checked by the compiler against the definitions.
  */
-#define N_CFG 24
+#define N_CFG 25
 extern const struct field cfg_fields[N_CFG];
 
 enum { S_NAME, S_BASELINE, S_CANDIDATES, S_PROXIES, S_SYNTHETIC, N_STUDY };

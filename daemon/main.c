@@ -299,6 +299,7 @@ static int start(struct daemon *d, int force)
 			     "the engine: %s (the line above says why)",
 			     d->config_path ? d->config_path : "built-in config",
 			     (int)d->cfg.compute.device, strerror(-r));
+	wd_engine_set_threads(d->engine, (int)d->cfg.compute.threads);
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));
 	size_t n_logged, n_results;
