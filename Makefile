@@ -246,7 +246,7 @@ $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
-$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS)
+$(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS) $(RECORD_OBJS)
 $(BUILD)/tests/unit/test_alerts.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_config: $(CONFIG_OBJS)
 $(BUILD)/tests/unit/test_config.o: ALL_CFLAGS += -Icommon

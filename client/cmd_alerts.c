@@ -1,6 +1,7 @@
 /* cmd_alerts.c: `wdrift alerts`: the alert rules and where each stands. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -9,9 +10,28 @@
 #include "table.h"
 
 static const char usage[] = DC_USAGE_SIMPLE("alerts",
-	"Each alert rule of the daemon, and each of its instances (one per candidate,\n"
+	"Each alert rule of the daemon, what it measures (its metric and threshold,\n"
+	"its scope: max, median, mean weighted by element count, or the tensors of a\n"
+	"glob; its proxy for a ratio), and each of its instances (one per candidate,\n"
 	"and per tensor for scope: tensors): inactive, pending or firing, with the\n"
-	"last value and step (docs/config.md, \"Alerts\").\n");
+	"last value and step (docs/config.md, \"Alerts\"). The states survive a\n"
+	"restart of the daemon.\n");
+
+/* A rule's scope as the table shows it: "max", "median", "mean (weighted)", "tensors GLOB", "-". */
+static void scope_text(json_t *al, char *b, size_t len)
+{
+	const char *scope = json_string_value(json_object_get(al, "scope"));
+	const char *glob = json_string_value(json_object_get(al, "tensors"));
+
+	if (!scope)
+		snprintf(b, len, "-");	/* stalled: a clock, no tensors */
+	else if (!strcmp(scope, "tensors"))
+		snprintf(b, len, "tensors %s", glob ? glob : "?");
+	else if (!strcmp(scope, "mean"))
+		snprintf(b, len, "mean (weighted)");
+	else
+		snprintf(b, len, "%s", scope);
+}
 
 static void print_alerts(json_t *o)
 {
@@ -20,11 +40,12 @@ static void print_alerts(json_t *o)
 	json_array_foreach(list, i, al)
 		rows += json_array_size(json_object_get(al, "instances")) ? json_array_size(json_object_get(al, "instances")) : 1;
 	struct table t;
-	char b[64];
+	char b[320];
 	size_t row = 0;
-	static const char *const head[] = { "alert", "study", "metric", "run", "tensor", "state", "value", "step" };
-	table_init(&t, rows, 8);
-	table_set_row(&t, 0, head, 8);
+	static const char *const head[] = { "alert", "study", "metric", "scope", "proxy", "run", "tensor",
+					    "state", "value", "step" };
+	table_init(&t, rows, 10);
+	table_set_row(&t, 0, head, 10);
 	json_array_foreach(list, i, al) {
 		json_t *insts = json_object_get(al, "instances");
 		size_t n = json_array_size(insts);
@@ -36,19 +57,23 @@ static void print_alerts(json_t *o)
 			snprintf(b, sizeof(b), "%s > %g", json_string_value(json_object_get(al, "metric")),
 				 json_number_value(json_object_get(al, "threshold")));
 			table_set(&t, row, 2, b);
+			scope_text(al, b, sizeof(b));
+			table_set(&t, row, 3, b);
+			const char *proxy = json_string_value(json_object_get(al, "proxy"));
+			table_set(&t, row, 4, proxy ? proxy : "-");
 			const char *run = in ? json_string_value(json_object_get(in, "run")) : NULL;
 			const char *tensor = in ? json_string_value(json_object_get(in, "tensor")) : NULL;
-			table_set(&t, row, 3, run ? run : "-");
-			table_set(&t, row, 4, tensor ? tensor : "-");
-			table_set(&t, row, 5, in ? json_string_value(json_object_get(in, "state")) : "inactive");
+			table_set(&t, row, 5, run ? run : "-");
+			table_set(&t, row, 6, tensor ? tensor : "-");
+			table_set(&t, row, 7, in ? json_string_value(json_object_get(in, "state")) : "inactive");
 			json_t *v = in ? json_object_get(in, "value") : NULL;
 			snprintf(b, sizeof(b), json_is_number(v) ? "%.4g" : "-", json_number_value(v));
-			table_set(&t, row, 6, b);
+			table_set(&t, row, 8, b);
 			snprintf(b, sizeof(b), in ? "%lld" : "-", dc_int(in, "step"));
-			table_set(&t, row, 7, b);
+			table_set(&t, row, 9, b);
 		}
 	}
-	table_show(&t, row + 1, 6, "(no alert rule configured)");
+	table_show(&t, row + 1, 8, "(no alert rule configured)");
 }
 
 int cmd_alerts(int argc, char **argv)

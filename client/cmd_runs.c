@@ -14,7 +14,9 @@ static const char usage[] =
 "\n"
 "Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
 "none) and study, durable snapshots, its last step, seconds since it was\n"
-"last heard from, and bytes it has in flight.\n"
+"last heard from (\"-\", and null in --json, for a run known from the daemon's\n"
+"write-ahead log that has not published since the daemon started), and bytes\n"
+"it has in flight.\n"
 "\n"
 "rm RUN forgets the run: its durable snapshots (spool files removed) and\n"
 "its results in the drift logs of its studies, durably, so that the name is\n"
@@ -91,7 +93,8 @@ static void print_runs(json_t *o)
 		json_t *ls = json_object_get(v, "last_step");
 		snprintf(b, sizeof(b), json_is_integer(ls) ? "%lld" : "-", (long long)json_integer_value(ls));
 		table_set(&t, i + 1, 4, b);
-		snprintf(b, sizeof(b), "%.0f", json_number_value(json_object_get(v, "idle")));
+		json_t *idle = json_object_get(v, "idle");	/* null: not heard from since the start */
+		snprintf(b, sizeof(b), json_is_number(idle) ? "%.0f" : "-", json_number_value(idle));
 		table_set(&t, i + 1, 5, b);
 		snprintf(b, sizeof(b), "%.1f", (double)dc_int(v, "bytes_pending") / 1048576);
 		table_set(&t, i + 1, 6, b);

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "drift.h"
 #include "logging.h"
+#include "records.h"
 
 enum inst_state { INACTIVE = 0, PENDING, FIRING };
 
@@ -37,6 +38,7 @@ struct instance {
 	int evaluated, prev_state;
 	int64_t prev_above;
 	double value, since;	/* since: Unix time of the last transition */
+	int dirty;		/* changed since the rule's last "alert" record */
 	struct instance *next;
 };
 
@@ -48,6 +50,8 @@ struct rule {
 	struct instance **slots;	/* inst by (run, tensor): open addressing */
 	size_t cap, n_inst;
 	double last_command;		/* Unix seconds */
+	uint64_t def;			/* def_hash: what its instances mean */
+	int stale;			/* restore: state of another definition dropped */
 };
 
 struct child {
@@ -62,6 +66,11 @@ struct alerts {
 	struct rule *rules;
 	size_t n_rules;
 	struct child *children;
+	alert_store store;		/* NULL: state not kept */
+	void *store_ctx;
+	int store_failed;		/* logged once until a record goes through again */
+	char **unknown;			/* restore: rules with state but not in the config */
+	size_t n_unknown;
 };
 
 static char *dup_or_null(const char *s)
@@ -110,6 +119,49 @@ struct alerts *alerts_new(alert_sink sink, void *ctx)
 	return a;
 }
 
+/* FNV-1a over a string and its terminating NUL, on top of h. */
+static uint64_t fnv(uint64_t h, const char *s)
+{
+	for (const char *p = s ? s : ""; ; p++) {
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+		if (!*p)
+			return h;
+	}
+}
+
+/*
+ * What a rule's instances mean: its study, metric, scope, glob and proxy.
+ * Its threshold, for, severity and command are how they are judged and
+ * told: a change to those keeps the instances (docs/reliability.md).
+ */
+static uint64_t def_hash(const struct wd_config_alert *c)
+{
+	char scope[32];
+	uint64_t h = fnv(1469598103934665603ull, c->study);
+
+	snprintf(scope, sizeof(scope), "%d", c->metric == WD_METRIC_STALLED ? -1 : c->scope);
+	h = fnv(h, wd_config_metric_name(c->metric));
+	h = fnv(h, scope);
+	h = fnv(h, c->tensors);
+	return fnv(h, c->proxy);
+}
+
+static size_t count_state(const struct rule *r, int state)
+{
+	size_t n = 0;
+	for (const struct instance *i = r->inst; i; i = i->next)
+		n += i->state == state;
+	return n;
+}
+
+static void save_reset(struct alerts *a, const struct rule *r);
+static struct instance *instance_of(struct rule *r, const char *run, const char *tensor);
+
+/*
+ * Instances go with a rule's name and definition (def_hash). Those of a
+ * rule that changed meaning or left the config are dropped, said once in
+ * the log, and a "reset" record keeps a restart from bringing them back.
+ */
 void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 {
 	struct rule *old = a->rules;
@@ -126,22 +178,41 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		v[i].a.proxy = dup_or_null(c->proxy);
 		v[i].a.tensors = dup_or_null(c->tensors);
 		v[i].a.command = dup_or_null(c->command);
+		v[i].def = def_hash(c);
 		const struct wd_config_study *st = &cfg->studies[c->study_index];
 		v[i].cands = calloc(st->candidates.n + 1, sizeof(char *));
 		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++)
 			v[i].cands[v[i].n_cands++] = strdup(st->candidates.names[k]);
-		/* a rule that keeps its name and meaning keeps its instances */
-		for (size_t k = 0; k < n_old; k++)
-			if (old[k].inst && !strcmp(old[k].a.name, c->name) && old[k].a.metric == c->metric &&
-			    !strcmp(old[k].a.study, c->study)) {
-				v[i].inst = old[k].inst;
-				v[i].slots = old[k].slots;
-				v[i].cap = old[k].cap;
-				v[i].n_inst = old[k].n_inst;
-				v[i].last_command = old[k].last_command;
-				old[k].inst = NULL;
-				old[k].slots = NULL;
+		for (size_t k = 0; k < n_old; k++) {
+			if (!old[k].inst || strcmp(old[k].a.name, c->name))
+				continue;
+			if (old[k].def != v[i].def) {
+				log_notice("alert '%s': its study, metric, scope, tensors or proxy changed: "
+					   "its %zu instances start afresh (%zu were firing; no 'resolved' "
+					   "is sent for them)", c->name, old[k].n_inst,
+					   count_state(&old[k], FIRING));
+				continue;	/* freed below, with a reset record */
 			}
+			v[i].inst = old[k].inst;
+			v[i].slots = old[k].slots;
+			v[i].cap = old[k].cap;
+			v[i].n_inst = old[k].n_inst;
+			v[i].last_command = old[k].last_command;
+			old[k].inst = NULL;
+			old[k].slots = NULL;
+		}
+	}
+	for (size_t k = 0; k < n_old; k++) {
+		if (!old[k].inst)
+			continue;
+		size_t still = 0;
+		for (size_t i = 0; i < cfg->n_alerts; i++)
+			still |= !strcmp(cfg->alerts[i].name, old[k].a.name);
+		if (!still)
+			log_notice("alert '%s' is no longer in the config: its %zu instances are dropped "
+				   "(%zu were firing; no 'resolved' is sent for them)", old[k].a.name,
+				   old[k].n_inst, count_state(&old[k], FIRING));
+		save_reset(a, &old[k]);
 	}
 	a->n_rules = n_old;
 	a->rules = old;
@@ -295,6 +366,68 @@ static void run_command(struct alerts *a, struct rule *r, const char *json)
 	}
 }
 
+/* One record through the store; a failure is logged once until one works again. */
+static void store(struct alerts *a, const char *rule, const struct alert_state *s)
+{
+	char *p = record_alert(s);
+	int rc = p ? a->store(a->store_ctx, p) : -ENOMEM;
+
+	free(p);
+	if (rc < 0 && !a->store_failed)
+		log_err("alert '%s': its state cannot be written to the write-ahead log: %s; a "
+			"restart now may lose it (said once, until a write works again)", rule,
+			strerror(-rc));
+	else if (rc >= 0 && a->store_failed)
+		log_notice("alerts: their state is written to the write-ahead log again");
+	a->store_failed = rc < 0;
+}
+
+/*
+ * The rule's instances changed by the evaluation just done, as one "alert"
+ * record. Written after their events and commands: a crash between the two
+ * repeats a transition after the restart rather than losing it.
+ */
+static void save(struct alerts *a, struct rule *r)
+{
+	size_t n = 0;
+
+	if (!a->store)
+		return;
+	for (struct instance *i = r->inst; i; i = i->next)
+		n += i->dirty;
+	if (!n)
+		return;
+	struct alert_inst *v = calloc(n, sizeof(*v));
+	if (!v) {
+		log_err("alert '%s': out of memory writing its state", r->a.name);
+		return;	/* still dirty: the next record has them */
+	}
+	n = 0;
+	for (struct instance *i = r->inst; i; i = i->next)
+		if (i->dirty)
+			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
+				i->above, i->prev_above, i->step, i->value, i->since };
+	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
+	store(a, r->a.name, &s);
+	if (!a->store_failed)
+		for (struct instance *i = r->inst; i; i = i->next)
+			i->dirty = 0;
+	free(v);
+}
+
+/* A "reset" record: the instances of rule name (def) are dropped. */
+static void save_reset_of(struct alerts *a, const char *name, uint64_t def)
+{
+	struct alert_state s = { name, def, 1, 0, NULL, 0 };
+	if (a->store)
+		store(a, name, &s);
+}
+
+static void save_reset(struct alerts *a, const struct rule *r)
+{
+	save_reset_of(a, r->a.name, r->def);
+}
+
 /* Moves an instance along its lifecycle after one evaluation. */
 static void evaluate(struct alerts *a, struct rule *r, struct instance *i, double value,
 		     int64_t step)
@@ -304,6 +437,8 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	int64_t count = i->above;
 	int state = i->state;
 	const char *to = NULL;
+	int was_state = i->state;
+	int64_t was_above = i->above;
 
 	/*
 	 * NaN is no value yet (a ratio before its proxy's snapshot arrives):
@@ -343,6 +478,15 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 		to = "resolved";
 	i->above = count;
 	i->state = state;
+	/*
+	 * What the next "alert" record holds. A per-candidate rule has few
+	 * instances: each evaluation is kept. A per-tensor or stalled one may
+	 * have thousands, evaluated each batch or second: only what the
+	 * lifecycle needs, a new state or a pending count.
+	 */
+	if ((r->a.scope != WD_SCOPE_TENSORS && !stalled) || state != was_state ||
+	    (state == PENDING && count != was_above))
+		i->dirty = 1;
 	if (!to)
 		return;
 	i->since = wall_now();
@@ -435,6 +579,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 			if (in)
 				evaluate(a, r, in, value, b->step);
 		}
+		save(a, r);
 	}
 	free(vals);
 	free(numel);
@@ -461,6 +606,7 @@ void alerts_tick(struct alerts *a, const struct state *st)
 				evaluate(a, r, in, t - run->last_seen,
 					 run->n_durable ? run->durable[run->n_durable - 1] : -1);
 		}
+		save(a, r);
 	}
 }
 
@@ -484,6 +630,100 @@ void alerts_reap(struct alerts *a)
 	}
 }
 
+void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)
+{
+	a->store = fn;
+	a->store_ctx = ctx;
+}
+
+static void drop_instances(struct rule *r)
+{
+	instances_free(r->inst);
+	free(r->slots);
+	r->inst = NULL;
+	r->slots = NULL;
+	r->cap = r->n_inst = 0;
+}
+
+void alerts_restore(struct alerts *a, const struct alert_state *s)
+{
+	struct rule *r = NULL;
+
+	for (size_t k = 0; k < a->n_rules && !r; k++)
+		if (!strcmp(a->rules[k].a.name, s->rule))
+			r = &a->rules[k];
+	if (!r) {	/* said once, at alerts_restore_done */
+		for (size_t k = 0; k < a->n_unknown; k++)
+			if (!strcmp(a->unknown[k], s->rule))
+				return;
+		char **v = realloc(a->unknown, (a->n_unknown + 1) * sizeof(*v));
+		if (v && (v[a->n_unknown] = strdup(s->rule)))
+			a->n_unknown++;
+		if (v)
+			a->unknown = v;
+		return;
+	}
+	/*
+	 * A reset: a reload dropped the instances (and said so then). Another
+	 * definition: the config changed while the daemon was down; what the
+	 * rule meant then is not what it means now.
+	 */
+	if (s->reset || s->def != r->def) {
+		drop_instances(r);
+		r->stale = !s->reset;
+		return;
+	}
+	r->stale = 0;
+	r->last_command = s->last_command;
+	for (size_t k = 0; k < s->n_inst; k++) {
+		const struct alert_inst *x = &s->inst[k];
+		struct instance *i = instance_of(r, x->run, x->tensor);
+		if (!i) {
+			log_err("alert '%s': out of memory restoring its state", r->a.name);
+			return;
+		}
+		i->state = x->state;
+		i->prev_state = x->prev_state;
+		i->above = x->above;
+		i->prev_above = x->prev_above;
+		i->step = x->step;
+		i->value = x->value;
+		i->since = x->since;
+		i->evaluated = 1;
+		i->dirty = 0;
+	}
+}
+
+void alerts_restore_done(struct alerts *a)
+{
+	size_t n = 0, firing = 0, pending = 0;
+
+	for (size_t k = 0; k < a->n_rules; k++) {
+		struct rule *r = &a->rules[k];
+		if (r->stale) {
+			log_notice("alert '%s': its study, metric, scope, tensors or proxy changed since "
+				   "its state was written: it starts afresh", r->a.name);
+			save_reset(a, r);	/* so that the next start does not say it again */
+			r->stale = 0;
+		}
+		n += r->n_inst;
+		firing += count_state(r, FIRING);
+		pending += count_state(r, PENDING);
+	}
+	for (size_t k = 0; k < a->n_unknown; k++) {
+		log_notice("alert '%s' is no longer in the config: its state from before the restart "
+			   "is dropped", a->unknown[k]);
+		save_reset_of(a, a->unknown[k], 0);
+		free(a->unknown[k]);
+	}
+	free(a->unknown);
+	a->unknown = NULL;
+	a->n_unknown = 0;
+	if (n)
+		log_notice("alerts: %zu instances restored from the write-ahead log (%zu firing, "
+			   "%zu pending)", n, firing, pending);
+}
+
 char *alerts_json(const struct alerts *a)
 {
 	static const char *const names[] = { "inactive", "pending", "firing" };
@@ -503,8 +743,12 @@ char *alerts_json(const struct alerts *a)
 				json_object_set_new(o, "since", json_real(i->since));
 			json_array_append_new(inst, o);
 		}
-		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:f,s:I,s:s,s:o}",
+		int stalled = r->a.metric == WD_METRIC_STALLED;
+		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:I,s:s,s:o}",
 			"name", r->a.name, "study", r->a.study, "metric", wd_config_metric_name(r->a.metric),
+			"scope", stalled ? json_null() : json_string(wd_config_scope_name(r->a.scope)),
+			"tensors", r->a.tensors ? json_string(r->a.tensors) : json_null(),
+			"proxy", r->a.proxy ? json_string(r->a.proxy) : json_null(),
 			"threshold", r->a.threshold, "for", (json_int_t)r->a.for_count,
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst));
 	}
@@ -520,6 +764,9 @@ void alerts_free(struct alerts **pa)
 	if (!a)
 		return;
 	rules_free(a);
+	for (size_t k = 0; k < a->n_unknown; k++)
+		free(a->unknown[k]);
+	free(a->unknown);
 	for (struct child *c = a->children, *n; c; c = n) {
 		n = c->next;
 		free(c->rule);

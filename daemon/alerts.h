@@ -7,6 +7,11 @@
  * to the log (at the rule's priority), to the events socket (by the
  * caller), and to the rule's command, run with the alert JSON on stdin,
  * rate-limited, never waited for. Runs in the main thread.
+ *
+ * The instances are kept through restarts (docs/reliability.md, "Alert
+ * state"): each evaluation that changes them hands an "alert" record
+ * (records.h) to the store, and a start-up gives the replayed records back
+ * to alerts_restore.
  */
 #ifndef WD_ALERTS_H
 #define WD_ALERTS_H
@@ -17,13 +22,21 @@
 #include "state.h"
 
 struct alerts;
+struct alert_state;
 struct result_batch;
 
 /* Called for each transition with the alert's JSON (topic "alert.NAME"). */
 typedef void (*alert_sink)(void *ctx, const char *topic, const char *json);
 
+/* Keeps one "alert" record (a NUL-terminated payload): 0, or -errno. */
+typedef int (*alert_store)(void *ctx, const char *payload);
+
 struct alerts *alerts_new(alert_sink sink, void *ctx);
-/* A new config: instances of rules that keep their name keep their state. */
+/*
+ * A new config: instances of rules that keep their name and what their
+ * instances mean (study, metric, scope, tensors, proxy) keep their state;
+ * the others start afresh, said in the log, with a reset record stored.
+ */
 void alerts_set_config(struct alerts *a, const struct wd_config *cfg);
 /* Evaluates the rules of the batch's study on its candidates. */
 void alerts_on_results(struct alerts *a, const struct result_batch *b);
@@ -31,7 +44,16 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b);
 void alerts_tick(struct alerts *a, const struct state *st);
 /* Reaps finished alert commands and logs their failures. */
 void alerts_reap(struct alerts *a);
-/* {"alerts": [...]}: every rule and its instances, for the control socket. */
+/* Where the records go from now on (the WAL); NULL: nowhere. Not during restore. */
+void alerts_set_store(struct alerts *a, alert_store fn, void *ctx);
+/* One replayed "alert" record, in log order, after alerts_set_config. No event, no command. */
+void alerts_restore(struct alerts *a, const struct alert_state *s);
+/* After the replay (and alerts_set_store): logs what was restored and what was dropped. */
+void alerts_restore_done(struct alerts *a);
+/*
+ * {"alerts": [...]}: every rule (name, study, metric, scope, tensors, proxy,
+ * threshold, for, severity) and its instances, for the control socket.
+ */
 char *alerts_json(const struct alerts *a);
 void alerts_free(struct alerts **a);
 

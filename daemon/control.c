@@ -109,10 +109,12 @@ static json_t *runs(struct control *c)
 	for (struct run *r = c->st->runs; r; r = r->next) {
 		json_t *in = run_studies(c->cfg, r->name);
 		json_t *first = json_array_get(in, 0);
-		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:f,s:I,s:s,s:o}",
+		/* last_seen 0: known from the WAL alone, not heard from since the start */
+		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,
 			"last_step", r->n_durable ? json_integer(r->durable[r->n_durable - 1]) : json_null(),
-			"idle", t - r->last_seen, "bytes_pending", (json_int_t)r->bytes_pending,
+			"idle", r->last_seen ? json_real(t - r->last_seen) : json_null(),
+			"bytes_pending", (json_int_t)r->bytes_pending,
 			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
 			"studies", in));
 	}
@@ -180,6 +182,49 @@ void control_add_result(struct control *c, struct result_batch *b)
 		c->cap_results = cap;
 	}
 	c->results[c->n_results++] = b;
+}
+
+/* Has b rows of run? */
+static int has_run(const struct result_batch *b, const char *run);
+
+int control_step_complete(const struct wd_config_study *st, const struct result_batch *b)
+{
+	for (size_t k = 0; k < st->candidates.n; k++)
+		if (!has_run(b, st->candidates.names[k]))
+			return 0;
+	for (size_t k = 0; k < st->proxies.n; k++)
+		if (!has_run(b, st->proxies.v[k].run))
+			return 0;
+	if (st->synthetic_proxy != WD_SYNTHETIC_NONE &&	/* its rows carry the label as run */
+	    !has_run(b, st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16"))
+		return 0;
+	return 1;
+}
+
+struct result_batch *control_latest_complete(const struct control *c, const char *study)
+{
+	const struct wd_config_study *st = NULL;
+	struct result_batch *best = NULL;
+
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		if (!strcmp(c->cfg->studies[i].name, study))
+			st = &c->cfg->studies[i];
+	for (size_t i = 0; st && i < c->n_results; i++) {
+		struct result_batch *b = c->results[i];
+		if (!strcmp(b->study, study) && (!best || b->step > best->step) &&
+		    control_step_complete(st, b))
+			best = b;
+	}
+	return best;
+}
+
+void control_alerts_catch_up(struct control *c)
+{
+	for (size_t i = 0; c->alerts && i < c->cfg->n_studies; i++) {
+		struct result_batch *b = control_latest_complete(c, c->cfg->studies[i].name);
+		if (b)	/* an instance past that step already is left as it is */
+			alerts_on_results(c->alerts, b);
+	}
 }
 
 static int has_run(const struct result_batch *b, const char *run)

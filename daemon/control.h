@@ -39,6 +39,21 @@ struct control {
 	struct query *query;		/* the query thread; NULL: drift replies built inline */
 };
 
+/*
+ * Whether b has rows of every run of study st (each candidate, each proxy,
+ * the synthetic proxy): the step is complete, every run compared.
+ */
+int control_step_complete(const struct wd_config_study *st, const struct result_batch *b);
+/* The kept result of study at its latest complete step; NULL when none is complete. */
+struct result_batch *control_latest_complete(const struct control *c, const char *study);
+/*
+ * Evaluates every alert rule against the latest complete step of its study
+ * (docs/config.md, "Alerts"): at start-up and after a reload, so that a rule
+ * added then does not wait for the next results. An instance that has
+ * evaluated that step gets the same state again (its evaluation redone);
+ * one that has evaluated a later step is left as it is.
+ */
+void control_alerts_catch_up(struct control *c);
 /* Keeps b (taking it) as the latest result of its study and step. */
 void control_add_result(struct control *c, struct result_batch *b);
 /* Stops the query thread, then drops the kept results. */

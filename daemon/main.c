@@ -123,6 +123,16 @@ static int load_config(const char *path, struct wd_config *cfg, char *err, size_
 
 static void lib_log(int level, const char *msg);
 
+/* Alert state to the WAL (docs/reliability.md, "Alert state"): appended, not
+ * fsync'd here, so that a slow disk does not hold up the loop; the kernel
+ * has it when the process dies, the next snapshot's or result's fsync when
+ * the machine does. */
+static int alert_to_wal(void *ctx, const char *payload)
+{
+	struct daemon *d = ctx;
+	return wal_append(d->wal, payload, strlen(payload));
+}
+
 /* SIGHUP and the reload command: validate all, then swap, or keep the old. */
 static int reload(void *ctx, char *err, size_t errlen)
 {
@@ -143,6 +153,7 @@ static int reload(void *ctx, char *err, size_t errlen)
 			compute_set_config(d->compute, &d->cfg);
 		if (d->alerts)
 			alerts_set_config(d->alerts, &d->cfg);
+		control_alerts_catch_up(&d->ctl);	/* a rule added is judged at once */
 		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
@@ -285,9 +296,15 @@ static int start(struct daemon *d, int force)
 		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
 			     "storage.dir" : strerror(errno));
 	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
-	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg };
+	/* before the replay: it restores the alert instances, for the rules configured */
+	if (!(d->alerts = alerts_new(events_sink, &d->events)))
+		return error("out of memory");
+	alerts_set_config(d->alerts, &d->cfg);
+	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg, .alerts = d->alerts };
 	if (wal_open(path, force, recover_record, &d->rec, &d->wal, err, sizeof(err)) < 0)
 		return error("%s", err);
+	alerts_set_store(d->alerts, alert_to_wal, d);
+	alerts_restore_done(d->alerts);
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
@@ -326,9 +343,6 @@ static int start(struct daemon *d, int force)
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
-	if (!(d->alerts = alerts_new(events_sink, &d->events)))
-		return error("out of memory");
-	alerts_set_config(d->alerts, &d->cfg);
 	d->ctl.alerts = d->alerts;
 	d->zctx = zmq_ctx_new();
 	if (!d->zctx)
@@ -345,6 +359,7 @@ static int start(struct daemon *d, int force)
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
 		return -1;
+	control_alerts_catch_up(&d->ctl);	/* with the events socket there for what it finds */
 	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
 	if (d->cfg.listen.metrics &&	/* before READY=1, as the sockets are */

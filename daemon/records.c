@@ -88,6 +88,33 @@ char *record_forget(const char *run)
 	return dump(json_pack("{s:s,s:s}", "t", "forget", "run", run));
 }
 
+static const char *const alert_states[] = { "inactive", "pending", "firing" };
+
+char *record_alert(const struct alert_state *s)
+{
+	json_t *inst = json_array();
+	char def[17];
+
+	for (size_t i = 0; inst && i < s->n_inst; i++) {
+		const struct alert_inst *a = &s->inst[i];
+		if (a->state < 0 || a->state > 2 || a->prev_state < 0 || a->prev_state > 2 ||
+		    json_array_append_new(inst, json_pack("[s,o,s,I,I,o,f,s,I]", a->run,
+			a->tensor ? json_string(a->tensor) : json_null(), alert_states[a->state],
+			(json_int_t)a->above, (json_int_t)a->step, jnum(a->value), a->since,
+			alert_states[a->prev_state], (json_int_t)a->prev_above)) < 0) {
+			json_decref(inst);
+			return NULL;
+		}
+	}
+	/* the hash as hex: JSON integers are signed 64-bit, and readers differ above 2^53 */
+	snprintf(def, sizeof(def), "%016llx", (unsigned long long)s->def);
+	json_t *o = inst ? json_pack("{s:s,s:s,s:s,s:f,s:o}", "t", "alert", "rule", s->rule, "def",
+				     def, "last_command", s->last_command, "inst", inst) : NULL;
+	if (o && s->reset)
+		json_object_set_new(o, "reset", json_true());
+	return dump(o);
+}
+
 /* --- decoding --- */
 
 /* A result record's body into a batch: NULL (err filled) when a field is missing or wrong. */
@@ -151,8 +178,90 @@ oom:
 	return NULL;
 }
 
+/* A state name of records.h's, its index; -1 when it is none. */
+static int alert_state_of(const json_t *v)
+{
+	const char *s = json_string_value(v);
+	for (int k = 0; s && k < 3; k++)
+		if (!strcmp(s, alert_states[k]))
+			return k;
+	return -1;
+}
+
+static void alert_state_free(struct alert_state *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_inst; i++) {
+		free((char *)s->inst[i].run);
+		free((char *)s->inst[i].tensor);
+	}
+	free(s->inst);
+	free((char *)s->rule);
+	free(s);
+}
+
+/* An alert record's body: NULL (err filled) when a field is missing or wrong. */
+static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
+{
+	const char *rule = json_string_value(json_object_get(o, "rule"));
+	const char *def = json_string_value(json_object_get(o, "def"));
+	const json_t *inst = json_object_get(o, "inst"), *lc = json_object_get(o, "last_command");
+	struct alert_state *s;
+	char *end;
+
+	if (!rule || !rule[0] || !def || !json_is_array(inst) || (lc && !json_is_number(lc))) {
+		wd_error(err, errlen, "alert record: needs rule, def and inst");
+		return NULL;
+	}
+	unsigned long long h = strtoull(def, &end, 16);
+	if (strlen(def) != 16 || *end) {
+		wd_error(err, errlen, "alert record: rule '%.128s': def '%.32s' is not 16 hex digits",
+			 rule, def);
+		return NULL;
+	}
+	if (!(s = calloc(1, sizeof(*s))) || !(s->rule = strdup(rule)) ||
+	    !(s->inst = calloc(json_array_size(inst) + 1, sizeof(*s->inst))))
+		goto oom;
+	s->def = h;
+	s->reset = json_is_true(json_object_get(o, "reset"));
+	s->last_command = lc ? json_number_value(lc) : 0;
+	for (size_t i = 0; i < json_array_size(inst); i++) {
+		const json_t *a = json_array_get(inst, i);
+		const char *run = json_string_value(json_array_get(a, 0));
+		const json_t *t = json_array_get(a, 1), *above = json_array_get(a, 3);
+		const json_t *step = json_array_get(a, 4), *v = json_array_get(a, 5);
+		const json_t *prev_above = json_array_get(a, 8);
+		struct alert_inst *x = &s->inst[s->n_inst];
+		x->state = alert_state_of(json_array_get(a, 2));
+		x->prev_state = alert_state_of(json_array_get(a, 7));
+		if (!json_is_array(a) || json_array_size(a) != 9 || !run || !(json_is_string(t) ||
+		    json_is_null(t)) || x->state < 0 || x->prev_state < 0 || !json_is_integer(above) ||
+		    json_integer_value(above) < 0 || !json_is_integer(step) ||
+		    !(json_is_number(v) || json_is_null(v)) || !json_is_number(json_array_get(a, 6)) ||
+		    !json_is_integer(prev_above) || json_integer_value(prev_above) < 0)
+			continue;	/* an instance this version cannot read; the others stand */
+		x->above = json_integer_value(above);
+		x->prev_above = json_integer_value(prev_above);
+		x->step = json_integer_value(step);
+		x->value = num_of(v);
+		x->since = json_number_value(json_array_get(a, 6));
+		if (!(x->run = strdup(run)) || (json_is_string(t) && !(x->tensor = strdup(json_string_value(t))))) {
+			s->n_inst++;	/* what it holds is freed with it */
+			goto oom;
+		}
+		s->n_inst++;
+	}
+	return s;
+oom:
+	alert_state_free(s);
+	wd_error(err, errlen, "alert record: out of memory");
+	return NULL;
+}
+
 void record_release(struct record *r)
 {
+	alert_state_free(r->alert);
 	free(r->run);
 	free(r->file);
 	free(r->why);
@@ -212,6 +321,12 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		}
 		out->kind = RECORD_RESULT;
 		out->step = out->batch->step;
+	} else if (!strcmp(t, "alert")) {
+		if (!(out->alert = alert_of(o, err, errlen))) {
+			rc = -1;
+			goto out;
+		}
+		out->kind = RECORD_ALERT;
 	}
 out:
 	if (rc < 0)

@@ -7,10 +7,13 @@
  *   result    {"t":"result","study","step","baseline","proxies","rows":[...]}
  *   drop      {"t":"drop","run","step","why"}
  *   forget    {"t":"forget","run"}
+ *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...]}
  *
  * A result row is [kind, role, tensor|null, run, numel, w1, max_abs_diff,
  * rel_l2, nan, posinf, neginf, [ratio per proxy], wall], non-finite numbers
- * as null. Depends on libc, jansson (inside only), identity.h, result_batch.h.
+ * as null. An alert instance is [run, tensor|null, state, above, step,
+ * value|null, since, prev_state, prev_above], state "inactive", "pending" or
+ * "firing" (docs/reliability.md, "Alert state"). Depends on libc, jansson (inside only), identity.h, result_batch.h.
  */
 #ifndef WD_RECORDS_H
 #define WD_RECORDS_H
@@ -28,6 +31,29 @@ enum record_kind {
 	RECORD_RESULT,
 	RECORD_DROP,
 	RECORD_FORGET,
+	RECORD_ALERT,
+};
+
+/* One alert instance as the WAL keeps it (alerts.c's, without its links). */
+struct alert_inst {
+	const char *run, *tensor;	/* tensor NULL unless scope: tensors */
+	int state, prev_state;		/* 0 inactive, 1 pending, 2 firing */
+	int64_t above, prev_above, step;
+	double value, since;		/* value NaN: none */
+};
+
+/*
+ * An "alert" record: instances of one rule written after an evaluation
+ * changed them. def: the hash of what the rule's instances mean (alerts.c);
+ * reset: the rule's instances were dropped (a reload changed or removed it).
+ */
+struct alert_state {
+	const char *rule;
+	uint64_t def;
+	int reset;
+	double last_command;		/* Unix seconds; 0: never */
+	struct alert_inst *inst;
+	size_t n_inst;
 };
 
 /* One decoded record; what a kind does not have is zero. */
@@ -43,6 +69,8 @@ struct record {
 	char *why;
 	/* result */
 	struct result_batch *batch;
+	/* alert: its strings are the record's own */
+	struct alert_state *alert;
 };
 
 /*
@@ -54,13 +82,15 @@ char *record_snapshot(const struct snapshot *snap, const char *file);
 char *record_result(const struct result_batch *b);
 char *record_drop(const char *run, int64_t step, const char *why);
 char *record_forget(const char *run);
+char *record_alert(const struct alert_state *s);
 
 /*
  * Decodes one payload into *out (released with record_release): 0, with
  * kind RECORD_OTHER for a well-formed record of an unknown kind; -1 with
  * err filled when the payload is not JSON, or a known kind lacks a field or
  * has one of the wrong type (*out is then empty). A malformed result row is
- * skipped, as is a snapshot's malformed "content" (its id is then NULL).
+ * skipped, as is a snapshot's malformed "content" (its id is then NULL) and
+ * a malformed alert instance.
  */
 int record_decode(const char *payload, size_t len, struct record *out, char *err, size_t errlen);
 void record_release(struct record *r);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alerts.h"
 #include "compute.h"
 #include "logging.h"
 #include "records.h"
@@ -123,6 +124,10 @@ int recover_record(void *ctx, const char *payload, size_t len)
 	}
 	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
 		replay_forget(rc, rec.run);
+		break;
+	case RECORD_ALERT:	/* the instances as an evaluation left them */
+		if (rc->alerts)
+			alerts_restore(rc->alerts, rec.alert);
 		break;
 	case RECORD_OTHER:	/* a later version's: skipped */
 		break;

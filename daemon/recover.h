@@ -5,8 +5,8 @@
  * and dropped; the spool swept of files no record names; then every
  * durable snapshot handed to the compute thread, and those whose results
  * are missing computed again. records.h decodes; this only dispatches on
- * the kind. Depends on libc, state.h, config.h, compute.h, records.h,
- * spool_index.h.
+ * the kind. Alert records go to alerts_restore, in log order. Depends on
+ * libc, state.h, config.h, compute.h, records.h, spool_index.h, alerts.h.
  */
 #ifndef WD_RECOVER_H
 #define WD_RECOVER_H
@@ -17,6 +17,7 @@
 #include "config.h"
 #include "state.h"
 
+struct alerts;
 struct compute;
 struct result_batch;
 
@@ -29,6 +30,7 @@ struct recovered {
 struct recovery {
 	struct state *st;		/* the durable steps go here */
 	const struct wd_config *cfg;
+	struct alerts *alerts;		/* "alert" records go here; NULL: skipped */
 	char **results;			/* the result records' payloads, in order */
 	size_t n_results, cap_results;
 	struct recovered *covered;	/* runs with a logged result, per study and baseline step */

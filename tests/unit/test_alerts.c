@@ -9,6 +9,10 @@
  * firing resolves; a step computed again counts once, an older one not at
  * all, a NaN value is no data; the scopes max, median, mean and a per-tensor
  * glob each evaluate the value they name; stalled runs on the clock.
+ * Restarts: the "alert" records the store was given, decoded and handed to
+ * a new alerts object as a start-up's replay does, bring back firing,
+ * pending and resolved instances, which then fire no second time; a rule
+ * whose meaning changed starts afresh. A rule's scope and proxy are listed.
  *
  * now_mono is defined here, not linked from state.o: alerts_tick reads it,
  * and the test sets the clock.
@@ -26,6 +30,7 @@
 #include "config.h"
 #include "harness.h"
 #include "logging.h"
+#include "records.h"
 #include "state.h"
 
 static double clock_now = 1000.0;
@@ -168,6 +173,49 @@ static struct alerts *fresh(struct wd_config *cfg)
 	struct alerts *a = alerts_new(sink, NULL);
 	if (a)
 		alerts_set_config(a, cfg);
+	n_events = 0;
+	return a;
+}
+
+/* The store: each "alert" record kept in order, as the WAL keeps them. */
+static char *stored[512];
+static int n_stored, store_rc;
+
+static int store(void *ctx, const char *payload)
+{
+	(void)ctx;
+	if (store_rc < 0)
+		return store_rc;	/* a full disk, say */
+	if (n_stored < 512)
+		stored[n_stored++] = strdup(payload);
+	return 0;
+}
+
+static void stored_clear(void)
+{
+	for (int k = 0; k < n_stored; k++)
+		free(stored[k]);
+	n_stored = 0;
+}
+
+/* A restart: a new alerts object for cfg, the stored records replayed into it. */
+static struct alerts *restart(const struct wd_config *cfg)
+{
+	struct alerts *a = alerts_new(sink, NULL);
+	struct record r;
+	char err[256];
+
+	alerts_set_config(a, cfg);
+	for (int k = 0; k < n_stored; k++) {
+		if (record_decode(stored[k], strlen(stored[k]), &r, err, sizeof(err)) == 0 &&
+		    r.kind == RECORD_ALERT)
+			alerts_restore(a, r.alert);
+		else
+			printf("# record %d does not decode as an alert record: %s\n", k, err);
+		record_release(&r);
+	}
+	alerts_set_store(a, store, NULL);
+	alerts_restore_done(a);
 	n_events = 0;
 	return a;
 }
@@ -426,6 +474,172 @@ static void test_reload(struct wd_config *cfg)
 	alerts_free(&a);
 }
 
+/* Firing, pending and resolved instances come back after a restart, and fire no second time. */
+static void test_restart(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	struct seen s;
+
+	stored_clear();
+	alerts_set_store(a, store, NULL);
+	step_w1(a, 1, 0.9);
+	step_w1(a, 2, 0.9);
+	CHECK(n_stored >= 2, "each evaluation that changed an instance is a record (%d)", n_stored);
+	alerts_free(&a);
+	a = restart(cfg);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 2 && s.step == 2 && s.value == 0.9,
+	      "after a restart, pending keeps its count: 2 of 3 at step 2 (%s, %lld, step %lld)",
+	      s.state, s.above, s.step);
+	step_w1(a, 2, 0.9);	/* the latest step again: the same snapshot, not a third */
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 2 && n_events == 0,
+	      "its step evaluated again after the restart counts once (%s, %lld)", s.state, s.above);
+	step_w1(a, 3, 0.9);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && n_events == 1 && !strcmp(events[0].state, "firing"),
+	      "the third step above fires it, once (%s, %d events)", s.state, n_events);
+	alerts_free(&a);
+
+	a = restart(cfg);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.above == 3 && s.step == 3,
+	      "after a second restart it is still firing (%s, %lld, step %lld)", s.state, s.above, s.step);
+	step_w1(a, 3, 0.9);
+	step_w1(a, 4, 1.5);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.above == 4 && n_events == 0,
+	      "and its step again, then one more above, fire nothing again (%s, %lld, %d events)",
+	      s.state, s.above, n_events);
+	step_w1(a, 5, 0.1);
+	CHECK(n_events == 1 && !strcmp(events[0].state, "resolved"), "a step below resolves it, once");
+	alerts_free(&a);
+
+	a = restart(cfg);
+	s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.above == 0 && s.step == 5,
+	      "resolved stays resolved after a restart (%s, step %lld)", s.state, s.step);
+	step_w1(a, 5, 0.1);
+	CHECK(n_events == 0, "and its step again sends nothing (%d)", n_events);
+
+	/* per tensor: only new states and pending counts are written */
+	int before = n_stored;
+	start("s", 6);
+	row("c1", "layers.0.attn", 10, 2.0, NAN);
+	row("c1", "layers.1.attn", 10, 0.5, NAN);
+	alerts_on_results(a, &batch);
+	start("s", 7);
+	row("c1", "layers.0.attn", 10, 3.0, NAN);
+	row("c1", "layers.1.attn", 10, 0.4, NAN);
+	alerts_on_results(a, &batch);
+	int attn = 0;
+	for (int k = before; k < n_stored; k++)
+		attn += strstr(stored[k], "\"rule\":\"attn\"") != NULL;
+	CHECK(attn == 1, "a per-tensor rule: a record when a tensor fires, none while it stays firing (%d)",
+	      attn);
+	alerts_free(&a);
+	a = restart(cfg);
+	CHECK(!strcmp(instance(a, "attn", "c1", "layers.0.attn").state, "firing") &&
+	      !strcmp(instance(a, "attn", "c1", "layers.1.attn").state, ""),
+	      "after a restart the firing tensor is firing; the quiet one comes back when evaluated");
+	start("s", 8);
+	row("c1", "layers.0.attn", 10, 3.0, NAN);
+	alerts_on_results(a, &batch);
+	int attn_events = 0;
+	for (int k = 0; k < n_events; k++)
+		attn_events += !strcmp(events[k].topic, "alert.attn");
+	CHECK(attn_events == 0 && !strcmp(instance(a, "attn", "c1", "layers.0.attn").state, "firing"),
+	      "the firing tensor, still above, fires no second time (%d)", attn_events);
+	alerts_free(&a);
+	stored_clear();
+}
+
+/* A rule whose instances mean something else, or that left the config, starts afresh. */
+static void test_restart_changed(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	struct wd_config changed;
+	char err[512];
+
+	stored_clear();
+	alerts_set_store(a, store, NULL);
+	step_w1(a, 1, 0.9);
+	/* for3 on rel_l2 instead of w1, and threshold 0.6 for max: */
+	const char *w1 = strstr(yaml, "metric: w1, threshold: 0.5");
+	char other[sizeof(yaml) + 16];
+	snprintf(other, sizeof(other), "%.*smetric: rel_l2%s", (int)(w1 - yaml), yaml,
+		 w1 + strlen("metric: w1"));
+	if (wd_config_load_string("changed.yaml", other, &changed, err, sizeof(err)) < 0) {
+		CHECK(0, "the changed config loads: %s", err);
+		alerts_free(&a);
+		return;
+	}
+	alerts_free(&a);
+	a = restart(&changed);
+	CHECK(n_instances(a, "for3") == 0, "restarted with for3 on another metric: no instance (%zu)",
+	      n_instances(a, "for3"));
+	CHECK(n_stored > 0 && strstr(stored[n_stored - 1], "\"reset\":true"),
+	      "a reset record says so, so that the next start does not say it again");
+	alerts_free(&a);
+	a = restart(cfg);
+	CHECK(n_instances(a, "for3") == 0, "back to the first config: the old state stays dropped (%zu)",
+	      n_instances(a, "for3"));
+	step_w1(a, 2, 0.9);
+	alerts_set_config(a, &changed);	/* a reload that changes for3: a reset record */
+	alerts_free(&a);
+	a = restart(cfg);
+	CHECK(n_instances(a, "for3") == 0, "state dropped by a reload stays dropped after a restart (%zu)",
+	      n_instances(a, "for3"));
+
+	/* a failed store is said and retried: the instances stay to be written */
+	store_rc = -28;	/* ENOSPC */
+	log_level = LOG_CRIT;	/* its error is expected here */
+	step_w1(a, 3, 0.9);
+	log_level = LOG_ERR;
+	int before = n_stored;
+	store_rc = 0;
+	step_w1(a, 3, 0.9);
+	CHECK(n_stored > before, "after a failed write, the next evaluation writes the state (%d)",
+	      n_stored - before);
+	alerts_free(&a);
+	a = restart(cfg);
+	struct seen s = instance(a, "for3", "c1", NULL);
+	CHECK(!strcmp(s.state, "pending") && s.above == 1 && s.step == 3,
+	      "and a restart finds it (%s, %lld, step %lld)", s.state, s.above, s.step);
+	alerts_free(&a);
+	wd_config_release(&changed);
+	stored_clear();
+}
+
+/* alerts_json says what each rule means: scope, glob, proxy. */
+static void test_json_scope(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	char *text = alerts_json(a);
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL, *r;
+	size_t k;
+	int ok = 0;
+
+	json_array_foreach(json_object_get(o, "alerts"), k, r) {
+		const char *name = json_string_value(json_object_get(r, "name"));
+		const char *scope = json_string_value(json_object_get(r, "scope"));
+		const char *glob = json_string_value(json_object_get(r, "tensors"));
+		const char *proxy = json_string_value(json_object_get(r, "proxy"));
+		ok += !strcmp(name, "max") && scope && !strcmp(scope, "max") && !glob && !proxy;
+		ok += !strcmp(name, "mean") && scope && !strcmp(scope, "mean");
+		ok += !strcmp(name, "attn") && scope && !strcmp(scope, "tensors") && glob &&
+		      !strcmp(glob, "layers.*.attn");
+		ok += !strcmp(name, "ratio") && proxy && !strcmp(proxy, "p");
+		ok += !strcmp(name, "quiet") && json_is_null(json_object_get(r, "scope"));
+		ok += !strcmp(name, "for3") && json_object_get(r, "threshold") && json_object_get(r, "for") &&
+		      json_object_get(r, "severity") && json_object_get(r, "metric");
+	}
+	CHECK(ok == 6, "each rule lists its scope, glob and proxy, beside the fields it had (%d of 6)", ok);
+	json_decref(o);
+	free(text);
+	alerts_free(&a);
+}
+
 int main(void)
 {
 	struct wd_config cfg;
@@ -442,6 +656,9 @@ int main(void)
 	test_ratio_nan(&cfg);
 	test_stalled(&cfg);
 	test_reload(&cfg);
+	test_restart(&cfg);
+	test_restart_changed(&cfg);
+	test_json_scope(&cfg);
 	wd_config_release(&cfg);
 	return tap_done();
 }

@@ -1,7 +1,7 @@
 /*
  * test_records.c: the WAL's record codec (daemon/records.c). Each kind
  * comes back from its payload as it went in (snapshot, result, drop,
- * forget); a kind of a later version is skipped; a malformed payload, cut
+ * forget, alert); a kind of a later version is skipped; a malformed payload, cut
  * at any byte or missing a field, is refused with a reason, never a crash;
  * runs rm takes a run's rows out of a result record.
  */
@@ -214,11 +214,114 @@ static void test_malformed(void)
 	record_release(&r);
 }
 
+/* An alert record: the state of a rule's instances, both ways, and what it refuses. */
+static void test_alert(void)
+{
+	struct alert_inst in[2] = {
+		{ "fa", NULL, 2, 1, 3, 2, 40, 1.75, 1700000000.5 },
+		{ "fb", "layers.0.w", 1, 0, 1, 0, 40, NAN, 0 },
+	};
+	struct alert_state s = { "fa-ratio", 0xfedcba9876543210ull, 0, 1700000001.25, in, 2 };
+	char *p = record_alert(&s), err[256] = "";
+	struct record r;
+
+	CHECK(p && strstr(p, "\"t\":\"alert\"") && strstr(p, "\"fedcba9876543210\""),
+	      "an alert record says its kind and its definition's hash in hex: %s", p ? p : "NULL");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_ALERT &&
+	      r.alert, "it decodes (%s)", err);
+	const struct alert_state *a = r.alert;
+	CHECK(a && !strcmp(a->rule, "fa-ratio") && a->def == s.def && !a->reset &&
+	      a->last_command == 1700000001.25 && a->n_inst == 2,
+	      "rule, hash, last command and both instances come back");
+	CHECK(a && a->n_inst == 2 && !strcmp(a->inst[0].run, "fa") && !a->inst[0].tensor &&
+	      a->inst[0].state == 2 && a->inst[0].prev_state == 1 && a->inst[0].above == 3 &&
+	      a->inst[0].prev_above == 2 && a->inst[0].step == 40 && a->inst[0].value == 1.75 &&
+	      a->inst[0].since == 1700000000.5, "a firing instance, field by field");
+	CHECK(a && a->n_inst == 2 && !strcmp(a->inst[1].tensor, "layers.0.w") && a->inst[1].state == 1 &&
+	      isnan(a->inst[1].value), "a pending per-tensor one, its missing value NaN (null)");
+	record_release(&r);
+	CHECK(r.alert == NULL && r.kind == RECORD_OTHER, "record_release empties it");
+	free(p);
+
+	s.reset = 1;
+	s.n_inst = 0;
+	p = record_alert(&s);
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.alert && r.alert->reset &&
+	      r.alert->n_inst == 0, "a reset record, with no instance");
+	record_release(&r);
+	free(p);
+	in[0].state = 3;	/* no such state: nothing is written rather than a wrong one */
+	s.n_inst = 1;
+	CHECK(record_alert(&s) == NULL, "an instance in no known state is not encoded");
+
+	static const char *bad[] = {
+		"{\"t\":\"alert\"}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\"}",
+		"{\"t\":\"alert\",\"rule\":\"\",\"def\":\"00000000000000ff\",\"inst\":[]}",
+		"{\"t\":\"alert\",\"rule\":7,\"def\":\"00000000000000ff\",\"inst\":[]}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"ff\",\"inst\":[]}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000fg\",\"inst\":[]}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":255,\"inst\":[]}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":{}}",
+		"{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":[],"
+		"\"last_command\":\"now\"}",
+	};
+	int refused = 0, said = 0;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		if (record_decode(bad[i], strlen(bad[i]), &r, err, sizeof(err)) == -1)
+			refused++;
+		else
+			printf("# accepted: %s\n", bad[i]);
+		said += err[0] != 0 && r.alert == NULL;
+		record_release(&r);
+	}
+	size_t n = sizeof(bad) / sizeof(bad[0]);
+	CHECK(refused == (int)n && said == (int)n, "%d of %zu malformed alert records are refused, "
+	      "each with a reason", refused, n);
+
+	/* instances it cannot read are skipped, the others stand */
+	const char *odd = "{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":["
+		"[\"fa\",null,\"firing\",2,10,1.5,5.0,\"pending\",1],"
+		"[\"fb\",null,\"burning\",2,10,1.5,5.0,\"pending\",1],"
+		"[\"fc\",null,\"firing\",-1,10,1.5,5.0,\"pending\",1],"
+		"[\"fd\",null,\"firing\",2,10.5,1.5,5.0,\"pending\",1],"
+		"[\"fe\",3,\"firing\",2,10,1.5,5.0,\"pending\",1],"
+		"[\"ff\",null,\"firing\",2,10,\"x\",5.0,\"pending\",1],"
+		"[null,null,\"firing\",2,10,1.5,5.0,\"pending\",1],"
+		"[\"fg\",null,\"firing\",2,10,1.5,5.0],7,\"x\",{},"
+		"[\"fh\",\"t\",\"inactive\",0,11,null,0,\"inactive\",0]]}";
+	CHECK(record_decode(odd, strlen(odd), &r, err, sizeof(err)) == 0 && r.alert &&
+	      r.alert->n_inst == 2 && !strcmp(r.alert->inst[0].run, "fa") &&
+	      !strcmp(r.alert->inst[1].run, "fh") && !strcmp(r.alert->inst[1].tensor, "t"),
+	      "of 12 instances, the 2 well-formed ones are read (%zu)", r.alert ? r.alert->n_inst : 0);
+	record_release(&r);
+
+	/* a good alert record cut at every byte: refused, never read past its length */
+	in[0].state = 2;
+	s.reset = 0;
+	s.n_inst = 2;
+	p = record_alert(&s);
+	size_t len = p ? strlen(p) : 0;
+	int cut_refused = 0;
+	for (size_t k = 0; k < len; k++) {
+		char *cut = malloc(k + 1);
+		memcpy(cut, p, k);
+		cut_refused += record_decode(cut, k, &r, err, sizeof(err)) == -1;
+		record_release(&r);
+		free(cut);
+	}
+	CHECK(len > 0 && cut_refused == (int)len, "an alert record cut at each of its %zu bytes is refused (%d)",
+	      len, cut_refused);
+	free(p);
+}
+
 int main(void)
 {
 	test_snapshot();
 	test_result();
 	test_drop_forget();
 	test_malformed();
+	test_alert();
 	return tap_done();
 }
