@@ -10,6 +10,7 @@
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
+#   make bench-compare the whole wdrift compare process against scipy and the engine alone
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
@@ -382,6 +383,12 @@ bench-ingest: deps
 bench-ckpt: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh bench/bench_ckpt.sh
+
+# The whole `wdrift compare` process against scipy and the engine alone (issue 16)
+.PHONY: bench-compare
+bench-compare: deps
+	@$(MAKE) --no-print-directory all
+	@$(PYTHON) bench/bench_compare.py --build $(BUILD)
 
 # BENCH_TENSORS=2500,5000 picks the sizes, BUILD another build ("before")
 .PHONY: bench-drift-query

@@ -499,6 +499,34 @@ int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
 	return 0;
 }
 
+/*
+ * HDF5's sec2 driver reads what lies past the end of the file as zeros: a
+ * file cut short after it was opened (a copy still being written, a disk
+ * that filled) would give a tensor of zeros and no error. HDF5 checks the
+ * end of the file against its end of allocation at open only; this checks
+ * it again after a read, on the open descriptor. 0, or -1 with err.
+ * Files opened from an image (the core driver) have no descriptor.
+ */
+static int truncated_since_open(struct wd_ckpt *c, const char *name, char *err)
+{
+	hid_t fapl = H5Fget_access_plist(c->file);
+	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
+	haddr_t eoa;
+	void *handle;
+	struct stat st;
+
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	if (!sec2 || H5Fget_eoa(c->file, &eoa) < 0 ||
+	    H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0 || fstat(*(int *)handle, &st) < 0)
+		return 0;
+	if ((haddr_t)st.st_size >= eoa)
+		return 0;
+	return ckpt_fail(err, c->path, 0, "dataset '%s': the file was truncated while it was read "
+			 "(%lld bytes now, %llu when it was opened); it is being written, or damaged",
+			 name, (long long)st.st_size, (unsigned long long)eoa);
+}
+
 int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
@@ -542,7 +570,7 @@ int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
 			      "dataset '%s': cannot read (truncated or corrupt file?)", en->name);
 		goto out;
 	}
-	r = 0;
+	r = truncated_since_open(c, en->name, err);
 out:
 	if (mem >= 0) H5Tclose(mem);
 	if (ftype >= 0) H5Tclose(ftype);

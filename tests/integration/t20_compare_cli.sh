@@ -8,7 +8,7 @@
 #
 # Covers: help and version; usage errors (exit 2); a normal run (exit 0):
 # table header, summary rows, natural order, unmatched names, proxy labels,
-# --layers; the JSON output; and bad input (exit 1, a message on stderr that
+# --layers; --timings; the JSON output; and bad input (exit 1, a message on stderr that
 # names the file and the dataset): missing file, directory, text file,
 # truncated HDF5, unsupported element types, zero-size datasets, bf16
 # attribute on the wrong integer type, a proxy that lacks a tensor; and no
@@ -373,6 +373,29 @@ check "--layers '*.w1': layers.2.mlp.w1 and layers.10.mlp.w1 only" \
 	eval 'rc_is 0 && [ "$(grep -cE "^(layers|embed|norm)" "$tmp/out")" -eq 2 ]'
 run compare "$B" "$C" --layers 'nothing*'
 check "--layers matching nothing: exit 0, says no tensor matched" eval 'rc_is 0 && out_has "no tensor matched"'
+
+# --- --timings ------------------------------------------------------------------
+# Where the time went: the same results, and a line (or a JSON object) whose
+# parts add up to no more than the total. No timing is asserted beyond that.
+run compare "$B" "$C" --proxy "$T/fp16run.h5" --round-proxy fp16 --json
+cp "$tmp/out" "$tmp/plain.json"
+run compare "$B" "$C" --proxy "$T/fp16run.h5" --round-proxy fp16 --json --timings
+check "--timings --json: exit 0" rc_is 0
+check "--timings --json: the results as without it, and a timings object whose parts fit in the total" \
+	"$PYTHON" -c '
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+t = b.pop("timings")
+assert "timings" not in a and a == b, "results differ"
+assert set(t) == {"total_s", "engine_s", "read_wait_s", "open_s"}, t
+assert all(v >= 0 for v in t.values()), t
+assert t["engine_s"] > 0 and t["engine_s"] + t["read_wait_s"] + t["open_s"] <= t["total_s"] * 1.0001, t
+' "$tmp/plain.json" "$tmp/out"
+run compare "$B" "$C" --timings
+check "--timings: the table ends with the timings line" \
+	eval 'rc_is 0 && tail -n 1 "$tmp/out" | grep -Eq "^timings: total [0-9.]+ s = engine [0-9.]+ s \+ waiting for the readers [0-9.]+ s \+ starting them and listing [0-9.]+ s \+ the rest [0-9.]+ s$"'
+run compare --help
+check "compare --help documents --timings" out_has --timings
 
 # --- JSON -----------------------------------------------------------------------
 run compare "$B" "$C" --proxy "$T/fp16run.h5" --proxy "seed=$T/seed.h5" --round-proxy fp16 --json
