@@ -18,7 +18,9 @@
 #   make bench-gpu the CUDA engine against CUB, copy bandwidth and torch
 #   make install   PREFIX=/usr/local DESTDIR=: the programs, the library, its
 #                  header, the config, and the Python package in PYTHONDIR
-#   make install-system   the above, plus the systemd unit and /etc/wdrift/wdrift.yaml
+#   make install-system   the above, plus the systemd unit, the config as
+#                  /etc/wdrift/wdrift.yaml instead (no study: config/wdrift.system.yaml)
+#   make uninstall the inverse of both; a config edited since is kept
 #
 # Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
 # Debian's numpy, scipy and h5py; PYTHONDIR is where make install puts the
@@ -79,7 +81,7 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \
 	client/report_charts.c client/cmd_export.c \
-	client/cmd_keygen.c
+	client/cmd_keygen.c client/cmd_reload.c
 DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
 	daemon/events.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/spool_index.c daemon/workq.c \
@@ -88,7 +90,8 @@ DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/auth.c daemon/compare.c daem
 # job loads): the drift log's format, its writer and its reader; the
 # configuration (the CLI reads its endpoints).
 CONFIG_SRCS := common/arena.c common/yaml_doc.c common/config.c common/config_load.c \
-	common/config_check.c common/config_suggest.c common/config_print.c
+	common/config_check.c common/config_suggest.c common/config_print.c common/config_find.c \
+	common/config_diff.c
 COMMON_SRCS := common/driftlog_write.c common/driftlog_read.c $(CONFIG_SRCS)
 DAEMON_PKGS := libzmq libsystemd yaml-0.1 libmicrohttpd
 DAEMON_LIBS  = $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
@@ -422,44 +425,59 @@ bench-publish: deps
 PYVER      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYTHONDIR ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 
+# What install creates is listed in MANIFEST (the directories that were not
+# there), so that uninstall removes exactly what install made: the files,
+# the config unless edited (scripts/install.sh compares it with
+# config/wdrift.system.yaml), then those directories when empty.
+# CONFDIR: where the config goes; the installed programs find it there
+# (PREFIX/etc/wdrift: docs/config.md, "Which file").
+CONFDIR  ?= $(PREFIX)/etc/wdrift
+MANIFEST := $(PREFIX)/share/wdrift/installed-dirs
+INSTALL_SH := sh scripts/install.sh
 install: all
 	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "install: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/wdrift $(DESTDIR)$(PYTHONDIR)/wdrift
+	@$(INSTALL_SH) dirs '$(DESTDIR)' '$(MANIFEST)' $(PREFIX)/share/wdrift $(PREFIX)/bin $(PREFIX)/lib \
+		$(PREFIX)/include $(CONFDIR) $(PYTHONDIR)/wdrift
 	install -m 755 $(BUILD)/wdrift $(DESTDIR)$(PREFIX)/bin/wdrift
 	install -m 755 $(BUILD)/wdriftd $(DESTDIR)$(PREFIX)/bin/wdriftd
 	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
 	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
-	install -m 644 config/wdrift.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+	@$(INSTALL_SH) config config/wdrift.system.yaml $(DESTDIR)$(CONFDIR)/wdrift.yaml
 	install -m 644 python/wdrift/*.py $(DESTDIR)$(PYTHONDIR)/wdrift/
 
-# The system service: the unit, and /etc/wdrift/wdrift.yaml (kept if present)
-# with ipc:// endpoints under /run/wdrift and storage in /var/lib/wdrift.
+# The system service: the unit, and the config as /etc/wdrift/wdrift.yaml
+# instead of PREFIX/etc/wdrift (one config, the unit's, which wdrift then
+# finds too), with ipc:// endpoints under /run/wdrift, storage in
+# /var/lib/wdrift and no study (config/wdrift.system.yaml).
 UNITDIR ?= /etc/systemd/system
 SYSCONFDIR ?= /etc
 $(BUILD)/wdriftd.service: systemd/wdriftd.service.in FORCE
 	@mkdir -p $(dir $@)
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|/etc/wdrift/|$(SYSCONFDIR)/wdrift/|g' $< > $@
 
-# Values only, not the comments: those document the built-in default.
-$(BUILD)/wdrift.system.yaml: config/wdrift.yaml FORCE
+# The system config as installed (tests/integration/t57 installs it by hand).
+$(BUILD)/wdrift.system.yaml: config/wdrift.system.yaml
 	@mkdir -p $(dir $@)
-	sed -e '/^ *#/!s|ipc://\./run/|ipc:///run/wdrift/|' -e 's|^  dir: \./var$$|  dir: /var/lib/wdrift|' $< > $@
+	cp $< $@
 
-install-system: install $(BUILD)/wdriftd.service $(BUILD)/wdrift.system.yaml
-	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/wdrift
+install-system: CONFDIR = $(SYSCONFDIR)/wdrift
+install-system: install $(BUILD)/wdriftd.service
+	@$(INSTALL_SH) dirs '$(DESTDIR)' '$(MANIFEST)' $(UNITDIR)
 	install -m 644 $(BUILD)/wdriftd.service $(DESTDIR)$(UNITDIR)/wdriftd.service
-	[ -e $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml ] || \
-		install -m 644 $(BUILD)/wdrift.system.yaml $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml
+	@if [ -e '$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml' ]; then echo "note: $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml (from make install) is found before $(SYSCONFDIR)/wdrift/wdrift.yaml by wdrift and wdriftd without -c: remove it"; fi
 	@echo "then: systemctl daemon-reload && systemctl enable --now wdriftd"
 
-# The package directory goes whole: with the __pycache__ its imports wrote.
+# The inverse of install and install-system. The package directory goes
+# whole: with the __pycache__ its imports wrote.
 uninstall:
 	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "uninstall: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
+	@if [ -e '$(DESTDIR)$(UNITDIR)/wdriftd.service' ]; then echo "uninstall: stop the service first if it runs: systemctl disable --now wdriftd"; fi
 	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
-		$(DESTDIR)$(PREFIX)/lib/libwdrift.so.0 $(DESTDIR)$(PREFIX)/include/wdrift.h \
-		$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+		$(DESTDIR)$(PREFIX)/include/wdrift.h $(DESTDIR)$(UNITDIR)/wdriftd.service
 	rm -rf $(DESTDIR)$(PYTHONDIR)/wdrift
+	@$(INSTALL_SH) remove-config config/wdrift.system.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
+	@$(INSTALL_SH) remove-config config/wdrift.system.yaml $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml
+	@$(INSTALL_SH) remove-dirs '$(DESTDIR)' '$(MANIFEST)'
 
 clean:
 	rm -rf $(BUILD)

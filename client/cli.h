@@ -75,5 +75,6 @@ int cmd_send(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_reload(int argc, char **argv);
 
 #endif

@@ -21,8 +21,8 @@ static const char usage[] =
 "                     an undefined number (NaN) is an empty field\n"
 "      --json         {\"study\", \"file\", \"proxies\": [...], \"rows\": [{...}]}, undefined as null\n"
 "  -o, --output FILE  write FILE, whole or not at all (default: standard output)\n"
-"  -c, --config FILE  the daemon's config: storage.dir locates the log (default:\n"
-"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n"
+"  -c, --config FILE  the daemon's config: storage.dir locates the log\n"
+WD_CONFIG_SEARCH_HELP
 "      --log FILE     the drift log itself, instead of the config's\n"
 DC_HELP_HELP
 "\n"

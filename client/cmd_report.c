@@ -32,8 +32,7 @@ static const char usage[] =
 "\n"
 "  -o, --output FILE  the page to write, whole or not at all (- for standard output)\n"
 "  -c, --config FILE  the daemon's config: the study, its alerts, and storage.dir\n"
-"                     (default: ./config/wdrift.yaml when present, else\n"
-"                     /etc/wdrift/wdrift.yaml)\n"
+WD_CONFIG_SEARCH_HELP
 "      --log FILE     the drift log itself, instead of the config's\n"
 DC_HELP_HELP
 "\n"

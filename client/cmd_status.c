@@ -26,6 +26,9 @@ static void print_status(json_t *o)
 	       json_number_value(json_object_get(o, "uptime")));
 	printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
 	printf("config     %s\n", json_string_value(json_object_get(o, "config")));
+	if (json_string_value(json_object_get(o, "cli_config")))
+		printf("cli config %s (where this command found the endpoint)\n",
+		       json_string_value(json_object_get(o, "cli_config")));
 	printf("runs       %lld\n", dc_int(o, "runs"));
 	printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
 	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),

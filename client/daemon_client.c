@@ -20,23 +20,27 @@ enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
 
 const char *dc_config_path(const char *given)
 {
-	if (given)
-		return given;
-	return access("config/wdrift.yaml", R_OK) == 0 ? "config/wdrift.yaml" : "/etc/wdrift/wdrift.yaml";
+	static struct wd_config_found f;
+	char err[WD_CONFIG_ERR_MAX];
+
+	return wd_config_find(given, &f, err, sizeof(err)) == 0 ? f.path : "(none found)";
 }
 
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen)
 {
-	const char *path = dc_config_path(given);
+	struct wd_config_found f;
 	char cerr[WD_CONFIG_ERR_MAX];
+	int r;
 
 	wd_config_defaults(cfg);
-	if (wd_config_load(path, cfg, cerr, sizeof(cerr)) == 0)
-		return 0;
-	if (!given && access(path, F_OK) != 0)
-		return wd_error(err, errlen, "no configuration: neither ./config/wdrift.yaml nor "
-				"/etc/wdrift/wdrift.yaml; give -c FILE or %s", instead);
-	return wd_error(err, errlen, "%s", cerr);
+	if ((r = wd_config_find(given, &f, cerr, sizeof(cerr))) != 0)
+		return wd_error(err, errlen, "%s%s%s", cerr, r > 0 ? ", or " : "", r > 0 ? instead : "");
+	if (wd_config_load_file(f.path, cfg, cerr, sizeof(cerr)) < 0) {
+		if (!strcmp(f.origin, "-c"))
+			return wd_error(err, errlen, "%s", cerr);
+		return wd_error(err, errlen, "%s (the config found through %s)", cerr, f.origin);
+	}
+	return 0;
 }
 
 int dc_resolve(struct dc_target *t, char *err, size_t errlen)
@@ -46,7 +50,8 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 
 	if (wd_client_keys_load(t->server_key, t->key, &t->keys, err, errlen) < 0)
 		return -1;
-	if (dc_config_load(t->config, &cfg, "--endpoint", cerr, sizeof(cerr)) < 0) {
+	t->config_path[0] = 0;
+	if (dc_config_load(t->config, &cfg, "give --endpoint", cerr, sizeof(cerr)) < 0) {
 		if (!t->control)
 			return wd_error(err, errlen, "%s", cerr);
 		/* --endpoint needs no config */
@@ -55,6 +60,7 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		t->events_ep[0] = 0;
 		return 0;
 	}
+	snprintf(t->config_path, sizeof(t->config_path), "%s", cfg.source);
 	snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control ? t->control : cfg.listen.control);
 	snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : cfg.listen.ingest);
 	snprintf(t->events_ep, sizeof(t->events_ep), "%s", cfg.listen.events);
@@ -285,12 +291,21 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 	json_t *o = NULL;
 
 	json_decref(request);
-	if (dc_resolve(&a->t, err, sizeof(err)) < 0 ||
-	    dc_request(a->t.control_ep, &a->t.keys, req, &reply, err, sizeof(err)) < 0) {
+	if (dc_resolve(&a->t, err, sizeof(err)) < 0) {
 		cli_error("%s", err);
 		free(req);
 		return NULL;
 	}
+	if (dc_request(a->t.control_ep, &a->t.keys, req, &reply, err, sizeof(err)) < 0) {
+		/* which file named the endpoint: the first thing to check */
+		if (!a->t.control && a->t.config_path[0])
+			cli_error("%s (listen.control of %s)", err, a->t.config_path);
+		else
+			cli_error("%s", err);
+		free(req);
+		return NULL;
+	}
+	int is_status_req = is_status(req);
 	free(req);
 	o = json_loads(reply, 0, NULL);
 	free(reply);
@@ -307,6 +322,9 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 	}
 	json_object_del(o, "v");
 	json_object_del(o, "ok");
+	if (is_status_req)	/* what this CLI read, beside what the daemon reads */
+		json_object_set_new(o, "cli_config", a->t.control ? json_null()
+				    : json_string(a->t.config_path));
 	return o;
 }
 

@@ -11,14 +11,15 @@
 #include <stddef.h>
 
 #include "cli.h"
+#include "config_find.h"
 #include "keys.h"
 
 #define DC_ENDPOINT_MAX 512
 
 /* Help text the daemon subcommands share, so that it reads the same. */
 #define DC_HELP_TARGET \
-	"  -c, --config FILE  the daemon's config, for its endpoints (default:\n" \
-	"                     ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml)\n" \
+	"  -c, --config FILE  the daemon's config, for its endpoints\n" \
+	WD_CONFIG_SEARCH_HELP \
 	"      --endpoint EP  the control endpoint, instead of the config's\n" \
 	"      --server-key K the daemon's CURVE public key, or a file that holds it\n" \
 	"                     (default: $WDRIFT_SERVER_KEY); with --key, when the\n" \
@@ -36,26 +37,30 @@ struct dc_target {
 	const char *server_key, *key;	/* --server-key, --key; NULL: the environment */
 	struct wd_client_keys keys;	/* what dc_resolve made of them */
 	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];
+	char config_path[WD_CONFIG_PATH_MAX];	/* the file the endpoints came from; "": none */
 };
-
-/* -c FILE when given, else ./config/wdrift.yaml when present, else /etc/wdrift/wdrift.yaml. */
-const char *dc_config_path(const char *given);
 
 struct wd_config;
 
 /*
- * Loads the config the CLI reads, dc_config_path(given), into cfg (set to
- * the defaults first). Returns 0, or -1 with err: the loader's message,
- * or, when no FILE was given and neither default exists, that there is
- * none: "give -c FILE or " instead.
+ * The file the CLI reads (config_find.h: -c FILE, $WDRIFT_CONFIG,
+ * ./config, the install prefix, /etc): given, or the one found (a static
+ * buffer), or "(none found)".
+ */
+const char *dc_config_path(const char *given);
+
+/*
+ * Loads that file into cfg (set to the defaults first), relative ipc://
+ * paths made absolute against its directory. Returns 0, or -1 with err:
+ * the loader's message, or, when no file exists, where it looked, then
+ * ", or INSTEAD" ("give --endpoint").
  */
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen);
 
 /*
- * Fills the endpoints: --endpoint/--ingest where given, else the config's.
- * The config is -c FILE, else ./config/wdrift.yaml when present, else
- * /etc/wdrift/wdrift.yaml. Loads the CURVE keys too. Returns 0, or -1
- * with err (exit 1).
+ * Fills the endpoints: --endpoint/--ingest where given, else the config's
+ * (dc_config_load; t->config_path says which file). Loads the CURVE keys
+ * too. Returns 0, or -1 with err (exit 1).
  */
 int dc_resolve(struct dc_target *t, char *err, size_t errlen);
 

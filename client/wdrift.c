@@ -15,6 +15,7 @@ static const struct cli_command commands[] = {
 	{ "studies", cmd_studies, "the daemon's studies: baseline, candidates, proxies" },
 	{ "drift", cmd_drift, "a study's drift at a step, per tensor" },
 	{ "alerts", cmd_alerts, "alert rules and their state" },
+	{ "reload", cmd_reload, "the daemon reads its config again, and says what changed" },
 	{ "watch", cmd_watch, "drift and alert events as they happen" },
 	{ "send", cmd_send, "publish a checkpoint file as a run's snapshot" },
 	{ "report", cmd_report, "a study's drift as a self-contained HTML page" },

@@ -363,9 +363,12 @@ char *control_request(struct control *c, const void *req, size_t len,
 	else if (!strcmp(cmd, "studies"))
 		out = dump(studies(c));
 	else if (!strcmp(cmd, "reload")) {
+		/* the config file again; the reply says what changed (config_diff.h) */
 		char err[WD_CONFIG_ERR_MAX];
-		if (c->reload(c->reload_ctx, err, sizeof(err)) == 0)
-			out = dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 1, "config", c->cfg->source));
+		json_t *changes = NULL;
+		if (c->reload(c->reload_ctx, &changes, err, sizeof(err)) == 0)
+			out = dump(json_pack("{s:i,s:b,s:s,s:o}", "v", 1, "ok", 1, "config", c->cfg->source,
+					     "changes", changes ? changes : json_null()));
 		else
 			out = fail("reload refused, the old config stays: %s", err);
 	} else if (!strcmp(cmd, "drift"))

@@ -19,14 +19,18 @@ struct alerts;
 struct query;
 struct query_envelope;
 struct query_job;
+struct json_t;
 
 struct control {
 	struct state *st;
 	const struct wd_config *cfg;	/* the running config; reload swaps it */
 	const char *engine;		/* wd_engine_describe() */
 	struct spool *spool;
-	/* SIGHUP's work: 0, or -1 with err (the old config stays) */
-	int (*reload)(void *ctx, char *err, size_t errlen);
+	/*
+	 * SIGHUP's work: 0, with *changes (when changes is not NULL) what
+	 * changed (config_diff.h), or -1 with err (the old config stays)
+	 */
+	int (*reload)(void *ctx, struct json_t **changes, char *err, size_t errlen);
 	void *reload_ctx;
 	/* runs rm, with reload_ctx: 0 (steps and results forgotten), or -errno with err */
 	int (*forget)(void *ctx, const char *run, size_t *steps, size_t *results, char *err,

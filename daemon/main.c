@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <zmq.h>
 
 /* The oldest libzmq wdriftd runs on: 4.3.3. */
@@ -29,6 +31,8 @@
 #include "auth.h"
 #include "compute.h"
 #include "config.h"
+#include "config_diff.h"
+#include "config_find.h"
 #include "control.h"
 #include "dirs.h"
 #include "events.h"
@@ -66,9 +70,12 @@ static const char usage_text[] =
 "The wdrift daemon: training runs stream weight snapshots to it over ZeroMQ\n"
 "(docs/protocol.md); it stores them durably and compares them (docs/daemon.md).\n"
 "\n"
-"  -c, --config FILE  the configuration (docs/config.md); without it, the\n"
-"                     built-in default, which equals config/wdrift.yaml:\n"
-"                     ipc:// endpoints under ./run/, storage under ./var/\n"
+"  -c, --config FILE  the configuration (docs/config.md). Without it:\n"
+"                     $WDRIFT_CONFIG, else the first of ./config/wdrift.yaml,\n"
+"                     PREFIX/etc/wdrift/wdrift.yaml (PREFIX: where wdriftd is\n"
+"                     installed) and /etc/wdrift/wdrift.yaml; else the built-in\n"
+"                     default, which equals config/wdrift.yaml. Relative ipc://\n"
+"                     paths are relative to the file's directory\n"
 "      --check-config validate the configuration and exit: 0 valid, 2 not\n"
 "      --print-config print the effective configuration as YAML and exit\n"
 "      --force        start even when the write-ahead log is damaged in its\n"
@@ -83,6 +90,7 @@ static const char usage_text[] =
 
 struct daemon {
 	const char *config_path;	/* NULL: the built-in default */
+	struct wd_config_found found;	/* where config_path came from */
 	struct wd_config cfg;
 	struct state st;
 	struct wal *wal;
@@ -116,8 +124,8 @@ static void ingest_send(void *ctx, const void *id, size_t id_len, const char *bo
 
 static int load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
 {
-	if (path)
-		return wd_config_load(path, cfg, err, errlen);
+	if (path)	/* relative ipc:// paths against the file's directory, as the CLI reads them */
+		return wd_config_load_file(path, cfg, err, errlen);
 	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
 }
 
@@ -133,11 +141,24 @@ static int alert_to_wal(void *ctx, const char *payload)
 	return wal_append(d->wal, payload, strlen(payload));
 }
 
-/* SIGHUP and the reload command: validate all, then swap, or keep the old. */
-static int reload(void *ctx, char *err, size_t errlen)
+/* A daemon with no study stores what it is sent and compares nothing: say so, once per load. */
+static void note_no_study(const struct wd_config *cfg)
+{
+	if (!cfg->n_studies)
+		log_notice("'%s' has no study: snapshots are received and stored, but nothing is "
+			   "compared; add a study (docs/config.md, \"Studies\") and run wdrift reload",
+			   cfg->source);
+}
+
+/*
+ * SIGHUP and the reload command: validate all, then swap, or keep the old.
+ * changes (NULL for SIGHUP) gets what changed, for the reply.
+ */
+static int reload(void *ctx, json_t **changes, char *err, size_t errlen)
 {
 	struct daemon *d = ctx;
 	struct wd_config next;
+	char what[512];
 	int r;
 
 	notify_reloading();
@@ -146,6 +167,12 @@ static int reload(void *ctx, char *err, size_t errlen)
 	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
 		wd_config_release(&next);
 	if (r == 0) {
+		json_t *diff = wd_config_diff(&d->cfg, &next);
+		wd_config_diff_summary(diff, what, sizeof(what));
+		if (changes)
+			*changes = diff;
+		else
+			json_decref(diff);
 		wd_config_release(&d->cfg);
 		d->cfg = next;	/* the arena moves with the struct */
 		d->ix.cfg = d->ctl.cfg = &d->cfg;
@@ -157,8 +184,9 @@ static int reload(void *ctx, char *err, size_t errlen)
 		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
-		log_notice("reloaded '%s': %zu studies, %zu alerts", d->cfg.source, d->cfg.n_studies,
-			   d->cfg.n_alerts);
+		log_notice("reloaded '%s': %zu studies, %zu alerts: %s", d->cfg.source, d->cfg.n_studies,
+			   d->cfg.n_alerts, what);
+		note_no_study(&d->cfg);
 	} else {
 		log_err("reload refused, the old config stays: %s", err);
 	}
@@ -543,7 +571,7 @@ static void handle_signal(struct daemon *d)
 
 	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP)
-			reload(d, err, sizeof(err));
+			reload(d, NULL, err, sizeof(err));
 		else
 			d->stop = 1;
 	}
@@ -714,9 +742,26 @@ int main(int argc, char **argv)
 		fprintf(stderr, "wdriftd: unexpected argument '%s'\ntry 'wdriftd --help'\n", argv[optind]);
 		return 2;
 	}
+	/* no -c: the search the CLI makes too (config_find.h), else the built-in default */
+	int found = wd_config_find(d.config_path, &d.found, err, sizeof(err));
+	if (found < 0) {
+		fprintf(stderr, "wdriftd: %s\n", err);
+		return 2;
+	}
+	d.config_path = found == 0 ? d.found.path : NULL;
+	/*
+	 * Absolute, so that `wdrift status` names the file wherever it runs
+	 * (the name is in the reply), and a reload reads the same file.
+	 */
+	char real[PATH_MAX];
+	if (d.config_path && realpath(d.config_path, real) && strlen(real) < sizeof(d.found.path))
+		snprintf(d.found.path, sizeof(d.found.path), "%s", real);
 	wd_config_defaults(&d.cfg);
 	if (load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "wdriftd: %s\n", err);
+		if (found == 0 && strcmp(d.found.origin, "-c"))	/* not named: say how it was found */
+			fprintf(stderr, "wdriftd: %s (found through %s)\n", err, d.found.origin);
+		else
+			fprintf(stderr, "wdriftd: %s\n", err);
 		return 2;
 	}
 	if (check && auth_check_key(&d.cfg, err, sizeof(err)) < 0) {
@@ -753,8 +798,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	notify_ready("serving");
-	log_notice("ready: wdriftd %s, libzmq %d.%d.%d, config '%s'", WDRIFT_VERSION, zmaj, zmin, zpat,
-		   d.cfg.source);
+	log_notice("ready: wdriftd %s, libzmq %d.%d.%d, config '%s' (%s)", WDRIFT_VERSION, zmaj, zmin,
+		   zpat, d.cfg.source, d.config_path ? d.found.origin : "no file found: built in");
+	note_no_study(&d.cfg);
 	run_loop(&d);
 	drain(&d);
 	shutdown_daemon(&d);

@@ -55,7 +55,7 @@ def parse_args(argv):
                     "publish their weights to wdriftd every K steps, and print each run's W1 drift from "
                     "base as the daemon computes it (study 'paper').",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    demo_train.add_common_args(p, endpoint="ipc://./run/paper-ingest.sock", config="examples/gpu_paper.yaml",
+    demo_train.add_common_args(p, endpoint="ipc://./examples/run/paper-ingest.sock", config="examples/gpu_paper.yaml",
                                steps=600, every=50, layers=8, d_model=512, heads=8, context=256, batch=32,
                                lr=1e-3, timeout=120.0)
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a smoke test)")

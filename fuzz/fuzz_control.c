@@ -38,9 +38,9 @@ static void no_sink(void *ctx, const char *topic, const char *json)
 	(void)ctx, (void)topic, (void)json;
 }
 
-static int refuse_reload(void *ctx, char *err, size_t errlen)
+static int refuse_reload(void *ctx, struct json_t **changes, char *err, size_t errlen)
 {
-	(void)ctx;
+	(void)ctx, (void)changes;
 	snprintf(err, errlen, "not in a fuzz target");
 	return -1;
 }

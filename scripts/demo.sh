@@ -31,6 +31,12 @@ fi
 mkdir -p "$dir"
 : >"$dir/.wdrift-demo"
 cd "$dir"
+# A copy beside the daemon: its relative ipc:// paths resolve against the
+# config's directory, so the sockets land in $dir/run, as the trainer's
+# ipc://./run/ingest.sock expects, and `wdrift ... -c $dir/wdrift.yaml`
+# finds them from any directory.
+cp "$root/config/wdrift.yaml" "$dir/wdrift.yaml"
+config=$dir/wdrift.yaml
 
 pid=
 stop() {	# stop the daemon we started, by its pid, and wait for it

@@ -1,7 +1,10 @@
 #!/bin/sh
 # t30_install.sh: `make install PREFIX=...` installs a working wdrift, the
-# library and its header, and the default config; a C program builds
-# against the installed header and library and gets the right W1.
+# library and its header, and the system config (no study), which the
+# installed wdriftd and wdrift find without -c; a C program builds against
+# the installed header and library and gets the right W1. `make uninstall`
+# is the exact inverse: nothing install created is left, except a config
+# edited since, which is kept and said so.
 set -u
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -17,6 +20,10 @@ check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="$BUI
 for f in bin/wdrift bin/wdriftd lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
 	check "installs $f" test -f "$prefix/$f"
 done
+check "the installed config is the system one, with no study" cmp config/wdrift.system.yaml "$prefix/etc/wdrift/wdrift.yaml"
+# from a directory with no ./config: the prefix's etc/wdrift, found through /proc/self/exe
+check "the installed wdriftd finds the installed config without -c" sh -c \
+	"cd / && env -u WDRIFT_CONFIG '$prefix/bin/wdriftd' --check-config | grep -qx '$prefix/etc/wdrift/wdrift.yaml: ok (0 studies, 0 alerts)'"
 check "installed wdrift runs from its prefix" sh -c "'$prefix/bin/wdrift' --version | grep -q '^wdrift '"
 cat >"$tmp/use.c" <<'C'
 #include <math.h>
@@ -50,7 +57,22 @@ check "a C program compiles against the installed header and library" \
 	"$cc" $san -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$tmp/use" "$tmp/use.c" \
 	-L"$prefix/lib" -lwdrift -Wl,-rpath,"$prefix/lib"
 check "and computes W1 = 0.5 for a shift of 0.5" "$tmp/use"
+find "$prefix" | sort >"$tmp/installed"
 check "make uninstall removes what install put" sh -c \
-	"make -s uninstall PREFIX='$prefix' && ! test -e '$prefix/bin/wdrift' && ! test -e '$prefix/lib/libwdrift.so'"
+	"make -s uninstall PREFIX='$prefix' BUILD='$BUILD' && ! test -e '$prefix/bin/wdrift' && ! test -e '$prefix/lib/libwdrift.so'"
+# install made $prefix itself: uninstall leaves nothing of it
+check "and leaves nothing that install created: $(find "$prefix" 2>/dev/null | head -n 5 | tr '\n' ' ')" \
+	test ! -e "$prefix"
+check "a second install into the same prefix" make -s install PREFIX="$prefix" BUILD="$BUILD"
+echo "# my edit" >>"$prefix/etc/wdrift/wdrift.yaml"
+check "install again keeps the edited config, and says so" sh -c \
+	"make -s install PREFIX='$prefix' BUILD='$BUILD' | grep -q 'kept $prefix/etc/wdrift/wdrift.yaml: it differs' &&
+	 tail -n 1 '$prefix/etc/wdrift/wdrift.yaml' | grep -qx '# my edit'"
+make -s uninstall PREFIX="$prefix" BUILD="$BUILD" >"$tmp/uninstall" 2>&1
+check "uninstall keeps the edited config and says so: $(tr '\n' ' ' <"$tmp/uninstall")" sh -c \
+	"grep -q 'kept $prefix/etc/wdrift/wdrift.yaml: edited' '$tmp/uninstall' &&
+	 grep -qx '# my edit' '$prefix/etc/wdrift/wdrift.yaml'"
+check "and removes everything else: $(find "$prefix" -type f | grep -v etc/wdrift/wdrift.yaml | head -n 3 | tr '\n' ' ')" \
+	sh -c "[ -z \"\$(find '$prefix' -type f ! -path '*/etc/wdrift/wdrift.yaml')\" ]"
 echo "# $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

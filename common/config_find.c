@@ -1,0 +1,143 @@
+/* config_find.c: which config file, and relative ipc:// paths (see config_find.h). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "config_find.h"
+#include "error.h"
+
+#define SYSTEM_CONFIG "/etc/wdrift/wdrift.yaml"
+#define TREE_CONFIG "config/wdrift.yaml"
+/* zmq refuses an ipc path longer than a unix socket address holds */
+#define IPC_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+/* PREFIX/etc/wdrift/wdrift.yaml for the running program, or "" when unknown. */
+static void prefix_config(char *buf, size_t size)
+{
+	char exe[WD_CONFIG_PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	buf[0] = 0;
+	if (n <= 0 || (size_t)n >= sizeof(exe) - 1)
+		return;
+	exe[n] = 0;
+	/* /usr/local/bin/wdrift: cut "/wdrift", then "/bin" */
+	for (int i = 0; i < 2; i++) {
+		if (!(slash = strrchr(exe, '/')))
+			return;
+		*slash = 0;
+	}
+	if ((size_t)snprintf(buf, size, "%s/etc/wdrift/wdrift.yaml", exe) >= size)
+		buf[0] = 0;
+}
+
+static int exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static int take(struct wd_config_found *f, const char *path, const char *origin)
+{
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	f->origin = origin;
+	return 0;
+}
+
+int wd_config_find(const char *given, struct wd_config_found *f, char *err, size_t errlen)
+{
+	const char *env = getenv("WDRIFT_CONFIG");
+	char prefix[WD_CONFIG_PATH_MAX];
+
+	if (given)
+		return take(f, given, "-c");
+	if (env && *env) {
+		if (!exists(env))
+			return wd_error(err, errlen, "WDRIFT_CONFIG names '%s', which does not exist: %s",
+					env, strerror(errno));
+		return take(f, env, "WDRIFT_CONFIG");
+	}
+	if (exists(TREE_CONFIG))
+		return take(f, TREE_CONFIG, "./config");
+	prefix_config(prefix, sizeof(prefix));
+	if (*prefix && strcmp(prefix, SYSTEM_CONFIG) && exists(prefix))
+		return take(f, prefix, "the install prefix");
+	if (exists(SYSTEM_CONFIG))
+		return take(f, SYSTEM_CONFIG, "/etc");
+	wd_error(err, errlen, "no configuration: none of ./" TREE_CONFIG ", %s%s" SYSTEM_CONFIG
+		 " exists; give -c FILE or set WDRIFT_CONFIG", prefix, *prefix ? ", " : "");
+	return 1;
+}
+
+/*
+ * The directory of path, absolute and without symlinks, into dir ("" for
+ * the root): 1; 0 for a config that is not a regular file (a pipe: its
+ * directory means nothing); -1 with err.
+ */
+static int config_dir(const char *path, char *dir, size_t size, char *err, size_t errlen)
+{
+	char copy[WD_CONFIG_PATH_MAX], real[PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	dir[0] = 0;
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	snprintf(copy, sizeof(copy), "%s", path);
+	slash = strrchr(copy, '/');
+	if (slash == copy)
+		copy[1] = 0;	/* /wdrift.yaml: the root */
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(copy, sizeof(copy), ".");
+	if (!realpath(copy, real))
+		return wd_error(err, errlen, "%s: cannot resolve its directory: %s", path, strerror(errno));
+	snprintf(dir, size, "%s", strcmp(real, "/") ? real : "");
+	return 1;
+}
+
+int wd_config_load_file(const char *path, struct wd_config *out, char *err, size_t errlen)
+{
+	static const char *const names[3] = { "listen.ingest", "listen.control", "listen.events" };
+	struct wd_config c;
+	char dir[PATH_MAX], abs[2 * PATH_MAX];
+	int regular;
+
+	if (wd_config_load(path, &c, err, errlen) < 0)
+		return -1;
+	if ((regular = config_dir(path, dir, sizeof(dir), err, errlen)) < 0)
+		goto fail;
+	const char **eps[3] = { &c.listen.ingest, &c.listen.control, &c.listen.events };
+	for (int i = 0; i < 3 && regular; i++) {
+		const char *ep = *eps[i], *rest;
+
+		if (strncmp(ep, "ipc://", 6) || ep[6] == '/')
+			continue;
+		rest = ep + 6;
+		while (rest[0] == '.' && rest[1] == '/')	/* ./run/x.sock: run/x.sock */
+			rest += 2;
+		snprintf(abs, sizeof(abs), "ipc://%s/%s", dir, rest);
+		if (strlen(abs) - 6 > IPC_MAX) {
+			wd_error(err, errlen, "%s: %s: '%s' is '%s' against the config's directory: %zu "
+				 "bytes, more than the %zu a unix socket address holds; write a shorter "
+				 "or absolute path", path, names[i], ep, abs, strlen(abs) - 6, IPC_MAX);
+			goto fail;
+		}
+		if (!(*eps[i] = wd_arena_strndup(&c.arena, abs, strlen(abs)))) {
+			wd_error(err, errlen, "%s: out of memory", path);
+			goto fail;
+		}
+	}
+	*out = c;
+	return 0;
+fail:
+	wd_config_release(&c);
+	return -1;
+}

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""t84_config_discovery.py: the CLI finds its daemon (docs/config.md, "Which file").
+
+- A config with relative ipc:// endpoints: the daemon, started in another
+  directory, binds them beside the file; `wdrift status -c /abs/wdrift.yaml`
+  from / reaches it and says which file it read.
+- WDRIFT_CONFIG names the file; one naming a missing file is an error
+  that names it, for wdrift and wdriftd alike, not a fall back.
+- A copy of wdrift under PREFIX/bin finds PREFIX/etc/wdrift/wdrift.yaml.
+- `wdrift reload`: what changed (studies, alerts, keys), in a table and in
+  --json; a broken file is refused with FILE:LINE:COL and exit 1 while
+  the old config keeps serving; so is a change to a restart key.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Daemon, check  # noqa: E402
+
+BUILD = os.path.abspath(os.environ.get("BUILD", "build"))
+WDRIFT = os.path.join(BUILD, "wdrift")
+
+BASE = """\
+listen:
+  ingest: ipc://./run/ingest.sock
+  control: ipc://./run/control.sock
+  events: ipc://./run/events.sock
+storage:
+  dir: {d}/var
+memory:
+  budget: 256M
+limits:
+  max_message: 64M
+studies:
+  - name: fa
+    baseline: base
+    candidates: [fa]
+    proxies: {{fp16: lowprec}}
+"""
+MORE = """\
+  - name: fa2
+    baseline: base
+    candidates: [fa2]
+alerts:
+  - name: fa2-w1
+    study: fa2
+    metric: w1
+    threshold: 0.5
+log:
+  level: info
+"""
+
+
+def wd(*args, cwd="/", env=None, exe=WDRIFT):
+    e = {k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"}
+    e.update(env or {})
+    e.setdefault("WDRIFT_TIMEOUT_MS", "500")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=e)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t84-")
+    cfgdir = os.path.join(tmp, "cfg")
+    os.makedirs(cfgdir)
+    dm = Daemon(tmp)
+    cfg = os.path.join(tmp, "wdrift.yaml")	# Daemon starts on this one
+    try:
+        with open(cfg, "w") as f:
+            f.write(BASE.format(d=tmp))
+        elsewhere = os.path.join(tmp, "elsewhere")
+        os.makedirs(elsewhere)
+        here = os.getcwd()
+        os.chdir(elsewhere)	# the daemon's working directory: not the config's
+        try:
+            ready = dm.start()
+        finally:
+            os.chdir(here)
+        check(ready is not None, "wdriftd starts on a config with relative ipc:// endpoints", dm.log_text())
+        check(os.path.exists(os.path.join(tmp, "run", "control.sock")) and
+              not os.path.exists(os.path.join(elsewhere, "run")),
+              "its sockets are beside the config file, not in the daemon's working directory",
+              dm.log_text())
+
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 0 and f"cli config {cfg}" in r.stdout,
+              "wdrift status -c /abs/wdrift.yaml from / reaches it, and names the file it read",
+              r.stdout + r.stderr)
+        r = wd("status", "--json", env={"WDRIFT_CONFIG": cfg})
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(o.get("cli_config") == cfg and o.get("config") == cfg,
+              "WDRIFT_CONFIG names the file; --json has cli_config, and the daemon's own file "
+              "(absolute)", r.stdout + r.stderr)
+
+        missing = os.path.join(tmp, "nope.yaml")
+        r = wd("status", env={"WDRIFT_CONFIG": missing})
+        check(r.returncode == 1 and f"WDRIFT_CONFIG names '{missing}', which does not exist" in r.stderr,
+              "a WDRIFT_CONFIG naming a missing file is an error naming it", r.stderr)
+        r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True,
+                           cwd="/", env=dict(os.environ, WDRIFT_CONFIG=missing), timeout=30)
+        check(r.returncode == 2 and missing in r.stderr, "for wdriftd too (exit 2)", r.stderr)
+        r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True,
+                           cwd="/", env=dict(os.environ, WDRIFT_CONFIG=cfg), timeout=30)
+        check(r.returncode == 0 and r.stdout.startswith(f"{cfg}: ok"),
+              "wdriftd without -c reads WDRIFT_CONFIG", r.stdout + r.stderr)
+
+        # an installed copy: PREFIX/bin/wdrift reads PREFIX/etc/wdrift/wdrift.yaml
+        prefix = os.path.join(tmp, "prefix")
+        for sub in ("bin", "lib", "etc/wdrift"):
+            os.makedirs(os.path.join(prefix, sub))
+        shutil.copy(WDRIFT, os.path.join(prefix, "bin", "wdrift"))
+        shutil.copy(os.path.join(BUILD, "libwdrift.so"), os.path.join(prefix, "lib"))
+        pcfg = os.path.join(prefix, "etc", "wdrift", "wdrift.yaml")
+        with open(pcfg, "w") as f:
+            f.write(f"listen:\n  control: ipc://{tmp}/run/control.sock\n  ingest: ipc://{tmp}/run/ingest.sock\n"
+                    f"  events: ipc://{tmp}/run/events.sock\n")
+        r = wd("status", exe=os.path.join(prefix, "bin", "wdrift"))
+        check(r.returncode == 0 and f"cli config {pcfg}" in r.stdout,
+              "an installed wdrift finds PREFIX/etc/wdrift/wdrift.yaml from /", r.stdout + r.stderr)
+        os.unlink(pcfg)
+        r = wd("status", exe=os.path.join(prefix, "bin", "wdrift"))
+        check(r.returncode == 1 and "no configuration: none of ./config/wdrift.yaml, " + pcfg in r.stderr,
+              "with none, it says where it looked", r.stderr)
+
+        # reload: what changed
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 0 and "nothing changed" in r.stdout, "reload of the same file: nothing changed",
+              r.stdout + r.stderr)
+        with open(cfg, "a") as f:
+            f.write(MORE)
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 0 and "studies   added: fa2" in r.stdout and "alerts    added: fa2-w1" in r.stdout
+              and "key       log.level: notice -> info" in r.stdout,
+              "reload prints the study and alert added and the key changed", r.stdout + r.stderr)
+        with open(cfg, "w") as f:
+            f.write(BASE.format(d=tmp).replace("proxies: {fp16: lowprec}", "proxies: {fp16: lowprec2}"))
+        r = wd("reload", "-c", cfg, "--json")
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        ch = o.get("changes", {})
+        check(ch.get("studies") == {"added": [], "removed": ["fa2"],
+                                    "changed": [{"name": "fa", "keys": ["proxies"]}]}
+              and ch.get("alerts", {}).get("removed") == ["fa2-w1"]
+              and {"key": "log.level", "from": "info", "to": "notice"} in ch.get("keys", []),
+              "--json: studies removed and changed (with the key), alerts removed, keys from and to", r.stdout)
+        log = dm.log_text()
+        check("studies +0 -1 ~1, alerts +0 -1 ~0" in log, "the daemon's log line says the same",
+              log[-2000:])
+
+        # refused: a syntax error, with FILE:LINE:COL; the old config serves on
+        with open(cfg, "a") as f:
+            f.write("  - name: [\n")
+        ep = f"ipc://{tmp}/run/control.sock"
+        r = wd("reload", "-c", cfg, "--endpoint", ep)
+        check(r.returncode == 1 and "reload refused, the old config stays" in r.stderr and
+              re.search(re.escape(cfg) + r":17:1: syntax error", r.stderr),
+              "a broken file: the daemon refuses with FILE:LINE:COL, exit 1",
+              r.stderr)
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 1 and f"{cfg}:17:1:" in r.stderr and "nothing was reloaded" in r.stderr,
+              "without --endpoint the CLI cannot read the file either, and says nothing was reloaded",
+              r.stderr)
+        r = wd("studies", "--endpoint", ep, "--json")
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        names = [s.get("name") for s in o.get("studies", [])]
+        check(names == ["fa"], "the old config still serves: study fa only", r.stdout + r.stderr)
+        with open(cfg, "w") as f:
+            f.write(BASE.format(d=tmp).replace("budget: 256M", "budget: 512M"))
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 1 and "memory.budget: cannot change on reload" in r.stderr,
+              "a restart key is refused, exit 1", r.stderr)
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 0, "and the daemon still answers", r.stderr)
+        check(wd("reload", "--help").returncode == 0 and "FILE:LINE:COL" in wd("reload", "--help").stdout,
+              "reload --help")
+    finally:
+        harness.teardown(dm, tmp)
+    return harness.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
