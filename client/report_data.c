@@ -26,12 +26,6 @@ static size_t run_index(const struct driftlog *d, const char *name)
 	return SIZE_MAX;
 }
 
-static const char *synthetic_label(const struct wd_config_study *st)
-{
-	return st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16"
-	       : st->synthetic_proxy == WD_SYNTHETIC_FP16 ? "round:fp16" : NULL;
-}
-
 /*
  * The runs of the study, in the study's order: the config's candidates,
  * proxy runs and synthetic proxy (whose rows carry its label as run), then
@@ -53,8 +47,9 @@ static void place_runs(struct report *r, size_t *place)
 	for (i = 0; st && i < st->proxies.n; i++, next++)
 		if (run_index(d, st->proxies.v[i].run) != SIZE_MAX)
 			place[run_index(d, st->proxies.v[i].run)] = next;
-	if (st && synthetic_label(st) && run_index(d, synthetic_label(st)) != SIZE_MAX)
-		place[run_index(d, synthetic_label(st))] = next++;
+	const char *synthetic = st ? wd_config_synthetic_label(st->synthetic_proxy) : NULL;
+	if (synthetic && run_index(d, synthetic) != SIZE_MAX)
+		place[run_index(d, synthetic)] = next++;
 	for (int role = 1; role <= 2; role++)
 		for (i = 0; i < d->n_runs; i++)
 			if (r->role[i] == role && place[i] == SIZE_MAX)
@@ -80,26 +75,21 @@ static void add_missing(struct report *r, const char *name)
 }
 
 /*
- * The latest step where every run of the study has its rows: the same
- * rule as the daemon's (control_step_complete, daemon/control.c), read
- * from the log. Without the study's config, the runs are the log's.
+ * The latest step where every run of the study has its rows (the one
+ * definition: wd_study_step_runs, common/config.h), read from the log.
+ * Without the study's config, the runs are the log's.
  */
 static void complete_step(struct report *r)
 {
 	const struct driftlog *d = r->d;
 	const struct wd_config_study *st = r->sd->study;
-	const char *names[2 * DRIFTLOG_MAX_PROXIES + 512];
+	const char *names[WD_STUDY_STEP_RUNS_MAX];
 	size_t n = 0;
 
 	r->complete = -1;
 	r->missing[0] = 0;
 	if (st) {
-		for (size_t i = 0; i < st->candidates.n && n < 512; i++)
-			names[n++] = st->candidates.names[i];
-		for (size_t i = 0; i < st->proxies.n && n < 512 + DRIFTLOG_MAX_PROXIES; i++)
-			names[n++] = st->proxies.v[i].run;
-		if (synthetic_label(st))
-			names[n++] = synthetic_label(st);
+		n = wd_study_step_runs(st, names, WD_STUDY_STEP_RUNS_MAX);
 	} else {
 		for (size_t i = 0; i < d->n_runs && n < sizeof(names) / sizeof(names[0]); i++)
 			if (r->role[i])

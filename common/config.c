@@ -203,9 +203,23 @@ const char *wd_config_severity_name(int severity)
 	return or_unknown(enum_name(severity_vals, severity));
 }
 
-const char *config_synthetic_name(int synthetic)
+const char *wd_config_synthetic_label(int synthetic)
 {
 	return enum_name(synthetic_vals, synthetic);
+}
+
+size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, size_t max)
+{
+	size_t n = 0;
+	const char *synthetic = wd_config_synthetic_label(st->synthetic_proxy);
+
+	for (size_t k = 0; k < st->candidates.n && n < max; k++)
+		names[n++] = st->candidates.names[k];
+	for (size_t k = 0; k < st->proxies.n && n < max; k++)
+		names[n++] = st->proxies.v[k].run;
+	if (synthetic && n < max)
+		names[n++] = synthetic;
+	return n;
 }
 
 const struct field *config_field_find(const struct field *tab, size_t n, const char *name)

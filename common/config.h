@@ -225,5 +225,20 @@ int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, cha
 const char *wd_config_metric_name(int metric);
 const char *wd_config_scope_name(int scope);
 const char *wd_config_severity_name(int severity);
+/*
+ * The synthetic proxy's name, "round:bf16" or "round:fp16", which is also
+ * the run its rows carry in results and the drift log; NULL for none.
+ */
+const char *wd_config_synthetic_label(int synthetic);
+
+/*
+ * The one definition of a complete step: a step of study st is complete
+ * when every run named here has rows at it (the daemon's drift replies
+ * and alert catch-up, and the report, all ask this). The runs are the
+ * candidates, the trained proxies' runs, then the synthetic proxy's
+ * label; at most max go into names; returns how many did.
+ */
+#define WD_STUDY_STEP_RUNS_MAX (CONFIG_MAX_CANDIDATES + CONFIG_MAX_PROXIES)
+size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, size_t max);
 
 #endif

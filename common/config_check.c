@@ -197,7 +197,7 @@ int config_resolve_alerts(struct loader *L, struct wd_config *c)
 		}
 		if (a->metric != WD_METRIC_RATIO)
 			continue;
-		synth = config_synthetic_name(s->synthetic_proxy);
+		synth = wd_config_synthetic_label(s->synthetic_proxy);
 		if (synth && !strcmp(a->proxy, synth))
 			continue;
 		for (j = 0; j < s->proxies.n; j++)

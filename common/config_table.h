@@ -85,7 +85,6 @@ const struct field *config_field_find(const struct field *tab, size_t n, const c
 size_t config_key_index(const char *name);
 
 /* "round:bf16" for WD_SYNTHETIC_BF16, ...; NULL for WD_SYNTHETIC_NONE. */
-const char *config_synthetic_name(int synthetic);
 
 /*
  * Copies s for a message: at most max bytes of it, control characters

@@ -106,8 +106,7 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 		}
 		c->synthetic = s->synthetic_proxy;
 		if (c->synthetic != WD_SYNTHETIC_NONE) {
-			c->labels[c->n_proxies] = strdup(c->synthetic == WD_SYNTHETIC_BF16 ? "round:bf16"
-											 : "round:fp16");
+			c->labels[c->n_proxies] = strdup(wd_config_synthetic_label(c->synthetic));
 			c->pruns[c->n_proxies++] = NULL;
 		}
 		*n = i + 1;

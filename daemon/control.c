@@ -154,9 +154,8 @@ static json_t *studies(struct control *c)
 			json_object_set_new(proxies, s->proxies.v[k].label, json_string(s->proxies.v[k].run));
 		json_array_append_new(list, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", s->name,
 			"baseline", s->baseline, "candidates", cands, "proxies", proxies,
-			"synthetic_proxy", s->synthetic_proxy == WD_SYNTHETIC_BF16 ? json_string("round:bf16")
-					 : s->synthetic_proxy == WD_SYNTHETIC_FP16 ? json_string("round:fp16")
-					 : json_null()));
+			"synthetic_proxy", s->synthetic_proxy != WD_SYNTHETIC_NONE ?
+					   json_string(wd_config_synthetic_label(s->synthetic_proxy)) : json_null()));
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
 }
@@ -189,15 +188,12 @@ static int has_run(const struct result_batch *b, const char *run);
 
 int control_step_complete(const struct wd_config_study *st, const struct result_batch *b)
 {
-	for (size_t k = 0; k < st->candidates.n; k++)
-		if (!has_run(b, st->candidates.names[k]))
+	const char *runs[WD_STUDY_STEP_RUNS_MAX];
+	size_t n = wd_study_step_runs(st, runs, WD_STUDY_STEP_RUNS_MAX);
+
+	for (size_t k = 0; k < n; k++)
+		if (!has_run(b, runs[k]))
 			return 0;
-	for (size_t k = 0; k < st->proxies.n; k++)
-		if (!has_run(b, st->proxies.v[k].run))
-			return 0;
-	if (st->synthetic_proxy != WD_SYNTHETIC_NONE &&	/* its rows carry the label as run */
-	    !has_run(b, st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16"))
-		return 0;
 	return 1;
 }
 

@@ -76,18 +76,16 @@ static const char *proxy_run(const struct wd_config_study *st, const char *label
 int drift_query_init(struct drift_query *q, struct result_batch *b, const struct wd_config_study *st,
 		     const char *glob)
 {
-	size_t n = st->candidates.n + st->proxies.n;
+	const char *runs[WD_STUDY_STEP_RUNS_MAX];
+	size_t n = wd_study_step_runs(st, runs, WD_STUDY_STEP_RUNS_MAX);
 	int ok = !glob || (q->glob = strdup(glob));
 
 	q->batch = result_batch_ref(b);
 	for (size_t k = 0; ok && k < b->n_proxies; k++)
 		ok = (q->proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
 	ok = ok && (q->runs = calloc(n + 1, sizeof(*q->runs)));
-	for (size_t k = 0; ok && k < n; k++, q->n_runs++) {
-		const char *run = k < st->candidates.n ? st->candidates.names[k]
-						       : st->proxies.v[k - st->candidates.n].run;
-		ok = (q->runs[k] = strdup(run)) != NULL;
-	}
+	for (size_t k = 0; ok && k < n; k++, q->n_runs++)
+		ok = (q->runs[k] = strdup(runs[k])) != NULL;
 	return ok ? 0 : -ENOMEM;
 }
 

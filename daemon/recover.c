@@ -228,7 +228,7 @@ void recover_resume(struct recovery *rc, struct compute *c)
 			redo += resume_run(rc, c, st->name, st->proxies.v[k].run, tol);
 		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
 				   state_run(rc->st, st->baseline, 0) : NULL;
-		const char *label = st->synthetic_proxy == WD_SYNTHETIC_BF16 ? "round:bf16" : "round:fp16";
+		const char *label = wd_config_synthetic_label(st->synthetic_proxy);
 		for (size_t k = 0; base && k < base->n_durable; k++)
 			if (!is_dropped(rc, base->name, base->durable[k]) &&
 			    !is_covered(rc, st->name, label, base->durable[k], 0)) {
