@@ -1,8 +1,8 @@
 /*
- * main.c: wdriftd: start-up, the zmq_poll loop, reload and shutdown
- * (docs/daemon.md). It owns the sockets: ingest.c and control.c see
- * frames and strings, not sockets (events.c sends on the bound events
- * socket, auth.c and peers.c watch theirs).
+ * main.c: wdriftd: start-up, the zmq_poll loop and shutdown; reload and
+ * runs rm are in reconfigure.c (docs/daemon.md). It owns the sockets:
+ * ingest.c and control.c see frames and strings, not sockets (events.c
+ * sends on the bound events socket, auth.c and peers.c watch theirs).
  *
  * Start-up order: config, storage lock, write-ahead log replay and spool
  * sweep (recover.c), engine probe, spool thread, compute thread, sockets
@@ -28,6 +28,7 @@
 #define WD_ZMQ_FLOOR 40303
 
 #include "alerts.h"
+#include "daemon.h"
 #include "auth.h"
 #include "compute.h"
 #include "config.h"
@@ -88,27 +89,6 @@ static const char usage_text[] =
 "sd_notify (Type=notify, WatchdogSec=). Exit: 0 ok, 1 start-up failure, 2 bad\n"
 "configuration or usage.\n";
 
-struct daemon {
-	const char *config_path;	/* NULL: the built-in default */
-	struct wd_config_found found;	/* where config_path came from */
-	struct wd_config cfg;
-	struct state st;
-	struct wal *wal;
-	struct spool *spool;
-	struct compute *compute;
-	struct alerts *alerts;
-	struct wd_engine *engine;
-	struct recovery rec;		/* what the WAL's replay found, until handed on */
-	struct events events;
-	struct ingest ix;
-	struct control ctl;
-	void *zctx, *ingest_sock, *control_sock;
-	struct auth *auth;		/* NULL: no CURVE */
-	struct peers *peers;		/* the ingest socket's connections */
-	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
-	int sigfd, lockfd, stop;
-	uint64_t watchdog_usec;
-};
 
 /* --- replies through the ingest socket --- */
 
@@ -122,15 +102,6 @@ static void ingest_send(void *ctx, const void *id, size_t id_len, const char *bo
 
 /* --- configuration --- */
 
-static int load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
-{
-	if (path)	/* relative ipc:// paths against the file's directory, as the CLI reads them */
-		return wd_config_load_file(path, cfg, err, errlen);
-	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
-}
-
-static void lib_log(int level, const char *msg);
-
 /* Alert state to the WAL (docs/reliability.md, "Alert state"): appended, not
  * fsync'd here, so that a slow disk does not hold up the loop; the kernel
  * has it when the process dies, the next snapshot's or result's fsync when
@@ -141,117 +112,12 @@ static int alert_to_wal(void *ctx, const char *payload)
 	return wal_append(d->wal, payload, strlen(payload));
 }
 
-/* A daemon with no study stores what it is sent and compares nothing: say so, once per load. */
-static void note_no_study(const struct wd_config *cfg)
-{
-	if (!cfg->n_studies)
-		log_notice("'%s' has no study: snapshots are received and stored, but nothing is "
-			   "compared; add a study (docs/config.md, \"Studies\") and run wdrift reload",
-			   cfg->source);
-}
-
-/*
- * SIGHUP and the reload command: validate all, then swap, or keep the old.
- * changes (NULL for SIGHUP) gets what changed, for the reply.
- */
-static int reload(void *ctx, json_t **changes, char *err, size_t errlen)
-{
-	struct daemon *d = ctx;
-	struct wd_config next;
-	char what[512];
-	int r;
-
-	notify_reloading();
-	wd_config_defaults(&next);
-	r = load_config(d->config_path, &next, err, errlen);
-	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
-		wd_config_release(&next);
-	if (r == 0) {
-		json_t *diff = wd_config_diff(&d->cfg, &next);
-		wd_config_diff_summary(diff, what, sizeof(what));
-		if (changes)
-			*changes = diff;
-		else
-			json_decref(diff);
-		wd_config_release(&d->cfg);
-		d->cfg = next;	/* the arena moves with the struct */
-		d->ix.cfg = d->ctl.cfg = &d->cfg;
-		if (d->compute)
-			compute_set_config(d->compute, &d->cfg);
-		if (d->alerts)
-			alerts_set_config(d->alerts, &d->cfg);
-		control_alerts_catch_up(&d->ctl);	/* a rule added is judged at once */
-		auth_set_config(d->auth, &d->cfg);
-		log_level = d->cfg.log.level;
-		wd_log_set(log_level, lib_log);	/* libwdrift's level follows too */
-		log_notice("reloaded '%s': %zu studies, %zu alerts: %s", d->cfg.source, d->cfg.n_studies,
-			   d->cfg.n_alerts, what);
-		note_no_study(&d->cfg);
-	} else {
-		log_err("reload refused, the old config stays: %s", err);
-	}
-	notify_ready("serving");	/* always, even when the reload failed */
-	return r;
-}
-
-/*
- * runs rm (control.c): refused for a run unknown or with a snapshot being
- * received or stored; otherwise the compute thread forgets it on disk and
- * this thread in memory: its durable steps, identities and kept results.
- */
-static int forget_run(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
-		      size_t errlen)
-{
-	struct daemon *d = ctx;
-	struct run *r = state_run(&d->st, run, 0);
-	long files;
-	int rc;
-
-	if (!r)
-		return snprintf(err, errlen, "no run '%.200s' (wdrift runs lists them)", run), -ENOENT;
-	for (struct snapshot *p = d->st.pending; p; p = p->next)
-		if (p->run == r && !p->recheck) {
-			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
-				 "limits.pending_timeout to drop it), then try again", run, (long long)p->step,
-				 p->committing ? "being stored" : "being received");
-			return -EBUSY;
-		}
-	if ((rc = compute_forget(d->compute, run, results, &files)) < 0)
-		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
-	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked */
-		n = p->next;
-		if (p->run != r)
-			continue;
-		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
-			if (*q == p) {
-				*q = p->next;
-				d->st.n_pending--;
-				break;
-			}
-		snapshot_free(&d->st, p);
-	}
-	*steps = r->n_durable;
-	d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
-					 r->n_durable : d->st.count.snapshots_durable;
-	state_forget_run(&d->st, r);
-	control_forget(&d->ctl, run);
-	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
-		   "files removed", run, *steps, *results, files > 0 ? files : 0);
-	return 0;
-}
-
 /* --- start-up --- */
 
 static void on_durable(void *ctx, const char *run, int64_t step)
 {
 	struct daemon *d = ctx;
 	compute_submit(d->compute, run, step);
-}
-
-/* libwdrift's log lines, through ours (journal prefixes included). */
-static void lib_log(int level, const char *msg)
-{
-	log_at(level, "%s", msg);
 }
 
 static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what)
@@ -337,7 +203,7 @@ static int start(struct daemon *d, int force)
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
 		   (unsigned long long)d->st.count.snapshots_durable);
 	recover_sweep(&d->rec, d->cfg.storage.dir, force);
-	wd_log_set(log_level, lib_log);	/* the engine says which backend runs */
+	wd_log_set(log_level, daemon_lib_log);	/* the engine says which backend runs */
 	if ((r = wd_engine_open_device((enum wd_backend)d->cfg.compute.backend,
 				       (int)d->cfg.compute.device, &d->engine)) < 0)
 		return error("'%s': compute.backend cuda on compute.device %d: cannot open "
@@ -367,7 +233,7 @@ static int start(struct daemon *d, int force)
 				  .on_durable = on_durable, .durable_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .spool = d->spool,
-				   .reload = reload, .reload_ctx = d, .forget = forget_run };
+				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
@@ -571,7 +437,7 @@ static void handle_signal(struct daemon *d)
 
 	while (read(d->sigfd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP)
-			reload(d, NULL, err, sizeof(err));
+			daemon_reload(d, NULL, err, sizeof(err));
 		else
 			d->stop = 1;
 	}
@@ -757,7 +623,7 @@ int main(int argc, char **argv)
 	if (d.config_path && realpath(d.config_path, real) && strlen(real) < sizeof(d.found.path))
 		snprintf(d.found.path, sizeof(d.found.path), "%s", real);
 	wd_config_defaults(&d.cfg);
-	if (load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
+	if (daemon_load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
 		if (found == 0 && strcmp(d.found.origin, "-c"))	/* not named: say how it was found */
 			fprintf(stderr, "wdriftd: %s (found through %s)\n", err, d.found.origin);
 		else
@@ -800,7 +666,7 @@ int main(int argc, char **argv)
 	notify_ready("serving");
 	log_notice("ready: wdriftd %s, libzmq %d.%d.%d, config '%s' (%s)", WDRIFT_VERSION, zmaj, zmin,
 		   zpat, d.cfg.source, d.config_path ? d.found.origin : "no file found: built in");
-	note_no_study(&d.cfg);
+	daemon_note_no_study(&d.cfg);
 	run_loop(&d);
 	drain(&d);
 	shutdown_daemon(&d);

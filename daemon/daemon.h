@@ -1,0 +1,63 @@
+/*
+ * daemon.h: wdriftd's one struct, what main.c's loop holds: the config,
+ * the state, the threads' handles and the sockets. Only main.c and the
+ * handlers it calls on its thread (reconfigure.c) see it; the other
+ * modules get the parts they need.
+ */
+#ifndef WDRIFT_DAEMON_H
+#define WDRIFT_DAEMON_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "alerts.h"
+#include "auth.h"
+#include "compute.h"
+#include "config.h"
+#include "config_find.h"
+#include "control.h"
+#include "events.h"
+#include "ingest.h"
+#include "metrics_http.h"
+#include "peers.h"
+#include "recover.h"
+#include "spool.h"
+#include "state.h"
+#include "wal.h"
+
+struct daemon {
+	const char *config_path;	/* NULL: the built-in default */
+	struct wd_config_found found;	/* where config_path came from */
+	struct wd_config cfg;
+	struct state st;
+	struct wal *wal;
+	struct spool *spool;
+	struct compute *compute;
+	struct alerts *alerts;
+	struct wd_engine *engine;
+	struct recovery rec;		/* what the WAL's replay found, until handed on */
+	struct events events;
+	struct ingest ix;
+	struct control ctl;
+	void *zctx, *ingest_sock, *control_sock;
+	struct auth *auth;		/* NULL: no CURVE */
+	struct peers *peers;		/* the ingest socket's connections */
+	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
+	int sigfd, lockfd, stop;
+	uint64_t watchdog_usec;
+};
+
+/* The file at path, or the built-in default for NULL; 0 or -1 with err. */
+int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen);
+/* A notice when cfg has no study: snapshots are stored, nothing compared. */
+void daemon_note_no_study(const struct wd_config *cfg);
+/* SIGHUP and control's reload (ctx: the daemon); control.h's reload_fn. */
+int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen);
+/* control's runs rm (ctx: the daemon); control.h's forget_fn. */
+int daemon_forget_run(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
+		      size_t errlen);
+/* libwdrift's log lines, for wd_log_set. */
+void daemon_lib_log(int level, const char *msg);
+
+#endif

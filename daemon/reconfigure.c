@@ -1,0 +1,127 @@
+/*
+ * reconfigure.c: what changes a running wdriftd's configuration or runs,
+ * on the main loop's thread: loading the config, SIGHUP and `wdrift
+ * reload` (validate all, then swap, or keep the old: docs/config.md,
+ * "Reload"), and `wdrift runs rm`.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config_diff.h"
+#include "daemon.h"
+#include "logging.h"
+#include "notify.h"
+
+int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
+{
+	if (path)	/* relative ipc:// paths against the file's directory, as the CLI reads them */
+		return wd_config_load_file(path, cfg, err, errlen);
+	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
+}
+
+/* A daemon with no study stores what it is sent and compares nothing: say so, once per load. */
+void daemon_note_no_study(const struct wd_config *cfg)
+{
+	if (!cfg->n_studies)
+		log_notice("'%s' has no study: snapshots are received and stored, but nothing is "
+			   "compared; add a study (docs/config.md, \"Studies\") and run wdrift reload",
+			   cfg->source);
+}
+
+/*
+ * SIGHUP and the reload command: validate all, then swap, or keep the old.
+ * changes (NULL for SIGHUP) gets what changed, for the reply.
+ */
+int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
+{
+	struct daemon *d = ctx;
+	struct wd_config next;
+	char what[512];
+	int r;
+
+	notify_reloading();
+	wd_config_defaults(&next);
+	r = daemon_load_config(d->config_path, &next, err, errlen);
+	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
+		wd_config_release(&next);
+	if (r == 0) {
+		json_t *diff = wd_config_diff(&d->cfg, &next);
+		wd_config_diff_summary(diff, what, sizeof(what));
+		if (changes)
+			*changes = diff;
+		else
+			json_decref(diff);
+		wd_config_release(&d->cfg);
+		d->cfg = next;	/* the arena moves with the struct */
+		d->ix.cfg = d->ctl.cfg = &d->cfg;
+		if (d->compute)
+			compute_set_config(d->compute, &d->cfg);
+		if (d->alerts)
+			alerts_set_config(d->alerts, &d->cfg);
+		control_alerts_catch_up(&d->ctl);	/* a rule added is judged at once */
+		auth_set_config(d->auth, &d->cfg);
+		log_level = d->cfg.log.level;
+		wd_log_set(log_level, daemon_lib_log);	/* libwdrift's level follows too */
+		log_notice("reloaded '%s': %zu studies, %zu alerts: %s", d->cfg.source, d->cfg.n_studies,
+			   d->cfg.n_alerts, what);
+		daemon_note_no_study(&d->cfg);
+	} else {
+		log_err("reload refused, the old config stays: %s", err);
+	}
+	notify_ready("serving");	/* always, even when the reload failed */
+	return r;
+}
+
+/*
+ * runs rm (control.c): refused for a run unknown or with a snapshot being
+ * received or stored; otherwise the compute thread forgets it on disk and
+ * this thread in memory: its durable steps, identities and kept results.
+ */
+int daemon_forget_run(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
+		      size_t errlen)
+{
+	struct daemon *d = ctx;
+	struct run *r = state_run(&d->st, run, 0);
+	long files;
+	int rc;
+
+	if (!r)
+		return snprintf(err, errlen, "no run '%.200s' (wdrift runs lists them)", run), -ENOENT;
+	for (struct snapshot *p = d->st.pending; p; p = p->next)
+		if (p->run == r && !p->recheck) {
+			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
+				 "limits.pending_timeout to drop it), then try again", run, (long long)p->step,
+				 p->committing ? "being stored" : "being received");
+			return -EBUSY;
+		}
+	if ((rc = compute_forget(d->compute, run, results, &files)) < 0)
+		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
+	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked */
+		n = p->next;
+		if (p->run != r)
+			continue;
+		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
+			if (*q == p) {
+				*q = p->next;
+				d->st.n_pending--;
+				break;
+			}
+		snapshot_free(&d->st, p);
+	}
+	*steps = r->n_durable;
+	d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
+					 r->n_durable : d->st.count.snapshots_durable;
+	state_forget_run(&d->st, r);
+	control_forget(&d->ctl, run);
+	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
+		   "files removed", run, *steps, *results, files > 0 ? files : 0);
+	return 0;
+}
+
+/* libwdrift's log lines, through ours (journal prefixes included). */
+void daemon_lib_log(int level, const char *msg)
+{
+	log_at(level, "%s", msg);
+}
+
