@@ -3,8 +3,19 @@
  * (compare.h). Each baseline tensor is read and prepared once and used for
  * every run; the proxies come first, so that when the candidates' rows are
  * made every proxy's W1 for that tensor is known and gives their ratios.
+ *
+ * On the CPU the step's tensors are spread over compute.threads: a large
+ * tensor takes every thread (the engine splits its sort), the small ones
+ * go one to a worker, many at once. Each tensor's rows land in its own
+ * slots of the grid and the batch is built from the grid in tensor order,
+ * so the rows, their order and their bits are those of one thread (the
+ * engine's bits do not depend on its thread count: docs/engine.md,
+ * "Threads").
  */
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -112,12 +123,196 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 	return 3;
 }
 
+/* --- the workers --- */
+
+/*
+ * Tensors of at least this many elements are compared one at a time with
+ * all the engine's threads; smaller ones one to a worker, as
+ * wd_prepare_many splits a batch.
+ */
+#define COMPARE_LARGE ((uint64_t)1 << 20)
+/*
+ * What one worker may hold at once: a small tensor of each side, raw and
+ * prepared (fp64: 4 x 8 MiB), with room to spare. memory.budget / this
+ * bounds the workers.
+ */
+#define COMPARE_WORKER_BYTES ((uint64_t)64 << 20)
+
+struct compare_workers {
+	struct wd_engine *engine;	/* the compute thread's: large tensors; all on a GPU */
+	size_t n;			/* 0: every tensor on engine, in turn */
+	struct wd_engine *small[];	/* n CPU engines of one thread each */
+};
+
+int compare_workers_open(struct wd_engine *engine, uint64_t budget, struct compare_workers **out)
+{
+	int threads = wd_engine_threads(engine);
+	size_t n = wd_engine_backend(engine) == WD_BACKEND_CPU && threads > 1 ? (size_t)threads : 0;
+	struct compare_workers *w;
+
+	if (n > budget / COMPARE_WORKER_BYTES)
+		n = budget / COMPARE_WORKER_BYTES > 1 ? budget / COMPARE_WORKER_BYTES : 0;
+	*out = NULL;
+	if (!(w = calloc(1, sizeof(*w) + (n + 1) * sizeof(w->small[0]))))
+		return -ENOMEM;
+	w->engine = engine;
+	for (; w->n < n; w->n++) {
+		if (wd_engine_open(WD_BACKEND_CPU, &w->small[w->n]) < 0)
+			break;
+		wd_engine_set_threads(w->small[w->n], 1);
+	}
+	if (w->n < n)
+		log_warning("compute: %zu of %zu workers for small tensors could be had (out of "
+			    "memory): they are compared %zu at a time", w->n, n, w->n ? w->n : 1);
+	if (w->n == 1) {	/* one worker is the compute thread alone: as on one thread */
+		wd_engine_close(&w->small[0]);
+		w->n = 0;
+	}
+	*out = w;
+	return 0;
+}
+
+void compare_workers_close(struct compare_workers **pw)
+{
+	struct compare_workers *w = *pw;
+	if (!w)
+		return;
+	for (size_t i = 0; i < w->n; i++)
+		wd_engine_close(&w->small[i]);
+	free(w);
+	*pw = NULL;
+}
+
+size_t compare_workers_count(const struct compare_workers *w)
+{
+	return w->n ? w->n : 1;
+}
+
+/* --- one step --- */
+
+/* A step being compared: what every tensor's rows need. Read-only but for grid's slots. */
+struct step {
+	const struct cstudy *s;
+	const struct compare_input *in;
+	struct drift_row *grid;		/* grid[run * nt + tensor] */
+	size_t nt, n_row_runs, n_trained, first_cand;
+	double wall;
+	/* the small tensors: the next to take, and the workers' own */
+	struct compare_workers *w;
+	atomic_size_t next;
+};
+
+/* Tensor t against every run: its rows into grid's column t. */
+static void compare_tensor(struct wd_engine *engine, const struct step *st, size_t t)
+{
+	const struct cstudy *s = st->s;
+	const struct compare_input *in = st->in;
+	const char *name = wd_ckpt_entry(in->base, t)->name;
+	struct wd_view bv;
+	struct wd_prepared *bp = load(engine, in->base, name, &bv);
+	double pw1[DRIFTLOG_MAX_PROXIES];
+
+	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
+		pw1[k] = NAN;
+	if (!bp)
+		return;
+	for (size_t r = 0; r < st->n_row_runs; r++) {
+		struct drift_row *row = &st->grid[r * st->nt + t];
+		int synth = r == in->n_runs;
+		struct wd_view xv;
+		struct wd_prepared *xp;
+		struct wd_drift_tensor d;
+		row->step = in->step;
+		row->kind = ROW_TENSOR;
+		row->role = synth ? ROLE_PROXY : in->role[r];
+		row->tensor = strdup(name);
+		row->run = strdup(synth ? s->labels[s->n_proxies - 1] : in->runs[r]);
+		row->w1 = row->max_abs_diff = row->rel_l2 = NAN;
+		row->wall = st->wall;
+		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
+			row->ratio[k] = NAN;
+		if (synth) {	/* the baseline rounded: its own W1 */
+			enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
+			wd_drift_rounded_w1(engine, bp, &bv, to, &row->w1);
+			row->numel = bv.numel;
+			pw1[s->n_proxies - 1] = row->w1;
+			continue;
+		}
+		if (!in->ck[r] || !(xp = load(engine, in->ck[r], name, &xv)))
+			continue;	/* that run has no such tensor: left NaN */
+		/* a lost device: the engine goes on on the CPU; these values stay as measured */
+		wd_drift_measure(engine, bp, &bv, xp, &xv, NULL, &d);
+		row_set_drift(row, &d);
+		if (in->role[r] == ROLE_PROXY)
+			for (size_t k = 0; k < st->n_trained; k++)
+				if (!strcmp(s->pruns[k], in->runs[r]))
+					pw1[k] = row->w1;
+		unload(&xp, &xv);
+	}
+	/* candidates' ratios, now that every proxy's W1 for this tensor is known */
+	for (size_t r = st->first_cand; r < in->n_runs; r++) {
+		struct drift_row *row = &st->grid[r * st->nt + t];
+		wd_drift_ratios(row->w1, pw1, s->n_proxies, row->ratio);
+	}
+	unload(&bp, &bv);
+}
+
+static int is_large(const struct step *st, size_t t)
+{
+	return wd_ckpt_entry(st->in->base, t)->numel >= COMPARE_LARGE;
+}
+
+/* A worker: small tensors, whichever is next, until none is left. */
+struct worker_arg {
+	struct step *st;
+	struct wd_engine *engine;
+};
+
+static void *small_worker(void *arg)
+{
+	struct worker_arg *a = arg;
+	size_t t;
+
+	while ((t = atomic_fetch_add(&a->st->next, 1)) < a->st->nt)
+		if (!is_large(a->st, t))
+			compare_tensor(a->engine, a->st, t);
+	return NULL;
+}
+
+/* Every tensor of the step: large ones with all threads, then the small ones many at once. */
+static void compare_all(struct step *st)
+{
+	struct compare_workers *w = st->w;
+	size_t n_small = 0;
+
+	for (size_t t = 0; t < st->nt; t++)
+		if (!w->n || is_large(st, t))
+			compare_tensor(w->engine, st, t);
+		else
+			n_small++;
+	if (!n_small)
+		return;
+	size_t k = w->n < n_small ? w->n : n_small;
+	pthread_t tid[k];
+	struct worker_arg arg[k];
+	int started[k];
+	atomic_init(&st->next, 0);
+	for (size_t i = 0; i < k; i++) {
+		arg[i] = (struct worker_arg){ st, w->small[i] };
+		/* worker 0 is this thread; a thread that cannot start leaves its share to the others */
+		started[i] = i > 0 && pthread_create(&tid[i], NULL, small_worker, &arg[i]) == 0;
+	}
+	small_worker(&arg[0]);
+	for (size_t i = 1; i < k; i++)
+		if (started[i])
+			pthread_join(tid[i], NULL);
+}
+
 /* Recomputes study s at step: every run present there against the baseline. */
-struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy *s,
+struct result_batch *compare_step(struct compare_workers *w, const struct cstudy *s,
 				  const struct compare_input *in)
 {
-	struct wd_ckpt *base = in->base, *const *ck = in->ck;
-	const char *const *runs = in->runs;
+	struct wd_ckpt *base = in->base;
 	const int *role = in->role;
 	size_t n_runs = in->n_runs, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
 	int64_t step = in->step;
@@ -143,64 +338,17 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 	}
 	b->step = step;
 	clock_gettime(CLOCK_REALTIME, &now);
-	double wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-	/* rows grouped by run: row index = run * nt + tensor */
-	size_t stride = nt, n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
-	for (size_t t = 0; t < nt; t++) {
-		const char *name = wd_ckpt_entry(base, t)->name;
-		struct wd_view bv;
-		struct wd_prepared *bp = load(engine, base, name, &bv);
-		double pw1[DRIFTLOG_MAX_PROXIES];
-		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
-			pw1[k] = NAN;
-		if (!bp)
-			continue;
-		for (size_t r = 0; r < n_row_runs; r++) {
-			struct drift_row *row = &grid[r * stride + t];
-			int synth = r == n_runs;
-			struct wd_view xv;
-			struct wd_prepared *xp;
-			struct wd_drift_tensor d;
-			row->step = step;
-			row->kind = ROW_TENSOR;
-			row->role = synth ? ROLE_PROXY : role[r];
-			row->tensor = strdup(name);
-			row->run = strdup(synth ? s->labels[s->n_proxies - 1] : runs[r]);
-			row->w1 = row->max_abs_diff = row->rel_l2 = NAN;
-			row->wall = wall;
-			for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
-				row->ratio[k] = NAN;
-			if (synth) {	/* the baseline rounded: its own W1 */
-				enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
-				wd_drift_rounded_w1(engine, bp, &bv, to, &row->w1);
-				row->numel = bv.numel;
-				pw1[s->n_proxies - 1] = row->w1;
-				continue;
-			}
-			if (!ck[r] || !(xp = load(engine, ck[r], name, &xv)))
-				continue;	/* that run has no such tensor: left NaN */
-			/* a lost device: the engine goes on on the CPU; these values stay as measured */
-			wd_drift_measure(engine, bp, &bv, xp, &xv, NULL, &d);
-			row_set_drift(row, &d);
-			if (role[r] == ROLE_PROXY)
-				for (size_t k = 0; k < n_trained; k++)
-					if (!strcmp(s->pruns[k], runs[r]))
-						pw1[k] = row->w1;
-			unload(&xp, &xv);
-		}
-		/* candidates' ratios, now that every proxy's W1 for this tensor is known */
-		for (size_t r = first_cand; r < n_runs; r++) {
-			struct drift_row *row = &grid[r * stride + t];
-			wd_drift_ratios(row->w1, pw1, s->n_proxies, row->ratio);
-		}
-		unload(&bp, &bv);
-	}
+	size_t n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
+	struct step st = { .s = s, .in = in, .grid = grid, .nt = nt, .n_row_runs = n_row_runs,
+			   .n_trained = n_trained, .first_cand = first_cand, .w = w,
+			   .wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec };
+	compare_all(&st);
 	/* compact (tensors the baseline could not read have no row), then aggregates */
 	size_t out = 0;
 	for (size_t r = 0; r < n_row_runs; r++) {
 		size_t first = out;
 		for (size_t t = 0; t < nt; t++) {
-			struct drift_row *row = &grid[r * stride + t];
+			struct drift_row *row = &grid[r * nt + t];
 			if (!row->run)
 				continue;
 			b->rows[out++] = *row;
@@ -216,4 +364,3 @@ struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy 
 	free(grid);
 	return b;
 }
-

@@ -47,10 +47,25 @@ struct compare_input {
 };
 
 /*
- * The batch of study s at in->step: NULL (said in the log) when out of
- * memory. A tensor a run lacks, or that cannot be read, leaves its values NaN.
+ * The threads that compare a step's tensors on the CPU: engine's own
+ * (compute.threads, split inside a large tensor's sort), and as many
+ * one-thread engines, one per worker, for the small tensors, which go
+ * many at once. At most memory.budget / 64 MiB workers (what one may hold
+ * at once); none on a GPU, where every tensor goes through engine in turn.
+ * engine stays the caller's. 0 or -ENOMEM.
  */
-struct result_batch *compare_step(struct wd_engine *engine, const struct cstudy *s,
+struct compare_workers;
+int compare_workers_open(struct wd_engine *engine, uint64_t budget, struct compare_workers **out);
+void compare_workers_close(struct compare_workers **w);
+/* How many tensors w compares at once: 1 when it has no workers. */
+size_t compare_workers_count(const struct compare_workers *w);
+
+/*
+ * The batch of study s at in->step: NULL (said in the log) when out of
+ * memory. A tensor a run lacks, or that cannot be read, leaves its values
+ * NaN. The rows and their bits do not depend on w's thread count.
+ */
+struct result_batch *compare_step(struct compare_workers *w, const struct cstudy *s,
 				  const struct compare_input *in);
 
 #endif

@@ -56,6 +56,7 @@ struct compute {
 	char *dir;
 	struct wal *wal;
 	struct wd_engine *engine;
+	struct compare_workers *workers;	/* compute.threads over a step's tensors */
 	/* the thread's own */
 	struct cstudy *studies;
 	size_t n_studies;
@@ -378,7 +379,7 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (gather(c, s, bstep, &in) < 0)
 			continue;
-		struct result_batch *b = compare_step(c->engine, s, &in);
+		struct result_batch *b = compare_step(c->workers, s, &in);
 		release(&in);
 		if (!b)
 			continue;
@@ -527,6 +528,14 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	}
 	c->wal = wal;
 	c->engine = engine;
+	if (compare_workers_open(engine, (uint64_t)cfg->memory.budget, &c->workers) < 0) {
+		spool_index_release(&c->spool);
+		free(c->dir);
+		free(c);
+		return -ENOMEM;
+	}
+	log_info("compute: %zu tensors compared at once, %d threads for a large one (%s elements "
+		 "or more)", compare_workers_count(c->workers), wd_engine_threads(engine), "2^20");
 	c->replayed = replayed;
 	c->n_replayed = c->cap_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);
@@ -540,6 +549,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 			study_store(c, &c->studies[i]);
 	if ((r = workq_start(&c->q, "compute", work, c)) < 0) {
 		studies_free(c->studies, c->n_studies);	/* closes the drift logs opened above */
+		compare_workers_close(&c->workers);
 		spool_index_release(&c->spool);
 		free(c->dir);
 		free(c);
@@ -643,6 +653,7 @@ void compute_stop(struct compute **pc)
 	if (!c)
 		return;
 	workq_stop(&c->q, 0, drop_job, drop_batch);
+	compare_workers_close(&c->workers);
 	studies_free(c->studies, c->n_studies);
 	spool_index_release(&c->spool);
 	for (size_t i = 0; i < c->n_replayed; i++)

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""t87_compute_threads.py: compute.threads spreads a step over the cores, and
+the drift log it writes is the one thread's, row for row and bit for bit.
+
+Issue 16: the daemon compares a step's tensors many at once (small ones one
+to a worker, large ones split inside the engine). The same snapshots, sent
+to a wdriftd with compute.threads 1 and to one with 4, give drift logs whose
+rows are equal in every column but the wall clock, in the same order: every
+dtype, sizes from 1 to past the large-tensor line (2^20 elements), NaN and
+±Inf, a tensor one run lacks, unequal sizes, a trained and a synthetic
+proxy. Real daemons over real ZeroMQ sockets; each is stopped by pid and
+its temp dir removed, also on failure.
+"""
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+import zmq  # noqa: E402
+
+from harness import CONFIG, WDRIFTD, Daemon, Publisher, bf16, check, control, summary, teardown  # noqa: E402
+
+RUNS = ("base", "fa", "lowprec")
+STEPS = (1, 2)
+LARGE = 1 << 20
+
+
+def tensors(run, step):
+    """{name: (array, dtype)}: the same for a given run and step, whoever asks."""
+    rng = np.random.default_rng([87, RUNS.index(run), step])
+    out = {}
+    sizes = [1, 2, 3, 7, 100, 4095, 4097, 65537, 300000]   # the protocol has no empty tensor
+    for i, n in enumerate(sizes):
+        x = rng.standard_normal(n).astype(np.float32)
+        if n > 10:
+            x[::97] = np.nan
+            x[5] = np.inf
+            x[6] = -np.inf
+        out[f"f32.{i}"] = (x, "f32")
+        out[f"f64.{i}"] = (rng.standard_normal(n) * 1e-3, "f64")
+        out[f"bf16.{i}"] = (bf16(rng.standard_normal(n)), "bf16")
+        out[f"f16.{i}"] = (rng.standard_normal(n).astype(np.float16).view(np.uint16), "f16")
+    # past the line: split inside the engine, one at a time
+    out["large.f32"] = (rng.standard_normal(LARGE + 1).astype(np.float32), "f32")
+    out["large.bf16"] = (bf16(rng.standard_normal(2 * LARGE)), "bf16")
+    # unequal sizes between runs; a tensor the candidate lacks
+    out["ragged"] = (rng.standard_normal(1000 + 10 * RUNS.index(run)).astype(np.float32), "f32")
+    if run != "fa":
+        out["only.base.proxy"] = (rng.standard_normal(500).astype(np.float32), "f32")
+    return out
+
+
+def run_daemon(ctx, threads):
+    """The drift log's rows (wall clock left out) and name tables, and the log, of a daemon with
+    compute.threads = threads that was sent every snapshot."""
+    tmp = tempfile.mkdtemp(prefix=f"wdrift-t87-{threads}-")
+    dm = Daemon(tmp)
+    try:
+        with open(os.path.join(tmp, "wdrift.yaml"), "w") as f:
+            f.write(CONFIG.format(d=tmp, level="info", extra="    synthetic_proxy: round:bf16\n")
+                    .replace("  backend: cpu\n", f"  backend: cpu\n  threads: {threads}\n")
+                    .replace("budget: 256M", "budget: 1G"))
+        if not check(dm.start() is not None, f"threads {threads}: wdriftd is ready"):
+            return None, dm.log_text()
+        for run in RUNS:
+            pub = Publisher(ctx, tmp, run)
+            pub.s.setsockopt(zmq.RCVTIMEO, 30000)
+            for step in STEPS:
+                ts = tensors(run, step)
+                for name, (x, dt) in ts.items():
+                    pub.tensor(step, name, x, dt)
+                a = pub.commit(step, len(ts))
+                check(a and a.get("type") == "ack", f"threads {threads}: {run} step {step} acked ({a})")
+            pub.s.close()
+        end = time.time() + 120
+        while time.time() < end:
+            st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+            if st and st["queues"]["compute"] == 0 and st["queues"]["spool"] == 0:
+                break
+            time.sleep(0.05)
+        log = dm.log_text()
+        check(dm.stop() == 0, f"threads {threads}: SIGTERM, exit 0")
+        with h5py.File(os.path.join(tmp, "var", "drift", "fa.h5"), "r") as f:
+            rows = f["rows"][:]
+            names = [tuple(f[k][:].astype(str)) for k in ("tensors", "runs", "proxies")]
+        cols = [c for c in rows.dtype.names if c != "wall"]
+        return (rows[cols], names), log
+    finally:
+        teardown(dm, tmp)
+
+
+def same_bits(a, b):
+    """"" when the rows are equal column by column as bytes (a NaN equals a NaN of the same
+    bits), else which column and row differ first."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return f"shapes {a.shape} and {b.shape}"
+    for c in a.dtype.names:
+        x, y = a[c].reshape(len(a), -1).view(np.uint8), b[c].reshape(len(b), -1).view(np.uint8)
+        diff = np.nonzero((x != y).any(axis=1))[0]
+        if len(diff):
+            return f"column {c} from row {int(diff[0])}: {a[diff[0]]} against {b[diff[0]]}"
+    return ""
+
+
+def main():
+    if not os.path.exists(WDRIFTD):
+        print(f"not ok 1 - {WDRIFTD} is not built")
+        return 1
+    ctx = zmq.Context()
+    try:
+        one, log1 = run_daemon(ctx, 1)
+        four, log4 = run_daemon(ctx, 4)
+    finally:
+        ctx.destroy(linger=0)
+    check("compute: 1 tensors compared at once" in log1,
+          "threads 1: one tensor at a time, said at start", [ln for ln in log1.splitlines() if "compute:" in ln][:2])
+    check("compute: 4 tensors compared at once, 4 threads for a large one" in log4,
+          "threads 4: four small tensors at once, four threads for a large one, said at start",
+          [ln for ln in log4.splitlines() if "compute:" in ln][:2])
+    if not (one and four):
+        check(False, "both daemons wrote a drift log")
+        return summary()
+    (r1, n1), (r4, n4) = one, four
+    n_tensors = len(tensors("base", 1))
+    check(len(r1) > 2 * n_tensors * len(RUNS),
+          f"threads 1: {len(r1)} rows for {len(STEPS)} steps of {n_tensors} tensors")
+    check(n1 == n4, "the same tensor, run and proxy tables")
+    why = same_bits(r1, r4)
+    check(not why, f"threads 4 wrote the rows of threads 1, in the same order, to the bit ({why})")
+    fin = np.isfinite(r1["w1"]) & (r1["kind"] == 0)
+    check(fin.sum() > n_tensors, f"and they are not all NaN: {int(fin.sum())} finite tensor W1s")
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
