@@ -432,6 +432,53 @@ static void test_pair_stats(void)
 	CHECK(ps.n_diff == 0 && ps.max_abs_diff == 0, "bf16 1.0 equals f32 1.0");
 }
 
+/*
+ * The pair statistics of fp32, bf16 and fp16 tensors take a loop of their
+ * own (lib/stats.c, pair_block_narrow), which must give the bits of the
+ * general one: the same values held as fp64 go through that. Values from
+ * the extremes of each type: zeros of both signs, subnormals, the largest
+ * finite, NaN and +-Inf, and differences between them.
+ */
+static void test_pair_stats_narrow_as_f64(void)
+{
+	enum { N = 20000 };
+	static const enum wd_dtype types[][2] = {
+		{ WD_F32, WD_F32 }, { WD_BF16, WD_BF16 }, { WD_F16, WD_F16 }, { WD_F32, WD_BF16 },
+	};
+	static double x[N], y[N];
+	uint64_t r = 88172645463325252ull;
+
+	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+		for (size_t i = 0; i < N; i++) {
+			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+			double m = (double)(r % 2001) / 1000 - 1;
+			int e = (int)((r >> 20) % 300) - 150;
+			x[i] = ldexp(m, e);
+			y[i] = (r >> 40) % 3 ? ldexp(m + (double)((r >> 50) % 7 - 3) * 1e-3, e) : x[i];
+		}
+		x[0] = 0; y[0] = -0.0;
+		x[1] = 1e-45; y[1] = 0;		/* an fp32 subnormal; 0 in bf16 and fp16 */
+		x[2] = 3.4e38; y[2] = -3.4e38;	/* fp32's largest; Inf in fp16 */
+		x[3] = NAN; y[3] = NAN;
+		x[4] = INFINITY; y[4] = 1;
+		x[5] = -INFINITY; y[5] = -INFINITY;
+		void *a = to_dtype(x, N, types[k][0]), *b = to_dtype(y, N, types[k][1]);
+		double *ha = as_held(a, N, types[k][0]), *hb = as_held(b, N, types[k][1]);
+		struct wd_view na = { types[k][0], a, N }, nb = { types[k][1], b, N };
+		struct wd_view wa = { WD_F64, ha, N }, wb = { WD_F64, hb, N };
+		struct wd_pair_stats narrow, wide;
+		int ok = wd_pair_stats(eng, &na, &nb, &narrow) == 0 && wd_pair_stats(eng, &wa, &wb, &wide) == 0;
+		CHECK(ok && !memcmp(&narrow.rel_l2, &wide.rel_l2, sizeof(double)) &&
+		      !memcmp(&narrow.max_abs_diff, &wide.max_abs_diff, sizeof(double)) &&
+		      narrow.n_diff == wide.n_diff && narrow.n_compared == wide.n_compared,
+		      "pair stats of %s against %s: the bits of the same values as fp64 (rel_l2 %.17g / %.17g, "
+		      "max %.17g / %.17g, %llu / %llu differ)", wd_dtype_name(types[k][0]),
+		      wd_dtype_name(types[k][1]), narrow.rel_l2, wide.rel_l2, narrow.max_abs_diff,
+		      wide.max_abs_diff, (unsigned long long)narrow.n_diff, (unsigned long long)wide.n_diff);
+		free(a); free(b); free(ha); free(hb);
+	}
+}
+
 static void test_summary(void)
 {
 	double x[5] = { 1e6 + 1, 1e6 + 2, 1e6 + 3, NAN, 1e6 + 4 };
@@ -615,6 +662,7 @@ int main(void)
 	test_random_against_reference();
 	test_upcast_bf16();
 	test_pair_stats();
+	test_pair_stats_narrow_as_f64();
 	test_w1_nearly_equal_cdfs();
 	test_summary();
 	test_summary_l2_range();
