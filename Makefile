@@ -10,6 +10,7 @@
 #   make bench     CPU engine benchmark against scipy and numpy (not a test)
 #   make bench-ingest  wdriftd ingest against raw ZeroMQ and the engine
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
+#   make bench-snapshot a Llama-shaped snapshot (291 tensors) against a prepared baseline, beside memcpy
 #   make bench-compare the whole wdrift compare process against scipy and the engine alone
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
@@ -130,7 +131,7 @@ KERNEL_TEST := $(BUILD)/tests/test_kernels
 .SECONDARY:
 
 .PHONY: all deps check check-asan check-valgrind check-gpu check-gpu-publish test demo demo-compare fuzz bench bench-ckpt bench-publish bench-gpu bench-ingest install install-system uninstall clean FORCE
-all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench \
+all: $(BUILD)/libwdrift.so $(BUILD)/wdrift $(BUILD)/wdriftd $(BUILD)/wdrift-bench $(BUILD)/wdrift-bench-snapshot \
 	$(BUILD)/wdrift-bench-ingest $(BUILD)/wdrift-bench-ckpt $(UNIT_BINS) $(KERNEL_TEST) $(FUZZ_REPLAY_BINS) $(GPU_BINS)
 
 deps:
@@ -227,6 +228,10 @@ $(BUILD)/bench/vqsort_peer.o: bench/vqsort_peer.cc
 	$(KERNEL_CXX) -O3 -g -std=c++17 -c -o $@ $<
 $(BUILD)/wdrift-bench-vqsort: $(BUILD)/bench/bench_engine_vq.o $(BUILD)/bench/vqsort_peer.o $(BUILD)/libwdrift.so
 	$(KERNEL_CXX) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift -lhwy_contrib -lhwy -lm $(RPATH)
+
+# A Llama-shaped snapshot (291 tensors) against a prepared baseline, beside memcpy (issue 16).
+$(BUILD)/wdrift-bench-snapshot: $(BUILD)/bench/bench_snapshot.o $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
 # The checkpoint reader in resource-limited children against the in-process one (docs/performance.md).
 $(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(BUILD)/libwdrift.so
@@ -404,6 +409,12 @@ bench-drift-query: deps
 bench-attack: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) $(PYTHON) bench/bench_attack.py
+
+# One thread, then the cores available (0), for bf16 and fp32: one JSON line each.
+.PHONY: bench-snapshot
+bench-snapshot: deps
+	@$(MAKE) --no-print-directory all
+	@for dt in bf16 f32; do for t in 1 0; do $(BUILD)/wdrift-bench-snapshot $$dt $$t 5 || exit 1; done; done
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/wdrift-bench-vqsort

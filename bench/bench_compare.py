@@ -7,7 +7,8 @@ per tensor, fp32 and bf16 (the same arrays as bench.py).
 Peers:
   scipy       scipy.stats.wasserstein_distance on the float64 values
   engine      wdrift-bench: prepare both tensors + W1, from raw files read
-              before the clock starts (what `make bench` reports)
+              before the clock starts (what `make bench` reports), on as many
+              threads as compare's engine uses (the cores available)
   in compare  the engine's own time inside the same `wdrift compare` run
               (--timings: prepare, the drift statistics, W1)
 Whole process: wall clock of the `wdrift compare` process, median of
@@ -95,8 +96,10 @@ def main():
                 in_compare.append(doc["timings"]["engine_s"])
                 w1 = doc["layers"][0]["w1"]
                 engine_desc = doc["engine"]
-            alone = json.loads(subprocess.run([bench, dtype, pa, pb, str(args.repeats)], check=True,
-                                              capture_output=True, text=True).stdout)
+            # the engine alone on as many threads as compare's engine has (all available)
+            threads = len(os.sched_getaffinity(0))
+            alone = json.loads(subprocess.run([bench, dtype, pa, pb, str(args.repeats), str(threads)],
+                                              check=True, capture_output=True, text=True).stdout)
             t = time.perf_counter()
             w_scipy = ss.wasserstein_distance(fa, fb)
             t_scipy = time.perf_counter() - t
