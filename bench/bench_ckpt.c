@@ -15,13 +15,7 @@
 #include <time.h>
 
 #include "ckpt_sandbox.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_time.h"
 
 /* A sum over the bytes as 64-bit words: every page is read. */
 static uint64_t touch(const void *p, size_t bytes)
@@ -42,7 +36,7 @@ static double pass(const char *path, int sandboxed, const struct wd_sandbox_limi
 	char err[WD_CKPT_ERR_MAX];
 	struct wd_ckpt *c = NULL;
 	struct wd_ckpt_box *box = NULL;
-	double t0 = now();
+	double t0 = bench_now();
 	int r = sandboxed ? wd_ckpt_box_open(path, lim, &box, err) : wd_ckpt_open(path, &c, err);
 	const struct wd_ckpt *list = box ? wd_ckpt_box_listing(box) : c;
 
@@ -74,13 +68,7 @@ static double pass(const char *path, int sandboxed, const struct wd_sandbox_limi
 		fprintf(stderr, "wdrift-bench-ckpt: %s\n", err);
 		return -1;
 	}
-	return now() - t0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
+	return bench_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -113,7 +101,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int s = 0; s < 2; s++)
-		qsort(t[s], (size_t)repeats, sizeof(double), cmp_double);
+		qsort(t[s], (size_t)repeats, sizeof(double), bench_cmp_double);
 	double med[2] = { t[0][repeats / 2], t[1][repeats / 2] };
 	printf("%s: %zu tensors, %.1f MiB; %d passes each, open + read + sum\n", argv[1], tensors,
 	       (double)bytes / (1 << 20), repeats);

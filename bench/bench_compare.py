@@ -16,26 +16,17 @@ REPEATS runs, started from here (fork + exec included).
 Targets (issue 16): fp32 >= 80x scipy and <= 1.5x the engine alone; bf16
 >= 400x scipy. Not a test: it prints, and fails only when W1 disagrees.
 """
-import argparse, json, os, platform, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-import numpy as np
-import scipy
-import scipy.stats as ss
-import h5py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench.py sets the BLAS thread counts before numpy loads: it is imported first
+from bench import bf16_round, bf16_values, cpu_name  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy  # noqa: E402
+import scipy.stats as ss  # noqa: E402
+import h5py  # noqa: E402
 
 TARGETS = {"f32": {"scipy": 80, "engine": 1.5}, "bf16": {"scipy": 400}}
-
-
-def bf16_round(x):
-    """float32 -> bf16 codes, round to nearest even (no NaN in bench data)."""
-    u = x.view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_values(codes):
-    return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 def write_h5(path, data, bf16):
@@ -50,16 +41,6 @@ def warm(paths):
         with open(p, "rb") as f:
             while f.read(1 << 24):
                 pass
-
-
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown cpu"
 
 
 def main():

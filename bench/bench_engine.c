@@ -19,13 +19,7 @@
 #include <time.h>
 
 #include "wdrift.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_time.h"
 
 static void *slurp(const char *path, size_t *size)
 {
@@ -43,12 +37,6 @@ static void *slurp(const char *path, size_t *size)
 	*size = buf ? (size_t)len : 0;
 	fclose(f);
 	return buf;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 #ifdef WD_VQSORT_PEER
@@ -71,11 +59,11 @@ static int vqsort_main(int argc, char **argv)
 	for (int r = 0; r < reps; r++) {
 		memcpy(ca, a, sa);
 		memcpy(cb, b, sb);
-		double t0 = now();
+		double t0 = bench_now();
 		w1 = vqsort_peer_w1(ca, cb, sa / 4);
-		t[r] = now() - t0;
+		t[r] = bench_now() - t0;
 	}
-	qsort(t, (size_t)reps, sizeof(double), cmp_double);
+	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
 	printf("{\"peer\": \"vqsort\", \"n\": %zu, \"w1\": %.17g, \"seconds\": %.6f}\n", sa / 4, w1,
 	       t[reps / 2]);
 	free(a);
@@ -113,14 +101,14 @@ int main(int argc, char **argv)
 	struct wd_view va = { t, a, sa / wd_dtype_size(t) }, vb = { t, b, sb / wd_dtype_size(t) };
 	for (int r = 0; r < reps; r++) {
 		struct wd_prepared *pa, *pb;
-		double t0 = now();
+		double t0 = bench_now();
 		if (wd_prepare(e, &va, 0, &pa))
 			return 1;
-		double t1 = now();
+		double t1 = bench_now();
 		if (wd_prepare(e, &vb, 0, &pb))
 			return 1;
 		wd_w1(e, pa, pb, &w1);
-		double t2 = now();
+		double t2 = bench_now();
 		full[r] = t2 - t0;
 		warm[r] = t2 - t1;
 		if (r == reps - 1)
@@ -130,8 +118,8 @@ int main(int argc, char **argv)
 		wd_prepared_free(&pa);
 		wd_prepared_free(&pb);
 	}
-	qsort(full, (size_t)reps, sizeof(double), cmp_double);
-	qsort(warm, (size_t)reps, sizeof(double), cmp_double);
+	qsort(full, (size_t)reps, sizeof(double), bench_cmp_double);
+	qsort(warm, (size_t)reps, sizeof(double), bench_cmp_double);
 	printf("\"w1\": %.17g, \"seconds\": %.6f, \"seconds_prepared_baseline\": %.6f, "
 	       "\"threads\": %d, \"engine\": \"%s\"}\n", w1, full[reps / 2], warm[reps / 2],
 	       wd_engine_threads(e), wd_engine_describe(e));

@@ -29,6 +29,7 @@
 
 extern "C" {
 #include "wdrift.h"
+#include "bench_time.h"
 }
 
 #define REPEATS 5
@@ -42,24 +43,6 @@ extern "C" {
 	}								\
 } while (0)
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_d);
-	return v[n / 2];
-}
 
 /* Weight-like values from a counter hash: N(0, ~0.02) by summing uniforms. */
 __device__ __forceinline__ float gen_value(unsigned long long i, unsigned seed)
@@ -141,10 +124,10 @@ static double ours_w1(struct wd_engine *e, enum wd_dtype t, const void *a, const
 {
 	struct wd_view va = { t, a, n }, vb = { t, b, n };
 	struct wd_prepared *pa, *pb;
-	double t0 = now();
+	double t0 = bench_now();
 	need(!wd_prepare(e, &va, 0, &pa) && !wd_prepare(e, &vb, 0, &pb) && !wd_w1(e, pa, pb, w1),
 	     "prepare and w1", e);
-	double t1 = now();
+	double t1 = bench_now();
 	wd_prepared_free(&pa);
 	wd_prepared_free(&pb);
 	return t1 - t0;
@@ -253,7 +236,7 @@ int main(int argc, char **argv)
 		flush_l2();
 		tp[r] = ours_w1(gpu, WD_F32, a, b, n, &w);
 	}
-	double sort2 = median(ts, REPEATS), ours32 = median(tp, REPEATS);
+	double sort2 = bench_median(ts, REPEATS), ours32 = bench_median(tp, REPEATS);
 	CK(cudaFree(tmp));
 
 	/* 2. bf16 pair against copy bandwidth */
@@ -274,8 +257,8 @@ int main(int argc, char **argv)
 		flush_l2();
 		t16[r] = ours_w1(gpu, WD_BF16, ha16, hb16, n, &w);
 	}
-	double copy_bw = 2.0 * n * 4 / median(tc, REPEATS);	/* read + write */
-	double ours16 = median(t16, REPEATS), bw16 = 2.0 * n * 2 / ours16;
+	double copy_bw = 2.0 * n * 4 / bench_median(tc, REPEATS);	/* read + write */
+	double ours16 = bench_median(t16, REPEATS), bw16 = 2.0 * n * 2 / ours16;
 
 	printf("\n%-44s %10s %10s %8s  %s\n", "row", "ours", "peer", "ratio", "target");
 	printf("%-44s %8.2f ms %8.2f ms %7.2fx  <= 1.25x: %s\n", "1. fp32 pair W1 vs two bare CUB SortKeys",
@@ -324,7 +307,7 @@ int main(int argc, char **argv)
 				for (int i = 0; i < k; off += numel[i], i++)
 					gen_f32(snap + off, numel[i], 200 + 7 * run + i, run ? 0.02f : 0.002f);
 				CK(cudaDeviceSynchronize());
-				double t0 = now();
+				double t0 = bench_now();
 				off = 0;
 				for (int i = 0; i < k; off += numel[i], i++) {
 					struct wd_view v = { WD_F32, snap + off, numel[i] };
@@ -334,7 +317,7 @@ int main(int argc, char **argv)
 					wd_prepared_free(&p);	/* stream-ordered: after its W1 */
 				}
 				need(!wd_engine_sync(gpu), "run sync", gpu);
-				t_dev += now() - t0;
+				t_dev += bench_now() - t0;
 			}
 			/* from pinned host memory: the proxy run's snapshot */
 			float *host;
@@ -344,14 +327,14 @@ int main(int argc, char **argv)
 				snap = NULL;
 				float *dst;
 				CK(cudaMalloc(&dst, biggest * 4));
-				double t0 = now();
+				double t0 = bench_now();
 				size_t off = 0;
 				for (int i = 0; i < k; off += numel[i], i++)
 					CK(cudaMemcpy(dst, host + off, numel[i] * 4, cudaMemcpyHostToDevice));
-				t_h2d = now() - t0;
+				t_h2d = bench_now() - t0;
 				CK(cudaFree(dst));
 				double again[300];
-				t0 = now();
+				t0 = bench_now();
 				off = 0;
 				for (int i = 0; i < k; off += numel[i], i++) {
 					struct wd_view v = { WD_F32, host + off, numel[i] };
@@ -361,7 +344,7 @@ int main(int argc, char **argv)
 					wd_prepared_free(&p);
 				}
 				need(!wd_engine_sync(gpu), "host sync", gpu);
-				t_host = now() - t0;
+				t_host = bench_now() - t0;
 				for (int i = 0; i < k; i++)
 					if (again[i] != w1s[k + i]) {
 						printf("4. MISMATCH at tensor %d: %.17g from host, %.17g from device\n",

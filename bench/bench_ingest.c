@@ -28,17 +28,11 @@
 
 #include "keys.h"
 #include "wire.h"
+#include "bench_time.h"
 
 #define FRAME (64u << 20)
 
 static struct wd_client_keys keys;	/* from the environment */
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int sink(void *ctx, const char *ep)
 {
@@ -103,12 +97,12 @@ static int raw(void *ctx, const char *ep, long tensors, size_t numel)
 	memset(payload, 1, bytes);
 	wd_client_keys_apply(s, &keys);
 	zmq_connect(s, ep);
-	double t0 = now();
+	double t0 = bench_now();
 	for (long t = 0; t < tensors; t++)
 		send_tensor(s, header, payload, bytes);
 	zmq_send(s, "done", 4, 0);
 	zmq_recv(s, buf, sizeof(buf), 0);
-	double dt = now() - t0;
+	double dt = bench_now() - t0;
 	printf("{\"bytes\": %zu, \"seconds\": %.6f, \"gbps\": %.4f}\n", bytes * (size_t)tensors, dt,
 	       (double)bytes * (double)tensors / dt / 1e9);
 	free(payload);
@@ -168,7 +162,7 @@ static int publish(void *ctx, const char *ep, const char *run, long steps, long 
 		return fprintf(stderr, "publish: no welcome\n"), 1;
 	uint32_t crc = wire_crc32(0, payload, bytes);
 	long acked = 0;
-	double t0 = now();
+	double t0 = bench_now();
 	for (long st = 0; st < steps; st++) {
 		for (long t = 0; t < tensors; t++) {
 			memset(h, 0, sizeof(*h));
@@ -203,7 +197,7 @@ static int publish(void *ctx, const char *ep, const char *run, long steps, long 
 			return fprintf(stderr, "publish: no ack\n"), 1;
 		acked++;
 	}
-	double dt = now() - t0;
+	double dt = bench_now() - t0;
 	double total = (double)bytes * (double)tensors * (double)steps;
 	printf("{\"run\": \"%s\", \"bytes\": %.0f, \"seconds\": %.6f, \"gbps\": %.4f}\n", run, total, dt,
 	       total / dt / 1e9);

@@ -25,28 +25,10 @@
 #include <time.h>
 
 #include "wdrift.h"
+#include "bench_time.h"
 
 #define N_TENSORS 291
 #define MAX_REPEATS 64
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* The element counts of the 291 tensors, in a checkpoint's order. */
 static size_t shapes(uint64_t *numel)
@@ -150,7 +132,7 @@ int main(int argc, char **argv)
 	char *dst = malloc(bytes);
 	memset(dst, 1, bytes);				/* touched: no page faults in the copy */
 	for (int k = 0; k < repeats; k++) {
-		double t0 = now();
+		double t0 = bench_now();
 		for (int r = 0; r < 2; r++) {
 			if (wd_prepare_many(e, views[1 + r], n, 0, run) < 0 ||
 			    wd_w1_many(e, (const struct wd_prepared *const *)run,
@@ -159,8 +141,8 @@ int main(int argc, char **argv)
 			for (size_t t = 0; t < n; t++)
 				wd_prepared_free(&run[t]);
 		}
-		t_job[k] = now() - t0;
-		t0 = now();
+		t_job[k] = bench_now() - t0;
+		t0 = bench_now();
 		size_t at = 0;
 		for (int r = 0; r < 2; r++)
 			for (size_t t = 0; t < n; t++) {
@@ -168,9 +150,9 @@ int main(int argc, char **argv)
 				memcpy(dst + at, data[1 + r][t], b);
 				at += b;
 			}
-		t_copy[k] = now() - t0;
+		t_copy[k] = bench_now() - t0;
 	}
-	double job = median(t_job, repeats), copy = median(t_copy, repeats), sum = 0;
+	double job = bench_median(t_job, repeats), copy = bench_median(t_copy, repeats), sum = 0;
 	for (size_t t = 0; t < n; t++)
 		sum += w1[0][t] + w1[1][t] + dst[t % bytes];	/* keeps the copy */
 	printf("{\"dtype\": \"%s\", \"tensors\": %zu, \"elements\": %llu, \"bytes\": %zu, "

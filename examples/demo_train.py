@@ -89,14 +89,19 @@ def check_common_args(p, a):
         p.error("--d-model must be a multiple of --heads")
 
 
+def new_parser(description, **defaults):
+    """A trainer's parser: its description, and add_common_args' options with these defaults."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_common_args(p, **defaults)
+    return p
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Train four runs of a small char-level GPT (base, fa, lowprec, seed2) in lockstep, "
-                    "publish their weights to wdriftd every K steps, and print each step's drift from "
-                    "base as the daemon computes it (study 'demo').",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_common_args(p, endpoint="ipc://./run/ingest.sock", config="config/wdrift.yaml", steps=300, every=20,
-                    layers=3, d_model=64, heads=4, context=64, batch=16, lr=3e-3, timeout=30.0)
+    p = new_parser("Train four runs of a small char-level GPT (base, fa, lowprec, seed2) in lockstep, "
+                   "publish their weights to wdriftd every K steps, and print each step's drift from "
+                   "base as the daemon computes it (study 'demo').",
+                   endpoint="ipc://./run/ingest.sock", config="config/wdrift.yaml", steps=300, every=20,
+                   layers=3, d_model=64, heads=4, context=64, batch=16, lr=3e-3, timeout=30.0)
     # One thread: on the 2-core test machine (torch 1.13, generic BLAS) a
     # step of all four runs took 75 ms with one thread and 200 to 500 ms
     # with two, whose OpenMP waits cost more than these small matmuls gain.

@@ -27,7 +27,6 @@ the math runs use the explicit formula softmax(QK^T/sqrt(d))V and fa is
 refused: leave it out with --runs base,fp32,seed2 (docs/demo.md says which
 config that needs).
 """
-import argparse
 import glob
 import json
 import os
@@ -50,14 +49,12 @@ class PaperError(demo_train.DemoError):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Train four runs of a byte-level GPT (base, fa, fp32, seed2) in lockstep on a GPU, "
-                    "publish their weights to wdriftd every K steps, and print each run's W1 drift from "
-                    "base as the daemon computes it (study 'paper').",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    demo_train.add_common_args(p, endpoint="ipc://./examples/run/paper-ingest.sock", config="examples/gpu_paper.yaml",
-                               steps=600, every=50, layers=8, d_model=512, heads=8, context=256, batch=32,
-                               lr=1e-3, timeout=120.0)
+    p = demo_train.new_parser(
+        "Train four runs of a byte-level GPT (base, fa, fp32, seed2) in lockstep on a GPU, "
+        "publish their weights to wdriftd every K steps, and print each run's W1 drift from "
+        "base as the daemon computes it (study 'paper').",
+        endpoint="ipc://./examples/run/paper-ingest.sock", config="examples/gpu_paper.yaml",
+        steps=600, every=50, layers=8, d_model=512, heads=8, context=256, batch=32, lr=1e-3, timeout=120.0)
     p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a smoke test)")
     p.add_argument("--runs", default=",".join(RUNS), help="the runs to train, base among them")
     p.add_argument("--text", help="the training text (bytes); default: the standard library's *.py, "

@@ -64,6 +64,19 @@ int cpu_parts(struct cpu_engine *c, uint64_t n);
 void cpu_blocks(struct cpu_engine *c, uint64_t nblocks, uint64_t n,
 		void (*part)(void *ctx, uint64_t first, uint64_t b0, uint64_t b1),
 		void (*combine)(void *ctx, uint64_t first, uint64_t end), void *ctx);
+/*
+ * Defines cpu_blocks' part for a job of type job_type (ctx) whose round
+ * buffer is its member partial: partial[b - first] = block(job, b) for
+ * each of its blocks. What differs between reductions is block and their
+ * combine.
+ */
+#define CPU_BLOCKS_PART(name, job_type, block)						\
+	static void name(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)		\
+	{										\
+		job_type *j = ctx;							\
+		for (uint64_t blk = b0; blk < b1; blk++)				\
+			j->partial[blk - first] = block(j, blk);			\
+	}
 
 /*
  * Prepares v into p, whose dtype, numel and method (WD_METHOD_SORT) the

@@ -65,12 +65,7 @@ static double dev_block(const struct summary_job *j, uint64_t blk)
 	return bd;
 }
 
-static void sum_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
-{
-	struct summary_job *j = ctx;
-	for (uint64_t blk = b0; blk < b1; blk++)
-		j->partial[blk - first] = sum_block(j, blk);
-}
+CPU_BLOCKS_PART(sum_part, struct summary_job, sum_block)
 
 static void sum_combine(void *ctx, uint64_t first, uint64_t end)
 {
@@ -280,12 +275,7 @@ static void pair_add(struct pair_partial *t, const struct pair_partial *p)
 	t->n_cmp += p->n_cmp;
 }
 
-static void pair_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
-{
-	struct pair_job *j = ctx;
-	for (uint64_t blk = b0; blk < b1; blk++)
-		j->partial[blk - first] = pair_block(j, blk);
-}
+CPU_BLOCKS_PART(pair_part, struct pair_job, pair_block)
 
 static void pair_combine(void *ctx, uint64_t first, uint64_t end)
 {

@@ -77,12 +77,7 @@ static double equal_block(const struct equal_job *j, uint64_t blk)
 	return j->f64 ? w1_block_f64(j->a, j->b, at, end) : w1_block_f32(j->a, j->b, at, end);
 }
 
-static void equal_part(void *ctx, uint64_t first, uint64_t b0, uint64_t b1)
-{
-	struct equal_job *j = ctx;
-	for (uint64_t blk = b0; blk < b1; blk++)
-		j->partial[blk - first] = equal_block(j, blk);
-}
+CPU_BLOCKS_PART(equal_part, struct equal_job, equal_block)
 
 static void equal_combine(void *ctx, uint64_t first, uint64_t end)
 {
