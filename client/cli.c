@@ -1,11 +1,14 @@
 /* cli.c: message helpers and the option loop shared by the subcommands. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -108,22 +111,94 @@ static void out_disarm(void)
 	out_armed = 0;
 }
 
+/*
+ * What is at PATH decides how it is written (docs/cli.md, "Output files"):
+ * nothing, or a regular file: a temporary beside it, renamed over it at
+ * commit; a symlink to a regular file: the same beside the file it
+ * resolves to, so the link stays and shows the new content (a dangling one
+ * is refused: which file to make is the user's call); a device, a FIFO, or
+ * any path under /dev or /proc (/dev/stderr, /proc/self/fd/N): written
+ * through, never created, truncated or replaced; a directory or a socket:
+ * refused. /dev/stdout is stdout itself. tmp is "" for stdout and for
+ * written-through files; otherwise the temporary, TARGET.tmp-PID, TARGET
+ * being what commit renames onto.
+ */
 FILE *cli_out_open(const char *path, char *tmp, size_t tmplen)
 {
-	if (!path || !strcmp(path, "-")) {
-		tmp[0] = 0;
+	char real[PATH_MAX];
+	const char *target = path;
+	struct stat st, lst;
+	FILE *f;
+	int e;
+
+	tmp[0] = 0;
+	if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout"))
 		return stdout;
+	if (lstat(path, &lst) < 0) {
+		lst.st_mode = st.st_mode = S_IFREG;	/* nothing there yet: fopen says what is wrong */
+	} else if (stat(path, &st) < 0) {
+		e = errno;
+		if (e == ENOENT)
+			cli_error("%s: a symbolic link to a file that does not exist: create that file, "
+				  "or give its path", path);
+		else
+			cli_error("%s: cannot follow the symbolic link: %s", path, strerror(e));
+		return NULL;
 	}
-	snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
+	if (S_ISDIR(st.st_mode)) {
+		cli_error("%s: is a directory: give a file name", path);
+		return NULL;
+	}
+	if (S_ISSOCK(st.st_mode)) {
+		cli_error("%s: is a socket, not a file: give a file name", path);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode) || !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6)) {
+		/* not ours to replace: write into it, never create or truncate */
+		int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0 || !(f = fdopen(fd, "w"))) {
+			e = errno;
+			if (fd >= 0)
+				close(fd);
+			cli_error("%s: cannot open: %s", path, strerror(e));
+			return NULL;
+		}
+		return f;
+	}
+	if (S_ISLNK(lst.st_mode)) {
+		if (!realpath(path, real)) {
+			cli_error("%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+			return NULL;
+		}
+		target = real;
+	}
+	if ((size_t)snprintf(tmp, tmplen, "%s.tmp-%ld", target, (long)getpid()) >= tmplen) {
+		tmp[0] = 0;
+		cli_error("%s: path too long", path);
+		return NULL;
+	}
 	out_arm(tmp);
-	FILE *f = fopen(tmp, "w");
+	f = fopen(tmp, "w");
 	if (!f) {
-		int e = errno;
+		e = errno;
 		out_disarm();
+		tmp[0] = 0;
 		/* PATH, not the temporary name: the user named PATH, and its directory is what failed */
 		cli_error("%s: cannot create: %s", path, strerror(e));
 	}
 	return f;
+}
+
+/* What a temporary from cli_out_open is renamed onto: tmp without ".tmp-PID". */
+static int out_target(const char *tmp, char *target, size_t size)
+{
+	const char *dot = strrchr(tmp, '.');
+
+	if (!dot || strncmp(dot, ".tmp-", 5) || (size_t)(dot - tmp) >= size)
+		return -1;
+	memcpy(target, tmp, (size_t)(dot - tmp));
+	target[dot - tmp] = 0;
+	return 0;
 }
 
 /*
@@ -136,10 +211,19 @@ int cli_out_commit(FILE *f, const char *path, const char *tmp)
 {
 	int e = ferror(f) ? (errno ? errno : EIO) : 0;
 
+	char target[PATH_MAX + 32];
+
 	if (f == stdout) {
 		if (fflush(f) != 0 && !e)
 			e = errno;
 		return e ? cli_error("cannot write the output: %s", strerror(e)) : EXIT_OK;
+	}
+	if (!tmp[0]) {	/* written through (a device, a FIFO): nothing to sync or rename */
+		if (fflush(f) != 0 && !e)
+			e = errno;
+		if (fclose(f) != 0 && !e)
+			e = errno;
+		return e ? cli_error("%s: cannot write: %s", path, strerror(e)) : EXIT_OK;
 	}
 	if (fflush(f) != 0 && !e)
 		e = errno;
@@ -147,7 +231,9 @@ int cli_out_commit(FILE *f, const char *path, const char *tmp)
 		e = errno;
 	if (fclose(f) != 0 && !e)
 		e = errno;
-	if (!e && rename(tmp, path) != 0)
+	if (!e && out_target(tmp, target, sizeof(target)) < 0)
+		e = ENAMETOOLONG;
+	if (!e && rename(tmp, target) != 0)
 		e = errno;
 	if (e) {
 		unlink(tmp);
@@ -162,7 +248,9 @@ void cli_out_abort(FILE *f, const char *tmp)
 {
 	if (f && f != stdout) {
 		fclose(f);
-		unlink(tmp);
-		out_disarm();
+		if (tmp[0]) {
+			unlink(tmp);
+			out_disarm();
+		}
 	}
 }

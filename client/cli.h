@@ -56,8 +56,11 @@ int cli_step_arg(const char *opt, const char *arg, long long *step);
 /*
  * Output to a file that appears whole or not at all: cli_out_open writes
  * to PATH.tmp-PID (stdout for NULL or "-"), cli_out_commit flushes, fsyncs
- * and renames it over PATH. Both print their error, which names PATH (never
- * the temporary name); commit returns an exit code.
+ * and renames it over PATH. A symlink PATH: the same beside the file it
+ * resolves to (a dangling one is refused); a device or FIFO: written
+ * through, never replaced; a directory or socket: refused. Both print their
+ * error, which names PATH (never the temporary name); commit returns an
+ * exit code. tmp needs PATH_MAX + 32 bytes.
  */
 FILE *cli_out_open(const char *path, char *tmp, size_t tmplen);
 int cli_out_commit(FILE *f, const char *path, const char *tmp);

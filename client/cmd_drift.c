@@ -144,7 +144,7 @@ int cmd_drift(int argc, char **argv)
 	if (argc - r != 1)
 		return cli_usage_error("expected one STUDY, got %d arguments", argc - r);
 	if (o.latest && o.have_step)
-		return cli_usage_error("--latest and --step %lld name different steps: give one", o.step);
+		return cli_usage_error("--latest and --step are exclusive: give one");
 	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", argv[r]);
 	if (o.have_step)
 		json_object_set_new(req, "step", json_integer(o.step));

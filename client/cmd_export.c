@@ -21,6 +21,8 @@ static const char usage[] =
 "                     an undefined number (NaN) is an empty field\n"
 "      --json         {\"study\", \"file\", \"proxies\": [...], \"rows\": [{...}]}, undefined as null\n"
 "  -o, --output FILE  write FILE, whole or not at all (default: standard output)\n"
+"                     (a symlink: into its target; a device or FIFO: written\n"
+"                     through, never replaced; docs/cli.md, \"Output files\")\n"
 "  -c, --config FILE  the daemon's config: storage.dir locates the log\n"
 WD_CONFIG_SEARCH_HELP
 "      --log FILE     the drift log itself, instead of the config's\n"

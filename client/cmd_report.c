@@ -31,6 +31,8 @@ static const char usage[] =
 "Reads the log from disk: the daemon may be running or stopped.\n"
 "\n"
 "  -o, --output FILE  the page to write, whole or not at all (- for standard output)\n"
+"                     (a symlink: into its target; a device or FIFO: written\n"
+"                     through, never replaced; docs/cli.md, \"Output files\")\n"
 "  -c, --config FILE  the daemon's config: the study, its alerts, and storage.dir\n"
 WD_CONFIG_SEARCH_HELP
 "      --log FILE     the drift log itself, instead of the config's\n"

@@ -12,9 +12,11 @@ import json
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import h5py
@@ -79,6 +81,58 @@ def output_errors(tmp, cfg):
         err = r.stderr.strip()
         check(r.returncode == 1 and len(err.splitlines()) == 1 and want in err and ".tmp-" not in err
               and not os.listdir(out), f"{what}: exit 1, the error names the path ({err})")
+
+
+def output_targets(tmp, cfg):
+    """-o PATH never replaces what is not a regular file (issue 15): a symlink keeps
+    pointing at its target, which gets the output; a FIFO, /dev/null and /dev/full are
+    written through and stay what they were; a dangling symlink and a directory are refused."""
+    ref = wd("export", "fa", "-c", cfg)
+    check(ref.returncode == 0 and ref.stdout, "export to stdout", ref.stderr)
+    d = os.path.join(tmp, "targets")
+    os.mkdir(d)
+    target, link = os.path.join(d, "target.csv"), os.path.join(d, "link.csv")
+    with open(target, "w") as f:
+        f.write("old\n")
+    os.symlink("target.csv", link)
+    r = wd("export", "fa", "-c", cfg, "-o", link)
+    body = open(target).read()
+    check(r.returncode == 0 and os.path.islink(link) and os.readlink(link) == "target.csv" and body == ref.stdout
+          and sorted(os.listdir(d)) == ["link.csv", "target.csv"],
+          "-o SYMLINK: the link stays, its target gets the output", r.stderr)
+    dangling = os.path.join(d, "dangling.csv")
+    os.symlink("missing.csv", dangling)
+    r = wd("export", "fa", "-c", cfg, "-o", dangling)
+    check(r.returncode == 1 and dangling in r.stderr and "does not exist" in r.stderr and os.path.islink(dangling)
+          and not os.path.exists(os.path.join(d, "missing.csv")),
+          f"-o DANGLING-SYMLINK: refused, naming it, nothing made ({r.stderr.strip()})")
+    r = wd("export", "fa", "-c", cfg, "-o", d)
+    check(r.returncode == 1 and d in r.stderr and "is a directory" in r.stderr and os.path.isdir(d),
+          f"-o DIRECTORY: refused, naming it ({r.stderr.strip()})")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()
+    r = wd("export", "fa", "-c", cfg, "-o", fifo)
+    reader.join(10)
+    if reader.is_alive():   # nothing opened the FIFO for writing: unblock the reader
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(5)
+    check(r.returncode == 0 and got == [ref.stdout] and stat.S_ISFIFO(os.lstat(fifo).st_mode),
+          "-o FIFO: written through, still a FIFO", r.stderr)
+    r = wd("export", "fa", "-c", cfg, "-o", "/dev/null")
+    check(r.returncode == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode), "-o /dev/null: exit 0, still a device",
+          r.stderr)
+    if stat.S_ISCHR(os.stat("/dev/full").st_mode):
+        r = wd("export", "fa", "-c", cfg, "-o", "/dev/full")
+        err = r.stderr.strip()
+        check(r.returncode == 1 and "/dev/full" in err and "No space left on device" in err
+              and stat.S_ISCHR(os.stat("/dev/full").st_mode) and len(err.splitlines()) == 1,
+              f"-o /dev/full: exit 1 naming it, still a character device ({err})")
+    r = subprocess.run(f"'{WDRIFT}' export fa -c '{cfg}' -o /dev/stdout | cat", shell=True, capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode == 0 and r.stdout == ref.stdout, "-o /dev/stdout into a pipe: the output", r.stderr)
 
 
 def main():
@@ -158,6 +212,7 @@ def main():
             ok = False
         check(ok, "watch --count 1 --json: the drift event of step 30")
         output_errors(tmp, cfg)
+        output_targets(tmp, cfg)
         for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
             r = wd(sub, "--help")
             check(r.returncode == 0 and r.stdout.startswith(f"usage: wdrift {sub}") and "--json" in r.stdout,

@@ -223,6 +223,9 @@ def main():
               f"drift --latest --step: usage error, exit 2 ({r.stderr.strip()})")
         r = wd("drift", "two", "--step", "10", "--latest", "-c", cfg)
         check(r.returncode == 2, "drift --step --latest (the other order): exit 2")
+        r = wd("drift", "two", "--latest", "--step", "20", "-c", cfg)
+        check(r.returncode == 2 and "exclusive" in r.stderr and "different" not in r.stderr,
+              f"drift --latest --step LATEST: refused without claiming the steps differ ({r.stderr.strip()})")
 
         # log lines: a timestamp, then "wdriftd: LEVEL:"
         log = [x for x in dm.log_text().splitlines() if x.strip()]
