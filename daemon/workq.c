@@ -91,15 +91,21 @@ void workq_stop(struct workq *q, int finish_queued, void (*drop_job)(struct work
 	q->efd = -1;
 }
 
+/* Adds it at the end of the list head .. tail (either list, under the lock). */
+static void append(struct workq_item **head, struct workq_item **tail, struct workq_item *it)
+{
+	it->next = NULL;
+	if (*tail)
+		(*tail)->next = it;
+	else
+		*head = it;
+	*tail = it;
+}
+
 void workq_push(struct workq *q, struct workq_item *job)
 {
-	job->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->jobs_tail)
-		q->jobs_tail->next = job;
-	else
-		q->jobs = job;
-	q->jobs_tail = job;
+	append(&q->jobs, &q->jobs_tail, job);
 	q->pending++;
 	q->n_jobs++;
 	pthread_cond_signal(&q->wake);
@@ -164,13 +170,8 @@ void workq_finish(struct workq *q, struct workq_item *item)
 {
 	uint64_t one = 1;
 
-	item->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->ready_tail)
-		q->ready_tail->next = item;
-	else
-		q->ready = item;
-	q->ready_tail = item;
+	append(&q->ready, &q->ready_tail, item);
 	q->n_ready++;
 	if (write(q->efd, &one, sizeof(one)) < 0)
 		log_err("%s: eventfd: %s", q->name, strerror(errno));
