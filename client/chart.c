@@ -234,21 +234,28 @@ static void legend(FILE *f, const struct line_chart *c)
 	fputs("</div>\n", f);
 }
 
-static void hlines(FILE *f, const struct geom *g, const struct line_chart *c, const struct axis *y)
+/*
+ * The reference and threshold lines (labels 0), drawn before the data so
+ * that the data stays on top; then (labels 1) their labels, drawn last,
+ * over the data, each on a white halo (the stroke painted under the
+ * fill), so that a line passing through a label leaves it readable.
+ */
+static void hlines(FILE *f, const struct geom *g, const struct line_chart *c, const struct axis *y, int labels)
 {
 	for (size_t k = 0; k < c->n_hlines; k++) {
 		const struct chart_hline *h = &c->hlines[k];
 		if (!usable(h->y, c->log_y))
 			continue;
 		double p = place(y, h->y);
-		fprintf(f, "<line class=\"%s\" stroke=\"%s\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\">"
-			   "<title>", h->ref ? "ref" : "thr", h->color, g->ml, g->w - g->mr, p, p);
+		if (!labels)
+			fprintf(f, "<line class=\"%s\" stroke=\"%s\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\">"
+				   "<title>", h->ref ? "ref" : "thr", h->color, g->ml, g->w - g->mr, p, p);
+		else	/* the reference's label at the left, the thresholds' at the right: apart when they meet */
+			fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"%s\" style=\"fill:%s\" stroke=\"#ffffff\" "
+				   "stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\">",
+				h->ref ? g->ml + 4 : g->w - g->mr - 4, p - 4, h->ref ? "refl" : "thrl", h->color);
 		xml_text(f, h->label);
-		/* the reference's label at the left, the thresholds' at the right: apart when they meet */
-		fprintf(f, "</title></line><text x=\"%d\" y=\"%.1f\" class=\"%s\" style=\"fill:%s\">",
-			h->ref ? g->ml + 4 : g->w - g->mr - 4, p - 4, h->ref ? "refl" : "thrl", h->color);
-		xml_text(f, h->label);
-		fputs("</text>\n", f);
+		fputs(labels ? "</text>\n" : "</title></line>\n", f);
 	}
 }
 
@@ -352,8 +359,9 @@ void chart_line(FILE *f, const struct line_chart *c)
 	fprintf(f, "</text><text transform=\"translate(14 %d) rotate(-90)\" class=\"xl\">", (g.mt + g.h - g.mb) / 2);
 	xml_text(f, c->ylabel);
 	fputs("</text>\n", f);
-	hlines(f, &g, c, &y);
+	hlines(f, &g, c, &y, 0);
 	series(f, c, &x, &y);
+	hlines(f, &g, c, &y, 1);
 	if (c->end_labels)
 		end_labels(f, &g, c, &x, &y);
 	fputs("</svg>\n", f);
@@ -363,19 +371,20 @@ void chart_line(FILE *f, const struct line_chart *c)
 
 /*
  * Diverging, on a log scale: blue below 1, white at 1, red above, the full
- * colour at 1/cap and cap; beyond them (and for a ratio of 0, a tensor
- * identical to the baseline) darker ends of the same hues, so that a value
- * off the scale is marked, not clipped to look like one on it. NaN grey.
+ * colour at 1/cap_lo and cap_hi; beyond them (and for a ratio of 0, a
+ * tensor identical to the baseline) darker ends of the same hues, so that
+ * a value off the scale is marked, not clipped to look like one on it.
+ * NaN grey.
  */
 static const uint8_t beyond_lo[3] = { 0x05, 0x30, 0x61 }, beyond_hi[3] = { 0x67, 0x00, 0x1f };
 
-static void colour(double v, double cap, uint8_t *p)
+static void colour(double v, const struct heatmap *h, uint8_t *p)
 {
 	if (isnan(v)) {
 		p[0] = p[1] = p[2] = 0xdd;
 		return;
 	}
-	double t = v <= 0 ? -INFINITY : log2(v) / log2(cap);
+	double t = v <= 0 ? -INFINITY : v < 1 ? log2(v) / log2(h->cap_lo) : log2(v) / log2(h->cap_hi);
 	if (t < -1 || t > 1) {
 		memcpy(p, t < 0 ? beyond_lo : beyond_hi, 3);
 		return;
@@ -413,7 +422,7 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	if (!rgb)
 		return -1;
 	for (size_t i = 0; i < rows * cols; i++)
-		colour(h->v[i], h->cap, rgb + 3 * i);
+		colour(h->v[i], h, rgb + 3 * i);
 	int rc = png_encode_rgb(rgb, (uint32_t)cols, (uint32_t)rows, &png, &png_n);
 	free(rgb);
 	char *b64 = rc ? NULL : base64_encode(png, png_n);
@@ -425,9 +434,9 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	double rh = rows <= 40 ? 14 : rows <= 120 ? 6 : fmax(2, 900.0 / (double)rows);
 	double plot_h = rh * (double)rows;
 	int every = rh >= 11 ? 1 : (int)ceil(11 / rh), height = HM_TOP + (int)ceil(plot_h) + 70;
-	fprintf(f, "<svg class=\"heat\" viewBox=\"0 0 %d %d\" data-cap=\"%g\" width=\"%d\" height=\"%d\" "
-		   "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><g transform=\"translate(0 %d)\">\n",
-		HM_LABEL + HM_W + HM_RIGHT, height, h->cap, HM_LABEL + HM_W + HM_RIGHT, height, HM_TOP);
+	fprintf(f, "<svg class=\"heat\" viewBox=\"0 0 %d %d\" data-cap=\"%g\" data-cap-lo=\"%g\" width=\"%d\" "
+		   "height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\"><g transform=\"translate(0 %d)\">\n",
+		HM_LABEL + HM_W + HM_RIGHT, height, h->cap_hi, h->cap_lo, HM_LABEL + HM_W + HM_RIGHT, height, HM_TOP);
 	fprintf(f, "<image x=\"%d\" y=\"0\" width=\"%d\" height=\"%.1f\" preserveAspectRatio=\"none\" "
 		   "style=\"image-rendering: pixelated\" href=\"data:image/png;base64,%s\"/>\n",
 		HM_LABEL, HM_W, plot_h, b64);
@@ -469,14 +478,14 @@ int chart_heatmap(FILE *f, const struct heatmap *h)
 	/* the key: off the scale below, 1/cap .. 1 .. cap, off the scale above */
 	double ky = plot_h + 44, k0 = HM_LABEL + 58;
 	char cap[32], inv[32];
-	chart_cap_text(cap, sizeof(cap), h->cap, 0);
-	chart_cap_text(inv, sizeof(inv), h->cap, 1);
+	chart_cap_text(cap, sizeof(cap), h->cap_hi, 0);
+	chart_cap_text(inv, sizeof(inv), h->cap_lo, 1);
 	fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"yt\">ratio</text>"
 		   "<rect x=\"%d\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
 		HM_LABEL + 36, ky + 9, HM_LABEL + 40, ky, beyond_lo[0], beyond_lo[1], beyond_lo[2]);
-	for (int i = 0; i < 60; i++) {
+	for (int i = 0; i < 60; i++) {	/* the left half 1/cap_lo .. 1, the right 1 .. cap_hi */
 		uint8_t p[3];
-		colour(pow(h->cap, (i - 29.5) / 29.5), h->cap, p);
+		colour(i < 30 ? pow(h->cap_lo, (i - 29.5) / 29.5) : pow(h->cap_hi, (i - 29.5) / 29.5), h, p);
 		fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"4\" height=\"10\" fill=\"#%02x%02x%02x\"/>",
 			k0 + 4 * i, ky, p[0], p[1], p[2]);
 	}

@@ -59,10 +59,12 @@ struct heatmap {
 	const double *v;		/* rows * cols, row-major; NaN: no value */
 	const char *const *row_labels;	/* rows */
 	const int64_t *col_steps;	/* cols: the step of each column */
-	/* the colour scale's cap (> 1): white at ratio 1, the full colour at
-	 * cap and 1/cap, darker beyond (and for a ratio of 0); one cap for
-	 * every map of a page, so that they compare */
-	double cap;
+	/* the colour scale's caps (each >= 2): white at ratio 1, full red at
+	 * cap_hi, full blue at 1/cap_lo, darker beyond (and for a ratio of
+	 * 0); one pair of caps for every map of a page, so that they compare.
+	 * Each side has its own, so that ratios far below 1 do not stretch
+	 * the red side until a ratio of 1.6 looks white (docs/report.md). */
+	double cap_hi, cap_lo;
 };
 
 /* Writes <svg> with the map as a PNG, hover titles per row, and a colour key. -1: no memory. */

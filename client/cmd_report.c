@@ -176,19 +176,17 @@ static int worst(FILE *f, const struct report *r)
 		for (size_t i = 0; i < d->n_rows; i++) {
 			const struct driftlog_disk_row *w = dl_row(d, i);
 			if (w->run == run && !w->kind && w->step == m->step && n < d->n_tensors) {
-				double key = -INFINITY;	/* the largest ratio over the proxies */
-				for (size_t k = 0; k < d->n_proxies; k++)
-					if (!isnan(dl_ratio(w)[k]) && dl_ratio(w)[k] > key)
-						key = dl_ratio(w)[k];
-				v[n++] = (struct ranked){ w, key };
+				double key = dl_ratio(w)[r->rank_proxy];	/* one proxy's, named in the heading */
+				v[n++] = (struct ranked){ w, isnan(key) ? -INFINITY : key };
 			}
 		}
 		qsort(v, n, sizeof(*v), by_key_desc);
 		fputs("<h3>", f);
 		report_swatch(f, r, run);
 		xml_text(f, d->runs[run]);
-		fprintf(f, ": the %zu tensors with the largest ratio at step %lld</h3>\n<table><tr>"
-			   "<th>tensor</th><th>elements</th>", n < 15 ? n : 15, (long long)m->step);
+		fprintf(f, ": the %zu tensors with the largest ratio [", n < 15 ? n : 15);
+		xml_text(f, d->proxies[r->rank_proxy]);
+		fprintf(f, "] at step %lld</h3>\n<table><tr><th>tensor</th><th>elements</th>", (long long)m->step);
 		for (size_t k = 0; k < STUDY_N_METRICS; k++)
 			fprintf(f, "<th>%s</th>", study_metrics[k].title);
 		for (size_t k = 0; k < d->n_proxies; k++) {

@@ -28,6 +28,9 @@ struct report {
 	size_t *order;		/* run indices with a role, by place in the study */
 	size_t n_order;
 	size_t *proxy_run;	/* per proxy label: its run's index, or SIZE_MAX when unknown */
+	/* the proxy whose ratio ranks the top tensors: the first trained
+	 * proxy of the log, else the first (the synthetic one); docs/report.md */
+	size_t rank_proxy;
 	/* the mean row of each run at each step: mean[step index * n_runs + run], or NULL */
 	const struct driftlog_disk_row **mean;
 	double last_wall;

@@ -354,11 +354,15 @@ static void step_list(FILE *f, const int64_t *s, size_t n)
 #define CAP_BINS 1024	/* |log2 ratio| in 1/16ths, up to 64 */
 
 /*
- * The colour scale's cap, one for every map: the 98th percentile of
- * max(ratio, 1/ratio) over the cells shown, rounded up to 2, 4, 10 or a
- * power of ten, so that a few extreme tensors do not wash the rest out to
- * white, and no map saturates alone. Ratios of 0 (off the scale anyway)
- * and undefined ones do not count.
+ * A side's cap, one for every map: the 98th percentile of the ratios above
+ * 1 (for the red side), or of 1/ratio over the ratios below 1 (the blue
+ * side), over the cells shown, rounded up to 2, 4, 10 or a power of ten,
+ * and 2 when that side has no cell. Each side has its own so that the
+ * question a reader asks, "is this pair above 1, and by how much", is
+ * answered in red on a scale set by the ratios above 1 alone: a pair far
+ * below 1 (0.01) once made a shared cap of 1e3, and a firing pair at 1.6
+ * near white. At least 2 so that 1.01 is not full red. Ratios of 0 (off
+ * the scale anyway), of exactly 1 and undefined ones do not count.
  */
 static double heat_cap(const uint64_t *hist, uint64_t total)
 {
@@ -378,8 +382,12 @@ static double heat_cap(const uint64_t *hist, uint64_t total)
 	return caps[sizeof(caps) / sizeof(caps[0]) - 1];
 }
 
-/* Builds each candidate x proxy map; with out, writes it; else adds its cells to hist. */
-static int each_map(FILE *out, const struct report *r, uint64_t *hist, uint64_t *total, double cap)
+/*
+ * Builds each candidate x proxy map; with out, writes it on the scale of
+ * scale; else adds its cells to hist (above 1 from hist[0], below 1 from
+ * hist[CAP_BINS + 1]) and total (above, below).
+ */
+static int each_map(FILE *out, const struct report *r, uint64_t *hist, uint64_t *total, const struct heatmap *scale)
 {
 	const struct driftlog *d = r->d;
 	for (size_t i = 0; i < r->n_order; i++) {
@@ -390,10 +398,11 @@ static int each_map(FILE *out, const struct report *r, uint64_t *hist, uint64_t 
 				return -1;
 			if (!out) {
 				for (size_t c = 0; c < m.nr * m.nc; c++)
-					if (isfinite(m.v[c]) && m.v[c] > 0) {
+					if (isfinite(m.v[c]) && m.v[c] > 0 && m.v[c] != 1) {
 						double a = fabs(log2(m.v[c])) * 16;
-						hist[a < CAP_BINS ? (size_t)a : CAP_BINS]++;
-						++*total;
+						int below = m.v[c] < 1;
+						hist[below * (CAP_BINS + 1) + (a < CAP_BINS ? (size_t)a : CAP_BINS)]++;
+						total[below]++;
 					}
 				map_release(&m);
 				continue;
@@ -404,7 +413,7 @@ static int each_map(FILE *out, const struct report *r, uint64_t *hist, uint64_t 
 			fputs(" / ", out);
 			proxy_name(out, r, k);
 			fprintf(out, "</h3><p class=\"note\">%zu tensors × %zu snapshots</p>\n", m.nr, m.nc);
-			struct heatmap hm = { m.nr, m.nc, m.v, m.labels, m.cols, cap };
+			struct heatmap hm = { m.nr, m.nc, m.v, m.labels, m.cols, scale->cap_hi, scale->cap_lo };
 			int rc = chart_heatmap(out, &hm);
 			if (m.n_left_proxy) {
 				fputs("<p class=\"note left\">Left out: ", out);
@@ -432,24 +441,25 @@ static int each_map(FILE *out, const struct report *r, uint64_t *hist, uint64_t 
 
 int report_heatmaps(FILE *f, const struct report *r)
 {
-	uint64_t *hist, total = 0;
+	uint64_t *hist, total[2] = { 0, 0 };
 	char cap_text[32], inv_text[32];
 
 	if (!r->d->n_proxies || !r->n_order)
 		return 0;
-	if (!(hist = calloc(CAP_BINS + 1, sizeof(*hist))))
+	if (!(hist = calloc(2 * (CAP_BINS + 1), sizeof(*hist))))
 		return -1;
-	int rc = each_map(NULL, r, hist, &total, 0);
-	double cap = heat_cap(hist, total);
+	int rc = each_map(NULL, r, hist, total, NULL);
+	struct heatmap scale = { .cap_hi = heat_cap(hist, total[0]), .cap_lo = heat_cap(hist + CAP_BINS + 1, total[1]) };
 	free(hist);
 	if (rc < 0)
 		return -1;
-	chart_cap_text(cap_text, sizeof(cap_text), cap, 0);
-	chart_cap_text(inv_text, sizeof(inv_text), cap, 1);
+	chart_cap_text(cap_text, sizeof(cap_text), scale.cap_hi, 0);
+	chart_cap_text(inv_text, sizeof(inv_text), scale.cap_lo, 1);
 	fprintf(f, "<h2>Per tensor: the ratio at each step</h2>\n<p class=\"note\">Rows are tensors in the "
 		"order they were first computed, columns the compared snapshots in step order. One colour "
-		"scale for every map: white at ratio 1, blue below (the candidate drifts less than the "
-		"proxy), red above, full at %s and %s (the 98th percentile of the ratios shown, rounded "
-		"up), darker beyond. Hover a row for its full name.</p>\n", inv_text, cap_text);
-	return each_map(f, r, NULL, NULL, cap);
+		"scale for every map: white at ratio 1, red above (the candidate drifts more than the "
+		"proxy), full at %s (the 98th percentile of the ratios above 1, rounded up, at least 2), "
+		"blue below, full at %s (the same of the ratios below 1), darker beyond. Hover a row for its "
+		"full name.</p>\n", cap_text, inv_text);
+	return each_map(f, r, NULL, NULL, &scale);
 }

@@ -164,6 +164,12 @@ int report_gather(struct report *r, const struct study_data *sd)
 				run = st->proxies.v[i].run;
 		r->proxy_run[k] = run_index(d, run);
 	}
+	/* a trained proxy: what a run trained another way drifts, the
+	 * yardstick a reader trusts most; the synthetic one only when alone */
+	for (size_t k = d->n_proxies; k-- > 0;)
+		if (strcmp(d->proxies[k], wd_config_synthetic_label(WD_SYNTHETIC_BF16)) &&
+		    strcmp(d->proxies[k], wd_config_synthetic_label(WD_SYNTHETIC_FP16)))
+			r->rank_proxy = k;	/* the last found is the first */
 	place_runs(r, place);
 	free(place);
 	complete_step(r);

@@ -24,7 +24,13 @@
   line ratio = 1 and on the same axes; one capped colour scale for every
   heatmap; no column for a step where the proxy's (or the candidate's) W1
   is 0, with a note saying so; the summary at the latest complete step,
-  naming it and the later incomplete one.
+  naming it and the later incomplete one. The ratio panels' reference and
+  threshold lines lie under the data, their labels over it on a white halo.
+- Scales: a pair firing at ratio 1.6 beside pairs far below 1 reads red
+  (the red side capped by the ratios above 1 alone, the blue side by those
+  below: docs/report.md), the pairs below 1 in shades of blue; the top
+  tensors are ranked by the first trained proxy's ratio, named in the
+  heading, even when the synthetic proxy comes first in the log.
 
 Set WDRIFT_TEST_KEEP=DIR to keep the pages and screenshots there.
 """
@@ -215,14 +221,24 @@ def panels_ok(html, pairs):
     for pair, svg in got:
         if '<line class="ref"' not in svg or "ratio = 1</text>" not in svg:
             return f"{pair}: no ratio = 1 line"
+        # legible: reference and threshold lines under the data, their labels over it, on a white halo
+        lines = [m.start() for m in re.finditer(r'<line class="(?:ref|thr)"', svg)]
+        labels = re.findall(r'<text [^>]*class="(?:refl|thrl)"[^>]*>', svg)
+        data = [m.start() for m in re.finditer(r'<g class="series"', svg)]
+        first_label = min(m.start() for m in re.finditer(r'<text [^>]*class="(?:refl|thrl)"', svg))
+        if not data or max(lines) > min(data) or first_label < max(data):
+            return f"{pair}: the reference lines are not under the data, or their labels not over it"
+        if not all('paint-order="stroke"' in t and 'stroke="#ffffff"' in t for t in labels):
+            return f"{pair}: a line's label has no white halo"
     ticks = {tuple(re.findall(r'class="yt">([^<]*)<', svg)) for _, svg in got}
     return "" if len(ticks) == 1 else f"the panels' y axes differ: {ticks}"
 
 
 def heat_caps(html):
-    """The data-cap of each heatmap, and whether each one's key says 'darker: beyond'."""
-    maps = re.findall(r'<svg class="heat" viewBox="[^"]*" data-cap="([^"]*)"(.*?)</svg>', html, re.S)
-    return [c for c, _ in maps], all("darker: beyond" in body for _, body in maps)
+    """The (red, blue) caps of each heatmap, and whether each one's key says 'darker: beyond'."""
+    maps = re.findall(r'<svg class="heat" viewBox="[^"]*" data-cap="([^"]*)"(?: data-cap-lo="([^"]*)")?(.*?)</svg>',
+                      html, re.S)
+    return [(hi, lo) for hi, lo, _ in maps], all("darker: beyond" in body for _, _, body in maps)
 
 
 def keep(*paths):
@@ -282,7 +298,7 @@ def live(tmp):
         # step 30: lowbf never came; the summary reads step 20, and says so
         check("Summary at step 20, the latest complete step" in html and 'data-step="20"' in html
               and "Step 30 is later but incomplete (lowbf not compared there yet)" in html
-              and "with the largest ratio at step 20</h3>" in html,
+              and "with the largest ratio [fp16] at step 20</h3>" in html,
               "the summary and the top tensors at step 20, the latest complete step; step 30 named incomplete")
         rc, out, err, dt = report("fa", "-c", cfg, "-o", "-")
         check(rc == 0 and out.startswith("<!DOCTYPE html>") and out.endswith("</html>\n"), "-o -: standard output")
@@ -514,21 +530,22 @@ def odd_logs(tmp):
             check(rc2 == 0 and not console, f"{what}: Chromium renders it, no console message ({console[:2]})")
 
 
-def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed=15):
+def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed=15, w1=None):
     """A drift log of candidates against proxies (each proxy's label is its run's name), as the daemon writes it.
 
     Every run starts from the baseline's weights (W1 0 at the first step) but those in offset, which start
     elsewhere (another seed). The runs in missing_last have no rows at the last step. Returns W1 by run
-    (steps x tensors)."""
+    (steps x tensors), made up here unless given."""
     rng = np.random.default_rng(seed)
     runs, P, S = list(cands) + list(proxies), len(proxies), len(steps)
     rt = np.dtype(ROW_TYPE + [("ratio", "<f8", (P,))])
     numel = rng.integers(100, 10000, T).astype(np.uint64)
     grow = np.sqrt((steps - steps[0]) / (steps[-1] - steps[0]))[:, None]
-    w1 = {}
-    for i, r in enumerate(runs):
-        scale = (1e-5 if r in cands else 1e-3) * (1 + i)
-        w1[r] = scale * ((2.0 if r in offset else 0.0) + grow) * rng.uniform(0.3, 3, T)[None, :]
+    if w1 is None:
+        w1 = {}
+        for i, r in enumerate(runs):
+            scale = (1e-5 if r in cands else 1e-3) * (1 + i)
+            w1[r] = scale * ((2.0 if r in offset else 0.0) + grow) * rng.uniform(0.3, 3, T)[None, :]
     rows = []
     for j, step in enumerate(steps):
         for ri, r in enumerate(runs):
@@ -610,6 +627,79 @@ def glance(tmp):
     keep(page, shot)
 
 
+def top_table(html, run):
+    """(heading, [column titles], [[cells]]) of run's table of the tensors with the largest ratio."""
+    m = re.search(r'data-run="' + re.escape(run) + r'"[^<]*</i>[^<]*(: the \d+ tensors with the largest ratio[^<]*)'
+                  r'</h3>\s*<table>(.*?)</table>', html, re.S)
+    if not m:
+        return "", [], []
+    trs = re.findall(r"<tr>(.*?)</tr>", m.group(2), re.S)
+    head = [re.sub(r"<[^>]*>", "", h) for h in re.findall(r"<th>(.*?)</th>", trs[0])] if trs else []
+    rows = [[re.sub(r"<[^>]*>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)] for tr in trs[1:]]
+    return m.group(1), head, rows
+
+
+def ladder_cap(v):
+    """docs/report.md's cap of one side, from its values (each > 1): the 98th percentile, to its 1/16 of
+    log2's upper edge, rounded up to 2, 4, 10 or a power of ten; 2 when there is none. As %g writes it."""
+    ladder = [2, 4, 10] + [10.0 ** e for e in (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15)]
+    if len(v) == 0:
+        return "2"
+    a = np.sort(np.log2(v))
+    need = (np.floor(a[len(a) - len(a) // 50 - 1] * 16) + 1) / 16
+    return "%g" % next((c for c in ladder if np.log2(c) >= need - 1e-9), ladder[-1])
+
+
+def red_minus_blue(img):
+    """The mean of red less blue over a heatmap's cells: strongly positive when the map reads 'above 1'."""
+    return float((img[..., 0].astype(int) - img[..., 2].astype(int)).mean())
+
+
+def scales(tmp):
+    """One pair firing at ratio 1.6 beside one far below 1 (0.01) and a synthetic proxy that both
+    candidates are far below (as the demo's): the heatmap's red side is scaled by the ratios above 1
+    alone, so 1.6 reads red, not near white; the blue side keeps its own range, so the demo-like
+    pairs are not one uniform blue. The top tensors are ranked by the trained proxy's ratio, named."""
+    cands, proxies = ["fast", "slow"], ["round:bf16", "lowp"]   # the synthetic proxy first in the log
+    steps = np.arange(10, dtype=np.int64) * 10
+    T = 8
+    grow = np.sqrt(steps / steps[-1])[:, None]
+    lowp = 1e-3 * grow * np.linspace(0.5, 2, T)[None, :]
+    fast = lowp * np.linspace(1.75, 1.45, T)[None, :]           # lowp ratio falls with the tensor...
+    synth = 1e-1 * grow * np.linspace(1, 0.05, T)[None, :]      # ...its ratio to round:bf16 rises, below 1
+    w1 = {"fast": fast, "slow": lowp * 0.01, "round:bf16": synth, "lowp": lowp}
+    # the caps by the documented rule, from the cells shown (step 0 left out: every W1 is 0 there)
+    cells = np.concatenate([(w1[c][1:] / w1[p][1:]).ravel() for c in cands for p in proxies])
+    want = (ladder_cap(cells[cells > 1]), ladder_cap(1 / cells[cells < 1]))
+    log, page = os.path.join(tmp, "scales.h5"), os.path.join(tmp, "scales.html")
+    study_log(log, cands, proxies, steps, T=T, w1=w1)
+    rc, out, err, dt = report("scales", "--log", log, "-o", page)
+    check(rc == 0, f"report of a pair at 1.6 beside pairs far below 1: exit 0 ({err})")
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    caps, keyed = heat_caps(html)
+    check(len(set(caps)) == 1 and caps[0] == want and want[0] == "2" and keyed,
+          f"one scale: red capped by the ratios above 1 alone ({want[0]}), blue by those below ({want[1]}): {caps}")
+    pngs = heat_pngs(html)
+    rb = [red_minus_blue(p) for p in pngs]
+    print(f"# heatmaps' mean red - blue: {[round(x) for x in rb]} (fast/round:bf16, fast/lowp, slow/..., slow/...)")
+    # fast/lowp at 1.45..1.75 on a cap of 2: red 200, blue 110 (on a cap of 1e3, 246 and 232)
+    check(len(rb) == 4 and rb[1] > 60 and max(rb[0], rb[2], rb[3]) < -20,
+          f"the pair at 1.6 reads red; the pairs far below 1 blue ({[round(x) for x in rb]})")
+    check(len(pngs) == 4 and len({p.tobytes() for p in pngs[:1] + pngs[2:]}) == 3
+          and all(len(np.unique(p.reshape(-1, 3), axis=0)) > 3 for p in (pngs[0], pngs[2])),
+          "the pairs below 1 are not one uniform blue: tensors differ in shade")
+    heading, head, rows = top_table(html, "fast")
+    col = head.index("ratio [lowp]") if "ratio [lowp]" in head else None
+    got = [float(r[col]) for r in rows] if col is not None else []
+    check("largest ratio [lowp] at step 90" in heading and len(got) == T and got == sorted(got, reverse=True),
+          f"the top tensors ranked by the first trained proxy's ratio, named in the heading ({heading!r}, {got})")
+    shot = os.path.join(tmp, "scales.png")
+    rc, console, dt = chromium(page, shot, tmp, height=2400)
+    check(rc == 0 and os.path.exists(shot) and not console, f"Chromium renders it, no console message ({console[:2]})")
+    keep(page, shot)
+
+
 def main():
     if not os.path.exists(WDRIFT):
         print(f"not ok 1 - {WDRIFT} is not built")
@@ -629,6 +719,7 @@ def main():
         live(os.path.join(tmp, "live"))
         scale(tmp)
         glance(tmp)
+        scales(tmp)
         odd_logs(tmp)
     finally:
         subprocess.run(["rm", "-rf", tmp])
