@@ -93,6 +93,16 @@ struct wd_publisher {
 /* Sets this thread's wd_last_error() and returns r, a negative errno. */
 int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * Copies s for a message the library prints or returns: at most max bytes
+ * of it, control characters (C0, DEL, C1) escaped as \n \r \t or \xNN
+ * and '\\' doubled, "..." when cut, so that a name or a daemon's reason
+ * cannot break a log line or drive a terminal. The library's one copy;
+ * PUB_CLIP gives each use its own buffer.
+ */
+const char *pub_clip(char *buf, size_t size, const char *s, size_t max);
+#define PUB_CLIP(s) pub_clip((char[1024]){ 0 }, 1024, (s), 250)
+
 /* CLOCK_MONOTONIC in seconds. */
 double pub_now(void);
 /* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */

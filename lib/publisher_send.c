@@ -230,9 +230,11 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 	char tries[48] = "";
 	if (in->error.code == WIRE_INTERNAL)
 		snprintf(tries, sizeof(tries), " (given up after %d tries)", snap->internal_tries);
-	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %s%s%.200s%s%s",
-		 p->run, (long long)snap->step, wire_code_name(in->error.code), in->error.reason,
-		 named ? "" : " (tensor '", named ? "" : in->name, named ? "" : "')", tries);
+	/* escaped: a name with a newline is what the daemon refuses, and must not break the line */
+	snprintf(p->refusal, sizeof(p->refusal), "run '%.100s' step %lld refused: %s: %.300s%s%.220s%s%s",
+		 PUB_CLIP(p->run), (long long)snap->step, wire_code_name(in->error.code),
+		 PUB_CLIP(in->error.reason), named ? "" : " (tensor '", named ? "" : PUB_CLIP(in->name),
+		 named ? "" : "')", tries);
 	p->refusals++;
 	if (in->error.code == WIRE_CONFLICT) {
 		p->st.conflicts++;
@@ -338,10 +340,10 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		} else {
 			wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; sending it again",
 			       p->run, (long long)snap->step, wire_code_name(in->error.code),
-			       in->error.reason);
+			       PUB_CLIP(in->error.reason));
 			pthread_mutex_lock(&p->lock);	/* for the stall warning: why */
 			snprintf(p->pushback, sizeof(p->pushback), "the daemon said %s: %.256s",
-				 wire_code_name(in->error.code), in->error.reason);
+				 wire_code_name(in->error.code), PUB_CLIP(in->error.reason));
 			/* a full disk or memory is not a moment's: back off as from no daemon */
 			p->full = in->error.code == WIRE_INTERNAL;
 			pthread_mutex_unlock(&p->lock);

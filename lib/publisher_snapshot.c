@@ -115,7 +115,7 @@ static struct pub_tensor *tensor_add(struct wd_publisher *p, const char *name, e
 	t->crc = malloc(n_shards * sizeof(*t->crc));
 	if (!t->name || !t->data || !t->shard || !t->crc) {
 		tensor_release(t);
-		pub_error(-ENOMEM, "tensor '%.200s': out of memory for %llu bytes", name,
+		pub_error(-ENOMEM, "tensor '%s': out of memory for %llu bytes", PUB_CLIP(name),
 			  (unsigned long long)(count * esize));
 		return NULL;
 	}
@@ -146,13 +146,13 @@ static int check_tensor_args(const struct wd_publisher *p, const char *name, enu
 	if (!name || !*name || strlen(name) > WIRE_NAME_MAX)
 		return pub_error(-EINVAL, "tensor name must be 1 to %d bytes", WIRE_NAME_MAX);
 	if (wire_name_rule(name, why, sizeof(why)) < 0)	/* the daemon would refuse it: bad_name */
-		return pub_error(-EINVAL, "tensor name '%.200s' cannot be stored: %s (a name is an HDF5 "
-				 "path: parts split by '/', none empty, '.' or '..')", name, why);
+		return pub_error(-EINVAL, "tensor name '%s' cannot be stored: %s (a name is an HDF5 "
+				 "path: parts split by '/', none empty, '.' or '..')", PUB_CLIP(name), why);
 	if (!wd_dtype_size(dtype))
-		return pub_error(-EINVAL, "tensor '%.200s': dtype %d is not one of f32, f64, f16, bf16",
-				 name, (int)dtype);
+		return pub_error(-EINVAL, "tensor '%s': dtype %d is not one of f32, f64, f16, bf16",
+				 PUB_CLIP(name), (int)dtype);
 	if (ndims < 0 || ndims > WIRE_MAX_DIMS)
-		return pub_error(-EINVAL, "tensor '%.200s': %d dimensions; 0 to %d", name, ndims,
+		return pub_error(-EINVAL, "tensor '%s': %d dimensions; 0 to %d", PUB_CLIP(name), ndims,
 				 WIRE_MAX_DIMS);
 	return 0;
 }
@@ -167,8 +167,8 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
 	if (r < 0)
 		return r;
 	if (!total || offset > total || count > total - offset || (count && !data) || (ndims && !shape))
-		return pub_error(-EINVAL, "tensor '%.200s': shard [%llu, +%llu) of %llu elements is not "
-				 "inside the tensor", name, (unsigned long long)offset,
+		return pub_error(-EINVAL, "tensor '%s': shard [%llu, +%llu) of %llu elements is not "
+				 "inside the tensor", PUB_CLIP(name), (unsigned long long)offset,
 				 (unsigned long long)count, (unsigned long long)total);
 	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, 1);
 	if (!t)
@@ -191,19 +191,19 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 	if (r < 0)
 		return r;
 	if (ndims && (!shape || !start || !local))
-		return pub_error(-EINVAL, "tensor '%.200s': shape, start and local are needed", name);
+		return pub_error(-EINVAL, "tensor '%s': shape, start and local are needed", PUB_CLIP(name));
 	for (int d = 0; d < ndims; d++) {
 		if (!shape[d] || start[d] > shape[d] || local[d] > shape[d] - start[d])
-			return pub_error(-EINVAL, "tensor '%.200s': dimension %d: block [%llu, +%llu) is "
-					 "not inside [0, %llu)", name, d, (unsigned long long)start[d],
+			return pub_error(-EINVAL, "tensor '%s': dimension %d: block [%llu, +%llu) is "
+					 "not inside [0, %llu)", PUB_CLIP(name), d, (unsigned long long)start[d],
 					 (unsigned long long)local[d], (unsigned long long)shape[d]);
 		if (total > UINT64_MAX / 2 / esize / shape[d])
-			return pub_error(-EINVAL, "tensor '%.200s': too many elements", name);
+			return pub_error(-EINVAL, "tensor '%s': too many elements", PUB_CLIP(name));
 		total *= shape[d];
 		count *= local[d];
 	}
 	if (count && !data)
-		return pub_error(-EINVAL, "tensor '%.200s': no data", name);
+		return pub_error(-EINVAL, "tensor '%s': no data", PUB_CLIP(name));
 	/*
 	 * Dimensions past `inner` are whole, so each index of the dimensions
 	 * before it starts one contiguous run of local[inner] * (their extent).
@@ -221,8 +221,8 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 	if (!count)
 		runs = 1, run = 0;	/* this rank holds nothing of it: still named, for the commit */
 	if (runs > PUB_MAX_SHARDS)
-		return pub_error(-E2BIG, "tensor '%.200s': this block is %llu pieces in the flattened "
-				 "tensor; at most %d (send a block of whole rows)", name,
+		return pub_error(-E2BIG, "tensor '%s': this block is %llu pieces in the flattened "
+				 "tensor; at most %d (send a block of whole rows)", PUB_CLIP(name),
 				 (unsigned long long)runs, PUB_MAX_SHARDS);
 	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, (size_t)runs);
 	if (!t)
@@ -273,9 +273,9 @@ static int check_groups(const struct pub_snapshot *s)
 			const char *key = group;
 			snprintf(group, sizeof(group), "%.*s", (int)(sl - v[i]), v[i]);
 			if (bsearch(&key, v, n, sizeof(*v), by_name))
-				r = pub_error(-EINVAL, "tensors '%.200s' and '%.200s' cannot both be in one "
-					      "snapshot: a name is an HDF5 path, and '%.200s' would be a group "
-					      "and a tensor", group, v[i], group);
+				r = pub_error(-EINVAL, "tensors '%s' and '%s' cannot both be in one "
+					      "snapshot: a name is an HDF5 path, and '%s' would be a group "
+					      "and a tensor", PUB_CLIP(group), PUB_CLIP(v[i]), PUB_CLIP(group));
 		}
 	free(v);
 	return r;
@@ -287,9 +287,9 @@ int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *
 		for (size_t k = 0; k < s->names_cap; k++) {
 			const struct pub_tensor *t = s->names[k] ? &s->t[s->names[k] - 1] : NULL;
 			if (t && t->name_covered != t->total)
-				return pub_error(-EINVAL, "tensor '%.200s': the snapshot holds %llu of its %llu "
+				return pub_error(-EINVAL, "tensor '%s': the snapshot holds %llu of its %llu "
 						 "elements; with ranks = 1 every tensor is whole (a sharded job "
-						 "gives each rank's publisher ranks = the number of ranks)", t->name,
+						 "gives each rank's publisher ranks = the number of ranks)", PUB_CLIP(t->name),
 						 (unsigned long long)t->name_covered,
 						 (unsigned long long)t->total);
 		}

@@ -18,9 +18,9 @@ thread sends snapshots and waits for each one's durable ack; when the
 daemon is slow or away, whole snapshots are dropped by policy, counted in
 stats(), and said on stderr.
 """
-from ._errors import WdriftError
+from ._errors import RefusedWarning, WdriftError
 from ._tensors import BF16, Block, Shard
 from .attach import attach
 from .publisher import Publisher
 
-__all__ = ["Publisher", "BF16", "Shard", "Block", "attach", "WdriftError"]
+__all__ = ["Publisher", "BF16", "Shard", "Block", "attach", "WdriftError", "RefusedWarning"]

@@ -13,7 +13,7 @@ import warnings
 from math import prod
 
 from . import _lib as _libmod
-from ._errors import WdriftError
+from ._errors import RefusedWarning, WdriftError
 from ._lib import _Opts, _Stats
 from ._staging import Stager
 from ._tensors import plan, torch_of
@@ -113,6 +113,7 @@ class Publisher:
         self._build = threading.Lock()     # begin..commit of one snapshot at a time
         self._stager = None
         self._conflicts_seen = 0
+        self._refused_seen = 0
         self._stager_error = None
 
     # --- publishing ---
@@ -224,6 +225,17 @@ class Publisher:
             more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
             raise WdriftError(f"{buf.value.decode(errors='replace')}{more}")
 
+    def _warn_refused(self, refused):
+        """RefusedWarning for the snapshots refused (not conflicts) since the last one, with the latest reason."""
+        if refused <= self._refused_seen:
+            return
+        n, self._refused_seen = refused - self._refused_seen, refused
+        buf = ctypes.create_string_buffer(1024)
+        _get_lib().wd_publisher_refusals(self._p, 0, buf, len(buf))
+        warnings.warn(RefusedWarning(f"wdrift: run {self.run!r}: {n} snapshot{'s' if n > 1 else ''} refused by "
+                                     f"the daemon, never stored; the latest: {buf.value.decode(errors='replace')}"),
+                      stacklevel=3)
+
     def _check(self):
         if not self._p:
             raise WdriftError(f"publisher of run {getattr(self, 'run', '?')!r} is closed")
@@ -233,7 +245,10 @@ class Publisher:
         """Waits until no snapshot waits to be sent; False on timeout. Raises as publish() does.
 
         Snapshots the daemon refused leave the queue too: stats() says how
-        many were acked and how many dropped.
+        many were acked and how many dropped. Those it refused for good
+        (a tensor name with a control character, a bad field; not a
+        conflict, which raises) are a wdrift.RefusedWarning: how many since
+        the last one, and the latest reason.
         """
         self._check()
         end = time.monotonic() + timeout
@@ -241,12 +256,14 @@ class Publisher:
             return False
         ok = _get_lib().wd_publisher_flush(self._p, _ms(end - time.monotonic())) == 0
         self._raise_refusals()
+        self._warn_refused(self.stats()["refused"])
         return ok
 
     def close(self, timeout=10.0):
         """Flushes up to timeout, then stops. Returns how many snapshots were never made durable.
 
-        Those are also said on stderr. Raises WdriftError, after closing,
+        Those are also said on stderr; refused ones not yet warned of are a
+        wdrift.RefusedWarning, as in flush(). Raises WdriftError, after closing,
         for a conflict not yet raised, also one that came while flushing.
         """
         if not self._p:
@@ -263,6 +280,7 @@ class Publisher:
         lib.wd_publisher_flush(self._p, _ms(end - time.monotonic()))
         pending = self._stager_error
         final = self.stats()
+        self._warn_refused(final["refused"])
         conflicts = final["conflicts"] > self._conflicts_seen
         buf = ctypes.create_string_buffer(1024)
         lib.wd_publisher_refusals(self._p, 1, buf, len(buf))

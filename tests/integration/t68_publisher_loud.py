@@ -171,6 +171,36 @@ def reused_name(tmp, ep):
         ctx.destroy(linger=0)
 
 
+CONTROL = """
+import warnings
+pub = wdrift.Publisher({ep!r}, "ctl", ack_timeout=5.0)
+pub.publish(1, {{"bad\\nname": np.arange(4, dtype=np.float32)}})
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    ok = pub.flush(20)
+    print("flush", ok, "refused", pub.stats()["refused"], "warned", len(w),
+          [type(x.message).__name__ for x in w], repr(str(w[0].message)) if w else "")
+    pub.publish(2, {{"tab\\there": np.arange(4, dtype=np.float32)}})
+    pub.close(20)
+    print("close warned", len(w) - 1, repr(str(w[-1].message)) if len(w) > 1 else "")
+"""
+
+
+def control_name(tmp, ep):
+    """A tensor named with a newline: the daemon refuses it; the library's line escapes the name, and
+    Python's flush() and close() say so with a RefusedWarning, not silence."""
+    rc, out, err = child(CONTROL.format(ep=ep), tmp)
+    check(rc == 0 and "flush True refused 1 warned 1 ['RefusedWarning']" in out and "bad_field" in out
+          and "control character" in out,
+          f"a refused snapshot is a RefusedWarning from flush(), with the daemon's reason ({out.strip()})", err)
+    lines = [ln for ln in err.splitlines() if "refused: bad_field" in ln]
+    check(len(lines) == 2 and "(tensor 'bad\\nname')" in lines[0] and "(tensor 'tab\\there')" in lines[1]
+          and not any(ln.startswith(("name", "here")) for ln in err.splitlines()),
+          f"the library's refusal lines are whole lines, control characters escaped ({lines})", err)
+    check("close warned 1" in out and "step 2" in out.split("close warned", 1)[-1],
+          f"close() warns of a refusal flush() did not ({out.strip()})", err)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t68-")
     dm = Daemon(tmp)
@@ -248,6 +278,7 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
         check(err.count("no ack from") == 1 and err.count("acks again after") == 1,
               "one warning while it was away, one when acks came back", err)
         reused_name(tmp, ep)
+        control_name(tmp, ep)
         check(dm.stop() == 0, "daemon stopped")
     finally:
         harness.teardown(dm, tmp)
