@@ -163,7 +163,8 @@ static void run_piece(char *p, size_t size, const char *run, json_t *r)
 	size_t used, shown = 0, more = 0;
 
 	fmt_num(num, sizeof(num), json_object_get(r, "w1_max"));
-	used = (size_t)snprintf(p, size, " %s%s W1max %s", clipped(name, sizeof(name), run, 32),
+	/* 12 bytes a name: shorter names before fewer runs (9 runs of 60-byte names showed one) */
+	used = (size_t)snprintf(p, size, " %s%s W1max %s", clipped(name, sizeof(name), run, 12),
 				strcmp(str(r, "role"), "proxy") ? "" : " (proxy)",
 				num);
 	json_object_foreach(json_object_get(r, "ratio_max"), key, v) {
@@ -175,7 +176,7 @@ static void run_piece(char *p, size_t size, const char *run, json_t *r)
 		}
 		fmt_num(num, sizeof(num), v);
 		used += (size_t)snprintf(p + used, size - used, " r[%s] %s",
-					 clipped(label, sizeof(label), key, 16), num);
+					 clipped(label, sizeof(label), key, 12), num);
 		if (used >= size)	/* cannot happen with these clips; cut rather than overrun */
 			return;
 		shown++;
@@ -194,7 +195,7 @@ static void print_drift(const char *topic, json_t *e)
 	const char *run;
 
 	(void)topic;
-	line_add(&l, "drift  %s step %lld:", clipped(name, sizeof(name), str(e, "study"), 40),
+	line_add(&l, "drift  %s step %lld:", clipped(name, sizeof(name), str(e, "study"), 24),
 		 dc_int(e, "step"));
 	for (int proxies = 0; proxies < 2; proxies++) {
 		json_object_foreach(runs, run, r) {
@@ -255,37 +256,15 @@ static void print_event(const char *topic, json_t *e)
 /* --- the socket and its monitor --- */
 
 /*
- * The next event of the monitor m within ms (-1: none came), its value
- * (an errno for the failures) in *value. A monitor message is two frames:
- * 16-bit event and 32-bit value, then the endpoint.
- */
-static int monitor_event(void *m, int ms, uint32_t *value)
-{
-	zmq_pollitem_t it = { m, 0, ZMQ_POLLIN, 0 };
-	unsigned char ev[6];
-	char ep[256];
-	uint16_t code;
-
-	if (zmq_poll(&it, 1, ms) <= 0 || !(it.revents & ZMQ_POLLIN))
-		return -1;
-	if (zmq_recv(m, ev, sizeof(ev), 0) != (int)sizeof(ev)) {
-		zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
-		return -1;
-	}
-	zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
-	memcpy(&code, ev, sizeof(code));
-	memcpy(value, ev + 2, sizeof(*value));
-	return code;
-}
-
-/*
  * Waits for the handshake with the daemon: 0; or -1 with err naming the
  * endpoint and where it came from (the config, or --endpoint).
  */
 static int await_daemon(void *m, const struct dc_target *t, const char *source, char *err, size_t errlen)
 {
 	struct timespec t0, now;
+	struct dc_handshake hs = { 0 };
 	uint32_t value = 0;
+	char why[1024];
 	int code;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -295,14 +274,20 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 						    (now.tv_nsec - t0.tv_nsec) / 1000000);
 		if (stop)
 			return 0;
-		if (left <= 0 || (code = monitor_event(m, left, &value)) < 0)
+		if (left <= 0)
 			break;
+		if ((code = dc_monitor_event(m, hs.closed && left > DC_HANDSHAKE_POLL_MS ? DC_HANDSHAKE_POLL_MS : left,
+					     &value)) < 0) {
+			if (dc_handshake_stuck(&hs, t->events_ep, 1, &t->keys, why, sizeof(why))) {
+				snprintf(err, errlen, "%s (%s)", why, source);
+				return -1;
+			}
+			continue;
+		}
 		if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
 			return 0;
-		if (code == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || code == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-		    code == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-			snprintf(err, errlen, "the daemon at %s (%s) refused the handshake%s", t->events_ep, source,
-				 dc_keys_hint(&t->keys));
+		if (dc_handshake_event(&hs, code, value, t->events_ep, 1, &t->keys, why, sizeof(why))) {
+			snprintf(err, errlen, "%s (%s)", why, source);
 			return -1;
 		}
 	}
@@ -317,7 +302,7 @@ static void tell_connection(void *m, const char *ep)
 	uint32_t value;
 	int code;
 
-	while ((code = monitor_event(m, 0, &value)) >= 0) {
+	while ((code = dc_monitor_event(m, 0, &value)) >= 0) {
 		if (code == ZMQ_EVENT_DISCONNECTED)
 			fprintf(stderr, "wdrift watch: the daemon at %s went away; waiting for it to come back\n", ep);
 		else if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
@@ -371,7 +356,7 @@ int cmd_watch(int argc, char **argv)
 	};
 	struct dc_args a = { 0 };
 	struct watch_opts o = { 0 };
-	char err[1400], source[600];
+	char err[2048], source[600];
 	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o), seen = 0, linger = 0;
 
 	if (r < 0)
@@ -392,6 +377,8 @@ int cmd_watch(int argc, char **argv)
 		return cli_error("no events endpoint: %s has no listen.events; give --endpoint EP",
 				 dc_config_path(a.t.config));
 
+	if (dc_endpoint_check(a.t.events_ep, err, sizeof(err)) < 0)
+		return cli_error("%s (%s)", err, source);
 	void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
 	const char *prefix = o.topic ? o.topic : "";
 	int rc = EXIT_FAIL;
@@ -402,12 +389,10 @@ int cmd_watch(int argc, char **argv)
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(s, ZMQ_SUBSCRIBE, prefix, strlen(prefix));
 	wd_client_keys_apply(s, &a.t.keys);
-	if (zmq_socket_monitor(s, "inproc://watch-monitor", ZMQ_EVENT_ALL) < 0 ||
-	    !(m = zmq_socket(ctx, ZMQ_PAIR)) || zmq_connect(m, "inproc://watch-monitor") < 0) {
+	if (!(m = dc_monitor(ctx, s))) {
 		cli_error("cannot monitor the events socket: %s", zmq_strerror(errno));
 		goto out;
 	}
-	zmq_setsockopt(m, ZMQ_LINGER, &linger, sizeof(linger));
 	if (zmq_connect(s, a.t.events_ep) < 0) {
 		cli_error("cannot connect to '%s' (%s): %s", a.t.events_ep, source, zmq_strerror(errno));
 		goto out;
@@ -450,10 +435,7 @@ int cmd_watch(int argc, char **argv)
 	}
 	rc = EXIT_OK;
 out:
-	if (s)
-		zmq_socket_monitor(s, NULL, 0);
-	if (m)
-		zmq_close(m);
+	dc_monitor_close(s, &m);
 	if (s)
 		zmq_close(s);
 	if (ctx)

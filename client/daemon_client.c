@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <getopt.h>
 
@@ -76,6 +77,159 @@ const char *dc_keys_hint(const struct wd_client_keys *keys)
 				  "give --server-key and --key)";
 }
 
+int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
+{
+	const char *path = endpoint + 6;
+	struct stat st;
+
+	if (strncmp(endpoint, "ipc://", 6) || path[0] == '@')	/* '@': Linux's abstract namespace, no file */
+		return 0;
+	if (stat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return wd_error(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
+		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
+	}
+	if (!S_ISSOCK(st.st_mode))
+		return wd_error(err, errlen, "%s is not a socket (the endpoint %s names a file that wdriftd did "
+				"not make): check the config's listen.*", path, endpoint);
+	return 0;
+}
+
+void *dc_monitor(void *ctx, void *s)
+{
+	static int serial;	/* inproc names are per context; one process, few monitors */
+	char name[64];
+	void *m;
+	int linger = 0;
+
+	snprintf(name, sizeof(name), "inproc://dc-monitor-%d", serial++);
+	if (zmq_socket_monitor(s, name, ZMQ_EVENT_ALL) < 0 || !(m = zmq_socket(ctx, ZMQ_PAIR)))
+		return NULL;
+	zmq_setsockopt(m, ZMQ_LINGER, &linger, sizeof(linger));
+	if (zmq_connect(m, name) < 0) {
+		zmq_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* A monitor message is two frames: 16-bit event and 32-bit value, then the endpoint. */
+int dc_monitor_event(void *m, int ms, uint32_t *value)
+{
+	zmq_pollitem_t it = { m, 0, ZMQ_POLLIN, 0 };
+	unsigned char ev[6];
+	char ep[256];
+	uint16_t code;
+
+	if (zmq_poll(&it, 1, ms) <= 0 || !(it.revents & ZMQ_POLLIN))
+		return -1;
+	if (zmq_recv(m, ev, sizeof(ev), 0) != (int)sizeof(ev)) {
+		zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+		return -1;
+	}
+	zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+	memcpy(&code, ev, sizeof(code));
+	memcpy(value, ev + 2, sizeof(*value));
+	return code;
+}
+
+void dc_monitor_close(void *s, void **m)
+{
+	if (s)
+		zmq_socket_monitor(s, NULL, 0);
+	if (*m)
+		zmq_close(*m);
+	*m = NULL;
+}
+
+/*
+ * The ZMTP errors that mean "not allowed in": one side speaks CURVE and
+ * the other not, the CURVE exchange failed (a wrong server key), or the
+ * ZAP handler (auth.clients) said no. A socket-type mismatch is invalid
+ * metadata: the peer's READY named a type this socket cannot talk to.
+ */
+static int auth_error(uint32_t v)
+{
+	return v == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH || v == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC ||
+	       v == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE || (v & 0xF0000000u) == ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED;
+}
+
+static double mono(void);
+
+static void type_mismatch(const char *endpoint, int events, char *err, size_t errlen)
+{
+	if (events)
+		snprintf(err, errlen, "%s is not wdriftd's events socket (it answered as a different socket "
+			 "type): the events endpoint is listen.events", endpoint);
+	else
+		snprintf(err, errlen, "%s is not wdriftd's control socket (it answered as a different socket "
+			 "type): the control endpoint is listen.control (listen.events is for wdrift watch)",
+			 endpoint);
+}
+
+/* The peer closed the handshake without a reason: with keys, the key may be wrong; without, the type. */
+static void closed_error(const char *endpoint, int events, const struct wd_client_keys *keys,
+			 char *err, size_t errlen)
+{
+	if (keys && keys->on)
+		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong --server-key, "
+			 "or not wdriftd's %s socket (listen.%s)", endpoint, events ? "events" : "control",
+			 events ? "events" : "control");
+	else
+		type_mismatch(endpoint, events, err, errlen);
+}
+
+int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const char *endpoint, int events,
+		       const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	switch (code) {
+	case ZMQ_EVENT_CONNECTED:
+		h->connected = 1;
+		h->attempt_failed = 0;
+		return 0;
+	case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+		h->handshook = 1;
+		h->closed = 0;
+		return 0;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+		snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
+		return 1;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+		if (auth_error(value)) {
+			snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
+			return 1;
+		}
+		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_METADATA)
+			type_mismatch(endpoint, events, err, errlen);
+		else
+			snprintf(err, errlen, "the handshake with %s failed (ZeroMQ protocol error 0x%x): is it "
+				 "a wdriftd endpoint?", endpoint, (unsigned)value);
+		return 1;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+	case ZMQ_EVENT_DISCONNECTED:
+		/* after a success, a daemon going away: not a handshake failure */
+		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
+			return 0;
+		h->attempt_failed = 1;
+		h->closed_at = mono();
+		if (++h->closed < DC_CLOSED_MAX)
+			return 0;
+		closed_error(endpoint, events, keys, err, errlen);
+		return 1;
+	}
+	return 0;
+}
+
+int dc_handshake_stuck(struct dc_handshake *h, const char *endpoint, int events,
+		       const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	if (!h->closed || h->handshook || !h->attempt_failed || mono() - h->closed_at < DC_CLOSED_GRACE)
+		return 0;
+	closed_error(endpoint, events, keys, err, errlen);
+	return 1;
+}
+
+
 static double mono(void)
 {
 	struct timespec t;
@@ -89,8 +243,8 @@ static int env_ms(const char *name, int dflt)
 	return v && atoi(v) > 0 ? atoi(v) : dflt;
 }
 
-/* A REQ socket connected to endpoint, or NULL with err. */
-static void *open_req(void *ctx, const char *endpoint, const struct wd_client_keys *keys,
+/* A REQ socket connected to endpoint, or NULL with err; *mon, when given, its monitor. */
+static void *open_req(void *ctx, const char *endpoint, const struct wd_client_keys *keys, void **mon,
 		      char *err, size_t errlen)
 {
 	void *s = zmq_socket(ctx, ZMQ_REQ);
@@ -102,8 +256,15 @@ static void *open_req(void *ctx, const char *endpoint, const struct wd_client_ke
 	}
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	wd_client_keys_apply(s, keys);
+	if (mon && !(*mon = dc_monitor(ctx, s))) {
+		snprintf(err, errlen, "cannot monitor a socket: %s", zmq_strerror(errno));
+		zmq_close(s);
+		return NULL;
+	}
 	if (zmq_connect(s, endpoint) < 0) {
 		snprintf(err, errlen, "bad endpoint '%s': %s", endpoint, zmq_strerror(errno));
+		if (mon)
+			dc_monitor_close(s, mon);
 		zmq_close(s);
 		return NULL;
 	}
@@ -164,7 +325,9 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 	int timeout = env_ms("WDRIFT_TIMEOUT_MS", 1500), tries = 3, misses = 0, resent = 0;
 	double patience = env_ms("WDRIFT_QUERY_TIMEOUT_MS", 120000) / 1000.0;
 	int status = is_status(request);
-	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL;
+	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL, *mon = NULL;
+	struct dc_handshake hs = { 0 };
+	double round_end;
 	double t0 = mono(), sent = t0;
 	int rc = -1;
 
@@ -173,22 +336,47 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		snprintf(err, errlen, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
 		return -1;
 	}
-	if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+	if (dc_endpoint_check(endpoint, err, errlen) < 0)
+		goto out;
+	/* the first socket's monitor tells a refused handshake at once, and why */
+	if (!(s = open_req(ctx, endpoint, keys, &mon, err, errlen)))
 		goto out;
 	zmq_send(s, request, strlen(request), 0);
+	round_end = mono() + timeout / 1000.0;
 	for (;;) {
-		zmq_pollitem_t it[2] = { { s, 0, ZMQ_POLLIN, 0 }, { probe, 0, ZMQ_POLLIN, 0 } };
-		if (zmq_poll(it, probe ? 2 : 1, timeout) < 0) {
+		/* s, then the monitor (while the first socket lives), then the probe */
+		zmq_pollitem_t it[3] = { { s, 0, ZMQ_POLLIN, 0 } };
+		int n = 1, im = -1, ip = -1, left = (int)((round_end - mono()) * 1000.0);
+		if (mon)
+			it[im = n++] = (zmq_pollitem_t){ mon, 0, ZMQ_POLLIN, 0 };
+		if (probe)
+			it[ip = n++] = (zmq_pollitem_t){ probe, 0, ZMQ_POLLIN, 0 };
+		if (left > DC_HANDSHAKE_POLL_MS && hs.closed)
+			left = DC_HANDSHAKE_POLL_MS;	/* to ask dc_handshake_stuck */
+		if (zmq_poll(it, n, left > 0 ? left : 0) < 0) {
 			if (errno == EINTR)
 				continue;
 			snprintf(err, errlen, "waiting for the daemon at %s: %s", endpoint, zmq_strerror(errno));
 			goto out;
 		}
-		if ((it[0].revents & ZMQ_POLLIN) && (*reply = recv_reply(s))) {
+		int got_s = it[0].revents & ZMQ_POLLIN, got_probe = ip >= 0 && (it[ip].revents & ZMQ_POLLIN);
+		if (im >= 0 && (it[im].revents & ZMQ_POLLIN)) {
+			uint32_t value;
+			int code;
+			while ((code = dc_monitor_event(mon, 0, &value)) >= 0)
+				if (dc_handshake_event(&hs, code, value, endpoint, 0, keys, err, errlen))
+					goto out;
+		}
+		if (mon && dc_handshake_stuck(&hs, endpoint, 0, keys, err, errlen))
+			goto out;
+		if (!got_s && !got_probe && mono() < round_end)
+			continue;	/* monitor news only (a reconnect every 100 ms): the same wait goes on */
+		if (got_s && (*reply = recv_reply(s))) {
 			rc = 0;
 			goto out;
 		}
-		if (probe && (it[1].revents & ZMQ_POLLIN)) {
+		round_end = mono() + timeout / 1000.0;	/* whatever follows starts a new wait */
+		if (got_probe) {
 			char *st = recv_reply(probe);
 			double up = st ? reply_uptime(st) : -1;
 			free(st);
@@ -197,8 +385,9 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			misses = 0;
 			if (up >= 0 && up < mono() - sent && resent < tries) {
 				/* restarted since: the request is lost, not being worked on */
+				dc_monitor_close(s, &mon);
 				zmq_close(s);
-				if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+				if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
 					goto out;
 				zmq_send(s, request, strlen(request), 0);
 				sent = mono();
@@ -212,13 +401,16 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			continue;
 		}
 		if (++misses >= tries) {
+			/* a key hint only where keys can be the cause: connected, never through the handshake */
 			snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
-				 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0, dc_keys_hint(keys));
+				 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0,
+				 hs.connected && !hs.handshook ? dc_keys_hint(keys) : "");
 			goto out;
 		}
 		if (status) {	/* a REQ that lost its reply is stuck: a fresh socket */
+			dc_monitor_close(s, &mon);
 			zmq_close(s);
-			if (!(s = open_req(ctx, endpoint, keys, err, errlen)))
+			if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
 				goto out;
 			zmq_send(s, request, strlen(request), 0);
 			sent = mono();
@@ -226,11 +418,12 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		}
 		if (probe)
 			zmq_close(probe);
-		if (!(probe = open_req(ctx, endpoint, keys, err, errlen)))
+		if (!(probe = open_req(ctx, endpoint, keys, NULL, err, errlen)))
 			goto out;
 		zmq_send(probe, status_req, strlen(status_req), 0);
 	}
 out:
+	dc_monitor_close(mon ? s : NULL, &mon);
 	if (probe)
 		zmq_close(probe);
 	if (s)

@@ -84,6 +84,28 @@ def no_daemon(tmp, cfg):
               f"watch {' '.join(args)} with no daemon: exit 1 in {dt:.1f} s, naming {names} ({err})")
 
 
+def wrong_socket(tmp, cfg):
+    """A daemon without auth: the control socket given to watch, or the events socket to
+    status, is named as the wrong socket type at once, with no CURVE hint; a missing ipc
+    socket file is said at once (issue 15)."""
+    ctl, ev = f"ipc://{tmp}/run/control.sock", f"ipc://{tmp}/run/events.sock"
+    for args, want in ((["watch", "--endpoint", ctl], "not wdriftd's events socket"),
+                       (["status", "--endpoint", ev], "not wdriftd's control socket")):
+        t0 = time.time()
+        r = wd(*args, timeout=20)
+        dt, err = time.time() - t0, r.stderr.strip()
+        check(r.returncode == 1 and want in err and "CURVE" not in err and "server-key" not in err and dt < 2,
+              f"{' '.join(args[:1])} on the other socket: the socket type, no CURVE hint, {dt:.1f} s ({err})")
+    missing = os.path.join(tmp, "other.yaml")
+    with open(missing, "w") as f:
+        f.write(open(cfg).read().replace("/run/control.sock", "/run/gone.sock"))
+    t0 = time.time()
+    r = wd("status", "-c", missing, timeout=20)
+    dt, err = time.time() - t0, r.stderr.strip()
+    check(r.returncode == 1 and f"no socket at {tmp}/run/gone.sock" in err and "CURVE" not in err and dt < 1
+          and missing in err, f"status with no socket file: said at once, naming it and the config ({dt:.2f} s, {err})")
+
+
 def lines_of(p, n, timeout=15):
     """The first n lines of p's stdout, or what came before the timeout."""
     out = []
@@ -107,6 +129,7 @@ def main():
         no_daemon(tmp, cfg)
         check(dm.start() is not None, "daemon ready", dm.log_text())
         ev = f"ipc://{tmp}/run/events.sock"
+        wrong_socket(tmp, cfg)
         pubs = {r: Publisher(ctx, tmp, r) for r in ["base", "lowprec", "fa", "fb"] + LONG}
         ok = publish(pubs["base"], 10, 0.0, 0) and publish(pubs["lowprec"], 10, 0.002, 1)
         for i, r in enumerate(LONG[:-1]):
@@ -137,6 +160,9 @@ def main():
               f"watch: every plain line is under 200 characters ({[len(x) for x in got]})", "\n".join(got))
         wide = [x for x in drift_lines if "step 10" in x and "…+" in x and "runs" in x]
         check(wide, "watch: the wide study's drift line names the step and cuts its runs with '…+N runs'",
+              "\n".join(got))
+        shown = wide[0].split(":", 1)[1].count(";") + 1 if wide else 0
+        check(shown >= 3, f"watch: long run names are cut so that several runs fit ({shown} shown)",
               "\n".join(got))
         check(alert_lines and "firing" in alert_lines[0] and "…" in alert_lines[0],
               "watch: the alert line, with its long names cut, is one line", "\n".join(got))
