@@ -24,6 +24,7 @@
 #include "compute.h"
 #include "logging.h"
 #include "records.h"
+#include "result_cover.h"
 #include "spool_index.h"
 #include "wal.h"
 #include "wdrift.h"
@@ -285,21 +286,20 @@ static struct wd_ckpt *open_spool(struct compute *c, const char *run, int64_t st
 }
 
 /*
- * The runs of study s aligned to the baseline's step, their spooled
- * snapshots open: 0, or -1 when there is nothing to compare there (no
- * baseline snapshot, or no other run and no synthetic proxy).
+ * The runs of study s aligned to the baseline's step (at: each run's own
+ * step), proxies first (their W1 gives the candidates' ratios), then
+ * candidates: 0, or -1 when there is nothing to compare there (no baseline
+ * snapshot, or no other run and no synthetic proxy). Nothing is opened.
  */
-static int gather(struct compute *c, const struct cstudy *s, int64_t step,
-		  struct compare_input *in)
+static int align(const struct compute *c, const struct cstudy *s, int64_t step,
+		 struct compare_input *in, int64_t *at)
 {
 	size_t n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
-	int64_t at[COMPARE_MAX_RUNS];	/* each run's aligned step */
 
 	memset(in, 0, sizeof(*in));
 	in->step = step;
 	if (!spool_index_has(&c->spool, s->baseline, step))
 		return -1;
-	/* proxies first (their W1 gives the candidates' ratios), then candidates */
 	for (size_t k = 0; k < n_trained; k++)
 		if ((at[in->n_runs] = spool_index_nearest(&c->spool, s->pruns[k], step)) >= 0) {
 			in->runs[in->n_runs] = s->pruns[k];
@@ -310,9 +310,16 @@ static int gather(struct compute *c, const struct cstudy *s, int64_t step,
 			in->runs[in->n_runs] = s->cands[k];
 			in->role[in->n_runs++] = ROLE_CANDIDATE;
 		}
-	if (in->n_runs == 0 && s->synthetic == WD_SYNTHETIC_NONE)
-		return -1;
-	if (!(in->base = open_spool(c, s->baseline, step)))
+	return in->n_runs == 0 && s->synthetic == WD_SYNTHETIC_NONE ? -1 : 0;
+}
+
+/* align(), with the spooled snapshots open: 0, or -1 (nothing to compare, or no baseline file). */
+static int gather(struct compute *c, const struct cstudy *s, int64_t step,
+		  struct compare_input *in)
+{
+	int64_t at[COMPARE_MAX_RUNS];
+
+	if (align(c, s, step, in, at) < 0 || !(in->base = open_spool(c, s->baseline, step)))
 		return -1;
 	for (size_t r = 0; r < in->n_runs; r++)
 		in->ck[r] = open_spool(c, in->runs[r], at[r]);
@@ -361,6 +368,31 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 		log_err("compute: drift log of '%s': %s", s->name, err);
 }
 
+/*
+ * Study s at the baseline's step bstep: compared, recorded, handed to the
+ * main thread. 1 when results came of it, 0 when there was nothing to compare.
+ */
+static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
+{
+	struct compare_input in;
+	struct timespec t0, t1;	/* for /metrics' wdrift_compute_seconds_total */
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (gather(c, s, bstep, &in) < 0)
+		return 0;
+	struct result_batch *b = compare_step(c->workers, s, &in);
+	release(&in);
+	if (!b)
+		return 0;
+	record(c, s, b);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	b->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)bstep, b->n_rows);
+	result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
+	workq_finish(&c->q, &b->item);
+	return 1;
+}
+
 static void handle(struct compute *c, const char *run, int64_t step)
 {
 	if (spool_index_add(&c->spool, run, step, -1) < 0)
@@ -372,24 +404,79 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		/* rows are keyed by the baseline's step: align the others to it */
 		int64_t bstep = !strcmp(s->baseline, run) ? step
 				: spool_index_nearest(&c->spool, s->baseline, step);
-		if (bstep < 0)
-			continue;	/* no baseline there yet: its arrival triggers this */
-		struct compare_input in;
-		struct timespec t0, t1;	/* for /metrics' wdrift_compute_seconds_total */
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		if (gather(c, s, bstep, &in) < 0)
-			continue;
-		struct result_batch *b = compare_step(c->workers, s, &in);
-		release(&in);
-		if (!b)
-			continue;
-		record(c, s, b);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		b->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-		log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)step, b->n_rows);
-		result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
-		workq_finish(&c->q, &b->item);
+		if (bstep >= 0)	/* else no baseline there yet: its arrival triggers this */
+			compute_at(c, s, bstep);
 	}
+}
+
+/* --- a reload's new studies, over the snapshots held --- */
+
+/* Has a run of s a snapshot aligned to the baseline's step with no row there? */
+static int step_missing(const struct compute *c, const struct cstudy *s, int64_t step,
+			const struct result_cover *cv)
+{
+	struct compare_input in;
+	int64_t at[COMPARE_MAX_RUNS];
+
+	if (align(c, s, step, &in, at) < 0)
+		return 0;
+	for (size_t r = 0; r < in.n_runs; r++)
+		if (!result_cover_has(cv, step, in.runs[r]))
+			return 1;
+	/* the synthetic proxy's rows go under its label, the last one */
+	return s->synthetic != WD_SYNTHETIC_NONE && !result_cover_has(cv, step, s->labels[s->n_proxies - 1]);
+}
+
+/*
+ * A study the reload added, or whose runs it changed: compared at every
+ * durable step of its baseline where one of its runs has no row yet,
+ * oldest first, as start-up does for what the WAL lacks (recover.c).
+ * Results go to the WAL, the drift log and the main thread like any other.
+ */
+static void backfill(struct compute *c, struct cstudy *s, const char *why)
+{
+	struct result_cover cv;
+	int64_t *steps;
+	size_t n = spool_index_steps(&c->spool, s->baseline, &steps), done = 0;
+
+	if (result_cover_build(&cv, c->replayed, c->n_replayed, s->name, s->baseline) < 0) {
+		log_err("compute: study '%s' (%s): out of memory reading its results: its snapshots "
+			"held are not computed until they arrive again or the daemon restarts", s->name, why);
+		free(steps);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (step_missing(c, s, steps[i], &cv))
+			done += (size_t)compute_at(c, s, steps[i]);
+	log_notice("compute: study '%s' (%s): computed at %zu of the %zu durable steps of baseline "
+		   "'%s' held", s->name, why, done, n, s->baseline);
+	result_cover_release(&cv);
+	free(steps);
+}
+
+static int same_names(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (!a[i] != !b[i] || (a[i] && strcmp(a[i], b[i])))
+			return 0;
+	return 1;
+}
+
+/* Why s (of a new config) needs a backfill against the old studies, or NULL. */
+static const char *backfill_reason(const struct cstudy *old, size_t n_old, const struct cstudy *s)
+{
+	for (size_t i = 0; i < n_old; i++) {
+		const struct cstudy *o = &old[i];
+		if (strcmp(o->name, s->name))
+			continue;
+		return strcmp(o->baseline, s->baseline) || !same_names(o->cands, o->n_cands, s->cands,
+		       s->n_cands) || !same_names(o->pruns, o->n_proxies, s->pruns, s->n_proxies) ||
+		       !same_names(o->labels, o->n_proxies, s->labels, s->n_proxies) ?
+		       "runs changed by reload" : NULL;
+	}
+	return "added by reload";
 }
 
 /* --- runs rm --- */
@@ -499,14 +586,22 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 		handle(c, j->run, j->step);
 		spool_retain(&c->spool, c->wal, j->run, j->step, !is_candidate(c, j->run));
 		break;
-	case JOB_CONFIG:	/* drift logs reopen with it */
-		studies_free(c->studies, c->n_studies);
+	case JOB_CONFIG: {	/* drift logs reopen with it */
+		struct cstudy *old = c->studies;
+		size_t n_old = c->n_studies;
 		c->studies = j->studies;
 		c->n_studies = j->n_studies;
 		j->studies = NULL;
 		j->n_studies = 0;
 		c->spool.rules = j->rules;
+		for (size_t i = 0; i < c->n_studies; i++) {
+			const char *why = backfill_reason(old, n_old, &c->studies[i]);
+			if (why)
+				backfill(c, &c->studies[i], why);
+		}
+		studies_free(old, n_old);
 		break;
+	}
 	}
 	job_free(j);
 }

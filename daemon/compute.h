@@ -28,7 +28,12 @@ struct wd_engine;
 int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *engine,
 		  const struct wd_config *cfg, char **replayed, size_t n_replayed,
 		  struct compute **out);
-/* A new config: studies are copied; takes effect for the next snapshot. */
+/*
+ * A new config: studies are copied; takes effect for the next snapshot. A
+ * study it adds, or whose baseline, candidates or proxies it changes, is
+ * first compared at each durable step of its baseline held where one of its
+ * runs has no row yet, oldest first (logged: one line per study).
+ */
 void compute_set_config(struct compute *c, const struct wd_config *cfg);
 /* Run's snapshot at step is durable: compare what it completes. */
 void compute_submit(struct compute *c, const char *run, int64_t step);

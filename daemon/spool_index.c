@@ -104,6 +104,29 @@ int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64
 	return best;
 }
 
+static int by_step(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return (a > b) - (a < b);
+}
+
+size_t spool_index_steps(const struct spool_index *ix, const char *run, int64_t **steps)
+{
+	size_t n = 0;
+
+	*steps = NULL;
+	for (size_t i = 0; i < ix->n; i++)
+		n += !strcmp(ix->v[i].run, run);
+	if (!n || !(*steps = malloc(n * sizeof(**steps))))
+		return 0;
+	n = 0;
+	for (size_t i = 0; i < ix->n; i++)
+		if (!strcmp(ix->v[i].run, run))
+			(*steps)[n++] = ix->v[i].step;
+	qsort(*steps, n, sizeof(**steps), by_step);
+	return n;
+}
+
 size_t spool_index_forget(struct spool_index *ix, const char *run)
 {
 	size_t n = 0;

@@ -65,6 +65,12 @@ int spool_index_add(struct spool_index *ix, const char *run, int64_t step, int64
  * two equally near; -1 when there is none.
  */
 int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64_t step);
+/*
+ * Run's durable steps in the index, oldest first, in a malloc'd array
+ * (*steps; the caller frees it): how many, or 0 with *steps NULL (none, or
+ * out of memory). A reload's new study is computed over them (compute.c).
+ */
+size_t spool_index_steps(const struct spool_index *ix, const char *run, int64_t **steps);
 /* Takes run's entries out of the index (runs rm); returns how many. */
 size_t spool_index_forget(struct spool_index *ix, const char *run);
 
