@@ -22,10 +22,38 @@ static void vsay(const char *kind, const char *fmt, va_list ap)
 	fputc('\n', stderr);
 }
 
+int cli_json_errors;
+
+/* msg as a JSON string: quotes, backslashes and control characters escaped (UTF-8 kept). */
+static void json_string_out(FILE *f, const char *msg)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
 int cli_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
+	if (cli_json_errors) {
+		char msg[8192];
+		va_list aq;
+		va_copy(aq, ap);
+		vsnprintf(msg, sizeof(msg), fmt, aq);
+		va_end(aq);
+		fputs("{\"ok\": false, \"error\": ", stdout);
+		json_string_out(stdout, msg);
+		fputs("}\n", stdout);
+		fflush(stdout);
+	}
 	vsay("error: ", fmt, ap);
 	va_end(ap);
 	return EXIT_FAIL;

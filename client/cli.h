@@ -22,6 +22,12 @@ struct cli_command {
 /* Set by main to the running subcommand, for message prefixes. */
 extern const char *cli_cmd;
 
+/*
+ * Set by a command whose --json output must stay JSON on failure (reload):
+ * cli_error then also prints {"ok": false, "error": MSG} on stdout.
+ */
+extern int cli_json_errors;
+
 /* Prints "wdrift CMD: error: MSG" and returns EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */

@@ -24,7 +24,8 @@ static const char usage[] =
 DC_HELP_TARGET
 "      --json         print the reply as JSON: {\"config\", \"changes\": {\"studies\",\n"
 "                     \"alerts\", \"clients\": {\"added\", \"removed\", \"changed\"},\n"
-"                     \"keys\": [{\"key\", \"from\", \"to\"}]}}\n"
+"                     \"keys\": [{\"key\", \"from\", \"to\"}]}}; on failure\n"
+"                     {\"ok\": false, \"error\"} (and the error on stderr, exit 1)\n"
 DC_HELP_HELP
 "\nexit status: 0 reloaded; 1 refused (the old configuration stays), or the\n"
 "daemon is down or not answering; 2 usage error.\n";
@@ -92,6 +93,7 @@ int cmd_reload(int argc, char **argv)
 		return cli_opts_exit(r);
 	if (r != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	cli_json_errors = a.json;	/* a script reading --json gets JSON on failure too */
 	/*
 	 * The file this command reads the endpoint from is most often the one
 	 * the daemon would reload: when it does not load, that is the error

@@ -1,5 +1,6 @@
 /* daemon_client.c: endpoints and Lazy Pirate requests (see daemon_client.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,9 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		t->events_ep[0] = 0;
 		return 0;
 	}
-	snprintf(t->config_path, sizeof(t->config_path), "%s", cfg.source);
+	/* absolute, so that `status` says which file whatever the working directory */
+	char real[PATH_MAX];
+	snprintf(t->config_path, sizeof(t->config_path), "%s", realpath(cfg.source, real) ? real : cfg.source);
 	snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control ? t->control : cfg.listen.control);
 	snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : cfg.listen.ingest);
 	snprintf(t->events_ep, sizeof(t->events_ep), "%s", cfg.listen.events);

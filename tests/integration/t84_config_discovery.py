@@ -10,6 +10,9 @@
 - `wdrift reload`: what changed (studies, alerts, keys), in a table and in
   --json; a broken file is refused with FILE:LINE:COL and exit 1 while
   the old config keeps serving; so is a change to a restart key.
+- A relative storage.dir is said with the absolute path it names (start-up
+  log, --check-config, --print-config); the reload log line gives each
+  key from and to.
 """
 import json
 import os
@@ -164,6 +167,15 @@ def main():
         check(r.returncode == 1 and f"{cfg}:17:1:" in r.stderr and "nothing was reloaded" in r.stderr,
               "without --endpoint the CLI cannot read the file either, and says nothing was reloaded",
               r.stderr)
+        for extra in (["--endpoint", ep], []):
+            r = wd("reload", "-c", cfg, "--json", *extra)
+            try:
+                o = json.loads(r.stdout)
+            except ValueError:
+                o = {}
+            check(r.returncode == 1 and o.get("ok") is False and f"{cfg}:17:1:" in o.get("error", ""),
+                  f"reload --json {' '.join(extra)} refused: JSON on stdout, ok false, the error, exit 1",
+                  r.stdout + r.stderr)
         r = wd("studies", "--endpoint", ep, "--json")
         o = json.loads(r.stdout) if r.returncode == 0 else {}
         names = [s.get("name") for s in o.get("studies", [])]
@@ -175,11 +187,60 @@ def main():
               "a restart key is refused, exit 1", r.stderr)
         r = wd("status", "-c", cfg)
         check(r.returncode == 0, "and the daemon still answers", r.stderr)
+        rel = os.path.relpath(cfg, os.path.join(tmp, "var"))
+        r = subprocess.run([WDRIFT, "status", "-c", rel], capture_output=True, text=True, timeout=30,
+                           cwd=os.path.join(tmp, "var"))
+        check(r.returncode == 0 and f"cli config {os.path.realpath(cfg)}" in r.stdout and f"cli config {rel}\n" not in r.stdout,
+              f"status -c {rel}: cli config is the absolute path", r.stdout + r.stderr)
         check(wd("reload", "--help").returncode == 0 and "FILE:LINE:COL" in wd("reload", "--help").stdout,
               "reload --help")
     finally:
         harness.teardown(dm, tmp)
+    storage_and_reload_log()
     return harness.summary()
+
+
+def storage_and_reload_log():
+    """A relative storage.dir is said, with the absolute path it names, at start and by
+    --check-config / --print-config; the reload log line gives each key from and to."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t84-")
+    dm = Daemon(tmp)
+    try:
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg, "w") as f:
+            f.write(BASE.format(d=tmp).replace(f"dir: {tmp}/var", "dir: ./var"))
+        work = os.path.join(tmp, "work")
+        os.makedirs(work)
+        note = (f"storage: './var' is relative to the working directory: {work}/var (an absolute "
+                "storage.dir does not depend on where wdriftd starts)")
+        for opt in ("--check-config", "--print-config"):
+            r = subprocess.run([harness.WDRIFTD, "-c", cfg, opt], capture_output=True, text=True,
+                               cwd=work, timeout=30)
+            check(r.returncode == 0 and note in r.stderr and note not in r.stdout,
+                  f"wdriftd {opt}: the relative storage.dir and its absolute path, on stderr", r.stderr)
+        here = os.getcwd()
+        os.chdir(work)
+        try:
+            ready = dm.start()
+        finally:
+            os.chdir(here)
+        check(ready is not None and os.path.isdir(os.path.join(work, "var")), "wdriftd starts; var/ is in its "
+              "working directory", dm.log_text())
+        check(note in dm.log_text(), "its log says so, with the absolute path", dm.log_text()[-2000:])
+        with open(cfg, "a") as f:
+            f.write("log:\n  level: info\n")
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 0 and "key       log.level: notice -> info" in r.stdout, "reload: log.level changed",
+              r.stdout + r.stderr)
+        log = dm.log_text()
+        check("keys: log.level: notice -> info" in log, "the daemon's reload log line gives the key from and to",
+              log[-2000:])
+        r = subprocess.run([harness.WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True,
+                           cwd="/", timeout=30)
+        check(r.returncode == 0 and "storage: './var' is relative to the working directory: /var " in r.stderr,
+              "from /, the path named is /var", r.stderr)
+    finally:
+        harness.teardown(dm, tmp)
 
 
 if __name__ == "__main__":
