@@ -5,6 +5,10 @@
  * are never lowered while the daemon runs. Reads struct control and what
  * it points to (state, config, kept results, alerts) on the main thread.
  *
+ * Steps: W1, step and non-finite counts per run are of the run's latest
+ * step; the ratios, and W1 beside them, of the study's latest complete step
+ * (control_latest_complete), where every run has been compared.
+ *
  * Cardinality: a series per study and run (and proxy, and summary) for
  * drift, per rule and instance for alerts; per tensor only for instances
  * of rules with scope tensors, unless metrics.per_tensor asks for all.
@@ -173,7 +177,8 @@ static void daemon_series(FILE *f, const struct control *c)
 		"Bytes held for snapshots in flight.", s->reserved);
 	one_u64(f, "wdrift_memory_budget_bytes", "gauge", "memory.budget, in bytes.", s->budget);
 	one_u64(f, "wdrift_comparisons_total", "counter",
-		"Study steps compared by the compute thread since the daemon started.", k->comparisons);
+		"Comparison passes of the compute thread since the daemon started: a study at one "
+		"step, compared again each time a later run arrives at that step.", k->comparisons);
 	family(f, "wdrift_compute_seconds_total", "counter",
 	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
 	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);
@@ -273,19 +278,6 @@ static void drift_series(FILE *f, const struct latest *v, size_t n)
 				sample(f, "wdrift_drift_w1", (struct label[]){ { "study", v[i].b->study },
 					{ "run", v[i].run }, { "role", role_name(v[i].sum[s]->role) },
 					{ "summary", summary_name[s] }, { 0 } }, v[i].sum[s]->w1);
-	family(f, "wdrift_drift_ratio", "gauge",
-	       "A candidate's W1 over a proxy's, tensor by tensor, summarized over tensors; above 1: "
-	       "it drifts more than the proxy. NaN where the proxy's W1 is 0.");
-	for (size_t i = 0; i < n; i++)
-		for (int s = 0; s < 3; s++) {
-			const struct drift_row *r = v[i].sum[s];
-			if (!r || r->role != ROLE_CANDIDATE)
-				continue;
-			for (size_t p = 0; p < v[i].b->n_proxies; p++)
-				sample(f, "wdrift_drift_ratio", (struct label[]){ { "study", v[i].b->study },
-					{ "run", v[i].run }, { "proxy", v[i].b->proxies[p] },
-					{ "summary", summary_name[s] }, { 0 } }, r->ratio[p]);
-		}
 	family(f, "wdrift_drift_nonfinite", "gauge",
 	       "NaN and infinite values in the run's weights at its latest step.");
 	for (size_t i = 0; i < n; i++) {
@@ -298,31 +290,89 @@ static void drift_series(FILE *f, const struct latest *v, size_t n)
 	}
 }
 
-/* metrics.per_tensor: each tensor row of the batches the latest summaries come from. */
-static void tensor_series(FILE *f, const struct latest *v, size_t n, int ratio)
+/*
+ * The latest complete step of each configured study (control_latest_complete:
+ * every run of the study compared there, wd_study_step_runs), NULL-free, in
+ * config order; *n of them. A candidate ahead of its proxy has no ratio at
+ * its own latest step: the ratios come from here, so that they are numbers
+ * whenever the study has a complete step past step 0.
+ */
+static const struct result_batch **complete_batches(const struct control *c, size_t *n)
 {
-	const char *name = ratio ? "wdrift_tensor_ratio" : "wdrift_tensor_w1";
+	const struct result_batch **v = calloc(c->cfg->n_studies + 1, sizeof(*v));
 
-	family(f, name, "gauge", ratio ? "A candidate's W1 over a proxy's, for one tensor, at its "
-	       "latest step (metrics.per_tensor)." : "W1 distance of one tensor from the baseline's, "
+	*n = 0;
+	for (size_t i = 0; v && i < c->cfg->n_studies; i++)
+		if ((v[*n] = control_latest_complete(c, c->cfg->studies[i].name)))
+			(*n)++;
+	return v;
+}
+
+static void complete_series(FILE *f, const struct result_batch *const *v, size_t n)
+{
+	family(f, "wdrift_drift_complete_step", "gauge",
+	       "The study's latest complete step (the baseline's): every run of the study compared "
+	       "there. wdrift_drift_complete_w1 and wdrift_drift_ratio are of this step.");
+	for (size_t i = 0; i < n; i++)
+		sample(f, "wdrift_drift_complete_step", (struct label[]){ { "study", v[i]->study }, { 0 } },
+		       (double)v[i]->step);
+	family(f, "wdrift_drift_complete_w1", "gauge",
+	       "W1 distance of the run's weights from the baseline's at the study's latest complete "
+	       "step, summarized over tensors: weighted (mean by element count), median or max.");
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < v[i]->n_rows; r++) {
+			const struct drift_row *row = &v[i]->rows[r];
+			if (row->kind >= ROW_MEAN && row->kind <= ROW_MAX)
+				sample(f, "wdrift_drift_complete_w1", (struct label[]){ { "study", v[i]->study },
+					{ "run", row->run }, { "role", role_name(row->role) },
+					{ "summary", summary_name[row->kind - ROW_MEAN] }, { 0 } }, row->w1);
+		}
+	family(f, "wdrift_drift_ratio", "gauge",
+	       "A candidate's W1 over a proxy's, tensor by tensor, summarized over tensors, at the "
+	       "study's latest complete step; above 1: it drifts more than the proxy. NaN where the "
+	       "proxy's W1 is 0 (a complete step 0).");
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < v[i]->n_rows; r++) {
+			const struct drift_row *row = &v[i]->rows[r];
+			if (row->kind < ROW_MEAN || row->kind > ROW_MAX || row->role != ROLE_CANDIDATE)
+				continue;
+			for (size_t p = 0; p < v[i]->n_proxies; p++)
+				sample(f, "wdrift_drift_ratio", (struct label[]){ { "study", v[i]->study },
+					{ "run", row->run }, { "proxy", v[i]->proxies[p] },
+					{ "summary", summary_name[row->kind - ROW_MEAN] }, { 0 } }, row->ratio[p]);
+		}
+}
+
+/* metrics.per_tensor: each tensor's W1 at its run's latest step. */
+static void tensor_w1_series(FILE *f, const struct latest *v, size_t n)
+{
+	family(f, "wdrift_tensor_w1", "gauge", "W1 distance of one tensor from the baseline's, "
 	       "at the run's latest step (metrics.per_tensor).");
 	for (size_t i = 0; i < n; i++) {
 		const struct result_batch *b = v[i].b;
 		for (size_t r = 0; r < b->n_rows; r++) {
 			const struct drift_row *row = &b->rows[r];
-			if (row->kind != ROW_TENSOR || strcmp(row->run, v[i].run))
-				continue;
-			if (!ratio) {
-				sample(f, name, (struct label[]){ { "study", b->study }, { "run", row->run },
-					{ "tensor", row->tensor }, { 0 } }, row->w1);
-				continue;
-			}
-			for (size_t p = 0; row->role == ROLE_CANDIDATE && p < b->n_proxies; p++)
-				sample(f, name, (struct label[]){ { "study", b->study }, { "run", row->run },
-					{ "tensor", row->tensor }, { "proxy", b->proxies[p] }, { 0 } },
-					row->ratio[p]);
+			if (row->kind == ROW_TENSOR && !strcmp(row->run, v[i].run))
+				sample(f, "wdrift_tensor_w1", (struct label[]){ { "study", b->study },
+					{ "run", row->run }, { "tensor", row->tensor }, { 0 } }, row->w1);
 		}
 	}
+}
+
+/* metrics.per_tensor: each tensor's ratio at the study's latest complete step, as wdrift_drift_ratio. */
+static void tensor_ratio_series(FILE *f, const struct result_batch *const *v, size_t n)
+{
+	family(f, "wdrift_tensor_ratio", "gauge", "A candidate's W1 over a proxy's, for one tensor, "
+	       "at the study's latest complete step (metrics.per_tensor).");
+	for (size_t i = 0; i < n; i++)
+		for (size_t r = 0; r < v[i]->n_rows; r++) {
+			const struct drift_row *row = &v[i]->rows[r];
+			for (size_t p = 0; row->kind == ROW_TENSOR && row->role == ROLE_CANDIDATE &&
+			     p < v[i]->n_proxies; p++)
+				sample(f, "wdrift_tensor_ratio", (struct label[]){ { "study", v[i]->study },
+					{ "run", row->run }, { "tensor", row->tensor },
+					{ "proxy", v[i]->proxies[p] }, { 0 } }, row->ratio[p]);
+		}
 }
 
 /* --- alerts --- */
@@ -412,11 +462,15 @@ char *metrics_render(const struct control *c, size_t *len)
 		return NULL;
 	daemon_series(f, c);
 	struct latest *v = latest_rows(c, &n);
+	size_t n_complete = 0;
+	const struct result_batch **done = complete_batches(c, &n_complete);
 	drift_series(f, v, n);
+	complete_series(f, done, n_complete);
 	if (c->cfg->metrics.per_tensor) {
-		tensor_series(f, v, n, 0);
-		tensor_series(f, v, n, 1);
+		tensor_w1_series(f, v, n);
+		tensor_ratio_series(f, done, n_complete);
 	}
+	free(done);
 	free(v);
 	if (c->alerts)
 		alert_series(f, c->alerts);

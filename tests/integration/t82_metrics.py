@@ -12,6 +12,9 @@ daemon goes on serving. The endpoint listens on loopback only, and on
 nothing unless configured; bad listen.metrics values are refused with
 FILE:LINE:COL. The shipped Prometheus rules pass `promtool check rules`,
 and every wdrift_ series the rules and the Grafana dashboard use exists.
+A candidate ahead of its proxy keeps numeric ratios: those of the study's
+latest complete step (wdrift_drift_complete_step), per tensor too; and
+wdrift_comparisons_total counts comparison passes, as its HELP says.
 """
 import json
 import os
@@ -424,8 +427,93 @@ def off_and_bad_config():
         harness.teardown(dm, tmp, ctx)
 
 
+def log_rows_at(path, run, step):
+    """{kind: (w1, {label: ratio})} of run's rows at step in a drift log (the last written of each),
+    kind 0 (tensors) as {tensor: (w1, {label: ratio})}."""
+    with h5py.File(path, "r", swmr=True) as f:
+        rows = f["rows"][:]
+        runs = f["runs"][:].astype(str)
+        tensors = f["tensors"][:].astype(str)
+        labels = list(f["proxies"][:].astype(str))
+    out = {0: {}}
+    for r in rows:
+        if runs[r["run"]] != run or int(r["step"]) != step:
+            continue
+        v = (float(r["w1"]), {lab: float(r["ratio"][i]) for i, lab in enumerate(labels)})
+        if r["kind"] == 0:
+            out[0][tensors[r["tensor"]]] = v
+        else:
+            out[int(r["kind"])] = v
+    return out
+
+
+def candidate_ahead():
+    """A candidate ahead of its proxy: the ratios stay those of the latest complete step
+    (numbers, not NaN), with wdrift_drift_complete_step saying which; W1 per run is its latest.
+    wdrift_comparisons_total counts comparison passes, as its HELP says."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t82-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    port = free_port()
+    try:
+        write_config(dm, metrics=f"127.0.0.1:{port}", per_tensor=True)
+        check(dm.start() is not None, "ready, metrics.per_tensor: true")
+        base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
+        for step in (10, 20):
+            snap(base, step, 0.0)
+            snap(low, step, 0.0, f16=True)
+            snap(fa, step, 0.01)
+        for step in (30, 40):       # the proxy's job lags behind: no lowprec at 30, 40
+            snap(base, step, 0.0)
+            snap(fa, step, 0.01)
+
+        def settled(s):
+            return (get(s, "wdrift_drift_step", study="fa", run="fa", role="candidate") == 40
+                    and get(s, "wdrift_queue_depth", queue="compute") == 0)
+        s, body = wait_scrape(port, settled)
+        check(body != "", "step 40 of base and fa compared, lowprec at 20", body[-2000:])
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+        check(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+              "promtool check metrics: no errors, no lint", r.stdout + r.stderr)
+        path = os.path.join(tmp, "var", "drift", "fa.h5")
+        at20, at40 = log_rows_at(path, "fa", 20), log_rows_at(path, "fa", 40)
+        check(get(s, "wdrift_drift_complete_step", study="fa") == 20,
+              f"wdrift_drift_complete_step{{study=fa}} is 20 ({get(s, 'wdrift_drift_complete_step', study='fa')})")
+        ok = len(at20) == 4 and len(at40) == 4
+        for kind, summary in {1: "weighted", 2: "median", 3: "max"}.items():
+            ratio = get(s, "wdrift_drift_ratio", study="fa", run="fa", proxy="fp16", summary=summary)
+            ok = ok and ratio == ratio and ratio == at20[kind][1]["fp16"]
+            ok = ok and get(s, "wdrift_drift_complete_w1", study="fa", run="fa", role="candidate",
+                            summary=summary) == at20[kind][0]
+            ok = ok and get(s, "wdrift_drift_w1", study="fa", run="fa", role="candidate",
+                            summary=summary) == at40[kind][0]
+            if not ok:
+                print(f"# {summary}: ratio {ratio}; log at 20 {at20.get(kind)}, at 40 {at40.get(kind)}")
+                break
+        check(ok, "the ratios are step 20's (numbers, not NaN), as is wdrift_drift_complete_w1; "
+              "wdrift_drift_w1 is the run's latest, step 40")
+        p20 = log_rows_at(path, "lowprec", 20)
+        check(get(s, "wdrift_drift_complete_w1", study="fa", run="lowprec", role="proxy", summary="max") == p20[3][0],
+              "the proxy's W1 at the complete step is beside them")
+        ok = len(at20[0]) == 2 and len(at40[0]) == 2
+        for t, (w1, ratios) in at20[0].items():
+            ok = ok and get(s, "wdrift_tensor_ratio", study="fa", run="fa", tensor=t, proxy="fp16") == ratios["fp16"]
+            ok = ok and get(s, "wdrift_tensor_w1", study="fa", run="fa", tensor=t) == at40[0][t][0]
+        check(ok, "per tensor too: ratios of step 20, W1 of step 40")
+        help_line = re.search(r"^# HELP wdrift_comparisons_total (.*)$", body, re.M)
+        passes = dm.log_text().count("compute: study 'fa' step ")
+        check(help_line and "passes" in help_line.group(1) and get(s, "wdrift_comparisons_total") == passes
+              and passes > 4,
+              f"wdrift_comparisons_total counts comparison passes, as its HELP says "
+              f"({get(s, 'wdrift_comparisons_total')} passes over 4 steps; {passes} in the log)",
+              help_line.group(0) if help_line else body[:2000])
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main_flow()
     off_and_bad_config()
+    candidate_ahead()
     sys.exit(harness.summary())
