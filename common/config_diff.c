@@ -156,9 +156,17 @@ void wd_config_diff_summary(const json_t *d, char *buf, size_t size)
 		if (o < size)
 			o += snprintf(buf + o, size - o, "%s%s +%zu -%zu ~%zu", i ? ", " : "", lists[i], a, r, m);
 	}
-	for (size_t i = 0; i < json_array_size(keys) && o < size; i++)
-		o += snprintf(buf + o, size - o, "%s%s", i ? ", " : ", keys: ",
-			      json_string_value(json_object_get(json_array_get(keys, i), "key")));
+	/* from and to, as the reply gives them ('' for an unset optional key) */
+	for (size_t i = 0; i < json_array_size(keys) && o < size; i++) {
+		const json_t *k = json_array_get(keys, i);
+		const char *from = json_string_value(json_object_get(k, "from"));
+		const char *to = json_string_value(json_object_get(k, "to"));
+		o += snprintf(buf + o, size - o, "%s%s: %s -> %s", i ? ", " : ", keys: ",
+			      json_string_value(json_object_get(k, "key")),
+			      from && *from ? from : "''", to && *to ? to : "''");
+	}
+	if (o >= size && size > 4)	/* cut short: say so rather than end mid-word */
+		memcpy(buf + size - 4, "...", 4);
 	if (!total)
 		snprintf(buf, size, "nothing changed");
 }

@@ -28,7 +28,8 @@ struct json_t *wd_config_diff(const struct wd_config *old, const struct wd_confi
 
 /*
  * One line for a log: "studies +1 -0 ~1, alerts +0 -0 ~0, clients +0 -0 ~0,
- * keys: log.level" or "nothing changed". d may be NULL ("unknown").
+ * keys: log.level: notice -> info" (each key from and to, '' when unset; "..."
+ * ends a line cut at size) or "nothing changed". d may be NULL ("unknown").
  */
 void wd_config_diff_summary(const struct json_t *d, char *buf, size_t size);
 

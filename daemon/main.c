@@ -174,6 +174,30 @@ static void signal_mask(sigset_t *mask)
 	sigaddset(mask, SIGINT);
 }
 
+/*
+ * storage.dir, when relative, is relative to the working directory (unlike
+ * ipc:// paths, which follow the config file): the absolute path it names
+ * now, for a notice, so that a daemon started elsewhere does not put its
+ * data there silently. 0 when storage.dir is absolute (nothing to say).
+ */
+static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
+{
+	const char *dir = cfg->storage.dir, *rest = dir;
+	char cwd[PATH_MAX];
+
+	if (dir[0] == '/')
+		return 0;
+	while (rest[0] == '.' && rest[1] == '/')
+		rest += 2;
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
+	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
+	snprintf(buf, size, "storage: '%s' is relative to the working directory: %s%s%s (an "
+		 "absolute storage.dir does not depend on where wdriftd starts)", dir, cwd,
+		 whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
+	return 1;
+}
+
 static int start(struct daemon *d, int force)
 {
 	char path[4096], err[WD_CONFIG_ERR_MAX];
@@ -635,6 +659,10 @@ int main(int argc, char **argv)
 		wd_config_release(&d.cfg);
 		return 2;
 	}
+	char where[PATH_MAX + 256];
+	int relative = storage_relative(&d.cfg, where, sizeof(where));
+	if ((check || print) && relative)	/* stderr: stdout is the verdict, or YAML */
+		fprintf(stderr, "wdriftd: %s\n", where);
 	if (check) {
 		printf("%s: ok (%zu studies, %zu alerts)\n", d.cfg.source, d.cfg.n_studies,
 		       d.cfg.n_alerts);
@@ -659,6 +687,8 @@ int main(int argc, char **argv)
 	signal_mask(&mask);
 	sigprocmask(SIG_BLOCK, &mask, NULL);	/* before any thread exists */
 	signal(SIGPIPE, SIG_IGN);	/* a peer's closed pipe must not kill us */
+	if (relative)
+		log_notice("%s", where);
 	if (start(&d, force) < 0) {
 		shutdown_daemon(&d);
 		return 1;

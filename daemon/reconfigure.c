@@ -37,7 +37,7 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 {
 	struct daemon *d = ctx;
 	struct wd_config next;
-	char what[512];
+	char what[2048];	/* the summary: every key changed, from and to */
 	int r;
 
 	notify_reloading();
