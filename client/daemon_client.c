@@ -274,6 +274,22 @@ static void *open_req(void *ctx, const char *endpoint, const struct wd_client_ke
 	return s;
 }
 
+/*
+ * The request again on a fresh REQ socket, s and its monitor (*mon) closed:
+ * a REQ that lost its reply cannot send another. The new socket, or NULL
+ * with err.
+ */
+static void *send_again(void *ctx, void *s, void **mon, const char *endpoint,
+			const struct wd_client_keys *keys, const char *request, char *err, size_t errlen)
+{
+	dc_monitor_close(s, mon);
+	zmq_close(s);
+	if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
+		return NULL;
+	zmq_send(s, request, strlen(request), 0);
+	return s;
+}
+
 /* The reply waiting on s (malloc'd, NUL-terminated), or NULL. */
 static char *recv_reply(void *s)
 {
@@ -388,11 +404,8 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			misses = 0;
 			if (up >= 0 && up < mono() - sent && resent < tries) {
 				/* restarted since: the request is lost, not being worked on */
-				dc_monitor_close(s, &mon);
-				zmq_close(s);
-				if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
+				if (!(s = send_again(ctx, s, &mon, endpoint, keys, request, err, errlen)))
 					goto out;
-				zmq_send(s, request, strlen(request), 0);
 				sent = mono();
 				resent++;
 			}
@@ -411,11 +424,8 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			goto out;
 		}
 		if (status) {	/* a REQ that lost its reply is stuck: a fresh socket */
-			dc_monitor_close(s, &mon);
-			zmq_close(s);
-			if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
+			if (!(s = send_again(ctx, s, &mon, endpoint, keys, request, err, errlen)))
 				goto out;
-			zmq_send(s, request, strlen(request), 0);
 			sent = mono();
 			continue;
 		}

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,40 @@ static void one_u64(FILE *f, const char *name, const char *type, const char *hel
 
 /* --- the daemon's own counters, queues and memory (what `wdrift status` shows) --- */
 
+/* The counts of struct counters that are one series each, with no label. */
+#define COUNT(field) offsetof(struct counters, field)
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} plain_counts[] = {
+	{ "wdrift_messages_received_total", "counter",
+	  "Protocol messages received on the ingest socket.", COUNT(messages) },
+	{ "wdrift_tensors_received_total", "counter", "Tensor messages (shards) accepted.", COUNT(tensors) },
+	{ "wdrift_bytes_received_total", "counter", "Bytes of tensor data accepted.", COUNT(bytes_received) },
+	{ "wdrift_snapshots_received_total", "counter",
+	  "Snapshots committed by publishers (commit messages).", COUNT(commits) },
+	{ "wdrift_snapshots_durable_total", "counter",
+	  "Snapshots made durable (spooled and in the write-ahead log) since the daemon started.",
+	  COUNT(stored) },
+	{ "wdrift_durable_snapshots", "gauge",
+	  "Durable snapshots the daemon holds, those replayed at start included (status: durable).",
+	  COUNT(snapshots_durable) },
+	{ "wdrift_snapshots_duplicate_total", "counter",
+	  "Durable snapshots sent again with the same content (acked as duplicates).", COUNT(duplicates) },
+	{ "wdrift_duplicate_tensors_total", "counter", "Tensor messages of duplicate snapshots.",
+	  COUNT(duplicate_tensors) },
+	{ "wdrift_snapshots_conflict_total", "counter",
+	  "Durable snapshots sent again with other content, refused.", COUNT(conflicts) },
+	{ "wdrift_spool_failures_total", "counter",
+	  "Snapshots the spool could not store (disk full, I/O error).", COUNT(spool_failures) },
+	{ "wdrift_control_requests_total", "counter", "Requests on the control socket.",
+	  COUNT(control_requests) },
+	{ "wdrift_comparisons_total", "counter",
+	  "Comparison passes of the compute thread since the daemon started: a study at one "
+	  "step, compared again each time a later run arrives at that step.", COUNT(comparisons) },
+};
+#undef COUNT
+
 static void daemon_series(FILE *f, const struct control *c)
 {
 	const struct state *s = c->st;
@@ -120,26 +155,9 @@ static void daemon_series(FILE *f, const struct control *c)
 	family(f, "wdrift_uptime_seconds", "gauge", "Seconds since the daemon started.");
 	sample(f, "wdrift_uptime_seconds", NULL, now_mono() - s->started);
 	one_u64(f, "wdrift_runs", "gauge", "Runs the daemon knows (wdrift runs).", s->n_runs);
-	one_u64(f, "wdrift_messages_received_total", "counter",
-		"Protocol messages received on the ingest socket.", k->messages);
-	one_u64(f, "wdrift_tensors_received_total", "counter",
-		"Tensor messages (shards) accepted.", k->tensors);
-	one_u64(f, "wdrift_bytes_received_total", "counter",
-		"Bytes of tensor data accepted.", k->bytes_received);
-	one_u64(f, "wdrift_snapshots_received_total", "counter",
-		"Snapshots committed by publishers (commit messages).", k->commits);
-	one_u64(f, "wdrift_snapshots_durable_total", "counter",
-		"Snapshots made durable (spooled and in the write-ahead log) since the daemon started.",
-		k->stored);
-	one_u64(f, "wdrift_durable_snapshots", "gauge",
-		"Durable snapshots the daemon holds, those replayed at start included (status: durable).",
-		k->snapshots_durable);
-	one_u64(f, "wdrift_snapshots_duplicate_total", "counter",
-		"Durable snapshots sent again with the same content (acked as duplicates).", k->duplicates);
-	one_u64(f, "wdrift_duplicate_tensors_total", "counter",
-		"Tensor messages of duplicate snapshots.", k->duplicate_tensors);
-	one_u64(f, "wdrift_snapshots_conflict_total", "counter",
-		"Durable snapshots sent again with other content, refused.", k->conflicts);
+	for (size_t i = 0; i < sizeof(plain_counts) / sizeof(plain_counts[0]); i++)
+		one_u64(f, plain_counts[i].name, plain_counts[i].type, plain_counts[i].help,
+			*(const uint64_t *)(const void *)((const char *)k + plain_counts[i].off));
 	family(f, "wdrift_snapshots_dropped_total", "counter",
 	       "Unfinished snapshots given up: idle past limits.pending_timeout, or to free memory.budget.");
 	sample_u64(f, "wdrift_snapshots_dropped_total", (struct label[]){ { "reason", "idle" }, { 0 } },
@@ -154,10 +172,6 @@ static void daemon_series(FILE *f, const struct control *c)
 		sample_u64(f, "wdrift_errors_total",
 			   (struct label[]){ { "code", wire_code_name((enum wire_code)e) }, { 0 } },
 			   k->errors[e]);
-	one_u64(f, "wdrift_spool_failures_total", "counter",
-		"Snapshots the spool could not store (disk full, I/O error).", k->spool_failures);
-	one_u64(f, "wdrift_control_requests_total", "counter",
-		"Requests on the control socket.", k->control_requests);
 	family(f, "wdrift_auth_handshakes_total", "counter", "CURVE handshakes, by outcome.");
 	const struct { const char *name; uint64_t v; } au[] = {
 		{ "accepted", k->auth.accepted }, { "unknown_key", k->auth.unknown_key },
@@ -176,9 +190,6 @@ static void daemon_series(FILE *f, const struct control *c)
 	one_u64(f, "wdrift_memory_reserved_bytes", "gauge",
 		"Bytes held for snapshots in flight.", s->reserved);
 	one_u64(f, "wdrift_memory_budget_bytes", "gauge", "memory.budget, in bytes.", s->budget);
-	one_u64(f, "wdrift_comparisons_total", "counter",
-		"Comparison passes of the compute thread since the daemon started: a study at one "
-		"step, compared again each time a later run arrives at that step.", k->comparisons);
 	family(f, "wdrift_compute_seconds_total", "counter",
 	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
 	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);
