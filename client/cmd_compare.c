@@ -120,6 +120,19 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 }
 
 /* One option of `wdrift compare` into *ctx (struct options): 0, or cli_usage_error's status. */
+/* A count of decimal digits only, 0 to max, into *out: 0, or -1 (strtol alone would take "-1", " 1", "+1"). */
+static int parse_count(const char *arg, long max, int *out)
+{
+	long v;
+
+	errno = 0;
+	v = strtol(arg, NULL, 10);
+	if (!arg[0] || arg[strspn(arg, "0123456789")] || errno || v > max)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
 static int on_option(int c, const char *arg, void *ctx)
 {
 	struct options *o = ctx;
@@ -147,25 +160,14 @@ static int on_option(int c, const char *arg, void *ctx)
 		if (wd_backend_parse(arg, &o->backend))
 			return cli_usage_error("--engine '%s': expected auto, cpu or cuda", arg);
 		return 0;
-	case 'T': {
-		long t;
-		errno = 0;
-		t = strtol(arg, NULL, 10);
-		if (!arg[0] || arg[strspn(arg, "0123456789")] || errno || t > 256)
+	case 'T':
+		if (parse_count(arg, 256, &o->threads) < 0)
 			return cli_usage_error("--threads '%s': expected a thread count, 0 to 256", arg);
-		o->threads = (int)t;
 		return 0;
-	}
-	case 'd': {
-		long d;
-		errno = 0;
-		d = strtol(arg, NULL, 10);
-		/* digits only: strtol would take "-1", " 1" and "+1" */
-		if (!arg[0] || arg[strspn(arg, "0123456789")] || errno || d > 1023)
+	case 'd':
+		if (parse_count(arg, 1023, &o->device) < 0)
 			return cli_usage_error("--device '%s': expected a device index, 0 to 1023", arg);
-		o->device = (int)d;
 		return 0;
-	}
 	}
 	return cli_usage_error("unknown option '%c'", c);	/* a table entry without a case */
 }

@@ -102,13 +102,5 @@ int cmd_reload(int argc, char **argv)
 	if (!a.t.control && dc_resolve(&a.t, err, sizeof(err)) < 0)
 		return cli_error("%s: nothing was reloaded: the daemon keeps its running configuration "
 				 "(fix the file, or give --endpoint to ask the daemon anyway)", err);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "reload"));
-	if (!o)
-		return EXIT_FAIL;
-	if (a.json)
-		dc_print_json(o);
-	else
-		print_reload(o);
-	json_decref(o);
-	return EXIT_OK;
+	return dc_show(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "reload"), print_reload);
 }

@@ -549,10 +549,16 @@ int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*
 		return cli_opts_exit(r);
 	if (r != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", cmd));
+	return dc_show(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", cmd), print);
+}
+
+int dc_show(struct dc_args *a, json_t *request, void (*print)(json_t *reply))
+{
+	json_t *o = dc_call(a, request);
+
 	if (!o)
 		return EXIT_FAIL;
-	if (a.json)
+	if (a->json)
 		dc_print_json(o);
 	else
 		print(o);

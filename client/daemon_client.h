@@ -171,6 +171,12 @@ long long dc_int(json_t *o, const char *key);
  * --help).
  */
 int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*print)(json_t *reply));
+/*
+ * Sends request (its reference is taken) and prints the reply: as JSON
+ * with --json, else through print. EXIT_OK, or EXIT_FAIL when there was no
+ * reply (dc_call has said why).
+ */
+int dc_show(struct dc_args *a, json_t *request, void (*print)(json_t *reply));
 
 /* The help of such a subcommand's options. */
 #define DC_HELP_SIMPLE DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP DC_HELP_EXIT

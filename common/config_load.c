@@ -237,41 +237,6 @@ static int load_runs(struct loader *L, const struct ynode *v, struct wd_config_r
 /* Reads pair i of a mapping whose keys are names: key k (checked), its value k->next. */
 typedef int read_pair_fn(struct loader *L, const struct ynode *k, void *items, size_t i);
 
-/*
- * A mapping whose keys are names (proxies, auth.clients), into *items (n
- * of them, size bytes each, allocated in the config), each pair read by
- * read. Null: no pairs. 0, or -1 with the error.
- */
-static int load_named_map(struct loader *L, const struct ynode *v, enum ftype type,
-			  const char *what, size_t max, size_t size, void **items, size_t *n,
-			  read_pair_fn *read)
-{
-	char why[512];
-	size_t i = 0;
-
-	if (ydoc_is_null(v))
-		return 0;
-	if (expect(L, v, Y_MAP, type_desc[type]))
-		return -1;
-	if (v->n / 2 > max)
-		return loader_fail_at(L, v, "%zu %s: at most %zu", v->n / 2, what, max);
-	*items = wd_arena_alloc(&L->keep, (v->n / 2 + 1) * size);
-	if (!*items)
-		return oom(L);
-	for (const struct ynode *k = v->child; k; k = k->next->next, i++) {
-		size_t old;
-		if (map_key(L, v, k, &old))
-			return -1;
-		if (config_check_name(k->text, why, sizeof(why)))
-			return loader_fail_at(L, k, "%s", why);
-		if (read(L, k, *items, i))
-			return -1;
-		loader_path_pop(L, old);
-	}
-	*n = i;
-	return 0;
-}
-
 /* A proxy: its label, and the run name it maps to. */
 static int read_proxy(struct loader *L, const struct ynode *k, void *items, size_t i)
 {
@@ -303,37 +268,83 @@ static int read_client(struct loader *L, const struct ynode *k, void *items, siz
 	return cl[i].name && cl[i].key ? 0 : oom(L);
 }
 
-static int load_proxies(struct loader *L, const struct ynode *v, struct wd_config_proxies *px)
+/* The mappings keyed by names: proxies, then auth.clients (load_named_map's T_CLIENTS). */
+static const struct named_map {
+	const char *what;
+	size_t max, size;
+	read_pair_fn *read;
+} named_maps[] = {
+	{ "proxies", MAX_PROXIES, sizeof(struct wd_config_proxy), read_proxy },
+	{ "clients", MAX_CLIENTS, sizeof(struct wd_config_client), read_client },
+};
+
+/*
+ * A mapping whose keys are names (proxies, auth.clients): returns its
+ * items (n of them, size bytes each, allocated in the config; NULL for no
+ * pairs), each pair read by read. On an error *failed is set, and the
+ * items read so far are returned all the same.
+ */
+static void *load_named_map(struct loader *L, const struct ynode *v, enum ftype type, size_t *n,
+			    int *failed)
 {
-	void *items = NULL;
-	int r = load_named_map(L, v, T_PROXIES, "proxies", MAX_PROXIES, sizeof(*px->v), &items,
-			       &px->n, read_proxy);
+	const struct named_map *m = &named_maps[type == T_CLIENTS];
+	const char *what = m->what;
+	size_t max = m->max, size = m->size, i = 0;
+	read_pair_fn *read = m->read;
+	char why[512];
+	void *items;
 
-	px->v = items;
-	return r;
-}
-
-static int load_clients(struct loader *L, const struct ynode *v, struct wd_config_clients *cl)
-{
-	void *items = NULL;
-	int r = load_named_map(L, v, T_CLIENTS, "clients", MAX_CLIENTS, sizeof(*cl->v), &items,
-			       &cl->n, read_client);
-
-	cl->v = items;
-	return r;
+	*failed = 1;
+	if (ydoc_is_null(v)) {
+		*failed = 0;
+		return NULL;
+	}
+	if (expect(L, v, Y_MAP, type_desc[type]))
+		return NULL;
+	if (v->n / 2 > max) {
+		loader_fail_at(L, v, "%zu %s: at most %zu", v->n / 2, what, max);
+		return NULL;
+	}
+	if (!(items = wd_arena_alloc(&L->keep, (v->n / 2 + 1) * size))) {
+		oom(L);
+		return NULL;
+	}
+	for (const struct ynode *k = v->child; k; k = k->next->next, i++) {
+		size_t old;
+		if (map_key(L, v, k, &old))
+			return items;
+		if (config_check_name(k->text, why, sizeof(why))) {
+			loader_fail_at(L, k, "%s", why);
+			return items;
+		}
+		if (read(L, k, items, i))
+			return items;
+		loader_path_pop(L, old);
+	}
+	*n = i;
+	*failed = 0;
+	return items;
 }
 
 static int load_field(struct loader *L, const struct field *f, const struct ynode *v, void *base)
 {
+	int failed;
+
 	switch (f->type) {
 	case T_RUN:
 		return load_run(L, v, (const char **)((char *)base + f->off));
 	case T_RUNS:
 		return load_runs(L, v, (struct wd_config_runs *)((char *)base + f->off));
 	case T_PROXIES:
-		return load_proxies(L, v, (struct wd_config_proxies *)((char *)base + f->off));
-	case T_CLIENTS:
-		return load_clients(L, v, (struct wd_config_clients *)((char *)base + f->off));
+	case T_CLIENTS: {
+		size_t n = 0;
+		void *items = load_named_map(L, v, f->type, &n, &failed), *at = (char *)base + f->off;
+		if (f->type == T_PROXIES)
+			*(struct wd_config_proxies *)at = (struct wd_config_proxies){ .n = n, .v = items };
+		else
+			*(struct wd_config_clients *)at = (struct wd_config_clients){ .n = n, .v = items };
+		return failed ? -1 : 0;
+	}
 	default:
 		return load_scalar(L, f, v, base);
 	}
@@ -408,6 +419,7 @@ static int walk_list(struct loader *L, const struct ynode *v, const struct list_
 	char want[32];
 	size_t i = 0;
 
+	loader_set_path(L, spec->what);	/* its errors name "studies[2].baseline" */
 	if (ydoc_is_null(v))
 		return 0;
 	snprintf(want, sizeof(want), "a list of %s", spec->what);
@@ -500,7 +512,7 @@ static int load_buffer(const char *name, const char *text, size_t len, struct wd
 	const struct ynode *where[N_CFG] = { 0 };
 	struct ynode *root;
 	struct wd_config c;
-	void *items;
+	void *items = NULL;	/* the studies, when any */
 	int r = -1;
 
 	if (err && errlen)
@@ -521,20 +533,14 @@ static int load_buffer(const char *name, const char *text, size_t len, struct wd
 		if (walk_section(&L, root, "", &c, where))
 			goto out;
 		L.max_run = c.limits.max_name;
-		if (L.studies) {
-			loader_set_path(&L, "studies");
-			if (walk_list(&L, L.studies->next, &study_list, &items, &c.n_studies,
-				      &L.study_where))
-				goto out;
-			c.studies = items;
-		}
-		if (L.alerts) {
-			loader_set_path(&L, "alerts");
-			if (walk_list(&L, L.alerts->next, &alert_list, &items, &c.n_alerts,
-				      &L.alert_where))
-				goto out;
-			c.alerts = items;
-		}
+		void *alerts = NULL;
+		if ((L.studies && walk_list(&L, L.studies->next, &study_list, &items, &c.n_studies,
+					    &L.study_where)) ||
+		    (L.alerts && walk_list(&L, L.alerts->next, &alert_list, &alerts, &c.n_alerts,
+					   &L.alert_where)))
+			goto out;
+		c.studies = items;
+		c.alerts = alerts;
 		loader_set_path(&L, "");
 	}
 	if (config_check_top(&L, &c, where) || config_resolve_alerts(&L, &c))
