@@ -232,8 +232,10 @@ class Publisher:
         n, self._refused_seen = refused - self._refused_seen, refused
         buf = ctypes.create_string_buffer(1024)
         _get_lib().wd_publisher_refusals(self._p, 0, buf, len(buf))
+        latest = buf.value.decode(errors="replace")
         warnings.warn(RefusedWarning(f"wdrift: run {self.run!r}: {n} snapshot{'s' if n > 1 else ''} refused by "
-                                     f"the daemon, never stored; the latest: {buf.value.decode(errors='replace')}"),
+                                     "the daemon, never stored (each said above as it came; the warning's "
+                                     ".latest has the last reason)", n, latest),
                       stacklevel=3)
 
     def _check(self):
@@ -248,7 +250,8 @@ class Publisher:
         many were acked and how many dropped. Those it refused for good
         (a tensor name with a control character, a bad field; not a
         conflict, which raises) are a wdrift.RefusedWarning: how many since
-        the last one, and the latest reason.
+        the last one (.count), and the latest reason (.latest); the reasons
+        themselves were said on stderr as they came, once.
         """
         self._check()
         end = time.monotonic() + timeout

@@ -179,10 +179,11 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     ok = pub.flush(20)
     print("flush", ok, "refused", pub.stats()["refused"], "warned", len(w),
-          [type(x.message).__name__ for x in w], repr(str(w[0].message)) if w else "")
+          [type(x.message).__name__ for x in w], repr(w[0].message.latest) if w else "",
+          "count", w[0].message.count if w else 0, "repeats", "bad_field" in str(w[0].message) if w else "")
     pub.publish(2, {{"tab\\there": np.arange(4, dtype=np.float32)}})
     pub.close(20)
-    print("close warned", len(w) - 1, repr(str(w[-1].message)) if len(w) > 1 else "")
+    print("close warned", len(w) - 1, repr(w[-1].message.latest) if len(w) > 1 else "")
 """
 
 
@@ -191,8 +192,9 @@ def control_name(tmp, ep):
     Python's flush() and close() say so with a RefusedWarning, not silence."""
     rc, out, err = child(CONTROL.format(ep=ep), tmp)
     check(rc == 0 and "flush True refused 1 warned 1 ['RefusedWarning']" in out and "bad_field" in out
-          and "control character" in out,
-          f"a refused snapshot is a RefusedWarning from flush(), with the daemon's reason ({out.strip()})", err)
+          and "control character" in out and "count 1 repeats False" in out,
+          f"a refused snapshot is a RefusedWarning from flush(), carrying the daemon's reason (.latest) "
+          f"without saying it a second time ({out.strip()})", err)
     lines = [ln for ln in err.splitlines() if "refused: bad_field" in ln]
     check(len(lines) == 2 and "(tensor 'bad\\nname')" in lines[0] and "(tensor 'tab\\there')" in lines[1]
           and not any(ln.startswith(("name", "here")) for ln in err.splitlines()),
