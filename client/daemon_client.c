@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "config_find.h"
 #include "daemon_client.h"
 #include "error.h"
 
@@ -54,6 +55,13 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		return -1;
 	t->config_path[0] = 0;
 	if (dc_config_load(t->config, &cfg, "give --endpoint", cerr, sizeof(cerr)) < 0) {
+		struct wd_config_found found;
+		char ep[2 * PATH_MAX], ferr[256];
+		/* a file that does not load may be an edit the daemon has not taken: name its socket */
+		if (!t->control && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
+		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0)
+			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
+					"its previous config: it answers at --endpoint %s)", cerr, ep);
 		if (!t->control)
 			return wd_error(err, errlen, "%s", cerr);
 		/* --endpoint needs no config */

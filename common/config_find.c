@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "config_find.h"
 #include "error.h"
+#include "yaml_doc.h"
 
 #define SYSTEM_CONFIG "/etc/wdrift/wdrift.yaml"
 #define TREE_CONFIG "config/wdrift.yaml"
@@ -103,6 +104,25 @@ static int config_dir(const char *path, char *dir, size_t size, char *err, size_
 	return 1;
 }
 
+/*
+ * ep as a process in any directory must read it: a relative ipc:// path
+ * against dir (the config's), ./ prefixes dropped; any other endpoint as
+ * it is. Into out; 0, or -1 when it would not fit a unix socket address.
+ */
+static int absolute_ipc(const char *dir, const char *ep, char *out, size_t size)
+{
+	const char *rest = ep + 6;
+
+	if (strncmp(ep, "ipc://", 6) || ep[6] == '/') {
+		snprintf(out, size, "%s", ep);
+		return 0;
+	}
+	while (rest[0] == '.' && rest[1] == '/')	/* ./run/x.sock: run/x.sock */
+		rest += 2;
+	snprintf(out, size, "ipc://%s/%s", dir, rest);
+	return strlen(out) - 6 > IPC_MAX ? -1 : 0;
+}
+
 int wd_config_load_file(const char *path, struct wd_config *out, char *err, size_t errlen)
 {
 	static const char *const names[3] = { "listen.ingest", "listen.control", "listen.events" };
@@ -116,21 +136,15 @@ int wd_config_load_file(const char *path, struct wd_config *out, char *err, size
 		goto fail;
 	const char **eps[3] = { &c.listen.ingest, &c.listen.control, &c.listen.events };
 	for (int i = 0; i < 3 && regular; i++) {
-		const char *ep = *eps[i], *rest;
+		const char *ep = *eps[i];
 
-		if (strncmp(ep, "ipc://", 6) || ep[6] == '/')
-			continue;
-		rest = ep + 6;
-		while (rest[0] == '.' && rest[1] == '/')	/* ./run/x.sock: run/x.sock */
-			rest += 2;
-		snprintf(abs, sizeof(abs), "ipc://%s/%s", dir, rest);
-		if (strlen(abs) - 6 > IPC_MAX) {
+		if (absolute_ipc(dir, ep, abs, sizeof(abs)) < 0) {
 			wd_error(err, errlen, "%s: %s: '%s' is '%s' against the config's directory: %zu "
 				 "bytes, more than the %zu a unix socket address holds; write a shorter "
 				 "or absolute path", path, names[i], ep, abs, strlen(abs) - 6, IPC_MAX);
 			goto fail;
 		}
-		if (!(*eps[i] = wd_arena_strndup(&c.arena, abs, strlen(abs)))) {
+		if (strcmp(abs, ep) && !(*eps[i] = wd_arena_strndup(&c.arena, abs, strlen(abs)))) {
 			wd_error(err, errlen, "%s: out of memory", path);
 			goto fail;
 		}
@@ -140,4 +154,43 @@ int wd_config_load_file(const char *path, struct wd_config *out, char *err, size
 fail:
 	wd_config_release(&c);
 	return -1;
+}
+
+/* The scalar at key under map, or NULL. */
+static const struct ynode *map_get(const struct ynode *map, const char *key)
+{
+	if (!map || map->kind != Y_MAP)
+		return NULL;
+	for (const struct ynode *k = map->child; k && k->next; k = k->next->next)
+		if (k->kind == Y_SCALAR && !strcmp(k->text, key))
+			return k->next;
+	return NULL;
+}
+
+int wd_config_peek_control(const char *path, char *ep, size_t size)
+{
+	struct wd_arena *nodes = NULL;
+	struct ynode *root = NULL;
+	struct wd_config d;
+	char dir[PATH_MAX], err[256], *text = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "rb");
+	int r = -1;
+
+	if (!f)
+		return -1;
+	text = malloc(1 << 20);
+	if (text)
+		len = fread(text, 1, (1 << 20) - 1, f);
+	fclose(f);
+	if (text && ydoc_parse(path, text, len, &nodes, &root, err, sizeof(err)) == 0 &&
+	    config_dir(path, dir, sizeof(dir), err, sizeof(err)) > 0) {
+		const struct ynode *v = map_get(map_get(root, "listen"), "control");
+		wd_config_defaults(&d);
+		r = absolute_ipc(dir, v && v->kind == Y_SCALAR ? v->text : d.listen.control, ep, size);
+	}
+	if (nodes)
+		wd_arena_free(nodes);
+	free(text);
+	return r;
 }

@@ -60,4 +60,14 @@ int wd_config_find(const char *given, struct wd_config_found *f, char *err, size
  */
 int wd_config_load_file(const char *path, struct wd_config *out, char *err, size_t errlen);
 
+/*
+ * For a config that does not load (an unknown key, a bad value, while the
+ * daemon still runs the one before): the listen.control written in path's
+ * YAML, or the built-in default when it has none, made absolute as
+ * wd_config_load_file makes it, into ep. The CLI names it in its error, so
+ * that the user can still reach the daemon with --endpoint. 0, or -1 when
+ * the file does not read as YAML at all.
+ */
+int wd_config_peek_control(const char *path, char *ep, size_t size);
+
 #endif

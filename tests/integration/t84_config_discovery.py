@@ -167,6 +167,22 @@ def main():
         check(r.returncode == 1 and f"{cfg}:17:1:" in r.stderr and "nothing was reloaded" in r.stderr,
               "without --endpoint the CLI cannot read the file either, and says nothing was reloaded",
               r.stderr)
+        # a file that is YAML but not a valid config (the trial's typo): every command names the
+        # socket the daemon, still on its previous config, answers at; and that endpoint works
+        with open(cfg) as f:
+            good = f.read()
+        with open(cfg, "w") as f:
+            f.write(good.replace("  - name: [\n", "").replace("listen:", "bogus_key: 1\nlisten:", 1))
+        r = wd("status", "-c", cfg)
+        hint = re.search(r"it answers at --endpoint (\S+)\)", r.stderr)
+        check(r.returncode == 1 and "unknown key 'bogus_key'" in r.stderr and hint and
+              hint.group(1) == ep, "a config with an error: status names the daemon's control socket "
+              f"(absolute) to use meanwhile ({hint and hint.group(1)})", r.stderr)
+        r = wd("status", "--endpoint", hint.group(1) if hint else ep, "--json")
+        check(r.returncode == 0 and '"engine"' in r.stdout,
+              "and wdrift status --endpoint with it reaches the daemon, still serving", r.stderr)
+        with open(cfg, "w") as f:
+            f.write(good)
         for extra in (["--endpoint", ep], []):
             r = wd("reload", "-c", cfg, "--json", *extra)
             try:
