@@ -145,6 +145,10 @@ static int check_tensor_args(const struct wd_publisher *p, const char *name, enu
 
 	if (!name || !*name || strlen(name) > WIRE_NAME_MAX)
 		return pub_error(-EINVAL, "tensor name must be 1 to %d bytes", WIRE_NAME_MAX);
+	long at = wire_name_control(name);
+	if (at >= 0)	/* the daemon would refuse it: bad_field */
+		return pub_error(-EINVAL, "tensor name '%s' has a control character at byte %ld",
+				 PUB_CLIP(name), at);
 	if (wire_name_rule(name, why, sizeof(why)) < 0)	/* the daemon would refuse it: bad_name */
 		return pub_error(-EINVAL, "tensor name '%s' cannot be stored: %s (a name is an HDF5 "
 				 "path: parts split by '/', none empty, '.' or '..')", PUB_CLIP(name), why);

@@ -136,6 +136,17 @@ int wire_names_clash(const char *a, const char *b)
 	return !strncmp(s, l, n) && l[n] == '/';
 }
 
+long wire_name_control(const char *s)
+{
+	for (size_t i = 0; s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
+		    /* C1 (U+0080-U+009F): a terminal takes CSI and OSC from it */
+		    ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+		     (unsigned char)s[i + 1] <= 0x9f))
+			return (long)i;
+	return -1;
+}
+
 /*
  * A tensor name: 1 to max bytes, no control characters (jansson checked
  * UTF-8), and storable (wire_name_rule).
@@ -148,13 +159,10 @@ static int check_name(const char *s, size_t max, struct wire_error *err)
 	if (n == 0 || n > max)
 		return fail(err, WIRE_BAD_FIELD, "name", "tensor name must be 1 to %zu bytes, not %zu",
 			    max, n);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f ||
-		    /* C1 (U+0080-U+009F): a terminal takes CSI and OSC from it */
-		    ((unsigned char)s[i] == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
-		     (unsigned char)s[i + 1] <= 0x9f))
-			return fail(err, WIRE_BAD_FIELD, "name",
-				    "tensor name has a control character at byte %zu", i);
+	long at = wire_name_control(s);
+	if (at >= 0)
+		return fail(err, WIRE_BAD_FIELD, "name",
+			    "tensor name has a control character at byte %ld", at);
 	if (wire_name_rule(s, why, sizeof(why)) < 0)
 		return fail(err, WIRE_BAD_NAME, "name", "tensor name '%.120s' cannot be stored: %s "
 			    "(a name is an HDF5 path: parts split by '/', none empty, '.' or '..')", s, why);

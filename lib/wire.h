@@ -45,6 +45,12 @@ const char *wire_code_name(enum wire_code c);
  * with why saying which rule name breaks.
  */
 int wire_name_rule(const char *name, char *why, size_t len);
+/*
+ * The byte at which name has its first control character (C0, DEL, or C1
+ * in UTF-8, which a terminal obeys), or -1: a tensor name has none. The
+ * daemon refuses such a name (bad_field), the publisher before sending it.
+ */
+long wire_name_control(const char *name);
 
 /*
  * Whether two names of one snapshot cannot both be stored: one is a group

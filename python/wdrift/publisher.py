@@ -248,7 +248,7 @@ class Publisher:
 
         Snapshots the daemon refused leave the queue too: stats() says how
         many were acked and how many dropped. Those it refused for good
-        (a tensor name with a control character, a bad field; not a
+        (a name over the daemon's limits.max_name, a bad field; not a
         conflict, which raises) are a wdrift.RefusedWarning: how many since
         the last one (.count), and the latest reason (.latest); the reasons
         themselves were said on stderr as they came, once.
