@@ -89,6 +89,18 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		struct wd_prepared *p);
 
 /*
+ * A zeroed 65,536-bin count (HIST16's hist[], 512 KiB), and its return.
+ * Returned counts are kept for the next prepare, up to CPU_HIST_SPARE of
+ * them (32 MiB) for the life of the process: glibc would give each back
+ * to the kernel, and the unmap's TLB shootdown stalls every other thread
+ * (docs/performance.md, "A Llama-shaped snapshot"). cpu_hist_put takes
+ * any buffer of at least that size from malloc, or NULL.
+ */
+#define CPU_HIST_SPARE 64
+uint64_t *cpu_hist_get(void);
+void cpu_hist_put(uint64_t *hist);
+
+/*
  * W1 between two prepared tensors in host memory (values[] or hist[]) that
  * both have finite values.
  */

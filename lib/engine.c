@@ -257,7 +257,7 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 		/* Start again on the CPU from a clean slate. */
 		int device_view = p->view_on_device;
 		cuda_prepared_release(e->cuda, p);
-		free(p->hist);
+		cpu_hist_put(p->hist);
 		free(p->values);
 		prepared_init(p, v);
 		if (r == -EIO)
@@ -303,7 +303,7 @@ void wd_prepared_free(struct wd_prepared **p)
 		live_del((*p)->engine, *p);
 	}
 	free((*p)->values);
-	free((*p)->hist);
+	cpu_hist_put((*p)->hist);
 	free(*p);
 	*p = NULL;
 }

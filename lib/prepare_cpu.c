@@ -8,6 +8,7 @@
  * libc only; calls nothing in engine.c.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,14 +113,28 @@ struct hist16_job {
 	int *failed;		/* per part: no memory for its sub-counts */
 };
 
+/*
+ * A slice this short is counted straight into the 64-bit counts: the two
+ * sub-counts would cost more to clear and fold (2 x 65,536 bins) than the
+ * chain they break.
+ */
+#define HIST_DIRECT (1u << 16)
+
 static void hist16_part(void *ctx, int i, int parts)
 {
 	const struct hist16_job *j = ctx;
 	uint64_t from = (uint64_t)((unsigned __int128)j->n * (unsigned)i / (unsigned)parts);
 	uint64_t to = (uint64_t)((unsigned __int128)j->n * (unsigned)(i + 1) / (unsigned)parts);
-	uint32_t *sub = calloc(2 * HALF_CODES, sizeof(*sub));
 	uint64_t *h = j->out[i];
 
+	if (to - from <= HIST_DIRECT) {
+		for (uint64_t at = from; at < to; at++)
+			h[j->upper_halves ? ((const uint32_t *)j->src)[at] >> 16
+					  : ((const uint16_t *)j->src)[at]]++;
+		return;
+	}
+	/* two 32-bit counts in one buffer of a 64-bit count's size */
+	uint32_t *sub = (uint32_t *)cpu_hist_get();
 	if (!sub) {
 		j->failed[i] = 1;
 		return;
@@ -135,7 +150,38 @@ static void hist16_part(void *ctx, int i, int parts)
 			sub[c] = sub[HALF_CODES + c] = 0;
 		}
 	}
-	free(sub);
+	cpu_hist_put((uint64_t *)sub);
+}
+
+static pthread_mutex_t hist_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *hist_spare[CPU_HIST_SPARE];
+static int hist_spares;
+
+uint64_t *cpu_hist_get(void)
+{
+	uint64_t *h = NULL;
+
+	pthread_mutex_lock(&hist_spare_lock);
+	if (hist_spares)
+		h = hist_spare[--hist_spares];
+	pthread_mutex_unlock(&hist_spare_lock);
+	if (!h)
+		return calloc(HALF_CODES, sizeof(*h));
+	memset(h, 0, HALF_CODES * sizeof(*h));
+	return h;
+}
+
+void cpu_hist_put(uint64_t *hist)
+{
+	if (!hist)
+		return;
+	pthread_mutex_lock(&hist_spare_lock);
+	if (hist_spares < CPU_HIST_SPARE) {
+		hist_spare[hist_spares++] = hist;
+		hist = NULL;
+	}
+	pthread_mutex_unlock(&hist_spare_lock);
+	free(hist);
 }
 
 /*
@@ -150,11 +196,11 @@ static int prepare_hist16(struct cpu_engine *c, const void *src, int upper_halve
 	uint64_t **out = calloc((size_t)parts, sizeof(*out));
 	int *failed = calloc((size_t)parts, sizeof(*failed));
 
-	p->hist = calloc(HALF_CODES, sizeof(*p->hist));
+	p->hist = cpu_hist_get();
 	if (!out || !failed || !p->hist)
 		r = -ENOMEM;
 	for (int i = 0; !r && i < parts; i++)
-		if (!(out[i] = i ? calloc(HALF_CODES, sizeof(**out)) : p->hist))
+		if (!(out[i] = i ? cpu_hist_get() : p->hist))
 			r = -ENOMEM;
 	if (!r) {
 		struct hist16_job j = { src, upper_halves, n, out, failed };
@@ -167,7 +213,7 @@ static int prepare_hist16(struct cpu_engine *c, const void *src, int upper_halve
 				p->hist[code] += out[i][code];
 	}
 	for (int i = 1; out && i < parts; i++)
-		free(out[i]);
+		cpu_hist_put(out[i]);
 	free(out);
 	free(failed);
 	if (r)

@@ -275,6 +275,42 @@ static void test_codes16(void)
 	}
 }
 
+/*
+ * A freed count goes back to a spare list for the next prepare
+ * (prepare_cpu.c: cpu_hist_get): a reused one must count from zero. Many
+ * full tensors are prepared and freed, more than the list holds, then a
+ * tensor of one code must have exactly its own count, and W1 against a
+ * sorted copy must be 0.
+ */
+static void test_hist_reuse(void)
+{
+	enum { N = 4096, MANY = 80 };
+	uint16_t *x = malloc(N * 2);
+	struct wd_prepared *held[MANY] = { 0 }, *one, *sorted;
+	struct wd_summary s;
+	double w = -1;
+
+	for (int i = 0; i < N; i++)
+		x[i] = (uint16_t)(0x3c00 + (i & 1023));	/* f16 in [1, 2) */
+	struct wd_view v = { WD_F16, x, N };
+	for (int i = 0; i < MANY; i++)
+		wd_prepare(eng, &v, 0, &held[i]);
+	for (int i = 0; i < MANY; i++)
+		wd_prepared_free(&held[i]);
+	for (int i = 0; i < N; i++)
+		x[i] = 0x4000;	/* f16 2.0 */
+	wd_prepare(eng, &v, 0, &one);
+	wd_prepare(eng, &v, WD_PREP_FORCE_SORT, &sorted);
+	wd_summarize(one, &s);
+	wd_w1(eng, one, sorted, &w);
+	CHECK(wd_prepared_method(one) == WD_METHOD_HIST16 && s.n_finite == N && s.min == 2 &&
+	      s.max == 2 && w == 0, "a reused count starts from zero (n_finite %llu, min %g, max %g, "
+	      "w1 against the sort %g)", (unsigned long long)s.n_finite, s.min, s.max, w);
+	wd_prepared_free(&one);
+	wd_prepared_free(&sorted);
+	free(x);
+}
+
 static void test_random_against_reference(void)
 {
 	static const size_t sizes[] = { 1, 2, 3, 31, 100, 4097, 65536, 300001 };
@@ -668,6 +704,7 @@ int main(void)
 	test_summary_l2_range();
 	test_regression_cdf_fraction();
 	test_constant_tensors();
+	test_hist_reuse();
 	test_api_errors();
 	test_backend_api();
 	wd_engine_close(&eng);
