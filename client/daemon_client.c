@@ -17,6 +17,7 @@
 #include "config.h"
 #include "config_find.h"
 #include "daemon_client.h"
+#include "zmtp_probe.h"
 #include "error.h"
 
 enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
@@ -178,16 +179,42 @@ static void type_mismatch(const char *endpoint, int events, char *err, size_t er
 			 endpoint);
 }
 
-/* The peer closed the handshake without a reason: with keys, the key may be wrong; without, the type. */
+/* The peer's security mechanism is not this client's: say which side to change. */
+static void mechanism_mismatch(const char *endpoint, const struct wd_client_keys *keys, char *err,
+			       size_t errlen)
+{
+	if (keys && keys->on)
+		snprintf(err, errlen, "the daemon at %s does not use CURVE (it has no auth.server_key): "
+			 "give no --server-key and --key (nor WDRIFT_SERVER_KEY and WDRIFT_KEY)", endpoint);
+	else
+		snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
+}
+
+/*
+ * The peer closed the handshake without a reason. Its greeting tells
+ * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
+ * mechanism, that is the reason; else, without keys, it refused the
+ * socket type, and with keys, the key or the type. With no greeting, both.
+ */
 static void closed_error(const char *endpoint, int events, const struct wd_client_keys *keys,
 			 char *err, size_t errlen)
 {
-	if (keys && keys->on)
+	char mech[24];
+	int on = keys && keys->on, known = zmtp_peer_mechanism(endpoint, 500, mech, sizeof(mech)) == 0;
+
+	if (known && (strcmp(mech, "CURVE") == 0) != on)
+		mechanism_mismatch(endpoint, keys, err, errlen);
+	else if (on)
 		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong --server-key, "
 			 "or not wdriftd's %s socket (listen.%s)", endpoint, events ? "events" : "control",
 			 events ? "events" : "control");
-	else
+	else if (known)
 		type_mismatch(endpoint, events, err, errlen);
+	else
+		snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
+			 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
+			 "(give --server-key and --key)", endpoint, events ? "events" : "control",
+			 events ? "events" : "control");
 }
 
 int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const char *endpoint, int events,
@@ -206,6 +233,10 @@ int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const c
 		snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
 		return 1;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+			mechanism_mismatch(endpoint, keys, err, errlen);
+			return 1;
+		}
 		if (auth_error(value)) {
 			snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
 			return 1;

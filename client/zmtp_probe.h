@@ -1,0 +1,19 @@
+/*
+ * zmtp_probe.h: the security mechanism a ZeroMQ peer speaks, read from
+ * its greeting, to explain a handshake it closed without a reason
+ * (zmtp_probe.c says why).
+ */
+#ifndef WD_ZMTP_PROBE_H
+#define WD_ZMTP_PROBE_H
+
+#include <stddef.h>
+
+/*
+ * Connects to endpoint (ipc://PATH, ipc://@NAME or tcp://HOST:PORT), reads
+ * the peer's greeting within timeout_ms and closes: 0 with the mechanism's
+ * name in mech ("NULL", "CURVE", "PLAIN"), or -1 when no ZMTP 3 greeting
+ * came (no peer, another transport, an older or a non-ZeroMQ peer).
+ */
+int zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len);
+
+#endif
