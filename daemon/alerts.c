@@ -17,38 +17,18 @@
 #include <jansson.h>
 
 #include "alerts.h"
+#include "alert_instances.h"
 #include "compute.h"
 #include "config.h"
 #include "drift.h"
 #include "logging.h"
 #include "records.h"
 
-enum inst_state { INACTIVE = 0, PENDING, FIRING };
-
-/* One rule on one candidate (and one tensor, for scope: tensors). */
-struct instance {
-	char *run, *tensor;	/* tensor NULL unless scope: tensors */
-	int state;
-	int64_t above;		/* consecutive snapshots above the threshold */
-	int64_t step;
-	/*
-	 * Before the evaluation of `step`: a step is computed again when another
-	 * run arrives at it, and that is the same snapshot, not one more.
-	 */
-	int evaluated, prev_state;
-	int64_t prev_above;
-	double value, since;	/* since: Unix time of the last transition */
-	int dirty;		/* changed since the rule's last "alert" record */
-	struct instance *next;
-};
-
 struct rule {
 	struct wd_config_alert a;	/* strings below are our own copies */
 	char **cands;			/* stalled: the study's candidates */
 	size_t n_cands;
-	struct instance *inst;
-	struct instance **slots;	/* inst by (run, tensor): open addressing */
-	size_t cap, n_inst;
+	struct instances set;
 	double last_command;		/* Unix seconds */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
@@ -78,17 +58,6 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-static void instances_free(struct instance *i)
-{
-	while (i) {
-		struct instance *n = i->next;
-		free(i->run);
-		free(i->tensor);
-		free(i);
-		i = n;
-	}
-}
-
 static void rules_free(struct alerts *a)
 {
 	for (size_t i = 0; i < a->n_rules; i++) {
@@ -101,8 +70,7 @@ static void rules_free(struct alerts *a)
 		for (size_t c = 0; c < r->n_cands; c++)
 			free(r->cands[c]);
 		free(r->cands);
-		instances_free(r->inst);
-		free(r->slots);
+		instances_drop(&r->set, NULL, NULL);
 	}
 	free(a->rules);
 	a->rules = NULL;
@@ -146,16 +114,7 @@ static uint64_t def_hash(const struct wd_config_alert *c)
 	return fnv(h, c->proxy);
 }
 
-static size_t count_state(const struct rule *r, int state)
-{
-	size_t n = 0;
-	for (const struct instance *i = r->inst; i; i = i->next)
-		n += i->state == state;
-	return n;
-}
-
 static void save_reset(struct alerts *a, const struct rule *r);
-static struct instance *instance_of(struct rule *r, const char *run, const char *tensor);
 
 /*
  * Instances go with a rule's name and definition (def_hash). Those of a
@@ -184,26 +143,22 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++)
 			v[i].cands[v[i].n_cands++] = strdup(st->candidates.names[k]);
 		for (size_t k = 0; k < n_old; k++) {
-			if (!old[k].inst || strcmp(old[k].a.name, c->name))
+			if (!old[k].set.head || strcmp(old[k].a.name, c->name))
 				continue;
 			if (old[k].def != v[i].def) {
 				log_notice("alert '%s': its study, metric, scope, tensors or proxy changed: "
 					   "its %zu instances start afresh (%zu were firing; no 'resolved' "
-					   "is sent for them)", c->name, old[k].n_inst,
-					   count_state(&old[k], FIRING));
+					   "is sent for them)", c->name, old[k].set.n,
+					   instances_count(&old[k].set, FIRING));
 				continue;	/* freed below, with a reset record */
 			}
-			v[i].inst = old[k].inst;
-			v[i].slots = old[k].slots;
-			v[i].cap = old[k].cap;
-			v[i].n_inst = old[k].n_inst;
+			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
-			old[k].inst = NULL;
-			old[k].slots = NULL;
+			old[k].set = (struct instances){ 0 };
 		}
 	}
 	for (size_t k = 0; k < n_old; k++) {
-		if (!old[k].inst)
+		if (!old[k].set.head)
 			continue;
 		size_t still = 0;
 		for (size_t i = 0; i < cfg->n_alerts; i++)
@@ -211,7 +166,7 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		if (!still)
 			log_notice("alert '%s' is no longer in the config: its %zu instances are dropped "
 				   "(%zu were firing; no 'resolved' is sent for them)", old[k].a.name,
-				   old[k].n_inst, count_state(&old[k], FIRING));
+				   old[k].set.n, instances_count(&old[k].set, FIRING));
 		save_reset(a, &old[k]);
 	}
 	a->n_rules = n_old;
@@ -219,76 +174,6 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 	rules_free(a);
 	a->rules = v;
 	a->n_rules = cfg->n_alerts;
-}
-
-static uint64_t instance_hash(const char *run, const char *tensor)
-{
-	uint64_t h = 1469598103934665603ull;	/* FNV-1a over run, a 0, tensor */
-	for (const char *p = run; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ 0xff) * 1099511628211ull;
-	for (const char *p = tensor; p && *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h;
-}
-
-static int instance_is(const struct instance *i, const char *run, const char *tensor)
-{
-	return !strcmp(i->run, run) && ((!i->tensor && !tensor) ||
-					 (i->tensor && tensor && !strcmp(i->tensor, tensor)));
-}
-
-/* Indexes i in r->slots, grown to a load of 1/2; -1 when out of memory. */
-static int instance_index(struct rule *r, struct instance *i)
-{
-	if (2 * (r->n_inst + 1) > r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 64;
-		struct instance **v = calloc(cap, sizeof(*v));
-		if (!v)
-			return -1;
-		for (struct instance *x = r->inst; x; x = x->next) {	/* all but i: it is not linked yet */
-			size_t k = instance_hash(x->run, x->tensor) & (cap - 1);
-			while (v[k])
-				k = (k + 1) & (cap - 1);
-			v[k] = x;
-		}
-		free(r->slots);
-		r->slots = v;
-		r->cap = cap;
-	}
-	size_t k = instance_hash(i->run, i->tensor) & (r->cap - 1);
-	while (r->slots[k])
-		k = (k + 1) & (r->cap - 1);
-	r->slots[k] = i;
-	r->n_inst++;
-	return 0;
-}
-
-/*
- * The instance of rule r for run (and tensor), made when new. Hashed: a
- * per-tensor rule on a model of 20,000 tensors has as many instances, and
- * a scan of them per row made each batch cost seconds on the main loop.
- */
-static struct instance *instance_of(struct rule *r, const char *run, const char *tensor)
-{
-	struct instance *i;
-
-	for (size_t k = r->cap ? instance_hash(run, tensor) & (r->cap - 1) : 0;
-	     r->cap && (i = r->slots[k]); k = (k + 1) & (r->cap - 1))
-		if (instance_is(i, run, tensor))
-			return i;
-	if (!(i = calloc(1, sizeof(*i))) || !(i->run = strdup(run)) ||
-	    (tensor && !(i->tensor = strdup(tensor))) || instance_index(r, i) < 0) {
-		if (i) {
-			free(i->run);
-			free(i->tensor);
-		}
-		free(i);
-		return NULL;
-	}
-	i->next = r->inst;
-	r->inst = i;
-	return i;
 }
 
 static double wall_now(void)
@@ -393,7 +278,7 @@ static void save(struct alerts *a, struct rule *r)
 
 	if (!a->store)
 		return;
-	for (struct instance *i = r->inst; i; i = i->next)
+	for (struct instance *i = r->set.head; i; i = i->next)
 		n += i->dirty;
 	if (!n)
 		return;
@@ -403,14 +288,14 @@ static void save(struct alerts *a, struct rule *r)
 		return;	/* still dirty: the next record has them */
 	}
 	n = 0;
-	for (struct instance *i = r->inst; i; i = i->next)
+	for (struct instance *i = r->set.head; i; i = i->next)
 		if (i->dirty)
 			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
 				i->above, i->prev_above, i->step, i->value, i->since };
 	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
 	store(a, r->a.name, &s);
 	if (!a->store_failed)
-		for (struct instance *i = r->inst; i; i = i->next)
+		for (struct instance *i = r->set.head; i; i = i->next)
 			i->dirty = 0;
 	free(v);
 }
@@ -558,7 +443,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 				double v = metric_of(r, b, row);
 				if (r->a.scope == WD_SCOPE_TENSORS) {
 					if (r->a.tensors && !fnmatch(r->a.tensors, row->tensor, 0)) {
-						struct instance *in = instance_of(r, row->run, row->tensor);
+						struct instance *in = instances_get(&r->set, row->run, row->tensor);
 						if (in)
 							evaluate(a, r, in, v, b->step);
 					}
@@ -575,7 +460,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 				log_err("alerts: rule '%s': out of memory; its value is NaN", r->a.name);
 			double value = r->a.scope == WD_SCOPE_MAX ? d.max
 				     : r->a.scope == WD_SCOPE_MEAN ? d.weighted : d.median;
-			struct instance *in = instance_of(r, run, NULL);
+			struct instance *in = instances_get(&r->set, run, NULL);
 			if (in)
 				evaluate(a, r, in, value, b->step);
 		}
@@ -601,7 +486,7 @@ void alerts_tick(struct alerts *a, const struct state *st)
 				;
 			if (!run || !run->last_seen)
 				continue;
-			struct instance *in = instance_of(r, run->name, NULL);
+			struct instance *in = instances_get(&r->set, run->name, NULL);
 			if (in)
 				evaluate(a, r, in, t - run->last_seen,
 					 run->n_durable ? run->durable[run->n_durable - 1] : -1);
@@ -636,15 +521,6 @@ void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)
 	a->store_ctx = ctx;
 }
 
-static void drop_instances(struct rule *r)
-{
-	instances_free(r->inst);
-	free(r->slots);
-	r->inst = NULL;
-	r->slots = NULL;
-	r->cap = r->n_inst = 0;
-}
-
 void alerts_restore(struct alerts *a, const struct alert_state *s)
 {
 	struct rule *r = NULL;
@@ -669,7 +545,7 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 	 * rule meant then is not what it means now.
 	 */
 	if (s->reset || s->def != r->def) {
-		drop_instances(r);
+		instances_drop(&r->set, NULL, NULL);
 		r->stale = !s->reset;
 		return;
 	}
@@ -677,7 +553,7 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 	r->last_command = s->last_command;
 	for (size_t k = 0; k < s->n_inst; k++) {
 		const struct alert_inst *x = &s->inst[k];
-		struct instance *i = instance_of(r, x->run, x->tensor);
+		struct instance *i = instances_get(&r->set, x->run, x->tensor);
 		if (!i) {
 			log_err("alert '%s': out of memory restoring its state", r->a.name);
 			return;
@@ -706,9 +582,9 @@ void alerts_restore_done(struct alerts *a)
 			save_reset(a, r);	/* so that the next start does not say it again */
 			r->stale = 0;
 		}
-		n += r->n_inst;
-		firing += count_state(r, FIRING);
-		pending += count_state(r, PENDING);
+		n += r->set.n;
+		firing += instances_count(&r->set, FIRING);
+		pending += instances_count(&r->set, PENDING);
 	}
 	for (size_t k = 0; k < a->n_unknown; k++) {
 		log_notice("alert '%s' is no longer in the config: its state from before the restart "
@@ -732,7 +608,7 @@ char *alerts_json(const struct alerts *a)
 	for (size_t k = 0; k < a->n_rules; k++) {
 		const struct rule *r = &a->rules[k];
 		json_t *inst = json_array();
-		for (const struct instance *i = r->inst; i; i = i->next) {
+		for (const struct instance *i = r->set.head; i; i = i->next) {
 			json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I}", "run", i->run,
 				"state", names[i->state], "value",
 				isfinite(i->value) ? json_real(i->value) : json_null(),
@@ -782,9 +658,9 @@ void alerts_each(const struct alerts *a, void (*fn)(void *ctx, const struct aler
 	for (size_t k = 0; k < a->n_rules; k++) {
 		const struct rule *r = &a->rules[k];
 		struct alert_view v = { .rule = &r->a };
-		if (!r->inst)
+		if (!r->set.head)
 			fn(ctx, &v);
-		for (const struct instance *i = r->inst; i; i = i->next) {
+		for (const struct instance *i = r->set.head; i; i = i->next) {
 			v.run = i->run;
 			v.tensor = i->tensor;
 			v.state = i->state;

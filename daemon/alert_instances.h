@@ -1,0 +1,46 @@
+/*
+ * alert_instances.h: one alert rule's instances, one per candidate run (and
+ * tensor, for scope: tensors), found by (run, tensor) through a hash
+ * index: a per-tensor rule on a model of 20,000 tensors has as many, and a
+ * scan of them per row made each batch cost seconds on the main loop.
+ * What an instance's fields mean is alerts.c's (docs/config.md, "Alerts").
+ */
+#ifndef WD_ALERT_INSTANCES_H
+#define WD_ALERT_INSTANCES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum inst_state { INACTIVE = 0, PENDING, FIRING };
+
+struct instance {
+	char *run, *tensor;	/* tensor NULL unless scope: tensors */
+	int state;
+	int64_t above;		/* consecutive snapshots above the threshold */
+	int64_t step;
+	/*
+	 * Before the evaluation of `step`: a step is computed again when another
+	 * run arrives at it, and that is the same snapshot, not one more.
+	 */
+	int evaluated, prev_state;
+	int64_t prev_above;
+	double value, since;	/* since: Unix time of the last transition */
+	int dirty;		/* changed since the rule's last "alert" record */
+	struct instance *next;
+};
+
+/* Zeroed is empty. */
+struct instances {
+	struct instance *head;		/* newest first */
+	struct instance **slots;	/* by (run, tensor): open addressing, load <= 1/2 */
+	size_t cap, n;
+};
+
+/* The instance of (run, tensor), made (zeroed, INACTIVE) when new; NULL when out of memory. */
+struct instance *instances_get(struct instances *s, const char *run, const char *tensor);
+/* How many are in state. */
+size_t instances_count(const struct instances *s, int state);
+/* Drops every instance of run, or all of them when run is NULL; how many, and *firing of them. */
+size_t instances_drop(struct instances *s, const char *run, size_t *firing);
+
+#endif
