@@ -18,8 +18,9 @@ static const char usage[] =
 "write-ahead log that has not published since the daemon started), and bytes\n"
 "it has in flight.\n"
 "\n"
-"rm RUN forgets the run: its durable snapshots (spool files removed) and\n"
-"its results in the drift logs of its studies, durably, so that the name is\n"
+"rm RUN forgets the run: its durable snapshots (spool files removed), its\n"
+"results in the drift logs of its studies and its alert instances (all of\n"
+"a study's, for its baseline; no 'resolved' is sent), durably, so that the name is\n"
 "free again: a training run restarted under it is stored and compared\n"
 "afresh, not refused as a conflict. It prints what was removed. Refused\n"
 "while a snapshot of the run is being received or stored.\n"
@@ -48,8 +49,10 @@ static int runs_rm(int argc, char **argv)
 	{
 		long long st = dc_int(o, "steps");
 		long long rs = dc_int(o, "results");
-		printf("removed run '%s': %lld durable snapshot%s, %lld result%s (compared steps)\n",
-		       argv[r], st, st == 1 ? "" : "s", rs, rs == 1 ? "" : "s");
+		long long al = dc_int(o, "alerts"), fi = dc_int(o, "alerts_firing");
+		printf("removed run '%s': %lld durable snapshot%s, %lld result%s (compared steps), "
+		       "%lld alert instance%s (%lld firing)\n", argv[r], st, st == 1 ? "" : "s", rs,
+		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
 	}
 	json_decref(o);
 	return EXIT_OK;

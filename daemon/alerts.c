@@ -521,6 +521,24 @@ void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)
 	a->store_ctx = ctx;
 }
 
+size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg,
+			 size_t *firing)
+{
+	size_t n = 0, f = 0, fk;
+
+	for (size_t k = 0; k < a->n_rules; k++) {
+		struct rule *r = &a->rules[k];
+		/* study_index is cfg's: the config the rules were set from */
+		const struct wd_config_study *st = r->a.study_index < cfg->n_studies ?
+						   &cfg->studies[r->a.study_index] : NULL;
+		n += instances_drop(&r->set, st && !strcmp(st->baseline, run) ? NULL : run, &fk);
+		f += fk;
+	}
+	if (firing)
+		*firing = f;
+	return n;
+}
+
 void alerts_restore(struct alerts *a, const struct alert_state *s)
 {
 	struct rule *r = NULL;

@@ -46,6 +46,15 @@ void alerts_tick(struct alerts *a, const struct state *st);
 void alerts_reap(struct alerts *a);
 /* Where the records go from now on (the WAL); NULL: nowhere. Not during restore. */
 void alerts_set_store(struct alerts *a, alert_store fn, void *ctx);
+/*
+ * runs rm: drops the instances of run, and all those of the rules of a
+ * study whose baseline run is (each was judged against it). No event, no
+ * command: the run is forgotten, not resolved. *firing (may be NULL): how
+ * many of the dropped were firing. The replay calls it at the "forget"
+ * record, so that the instances restored before it do not come back.
+ */
+size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg,
+			 size_t *firing);
 /* One replayed "alert" record, in log order, after alerts_set_config. No event, no command. */
 void alerts_restore(struct alerts *a, const struct alert_state *s);
 /* After the replay (and alerts_set_store): logs what was restored and what was dropped. */

@@ -127,7 +127,7 @@ static char *runs_rm(struct control *c, json_t *req)
 	json_t *jrun = json_object_get(req, "run");
 	const char *run = json_string_value(jrun);
 	char err[512];
-	size_t steps = 0, results = 0;
+	struct forgotten gone = { 0 };
 
 	if (!jrun)
 		return fail("'runs_rm' needs 'run'%s", "");
@@ -135,10 +135,11 @@ static char *runs_rm(struct control *c, json_t *req)
 		return fail("'run' must be a run name (a non-empty string)%s", "");
 	if (!c->forget)
 		return fail("'runs_rm' is not available%s", "");
-	if (c->forget(c->reload_ctx, run, &steps, &results, err, sizeof(err)) < 0)
+	if (c->forget(c->reload_ctx, run, &gone, err, sizeof(err)) < 0)
 		return fail("%s", err);
-	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I}", "v", 1, "ok", 1, "run", run,
-			      "steps", (json_int_t)steps, "results", (json_int_t)results));
+	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
+			      "steps", (json_int_t)gone.steps, "results", (json_int_t)gone.results,
+			      "alerts", (json_int_t)gone.alerts, "alerts_firing", (json_int_t)gone.firing));
 }
 
 static json_t *studies(struct control *c)

@@ -21,6 +21,12 @@ struct query_envelope;
 struct query_job;
 struct json_t;
 
+/* What runs rm forgot of a run (the "runs_rm" reply). */
+struct forgotten {
+	size_t steps, results;	/* durable steps; result records with its rows */
+	size_t alerts, firing;	/* alert instances dropped, and how many of them were firing */
+};
+
 struct control {
 	struct state *st;
 	const struct wd_config *cfg;	/* the running config; reload swaps it */
@@ -32,9 +38,8 @@ struct control {
 	 */
 	int (*reload)(void *ctx, struct json_t **changes, char *err, size_t errlen);
 	void *reload_ctx;
-	/* runs rm, with reload_ctx: 0 (steps and results forgotten), or -errno with err */
-	int (*forget)(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
-		      size_t errlen);
+	/* runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno with err */
+	int (*forget)(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen);
 	size_t compute_depth;			/* updated by the loop */
 	struct alerts *alerts;
 	/* the latest results per (study, step), for "drift"; each indexed by (run, tensor) */

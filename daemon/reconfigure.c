@@ -76,10 +76,10 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 /*
  * runs rm (control.c): refused for a run unknown or with a snapshot being
  * received or stored; otherwise the compute thread forgets it on disk and
- * this thread in memory: its durable steps, identities and kept results.
+ * this thread in memory: its durable steps, identities, kept results and
+ * alert instances (a firing alert of a forgotten run would be stale).
  */
-int daemon_forget_run(void *ctx, const char *run, size_t *steps, size_t *results, char *err,
-		      size_t errlen)
+int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen)
 {
 	struct daemon *d = ctx;
 	struct run *r = state_run(&d->st, run, 0);
@@ -95,7 +95,7 @@ int daemon_forget_run(void *ctx, const char *run, size_t *steps, size_t *results
 				 p->committing ? "being stored" : "being received");
 			return -EBUSY;
 		}
-	if ((rc = compute_forget(d->compute, run, results, &files)) < 0)
+	if ((rc = compute_forget(d->compute, run, &gone->results, &files)) < 0)
 		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
 	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked */
 		n = p->next;
@@ -109,13 +109,16 @@ int daemon_forget_run(void *ctx, const char *run, size_t *steps, size_t *results
 			}
 		snapshot_free(&d->st, p);
 	}
-	*steps = r->n_durable;
+	gone->steps = r->n_durable;
 	d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
 					 r->n_durable : d->st.count.snapshots_durable;
 	state_forget_run(&d->st, r);
 	control_forget(&d->ctl, run);
+	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
 	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
-		   "files removed", run, *steps, *results, files > 0 ? files : 0);
+		   "files removed, %zu alert instances dropped (%zu were firing; no 'resolved' is sent "
+		   "for them)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,
+		   gone->firing);
 	return 0;
 }
 

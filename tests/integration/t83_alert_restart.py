@@ -236,6 +236,37 @@ def main():
               f"its count starts afresh (judged on the latest complete step alone: {cnt}), said once")
         check(dm.stop() == 0 and dm.start() is not None, "restarted once more")
         check(dm.log_text().count(msg) == 1, "and not said again")
+
+        # runs rm: the run's instances go (a firing alert of a forgotten run is stale), and stay gone
+        def of_run(rules, run):
+            return [(n, i.get("tensor"), i["state"]) for n, a in rules.items() for i in a["instances"]
+                    if i["run"] == run]
+        had = of_run(rules_of(ctx, tmp), "fa")
+        firing = sum(1 for x in had if x[2] == "firing")
+        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
+        out = cli("runs", "rm", "fa", "--json", "-c", cfg)
+        gone = json.loads(out.stdout) if out.returncode == 0 else {}
+        check(firing >= 2 and gone.get("alerts") == len(had) and gone.get("alerts_firing") == firing,
+              f"runs rm fa: its {len(had)} alert instances dropped, {firing} of them firing ({out.stdout}{out.stderr})")
+        ev = events(sub, 0.5)
+        check(not of_run(rules_of(ctx, tmp), "fa") and not ev,
+              f"`wdrift alerts` no longer lists them, and no event is sent ({ev})")
+        check(f"{len(had)} alert instances dropped ({firing} were firing" in dm.log_text(),
+              "the log says how many, and how many were firing")
+        out = cli("runs", "rm", "base", "-c", cfg)
+        check(out.returncode == 0 and "alert instance" in out.stdout, f"the table says it too ({out.stdout})")
+        check(dm.stop(signal.SIGKILL) == -signal.SIGKILL and dm.start() is not None, "SIGKILL, started again")
+        check(not of_run(rules_of(ctx, tmp), "fa"),
+              f"the forget record keeps them from coming back ({of_run(rules_of(ctx, tmp), 'fa')})")
+        step(60, 0.01)
+        again = wait_for(ctx, tmp, lambda r: inst(r, "fa-w1").get("step") == 60)
+        check(inst(again, "fa-w1").get("state") == "pending" and inst(again, "fa-w1").get("above") == 1,
+              f"the name published again starts afresh: fa-w1 pending, 1 of 2 ({inst(again, 'fa-w1')})")
+        out = cli("runs", "rm", "base", "--json", "-c", cfg)
+        gone = json.loads(out.stdout) if out.returncode == 0 else {}
+        left = [x for x in of_run(rules_of(ctx, tmp), "fa")]
+        check(gone.get("alerts", 0) >= 1 and not left,
+              f"runs rm of the baseline drops every instance of its study's rules ({gone}, left {left})")
         rc = dm.stop()
         check(rc == 0, f"SIGTERM: exit 0 ({rc})")
     finally:

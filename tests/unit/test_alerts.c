@@ -611,6 +611,55 @@ static void test_restart_changed(struct wd_config *cfg)
 	stored_clear();
 }
 
+/*
+ * runs rm: a candidate's instances go, the other's stay and are still
+ * found (the index is rebuilt: 100 tensors, most dropped); the baseline's
+ * removal drops every instance of the study's rules. No event either way.
+ */
+static void test_forget_run(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	char names[100][16];
+	size_t firing = 99;
+
+	start("s", 1);
+	row("c1", "layers.0.attn", 10, 3.0, NAN);
+	row("c2", "layers.0.attn", 10, 4.0, NAN);
+	alerts_on_results(a, &batch);
+	for (int k = 0; k < 100; k++) {	/* more instances than the index's first size */
+		start("s", 2 + k);
+		snprintf(names[k], sizeof(names[k]), "layers.%d.attn", k + 1);
+		row(k % 10 ? "c1" : "c2", names[k], 10, 0.5, NAN);
+		alerts_on_results(a, &batch);
+	}
+	n_events = 0;	/* the sink keeps 64: count from here */
+	size_t before = n_instances(a, "attn"), events_before = (size_t)n_events;
+	size_t n = alerts_forget_run(a, "c1", cfg, &firing);
+	size_t events_after = (size_t)n_events;
+	struct seen c2 = instance(a, "attn", "c2", "layers.0.attn"), c1 = instance(a, "attn", "c1", "layers.0.attn");
+	CHECK(before == 102 && n_instances(a, "attn") == 11 && !c1.state[0] && !strcmp(c2.state, "firing"),
+	      "runs rm c1: its instances go, c2's stay (%zu -> %zu; c1 '%s', c2 '%s')", before,
+	      n_instances(a, "attn"), c1.state, c2.state);
+	CHECK(n >= 91 && firing >= 1, "it says how many, and how many were firing (%zu, %zu)", n, firing);
+	int found = 0;
+	for (int k = 0; k < 100; k += 10)
+		found += !strcmp(instance(a, "attn", "c2", names[k]).state, "inactive");
+	start("s", 200);
+	row("c2", "layers.1.attn", 10, 9.0, NAN);
+	alerts_on_results(a, &batch);
+	CHECK(found == 10 && n_instances(a, "attn") == 11 &&
+	      !strcmp(instance(a, "attn", "c2", "layers.1.attn").state, "firing"),
+	      "the index still finds each of c2's: updated in place, none made twice (%d of 10)", found);
+	size_t events_later = (size_t)n_events;	/* the step-200 batch's */
+	n = alerts_forget_run(a, "base", cfg, &firing);
+	CHECK(events_after == events_before && (size_t)n_events == events_later,
+	      "no event for the dropped (%zu then %zu, %zu then %d)", events_before, events_after,
+	      events_later, n_events);
+	CHECK(n >= 11 && n_instances(a, "attn") == 0 && n_instances(a, "max") == 0,
+	      "runs rm of the baseline drops every instance of its study's rules (%zu)", n);
+	alerts_free(&a);
+}
+
 /* alerts_json says what each rule means: scope, glob, proxy. */
 static void test_json_scope(struct wd_config *cfg)
 {
@@ -659,6 +708,7 @@ int main(void)
 	test_restart(&cfg);
 	test_restart_changed(&cfg);
 	test_json_scope(&cfg);
+	test_forget_run(&cfg);
 	wd_config_release(&cfg);
 	return tap_done();
 }
