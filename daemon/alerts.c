@@ -176,13 +176,6 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 	a->n_rules = cfg->n_alerts;
 }
 
-static double wall_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static json_t *alert_json(const struct rule *r, const struct instance *i, const char *state)
 {
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:f,s:I,s:f}",
@@ -374,7 +367,7 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 		i->dirty = 1;
 	if (!to)
 		return;
-	i->since = wall_now();
+	i->since = now_wall();
 	json_t *o = alert_json(r, i, to);
 	char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -478,18 +471,23 @@ void alerts_tick(struct alerts *a, const struct state *st)
 		struct rule *r = &a->rules[k];
 		if (r->a.metric != WD_METRIC_STALLED)
 			continue;
-		/* each candidate of the study once it has been seen: a run never
-		 * seen has no clock to run out */
+		/* each candidate of the study once it has been seen, or has a
+		 * durable snapshot in the WAL: a run never seen has no clock to
+		 * run out */
 		for (size_t c = 0; c < r->n_cands; c++) {
 			const struct run *run;
 			for (run = st->runs; run && strcmp(run->name, r->cands[c]); run = run->next)
 				;
-			if (!run || !run->last_seen)
+			double idle;
+			if (run && run->last_seen)
+				idle = t - run->last_seen;
+			else if (run && run->durable_wall > 0)	/* from the WAL: since its last durable one */
+				idle = now_wall() - run->durable_wall;
+			else
 				continue;
 			struct instance *in = instances_get(&r->set, run->name, NULL);
 			if (in)
-				evaluate(a, r, in, t - run->last_seen,
-					 run->n_durable ? run->durable[run->n_durable - 1] : -1);
+				evaluate(a, r, in, idle, run->n_durable ? run->durable[run->n_durable - 1] : -1);
 		}
 		save(a, r);
 	}

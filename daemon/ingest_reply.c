@@ -120,6 +120,7 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 	h.step = snap->step;
 	if (!err) {
 		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
+		snap->run->durable_wall = now_wall();
 		s->count.snapshots_durable++;
 		s->count.stored++;
 		h.type = WIRE_ACK;

@@ -34,15 +34,15 @@ static double num_of(const json_t *v)
 
 /* --- encoding --- */
 
-char *record_snapshot(const struct snapshot *snap, const char *file)
+char *record_snapshot(const struct snapshot *snap, const char *file, double at)
 {
 	/* content: what identifies it, so that a re-send with other content is refused */
 	json_t *content = identity_content_json(snap);
 
-	return dump(content ? json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "t", "snapshot", "run",
+	return dump(content ? json_pack("{s:s,s:s,s:I,s:I,s:I,s:s,s:f,s:o}", "t", "snapshot", "run",
 					snap->run->name, "step", (json_int_t)snap->step, "tensors",
 					(json_int_t)snap->n_tensors, "bytes", (json_int_t)snap->bytes,
-					"file", file, "content", content) : NULL);
+					"file", file, "at", at, "content", content) : NULL);
 }
 
 char *record_result(const struct result_batch *b)
@@ -308,6 +308,7 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		out->file = file ? strdup(file) : NULL;
 		/* content: absent in records older than it; such steps go unchecked */
 		out->id = identity_from_json(json_object_get(o, "content"));
+		out->at = json_number_value(json_object_get(o, "at"));	/* 0 when absent */
 	} else if (!strcmp(t, "drop")) {
 		const char *why = json_string_value(json_object_get(o, "why"));
 		out->kind = RECORD_DROP;

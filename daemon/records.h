@@ -65,6 +65,7 @@ struct record {
 	uint64_t tensors, bytes;
 	char *file;			/* spool/RUN/STEP.h5, relative to storage.dir */
 	struct snap_id *id;		/* its content; NULL in records written before it */
+	double at;			/* Unix seconds it was recorded; 0 in records before "at" */
 	/* drop */
 	char *why;
 	/* result */
@@ -76,9 +77,10 @@ struct record {
 /*
  * Payloads (malloc'd, NUL-terminated JSON); NULL when out of memory.
  * record_snapshot: of an assembled snapshot (its identity is computed
- * here), file its spool file relative to storage.dir.
+ * here), file its spool file relative to storage.dir, at the Unix time
+ * it is recorded (now_wall()).
  */
-char *record_snapshot(const struct snapshot *snap, const char *file);
+char *record_snapshot(const struct snapshot *snap, const char *file, double at);
 char *record_result(const struct result_batch *b);
 char *record_drop(const char *run, int64_t step, const char *why);
 char *record_forget(const char *run);

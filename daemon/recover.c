@@ -112,6 +112,8 @@ int recover_record(void *ctx, const char *payload, size_t len)
 			/* the identity: NULL in records older than it; such steps go unchecked */
 			run_add_durable(r, rec.step, rec.id);
 			rec.id = NULL;
+			if (rec.at > r->durable_wall)
+				r->durable_wall = rec.at;
 			rc->st->count.snapshots_durable++;
 		}
 		break;

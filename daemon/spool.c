@@ -140,7 +140,7 @@ static int store(struct spool *sp, struct snapshot *snap, char *why, size_t whyl
 		unspool(path, dir);
 		return r;
 	}
-	char *payload = record_snapshot(snap, path + strlen(sp->dir) + 1);
+	char *payload = record_snapshot(snap, path + strlen(sp->dir) + 1, now_wall());
 	r = payload ? wal_append_sync(sp->wal, payload, strlen(payload), &stands) : -ENOMEM;
 	free(payload);
 	if (r < 0) {

@@ -13,6 +13,13 @@ double now_mono(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double now_wall(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 struct run *state_run(struct state *s, const char *name, int create)
 {
 	struct run *r;

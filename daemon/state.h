@@ -76,7 +76,13 @@ struct run {
 	int conflict_logged;		/* a conflict at conflict_step was logged */
 	int64_t conflict_step;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */
-	double last_seen;
+	double last_seen;		/* monotonic; 0: not heard from since the start */
+	/*
+	 * Unix seconds its latest durable snapshot was recorded (the WAL's
+	 * "at"): a stalled alert's clock for a run known from the WAL alone.
+	 * 0: unknown (records older than "at").
+	 */
+	double durable_wall;
 	struct run *next;
 };
 
@@ -117,6 +123,8 @@ struct state {
 };
 
 double now_mono(void);
+/* Unix seconds: what outlives the process (records, an alert's since). */
+double now_wall(void);
 
 struct run *state_run(struct state *s, const char *name, int create);
 /* Removes r and what it knows (durable steps, identities); frees it. */

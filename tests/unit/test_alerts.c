@@ -14,8 +14,8 @@
  * pending and resolved instances, which then fire no second time; a rule
  * whose meaning changed starts afresh. A rule's scope and proxy are listed.
  *
- * now_mono is defined here, not linked from state.o: alerts_tick reads it,
- * and the test sets the clock.
+ * now_mono and now_wall are defined here, not linked from state.o:
+ * alerts_tick reads them, and the test sets the clocks.
  */
 #include <math.h>
 #include <stdint.h>
@@ -38,6 +38,13 @@ static double clock_now = 1000.0;
 double now_mono(void)
 {
 	return clock_now;
+}
+
+static double wall_clock = 1790000000.0;
+
+double now_wall(void)
+{
+	return wall_clock;
 }
 
 /* What the sink was given: each transition's topic and JSON, in order. */
@@ -442,6 +449,32 @@ static void test_stalled(struct wd_config *cfg)
 	s = instance(a, "quiet", "c1", NULL);
 	CHECK(!strcmp(s.state, "inactive") && n_events == 2 && !strcmp(events[1].state, "resolved"),
 	      "a new snapshot resolves it (%s, %d events)", s.state, n_events);
+	alerts_free(&a);
+
+	/*
+	 * After a restart c1 is known from the WAL alone (last_seen 0): its
+	 * clock is the wall time of its last durable snapshot, so a run that
+	 * died while the daemon was down still goes stalled.
+	 */
+	a = fresh(cfg);
+	c1.last_seen = 0;
+	c1.durable_wall = wall_clock - 30.0;
+	alerts_tick(a, &st);
+	s = instance(a, "quiet", "c1", NULL);
+	CHECK(!strcmp(s.state, "inactive") && s.value == 30.0 && n_events == 0,
+	      "known from the WAL, 30 s after its last durable snapshot: inactive (%s, %g)", s.state, s.value);
+	wall_clock += 31.0;
+	alerts_tick(a, &st);
+	s = instance(a, "quiet", "c1", NULL);
+	CHECK(!strcmp(s.state, "firing") && s.value == 61.0 && n_events == 1,
+	      "61 s: firing, though not heard from since the start (%s, %g, %d events)", s.state, s.value,
+	      n_events);
+	c1.durable_wall = 0;	/* a WAL older than "at": no clock */
+	alerts_free(&a);
+	a = fresh(cfg);
+	alerts_tick(a, &st);
+	CHECK(n_instances(a, "quiet") == 0, "no time in the WAL: no clock, no instance (%zu)",
+	      n_instances(a, "quiet"));
 	alerts_free(&a);
 }
 

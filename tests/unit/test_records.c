@@ -28,7 +28,7 @@ static void test_snapshot(void)
 	memcpy(t[0].shape, shape_w, sizeof(shape_w));
 	memcpy(t[1].shape, shape_b, sizeof(shape_b));
 	struct snapshot snap = { .run = &run, .step = 700, .tensors = t, .n_tensors = 2, .bytes = 56 };
-	char *p = record_snapshot(&snap, "spool/base/700.h5"), err[256] = "";
+	char *p = record_snapshot(&snap, "spool/base/700.h5", 1790000000.25), err[256] = "";
 	struct record r;
 
 	CHECK(p && strstr(p, "\"t\":\"snapshot\""), "a snapshot record says its kind: %s", p ? p : "NULL");
@@ -37,6 +37,14 @@ static void test_snapshot(void)
 	      "as a snapshot of run 'base' at step 700 (%d %s %lld)", r.kind, r.run, (long long)r.step);
 	CHECK(r.tensors == 2 && r.bytes == 56 && r.file && !strcmp(r.file, "spool/base/700.h5"),
 	      "with its tensor count, bytes and spool file");
+	CHECK(r.at == 1790000000.25, "and the Unix time it was recorded (%.17g)", r.at);
+	{
+		const char old[] = "{\"t\":\"snapshot\",\"run\":\"a\",\"step\":1,\"file\":\"spool/a/1.h5\"}";
+		struct record o;
+		CHECK(record_decode(old, strlen(old), &o, err, sizeof(err)) == 0 && o.at == 0 && !o.id,
+		      "a record from before \"at\" and \"content\" decodes with neither (%s)", err);
+		record_release(&o);
+	}
 	const struct tensor_id *w = r.id ? identity_find(r.id, identity_name_hash("layers.0.w")) : NULL;
 	const struct tensor_id *b = r.id ? identity_find(r.id, identity_name_hash("layers.0.b")) : NULL;
 	CHECK(r.id && r.id->n == 2 && w && b, "and its identity: both tensors");

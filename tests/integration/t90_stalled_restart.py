@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""t90_stalled_restart.py: a candidate that dies while the daemon is down still goes stalled.
+
+A `stalled` rule measures the seconds since a candidate's last snapshot.
+After a restart, a run known from the write-ahead log alone had no clock
+(not heard from since the start), so a training job that died during the
+restart never fired its stalled alert: the very failure the rule is for,
+silent. Now the WAL's snapshot records carry the time they were written
+("at", docs/storage.md), and such a run's clock is its last durable
+snapshot's. A real daemon, killed with SIGKILL: the alert fires after the
+restart with no snapshot since, stays firing across a second kill with no
+second event, and resolves when the run sends again.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check  # noqa: E402
+from t53_alerts import snap  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+QUIET = 3
+
+RULES = f"""\
+alerts:
+  - name: fa-quiet
+    study: fa
+    metric: stalled
+    threshold: {QUIET}
+"""
+
+
+def quiet_events(sub, secs, until=None):
+    got, end = [], time.time() + secs
+    while time.time() < end:
+        try:
+            topic, body = sub.recv_multipart()
+        except zmq.Again:
+            continue
+        if topic == b"alert.fa-quiet":
+            got.append(json.loads(body))
+            if until and until(got):
+                break
+    return got
+
+
+def alert_state(cfg):
+    r = subprocess.run([WDRIFT, "alerts", "--json", "-c", cfg], capture_output=True, text=True, timeout=30)
+    rules = {a["name"]: a for a in json.loads(r.stdout)["alerts"]} if r.returncode == 0 else {}
+    inst = [i for i in rules.get("fa-quiet", {}).get("instances", []) if i["run"] == "fa"]
+    return inst[0] if inst else {}
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t90-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        cfg = dm.write_config(RULES)
+        check(dm.start() is not None, "ready with a stalled rule")
+        base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
+        snap(base, 1, 0.0)
+        snap(fa, 1, 0.01)
+        sent = time.time()
+        check(dm.stop(signal.SIGKILL) == -signal.SIGKILL, "SIGKILL before the run goes quiet")
+        check(dm.start() is not None, "started again: the run is known from the WAL alone")
+        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
+        got = quiet_events(sub, QUIET + 8, until=lambda g: any(e["state"] == "firing" for e in g))
+        fired = [e for e in got if e["state"] == "firing"]
+        waited = time.time() - sent
+        check(len(fired) == 1 and fired[0]["run"] == "fa" and fired[0]["value"] >= QUIET
+              and waited < QUIET + 6,
+              f"no snapshot since the restart: fa-quiet fires, counted from the last durable one "
+              f"({waited:.1f} s after it; {got})")
+        st = alert_state(cfg)
+        check(st.get("state") == "firing" and st.get("step") == 1,
+              f"`wdrift alerts` shows it firing at the run's last step ({st})")
+
+        check(dm.stop(signal.SIGKILL) == -signal.SIGKILL and dm.start() is not None, "killed and started again")
+        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
+        got = quiet_events(sub, 2.5)
+        st = alert_state(cfg)
+        check(st.get("state") == "firing" and not got,
+              f"still firing after the second restart, with no second event ({st}, {got})")
+        log = dm.log_text()
+        check(log.count("alert 'fa-quiet' firing") == 1, "one 'firing' line across the three starts")
+
+        fa = Publisher(ctx, tmp, "fa")
+        snap(fa, 2, 0.01)
+        got = quiet_events(sub, 5, until=lambda g: any(e["state"] == "resolved" for e in g))
+        check(any(e["state"] == "resolved" for e in got), f"the run sends again: resolved ({got})")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
