@@ -179,11 +179,17 @@ static void type_mismatch(const char *endpoint, int events, char *err, size_t er
 			 endpoint);
 }
 
-/* The peer's security mechanism is not this client's: say which side to change. */
-static void mechanism_mismatch(const char *endpoint, const struct wd_client_keys *keys, char *err,
-			       size_t errlen)
+/*
+ * The peer's security mechanism is not this client's: say which side to
+ * change. mech: the peer's, when its greeting was read (else NULL).
+ */
+static void mechanism_mismatch(const char *endpoint, const char *mech, const struct wd_client_keys *keys,
+			       char *err, size_t errlen)
 {
-	if (keys && keys->on)
+	if (mech && strcmp(mech, "NULL") && strcmp(mech, "CURVE"))
+		snprintf(err, errlen, "%s speaks ZeroMQ's %s security, which wdriftd never does: is it a "
+			 "wdriftd endpoint?", endpoint, mech);
+	else if (keys && keys->on)
 		snprintf(err, errlen, "the daemon at %s does not use CURVE (it has no auth.server_key): "
 			 "give no --server-key and --key (nor WDRIFT_SERVER_KEY and WDRIFT_KEY)", endpoint);
 	else
@@ -202,8 +208,8 @@ static void closed_error(const char *endpoint, int events, const struct wd_clien
 	char mech[24];
 	int on = keys && keys->on, known = zmtp_peer_mechanism(endpoint, 500, mech, sizeof(mech)) == 0;
 
-	if (known && (strcmp(mech, "CURVE") == 0) != on)
-		mechanism_mismatch(endpoint, keys, err, errlen);
+	if (known && strcmp(mech, on ? "CURVE" : "NULL"))
+		mechanism_mismatch(endpoint, mech, keys, err, errlen);
 	else if (on)
 		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong --server-key, "
 			 "or not wdriftd's %s socket (listen.%s)", endpoint, events ? "events" : "control",
@@ -234,7 +240,7 @@ int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const c
 		return 1;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
 		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-			mechanism_mismatch(endpoint, keys, err, errlen);
+			mechanism_mismatch(endpoint, NULL, keys, err, errlen);
 			return 1;
 		}
 		if (auth_error(value)) {

@@ -42,11 +42,45 @@ static long now_ms(void)
 static int wait_fd(int fd, short events, long deadline)
 {
 	struct pollfd p = { fd, events, 0 };
-	long left = deadline - now_ms();
-	return left > 0 && poll(&p, 1, (int)left) == 1;
+	long left;
+	int r;
+
+	while ((left = deadline - now_ms()) > 0)
+		if ((r = poll(&p, 1, (int)left)) >= 0 || errno != EINTR)
+			return r == 1;	/* an error or a hang-up too: the read or SO_ERROR says which */
+	return 0;
 }
 
-/* A non-blocking stream socket connecting to endpoint (ipc:// or tcp://), or -1. */
+/*
+ * A non-blocking stream socket connected to addr by deadline, or -1. A
+ * unix socket whose listen queue is full answers EAGAIN, unconnected: a
+ * busy daemon, the very case the probe is for, so it is asked again.
+ */
+static int connect_by(int family, const struct sockaddr *addr, socklen_t len, long deadline)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
+	socklen_t el = sizeof(e);
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		if (connect(fd, addr, len) == 0)
+			return fd;
+		if (errno == EINPROGRESS) {	/* TCP: done when writable */
+			if (wait_fd(fd, POLLOUT, deadline) &&
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && !e)
+				return fd;
+			break;
+		}
+		if ((errno != EAGAIN && errno != EINTR) || now_ms() + 5 > deadline)
+			break;
+		poll(NULL, 0, 5);
+	}
+	close(fd);
+	return -1;
+}
+
+/* A stream socket connected to endpoint (ipc:// or tcp://) by deadline, or -1. */
 static int open_endpoint(const char *endpoint, long deadline)
 {
 	int fd = -1;
@@ -60,14 +94,10 @@ static int open_endpoint(const char *endpoint, long deadline)
 		memcpy(a.sun_path, path, n);
 		if (path[0] == '@')	/* Linux's abstract namespace */
 			a.sun_path[0] = 0;
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&a,
-				       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0 &&
-		    errno != EINPROGRESS && errno != EAGAIN) {
-			close(fd);
-			return -1;
-		}
-	} else if (!strncmp(endpoint, "tcp://", 6)) {
+		return connect_by(AF_UNIX, (struct sockaddr *)&a,
+				  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n), deadline);
+	}
+	if (!strncmp(endpoint, "tcp://", 6)) {
 		char host[256], *port;
 		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
 		snprintf(host, sizeof(host), "%s", endpoint + 6);
@@ -79,22 +109,12 @@ static int open_endpoint(const char *endpoint, long deadline)
 			h[strlen(h) - 1] = 0;
 			h++;
 		}
+		/* a name is looked up without the deadline: the CLI's own connect just did the same */
 		if (getaddrinfo(h, port, &hints, &res))
 			return -1;
-		fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			close(fd);
-			fd = -1;
-		}
+		for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)	/* ::1, then 127.0.0.1 */
+			fd = connect_by(ai->ai_family, ai->ai_addr, ai->ai_addrlen, deadline);
 		freeaddrinfo(res);
-	}
-	if (fd < 0)
-		return -1;
-	int e = 0;
-	socklen_t el = sizeof(e);
-	if (!wait_fd(fd, POLLOUT, deadline) || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0 || e) {
-		close(fd);
-		return -1;
 	}
 	return fd;
 }

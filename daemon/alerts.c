@@ -143,9 +143,11 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++)
 			v[i].cands[v[i].n_cands++] = strdup(st->candidates.names[k]);
 		for (size_t k = 0; k < n_old; k++) {
-			if (!old[k].set.head || strcmp(old[k].a.name, c->name))
+			if (strcmp(old[k].a.name, c->name))
 				continue;
 			if (old[k].def != v[i].def) {
+				if (!old[k].set.head)
+					continue;	/* nothing to drop or say */
 				log_notice("alert '%s': its study, metric, scope, tensors or proxy changed: "
 					   "its %zu instances start afresh (%zu were firing; no 'resolved' "
 					   "is sent for them)", c->name, old[k].set.n,
@@ -529,7 +531,9 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 		/* study_index is cfg's: the config the rules were set from */
 		const struct wd_config_study *st = r->a.study_index < cfg->n_studies ?
 						   &cfg->studies[r->a.study_index] : NULL;
-		n += instances_drop(&r->set, st && !strcmp(st->baseline, run) ? NULL : run, &fk);
+		/* stalled times each candidate on its own: the baseline is no part of it */
+		int all = st && !strcmp(st->baseline, run) && r->a.metric != WD_METRIC_STALLED;
+		n += instances_drop(&r->set, all ? NULL : run, &fk);
 		f += fk;
 	}
 	if (firing)

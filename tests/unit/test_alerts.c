@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -683,14 +684,75 @@ static void test_forget_run(struct wd_config *cfg)
 	CHECK(found == 10 && n_instances(a, "attn") == 11 &&
 	      !strcmp(instance(a, "attn", "c2", "layers.1.attn").state, "firing"),
 	      "the index still finds each of c2's: updated in place, none made twice (%d of 10)", found);
-	size_t events_later = (size_t)n_events;	/* the step-200 batch's */
+	/* c2 stalled and firing: the baseline's removal is no part of that */
+	struct state st;
+	struct run r2 = { .name = (char *)"c2", .last_seen = clock_now - 100.0 };
+	memset(&st, 0, sizeof(st));
+	st.runs = &r2;
+	alerts_tick(a, &st);
+	CHECK(!strcmp(instance(a, "quiet", "c2", NULL).state, "firing"), "c2 is stalled: firing");
+	size_t events_later = (size_t)n_events;	/* the step-200 batch's, and the stalled one */
 	n = alerts_forget_run(a, "base", cfg, &firing);
 	CHECK(events_after == events_before && (size_t)n_events == events_later,
 	      "no event for the dropped (%zu then %zu, %zu then %d)", events_before, events_after,
 	      events_later, n_events);
 	CHECK(n >= 11 && n_instances(a, "attn") == 0 && n_instances(a, "max") == 0,
 	      "runs rm of the baseline drops every instance of its study's rules (%zu)", n);
+	alerts_tick(a, &st);
+	CHECK(!strcmp(instance(a, "quiet", "c2", NULL).state, "firing") && (size_t)n_events == events_later,
+	      "but not a stalled rule's, which times each candidate on its own: still firing, no second "
+	      "event (%s, %d events)", instance(a, "quiet", "c2", NULL).state, n_events);
 	alerts_free(&a);
+}
+
+/*
+ * command_min_interval holds across a reload even when the rule has no
+ * instance left (runs rm emptied it): the cooldown is the rule's, not its
+ * instances'. The command appends a line to a file: one line, not two.
+ */
+static void test_cooldown_kept(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", yaml1[512], err[512];
+	int fd = mkstemp(path);
+	struct wd_config cfg;
+
+	if (fd < 0) {
+		CHECK(0, "a temp file for the command");
+		return;
+	}
+	close(fd);
+	snprintf(yaml1, sizeof(yaml1), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
+		 "alerts:\n  - {name: cmd, study: s, metric: w1, threshold: 1, command: 'echo run >> %s',"
+		 " command_min_interval: 3600}\n", path);
+	if (wd_config_load_string("cooldown.yaml", yaml1, &cfg, err, sizeof(err)) < 0) {
+		CHECK(0, "the cooldown config loads: %s", err);
+		unlink(path);
+		return;
+	}
+	struct alerts *a = fresh(&cfg);
+	step_w1(a, 1, 5.0);
+	alerts_forget_run(a, "c1", &cfg, NULL);
+	alerts_set_config(a, &cfg);	/* a reload of the same rule */
+	step_w1(a, 2, 5.0);
+	int lines = 0;
+	for (int tries = 0; tries < 50; tries++) {	/* the commands run on their own: wait for them */
+		usleep(20000);
+		alerts_reap(a);
+		FILE *f = fopen(path, "r");
+		char buf[64];
+		lines = 0;
+		while (f && fgets(buf, sizeof(buf), f))
+			lines++;
+		if (f)
+			fclose(f);
+		if (lines >= 1 && tries >= 10)
+			break;
+	}
+	CHECK(n_events == 2 && lines == 1, "fired twice (%d events), its command ran once (%d)", n_events,
+	      lines);
+	alerts_free(&a);
+	wd_config_release(&cfg);
+	unlink(path);
 }
 
 /* alerts_json says what each rule means: scope, glob, proxy. */
@@ -742,6 +804,7 @@ int main(void)
 	test_restart_changed(&cfg);
 	test_json_scope(&cfg);
 	test_forget_run(&cfg);
+	test_cooldown_kept();
 	wd_config_release(&cfg);
 	return tap_done();
 }
