@@ -46,7 +46,11 @@ struct daemon {
 	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
+	double catch_up_at;		/* monotonic: the start-up alert catch-up; 0: done */
 };
+
+/* Seconds from binding the sockets to the start-up alert catch-up (main.c says why). */
+#define CATCH_UP_DELAY 1.0
 
 /* The file at path, or the built-in default for NULL; 0 or -1 with err. */
 int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen);

@@ -277,7 +277,14 @@ static int start(struct daemon *d, int force)
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
 	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
 		return -1;
-	control_alerts_catch_up(&d->ctl);	/* with the events socket there for what it finds */
+	/*
+	 * The rules' catch-up (each judged on its study's latest complete step)
+	 * waits a second: a PUB socket drops what it sends before a subscriber
+	 * is there, and subscribers of the daemon before this start reconnect
+	 * within ZeroMQ's 100 ms retry. An instance evaluated on a later step
+	 * in between is left as it is (alerts.c), so nothing is judged twice.
+	 */
+	d->catch_up_at = now_mono() + CATCH_UP_DELAY;
 	if (!(d->peers = peers_start(d->zctx, d->ingest_sock, d->auth)))
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
 	if (d->cfg.listen.metrics &&	/* before READY=1, as the sockets are */
@@ -537,6 +544,10 @@ static void run_loop(struct daemon *d)
 			next_status = t + 5;
 		}
 		if (t >= next_tick) {
+			if (d->catch_up_at && t >= d->catch_up_at) {
+				d->catch_up_at = 0;
+				control_alerts_catch_up(&d->ctl);
+			}
 			alerts_tick(d->alerts, &d->st);
 			auth_tick(d->auth);
 			next_tick = t + 1;

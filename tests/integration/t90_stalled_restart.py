@@ -10,6 +10,11 @@ silent. Now the WAL's snapshot records carry the time they were written
 snapshot's. A real daemon, killed with SIGKILL: the alert fires after the
 restart with no snapshot since, stays firing across a second kill with no
 second event, and resolves when the run sends again.
+
+A rule added while the daemon is down is judged at start-up on the latest
+complete step; its event used to go out as the sockets were bound, before
+any subscriber could be there, and was lost. The catch-up now waits a
+second: a subscriber that connects at once gets it.
 """
 import json
 import os
@@ -66,9 +71,10 @@ def main():
     try:
         cfg = dm.write_config(RULES)
         check(dm.start() is not None, "ready with a stalled rule")
-        base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
+        base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
         snap(base, 1, 0.0)
-        snap(fa, 1, 0.01)
+        snap(low, 1, 0.0, f16=True)
+        snap(fa, 1, 0.01)          # step 1 complete: every run of the study
         sent = time.time()
         check(dm.stop(signal.SIGKILL) == -signal.SIGKILL, "SIGKILL before the run goes quiet")
         check(dm.start() is not None, "started again: the run is known from the WAL alone")
@@ -97,6 +103,24 @@ def main():
         snap(fa, 2, 0.01)
         got = quiet_events(sub, 5, until=lambda g: any(e["state"] == "resolved" for e in g))
         check(any(e["state"] == "resolved" for e in got), f"the run sends again: resolved ({got})")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+
+        # a rule added while the daemon was down: its start-up event reaches a subscriber
+        snapshot_rule = "  - name: fa-big\n    study: fa\n    metric: w1\n    scope: max\n    threshold: 0\n"
+        dm.write_config(RULES + snapshot_rule)
+        check(dm.start() is not None, "started with a rule added while it was down")
+        sub = harness.subscribe(ctx, tmp, b"alert.fa-big", 200)
+        t0 = time.time()
+        got = []
+        while time.time() - t0 < 5 and not got:
+            try:
+                topic, body = sub.recv_multipart()
+                got.append(json.loads(body))
+            except zmq.Again:
+                pass
+        check(len(got) == 1 and got[0]["state"] == "firing" and got[0]["run"] == "fa" and got[0]["step"] == 1,
+              f"judged on the latest complete step (1), its start-up firing event reaches a subscriber "
+              f"that connected at once ({got})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
