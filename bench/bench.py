@@ -90,7 +90,9 @@ def print_scaling(scaling, peer, w1):
         t = scaling[-1]["threads"]
         ideal = peer["seconds"] / t
         x = scaling[-1]["seconds"] / ideal
-        print(f"\nvqsort peer (Highway, two vqsort calls + |a-b| on 1 thread): {peer['seconds']:.4f} s; "
+        print(f"\nvqsort peer (Highway, two vqsort calls + |a-b| on 1 thread): {peer['seconds']:.4f} s "
+              f"on {peer['target']} (Highway's own dispatch, {peer['target_dispatch']}: "
+              f"{peer['seconds_dispatch']:.4f} s; AVX2 at most: {peer['seconds_avx2']:.4f} s); "
               f"ideal for {t} threads = that / {t} = {ideal:.4f} s")
         print(f"engine on {t} threads / ideal peer: {x:.2f}x  target <= 1.0x: "
               f"{'met' if x <= 1.0 else 'MISSED'}")

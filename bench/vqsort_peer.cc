@@ -8,10 +8,27 @@
 // the clock starts), then (1/n) sum |a_i - b_i| in double. The bench data
 // holds no NaN, so vqsort's float order (which puts NaN last and does not
 // split -0 from +0) gives the same W1 as the engine's key order.
+//
+// The best the library does on this machine is the peer, so it is timed on
+// two dispatches: Highway's own choice, and AVX2 at most. On AMD Zen 4,
+// Debian's Highway 1.0.3 picks AVX3_DL (AVX-512), whose partition stores
+// with VCOMPRESSPS to memory: microcoded there (AMD's optimization guide
+// for Zen 4: avoid the memory form of COMPRESS), 22 M keys/s against 166 M
+// with AVX2 (docs/performance.md). Highway 1.1 has a Zen 4 target for it.
 #include <math.h>
 #include <stddef.h>
 
 #include <hwy/contrib/sort/vqsort.h>
+#include <hwy/targets.h>
+
+// Limits the dispatch to AVX2 and below (avx2_only), or lets Highway pick
+// from everything the CPU has; returns the target the next sort uses.
+extern "C" const char *vqsort_peer_target(int avx2_only)
+{
+	hwy::SetSupportedTargetsForTest(avx2_only ? HWY_AVX2 | HWY_SSE4 | HWY_SSSE3 | HWY_EMU128 : 0);
+	int64_t t = hwy::SupportedTargets();
+	return hwy::TargetName(t & -t);
+}
 
 extern "C" double vqsort_peer_w1(float *a, float *b, size_t n)
 {
