@@ -174,17 +174,17 @@ int wd_config_peek_control(const char *path, char *ep, size_t size)
 	struct wd_config d;
 	char dir[PATH_MAX], err[256], *text = NULL;
 	size_t len = 0;
-	FILE *f = fopen(path, "rb");
+	FILE *f;
 	int r = -1;
 
-	if (!f)
+	/* a regular file only: fopen of a FIFO with no writer would wait for ever */
+	if (config_dir(path, dir, sizeof(dir), err, sizeof(err)) <= 0 || !(f = fopen(path, "rb")))
 		return -1;
 	text = malloc(1 << 20);
 	if (text)
 		len = fread(text, 1, (1 << 20) - 1, f);
 	fclose(f);
-	if (text && ydoc_parse(path, text, len, &nodes, &root, err, sizeof(err)) == 0 &&
-	    config_dir(path, dir, sizeof(dir), err, sizeof(err)) > 0) {
+	if (text && ydoc_parse(path, text, len, &nodes, &root, err, sizeof(err)) == 0) {
 		const struct ynode *v = map_get(map_get(root, "listen"), "control");
 		wd_config_defaults(&d);
 		r = absolute_ipc(dir, v && v->kind == Y_SCALAR ? v->text : d.listen.control, ep, size);

@@ -111,6 +111,15 @@ def main():
                            cwd="/", env=dict(os.environ, WDRIFT_CONFIG=cfg), timeout=30)
         check(r.returncode == 0 and r.stdout.startswith(f"{cfg}: ok"),
               "wdriftd without -c reads WDRIFT_CONFIG", r.stdout + r.stderr)
+        # a FIFO as the config: refused at once, also by the look for its control socket
+        fifo = os.path.join(tmp, "config.fifo")
+        os.mkfifo(fifo)
+        try:
+            r = wd("status", env={"WDRIFT_CONFIG": fifo})
+            check(r.returncode == 1 and "FIFO" in r.stderr and fifo in r.stderr,
+                  f"WDRIFT_CONFIG naming a FIFO: exit 1 naming it, no hang ({r.stderr.strip()})")
+        except subprocess.TimeoutExpired:
+            check(False, "WDRIFT_CONFIG naming a FIFO: exit 1 naming it, no hang", "still running after 60 s")
 
         # an installed copy: PREFIX/bin/wdrift reads PREFIX/etc/wdrift/wdrift.yaml
         prefix = os.path.join(tmp, "prefix")
