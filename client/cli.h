@@ -28,6 +28,9 @@ extern const char *cli_cmd;
  */
 extern int cli_json_errors;
 
+/* CLOCK_MONOTONIC in seconds: every deadline and timing of the CLI. */
+double cli_now(void);
+
 /* Prints "wdrift CMD: error: MSG" and returns EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_sandbox.h"
@@ -212,18 +211,10 @@ static int selected(const struct options *o, const char *name)
 	return 0;
 }
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Adds the time since *t0 to *sum and restarts *t0: one phase of --timings. */
 static void lap(double *t0, double *sum)
 {
-	double t = now();
+	double t = cli_now();
 
 	*sum += t - *t0;
 	*t0 = t;
@@ -247,7 +238,7 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(wd_ckpt_box_listing(b), i);
 	char err[WD_CKPT_ERR_MAX];
-	double t0 = now();
+	double t0 = cli_now();
 	int r;
 
 	r = wd_ckpt_box_collect(b, m, err);
@@ -279,7 +270,7 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	struct wd_prepared *pp = NULL;
 	struct wd_tensor_map m = { 0 };
 	struct wd_view v = { 0 };
-	double t0 = now();
+	double t0 = cli_now();
 	int r;
 
 	if (px->round_to >= 0) {
@@ -297,7 +288,7 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 				 px->path, px->label, name);
 	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm)))
 		return r;
-	t0 = now();
+	t0 = cli_now();
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
 	lap(&t0, &tm->engine);
@@ -334,7 +325,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	lr->numel = bv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;
-	t0 = now();
+	t0 = cli_now();
 	r = wd_drift_measure(e, bp, &bv, cp, &cv, summaries, &lr->drift);
 	lap(&t0, &tm->engine);
 	if (r)
@@ -349,7 +340,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 			goto out;
 	wd_drift_ratios(lr->drift.w1, lr->proxy_w1, o->n_proxies, lr->ratio);
 out:
-	t0 = now();
+	t0 = cli_now();
 	wd_prepared_free(&bp);
 	wd_prepared_free(&cp);
 	lap(&t0, &tm->engine);
@@ -374,7 +365,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	struct wd_engine *e = NULL;
 	struct compare_timings *tm = &res->timings;
 	char err[WD_CKPT_ERR_MAX];
-	double t0 = now();
+	double t0 = cli_now();
 	int r = EXIT_FAIL;
 
 	/* every reader child starts here, before the engine (and CUDA) does */
@@ -467,7 +458,7 @@ int cmd_compare(int argc, char **argv)
 {
 	struct options o = { 0 };
 	struct compare_result res = { 0 };
-	double t0 = now();
+	double t0 = cli_now();
 	int r;
 
 	r = parse_args(argc, argv, &o);
@@ -482,7 +473,7 @@ int cmd_compare(int argc, char **argv)
 		r = run_compare(&o, &res);
 	}
 	if (!r && res.engine) {
-		res.timings.total = now() - t0;
+		res.timings.total = cli_now() - t0;
 		if (o.json) {
 			r = compare_print_json(&res);
 		} else {

@@ -261,17 +261,14 @@ static void print_event(const char *topic, json_t *e)
  */
 static int await_daemon(void *m, const struct dc_target *t, const char *source, char *err, size_t errlen)
 {
-	struct timespec t0, now;
+	double t0 = cli_now();
 	struct dc_handshake hs = { 0 };
 	uint32_t value = 0;
 	char why[1024];
 	int code;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		int left = WATCH_CONNECT_MS - (int)((now.tv_sec - t0.tv_sec) * 1000 +
-						    (now.tv_nsec - t0.tv_nsec) / 1000000);
+		int left = WATCH_CONNECT_MS - (int)((cli_now() - t0) * 1000);
 		if (stop)
 			return 0;
 		if (left <= 0)

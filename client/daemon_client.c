@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -166,7 +165,6 @@ static int auth_error(uint32_t v)
 	       v == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE || (v & 0xF0000000u) == ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED;
 }
 
-static double mono(void);
 
 static void type_mismatch(const char *endpoint, int events, char *err, size_t errlen)
 {
@@ -259,7 +257,7 @@ int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const c
 		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
 			return 0;
 		h->attempt_failed = 1;
-		h->closed_at = mono();
+		h->closed_at = cli_now();
 		if (++h->closed < DC_CLOSED_MAX)
 			return 0;
 		closed_error(endpoint, events, keys, err, errlen);
@@ -271,19 +269,13 @@ int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const c
 int dc_handshake_stuck(struct dc_handshake *h, const char *endpoint, int events,
 		       const struct wd_client_keys *keys, char *err, size_t errlen)
 {
-	if (!h->closed || h->handshook || !h->attempt_failed || mono() - h->closed_at < DC_CLOSED_GRACE)
+	if (!h->closed || h->handshook || !h->attempt_failed || cli_now() - h->closed_at < DC_CLOSED_GRACE)
 		return 0;
 	closed_error(endpoint, events, keys, err, errlen);
 	return 1;
 }
 
 
-static double mono(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int env_ms(const char *name, int dflt)
 {
@@ -392,7 +384,7 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL, *mon = NULL;
 	struct dc_handshake hs = { 0 };
 	double round_end;
-	double t0 = mono(), sent = t0;
+	double t0 = cli_now(), sent = t0;
 	int rc = -1;
 
 	*reply = NULL;
@@ -406,11 +398,11 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 	if (!(s = open_req(ctx, endpoint, keys, &mon, err, errlen)))
 		goto out;
 	zmq_send(s, request, strlen(request), 0);
-	round_end = mono() + timeout / 1000.0;
+	round_end = cli_now() + timeout / 1000.0;
 	for (;;) {
 		/* s, then the monitor (while the first socket lives), then the probe */
 		zmq_pollitem_t it[3] = { { s, 0, ZMQ_POLLIN, 0 } };
-		int n = 1, im = -1, ip = -1, left = (int)((round_end - mono()) * 1000.0);
+		int n = 1, im = -1, ip = -1, left = (int)((round_end - cli_now()) * 1000.0);
 		if (mon)
 			it[im = n++] = (zmq_pollitem_t){ mon, 0, ZMQ_POLLIN, 0 };
 		if (probe)
@@ -433,13 +425,13 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		}
 		if (mon && dc_handshake_stuck(&hs, endpoint, 0, keys, err, errlen))
 			goto out;
-		if (!got_s && !got_probe && mono() < round_end)
+		if (!got_s && !got_probe && cli_now() < round_end)
 			continue;	/* monitor news only (a reconnect every 100 ms): the same wait goes on */
 		if (got_s && (*reply = recv_reply(s))) {
 			rc = 0;
 			goto out;
 		}
-		round_end = mono() + timeout / 1000.0;	/* whatever follows starts a new wait */
+		round_end = cli_now() + timeout / 1000.0;	/* whatever follows starts a new wait */
 		if (got_probe) {
 			char *st = recv_reply(probe);
 			double up = st ? reply_uptime(st) : -1;
@@ -447,14 +439,14 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			zmq_close(probe);	/* a fresh one for the next round */
 			probe = NULL;
 			misses = 0;
-			if (up >= 0 && up < mono() - sent && resent < tries) {
+			if (up >= 0 && up < cli_now() - sent && resent < tries) {
 				/* restarted since: the request is lost, not being worked on */
 				if (!(s = send_again(ctx, s, &mon, endpoint, keys, request, err, errlen)))
 					goto out;
-				sent = mono();
+				sent = cli_now();
 				resent++;
 			}
-			if (mono() - t0 > patience) {
+			if (cli_now() - t0 > patience) {
 				snprintf(err, errlen, "the daemon at %s is up but has not answered in %.0f s "
 					 "(WDRIFT_QUERY_TIMEOUT_MS)", endpoint, patience);
 				goto out;
@@ -471,7 +463,7 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		if (status) {	/* a REQ that lost its reply is stuck: a fresh socket */
 			if (!(s = send_again(ctx, s, &mon, endpoint, keys, request, err, errlen)))
 				goto out;
-			sent = mono();
+			sent = cli_now();
 			continue;
 		}
 		if (probe)

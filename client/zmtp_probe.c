@@ -22,31 +22,23 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "zmtp_probe.h"
 
 #define GREETING 64
 #define MECH_AT 12
 #define MECH_LEN 20
 
-static long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Waits for events on fd until deadline; 1 when they came. */
-static int wait_fd(int fd, short events, long deadline)
+static int wait_fd(int fd, short events, double deadline)
 {
 	struct pollfd p = { fd, events, 0 };
-	long left;
-	int r;
+	int left, r;
 
-	while ((left = deadline - now_ms()) > 0)
-		if ((r = poll(&p, 1, (int)left)) >= 0 || errno != EINTR)
+	while ((left = (int)((deadline - cli_now()) * 1000)) > 0)
+		if ((r = poll(&p, 1, left)) >= 0 || errno != EINTR)
 			return r == 1;	/* an error or a hang-up too: the read or SO_ERROR says which */
 	return 0;
 }
@@ -56,7 +48,7 @@ static int wait_fd(int fd, short events, long deadline)
  * unix socket whose listen queue is full answers EAGAIN, unconnected: a
  * busy daemon, the very case the probe is for, so it is asked again.
  */
-static int connect_by(int family, const struct sockaddr *addr, socklen_t len, long deadline)
+static int connect_by(int family, const struct sockaddr *addr, socklen_t len, double deadline)
 {
 	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
 	socklen_t el = sizeof(e);
@@ -72,7 +64,7 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, lo
 				return fd;
 			break;
 		}
-		if ((errno != EAGAIN && errno != EINTR) || now_ms() + 5 > deadline)
+		if ((errno != EAGAIN && errno != EINTR) || cli_now() + 0.005 > deadline)
 			break;
 		poll(NULL, 0, 5);
 	}
@@ -81,7 +73,7 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, lo
 }
 
 /* A stream socket connected to endpoint (ipc:// or tcp://) by deadline, or -1. */
-static int open_endpoint(const char *endpoint, long deadline)
+static int open_endpoint(const char *endpoint, double deadline)
 {
 	int fd = -1;
 
@@ -123,7 +115,7 @@ int zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t
 {
 	static const unsigned char hello[11] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3 };
 	unsigned char g[GREETING];
-	long deadline = now_ms() + timeout_ms;
+	double deadline = cli_now() + timeout_ms / 1000.0;
 	size_t got = 0;
 	int fd = open_endpoint(endpoint, deadline);
 

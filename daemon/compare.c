@@ -18,13 +18,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checkpoint.h"
 #include "compare.h"
 #include "compute.h"
 #include "drift.h"
 #include "logging.h"
+#include "state.h"
 #include "wdrift.h"
 
 _Static_assert(CONFIG_MAX_PROXIES <= DRIFTLOG_MAX_PROXIES, "a drift row holds every proxy's ratio");
@@ -316,7 +316,6 @@ struct result_batch *compare_step(struct compare_workers *w, const struct cstudy
 	const int *role = in->role;
 	size_t n_runs = in->n_runs, n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
 	int64_t step = in->step;
-	struct timespec now;
 
 	size_t first_cand = 0;
 	while (first_cand < n_runs && role[first_cand] == ROLE_PROXY)
@@ -337,11 +336,10 @@ struct result_batch *compare_step(struct compare_workers *w, const struct cstudy
 		return NULL;
 	}
 	b->step = step;
-	clock_gettime(CLOCK_REALTIME, &now);
 	size_t n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
 	struct step st = { .s = s, .in = in, .grid = grid, .nt = nt, .n_row_runs = n_row_runs,
 			   .n_trained = n_trained, .first_cand = first_cand, .w = w,
-			   .wall = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec };
+			   .wall = now_wall() };
 	compare_all(&st);
 	/* compact (tensors the baseline could not read have no row), then aggregates */
 	size_t out = 0;

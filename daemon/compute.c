@@ -26,6 +26,7 @@
 #include "records.h"
 #include "result_cover.h"
 #include "spool_index.h"
+#include "state.h"
 #include "wal.h"
 #include "wdrift.h"
 #include "workq.h"
@@ -375,9 +376,8 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 {
 	struct compare_input in;
-	struct timespec t0, t1;	/* for /metrics' wdrift_compute_seconds_total */
+	double t0 = now_mono();	/* for /metrics' wdrift_compute_seconds_total */
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (gather(c, s, bstep, &in) < 0)
 		return 0;
 	struct result_batch *b = compare_step(c->workers, s, &in);
@@ -385,8 +385,7 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 	if (!b)
 		return 0;
 	record(c, s, b);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	b->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	b->seconds = now_mono() - t0;
 	log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)bstep, b->n_rows);
 	result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
 	workq_finish(&c->q, &b->item);

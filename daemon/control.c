@@ -206,7 +206,12 @@ struct result_batch *control_latest_complete(const struct control *c, const char
 	for (size_t i = 0; i < c->cfg->n_studies; i++)
 		if (!strcmp(c->cfg->studies[i].name, study))
 			st = &c->cfg->studies[i];
-	for (size_t i = 0; st && i < c->n_results; i++) {
+	/*
+	 * Newest first (results are kept in arrival order, mostly ascending
+	 * steps): the first complete one found ends the costly checks, since
+	 * an older step is only looked at when it is later than the best.
+	 */
+	for (size_t i = c->n_results; st && i-- > 0;) {
 		struct result_batch *b = c->results[i];
 		if (!strcmp(b->study, study) && (!best || b->step > best->step) &&
 		    control_step_complete(st, b))

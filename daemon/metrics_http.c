@@ -26,6 +26,7 @@
 #include "logging.h"
 #include "metrics.h"
 #include "metrics_http.h"
+#include "state.h"
 
 #define METRICS_CONNECTIONS 16		/* at once; more wait in the listen backlog */
 #define METRICS_IDLE_SECONDS 10		/* a connection silent that long is closed */
@@ -37,7 +38,7 @@ struct metrics_http {
 	struct MHD_Daemon *mhd;
 	const struct control *c;
 	int fd;			/* MHD's epoll descriptor */
-	int due;		/* MHD_get_timeout said MHD_run must run after the poll */
+	double due;		/* monotonic: when MHD_get_timeout asked MHD_run to run; 0: not asked */
 	char where[80];		/* HOST:PORT, for log lines */
 };
 
@@ -183,14 +184,15 @@ void metrics_http_timeout(struct metrics_http *m, long *timeout_ms)
 
 	if (!m)
 		return;
-	m->due = MHD_get_timeout(m->mhd, &t) == MHD_YES;
+	/* a kept-alive connection's timeout is seconds away: not a reason to run each pass */
+	m->due = MHD_get_timeout(m->mhd, &t) == MHD_YES ? now_mono() + (double)t / 1000.0 : 0;
 	if (m->due && (MHD_UNSIGNED_LONG_LONG)*timeout_ms > t)
 		*timeout_ms = (long)t;
 }
 
 void metrics_http_run(struct metrics_http *m, int readable)
 {
-	if (!m || !(readable || m->due))
+	if (!m || !(readable || (m->due && now_mono() >= m->due)))
 		return;
 	/*
 	 * MHD's sockets are edge-triggered in its epoll set: one MHD_run

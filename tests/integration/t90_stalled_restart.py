@@ -29,7 +29,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Daemon, Publisher, check  # noqa: E402
-from t53_alerts import snap  # noqa: E402
+from t53_alerts import events_until, snap  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 QUIET = 3
@@ -44,17 +44,9 @@ alerts:
 
 
 def quiet_events(sub, secs, until=None):
-    got, end = [], time.time() + secs
-    while time.time() < end:
-        try:
-            topic, body = sub.recv_multipart()
-        except zmq.Again:
-            continue
-        if topic == b"alert.fa-quiet":
-            got.append(json.loads(body))
-            if until and until(got):
-                break
-    return got
+    """The fa-quiet events (sub subscribes to them alone) for secs, or until until(events)."""
+    got = events_until(sub, lambda g: bool(until) and until([e for _, e in g]), timeout=secs)
+    return [e for _, e in got]
 
 
 def alert_state(cfg):
@@ -78,7 +70,7 @@ def main():
         sent = time.time()
         check(dm.stop(signal.SIGKILL) == -signal.SIGKILL, "SIGKILL before the run goes quiet")
         check(dm.start() is not None, "started again: the run is known from the WAL alone")
-        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
+        sub = harness.subscribe(ctx, tmp, b"alert.fa-quiet", 200)
         got = quiet_events(sub, QUIET + 8, until=lambda g: any(e["state"] == "firing" for e in g))
         fired = [e for e in got if e["state"] == "firing"]
         waited = time.time() - sent
@@ -91,7 +83,7 @@ def main():
               f"`wdrift alerts` shows it firing at the run's last step ({st})")
 
         check(dm.stop(signal.SIGKILL) == -signal.SIGKILL and dm.start() is not None, "killed and started again")
-        sub = harness.subscribe(ctx, tmp, b"alert.", 200)
+        sub = harness.subscribe(ctx, tmp, b"alert.fa-quiet", 200)
         got = quiet_events(sub, 2.5)
         st = alert_state(cfg)
         check(st.get("state") == "firing" and not got,
@@ -110,14 +102,7 @@ def main():
         dm.write_config(RULES + snapshot_rule)
         check(dm.start() is not None, "started with a rule added while it was down")
         sub = harness.subscribe(ctx, tmp, b"alert.fa-big", 200)
-        t0 = time.time()
-        got = []
-        while time.time() - t0 < 5 and not got:
-            try:
-                topic, body = sub.recv_multipart()
-                got.append(json.loads(body))
-            except zmq.Again:
-                pass
+        got = [e for _, e in events_until(sub, lambda g: len(g) >= 1, timeout=5)]
         check(len(got) == 1 and got[0]["state"] == "firing" and got[0]["run"] == "fa" and got[0]["step"] == 1,
               f"judged on the latest complete step (1), its start-up firing event reaches a subscriber "
               f"that connected at once ({got})")
