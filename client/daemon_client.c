@@ -454,6 +454,18 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			continue;
 		}
 		if (++misses >= tries) {
+			/*
+			 * An ipc socket file that no connection got through: a live
+			 * daemon accepts at once, so the file is most likely left by
+			 * one that was killed (SIGKILL, a crash), which removes nothing.
+			 */
+			if (!hs.connected && !strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
+				snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
+					 "no connection got through to its socket file %s: a wdriftd that "
+					 "stopped without removing it (SIGKILL, a crash)? start wdriftd",
+					 endpoint, tries, timeout / 1000.0, endpoint + 6);
+				goto out;
+			}
 			/* a key hint only where keys can be the cause: connected, never through the handshake */
 			snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
 				 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0,

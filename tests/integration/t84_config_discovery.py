@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -264,6 +265,12 @@ def storage_and_reload_log():
                            cwd="/", timeout=30)
         check(r.returncode == 0 and "storage: './var' is relative to the working directory: /var " in r.stderr,
               "from /, the path named is /var", r.stderr)
+        # killed: its socket files stay, and nothing answers there
+        check(dm.stop(signal.SIGKILL) == -signal.SIGKILL, "SIGKILL")
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 1 and "no connection got through to its socket file" in r.stderr
+              and "SIGKILL" in r.stderr, f"status after the kill: the socket file is named as left behind "
+              f"({r.stderr.strip()})")
     finally:
         harness.teardown(dm, tmp)
 
