@@ -309,11 +309,20 @@ def max_runs(ctx, tmp):
     pubs = [Publisher(ctx, tmp, f"r{k}") for k in range(4)]
     for p in pubs:
         one(p, 1, "w", total=2)
+    # four connections are read in no fixed order: the fifth run is sent only
+    # once the daemon holds all four (CI once saw r5 taken before r3 arrived)
+    held = None
+    for _ in range(100):
+        held = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        if held and held["runs"] == 4:
+            break
+        time.sleep(0.02)
+    check(held and held["runs"] == 4, f"the four runs are held ({held and held['runs']})")
     p5 = Publisher(ctx, tmp, "r5")
     one(p5, 1, "w", total=2)
     r = p5.recv()
     check(r and r["code"] == "too_many" and r["field"] == "run", f"a fifth run is refused at first ({r})")
-    time.sleep(3.5)    # limits.pending_timeout: 1
+    time.sleep(4.5)    # limits.pending_timeout: 2, and a sweep
     st = control(ctx, tmp, {"v": 1, "cmd": "status"})
     check(st and st["runs"] == 0, f"the expired runs are forgotten ({st and st['runs']} runs)")
     one(p5, 1, "w", total=2)
@@ -423,9 +432,9 @@ def main():
         dm.stop()
 
         with open(path, "w") as f:   # a fresh storage.dir: the runs made durable above count
-            f.write(text.replace("limits:\n", "limits:\n  max_runs: 4\n  pending_timeout: 1\n")
+            f.write(text.replace("limits:\n", "limits:\n  max_runs: 4\n  pending_timeout: 2\n")
                     .replace(f"{tmp}/var", f"{tmp}/var-runs"))
-        check(dm.start() is not None, "daemon up with limits.max_runs: 4, pending_timeout: 1")
+        check(dm.start() is not None, "daemon up with limits.max_runs: 4, pending_timeout: 2")
         max_runs(ctx, tmp)
     finally:
         harness.teardown(dm, tmp, ctx)
