@@ -258,6 +258,29 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 	}
 }
 
+/*
+ * A commit that would wait for a step that expired waiting for ranks a
+ * moment ago: a rank that missed the refusal (its ack timeout had closed
+ * its socket) sends it again. It gets the refusal now, as do the ranks
+ * waiting on the step re-made by such re-sends, which is dropped.
+ */
+static void refuse_expired(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			   struct snapshot *snap, struct expired_step *gone)
+{
+	double ago = now_mono() - gone->at;
+
+	if (!gone->said)
+		log_notice("ingest: run '%s' step %lld: sent again by a rank %.0f s after it expired "
+			   "waiting for the other ranks; refused at once, as then: %s", gone->run,
+			   (long long)gone->step, ago, gone->why);
+	gone->said = 1;
+	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", gone->why);
+	if (snap) {
+		ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", gone->why);
+		ingest_drop_snapshot(ix, snap);
+	}
+}
+
 static void commit(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
@@ -298,6 +321,9 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 			 (unsigned long long)h->tensors);
 	if (h->ranks <= 1)
 		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "tensors", why);
+	struct expired_step *gone = ingest_find_expired(ix, h->run, h->step);
+	if (gone)
+		return refuse_expired(ix, m, h, snap, gone);
 	/*
 	 * Several ranks share this snapshot: the others' shards may still come.
 	 * Not an error: this rank waits for the ack, or for the expiry.

@@ -8,7 +8,9 @@
 #ifndef WD_INGEST_H
 #define WD_INGEST_H
 
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "state.h"
@@ -28,6 +30,23 @@ struct reply_sink {
 	void *ctx;
 };
 
+/*
+ * A step that expired while ranks waited for the others (ingest_expire). A
+ * rank whose socket its ack timeout had closed missed the refusal; its
+ * re-send would start the step afresh and wait a whole pending_timeout
+ * again, and again, its later snapshots queued behind it. For a while,
+ * such a re-send that would wait is refused at once, with the same reason.
+ */
+struct expired_step {
+	char run[NAME_MAX + 1];		/* "": a free slot */
+	int64_t step;
+	double at;			/* monotonic seconds */
+	int said;			/* a re-send was logged */
+	char why[256];
+};
+
+#define INGEST_EXPIRED_MAX 16	/* remembered at once; the oldest goes first */
+
 struct ingest {
 	struct state *st;
 	const struct wd_config *cfg;
@@ -41,6 +60,7 @@ struct ingest {
 	uint64_t drop_unsaid;	/* drops since, not logged */
 	double fail_said;	/* when a spool failure was last logged */
 	uint64_t fail_unsaid;	/* failures since, not logged */
+	struct expired_step expired[INGEST_EXPIRED_MAX];
 };
 
 /* What a message was, for peers.c: its type (-1: not parsed), run and step. */
@@ -60,5 +80,8 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 
 /* Drops snapshots idle longer than timeout seconds; returns how many. */
 size_t ingest_expire(struct ingest *ix, double timeout);
+
+/* Forgets the expired steps of run (`wdrift runs rm`): a re-send starts afresh. */
+void ingest_forget_expired(struct ingest *ix, const char *run);
 
 #endif

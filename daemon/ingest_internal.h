@@ -73,5 +73,7 @@ void ingest_hold_overhead(struct state *s, struct run *r, struct snapshot *snap,
 void ingest_unlink_snapshot(struct state *s, struct snapshot *snap);
 /* Unlinks and frees snap; forgets its run when that holds nothing else. */
 void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap);
+/* (run, step) when it expired waiting for ranks within INGEST_EXPIRED_SECONDS; else NULL. */
+struct expired_step *ingest_find_expired(struct ingest *ix, const char *run, int64_t step);
 
 #endif

@@ -31,6 +31,13 @@
 /* A re-send of a durable step being checked is dropped after this long idle. */
 #define RECHECK_SECONDS 30.0
 
+/*
+ * How long a step that expired waiting for ranks is remembered: longer than
+ * a waiting publisher is away between two tries (its backoff, at most 5 s
+ * and a quarter, then its hello and shards), short beside a restarted job.
+ */
+#define INGEST_EXPIRED_SECONDS 30.0
+
 /* snap took bytes of new elements at t: its totals and its rate's window. */
 void ingest_note_taken(struct snapshot *snap, uint64_t bytes, double t)
 {
@@ -232,6 +239,41 @@ void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap)
 	state_forget_run(s, r);
 }
 
+struct expired_step *ingest_find_expired(struct ingest *ix, const char *run, int64_t step)
+{
+	double t = now_mono();
+
+	for (size_t i = 0; i < INGEST_EXPIRED_MAX; i++) {
+		struct expired_step *e = &ix->expired[i];
+		if (e->run[0] && e->step == step && t - e->at < INGEST_EXPIRED_SECONDS &&
+		    !strcmp(e->run, run))
+			return e;
+	}
+	return NULL;
+}
+
+void ingest_forget_expired(struct ingest *ix, const char *run)
+{
+	for (size_t i = 0; i < INGEST_EXPIRED_MAX; i++)
+		if (!strcmp(ix->expired[i].run, run))
+			ix->expired[i].run[0] = 0;
+}
+
+/* Remembers that (run, step) expired at t for why; the oldest slot gives way. */
+static void note_expired(struct ingest *ix, const char *run, int64_t step, double t, const char *why)
+{
+	struct expired_step *e = &ix->expired[0];
+
+	for (size_t i = 1; i < INGEST_EXPIRED_MAX && e->run[0]; i++)
+		if (!ix->expired[i].run[0] || ix->expired[i].at < e->at)
+			e = &ix->expired[i];
+	snprintf(e->run, sizeof(e->run), "%s", run);
+	e->step = step;
+	e->at = t;
+	e->said = 0;
+	snprintf(e->why, sizeof(e->why), "%s", why);
+}
+
 size_t ingest_expire(struct ingest *ix, double timeout)
 {
 	struct state *s = ix->st;
@@ -260,6 +302,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			log_warning("ingest: run '%s' step %lld: %s (%zu commits waited)", snap->run->name,
 				    (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
+			note_expired(ix, snap->run->name, snap->step, t, why);
 		} else if (!snap->recheck) {
 			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
 				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);

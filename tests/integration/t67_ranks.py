@@ -12,7 +12,9 @@ with the whole snapshot's tensor count and "ranks": 4:
   with field 'tensors' (retryable);
 - a rank that never sends: after the timeout the 3 waiting ranks get
   'incomplete' with field 'ranks', naming the tensor that lacks elements,
-  and the log says so;
+  and the log says so; a waiting rank whose socket closed before that
+  (its ack timeout) and that sends its part again is refused at once with
+  the same reason, while the whole step sent again is stored;
 - the same snapshot re-sent by the ranks is a duplicate for each; a commit
   from another connection while the snapshot is being stored gets its ack
   too, and a shard re-sent meanwhile is ignored;
@@ -150,6 +152,57 @@ def main():
         check("run 'sharded' step 3: expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 "
               "elements (3 commits waited)" in log, "the log names the run, step and missing tensor", log[-1500:])
         check(not os.path.exists(os.path.join(tmp, "var", "spool", "sharded", "3.h5")), "nothing was stored")
+
+        # Step 5: a waiting rank's ack timeout closes its socket before the expiry,
+        # so the refusal cannot reach it; it sends its part again on a fresh
+        # socket after. That re-send is refused at once, with the same reason
+        # (before, it started the step afresh and waited a whole pending_timeout
+        # again, and again: t69 under ASan saw a rank stuck so).
+        t5 = make(rng)
+        gone = Publisher(ctx, tmp, "sharded")
+        shards(gone, 5, t5, 0)
+        commit(gone, 5, 3)
+        for k in (1, 2):
+            shards(ranks[k], 5, t5, k)
+            commit(ranks[k], 5, 3)
+        time.sleep(0.3)
+        gone.s.close()            # its ack timeout: the waiter it left is a closed socket
+        errs = []
+        for p in ranks[1:3]:
+            p.s.setsockopt(zmq.RCVTIMEO, 8000)
+            errs.append(p.recv())
+        check(all(e and e["code"] == "incomplete" and e["field"] == "ranks" for e in errs),
+              f"step 5 expires for the ranks still connected ({errs})")
+        again = Publisher(ctx, tmp, "sharded")
+        t0 = time.time()
+        shards(again, 5, t5, 0)
+        commit(again, 5, 3)
+        e = quiet(again, 1500)
+        waited = time.time() - t0
+        check(e and e["code"] == "incomplete" and e["field"] == "ranks" and e["step"] == 5
+              and "expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 elements" in e["reason"]
+              and waited < 1.5,
+              f"a rank that missed the expiry sends its part again: refused at once, same reason, "
+              f"in {waited:.2f} s ({e})")
+        shards(again, 5, t5, 0)
+        commit(again, 5, 3)
+        e2 = quiet(again, 1500)
+        check(e2 and e2["code"] == "incomplete" and e2["field"] == "ranks",
+              f"... and again each time it tries ({e2})")
+        log = dm.log_text()
+        said = log.count("run 'sharded' step 5: sent again by a rank")
+        check(said == 1 and "refused at once, as then: expired after 2 s waiting for the other ranks" in log,
+              f"the log says so once ({said} times)", log[-1500:])
+        st = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(st and st["snapshots"]["pending"] == 0, f"the re-sent parts are not held ({st and st['snapshots']})")
+        # only a commit that would wait is refused: one that completes the step stores it
+        for k in range(W):
+            shards(again, 5, t5, k)
+        commit(again, 5, 3)
+        a = again.recv()
+        check(a and a["type"] == "ack" and a["step"] == 5 and spool_equal(tmp, 5, t5),
+              f"the whole step sent again within the while: stored ({a})")
+        ranks[0] = again
 
         # A commit (and a shard) for a snapshot being stored: the sender gets the ack too.
         big = rng.standard_normal(24 << 20).astype(np.float32)    # 96 MiB: its write and fsync take a while

@@ -81,8 +81,10 @@ def rank_main(tmp, rank, steps, kill_step):
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg.{kill_step}", rank=rank, world_size=W)
     ep = f"ipc://{tmp}/run/ingest.sock"
     # with a rank dead, the others re-send after their ack timeout, shorter than the
-    # daemon's pending_timeout: the re-sends bring nothing new and must not keep it alive
-    ack = 20.0 if kill_step is None else 1.0
+    # daemon's pending_timeout: the re-sends bring nothing new and must not keep it
+    # alive. So short that a survivor is mostly between sockets (its backoff) when
+    # the step expires: its next re-send must hear the refusal, not start it afresh
+    ack = 20.0 if kill_step is None else 0.25
     pubs = {run: wdrift.Publisher(ep, run, ranks=W, ack_timeout=ack) for run in ("base", "cand")}
     blocked = 0.0
     for step in steps:
