@@ -76,8 +76,8 @@ ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c l
 ifneq ($(CUDA),1)
 ENGINE_SRCS += lib/backend_cuda_none.c
 endif
-LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/keys.c lib/units.c
-CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c client/zmtp_probe.c \
+LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c
+CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \

@@ -262,7 +262,7 @@ static void print_event(const char *topic, json_t *e)
 static int await_daemon(void *m, const struct dc_target *t, const char *source, char *err, size_t errlen)
 {
 	double t0 = cli_now();
-	struct dc_handshake hs = { 0 };
+	struct wd_hs hs = { 0 };
 	uint32_t value = 0;
 	char why[1024];
 	int code;
@@ -273,9 +273,9 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 			return 0;
 		if (left <= 0)
 			break;
-		if ((code = dc_monitor_event(m, hs.closed && left > DC_HANDSHAKE_POLL_MS ? DC_HANDSHAKE_POLL_MS : left,
+		if ((code = wd_hs_monitor_event(m, hs.closed && left > WD_HS_POLL_MS ? WD_HS_POLL_MS : left,
 					     &value)) < 0) {
-			if (dc_handshake_stuck(&hs, t->events_ep, 1, &t->keys, why, sizeof(why))) {
+			if (wd_hs_stuck(&hs, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why))) {
 				snprintf(err, errlen, "%s (%s)", why, source);
 				return -1;
 			}
@@ -283,7 +283,7 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 		}
 		if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
 			return 0;
-		if (dc_handshake_event(&hs, code, value, t->events_ep, 1, &t->keys, why, sizeof(why))) {
+		if (wd_hs_event(&hs, code, value, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why))) {
 			snprintf(err, errlen, "%s (%s)", why, source);
 			return -1;
 		}
@@ -299,7 +299,7 @@ static void tell_connection(void *m, const char *ep)
 	uint32_t value;
 	int code;
 
-	while ((code = dc_monitor_event(m, 0, &value)) >= 0) {
+	while ((code = wd_hs_monitor_event(m, 0, &value)) >= 0) {
 		if (code == ZMQ_EVENT_DISCONNECTED)
 			fprintf(stderr, "wdrift watch: the daemon at %s went away; waiting for it to come back\n", ep);
 		else if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
@@ -386,7 +386,7 @@ int cmd_watch(int argc, char **argv)
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(s, ZMQ_SUBSCRIBE, prefix, strlen(prefix));
 	wd_client_keys_apply(s, &a.t.keys);
-	if (!(m = dc_monitor(ctx, s))) {
+	if (!(m = wd_hs_monitor(ctx, s))) {
 		cli_error("cannot monitor the events socket: %s", zmq_strerror(errno));
 		goto out;
 	}
@@ -432,7 +432,7 @@ int cmd_watch(int argc, char **argv)
 	}
 	rc = EXIT_OK;
 out:
-	dc_monitor_close(s, &m);
+	wd_hs_monitor_close(s, &m);
 	if (s)
 		zmq_close(s);
 	if (ctx)

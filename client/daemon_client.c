@@ -16,7 +16,7 @@
 #include "config.h"
 #include "config_find.h"
 #include "daemon_client.h"
-#include "zmtp_probe.h"
+#include "handshake.h"
 #include "error.h"
 
 enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
@@ -80,12 +80,16 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 	return 0;
 }
 
+const struct wd_hs_names dc_control_names = {
+	"control", " (listen.events is for wdrift watch)", "--server-key", "--key"
+};
+const struct wd_hs_names dc_events_names = { "events", "", "--server-key", "--key" };
+
 const char *dc_keys_hint(const struct wd_client_keys *keys)
 {
-	return keys && keys->on ? " (or it refused this client's CURVE handshake: check --server-key, "
-				  "and that this key is in the daemon's auth.clients)"
-				: " (a daemon with auth.server_key answers only CURVE clients: "
-				  "give --server-key and --key)";
+	static char hint[256];
+
+	return wd_hs_keys_hint(keys, &dc_control_names, hint, sizeof(hint));
 }
 
 int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
@@ -106,177 +110,6 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 	return 0;
 }
 
-void *dc_monitor(void *ctx, void *s)
-{
-	static int serial;	/* inproc names are per context; one process, few monitors */
-	char name[64];
-	void *m;
-	int linger = 0;
-
-	snprintf(name, sizeof(name), "inproc://dc-monitor-%d", serial++);
-	if (zmq_socket_monitor(s, name, ZMQ_EVENT_ALL) < 0 || !(m = zmq_socket(ctx, ZMQ_PAIR)))
-		return NULL;
-	zmq_setsockopt(m, ZMQ_LINGER, &linger, sizeof(linger));
-	if (zmq_connect(m, name) < 0) {
-		zmq_close(m);
-		return NULL;
-	}
-	return m;
-}
-
-/* A monitor message is two frames: 16-bit event and 32-bit value, then the endpoint. */
-int dc_monitor_event(void *m, int ms, uint32_t *value)
-{
-	zmq_pollitem_t it = { m, 0, ZMQ_POLLIN, 0 };
-	unsigned char ev[6];
-	char ep[256];
-	uint16_t code;
-
-	if (zmq_poll(&it, 1, ms) <= 0 || !(it.revents & ZMQ_POLLIN))
-		return -1;
-	if (zmq_recv(m, ev, sizeof(ev), 0) != (int)sizeof(ev)) {
-		zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
-		return -1;
-	}
-	zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
-	memcpy(&code, ev, sizeof(code));
-	memcpy(value, ev + 2, sizeof(*value));
-	return code;
-}
-
-void dc_monitor_close(void *s, void **m)
-{
-	if (s)
-		zmq_socket_monitor(s, NULL, 0);
-	if (*m)
-		zmq_close(*m);
-	*m = NULL;
-}
-
-/*
- * The ZMTP errors that mean "not allowed in": one side speaks CURVE and
- * the other not, the CURVE exchange failed (a wrong server key), or the
- * ZAP handler (auth.clients) said no. A socket-type mismatch is invalid
- * metadata: the peer's READY named a type this socket cannot talk to.
- */
-static int auth_error(uint32_t v)
-{
-	return v == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH || v == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC ||
-	       v == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE || (v & 0xF0000000u) == ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED;
-}
-
-
-static void type_mismatch(const char *endpoint, int events, char *err, size_t errlen)
-{
-	if (events)
-		snprintf(err, errlen, "%s is not wdriftd's events socket (it answered as a different socket "
-			 "type): the events endpoint is listen.events", endpoint);
-	else
-		snprintf(err, errlen, "%s is not wdriftd's control socket (it answered as a different socket "
-			 "type): the control endpoint is listen.control (listen.events is for wdrift watch)",
-			 endpoint);
-}
-
-/*
- * The peer's security mechanism is not this client's: say which side to
- * change. mech: the peer's, when its greeting was read (else NULL).
- */
-static void mechanism_mismatch(const char *endpoint, const char *mech, const struct wd_client_keys *keys,
-			       char *err, size_t errlen)
-{
-	if (mech && strcmp(mech, "NULL") && strcmp(mech, "CURVE"))
-		snprintf(err, errlen, "%s speaks ZeroMQ's %s security, which wdriftd never does: is it a "
-			 "wdriftd endpoint?", endpoint, mech);
-	else if (keys && keys->on)
-		snprintf(err, errlen, "the daemon at %s does not use CURVE (it has no auth.server_key): "
-			 "give no --server-key and --key (nor WDRIFT_SERVER_KEY and WDRIFT_KEY)", endpoint);
-	else
-		snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
-}
-
-/*
- * The peer closed the handshake without a reason. Its greeting tells
- * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
- * mechanism, that is the reason; else, without keys, it refused the
- * socket type, and with keys, the key or the type. With no greeting, both.
- */
-static void closed_error(const char *endpoint, int events, const struct wd_client_keys *keys,
-			 char *err, size_t errlen)
-{
-	char mech[24];
-	int on = keys && keys->on, known = zmtp_peer_mechanism(endpoint, 500, mech, sizeof(mech)) == 0;
-
-	if (known && strcmp(mech, on ? "CURVE" : "NULL"))
-		mechanism_mismatch(endpoint, mech, keys, err, errlen);
-	else if (on)
-		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong --server-key, "
-			 "or not wdriftd's %s socket (listen.%s)", endpoint, events ? "events" : "control",
-			 events ? "events" : "control");
-	else if (known)
-		type_mismatch(endpoint, events, err, errlen);
-	else
-		snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
-			 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
-			 "(give --server-key and --key)", endpoint, events ? "events" : "control",
-			 events ? "events" : "control");
-}
-
-int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const char *endpoint, int events,
-		       const struct wd_client_keys *keys, char *err, size_t errlen)
-{
-	switch (code) {
-	case ZMQ_EVENT_CONNECTED:
-		h->connected = 1;
-		h->attempt_failed = 0;
-		return 0;
-	case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-		h->handshook = 1;
-		h->closed = 0;
-		return 0;
-	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-		snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
-		return 1;
-	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-			mechanism_mismatch(endpoint, NULL, keys, err, errlen);
-			return 1;
-		}
-		if (auth_error(value)) {
-			snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint, dc_keys_hint(keys));
-			return 1;
-		}
-		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_METADATA)
-			type_mismatch(endpoint, events, err, errlen);
-		else
-			snprintf(err, errlen, "the handshake with %s failed (ZeroMQ protocol error 0x%x): is it "
-				 "a wdriftd endpoint?", endpoint, (unsigned)value);
-		return 1;
-	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-	case ZMQ_EVENT_DISCONNECTED:
-		/* after a success, a daemon going away: not a handshake failure */
-		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
-			return 0;
-		h->attempt_failed = 1;
-		h->closed_at = cli_now();
-		if (++h->closed < DC_CLOSED_MAX)
-			return 0;
-		closed_error(endpoint, events, keys, err, errlen);
-		return 1;
-	}
-	return 0;
-}
-
-int dc_handshake_stuck(struct dc_handshake *h, const char *endpoint, int events,
-		       const struct wd_client_keys *keys, char *err, size_t errlen)
-{
-	if (!h->closed || h->handshook || !h->attempt_failed || cli_now() - h->closed_at < DC_CLOSED_GRACE)
-		return 0;
-	closed_error(endpoint, events, keys, err, errlen);
-	return 1;
-}
-
-
-
 static int env_ms(const char *name, int dflt)
 {
 	const char *v = getenv(name);
@@ -296,7 +129,7 @@ static void *open_req(void *ctx, const char *endpoint, const struct wd_client_ke
 	}
 	zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
 	wd_client_keys_apply(s, keys);
-	if (mon && !(*mon = dc_monitor(ctx, s))) {
+	if (mon && !(*mon = wd_hs_monitor(ctx, s))) {
 		snprintf(err, errlen, "cannot monitor a socket: %s", zmq_strerror(errno));
 		zmq_close(s);
 		return NULL;
@@ -304,7 +137,7 @@ static void *open_req(void *ctx, const char *endpoint, const struct wd_client_ke
 	if (zmq_connect(s, endpoint) < 0) {
 		snprintf(err, errlen, "bad endpoint '%s': %s", endpoint, zmq_strerror(errno));
 		if (mon)
-			dc_monitor_close(s, mon);
+			wd_hs_monitor_close(s, mon);
 		zmq_close(s);
 		return NULL;
 	}
@@ -319,7 +152,7 @@ static void *open_req(void *ctx, const char *endpoint, const struct wd_client_ke
 static void *send_again(void *ctx, void *s, void **mon, const char *endpoint,
 			const struct wd_client_keys *keys, const char *request, char *err, size_t errlen)
 {
-	dc_monitor_close(s, mon);
+	wd_hs_monitor_close(s, mon);
 	zmq_close(s);
 	if (!(s = open_req(ctx, endpoint, keys, NULL, err, errlen)))
 		return NULL;
@@ -382,7 +215,7 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 	double patience = env_ms("WDRIFT_QUERY_TIMEOUT_MS", 120000) / 1000.0;
 	int status = is_status(request);
 	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL, *mon = NULL;
-	struct dc_handshake hs = { 0 };
+	struct wd_hs hs = { 0 };
 	double round_end;
 	double t0 = cli_now(), sent = t0;
 	int rc = -1;
@@ -407,8 +240,8 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			it[im = n++] = (zmq_pollitem_t){ mon, 0, ZMQ_POLLIN, 0 };
 		if (probe)
 			it[ip = n++] = (zmq_pollitem_t){ probe, 0, ZMQ_POLLIN, 0 };
-		if (left > DC_HANDSHAKE_POLL_MS && hs.closed)
-			left = DC_HANDSHAKE_POLL_MS;	/* to ask dc_handshake_stuck */
+		if (left > WD_HS_POLL_MS && hs.closed)
+			left = WD_HS_POLL_MS;	/* to ask wd_hs_stuck */
 		if (zmq_poll(it, n, left > 0 ? left : 0) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -419,11 +252,11 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		if (im >= 0 && (it[im].revents & ZMQ_POLLIN)) {
 			uint32_t value;
 			int code;
-			while ((code = dc_monitor_event(mon, 0, &value)) >= 0)
-				if (dc_handshake_event(&hs, code, value, endpoint, 0, keys, err, errlen))
+			while ((code = wd_hs_monitor_event(mon, 0, &value)) >= 0)
+				if (wd_hs_event(&hs, code, value, endpoint, &dc_control_names, keys, err, errlen))
 					goto out;
 		}
-		if (mon && dc_handshake_stuck(&hs, endpoint, 0, keys, err, errlen))
+		if (mon && wd_hs_stuck(&hs, endpoint, &dc_control_names, keys, err, errlen))
 			goto out;
 		if (!got_s && !got_probe && cli_now() < round_end)
 			continue;	/* monitor news only (a reconnect every 100 ms): the same wait goes on */
@@ -485,7 +318,7 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		zmq_send(probe, status_req, strlen(status_req), 0);
 	}
 out:
-	dc_monitor_close(mon ? s : NULL, &mon);
+	wd_hs_monitor_close(mon ? s : NULL, &mon);
 	if (probe)
 		zmq_close(probe);
 	if (s)

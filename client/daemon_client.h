@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "config_find.h"
+#include "handshake.h"
 #include "keys.h"
 
 #define DC_ENDPOINT_MAX 512
@@ -91,48 +92,10 @@ const char *dc_keys_hint(const struct wd_client_keys *keys);
 int dc_endpoint_check(const char *endpoint, char *err, size_t errlen);
 
 /*
- * A monitor on socket s (before s connects): the PAIR socket that reads
- * its events, or NULL (errno set). dc_monitor_event waits up to ms for the
- * next one: the event code with *value (an errno, or a ZMQ_PROTOCOL_ERROR_*
- * for a failed handshake), or -1 when none came. dc_monitor_close stops it
- * and closes *m.
+ * How the CLI names the sockets it asks and the CURVE options, for the
+ * handshake's errors (handshake.h: monitors and reasons).
  */
-void *dc_monitor(void *ctx, void *s);
-int dc_monitor_event(void *m, int ms, uint32_t *value);
-void dc_monitor_close(void *s, void **m);
-
-/*
- * What a socket's monitor has told of its handshakes so far. A peer of
- * the wrong socket type (or a wrong --server-key) just closes the
- * connection mid-handshake, with no reason given to this side, and a NULL
- * client meeting a CURVE server may see one such close before the
- * mechanism mismatch; so DC_CLOSED_MAX closes in a row with no reason
- * settle it.
- */
-struct dc_handshake {
-	int connected, handshook, closed, attempt_failed;
-	double closed_at;	/* CLOCK_MONOTONIC seconds of the last close */
-};
-#define DC_CLOSED_MAX 3
-#define DC_CLOSED_GRACE 0.5	/* s after a close with no reconnect: settled */
-#define DC_HANDSHAKE_POLL_MS 100	/* how often a waiting caller asks dc_handshake_stuck */
-
-/*
- * Feeds one monitor event (code, value) to h: 1 when it settles that the
- * handshake with endpoint fails, with err in words the user can act on: a
- * CURVE hint only for an authentication failure (mechanism mismatch, CURVE
- * or ZAP errors); for a socket-type mismatch, that endpoint is not
- * wdriftd's events (events nonzero) or control socket. Else 0.
- */
-int dc_handshake_event(struct dc_handshake *h, int code, uint32_t value, const char *endpoint, int events,
-		       const struct wd_client_keys *keys, char *err, size_t errlen);
-/*
- * 1 with err (as above) when the peer closed a handshake DC_CLOSED_GRACE
- * ago and ZeroMQ has not got through since: libzmq does not always
- * reconnect after a close mid-handshake, so no further event may come.
- */
-int dc_handshake_stuck(struct dc_handshake *h, const char *endpoint, int events,
-		       const struct wd_client_keys *keys, char *err, size_t errlen);
+extern const struct wd_hs_names dc_control_names, dc_events_names;
 
 /* The options every daemon subcommand takes: -c FILE, --endpoint EP, --json, --help. */
 struct dc_args {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "handshake.h"
 #include "keys.h"
 #include "wdrift.h"
 #include "wire.h"
@@ -87,6 +88,11 @@ struct wd_publisher {
 	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */
 	int welcomed;		/* the current socket got its welcome (sender thread) */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
+	/* publisher_peer.c: why the peer does not answer as an ingest socket */
+	char diagnosis[640];	/* "": none known (under the lock) */
+	void *mon;		/* the current socket's monitor (sender thread) */
+	struct wd_hs hs;	/* what it told so far */
+	int hs_settled;		/* its handshake's failure was explained */
 	unsigned rng;
 };
 
@@ -102,6 +108,19 @@ int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  */
 const char *pub_clip(char *buf, size_t size, const char *s, size_t max);
 #define PUB_CLIP(s) pub_clip((char[1024]){ 0 }, 1024, (s), 250)
+
+/* publisher_peer.c: the peer at the endpoint, when it does not answer as wdriftd's ingest. */
+
+/* Starts a monitor of s, before its connect. */
+void pub_peer_watch(struct wd_publisher *p, void *s);
+/* Stops it, before s closes. */
+void pub_peer_unwatch(struct wd_publisher *p, void *s);
+/* Reads its events, in a wait slice: a failed handshake, explained, is said once. */
+void pub_peer_tick(struct wd_publisher *p);
+/* A reply (its last frame, len bytes) that is not the ingest protocol: named, once. */
+void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len);
+/* The daemon answered as an ingest socket: no reason to give any more. */
+void pub_peer_answered(struct wd_publisher *p);
 
 /* CLOCK_MONOTONIC in seconds. */
 double pub_now(void);

@@ -70,8 +70,9 @@ static void stall_check(struct wd_publisher *p, int recovered)
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
 		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
 		 (unsigned long long)p->st.queued,
-		 answers ? "it answers, but acks nothing" : "no answer at all",
-		 !answers ? "is wdriftd running and listening there?"
+		 answers ? "it answers, but acks nothing"
+		 : p->diagnosis[0] ? "not as wdriftd's ingest socket" : "no answer at all",
+		 !answers ? (p->diagnosis[0] ? PUB_CLIP(p->diagnosis) : "is wdriftd running and listening there?")
 		 : p->pushback[0] ? p->pushback
 		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
 		 : "is its memory budget full (wdrift status)?");
@@ -79,6 +80,7 @@ static void stall_check(struct wd_publisher *p, int recovered)
 
 static void stall_tick(struct wd_publisher *p)
 {
+	pub_peer_tick(p);	/* first: the stall warning then has its reason */
 	pthread_mutex_lock(&p->lock);
 	stall_check(p, 0);
 	pthread_mutex_unlock(&p->lock);
@@ -268,8 +270,25 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 			continue;	/* no reply yet */
 		}
 		size_t len = (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
+		int more = 0;
+		size_t more_len = sizeof(more);
+		/* the daemon's replies are one frame each; a peer that sends more is not it */
+		if (!zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len) && more) {
+			while (more && (n = zmq_recv(s, buf, sizeof(buf) - 1, 0)) >= 0 &&
+			       !zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len))
+				;
+			len = n < 0 ? 0 : (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
+			pub_peer_foreign(p, buf, len);
+			continue;
+		}
 		if (wire_parse(buf, len, &lim, in, &err) < 0)
 			continue;
+		if (in->type != WIRE_WELCOME && in->type != WIRE_ACK && in->type != WIRE_ERROR &&
+		    in->type != WIRE_PONG) {	/* a publisher's message, echoed */
+			pub_peer_foreign(p, buf, len);
+			continue;
+		}
+		pub_peer_answered(p);
 		pthread_mutex_lock(&p->lock);
 		p->last_heard = pub_now();
 		if (in->type == WIRE_WELCOME)
@@ -384,7 +403,8 @@ static void *connect_socket(struct wd_publisher *p)
 		  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof(timeout)) < 0 ||
 		  zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof(timeout)) < 0 ||
 		  zmq_setsockopt(s, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof(ivl_max)) < 0 ||
-		  wd_client_keys_apply(s, &p->keys) < 0 || zmq_connect(s, p->endpoint) < 0))
+		  wd_client_keys_apply(s, &p->keys) < 0 || (pub_peer_watch(p, s), 0) ||
+		  zmq_connect(s, p->endpoint) < 0))
 		goto fail;
 	p->welcomed = 0;
 	if (s) {
@@ -397,6 +417,8 @@ static void *connect_socket(struct wd_publisher *p)
 	free(hello);
 	return s;
 fail:
+	if (s)
+		pub_peer_unwatch(p, s);
 	zmq_close(s);
 	free(hello);
 	return NULL;
@@ -478,6 +500,7 @@ void *pub_sender_main(void *arg)
 		if (out == RETRY) {
 			p->st.connected = 0;
 			if (s) {
+				pub_peer_unwatch(p, s);
 				zmq_close(s);
 				s = NULL;
 			}
@@ -508,7 +531,9 @@ void *pub_sender_main(void *arg)
 	}
 	pthread_mutex_unlock(&p->lock);
 	say_now(p);
-	if (s)
+	if (s) {
+		pub_peer_unwatch(p, s);
 		zmq_close(s);
+	}
 	return NULL;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """t89: a handshake the peer closes without a reason is explained by the peer's
-mechanism, read from its greeting (client/zmtp_probe.c), not guessed.
+mechanism, read from its greeting (lib/zmtp_probe.c), not guessed.
 
 CI found `wdrift status` without keys, against a CURVE daemon under load, told
 "not wdriftd's control socket (it answered as a different socket type)": the

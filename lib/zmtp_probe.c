@@ -22,14 +22,22 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "zmtp_probe.h"
 
 #define GREETING 64
 #define MECH_AT 12
 #define MECH_LEN 20
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
 
 /* Waits for events on fd until deadline; 1 when they came. */
 static int wait_fd(int fd, short events, double deadline)
@@ -37,7 +45,7 @@ static int wait_fd(int fd, short events, double deadline)
 	struct pollfd p = { fd, events, 0 };
 	int left, r;
 
-	while ((left = (int)((deadline - cli_now()) * 1000)) > 0)
+	while ((left = (int)((deadline - now()) * 1000)) > 0)
 		if ((r = poll(&p, 1, left)) >= 0 || errno != EINTR)
 			return r == 1;	/* an error or a hang-up too: the read or SO_ERROR says which */
 	return 0;
@@ -64,7 +72,7 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, do
 				return fd;
 			break;
 		}
-		if ((errno != EAGAIN && errno != EINTR) || cli_now() + 0.005 > deadline)
+		if ((errno != EAGAIN && errno != EINTR) || now() + 0.005 > deadline)
 			break;
 		poll(NULL, 0, 5);
 	}
@@ -101,7 +109,7 @@ static int open_endpoint(const char *endpoint, double deadline)
 			h[strlen(h) - 1] = 0;
 			h++;
 		}
-		/* a name is looked up without the deadline: the CLI's own connect just did the same */
+		/* a name is looked up without the deadline: the caller's own connect just did the same */
 		if (getaddrinfo(h, port, &hints, &res))
 			return -1;
 		for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)	/* ::1, then 127.0.0.1 */
@@ -111,11 +119,11 @@ static int open_endpoint(const char *endpoint, double deadline)
 	return fd;
 }
 
-int zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len)
+int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len)
 {
 	static const unsigned char hello[11] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3 };
 	unsigned char g[GREETING];
-	double deadline = cli_now() + timeout_ms / 1000.0;
+	double deadline = now() + timeout_ms / 1000.0;
 	size_t got = 0;
 	int fd = open_endpoint(endpoint, deadline);
 

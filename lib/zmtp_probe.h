@@ -1,7 +1,7 @@
 /*
  * zmtp_probe.h: the security mechanism a ZeroMQ peer speaks, read from
  * its greeting, to explain a handshake it closed without a reason
- * (zmtp_probe.c says why).
+ * (zmtp_probe.c says why). Internal to wdrift: handshake.c uses it.
  */
 #ifndef WD_ZMTP_PROBE_H
 #define WD_ZMTP_PROBE_H
@@ -14,6 +14,6 @@
  * name in mech ("NULL", "CURVE", "PLAIN"), or -1 when no ZMTP 3 greeting
  * came (no peer, another transport, an older or a non-ZeroMQ peer).
  */
-int zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len);
+int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len);
 
 #endif

@@ -1,0 +1,205 @@
+/* handshake.c: why a handshake with a wdriftd socket fails (see handshake.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <zmq.h>
+
+#include "handshake.h"
+#include "zmtp_probe.h"
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void *wd_hs_monitor(void *ctx, void *s)
+{
+	static unsigned serial;	/* inproc names are per context; few monitors a process */
+	char name[64];
+	void *m;
+	int linger = 0;
+
+	snprintf(name, sizeof(name), "inproc://wd-hs-monitor-%u",
+		 __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED));
+	if (zmq_socket_monitor(s, name, ZMQ_EVENT_ALL) < 0 || !(m = zmq_socket(ctx, ZMQ_PAIR)))
+		return NULL;
+	zmq_setsockopt(m, ZMQ_LINGER, &linger, sizeof(linger));
+	if (zmq_connect(m, name) < 0) {
+		zmq_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* A monitor message is two frames: 16-bit event and 32-bit value, then the endpoint. */
+int wd_hs_monitor_event(void *m, int ms, uint32_t *value)
+{
+	zmq_pollitem_t it = { m, 0, ZMQ_POLLIN, 0 };
+	unsigned char ev[6];
+	char ep[256];
+	uint16_t code;
+
+	if (zmq_poll(&it, 1, ms) <= 0 || !(it.revents & ZMQ_POLLIN))
+		return -1;
+	if (zmq_recv(m, ev, sizeof(ev), 0) != (int)sizeof(ev)) {
+		zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+		return -1;
+	}
+	zmq_recv(m, ep, sizeof(ep), ZMQ_DONTWAIT);
+	memcpy(&code, ev, sizeof(code));
+	memcpy(value, ev + 2, sizeof(*value));
+	return code;
+}
+
+void wd_hs_monitor_close(void *s, void **m)
+{
+	if (s)
+		zmq_socket_monitor(s, NULL, 0);
+	if (*m)
+		zmq_close(*m);
+	*m = NULL;
+}
+
+const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
+			    char *buf, size_t len)
+{
+	if (keys && keys->on)
+		snprintf(buf, len, " (or it refused this client's CURVE handshake: check %s, and that this "
+			 "key is in the daemon's auth.clients)", names->server_arg);
+	else
+		snprintf(buf, len, " (a daemon with auth.server_key answers only CURVE clients: give %s "
+			 "and %s)", names->server_arg, names->key_arg);
+	return buf;
+}
+
+/*
+ * The ZMTP errors that mean "not allowed in": one side speaks CURVE and
+ * the other not, the CURVE exchange failed (a wrong server key), or the
+ * ZAP handler (auth.clients) said no. A socket-type mismatch is invalid
+ * metadata: the peer's READY named a type this socket cannot talk to.
+ */
+static int auth_error(uint32_t v)
+{
+	return v == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH || v == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC ||
+	       v == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE || (v & 0xF0000000u) == ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED;
+}
+
+static void refused(const char *endpoint, const struct wd_hs_names *names, const struct wd_client_keys *keys,
+		    char *err, size_t errlen)
+{
+	char hint[256];
+
+	snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint,
+		 wd_hs_keys_hint(keys, names, hint, sizeof(hint)));
+}
+
+static void type_mismatch(const char *endpoint, const struct wd_hs_names *names, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s is not wdriftd's %s socket (it answered as a different socket type): the "
+		 "%s endpoint is listen.%s%s", endpoint, names->socket, names->socket, names->socket,
+		 names->aside);
+}
+
+/*
+ * The peer's security mechanism is not this client's: say which side to
+ * change. mech: the peer's, when its greeting was read (else NULL).
+ */
+static void mechanism_mismatch(const char *endpoint, const char *mech, const struct wd_hs_names *names,
+			       const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	if (mech && strcmp(mech, "NULL") && strcmp(mech, "CURVE"))
+		snprintf(err, errlen, "%s speaks ZeroMQ's %s security, which wdriftd never does: is it a "
+			 "wdriftd endpoint?", endpoint, mech);
+	else if (keys && keys->on)
+		snprintf(err, errlen, "the daemon at %s does not use CURVE (it has no auth.server_key): "
+			 "give no %s and %s (nor WDRIFT_SERVER_KEY and WDRIFT_KEY)", endpoint,
+			 names->server_arg, names->key_arg);
+	else
+		refused(endpoint, names, keys, err, errlen);
+}
+
+/*
+ * The peer closed the handshake without a reason. Its greeting tells
+ * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
+ * mechanism, that is the reason; else, without keys, it refused the
+ * socket type, and with keys, the key or the type. With no greeting, both.
+ */
+static void closed_error(const char *endpoint, const struct wd_hs_names *names,
+			 const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	char mech[24];
+	int on = keys && keys->on, known = wd_zmtp_peer_mechanism(endpoint, 500, mech, sizeof(mech)) == 0;
+
+	if (known && strcmp(mech, on ? "CURVE" : "NULL"))
+		mechanism_mismatch(endpoint, mech, names, keys, err, errlen);
+	else if (on)
+		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong %s, or not "
+			 "wdriftd's %s socket (listen.%s)", endpoint, names->server_arg, names->socket,
+			 names->socket);
+	else if (known)
+		type_mismatch(endpoint, names, err, errlen);
+	else
+		snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
+			 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
+			 "(give %s and %s)", endpoint, names->socket, names->socket, names->server_arg,
+			 names->key_arg);
+}
+
+int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
+		const struct wd_hs_names *names, const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	switch (code) {
+	case ZMQ_EVENT_CONNECTED:
+		h->connected = 1;
+		h->attempt_failed = 0;
+		return 0;
+	case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+		h->handshook = 1;
+		h->closed = 0;
+		return 0;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+		refused(endpoint, names, keys, err, errlen);
+		return 1;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+			mechanism_mismatch(endpoint, NULL, names, keys, err, errlen);
+			return 1;
+		}
+		if (auth_error(value)) {
+			refused(endpoint, names, keys, err, errlen);
+			return 1;
+		}
+		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_METADATA)
+			type_mismatch(endpoint, names, err, errlen);
+		else
+			snprintf(err, errlen, "the handshake with %s failed (ZeroMQ protocol error 0x%x): is it "
+				 "a wdriftd endpoint?", endpoint, (unsigned)value);
+		return 1;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+	case ZMQ_EVENT_DISCONNECTED:
+		/* after a success, a daemon going away: not a handshake failure */
+		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
+			return 0;
+		h->attempt_failed = 1;
+		h->closed_at = now();
+		if (++h->closed < WD_HS_CLOSED_MAX)
+			return 0;
+		closed_error(endpoint, names, keys, err, errlen);
+		return 1;
+	}
+	return 0;
+}
+
+int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,
+		const struct wd_client_keys *keys, char *err, size_t errlen)
+{
+	if (!h->closed || h->handshook || !h->attempt_failed || now() - h->closed_at < WD_HS_CLOSED_GRACE)
+		return 0;
+	closed_error(endpoint, names, keys, err, errlen);
+	return 1;
+}

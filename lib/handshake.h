@@ -1,0 +1,74 @@
+/*
+ * handshake.h: why a ZeroMQ handshake with one of wdriftd's sockets
+ * fails, in words the user can act on. A socket monitor's events tell
+ * most causes (a CURVE mismatch, refused keys, a wrong socket type); a
+ * peer that just closes mid-handshake is asked for its greeting
+ * (zmtp_probe.c). One owner for the CLI (control and events sockets) and
+ * the publisher (ingest). Internal to wdrift; libzmq.
+ */
+#ifndef WD_HANDSHAKE_H
+#define WD_HANDSHAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keys.h"
+
+/* Who asks, as its user knows things. */
+struct wd_hs_names {
+	const char *socket;	/* "control", "events" or "ingest": the listen.* key that names it */
+	const char *aside;	/* said after "the SOCKET endpoint is listen.SOCKET": "" or " (...)" */
+	const char *server_arg, *key_arg;	/* how its user gives CURVE keys: "--server-key", "--key" */
+};
+
+/*
+ * A monitor of socket s (before its connect), in context ctx, for all of
+ * its events, or NULL (errno set). wd_hs_monitor_event waits up to ms for
+ * the next one: the event code with *value (an errno, or a
+ * ZMQ_PROTOCOL_ERROR_* for a failed handshake), or -1 when none came.
+ * wd_hs_monitor_close stops it and closes *m.
+ */
+void *wd_hs_monitor(void *ctx, void *s);
+int wd_hs_monitor_event(void *m, int ms, uint32_t *value);
+void wd_hs_monitor_close(void *s, void **m);
+
+/*
+ * What a socket's monitor has told of its handshakes so far. A peer of
+ * the wrong socket type (or a wrong server key) just closes the
+ * connection mid-handshake, with no reason given to this side, and a NULL
+ * client meeting a CURVE server may see one such close before the
+ * mechanism mismatch; so WD_HS_CLOSED_MAX closes in a row with no reason
+ * settle it.
+ */
+struct wd_hs {
+	int connected, handshook, closed, attempt_failed;
+	double closed_at;	/* CLOCK_MONOTONIC seconds of the last close */
+};
+#define WD_HS_CLOSED_MAX 3
+#define WD_HS_CLOSED_GRACE 0.5	/* s after a close with no reconnect: settled */
+#define WD_HS_POLL_MS 100	/* how often a waiting caller asks wd_hs_stuck */
+
+/*
+ * Feeds one monitor event (code, value) to h: 1 when it settles that the
+ * handshake with endpoint fails, with err in words the user can act on: a
+ * CURVE hint only for an authentication failure (mechanism mismatch, CURVE
+ * or ZAP errors); for a socket-type mismatch, that endpoint is not
+ * wdriftd's names->socket socket. Else 0. May read the peer's greeting
+ * (up to 0.5 s).
+ */
+int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
+		const struct wd_hs_names *names, const struct wd_client_keys *keys, char *err, size_t errlen);
+/*
+ * 1 with err (as above) when the peer closed a handshake
+ * WD_HS_CLOSED_GRACE ago and ZeroMQ has not got through since: libzmq
+ * does not always reconnect after a close mid-handshake, so no further
+ * event may come.
+ */
+int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,
+		const struct wd_client_keys *keys, char *err, size_t errlen);
+
+/* What to add to "refused" or "not answering": a hint about keys, in buf. */
+const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
+			    char *buf, size_t len);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * publisher_peer.c: what the peer at the publisher's endpoint is, when it
+ * is not a wdriftd ingest socket that answers. The stall warning alone
+ * could only guess ("is wdriftd running?", "is its memory budget full?")
+ * for a publisher pointed at a CURVE daemon without keys, at the events
+ * socket or at the control socket (a new user's trial found each). So:
+ * - each socket's monitor is read in the sender's wait slices, and a
+ *   failed handshake is explained as the CLI explains it (handshake.c);
+ * - a reply that is not the ingest protocol (the control socket answers a
+ *   DEALER with the publisher's own frame and its JSON error) is named.
+ * The reason is said once, as a warning, when it is found or changes, and
+ * the stall warning gives it instead of a guess. Sender thread only,
+ * except p->diagnosis, which is under the lock.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "handshake.h"
+#include "log.h"
+#include "publisher_internal.h"
+
+static const struct wd_hs_names ingest_names = {
+	"ingest", "", "server_key", "key"
+};
+
+/* Keeps why as the reason no ack comes, and says it once: when it is new. */
+static void diagnosed(struct wd_publisher *p, const char *why)
+{
+	char msg[sizeof(p->diagnosis) + 300];
+
+	pthread_mutex_lock(&p->lock);
+	int fresh = strcmp(p->diagnosis, why) != 0;
+	if (fresh)
+		snprintf(p->diagnosis, sizeof(p->diagnosis), "%s", why);
+	pthread_mutex_unlock(&p->lock);
+	if (!fresh)
+		return;
+	snprintf(msg, sizeof(msg), "publisher: run '%.200s': %s; snapshots wait until that is fixed",
+		 p->run, why);
+	wd_log(WD_LOG_WARNING, "%s", msg);
+}
+
+void pub_peer_watch(struct wd_publisher *p, void *s)
+{
+	memset(&p->hs, 0, sizeof(p->hs));
+	p->hs_settled = 0;
+	p->mon = wd_hs_monitor(p->ctx, s);	/* none (out of memory): no reasons, as before */
+}
+
+void pub_peer_unwatch(struct wd_publisher *p, void *s)
+{
+	if (p->mon)
+		wd_hs_monitor_close(s, &p->mon);
+}
+
+void pub_peer_tick(struct wd_publisher *p)
+{
+	char why[sizeof(p->diagnosis)];
+	uint32_t value;
+	int code;
+
+	if (!p->mon || p->hs_settled)
+		return;
+	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
+		if (wd_hs_event(&p->hs, code, value, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
+			goto settled;
+	if (!wd_hs_stuck(&p->hs, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
+		return;
+settled:
+	p->hs_settled = 1;
+	diagnosed(p, why);
+}
+
+void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
+{
+	char why[sizeof(p->diagnosis)];
+
+	/* wdriftd's control socket answers {"v":1,"ok":false,"error":...} */
+	if (memmem(last, len, "\"ok\":", 5) && memmem(last, len, "\"error\":", 8))
+		snprintf(why, sizeof(why), "%.400s is wdriftd's control socket (listen.control), which "
+			 "answers the CLI's requests: publishers connect to listen.ingest", p->endpoint);
+	else
+		snprintf(why, sizeof(why), "%.400s answers, but not in wdriftd's ingest protocol: is it "
+			 "wdriftd's listen.ingest?", p->endpoint);
+	diagnosed(p, why);
+}
+
+void pub_peer_answered(struct wd_publisher *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->diagnosis[0] = 0;
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""t91_publisher_peer.py: a publisher pointed at the wrong peer says which, once.
+
+A new user's trial pointed the Python publisher at wdriftd's control and
+events sockets, and at a CURVE daemon without keys. Its stall warning only
+guessed: "is its memory budget full (wdrift status)?" for the control
+socket (which echoes the publisher's frame back with a JSON error, read as
+an answer), "is wdriftd running and listening there?" for the rest. Now
+the publisher reads its socket's handshake events and the replies, says
+the reason once as a warning when it finds it, and the stall warning
+gives it instead of a guess. Real daemons (one without auth, one with
+CURVE and one allowed client), real publisher processes:
+- the control socket: named as listen.control, publishers go to listen.ingest;
+- the events socket: not the ingest socket (a socket type mismatch);
+- a CURVE daemon, no keys: give server_key and key;
+- a CURVE daemon, a key it does not allow: auth.clients;
+- a daemon without auth, keys given: give no server_key and key;
+- the right endpoint and keys: acked, no warning at all.
+Every daemon is stopped by pid and the temp dir removed, also on failure.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, summary  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+CHILD = r'''
+import sys, time, numpy as np, wdrift
+ep, sk, k = sys.argv[1], sys.argv[2] or None, sys.argv[3] or None
+pub = wdrift.Publisher(ep, "t91", ack_timeout=1.0, stall_warning=2.0, server_key=sk, key=k)
+pub.publish(1, {"w": np.ones(4, np.float32)})
+time.sleep(3.5)
+print("acked", pub.stats()["acked"])
+pub.close(0)
+'''
+
+
+def publish(ep, server_key="", key=""):
+    """Runs a publisher process against ep; its stdout and its warnings (stderr lines)."""
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    env.pop("WDRIFT_SERVER_KEY", None)
+    env.pop("WDRIFT_KEY", None)
+    r = subprocess.run([PYTHON, "-c", CHILD, ep, server_key, key], env=env, capture_output=True,
+                       text=True, timeout=60)
+    return r.stdout, [line for line in r.stderr.splitlines() if "publisher:" in line]
+
+
+def said(lines, *words):
+    """The warning lines that carry every word, and the stall warning's line."""
+    found = [line for line in lines if all(w in line for w in words) and "snapshots wait until" in line]
+    stall = [line for line in lines if "no ack from" in line]
+    return found, stall
+
+
+def expect(name, out, lines, *words):
+    found, stall = said(lines, *words)
+    check(len(found) == 1, f"{name}: said once, naming {words} ({len(found)} times)", "\n".join(lines))
+    check(len(stall) == 1 and all(w in stall[0] for w in words) and "memory budget" not in stall[0]
+          and "is wdriftd running" not in stall[0],
+          f"{name}: the stall warning gives that reason, not a guess", "\n".join(stall))
+    check("acked 0" in out, f"{name}: nothing acked ({out.strip()})")
+
+
+def keygen(path):
+    r = subprocess.run([WDRIFT, "keygen", path], capture_output=True, text=True, check=True)
+    return r.stdout.strip()
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="wdrift-t91-")
+    daemons = []
+    try:
+        srv, trn, intr = (os.path.join(d, n) for n in ("server", "trainer", "intruder"))
+        keygen(srv)
+        trainer_pub = keygen(trn)
+        keygen(intr)
+
+        pd = os.path.join(d, "plain")
+        os.makedirs(pd)
+        plain = Daemon(pd)
+        daemons.append(plain)
+        plain.write_config()
+        check(plain.start() is not None, "a daemon without auth starts")
+        out, lines = publish(f"ipc://{pd}/run/control.sock")
+        expect("the control socket", out, lines, "control.sock is wdriftd's control socket (listen.control)",
+               "publishers connect to listen.ingest")
+        out, lines = publish(f"ipc://{pd}/run/events.sock")
+        expect("the events socket", out, lines, "events.sock is not wdriftd's ingest socket",
+               "the ingest endpoint is listen.ingest")
+        out, lines = publish(f"ipc://{pd}/run/ingest.sock", srv + ".pub", trn)
+        expect("keys, a daemon without auth", out, lines, "does not use CURVE", "give no server_key and key")
+        out, lines = publish(f"ipc://{pd}/run/ingest.sock")
+        check("acked 1" in out and not lines, f"the right endpoint: acked, nothing said ({out.strip()})",
+              "\n".join(lines))
+
+        cd = os.path.join(d, "curve")
+        os.makedirs(cd)
+        curve = Daemon(cd)
+        daemons.append(curve)
+        curve.write_config(extra=f'auth:\n  server_key: {srv}\n  clients:\n    trainer: "{trainer_pub}"\n')
+        check(curve.start() is not None, "a daemon with CURVE and one allowed client starts", curve.log_text())
+        ep = f"ipc://{cd}/run/ingest.sock"
+        out, lines = publish(ep)
+        expect("no keys, a CURVE daemon", out, lines, "answers only CURVE clients", "give server_key and key")
+        out, lines = publish(ep, srv + ".pub", intr)
+        expect("a key the daemon does not allow", out, lines, "refused the handshake", "auth.clients")
+        out, lines = publish(ep, srv + ".pub", trn)
+        check("acked 1" in out and not lines, f"the right keys: acked, nothing said ({out.strip()})",
+              "\n".join(lines))
+    finally:
+        for dm in daemons:
+            if dm.proc:
+                dm.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
