@@ -50,7 +50,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 			at += (size_t)snprintf(full + at, cap - at, "%s%lld", i > first ? "," : "",
 					       (long long)r->durable[i]);
 		snprintf(full + at, cap - at, "]}");
-		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], full);
+		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], 0, full);
 		free(full);
 	}
 	free(body);
@@ -359,6 +359,20 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 		return;
 	if (m->n < 2) {
 		ingest_fail(ix, m, NULL, WIRE_BAD_FRAME, "", "message has no header frame");
+		goto out;
+	}
+	if (m->n == 3 && m->len[1] == 0) {
+		/*
+		 * A REQ socket's envelope: the CLI (or a control client) given
+		 * this endpoint. A reply without the delimiter is dropped by REQ,
+		 * and it waited its whole timeout for "not answering"; this one,
+		 * in the control protocol's form, it reads and prints.
+		 */
+		ix->st->count.errors[WIRE_BAD_FRAME]++;
+		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], 1,
+			      "{\"v\":1,\"ok\":false,\"error\":\"this is wdriftd's ingest socket "
+			      "(listen.ingest), where publishers send snapshots: the CLI's requests go to "
+			      "its control socket (listen.control)\"}");
 		goto out;
 	}
 	if (wire_parse(m->data[1], m->len[1], &lim, h, &err) < 0) {

@@ -24,9 +24,12 @@ struct frames {
 	const size_t *len;
 };
 
-/* Where replies go: the server sends body to the peer with this id. */
+/*
+ * Where replies go: the server sends body to the peer with this id, after
+ * an empty frame when envelope is 1 (the delimiter a REQ socket expects).
+ */
 struct reply_sink {
-	void (*send)(void *ctx, const void *id, size_t id_len, const char *body);
+	void (*send)(void *ctx, const void *id, size_t id_len, int envelope, const char *body);
 	void *ctx;
 };
 

@@ -18,7 +18,7 @@ void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_h
 {
 	char *body = wire_build(h);
 	if (body) {
-		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], body);
+		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], 0, body);
 		free(body);
 	}
 }

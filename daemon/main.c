@@ -92,10 +92,11 @@ static const char usage_text[] =
 
 /* --- replies through the ingest socket --- */
 
-static void ingest_send(void *ctx, const void *id, size_t id_len, const char *body)
+static void ingest_send(void *ctx, const void *id, size_t id_len, int envelope, const char *body)
 {
 	struct daemon *d = ctx;
 	if (zmq_send(d->ingest_sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    (envelope && zmq_send(d->ingest_sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) ||
 	    zmq_send(d->ingest_sock, body, strlen(body), ZMQ_DONTWAIT) < 0)
 		log_debug("ingest: reply not sent: %s", zmq_strerror(errno));
 }
@@ -350,7 +351,7 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 			const char *body = "{\"v\":1,\"type\":\"error\",\"code\":\"bad_frames\","
 					   "\"field\":\"frames\",\"reason\":\"more than 4096 frames\"}";
 			d->st.count.errors[WIRE_BAD_FRAMES]++;
-			ingest_send(d, one.data[0], one.len[0], body);
+			ingest_send(d, one.data[0], one.len[0], 0, body);
 		} else {
 			ingest_handle(&d->ix, &f, &seen);
 		}

@@ -12,7 +12,8 @@ closes at once if the client's whole greeting (a NULL one) has arrived, and
 otherwise writes the rest of its greeting, as libzmq does. The CLI must say
 what to give (the CURVE hint); with keys against a NULL server of the same
 kind, that the daemon does not use CURVE. A real wdriftd of each kind checks
-the mechanism-mismatch path ZeroMQ reports itself.
+the mechanism-mismatch path ZeroMQ reports itself. The CLI given the
+ingest socket is told so at once by the daemon.
 """
 import os
 import shutil
@@ -129,6 +130,14 @@ def main():
             check(rc == 1 and "not wdriftd's control socket" in err and "CURVE" not in err,
                   f"no keys, the events socket given to status: the socket type, no CURVE hint "
                   f"({dt:.1f} s)", err)
+            # the ingest socket takes a REQ socket (a ROUTER): its reply, with the
+            # envelope REQ needs, says where to go (it waited 4.5 s for "not answering")
+            for cmd in (["status"], ["runs", "--json"]):
+                rc, err, dt = cli(*cmd, "--endpoint", f"ipc://{pd}/run/ingest.sock")
+                check(rc == 1 and "wdriftd's ingest socket (listen.ingest)" in err and "listen.control" in err
+                      and dt < 2, f"{cmd[0]} given the ingest socket: says so at once ({dt:.1f} s)", err)
+            rc, err, dt = cli("status", "-c", cfg)
+            check(rc == 0, "and the daemon serves on", err)
         finally:
             plain.stop()
     finally:
