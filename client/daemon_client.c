@@ -53,6 +53,11 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 
 	if (wd_client_keys_load(t->server_key, t->key, &t->keys, err, errlen) < 0)
 		return -1;
+	/* a typo (icp://) is said as the config would say it, not as "Protocol not supported" */
+	if (t->control && wd_config_check_endpoint(t->control, cerr, sizeof(cerr)) < 0)
+		return wd_error(err, errlen, "--endpoint: %s", cerr);
+	if (t->ingest && wd_config_check_endpoint(t->ingest, cerr, sizeof(cerr)) < 0)
+		return wd_error(err, errlen, "--ingest: %s", cerr);
 	t->config_path[0] = 0;
 	if (dc_config_load(t->config, &cfg, "give --endpoint", cerr, sizeof(cerr)) < 0) {
 		struct wd_config_found found;

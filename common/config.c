@@ -378,7 +378,7 @@ static int config_check_hostport(const char *s, char *why, size_t size)
 	return wd_config_hostport(s, NULL, 0, NULL, why, size);
 }
 
-static int check_endpoint(const char *s, char *why, size_t size)
+int wd_config_check_endpoint(const char *s, char *why, size_t size)
 {
 	const char *rest, *colon;
 	char q[96];
@@ -477,7 +477,7 @@ int config_value_parse(const struct field *f, const char *text, void *base,
 		*(const char **)p = text;
 		return 0;
 	case T_ENDPOINT:
-		if (check_endpoint(text, why, size))
+		if (wd_config_check_endpoint(text, why, size))
 			return -1;
 		*(const char **)p = text;
 		return 0;

@@ -222,6 +222,13 @@ const char *wd_config_network_endpoint(const struct wd_config *c, const char **k
 int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, char *why, size_t size);
 
 /* Names as written in the file: "ratio", "tensors", "critical". */
+/*
+ * Whether s is an endpoint wdrift can use (ipc://PATH, tcp://HOST:PORT,
+ * inproc://NAME, within their limits): 0, or -1 with why ("bad endpoint
+ * 'S': ..."). The config's listen.* and the CLI's --endpoint share it.
+ */
+int wd_config_check_endpoint(const char *s, char *why, size_t size);
+
 const char *wd_config_metric_name(int metric);
 const char *wd_config_scope_name(int scope);
 const char *wd_config_severity_name(int severity);

@@ -231,6 +231,12 @@ def main():
                   and dt < 5, f"{sub} with the daemon down: one line in {dt:.1f} s, exit 1")
         r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
         check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
+        # a typo in the scheme is said as the config says it (it was "Protocol not supported")
+        for cmd, opt in (("status", "--endpoint"), ("watch", "--endpoint"), ("alerts", "--endpoint")):
+            r = wd(cmd, opt, f"icp://{tmp}/run/control.sock")
+            check(r.returncode == 1 and f"{opt}: bad endpoint 'icp://" in r.stderr
+                  and "expected ipc://PATH, tcp://HOST:PORT or inproc://NAME" in r.stderr
+                  and "Protocol not supported" not in r.stderr, f"{cmd} {opt} icp://: the typo named", r.stderr)
     finally:
         harness.teardown(dm, tmp)
     return harness.summary()
