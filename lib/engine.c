@@ -112,7 +112,8 @@ int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine 
 		}
 	}
 	describe_cpu(e);
-	wd_log(WD_LOG_NOTICE, "engine: %s", e->desc);
+	/* what auto chose is news; the cpu asked for is not (a daemon opens one a worker) */
+	wd_log(backend == WD_BACKEND_CPU ? WD_LOG_DEBUG : WD_LOG_NOTICE, "engine: %s", e->desc);
 	*out = e;
 	return 0;
 }

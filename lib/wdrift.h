@@ -122,7 +122,8 @@ int wd_have_cuda(void);
 /*
  * Opens an engine on the given backend, on CUDA device 0. AUTO picks CUDA
  * when the library was built with it and a device is present, else the CPU,
- * and logs which at NOTICE level. Asking for CUDA where it is not available
+ * and logs which at NOTICE level (CUDA asked for: the same; the CPU asked
+ * for: at DEBUG, as that is no news). Asking for CUDA where it is not available
  * returns -ENODEV. The same as wd_engine_open_device(backend, 0, out).
  */
 int wd_engine_open(enum wd_backend backend, struct wd_engine **out);
