@@ -11,26 +11,18 @@
 #include "auth.h"
 #include "error.h"
 #include "keys.h"
+#include "log_limit.h"
 #include "logging.h"
 #include "monitor.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"	/* fixed by RFC 27 */
 #define MAX_WATCHED 3				/* ingest, control, events */
-#define LOG_BURST 10				/* lines per kind per window */
-#define LOG_WINDOW 60.0				/* seconds */
 
 enum refusal { R_UNKNOWN_KEY, R_NO_CURVE, R_BAD_SERVER_KEY, R_OTHER, N_REFUSALS };
 
 static const char *const refusal_what[N_REFUSALS] = {
-	"unknown client keys", "clients without CURVE", "clients with a wrong server key",
-	"other failed handshakes",
-};
-
-/* A few lines of each kind per window, then a count of the rest. */
-struct limiter {
-	double start;
-	unsigned logged;
-	uint64_t suppressed;
+	"refusals of unknown client keys", "refusals of clients without CURVE",
+	"refusals of clients with a wrong server key", "refusals of other failed handshakes",
 };
 
 struct watched {
@@ -46,37 +38,13 @@ struct auth {
 	struct auth_counters *count;
 	struct watched w[MAX_WATCHED];
 	int n_watched;
-	struct limiter lim[N_REFUSALS];
+	struct log_limit lim[N_REFUSALS];	/* a few lines of each kind per minute */
 };
-
-/* Ends kind k's window when it is over, saying what it held back. */
-static void window_roll(struct auth *a, enum refusal k, double t)
-{
-	struct limiter *l = &a->lim[k];
-
-	if (t - l->start >= LOG_WINDOW) {
-		if (l->suppressed)
-			log_warning("auth: %llu more refusals of %s in the last %.0f s, not logged "
-				    "one by one (status counts them all)",
-				    (unsigned long long)l->suppressed, refusal_what[k], t - l->start);
-		l->start = t;
-		l->logged = 0;
-		l->suppressed = 0;
-	}
-}
 
 /* True when a line of kind k may be logged now. */
 static int may_log(struct auth *a, enum refusal k)
 {
-	struct limiter *l = &a->lim[k];
-
-	window_roll(a, k, now_mono());
-	if (l->logged < LOG_BURST) {
-		l->logged++;
-		return 1;
-	}
-	l->suppressed++;
-	return 0;
+	return log_limit_may(&a->lim[k], now_mono());
 }
 
 /*
@@ -133,6 +101,8 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	a->zctx = zctx;
 	a->cfg = cfg;
 	a->count = count;
+	for (int k = 0; k < N_REFUSALS; k++)
+		a->lim[k] = (struct log_limit){ .who = "auth", .what = refusal_what[k] };
 	a->zap = zmq_socket(zctx, ZMQ_REP);
 	if (!a->zap || zmq_setsockopt(a->zap, ZMQ_LINGER, &linger, sizeof(linger)) < 0 ||
 	    zmq_bind(a->zap, ZAP_ENDPOINT) < 0) {
@@ -354,7 +324,7 @@ void auth_tick(struct auth *a)
 		return;
 	for (int k = 0; k < N_REFUSALS; k++)
 		if (a->lim[k].suppressed)
-			window_roll(a, (enum refusal)k, now_mono());
+			log_limit_roll(&a->lim[k], now_mono());
 }
 
 void auth_stop(struct auth **ap)

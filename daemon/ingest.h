@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "log_limit.h"
 #include "state.h"
 
 struct spool;
@@ -64,6 +65,8 @@ struct ingest {
 	double fail_said;	/* when a spool failure was last logged */
 	uint64_t fail_unsaid;	/* failures since, not logged */
 	struct expired_step expired[INGEST_EXPIRED_MAX];
+	/* a publisher's bad messages, said to the operator: a few a minute for each code */
+	struct log_limit refused[WIRE_CODE_COUNT];
 };
 
 /* What a message was, for peers.c: its type (-1: not parsed), run and step. */
@@ -83,6 +86,9 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 
 /* Drops snapshots idle longer than timeout seconds; returns how many. */
 size_t ingest_expire(struct ingest *ix, double timeout);
+
+/* Says the refusals held back by the log's limit, once their minute is over. */
+void ingest_refusals_tick(struct ingest *ix);
 
 /* Forgets the expired steps of run (`wdrift runs rm`): a re-send starts afresh. */
 void ingest_forget_expired(struct ingest *ix, const char *run);

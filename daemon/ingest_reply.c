@@ -23,6 +23,50 @@ void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_h
 	}
 }
 
+/*
+ * The refusals that mean a publisher sends what it must not (a bug, or a
+ * version skew): the operator hears of them, and from whom, a few a
+ * minute for each code (log_limit.h). The rest are push-back that passes
+ * (over_window, too_many), an ordinary wait (incomplete), or have lines of
+ * their own (conflict, internal).
+ */
+static const char *const refusal_what[WIRE_CODE_COUNT] = {
+	[WIRE_BAD_FRAME] = "bad_frame refusals", [WIRE_BAD_VERSION] = "bad_version refusals",
+	[WIRE_BAD_FIELD] = "bad_field refusals", [WIRE_BAD_FRAMES] = "bad_frames refusals",
+	[WIRE_BAD_CHECKSUM] = "bad_checksum refusals", [WIRE_TOO_LARGE] = "too_large refusals",
+	[WIRE_BAD_NAME] = "bad_name refusals",
+};
+
+static void say_refusal(struct ingest *ix, const struct wire_header *in, const struct wire_error *err)
+{
+	struct log_limit *l = &ix->refused[err->code];
+	char who[400] = "";
+
+	if (!refusal_what[err->code]) {
+		log_debug("ingest: %s %s: %s", wire_code_name(err->code), err->field, err->reason);
+		return;
+	}
+	l->who = "ingest";
+	l->what = refusal_what[err->code];
+	if (!log_limit_may(l, now_mono()))
+		return;
+	if (in && in->run[0])
+		snprintf(who, sizeof(who), " run '%.200s'", in->run);
+	if (in && in->step >= 0)
+		snprintf(who + strlen(who), sizeof(who) - strlen(who), " step %lld", (long long)in->step);
+	if (in && in->name[0])
+		snprintf(who + strlen(who), sizeof(who) - strlen(who), " tensor '%.120s'", in->name);
+	log_warning("ingest: refused%s%s: %s%s%s: %s", who, who[0] ? "" : " a message",
+		    wire_code_name(err->code), err->field[0] ? " " : "", err->field, err->reason);
+}
+
+void ingest_refusals_tick(struct ingest *ix)
+{
+	for (int k = 0; k < WIRE_CODE_COUNT; k++)
+		if (ix->refused[k].suppressed)
+			log_limit_roll(&ix->refused[k], now_mono());
+}
+
 /* Sends an error reply echoing what the header had; counts it. */
 void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct wire_header *in,
 			const struct wire_error *err)
@@ -38,7 +82,7 @@ void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct 
 	}
 	h.error = *err;
 	ix->st->count.errors[err->code]++;
-	log_debug("ingest: %s %s: %s", wire_code_name(err->code), err->field, err->reason);
+	say_refusal(ix, in, err);
 	ingest_reply(ix, m, &h);
 }
 

@@ -558,6 +558,7 @@ static void run_loop(struct daemon *d)
 		alerts_reap(d->alerts);
 		if (t >= next_expire) {
 			ingest_expire(&d->ix, (double)d->cfg.limits.pending_timeout);
+			ingest_refusals_tick(&d->ix);
 			next_expire = t + 1;	/* limits.pending_timeout may be seconds */
 		}
 	}

@@ -209,6 +209,17 @@ def main():
         check(st and st["errors"]["bad_field"] >= 1 and st["errors"]["bad_checksum"] == 1,
               "errors are counted by code in status, and the daemon still answers")
         check(dm.proc.poll() is None, f"the daemon survived every malformed message ({dm.proc.poll()})")
+        # the operator hears of a publisher's bad messages too, naming it (they were debug only)
+        log = dm.log_text()
+        check("ingest: refused run 'lowprec' step 1 tensor 'w': bad_field dtype:" in log
+              and "ingest: refused run 'lowprec' step 1 tensor 'w': bad_checksum crc32:" in log
+              and "ingest: refused a message: bad_frame: header is not JSON" in log,
+              "a bad message is logged as a warning, naming the run, step and tensor", log[-2000:])
+        for _ in range(12):
+            p2.tensor(1, "w", x, "f8")
+            p2.recv()
+        n = dm.log_text().count(": bad_field ")
+        check(n == 10, f"... ten of a code a minute, the rest counted for a line later ({n} lines)")
         sn = st["snapshots"] if st else {}
         check(sn.get("received") == 3 and sn.get("durable") == 1 and sn.get("duplicates", 0) >= 1
               and sn.get("pending") == 2 and sn.get("dropped") == 0 and st["queues"]["spool"] == 0,
