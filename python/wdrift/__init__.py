@@ -19,8 +19,9 @@ daemon is slow or away, whole snapshots are dropped by policy, counted in
 stats(), and said on stderr.
 """
 from ._errors import RefusedWarning, WdriftError
-from ._tensors import BF16, Block, Shard
+from ._tensors import BF16, Block, EmptyTensor, Shard, UnsupportedDtype
 from .attach import attach
 from .publisher import Publisher
 
-__all__ = ["Publisher", "BF16", "Shard", "Block", "attach", "WdriftError", "RefusedWarning"]
+__all__ = ["Publisher", "BF16", "Shard", "Block", "attach", "WdriftError", "RefusedWarning",
+           "UnsupportedDtype", "EmptyTensor"]

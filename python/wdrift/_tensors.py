@@ -22,14 +22,14 @@ from math import prod
 
 import numpy as np
 
-__all__ = ["BF16", "Shard", "Block", "plan", "Entry"]
+__all__ = ["BF16", "Shard", "Block", "plan", "Entry", "UnsupportedDtype", "EmptyTensor"]
 
 
-class _OtherDtype(TypeError):
+class UnsupportedDtype(TypeError):
     """A value of a dtype that cannot be sent: publish(skip_other=True) leaves it out."""
 
 
-class _Empty(ValueError):
+class EmptyTensor(ValueError):
     """A whole tensor of no element: publish(skip_other=True) leaves it out."""
 
 
@@ -120,7 +120,7 @@ def _kind(name, t):
         dtype = np.asarray(t).dtype
         kind = _NP_KINDS.get(dtype)
     if kind is None:
-        raise _OtherDtype(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
+        raise UnsupportedDtype(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
                          "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16)")
     return kind
 
@@ -194,7 +194,7 @@ def plan(tensors, skip_other=False):
             raise TypeError(f"tensor name {name!r} is not a str")
         try:
             out.append(_entry(name, t))
-        except (_OtherDtype, _Empty):
+        except (UnsupportedDtype, EmptyTensor):
             if not skip_other:
                 raise
     return out
@@ -221,12 +221,12 @@ def _entry(name, t):
     if _is_dtensor(t):
         kind = _kind(name, t)
         if t.numel() == 0:
-            raise _Empty(f"tensor {name!r}: zero elements")
+            raise EmptyTensor(f"tensor {name!r}: zero elements")
         local, start, lshape = _dtensor_block(name, t)
         return Entry(name, kind, tuple(t.shape), local if prod(lshape) else None, start=start,
                      local_shape=lshape)
     kind = _kind(name, t)
     a = _local(t)
     if _numel(a) == 0:
-        raise _Empty(f"tensor {name!r}: zero elements")
+        raise EmptyTensor(f"tensor {name!r}: zero elements")
     return Entry(name, kind, tuple(a.shape), a)

@@ -124,9 +124,10 @@ class Publisher:
         Values: numpy arrays, torch tensors on any device, wdrift.BF16, or
         this rank's piece of a tensor: wdrift.Shard, wdrift.Block, a torch
         DTensor. Every value is checked before anything is queued:
-        TypeError for a dtype other than float32, float64, float16 or
-        bfloat16, ValueError for zero elements or a piece outside its
-        tensor, each naming the tensor; skip_other=True leaves such values
+        UnsupportedDtype (a TypeError) for a dtype other than float32,
+        float64, float16 or bfloat16, EmptyTensor (a ValueError) for zero
+        elements, ValueError for a piece outside its tensor, each naming
+        the tensor; skip_other=True leaves such values
         out instead (int64 counters, bool masks), as attach() does.
 
         CPU values are copied once, here. CUDA values are copied to pinned

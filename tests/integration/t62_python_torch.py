@@ -124,11 +124,14 @@ def dtypes_round_trip(tmp, ep):
         except TypeError as e:
             check("bn.num_batches_tracked" in str(e) and "int64" in str(e),
                   f"an int64 tensor is refused, naming it ({e})")
+            check(type(e) is wdrift.UnsupportedDtype, f"... as wdrift.UnsupportedDtype, a public name "
+                  f"({type(e).__module__}.{type(e).__name__})")
         try:
             pub.publish(8, {"w": torch.ones(3), "empty": torch.ones(0, 4)})
             check(False, "a tensor of zero elements is refused (ValueError)")
         except ValueError as e:
-            check("empty" in str(e), f"a tensor of zero elements is refused, naming it ({e})")
+            check("empty" in str(e) and type(e) is wdrift.EmptyTensor,
+                  f"a tensor of zero elements is refused as wdrift.EmptyTensor, naming it ({e!r})")
         check(pub.stats()["committed"] == 0, "refused snapshots queue nothing")
         pub.publish(9, bad, skip_other=True)
         check(pub.flush(15) and pub.stats()["acked"] == 1, "skip_other=True: sent without it")
