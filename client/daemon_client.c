@@ -46,6 +46,27 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
 	return 0;
 }
 
+/*
+ * An endpoint the CLI can connect to: a typo (icp://) is said as the
+ * config would say it, not as ZeroMQ's "Protocol not supported"; and what
+ * a daemon binds but a client cannot reach is named.
+ */
+static int cli_endpoint(const char *opt, const char *ep, char *err, size_t errlen)
+{
+	char why[WD_CONFIG_ERR_MAX];
+	const char *port = strrchr(ep, ':');
+
+	if (wd_config_check_endpoint(ep, why, sizeof(why)) < 0)
+		return wd_error(err, errlen, "%s: %s", opt, why);
+	if (!strncmp(ep, "inproc://", 9))
+		return wd_error(err, errlen, "%s: '%s' never reaches wdriftd, which runs in another "
+				"process: give its ipc:// or tcp:// endpoint", opt, ep);
+	if (!strncmp(ep, "tcp://", 6) && port && !strcmp(port, ":*"))
+		return wd_error(err, errlen, "%s: '%s' is a port for a daemon to bind, not one to "
+				"connect to: give the daemon's port", opt, ep);
+	return 0;
+}
+
 int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 {
 	struct wd_config cfg;
@@ -53,11 +74,10 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 
 	if (wd_client_keys_load(t->server_key, t->key, &t->keys, err, errlen) < 0)
 		return -1;
-	/* a typo (icp://) is said as the config would say it, not as "Protocol not supported" */
-	if (t->control && wd_config_check_endpoint(t->control, cerr, sizeof(cerr)) < 0)
-		return wd_error(err, errlen, "--endpoint: %s", cerr);
-	if (t->ingest && wd_config_check_endpoint(t->ingest, cerr, sizeof(cerr)) < 0)
-		return wd_error(err, errlen, "--ingest: %s", cerr);
+	if (t->control && cli_endpoint("--endpoint", t->control, err, errlen) < 0)
+		return -1;
+	if (t->ingest && cli_endpoint("--ingest", t->ingest, err, errlen) < 0)
+		return -1;
 	t->config_path[0] = 0;
 	if (dc_config_load(t->config, &cfg, "give --endpoint", cerr, sizeof(cerr)) < 0) {
 		struct wd_config_found found;

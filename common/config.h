@@ -221,7 +221,6 @@ const char *wd_config_network_endpoint(const struct wd_config *c, const char **k
  */
 int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, char *why, size_t size);
 
-/* Names as written in the file: "ratio", "tensors", "critical". */
 /*
  * Whether s is an endpoint wdrift can use (ipc://PATH, tcp://HOST:PORT,
  * inproc://NAME, within their limits): 0, or -1 with why ("bad endpoint
@@ -229,6 +228,7 @@ int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, cha
  */
 int wd_config_check_endpoint(const char *s, char *why, size_t size);
 
+/* Names as written in the file: "ratio", "tensors", "critical". */
 const char *wd_config_metric_name(int metric);
 const char *wd_config_scope_name(int scope);
 const char *wd_config_severity_name(int severity);

@@ -274,9 +274,14 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 			   "waiting for the other ranks; refused at once, as then: %s", gone->run,
 			   (long long)gone->step, ago, gone->why);
 	gone->said = 1;
-	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", gone->why);
+	/* the expiry's reason first, as the waiters heard it; then why now, and until when */
+	char why[400];
+	snprintf(why, sizeof(why), "%s; sent again %.0f s after that, which is refused for %.0f s (a job "
+		 "restarted since: publish the step again after that)", gone->why, ago,
+		 INGEST_EXPIRED_SECONDS);
+	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
 	if (snap) {
-		ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", gone->why);
+		ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 		ingest_drop_snapshot(ix, snap);
 	}
 }
@@ -368,7 +373,10 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 		 * and it waited its whole timeout for "not answering"; this one,
 		 * in the control protocol's form, it reads and prints.
 		 */
+		struct wire_error req = { .code = WIRE_BAD_FRAME };
+		snprintf(req.reason, sizeof(req.reason), "a REQ socket's request: a CLI given listen.ingest");
 		ix->st->count.errors[WIRE_BAD_FRAME]++;
+		ingest_say_refusal(ix, NULL, &req);
 		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], 1,
 			      "{\"v\":1,\"ok\":false,\"error\":\"this is wdriftd's ingest socket "
 			      "(listen.ingest), where publishers send snapshots: the CLI's requests go to "

@@ -50,6 +50,12 @@ struct expired_step {
 };
 
 #define INGEST_EXPIRED_MAX 16	/* remembered at once; the oldest goes first */
+/*
+ * How long each is remembered: longer than a waiting publisher is away
+ * between two tries (its backoff, at most 5 s and a quarter, then its hello
+ * and shards), short beside a restarted job.
+ */
+#define INGEST_EXPIRED_SECONDS 30.0
 
 struct ingest {
 	struct state *st;

@@ -19,6 +19,8 @@
 
 /* Sends h to the sender of m. */
 void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h);
+/* Logs a refusal of a message breaking the protocol, a few a minute per code (else debug). */
+void ingest_say_refusal(struct ingest *ix, const struct wire_header *in, const struct wire_error *err);
 /* Sends an error reply echoing what the header in had (NULL: nothing); counts it. */
 void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct wire_header *in,
 			const struct wire_error *err);

@@ -12,6 +12,7 @@
 
 #include "identity.h"
 #include "ingest_internal.h"
+#include "log.h"
 #include "logging.h"
 
 void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h)
@@ -37,7 +38,7 @@ static const char *const refusal_what[WIRE_CODE_COUNT] = {
 	[WIRE_BAD_NAME] = "bad_name refusals",
 };
 
-static void say_refusal(struct ingest *ix, const struct wire_header *in, const struct wire_error *err)
+void ingest_say_refusal(struct ingest *ix, const struct wire_header *in, const struct wire_error *err)
 {
 	struct log_limit *l = &ix->refused[err->code];
 	char who[400] = "";
@@ -50,14 +51,17 @@ static void say_refusal(struct ingest *ix, const struct wire_header *in, const s
 	l->what = refusal_what[err->code];
 	if (!log_limit_may(l, now_mono()))
 		return;
+	/* all of it the peer's text, which wire_parse copied before checking: escaped */
 	if (in && in->run[0])
-		snprintf(who, sizeof(who), " run '%.200s'", in->run);
+		snprintf(who, sizeof(who), " run '%s'", wd_log_clip((char[260]){ 0 }, 260, in->run, 120));
 	if (in && in->step >= 0)
 		snprintf(who + strlen(who), sizeof(who) - strlen(who), " step %lld", (long long)in->step);
 	if (in && in->name[0])
-		snprintf(who + strlen(who), sizeof(who) - strlen(who), " tensor '%.120s'", in->name);
+		snprintf(who + strlen(who), sizeof(who) - strlen(who), " tensor '%s'",
+			 wd_log_clip((char[260]){ 0 }, 260, in->name, 120));
 	log_warning("ingest: refused%s%s: %s%s%s: %s", who, who[0] ? "" : " a message",
-		    wire_code_name(err->code), err->field[0] ? " " : "", err->field, err->reason);
+		    wire_code_name(err->code), err->field[0] ? " " : "", WD_CLIP(err->field),
+		    WD_CLIP(err->reason));
 }
 
 void ingest_refusals_tick(struct ingest *ix)
@@ -82,7 +86,7 @@ void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct 
 	}
 	h.error = *err;
 	ix->st->count.errors[err->code]++;
-	say_refusal(ix, in, err);
+	ingest_say_refusal(ix, in, err);
 	ingest_reply(ix, m, &h);
 }
 

@@ -31,13 +31,6 @@
 /* A re-send of a durable step being checked is dropped after this long idle. */
 #define RECHECK_SECONDS 30.0
 
-/*
- * How long a step that expired waiting for ranks is remembered: longer than
- * a waiting publisher is away between two tries (its backoff, at most 5 s
- * and a quarter, then its hello and shards), short beside a restarted job.
- */
-#define INGEST_EXPIRED_SECONDS 30.0
-
 /* snap took bytes of new elements at t: its totals and its rate's window. */
 void ingest_note_taken(struct snapshot *snap, uint64_t bytes, double t)
 {

@@ -8,6 +8,7 @@
 #define WD_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "wdrift.h"
 
@@ -25,6 +26,16 @@ void wd_log_vsink(int level, void (*sink)(int level, const char *msg), const cha
 
 /* To the program's handler (wd_log_set), else stderr as "wdrift: MSG". */
 void wd_log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Copies s for a message the library or the daemon prints: at most max
+ * bytes of it, control characters (C0, DEL, C1) escaped as \n \r \t or
+ * \xNN and '\\' doubled, "..." when cut, so that a name or a peer's text
+ * cannot break a log line, forge one, or drive a terminal. WD_CLIP gives
+ * each use its own buffer.
+ */
+const char *wd_log_clip(char *buf, size_t size, const char *s, size_t max);
+#define WD_CLIP(s) wd_log_clip((char[1024]){ 0 }, 1024, (s), 250)
 
 /* Skips formatting the arguments below the threshold. */
 #define wd_log(level, ...) do {					\

@@ -43,30 +43,6 @@ int pub_error(int r, const char *fmt, ...)
 	return r;
 }
 
-const char *pub_clip(char *buf, size_t size, const char *s, size_t max)
-{
-	size_t o = 0, i;
-
-	for (i = 0; s[i] && i < max && o + 6 < size; i++) {
-		unsigned char c = (unsigned char)s[i], d = (unsigned char)s[i + 1];
-		if (c == 0xc2 && d >= 0x80 && d <= 0x9f) {	/* C1: a terminal takes CSI and OSC from it */
-			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", d);
-			i++;
-		} else if (c < 0x20 || c == 0x7f || c == '\\') {
-			o += (size_t)snprintf(buf + o, size - o, c == '\n' ? "\\n" : c == '\r' ? "\\r" :
-					      c == '\t' ? "\\t" : c == '\\' ? "\\\\" : "\\x%02x", c);
-		} else {
-			buf[o++] = (char)c;
-		}
-	}
-	if (s[i] && o + 4 <= size) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = 0;
-	return buf;
-}
-
 const char *wd_last_error(void)
 {
 	return last_error;

@@ -22,6 +22,7 @@
 
 #include "handshake.h"
 #include "keys.h"
+#include "log.h"
 #include "wdrift.h"
 #include "wire.h"
 
@@ -90,24 +91,17 @@ struct wd_publisher {
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[640];	/* "": none known (under the lock) */
-	void *mon;		/* the current socket's monitor (sender thread) */
+	void *mon;		/* the current socket's monitor, until it told (sender thread) */
+	void *mon_of;		/* that socket */
 	struct wd_hs hs;	/* what it told so far */
-	int hs_settled;		/* its handshake's failure was explained */
 	unsigned rng;
 };
 
 /* Sets this thread's wd_last_error() and returns r, a negative errno. */
 int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/*
- * Copies s for a message the library prints or returns: at most max bytes
- * of it, control characters (C0, DEL, C1) escaped as \n \r \t or \xNN
- * and '\\' doubled, "..." when cut, so that a name or a daemon's reason
- * cannot break a log line or drive a terminal. The library's one copy;
- * PUB_CLIP gives each use its own buffer.
- */
-const char *pub_clip(char *buf, size_t size, const char *s, size_t max);
-#define PUB_CLIP(s) pub_clip((char[1024]){ 0 }, 1024, (s), 250)
+/* The library's one clip of user text for a message (log.h). */
+#define PUB_CLIP(s) WD_CLIP(s)
 
 /* publisher_peer.c: the peer at the endpoint, when it does not answer as wdriftd's ingest. */
 

@@ -45,7 +45,7 @@ static void diagnosed(struct wd_publisher *p, const char *why)
 void pub_peer_watch(struct wd_publisher *p, void *s)
 {
 	memset(&p->hs, 0, sizeof(p->hs));
-	p->hs_settled = 0;
+	p->mon_of = s;
 	p->mon = wd_hs_monitor(p->ctx, s);	/* none (out of memory): no reasons, as before */
 }
 
@@ -61,7 +61,13 @@ void pub_peer_tick(struct wd_publisher *p)
 	uint32_t value;
 	int code;
 
-	if (!p->mon || p->hs_settled)
+	if (!p->mon)
+		return;
+	/* close() is not held up by the probe (up to 0.5 s) that settling may take */
+	pthread_mutex_lock(&p->lock);
+	int closing = p->closing;
+	pthread_mutex_unlock(&p->lock);
+	if (closing)
 		return;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
 		if (wd_hs_event(&p->hs, code, value, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
@@ -69,7 +75,13 @@ void pub_peer_tick(struct wd_publisher *p)
 	if (!wd_hs_stuck(&p->hs, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
 		return;
 settled:
-	p->hs_settled = 1;
+	/*
+	 * Stopped once it has told: a refused peer is retried every ~150 ms
+	 * for the whole ack timeout, and undrained events fill the monitor's
+	 * queue, after which libzmq's I/O thread blocks on it and stopping
+	 * the monitor at close waits for ever (libzmq issue 3575).
+	 */
+	wd_hs_monitor_close(p->mon_of, &p->mon);
 	diagnosed(p, why);
 }
 

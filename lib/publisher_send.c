@@ -281,8 +281,10 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 			pub_peer_foreign(p, buf, len);
 			continue;
 		}
-		if (wire_parse(buf, len, &lim, in, &err) < 0)
+		if (wire_parse(buf, len, &lim, in, &err) < 0) {	/* the control socket's one-frame reply */
+			pub_peer_foreign(p, buf, len);
 			continue;
+		}
 		if (in->type != WIRE_WELCOME && in->type != WIRE_ACK && in->type != WIRE_ERROR &&
 		    in->type != WIRE_PONG) {	/* a publisher's message, echoed */
 			pub_peer_foreign(p, buf, len);

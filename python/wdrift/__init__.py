@@ -25,9 +25,3 @@ from .publisher import Publisher
 
 __all__ = ["Publisher", "BF16", "Shard", "Block", "attach", "WdriftError", "RefusedWarning",
            "UnsupportedDtype", "EmptyTensor"]
-
-# Tracebacks and reprs name the classes as users import them (wdrift.WdriftError),
-# not by the private module that defines them.
-for _c in (RefusedWarning, WdriftError, EmptyTensor, UnsupportedDtype, BF16, Block, Shard, Publisher):
-    _c.__module__ = __name__
-del _c

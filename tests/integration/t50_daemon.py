@@ -215,7 +215,16 @@ def main():
               and "ingest: refused run 'lowprec' step 1 tensor 'w': bad_checksum crc32:" in log
               and "ingest: refused a message: bad_frame: header is not JSON" in log,
               "a bad message is logged as a warning, naming the run, step and tensor", log[-2000:])
-        for _ in range(12):
+        # a name or run with a newline cannot forge a log line: escaped (they reach the
+        # log before the name rule refuses them)
+        p2.tensor(1, "w\n<0>wdriftd: emerg: FORGED", x, "f8")
+        p2.recv()
+        log = dm.log_text()
+        check("FORGED" in log and not any(line.startswith("<0>") or line.startswith("wdriftd: emerg")
+                                          for line in log.splitlines())
+              and "tensor 'w\\n<0>wdriftd: emerg: FORGED'" in log,
+              "a newline in a refused message's name is escaped in the log", log[-800:])
+        for _ in range(11):
             p2.tensor(1, "w", x, "f8")
             p2.recv()
         n = dm.log_text().count(": bad_field ")

@@ -238,6 +238,13 @@ def main():
             check(r.returncode == 1 and f"{opt}: bad endpoint 'icp://" in r.stderr
                   and "expected ipc://PATH, tcp://HOST:PORT or inproc://NAME" in r.stderr
                   and "Protocol not supported" not in r.stderr, f"{cmd} {opt} icp://: the typo named", r.stderr)
+        # what a daemon binds but a client never reaches
+        r = wd("status", "--endpoint", "inproc://wdrift")
+        check(r.returncode == 1 and "never reaches wdriftd, which runs in another process" in r.stderr,
+              "--endpoint inproc://: named as unreachable from the CLI", r.stderr)
+        r = wd("status", "--endpoint", "tcp://127.0.0.1:*")
+        check(r.returncode == 1 and "a port for a daemon to bind" in r.stderr, "--endpoint tcp://HOST:*: named",
+              r.stderr)
     finally:
         harness.teardown(dm, tmp)
     return harness.summary()

@@ -34,21 +34,25 @@ PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "pyt
 
 CHILD = r'''
 import sys, time, numpy as np, wdrift
-ep, sk, k = sys.argv[1], sys.argv[2] or None, sys.argv[3] or None
-pub = wdrift.Publisher(ep, "t91", ack_timeout=1.0, stall_warning=2.0, server_key=sk, key=k)
-pub.publish(1, {"w": np.ones(4, np.float32)})
+ep, sk, k, empty = sys.argv[1], sys.argv[2] or None, sys.argv[3] or None, sys.argv[4] == "empty"
+pub = wdrift.Publisher(ep, "t91", ack_timeout=1.0, stall_warning=2.0, server_key=sk, key=k,
+                       ranks=2 if empty else 1)
+if empty:   # a rank with nothing of the tensor: one-frame messages only
+    pub.publish(1, {"w": wdrift.Shard(np.empty(0, np.float32), offset=0, shape=(4,))})
+else:
+    pub.publish(1, {"w": np.ones(4, np.float32)})
 time.sleep(3.5)
 print("acked", pub.stats()["acked"])
 pub.close(0)
 '''
 
 
-def publish(ep, server_key="", key=""):
+def publish(ep, server_key="", key="", empty=False):
     """Runs a publisher process against ep; its stdout and its warnings (stderr lines)."""
     env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
     env.pop("WDRIFT_SERVER_KEY", None)
     env.pop("WDRIFT_KEY", None)
-    r = subprocess.run([PYTHON, "-c", CHILD, ep, server_key, key], env=env, capture_output=True,
+    r = subprocess.run([PYTHON, "-c", CHILD, ep, server_key, key, "empty" if empty else ""], env=env, capture_output=True,
                        text=True, timeout=60)
     return r.stdout, [line for line in r.stderr.splitlines() if "publisher:" in line]
 
@@ -92,6 +96,10 @@ def main():
         out, lines = publish(f"ipc://{pd}/run/control.sock")
         expect("the control socket", out, lines, "control.sock is wdriftd's control socket (listen.control)",
                "publishers connect to listen.ingest")
+        # its one-frame reply to a hello or commit, not only the echo of a payload frame
+        out, lines = publish(f"ipc://{pd}/run/control.sock", empty=True)
+        expect("the control socket, one-frame messages", out, lines,
+               "control.sock is wdriftd's control socket (listen.control)")
         out, lines = publish(f"ipc://{pd}/run/events.sock")
         expect("the events socket", out, lines, "events.sock is not wdriftd's ingest socket",
                "the ingest endpoint is listen.ingest")
