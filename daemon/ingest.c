@@ -261,8 +261,9 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 /*
  * A commit that would wait for a step that expired waiting for ranks a
  * moment ago: a rank that missed the refusal (its ack timeout had closed
- * its socket) sends it again. It gets the refusal now, as do the ranks
- * waiting on the step re-made by such re-sends, which is dropped.
+ * its socket) sends it again. It gets the refusal now, and the shards its
+ * re-send brought are dropped. (No commit of such a step ever waits while
+ * it is remembered, so the step re-made here has no waiters to tell.)
  */
 static void refuse_expired(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, struct expired_step *gone)
@@ -280,10 +281,8 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 		 "restarted since: publish the step again after that)", gone->why, ago,
 		 INGEST_EXPIRED_SECONDS);
 	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
-	if (snap) {
-		ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
+	if (snap)
 		ingest_drop_snapshot(ix, snap);
-	}
 }
 
 static void commit(struct ingest *ix, const struct frames *m, const struct wire_header *h)

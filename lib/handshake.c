@@ -2,20 +2,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <zmq.h>
 
+#include "clock.h"
 #include "handshake.h"
 #include "zmtp_probe.h"
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 void *wd_hs_monitor(void *ctx, void *s)
 {
@@ -186,7 +178,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
 			return 0;
 		h->attempt_failed = 1;
-		h->closed_at = now();
+		h->closed_at = wd_now();
 		if (++h->closed < WD_HS_CLOSED_MAX)
 			return 0;
 		closed_error(endpoint, names, keys, err, errlen);
@@ -198,7 +190,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,
 		const struct wd_client_keys *keys, char *err, size_t errlen)
 {
-	if (!h->closed || h->handshook || !h->attempt_failed || now() - h->closed_at < WD_HS_CLOSED_GRACE)
+	if (!h->closed || h->handshook || !h->attempt_failed || wd_now() - h->closed_at < WD_HS_CLOSED_GRACE)
 		return 0;
 	closed_error(endpoint, names, keys, err, errlen);
 	return 1;

@@ -28,6 +28,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "clock.h"
 #include "publisher_internal.h"
 
 /* --- errors --- */
@@ -67,9 +68,7 @@ const char *wd_strerror(int err)
 
 double pub_now(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
+	return wd_now();
 }
 
 void pub_deadline(int ms, struct timespec *end)

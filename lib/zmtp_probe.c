@@ -22,22 +22,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "zmtp_probe.h"
 
 #define GREETING 64
 #define MECH_AT 12
 #define MECH_LEN 20
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* Waits for events on fd until deadline; 1 when they came. */
 static int wait_fd(int fd, short events, double deadline)
@@ -45,7 +37,7 @@ static int wait_fd(int fd, short events, double deadline)
 	struct pollfd p = { fd, events, 0 };
 	int left, r;
 
-	while ((left = (int)((deadline - now()) * 1000)) > 0)
+	while ((left = (int)((deadline - wd_now()) * 1000)) > 0)
 		if ((r = poll(&p, 1, left)) >= 0 || errno != EINTR)
 			return r == 1;	/* an error or a hang-up too: the read or SO_ERROR says which */
 	return 0;
@@ -72,7 +64,7 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, do
 				return fd;
 			break;
 		}
-		if ((errno != EAGAIN && errno != EINTR) || now() + 0.005 > deadline)
+		if ((errno != EAGAIN && errno != EINTR) || wd_now() + 0.005 > deadline)
 			break;
 		poll(NULL, 0, 5);
 	}
@@ -123,7 +115,7 @@ int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, siz
 {
 	static const unsigned char hello[11] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3 };
 	unsigned char g[GREETING];
-	double deadline = now() + timeout_ms / 1000.0;
+	double deadline = wd_now() + timeout_ms / 1000.0;
 	size_t got = 0;
 	int fd = open_endpoint(endpoint, deadline);
 
