@@ -22,6 +22,7 @@
 #include "metrics_http.h"
 #include "peers.h"
 #include "recover.h"
+#include "socket_file.h"
 #include "spool.h"
 #include "state.h"
 #include "wal.h"
@@ -41,6 +42,7 @@ struct daemon {
 	struct ingest ix;
 	struct control ctl;
 	void *zctx, *ingest_sock, *control_sock;
+	struct socket_file socket_files[3];	/* ingest, control, events: removed at a clean stop */
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
 	struct metrics_http *metrics;	/* listen.metrics; NULL: off */

@@ -46,6 +46,7 @@
 #include "peers.h"
 #include "query.h"
 #include "recover.h"
+#include "socket_file.h"
 #include "state.h"
 #include "wal.h"
 
@@ -121,7 +122,8 @@ static void on_durable(void *ctx, const char *run, int64_t step)
 	compute_submit(d->compute, run, step);
 }
 
-static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what)
+static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what,
+			 struct socket_file *file)
 {
 	void *s = zmq_socket(d->zctx, type);
 	int linger = 1000, maxmsg_ok;
@@ -158,6 +160,7 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		zmq_close(s);
 		return NULL;
 	}
+	socket_file_note(file, endpoint);
 	log_notice("%s: listening on %s", what, endpoint);
 	return s;
 }
@@ -276,9 +279,10 @@ static int start(struct daemon *d, int force)
 			    "(auth.allow_insecure: true): anyone who can reach it may publish and "
 			    "control", key, open_ep);
 	fdlimit_raise();	/* every connection takes one; libzmq aborts when they run out */
-	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest")) ||
-	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control")) ||
-	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events")))
+	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest", &d->socket_files[0])) ||
+	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control",
+					    &d->socket_files[1])) ||
+	    !(d->events.sock = bind_socket(d, ZMQ_PUB, d->cfg.listen.events, "events", &d->socket_files[2])))
 		return -1;
 	/*
 	 * The rules' catch-up (each judged on its study's latest complete step)
@@ -596,6 +600,8 @@ static void shutdown_daemon(struct daemon *d)
 	if (d->ingest_sock) zmq_close(d->ingest_sock);
 	if (d->control_sock) zmq_close(d->control_sock);
 	if (d->events.sock) zmq_close(d->events.sock);
+	for (int i = 0; i < 3; i++)	/* libzmq leaves them: a clean stop is no crash */
+		socket_file_remove(&d->socket_files[i]);
 	auth_stop(&d->auth);
 	if (d->zctx) zmq_ctx_term(d->zctx);
 	wd_engine_close(&d->engine);

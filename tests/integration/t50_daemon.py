@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CONFIG, WDRIFTD, Daemon, Publisher, bf16, check, control, summary,  # noqa: E402
                      teardown)
+
+WDRIFT = os.path.join(os.path.dirname(WDRIFTD), "wdrift")
 
 
 def snapshot(pub, step, rng):
@@ -67,7 +70,21 @@ def run_limit(ctx):
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["runs"] == 1 and st["snapshots"]["pending"] == 0,
               f"status: 1 run, nothing pending ({st and (st['runs'], st['snapshots'])})")
+        # another daemon given the same path since (a bind replaces the file): its file stays
+        other = os.path.join(tmp, "run", "events.sock")
+        os.unlink(other)
+        theirs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.bind(other)
         check(dm.stop() == 0, "SIGTERM: exit 0")
+        theirs.close()
+        gone = [n for n in ("ingest.sock", "control.sock") if not os.path.exists(os.path.join(tmp, "run", n))]
+        check(gone == ["ingest.sock", "control.sock"] and os.path.exists(other),
+              f"a clean stop removes its socket files, not one that another bound since ({gone})")
+        t0 = time.time()
+        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                           text=True, timeout=30)
+        check(r.returncode == 1 and "no socket at" in r.stderr and "SIGKILL" not in r.stderr
+              and time.time() - t0 < 1, f"status after it: no socket, at once, no crash blamed ({r.stderr.strip()})")
     finally:
         teardown(dm, tmp)
 
