@@ -275,11 +275,10 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 			   "waiting for the other ranks; refused at once, as then: %s", gone->run,
 			   (long long)gone->step, ago, gone->why);
 	gone->said = 1;
-	/* the expiry's reason first, as the waiters heard it; then why now, and until when */
+	/* the expiry's reason first, as the waiters heard it; then why it comes now */
 	char why[400];
-	snprintf(why, sizeof(why), "%s; sent again %.0f s after that, which is refused for %.0f s (a job "
-		 "restarted since: publish the step again after that)", gone->why, ago,
-		 INGEST_EXPIRED_SECONDS);
+	snprintf(why, sizeof(why), "%s (said again to a re-send %.0f s after the expiry: re-sends of an "
+		 "expired step are refused for %.0f s)", gone->why, ago, INGEST_EXPIRED_SECONDS);
 	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
 	if (snap)
 		ingest_drop_snapshot(ix, snap);

@@ -45,17 +45,19 @@ static void say_now(struct wd_publisher *p)
 
 /*
  * Warns once when snapshots have waited stall_warn_ms with no ack, and
- * once more when an ack comes (recovered = 1), through p->say. Called
- * with the lock held.
+ * once more when the daemon answers one for good (answered: ANSWER_ACK or
+ * ANSWER_REFUSAL, 0 for a check), through p->say. Called with the lock held.
  */
-static void stall_check(struct wd_publisher *p, int recovered)
+enum { ANSWER_ACK = 1, ANSWER_REFUSAL };
+static void stall_check(struct wd_publisher *p, int answered)
 {
 	double t = pub_now();
-	if (recovered) {
-		if (p->stalled)
-			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s acks again after "
-				 "%.0f s; %llu snapshots dropped meanwhile", p->run, p->where,
-				 t - p->waiting_since,
+	if (answered) {
+		if (p->stalled)	/* a refusal was said on its own line: no "acks" */
+			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
+				 "%llu snapshots dropped meanwhile", p->run, p->where,
+				 answered == ANSWER_ACK ? "acks again" : "answers again", t - p->waiting_since,
+				 answered == ANSWER_ACK ? "" : ", with the refusal above",
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
 		p->stalled = 0;
 		p->waiting_since = t;
@@ -67,12 +69,16 @@ static void stall_check(struct wd_publisher *p, int recovered)
 	p->stalled = 1;
 	p->dropped_at_stall = p->st.dropped;
 	int answers = p->last_heard >= p->waiting_since;
+	/* a rank's commit waits for the others' shards with no reply: connected is the answer */
+	int ranks_wait = !answers && !p->diagnosis[0] && p->opts.ranks > 1 && p->st.connected;
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
 		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
 		 (unsigned long long)p->st.queued,
 		 answers ? "it answers, but acks nothing"
+		 : ranks_wait ? "connected, the snapshot not yet whole"
 		 : p->diagnosis[0] ? "not as wdriftd's ingest socket" : "no answer at all",
-		 !answers ? (p->diagnosis[0] ? PUB_CLIP(p->diagnosis) : "is wdriftd running and listening there?")
+		 ranks_wait ? "is every rank publishing its part (ranks > 1)?"
+		 : !answers ? (p->diagnosis[0] ? PUB_CLIP(p->diagnosis) : "is wdriftd running and listening there?")
 		 : p->pushback[0] ? p->pushback
 		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
 		 : "is its memory budget full (wdrift status)?");
@@ -529,7 +535,7 @@ void *pub_sender_main(void *arg)
 		backoff_ms = BACKOFF_MIN_MS;
 		said.kind = out == ACKED ? WD_OUTCOME_ACKED : WD_OUTCOME_REFUSED;
 		leave_queue(p, snap, &said);
-		stall_check(p, 1);	/* the daemon answered: an ack or a final refusal */
+		stall_check(p, out == ACKED ? ANSWER_ACK : ANSWER_REFUSAL);
 	}
 	pthread_mutex_unlock(&p->lock);
 	say_now(p);

@@ -181,7 +181,7 @@ def main():
         waited = time.time() - t0
         check(e and e["code"] == "incomplete" and e["field"] == "ranks" and e["step"] == 5
               and "expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 elements" in e["reason"]
-              and "; sent again" in e["reason"] and "refused for 30 s (a job restarted since" in e["reason"]
+              and "(said again to a re-send" in e["reason"] and "are refused for 30 s)" in e["reason"]
               and waited < 1.5,
               f"a rank that missed the expiry sends its part again: refused at once, same reason, "
               f"in {waited:.2f} s ({e})")

@@ -47,6 +47,24 @@ pub.close(0)
 '''
 
 
+RANK = r'''
+import sys, time, numpy as np, wdrift
+pub = wdrift.Publisher(sys.argv[1], "t91r", ack_timeout=30.0, stall_warning=1.0, ranks=2)
+for step in (1, 2):  # step 2 waits behind step 1, on the connection step 1 made
+    pub.publish(step, {"w": wdrift.Shard(np.ones(2, np.float32), offset=0, shape=(4,))})
+time.sleep(9)
+print("refused", pub.stats()["refused"])
+pub.close(0)
+'''
+
+
+def lone_rank(ep):
+    """One rank of two publishes; the other never does. Its stdout and warning lines."""
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    r = subprocess.run([PYTHON, "-c", RANK, ep], env=env, capture_output=True, text=True, timeout=60)
+    return r.stdout, [line for line in r.stderr.splitlines() if "publisher:" in line]
+
+
 def publish(ep, server_key="", key="", empty=False):
     """Runs a publisher process against ep; its stdout and its warnings (stderr lines)."""
     env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
@@ -91,8 +109,25 @@ def main():
         os.makedirs(pd)
         plain = Daemon(pd)
         daemons.append(plain)
-        plain.write_config()
+        cfg = plain.write_config()
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 3\n"))
         check(plain.start() is not None, "a daemon without auth starts")
+        # the right socket, ranks 2, the other rank absent: the stall warning says what
+        # the daemon is waiting for, and after the refusal nothing says "acks again"
+        out, lines = lone_rank(f"ipc://{pd}/run/ingest.sock")
+        stall = [line for line in lines if "no ack from" in line]
+        check(len(stall) == 2 and all("is every rank publishing its part" in line
+                                      and "is wdriftd running" not in line for line in stall)
+              and "connected, the snapshot not yet whole" in stall[1],
+              "a lone rank's stall warnings ask for the other ranks, also with no reply since the "
+              "connection's welcome", "\n".join(lines))
+        check("refused 2" in out and any("refused: incomplete" in line for line in lines)
+              and not any("acks again" in line for line in lines)
+              and any("answers again after" in line and "with the refusal above" in line for line in lines),
+              f"... the expiry refuses it, and no line claims acks ({out.strip()})", "\n".join(lines))
         out, lines = publish(f"ipc://{pd}/run/control.sock")
         expect("the control socket", out, lines, "control.sock is wdriftd's control socket (listen.control)",
                "publishers connect to listen.ingest")
