@@ -15,6 +15,7 @@
 
 #define SYSTEM_CONFIG "/etc/wdrift/wdrift.yaml"
 #define TREE_CONFIG "config/wdrift.yaml"
+#define NEAR_MISS "wdrift.yaml"	/* in the working directory: named when nothing is found */
 /* zmq refuses an ipc path longer than a unix socket address holds */
 #define IPC_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
@@ -71,8 +72,11 @@ int wd_config_find(const char *given, struct wd_config_found *f, char *err, size
 		return take(f, prefix, "the install prefix");
 	if (exists(SYSTEM_CONFIG))
 		return take(f, SYSTEM_CONFIG, "/etc");
+	/* a config beside the user, as the README's first steps make one, is not searched for */
 	wd_error(err, errlen, "no configuration: none of ./" TREE_CONFIG ", %s%s" SYSTEM_CONFIG
-		 " exists; give -c FILE or set WDRIFT_CONFIG", prefix, *prefix ? ", " : "");
+		 " exists%s; give -c FILE or set WDRIFT_CONFIG", prefix, *prefix ? ", " : "",
+		 exists(NEAR_MISS) ? " (./" NEAR_MISS " is here, but is not searched for: -c " NEAR_MISS
+		 " reads it)" : "");
 	return 1;
 }
 

@@ -660,6 +660,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	d.config_path = found == 0 ? d.found.path : NULL;
+	if (found == 1 && strstr(err, " is here, but is not searched for"))	/* a near miss: say so */
+		fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", err);
 	/*
 	 * Absolute, so that `wdrift status` names the file wherever it runs
 	 * (the name is in the reply), and a reload reads the same file.

@@ -139,6 +139,19 @@ def main():
         r = wd("status", exe=os.path.join(prefix, "bin", "wdrift"))
         check(r.returncode == 1 and "no configuration: none of ./config/wdrift.yaml, " + pcfg in r.stderr,
               "with none, it says where it looked", r.stderr)
+        # a wdrift.yaml in the working directory (as the README's first steps make) is not
+        # searched for: named, with the -c that reads it
+        near = os.path.join(tmp, "near")
+        os.makedirs(near)
+        open(os.path.join(near, "wdrift.yaml"), "w").close()
+        r = wd("status", cwd=near, exe=os.path.join(prefix, "bin", "wdrift"))
+        check(r.returncode == 1 and "(./wdrift.yaml is here, but is not searched for: -c wdrift.yaml reads it)"
+              in r.stderr, "a ./wdrift.yaml is named as not searched for", r.stderr)
+        r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True, cwd=near,
+                           timeout=30, env={k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"})
+        check(r.returncode == 0 and "wdriftd: warning: " in r.stderr and "./wdrift.yaml is here" in r.stderr
+              and "running on the built-in config" in r.stderr, "wdriftd says so too, before the built-in",
+              r.stderr)
 
         # reload: what changed
         r = wd("reload", "-c", cfg)
