@@ -102,7 +102,8 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
 	a->cfg = cfg;
 	a->count = count;
 	for (int k = 0; k < N_REFUSALS; k++)
-		a->lim[k] = (struct log_limit){ .who = "auth", .what = refusal_what[k] };
+		a->lim[k] = (struct log_limit){ .who = "auth", .what = refusal_what[k],
+						.note = " (status counts them all)" };
 	a->zap = zmq_socket(zctx, ZMQ_REP);
 	if (!a->zap || zmq_setsockopt(a->zap, ZMQ_LINGER, &linger, sizeof(linger)) < 0 ||
 	    zmq_bind(a->zap, ZAP_ENDPOINT) < 0) {

@@ -375,6 +375,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 		snprintf(req.reason, sizeof(req.reason), "a REQ socket's request: a CLI given listen.ingest");
 		ix->st->count.errors[WIRE_BAD_FRAME]++;
 		ingest_say_refusal(ix, NULL, &req);
+		seen->type = INGEST_SEEN_REQUEST;
 		ix->sink.send(ix->sink.ctx, m->data[0], m->len[0], 1,
 			      "{\"v\":1,\"ok\":false,\"error\":\"this is wdriftd's ingest socket "
 			      "(listen.ingest), where publishers send snapshots: the CLI's requests go to "

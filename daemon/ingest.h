@@ -75,7 +75,12 @@ struct ingest {
 	struct log_limit refused[WIRE_CODE_COUNT];
 };
 
-/* What a message was, for peers.c: its type (-1: not parsed), run and step. */
+/*
+ * What a message was, for peers.c: its type (-1: not parsed;
+ * INGEST_SEEN_REQUEST: a control client's request, answered, after which
+ * its disconnect is no news), run and step.
+ */
+#define INGEST_SEEN_REQUEST (-2)
 struct ingest_seen {
 	int type;
 	int64_t step;

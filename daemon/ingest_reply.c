@@ -49,6 +49,7 @@ void ingest_say_refusal(struct ingest *ix, const struct wire_header *in, const s
 	}
 	l->who = "ingest";
 	l->what = refusal_what[err->code];
+	l->note = " (status counts them all)";
 	if (!log_limit_may(l, now_mono()))
 		return;
 	/* all of it the peer's text, which wire_parse copied before checking: escaped */

@@ -7,8 +7,8 @@ void log_limit_roll(struct log_limit *l, double t)
 	if (t - l->start < LOG_LIMIT_WINDOW)
 		return;
 	if (l->suppressed)
-		log_warning("%s: %llu more %s in the last %.0f s, not logged one by one (status counts "
-			    "them all)", l->who, (unsigned long long)l->suppressed, l->what, t - l->start);
+		log_warning("%s: %llu more %s in the last %.0f s, not logged one by one%s", l->who,
+			    (unsigned long long)l->suppressed, l->what, t - l->start, l->note ? l->note : "");
 	l->start = t;
 	l->logged = 0;
 	l->suppressed = 0;

@@ -1,7 +1,8 @@
 /*
  * log_limit.h: a few log lines of one kind per window, then a count of the
  * rest, so that a flood of bad peers cannot fill the journal while the
- * first of them are still said (auth's refusals, ingest's refusals).
+ * first of them are still said (auth's refusals, ingest's refusals, peers
+ * that disconnected mid-message).
  */
 #ifndef WD_LOG_LIMIT_H
 #define WD_LOG_LIMIT_H
@@ -13,6 +14,7 @@
 
 struct log_limit {
 	const char *who, *what;	/* "auth", "refusals of unknown client keys": the count's line */
+	const char *note;	/* after it, or NULL: " (status counts them all)" */
 	double start;		/* monotonic s: the window's */
 	unsigned logged;
 	uint64_t suppressed;

@@ -15,6 +15,8 @@
 
 #include "auth.h"
 #include "fdlimit.h"
+#include "ingest.h"
+#include "log_limit.h"
 #include "logging.h"
 #include "monitor.h"
 #include "peers.h"
@@ -22,8 +24,6 @@
 #include "wire.h"
 
 #define MONITOR_EP "inproc://wdrift.monitor.peers"
-#define SAY_BURST 10		/* lines about drops per window, then a count */
-#define SAY_WINDOW 60.0		/* seconds */
 #define FD_WARN_STEP 8		/* tenths of the descriptor limit: the first warning */
 #define FD_CALM_STEP 5		/* below this many tenths, the warnings end */
 
@@ -42,9 +42,7 @@ struct peers {
 	struct auth *auth;
 	struct peer *v;		/* by descriptor */
 	size_t cap;
-	double window;		/* when the window of SAY_BURST lines began */
-	unsigned said;		/* lines in it */
-	uint64_t unsaid;	/* drops in it past those, not logged one by one */
+	struct log_limit drops;	/* lines about drops: a few a minute, then a count */
 	/* descriptors: libzmq aborts the daemon when it runs out (fdlimit.h) */
 	size_t n_open;		/* ingest connections open */
 	long others;		/* descriptors open besides them, at the last count */
@@ -61,6 +59,7 @@ struct peers *peers_start(void *zctx, void *sock, struct auth *a)
 		return NULL;
 	p->sock = sock;
 	p->auth = a;
+	p->drops = (struct log_limit){ .who = "ingest", .what = "peers disconnected mid-message" };
 	if (zmq_socket_monitor(sock, MONITOR_EP, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
 			       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
 			       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) < 0 ||
@@ -207,8 +206,8 @@ static void disconnected(struct peers *p, int fd)
 	e->open = 0;
 	p->n_open--;
 	fd_check(p, -1);
-	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING)
-		return;	/* a publisher that closed after its snapshot, or a liveness check */
+	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING || e->last_type == INGEST_SEEN_REQUEST)
+		return;	/* a publisher that closed after its snapshot, a liveness check, a CLI told */
 	if (!e->messages) {
 		/*
 		 * Publishers check an endpoint by connecting a socket they close at
@@ -228,19 +227,8 @@ static void disconnected(struct peers *p, int fd)
 			 "whole", e->run);
 	else
 		snprintf(what, sizeof(what), "after a message that was refused");
-	if (t - p->window >= SAY_WINDOW) {
-		if (p->unsaid)
-			log_warning("ingest: %llu more peers disconnected mid-message in the last %.0f s, "
-				    "not logged one by one", (unsigned long long)p->unsaid, t - p->window);
-		p->window = t;
-		p->said = 0;
-		p->unsaid = 0;
-	}
-	if (p->said >= SAY_BURST) {
-		p->unsaid++;
+	if (!log_limit_may(&p->drops, t))
 		return;
-	}
-	p->said++;
 	log_warning("ingest: peer %s disconnected %s: a publisher that died or gave up on the connection (a send timeout), or a frame over %u bytes "
 		    "(max_frame plus a header), which ZeroMQ refuses by closing the connection",
 		    e->addr, what, WIRE_MAX_FRAME + WIRE_MAX_HEADER);

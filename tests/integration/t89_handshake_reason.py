@@ -138,6 +138,11 @@ def main():
                       and dt < 2, f"{cmd[0]} given the ingest socket: says so at once ({dt:.1f} s)", err)
             rc, err, dt = cli("status", "-c", cfg)
             check(rc == 0, "and the daemon serves on", err)
+            time.sleep(0.3)   # the CLIs' disconnects reach the daemon's monitor
+            log = plain.log_text()
+            check(log.count("a REQ socket's request: a CLI given listen.ingest") == 2
+                  and "disconnected after a message that was refused" not in log,
+                  "its log says so once a request, not again as a publisher that died", log[-1500:])
         finally:
             plain.stop()
     finally:
