@@ -76,6 +76,17 @@ ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c l
 ifneq ($(CUDA),1)
 ENGINE_SRCS += lib/backend_cuda_none.c
 endif
+# The CPU engine's sort of fp32 and fp64: Highway's vqsort, compiled for
+# AVX2 by clang++ (lib/sort_vq.cc; GCC 12 makes it 7x slower), on x86-64
+# with libhwy-dev; VQSORT=0, or elsewhere, the radix sort alone.
+VQSORT ?= $(if $(and $(filter x86_64,$(shell uname -m)),$(wildcard /usr/include/hwy/contrib/sort/vqsort-inl.h)),1,0)
+VQ_CXX ?= clang++
+ifeq ($(VQSORT),1)
+VQ_OBJS := $(BUILD)/lib/sort_vq.o
+VQ_LIBS := -lhwy_contrib -lhwy
+else
+ENGINE_SRCS += lib/sort_vq_none.c
+endif
 LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
@@ -102,8 +113,8 @@ FUZZ_REPLAY_BINS = $(FUZZ_TARGETS:%=$(BUILD)/tests/test_fuzz_%)
 # The CUDA backend (cuda/*.cu, docs/gpu.md), compiled when nvcc exists.
 CUDA_SRCS := $(wildcard cuda/*.cu)
 
-LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(VQ_OBJS)
+ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(VQ_OBJS)
 ifeq ($(CUDA),1)
 # sm_90 code plus PTX, so that newer GPUs JIT it; cudart is linked statically
 # so that the programs still start, and fall back to the CPU, with no driver.
@@ -144,7 +155,7 @@ deps:
 # change the stamp with the order targets are visited in: that rebuilt
 # everything on every make.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS)
+FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS) VQSORT=$(VQSORT) $(VQ_CXX)
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
@@ -153,6 +164,16 @@ FORCE:
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# Only vqsort's AVX2 code is called (sort_vq.h says why); Highway also
+# compiles its baseline, which it requires. Hidden: nothing of Highway's
+# templates is exported from libwdrift.so, to clash with another copy.
+# DWARF 4: valgrind 3.19 gives up on clang 14's DWARF 5 (check-valgrind).
+$(BUILD)/lib/sort_vq.o: lib/sort_vq.cc $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(VQ_CXX) -std=c++17 -fPIC -MMD -MP -fno-exceptions -fno-rtti -fvisibility=hidden \
+		-fvisibility-inlines-hidden '-DHWY_DISABLED_TARGETS=(HWY_AVX3|HWY_AVX3_DL|HWY_SSSE3|HWY_SSE4)' \
+		-Wall -Wextra -I. -Ilib $(CFLAGS) -gdwarf-4 -c -o $@ $<
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -167,7 +188,7 @@ $(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
 $(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(CUDA_INCDIR)
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) $(VQ_LIBS) -lm
 
 # tests/kernels: the CUDA kernels' bodies (cuda/kernel_bodies.h) run on the
 # CPU by a SIMT emulator, against the CPU engine; plain C++17, no CUDA, so
@@ -184,10 +205,10 @@ $(BUILD)/lab/%: cuda/lab/%.cu cuda/kernels.cuh
 	$(NVCC) $(NVCCFLAGS) -Icuda -o $@ $<
 
 $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
-	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static
+	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static $(VQ_LIBS)
 
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) $(VQ_LIBS) -lm -lpthread
 
 # The CLI includes no daemon header: what it shares with wdriftd is in common/.
 $(BUILD)/client/%.o: ALL_CFLAGS += -Icommon

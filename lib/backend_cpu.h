@@ -4,7 +4,8 @@
  * only dispatcher); these functions only run it on the host, and call
  * nothing in engine.c. Internal; libc only.
  *
- *   prepare_cpu.c  cpu_prepare: classify, radix sort or count 16-bit codes
+ *   prepare_cpu.c  cpu_prepare: classify, sort (sort_vq.h or radix_sort.h)
+ *                  or count 16-bit codes
  *   cpu_par.c      the threads: cpu_parts, cpu_blocks (pool.c below them)
  *   w1.c           cpu_w1: the three W1 kernels
  *   stats.c        cpu_summarize, cpu_pair_stats
@@ -34,11 +35,14 @@ struct cpu_engine {
 	int threads;		/* asked for; 0: the cores available */
 	uint64_t grain;		/* the fewest elements a part gets; 0: CPU_GRAIN */
 	struct wd_pool *pool;	/* started by the first split (cpu_parts) */
+	enum wd_sort sort;	/* fp32 and fp64: vqsort where it can (AUTO), or radix */
 };
 
 /* A part of a split job has this many elements at least, by default. */
 #define CPU_GRAIN (1u << 16)
 
+/* Whether fp32 and fp64 are sorted by vqsort (docs/engine.md, "The sort"). */
+int cpu_sort_vq(const struct cpu_engine *c);
 /* Frees the scratch buffer and joins the threads; c is empty (and usable) again. */
 void cpu_engine_close(struct cpu_engine *c);
 /* Sets the thread count (0: the cores available); the pool restarts when next needed. */

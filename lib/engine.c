@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pool.h"
 #include "prepared.h"
+#include "sort_vq.h"
 
 /* A result queued by wd_w1_async() and computed on the CPU. */
 struct pending {
@@ -77,8 +78,9 @@ static int gpu_node_present(void)
 static void describe_cpu(struct wd_engine *e)
 {
 	int n = cpu_engine_threads(&e->cpu);
-	snprintf(e->desc, sizeof(e->desc), "cpu (exact, %d thread%s%s)%s%.99s", n, n == 1 ? "" : "s",
-		 e->fell_back ? "; fell back after a cuda error" : "",
+	int vq = cpu_sort_vq(&e->cpu);
+	snprintf(e->desc, sizeof(e->desc), "cpu (exact, %d thread%s, %s%s)%s%.99s", n, n == 1 ? "" : "s",
+		 vq ? "vqsort" : "radix sort", e->fell_back ? "; fell back after a cuda error" : "",
 		 e->why[0] ? "; no cuda: " : "", e->why);
 }
 
@@ -133,6 +135,23 @@ int wd_engine_threads(const struct wd_engine *e)
 void wd_engine_set_grain(struct wd_engine *e, uint64_t elements)
 {
 	e->cpu.grain = elements;
+}
+
+int wd_engine_set_sort(struct wd_engine *e, enum wd_sort sort)
+{
+	if (sort != WD_SORT_AUTO && sort != WD_SORT_RADIX && sort != WD_SORT_VQSORT)
+		return -EINVAL;
+	if (sort == WD_SORT_VQSORT && !vq_available())
+		return -ENOTSUP;
+	e->cpu.sort = sort;
+	if (!e->cuda)
+		describe_cpu(e);
+	return 0;
+}
+
+enum wd_sort wd_engine_sort(const struct wd_engine *e)
+{
+	return cpu_sort_vq(&e->cpu) ? WD_SORT_VQSORT : WD_SORT_RADIX;
 }
 
 /* Adds p, just prepared on the device, to the engine's live tensors. */
@@ -636,8 +655,10 @@ static int many_run(struct wd_engine *e, struct many_job *j, void (*fn)(void *, 
 	j->sub = calloc((size_t)parts, sizeof(*j->sub));
 	if (!j->sub)
 		return -ENOMEM;
-	for (int i = 0; i < parts; i++)
+	for (int i = 0; i < parts; i++) {
 		j->sub[i].threads = 1;
+		j->sub[i].sort = e->cpu.sort;
+	}
 	pool_run(parts > 1 ? e->cpu.pool : NULL, parts, fn, j);
 	for (int i = 0; i < parts; i++)
 		cpu_engine_close(&j->sub[i]);

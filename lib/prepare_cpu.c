@@ -1,8 +1,9 @@
 /*
  * prepare_cpu.c: preparing a tensor on the CPU (backend_cpu.h:
  * cpu_prepare). Preparing is where the time goes: one fused pass
- * classifies the values, counts non-finite ones and writes radix keys with
- * their digit histograms; the radix sort then runs three passes (fp32).
+ * classifies the values, counts non-finite ones and writes sort keys;
+ * vqsort sorts them (or the radix sort, in three passes for fp32, from the
+ * digit histograms the same pass counts).
  * 16-bit data, and fp32 data that is upcast bf16, is counted into 65536
  * bins instead. docs/engine.md, "How a tensor is prepared". Depends on
  * libc only; calls nothing in engine.c.
@@ -18,6 +19,7 @@
 #include "pool.h"
 #include "prepared.h"
 #include "radix_sort.h"
+#include "sort_vq.h"
 
 /* Makes sure the scratch buffer holds at least size bytes. */
 static void *cpu_scratch(struct cpu_engine *c, size_t size)
@@ -50,14 +52,21 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 	return result;
 }
 
+int cpu_sort_vq(const struct cpu_engine *c)
+{
+	return c->sort != WD_SORT_RADIX && vq_available();
+}
+
 #define PS_NAME prepare_sorted_f32
 #define PS_(x) x##_f32
 #define PS_BITS uint32_t
 #define PS_EXP 0x7f800000u
 #define PS_MANT 0x7fffffu
 #define PS_KEY key32_from_bits
+#define PS_UNKEY key32_to_bits
 #define PS_DIGITS RADIX32_DIGITS
 #define PS_SORT radix_sort32
+#define PS_VQ vq_sort32
 #define PS_STORE WD_F32
 #include "prepare_sorted_body.h"
 
@@ -67,8 +76,10 @@ static void *cpu_adopt(struct cpu_engine *c, void *mine, size_t mine_size,
 #define PS_EXP 0x7ff0000000000000ull
 #define PS_MANT 0x000fffffffffffffull
 #define PS_KEY key64_from_bits
+#define PS_UNKEY key64_to_bits
 #define PS_DIGITS RADIX64_DIGITS
 #define PS_SORT radix_sort64
+#define PS_VQ vq_sort64
 #define PS_STORE WD_F64
 #include "prepare_sorted_body.h"
 

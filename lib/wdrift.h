@@ -172,6 +172,17 @@ int wd_engine_threads(const struct wd_engine *e);
  * to split tiny tensors at every boundary.
  */
 void wd_engine_set_grain(struct wd_engine *e, uint64_t elements);
+/*
+ * The CPU's sort of fp32 and fp64 values (docs/engine.md, "The sort").
+ * Both give the same bits. AUTO, the default, is Highway's vqsort where
+ * the library was built with it and the CPU has AVX2, and the radix sort
+ * elsewhere. -ENOTSUP for VQSORT where it is not available (nothing
+ * changes), -EINVAL for another value. For benchmarks and tests.
+ */
+enum wd_sort { WD_SORT_AUTO = 0, WD_SORT_RADIX, WD_SORT_VQSORT };
+int wd_engine_set_sort(struct wd_engine *e, enum wd_sort sort);
+/* The sort in effect: WD_SORT_RADIX or WD_SORT_VQSORT. */
+enum wd_sort wd_engine_sort(const struct wd_engine *e);
 
 /*
  * Prepares a tensor for W1: counts its non-finite values and keeps its finite

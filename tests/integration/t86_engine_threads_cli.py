@@ -60,8 +60,9 @@ def main():
                 j = json.loads(r.stdout)
                 eng = j.pop("engine", "")
                 j.pop("timings", None)
-                want = "1 thread)" if t == "1" else f"{t} threads)"
-                check(want in eng, f"--threads {t}: the engine says '{want}'", eng)
+                want = "1 thread, " if t == "1" else f"{t} threads, "
+                check(want in eng and ("vqsort)" in eng or "radix sort)" in eng),
+                      f"--threads {t}: the engine says '{want}' and its sort", eng)
                 outs[t] = json.dumps(j, sort_keys=True)
         check(len(outs) == 3 and outs["1"] == outs["2"] == outs["3"],
               "--threads 1, 2, 3: the same results (W1, stats, pair statistics), to the bit")

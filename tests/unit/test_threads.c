@@ -6,7 +6,9 @@
  * block +-1, the radix sort's line-buffer threshold +-1), with NaN, +-Inf
  * and +-0 among the values, and unequal sizes. The grain is 1, so that
  * even a 2-element tensor is split. Batches (wd_prepare_many,
- * wd_w1_many) against the same calls one at a time.
+ * wd_w1_many) against the same calls one at a time. All of it for both
+ * sorts of fp32 and fp64 (wd_engine_set_sort: radix, and vqsort where the
+ * build and the CPU have it), and the two sorts against each other.
  */
 #include <errno.h>
 #include <sched.h>
@@ -57,14 +59,26 @@ struct result {
 	struct wd_pair_stats ps, ps_prepared;
 };
 
-static struct wd_engine *open_threads(int threads)
+static struct wd_engine *open_sorted(int threads, enum wd_sort sort)
 {
 	struct wd_engine *e;
 	if (wd_engine_open(WD_BACKEND_CPU, &e))
 		return NULL;
 	wd_engine_set_threads(e, threads);
 	wd_engine_set_grain(e, 1);
+	if (wd_engine_set_sort(e, sort))
+		wd_engine_close(&e);
 	return e;
+}
+
+static struct wd_engine *open_threads(int threads)
+{
+	return open_sorted(threads, WD_SORT_AUTO);
+}
+
+static const char *sort_name(enum wd_sort sort)
+{
+	return sort == WD_SORT_RADIX ? "radix" : sort == WD_SORT_VQSORT ? "vqsort" : "auto";
 }
 
 static int measure(struct wd_engine *e, enum wd_dtype t, unsigned flags, const void *a,
@@ -118,7 +132,7 @@ static size_t sizes(size_t *out)
 	return k;
 }
 
-static void test_bit_identical(void)
+static void test_bit_identical(enum wd_sort sort)
 {
 	size_t sz[64], n_sz = sizes(sz);
 	struct wd_engine *e[MAX_THREADS + 1] = { 0 };
@@ -129,8 +143,8 @@ static void test_bit_identical(void)
 	};
 
 	for (int t = 1; t <= MAX_THREADS; t++)
-		if (!(e[t] = open_threads(t))) {
-			CHECK(0, "open an engine with %d threads", t);
+		if (!(e[t] = open_sorted(t, sort))) {
+			CHECK(0, "open an engine with %d threads, %s", t, sort_name(sort));
 			return;
 		}
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
@@ -165,8 +179,9 @@ static void test_bit_identical(void)
 				free(c);
 			}
 		}
-		CHECK(!bad, "%s: %d runs of 2..%d threads over %zu sizes, NaN/Inf/+-0 and unequal "
-		      "sizes: bit-identical to one thread", kinds[k].what, runs, MAX_THREADS, n_sz);
+		CHECK(!bad, "%s, %s: %d runs of 2..%d threads over %zu sizes, NaN/Inf/+-0 and unequal "
+		      "sizes: bit-identical to one thread", kinds[k].what, sort_name(sort), runs,
+		      MAX_THREADS, n_sz);
 	}
 	/* f32 made of bf16 values is counted, not sorted: split, too */
 	{
@@ -183,12 +198,130 @@ static void test_bit_identical(void)
 		for (int t = 2; t <= MAX_THREADS; t++)
 			if (measure(e[t], WD_F32, 0, u, u2, n, u2, n / 2, &many) || diff_field(&one, &many))
 				bad++;
-		CHECK(!bad && !isnan(one.w1), "upcast-bf16 f32: 2..%d threads bit-identical (w1 %.17g)",
-		      MAX_THREADS, one.w1);
+		CHECK(!bad && !isnan(one.w1), "upcast-bf16 f32, %s: 2..%d threads bit-identical (w1 %.17g)",
+		      sort_name(sort), MAX_THREADS, one.w1);
 		free(h); free(h2); free(u); free(u2);
 	}
 	for (int t = 1; t <= MAX_THREADS; t++)
 		wd_engine_close(&e[t]);
+}
+
+/*
+ * Fills x with n values of a shape that stresses the vqsort split: every
+ * value equal (one bucket takes all), every value non-finite (no splitter
+ * from the sample), only -0, +0 and 1 (the minimum's sign must be kept),
+ * two values, or ascending and descending runs.
+ */
+static void shaped(int shape, float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		switch (shape) {
+		case 0: x[i] = 0.25f; break;
+		case 1: x[i] = i % 3 ? NAN : (i % 2 ? INFINITY : -INFINITY); break;
+		case 2: x[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : 1.0f; break;
+		case 3: x[i] = i % 2 ? -1.0f : 1.0f; break;
+		case 4: x[i] = (float)i - (float)n / 2; break;
+		default: x[i] = (float)n - (float)i; break;
+		}
+	}
+}
+
+/*
+ * vqsort gives the radix sort's bits: the same sorted values (W1 between a
+ * tensor prepared by each is 0), summaries, pair statistics and W1, on one
+ * thread and split, on random data, the shapes above, and sizes past the
+ * 2^20 where a real split (grain 65536) deals keys into buckets.
+ */
+static void test_sorts_agree(void)
+{
+	struct wd_engine *radix = open_sorted(1, WD_SORT_RADIX), *vq[3] = { 0 };
+	int threads[3] = { 1, 2, 7 }, bad = 0, runs = 0;
+	size_t sizes_big[] = { 1, 2, 4095, 131073, (1u << 20) + 3 };
+
+	for (int t = 0; t < 3; t++)
+		vq[t] = open_sorted(threads[t], WD_SORT_VQSORT);
+	if (!vq[0]) {
+		CHECK(radix != NULL, "no vqsort in this build or on this CPU: the radix sort alone");
+		wd_engine_close(&radix);
+		return;
+	}
+	wd_engine_set_grain(vq[2], 0);	/* the default grain: only the 2^20 tensor splits */
+	for (size_t k = 0; k < sizeof(sizes_big) / sizeof(sizes_big[0]); k++) {
+		size_t n = sizes_big[k];
+		for (int shape = -2; shape < 6; shape++) {
+			enum wd_dtype t = shape == -1 ? WD_F64 : WD_F32;
+			void *a, *b = make(t, n, 1, 2.0), *c = make(t, n / 3 + 1, 1, 0.5);
+			if (shape < 0)
+				a = make(t, n, 1, 1.0);
+			else
+				shaped(shape, a = malloc(n * sizeof(float) + 4), n);
+			struct result want, got;
+			if (measure(radix, t, WD_PREP_FORCE_SORT, a, b, n, c, n / 3 + 1, &want)) {
+				bad++;
+				continue;
+			}
+			for (int e = 0; e < 3; e++) {
+				struct wd_prepared *pr = NULL, *pv = NULL;
+				struct wd_view v = { t, a, n };
+				double zero = -1;
+				const char *d = measure(vq[e], t, WD_PREP_FORCE_SORT, a, b, n, c, n / 3 + 1, &got)
+					? "an error" : diff_field(&want, &got);
+				if (!d && (wd_prepare(radix, &v, WD_PREP_FORCE_SORT, &pr) ||
+					   wd_prepare(vq[e], &v, WD_PREP_FORCE_SORT, &pv) ||
+					   wd_w1(radix, pr, pv, &zero) || !(zero == 0 || isnan(zero))))
+					d = "the sorted values";
+				wd_prepared_free(&pr);
+				wd_prepared_free(&pv);
+				runs++;
+				if (d) {
+					CHECK(0, "vqsort on %d threads, n=%zu shape %d: %s differs from the radix "
+					      "sort's (w1 %.17g vs %.17g)", threads[e], n, shape, d, got.w1, want.w1);
+					bad++;
+				}
+			}
+			free(a);
+			free(b);
+			free(c);
+		}
+	}
+	CHECK(!bad, "vqsort on 1, 2 and 7 threads gives the radix sort's bits: %d runs, fp32 and "
+	      "fp64, sizes to 2^20 + 3, equal, non-finite, +-0 and ordered inputs", runs);
+	wd_engine_close(&radix);
+	for (int t = 0; t < 3; t++)
+		wd_engine_close(&vq[t]);
+}
+
+static int have_vqsort(void)
+{
+	struct wd_engine *e = open_sorted(1, WD_SORT_VQSORT);
+	int ok = e != NULL;
+	wd_engine_close(&e);
+	return ok;
+}
+
+/* wd_engine_set_sort: what it takes, what it refuses, and what describe says. */
+static void test_sort_choice(void)
+{
+	struct wd_engine *e;
+
+	if (wd_engine_open(WD_BACKEND_CPU, &e)) {
+		CHECK(0, "open an engine");
+		return;
+	}
+	int vq = wd_engine_set_sort(e, WD_SORT_VQSORT);
+	CHECK(vq == 0 || vq == -ENOTSUP, "vqsort asked for: 0 or -ENOTSUP (%d)", vq);
+	CHECK(wd_engine_sort(e) == (vq ? WD_SORT_RADIX : WD_SORT_VQSORT) &&
+	      strstr(wd_engine_describe(e), vq ? "radix sort" : "vqsort"),
+	      "the sort in effect is said: '%s'", wd_engine_describe(e));
+	CHECK(wd_engine_set_sort(e, WD_SORT_RADIX) == 0 && wd_engine_sort(e) == WD_SORT_RADIX &&
+	      strstr(wd_engine_describe(e), "radix sort"), "radix asked for: '%s'",
+	      wd_engine_describe(e));
+	CHECK(wd_engine_set_sort(e, (enum wd_sort)7) == -EINVAL && wd_engine_sort(e) == WD_SORT_RADIX,
+	      "an unknown sort: -EINVAL, and the sort is unchanged");
+	CHECK(wd_engine_set_sort(e, WD_SORT_AUTO) == 0 &&
+	      wd_engine_sort(e) == (vq ? WD_SORT_RADIX : WD_SORT_VQSORT),
+	      "auto: vqsort where it is here, the radix sort elsewhere");
+	wd_engine_close(&e);
 }
 
 /* The default is the cores this process may use, not the host's count. */
@@ -270,7 +403,11 @@ static void test_batches(void)
 int main(void)
 {
 	test_default_threads();
-	test_bit_identical();
+	test_sort_choice();
+	test_bit_identical(WD_SORT_RADIX);
+	if (have_vqsort())
+		test_bit_identical(WD_SORT_VQSORT);
+	test_sorts_agree();
 	test_batches();
 	return tap_done();
 }

@@ -1,0 +1,36 @@
+/*
+ * sort_vq.h: Highway's vqsort of unsigned keys, on its AVX2 code only
+ * (lib/sort_vq.cc; docs/engine.md, "The sort"). Internal.
+ *
+ * The keys are radix_sort.h's order-keeping map of floats, so ascending key
+ * order is the radix sort's order exactly, -0 before +0 included: the
+ * sorted floats have the same bits whichever sort made them.
+ *
+ * Why AVX2 and not whatever the CPU has: on AMD Zen 4, Debian 12's Highway
+ * (1.0.3) would pick AVX-512, whose partition stores with VCOMPRESSPS to
+ * memory, microcoded there: 7x slower than AVX2 on the same machine
+ * (docs/performance.md). The shim compiles vqsort for AVX2 itself and
+ * calls it when the CPU has it, which leaves Highway's process-wide
+ * dispatch alone.
+ */
+#ifndef WD_SORT_VQ_H
+#define WD_SORT_VQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True when vq_sort32 and vq_sort64 sort: built with Highway, and the CPU has AVX2. */
+int vq_available(void);
+/* Sorts n keys ascending in place; 0, or -1 (nothing done) when not vq_available(). */
+int vq_sort32(uint32_t *keys, size_t n);
+int vq_sort64(uint64_t *keys, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
