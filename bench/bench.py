@@ -62,7 +62,14 @@ def scale_f32(args, pa, pb):
         out = subprocess.run([args.wdrift_bench, "f32", pa, pb, str(args.repeats), str(t)],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
-        scaling.append(dict(threads=t, seconds=r["seconds"], w1=r["w1"]))
+        scaling.append(dict(threads=t, seconds=r["seconds"], w1=r["w1"], engine=r["engine"]))
+    # The radix sort beside the default (vqsort where it is here), at 1 and all threads.
+    for t in sorted({1, cores}):
+        out = subprocess.run([args.wdrift_bench, "f32", pa, pb, str(args.repeats), str(t), "radix"],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        scaling[t - 1]["radix"] = r["seconds"]
+        scaling[t - 1]["radix_w1"] = r["w1"]
     peer = None
     if args.vqsort:
         out = subprocess.run([args.vqsort, "--vqsort", pa, pb, str(args.repeats)],
@@ -76,16 +83,20 @@ def print_scaling(scaling, peer, w1):
     one = scaling[0]["seconds"]
     print(f"\nscaling, fp32 2^24 pair (prepare both + W1), threads 1..{len(scaling)} "
           f"(the cores this process may use):")
-    print(f"{'threads':>7} {'s':>8} {'x 1 thread':>10}")
+    print(f"engine: {scaling[-1]['engine']}")
+    print(f"{'threads':>7} {'s':>8} {'x 1 thread':>10} {'radix s':>8} {'radix/this':>10}")
     for r in scaling:
         x = one / r["seconds"]
         goal = ""
         if r["threads"] == 2:
             goal = f"  target >= 1.7x: {'met' if x >= 1.7 else 'MISSED'}"
-        print(f"{r['threads']:7d} {r['seconds']:8.4f} {x:10.2f}{goal}")
-        if r["w1"] != w1:
-            ok = False
-            print(f"  W1 DIFFERS from one thread: {r['w1']!r} against {w1!r}")
+        radix = (f" {r['radix']:8.4f} {r['radix'] / r['seconds']:10.2f}" if "radix" in r
+                 else f" {'':8} {'':10}")
+        print(f"{r['threads']:7d} {r['seconds']:8.4f} {x:10.2f}{radix}{goal}")
+        for key in ("w1", "radix_w1"):
+            if key in r and r[key] != w1:
+                ok = False
+                print(f"  W1 DIFFERS from one thread ({key}): {r[key]!r} against {w1!r}")
     if peer:
         t = scaling[-1]["threads"]
         ideal = peer["seconds"] / t

@@ -10,7 +10,10 @@
  * --vqsort times the peer instead, on one thread: Highway's vqsort of
  * copies of both fp32 tensors, then the |a_i - b_i| pass.
  *
- *   wdrift-bench DTYPE A.raw B.raw [REPEATS [THREADS]]
+ * SORT picks the CPU's sort of fp32 and fp64 (wd_engine_set_sort): auto
+ * (the default), radix or vqsort, so that both are timed in one run.
+ *
+ *   wdrift-bench DTYPE A.raw B.raw [REPEATS [THREADS [SORT]]]
  *   wdrift-bench-vqsort --vqsort A.raw B.raw [REPEATS]
  */
 #include <stdio.h>
@@ -99,8 +102,13 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "--vqsort"))
 		return vqsort_main(argc, argv);
 #endif
-	if (argc < 4 || wd_dtype_parse(argv[1], &t) || reps < 1 || reps > 64 || threads < 0) {
-		fprintf(stderr, "usage: wdrift-bench f32|f64|f16|bf16 A.raw B.raw [REPEATS<=64 [THREADS]]\n");
+	const char *sort = argc > 6 ? argv[6] : "auto";
+	enum wd_sort how = !strcmp(sort, "radix") ? WD_SORT_RADIX
+			 : !strcmp(sort, "vqsort") ? WD_SORT_VQSORT : WD_SORT_AUTO;
+	if (argc < 4 || wd_dtype_parse(argv[1], &t) || reps < 1 || reps > 64 || threads < 0 ||
+	    (how == WD_SORT_AUTO && strcmp(sort, "auto"))) {
+		fprintf(stderr, "usage: wdrift-bench f32|f64|f16|bf16 A.raw B.raw "
+			"[REPEATS<=64 [THREADS [auto|radix|vqsort]]]\n");
 		return 2;
 	}
 	void *a = slurp(argv[2], &sa), *b = slurp(argv[3], &sb);
@@ -111,6 +119,10 @@ int main(int argc, char **argv)
 	if (wd_engine_open(WD_BACKEND_CPU, &e))
 		return 1;
 	wd_engine_set_threads(e, threads);
+	if (wd_engine_set_sort(e, how)) {
+		fprintf(stderr, "wdrift-bench: no %s sort in this build or on this CPU\n", sort);
+		return 1;
+	}
 	struct wd_view va = { t, a, sa / wd_dtype_size(t) }, vb = { t, b, sb / wd_dtype_size(t) };
 	for (int r = 0; r < reps; r++) {
 		struct wd_prepared *pa, *pb;
