@@ -79,8 +79,8 @@ endif
 # The CPU engine's sort of fp32 and fp64: Highway's vqsort, compiled for
 # AVX2 by clang++ (lib/sort_vq.cc; GCC 12 makes it 7x slower), on x86-64
 # with libhwy-dev; VQSORT=0, or elsewhere, the radix sort alone.
-VQSORT ?= $(if $(and $(filter x86_64,$(shell uname -m)),$(wildcard /usr/include/hwy/contrib/sort/vqsort-inl.h)),1,0)
 VQ_CXX ?= clang++
+VQSORT ?= $(if $(and $(filter x86_64,$(shell uname -m)),$(wildcard /usr/include/hwy/contrib/sort/vqsort-inl.h),$(shell command -v $(VQ_CXX))),1,0)
 ifeq ($(VQSORT),1)
 VQ_OBJS := $(BUILD)/lib/sort_vq.o
 VQ_LIBS := -lhwy_contrib -lhwy
@@ -258,6 +258,8 @@ $(BUILD)/wdrift-bench-snapshot: $(BUILD)/bench/bench_snapshot.o $(BUILD)/libwdri
 $(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
+# test_threads asserts that a build with vqsort has it on a CPU with AVX2.
+$(BUILD)/tests/unit/test_threads.o: ALL_CFLAGS += -DWD_VQSORT=$(VQSORT)
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
@@ -342,7 +344,7 @@ fuzz: deps
 			echo "fuzz: $$t: failed (exit $$rc): $(FUZZ_BUILD)/fuzz-$$t.log, $(FUZZ_BUILD)/crash-$$t/"; exit 1; fi; \
 	done
 $(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) -lm
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) $(VQ_LIBS) -lm
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps

@@ -43,6 +43,8 @@ struct cpu_engine {
 
 /* Whether fp32 and fp64 are sorted by vqsort (docs/engine.md, "The sort"). */
 int cpu_sort_vq(const struct cpu_engine *c);
+/* Whether a tensor of n values with keys of key_size bytes is: not mid-size fp32 on AUTO. */
+int cpu_sort_vq_for(const struct cpu_engine *c, uint64_t n, size_t key_size);
 /* Frees the scratch buffer and joins the threads; c is empty (and usable) again. */
 void cpu_engine_close(struct cpu_engine *c);
 /* Sets the thread count (0: the cores available); the pool restarts when next needed. */

@@ -57,6 +57,24 @@ int cpu_sort_vq(const struct cpu_engine *c)
 	return c->sort != WD_SORT_RADIX && vq_available();
 }
 
+/*
+ * fp32 tensors of 16 Ki to 128 Ki elements go to the radix sort unless
+ * vqsort was asked for: there its passes run in L2 without the line
+ * buffers, and it was 1.2-1.6x faster than vqsort on one thread
+ * (docs/performance.md); below and above, and for fp64 at every size,
+ * vqsort was the faster. Either gives the same bits.
+ */
+#define VQ_RADIX32_FROM (1u << 14)
+#define VQ_RADIX32_TO (1u << 17)
+
+int cpu_sort_vq_for(const struct cpu_engine *c, uint64_t n, size_t key_size)
+{
+	if (!cpu_sort_vq(c))
+		return 0;
+	return c->sort == WD_SORT_VQSORT || key_size != 4 || n <= VQ_RADIX32_FROM ||
+	       n >= VQ_RADIX32_TO;
+}
+
 #define PS_NAME prepare_sorted_f32
 #define PS_(x) x##_f32
 #define PS_BITS uint32_t

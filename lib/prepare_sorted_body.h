@@ -94,6 +94,7 @@ struct PS_(vq_job) {
 	unsigned width;			/* splitters rounded up to a power of two */
 	const PS_BITS *split;		/* width - 1 of them, ascending; ~0 pads */
 	uint64_t *at;			/* [part * parts + bucket]: counts, then offsets */
+	uint64_t *end;			/* the same: where each part's share of a bucket ends */
 	uint64_t *bucket;		/* parts + 1: bucket b is [bucket[b], bucket[b + 1]) */
 	struct wd_nonfinite *nf;	/* per part */
 	int failed;			/* a part had no memory */
@@ -174,24 +175,35 @@ static void PS_(vq_deal_part)(void *ctx, int i, int parts)
 				keys[k++] = PS_KEY(j->src[x]);
 		at[0] = k;
 	} else if (parts == 2) {	/* both ends in registers: no chain through at[] */
+		const uint64_t *end = j->end + (size_t)i * parts;
 		PS_BITS s = j->split[0], *lo = keys + at[0], *hi = keys + at[1];
+		uintptr_t lo_end = (uintptr_t)(keys + end[0]), hi_end = (uintptr_t)(keys + end[1]);
 		for (uint64_t x = from; x < to; x++) {
 			PS_BITS u = j->src[x];
 			if (!PS_(nonfinite)(u, &nf)) {
 				PS_BITS key = PS_KEY(u);
-				uintptr_t up = key >= s;
+				uintptr_t up = key >= s, mask = -up;
 				/* a select, not a branch: the bucket is a coin toss */
-				*(PS_BITS *)((uintptr_t)lo + (((uintptr_t)hi - (uintptr_t)lo) & -up)) = key;
+				uintptr_t dst = (uintptr_t)lo + (((uintptr_t)hi - (uintptr_t)lo) & mask);
+				if (dst == lo_end + ((hi_end - lo_end) & mask))
+					break;	/* more than counted: the input changed */
+				*(PS_BITS *)dst = key;
 				hi += up;
 				lo += 1 - up;
 			}
 		}
+		at[0] = (uint64_t)(lo - keys);
+		at[1] = (uint64_t)(hi - keys);
 	} else {
+		const uint64_t *end = j->end + (size_t)i * parts;
 		for (uint64_t x = from; x < to; x++) {
 			PS_BITS u = j->src[x];
 			if (!PS_(nonfinite)(u, &nf)) {
 				PS_BITS key = PS_KEY(u);
-				keys[at[PS_(vq_bucket)(j, key)]++] = key;
+				unsigned b = PS_(vq_bucket)(j, key);
+				if (at[b] == end[b])
+					break;	/* more than counted: the input changed */
+				keys[at[b]++] = key;
 			}
 		}
 	}
@@ -247,6 +259,13 @@ static int PS_(vq_splitters)(struct PS_(vq_job) *j, PS_BITS *split)
 	return 0;
 }
 
+/*
+ * Sorts with vqsort: 0, -ENOMEM, or -EAGAIN when the input changed between
+ * the count and the deal (a buffer shared with another process or thread),
+ * so that the two passes disagree: nothing is written past a part's
+ * share, and the caller sorts again with the radix sort, which reads each
+ * value once.
+ */
 static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 			   struct wd_prepared *p)
 {
@@ -254,6 +273,7 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	unsigned width = 1;
 	PS_BITS *keys = bigbuf_alloc(n * sizeof(PS_BITS) + sizeof(PS_BITS));
 	uint64_t *at = calloc((size_t)parts * (size_t)parts, sizeof(*at));
+	uint64_t *end = calloc((size_t)parts * (size_t)parts, sizeof(*end));
 	uint64_t *bucket = calloc((size_t)parts + 1, sizeof(*bucket));
 	struct wd_nonfinite *nf = calloc((size_t)parts, sizeof(*nf));
 	PS_BITS *split = NULL;
@@ -262,8 +282,8 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	while (width < (unsigned)parts)
 		width *= 2;
 	split = malloc(width * sizeof(*split));
-	if (keys && at && bucket && nf && split) {
-		struct PS_(vq_job) j = { src, keys, n, parts, width, split, at, bucket, nf, 0, 0 };
+	if (keys && at && end && bucket && nf && split) {
+		struct PS_(vq_job) j = { src, keys, n, parts, width, split, at, end, bucket, nf, 0, 0 };
 		struct wd_pool *pool = parts > 1 ? c->pool : NULL;
 		uint64_t total = 0;
 
@@ -276,9 +296,11 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 			for (int b = 0; b < parts; b++) {
 				bucket[b] = total;
 				for (int i = 0; i < parts; i++) {
-					uint64_t count = at[(size_t)i * parts + b];
-					at[(size_t)i * parts + b] = total;
+					size_t ib = (size_t)i * parts + b;
+					uint64_t count = at[ib];
+					at[ib] = total;
 					total += count;
+					end[ib] = total;
 				}
 			}
 		}
@@ -286,6 +308,12 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 			pool_run(pool, parts, PS_(vq_deal_part), &j);
 			if (parts == 1)
 				total = at[0];
+			/* every share filled to its end, or the input changed */
+			for (size_t ib = 0; parts > 1 && ib < (size_t)parts * parts; ib++)
+				if (at[ib] != end[ib])
+					r = -EAGAIN;
+		}
+		if (!r) {
 			bucket[parts] = total;
 			pool_run(pool, parts, PS_(vq_sort_part), &j);
 			r = j.sort_failed ? -ENOTSUP : 0;
@@ -295,9 +323,11 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 			p->nonfinite.posinf += nf[i].posinf;
 			p->nonfinite.neginf += nf[i].neginf;
 		}
-		p->n_finite = total;
+		if (!r)
+			p->n_finite = total;
 	}
 	free(at);
+	free(end);
 	free(bucket);
 	free(nf);
 	free(split);
@@ -310,12 +340,9 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	return 0;
 }
 
-static int PS_NAME(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
-		   struct wd_prepared *p)
+static int PS_(prepare_radix)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
+			      struct wd_prepared *p)
 {
-	if (cpu_sort_vq(c))
-		return PS_(prepare_vq)(c, src, n, p);
-
 	int parts = cpu_parts(c, n);
 	uint64_t (*hist)[RADIX_BUCKETS] = calloc((size_t)parts * PS_DIGITS, sizeof(*hist));
 	size_t *start = malloc(((size_t)parts + 1) * sizeof(*start));
@@ -356,6 +383,17 @@ static int PS_NAME(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	p->n_finite = total;
 	p->store = PS_STORE;
 	return 0;
+}
+
+static int PS_NAME(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
+		   struct wd_prepared *p)
+{
+	if (cpu_sort_vq_for(c, n, sizeof(PS_BITS))) {
+		int r = PS_(prepare_vq)(c, src, n, p);
+		if (r != -EAGAIN)
+			return r;
+	}
+	return PS_(prepare_radix)(c, src, n, p);
 }
 
 #undef PS_NAME

@@ -24,8 +24,15 @@ template <typename T> static void SortAscending(T *keys, size_t n)
 	using Order = detail::SharedTraits<detail::TraitsLane<detail::OrderAscending<T>>>;
 	if (n < 2)	// Sort asserts num != 0 (debug and sanitizer builds); 1 is sorted
 		return;
-	// No buffer: on fixed-width targets vqsort keeps its own on the stack.
+#if HWY_MAJOR == 1 && HWY_MINOR == 0 && HWY_PATCH <= 4
+	// Up to 1.0.4, vqsort uses a buffer of its own on the stack on
+	// fixed-width targets, whatever is passed.
 	Sort(SortTag<T>(), Order(), keys, n, static_cast<T *>(nullptr));
+#else
+	// From 1.0.5 the five-argument Sort needs a real buffer; the
+	// four-argument one keeps its own (not built here: Debian 12 has 1.0.3).
+	Sort(SortTag<T>(), Order(), keys, n);
+#endif
 }
 
 void Sort32(uint32_t *keys, size_t n)
@@ -50,9 +57,18 @@ HWY_AFTER_NAMESPACE();
 #error "sort_vq.cc is for x86-64 with AVX2 among Highway's targets: elsewhere, make VQSORT=0"
 #endif
 
+// Asked once: Highway 1.0.3 runs CPUID at every SupportedTargets() call,
+// which a VM traps (15 us each, more than a small tensor's whole sort).
 extern "C" int vq_available(void)
 {
-	return (hwy::SupportedTargets() & HWY_AVX2) != 0;
+	static int have = -1;
+	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+
+	if (h < 0) {
+		h = (hwy::SupportedTargets() & HWY_AVX2) != 0;
+		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
+	}
+	return h;
 }
 
 extern "C" int vq_sort32(uint32_t *keys, size_t n)

@@ -23,11 +23,17 @@
 extern "C" {
 #endif
 
-/* True when vq_sort32 and vq_sort64 sort: built with Highway, and the CPU has AVX2. */
-int vq_available(void);
+/* Internal to libwdrift.so, whichever file defines them. */
+#define VQ_HIDDEN __attribute__((visibility("hidden")))
+
+/*
+ * True when vq_sort32 and vq_sort64 sort: built with Highway, and the CPU
+ * has AVX2. Asked once, so that it cannot change during a prepare.
+ */
+VQ_HIDDEN int vq_available(void);
 /* Sorts n keys ascending in place; 0, or -1 (nothing done) when not vq_available(). */
-int vq_sort32(uint32_t *keys, size_t n);
-int vq_sort64(uint64_t *keys, size_t n);
+VQ_HIDDEN int vq_sort32(uint32_t *keys, size_t n);
+VQ_HIDDEN int vq_sort64(uint64_t *keys, size_t n);
 
 #ifdef __cplusplus
 }

@@ -175,8 +175,9 @@ void wd_engine_set_grain(struct wd_engine *e, uint64_t elements);
 /*
  * The CPU's sort of fp32 and fp64 values (docs/engine.md, "The sort").
  * Both give the same bits. AUTO, the default, is Highway's vqsort where
- * the library was built with it and the CPU has AVX2, and the radix sort
- * elsewhere. -ENOTSUP for VQSORT where it is not available (nothing
+ * the library was built with it and the CPU has AVX2 (but the radix sort
+ * for fp32 tensors of 16 Ki to 128 Ki elements, where it is faster), and
+ * the radix sort elsewhere. -ENOTSUP for VQSORT where it is not available (nothing
  * changes), -EINVAL for another value. For benchmarks and tests.
  */
 enum wd_sort { WD_SORT_AUTO = 0, WD_SORT_RADIX, WD_SORT_VQSORT };
