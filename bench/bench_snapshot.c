@@ -109,10 +109,14 @@ int main(int argc, char **argv)
 	double t_job[MAX_REPEATS], t_copy[MAX_REPEATS];
 	struct wd_engine *e = NULL;
 
+	const char *sort = argc > 4 ? argv[4] : "auto";
+	enum wd_sort how = !strcmp(sort, "radix") ? WD_SORT_RADIX
+			 : !strcmp(sort, "vqsort") ? WD_SORT_VQSORT : WD_SORT_AUTO;
 	if (argc < 2 || wd_dtype_parse(argv[1], &dt) < 0 || (dt != WD_BF16 && dt != WD_F32) ||
-	    repeats < 1 || repeats > MAX_REPEATS || threads < 0) {
-		fprintf(stderr, "usage: wdrift-bench-snapshot bf16|f32 [THREADS [REPEATS<=%d]]\n",
-			MAX_REPEATS);
+	    repeats < 1 || repeats > MAX_REPEATS || threads < 0 ||
+	    (how == WD_SORT_AUTO && strcmp(sort, "auto"))) {
+		fprintf(stderr, "usage: wdrift-bench-snapshot bf16|f32 [THREADS [REPEATS<=%d "
+			"[auto|radix|vqsort]]]\n", MAX_REPEATS);
 		return 2;
 	}
 	size_t n = shapes(numel);
@@ -125,6 +129,10 @@ int main(int argc, char **argv)
 	if (wd_engine_open(WD_BACKEND_CPU, &e) < 0)
 		return 1;
 	wd_engine_set_threads(e, threads);
+	if (wd_engine_set_sort(e, how) < 0) {
+		fprintf(stderr, "wdrift-bench-snapshot: no %s sort in this build or on this CPU\n", sort);
+		return 1;
+	}
 	if (wd_prepare_many(e, views[0], n, 0, base) < 0)
 		return 1;
 
