@@ -572,7 +572,7 @@ int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
  * one thread beside others, as the daemon's compute workers run them
  * (daemon/compare.c). A split of such a tensor costs more than it saves:
  * on a Llama-shaped fp32 snapshot (make bench-snapshot) 2 threads went
- * from 0.83x to 1.22x one thread's tensors/s when the tensors under 2^20
+ * from 0.85x to 1.22x one thread's tensors/s when the tensors under 2^20
  * that could be split (threads x 65536 elements and more) were no longer.
  * Capped, so that the tensors in flight at once (each with its key and
  * scratch buffers, on every thread) stay small.
