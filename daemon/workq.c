@@ -171,6 +171,13 @@ void workq_finish(struct workq *q, struct workq_item *item)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&q->lock);
+	/*
+	 * No longer in progress: once it is ready the main thread may take and
+	 * free it before the worker returns from work(), and workq_find would
+	 * then read it as q->current.
+	 */
+	if (q->current == item)
+		q->current = NULL;
 	append(&q->ready, &q->ready_tail, item);
 	q->n_ready++;
 	if (write(q->efd, &one, sizeof(one)) < 0)

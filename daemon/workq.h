@@ -69,7 +69,11 @@ void workq_remove_if(struct workq *q, int (*drop_if)(struct workq_item *job, voi
 void workq_remove_ready_if(struct workq *q, int (*drop_if)(struct workq_item *item, void *ctx),
 			   void *ctx);
 
-/* From the worker (or the main thread): item goes to the main thread; the eventfd wakes it. */
+/*
+ * From the worker (or the main thread): item goes to the main thread, and
+ * is no longer the job in progress (workq_find); the eventfd wakes it.
+ * The main thread may free it at once: the worker must not touch it after.
+ */
 void workq_finish(struct workq *q, struct workq_item *item);
 /* Readable when finished items wait: put it in the poll set. */
 int workq_fd(const struct workq *q);

@@ -4,7 +4,8 @@
  * finishes comes back in order through workq_take, with the eventfd
  * readable meanwhile; workq_call goes before what is queued and returns
  * once done; workq_find sees queued, running and finished items; the
- * counts say what is where; stop finishes or drops what is queued.
+ * counts say what is where; stop finishes or drops what is queued; a job
+ * finished and taken is no longer seen as in progress.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -203,9 +204,64 @@ static void test_stop(void)
 	      "stop finishing the queue: all 3 run, then their results are dropped untaken");
 }
 
+/*
+ * A job the worker has finished but not yet returned from: taken by the
+ * main thread, it is the main thread's (the daemon frees it at once), so
+ * workq_find must not look at it as the job in progress any more. The
+ * daemon's query queue freed a drift reply's job so and then read it
+ * (heap-use-after-free in same_query under make check-asan, t85).
+ */
+static pthread_mutex_t linger_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t linger_cond = PTHREAD_COND_INITIALIZER;
+static int linger_done;
+static const struct workq_item *taken;
+static int saw_taken;
+
+static void work_then_linger(struct workq *q, struct workq_item *item, void *ctx)
+{
+	(void)ctx;
+	workq_finish(q, item);
+	pthread_mutex_lock(&linger_lock);
+	while (!linger_done)
+		pthread_cond_wait(&linger_cond, &linger_lock);
+	pthread_mutex_unlock(&linger_lock);
+}
+
+static int spot_taken(struct workq_item *item, void *ctx)
+{
+	(void)ctx;
+	if (item == taken)
+		saw_taken = 1;
+	return 0;
+}
+
+static void test_finished_is_not_current(void)
+{
+	struct workq q;
+	struct job *j = job_new(7);
+
+	if (workq_start(&q, "linger", work_then_linger, NULL) < 0) {
+		CHECK(0, "start a worker");
+		return;
+	}
+	workq_push(&q, &j->item);
+	CHECK(readable(workq_fd(&q), 5000), "the job is finished while its worker lingers");
+	taken = workq_take(&q);
+	CHECK(taken == &j->item, "and taken by the main thread");
+	workq_find(&q, spot_taken, NULL);
+	CHECK(!saw_taken, "find no longer sees the taken job as the one in progress");
+	free(j);
+	pthread_mutex_lock(&linger_lock);
+	linger_done = 1;
+	pthread_cond_broadcast(&linger_cond);
+	pthread_mutex_unlock(&linger_lock);
+	workq_stop(&q, 1, NULL, NULL);
+}
+
 int main(void)
 {
 	test_order();
 	test_stop();
+	test_finished_is_not_current();
 	return tap_done();
 }
