@@ -126,12 +126,6 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 /* --- the workers --- */
 
 /*
- * Tensors of at least this many elements are compared one at a time with
- * all the engine's threads; smaller ones one to a worker, as
- * wd_prepare_many splits a batch.
- */
-#define COMPARE_LARGE ((uint64_t)1 << 20)
-/*
  * What one worker may hold at once: a small tensor of each side, raw and
  * prepared (fp64: 4 x 8 MiB), with room to spare. memory.budget / this
  * bounds the workers.
@@ -259,7 +253,8 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 
 static int is_large(const struct step *st, size_t t)
 {
-	return wd_ckpt_entry(st->in->base, t)->numel >= COMPARE_LARGE;
+	/* compared one at a time with all the engine's threads; smaller ones one to a worker */
+	return wd_ckpt_entry(st->in->base, t)->numel >= WD_BATCH_SPLIT_MIN;
 }
 
 /* A worker: small tensors, whichever is next, until none is left. */

@@ -568,20 +568,18 @@ int wd_pair_stats_prepared(struct wd_engine *e, const struct wd_prepared *a,
 /* --- Batches: many tensors at once (docs/engine.md, "Threads") --- */
 
 /*
- * A tensor of at most this many elements is "small" in a batch: it runs on
- * one thread beside others, as the daemon's compute workers run them
- * (daemon/compare.c). A split of such a tensor costs more than it saves:
- * on a Llama-shaped fp32 snapshot (make bench-snapshot) 2 threads went
- * from 0.85x to 1.22x one thread's tensors/s when the tensors under 2^20
- * that could be split (threads x 65536 elements and more) were no longer.
- * Capped, so that the tensors in flight at once (each with its key and
- * scratch buffers, on every thread) stay small.
+ * A tensor under WD_BATCH_SPLIT_MIN is "small" in a batch: it runs on one
+ * thread beside others, as the daemon's compute workers run them. A split
+ * of such a tensor costs more than it saves: on a Llama-shaped fp32
+ * snapshot (make bench-snapshot) 2 threads went from 0.85x to 1.22x one
+ * thread's tensors/s when the tensors under 2^20 that could be split
+ * (threads x 65536 elements and more) were no longer. Capped, so that the
+ * tensors in flight at once (each with its key and scratch buffers, on
+ * every thread) stay small.
  */
-#define MANY_SMALL_MAX (1u << 20)
-
 static int many_small(const struct wd_engine *e, uint64_t numel)
 {
-	return cpu_engine_threads(&e->cpu) > 1 && numel <= MANY_SMALL_MAX;
+	return cpu_engine_threads(&e->cpu) > 1 && numel < WD_BATCH_SPLIT_MIN;
 }
 
 /* wd_prepare on the CPU side c, for a batch's thread. */

@@ -41,10 +41,15 @@ static inline uint64_t PS_(slice)(uint64_t n, int i, int parts)
 	return (uint64_t)((unsigned __int128)n * (unsigned)i / (unsigned)parts);
 }
 
+static inline int PS_(finite)(PS_BITS u)
+{
+	return (u & PS_EXP) != PS_EXP;
+}
+
 /* Counts u in nf and says so when it is NaN or +-Inf. */
 static inline int PS_(nonfinite)(PS_BITS u, struct wd_nonfinite *nf)
 {
-	if ((u & PS_EXP) != PS_EXP)
+	if (PS_(finite)(u))
 		return 0;
 	if (u & PS_MANT)
 		nf->nan++;
@@ -137,7 +142,7 @@ static void PS_(vq_count_part)(void *ctx, int i, int parts)
 		uint64_t finite = 0, upper = 0;
 		for (uint64_t x = from; x < to; x++) {
 			PS_BITS u = src[x];
-			int f = (u & PS_EXP) != PS_EXP;
+			int f = PS_(finite)(u);
 			finite += f;
 			upper += f & (PS_KEY(u) >= s);
 		}
@@ -152,7 +157,7 @@ static void PS_(vq_count_part)(void *ctx, int i, int parts)
 	}
 	for (uint64_t x = from; x < to; x++) {
 		PS_BITS u = src[x];
-		if ((u & PS_EXP) != PS_EXP)
+		if (PS_(finite)(u))
 			sub[(x & 3) * (size_t)parts + PS_(vq_bucket)(j, PS_KEY(u))]++;
 	}
 	for (int b = 0; b < parts; b++)
@@ -247,7 +252,7 @@ static int PS_(vq_splitters)(struct PS_(vq_job) *j, PS_BITS *split)
 		return -ENOMEM;
 	for (uint64_t x = 0; x < want; x++) {
 		PS_BITS u = j->src[(uint64_t)((unsigned __int128)j->n * x / want)];
-		if ((u & PS_EXP) != PS_EXP)
+		if (PS_(finite)(u))
 			s[m++] = PS_KEY(u);
 	}
 	for (unsigned b = 0; b + 1 < j->width; b++)

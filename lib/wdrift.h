@@ -173,6 +173,13 @@ int wd_engine_threads(const struct wd_engine *e);
  */
 void wd_engine_set_grain(struct wd_engine *e, uint64_t elements);
 /*
+ * In a batch (wd_prepare_many, wd_w1_many, and the daemon's compute
+ * workers), a tensor of at least this many elements is done with all the
+ * engine's threads; smaller ones run one per thread, side by side, where
+ * a split would cost more than it saves (docs/engine.md, "Batches").
+ */
+#define WD_BATCH_SPLIT_MIN ((uint64_t)1 << 20)
+/*
  * The CPU's sort of fp32 and fp64 values (docs/engine.md, "The sort").
  * Both give the same bits. AUTO, the default, is Highway's vqsort where
  * the library was built with it and the CPU has AVX2 (but the radix sort
