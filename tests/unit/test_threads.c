@@ -30,6 +30,15 @@
 #define BLOCK 4096
 #define MAX_THREADS 8
 
+/*
+ * Under valgrind (WDRIFT_VALGRIND set, make check-valgrind) every path
+ * still runs, on fewer threads (1 to 3), the 2^20 sizes left out and
+ * fewer rounds of the changing input: the whole matrix there took 35
+ * minutes of CI. Natively and under ASan it runs whole.
+ */
+static int small;
+static int max_threads = MAX_THREADS;
+
 /* n values of dtype t: normal, with NaN, +-Inf and +-0 sprinkled in when special. */
 static void *make(enum wd_dtype t, size_t n, int special, double scale)
 {
@@ -126,14 +135,14 @@ static const char *diff_field(const struct result *x, const struct result *y)
 	return NULL;
 }
 
-/* The sizes around every split point for up to MAX_THREADS threads. */
+/* The sizes around every split point for up to max_threads threads. */
 static size_t sizes(size_t *out)
 {
 	size_t k = 0;
 	size_t fixed[] = { 0, 1, 2, 3, 7, BLOCK - 1, BLOCK, BLOCK + 1, 131071, 131072, 131073 };
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		out[k++] = fixed[i];
-	for (size_t t = 2; t <= MAX_THREADS; t++) {
+	for (size_t t = 2; t <= (size_t)max_threads; t++) {
 		out[k++] = t * BLOCK - 1;
 		out[k++] = t * BLOCK + 1;
 	}
@@ -150,7 +159,7 @@ static void test_bit_identical(enum wd_sort sort)
 		{ WD_BF16, WD_PREP_FORCE_SORT, "bf16 sorted" },
 	};
 
-	for (int t = 1; t <= MAX_THREADS; t++)
+	for (int t = 1; t <= max_threads; t++)
 		if (!(e[t] = open_sorted(t, sort))) {
 			CHECK(0, "open an engine with %d threads, %s", t, sort_name(sort));
 			return;
@@ -168,7 +177,7 @@ static void test_bit_identical(enum wd_sort sort)
 					CHECK(0, "%s n=%zu: one thread failed", kinds[k].what, n);
 					bad++;
 				}
-				for (int t = 2; t <= MAX_THREADS && !bad; t++) {
+				for (int t = 2; t <= max_threads && !bad; t++) {
 					const char *d = NULL;
 					runs++;
 					if (measure(e[t], kinds[k].t, kinds[k].flags, a, b, n, c, m, &many))
@@ -189,7 +198,7 @@ static void test_bit_identical(enum wd_sort sort)
 		}
 		CHECK(!bad, "%s, %s: %d runs of 2..%d threads over %zu sizes, NaN/Inf/+-0 and unequal "
 		      "sizes: bit-identical to one thread", kinds[k].what, sort_name(sort), runs,
-		      MAX_THREADS, n_sz);
+		      max_threads, n_sz);
 	}
 	/* f32 made of bf16 values is counted, not sorted: split, too */
 	{
@@ -203,14 +212,14 @@ static void test_bit_identical(enum wd_sort sort)
 			u2[i] = (uint32_t)h2[i] << 16;
 		}
 		measure(e[1], WD_F32, 0, u, u2, n, u2, n / 2, &one);
-		for (int t = 2; t <= MAX_THREADS; t++)
+		for (int t = 2; t <= max_threads; t++)
 			if (measure(e[t], WD_F32, 0, u, u2, n, u2, n / 2, &many) || diff_field(&one, &many))
 				bad++;
 		CHECK(!bad && !isnan(one.w1), "upcast-bf16 f32, %s: 2..%d threads bit-identical (w1 %.17g)",
-		      sort_name(sort), MAX_THREADS, one.w1);
+		      sort_name(sort), max_threads, one.w1);
 		free(h); free(h2); free(u); free(u2);
 	}
-	for (int t = 1; t <= MAX_THREADS; t++)
+	for (int t = 1; t <= max_threads; t++)
 		wd_engine_close(&e[t]);
 }
 
@@ -264,6 +273,7 @@ static void test_sorts_agree(void)
 	struct wd_engine *radix = open_sorted(1, WD_SORT_RADIX), *vq[3] = { 0 };
 	int threads[3] = { 1, 2, 7 }, bad = 0, runs = 0;
 	size_t sizes_big[] = { 1, 2, 4095, 131073, (1u << 20) + 3 };
+	size_t n_big = sizeof(sizes_big) / sizeof(sizes_big[0]) - (small ? 1 : 0);
 
 	for (int t = 0; t < 3; t++)
 		vq[t] = open_sorted(threads[t], WD_SORT_VQSORT);
@@ -273,7 +283,7 @@ static void test_sorts_agree(void)
 		return;
 	}
 	wd_engine_set_grain(vq[2], 0);	/* the default grain: only the 2^20 tensor splits */
-	for (size_t k = 0; k < sizeof(sizes_big) / sizeof(sizes_big[0]); k++)
+	for (size_t k = 0; k < n_big; k++)
 	for (int f64 = 0; f64 <= 1; f64++) {
 		size_t n = sizes_big[k];
 		for (int shape = -1; shape < 6; shape++) {
@@ -309,8 +319,8 @@ static void test_sorts_agree(void)
 		}
 	}
 	CHECK(!bad, "vqsort on 1, 2 and 7 threads gives the radix sort's bits (the sorted values "
-	      "as bytes, W1, summaries, pair statistics): %d runs, fp32 and fp64, sizes to 2^20 + 3, "
-	      "equal, non-finite, +-0 and ordered inputs", runs);
+	      "as bytes, W1, summaries, pair statistics): %d runs, fp32 and fp64, sizes to %zu, "
+	      "equal, non-finite, +-0 and ordered inputs", runs, sizes_big[n_big - 1]);
 	wd_engine_close(&radix);
 	for (int t = 0; t < 3; t++)
 		wd_engine_close(&vq[t]);
@@ -368,7 +378,7 @@ static void test_input_changing(void)
 		CHECK(0, "start the flipping thread");
 		return;
 	}
-	for (; rounds < 100; rounds++) {
+	for (; rounds < (small ? 10 : 100); rounds++) {
 		struct wd_prepared *p = NULL;
 		struct wd_view v = { WD_F32, f.u, f.n };
 		if (wd_prepare(e, &v, WD_PREP_FORCE_SORT, &p) || p->n_finite != f.n)
@@ -491,6 +501,8 @@ static void test_batches(void)
 
 int main(void)
 {
+	small = getenv("WDRIFT_VALGRIND") != NULL;
+	max_threads = small ? 3 : MAX_THREADS;
 	test_default_threads();
 	test_sort_choice();
 	test_bit_identical(WD_SORT_RADIX);
