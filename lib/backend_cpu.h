@@ -45,6 +45,12 @@ struct cpu_engine {
 int cpu_sort_vq(const struct cpu_engine *c);
 /* Whether a tensor of n values with keys of key_size bytes is: not mid-size fp32 on AUTO. */
 int cpu_sort_vq_for(const struct cpu_engine *c, uint64_t n, size_t key_size);
+/*
+ * Whether preparing v on one thread needs no memory but its result: 16-bit
+ * counts, or vqsort's in-place sort of the keys (the radix sort takes a
+ * scratch buffer of the keys' size besides).
+ */
+int cpu_prepare_in_result(const struct cpu_engine *c, const struct wd_view *v, unsigned flags);
 /* Frees the scratch buffer and joins the threads; c is empty (and usable) again. */
 void cpu_engine_close(struct cpu_engine *c);
 /* Sets the thread count (0: the cores available); the pool restarts when next needed. */

@@ -582,6 +582,24 @@ static int many_small(const struct wd_engine *e, uint64_t numel)
 	return cpu_engine_threads(&e->cpu) > 1 && numel < WD_BATCH_SPLIT_MIN;
 }
 
+/*
+ * A large tensor of a batch is prepared whole on one thread too, beside
+ * the others, when that needs no memory but its result (vqsort, 16-bit
+ * counts: nothing is in flight that the batch would not hold anyway) and
+ * it is at most a thread's share of the batch's elements, so that the
+ * threads finish together. A split deals the keys into buckets before it
+ * sorts (count, then deal: 20 ms of a 2^24 fp32 tensor's 70 on 2 threads,
+ * c); one tensor per thread needs neither. So a pair of 2^24 tensors on 2
+ * threads is two sorts side by side. A larger one, or one the radix sort
+ * takes (a scratch buffer of its size per thread), is split as before.
+ */
+static int many_whole(const struct wd_engine *e, const struct wd_view *v, unsigned flags,
+		      uint64_t share)
+{
+	return cpu_engine_threads(&e->cpu) > 1 && v->numel <= share &&
+	       cpu_prepare_in_result(&e->cpu, v, flags);
+}
+
 /* wd_prepare on the CPU side c, for a batch's thread. */
 static int prepare_on_cpu(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 			  struct wd_prepared **out)
@@ -667,6 +685,17 @@ static int many_run(struct wd_engine *e, struct many_job *j, void (*fn)(void *, 
 	return 0;
 }
 
+/* qsort_r's order of batch items: the view with more elements first, then by index. */
+static int larger_first(const void *x, const void *y, void *views)
+{
+	const struct wd_view *v = views;
+	size_t i = *(const size_t *)x, k = *(const size_t *)y;
+
+	if (v[i].numel != v[k].numel)
+		return v[i].numel > v[k].numel ? -1 : 1;
+	return i < k ? -1 : i > k;
+}
+
 int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, unsigned flags,
 		    struct wd_prepared **out)
 {
@@ -675,13 +704,25 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 	size_t *items = calloc(n + 1, sizeof(*items));
 	int r = err && items ? 0 : -ENOMEM;
 
-	for (size_t i = 0; i < n; i++)
+	uint64_t total = 0, share;
+	size_t n_whole = 0;
+
+	for (size_t i = 0; i < n; i++) {
 		out[i] = NULL;
-	/* large ones (or all, on the device) in turn, each split over the threads */
+		total += views[i].numel;
+	}
+	share = (total + (uint64_t)cpu_engine_threads(&e->cpu) - 1) / (uint64_t)cpu_engine_threads(&e->cpu);
+	/* large ones whole on a thread first, the largest first, then the small ones */
+	for (size_t i = 0; !r && !e->cuda && i < n; i++)
+		if (!many_small(e, views[i].numel) && many_whole(e, &views[i], flags, share))
+			items[n_whole++] = i;
+	qsort_r(items, n_whole, sizeof(*items), larger_first, (void *)views);
+	j.n_items = n_whole;
+	/* those too large (or all, on the device) in turn, each split over the threads */
 	for (size_t i = 0; !r && i < n; i++) {
 		if (!e->cuda && many_small(e, views[i].numel))
 			items[j.n_items++] = i;
-		else
+		else if (e->cuda || !many_whole(e, &views[i], flags, share))
 			r = err[i] = wd_prepare(e, &views[i], flags, &out[i]);
 	}
 	if (!r) {

@@ -287,6 +287,18 @@ static int prepare_sorted_from16(struct cpu_engine *c, const uint16_t *src,
 	return r;
 }
 
+int cpu_prepare_in_result(const struct cpu_engine *c, const struct wd_view *v, unsigned flags)
+{
+	switch (v->dtype) {
+	case WD_F32:
+		return cpu_sort_vq_for(c, v->numel, 4);
+	case WD_F64:
+		return cpu_sort_vq_for(c, v->numel, 8);
+	default:
+		return !(flags & WD_PREP_FORCE_SORT);
+	}
+}
+
 int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		struct wd_prepared *p)
 {

@@ -499,6 +499,70 @@ static void test_batches(void)
 	wd_engine_close(&e4);
 }
 
+/*
+ * Large tensors in a batch: those that vqsort or a 16-bit count prepares
+ * in their own buffer, at most a thread's share of the batch, go whole one
+ * per thread; a larger one, and every one the radix sort takes, is split.
+ * Each way gives what wd_prepare on one thread gives: the sorted values as
+ * bytes, the summaries, and W1.
+ */
+static void test_batches_large(void)
+{
+	enum { N = 4 };
+	size_t sz[N] = { WD_BATCH_SPLIT_MIN + 5, WD_BATCH_SPLIT_MIN, 3 * WD_BATCH_SPLIT_MIN + 1,
+			 WD_BATCH_SPLIT_MIN + 7 };
+	enum wd_dtype dt[N] = { WD_F32, WD_F64, WD_F32, WD_BF16 };
+	struct { int threads; enum wd_sort sort; const char *what; } how[] = {
+		{ 2, WD_SORT_AUTO, "2 threads: every tensor whole on a thread (vqsort)" },
+		{ 3, WD_SORT_AUTO, "3 threads: the 3 Mi-element one split, the others whole" },
+		{ 2, WD_SORT_RADIX, "2 threads, radix sort: the sorted ones split" },
+	};
+	struct wd_engine *e1 = open_threads(1);
+	struct wd_view v[N];
+	struct wd_prepared *one[N] = { 0 };
+	int bad = 0;
+
+	for (int i = 0; i < N; i++) {
+		v[i] = (struct wd_view){ dt[i], make(dt[i], sz[i], i % 2, 1.0 + i), sz[i] };
+		if (wd_prepare(e1, &v[i], 0, &one[i]))
+			bad++;
+	}
+	for (size_t h = 0; h < sizeof(how) / sizeof(how[0]); h++) {
+		struct wd_engine *e = open_sorted(how[h].threads, how[h].sort);
+		struct wd_prepared *many[N] = { 0 };
+		int r, wrong = 0;
+
+		if (!e || (how[h].sort == WD_SORT_AUTO && wd_engine_sort(e) != WD_SORT_VQSORT)) {
+			CHECK(e != NULL, "%s: skipped, no vqsort here", how[h].what);
+			wd_engine_close(&e);
+			continue;
+		}
+		wd_engine_set_grain(e, 0);	/* the default: a split is a real one */
+		r = wd_prepare_many(e, v, N, 0, many);
+		for (int i = 0; !r && i < N; i++) {
+			struct wd_summary s1, s2;
+			double w_one, w_many;
+			wd_summarize(one[i], &s1);
+			wd_summarize(many[i], &s2);
+			if (wd_w1(e1, one[i], one[(i + 1) % N], &w_one) ||
+			    wd_w1(e1, many[i], many[(i + 1) % N], &w_many) ||
+			    memcmp(&w_one, &w_many, sizeof(w_one)) || memcmp(&s1, &s2, sizeof(s1)) ||
+			    (wd_prepared_method(one[i]) == WD_METHOD_SORT && !same_values(one[i], many[i])))
+				wrong++;
+		}
+		CHECK(!bad && r == 0 && !wrong, "wd_prepare_many of 2^20 to 3 x 2^20 tensors, %s: the "
+		      "bits of one thread (%d, %d differ)", how[h].what, r, wrong);
+		for (int i = 0; i < N; i++)
+			wd_prepared_free(&many[i]);
+		wd_engine_close(&e);
+	}
+	for (int i = 0; i < N; i++) {
+		wd_prepared_free(&one[i]);
+		free((void *)v[i].data);
+	}
+	wd_engine_close(&e1);
+}
+
 int main(void)
 {
 	small = getenv("WDRIFT_VALGRIND") != NULL;
@@ -511,5 +575,6 @@ int main(void)
 	test_sorts_agree();
 	test_input_changing();
 	test_batches();
+	test_batches_large();
 	return tap_done();
 }
