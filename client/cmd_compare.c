@@ -228,13 +228,9 @@ static int request(struct wd_ckpt_box *b, size_t i)
 	return wd_ckpt_box_request(b, i, err) < 0 ? cli_error("%s", err) : 0;
 }
 
-/*
- * Collects tensor i of b, requested before, and prepares it; on success
- * *view holds its data, which m maps until wd_tensor_map_release.
- */
-static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
-			 struct wd_tensor_map *m, struct wd_view *view, struct wd_prepared **p,
-			 struct compare_timings *tm)
+/* Collects tensor i of b, requested before: *view holds its data, which m maps until wd_tensor_map_release. */
+static int collect(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, struct wd_view *view,
+		   struct compare_timings *tm)
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(wd_ckpt_box_listing(b), i);
 	char err[WD_CKPT_ERR_MAX];
@@ -246,16 +242,34 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
 	if (r < 0)
 		return cli_error("%s", err);
 	*view = (struct wd_view){ en->dtype, m->data, en->numel };
+	return 0;
+}
+
+/* The error of preparing tensor i of b: cli_error's status. */
+static int prepare_failed(struct wd_ckpt_box *b, size_t i, int r)
+{
+	return cli_error("'%s': dataset '%s': cannot prepare: %s", wd_ckpt_path(wd_ckpt_box_listing(b)),
+			 wd_ckpt_entry(wd_ckpt_box_listing(b), i)->name, strerror(-r));
+}
+
+/*
+ * Collects tensor i of b, requested before, and prepares it; on success
+ * *view holds its data, which m maps until wd_tensor_map_release.
+ */
+static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
+			 struct wd_tensor_map *m, struct wd_view *view, struct wd_prepared **p,
+			 struct compare_timings *tm)
+{
+	double t0;
+	int r;
+
+	if ((r = collect(b, i, m, view, tm)))
+		return r;
+	t0 = cli_now();
 	/* KEEP_RAW: the element-wise pass then runs where the data already is. */
 	r = wd_prepare(e, view, WD_PREP_KEEP_RAW, p);
 	lap(&t0, &tm->engine);
-	if (r < 0) {
-		wd_tensor_map_release(m);
-		view->data = NULL;
-		return cli_error("'%s': dataset '%s': cannot prepare: %s",
-				 wd_ckpt_path(wd_ckpt_box_listing(b)), en->name, strerror(-r));
-	}
-	return 0;
+	return r < 0 ? prepare_failed(b, i, r) : 0;
 }
 
 /*
@@ -319,9 +333,30 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	lr->proxy_w1 = calloc(o->n_proxies + 1, sizeof(double));
 	lr->ratio = calloc(o->n_proxies + 1, sizeof(double));
 	if ((r = request(base, bi)) || (r = request(cand, ci)) ||
-	    (r = load_prepared(e, base, bi, &bm, &bv, &bp, tm)) ||
-	    (r = load_prepared(e, cand, ci, &cm, &cv, &cp, tm)))
+	    (r = collect(base, bi, &bm, &bv, tm)) || (r = collect(cand, ci, &cm, &cv, tm)))
 		goto out;
+	/*
+	 * Both at once, as a batch: two large tensors are then sorted side by
+	 * side, one per thread, instead of each split over the threads in
+	 * turn (docs/engine.md, "Batches"). KEEP_RAW: the element-wise pass
+	 * then runs where the data already is.
+	 */
+	t0 = cli_now();
+	struct wd_view views[2] = { bv, cv };
+	struct wd_prepared *pair[2];
+	r = wd_prepare_many(e, views, 2, WD_PREP_KEEP_RAW, pair);
+	if (r < 0) {	/* which one: each alone says */
+		r = wd_prepare(e, &bv, WD_PREP_KEEP_RAW, &bp);
+		r = r < 0 ? prepare_failed(base, bi, r) : 0;
+		if (!r && (r = wd_prepare(e, &cv, WD_PREP_KEEP_RAW, &cp)) < 0)
+			r = prepare_failed(cand, ci, r);
+		r = r ? r : cli_error("'%s' and '%s': cannot prepare dataset '%s'", o->base_path,
+				      o->cand_path, be->name);
+		goto out;
+	}
+	bp = pair[0];
+	cp = pair[1];
+	lap(&t0, &tm->engine);
 	lr->numel = bv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;

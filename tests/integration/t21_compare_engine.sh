@@ -71,5 +71,37 @@ fi
 "$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --device 1023 --json >"$tmp/auto1023.json" 2>"$tmp/err"
 [ $? -eq 0 ] && grep -q '"engine": "cpu' "$tmp/auto1023.json"
 ok $? "--engine auto --device 1023 runs on the cpu"
+# Out of memory in the engine (RLIMIT_AS, raised step by step until the
+# readers have room and the two tensors' sort buffers do not): exit 1
+# naming a file, the dataset and the reason; never a crash. The pair is
+# prepared as one batch, and a failed batch is prepared again one tensor
+# at a time so that the message names the one that failed. No address
+# space limit works under AddressSanitizer.
+if [ -z "${WDRIFT_SANITIZE:-}" ]; then
+	"$PYTHON" - "$WDRIFT" "$tmp" <<'PY'
+import resource, subprocess, sys
+import h5py, numpy as np
+wdrift, d = sys.argv[1:3]
+r = np.random.default_rng(9)
+for name in ("big_a", "big_b"):
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        f["w"] = r.standard_normal(1 << 23).astype(np.float32)
+seen = []
+for mib in range(150, 1200, 10):
+    def limit(mib=mib):
+        resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
+    p = subprocess.run([wdrift, "compare", f"{d}/big_a.h5", f"{d}/big_b.h5", "--engine", "cpu"],
+                       preexec_fn=limit, capture_output=True, text=True)
+    assert p.returncode in (0, 1), (mib, p.returncode, p.stderr)
+    if p.returncode == 0:
+        break
+    seen.append(p.stderr.strip().splitlines()[-1])
+hit = [e for e in seen if "cannot prepare: Cannot allocate memory" in e]
+assert hit, seen
+assert all("dataset 'w'" in e and ("big_a.h5" in e or "big_b.h5" in e) for e in hit), hit
+print(f"  {len(seen)} limits failed before one fit; the engine's: {hit[-1]}")
+PY
+	ok $? "out of memory while preparing: exit 1, naming the file and the dataset"
+fi
 echo "# $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
