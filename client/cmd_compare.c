@@ -313,8 +313,8 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 /*
  * Tensor bi of the baseline against tensor ci of the candidate and against
  * every proxy. 0; -EIO when the device failed (the caller retries on the
- * CPU); or cli_error's status. Both files' children read at once, and the
- * candidate's read goes on while the baseline's tensor is prepared.
+ * CPU); or cli_error's status. Both files' children read at once; the two
+ * tensors are then prepared as one batch.
  */
 static int compare_layer(struct wd_engine *e, const struct options *o,
 			 struct wd_ckpt_box *base, struct wd_ckpt_box *cand,

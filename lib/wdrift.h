@@ -174,9 +174,10 @@ int wd_engine_threads(const struct wd_engine *e);
 void wd_engine_set_grain(struct wd_engine *e, uint64_t elements);
 /*
  * In a batch (wd_prepare_many, wd_w1_many, and the daemon's compute
- * workers), a tensor of at least this many elements is done with all the
- * engine's threads; smaller ones run one per thread, side by side, where
- * a split would cost more than it saves (docs/engine.md, "Batches").
+ * workers), a tensor under this many elements runs on one thread, beside
+ * others, where a split would cost more than it saves. A larger one is
+ * done with all the engine's threads, unless wd_prepare_many can give it a
+ * thread of its own (docs/engine.md, "Batches").
  */
 #define WD_BATCH_SPLIT_MIN ((uint64_t)1 << 20)
 /*
@@ -215,9 +216,11 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 void wd_prepared_free(struct wd_prepared **p);
 /*
  * Prepares n tensors, as wd_prepare would each (flags for all), in
- * parallel on the CPU: those large enough are split between the engine's
- * threads one after the other, the small ones are prepared many at once,
- * one per thread. out[i] gets views[i]'s prepared tensor. On the GPU they
+ * parallel on the CPU: one per thread, each thread taking the next, for
+ * the small ones and for large ones that vqsort or a 16-bit count
+ * prepares in their own buffer and that are at most a thread's share of
+ * the batch's elements; the others are split between the engine's
+ * threads one after the other (docs/engine.md, "Batches"). out[i] gets views[i]'s prepared tensor. On the GPU they
  * are prepared in turn. Returns 0, or the first error (by index), with
  * every out[] NULL: what was prepared is freed.
  */
