@@ -17,6 +17,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cpu.h"
 #include "dtype.h"
@@ -304,7 +305,7 @@ struct pair_job {
  * compared adds +0 to its lane, which leaves it as it was, so the loop
  * needs no branch.
  */
-#define PAIR_BLOCK_NARROW(NAME, T)						\
+#define PAIR_BLOCK_NARROW(NAME, T, VALUE)					\
 static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\
 {										\
 	struct pair_partial p = { { 0, 0, 0 }, { 0, 0, 0 }, 0, 0, 0 };		\
@@ -312,9 +313,9 @@ static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\
 	uint64_t n_diff = 0, n_cmp = 0, i = 0, full = count - count % PAIR_LANES; \
 	for (; i < full; i += PAIR_LANES)					\
 		for (int k = 0; k < PAIR_LANES; k++)				\
-			PAIR_LANE((double)da[i + k], (double)db[i + k], k);	\
+			PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);	\
 	for (int k = 0; i + (uint64_t)k < count; k++)				\
-		PAIR_LANE((double)da[i + k], (double)db[i + k], k);		\
+		PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);		\
 	p.dd.med = lanes_add(dd, PAIR_LANES);					\
 	p.aa.med = lanes_add(aa, PAIR_LANES);					\
 	for (int k = 0; k < PAIR_LANES; k++)					\
@@ -340,8 +341,20 @@ static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\
 		}								\
 	} while (0)
 
-PAIR_BLOCK_NARROW(pair_block_narrow, double)	/* decoded 16-bit values */
-PAIR_BLOCK_NARROW(pair_block_f32, float)	/* fp32 against fp32, read in place */
+/* A bf16 code's value: the top half of an fp32's bits, so exact (NaN, +-Inf and subnormals too). */
+static inline double bf16_value(uint16_t code)
+{
+	uint32_t bits = (uint32_t)code << 16;
+	float f;
+
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+#define AS_DOUBLE(x) ((double)(x))
+PAIR_BLOCK_NARROW(pair_block_narrow, double, AS_DOUBLE)	/* decoded fp16 values, or mixed types */
+PAIR_BLOCK_NARROW(pair_block_f32, float, AS_DOUBLE)	/* fp32 against fp32, read in place */
+PAIR_BLOCK_NARROW(pair_block_bf16, uint16_t, bf16_value)	/* bf16 against bf16, read in place */
 
 static struct pair_partial pair_block(const struct pair_job *j, uint64_t blk)
 {
@@ -352,6 +365,9 @@ static struct pair_partial pair_block(const struct pair_job *j, uint64_t blk)
 
 	if (j->a->dtype == WD_F32 && j->b->dtype == WD_F32)
 		return pair_block_f32((const float *)j->a->data + at, (const float *)j->b->data + at, count);
+	if (j->a->dtype == WD_BF16 && j->b->dtype == WD_BF16)
+		return pair_block_bf16((const uint16_t *)j->a->data + at,
+				       (const uint16_t *)j->b->data + at, count);
 	decode_block(j->a, at, count, da);
 	decode_block(j->b, at, count, db);
 	if (j->a->dtype != WD_F64 && j->b->dtype != WD_F64)
