@@ -41,7 +41,8 @@ static const char usage_text[] =
 "                         rounded to bf16 or fp16 (nearest even). A weaker\n"
 "                         bound than a trained proxy run\n"
 "  --layers GLOB          compare only tensors whose name matches GLOB\n"
-"                         (fnmatch; '*' also matches '.' and '/'); repeatable\n"
+"                         (fnmatch; '*' also matches '.' and '/'); repeatable;\n"
+"                         a GLOB that matches no tensor of either file is an error\n"
 "  --engine auto|cpu|cuda where to compute (default auto: CUDA when a device\n"
 "                         is present, else the CPU); results are the same\n"
 "  --device N             the CUDA device to use (default 0); a device that\n"
@@ -62,7 +63,7 @@ static const char usage_text[] =
 "WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
 "exit status: 0 success; 1 bad input (the message names the file and the\n"
-"dataset); 2 usage error.\n";
+"dataset), or a --layers GLOB that matches no tensor; 2 usage error.\n";
 
 struct options {
 	const char *base_path, *cand_path;
@@ -198,6 +199,47 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return -cli_usage_error("%s", err);
 	o->base_path = argv[first];
 	o->cand_path = argv[first + 1];
+	return 0;
+}
+
+/*
+ * A --layers glob that matches no tensor of either file: most likely a
+ * typo, and an empty table would hide it. 0, or cli_error's status naming
+ * the glob and a few of the names there are.
+ */
+static int globs_match(const struct options *o, const struct wd_ckpt *bl, const struct wd_ckpt *cl)
+{
+	for (size_t g = 0; g < o->n_globs; g++) {
+		const struct wd_ckpt *lists[2] = { bl, cl };
+		char names[512] = "";
+		size_t used = 0, shown = 0, n = wd_ckpt_count(bl);	/* distinct names */
+		int hit = 0;
+
+		for (size_t i = 0; i < wd_ckpt_count(cl); i++)
+			n += wd_ckpt_find(bl, wd_ckpt_entry(cl, i)->name) < 0;
+
+		for (int k = 0; k < 2 && !hit; k++)
+			for (size_t i = 0; i < wd_ckpt_count(lists[k]) && !hit; i++)
+				hit = !fnmatch(o->globs[g], wd_ckpt_entry(lists[k], i)->name, 0);
+		if (hit)
+			continue;
+		for (int k = 0; k < 2 && shown < 3; k++)
+			for (size_t i = 0; i < wd_ckpt_count(lists[k]) && shown < 3; i++) {
+				const char *name = wd_ckpt_entry(lists[k], i)->name;
+				int w;
+				if (k == 1 && wd_ckpt_find(bl, name) >= 0)
+					continue;	/* named already */
+				w = snprintf(names + used, sizeof(names) - used, "%s'%.100s'",
+					     shown ? ", " : "", name);
+				if (w < 0 || (size_t)w >= sizeof(names) - used)
+					break;
+				used += (size_t)w;
+				shown++;
+			}
+		return cli_error("--layers '%s' matches no tensor of '%s' or '%s' (%zu name%s between "
+				 "them%s%s)", o->globs[g], o->base_path, o->cand_path, n, n == 1 ? "" : "s",
+				 shown ? ", such as " : "", names);
+	}
 	return 0;
 }
 
@@ -418,6 +460,8 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
 	lap(&t0, &tm->open);
+	if ((r = globs_match(o, bl, cl)))
+		goto out;
 	r = wd_engine_open_device(o->backend, o->device, &e);
 	lap(&t0, &tm->engine);
 	if (r < 0) {

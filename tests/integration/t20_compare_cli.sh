@@ -372,7 +372,15 @@ run compare "$B" "$C" --layers '*.w1'
 check "--layers '*.w1': layers.2.mlp.w1 and layers.10.mlp.w1 only" \
 	eval 'rc_is 0 && [ "$(grep -cE "^(layers|embed|norm)" "$tmp/out")" -eq 2 ]'
 run compare "$B" "$C" --layers 'nothing*'
-check "--layers matching nothing: exit 0, says no tensor matched" eval 'rc_is 0 && out_has "no tensor matched"'
+check "--layers matching nothing: exit 1 naming the glob, both files and some names, nothing on stdout" \
+	eval 'rc_is 1 && err_has "--layers '"'nothing*'"' matches no tensor of '"'$B'"' or '"'$C'"'" &&
+	      err_has "such as '"'"'" && [ ! -s "$tmp/out" ]'
+run compare "$B" "$C" --layers 'layers.*' --layers 'embd.weight'
+check "--layers: one glob of two matching nothing (a typo) is still an error naming it" \
+	eval 'rc_is 1 && err_has "--layers '"'embd.weight'"' matches no tensor" && [ ! -s "$tmp/out" ]'
+run compare "$B" "$C" --layers 'only_cand*'
+check "--layers matching a name of the candidate only: exit 0, listed as unmatched, no row" \
+	eval 'rc_is 0 && out_has "no tensor matched" && out_has only_cand.bias'
 
 # --- --timings ------------------------------------------------------------------
 # Where the time went: the same results, and a line (or a JSON object) whose
