@@ -66,6 +66,14 @@ int cli_error(const char *fmt, ...)
 	return EXIT_FAIL;
 }
 
+void cli_warning(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsay("warning: ", fmt, ap);
+	va_end(ap);
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;

@@ -33,6 +33,8 @@ double cli_now(void);
 
 /* Prints "wdrift CMD: error: MSG" and returns EXIT_FAIL. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "wdrift CMD: warning: MSG": the command goes on, but the user should know. */
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

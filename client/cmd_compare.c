@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "ckpt_sandbox.h"
 #include "cli.h"
@@ -108,9 +109,22 @@ static int add_proxy(struct options *o, const char *arg, int round_to)
 	}
 	for (size_t i = 0; i < o->n_proxies; i++)
 		if (!strcmp(o->proxies[i].label, p.label)) {
-			int r = cli_usage_error(round_to >= 0 ? "--round-proxy %s given twice"
-					: "proxy label '%s' given twice; name them with LABEL=FILE",
-					round_to >= 0 ? arg : p.label);
+			const struct compare_proxy *q = &o->proxies[i];
+			int r;
+			if (round_to >= 0 && q->round_to >= 0)	/* bf16 and bfloat16 are one format */
+				r = cli_usage_error("--round-proxy %s: that format is asked for already",
+						    arg);
+			else if (round_to >= 0)
+				r = cli_usage_error("--round-proxy %s: its label '%s' is taken by --proxy "
+						    "'%s'", arg, p.label, q->path);
+			else if (eq && p.path == eq + 1)	/* the user named it */
+				r = cli_usage_error("proxy label '%s' given twice (for '%s' and '%s'); "
+						    "each proxy needs a label of its own", p.label,
+						    q->path ? q->path : "--round-proxy", p.path);
+			else
+				r = cli_usage_error("proxy label '%s' given twice (for '%s' and '%s'); "
+						    "name them with LABEL=FILE", p.label,
+						    q->path ? q->path : "--round-proxy", p.path);
 			free(p.label);
 			return r;
 		}
@@ -203,26 +217,40 @@ static int parse_args(int argc, char **argv, struct options *o)
 }
 
 /*
+ * The same file as baseline and candidate (a link, or a path typed twice)
+ * gives zero drift everywhere, which would read as a result: said once on
+ * stderr, and the comparison goes on (a user may mean it, as a check).
+ */
+static void same_file_warning(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino)
+		cli_warning("'%s' and '%s' are the same file: every tensor's drift will be 0", a, b);
+}
+
+/*
  * A --layers glob that matches no tensor of either file: most likely a
  * typo, and an empty table would hide it. 0, or cli_error's status naming
  * the glob and a few of the names there are.
  */
 static int globs_match(const struct options *o, const struct wd_ckpt *bl, const struct wd_ckpt *cl)
 {
+	const struct wd_ckpt *lists[2] = { bl, cl };
+	int r = 0;
+
 	for (size_t g = 0; g < o->n_globs; g++) {
-		const struct wd_ckpt *lists[2] = { bl, cl };
 		char names[512] = "";
 		size_t used = 0, shown = 0, n = wd_ckpt_count(bl);	/* distinct names */
 		int hit = 0;
-
-		for (size_t i = 0; i < wd_ckpt_count(cl); i++)
-			n += wd_ckpt_find(bl, wd_ckpt_entry(cl, i)->name) < 0;
 
 		for (int k = 0; k < 2 && !hit; k++)
 			for (size_t i = 0; i < wd_ckpt_count(lists[k]) && !hit; i++)
 				hit = !fnmatch(o->globs[g], wd_ckpt_entry(lists[k], i)->name, 0);
 		if (hit)
 			continue;
+		for (size_t i = 0; i < wd_ckpt_count(cl); i++)
+			n += wd_ckpt_find(bl, wd_ckpt_entry(cl, i)->name) < 0;
 		for (int k = 0; k < 2 && shown < 3; k++)
 			for (size_t i = 0; i < wd_ckpt_count(lists[k]) && shown < 3; i++) {
 				const char *name = wd_ckpt_entry(lists[k], i)->name;
@@ -236,11 +264,12 @@ static int globs_match(const struct options *o, const struct wd_ckpt *bl, const 
 				used += (size_t)w;
 				shown++;
 			}
-		return cli_error("--layers '%s' matches no tensor of '%s' or '%s' (%zu name%s between "
-				 "them%s%s)", o->globs[g], o->base_path, o->cand_path, n, n == 1 ? "" : "s",
-				 shown ? ", such as " : "", names);
+		/* every glob that matches nothing, so that two typos need one run */
+		r = cli_error("--layers '%s' matches no tensor of '%s' or '%s' (%zu name%s between "
+			      "them%s%s)", o->globs[g], o->base_path, o->cand_path, n, n == 1 ? "" : "s",
+			      shown ? ", such as " : "", names);
 	}
-	return 0;
+	return r;
 }
 
 static int selected(const struct options *o, const char *name)
@@ -460,6 +489,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
 	lap(&t0, &tm->open);
+	same_file_warning(o->base_path, o->cand_path);
 	if ((r = globs_match(o, bl, cl)))
 		goto out;
 	r = wd_engine_open_device(o->backend, o->device, &e);

@@ -270,8 +270,17 @@ expect_usage "duplicate proxy labels from the same stem" \
 	compare "$B" "$C" --proxy "$T/fp16run.h5" --proxy "$T/other/fp16run.h5"
 check "duplicate label is named" err_has fp16run
 expect_usage "duplicate LABEL=FILE labels" compare "$B" "$C" --proxy "x=$T/seed.h5" --proxy "x=$T/fp16run.h5"
+check "duplicate LABEL=FILE labels: both files named, no advice to use LABEL=FILE" \
+	eval 'err_has "proxy label '"'x'"' given twice (for '"'$T/seed.h5'"' and '"'$T/fp16run.h5'"')" && ! err_has "name them with"'
 expect_usage "a LABEL=FILE label equal to a stem" compare "$B" "$C" --proxy "seed=$T/fp16run.h5" --proxy "$T/seed.h5"
+check "a label from a stem: the advice is LABEL=FILE" err_has "name them with LABEL=FILE"
 expect_usage "--round-proxy bf16 twice (bfloat16 alias)" compare "$B" "$C" --round-proxy bf16 --round-proxy bfloat16
+check "--round-proxy alias: says the format is asked for already, not 'given twice'" \
+	eval 'err_has "--round-proxy bfloat16: that format is asked for already" && ! err_has "given twice"'
+expect_usage "--round-proxy against a --proxy labelled round:bf16" \
+	compare "$B" "$C" --proxy "round:bf16=$T/seed.h5" --round-proxy bf16
+check "--round-proxy against a --proxy label: names the --proxy file" \
+	err_has "--round-proxy bf16: its label 'round:bf16' is taken by --proxy '$T/seed.h5'"
 expect_usage "--proxy LABEL= with no file" compare "$B" "$C" --proxy "lab="
 expect_usage "usage errors come before reading files" compare "$T/nonexistent.h5" "$C" --bogus
 
@@ -378,6 +387,17 @@ check "--layers matching nothing: exit 1 naming the glob, both files and some na
 run compare "$B" "$C" --layers 'layers.*' --layers 'embd.weight'
 check "--layers: one glob of two matching nothing (a typo) is still an error naming it" \
 	eval 'rc_is 1 && err_has "--layers '"'embd.weight'"' matches no tensor" && [ ! -s "$tmp/out" ]'
+run compare "$B" "$C" --layers 'lyers.*' --layers 'layers.*' --layers 'embd.weight'
+check "--layers: two typos are both named in one run" \
+	eval 'rc_is 1 && err_has "'"'lyers.*'"' matches no tensor" && err_has "'"'embd.weight'"' matches no tensor" &&
+	      [ "$(grep -c "matches no tensor" "$tmp/err")" -eq 2 ]'
+ln -s "$B" "$T/base-link.h5"
+run compare "$B" "$T/base-link.h5" --layers 'layers.*'
+check "the same file twice (through a link): exit 0, one warning naming both paths" \
+	eval 'rc_is 0 && err_has "warning: '"'$B'"' and '"'$T/base-link.h5'"' are the same file" &&
+	      [ "$(grep -c warning "$tmp/err")" -eq 1 ]'
+run compare "$B" "$C" --layers 'layers.*'
+check "two different files: no same-file warning" eval 'rc_is 0 && ! err_has "same file"'
 run compare "$B" "$C" --layers 'only_cand*'
 check "--layers matching a name of the candidate only: exit 0, listed as unmatched, no row" \
 	eval 'rc_is 0 && out_has "no tensor matched" && out_has only_cand.bias'
