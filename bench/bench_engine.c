@@ -2,7 +2,7 @@
  * bench_engine.c: times the CPU engine on one pair of tensors read from raw
  * files, on THREADS threads (0, the default: the cores available). Prints
  * one JSON line: the W1, and the median times of the full job (prepare
- * both as one batch, wd_prepare_many, as the daemon does a step's tensors,
+ * both as one batch, wd_prepare_many, as wdrift compare does each pair,
  * + W1), of the same with the two prepared one at a time (each split over
  * the threads), and of W1 against a prepared baseline (prepare the
  * candidate + W1).
@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < reps; r++) {
 		struct wd_prepared *p[2], *pa, *pb;
 		struct wd_view v[2] = { va, vb };
-		/* the job as the daemon runs a step: one batch, then W1 */
+		/* the job as wdrift compare runs a pair: one batch, then W1 */
 		double t0 = bench_now();
 		if (wd_prepare_many(e, v, 2, 0, p))
 			return 1;

@@ -407,27 +407,25 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	    (r = collect(base, bi, &bm, &bv, tm)) || (r = collect(cand, ci, &cm, &cv, tm)))
 		goto out;
 	/*
-	 * Both at once, as a batch: two large tensors are then sorted side by
-	 * side, one per thread, instead of each split over the threads in
-	 * turn (docs/engine.md, "Batches"). KEEP_RAW: the element-wise pass
-	 * then runs where the data already is.
+	 * Both at once, as a batch: on two threads, two large tensors are
+	 * then sorted side by side, one per thread, instead of each split
+	 * over the threads in turn (docs/engine.md, "Batches"). KEEP_RAW: the
+	 * element-wise pass then runs where the data already is.
 	 */
 	t0 = cli_now();
 	struct wd_view views[2] = { bv, cv };
 	struct wd_prepared *pair[2];
-	r = wd_prepare_many(e, views, 2, WD_PREP_KEEP_RAW, pair);
-	if (r < 0) {	/* which one: each alone says */
-		r = wd_prepare(e, &bv, WD_PREP_KEEP_RAW, &bp);
-		r = r < 0 ? prepare_failed(base, bi, r) : 0;
-		if (!r && (r = wd_prepare(e, &cv, WD_PREP_KEEP_RAW, &cp)) < 0)
-			r = prepare_failed(cand, ci, r);
-		r = r ? r : cli_error("'%s' and '%s': cannot prepare dataset '%s'", o->base_path,
-				      o->cand_path, be->name);
-		goto out;
-	}
-	bp = pair[0];
-	cp = pair[1];
+	if (wd_prepare_many(e, views, 2, WD_PREP_KEEP_RAW, pair) == 0) {
+		bp = pair[0];
+		cp = pair[1];
+	} else if ((r = wd_prepare(e, &bv, WD_PREP_KEEP_RAW, &bp)) < 0) {	/* which one: each alone says */
+		r = prepare_failed(base, bi, r);
+	} else if ((r = wd_prepare(e, &cv, WD_PREP_KEEP_RAW, &cp)) < 0) {
+		r = prepare_failed(cand, ci, r);
+	}	/* else both went alone, where together they did not fit: go on */
 	lap(&t0, &tm->engine);
+	if (r)
+		goto out;
 	lr->numel = bv.numel;
 	lr->dtype = bv.dtype;
 	lr->dtype_cand = cv.dtype;

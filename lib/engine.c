@@ -586,8 +586,9 @@ static int many_small(const struct wd_engine *e, uint64_t numel)
  * A large tensor of a batch is prepared whole on one thread too, beside
  * the others, when that needs no memory but its result (vqsort, 16-bit
  * counts: nothing is in flight that the batch would not hold anyway) and
- * it is at most a thread's share of the batch's elements, so that the
- * threads finish together. A split deals the keys into buckets before it
+ * it is at most a thread's share of the batch's work (cpu_prepare_cost:
+ * a 16-bit count is cheap beside a sort), so that the threads finish
+ * together. A split deals the keys into buckets before it
  * sorts (count, then deal: 20 ms of a 2^24 fp32 tensor's 70 on 2 threads,
  * c); one tensor per thread needs neither. So a pair of 2^24 tensors on 2
  * threads is two sorts side by side. A larger one, or one the radix sort
@@ -596,7 +597,7 @@ static int many_small(const struct wd_engine *e, uint64_t numel)
 static int many_whole(const struct wd_engine *e, const struct wd_view *v, unsigned flags,
 		      uint64_t share)
 {
-	return cpu_engine_threads(&e->cpu) > 1 && v->numel <= share &&
+	return cpu_engine_threads(&e->cpu) > 1 && cpu_prepare_cost(v, flags) <= share &&
 	       cpu_prepare_in_result(&e->cpu, v, flags);
 }
 
@@ -704,19 +705,28 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 	size_t *items = calloc(n + 1, sizeof(*items));
 	int r = err && items ? 0 : -ENOMEM;
 
-	uint64_t total = 0, share;
-	size_t n_whole = 0;
+	uint64_t total = 0, share, threads = (uint64_t)cpu_engine_threads(&e->cpu);
+	size_t n_whole = 0, n_small = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		out[i] = NULL;
-		total += views[i].numel;
+		total += cpu_prepare_cost(&views[i], flags);
 	}
-	share = (total + (uint64_t)cpu_engine_threads(&e->cpu) - 1) / (uint64_t)cpu_engine_threads(&e->cpu);
+	/* a bad view is the first error by index, whichever order the rest runs in */
+	for (size_t i = 0; !r && i < n; i++)
+		if (!wd_dtype_size(views[i].dtype) || (!views[i].data && views[i].numel))
+			r = -EINVAL;
+	share = (total + threads - 1) / threads;
 	/* large ones whole on a thread first, the largest first, then the small ones */
 	for (size_t i = 0; !r && !e->cuda && i < n; i++)
 		if (!many_small(e, views[i].numel) && many_whole(e, &views[i], flags, share))
 			items[n_whole++] = i;
-	qsort_r(items, n_whole, sizeof(*items), larger_first, (void *)views);
+	for (size_t i = 0; !e->cuda && i < n; i++)
+		n_small += many_small(e, views[i].numel);
+	if (n_whole == 1 && !n_small)	/* nothing to run beside it: split it */
+		share = n_whole = 0;
+	if (n_whole > 1)
+		qsort_r(items, n_whole, sizeof(*items), larger_first, (void *)views);
 	j.n_items = n_whole;
 	/* those too large (or all, on the device) in turn, each split over the threads */
 	for (size_t i = 0; !r && i < n; i++) {

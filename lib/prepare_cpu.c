@@ -299,6 +299,13 @@ int cpu_prepare_in_result(const struct cpu_engine *c, const struct wd_view *v, u
 	}
 }
 
+uint64_t cpu_prepare_cost(const struct wd_view *v, unsigned flags)
+{
+	int counted = (v->dtype == WD_BF16 || v->dtype == WD_F16) && !(flags & WD_PREP_FORCE_SORT);
+
+	return counted ? v->numel / 16 + 1 : v->numel;
+}
+
 int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		struct wd_prepared *p)
 {

@@ -5,9 +5,10 @@
  * double, in blocks; the variance is taken about the mean in a second pass,
  * so a large mean does not cancel a small spread. Sums of squares (l2,
  * rel_l2) are kept by magnitude (sumsq.h), so that they neither underflow
- * nor overflow. Within a block, element i goes to lane i % LANES (8 for
- * values narrower than double, 4 for double), so that the lanes' sums are
- * independent and the compiler vectorises them; the lanes are added
+ * nor overflow. Within a block, element i goes to lane i % LANES (in the
+ * summaries 8 for float values and 4 for double; in the pair statistics
+ * 4), so that the lanes' sums are independent and the core overlaps them
+ * (the summaries' loops are vectorised too); the lanes are added
  * pairwise at the block's end, as in w1.c. Every sum then goes block by
  * block, the blocks' partials added in block order, so a split between
  * threads (cpu_blocks) gives the bits of one thread. Calls nothing in
@@ -301,9 +302,9 @@ struct pair_job {
  * path's, lane for lane, without wd_sumsq_add's three-way test. A finite
  * value of these types, and a difference of two, is 0 or between 2^-149
  * and 2^129: never big, and small only when 0, whose square adds 0 to
- * either sum. So every square lands in the middle sum. A pair that is not
- * compared adds +0 to its lane, which leaves it as it was, so the loop
- * needs no branch.
+ * either sum. So every square lands in the middle sum. The maximum and
+ * the counts are exact in any order. A branch per pair takes the
+ * non-finite ones aside: it is taken the same way almost always.
  */
 #define PAIR_BLOCK_NARROW(NAME, T, VALUE)					\
 static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\

@@ -219,10 +219,13 @@ void wd_prepared_free(struct wd_prepared **p);
  * parallel on the CPU: one per thread, each thread taking the next, for
  * the small ones and for large ones that vqsort or a 16-bit count
  * prepares in their own buffer and that are at most a thread's share of
- * the batch's elements; the others are split between the engine's
- * threads one after the other (docs/engine.md, "Batches"). out[i] gets views[i]'s prepared tensor. On the GPU they
- * are prepared in turn. Returns 0, or the first error (by index), with
- * every out[] NULL: what was prepared is freed.
+ * the batch's work; the others are split between the engine's threads
+ * one after the other (docs/engine.md, "Batches"). out[i] gets views[i]'s
+ * prepared tensor. On the GPU they are prepared in turn. Returns 0;
+ * -EINVAL for a bad view (the first by index), before anything is
+ * prepared; or the error of a tensor that failed (-ENOMEM, -EIO: the
+ * first by index among those tried). Every out[] is then NULL: what was
+ * prepared is freed.
  */
 int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, unsigned flags,
 		    struct wd_prepared **out);
