@@ -53,7 +53,7 @@ static int on_opt(int c, const char *arg, void *ctx)
 	struct send_opts *o = ctx;
 	switch (c) {
 	case 'r': o->run = arg; return 0;
-	case 'i': o->a->t.ingest = arg; return 0;
+	case 'i': o->a->t.ingest = arg; return dc_endpoint_option("--ingest", arg);
 	case 's':
 		if (cli_step_arg("--step", arg, &o->step))
 			return 1;

@@ -359,13 +359,20 @@ struct dc_opt_ctx {
 	void *ctx;
 };
 
+int dc_endpoint_option(const char *opt, const char *arg)
+{
+	char err[WD_CONFIG_ERR_MAX + 256];
+
+	return cli_endpoint(opt, arg, err, sizeof(err)) < 0 ? cli_usage_error("%s", err) : 0;
+}
+
 static int dc_on_opt(int c, const char *arg, void *ctx)
 {
 	struct dc_opt_ctx *x = ctx;
 
 	switch (c) {
 	case 'c': x->a->t.config = arg; return 0;
-	case 'E': x->a->t.control = arg; return 0;
+	case 'E': x->a->t.control = arg; return dc_endpoint_option("--endpoint", arg);
 	case 'J': x->a->json = 1; return 0;
 	case DC_OPT_SERVER_KEY: x->a->t.server_key = arg; return 0;
 	case DC_OPT_KEY: x->a->t.key = arg; return 0;

@@ -60,6 +60,14 @@ const char *dc_config_path(const char *given);
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen);
 
 /*
+ * An --endpoint or --ingest value (opt) the CLI can connect to, checked
+ * when the option is read: 0, or cli_usage_error's status (exit 2) with
+ * the reason, as the config would say it (a scheme typo such as icp://),
+ * or why the CLI cannot reach it (inproc://, tcp://HOST:*).
+ */
+int dc_endpoint_option(const char *opt, const char *arg);
+
+/*
  * Fills the endpoints: --endpoint/--ingest where given, else the config's
  * (dc_config_load; t->config_path says which file). Loads the CURVE keys
  * too. Returns 0, or -1 with err (exit 1).

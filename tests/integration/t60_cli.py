@@ -234,18 +234,22 @@ def main():
                   f"{sub} with the daemon down: one line in {dt:.1f} s, exit 1", r.stderr)
         r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
         check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
-        # a typo in the scheme is said as the config says it (it was "Protocol not supported")
-        for cmd, opt in (("status", "--endpoint"), ("watch", "--endpoint"), ("alerts", "--endpoint")):
+        # a typo in the scheme is said as the config says it (it was "Protocol not supported"),
+        # when the option is read: a usage error (exit 2), with the hint to --help
+        for cmd, opt in (("status", "--endpoint"), ("watch", "--endpoint"), ("alerts", "--endpoint"),
+                         ("drift", "--endpoint"), ("report", "--endpoint"), ("send", "--ingest")):
             r = wd(cmd, opt, f"icp://{tmp}/run/control.sock")
-            check(r.returncode == 1 and f"{opt}: bad endpoint 'icp://" in r.stderr
+            check(r.returncode == 2 and f"{opt}: bad endpoint 'icp://" in r.stderr
                   and "expected ipc://PATH, tcp://HOST:PORT or inproc://NAME" in r.stderr
-                  and "Protocol not supported" not in r.stderr, f"{cmd} {opt} icp://: the typo named", r.stderr)
+                  and f"try 'wdrift {cmd} --help'" in r.stderr
+                  and "Protocol not supported" not in r.stderr, f"{cmd} {opt} icp://: the typo named, exit 2",
+                  r.stderr)
         # what a daemon binds but a client never reaches
         r = wd("status", "--endpoint", "inproc://wdrift")
-        check(r.returncode == 1 and "never reaches wdriftd, which runs in another process" in r.stderr,
-              "--endpoint inproc://: named as unreachable from the CLI", r.stderr)
+        check(r.returncode == 2 and "never reaches wdriftd, which runs in another process" in r.stderr,
+              "--endpoint inproc://: named as unreachable from the CLI, exit 2", r.stderr)
         r = wd("status", "--endpoint", "tcp://127.0.0.1:*")
-        check(r.returncode == 1 and "a port for a daemon to bind" in r.stderr, "--endpoint tcp://HOST:*: named",
+        check(r.returncode == 2 and "a port for a daemon to bind" in r.stderr, "--endpoint tcp://HOST:*: named, exit 2",
               r.stderr)
     finally:
         harness.teardown(dm, tmp)
