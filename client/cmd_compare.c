@@ -219,7 +219,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 /*
  * The same file as baseline and candidate (a link, or a path typed twice)
  * gives zero drift everywhere, which would read as a result: said once on
- * stderr, and the comparison goes on (a user may mean it, as a check).
+ * stderr beside the result (a user may mean it, as a check). A command
+ * that fails says only why.
  */
 static void same_file_warning(const char *a, const char *b)
 {
@@ -487,7 +488,6 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
 	lap(&t0, &tm->open);
-	same_file_warning(o->base_path, o->cand_path);
 	if ((r = globs_match(o, bl, cl)))
 		goto out;
 	r = wd_engine_open_device(o->backend, o->device, &e);
@@ -579,6 +579,8 @@ int cmd_compare(int argc, char **argv)
 		res.timings.on = o.timings;
 		r = run_compare(&o, &res);
 	}
+	if (!r && res.engine)
+		same_file_warning(o.base_path, o.cand_path);
 	if (!r && res.engine) {
 		res.timings.total = cli_now() - t0;
 		if (o.json) {
