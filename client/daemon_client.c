@@ -265,8 +265,8 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			it[im = n++] = (zmq_pollitem_t){ mon, 0, ZMQ_POLLIN, 0 };
 		if (probe)
 			it[ip = n++] = (zmq_pollitem_t){ probe, 0, ZMQ_POLLIN, 0 };
-		if (left > WD_HS_POLL_MS && hs.closed)
-			left = WD_HS_POLL_MS;	/* to ask wd_hs_stuck */
+		if (left > WD_HS_POLL_MS && (hs.closed || (hs.refused_since && !hs.connected)))
+			left = WD_HS_POLL_MS;	/* to ask wd_hs_stuck and wd_hs_stale_socket */
 		if (zmq_poll(it, n, left > 0 ? left : 0) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -282,6 +282,9 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 					goto out;
 		}
 		if (mon && wd_hs_stuck(&hs, endpoint, &dc_control_names, keys, err, errlen))
+			goto out;
+		/* what the first socket's monitor saw holds after it is replaced (send_again) */
+		if (!got_s && !got_probe && wd_hs_stale_socket(&hs, endpoint, err, errlen))
 			goto out;
 		if (!got_s && !got_probe && cli_now() < round_end)
 			continue;	/* monitor news only (a reconnect every 100 ms): the same wait goes on */

@@ -149,6 +149,11 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	case ZMQ_EVENT_CONNECTED:
 		h->connected = 1;
 		h->attempt_failed = 0;
+		h->refused_since = 0;
+		return 0;
+	case ZMQ_EVENT_CONNECT_RETRIED:	/* the connect itself failed (refused, no file) */
+		if (!h->connected && !h->refused_since)
+			h->refused_since = wd_now();
 		return 0;
 	case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
 		h->handshook = 1;
@@ -185,6 +190,17 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		return 1;
 	}
 	return 0;
+}
+
+int wd_hs_stale_socket(const struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
+{
+	if (h->connected || !h->refused_since || wd_now() - h->refused_since < WD_HS_REFUSED_S ||
+	    strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@')
+		return 0;
+	snprintf(err, errlen, "nothing listens on the socket file %s (%s): every connection was refused "
+		 "for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a crash)? start wdriftd",
+		 endpoint + 6, endpoint, WD_HS_REFUSED_S);
+	return 1;
 }
 
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,

@@ -43,6 +43,7 @@ void wd_hs_monitor_close(void *s, void **m);
 struct wd_hs {
 	int connected, handshook, closed, attempt_failed;
 	double closed_at;	/* CLOCK_MONOTONIC seconds of the last close */
+	double refused_since;	/* of the first connect that failed, never connected since; 0: none */
 };
 #define WD_HS_CLOSED_MAX 3
 #define WD_HS_CLOSED_GRACE 0.5	/* s after a close with no reconnect: settled */
@@ -66,6 +67,17 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
  */
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,
 		const struct wd_client_keys *keys, char *err, size_t errlen);
+
+/*
+ * For the CLI's ipc:// endpoints, whose socket file is there (it checks
+ * first): 1 with err when every connect has failed for WD_HS_REFUSED_S
+ * and none got through. Nothing listens on the file: a daemon killed
+ * (SIGKILL, a crash) left it. A restart is given that long to bind
+ * again. Not for publishers, which wait for a daemon that may start
+ * later.
+ */
+#define WD_HS_REFUSED_S 1.0
+int wd_hs_stale_socket(const struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
 
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,

@@ -280,10 +280,16 @@ def storage_and_reload_log():
               "from /, the path named is /var", r.stderr)
         # killed: its socket files stay, and nothing answers there
         check(dm.stop(signal.SIGKILL) == -signal.SIGKILL, "SIGKILL")
+        # told once the connections have been refused for a second (WD_HS_REFUSED_S), not
+        # after the whole wait of the requests (which said "no connection got through")
         r = wd("status", "-c", cfg)
-        check(r.returncode == 1 and "no connection got through to its socket file" in r.stderr
-              and "SIGKILL" in r.stderr, f"status after the kill: the socket file is named as left behind "
+        check(r.returncode == 1 and "nothing listens on the socket file" in r.stderr
+              and "SIGKILL" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              f"status after the kill: the socket file is named as left behind, in one line "
               f"({r.stderr.strip()})")
+        r = wd("watch", "-c", cfg, "--count", "1")
+        check(r.returncode == 1 and "nothing listens on the socket file" in r.stderr,
+              f"watch after the kill: the same ({r.stderr.strip()})")
     finally:
         harness.teardown(dm, tmp)
 
