@@ -284,7 +284,9 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 		}
 		if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
 			return 0;
-		if (wd_hs_event(&hs, code, value, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why))) {
+		/* a refused retry brings events every 100-199 ms: asked after them too */
+		if (wd_hs_event(&hs, code, value, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why)) ||
+		    wd_hs_stale_socket(&hs, t->events_ep, why, sizeof(why))) {
 			snprintf(err, errlen, "%s (%s)", why, source);
 			return -1;
 		}

@@ -375,7 +375,9 @@ static int dc_on_opt(int c, const char *arg, void *ctx)
 
 	switch (c) {
 	case 'c': x->a->t.config = arg; return 0;
-	case 'E': x->a->t.control = arg; return dc_endpoint_option("--endpoint", arg);
+	case 'E':
+		x->a->t.control = arg;
+		return x->a->no_endpoint ? 0 : dc_endpoint_option("--endpoint", arg);
 	case 'J': x->a->json = 1; return 0;
 	case DC_OPT_SERVER_KEY: x->a->t.server_key = arg; return 0;
 	case DC_OPT_KEY: x->a->t.key = arg; return 0;

@@ -109,6 +109,7 @@ extern const struct wd_hs_names dc_control_names, dc_events_names;
 struct dc_args {
 	struct dc_target t;
 	int json;
+	int no_endpoint;	/* set before dc_args: --endpoint does not apply (the caller says so) */
 };
 
 struct option;

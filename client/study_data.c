@@ -36,6 +36,7 @@ int study_args_parse(int argc, char **argv, const char *usage, int with_csv, str
 	if (!with_csv)
 		opts[2] = (struct option){ 0 };
 	memset(o, 0, sizeof(*o));
+	a.no_endpoint = 1;	/* refused below, as not applying, whatever its value */
 	int r = dc_args(argc, argv, &a, usage, opts, on_opt, o);
 	if (r < 0)
 		return cli_opts_exit(r);

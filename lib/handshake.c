@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <zmq.h>
 
@@ -151,7 +152,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		h->attempt_failed = 0;
 		h->refused_since = 0;
 		return 0;
-	case ZMQ_EVENT_CONNECT_RETRIED:	/* the connect itself failed (refused, no file) */
+	case ZMQ_EVENT_CONNECT_RETRIED:	/* the connect itself failed: refused, no permission, busy... */
 		if (!h->connected && !h->refused_since)
 			h->refused_since = wd_now();
 		return 0;
@@ -192,15 +193,39 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	return 0;
 }
 
-int wd_hs_stale_socket(const struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
+int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
 {
+	const char *path = endpoint + 6;
+	struct stat st;
+	int e;
+
 	if (h->connected || !h->refused_since || wd_now() - h->refused_since < WD_HS_REFUSED_S ||
 	    strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@')
 		return 0;
-	snprintf(err, errlen, "nothing listens on the socket file %s (%s): every connection was refused "
-		 "for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a crash)? start wdriftd",
-		 endpoint + 6, endpoint, WD_HS_REFUSED_S);
-	return 1;
+	switch ((e = wd_unix_connect_errno(path))) {
+	case ECONNREFUSED:
+		snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
+			 "refused for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a crash), "
+			 "or one still starting? start wdriftd", path, endpoint, WD_HS_REFUSED_S);
+		return 1;
+	case EACCES:
+	case EPERM:
+		if (stat(path, &st) == 0)
+			snprintf(err, errlen, "cannot connect to the socket file %s (%s): permission denied "
+				 "(owner uid %u, mode %03o): run as a user that may write it (the daemon's "
+				 "umask sets its mode)", path, endpoint,
+				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+		else
+			snprintf(err, errlen, "cannot connect to the socket file %s (%s): %s", path, endpoint,
+				 strerror(e));
+		return 1;
+	case ENOENT:
+		snprintf(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
+		return 1;
+	default:	/* got through, or busy: ZeroMQ's next try may too */
+		h->refused_since = wd_now();
+		return 0;
+	}
 }
 
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,

@@ -70,14 +70,17 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
 
 /*
  * For the CLI's ipc:// endpoints, whose socket file is there (it checks
- * first): 1 with err when every connect has failed for WD_HS_REFUSED_S
- * and none got through. Nothing listens on the file: a daemon killed
- * (SIGKILL, a crash) left it. A restart is given that long to bind
- * again. Not for publishers, which wait for a daemon that may start
- * later.
+ * first): when ZeroMQ's connects have failed for WD_HS_REFUSED_S and none
+ * got through, one connect of its own says why (wd_unix_connect_errno),
+ * since ZeroMQ's event does not. 1 with err when that settles it:
+ * refused (nothing listens: a daemon killed with SIGKILL, or one still
+ * starting, left or found the file), no permission to write the file, or
+ * the file gone. 0 otherwise; a connect that gets through, or a full
+ * queue, starts the wait again. Not for publishers, which wait for a
+ * daemon that may start later.
  */
 #define WD_HS_REFUSED_S 1.0
-int wd_hs_stale_socket(const struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
+int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
 
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,

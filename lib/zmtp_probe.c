@@ -72,6 +72,22 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, do
 	return -1;
 }
 
+int wd_unix_connect_errno(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd, e = 0;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return ENAMETOOLONG;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return errno;
+	if (connect(fd, (const struct sockaddr *)&a, sizeof(a)) < 0)
+		e = errno;
+	close(fd);
+	return e;
+}
+
 /* A stream socket connected to endpoint (ipc:// or tcp://) by deadline, or -1. */
 static int open_endpoint(const char *endpoint, double deadline)
 {

@@ -16,4 +16,12 @@
  */
 int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len);
 
+/*
+ * One non-blocking connect to the unix socket file path, closed at once:
+ * 0 when something listens there, else the errno (ECONNREFUSED: nothing
+ * does; EACCES: not this user's to write; EAGAIN: its queue is full;
+ * ENOENT: no file). Speaks nothing, so the peer sees a connection close.
+ */
+int wd_unix_connect_errno(const char *path);
+
 #endif

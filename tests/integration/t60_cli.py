@@ -11,7 +11,9 @@ so in one line within a few seconds and exits 1; a failed output file
 import json
 import os
 import resource
+import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -237,7 +239,7 @@ def main():
         # a typo in the scheme is said as the config says it (it was "Protocol not supported"),
         # when the option is read: a usage error (exit 2), with the hint to --help
         for cmd, opt in (("status", "--endpoint"), ("watch", "--endpoint"), ("alerts", "--endpoint"),
-                         ("drift", "--endpoint"), ("report", "--endpoint"), ("send", "--ingest")):
+                         ("drift", "--endpoint"), ("send", "--ingest")):
             r = wd(cmd, opt, f"icp://{tmp}/run/control.sock")
             check(r.returncode == 2 and f"{opt}: bad endpoint 'icp://" in r.stderr
                   and "expected ipc://PATH, tcp://HOST:PORT or inproc://NAME" in r.stderr
@@ -251,6 +253,31 @@ def main():
         r = wd("status", "--endpoint", "tcp://127.0.0.1:*")
         check(r.returncode == 2 and "a port for a daemon to bind" in r.stderr, "--endpoint tcp://HOST:*: named, exit 2",
               r.stderr)
+        # report and export read the drift log: --endpoint, whatever its value, does not apply
+        for cmd in ("report", "export"):
+            r = wd(cmd, "s", "--endpoint", "icp://x")
+            check(r.returncode == 2 and "--endpoint does not apply" in r.stderr and "bad endpoint" not in r.stderr,
+                  f"{cmd} --endpoint icp://x: says --endpoint does not apply, not that it is malformed", r.stderr)
+        # a socket file this user may not write: said as such (as root, run as nobody; skipped
+        # otherwise, and under a sanitizer, whose report file nobody could not write)
+        if os.geteuid() == 0 and shutil.which("setpriv") and not os.environ.get("WDRIFT_SANITIZE"):
+            d = tempfile.mkdtemp(prefix="wdrift-t60-perm-")
+            os.chmod(d, 0o755)
+            path = os.path.join(d, "c.sock")
+            ls = socket.socket(socket.AF_UNIX)
+            try:
+                ls.bind(path)
+                os.chmod(path, 0o755)
+                ls.listen(4)
+                r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", WDRIFT,
+                                    "status", "--endpoint", f"ipc://{path}"], capture_output=True, text=True,
+                                   timeout=30)
+                check(r.returncode == 1 and "permission denied (owner uid 0, mode 755)" in r.stderr
+                      and len(r.stderr.strip().splitlines()) == 1,
+                      "a socket file not this user's to write: permission denied, with its owner and mode", r.stderr)
+            finally:
+                ls.close()
+                shutil.rmtree(d, ignore_errors=True)
     finally:
         harness.teardown(dm, tmp)
     return harness.summary()
