@@ -1,0 +1,119 @@
+/*
+ * test_handshake.c: what the CLI makes of connections that never get
+ * through (lib/handshake.c, docs/cli.md): ZeroMQ's connect-retried events
+ * start a clock that a connection stops; after WD_HS_REFUSED_S of them,
+ * wd_hs_stale_socket's own connect says why, on real unix socket files: a
+ * file nothing listens on, one a listener holds, one that is gone, and
+ * endpoints it leaves alone (tcp://, the abstract namespace).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <zmq.h>
+
+#include "clock.h"
+#include "handshake.h"
+#include "harness.h"
+
+/* A unix socket bound at path: listening, or closed at once (the file stays, as after SIGKILL). */
+static int unix_socket(const char *path, int listening)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || (listening && listen(fd, 4) < 0)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!listening) {
+		close(fd);
+		return 0;
+	}
+	return fd;
+}
+
+/* A state whose connects have failed since seconds ago. */
+static struct wd_hs refused_for(double seconds)
+{
+	struct wd_hs h = { 0 };
+
+	wd_hs_event(&h, ZMQ_EVENT_CONNECT_RETRIED, 0, "ipc:///x", NULL, NULL, NULL, 0);
+	h.refused_since = wd_now() - seconds;
+	return h;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/wdrift-test-hs-XXXXXX", stale[256], live[256], gone[256], ep[300], err[1024];
+	struct wd_hs h = { 0 };
+	int fd;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "make a temporary directory");
+		return tap_done();
+	}
+	snprintf(stale, sizeof(stale), "%s/stale.sock", dir);
+	snprintf(live, sizeof(live), "%s/live.sock", dir);
+	snprintf(gone, sizeof(gone), "%s/gone.sock", dir);
+
+	/* the clock: started by a failed connect, stopped by a connection */
+	wd_hs_event(&h, ZMQ_EVENT_CONNECT_RETRIED, 0, "ipc:///x", NULL, NULL, NULL, 0);
+	CHECK(h.refused_since > 0 && !h.connected, "a failed connect starts the clock");
+	double first = h.refused_since;
+	wd_hs_event(&h, ZMQ_EVENT_CONNECT_RETRIED, 0, "ipc:///x", NULL, NULL, NULL, 0);
+	CHECK(h.refused_since == first, "the next failed connect keeps its start");
+	wd_hs_event(&h, ZMQ_EVENT_CONNECTED, 0, "ipc:///x", NULL, NULL, NULL, 0);
+	CHECK(h.connected && h.refused_since == 0, "a connection stops it");
+	wd_hs_event(&h, ZMQ_EVENT_CONNECT_RETRIED, 0, "ipc:///x", NULL, NULL, NULL, 0);
+	CHECK(h.refused_since == 0, "after a connection, a failed reconnect does not start it again");
+
+	/* a file nothing listens on: after WD_HS_REFUSED_S, not before */
+	CHECK(unix_socket(stale, 0) == 0, "a socket file left with nothing listening");
+	snprintf(ep, sizeof(ep), "ipc://%s", stale);
+	h = refused_for(WD_HS_REFUSED_S / 2);
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "refused for half the time: no verdict yet");
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	err[0] = 0;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "nothing listens on the socket file") &&
+	      strstr(err, stale) && strstr(err, "SIGKILL"), "refused for longer: stale, named (%s)", err);
+
+	/* one a listener holds: the wait goes on, its clock restarted */
+	fd = unix_socket(live, 1);
+	CHECK(fd >= 0, "a listening socket file");
+	snprintf(ep, sizeof(ep), "ipc://%s", live);
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	double before = h.refused_since;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0 && h.refused_since > before,
+	      "something listens: no verdict, the clock restarted");
+	if (fd >= 0)
+		close(fd);
+
+	/* a file gone meanwhile */
+	snprintf(ep, sizeof(ep), "ipc://%s", gone);
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	err[0] = 0;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "no socket at") &&
+	      strstr(err, "is wdriftd running?"), "the file gone: said as no socket (%s)", err);
+
+	/* endpoints with no file, and a state that connected: never a verdict */
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	CHECK(wd_hs_stale_socket(&h, "tcp://127.0.0.1:1", err, sizeof(err)) == 0, "tcp://: not judged");
+	CHECK(wd_hs_stale_socket(&h, "ipc://@wdrift-abstract", err, sizeof(err)) == 0,
+	      "the abstract namespace: not judged");
+	snprintf(ep, sizeof(ep), "ipc://%s", stale);
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	h.connected = 1;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "once connected: not judged");
+
+	unlink(stale);
+	unlink(live);
+	rmdir(dir);
+	return tap_done();
+}
