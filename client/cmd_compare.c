@@ -579,9 +579,8 @@ int cmd_compare(int argc, char **argv)
 		res.timings.on = o.timings;
 		r = run_compare(&o, &res);
 	}
-	if (!r && res.engine)
-		same_file_warning(o.base_path, o.cand_path);
 	if (!r && res.engine) {
+		same_file_warning(o.base_path, o.cand_path);
 		res.timings.total = cli_now() - t0;
 		if (o.json) {
 			r = compare_print_json(&res);

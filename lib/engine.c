@@ -703,7 +703,8 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 	struct many_job j = { 0 };
 	int *err = calloc(n + 1, sizeof(*err));
 	size_t *items = calloc(n + 1, sizeof(*items));
-	int r = err && items ? 0 : -ENOMEM;
+	unsigned char *whole = calloc(n + 1, 1);	/* whole[i]: on a thread of its own */
+	int r = err && items && whole ? 0 : -ENOMEM;
 
 	uint64_t total = 0, share, threads = (uint64_t)cpu_engine_threads(&e->cpu);
 	size_t n_whole = 0, n_small = 0;
@@ -718,13 +719,16 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 			r = -EINVAL;
 	share = (total + threads - 1) / threads;
 	/* large ones whole on a thread first, the largest first, then the small ones */
-	for (size_t i = 0; !r && !e->cuda && i < n; i++)
-		if (!many_small(e, views[i].numel) && many_whole(e, &views[i], flags, share))
+	for (size_t i = 0; !r && !e->cuda && i < n; i++) {
+		if (many_small(e, views[i].numel))
+			n_small++;
+		else if (many_whole(e, &views[i], flags, share))
 			items[n_whole++] = i;
-	for (size_t i = 0; !e->cuda && i < n; i++)
-		n_small += many_small(e, views[i].numel);
+	}
 	if (n_whole == 1 && !n_small)	/* nothing to run beside it: split it */
-		share = n_whole = 0;
+		n_whole = 0;
+	for (size_t k = 0; k < n_whole; k++)
+		whole[items[k]] = 1;
 	if (n_whole > 1)
 		qsort_r(items, n_whole, sizeof(*items), larger_first, (void *)views);
 	j.n_items = n_whole;
@@ -732,7 +736,7 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 	for (size_t i = 0; !r && i < n; i++) {
 		if (!e->cuda && many_small(e, views[i].numel))
 			items[j.n_items++] = i;
-		else if (e->cuda || !many_whole(e, &views[i], flags, share))
+		else if (!whole[i])
 			r = err[i] = wd_prepare(e, &views[i], flags, &out[i]);
 	}
 	if (!r) {
@@ -750,6 +754,7 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 			wd_prepared_free(&out[i]);
 	free(err);
 	free(items);
+	free(whole);
 	return r;
 }
 
