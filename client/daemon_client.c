@@ -84,7 +84,8 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		char ep[2 * PATH_MAX], ferr[256];
 		/* a file that does not load may be an edit the daemon has not taken: name its socket */
 		if (!t->control && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
-		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0)
+		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0 &&
+		    cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0)	/* not the error itself */
 			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
 					"its previous config: it answers at --endpoint %s)", cerr, ep);
 		if (!t->control)

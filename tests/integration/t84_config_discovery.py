@@ -204,6 +204,12 @@ def main():
         r = wd("status", "--endpoint", hint.group(1) if hint else ep, "--json")
         check(r.returncode == 0 and '"engine"' in r.stdout,
               "and wdrift status --endpoint with it reaches the daemon, still serving", r.stderr)
+        # the error is the endpoint itself: no hint offering it back (the new-user trial)
+        with open(cfg, "w") as f:
+            f.write(re.sub(r"control: ipc://", "control: icp://", good.replace("  - name: [\n", ""), count=1))
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 1 and "bad endpoint 'icp://" in r.stderr and "it answers at" not in r.stderr,
+              "a config whose listen.control is malformed: the error, without a hint naming it", r.stderr)
         with open(cfg, "w") as f:
             f.write(good)
         for extra in (["--endpoint", ep], []):
