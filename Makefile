@@ -12,6 +12,7 @@
 #   make bench-ckpt    checkpoint reading in a resource-limited child against in-process
 #   make bench-snapshot a Llama-shaped snapshot (291 tensors) against a prepared baseline, beside memcpy
 #   make bench-compare the whole wdrift compare process against scipy and the engine alone
+#   make bench-step    one step of a Llama-shaped study (large tensors) through wdriftd, 1 thread against all
 #   make bench-publish how long publish() blocks a training step, against a clone / .cpu()
 #   make bench-drift-query  a drift query against the study's tensor count; status meanwhile
 #   make fuzz      the parsers under libFuzzer + ASan/UBSan, FUZZ_RUNS each
@@ -420,6 +421,14 @@ bench-ckpt: deps
 bench-compare: deps
 	@$(MAKE) --no-print-directory all
 	@$(PYTHON) bench/bench_compare.py --build $(BUILD)
+
+# One step of a Llama-shaped study (7B / 4, large tensors) through a real
+# wdriftd, compute.threads 1 against every core (issue 16); BENCH_LAYERS,
+# BENCH_STEPS, BENCH_DTYPE=bf16, BUILD another build ("before")
+.PHONY: bench-step
+bench-step: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) $(PYTHON) bench/bench_step.py
 
 # BENCH_TENSORS=2500,5000 picks the sizes, BUILD another build ("before")
 .PHONY: bench-drift-query

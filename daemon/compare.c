@@ -4,13 +4,16 @@
  * every run; the proxies come first, so that when the candidates' rows are
  * made every proxy's W1 for that tensor is known and gives their ratios.
  *
- * On the CPU the step's tensors are spread over compute.threads: a large
- * tensor takes every thread (the engine splits its sort), the small ones
- * go one to a worker, many at once. Each tensor's rows land in its own
- * slots of the grid and the batch is built from the grid in tensor order,
- * so the rows, their order and their bits are those of one thread (the
- * engine's bits do not depend on its thread count: docs/engine.md,
- * "Threads").
+ * On the CPU the step's tensors are spread over compute.threads: workers,
+ * each with an engine of one thread, take them one at a time, the large
+ * ones first while the memory they hold fits memory.budget; a large one
+ * that is too big for that, or more than a worker's share of the step,
+ * takes every thread of the compute thread's engine (which splits its
+ * sort) before the workers start (compare_all). Each tensor's rows land in
+ * its own slots of the grid and the batch is built from the grid in
+ * tensor order, so the rows, their order and their bits are those of one
+ * thread (the engine's bits do not depend on its thread count:
+ * docs/engine.md, "Threads").
  */
 #include <errno.h>
 #include <math.h>
@@ -134,6 +137,7 @@ static size_t aggregate(struct drift_row *rows, size_t first, size_t n, size_t n
 
 struct compare_workers {
 	struct wd_engine *engine;	/* the compute thread's: large tensors; all on a GPU */
+	uint64_t budget;		/* memory.budget: what the workers may hold at once */
 	size_t n;			/* 0: every tensor on engine, in turn */
 	struct wd_engine *small[];	/* n CPU engines of one thread each */
 };
@@ -150,6 +154,7 @@ int compare_workers_open(struct wd_engine *engine, uint64_t budget, struct compa
 	if (!(w = calloc(1, sizeof(*w) + (n + 1) * sizeof(w->small[0]))))
 		return -ENOMEM;
 	w->engine = engine;
+	w->budget = budget;
 	for (; w->n < n; w->n++) {
 		if (wd_engine_open(WD_BACKEND_CPU, &w->small[w->n]) < 0)
 			break;
@@ -191,9 +196,16 @@ struct step {
 	struct drift_row *grid;		/* grid[run * nt + tensor] */
 	size_t nt, n_row_runs, n_trained, first_cand;
 	double wall;
-	/* the small tensors: the next to take, and the workers' own */
+	/* the workers' list (compare_all), the next to take, and the workers' own engines */
 	struct compare_workers *w;
+	size_t *items, n_items;
+	unsigned char *whole;	/* whole[t]: tensor t is large and one to a worker */
 	atomic_size_t next;
+	/* the bytes the workers hold (tensor_bytes), within w->budget */
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	uint64_t held;
+	size_t waits;		/* how often a worker waited for the others to free some */
 };
 
 /* Tensor t against every run: its rows into grid's column t. */
@@ -253,54 +265,163 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 
 static int is_large(const struct step *st, size_t t)
 {
-	/* compared one at a time with all the engine's threads; smaller ones one to a worker */
 	return wd_ckpt_entry(st->in->base, t)->numel >= WD_BATCH_SPLIT_MIN;
 }
 
-/* A worker: small tensors, whichever is next, until none is left. */
+/*
+ * The most compare_tensor holds at once for tensor t on a worker, by the
+ * sizes in the listings: the baseline's data and the largest run's, each
+ * raw and prepared (wd_prepare_bytes), or the synthetic proxy's 16-bit
+ * codes with their counts, whichever is larger.
+ */
+static uint64_t side_bytes(const struct step *st, const struct wd_ckpt_entry *e)
+{
+	return e->numel * wd_dtype_size(e->dtype) +
+	       wd_prepare_bytes(st->w->small[0], e->dtype, e->numel, WD_PREP_KEEP_RAW);
+}
+
+static uint64_t tensor_bytes(const struct step *st, size_t t)
+{
+	const struct wd_ckpt_entry *e = wd_ckpt_entry(st->in->base, t);
+	uint64_t run = 0, synth = 0;
+
+	for (size_t r = 0; r < st->in->n_runs; r++) {
+		long i = st->in->ck[r] ? wd_ckpt_find(st->in->ck[r], e->name) : -1;
+		uint64_t b = i >= 0 ? side_bytes(st, wd_ckpt_entry(st->in->ck[r], (size_t)i)) : 0;
+		run = b > run ? b : run;
+	}
+	if (st->s->synthetic != WD_SYNTHETIC_NONE)
+		synth = 2 * e->numel + wd_prepare_bytes(st->w->small[0], WD_BF16, e->numel, 0);
+	return side_bytes(st, e) + (run > synth ? run : synth);
+}
+
+/* Holds n of the workers' share of memory.budget, waiting while others hold too much. */
+static void hold(struct step *st, uint64_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	if (st->held && st->held + n > st->w->budget)
+		st->waits++;
+	while (st->held && st->held + n > st->w->budget)
+		pthread_cond_wait(&st->freed, &st->lock);
+	st->held += n;
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void unhold(struct step *st, uint64_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	st->held -= n;
+	pthread_cond_broadcast(&st->freed);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* A worker: the next tensor of the list, until none is left. */
 struct worker_arg {
 	struct step *st;
 	struct wd_engine *engine;
 };
 
-static void *small_worker(void *arg)
+static void *worker(void *arg)
 {
 	struct worker_arg *a = arg;
-	size_t t;
+	struct step *st = a->st;
+	size_t k;
 
-	while ((t = atomic_fetch_add(&a->st->next, 1)) < a->st->nt)
-		if (!is_large(a->st, t))
-			compare_tensor(a->engine, a->st, t);
+	while ((k = atomic_fetch_add(&st->next, 1)) < st->n_items) {
+		size_t t = st->items[k];
+		uint64_t n = tensor_bytes(st, t);
+		hold(st, n);
+		compare_tensor(a->engine, st, t);
+		unhold(st, n);
+	}
 	return NULL;
 }
 
-/* Every tensor of the step: large ones with all threads, then the small ones many at once. */
-static void compare_all(struct step *st)
+/* qsort_r's order of the workers' list: more elements first, then by tensor index. */
+static int larger_first(const void *x, const void *y, void *arg)
+{
+	const struct step *st = arg;
+	size_t i = *(const size_t *)x, k = *(const size_t *)y;
+	uint64_t a = wd_ckpt_entry(st->in->base, i)->numel, b = wd_ckpt_entry(st->in->base, k)->numel;
+
+	if (a != b)
+		return a > b ? -1 : 1;
+	return i < k ? -1 : i > k;
+}
+
+/* The workers' list, on min(workers, items) threads; this one is worker 0. */
+static void run_workers(struct step *st)
 {
 	struct compare_workers *w = st->w;
-	size_t n_small = 0;
-
-	for (size_t t = 0; t < st->nt; t++)
-		if (!w->n || is_large(st, t))
-			compare_tensor(w->engine, st, t);
-		else
-			n_small++;
-	if (!n_small)
-		return;
-	size_t k = w->n < n_small ? w->n : n_small;
+	size_t k = w->n < st->n_items ? w->n : st->n_items;
 	pthread_t tid[k];
 	struct worker_arg arg[k];
 	int started[k];
+
 	atomic_init(&st->next, 0);
 	for (size_t i = 0; i < k; i++) {
 		arg[i] = (struct worker_arg){ st, w->small[i] };
-		/* worker 0 is this thread; a thread that cannot start leaves its share to the others */
-		started[i] = i > 0 && pthread_create(&tid[i], NULL, small_worker, &arg[i]) == 0;
+		/* a thread that cannot start leaves its share to the others */
+		started[i] = i > 0 && pthread_create(&tid[i], NULL, worker, &arg[i]) == 0;
 	}
-	small_worker(&arg[0]);
+	worker(&arg[0]);
 	for (size_t i = 1; i < k; i++)
 		if (started[i])
 			pthread_join(tid[i], NULL);
+}
+
+/*
+ * Every tensor of the step. The workers take a list: the large tensors
+ * that go whole to one of them, largest first, then the small ones, each
+ * holding its tensor_bytes of memory.budget while it works. A large tensor
+ * goes whole when at least two such fit the budget, it is at most a
+ * worker's share of the step's elements, so that the workers end
+ * together, and something runs beside it. Two sorts side by side need no
+ * split's count and deal (docs/engine.md, "Batches"), and their reads
+ * and statistics run side by side too. The other large ones go first, in
+ * turn, with every thread of the compute thread's engine.
+ */
+static void compare_all(struct step *st)
+{
+	struct compare_workers *w = st->w;
+	size_t n_small = 0, n_whole = 0, n_split = 0;
+	uint64_t total = 0;
+
+	if (!w->n) {
+		for (size_t t = 0; t < st->nt; t++)
+			compare_tensor(w->engine, st, t);
+		return;
+	}
+	for (size_t t = 0; t < st->nt; t++)
+		total += wd_ckpt_entry(st->in->base, t)->numel;
+	uint64_t share = total / w->n + 1;
+	for (size_t t = 0; t < st->nt; t++) {
+		if (!is_large(st, t))
+			n_small++;
+		else if (tensor_bytes(st, t) <= w->budget / 2 &&
+			 wd_ckpt_entry(st->in->base, t)->numel <= share)
+			st->items[n_whole++] = t;
+	}
+	if (n_whole == 1 && !n_small)	/* nothing to run beside it: split it */
+		n_whole = 0;
+	for (size_t k = 0; k < n_whole; k++)
+		st->whole[st->items[k]] = 1;
+	qsort_r(st->items, n_whole, sizeof(*st->items), larger_first, st);
+	st->n_items = n_whole;
+	for (size_t t = 0; t < st->nt; t++) {
+		if (!is_large(st, t))
+			st->items[st->n_items++] = t;
+		else if (!st->whole[t]) {
+			compare_tensor(w->engine, st, t);
+			n_split++;
+		}
+	}
+	if (st->n_items)
+		run_workers(st);
+	log_debug("compute: study '%s' step %lld: %zu tensors: %zu large ones one to a worker, "
+		  "%zu split over %d threads, %zu small ones; %zu waits for memory.budget",
+		  st->s->name, (long long)st->in->step, st->nt, n_whole, n_split,
+		  wd_engine_threads(w->engine), n_small, st->waits);
 }
 
 /* Recomputes study s at step: every run present there against the baseline. */
@@ -319,7 +440,9 @@ struct result_batch *compare_step(struct compare_workers *w, const struct cstudy
 	size_t nt = wd_ckpt_count(base), cap = (nt + 3) * (n_runs + 1) + 1;
 	/* grid[run * nt + tensor]; compacted into b->rows at the end */
 	struct drift_row *grid = calloc((nt + 1) * (n_runs + 1), sizeof(*grid));
-	int ok = b && grid && (b->rows = calloc(cap, sizeof(*b->rows))) &&
+	size_t *items = calloc(nt + 1, sizeof(*items));
+	unsigned char *whole = calloc(nt + 1, 1);
+	int ok = b && grid && items && whole && (b->rows = calloc(cap, sizeof(*b->rows))) &&
 		 (b->study = strdup(s->name)) && (b->baseline = strdup(s->baseline));
 	for (size_t k = 0; ok && k < s->n_proxies; k++)
 		ok = (b->proxies[b->n_proxies++] = strdup(s->labels[k])) != NULL;
@@ -328,14 +451,22 @@ struct result_batch *compare_step(struct compare_workers *w, const struct cstudy
 			"not compared", s->name, (long long)step, nt, n_runs + 1);
 		result_batch_free(&b);
 		free(grid);
+		free(items);
+		free(whole);
 		return NULL;
 	}
 	b->step = step;
 	size_t n_row_runs = n_runs + (s->synthetic != WD_SYNTHETIC_NONE);
 	struct step st = { .s = s, .in = in, .grid = grid, .nt = nt, .n_row_runs = n_row_runs,
 			   .n_trained = n_trained, .first_cand = first_cand, .w = w,
-			   .wall = now_wall() };
+			   .items = items, .whole = whole, .wall = now_wall() };
+	pthread_mutex_init(&st.lock, NULL);
+	pthread_cond_init(&st.freed, NULL);
 	compare_all(&st);
+	pthread_cond_destroy(&st.freed);
+	pthread_mutex_destroy(&st.lock);
+	free(items);
+	free(whole);
 	/* compact (tensors the baseline could not read have no row), then aggregates */
 	size_t out = 0;
 	for (size_t r = 0; r < n_row_runs; r++) {

@@ -49,10 +49,11 @@ struct compare_input {
 /*
  * The threads that compare a step's tensors on the CPU: engine's own
  * (compute.threads, split inside a large tensor's sort), and as many
- * one-thread engines, one per worker, for the small tensors, which go
- * many at once. At most memory.budget / 64 MiB workers (what one may hold
- * at once); none on a GPU, where every tensor goes through engine in turn.
- * engine stays the caller's. 0 or -ENOMEM.
+ * one-thread engines, one per worker, which take the step's tensors many
+ * at once, holding at most budget bytes together (docs/daemon.md,
+ * "Compute threads"). At most budget / 64 MiB workers; none on a GPU,
+ * where every tensor goes through engine in turn. engine stays the
+ * caller's. 0 or -ENOMEM.
  */
 struct compare_workers;
 int compare_workers_open(struct wd_engine *engine, uint64_t budget, struct compare_workers **out);

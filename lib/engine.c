@@ -154,6 +154,14 @@ enum wd_sort wd_engine_sort(const struct wd_engine *e)
 	return cpu_sort_vq(&e->cpu) ? WD_SORT_VQSORT : WD_SORT_RADIX;
 }
 
+uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
+			  unsigned flags)
+{
+	struct wd_view v = { dtype, NULL, numel };
+
+	return wd_dtype_size(dtype) ? cpu_prepare_bytes(&e->cpu, &v, flags) : 0;
+}
+
 /* Adds p, just prepared on the device, to the engine's live tensors. */
 static void live_add(struct wd_engine *e, struct wd_prepared *p)
 {

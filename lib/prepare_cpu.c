@@ -306,6 +306,20 @@ uint64_t cpu_prepare_cost(const struct wd_view *v, unsigned flags)
 	return counted ? v->numel / 16 + 1 : v->numel;
 }
 
+uint64_t cpu_prepare_bytes(const struct cpu_engine *c, const struct wd_view *v, unsigned flags)
+{
+	const uint64_t tables = (uint64_t)1 << 20;	/* counts, digit histograms, splitters */
+	uint64_t keys = (v->numel + 1) * (v->dtype == WD_F64 ? 8 : 4);
+
+	switch (v->dtype) {
+	case WD_F32:
+	case WD_F64:	/* the sorted keys; the radix sort's scratch beside them (cpu_scratch) */
+		return (cpu_prepare_in_result(c, v, flags) ? keys : 2 * keys) + tables;
+	default:	/* forced to sort: the decoded floats, their keys and the scratch */
+		return (flags & WD_PREP_FORCE_SORT ? 3 * keys : 0) + tables;
+	}
+}
+
 int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		struct wd_prepared *p)
 {

@@ -213,6 +213,16 @@ enum wd_sort wd_engine_sort(const struct wd_engine *e);
  */
 int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	       struct wd_prepared **out);
+/*
+ * The most host memory wd_prepare holds for numel elements of dtype on
+ * e's CPU side with one thread, beyond the view: the prepared tensor, any
+ * scratch the sort keeps (the radix sort's, of the keys' size) and 1 MiB
+ * for its tables (a 16-bit count's 65536 counts are within it). For a
+ * caller that bounds the tensors in flight, as wdriftd's compute workers
+ * do within memory.budget. 0 for a bad dtype.
+ */
+uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
+			  unsigned flags);
 void wd_prepared_free(struct wd_prepared **p);
 /*
  * Prepares n tensors, as wd_prepare would each (flags for all), in

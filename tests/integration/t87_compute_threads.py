@@ -3,7 +3,8 @@
 the drift log it writes is the one thread's, row for row and bit for bit.
 
 Issue 16: the daemon compares a step's tensors many at once (small ones one
-to a worker, large ones split inside the engine). The same snapshots, sent
+to a worker; large ones one to a worker too when within a worker's share,
+else split inside the engine; the debug log says which). The same snapshots, sent
 to a wdriftd with compute.threads 1 and to one with 4, give drift logs whose
 rows are equal in every column but the wall clock, in the same order: every
 dtype, sizes from 1 to past the large-tensor line (2^20 elements), NaN and
@@ -45,8 +46,16 @@ def tensors(run, step):
         out[f"f64.{i}"] = (rng.standard_normal(n) * 1e-3, "f64")
         out[f"bf16.{i}"] = (bf16(rng.standard_normal(n)), "bf16")
         out[f"f16.{i}"] = (rng.standard_normal(n).astype(np.float16).view(np.uint16), "f16")
-    # past the line: split inside the engine, one at a time
-    out["large.f32"] = (rng.standard_normal(LARGE + 1).astype(np.float32), "f32")
+    # past the line: those within a worker's share of the step's elements go one to a
+    # worker, side by side (each sorted whole on one thread); the bf16 one, larger than a
+    # share, is split inside the engine over every thread
+    x = rng.standard_normal(LARGE + 1).astype(np.float32)
+    x[::1001] = np.nan
+    x[7], x[8], x[9], x[10] = np.inf, -np.inf, 0.0, -0.0
+    out["large.f32"] = (x, "f32")
+    out["large.f32.b"] = (rng.standard_normal(LARGE + 5).astype(np.float32) * 1e-2, "f32")
+    out["large.f64"] = (rng.standard_normal(LARGE + 3), "f64")
+    out["large.ragged"] = (rng.standard_normal(LARGE + 7 + 50000 * RUNS.index(run)).astype(np.float32), "f32")
     out["large.bf16"] = (bf16(rng.standard_normal(2 * LARGE)), "bf16")
     # unequal sizes between runs; a tensor the candidate lacks
     out["ragged"] = (rng.standard_normal(1000 + 10 * RUNS.index(run)).astype(np.float32), "f32")
@@ -55,22 +64,35 @@ def tensors(run, step):
     return out
 
 
-def run_daemon(ctx, threads):
+def tight(run, step):
+    """Three large tensors that each fit half of a 192M memory.budget (tensor_bytes: 72 MB) but not
+    three at once, so that on three workers the third waits for the first to finish."""
+    rng = np.random.default_rng([870, RUNS.index(run), step])
+    out = {}
+    for i in range(3):
+        x = rng.standard_normal(4_500_000).astype(np.float32)
+        x[i::4099] = np.nan
+        out[f"big.{i}"] = (x, "f32")
+    out["small"] = (rng.standard_normal(1000).astype(np.float32), "f32")
+    return out
+
+
+def run_daemon(ctx, threads, tensors=tensors, steps=STEPS, budget="1G"):
     """The drift log's rows (wall clock left out) and name tables, and the log, of a daemon with
-    compute.threads = threads that was sent every snapshot."""
+    compute.threads = threads and memory.budget = budget that was sent every snapshot."""
     tmp = tempfile.mkdtemp(prefix=f"wdrift-t87-{threads}-")
     dm = Daemon(tmp)
     try:
         with open(os.path.join(tmp, "wdrift.yaml"), "w") as f:
-            f.write(CONFIG.format(d=tmp, level="info", extra="    synthetic_proxy: round:bf16\n")
+            f.write(CONFIG.format(d=tmp, level="debug", extra="    synthetic_proxy: round:bf16\n")
                     .replace("  backend: cpu\n", f"  backend: cpu\n  threads: {threads}\n")
-                    .replace("budget: 256M", "budget: 1G"))
+                    .replace("budget: 256M", f"budget: {budget}"))
         if not check(dm.start() is not None, f"threads {threads}: wdriftd is ready"):
             return None, dm.log_text()
         for run in RUNS:
             pub = Publisher(ctx, tmp, run)
             pub.s.setsockopt(zmq.RCVTIMEO, 30000)
-            for step in STEPS:
+            for step in steps:
                 ts = tensors(run, step)
                 for name, (x, dt) in ts.items():
                     pub.tensor(step, name, x, dt)
@@ -122,6 +144,10 @@ def main():
     check("compute: 4 tensors compared at once, 4 threads for a large one" in log4,
           "threads 4: four small tensors at once, four threads for a large one, said at start",
           [ln for ln in log4.splitlines() if "compute:" in ln][:2])
+    split = [ln for ln in log4.splitlines() if "large ones one to a worker" in ln]
+    check(split and all("4 large ones one to a worker, 1 split over 4 threads" in ln for ln in split),
+          "threads 4: the four large tensors within a worker's share side by side, the bf16 one split",
+          split[:1])
     if not (one and four):
         check(False, "both daemons wrote a drift log")
         return summary()
@@ -134,6 +160,23 @@ def main():
     check(not why, f"threads 4 wrote the rows of threads 1, in the same order, to the bit ({why})")
     fin = np.isfinite(r1["w1"]) & (r1["kind"] == 0)
     check(fin.sum() > n_tensors, f"and they are not all NaN: {int(fin.sum())} finite tensor W1s")
+
+    # memory.budget bounds what the workers hold: the third large tensor waits, the bits do not change
+    ctx = zmq.Context()
+    try:
+        one, _ = run_daemon(ctx, 1, tight, (1,), "192M")
+        three, log3 = run_daemon(ctx, 3, tight, (1,), "192M")
+    finally:
+        ctx.destroy(linger=0)
+    said = [ln for ln in log3.splitlines() if "large ones one to a worker" in ln]
+    # a pass per run's arrival; once the proxy's and the candidate's tensors are there, one waits
+    check(said and all("3 large ones one to a worker, 0 split" in ln for ln in said) and
+          "; 0 waits" not in said[-1] and " waits for memory.budget" in said[-1],
+          "budget 192M, threads 3: three large tensors one to a worker, one waiting for memory.budget",
+          said)
+    if check(one and three, "both daemons wrote a drift log"):
+        why = same_bits(one[0], three[0])
+        check(not why, f"budget 192M: threads 3 wrote the rows of threads 1, to the bit ({why})")
     return summary()
 
 

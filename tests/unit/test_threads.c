@@ -12,8 +12,10 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <pthread.h>
 
@@ -423,6 +425,90 @@ static void test_sort_choice(void)
 	wd_engine_close(&e);
 }
 
+/* The process's resident bytes (/proc/self/statm), -1 when unknown. */
+static long resident_bytes(void)
+{
+	long pages = -1;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f && fscanf(f, "%*d %ld", &pages) != 1)
+		pages = -1;
+	if (f)
+		fclose(f);
+	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
+}
+
+/* Built with AddressSanitizer, whose shadow memory is resident too. */
+static int sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	return 1;
+#endif
+#endif
+	return 0;
+}
+
+/*
+ * wd_prepare_bytes: the radix sort holds its scratch beside the keys,
+ * vqsort only the keys, a 16-bit count its 65536 counts, each with 1 MiB
+ * for tables; and what a
+ * prepare on one thread leaves resident (the tensor, the engine's scratch)
+ * is within it: natively, where resident memory is the program's own
+ * (under ASan or valgrind it is not).
+ */
+static void test_prepare_bytes(void)
+{
+	const uint64_t n = (uint64_t)1 << 20, tables = (uint64_t)1 << 20;
+	struct wd_engine *e;
+
+	if (wd_engine_open(WD_BACKEND_CPU, &e)) {
+		CHECK(0, "open an engine");
+		return;
+	}
+	wd_engine_set_threads(e, 1);
+
+	CHECK(wd_prepare_bytes(e, WD_BF16, n, 0) == tables &&
+	      wd_prepare_bytes(e, WD_F16, 7, WD_PREP_KEEP_RAW) == tables,
+	      "16-bit data: 1 MiB of tables, where the counts are (%llu)",
+	      (unsigned long long)wd_prepare_bytes(e, WD_BF16, n, 0));
+	CHECK(wd_prepare_bytes(e, WD_BF16, n, WD_PREP_FORCE_SORT) >= 3 * n * 4,
+	      "16-bit data forced to sort: decoded, keyed and scratch");
+	CHECK(wd_prepare_bytes(e, (enum wd_dtype)99, n, 0) == 0, "a bad dtype: 0");
+	for (int vq = 0; vq < 2; vq++) {
+		if (wd_engine_set_sort(e, vq ? WD_SORT_VQSORT : WD_SORT_RADIX))
+			continue;
+		uint64_t f32 = wd_prepare_bytes(e, WD_F32, n, WD_PREP_KEEP_RAW);
+		uint64_t f64 = wd_prepare_bytes(e, WD_F64, n, 0);
+		CHECK(f32 == (vq ? 1 : 2) * (n + 1) * 4 + tables &&
+		      f64 == (vq ? 1 : 2) * (n + 1) * 8 + tables,
+		      "%s: fp32 %llu, fp64 %llu bytes for 2^20 elements", vq ? "vqsort" : "radix",
+		      (unsigned long long)f32, (unsigned long long)f64);
+		float *x = malloc(n * sizeof(*x));
+		struct wd_prepared *p = NULL;
+		if (!x) {
+			CHECK(0, "out of memory");
+			break;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			x[i] = (float)rng_normal(1.0);
+		struct wd_view v = { WD_F32, x, n };
+		long before = resident_bytes();
+		int r = wd_prepare(e, &v, WD_PREP_KEEP_RAW, &p);
+		long grew = resident_bytes() - before;
+		CHECK(r == 0, "%s: prepared", vq ? "vqsort" : "radix");
+		if (!small && !sanitized())
+			CHECK(grew > 0 && (uint64_t)grew <= f32,
+			      "%s: a prepare of 2^20 fp32 left %ld bytes more resident, within %llu",
+			      vq ? "vqsort" : "radix", grew, (unsigned long long)f32);
+		wd_prepared_free(&p);
+		free(x);
+	}
+	wd_engine_close(&e);
+}
+
 /* The default is the cores this process may use, not the host's count. */
 static void test_default_threads(void)
 {
@@ -587,6 +673,7 @@ int main(void)
 	max_threads = small ? 3 : MAX_THREADS;
 	test_default_threads();
 	test_sort_choice();
+	test_prepare_bytes();
 	test_bit_identical(WD_SORT_RADIX);
 	if (have_vqsort())
 		test_bit_identical(WD_SORT_VQSORT);
