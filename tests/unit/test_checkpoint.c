@@ -188,6 +188,69 @@ static void test_bad_files(void)
 	CHECK(r < 0 && strstr(err, p2), "truncated file refused: %s", err);
 }
 
+/*
+ * The read around libhdf5 (read_direct, for contiguous data that needs no
+ * conversion) against what H5Dread gives: a file with a user block, which
+ * HDF5's addresses count from; chunked and compact datasets, which
+ * go through H5Dread; a file cut short after it was listed.
+ */
+static void test_layouts(void)
+{
+	enum { N = 1000 };
+	char p[300], err[WD_CKPT_ERR_MAX];
+	float x[N], *got = NULL;
+	hsize_t n = N, chunk = 128, ten = 10;
+	struct wd_ckpt *c;
+
+	for (int i = 0; i < N; i++)
+		x[i] = (float)i * 0.5f - 3;
+	snprintf(p, sizeof(p), "%s/layouts.h5", dir);
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+	H5Pset_userblock(fcpl, 4096);
+	hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+	put(f, "contiguous", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, N, x);
+	hid_t sp = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_chunk(dcpl, 1, &chunk);
+	hid_t ds = H5Dcreate2(f, "chunked", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
+	H5Dclose(ds);
+	H5Sclose(sp);
+	H5Pclose(dcpl);
+	sp = H5Screate_simple(1, &ten, NULL);
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	H5Pset_layout(dcpl, H5D_COMPACT);
+	ds = H5Dcreate2(f, "compact", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+	H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
+	H5Dclose(ds);
+	H5Sclose(sp);
+	H5Pclose(dcpl);
+	ds = H5Dopen2(f, "contiguous", H5P_DEFAULT);
+	haddr_t at = H5Dget_offset(ds);	/* in the file: the user block included */
+	H5Dclose(ds);
+	H5Fclose(f);
+	H5Pclose(fcpl);
+	int r = wd_ckpt_open(p, &c, err);
+	CHECK(r == 0, "a file with a 4 KiB user block: %s", r ? err : "opened");
+	if (r)
+		return;
+	static const char *const names[] = { "chunked", "compact", "contiguous" };
+	for (int k = 0; k < 3; k++) {
+		long i = wd_ckpt_find(c, names[k]);
+		r = i >= 0 ? wd_ckpt_read(c, (size_t)i, (void **)&got, err) : -1;
+		CHECK(r == 0 && !memcmp(got, x, (k == 1 ? 10 : N) * sizeof(float)),
+		      "%s, past a user block: the values written (%s)", names[k], r ? err : "");
+		free(got);
+		got = NULL;
+	}
+	/* cut short after the listing, in the middle of the data: the read says so, gives nothing */
+	long i = wd_ckpt_find(c, "contiguous");
+	CHECK(at != HADDR_UNDEF && truncate(p, (off_t)(at + 1000)) == 0, "truncate the file");
+	r = wd_ckpt_read(c, (size_t)i, (void **)&got, err);
+	CHECK(r < 0 && !got && strstr(err, p) && strstr(err, "truncated"),
+	      "a file cut short after it was listed: %s", err);
+	wd_ckpt_close(&c);
+}
+
 /* wd_ckpt_write: every dtype round-trips through the reader, bit for bit. */
 static void test_write(void)
 {
@@ -275,6 +338,7 @@ int main(void)
 	test_types();
 	test_image();
 	test_bad_files();
+	test_layouts();
 	test_write();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
