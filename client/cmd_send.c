@@ -26,7 +26,9 @@ static const char usage[] =
 "durable. Sending the same snapshot again is harmless (it is acked as a\n"
 "duplicate), so on a timeout it is sent again, three times in all. Another\n"
 "file for a (RUN, STEP) already durable is refused as a conflict (exit 1):\n"
-"`wdrift runs rm RUN` frees the name.\n"
+"`wdrift runs rm RUN` frees the name. A RUN that belongs to no study of the\n"
+"daemon is stored but never compared: a warning says so, with the nearest\n"
+"run name of a study.\n"
 "\n"
 "      --run RUN      the run's name, as the daemon's studies name it\n"
 "      --step STEP    the training step\n"
@@ -175,7 +177,12 @@ int cmd_send(int argc, char **argv)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if ((r = publish_file(p, ck, o.step, err, sizeof(err))) == 0)
 		r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, err, sizeof(err));
+	char notice[1100] = "";
+	if (p)
+		wd_publisher_notice(p, notice, sizeof(notice));
 	wd_publisher_close(&p, 0);
+	if (notice[0])	/* said whatever the outcome: a typo in --run */
+		fprintf(stderr, "wdrift send: warning: %s\n", notice);
 	wd_ckpt_box_close(&ck);
 	if (r < 0)
 		return cli_error("%s", err);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_load.h"
 #include "identity.h"
 #include "ingest_internal.h"
 #include "logging.h"
@@ -26,6 +27,8 @@ static struct snapshot *find_snapshot(struct state *s, const struct run *r, int6
 	return NULL;
 }
 
+static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size);
+
 static void hello(struct ingest *ix, const struct frames *m, const struct wire_header *in)
 {
 	struct wire_header h;
@@ -37,6 +40,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	memcpy(h.run, in->run, sizeof(h.run));
 	h.window = ix->window;
 	h.max_message = ix->cfg->limits.max_message;
+	no_study(ix->cfg, in->run, h.notice, sizeof(h.notice));
 	char *body = wire_build(&h);
 	if (!body)
 		return;
@@ -57,32 +61,37 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 }
 
 /*
- * The first time run r sends a snapshot in this daemon's life: a run that
- * belongs to no study is stored and never compared, which a typo in a run
- * name causes; one notice names the studies' runs, so that it shows.
+ * Whether run belongs to no study of cfg: then out says so, names the
+ * studies' runs and the nearest one, for the daemon's log and the
+ * publisher's welcome (a typo in a run name is the usual cause, and its
+ * snapshots would be stored and never compared). 1 then, else 0.
  */
-static void note_study(struct ingest *ix, struct run *r)
+static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size)
 {
-	const struct wd_config *cfg = ix->cfg;
+	struct suggest near = { run, NULL, 0, SIZE_MAX };
 	char list[512];
 	size_t at = 0;
 
-	if (r->study_checked)
-		return;
-	r->study_checked = 1;
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *st = &cfg->studies[i];
-		int in = !strcmp(st->baseline, r->name);
+		int in = !strcmp(st->baseline, run);
 		for (size_t k = 0; !in && k < st->candidates.n; k++)
-			in = !strcmp(st->candidates.names[k], r->name);
+			in = !strcmp(st->candidates.names[k], run);
 		for (size_t k = 0; !in && k < st->proxies.n; k++)
-			in = !strcmp(st->proxies.v[k].run, r->name);
+			in = !strcmp(st->proxies.v[k].run, run);
 		if (in)
-			return;
+			return 0;
 	}
 	list[0] = 0;
-	for (size_t i = 0; i < cfg->n_studies && at < sizeof(list) - 1; i++) {
+	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *st = &cfg->studies[i];
+		config_suggest_try(&near, st->baseline, strlen(st->baseline));
+		for (size_t k = 0; k < st->candidates.n; k++)
+			config_suggest_try(&near, st->candidates.names[k], strlen(st->candidates.names[k]));
+		for (size_t k = 0; k < st->proxies.n; k++)
+			config_suggest_try(&near, st->proxies.v[k].run, strlen(st->proxies.v[k].run));
+		if (at >= sizeof(list) - 1)
+			continue;
 		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s'%s': %s", i ? "; " : "",
 				       st->name, st->baseline);
 		for (size_t k = 0; k < st->candidates.n && at < sizeof(list) - 1; k++)
@@ -90,8 +99,23 @@ static void note_study(struct ingest *ix, struct run *r)
 		for (size_t k = 0; k < st->proxies.n && at < sizeof(list) - 1; k++)
 			at += (size_t)snprintf(list + at, sizeof(list) - at, ", %s", st->proxies.v[k].run);
 	}
-	log_notice("run '%s' belongs to no study: its snapshots are stored but never compared "
-		   "(studies: %s)", r->name, cfg->n_studies ? list : "none configured");
+	snprintf(out, size, "run '%s' belongs to no study: its snapshots are stored but never "
+		 "compared (studies: %s)%s%.*s%s", run, cfg->n_studies ? list : "none configured",
+		 near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
+		 near.best ? near.best : "", near.best ? "'?" : "");
+	return 1;
+}
+
+/* The first time run r sends a snapshot in this daemon's life: no_study's notice, once. */
+static void note_study(struct ingest *ix, struct run *r)
+{
+	char msg[WIRE_NOTICE_MAX + 1];
+
+	if (r->study_checked)
+		return;
+	r->study_checked = 1;
+	if (no_study(ix->cfg, r->name, msg, sizeof(msg)))
+		log_notice("%s", msg);
 }
 
 /*

@@ -318,6 +318,16 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
 	return n;
 }
 
+size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t n = strlen(p->notice);
+	if (buf && len)
+		snprintf(buf, len, "%s", p->notice);
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
 int wd_publisher_flush(struct wd_publisher *p, int timeout_ms)
 {
 	struct timespec end;

@@ -88,6 +88,7 @@ struct wd_publisher {
 	int full;		/* that refusal was its disk or memory (internal): back off */
 	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */
 	int welcomed;		/* the current socket got its welcome (sender thread) */
+	char notice[WIRE_NOTICE_MAX + 1];	/* the first welcome's notice, "" if none (lock) */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[640];	/* "": none known (under the lock) */

@@ -305,6 +305,14 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 		if (in->type == WIRE_WELCOME) {
 			p->max_message = in->max_message;
 			p->welcomed = 1;
+			/* the daemon's word for the job's user: a run in no study, a typo */
+			pthread_mutex_lock(&p->lock);
+			int first = in->notice[0] && !p->notice[0];
+			if (first)
+				snprintf(p->notice, sizeof(p->notice), "%s", in->notice);
+			pthread_mutex_unlock(&p->lock);
+			if (first)
+				wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
 		}
 		return 0;
 	}

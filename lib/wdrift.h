@@ -437,6 +437,14 @@ void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *o
  */
 uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf, size_t len);
 /*
+ * The daemon's notice for this run, from its welcome, copied to buf ("" when
+ * none came): today that the run belongs to no study, so that its snapshots
+ * are stored but never compared (a typo in the name), with the nearest
+ * run of a study. The publisher also says it once on stderr (wd_log, as a
+ * warning). Returns its length. Thread safe.
+ */
+size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
+/*
  * Gives a snapshot up after it was sent `tries` times without an answer
  * that ends it: no ack and no final refusal within ack_timeout_ms each
  * time, no connection, or only push-back (over_window, a full disk, ...).

@@ -337,7 +337,9 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 		break;
 	case WIRE_WELCOME:
 		if (get_uint(o, "window", 1, 1, INT64_MAX, &h->window, err) ||
-		    get_uint(o, "max_message", 0, 0, INT64_MAX, &h->max_message, err))
+		    get_uint(o, "max_message", 0, 0, INT64_MAX, &h->max_message, err) ||
+		    (json_object_get(o, "notice") &&
+		     get_string(o, "notice", h->notice, sizeof(h->notice), err)))
 			goto out;
 		break;
 	case WIRE_ACK:
@@ -445,6 +447,8 @@ char *wire_build(const struct wire_header *h)
 		json_object_set_new(o, "max_frame", json_integer(WIRE_MAX_FRAME));
 		if (h->max_message)
 			json_object_set_new(o, "max_message", json_integer((json_int_t)h->max_message));
+		if (h->notice[0])
+			json_object_set_new(o, "notice", json_string(h->notice));
 		break;
 	case WIRE_ACK:
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));

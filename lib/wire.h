@@ -20,6 +20,7 @@
 #define WIRE_MAX_FRAME (64u << 20)	/* bytes of one payload frame */
 #define WIRE_MAX_DIMS 64		/* hard cap; the config sets a lower one */
 #define WIRE_NAME_MAX 4096		/* hard cap on names; ditto */
+#define WIRE_NOTICE_MAX 1024		/* a welcome's notice (a run in no study) */
 
 enum wire_type {
 	WIRE_HELLO, WIRE_TENSOR, WIRE_COMMIT, WIRE_PING,	/* publisher to daemon */
@@ -91,6 +92,7 @@ struct wire_header {
 	/* daemon to publisher */
 	uint64_t window, bytes;
 	uint64_t max_message;		/* WIRE_WELCOME: payload bytes of one message; 0: not said */
+	char notice[WIRE_NOTICE_MAX + 1];	/* WIRE_WELCOME: for the job's user; "" when none */
 	int duplicate;
 	struct wire_error error;	/* WIRE_ERROR: the daemon's error */
 };

@@ -192,6 +192,16 @@ class Publisher:
 
     # --- what happened ---
 
+    @property
+    def notice(self):
+        """The daemon's notice for this run from its welcome, or None: today, that the run belongs to
+        no study (a typo in its name; its snapshots are stored but never compared), with the nearest
+        run of a study. Also said once on stderr when it came."""
+        self._check()
+        buf = ctypes.create_string_buffer(1100)
+        _get_lib().wd_publisher_notice(self._p, buf, len(buf))
+        return buf.value.decode(errors="replace") or None
+
     def stats(self):
         """committed, acked, dropped, resent, queued, queued_bytes, connected, duplicates, conflicts, refused.
 

@@ -170,6 +170,8 @@ def main():
         r1 = wd("send", "-c", cfg, "--run", "lama-fa", "--step", "5", f1)
         r2 = wd("send", "-c", cfg, "--run", "lama-fa", "--step", "5", f1)
         r3 = wd("send", "-c", cfg, "--run", "lama-fa", "--step", "5", f2)
+        check(r1.returncode == 0 and r1.stderr.count("run 'lama-fa' belongs to no study") == 1,
+              f"wdrift send of a run in no study: stored, and said once on stderr ({r1.stderr})")
         check(r1.returncode == 0 and r2.returncode == 0 and "duplicate" in r2.stdout,
               f"wdrift send of the same file twice: 0 and a duplicate ({r2.stdout}{r2.stderr})")
         check(r3.returncode == 1 and "conflict" in r3.stderr and "lama-fa" in r3.stderr

@@ -9,6 +9,8 @@
   is named in full at open; one warning names the endpoint after
   stall_warning seconds, and one more says when acks come back.
 - close() returns how many snapshots were never made durable, and says so.
+- A run in no study (a typo in its name) is said once on the job's
+  stderr, from the daemon's welcome, with the nearest run of a study.
 - A run name used again: the same content is an acked duplicate; other
   content raises WdriftError naming run, step and tensor (at flush, or at
   close after closing) and the durable step keeps its content; after
@@ -290,6 +292,27 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               err)
         check(err.count("no ack from") == 1 and err.count("acks again after") == 1,
               "one warning while it was away, one when acks came back", err)
+        check(err.count("run 'late' belongs to no study") == 1 and "studies: 'fa': base, fa, lowprec" in err
+              and f"wdriftd at ipc://{tmp}/run/ingest.sock" in err,
+              "a run in no study: the daemon's welcome says so once, on the job's stderr", err)
+
+        # 4. a typo in the run name is said on the job's stderr, with the nearest run; a right name is not
+        for run, said in (("lowpre", "did you mean 'lowprec'?"), ("lowprec", None)):
+            rc, out, err = child(f"""
+with wdrift.Publisher({ep!r}, {run!r}, stall_warning=None) as pub:
+    for step in (1, 2):
+        pub.publish(step, {{"w": np.arange(10, dtype=np.float32)}})
+    print("flushed", pub.flush(20))
+    print("notice", pub.notice)
+""", tmp)
+            if said:
+                check(rc == 0 and "flushed True" in out and err.count("belongs to no study") == 1 and said in err
+                      and "notice run 'lowpre' belongs to no study" in out,
+                      f"run {run!r}: stored, one warning on stderr that ends '{said}', and pub.notice",
+                      out + err)
+            else:
+                check(rc == 0 and "flushed True" in out and "no study" not in err and "notice None" in out,
+                      f"run {run!r}, a study's proxy: no such warning, pub.notice None", out + err)
         reused_name(tmp, ep)
         control_name(tmp, ep)
         check(dm.stop() == 0, "daemon stopped")

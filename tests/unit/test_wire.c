@@ -48,6 +48,7 @@ static void roundtrip(void)
 		h.bytes = 123;
 		h.window = 1 << 20;
 		h.duplicate = 1;
+		snprintf(h.notice, sizeof(h.notice), "run 'base' belongs to no study");
 		h.error.code = WIRE_BAD_CHECKSUM;
 		snprintf(h.error.field, sizeof(h.error.field), "crc32");
 		snprintf(h.error.reason, sizeof(h.error.reason), "payload crc32 is 1");
@@ -61,7 +62,10 @@ static void roundtrip(void)
 			CHECK(back.error.code == WIRE_BAD_CHECKSUM && !strcmp(back.error.field, "crc32"),
 			      "error fields survive");
 		if (types[i] == WIRE_WELCOME)
-			CHECK(back.window == 1 << 20, "welcome window survives");
+			CHECK(back.window == 1 << 20 && !strcmp(back.notice, h.notice),
+			      "welcome window and notice survive");
+		else
+			CHECK(!back.notice[0] && !strstr(s, "notice"), "only a welcome has a notice");
 		free(s);
 	}
 }
@@ -77,6 +81,8 @@ static void malformed(void)
 		{ "[1,2]", WIRE_BAD_FRAME, "", "JSON object" },
 		{ "\"hello\"", WIRE_BAD_FRAME, "", "not JSON" },
 		{ "{\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "missing" },
+		{ "{\"v\":1,\"type\":\"welcome\",\"run\":\"r\",\"window\":1,\"notice\":7}", WIRE_BAD_FIELD,
+		  "notice", "must be a string" },
 		{ "{\"v\":2,\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not 1" },
 		{ "{\"v\":\"1\",\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not an integer" },
 		{ "{\"v\":1}", WIRE_BAD_FIELD, "type", "missing" },
