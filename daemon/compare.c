@@ -332,6 +332,8 @@ static void *worker(void *arg)
 		uint64_t n = tensor_bytes(st, t);
 		hold(st, n);
 		compare_tensor(a->engine, st, t);
+		if (st->whole[t] || n > COMPARE_WORKER_BYTES)	/* the radix sort's scratch: not held now */
+			wd_engine_release_scratch(a->engine);
 		unhold(st, n);
 	}
 	return NULL;

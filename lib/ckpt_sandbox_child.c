@@ -238,9 +238,9 @@ static int recv_request(int sock, struct request *rq, int *fd)
 
 /*
  * Reads the requested tensor into the memfd; the reply says how it went.
- * libhdf5 reads a contiguous dataset that needs no conversion with one
- * pread straight into the mapping: the kernel zeroes the memfd's pages
- * and copies the file's into them. Writing into the memfd instead (no
+ * A contiguous dataset that needs no conversion is read with one pread
+ * straight into the mapping (read_direct, checkpoint.c): the kernel
+ * zeroes the memfd's pages and copies the file's into them. Writing into the memfd instead (no
  * zeroing) is what RLIMIT_FSIZE = 0 forbids the child, and that limit is
  * worth more (docs/checkpoints.md#sandbox).
  */

@@ -154,6 +154,13 @@ enum wd_sort wd_engine_sort(const struct wd_engine *e)
 	return cpu_sort_vq(&e->cpu) ? WD_SORT_VQSORT : WD_SORT_RADIX;
 }
 
+void wd_engine_release_scratch(struct wd_engine *e)
+{
+	free(e->cpu.scratch);
+	e->cpu.scratch = NULL;
+	e->cpu.scratch_size = 0;
+}
+
 uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
 			  unsigned flags)
 {

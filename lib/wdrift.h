@@ -223,6 +223,13 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
  */
 uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
 			  unsigned flags);
+/*
+ * Frees the scratch buffer the CPU side keeps between prepares (the radix
+ * sort's, as large as the largest tensor it sorted), so that what
+ * wd_prepare_bytes counted is given back once the tensor is freed. Not
+ * to be called while another thread is using the engine.
+ */
+void wd_engine_release_scratch(struct wd_engine *e);
 void wd_prepared_free(struct wd_prepared **p);
 /*
  * Prepares n tensors, as wd_prepare would each (flags for all), in

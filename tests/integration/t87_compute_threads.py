@@ -64,13 +64,37 @@ def tensors(run, step):
     return out
 
 
+TIGHT_N = 5_000_000
+
+
+def tight_budget():
+    """memory.budget, in bytes, for tight(): each large tensor's hold (the daemon's tensor_bytes:
+    the baseline's and a run's data, raw and prepared, by wd_prepare_bytes on a one-thread engine of
+    this build, vqsort or the radix sort) fits half of it, three do not fit at once."""
+    import ctypes
+    lib = ctypes.CDLL(os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "libwdrift.so")))
+    lib.wd_engine_open.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+    lib.wd_engine_set_threads.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.wd_prepare_bytes.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint]
+    lib.wd_prepare_bytes.restype = ctypes.c_uint64
+    lib.wd_engine_close.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    e = ctypes.c_void_p()
+    if lib.wd_engine_open(1, ctypes.byref(e)):  # WD_BACKEND_CPU
+        return None
+    lib.wd_engine_set_threads(e, 1)
+    side = TIGHT_N * 4 + lib.wd_prepare_bytes(e, 0, TIGHT_N, 2)  # WD_F32, WD_PREP_KEEP_RAW
+    lib.wd_engine_close(ctypes.byref(e))
+    # 2.5 holds: two fit, three do not; and at least 3 x 64 MiB, for three workers
+    return max(int(2.5 * 2 * side), 3 * 64 << 20)
+
+
 def tight(run, step):
-    """Three large tensors that each fit half of a 192M memory.budget (tensor_bytes: 72 MB) but not
-    three at once, so that on three workers the third waits for the first to finish."""
+    """Three large tensors, each within half of tight_budget(), not three at once: so that on three
+    workers the third waits for the first to finish."""
     rng = np.random.default_rng([870, RUNS.index(run), step])
     out = {}
     for i in range(3):
-        x = rng.standard_normal(4_500_000).astype(np.float32)
+        x = rng.standard_normal(TIGHT_N).astype(np.float32)
         x[i::4099] = np.nan
         out[f"big.{i}"] = (x, "f32")
     out["small"] = (rng.standard_normal(1000).astype(np.float32), "f32")
@@ -162,21 +186,22 @@ def main():
     check(fin.sum() > n_tensors, f"and they are not all NaN: {int(fin.sum())} finite tensor W1s")
 
     # memory.budget bounds what the workers hold: the third large tensor waits, the bits do not change
+    budget = tight_budget()
     ctx = zmq.Context()
     try:
-        one, _ = run_daemon(ctx, 1, tight, (1,), "192M")
-        three, log3 = run_daemon(ctx, 3, tight, (1,), "192M")
+        one, _ = run_daemon(ctx, 1, tight, (1,), str(budget))
+        three, log3 = run_daemon(ctx, 3, tight, (1,), str(budget))
     finally:
         ctx.destroy(linger=0)
     said = [ln for ln in log3.splitlines() if "large ones one to a worker" in ln]
     # a pass per run's arrival; once the proxy's and the candidate's tensors are there, one waits
     check(said and all("3 large ones one to a worker, 0 split" in ln for ln in said) and
           "; 0 waits" not in said[-1] and " waits for memory.budget" in said[-1],
-          "budget 192M, threads 3: three large tensors one to a worker, one waiting for memory.budget",
+          f"budget {budget}, threads 3: three large tensors one to a worker, one waiting for memory.budget",
           said)
     if check(one and three, "both daemons wrote a drift log"):
         why = same_bits(one[0], three[0])
-        check(not why, f"budget 192M: threads 3 wrote the rows of threads 1, to the bit ({why})")
+        check(not why, f"budget {budget}: threads 3 wrote the rows of threads 1, to the bit ({why})")
     return summary()
 
 

@@ -246,7 +246,8 @@ static void test_layouts(void)
 	long i = wd_ckpt_find(c, "contiguous");
 	CHECK(at != HADDR_UNDEF && truncate(p, (off_t)(at + 1000)) == 0, "truncate the file");
 	r = wd_ckpt_read(c, (size_t)i, (void **)&got, err);
-	CHECK(r < 0 && !got && strstr(err, p) && strstr(err, "truncated"),
+	/* the read around libhdf5's words: H5Dread's would not count the bytes */
+	CHECK(r < 0 && !got && strstr(err, p) && strstr(err, "ends 1000 bytes into its 4000"),
 	      "a file cut short after it was listed: %s", err);
 	wd_ckpt_close(&c);
 }

@@ -504,6 +504,11 @@ static void test_prepare_bytes(void)
 			      "%s: a prepare of 2^20 fp32 left %ld bytes more resident, within %llu",
 			      vq ? "vqsort" : "radix", grew, (unsigned long long)f32);
 		wd_prepared_free(&p);
+		wd_engine_release_scratch(e);
+		long kept = resident_bytes() - before;
+		if (!small && !sanitized())
+			CHECK(kept <= (long)tables, "%s: freed, and the scratch released: %ld bytes kept",
+			      vq ? "vqsort" : "radix", kept);
 		free(x);
 	}
 	wd_engine_close(&e);
