@@ -27,7 +27,40 @@ static struct snapshot *find_snapshot(struct state *s, const struct run *r, int6
 	return NULL;
 }
 
-static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size);
+/*
+ * Whether run belongs to no study of cfg: then out says so, names the
+ * studies' runs and the nearest one, for the daemon's log and the
+ * publisher's welcome (a typo in a run name is the usual cause, and its
+ * snapshots would be stored and never compared). 1 then, else 0.
+ */
+static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size)
+{
+	struct suggest near = { run, NULL, 0, SIZE_MAX };
+	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
+	char list[512] = "";
+	size_t at = 0;
+
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *st = &cfg->studies[i];
+		/* the baseline, then the candidates and the trained proxies' runs (not the synthetic) */
+		names[0] = st->baseline;
+		size_t n = 1 + wd_study_step_runs(st, names + 1, st->candidates.n + st->proxies.n);
+		for (size_t k = 0; k < n; k++) {
+			if (!strcmp(names[k], run))
+				return 0;
+			config_suggest_try(&near, names[k], strlen(names[k]));
+			if (at < sizeof(list) - 1)
+				at += (size_t)(k ? snprintf(list + at, sizeof(list) - at, ", %s", names[k])
+						 : snprintf(list + at, sizeof(list) - at, "%s'%s': %s",
+							    i ? "; " : "", st->name, names[k]));
+		}
+	}
+	snprintf(out, size, "run '%s' belongs to no study: its snapshots are stored but never "
+		 "compared (studies: %s)%s%.*s%s", run, cfg->n_studies ? list : "none configured",
+		 near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
+		 near.best ? near.best : "", near.best ? "'?" : "");
+	return 1;
+}
 
 static void hello(struct ingest *ix, const struct frames *m, const struct wire_header *in)
 {
@@ -58,52 +91,6 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 		free(full);
 	}
 	free(body);
-}
-
-/*
- * Whether run belongs to no study of cfg: then out says so, names the
- * studies' runs and the nearest one, for the daemon's log and the
- * publisher's welcome (a typo in a run name is the usual cause, and its
- * snapshots would be stored and never compared). 1 then, else 0.
- */
-static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size)
-{
-	struct suggest near = { run, NULL, 0, SIZE_MAX };
-	char list[512];
-	size_t at = 0;
-
-	for (size_t i = 0; i < cfg->n_studies; i++) {
-		const struct wd_config_study *st = &cfg->studies[i];
-		int in = !strcmp(st->baseline, run);
-		for (size_t k = 0; !in && k < st->candidates.n; k++)
-			in = !strcmp(st->candidates.names[k], run);
-		for (size_t k = 0; !in && k < st->proxies.n; k++)
-			in = !strcmp(st->proxies.v[k].run, run);
-		if (in)
-			return 0;
-	}
-	list[0] = 0;
-	for (size_t i = 0; i < cfg->n_studies; i++) {
-		const struct wd_config_study *st = &cfg->studies[i];
-		config_suggest_try(&near, st->baseline, strlen(st->baseline));
-		for (size_t k = 0; k < st->candidates.n; k++)
-			config_suggest_try(&near, st->candidates.names[k], strlen(st->candidates.names[k]));
-		for (size_t k = 0; k < st->proxies.n; k++)
-			config_suggest_try(&near, st->proxies.v[k].run, strlen(st->proxies.v[k].run));
-		if (at >= sizeof(list) - 1)
-			continue;
-		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s'%s': %s", i ? "; " : "",
-				       st->name, st->baseline);
-		for (size_t k = 0; k < st->candidates.n && at < sizeof(list) - 1; k++)
-			at += (size_t)snprintf(list + at, sizeof(list) - at, ", %s", st->candidates.names[k]);
-		for (size_t k = 0; k < st->proxies.n && at < sizeof(list) - 1; k++)
-			at += (size_t)snprintf(list + at, sizeof(list) - at, ", %s", st->proxies.v[k].run);
-	}
-	snprintf(out, size, "run '%s' belongs to no study: its snapshots are stored but never "
-		 "compared (studies: %s)%s%.*s%s", run, cfg->n_studies ? list : "none configured",
-		 near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
-		 near.best ? near.best : "", near.best ? "'?" : "");
-	return 1;
 }
 
 /* The first time run r sends a snapshot in this daemon's life: no_study's notice, once. */

@@ -60,6 +60,8 @@ int cpu_prepare_in_result(const struct cpu_engine *c, const struct wd_view *v, u
 uint64_t cpu_prepare_cost(const struct wd_view *v, unsigned flags);
 /* wd_prepare_bytes on c: a prepare's result and scratch, on one thread. */
 uint64_t cpu_prepare_bytes(const struct cpu_engine *c, const struct wd_view *v, unsigned flags);
+/* Frees the scratch buffer the radix sort keeps between prepares (wd_engine_release_scratch). */
+void cpu_release_scratch(struct cpu_engine *c);
 /* Frees the scratch buffer and joins the threads; c is empty (and usable) again. */
 void cpu_engine_close(struct cpu_engine *c);
 /* Sets the thread count (0: the cores available); the pool restarts when next needed. */

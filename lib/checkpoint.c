@@ -499,6 +499,20 @@ int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
 	return 0;
 }
 
+/* The open file's descriptor, when HDF5 reads it through one (sec2); -1 for an image. */
+static int file_descriptor(struct wd_ckpt *c)
+{
+	hid_t fapl = H5Fget_access_plist(c->file);
+	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
+	void *handle;
+
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	if (!sec2 || H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0)
+		return -1;
+	return *(int *)handle;
+}
+
 /*
  * HDF5's sec2 driver reads what lies past the end of the file as zeros: a
  * file cut short after it was opened (a copy still being written, a disk
@@ -509,16 +523,11 @@ int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
  */
 static int truncated_since_open(struct wd_ckpt *c, const char *name, char *err)
 {
-	hid_t fapl = H5Fget_access_plist(c->file);
-	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
+	int fd = file_descriptor(c);
 	haddr_t eoa;
-	void *handle;
 	struct stat st;
 
-	if (fapl >= 0)
-		H5Pclose(fapl);
-	if (!sec2 || H5Fget_eoa(c->file, &eoa) < 0 ||
-	    H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0 || fstat(*(int *)handle, &st) < 0)
+	if (fd < 0 || H5Fget_eoa(c->file, &eoa) < 0 || fstat(fd, &st) < 0)
 		return 0;
 	if ((haddr_t)st.st_size >= eoa)
 		return 0;
@@ -539,10 +548,9 @@ static int truncated_since_open(struct wd_ckpt *c, const char *name, char *err)
 static int read_direct(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, const char *name,
 		       void *dst, size_t bytes, char *err)
 {
-	hid_t dcpl, fapl;
 	haddr_t at;	/* from the file's start, a user block included (H5Dget_offset adds it) */
-	void *handle;
-	int whole, sec2;
+	hid_t dcpl;
+	int whole, fd;
 
 	if (H5Tequal(ftype, mem) <= 0)
 		return 0;
@@ -550,14 +558,9 @@ static int read_direct(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, cons
 	whole = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
-	fapl = H5Fget_access_plist(c->file);
-	sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
-	if (fapl >= 0)
-		H5Pclose(fapl);
-	if (!whole || !sec2 || (at = H5Dget_offset(ds)) == HADDR_UNDEF ||
-	    H5Dget_storage_size(ds) != bytes || H5Fget_vfd_handle(c->file, H5P_DEFAULT, &handle) < 0)
+	if (!whole || (at = H5Dget_offset(ds)) == HADDR_UNDEF || H5Dget_storage_size(ds) != bytes ||
+	    (fd = file_descriptor(c)) < 0)
 		return 0;
-	int fd = *(int *)handle;
 	for (size_t done = 0; done < bytes;) {
 		ssize_t n = pread(fd, (char *)dst + done, bytes - done, (off_t)(at + done));
 		if (n < 0 && errno == EINTR)

@@ -240,9 +240,9 @@ static int recv_request(int sock, struct request *rq, int *fd)
  * Reads the requested tensor into the memfd; the reply says how it went.
  * A contiguous dataset that needs no conversion is read with one pread
  * straight into the mapping (read_direct, checkpoint.c): the kernel
- * zeroes the memfd's pages and copies the file's into them. Writing into the memfd instead (no
- * zeroing) is what RLIMIT_FSIZE = 0 forbids the child, and that limit is
- * worth more (docs/checkpoints.md#sandbox).
+ * zeroes the memfd's pages and copies the file's into them. Writing into
+ * the memfd instead (no zeroing) is what RLIMIT_FSIZE = 0 forbids the
+ * child, and that limit is worth more (docs/checkpoints.md#sandbox).
  */
 static void child_read(struct wd_ckpt *c, const struct request *rq, int fd, struct msg *reply)
 {

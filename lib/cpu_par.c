@@ -13,12 +13,17 @@
 #include "backend_cpu.h"
 #include "pool.h"
 
-void cpu_engine_close(struct cpu_engine *c)
+void cpu_release_scratch(struct cpu_engine *c)
 {
-	pool_close(&c->pool);
 	free(c->scratch);
 	c->scratch = NULL;
 	c->scratch_size = 0;
+}
+
+void cpu_engine_close(struct cpu_engine *c)
+{
+	pool_close(&c->pool);
+	cpu_release_scratch(c);
 }
 
 void cpu_engine_set_threads(struct cpu_engine *c, int threads)

@@ -156,9 +156,7 @@ enum wd_sort wd_engine_sort(const struct wd_engine *e)
 
 void wd_engine_release_scratch(struct wd_engine *e)
 {
-	free(e->cpu.scratch);
-	e->cpu.scratch = NULL;
-	e->cpu.scratch_size = 0;
+	cpu_release_scratch(&e->cpu);
 }
 
 uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
