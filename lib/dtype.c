@@ -86,7 +86,8 @@ static double half_decode_fields(const struct half_format *f, uint16_t code)
 }
 
 static struct half_table bf16_table, f16_table;
-static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+/* each built on its first use: a process that sees one 16-bit format pays for that one */
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT, f16_once = PTHREAD_ONCE_INIT;
 
 static void half_table_build(struct half_table *t, enum wd_dtype dt)
 {
@@ -112,18 +113,27 @@ static void half_table_build(struct half_table *t, enum wd_dtype dt)
 	t->gap[n - 1] = 0;
 }
 
-static void tables_build(void)
+static void bf16_build(void)
 {
 	half_table_build(&bf16_table, WD_BF16);
+}
+
+static void f16_build(void)
+{
 	half_table_build(&f16_table, WD_F16);
 }
 
 const struct half_table *half_table_get(enum wd_dtype t)
 {
-	if (t != WD_BF16 && t != WD_F16)
-		return NULL;
-	pthread_once(&tables_once, tables_build);
-	return t == WD_BF16 ? &bf16_table : &f16_table;
+	if (t == WD_BF16) {
+		pthread_once(&bf16_once, bf16_build);
+		return &bf16_table;
+	}
+	if (t == WD_F16) {
+		pthread_once(&f16_once, f16_build);
+		return &f16_table;
+	}
+	return NULL;
 }
 
 double wd_decode16(enum wd_dtype t, uint16_t code)
