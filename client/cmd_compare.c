@@ -317,6 +317,18 @@ static int collect(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, str
 	return 0;
 }
 
+/*
+ * 0 when m's file was not cut short while it was read; else cli_error's
+ * status, naming the file and the dataset: what was computed from m is
+ * not to be printed (ckpt_sandbox.h, wd_tensor_map_intact).
+ */
+static int intact(const struct wd_tensor_map *m)
+{
+	char err[WD_CKPT_ERR_MAX];
+
+	return wd_tensor_map_intact(m, err) < 0 ? cli_error("%s", err) : 0;
+}
+
 /* The error of preparing tensor i of b: cli_error's status. */
 static int prepare_failed(struct wd_ckpt_box *b, size_t i, int r)
 {
@@ -378,8 +390,9 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);
 	lap(&t0, &tm->engine);
+	int cut = intact(&m);
 	wd_tensor_map_release(&m);
-	return r == -EIO ? -EIO : 0;
+	return cut ? cut : r == -EIO ? -EIO : 0;
 }
 
 /*
@@ -439,10 +452,15 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	lr->cand = summaries[1];
 	/* one tensor of each file in memory: the candidate's goes before the proxies' come */
 	wd_prepared_free(&cp);
+	if ((r = intact(&cm)))
+		goto out;
 	wd_tensor_map_release(&cm);
 	for (size_t k = 0; k < o->n_proxies; k++)
 		if ((r = proxy_w1(e, &o->proxies[k], pck[k], be->name, &bv, bp, &lr->proxy_w1[k], tm)))
 			goto out;
+	/* the rounded proxies read the baseline's raw values too */
+	if ((r = intact(&bm)))
+		goto out;
 	wd_drift_ratios(lr->drift.w1, lr->proxy_w1, o->n_proxies, lr->ratio);
 out:
 	t0 = cli_now();
@@ -473,15 +491,29 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	double t0 = cli_now();
 	int r = EXIT_FAIL;
 
-	/* every reader child starts here, before the engine (and CUDA) does */
+	/*
+	 * Every reader child starts here, before the engine (and CUDA) does;
+	 * all of them first, so that they list side by side, then each
+	 * listing is taken in turn: the first file in this order that fails
+	 * is the one named.
+	 */
 	pck = calloc(o->n_proxies + 1, sizeof(*pck));
-	if (wd_ckpt_box_open(o->base_path, &o->lim, &base, err) < 0 ||
-	    wd_ckpt_box_open(o->cand_path, &o->lim, &cand, err) < 0) {
+	if (wd_ckpt_box_start(o->base_path, &o->lim, &base, err) < 0 ||
+	    wd_ckpt_box_start(o->cand_path, &o->lim, &cand, err) < 0) {
 		cli_error("%s", err);
 		goto out;
 	}
 	for (size_t k = 0; k < o->n_proxies; k++)
-		if (o->proxies[k].path && wd_ckpt_box_open(o->proxies[k].path, &o->lim, &pck[k], err) < 0) {
+		if (o->proxies[k].path && wd_ckpt_box_start(o->proxies[k].path, &o->lim, &pck[k], err) < 0) {
+			cli_error("%s", err);
+			goto out;
+		}
+	if (wd_ckpt_box_listed(base, err) < 0 || wd_ckpt_box_listed(cand, err) < 0) {
+		cli_error("%s", err);
+		goto out;
+	}
+	for (size_t k = 0; k < o->n_proxies; k++)
+		if (pck[k] && wd_ckpt_box_listed(pck[k], err) < 0) {
 			cli_error("%s", err);
 			goto out;
 		}

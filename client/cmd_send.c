@@ -84,7 +84,11 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 			return wd_error(err, errlen, "%s", cerr);
 		int r = wd_publisher_tensor(p, e->name, e->dtype, m.data, e->dims, e->rank, 0, e->numel,
 					    e->numel);
-		wd_tensor_map_release(&m);	/* the publisher holds its own copy */
+		/* the publisher holds its own copy: of the file's bytes, or of zeros where it was cut */
+		int cut = wd_tensor_map_intact(&m, cerr);
+		wd_tensor_map_release(&m);
+		if (cut < 0)
+			return wd_error(err, errlen, "%s", cerr);
 		if (r < 0)
 			return wd_error(err, errlen, "%s", wd_last_error()[0] ? wd_last_error() : wd_strerror(r));
 	}

@@ -537,29 +537,45 @@ static int truncated_since_open(struct wd_ckpt *c, const char *name, char *err)
 }
 
 /*
- * A dataset stored whole in the file, in the layout asked for (contiguous,
- * allocated, no conversion), is read with pread on the file's descriptor
- * once libhdf5 has said where it lies. libhdf5 runs one call at a time
- * (Debian's thread-safe build holds one lock over each), so the daemon's
- * compute workers, which read side by side, would otherwise read one
- * after the other. 1 when read, 0 when it must go through H5Dread, or -1
- * with err (a read error, or a file that ends before the dataset does).
+ * Where a dataset stored whole in the file, in the layout asked for
+ * (contiguous, allocated, no conversion), lies: the file's descriptor,
+ * with the offset in *at (from the file's start, a user block included:
+ * H5Dget_offset adds it). -1 when it must go through H5Dread.
  */
-static int read_direct(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, const char *name,
-		       void *dst, size_t bytes, char *err)
+static int direct_place(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, size_t bytes,
+			uint64_t *at)
 {
-	haddr_t at;	/* from the file's start, a user block included (H5Dget_offset adds it) */
+	haddr_t off;
 	hid_t dcpl;
-	int whole, fd;
+	int whole;
 
-	if (H5Tequal(ftype, mem) <= 0)
-		return 0;
+	if (!bytes || H5Tequal(ftype, mem) <= 0)
+		return -1;
 	dcpl = H5Dget_create_plist(ds);
 	whole = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS;
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
-	if (!whole || (at = H5Dget_offset(ds)) == HADDR_UNDEF || H5Dget_storage_size(ds) != bytes ||
-	    (fd = file_descriptor(c)) < 0)
+	if (!whole || (off = H5Dget_offset(ds)) == HADDR_UNDEF || H5Dget_storage_size(ds) != bytes)
+		return -1;
+	*at = (uint64_t)off;
+	return file_descriptor(c);
+}
+
+/*
+ * A dataset that direct_place finds is read with pread on the file's
+ * descriptor. libhdf5 runs one call at a time (Debian's thread-safe build
+ * holds one lock over each), so the daemon's compute workers, which read
+ * side by side, would otherwise read one after the other. 1 when read, 0
+ * when it must go through H5Dread, or -1 with err (a read error, or a
+ * file that ends before the dataset does).
+ */
+static int read_direct(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, const char *name,
+		       void *dst, size_t bytes, char *err)
+{
+	uint64_t at;
+	int fd = direct_place(c, ds, ftype, mem, bytes, &at);
+
+	if (fd < 0)
 		return 0;
 	for (size_t done = 0; done < bytes;) {
 		ssize_t n = pread(fd, (char *)dst + done, bytes - done, (off_t)(at + done));
@@ -576,59 +592,109 @@ static int read_direct(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, cons
 	return 1;
 }
 
-int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
+/* A dataset open for reading (open_for_read), and the memory type to read it as. */
+struct read_handles {
+	hid_t ds, ftype, mem;
+	size_t bytes;
+};
+
+static void close_read(struct read_handles *h)
+{
+	if (h->mem >= 0) H5Tclose(h->mem);
+	if (h->ftype >= 0) H5Tclose(h->ftype);
+	if (h->ds >= 0) H5Dclose(h->ds);
+	H5Eclear2(H5E_DEFAULT);
+}
+
+/*
+ * Opens tensor i for a read. Its header is read again first: a dataset
+ * whose type or size changed since the listing fails instead of
+ * overflowing the caller's buffer. 0, or -1 / -ENOMEM with err; h is to
+ * be closed (close_read) either way.
+ */
+static int open_for_read(struct wd_ckpt *c, size_t i, struct read_handles *h, char *err)
 {
 	const struct wd_ckpt_entry *en = wd_ckpt_entry(c, i);
 	struct wd_ckpt_entry now = { 0 };
-	hid_t ds = -1, ftype = -1, mem = -1;
-	size_t bytes;
 	int r;
 
-	if ((r = wd_ckpt_check(c, i, &bytes, err)) < 0)
+	*h = (struct read_handles){ -1, -1, -1, 0 };
+	if ((r = wd_ckpt_check(c, i, &h->bytes, err)) < 0)
 		return r;
 	if (c->file <= 0)
 		return ckpt_fail(err, c->path, 0, "dataset '%s': the file is not open in this process",
 				 en->name);
-	ds = H5Dopen2(c->file, en->name, H5P_DEFAULT);
-	if (ds < 0 || (ftype = H5Dget_type(ds)) < 0) {
-		r = ckpt_fail(err, c->path, WITH_H5, "dataset '%s': cannot open", en->name);
-		goto out;
-	}
-	/* dst holds what the listing said: a dataset that changed since must not overflow it */
-	if ((r = describe_dataset(ds, &now)) < 0 || now.problem[0] || now.dtype != en->dtype ||
-	    now.numel != en->numel) {
-		r = ckpt_fail(err, c->path, r == -ENOMEM ? OUR_OOM : 0,
-			      "dataset '%s': changed since the file was listed%s%s", en->name,
-			      now.problem[0] ? ": " : "", now.problem);
-		goto out;
-	}
+	h->ds = H5Dopen2(c->file, en->name, H5P_DEFAULT);
+	if (h->ds < 0 || (h->ftype = H5Dget_type(h->ds)) < 0)
+		return ckpt_fail(err, c->path, WITH_H5, "dataset '%s': cannot open", en->name);
+	if ((r = describe_dataset(h->ds, &now)) < 0 || now.problem[0] || now.dtype != en->dtype ||
+	    now.numel != en->numel)
+		return ckpt_fail(err, c->path, r == -ENOMEM ? OUR_OOM : 0,
+				 "dataset '%s': changed since the file was listed%s%s", en->name,
+				 now.problem[0] ? ": " : "", now.problem);
 	switch (en->dtype) {
-	case WD_F32: mem = H5Tcopy(H5T_NATIVE_FLOAT); break;
-	case WD_F64: mem = H5Tcopy(H5T_NATIVE_DOUBLE); break;
+	case WD_F32: h->mem = H5Tcopy(H5T_NATIVE_FLOAT); break;
+	case WD_F64: h->mem = H5Tcopy(H5T_NATIVE_DOUBLE); break;
 	default:
-		if (H5Tget_class(ftype) == H5T_INTEGER) {
-			mem = H5Tcopy(H5T_NATIVE_UINT16);
+		if (H5Tget_class(h->ftype) == H5T_INTEGER) {
+			h->mem = H5Tcopy(H5T_NATIVE_UINT16);
 		} else {	/* the file's own 16-bit float layout, little-endian */
-			mem = H5Tcopy(ftype);
-			H5Tset_order(mem, H5T_ORDER_LE);
+			h->mem = H5Tcopy(h->ftype);
+			if (h->mem >= 0)
+				H5Tset_order(h->mem, H5T_ORDER_LE);
 		}
 		break;
 	}
-	if (mem >= 0 && (r = read_direct(c, ds, ftype, mem, en->name, dst, bytes, err)) != 0) {
-		if (r > 0)
-			r = truncated_since_open(c, en->name, err);
+	if (h->mem < 0)
+		return ckpt_fail(err, c->path, WITH_H5, "dataset '%s': cannot read", en->name);
+	return 0;
+}
+
+int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
+{
+	struct read_handles h;
+	const char *name;
+	int r;
+
+	if ((r = open_for_read(c, i, &h, err)) < 0)
 		goto out;
-	}
-	if (mem < 0 || H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+	name = c->e[i].name;
+	if ((r = read_direct(c, h.ds, h.ftype, h.mem, name, dst, h.bytes, err)) == 0 &&
+	    H5Dread(h.ds, h.mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
 		r = ckpt_fail(err, c->path, WITH_H5,
-			      "dataset '%s': cannot read (truncated or corrupt file?)", en->name);
+			      "dataset '%s': cannot read (truncated or corrupt file?)", name);
+	if (r >= 0)
+		r = truncated_since_open(c, name, err);
+out:
+	close_read(&h);
+	return r;
+}
+
+int wd_ckpt_locate(struct wd_ckpt *c, size_t i, struct wd_ckpt_place *at, char *err)
+{
+	struct read_handles h;
+	struct stat st;
+	int r;
+
+	*at = (struct wd_ckpt_place){ -1, 0 };
+	if ((r = open_for_read(c, i, &h, err)) < 0)
+		goto out;
+	if ((at->fd = direct_place(c, h.ds, h.ftype, h.mem, h.bytes, &at->offset)) < 0)
+		goto out;	/* r = 0: read it */
+	if (fstat(at->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		at->fd = -1;	/* a descriptor that cannot be mapped: read it */
 		goto out;
 	}
-	r = truncated_since_open(c, en->name, err);
+	if (at->offset > (uint64_t)st.st_size || h.bytes > (uint64_t)st.st_size - at->offset) {
+		r = ckpt_fail(err, c->path, 0, "dataset '%s': the file ends before the dataset "
+			      "(%lld bytes now, the dataset's end at %llu); it is being written, or damaged",
+			      c->e[i].name, (long long)st.st_size,
+			      (unsigned long long)(at->offset + h.bytes));
+		at->fd = -1;
+		goto out;
+	}
+	r = 1;
 out:
-	if (mem >= 0) H5Tclose(mem);
-	if (ftype >= 0) H5Tclose(ftype);
-	if (ds >= 0) H5Dclose(ds);
-	H5Eclear2(H5E_DEFAULT);
+	close_read(&h);
 	return r;
 }

@@ -83,6 +83,20 @@ int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err);
  * since the listing fails instead of overflowing dst.
  */
 int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err);
+/*
+ * Where tensor i lies in the file as it is stored, for a caller that maps
+ * the bytes instead of reading them (ckpt_sandbox.c): a contiguous dataset,
+ * allocated, that needs no conversion, in a file opened from disk. 1 with
+ * at->fd (the open file's own descriptor: not to be closed) and at->offset
+ * (from the file's start) when it does, and the file holds the whole
+ * dataset now; 0 when it must be read (wd_ckpt_read_into); -1 with err, as
+ * wd_ckpt_read_into, the header checked again the same way.
+ */
+struct wd_ckpt_place {
+	int fd;
+	uint64_t offset;
+};
+int wd_ckpt_locate(struct wd_ckpt *c, size_t i, struct wd_ckpt_place *at, char *err);
 
 /*
  * Writes tensors to a new checkpoint file at path, in the format the reader

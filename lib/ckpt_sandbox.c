@@ -23,10 +23,12 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "ckpt_sandbox_wire.h"
 #include "error.h"
+#include "mapguard.h"
 #include "units.h"
 
 #define READ_REPLY_MAX (1 << 20)	/* a read's reply: a status and a message */
@@ -111,6 +113,7 @@ static void get_str(struct cursor *c, char *buf, size_t max)
 struct wd_ckpt_box {
 	struct wd_ckpt *listing;	/* adopted: no HDF5 file open in this process */
 	struct wd_sandbox_limits lim;
+	int listed;			/* wd_ckpt_box_listed has taken the listing */
 	pid_t pid;			/* 0 once reaped */
 	int sock;			/* -1 once closed */
 	char dead[WD_CKPT_ERR_MAX];	/* why the child ended, for every later read */
@@ -181,17 +184,52 @@ static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, doub
 }
 
 /*
- * Reads the child's next frame into reply, due seconds after t0. 0, or -1 with
- * the child ended (box_end) when it misses the deadline, closes the
- * socket, or announces more than cap bytes.
+ * One read of the child's socket into buf, taking a descriptor that comes
+ * with the bytes (SCM_RIGHTS) into *fd, when fd is given and holds none
+ * yet; any other is closed. read()'s result.
+ */
+static ssize_t recv_some(int sock, void *buf, size_t len, int *fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+			if (fd && *fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	return n;
+}
+
+/*
+ * Reads the child's next frame into reply, due seconds after t0, and the
+ * descriptor that came with it into *fd (-1 when none; fd NULL: none
+ * wanted). 0, or -1 with the child ended (box_end) when it misses the
+ * deadline, closes the socket, or announces more than cap bytes; *fd is
+ * then closed and -1.
  */
 static int await_frame(struct wd_ckpt_box *b, const char *what, const struct timespec *t0,
-		       double seconds, size_t cap, struct msg *reply, char *err)
+		       double seconds, size_t cap, struct msg *reply, int *fd, char *err)
 {
 	uint64_t need = 0;
 	size_t have_len = 0;
 
 	reply->len = 0;
+	if (fd)
+		*fd = -1;
 	for (;;) {
 		double left = seconds - seconds_since(t0);
 		struct pollfd p = { b->sock, POLLIN, 0 };
@@ -199,27 +237,40 @@ static int await_frame(struct wd_ckpt_box *b, const char *what, const struct tim
 
 		/* past the deadline, what the child already sent still counts */
 		if (poll(&p, 1, left <= 0 ? 0 : left > 60 ? 60000 : (int)ceil(left * 1000)) <= 0) {
-			if (left <= 0)
-				return box_end(b, what, CHILD_TIMED_OUT, seconds, err);
+			if (left <= 0) {
+				box_end(b, what, CHILD_TIMED_OUT, seconds, err);
+				break;
+			}
 			continue;	/* a signal, or the time: checked above */
 		}
 		if (have_len < sizeof(need)) {
-			n = read(b->sock, (char *)&need + have_len, sizeof(need) - have_len);
-			if (n > 0 && (have_len += (size_t)n) == sizeof(need) && need > cap)
-				return box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
+			n = recv_some(b->sock, (char *)&need + have_len, sizeof(need) - have_len, fd);
+			if (n > 0 && (have_len += (size_t)n) == sizeof(need) && need > cap) {
+				box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
+				break;
+			}
 		} else {
 			size_t chunk = need - reply->len < (1 << 16) ? need - reply->len : 1 << 16;
 			unsigned char *to = ckpt_msg_grow(reply, chunk);
-			if (!to)
-				return box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
-			n = read(b->sock, to, chunk);
+			if (!to) {
+				box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
+				break;
+			}
+			n = recv_some(b->sock, to, chunk, fd);
 			reply->len -= chunk - (n > 0 ? (size_t)n : 0);
 		}
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			return box_end(b, what, CHILD_ENDED, seconds, err);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			box_end(b, what, CHILD_ENDED, seconds, err);
+			break;
+		}
 		if (have_len == sizeof(need) && reply->len == need)
 			return 0;
 	}
+	if (fd && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return -1;
 }
 
 /*
@@ -318,14 +369,12 @@ bad:
 	return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed", path, what);
 }
 
-int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
-		     struct wd_ckpt_box **out, char *err)
+int wd_ckpt_box_start(const char *path, const struct wd_sandbox_limits *lim,
+		      struct wd_ckpt_box **out, char *err)
 {
 	struct wd_ckpt_box *b = calloc(1, sizeof(*b));
-	struct msg reply = { 0 };
-	struct timespec t0;
 	pid_t parent = getpid();
-	int sv[2], r = -1;
+	int sv[2];
 
 	*out = NULL;
 	/* until the listing comes: an empty one that holds the path, for messages */
@@ -338,7 +387,8 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 	b->pending_fd = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		wd_error(err, WD_CKPT_ERR_MAX, "'%s': cannot start the reader: %s", path, strerror(errno));
-		goto out;
+		wd_ckpt_box_close(&b);
+		return -1;
 	}
 	b->pid = fork();
 	if (b->pid == 0) {
@@ -350,20 +400,52 @@ int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 		b->pid = 0;
 		close(sv[0]);
 		wd_error(err, WD_CKPT_ERR_MAX, "'%s': cannot start the reader: %s", path, strerror(errno));
-		goto out;
+		wd_ckpt_box_close(&b);
+		return -1;
 	}
 	b->sock = sv[0];
 	fcntl(b->sock, F_SETFL, O_NONBLOCK);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = await_frame(b, "listing datasets", &t0, lim->seconds, (size_t)lim->memory, &reply, err);
-	if (r == 0)
-		r = parse_listing(b, path, &reply, err);
-out:
-	free(reply.p);
-	if (r < 0)
-		wd_ckpt_box_close(&b);
+	clock_gettime(CLOCK_MONOTONIC, &b->pending_since);	/* the listing's deadline runs from here */
 	*out = b;
+	return 0;
+}
+
+int wd_ckpt_box_listed(struct wd_ckpt_box *b, char *err)
+{
+	struct msg reply = { 0 };
+	int r;
+
+	if (b->listed)
+		return 0;
+	if (!b->pid)
+		return wd_error(err, WD_CKPT_ERR_MAX, "%s", b->dead);
+	r = await_frame(b, "listing datasets", &b->pending_since, b->lim.seconds, (size_t)b->lim.memory,
+			&reply, NULL, err);
+	/* parse_listing replaces the listing that holds the path only after its last use of it */
+	if (r == 0)
+		r = parse_listing(b, wd_ckpt_path(b->listing), &reply, err);
+	free(reply.p);
+	if (r < 0 && b->pid) {	/* a listing that came and was refused: the child is of no use */
+		kill(b->pid, SIGKILL);
+		while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		b->pid = 0;
+		snprintf(b->dead, sizeof(b->dead), "%s", err);
+	}
+	b->listed = r == 0;
 	return r;
+}
+
+int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
+		     struct wd_ckpt_box **out, char *err)
+{
+	if (wd_ckpt_box_start(path, lim, out, err) < 0)
+		return -1;
+	if (wd_ckpt_box_listed(*out, err) < 0) {
+		wd_ckpt_box_close(out);
+		return -1;
+	}
+	return 0;
 }
 
 const struct wd_ckpt *wd_ckpt_box_listing(const struct wd_ckpt_box *b)
@@ -412,6 +494,9 @@ int wd_ckpt_box_request(struct wd_ckpt_box *b, size_t i, char *err)
 
 	if (!b->pid)
 		return wd_error(err, WD_CKPT_ERR_MAX, "%s", b->dead);
+	if (!b->listed)
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': its listing has not been taken "
+				"(wd_ckpt_box_listed)", path);
 	if (b->pending_fd >= 0)
 		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': a read of dataset '%s' is still in flight",
 				path, wd_ckpt_entry(b->listing, b->pending_index)->name);
@@ -445,6 +530,49 @@ int wd_ckpt_box_request(struct wd_ckpt_box *b, size_t i, char *err)
 	return 0;
 }
 
+/*
+ * Maps the bytes of a tensor that lie in the user's file itself, as the
+ * child says (READ_IN_FILE): file is the descriptor it sent. What the
+ * child says is checked, not trusted: a regular file, holding the whole
+ * range now. The mapping is guarded (mapguard.h): should the file be cut
+ * short under it, its pages read as zeros and wd_tensor_map_intact says
+ * so, instead of a SIGBUS. 0, or -1 with err.
+ */
+static int map_in_file(struct wd_ckpt_box *b, const char *what, int file, uint64_t offset,
+		       size_t bytes, struct wd_tensor_map *m, char *err)
+{
+	const char *path = wd_ckpt_path(b->listing);
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = offset & ~(page - 1);
+	size_t len = bytes + (size_t)(offset - start);
+	struct stat st;
+	char need[32];
+	void *base;
+	int slot;
+
+	if (file < 0 || fstat(file, &st) < 0 || !S_ISREG(st.st_mode) || !bytes)
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed",
+				path, what);
+	if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset)
+		return wd_error(err, WD_CKPT_ERR_MAX,
+				"'%s': %s: the file ends before the dataset (%lld bytes now, the "
+				"dataset's end at %llu); it is being written, or damaged", path, what,
+				(long long)st.st_size, (unsigned long long)(offset + bytes));
+	base = mmap(NULL, len, PROT_READ, MAP_SHARED, file, (off_t)start);
+	if (base == MAP_FAILED)
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot map %s: %s", path, what,
+				format_bytes(need, sizeof(need), bytes), strerror(errno));
+	if (!(slot = mapguard_add(base, len))) {
+		munmap(base, len);
+		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: too many tensors mapped at once",
+				path, what);
+	}
+	/* from a disk, start reading ahead now: the engine's first pass reads it in order */
+	madvise(base, len, MADV_WILLNEED);
+	*m = (struct wd_tensor_map){ (const char *)base + (offset - start), bytes, base, len, slot,
+				     path, wd_ckpt_entry(b->listing, b->pending_index)->name };
+	return 0;
+}
+
 int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *err)
 {
 	const char *path = wd_ckpt_path(b->listing);
@@ -452,7 +580,8 @@ int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *er
 	struct cursor cur;
 	char what[256], need[32];
 	size_t bytes = b->pending_bytes;
-	int fd = b->pending_fd, r;
+	int fd = b->pending_fd, file = -1, r;
+	uint64_t where, offset = 0;
 	void *data;
 
 	*m = (struct wd_tensor_map){ 0 };
@@ -461,19 +590,35 @@ int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *er
 				b->pid ? path : b->dead);
 	b->pending_fd = -1;
 	dataset_what(b, b->pending_index, what, sizeof(what));
-	r = await_frame(b, what, &b->pending_since, b->pending_seconds, READ_REPLY_MAX, &reply, err);
+	r = await_frame(b, what, &b->pending_since, b->pending_seconds, READ_REPLY_MAX, &reply,
+			&file, err);
 	cur = (struct cursor){ reply.p, reply.len, 0 };
 	if (r < 0 || (r = reply_status(b, what, &cur, err)) < 0)
 		goto out;
+	where = get_u64(&cur);
+	if (where == READ_IN_FILE)
+		offset = get_u64(&cur);
+	if (cur.bad || cur.left || (where != READ_IN_FILE && where != READ_IN_MEMFD)) {
+		r = wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed", path,
+			     what);
+		goto out;
+	}
+	if (where == READ_IN_FILE) {
+		r = map_in_file(b, what, file, offset, bytes, m, err);
+		goto out;
+	}
 	data = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (data == MAP_FAILED) {
 		r = wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: cannot map %s: %s", path, what,
 			     format_bytes(need, sizeof(need), bytes), strerror(errno));
 		goto out;
 	}
-	*m = (struct wd_tensor_map){ data, bytes };
+	*m = (struct wd_tensor_map){ data, bytes, data, bytes, 0, path,
+				     wd_ckpt_entry(b->listing, b->pending_index)->name };
 out:
 	close(fd);
+	if (file >= 0)
+		close(file);
 	free(reply.p);
 	return r;
 }
@@ -486,10 +631,20 @@ int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, c
 	return wd_ckpt_box_collect(b, m, err);
 }
 
+int wd_tensor_map_intact(const struct wd_tensor_map *m, char *err)
+{
+	if (!mapguard_cut(m->guard))
+		return 0;
+	return wd_error(err, WD_CKPT_ERR_MAX,
+			"'%s': dataset '%s': the file was cut short while it was read (what "
+			"lay past its new end read as zeros); it is being written, or damaged", m->path, m->dataset);
+}
+
 void wd_tensor_map_release(struct wd_tensor_map *m)
 {
-	if (m->data)
-		munmap((void *)m->data, m->bytes);
+	mapguard_remove(m->guard);
+	if (m->map_base)
+		munmap(m->map_base, m->map_len);
 	*m = (struct wd_tensor_map){ 0 };
 }
 

@@ -7,9 +7,13 @@
  * Opening a file forks one child for it. The child confines itself
  * (RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE = 0, RLIMIT_NOFILE = 16, no core
  * dump, no fd of the caller's), lists the file with checkpoint.h's reader
- * and sends the listing back; then it reads one tensor per request,
- * straight into a memfd that the caller created and maps afterwards: the
- * data is never copied between the two. Each step (the listing, one
+ * and sends the listing back; then it serves one tensor per request:
+ * where the dataset lies in the file as stored, it sends the file's
+ * descriptor and the offset, and the caller maps the file's own pages
+ * (guarded against the file being cut short: mapguard.h); otherwise it
+ * reads it straight into a memfd that the caller created and maps
+ * afterwards. Either way the data is never copied between the two, and
+ * the caller runs no libhdf5 on it. Each step (the listing, one
  * tensor) has a wall-clock deadline, after which the caller kills the
  * child. The caller's process never runs libhdf5 on these files.
  *
@@ -64,13 +68,36 @@ struct wd_ckpt_box;
  */
 int wd_ckpt_box_open(const char *path, const struct wd_sandbox_limits *lim,
 		     struct wd_ckpt_box **out, char *err);
+/*
+ * The two halves of wd_ckpt_box_open, so that several files' children
+ * list at once: _start forks the child for path and returns (0, or -1
+ * with err and *out NULL); _listed waits for its listing (0, or -1 with
+ * err as wd_ckpt_box_open's; the box is then of no use but to close).
+ * The listing's deadline runs from the start. Until _listed has
+ * succeeded, the listing is empty and a read fails.
+ */
+int wd_ckpt_box_start(const char *path, const struct wd_sandbox_limits *lim,
+		      struct wd_ckpt_box **out, char *err);
+int wd_ckpt_box_listed(struct wd_ckpt_box *b, char *err);
 /* The listing, for wd_ckpt_count, _entry, _find, _check and _path. */
 const struct wd_ckpt *wd_ckpt_box_listing(const struct wd_ckpt_box *b);
 
-/* A tensor's bytes, mapped read-only; released with wd_tensor_map_release. */
+/*
+ * A tensor's bytes, mapped read-only; released with wd_tensor_map_release.
+ * Either the memfd the child filled, or the user's file itself, where the
+ * dataset lies there as stored (contiguous, no conversion): then nothing
+ * was copied, and should the file be cut short while the caller reads,
+ * the cut part reads as zeros and wd_tensor_map_intact fails (no SIGBUS).
+ * An empty map is all zeros.
+ */
 struct wd_tensor_map {
 	const void *data;
 	size_t bytes;
+	/* the mapping itself, which may start before data (a page boundary) */
+	void *map_base;
+	size_t map_len;
+	int guard;		/* mapguard.h's slot, or 0 (a memfd: nothing to cut) */
+	const char *path, *dataset;	/* for messages: the box's listing holds them */
 };
 
 /*
@@ -91,6 +118,13 @@ int wd_ckpt_box_read(struct wd_ckpt_box *b, size_t i, struct wd_tensor_map *m, c
  */
 int wd_ckpt_box_request(struct wd_ckpt_box *b, size_t i, char *err);
 int wd_ckpt_box_collect(struct wd_ckpt_box *b, struct wd_tensor_map *m, char *err);
+/*
+ * Whether what was read through m so far is the file's: 0, or -1 with err
+ * naming the file and the dataset when the file was cut short under the
+ * mapping. To be asked after the last read of m and before anything
+ * computed from it is trusted.
+ */
+int wd_tensor_map_intact(const struct wd_tensor_map *m, char *err);
 /* Unmaps m and empties it; an empty map is left alone. */
 void wd_tensor_map_release(struct wd_tensor_map *m);
 

@@ -176,14 +176,39 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* Sends one frame and empties m; exits when that fails or m could not be built. */
-static void child_send(int sock, struct msg *m)
+/*
+ * Sends one frame and empties m; exits when that fails or m could not be
+ * built. fd, when not -1, goes with the frame's first bytes (SCM_RIGHTS).
+ */
+static void child_send(int sock, struct msg *m, int fd)
 {
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
 	uint64_t len = m->len;
+	struct iovec iov = { &len, sizeof(len) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
 
 	if (m->oom)
 		_exit(CHILD_EXIT_OOM);
-	if (write_all(sock, &len, sizeof(len)) < 0 || write_all(sock, m->p, m->len) < 0)
+	if (fd >= 0) {
+		struct cmsghdr *c;
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 || write_all(sock, (char *)&len + n, sizeof(len) - (size_t)n) < 0 ||
+	    write_all(sock, m->p, m->len) < 0)
 		_exit(1);
 	free(m->p);
 	*m = (struct msg){ 0 };
@@ -237,21 +262,36 @@ static int recv_request(int sock, struct request *rq, int *fd)
 }
 
 /*
- * Reads the requested tensor into the memfd; the reply says how it went.
- * A contiguous dataset that needs no conversion is read with one pread
- * straight into the mapping (read_direct, checkpoint.c): the kernel
- * zeroes the memfd's pages and copies the file's into them. Writing into
- * the memfd instead (no zeroing) is what RLIMIT_FSIZE = 0 forbids the
- * child, and that limit is worth more (docs/checkpoints.md#sandbox).
+ * Serves one read; the reply says how it went, and where the bytes are.
+ * A contiguous dataset that needs no conversion is not read at all: the
+ * reply gives its offset, and the file's descriptor goes with it
+ * (*file_fd), for the parent to map the file's own pages, which the
+ * page cache already holds: no copy, and no memfd pages to zero, fill
+ * and free (docs/checkpoints.md#sandbox). Anything else is read into the
+ * memfd (H5Dread, which converts).
  */
-static void child_read(struct wd_ckpt *c, const struct request *rq, int fd, struct msg *reply)
+static void child_read(struct wd_ckpt *c, const struct request *rq, int fd, struct msg *reply,
+		       int *file_fd)
 {
+	struct wd_ckpt_place at;
 	char err[WD_CKPT_ERR_MAX];
 	size_t bytes;
 	void *dst;
 	int r;
 
+	*file_fd = -1;
 	cpu_budget(rq->seconds);
+	if ((r = wd_ckpt_locate(c, rq->index, &at, err)) != 0) {
+		if (r < 0) {
+			reply_error(reply, r, err);
+			return;
+		}
+		ckpt_msg_u64(reply, 0);
+		ckpt_msg_u64(reply, READ_IN_FILE);
+		ckpt_msg_u64(reply, at.offset);
+		*file_fd = at.fd;
+		return;
+	}
 	if ((r = wd_ckpt_check(c, rq->index, &bytes, err)) < 0) {
 		reply_error(reply, r, err);
 		return;
@@ -266,10 +306,12 @@ static void child_read(struct wd_ckpt *c, const struct request *rq, int fd, stru
 	}
 	r = wd_ckpt_read_into(c, rq->index, dst, err);
 	munmap(dst, bytes);
-	if (r < 0)
+	if (r < 0) {
 		reply_error(reply, r, err);
-	else
+	} else {
 		ckpt_msg_u64(reply, 0);
+		ckpt_msg_u64(reply, READ_IN_MEMFD);
+	}
 }
 
 void ckpt_child_main(const char *path, const struct wd_sandbox_limits *lim, int sock, pid_t parent)
@@ -278,7 +320,7 @@ void ckpt_child_main(const char *path, const struct wd_sandbox_limits *lim, int 
 	struct msg reply = { 0 };
 	struct wd_ckpt *c;
 	struct request rq;
-	int fd, r;
+	int fd, file_fd, r;
 
 	/* dies with the parent, also one that died before this line */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
@@ -286,15 +328,15 @@ void ckpt_child_main(const char *path, const struct wd_sandbox_limits *lim, int 
 	sock = child_confine(sock, lim);
 	if ((r = wd_ckpt_open(path, &c, err)) < 0) {
 		reply_error(&reply, r, err);
-		child_send(sock, &reply);
+		child_send(sock, &reply, -1);
 		_exit(0);
 	}
 	put_listing(&reply, c);
-	child_send(sock, &reply);
+	child_send(sock, &reply, -1);
 	while (recv_request(sock, &rq, &fd) == 0) {
-		child_read(c, &rq, fd, &reply);
+		child_read(c, &rq, fd, &reply, &file_fd);
 		close(fd);
-		child_send(sock, &reply);
+		child_send(sock, &reply, file_fd);
 	}
 	_exit(0);	/* the parent closed the socket: the file needs no closing */
 }

@@ -5,8 +5,11 @@
  * to libwdrift. The child sends frames (a length, then that many bytes):
  * first the listing, then one reply per request. A request is a tensor's
  * index and its CPU budget, with a memfd of the tensor's size passed along
- * (SCM_RIGHTS); the child fills it. A reply is a status (0 or a negative
- * errno) and, on failure, the reader's message.
+ * (SCM_RIGHTS). A reply is a status (0 or a negative errno) and, on
+ * failure, the reader's message; on success, where the bytes are: in the
+ * memfd, which the child filled (READ_IN_MEMFD), or in the file itself
+ * (READ_IN_FILE, then the offset), whose descriptor comes with the frame
+ * (SCM_RIGHTS), for the parent to map (docs/checkpoints.md#sandbox).
  */
 #ifndef WD_CKPT_SANDBOX_WIRE_H
 #define WD_CKPT_SANDBOX_WIRE_H
@@ -48,6 +51,9 @@ unsigned char *ckpt_msg_grow(struct msg *m, size_t n);
 void ckpt_msg_put(struct msg *m, const void *data, size_t n);
 void ckpt_msg_u64(struct msg *m, uint64_t v);
 void ckpt_msg_str(struct msg *m, const char *s);
+
+/* Where a read's bytes are, after its status 0. */
+enum read_where { READ_IN_MEMFD = 0, READ_IN_FILE = 1 };
 
 /* What a request asks of the child; a memfd of the tensor's size comes with it. */
 struct request {

@@ -18,8 +18,16 @@ checkpoint files in a resource-limited child (docs/checkpoints.md#sandbox).
   dies with it (no reader process left behind).
 - After every command: no process of this test's files is left.
 - Bad WDRIFT_CKPT_* values: exit 2, naming the variable.
+- A candidate stored as it is read is mapped from the file itself, not
+  copied; cut short while compare reads it (the process stopped once the
+  file is mapped, the file truncated, the process let go): exit 1, one line
+  naming the file, the dataset and "cut short", no result and no SIGBUS.
+  Every try either gives that or, had the engine finished reading first,
+  the same result as an uncut compare; at least one of 5 must cut. The
+  same for `wdrift send`, whose cut tensor is never sent.
 """
 import glob
+import json
 import os
 import re
 import signal
@@ -99,6 +107,87 @@ def child_of(pid, timeout=10):
             pass
         time.sleep(0.02)
     return None
+
+
+def maps_file(pid, path):
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return any(line.rstrip("\n").endswith(" " + path) for line in f)
+    except OSError:
+        return False
+
+
+def test_cut_short(tmp):
+    n = 1 << 22
+    rng = np.random.default_rng(7)
+    base, cand = os.path.join(tmp, "cut-base.h5"), os.path.join(tmp, "cut.h5")
+    a = rng.standard_normal(n).astype(np.float32)
+    with h5py.File(base, "w") as f:
+        f["w"] = a
+    args = ["compare", base, cand, "--engine", "cpu", "--threads", "1", "--json"]
+    cuts = 0
+    for attempt in range(5):
+        with h5py.File(cand, "w") as f:
+            f["w"] = a + np.float32(1e-3)
+        if attempt == 0:
+            whole = wd(*args)
+            check(whole.returncode == 0 and '"w"' in whole.stdout, "the uncut pair compares",
+                  detail(whole))
+        out, err, rc = run_cut(args, cand)
+        lines = err.splitlines()
+        if rc == 1:
+            cuts += 1
+            check(not out and len(lines) == 1 and f"'{cand}': dataset 'w'" in lines[0] and
+                  ("cut short while it was read" in lines[0] or
+                   "the file ends before the dataset" in lines[0]),
+                  f"try {attempt}: cut under compare: one line, exit 1: {err.strip()}")
+        else:
+            check(rc == 0 and json.loads(out)["layers"] == json.loads(whole.stdout)["layers"],
+                  f"try {attempt}: read whole before the cut: the uncut result "
+                  f"(exit {rc}, {err.strip()})")
+    check(cuts >= 1, f"at least one try cut the file under compare ({cuts} of 5)")
+
+    # send: nothing of a cut tensor goes out (no daemon needed: it fails before the commit)
+    cfg = os.path.join(tmp, "cut.yaml")
+    with open(cfg, "w") as f:
+        f.write("studies:\n  - name: s\n    baseline: base\n    candidates: [cand]\n")
+    args = ["send", "-c", cfg, "--ingest", f"ipc://{tmp}/nobody.sock", "--run", "cand", "--step",
+            "1", cand]
+    cuts = 0
+    for attempt in range(5):
+        with h5py.File(cand, "w") as f:
+            f["w"] = a
+        out, err, rc = run_cut(args, cand, wait=10)
+        if rc == 1 and "cut short" in err:
+            cuts += 1
+            check(len(err.splitlines()) == 1 and f"'{cand}': dataset 'w'" in err,
+                  f"try {attempt}: cut under send: one line, exit 1: {err.strip()}")
+        else:  # copied whole before the cut: it then waits for the daemon that is not there
+            check(rc is None, f"try {attempt}: copied whole first, then waits for the daemon: "
+                  f"exit {rc}, {err.strip()}")
+    check(cuts >= 1, f"at least one try cut the file under send ({cuts} of 5)")
+
+
+def run_cut(args, path, wait=120):
+    """Runs wdrift ARGS, stops it once it maps path, cuts path to 4 KiB, lets it go: out, err, rc;
+    rc None when it still ran wait seconds later (then killed)."""
+    p = subprocess.Popen([WDRIFT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not maps_file(p.pid, path) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    mapped = p.poll() is None and maps_file(p.pid, path)
+    if mapped:
+        os.kill(p.pid, signal.SIGSTOP)
+    os.truncate(path, 4096)
+    if mapped:
+        os.kill(p.pid, signal.SIGCONT)
+    try:
+        out, err = p.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return out, err, None
+    return out, err, p.returncode
 
 
 def test_hang(tmp, good):
@@ -228,6 +317,7 @@ def main():
         test_too_large(tmp)
         test_signals(tmp, good, hang)
         test_env(good)
+        test_cut_short(tmp)
     finally:
         for line in processes_with(tmp):  # never leave a hung reader behind
             os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -8,7 +8,8 @@
  * while listing and while idle; a file replaced between listing and
  * reading; the limits from the environment; two files read at once
  * (request, then collect), each failure naming its own file, and a reply
- * that came in time taken however late it is collected. After all of it: every child
+ * that came in time taken however late it is collected; tensors mapped from
+ * the file itself, and that file cut short under the map. After all of it: every child
  * reaped, no fd and no mapping left behind. Run from the repository root
  * (it reads fuzz/hdf5-hangs/).
  */
@@ -18,6 +19,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,17 +54,25 @@ static int count_fds(void)
 	return n;
 }
 
-/* Lines of /proc/self/maps that name a wdrift memfd. */
-static int count_memfd_maps(void)
+/* Lines of /proc/self/maps whose mapped file's name ends with tail. */
+static int count_maps(const char *tail)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	char line[512];
 	int n = 0;
-	while (f && fgets(line, sizeof(line), f))
-		n += strstr(line, "memfd:wdrift-tensor") != NULL;
+	while (f && fgets(line, sizeof(line), f)) {
+		size_t len = strcspn(line, "\n"), t = strlen(tail);
+		n += len >= t && !memcmp(line + len - t, tail, t);
+	}
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* Lines of /proc/self/maps that name a wdrift memfd. */
+static int count_memfd_maps(void)
+{
+	return count_maps("memfd:wdrift-tensor (deleted)") + count_maps("memfd:wdrift-tensor");
 }
 
 /* 1-D dataset; chunk > 0 makes it chunked (with an unlimited maximum) and deflated. */
@@ -159,8 +171,12 @@ static void test_same_as_in_process(const char *path)
 		else
 			CHECK(r < 0 && !strcmp(err, want_err[i]) && !m.data, "'%s' fails alike: %s",
 			      a->name, err);
+		/* stored as read (little-endian, contiguous): the file's own pages; else a memfd */
+		int in_file = strcmp(a->name, "layers.10.w") != 0;
 		if (!r)
-			CHECK(count_memfd_maps() == 1, "'%s': one memfd mapped while held", a->name);
+			CHECK(count_memfd_maps() == !in_file && count_maps(path) == in_file &&
+			      !m.guard == !in_file, "'%s': %s mapped while held", a->name,
+			      in_file ? "the file itself" : "one memfd");
 		wd_tensor_map_release(&m);
 		CHECK(!m.data && !m.bytes, "release empties the map");
 	}
@@ -432,7 +448,8 @@ static void test_concurrent(const char *path)
 	      "the second file's collected first, its own bytes (%s)", err);
 	CHECK(wd_ckpt_box_collect(a, &ma, err) == 0 && holds_good(&ma, 1000),
 	      "then the first file's, its own bytes (%s)", err);
-	CHECK(count_memfd_maps() == 2, "both mapped while held");
+	CHECK(count_maps(path) == 1 && count_maps(other) == 1 && count_memfd_maps() == 0,
+	      "both files mapped while held, no memfd");
 	wd_tensor_map_release(&ma);
 	wd_tensor_map_release(&mb);
 	CHECK(wd_ckpt_box_collect(a, &ma, err) < 0 && !ma.data && strstr(err, path) &&
@@ -481,6 +498,127 @@ static void test_late_collect(const char *path)
 	wd_ckpt_box_close(&b);
 }
 
+/*
+ * Started apart from listed (wdrift compare starts every file's child,
+ * then takes each listing): a read before the listing is refused by
+ * name; a file that is not HDF5 fails at its listing, naming it, and the
+ * box is dead; a good one started beside it lists and reads.
+ */
+static void test_start_then_list(const char *path)
+{
+	struct wd_ckpt_box *good = NULL, *bad = NULL;
+	struct wd_tensor_map m;
+	char err[WD_CKPT_ERR_MAX] = "", junk[300];
+	FILE *f;
+
+	snprintf(junk, sizeof(junk), "%s.junk", path);
+	write_good(path, 1000);
+	if ((f = fopen(junk, "w"))) {
+		fputs("not an HDF5 file\n", f);
+		fclose(f);
+	}
+	CHECK(wd_ckpt_box_start(path, &roomy, &good, err) == 0 &&
+	      wd_ckpt_box_start(junk, &roomy, &bad, err) == 0, "both children started (%s)", err);
+	if (!good || !bad)
+		goto out;
+	CHECK(wd_ckpt_box_request(good, 0, err) < 0 && strstr(err, path) &&
+	      strstr(err, "listing has not been taken"), "a read before the listing: %s", err);
+	CHECK(wd_ckpt_box_listed(bad, err) < 0 && strstr(err, junk),
+	      "the junk file fails at its listing, naming it: %s", err);
+	CHECK(wd_ckpt_box_read(bad, 0, &m, err) < 0 && strstr(err, junk), "... and stays dead: %s", err);
+	CHECK(wd_ckpt_box_listed(good, err) == 0 && wd_ckpt_count(wd_ckpt_box_listing(good)) == 4 &&
+	      wd_ckpt_box_listed(good, err) == 0, "the good one lists (twice is once) (%s)", err);
+	long i = wd_ckpt_find(wd_ckpt_box_listing(good), "layers.2.w");
+	CHECK(wd_ckpt_box_read(good, (size_t)i, &m, err) == 0 && holds_good(&m, 1000),
+	      "and reads (%s)", err);
+	wd_tensor_map_release(&m);
+out:
+	wd_ckpt_box_close(&good);
+	wd_ckpt_box_close(&bad);
+	unlink(junk);
+}
+
+/*
+ * A file cut short while its tensor is mapped: reading the cut part gives
+ * zeros instead of a SIGBUS, and wd_tensor_map_intact names the file and
+ * the dataset; a map read whole before any cut is intact. A file cut
+ * between the child's answer and the collect fails the collect. A SIGBUS
+ * at an address no map holds still ends the process (a forked one).
+ */
+static void test_cut_short(const char *path)
+{
+	const int n = 1 << 20;
+	struct wd_ckpt_box *b = NULL;
+	struct wd_tensor_map m;
+	char err[WD_CKPT_ERR_MAX] = "";
+	struct stat st;
+	double sum = 0;
+	long i;
+
+	write_good(path, n);
+	if (wd_ckpt_box_open(path, &roomy, &b, err) < 0 || stat(path, &st) < 0) {
+		CHECK(0, "open (%s)", err);
+		return;
+	}
+	i = wd_ckpt_find(wd_ckpt_box_listing(b), "layers.2.w");
+	CHECK(wd_ckpt_box_read(b, (size_t)i, &m, err) == 0 && m.guard && holds_good(&m, n) &&
+	      wd_tensor_map_intact(&m, err) == 0, "mapped from the file, read whole: intact (%s)", err);
+	CHECK(truncate(path, st.st_size / 4) == 0, "the file cut to a quarter under the map");
+	for (int k = 0; m.data && k < n; k++)
+		sum += ((const float *)m.data)[k];
+	/*
+	 * Under memcheck the load that faulted runs again with registers that
+	 * its default --vex-iropt-register-updates leaves stale: no SIGBUS, but
+	 * not the zeros either. Natively and under ASan, zeros.
+	 */
+	if (getenv("WDRIFT_VALGRIND"))
+		printf("# memcheck: the cut part's values not checked\n");
+	else
+		CHECK(sum == 0, "the cut part reads as zeros, no SIGBUS (sum %g)", sum);
+	CHECK(wd_tensor_map_intact(&m, err) < 0 && strstr(err, path) && strstr(err, "'layers.2.w'") &&
+	      strstr(err, "cut short while it was read"), "intact says so: %s", err);
+	wd_tensor_map_release(&m);
+	CHECK(!m.data && !m.guard && count_maps(path) == 0, "released: nothing of the file mapped");
+	wd_ckpt_box_close(&b);
+
+	/* cut after the child answered, before the collect: the collect checks the size itself */
+	write_good(path, n);
+	if (wd_ckpt_box_open(path, &roomy, &b, err) < 0 || stat(path, &st) < 0) {
+		CHECK(0, "open again (%s)", err);
+		return;
+	}
+	i = wd_ckpt_find(wd_ckpt_box_listing(b), "layers.2.w");
+	CHECK(wd_ckpt_box_request(b, (size_t)i, err) == 0, "requested (%s)", err);
+	usleep(300 * 1000);	/* the child has answered (either way, the message is the same) */
+	CHECK(truncate(path, st.st_size / 4) == 0, "the file cut to a quarter");
+	CHECK(wd_ckpt_box_collect(b, &m, err) < 0 && !m.data && strstr(err, path) &&
+	      strstr(err, "'layers.2.w'") && strstr(err, "the file ends before the dataset"),
+	      "the collect fails, naming the file: %s", err);
+	wd_ckpt_box_close(&b);
+
+	/* a SIGBUS that is not a guarded map's: the process still dies of it */
+	pid_t pid = fork();
+	if (pid == 0) {
+		write_good(path, n);
+		int fd = open(path, O_RDONLY);
+		if (wd_ckpt_box_open(path, &roomy, &b, err) < 0 || fd < 0)
+			_exit(2);
+		i = wd_ckpt_find(wd_ckpt_box_listing(b), "layers.2.w");
+		if (wd_ckpt_box_read(b, (size_t)i, &m, err) < 0 || !m.guard)
+			_exit(3);	/* the guard's handler is installed now */
+		/* its reader reaped now: dying with this process, it would hold the file's lock a while */
+		wd_ckpt_box_close(&b);
+		const volatile char *own = mmap(NULL, 1 << 20, PROT_READ, MAP_SHARED, fd, 0);
+		if (own == MAP_FAILED || truncate(path, 0) < 0)
+			_exit(4);
+		_exit(own[4096] + 5);	/* SIGBUS */
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+	      "a SIGBUS outside every map still ends the process (status %#x)", status);
+}
+
 int main(void)
 {
 	char path[256], cmd[300];
@@ -504,10 +642,12 @@ int main(void)
 	test_env();
 	test_concurrent(path);
 	test_late_collect(path);
+	test_cut_short(path);
+	test_start_then_list(path);
 	errno = 0;
 	CHECK(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "every child reaped: no zombie");
 	CHECK(count_fds() == fds, "no fd left open: %d, as before", count_fds());
-	CHECK(count_memfd_maps() == 0, "no memfd left mapped");
+	CHECK(count_memfd_maps() == 0 && count_maps(path) == 0, "no memfd and no file left mapped");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", dir);
