@@ -384,8 +384,11 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	if (idx < 0)
 		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
 				 px->path, px->label, name);
-	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm)))
-		return r;
+	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm))) {
+		int cut = intact(&m);	/* a prepare that failed on a cut file: the cut says why */
+		wd_tensor_map_release(&m);
+		return cut ? cut : r;
+	}
 	t0 = cli_now();
 	r = wd_w1(e, base, pp, w1);
 	wd_prepared_free(&pp);

@@ -562,6 +562,17 @@ static int direct_place(struct wd_ckpt *c, hid_t ds, hid_t ftype, hid_t mem, siz
 }
 
 /*
+ * Whether a dataset at offset in the file, mapped, gives element-aligned
+ * data: HDF5 packs small datasets back to back (its file alignment is 1),
+ * so an odd count of 16-bit values puts the next dataset off a 4-byte
+ * boundary, and the engine reads through float and double pointers.
+ */
+static int mapped_aligned(uint64_t offset, size_t elem)
+{
+	return elem && offset % elem == 0;
+}
+
+/*
  * A dataset that direct_place finds is read with pread on the file's
  * descriptor. libhdf5 runs one call at a time (Debian's thread-safe build
  * holds one lock over each), so the daemon's compute workers, which read
@@ -679,8 +690,11 @@ int wd_ckpt_locate(struct wd_ckpt *c, size_t i, struct wd_ckpt_place *at, char *
 	*at = (struct wd_ckpt_place){ -1, 0 };
 	if ((r = open_for_read(c, i, &h, err)) < 0)
 		goto out;
-	if ((at->fd = direct_place(c, h.ds, h.ftype, h.mem, h.bytes, &at->offset)) < 0)
+	if ((at->fd = direct_place(c, h.ds, h.ftype, h.mem, h.bytes, &at->offset)) < 0 ||
+	    !mapped_aligned(at->offset, wd_dtype_size(c->e[i].dtype))) {
+		at->fd = -1;
 		goto out;	/* r = 0: read it */
+	}
 	if (fstat(at->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		at->fd = -1;	/* a descriptor that cannot be mapped: read it */
 		goto out;

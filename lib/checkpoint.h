@@ -86,7 +86,9 @@ int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err);
 /*
  * Where tensor i lies in the file as it is stored, for a caller that maps
  * the bytes instead of reading them (ckpt_sandbox.c): a contiguous dataset,
- * allocated, that needs no conversion, in a file opened from disk. 1 with
+ * allocated, that needs no conversion, at an offset that is a multiple of
+ * its element size (a mapping then gives aligned elements), in a file
+ * opened from disk. 1 with
  * at->fd (the open file's own descriptor: not to be closed) and at->offset
  * (from the file's start) when it does, and the file holds the whole
  * dataset now; 0 when it must be read (wd_ckpt_read_into); -1 with err, as

@@ -549,7 +549,11 @@ static int map_in_file(struct wd_ckpt_box *b, const char *what, int file, uint64
 	void *base;
 	int slot;
 
-	if (file < 0 || fstat(file, &st) < 0 || !S_ISREG(st.st_mode) || !bytes)
+	size_t elem = wd_dtype_size(wd_ckpt_entry(b->listing, b->pending_index)->dtype);
+
+	/* the engine reads through float and double pointers: aligned elements only */
+	if (file < 0 || fstat(file, &st) < 0 || !S_ISREG(st.st_mode) || !bytes || !elem ||
+	    offset % elem)
 		return wd_error(err, WD_CKPT_ERR_MAX, "'%s': %s: the reader's reply is malformed",
 				path, what);
 	if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset)
@@ -636,8 +640,8 @@ int wd_tensor_map_intact(const struct wd_tensor_map *m, char *err)
 	if (!mapguard_cut(m->guard))
 		return 0;
 	return wd_error(err, WD_CKPT_ERR_MAX,
-			"'%s': dataset '%s': the file was cut short while it was read (what "
-			"lay past its new end read as zeros); it is being written, or damaged", m->path, m->dataset);
+			"'%s': dataset '%s': the file was cut short while it was read (the "
+			"tensor read as zeros from then on); it is being written, or damaged", m->path, m->dataset);
 }
 
 void wd_tensor_map_release(struct wd_tensor_map *m)

@@ -87,7 +87,8 @@ const struct wd_ckpt *wd_ckpt_box_listing(const struct wd_ckpt_box *b);
  * Either the memfd the child filled, or the user's file itself, where the
  * dataset lies there as stored (contiguous, no conversion): then nothing
  * was copied, and should the file be cut short while the caller reads,
- * the cut part reads as zeros and wd_tensor_map_intact fails (no SIGBUS).
+ * the tensor reads as zeros from then on and wd_tensor_map_intact fails
+ * (no SIGBUS).
  * An empty map is all zeros.
  */
 struct wd_tensor_map {
@@ -97,7 +98,8 @@ struct wd_tensor_map {
 	void *map_base;
 	size_t map_len;
 	int guard;		/* mapguard.h's slot, or 0 (a memfd: nothing to cut) */
-	const char *path, *dataset;	/* for messages: the box's listing holds them */
+	/* for messages: the box's listing holds them, so a map is released before its box is closed */
+	const char *path, *dataset;
 };
 
 /*

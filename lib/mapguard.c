@@ -7,7 +7,10 @@
  * field is atomic and a slot is live only while its base is non-zero: add
  * sets the length first, remove clears the base first. The handler calls
  * only mmap, which is a system call here (async-signal-safe in fact,
- * though POSIX does not list it).
+ * though POSIX does not list it), sigaction and raise. The slot's base and
+ * length are two loads: a slot must not be removed and added again while
+ * a thread may still read the mapping being removed (compare and send
+ * read a tensor, then release it, on one thread's watch).
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,7 +35,8 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
 
-	for (int i = 0; i < SLOTS; i++) {
+	/* si_addr is a fault's address only for a fault: kill() fills it with the sender's pid */
+	for (int i = 0; si->si_code > 0 && i < SLOTS; i++) {
 		uintptr_t base = atomic_load(&slots[i].base);
 		size_t len = atomic_load(&slots[i].len);
 		if (!base || a < base || a - base >= len)
@@ -49,12 +53,20 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
 		before.sa_sigaction(sig, si, ctx);
 	} else if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) {
 		before.sa_handler(sig);
+	} else if (before.sa_handler == SIG_IGN && si->si_code <= 0) {
+		return;	/* a sent SIGBUS, ignored as before */
 	} else {
-		/* the default action, when the fault repeats on return */
+		/*
+		 * The default action (a fault is never ignored: the kernel ends
+		 * the process): a fault repeats on return and meets it; a sent
+		 * signal is sent again, and comes once the handler returns.
+		 */
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof(dfl));
 		dfl.sa_handler = SIG_DFL;
 		sigaction(SIGBUS, &dfl, NULL);
+		if (si->si_code <= 0)
+			raise(SIGBUS);
 	}
 }
 
