@@ -166,14 +166,15 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# Only vqsort's AVX2 code is called (sort_vq.h says why); Highway also
+# vqsort's AVX2, AVX3 and AVX3_DL code, one of which sort_vq.cc calls
+# (sort_vq.h says which, and why not Highway's dispatch); Highway also
 # compiles its baseline, which it requires. Hidden: nothing of Highway's
 # templates is exported from libwdrift.so, to clash with another copy.
 # DWARF 4: valgrind 3.19 gives up on clang 14's DWARF 5 (check-valgrind).
 $(BUILD)/lib/sort_vq.o: lib/sort_vq.cc $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(VQ_CXX) -std=c++17 -fPIC -MMD -MP -fno-exceptions -fno-rtti -fvisibility=hidden \
-		-fvisibility-inlines-hidden '-DHWY_DISABLED_TARGETS=(HWY_AVX3|HWY_AVX3_DL|HWY_SSSE3|HWY_SSE4)' \
+		-fvisibility-inlines-hidden '-DHWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4)' -DHWY_WANT_AVX3_DL \
 		-Wall -Wextra -I. -Ilib $(CFLAGS) -gdwarf-4 -c -o $@ $<
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)

@@ -1,5 +1,6 @@
-// sort_vq.cc: sort_vq.h over Highway's vqsort, compiled here for AVX2
-// (and the baseline Highway requires, never called). The only C++ in the
+// sort_vq.cc: sort_vq.h over Highway's vqsort, compiled here for AVX2,
+// AVX3 and AVX3_DL (and the baseline Highway requires, never called), and
+// dispatched by this file, not by Highway (vq_target). The only C++ in the
 // library: vqsort is a template library, instantiated for the two key
 // types, and needs libhwy and libhwy_contrib (Debian's libhwy1) at run
 // time. Compiled with clang++: GCC 12 copies vqsort's constant tables to
@@ -57,33 +58,88 @@ HWY_AFTER_NAMESPACE();
 #error "sort_vq.cc is for x86-64 with AVX2 among Highway's targets: elsewhere, make VQSORT=0"
 #endif
 
+#include <cpuid.h>
+
+// AMD family 19h (Zen 3, Zen 4): of these only Zen 4 has AVX-512, and it
+// runs the memory form of VCOMPRESS, with which vqsort's AVX-512 code
+// partitions, in microcode (22 M keys/s against 166 M on AVX2). Zen 5
+// (1Ah) and Intel's AVX-512 CPUs do not: there AVX-512 is the faster.
+static bool compress_store_slow(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u /* "Auth"enticAMD */ ||
+	    !__get_cpuid(1, &a, &b, &c, &d))
+		return false;
+	unsigned family = (a >> 8) & 0xf;
+	if (family == 0xf)
+		family += (a >> 20) & 0xff;
+	return family == 0x19;
+}
+
+enum vq_target { VQ_NONE, VQ_AVX2, VQ_AVX3, VQ_AVX3_DL };
+
 // Asked once: Highway 1.0.3 runs CPUID at every SupportedTargets() call,
 // which a VM traps (15 us each, more than a small tensor's whole sort).
+static int vq_target(void)
+{
+	static int target = -1;
+	int t = __atomic_load_n(&target, __ATOMIC_RELAXED);
+
+	if (t < 0) {
+		int64_t have = hwy::SupportedTargets();
+		t = (have & HWY_AVX2) ? VQ_AVX2 : VQ_NONE;
+		if (!compress_store_slow()) {
+#if HWY_TARGETS & HWY_AVX3
+			if (have & HWY_AVX3)
+				t = VQ_AVX3;
+#endif
+#if HWY_TARGETS & HWY_AVX3_DL
+			if (have & HWY_AVX3_DL)
+				t = VQ_AVX3_DL;
+#endif
+		}
+		__atomic_store_n(&target, t, __ATOMIC_RELAXED);
+	}
+	return t;
+}
+
 extern "C" int vq_available(void)
 {
-	static int have = -1;
-	int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+	return vq_target() != VQ_NONE;
+}
 
-	if (h < 0) {
-		h = (hwy::SupportedTargets() & HWY_AVX2) != 0;
-		__atomic_store_n(&have, h, __ATOMIC_RELAXED);
-	}
-	return h;
+extern "C" const char *vq_target_name(void)
+{
+	static const char *const names[] = { "none", "avx2", "avx3", "avx3_dl" };
+	return names[vq_target()];
 }
 
 extern "C" int vq_sort32(uint32_t *keys, size_t n)
 {
-	if (!vq_available())
-		return -1;
-	hwy::N_AVX2::wd::Sort32(keys, n);
-	return 0;
+	switch (vq_target()) {
+#if HWY_TARGETS & HWY_AVX3_DL
+	case VQ_AVX3_DL: hwy::N_AVX3_DL::wd::Sort32(keys, n); return 0;
+#endif
+#if HWY_TARGETS & HWY_AVX3
+	case VQ_AVX3: hwy::N_AVX3::wd::Sort32(keys, n); return 0;
+#endif
+	case VQ_AVX2: hwy::N_AVX2::wd::Sort32(keys, n); return 0;
+	default: return -1;
+	}
 }
 
 extern "C" int vq_sort64(uint64_t *keys, size_t n)
 {
-	if (!vq_available())
-		return -1;
-	hwy::N_AVX2::wd::Sort64(keys, n);
-	return 0;
+	switch (vq_target()) {
+#if HWY_TARGETS & HWY_AVX3_DL
+	case VQ_AVX3_DL: hwy::N_AVX3_DL::wd::Sort64(keys, n); return 0;
+#endif
+#if HWY_TARGETS & HWY_AVX3
+	case VQ_AVX3: hwy::N_AVX3::wd::Sort64(keys, n); return 0;
+#endif
+	case VQ_AVX2: hwy::N_AVX2::wd::Sort64(keys, n); return 0;
+	default: return -1;
+	}
 }
 #endif  // HWY_ONCE

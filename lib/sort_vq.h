@@ -6,12 +6,13 @@
  * order is the radix sort's order exactly, -0 before +0 included: the
  * sorted floats have the same bits whichever sort made them.
  *
- * Why AVX2 and not whatever the CPU has: on AMD Zen 4, Debian 12's Highway
- * (1.0.3) would pick AVX-512, whose partition stores with VCOMPRESSPS to
- * memory, microcoded there: 7x slower than AVX2 on the same machine
- * (docs/performance.md). The shim compiles vqsort for AVX2 itself and
- * calls it when the CPU has it, which leaves Highway's process-wide
- * dispatch alone.
+ * Which code: AVX-512 (Highway's AVX3_DL, else AVX3) where the CPU has it,
+ * except on AMD Zen 4, else AVX2. Not Highway's own dispatch: on Zen 4,
+ * Debian 12's Highway (1.0.3) would pick AVX-512, whose partition stores
+ * with VCOMPRESSPS to memory, microcoded there: 7x slower than AVX2 on the
+ * same machine (docs/performance.md). On Zen 5 AVX-512 is the faster
+ * (1.37x). The shim compiles vqsort for each target itself and calls the
+ * one it chose, which leaves Highway's process-wide dispatch alone.
  */
 #ifndef WD_SORT_VQ_H
 #define WD_SORT_VQ_H
@@ -31,6 +32,8 @@ extern "C" {
  * has AVX2. Asked once, so that it cannot change during a prepare.
  */
 VQ_HIDDEN int vq_available(void);
+/* The code vq_sort32 runs: "avx3_dl", "avx3", "avx2", or "none". */
+VQ_HIDDEN const char *vq_target_name(void);
 /* Sorts n keys ascending in place; 0, or -1 (nothing done) when not vq_available(). */
 VQ_HIDDEN int vq_sort32(uint32_t *keys, size_t n);
 VQ_HIDDEN int vq_sort64(uint64_t *keys, size_t n);

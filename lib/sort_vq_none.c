@@ -22,3 +22,8 @@ int vq_sort64(uint64_t *keys, size_t n)
 	(void)n;
 	return -1;
 }
+
+const char *vq_target_name(void)
+{
+	return "none";
+}
