@@ -20,6 +20,7 @@
 #include "grow.h"
 #include "backend_cuda.h"
 #include "dtype.h"
+#include "sort_vq.h"
 #include "log.h"
 #include "pool.h"
 #include "prepared.h"
@@ -79,9 +80,10 @@ static void describe_cpu(struct wd_engine *e)
 {
 	int n = cpu_engine_threads(&e->cpu);
 	int vq = cpu_sort_vq(&e->cpu);
-	snprintf(e->desc, sizeof(e->desc), "cpu (exact, %d thread%s, %s%s)%s%.99s", n, n == 1 ? "" : "s",
-		 vq ? "vqsort" : "radix sort", e->fell_back ? "; fell back after a cuda error" : "",
-		 e->why[0] ? "; no cuda: " : "", e->why);
+	snprintf(e->desc, sizeof(e->desc), "cpu (exact, %d thread%s, %s%s%s)%s%.99s", n,
+		 n == 1 ? "" : "s", vq ? "vqsort " : "radix sort", vq ? vq_target_name() : "",
+		 e->fell_back ? "; fell back after a cuda error" : "", e->why[0] ? "; no cuda: " : "",
+		 e->why);
 }
 
 int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine **out)
