@@ -456,25 +456,7 @@ const struct wd_ckpt *wd_ckpt_box_listing(const struct wd_ckpt_box *b)
 /* Sends a request with its memfd; -1 when the child is gone. */
 static int send_request(int sock, const struct request *rq, int fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { (void *)rq, sizeof(*rq) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	ssize_t n;
-
-	memset(&ctl, 0, sizeof(ctl));
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)sizeof(*rq) ? 0 : -1;
+	return ckpt_send_fd(sock, rq, sizeof(*rq), fd) == (ssize_t)sizeof(*rq) ? 0 : -1;
 }
 
 /* "dataset 'NAME'", tensor i's subject in messages. */

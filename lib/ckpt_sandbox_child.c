@@ -176,23 +176,16 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/*
- * Sends one frame and empties m; exits when that fails or m could not be
- * built. fd, when not -1, goes with the frame's first bytes (SCM_RIGHTS).
- */
-static void child_send(int sock, struct msg *m, int fd)
+ssize_t ckpt_send_fd(int sock, const void *buf, size_t len, int fd)
 {
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
-	uint64_t len = m->len;
-	struct iovec iov = { &len, sizeof(len) };
+	struct iovec iov = { (void *)buf, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (m->oom)
-		_exit(CHILD_EXIT_OOM);
 	if (fd >= 0) {
 		struct cmsghdr *c;
 		memset(&ctl, 0, sizeof(ctl));
@@ -207,6 +200,21 @@ static void child_send(int sock, struct msg *m, int fd)
 	do
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/*
+ * Sends one frame and empties m; exits when that fails or m could not be
+ * built. fd, when not -1, goes with the frame's first bytes (SCM_RIGHTS).
+ */
+static void child_send(int sock, struct msg *m, int fd)
+{
+	uint64_t len = m->len;
+	ssize_t n;
+
+	if (m->oom)
+		_exit(CHILD_EXIT_OOM);
+	n = ckpt_send_fd(sock, &len, sizeof(len), fd);
 	if (n < 0 || write_all(sock, (char *)&len + n, sizeof(len) - (size_t)n) < 0 ||
 	    write_all(sock, m->p, m->len) < 0)
 		_exit(1);

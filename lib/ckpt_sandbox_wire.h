@@ -55,6 +55,12 @@ void ckpt_msg_str(struct msg *m, const char *s);
 /* Where a read's bytes are, after its status 0. */
 enum read_where { READ_IN_MEMFD = 0, READ_IN_FILE = 1 };
 
+/*
+ * One sendmsg of len bytes of buf on sock, with fd along (SCM_RIGHTS)
+ * unless it is -1; EINTR retried, SIGPIPE never raised. sendmsg's result.
+ */
+ssize_t ckpt_send_fd(int sock, const void *buf, size_t len, int fd);
+
 /* What a request asks of the child; a memfd of the tensor's size comes with it. */
 struct request {
 	uint64_t index;

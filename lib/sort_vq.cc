@@ -1,6 +1,6 @@
 // sort_vq.cc: sort_vq.h over Highway's vqsort, compiled here for AVX2,
 // AVX3 and AVX3_DL (and the baseline Highway requires, never called), and
-// dispatched by this file, not by Highway (vq_target). The only C++ in the
+// dispatched by this file, not by Highway (vq_code_chosen). The only C++ in the
 // library: vqsort is a template library, instantiated for the two key
 // types, and needs libhwy and libhwy_contrib (Debian's libhwy1) at run
 // time. Compiled with clang++: GCC 12 copies vqsort's constant tables to
@@ -77,69 +77,70 @@ static bool compress_store_slow(void)
 	return family == 0x19;
 }
 
-enum vq_target { VQ_NONE, VQ_AVX2, VQ_AVX3, VQ_AVX3_DL };
+// The code each target compiled: the last that the CPU has and may use wins.
+struct vq_code {
+	const char *name;
+	int64_t target;
+	void (*sort32)(uint32_t *, size_t);
+	void (*sort64)(uint64_t *, size_t);
+};
+static const vq_code codes[] = {
+	{ "none", 0, nullptr, nullptr },
+	{ "avx2", HWY_AVX2, hwy::N_AVX2::wd::Sort32, hwy::N_AVX2::wd::Sort64 },
+#if HWY_TARGETS & HWY_AVX3
+	{ "avx3", HWY_AVX3, hwy::N_AVX3::wd::Sort32, hwy::N_AVX3::wd::Sort64 },
+#endif
+#if HWY_TARGETS & HWY_AVX3_DL
+	{ "avx3_dl", HWY_AVX3_DL, hwy::N_AVX3_DL::wd::Sort32, hwy::N_AVX3_DL::wd::Sort64 },
+#endif
+};
 
 // Asked once: Highway 1.0.3 runs CPUID at every SupportedTargets() call,
 // which a VM traps (15 us each, more than a small tensor's whole sort).
-static int vq_target(void)
+static const vq_code *vq_code_chosen(void)
 {
-	static int target = -1;
-	int t = __atomic_load_n(&target, __ATOMIC_RELAXED);
+	static int chosen = -1;
+	int c = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
 
-	if (t < 0) {
+	if (c < 0) {
 		int64_t have = hwy::SupportedTargets();
-		t = (have & HWY_AVX2) ? VQ_AVX2 : VQ_NONE;
-		if (!compress_store_slow()) {
-#if HWY_TARGETS & HWY_AVX3
-			if (have & HWY_AVX3)
-				t = VQ_AVX3;
-#endif
-#if HWY_TARGETS & HWY_AVX3_DL
-			if (have & HWY_AVX3_DL)
-				t = VQ_AVX3_DL;
-#endif
-		}
-		__atomic_store_n(&target, t, __ATOMIC_RELAXED);
+		bool avx512_ok = !compress_store_slow();
+		c = 0;
+		for (int k = 1; k < (int)(sizeof(codes) / sizeof(codes[0])); k++)
+			if ((have & codes[k].target) && (codes[k].target == HWY_AVX2 || avx512_ok))
+				c = k;
+		__atomic_store_n(&chosen, c, __ATOMIC_RELAXED);
 	}
-	return t;
+	return &codes[c];
 }
 
 extern "C" int vq_available(void)
 {
-	return vq_target() != VQ_NONE;
+	return vq_code_chosen()->sort32 != nullptr;
 }
 
 extern "C" const char *vq_target_name(void)
 {
-	static const char *const names[] = { "none", "avx2", "avx3", "avx3_dl" };
-	return names[vq_target()];
+	return vq_code_chosen()->name;
 }
 
 extern "C" int vq_sort32(uint32_t *keys, size_t n)
 {
-	switch (vq_target()) {
-#if HWY_TARGETS & HWY_AVX3_DL
-	case VQ_AVX3_DL: hwy::N_AVX3_DL::wd::Sort32(keys, n); return 0;
-#endif
-#if HWY_TARGETS & HWY_AVX3
-	case VQ_AVX3: hwy::N_AVX3::wd::Sort32(keys, n); return 0;
-#endif
-	case VQ_AVX2: hwy::N_AVX2::wd::Sort32(keys, n); return 0;
-	default: return -1;
-	}
+	const vq_code *code = vq_code_chosen();
+
+	if (!code->sort32)
+		return -1;
+	code->sort32(keys, n);
+	return 0;
 }
 
 extern "C" int vq_sort64(uint64_t *keys, size_t n)
 {
-	switch (vq_target()) {
-#if HWY_TARGETS & HWY_AVX3_DL
-	case VQ_AVX3_DL: hwy::N_AVX3_DL::wd::Sort64(keys, n); return 0;
-#endif
-#if HWY_TARGETS & HWY_AVX3
-	case VQ_AVX3: hwy::N_AVX3::wd::Sort64(keys, n); return 0;
-#endif
-	case VQ_AVX2: hwy::N_AVX2::wd::Sort64(keys, n); return 0;
-	default: return -1;
-	}
+	const vq_code *code = vq_code_chosen();
+
+	if (!code->sort64)
+		return -1;
+	code->sort64(keys, n);
+	return 0;
 }
 #endif  // HWY_ONCE
