@@ -174,8 +174,10 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 # Under UBSan, no pointer-overflow check here: Highway 1.0.3's AVX-512
 # partition (vqsort-inl.h:455) moves a load address back by a size_t that
 # wrapped, to a place inside the caller's array, which UBSan calls an
-# overflow; ASan checks the loads themselves (make check-asan).
-VQ_SAN := $(if $(findstring -fsanitize=,$(CFLAGS)),-fno-sanitize=pointer-overflow)
+# overflow; ASan checks the loads themselves (make check-asan). Nor the
+# function-type check of calls through pointers, which is C++'s and needs
+# UBSan's C++ runtime, which the C link of libwdrift.so does not bring.
+VQ_SAN := $(if $(findstring -fsanitize=,$(CFLAGS)),-fno-sanitize=pointer-overflow -fno-sanitize=function)
 $(BUILD)/lib/sort_vq.o: lib/sort_vq.cc $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(VQ_CXX) -std=c++17 -fPIC -MMD -MP -fno-exceptions -fno-rtti -fvisibility=hidden \

@@ -76,9 +76,15 @@ def processes_with(needle):
     return found
 
 
+# ASan's runtime in a crashing reader child says so on stderr itself, and so
+# does the llvm-symbolizer it runs, when the child ends before it (more often
+# since compare's children list side by side)
+ASAN_NOISE = ("AddressSanitizer:", "LLVM ERROR:", "pure virtual method called",
+              "terminate called")
+
+
 def one_line_error(r, *needles):
-    # ASan's runtime in a crashing reader child says so on stderr itself
-    lines = [ln for ln in r.stderr.splitlines() if not (ASAN and ln.startswith("AddressSanitizer:"))]
+    lines = [ln for ln in r.stderr.splitlines() if not (ASAN and ln.startswith(ASAN_NOISE))]
     return (r.returncode == 1 and not r.stdout and len(lines) == 1 and
             all(n in lines[0] for n in needles))
 
