@@ -77,10 +77,11 @@ def processes_with(needle):
 
 
 # ASan's runtime in a crashing reader child says so on stderr itself, and so
-# does the llvm-symbolizer it runs, when the child ends before it (more often
-# since compare's children list side by side)
-ASAN_NOISE = ("AddressSanitizer:", "LLVM ERROR:", "pure virtual method called",
-              "terminate called")
+# does the llvm-symbolizer it runs, when the child ends before it; two
+# children that crash at once (compare X X: they list side by side) interleave
+# their "AddressSanitizer:DEADLYSIGNAL" lines
+ASAN_NOISE = ("AddressSanitizer", "LLVM ERROR:", "pure virtual method called",
+              "terminate called", ":DEADLYSIGNAL")
 
 
 def one_line_error(r, *needles):
