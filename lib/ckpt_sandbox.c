@@ -138,21 +138,32 @@ static double seconds_since(const struct timespec *t0)
 enum outcome { CHILD_TIMED_OUT, CHILD_ENDED, CHILD_SENT_TOO_MUCH };
 
 /*
- * Ends the child and reaps it, and says in err (and b->dead) what became
- * of it during what. SIGKILL goes to a child that has already exited too:
- * that changes nothing of its status. Returns -1.
+ * Ends the child (SIGKILL: it holds nothing to flush; sent to one that has
+ * already exited, it changes nothing of its status) and reaps it. Its wait
+ * status.
  */
-static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, double seconds,
-		   char *err)
+static int child_reap(struct wd_ckpt_box *b)
 {
-	const char *path = wd_ckpt_path(b->listing);
-	char lim[32];
 	int status = 0;
 
 	kill(b->pid, SIGKILL);
 	while (waitpid(b->pid, &status, 0) < 0 && errno == EINTR)
 		;
 	b->pid = 0;
+	return status;
+}
+
+/*
+ * Ends the child and reaps it, and says in err (and b->dead) what became
+ * of it during what. Returns -1.
+ */
+static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, double seconds,
+		   char *err)
+{
+	const char *path = wd_ckpt_path(b->listing);
+	char lim[32];
+	int status = child_reap(b);
+
 	close(b->sock);
 	b->sock = -1;
 	if (o == CHILD_TIMED_OUT)
@@ -181,37 +192,6 @@ static int box_end(struct wd_ckpt_box *b, const char *what, enum outcome o, doub
 			 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	snprintf(b->dead, sizeof(b->dead), "%s", err);
 	return -1;
-}
-
-/*
- * One read of the child's socket into buf, taking a descriptor that comes
- * with the bytes (SCM_RIGHTS) into *fd, when fd is given and holds none
- * yet; any other is closed. read()'s result.
- */
-static ssize_t recv_some(int sock, void *buf, size_t len, int *fd)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-
-	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-			if (fd && *fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
-	return n;
 }
 
 /*
@@ -244,7 +224,7 @@ static int await_frame(struct wd_ckpt_box *b, const char *what, const struct tim
 			continue;	/* a signal, or the time: checked above */
 		}
 		if (have_len < sizeof(need)) {
-			n = recv_some(b->sock, (char *)&need + have_len, sizeof(need) - have_len, fd);
+			n = ckpt_recv_fd(b->sock, (char *)&need + have_len, sizeof(need) - have_len, fd);
 			if (n > 0 && (have_len += (size_t)n) == sizeof(need) && need > cap) {
 				box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
 				break;
@@ -256,7 +236,7 @@ static int await_frame(struct wd_ckpt_box *b, const char *what, const struct tim
 				box_end(b, what, CHILD_SENT_TOO_MUCH, seconds, err);
 				break;
 			}
-			n = recv_some(b->sock, to, chunk, fd);
+			n = ckpt_recv_fd(b->sock, to, chunk, fd);
 			reply->len -= chunk - (n > 0 ? (size_t)n : 0);
 		}
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -426,10 +406,7 @@ int wd_ckpt_box_listed(struct wd_ckpt_box *b, char *err)
 		r = parse_listing(b, wd_ckpt_path(b->listing), &reply, err);
 	free(reply.p);
 	if (r < 0 && b->pid) {	/* a listing that came and was refused: the child is of no use */
-		kill(b->pid, SIGKILL);
-		while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		b->pid = 0;
+		child_reap(b);
 		snprintf(b->dead, sizeof(b->dead), "%s", err);
 	}
 	b->listed = r == 0;
@@ -640,11 +617,8 @@ void wd_ckpt_box_close(struct wd_ckpt_box **pb)
 
 	if (!b)
 		return;
-	if (b->pid) {
-		kill(b->pid, SIGKILL);
-		while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	if (b->pid)
+		child_reap(b);
 	if (b->sock >= 0)
 		close(b->sock);
 	if (b->pending_fd >= 0)

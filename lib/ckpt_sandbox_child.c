@@ -203,6 +203,35 @@ ssize_t ckpt_send_fd(int sock, const void *buf, size_t len, int fd)
 	return n;
 }
 
+ssize_t ckpt_recv_fd(int sock, void *buf, size_t len, int *fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	ssize_t n;
+
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+			if (fd && *fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	return n;
+}
+
 /*
  * Sends one frame and empties m; exits when that fails or m could not be
  * built. fd, when not -1, goes with the frame's first bytes (SCM_RIGHTS).
@@ -248,25 +277,12 @@ static void put_listing(struct msg *reply, const struct wd_ckpt *c)
 /* The next request and its memfd; -1 when the parent is gone or sent nonsense. */
 static int recv_request(int sock, struct request *rq, int *fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { rq, sizeof(*rq) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
-	struct cmsghdr *c;
-	ssize_t n;
-
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	c = n == (ssize_t)sizeof(*rq) ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-	    c->cmsg_len != CMSG_LEN(sizeof(int)))
-		return -1;
-	memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return 0;
+	*fd = -1;
+	if (ckpt_recv_fd(sock, rq, sizeof(*rq), fd) == (ssize_t)sizeof(*rq) && *fd >= 0)
+		return 0;
+	if (*fd >= 0)
+		close(*fd);
+	return -1;
 }
 
 /*

@@ -60,6 +60,12 @@ enum read_where { READ_IN_MEMFD = 0, READ_IN_FILE = 1 };
  * unless it is -1; EINTR retried, SIGPIPE never raised. sendmsg's result.
  */
 ssize_t ckpt_send_fd(int sock, const void *buf, size_t len, int fd);
+/*
+ * One recvmsg of at most len bytes into buf on sock, EINTR retried; a
+ * descriptor that comes with them (SCM_RIGHTS) goes to *fd when fd is
+ * given and *fd is -1, any other is closed. recvmsg's result.
+ */
+ssize_t ckpt_recv_fd(int sock, void *buf, size_t len, int *fd);
 
 /* What a request asks of the child; a memfd of the tensor's size comes with it. */
 struct request {
