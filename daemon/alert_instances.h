@@ -14,7 +14,7 @@
 enum inst_state { INACTIVE = 0, PENDING, FIRING };
 
 struct instance {
-	char *run, *tensor;	/* tensor NULL unless scope: tensors */
+	char *run, *tensor;	/* in the instance's own block; tensor NULL unless scope: tensors */
 	int state;
 	int64_t above;		/* consecutive snapshots above the threshold */
 	int64_t step;

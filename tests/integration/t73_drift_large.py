@@ -15,7 +15,14 @@ tiny f32 tensors each to a real wdriftd, which compares them. Checks:
   and one on the median, `status` requests sent while the results come in
   are each answered within 1 s: the rules are evaluated in linear time on
   the main loop (they took seconds a batch when each row scanned the ones
-  before it and each tensor's instance was found by a scan);
+  before it and each tensor's instance was found by a scan). Under
+  -fsanitize the bound is 5 s. On 2 cores, with this build's compute
+  threads busy, one status request waited 1.5 s in CI (another test
+  beside it), and 1.1-2.1 s with two busy loops beside it, while the main
+  loop itself never ran longer than 0.11 s at a time (2026-11-28): that
+  is waiting for a core, not for the daemon;
+- the status requests come from a process of their own, which shares no
+  interpreter lock with this one's publishing and parsing;
 - `wdrift drift --json` with a timeout shorter than its wait (four other
   queries go first) gets the whole reply, and the daemon received the
   query once: the CLI waits for a daemon that is alive instead of sending
@@ -40,6 +47,7 @@ from harness import Daemon, Publisher, check, control, summary, teardown  # noqa
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 N = 20000
 NUMEL = 8
+BOUND = 5.0 if os.environ.get("WDRIFT_SANITIZE") else 1.0	# seconds: see above
 
 
 def values(seed):
@@ -69,13 +77,39 @@ ALERTS = """alerts:
 """
 
 
-def sample_status(ctx, tmp, stop, out):
-    """status every 20 ms until stop: (sent, seconds to answer)."""
-    while not stop.is_set():
-        t0 = time.monotonic()
-        s = control(ctx, tmp, {"v": 1, "cmd": "status"}, timeout=10000)
-        out.append((t0, time.monotonic() - t0 if s and s.get("ok") else float("inf")))
-        stop.wait(0.02)
+# status every 20 ms from a process of its own, until its stdin closes: one
+# "sent seconds" line each (CLOCK_MONOTONIC, the same clock as this
+# process's time.monotonic()). In a thread of this process its answers
+# waited for the GIL while this process built or parsed 20,000 tensors'
+# worth of messages: that is not the daemon's latency.
+SAMPLER = r"""
+import json, select, sys, time, zmq
+ctx = zmq.Context()
+while not select.select([sys.stdin], [], [], 0.02)[0]:
+    s = ctx.socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVTIMEO, 10000)
+    s.connect(f"ipc://{sys.argv[1]}/run/control.sock")
+    t0 = time.monotonic()
+    s.send_string(json.dumps({"v": 1, "cmd": "status"}))
+    try:
+        ok = json.loads(s.recv()).get("ok")
+    except zmq.Again:
+        ok = False
+    s.close()
+    print(t0, time.monotonic() - t0 if ok else "inf", flush=True)
+"""
+
+
+class StatusSampler:
+    def __init__(self, tmp):
+        self.p = subprocess.Popen([sys.executable, "-c", SAMPLER, tmp], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+
+    def stop(self):
+        """[(sent, seconds to answer)]"""
+        out, _ = self.p.communicate(input="stop\n", timeout=60)
+        return [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines())]
 
 
 def close(a, b, rel=1e-9):
@@ -95,9 +129,7 @@ def main():
         for run, v in (("lowprec", low), ("fa", cand)):
             ack = publish(Publisher(ctx, tmp, run), v)
             check(ack and ack.get("type") == "ack", f"{run}: {N} tensors acked", ack)
-        arriving, stop_arriving = [], threading.Event()
-        sampler = threading.Thread(target=sample_status, args=(ctx, tmp, stop_arriving, arriving))
-        sampler.start()
+        sampler = StatusSampler(tmp)
         ack = publish(Publisher(ctx, tmp, "base"), base)
         check(ack and ack.get("type") == "ack", f"base: {N} tensors acked", ack)
 
@@ -109,12 +141,11 @@ def main():
                 break
             time.sleep(0.5)
         time.sleep(1.0)     # the batch's alerts are evaluated after it is kept for drift
-        stop_arriving.set()
-        sampler.join()
+        arriving = sampler.stop()
         worst = max((d for _, d in arriving), default=float("inf"))
-        check(len(arriving) >= 10 and worst < 1.0,
+        check(len(arriving) >= 10 and worst < BOUND,
               f"{len(arriving)} status requests while the results came in and the alert rules ran, "
-              f"each answered within 1 s (max {worst * 1000:.0f} ms)", sorted(d for _, d in arriving)[-5:])
+              f"each answered within {BOUND:g} s (max {worst * 1000:.0f} ms)", sorted(d for _, d in arriving)[-5:])
         al = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
         each = next((a for a in (al or {}).get("alerts", []) if a.get("name") == "fa-each"), None)
         check(each is not None and len(each.get("instances", [])) == N,
@@ -166,15 +197,9 @@ def main():
         for th in threads:
             th.start()
         time.sleep(0.1)
-        lat = []
-        t_end = time.monotonic() + 5
-        while time.monotonic() < t_end or len(lat) < 20:
-            t0 = time.monotonic()
-            s = control(ctx, tmp, {"v": 1, "cmd": "status"}, timeout=10000)
-            lat.append((t0, time.monotonic() - t0 if s and s.get("ok") else float("inf")))
-            time.sleep(0.02)
-            if len(lat) > 2000:
-                break
+        sampler = StatusSampler(tmp)
+        time.sleep(5)
+        lat = sampler.stop()
         stop.set()
         for th in threads:
             th.join()
@@ -182,8 +207,8 @@ def main():
         check(results and all(results), f"{len(results)} drift queries meanwhile, each with all {N} layers",
               results)
         check(len(during) >= 10, f"{len(during)} status requests sent while a drift query ran", len(lat))
-        check(during and max(during) < 1.0,
-              f"each answered within 1 s (max {max(during, default=0) * 1000:.0f} ms, "
+        check(during and max(during) < BOUND,
+              f"each answered within {BOUND:g} s (max {max(during, default=0) * 1000:.0f} ms, "
               f"median {sorted(during)[len(during) // 2] * 1000 if during else 0:.0f} ms)",
               sorted(during)[-5:])
 
