@@ -34,12 +34,22 @@ static const char usage[] =
 "      --step STEP    the training step\n"
 "      --ingest EP    the ingest endpoint, instead of the config's\n"
 "  -c, --config FILE  the daemon's config, for its endpoints\n"
+WD_CONFIG_SEARCH_HELP
+"      --server-key K the daemon's CURVE public key, or a file that holds it\n"
+"                     (default: $WDRIFT_SERVER_KEY); with --key, when the\n"
+"                     daemon has auth.server_key (docs/security.md)\n"
+"      --key FILE     this client's key pair, from wdrift keygen (default:\n"
+"                     $WDRIFT_KEY)\n"
 "      --json         print the ack as JSON\n"
 DC_HELP_HELP
 "\n"
 "The file is read by a child process with limits: WDRIFT_CKPT_TIMEOUT\n"
 "seconds per step (default 60; a tensor gets 1 s more per 32 MiB) and\n"
 "WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
+"\n"
+"An ipc:// endpoint with no socket file is said at once. Otherwise each\n"
+"send waits 10 s for its ack (4 x WDRIFT_TIMEOUT_MS when that is set):\n"
+"with no daemon answering, the command gives up after about 35 s.\n"
 "\n"
 "exit status: 0 acked; 1 a bad file, a refused snapshot, or no daemon; 2 usage error.\n";
 
@@ -163,6 +173,11 @@ int cmd_send(int argc, char **argv)
 		wd_ckpt_box_close(&ck);
 		/* a key error says what is wrong with the key, not that the endpoint is missing */
 		return cli_error("%s", resolved < 0 ? err : "no ingest endpoint: give -c FILE or --ingest");
+	}
+	/* as the other commands do: a stopped daemon or a typo in the path, said at once, not after 35 s */
+	if (dc_endpoint_check(a.t.ingest_ep, err, sizeof(err)) < 0) {
+		wd_ckpt_box_close(&ck);
+		return cli_error("%s", err);
 	}
 	const char *env = getenv("WDRIFT_TIMEOUT_MS");
 	/* the daemon fsyncs before it acks: four times a control request's wait */

@@ -234,6 +234,16 @@ def main():
             check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "no socket at" in r.stderr
                   and "is wdriftd running?" in r.stderr and dt < 5,
                   f"{sub} with the daemon down: one line in {dt:.1f} s, exit 1", r.stderr)
+        # send too: it waited 35 s in silence for acks from a socket file that was not there
+        t0 = time.time()
+        r = wd("send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
+        dt = time.time() - t0
+        check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "no socket at" in r.stderr
+              and "is wdriftd running?" in r.stderr and "--server-key" not in r.stderr and dt < 5,
+              f"send with the daemon down: one line in {dt:.1f} s, exit 1, no key hint", r.stderr)
+        r = wd("send", "--help")
+        check(r.returncode == 0 and "--server-key K" in r.stdout and "--key FILE" in r.stdout,
+              "send --help lists --server-key and --key, which its errors suggest")
         r = wd("status", "--endpoint", f"ipc://{tmp}/nothing.sock", env={"WDRIFT_TIMEOUT_MS": "300"})
         check(r.returncode == 1 and f"ipc://{tmp}/nothing.sock" in r.stderr, "--endpoint overrides the config")
         # a typo in the scheme is said as the config says it (it was "Protocol not supported"),
