@@ -117,9 +117,11 @@ run_one() {
 	name=$1; shift
 	log=$results/$seq.log
 	# A background job of a non-interactive sh starts with SIGINT and
-	# SIGQUIT ignored, and a program keeps an ignored signal ignored (as
-	# under nohup): the tests of Ctrl-C (t42, t65) need them as a user has.
-	sigdfl="env --default-signal=INT,QUIT"
+	# SIGQUIT ignored, and a program keeps an ignored signal ignored: the
+	# tests of Ctrl-C and of a closed terminal (t42, t65) need them as a
+	# user has. SIGHUP too: under `nohup make check` every test inherited
+	# it ignored, and their SIGHUP checks failed (2026-11-28).
+	sigdfl="env --default-signal=INT,QUIT,HUP"
 	t0=$(date +%s.%N)
 	if [ -n "$WDRIFT_VALGRIND" ]; then
 		report=$san_dir/$(basename "$name")
