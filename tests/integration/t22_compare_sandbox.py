@@ -31,6 +31,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,10 @@ def test_cut_short(tmp):
     cfg = os.path.join(tmp, "cut.yaml")
     with open(cfg, "w") as f:
         f.write("studies:\n  - name: s\n    baseline: base\n    candidates: [cand]\n")
+    # a socket file that nothing accepts on: send checks that it is there, then
+    # copies the file and waits for a daemon (with no file it stops at once)
+    nobody = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    nobody.bind(os.path.join(tmp, "nobody.sock"))
     args = ["send", "-c", cfg, "--ingest", f"ipc://{tmp}/nobody.sock", "--run", "cand", "--step",
             "1", cand]
     cuts = 0
@@ -172,6 +177,7 @@ def test_cut_short(tmp):
         else:  # copied whole before the cut: it then waits for the daemon that is not there
             check(rc is None, f"try {attempt}: copied whole first, then waits for the daemon: "
                   f"exit {rc}, {err.strip()}")
+    nobody.close()
     check(cuts >= 1, f"at least one try cut the file under send ({cuts} of 5)")
 
 
