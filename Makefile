@@ -78,13 +78,14 @@ ifneq ($(CUDA),1)
 ENGINE_SRCS += lib/backend_cuda_none.c
 endif
 # The CPU engine's sort of fp32 and fp64: Highway's vqsort, compiled for
-# AVX2 by clang++ (lib/sort_vq.cc; GCC 12 makes it 7x slower), on x86-64
-# with libhwy-dev; VQSORT=0, or elsewhere, the radix sort alone.
+# AVX2 and AVX-512 by clang++ (lib/sort_vq.cc; GCC 12 makes it 7x slower),
+# on x86-64 with libhwy-dev's headers; nothing of libhwy is linked (its
+# constructor cost every process 6 ms). VQSORT=0, or elsewhere, the radix
+# sort alone.
 VQ_CXX ?= clang++
 VQSORT ?= $(if $(and $(filter x86_64,$(shell uname -m)),$(wildcard /usr/include/hwy/contrib/sort/vqsort-inl.h),$(shell command -v $(VQ_CXX))),1,0)
 ifeq ($(VQSORT),1)
 VQ_OBJS := $(BUILD)/lib/sort_vq.o
-VQ_LIBS := -lhwy_contrib -lhwy
 else
 ENGINE_SRCS += lib/sort_vq_none.c
 endif
@@ -197,7 +198,7 @@ $(BUILD)/libwdrift-engine.a: $(ENGINE_OBJS)
 $(BUILD)/tests/gpu/test_gpu.o: ALL_CFLAGS += -I$(CUDA_INCDIR)
 $(BUILD)/tests/test_gpu: $(BUILD)/tests/gpu/test_gpu.o $(BUILD)/libwdrift-engine.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) $(VQ_LIBS) -lm
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CUDA_LIBS) -lm
 
 # tests/kernels: the CUDA kernels' bodies (cuda/kernel_bodies.h) run on the
 # CPU by a SIMT emulator, against the CPU engine; plain C++17, no CUDA, so
@@ -214,10 +215,10 @@ $(BUILD)/lab/%: cuda/lab/%.cu cuda/kernels.cuh
 	$(NVCC) $(NVCCFLAGS) -Icuda -o $@ $<
 
 $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
-	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static $(VQ_LIBS)
+	$(NVCC) $(NVCCFLAGS) -Ilib -Icuda -o $@ $^ -lcudart_static
 
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) $(VQ_LIBS) -lm -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
 # The CLI includes no daemon header: what it shares with wdriftd is in common/.
 $(BUILD)/client/%.o: ALL_CFLAGS += -Icommon
@@ -353,7 +354,7 @@ fuzz: deps
 			echo "fuzz: $$t: failed (exit $$rc): $(FUZZ_BUILD)/fuzz-$$t.log, $(FUZZ_BUILD)/crash-$$t/"; exit 1; fi; \
 	done
 $(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) $(VQ_LIBS) -lm
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) -lm
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
 check: deps
@@ -372,11 +373,11 @@ check-asan: deps
 		CFLAGS="-g -O1 $(FUZZ_SAN)" LDFLAGS= test
 
 # The C unit tests and the corpus replays (test_*, test_gpu aside), each under
-# valgrind memcheck, built in their own directory with the radix sort alone
-# (VQSORT=0) and no CUDA: libhwy's constructor times itself with rdtscp, which
-# valgrind 3.19 cannot run where the CPU does not announce it (a VM that hides
-# it: every test died of SIGILL at load, 2026-11-28); vqsort's calls are
-# checked by check-asan. tests/run.sh turns each log's
+# valgrind memcheck, built in their own directory with no CUDA (memcheck does
+# not know CUDA's driver). vqsort runs there on AVX2: valgrind's CPUID
+# announces no AVX-512, and sort_vq.cc asks CPUID itself. (Linked with
+# libhwy, whose constructor runs rdtscp, every test died of SIGILL at load
+# on a VM whose CPU does not announce it, 2026-11-28.) tests/run.sh turns each log's
 # error summary into a TAP line, so an error or a definite leak fails the test.
 # Leaks that are only possible or reachable are not counted. Forked children
 # run silent: those that exec (system()'s sh) are not followed anyway, and the
@@ -391,7 +392,7 @@ VALGRIND_BUILD := $(BUILD)/memcheck
 .PHONY: unit-bins
 unit-bins: $(UNIT_BINS) $(KERNEL_TEST) $(FUZZ_REPLAY_BINS)
 check-valgrind: deps
-	@$(MAKE) --no-print-directory BUILD=$(VALGRIND_BUILD) VQSORT=0 CUDA=0 unit-bins
+	@$(MAKE) --no-print-directory BUILD=$(VALGRIND_BUILD) CUDA=0 unit-bins
 	@WDRIFT_VALGRIND="$(VALGRIND)" BUILD=$(VALGRIND_BUILD) sh tests/run.sh
 
 # No deps: the GPU machines have nvcc but no apt; these need only CUDA.

@@ -410,6 +410,26 @@ static void test_sort_choice(void)
 #if WD_VQSORT && defined(__x86_64__)
 	CHECK(vq == 0 || !__builtin_cpu_supports("avx2"),
 	      "built with vqsort, on a CPU with AVX2: vqsort is there (%d)", vq);
+	/*
+	 * sort_vq.cc reads CPUID and XCR0 itself (no libhwy): the code it
+	 * names agrees with libgcc's own reading of the same CPU. AMD family
+	 * 19h (Zen 4) stays on AVX2 by choice. VAES is not asked here: clang 14's
+	 * builtin does not know it, and each CPU with VBMI2 and VPCLMULQDQ has it.
+	 */
+	if (vq == 0) {
+		int avx3 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+			   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+			   __builtin_cpu_supports("avx512cd") && !__builtin_cpu_is("amdfam19h");
+		int dl = avx3 && __builtin_cpu_supports("avx512vnni") &&
+			 __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512vbmi") &&
+			 __builtin_cpu_supports("avx512vbmi2") &&
+			 __builtin_cpu_supports("avx512vpopcntdq") &&
+			 __builtin_cpu_supports("avx512bitalg") && __builtin_cpu_supports("gfni");
+		const char *want = dl ? "vqsort avx3_dl)" : avx3 ? "vqsort avx3)" : "vqsort avx2)";
+		CHECK(strstr(wd_engine_describe(e), want) != NULL,
+		      "the vqsort code chosen is the one this CPU announces: '%s' ends in '%s'",
+		      wd_engine_describe(e), want);
+	}
 #endif
 	CHECK(wd_engine_sort(e) == (vq ? WD_SORT_RADIX : WD_SORT_VQSORT) &&
 	      strstr(wd_engine_describe(e), vq ? "radix sort" : "vqsort"),
