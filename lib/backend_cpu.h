@@ -124,6 +124,26 @@ uint64_t *cpu_hist_get(void);
 void cpu_hist_put(uint64_t *hist);
 
 /*
+ * A buffer of at least size bytes for sort keys (a sorted tensor's
+ * values[]), and its return. The same reason: on 2 threads, glibc gave
+ * each freed buffer's memory back to the kernel (an arena trimmed, a
+ * chunk unmapped) and the next tensor faulted it in again, which made a
+ * snapshot of small tensors slower on 2 threads than on 1. Returned
+ * buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable bytes are
+ * kept, up to CPU_KEYS_SPARE of them and CPU_KEYS_SPARE_BYTES in all, for
+ * the life of the process; a get takes the smallest that holds size and
+ * is at most twice it. Larger buffers (bigbuf's huge-page ones) and
+ * smaller ones go to malloc and free. cpu_keys_put takes any buffer from
+ * malloc, or NULL.
+ */
+#define CPU_KEYS_SPARE 32
+#define CPU_KEYS_SPARE_BYTES (32u << 20)
+#define CPU_KEYS_SPARE_MIN (64u << 10)
+#define CPU_KEYS_SPARE_MAX (4u << 20)
+void *cpu_keys_get(size_t size);
+void cpu_keys_put(void *keys);
+
+/*
  * W1 between two prepared tensors in host memory (values[] or hist[]) that
  * both have finite values.
  */

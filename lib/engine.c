@@ -337,7 +337,7 @@ void wd_prepared_free(struct wd_prepared **p)
 		cuda_prepared_release((*p)->engine->cuda, *p);
 		live_del((*p)->engine, *p);
 	}
-	free((*p)->values);
+	cpu_keys_put((*p)->values);
 	cpu_hist_put((*p)->hist);
 	free(*p);
 	*p = NULL;

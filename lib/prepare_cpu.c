@@ -9,6 +9,7 @@
  * libc only; calls nothing in engine.c.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,55 @@ void cpu_hist_put(uint64_t *hist)
 	}
 	pthread_mutex_unlock(&hist_spare_lock);
 	free(hist);
+}
+
+static pthread_mutex_t keys_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *keys_spare[CPU_KEYS_SPARE];
+static size_t keys_spare_size[CPU_KEYS_SPARE];	/* malloc_usable_size of each */
+static size_t keys_spare_bytes;
+static int keys_spares;
+
+void *cpu_keys_get(size_t size)
+{
+	void *p = NULL;
+	int best = -1;
+
+	if (size < CPU_KEYS_SPARE_MAX) {
+		pthread_mutex_lock(&keys_spare_lock);
+		for (int k = 0; k < keys_spares; k++)
+			if (keys_spare_size[k] >= size && keys_spare_size[k] / 2 <= size &&
+			    (best < 0 || keys_spare_size[k] < keys_spare_size[best]))
+				best = k;
+		if (best >= 0) {
+			p = keys_spare[best];
+			keys_spare_bytes -= keys_spare_size[best];
+			keys_spares--;
+			keys_spare[best] = keys_spare[keys_spares];
+			keys_spare_size[best] = keys_spare_size[keys_spares];
+		}
+		pthread_mutex_unlock(&keys_spare_lock);
+	}
+	return p ? p : bigbuf_alloc(size);
+}
+
+void cpu_keys_put(void *keys)
+{
+	size_t size;
+
+	if (!keys)
+		return;
+	size = malloc_usable_size(keys);
+	if (size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX) {
+		pthread_mutex_lock(&keys_spare_lock);
+		if (keys_spares < CPU_KEYS_SPARE && keys_spare_bytes + size <= CPU_KEYS_SPARE_BYTES) {
+			keys_spare[keys_spares] = keys;
+			keys_spare_size[keys_spares++] = size;
+			keys_spare_bytes += size;
+			keys = NULL;
+		}
+		pthread_mutex_unlock(&keys_spare_lock);
+	}
+	free(keys);
 }
 
 /*

@@ -276,7 +276,7 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 {
 	int parts = cpu_parts(c, n);
 	unsigned width = 1;
-	PS_BITS *keys = bigbuf_alloc(n * sizeof(PS_BITS) + sizeof(PS_BITS));
+	PS_BITS *keys = cpu_keys_get(n * sizeof(PS_BITS) + sizeof(PS_BITS));
 	uint64_t *at = calloc((size_t)parts * (size_t)parts, sizeof(*at));
 	uint64_t *end = calloc((size_t)parts * (size_t)parts, sizeof(*end));
 	uint64_t *bucket = calloc((size_t)parts + 1, sizeof(*bucket));
@@ -337,7 +337,7 @@ static int PS_(prepare_vq)(struct cpu_engine *c, const PS_BITS *src, uint64_t n,
 	free(nf);
 	free(split);
 	if (r) {
-		free(keys);
+		cpu_keys_put(keys);
 		return r;
 	}
 	p->values = keys;
@@ -353,7 +353,7 @@ static int PS_(prepare_radix)(struct cpu_engine *c, const PS_BITS *src, uint64_t
 	size_t *start = malloc(((size_t)parts + 1) * sizeof(*start));
 	uint64_t *k = calloc((size_t)parts, sizeof(*k));
 	struct wd_nonfinite *nf = calloc((size_t)parts, sizeof(*nf));
-	PS_BITS *keys = bigbuf_alloc(n * sizeof(PS_BITS) + sizeof(PS_BITS));
+	PS_BITS *keys = cpu_keys_get(n * sizeof(PS_BITS) + sizeof(PS_BITS));
 	PS_BITS *tmp = cpu_scratch(c, n * sizeof(PS_BITS) + sizeof(PS_BITS));
 	PS_BITS *sorted = NULL;
 	uint64_t total = 0;
@@ -380,7 +380,7 @@ static int PS_(prepare_radix)(struct cpu_engine *c, const PS_BITS *src, uint64_t
 	free(k);
 	free(nf);
 	if (!sorted) {
-		free(keys);
+		cpu_keys_put(keys);
 		return -ENOMEM;
 	}
 	p->values = cpu_adopt(c, keys, n * sizeof(PS_BITS) + sizeof(PS_BITS), sorted,
