@@ -132,9 +132,10 @@ void cpu_hist_put(uint64_t *hist);
  * buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable bytes are
  * kept, up to CPU_KEYS_SPARE of them and CPU_KEYS_SPARE_BYTES in all, for
  * the life of the process; a get takes the smallest that holds size and
- * is at most twice it. Larger buffers (bigbuf's huge-page ones) and
- * smaller ones go to malloc and free. cpu_keys_put takes any buffer from
- * malloc, or NULL.
+ * is at most a quarter larger. Larger buffers (bigbuf's huge-page ones)
+ * and smaller ones go to malloc and free, and so does every one under
+ * ASan, which would not see a read of a kept one. cpu_keys_put takes any
+ * buffer from malloc, or NULL.
  */
 #define CPU_KEYS_SPARE 32
 #define CPU_KEYS_SPARE_BYTES (32u << 20)

@@ -214,6 +214,24 @@ void cpu_hist_put(uint64_t *hist)
 	free(hist);
 }
 
+/*
+ * Under ASan a kept buffer would hide a read of a freed tensor's values:
+ * there every buffer goes back to free, where ASan watches it.
+ */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WD_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(WD_ASAN)
+#define WD_ASAN 1
+#endif
+#ifdef WD_ASAN
+#define KEYS_SPARE_ON 0
+#else
+#define KEYS_SPARE_ON 1
+#endif
+
 static pthread_mutex_t keys_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *keys_spare[CPU_KEYS_SPARE];
 static size_t keys_spare_size[CPU_KEYS_SPARE];	/* malloc_usable_size of each */
@@ -225,10 +243,11 @@ void *cpu_keys_get(size_t size)
 	void *p = NULL;
 	int best = -1;
 
-	if (size < CPU_KEYS_SPARE_MAX) {
+	if (KEYS_SPARE_ON && size < CPU_KEYS_SPARE_MAX) {
 		pthread_mutex_lock(&keys_spare_lock);
+		/* at most a quarter more than asked: the budget counts what was asked */
 		for (int k = 0; k < keys_spares; k++)
-			if (keys_spare_size[k] >= size && keys_spare_size[k] / 2 <= size &&
+			if (keys_spare_size[k] >= size && keys_spare_size[k] - size <= size / 4 &&
 			    (best < 0 || keys_spare_size[k] < keys_spare_size[best]))
 				best = k;
 		if (best >= 0) {
@@ -250,7 +269,7 @@ void cpu_keys_put(void *keys)
 	if (!keys)
 		return;
 	size = malloc_usable_size(keys);
-	if (size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX) {
+	if (KEYS_SPARE_ON && size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX) {
 		pthread_mutex_lock(&keys_spare_lock);
 		if (keys_spares < CPU_KEYS_SPARE && keys_spare_bytes + size <= CPU_KEYS_SPARE_BYTES) {
 			keys_spare[keys_spares] = keys;

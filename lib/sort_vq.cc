@@ -7,8 +7,8 @@
 // pivot sampling and, in debug builds, the abort of a failed check, are
 // this file's (cpu_targets, Fill24Bytes, Abort), so
 // that libwdrift.so links neither. libhwy's constructor measured the
-// clock for 6 ms in every process that loaded it: every CLI command, the
-// daemon, a training job's `import wdrift` (docs/performance.md).
+// clock in every process that loaded it, about 4 ms of each CLI command,
+// the daemon's start, a training job's `import wdrift` (docs/performance.md).
 // Compiled with clang++: GCC 12 copies vqsort's constant tables to the
 // stack on every partition step (rep movsq), which made it 7x slower.
 //

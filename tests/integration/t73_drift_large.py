@@ -105,11 +105,24 @@ class StatusSampler:
     def __init__(self, tmp):
         self.p = subprocess.Popen([sys.executable, "-c", SAMPLER, tmp], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read)
+        self.reader.start()
 
-    def stop(self):
-        """[(sent, seconds to answer)]"""
-        out, _ = self.p.communicate(input="stop\n", timeout=60)
-        return [(float(a), float(b)) for a, b in (line.split() for line in out.splitlines())]
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line)
+
+    def stop(self, at_least=0, cap=60):
+        """[(sent, seconds to answer)], once at least that many have come (cap: seconds)"""
+        end = time.monotonic() + cap
+        while len(self.lines) < at_least and time.monotonic() < end and self.p.poll() is None:
+            time.sleep(0.05)
+        self.p.stdin.write("stop\n")
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+        self.reader.join()
+        return [(float(a), float(b)) for a, b in (line.split() for line in self.lines)]
 
 
 def close(a, b, rel=1e-9):
@@ -199,7 +212,7 @@ def main():
         time.sleep(0.1)
         sampler = StatusSampler(tmp)
         time.sleep(5)
-        lat = sampler.stop()
+        lat = sampler.stop(at_least=20)     # the interpreter's start may take a while here
         stop.set()
         for th in threads:
             th.join()
