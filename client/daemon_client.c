@@ -83,15 +83,15 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		struct wd_config_found found;
 		char ep[2 * PATH_MAX], ferr[256];
 		/* a file that does not load may be an edit the daemon has not taken: name its socket */
-		if (!t->control && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
+		if (!t->control && !t->ingest && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
 		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0 &&
 		    cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0)	/* not the error itself */
 			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
 					"its previous config: it answers at --endpoint %s)", cerr, ep);
-		if (!t->control)
+		if (!t->control && !t->ingest)
 			return wd_error(err, errlen, "%s", cerr);
-		/* --endpoint needs no config */
-		snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control);
+		/* --endpoint, and send's --ingest, need no config */
+		snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control ? t->control : "");
 		snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : "");
 		t->events_ep[0] = 0;
 		return 0;

@@ -241,6 +241,12 @@ def main():
         check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "no socket at" in r.stderr
               and "is wdriftd running?" in r.stderr and "--server-key" not in r.stderr and dt < 5,
               f"send with the daemon down: one line in {dt:.1f} s, exit 1, no key hint", r.stderr)
+        # --ingest alone, from a directory with no config: no config needed (it asked for one)
+        r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
+                            "--ingest", f"ipc://{tmp}/nothing.sock"], capture_output=True, text=True,
+                           cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
+        check(r.returncode == 1 and f"no socket at {tmp}/nothing.sock" in r.stderr
+              and "no configuration" not in r.stderr, "send --ingest needs no config", r.stderr)
         r = wd("send", "--help")
         check(r.returncode == 0 and "--server-key K" in r.stdout and "--key FILE" in r.stdout,
               "send --help lists --server-key and --key, which its errors suggest")
