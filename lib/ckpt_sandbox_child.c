@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "ckpt_sandbox_wire.h"
+#include "sanitizer.h"
 
 #define CHILD_FILES 16		/* RLIMIT_NOFILE: stdio, the socket, a memfd, HDF5's file */
 
@@ -155,7 +156,13 @@ static int child_confine(int sock, const struct wd_sandbox_limits *lim)
 	set_limit(RLIMIT_CORE, 0, 0);
 	set_limit(RLIMIT_NOFILE, CHILD_FILES, CHILD_FILES);
 	cpu_budget(lim->seconds);
-	if (!UNDER_ASAN) {
+	/*
+	 * AddressSanitizer reserves terabytes of shadow address space, so no
+	 * RLIMIT_AS can apply under it, and it writes its reports to files,
+	 * which RLIMIT_FSIZE = 0 would kill: both are left off in such builds
+	 * (the tests of the memory limit skip there).
+	 */
+	if (!WD_UNDER_ASAN) {
 		set_limit(RLIMIT_FSIZE, 0, 0);
 		set_limit(RLIMIT_AS, mapped + lim->memory, mapped + lim->memory);
 	}

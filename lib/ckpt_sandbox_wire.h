@@ -20,23 +20,6 @@
 
 #include "ckpt_sandbox.h"
 
-/*
- * AddressSanitizer reserves terabytes of shadow address space, so no
- * RLIMIT_AS can apply under it, and it writes its reports to files, which
- * RLIMIT_FSIZE = 0 would kill: both are left off in such builds (the tests
- * of the memory limit skip there).
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 #define CHILD_EXIT_OOM 3	/* the child could not build a reply */
 
 /* A frame being built (child) or received (parent). */

@@ -20,6 +20,7 @@
 #include "pool.h"
 #include "prepared.h"
 #include "radix_sort.h"
+#include "sanitizer.h"
 #include "sort_vq.h"
 
 /* Makes sure the scratch buffer holds at least size bytes. */
@@ -218,19 +219,7 @@ void cpu_hist_put(uint64_t *hist)
  * Under ASan a kept buffer would hide a read of a freed tensor's values:
  * there every buffer goes back to free, where ASan watches it.
  */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WD_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(WD_ASAN)
-#define WD_ASAN 1
-#endif
-#ifdef WD_ASAN
-#define KEYS_SPARE_ON 0
-#else
-#define KEYS_SPARE_ON 1
-#endif
+#define KEYS_SPARE_ON (!WD_UNDER_ASAN)
 
 static pthread_mutex_t keys_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *keys_spare[CPU_KEYS_SPARE];

@@ -29,8 +29,9 @@
 #include <hdf5.h>
 
 #include "ckpt_sandbox.h"
-#include "ckpt_sandbox_wire.h"	/* UNDER_ASAN */
+#include "ckpt_sandbox_wire.h"
 #include "harness.h"
+#include "sanitizer.h"
 
 #define HANG_FILE "fuzz/hdf5-hangs/h5hg-read-loop.h5"
 
@@ -546,7 +547,7 @@ static void test_alignment(const char *path)
 	      (uintptr_t)m.data % sizeof(float) == 0 && holds_good(&m, 1000),
 	      "at an aligned offset: the file mapped (%s)", err);
 
-	pid_t pid = UNDER_ASAN ? -1 : fork();	/* ASan's own SIGBUS report would end it */
+	pid_t pid = WD_UNDER_ASAN ? -1 : fork();	/* ASan's own SIGBUS report would end it */
 	if (pid == 0) {
 		wd_ckpt_box_close(&b);	/* the guard stays installed, with m */
 		kill(getpid(), SIGBUS);
@@ -659,7 +660,7 @@ static void test_cut_short(const char *path)
 	wd_ckpt_box_close(&b);
 
 	/* a SIGBUS that is not a guarded map's: the process still dies of it (under ASan, of its report) */
-	if (UNDER_ASAN)
+	if (WD_UNDER_ASAN)
 		return;
 	pid_t pid = fork();
 	if (pid == 0) {

@@ -22,6 +22,7 @@
 #include "harness.h"
 #include "prepared.h"
 #include "rng.h"
+#include "sanitizer.h"	/* ASan's shadow memory is resident too */
 #include "wdrift.h"
 
 /* 1 when the library was built with vqsort (make VQSORT=1, the Makefile says). */
@@ -458,18 +459,6 @@ static long resident_bytes(void)
 	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
 }
 
-/* Built with AddressSanitizer, whose shadow memory is resident too. */
-static int sanitized(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	return 1;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-	return 1;
-#endif
-#endif
-	return 0;
-}
 
 /*
  * wd_prepare_bytes: the radix sort holds its scratch beside the keys,
@@ -519,14 +508,14 @@ static void test_prepare_bytes(void)
 		int r = wd_prepare(e, &v, WD_PREP_KEEP_RAW, &p);
 		long grew = resident_bytes() - before;
 		CHECK(r == 0, "%s: prepared", vq ? "vqsort" : "radix");
-		if (!small && !sanitized())
+		if (!small && !WD_UNDER_ASAN)
 			CHECK(grew > 0 && (uint64_t)grew <= f32,
 			      "%s: a prepare of 2^20 fp32 left %ld bytes more resident, within %llu",
 			      vq ? "vqsort" : "radix", grew, (unsigned long long)f32);
 		wd_prepared_free(&p);
 		wd_engine_release_scratch(e);
 		long kept = resident_bytes() - before;
-		if (!small && !sanitized())
+		if (!small && !WD_UNDER_ASAN)
 			CHECK(kept <= (long)tables, "%s: freed, and the scratch released: %ld bytes kept",
 			      vq ? "vqsort" : "radix", kept);
 		free(x);
