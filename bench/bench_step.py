@@ -12,7 +12,8 @@ baseline last, so that one comparison pass covers the step.
 
 Timed: that pass, from /metrics' wdrift_compute_seconds_total (reading the
 spool, the engine, the WAL and drift log writes), BENCH_STEPS steps, the
-median. Peers in the same run: the same binary with compute.threads 1, and
+median; beside it the daemon's page faults and CPU seconds over the step
+(taking in the three sends included). Peers in the same run: the same binary with compute.threads 1, and
 numpy's copy of the same bytes (the three runs' tensors) into buffers
 already touched, the machine's copy bandwidth. Storage is under /dev/shm
 when there is one, so that the disk is not what is measured.
@@ -121,13 +122,14 @@ studies:
 """)
     log = open(os.path.join(d, "daemon.log"), "wb")
     proc = subprocess.Popen([os.path.join(BUILD, "wdriftd"), "-c", cfg], stdout=log, stderr=log)
-    times = []
+    times, faults, cpu = [], [], []
     try:
         end = time.time() + 30
         while not os.path.exists(os.path.join(d, "control.sock")) and time.time() < end:
             time.sleep(0.05)
         for step in range(1, STEPS + 1):
             before = metric(port, "wdrift_compute_seconds_total")
+            flt0, cpu0 = proc_counts(proc.pid)
             for run, _ in RUNS:
                 subprocess.run([os.path.join(BUILD, "wdrift"), "send", "--run", run, "--step", str(step),
                                 "-c", cfg, files[run]], check=True, stdout=subprocess.DEVNULL)
@@ -137,13 +139,24 @@ studies:
             if metric(port, "wdrift_comparisons_total") < step:
                 sys.exit(f"bench-step: step {step} was not compared in 600 s; see {d}/daemon.log")
             times.append(metric(port, "wdrift_compute_seconds_total") - before)
+            flt1, cpu1 = proc_counts(proc.pid)
+            faults.append(flt1 - flt0)
+            cpu.append(cpu1 - cpu0)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if os.environ.get("BENCH_LOG"):
             sys.stdout.write(open(os.path.join(d, "daemon.log")).read())
         subprocess.run(["rm", "-rf", d])
-    return times
+    return times, faults, cpu
+
+
+def proc_counts(pid):
+    """(minor page faults, CPU seconds user + system) of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[7]), (int(fields[11]) + int(fields[12])) / tick
 
 
 def copy_gbps(nbytes):
@@ -175,12 +188,15 @@ def main():
         print(f"machine: {platform.node()}, {cpus} cpus; {time.strftime('%Y-%m-%d')}")
         rows = []
         for threads in [int(x) for x in os.environ.get("BENCH_THREADS", f"1,{cpus}").split(",")]:
-            t = daemon_run(files, threads, root)
+            t, faults, cpu = daemon_run(files, threads, root)
             med = statistics.median(t)
+            flt, cs = statistics.median(faults), statistics.median(cpu)
             rows.append({"threads": threads, "seconds": t, "median_s": round(med, 4),
-                         "tensors_per_s": round(2 * n / med, 1), "gb_per_s": round(nbytes / med / 1e9, 3)})
+                         "tensors_per_s": round(2 * n / med, 1), "gb_per_s": round(nbytes / med / 1e9, 3),
+                         "page_faults": faults, "cpu_s": cpu})
             print(f"compute.threads {threads}: step pass {med:.3f} s (steps {', '.join(f'{x:.3f}' for x in t)}), "
-                  f"{2 * n / med:.0f} tensor pairs/s, {nbytes / med / 1e9:.2f} GB/s of the three runs")
+                  f"{2 * n / med:.0f} tensor pairs/s, {nbytes / med / 1e9:.2f} GB/s of the three runs; "
+                  f"daemon per step (sends included): {flt:.0f} page faults, {cs:.2f} s CPU")
         mc = copy_gbps(nbytes)
         print(f"copy of the same bytes (numpy, one thread): {mc:.2f} GB/s")
         if len(rows) > 1:
