@@ -6,6 +6,7 @@
  * The file is the user's: it is read by a resource-limited child process
  * (ckpt_sandbox.h).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,9 @@
 #include "cli.h"
 #include "daemon_client.h"
 #include "error.h"
+#include "handshake.h"
 #include "wdrift.h"
+#include "zmtp_probe.h"
 
 #define SEND_TRIES 3	/* sends of the snapshot before `wdrift send` gives up */
 
@@ -47,9 +50,12 @@ DC_HELP_HELP
 "seconds per step (default 60; a tensor gets 1 s more per 32 MiB) and\n"
 "WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
-"An ipc:// endpoint with no socket file is said at once. Otherwise each\n"
-"send waits 10 s for its ack (4 x WDRIFT_TIMEOUT_MS when that is set):\n"
-"with no daemon answering, the command gives up after about 35 s.\n"
+"An ipc:// endpoint with no socket file is said at once; one where nothing\n"
+"listens (a socket file left behind, a tcp:// port with no daemon) or whose\n"
+"host does not resolve, after 5 s. Otherwise each send waits 10 s for\n"
+"its ack (4 x WDRIFT_TIMEOUT_MS when that is set): with a daemon that\n"
+"accepts the connection but never answers, the command gives up after\n"
+"about 35 s.\n"
 "\n"
 "exit status: 0 acked; 1 a bad file, a refused snapshot, or no daemon; 2 usage error.\n";
 
@@ -111,21 +117,49 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
  * Waits for what became of the snapshot: 0 with *out, or -1 with err.
  * Each of the SEND_TRIES sends waits ack_timeout_ms for its ack, and a
  * second more for a fresh connection's welcome; the flush is bounded by
- * twice that, so that nothing here waits forever.
+ * twice that, so that nothing here waits forever. While the daemon has
+ * not answered, a connect of our own every PROBE_S says what ZeroMQ's
+ * silent retries do not: when it has failed for UNREACHABLE_S in a row,
+ * nothing listens at the endpoint (a stopped daemon, a typo in the port),
+ * or its host does not resolve, and the command ends saying so. A daemon
+ * that restarts meanwhile (systemctl restart) is back within that.
  */
+#define PROBE_S 1.0
+#define UNREACHABLE_S 5.0
 static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int ack_timeout_ms,
 			struct wd_publisher_outcome *out, char *err, size_t errlen)
 {
-	int bound = 2 * SEND_TRIES * (ack_timeout_ms + 6000);
+	double start = cli_now(), end = start + 2.0 * SEND_TRIES * (ack_timeout_ms + 6000) / 1000.0;
+	double next_probe = start + PROBE_S, failing_since = 0;
+	int flushed = -1, reach = -1;	/* reach: the last probe's errno, -1 before one */
 
-	if (wd_publisher_flush(p, bound) < 0 || wd_publisher_last_outcome(p, out) < 0)
-		return wd_error(err, errlen, "no ack from %s: is wdriftd running?%s", t->ingest_ep,
-				dc_keys_hint(&t->keys));
+	while (flushed < 0 && cli_now() < end) {
+		struct wd_publisher_stats st;
+		flushed = wd_publisher_flush(p, 200);
+		wd_publisher_get_stats(p, &st);
+		if (flushed == 0 || st.connected || cli_now() < next_probe)
+			continue;
+		double now = cli_now();
+		reach = wd_endpoint_connect_errno(t->ingest_ep, 1000);
+		if (!wd_hs_unreachable(t->ingest_ep, "ingest", reach, now - start, err, errlen))
+			failing_since = 0;	/* got through, or no answer yet */
+		else if (!failing_since)
+			failing_since = now;
+		else if (now - failing_since >= UNREACHABLE_S - PROBE_S - 0.01)
+			return -1;	/* err says why */
+		next_probe = cli_now() + PROBE_S;
+	}
+	const char *why = reach == ETIMEDOUT ? " nothing there answers a connection: is the host right, "
+					       "and does a firewall let the port through?"
+					     : " is wdriftd running?";
+	if (flushed < 0 || wd_publisher_last_outcome(p, out) < 0)
+		return wd_error(err, errlen, "no ack from %s:%s%s", t->ingest_ep, why,
+				reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys));
 	if (out->kind == WD_OUTCOME_ACKED)
 		return 0;
 	if (!out->code[0])	/* given up, the daemon silent */
-		return wd_error(err, errlen, "no ack from %s (%d tries): is wdriftd running?%s", t->ingest_ep,
-				out->tries, dc_keys_hint(&t->keys));
+		return wd_error(err, errlen, "no ack from %s (%d tries):%s%s", t->ingest_ep, out->tries, why,
+				reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys));
 	/* refused, or given up with what the daemon said last */
 	char tries[32] = "";
 	if (out->kind == WD_OUTCOME_GIVEN_UP)

@@ -193,39 +193,63 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	return 0;
 }
 
-int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
+int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen)
 {
-	const char *path = endpoint + 6;
+	const char *path = endpoint + 6, *host = endpoint + 6;
+	int ipc = !strncmp(endpoint, "ipc://", 6);
 	struct stat st;
-	int e;
 
-	if (h->connected || !h->refused_since || wd_now() - h->refused_since < WD_HS_REFUSED_S ||
-	    strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@')
-		return 0;
-	switch ((e = wd_unix_connect_errno(path))) {
+	switch (e) {
 	case ECONNREFUSED:
-		snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
-			 "refused for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a crash), "
-			 "or one still starting? start wdriftd", path, endpoint, WD_HS_REFUSED_S);
+		if (ipc)
+			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
+				 "refused for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a "
+				 "crash), or one still starting? start wdriftd", path, endpoint, for_s);
+		else
+			snprintf(err, errlen, "nothing listens at %s: connections have been refused for %.0f s; "
+				 "is wdriftd running on that host, with that port in its listen.%s?", endpoint,
+				 for_s, socket ? socket : "*");
 		return 1;
 	case EACCES:
 	case EPERM:
-		if (stat(path, &st) == 0)
+		if (ipc && stat(path, &st) == 0)
 			snprintf(err, errlen, "cannot connect to the socket file %s (%s): permission denied "
 				 "(owner uid %u, mode %03o): run as a user that may write it (the daemon's "
 				 "umask sets its mode)", path, endpoint,
 				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
-		else
+		else if (ipc)
 			snprintf(err, errlen, "cannot connect to the socket file %s (%s): %s", path, endpoint,
 				 strerror(e));
+		else
+			snprintf(err, errlen, "cannot connect to %s: %s", endpoint, strerror(e));
 		return 1;
 	case ENOENT:
+		if (!ipc)
+			return 0;
 		snprintf(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
 		return 1;
-	default:	/* got through, or busy: ZeroMQ's next try may too */
-		h->refused_since = wd_now();
+	case ENXIO:	/* wd_endpoint_connect_errno: the name does not resolve */
+		snprintf(err, errlen, "cannot connect to %s: the host name in it (%.*s) does not resolve",
+			 endpoint, (int)(strrchr(host, ':') ? strrchr(host, ':') - host : 0), host);
+		return 1;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		snprintf(err, errlen, "cannot connect to %s: %s", endpoint, strerror(e));
+		return 1;
+	default:	/* got through, busy or no answer yet: ZeroMQ's next try may do better */
 		return 0;
 	}
+}
+
+int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
+{
+	if (h->connected || !h->refused_since || wd_now() - h->refused_since < WD_HS_REFUSED_S ||
+	    strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@')
+		return 0;
+	if (wd_hs_unreachable(endpoint, NULL, wd_unix_connect_errno(endpoint + 6), WD_HS_REFUSED_S, err, errlen))
+		return 1;
+	h->refused_since = wd_now();
+	return 0;
 }
 
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,

@@ -82,6 +82,16 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
 #define WD_HS_REFUSED_S 1.0
 int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
 
+/*
+ * Why endpoint cannot be reached, from the errno of a connect of this
+ * side's own (wd_unix_connect_errno, wd_endpoint_connect_errno) after
+ * ZeroMQ's have failed for for_s seconds: 1 with err when e settles it
+ * (refused, no socket file, no permission, a host name that does not
+ * resolve, no route), naming listen.SOCKET (NULL: listen.*); 0 for a
+ * connect that got through, a busy socket or no answer yet.
+ */
+int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen);
+
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
 			    char *buf, size_t len);

@@ -44,23 +44,28 @@ static int wait_fd(int fd, short events, double deadline)
 }
 
 /*
- * A non-blocking stream socket connected to addr by deadline, or -1. A
- * unix socket whose listen queue is full answers EAGAIN, unconnected: a
- * busy daemon, the very case the probe is for, so it is asked again.
+ * A non-blocking stream socket connected to addr by deadline, or -1 with
+ * *e the reason (ETIMEDOUT: no answer by then). A unix socket whose listen
+ * queue is full answers EAGAIN, unconnected: a busy daemon, the very case
+ * the probe is for, so it is asked again.
  */
-static int connect_by(int family, const struct sockaddr *addr, socklen_t len, double deadline)
+static int connect_by(int family, const struct sockaddr *addr, socklen_t len, double deadline, int *e)
 {
-	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
-	socklen_t el = sizeof(e);
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	socklen_t el = sizeof(*e);
 
-	if (fd < 0)
+	if (fd < 0) {
+		*e = errno;
 		return -1;
+	}
 	for (;;) {
 		if (connect(fd, addr, len) == 0)
 			return fd;
+		*e = errno;
 		if (errno == EINPROGRESS) {	/* TCP: done when writable */
+			*e = ETIMEDOUT;
 			if (wait_fd(fd, POLLOUT, deadline) &&
-			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && !e)
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, e, &el) == 0 && !*e)
 				return fd;
 			break;
 		}
@@ -88,22 +93,29 @@ int wd_unix_connect_errno(const char *path)
 	return e;
 }
 
-/* A stream socket connected to endpoint (ipc:// or tcp://) by deadline, or -1. */
-static int open_endpoint(const char *endpoint, double deadline)
+/*
+ * A stream socket connected to endpoint (ipc:// or tcp://) by deadline, or
+ * -1 with *e the reason: ENXIO for a host name that does not resolve,
+ * EINVAL for an endpoint of neither form.
+ */
+static int open_endpoint(const char *endpoint, double deadline, int *e)
 {
 	int fd = -1;
 
+	*e = EINVAL;
 	if (!strncmp(endpoint, "ipc://", 6)) {
 		struct sockaddr_un a = { .sun_family = AF_UNIX };
 		const char *path = endpoint + 6;
 		size_t n = strlen(path);
-		if (n >= sizeof(a.sun_path))
+		if (n >= sizeof(a.sun_path)) {
+			*e = ENAMETOOLONG;
 			return -1;
+		}
 		memcpy(a.sun_path, path, n);
 		if (path[0] == '@')	/* Linux's abstract namespace */
 			a.sun_path[0] = 0;
 		return connect_by(AF_UNIX, (struct sockaddr *)&a,
-				  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n), deadline);
+				  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n), deadline, e);
 	}
 	if (!strncmp(endpoint, "tcp://", 6)) {
 		char host[256], *port;
@@ -118,13 +130,25 @@ static int open_endpoint(const char *endpoint, double deadline)
 			h++;
 		}
 		/* a name is looked up without the deadline: the caller's own connect just did the same */
-		if (getaddrinfo(h, port, &hints, &res))
+		if (getaddrinfo(h, port, &hints, &res)) {
+			*e = ENXIO;
 			return -1;
+		}
 		for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)	/* ::1, then 127.0.0.1 */
-			fd = connect_by(ai->ai_family, ai->ai_addr, ai->ai_addrlen, deadline);
+			fd = connect_by(ai->ai_family, ai->ai_addr, ai->ai_addrlen, deadline, e);
 		freeaddrinfo(res);
 	}
 	return fd;
+}
+
+int wd_endpoint_connect_errno(const char *endpoint, int timeout_ms)
+{
+	int e, fd = open_endpoint(endpoint, wd_now() + timeout_ms / 1000.0, &e);
+
+	if (fd < 0)
+		return e ? e : EIO;
+	close(fd);
+	return 0;
 }
 
 int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len)
@@ -133,7 +157,7 @@ int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, siz
 	unsigned char g[GREETING];
 	double deadline = wd_now() + timeout_ms / 1000.0;
 	size_t got = 0;
-	int fd = open_endpoint(endpoint, deadline);
+	int e, fd = open_endpoint(endpoint, deadline, &e);
 
 	if (fd < 0)
 		return -1;

@@ -24,4 +24,14 @@ int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, siz
  */
 int wd_unix_connect_errno(const char *path);
 
+/*
+ * One connect to endpoint (ipc://PATH, ipc://@NAME or tcp://HOST:PORT)
+ * within timeout_ms, closed at once: 0 when something accepted it, else
+ * the errno: ECONNREFUSED (nothing listens), ENOENT (no socket file),
+ * EACCES, ETIMEDOUT (no answer in time: a host that drops the connect),
+ * EHOSTUNREACH, ENXIO (a host name that does not resolve; looked up
+ * without the deadline), EINVAL (neither form). Speaks nothing.
+ */
+int wd_endpoint_connect_errno(const char *endpoint, int timeout_ms);
+
 #endif

@@ -160,7 +160,8 @@ def test_cut_short(tmp):
     with open(cfg, "w") as f:
         f.write("studies:\n  - name: s\n    baseline: base\n    candidates: [cand]\n")
     # a socket file that nothing accepts on: send checks that it is there, then
-    # copies the file and waits for a daemon (with no file it stops at once)
+    # copies the file, waits for a daemon and says after 5 s that none listens
+    # (with no file it stops at once)
     nobody = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     nobody.bind(os.path.join(tmp, "nobody.sock"))
     args = ["send", "-c", cfg, "--ingest", f"ipc://{tmp}/nobody.sock", "--run", "cand", "--step",
@@ -169,14 +170,14 @@ def test_cut_short(tmp):
     for attempt in range(5):
         with h5py.File(cand, "w") as f:
             f["w"] = a
-        out, err, rc = run_cut(args, cand, wait=10)
+        out, err, rc = run_cut(args, cand, wait=30)
         if rc == 1 and "cut short" in err:
             cuts += 1
             check(len(err.splitlines()) == 1 and f"'{cand}': dataset 'w'" in err,
                   f"try {attempt}: cut under send: one line, exit 1: {err.strip()}")
-        else:  # copied whole before the cut: it then waits for the daemon that is not there
-            check(rc is None, f"try {attempt}: copied whole first, then waits for the daemon: "
-                  f"exit {rc}, {err.strip()}")
+        else:  # copied whole before the cut: then no daemon listens
+            check(rc == 1 and len(err.splitlines()) == 1 and "nothing listens on the socket file" in err,
+                  f"try {attempt}: copied whole first, then no daemon listens: exit {rc}, {err.strip()}")
     nobody.close()
     check(cuts >= 1, f"at least one try cut the file under send ({cuts} of 5)")
 

@@ -57,6 +57,14 @@ def wd(*args, env=None, timeout=30):
                           env=dict(os.environ, **(env or {})))
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def small_files():
     """The child may write files of 100 bytes at most, and gets EFBIG (not SIGXFSZ) past that:
     a disk that fills up, which a test cannot make (no full tmpfs here)."""
@@ -247,6 +255,45 @@ def main():
                            cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
         check(r.returncode == 1 and f"no socket at {tmp}/nothing.sock" in r.stderr
               and "no configuration" not in r.stderr, "send --ingest needs no config", r.stderr)
+        # a socket file nothing accepts on (a daemon killed with SIGKILL leaves one) and a
+        # tcp port with no daemon: send waited 35 s, then guessed at CURVE keys
+        stale = os.path.join(tmp, "stale.sock")
+        lsock = socket.socket(socket.AF_UNIX)
+        lsock.bind(stale)
+        port = free_port()
+        try:
+            for ep, said in ((f"ipc://{stale}", f"nothing listens on the socket file {stale}"),
+                             (f"tcp://127.0.0.1:{port}", f"nothing listens at tcp://127.0.0.1:{port}")):
+                t0 = time.time()
+                r = wd("send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"), "--ingest", ep)
+                dt = time.time() - t0
+                check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr
+                      and "--server-key" not in r.stderr and 4 < dt < 15,
+                      f"send to {ep.split(':')[0]} with nothing listening: said in {dt:.1f} s, one line, exit 1",
+                      r.stderr)
+        finally:
+            lsock.close()
+        # a daemon that comes up while send waits (a restart) still gets the snapshot
+        os.makedirs(os.path.join(tmp, "late"))
+        late = Daemon(os.path.join(tmp, "late"))
+        lcfg = late.write_config()
+        with open(lcfg) as f:
+            text = f.read()
+        with open(lcfg, "w") as f:
+            f.write(text.replace(f"ingest: ipc://{late.d}/run/ingest.sock", f"ingest: tcp://127.0.0.1:{port}"))
+        p = subprocess.Popen([WDRIFT, "send", "--run", "fa", "--step", "41", os.path.join(tmp, "fa-20.h5"),
+                              "--ingest", f"tcp://127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            check(late.start() is not None, "a daemon starts on the port send is waiting on")
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "acked" in out, "send waits out a daemon that starts meanwhile", out + err)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            late.stop()
         r = wd("send", "--help")
         check(r.returncode == 0 and "--server-key K" in r.stdout and "--key FILE" in r.stdout,
               "send --help lists --server-key and --key, which its errors suggest")

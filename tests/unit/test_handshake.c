@@ -4,13 +4,16 @@
  * start a clock that a connection stops; after WD_HS_REFUSED_S of them,
  * wd_hs_stale_socket's own connect says why, on real unix socket files: a
  * file nothing listens on, one a listener holds, one that is gone, and
- * endpoints it leaves alone (tcp://, the abstract namespace).
+ * endpoints it leaves alone (tcp://, the abstract namespace). Then the
+ * connect that `wdrift send` makes of its own (wd_endpoint_connect_errno)
+ * on real sockets, unix and TCP, and what wd_hs_unreachable says of each.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -19,6 +22,7 @@
 #include "clock.h"
 #include "handshake.h"
 #include "harness.h"
+#include "zmtp_probe.h"
 
 /* A unix socket bound at path: listening, or closed at once (the file stays, as after SIGKILL). */
 static int unix_socket(const char *path, int listening)
@@ -47,6 +51,75 @@ static struct wd_hs refused_for(double seconds)
 	wd_hs_event(&h, ZMQ_EVENT_CONNECT_RETRIED, 0, "ipc:///x", NULL, NULL, NULL, 0);
 	h.refused_since = wd_now() - seconds;
 	return h;
+}
+
+/* A TCP socket on 127.0.0.1, listening or only bound (so that its port refuses); its port in *port. */
+static int tcp_socket(int listening, int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0 || (listening && listen(fd, 4) < 0)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* wd_endpoint_connect_errno and wd_hs_unreachable on each kind of endpoint. */
+static void own_connects(const char *stale, const char *live, const char *gone)
+{
+	char ep[300], err[1024];
+	int port, fd, e;
+
+	snprintf(ep, sizeof(ep), "ipc://%s", stale);
+	e = wd_endpoint_connect_errno(ep, 1000);
+	CHECK(e == ECONNREFUSED && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 1 &&
+	      strstr(err, "nothing listens on the socket file") && strstr(err, stale),
+	      "ipc, a file nothing listens on: refused (%d), said (%s)", e, err);
+	snprintf(ep, sizeof(ep), "ipc://%s", gone);
+	e = wd_endpoint_connect_errno(ep, 1000);
+	CHECK(e == ENOENT && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 1 &&
+	      strstr(err, "no socket at"), "ipc, no file: ENOENT (%d), said (%s)", e, err);
+	unlink(live);	/* main's listener left its file */
+	fd = unix_socket(live, 1);
+	snprintf(ep, sizeof(ep), "ipc://%s", live);
+	e = wd_endpoint_connect_errno(ep, 1000);
+	CHECK(fd >= 0 && e == 0 && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 0,
+	      "ipc, a listener: connected, no verdict (%d)", e);
+	if (fd >= 0)
+		close(fd);
+
+	fd = tcp_socket(0, &port);	/* bound, not listening: its port refuses */
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+	e = wd_endpoint_connect_errno(ep, 1000);
+	err[0] = 0;
+	CHECK(fd >= 0 && e == ECONNREFUSED && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 1 &&
+	      strstr(err, "nothing listens at tcp://127.0.0.1:") && strstr(err, "listen.ingest") &&
+	      strstr(err, "for 5 s"), "tcp, a port with no listener: refused (%d), said (%s)", e, err);
+	if (fd >= 0)
+		close(fd);
+	fd = tcp_socket(1, &port);
+	snprintf(ep, sizeof(ep), "tcp://localhost:%d", port);
+	e = wd_endpoint_connect_errno(ep, 1000);
+	CHECK(fd >= 0 && e == 0 && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 0,
+	      "tcp, a listener, by name: connected, no verdict (%d)", e);
+	if (fd >= 0)
+		close(fd);
+	e = wd_endpoint_connect_errno("tcp://no-such-host.invalid:5555", 1000);
+	err[0] = 0;
+	CHECK(e == ENXIO && wd_hs_unreachable("tcp://no-such-host.invalid:5555", "ingest", e, 5, err,
+					      sizeof(err)) == 1 && strstr(err, "(no-such-host.invalid) does not resolve"),
+	      "tcp, a name that does not resolve: ENXIO (%d), said (%s)", e, err);
+	CHECK(wd_endpoint_connect_errno("tcp://127.0.0.1", 1000) == EINVAL &&
+	      wd_endpoint_connect_errno("inproc://x", 1000) == EINVAL, "no port, or inproc://: EINVAL");
+	CHECK(wd_hs_unreachable("tcp://10.0.0.1:5555", NULL, ETIMEDOUT, 5, err, sizeof(err)) == 0 &&
+	      wd_hs_unreachable("tcp://10.0.0.1:5555", NULL, EAGAIN, 5, err, sizeof(err)) == 0,
+	      "no answer yet, or busy: no verdict");
 }
 
 int main(void)
@@ -111,6 +184,8 @@ int main(void)
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	h.connected = 1;
 	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "once connected: not judged");
+
+	own_connects(stale, live, gone);
 
 	unlink(stale);
 	unlink(live);
