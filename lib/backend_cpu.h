@@ -130,19 +130,28 @@ void cpu_hist_put(uint64_t *hist);
  * chunk unmapped) and the next tensor faulted it in again, which made a
  * snapshot of small tensors slower on 2 threads than on 1. Returned
  * buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable bytes are
- * kept, up to CPU_KEYS_SPARE of them and CPU_KEYS_SPARE_BYTES in all, for
- * the life of the process; a get takes the smallest that holds size and
- * is at most a quarter larger. Larger buffers (bigbuf's huge-page ones)
- * and smaller ones go to malloc and free, and so does every one under
- * ASan, which would not see a read of a kept one. cpu_keys_put takes any
- * buffer from malloc, or NULL.
+ * kept, up to CPU_KEYS_SPARE of them: CPU_KEYS_SPARE_BYTES, and as much
+ * again as the most handed out at once since the last cpu_keys_trim
+ * exceeds what is handed out now. So a caller that frees a batch of
+ * prepared tensors and prepares the next (wd_prepare_many over
+ * snapshots) reuses its memory, and the keys never hold more than
+ * CPU_KEYS_SPARE_BYTES beyond the peak the caller already had in use. A get takes the
+ * smallest that holds size and is at most a quarter larger. Larger
+ * buffers (bigbuf's huge-page ones) and smaller ones go to malloc and
+ * free, and so does every one under ASan, which would not see a read of
+ * a kept one. cpu_keys_put takes any buffer from malloc, or NULL.
+ * cpu_keys_trim (wd_engine_release_scratch) frees what is kept beyond
+ * CPU_KEYS_SPARE_BYTES and starts the peak again from what is out now.
+ * cpu_keys_kept: the bytes kept now.
  */
-#define CPU_KEYS_SPARE 32
+#define CPU_KEYS_SPARE 1024
 #define CPU_KEYS_SPARE_BYTES (32u << 20)
 #define CPU_KEYS_SPARE_MIN (64u << 10)
 #define CPU_KEYS_SPARE_MAX (4u << 20)
 void *cpu_keys_get(size_t size);
 void cpu_keys_put(void *keys);
+void cpu_keys_trim(void);
+size_t cpu_keys_kept(void);
 
 /*
  * W1 between two prepared tensors in host memory (values[] or hist[]) that

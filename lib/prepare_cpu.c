@@ -226,29 +226,51 @@ static void *keys_spare[CPU_KEYS_SPARE];
 static size_t keys_spare_size[CPU_KEYS_SPARE];	/* malloc_usable_size of each */
 static size_t keys_spare_bytes;
 static int keys_spares;
+/*
+ * Usable bytes handed out and not yet returned, and their peak since the
+ * last trim. Only a bound on what is kept: a sort may hand its scratch
+ * out as keys (cpu_adopt), so a return is taken off
+ * without going below 0.
+ */
+static size_t keys_out, keys_peak;
+
+/* Counts got bytes as handed out; under the lock. */
+static void keys_handed(size_t got)
+{
+	keys_out += got;
+	if (keys_out > keys_peak)
+		keys_peak = keys_out;
+}
 
 void *cpu_keys_get(size_t size)
 {
 	void *p = NULL;
 	int best = -1;
 
-	if (KEYS_SPARE_ON && size < CPU_KEYS_SPARE_MAX) {
+	if (!KEYS_SPARE_ON)
+		return bigbuf_alloc(size);
+	pthread_mutex_lock(&keys_spare_lock);
+	/* at most a quarter more than asked: the budget counts what was asked */
+	for (int k = 0; size < CPU_KEYS_SPARE_MAX && k < keys_spares; k++)
+		if (keys_spare_size[k] >= size && keys_spare_size[k] - size <= size / 4 &&
+		    (best < 0 || keys_spare_size[k] < keys_spare_size[best]))
+			best = k;
+	if (best >= 0) {
+		p = keys_spare[best];
+		keys_handed(keys_spare_size[best]);
+		keys_spare_bytes -= keys_spare_size[best];
+		keys_spares--;
+		keys_spare[best] = keys_spare[keys_spares];
+		keys_spare_size[best] = keys_spare_size[keys_spares];
+	}
+	pthread_mutex_unlock(&keys_spare_lock);
+	if (!p && (p = bigbuf_alloc(size))) {
+		size_t got = malloc_usable_size(p);
 		pthread_mutex_lock(&keys_spare_lock);
-		/* at most a quarter more than asked: the budget counts what was asked */
-		for (int k = 0; k < keys_spares; k++)
-			if (keys_spare_size[k] >= size && keys_spare_size[k] - size <= size / 4 &&
-			    (best < 0 || keys_spare_size[k] < keys_spare_size[best]))
-				best = k;
-		if (best >= 0) {
-			p = keys_spare[best];
-			keys_spare_bytes -= keys_spare_size[best];
-			keys_spares--;
-			keys_spare[best] = keys_spare[keys_spares];
-			keys_spare_size[best] = keys_spare_size[keys_spares];
-		}
+		keys_handed(got);
 		pthread_mutex_unlock(&keys_spare_lock);
 	}
-	return p ? p : bigbuf_alloc(size);
+	return p;
 }
 
 void cpu_keys_put(void *keys)
@@ -257,18 +279,50 @@ void cpu_keys_put(void *keys)
 
 	if (!keys)
 		return;
-	size = malloc_usable_size(keys);
-	if (KEYS_SPARE_ON && size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX) {
-		pthread_mutex_lock(&keys_spare_lock);
-		if (keys_spares < CPU_KEYS_SPARE && keys_spare_bytes + size <= CPU_KEYS_SPARE_BYTES) {
-			keys_spare[keys_spares] = keys;
-			keys_spare_size[keys_spares++] = size;
-			keys_spare_bytes += size;
-			keys = NULL;
-		}
-		pthread_mutex_unlock(&keys_spare_lock);
+	if (!KEYS_SPARE_ON) {
+		free(keys);
+		return;
 	}
+	size = malloc_usable_size(keys);
+	pthread_mutex_lock(&keys_spare_lock);
+	keys_out -= size < keys_out ? size : keys_out;
+	/* 32 MiB, and as much again as the peak out exceeds what is out now */
+	if (size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX && keys_spares < CPU_KEYS_SPARE &&
+	    keys_spare_bytes + size <= CPU_KEYS_SPARE_BYTES + (keys_peak - keys_out)) {
+		keys_spare[keys_spares] = keys;
+		keys_spare_size[keys_spares++] = size;
+		keys_spare_bytes += size;
+		keys = NULL;
+	}
+	pthread_mutex_unlock(&keys_spare_lock);
 	free(keys);
+}
+
+size_t cpu_keys_kept(void)
+{
+	size_t bytes;
+
+	pthread_mutex_lock(&keys_spare_lock);
+	bytes = keys_spare_bytes;
+	pthread_mutex_unlock(&keys_spare_lock);
+	return bytes;
+}
+
+void cpu_keys_trim(void)
+{
+	void *drop[CPU_KEYS_SPARE];
+	int n = 0;
+
+	pthread_mutex_lock(&keys_spare_lock);
+	while (keys_spares && keys_spare_bytes > CPU_KEYS_SPARE_BYTES) {
+		keys_spares--;
+		drop[n++] = keys_spare[keys_spares];
+		keys_spare_bytes -= keys_spare_size[keys_spares];
+	}
+	keys_peak = keys_out;
+	pthread_mutex_unlock(&keys_spare_lock);
+	while (n)
+		free(drop[--n]);
 }
 
 /*
