@@ -72,7 +72,7 @@ RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu
 # link, so that they build on a bare GPU machine with only nvcc.
-ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/prepare_cpu.c lib/w1.c lib/stats.c lib/drift.c lib/cpu_par.c lib/pool.c
+ENGINE_SRCS := lib/log.c lib/error.c lib/dtype.c lib/radix_sort.c lib/engine.c lib/prepare_cpu.c lib/spares.c lib/w1.c lib/stats.c lib/drift.c lib/cpu_par.c lib/pool.c
 # Without CUDA, backend_cuda.h is answered by a stub: no device.
 ifneq ($(CUDA),1)
 ENGINE_SRCS += lib/backend_cuda_none.c

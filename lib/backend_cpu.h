@@ -112,46 +112,25 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
 		struct wd_prepared *p);
 
 /*
- * A zeroed 65,536-bin count (HIST16's hist[], 512 KiB), and its return.
- * Returned counts are kept for the next prepare, up to CPU_HIST_SPARE of
- * them (32 MiB) for the life of the process: glibc would give each back
- * to the kernel, and the unmap's TLB shootdown stalls every other thread
- * (docs/performance.md, "A Llama-shaped snapshot"). cpu_hist_put takes
- * any buffer of at least that size from malloc, or NULL.
+ * Freed buffers kept for reuse (lib/spares.h says why and how much): a
+ * zeroed 65,536-bin count (HIST16's hist[], 512 KiB), and a buffer of at
+ * least size bytes for sort keys (a sorted tensor's values[]), and their
+ * returns. Key buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable
+ * bytes are kept; larger ones (bigbuf's huge-page ones) and smaller ones
+ * go to malloc and free. Each list keeps CPU_SPARE_BYTES at any time, and
+ * as much again as the peak handed out since the last cpu_spares_trim
+ * exceeds what is handed out now. The puts take any buffer from malloc,
+ * or NULL. cpu_spares_trim (wd_engine_release_scratch) frees what is kept
+ * beyond CPU_SPARE_BYTES and starts the peaks again.
  */
-#define CPU_HIST_SPARE 64
-uint64_t *cpu_hist_get(void);
-void cpu_hist_put(uint64_t *hist);
-
-/*
- * A buffer of at least size bytes for sort keys (a sorted tensor's
- * values[]), and its return. The same reason: on 2 threads, glibc gave
- * each freed buffer's memory back to the kernel (an arena trimmed, a
- * chunk unmapped) and the next tensor faulted it in again, which made a
- * snapshot of small tensors slower on 2 threads than on 1. Returned
- * buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable bytes are
- * kept, up to CPU_KEYS_SPARE of them: CPU_KEYS_SPARE_BYTES, and as much
- * again as the most handed out at once since the last cpu_keys_trim
- * exceeds what is handed out now. So a caller that frees a batch of
- * prepared tensors and prepares the next (wd_prepare_many over
- * snapshots) reuses its memory, and the keys never hold more than
- * CPU_KEYS_SPARE_BYTES beyond the peak the caller already had in use. A get takes the
- * smallest that holds size and is at most a quarter larger. Larger
- * buffers (bigbuf's huge-page ones) and smaller ones go to malloc and
- * free, and so does every one under ASan, which would not see a read of
- * a kept one. cpu_keys_put takes any buffer from malloc, or NULL.
- * cpu_keys_trim (wd_engine_release_scratch) frees what is kept beyond
- * CPU_KEYS_SPARE_BYTES and starts the peak again from what is out now.
- * cpu_keys_kept: the bytes kept now.
- */
-#define CPU_KEYS_SPARE 1024
-#define CPU_KEYS_SPARE_BYTES (32u << 20)
+#define CPU_SPARE_BYTES (32u << 20)
 #define CPU_KEYS_SPARE_MIN (64u << 10)
 #define CPU_KEYS_SPARE_MAX (4u << 20)
+uint64_t *cpu_hist_get(void);
+void cpu_hist_put(uint64_t *hist);
 void *cpu_keys_get(size_t size);
 void cpu_keys_put(void *keys);
-void cpu_keys_trim(void);
-size_t cpu_keys_kept(void);
+void cpu_spares_trim(void);
 
 /*
  * W1 between two prepared tensors in host memory (values[] or hist[]) that

@@ -159,7 +159,7 @@ enum wd_sort wd_engine_sort(const struct wd_engine *e)
 void wd_engine_release_scratch(struct wd_engine *e)
 {
 	cpu_release_scratch(&e->cpu);
-	cpu_keys_trim();
+	cpu_spares_trim();
 }
 
 uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,

@@ -20,7 +20,7 @@
 #include "pool.h"
 #include "prepared.h"
 #include "radix_sort.h"
-#include "sanitizer.h"
+#include "spares.h"
 #include "sort_vq.h"
 
 /* Makes sure the scratch buffer holds at least size bytes. */
@@ -184,145 +184,34 @@ static void hist16_part(void *ctx, int i, int parts)
 	cpu_hist_put((uint64_t *)sub);
 }
 
-static pthread_mutex_t hist_spare_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *hist_spare[CPU_HIST_SPARE];
-static int hist_spares;
+#define HIST_BYTES (HALF_CODES * sizeof(uint64_t))
+static struct spares hist_spares = SPARES_INIT(HIST_BYTES, 2 * HIST_BYTES, CPU_SPARE_BYTES);
+static struct spares keys_spares = SPARES_INIT(CPU_KEYS_SPARE_MIN, CPU_KEYS_SPARE_MAX, CPU_SPARE_BYTES);
 
 uint64_t *cpu_hist_get(void)
 {
-	uint64_t *h = NULL;
-
-	pthread_mutex_lock(&hist_spare_lock);
-	if (hist_spares)
-		h = hist_spare[--hist_spares];
-	pthread_mutex_unlock(&hist_spare_lock);
-	if (!h)
-		return calloc(HALF_CODES, sizeof(*h));
-	memset(h, 0, HALF_CODES * sizeof(*h));
-	return h;
+	return spares_get(&hist_spares, HIST_BYTES, 1);
 }
 
 void cpu_hist_put(uint64_t *hist)
 {
-	if (!hist)
-		return;
-	pthread_mutex_lock(&hist_spare_lock);
-	if (hist_spares < CPU_HIST_SPARE) {
-		hist_spare[hist_spares++] = hist;
-		hist = NULL;
-	}
-	pthread_mutex_unlock(&hist_spare_lock);
-	free(hist);
-}
-
-/*
- * Under ASan a kept buffer would hide a read of a freed tensor's values:
- * there every buffer goes back to free, where ASan watches it.
- */
-#define KEYS_SPARE_ON (!WD_UNDER_ASAN)
-
-static pthread_mutex_t keys_spare_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *keys_spare[CPU_KEYS_SPARE];
-static size_t keys_spare_size[CPU_KEYS_SPARE];	/* malloc_usable_size of each */
-static size_t keys_spare_bytes;
-static int keys_spares;
-/*
- * Usable bytes handed out and not yet returned, and their peak since the
- * last trim. Only a bound on what is kept: a sort may hand its scratch
- * out as keys (cpu_adopt), so a return is taken off
- * without going below 0.
- */
-static size_t keys_out, keys_peak;
-
-/* Counts got bytes as handed out; under the lock. */
-static void keys_handed(size_t got)
-{
-	keys_out += got;
-	if (keys_out > keys_peak)
-		keys_peak = keys_out;
+	spares_put(&hist_spares, hist);
 }
 
 void *cpu_keys_get(size_t size)
 {
-	void *p = NULL;
-	int best = -1;
-
-	if (!KEYS_SPARE_ON)
-		return bigbuf_alloc(size);
-	pthread_mutex_lock(&keys_spare_lock);
-	/* at most a quarter more than asked: the budget counts what was asked */
-	for (int k = 0; size < CPU_KEYS_SPARE_MAX && k < keys_spares; k++)
-		if (keys_spare_size[k] >= size && keys_spare_size[k] - size <= size / 4 &&
-		    (best < 0 || keys_spare_size[k] < keys_spare_size[best]))
-			best = k;
-	if (best >= 0) {
-		p = keys_spare[best];
-		keys_handed(keys_spare_size[best]);
-		keys_spare_bytes -= keys_spare_size[best];
-		keys_spares--;
-		keys_spare[best] = keys_spare[keys_spares];
-		keys_spare_size[best] = keys_spare_size[keys_spares];
-	}
-	pthread_mutex_unlock(&keys_spare_lock);
-	if (!p && (p = bigbuf_alloc(size))) {
-		size_t got = malloc_usable_size(p);
-		pthread_mutex_lock(&keys_spare_lock);
-		keys_handed(got);
-		pthread_mutex_unlock(&keys_spare_lock);
-	}
-	return p;
+	return spares_get(&keys_spares, size, 0);
 }
 
 void cpu_keys_put(void *keys)
 {
-	size_t size;
-
-	if (!keys)
-		return;
-	if (!KEYS_SPARE_ON) {
-		free(keys);
-		return;
-	}
-	size = malloc_usable_size(keys);
-	pthread_mutex_lock(&keys_spare_lock);
-	keys_out -= size < keys_out ? size : keys_out;
-	/* 32 MiB, and as much again as the peak out exceeds what is out now */
-	if (size >= CPU_KEYS_SPARE_MIN && size < CPU_KEYS_SPARE_MAX && keys_spares < CPU_KEYS_SPARE &&
-	    keys_spare_bytes + size <= CPU_KEYS_SPARE_BYTES + (keys_peak - keys_out)) {
-		keys_spare[keys_spares] = keys;
-		keys_spare_size[keys_spares++] = size;
-		keys_spare_bytes += size;
-		keys = NULL;
-	}
-	pthread_mutex_unlock(&keys_spare_lock);
-	free(keys);
+	spares_put(&keys_spares, keys);
 }
 
-size_t cpu_keys_kept(void)
+void cpu_spares_trim(void)
 {
-	size_t bytes;
-
-	pthread_mutex_lock(&keys_spare_lock);
-	bytes = keys_spare_bytes;
-	pthread_mutex_unlock(&keys_spare_lock);
-	return bytes;
-}
-
-void cpu_keys_trim(void)
-{
-	void *drop[CPU_KEYS_SPARE];
-	int n = 0;
-
-	pthread_mutex_lock(&keys_spare_lock);
-	while (keys_spares && keys_spare_bytes > CPU_KEYS_SPARE_BYTES) {
-		keys_spares--;
-		drop[n++] = keys_spare[keys_spares];
-		keys_spare_bytes -= keys_spare_size[keys_spares];
-	}
-	keys_peak = keys_out;
-	pthread_mutex_unlock(&keys_spare_lock);
-	while (n)
-		free(drop[--n]);
+	spares_trim(&keys_spares);
+	spares_trim(&hist_spares);
 }
 
 /*

@@ -227,8 +227,9 @@ uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64
  * Frees the scratch buffer the CPU side keeps between prepares (the radix
  * sort's, as large as the largest tensor it sorted), so that what
  * wd_prepare_bytes counted is given back once the tensor is freed. Freed
- * sort-key buffers are kept for the next prepares too: 32 MiB, and as
- * much again as the most keys in use at once exceeds those in use now (a
+ * sort-key buffers and 16-bit counts are kept for the next prepares too:
+ * 32 MiB of each, and as much again as the most in use at once exceeds
+ * what is in use now (a
  * batch freed, then the next one prepared, reuses its memory). This also
  * frees those beyond 32 MiB, and the peak starts again. Not to be called
  * while another thread is using the engine.

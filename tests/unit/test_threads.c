@@ -20,10 +20,10 @@
 
 #include <pthread.h>
 
-#include "backend_cpu.h"	/* the key buffers' spare list */
 #include "harness.h"
 #include "prepared.h"
 #include "rng.h"
+#include "spares.h"
 #include "sanitizer.h"	/* ASan's shadow memory is resident too */
 #include "wdrift.h"
 
@@ -526,55 +526,69 @@ static void test_prepare_bytes(void)
 }
 
 /*
- * The key buffers' spare list (lib/backend_cpu.h: cpu_keys_get): a batch
- * freed, then the next one asked (a snapshot after another,
- * wd_prepare_many) gets its buffers back, more than the 32 MiB always
- * kept, instead of fresh memory from glibc (on 2 threads glibc gave it
- * back to the kernel, and faulting it in again made a snapshot of small
- * tensors slower on 2 threads than on 1). What is kept stays within
- * 32 MiB plus what the peak out exceeds what is out now; cpu_keys_trim
- * gives the excess back.
+ * A spare list (lib/spares.h), as the CPU side keeps for sort keys and
+ * counts: a batch freed, then the next one asked (a snapshot after
+ * another, wd_prepare_many) gets its buffers back, more than the base
+ * always kept, instead of fresh memory from glibc (on 2 threads glibc gave
+ * it back to the kernel, and faulting it in again made a snapshot of small
+ * tensors slower on 2 threads than on 1). What is kept stays within the
+ * base plus what the peak out exceeds what is out now; a trim gives the
+ * excess back.
  */
-static void test_key_spares(void)
+static void test_spares(void)
 {
-	enum { N = 192, SIZE = 256 << 10 };	/* 48 MiB of keys */
+	enum { N = 192, SIZE = 256 << 10, BASE = 32 << 20 };	/* 48 MiB in the batch */
+	static struct spares list = SPARES_INIT(64 << 10, 4 << 20, BASE);
 	static void *first[N], *again[N];
 	int reused = 0, ok = 1;
 
+	for (int i = 0; i < N; i++)
+		ok &= (first[i] = spares_get(&list, SIZE, 0)) != NULL;
+	for (int i = 0; i < N; i++)
+		spares_put(&list, first[i]);
+	size_t kept = spares_kept(&list);
 	if (WD_UNDER_ASAN) {	/* none kept there: ASan watches every freed buffer */
-		CHECK(cpu_keys_kept() == 0, "key spares: none under ASan");
+		CHECK(ok && kept == 0, "spares: none kept under ASan");
 		return;
 	}
-	cpu_keys_trim();
 	for (int i = 0; i < N; i++)
-		ok &= (first[i] = cpu_keys_get(SIZE)) != NULL;
-	for (int i = 0; i < N; i++)
-		cpu_keys_put(first[i]);
-	size_t kept = cpu_keys_kept();
-	for (int i = 0; i < N; i++)
-		ok &= (again[i] = cpu_keys_get(SIZE)) != NULL;
+		ok &= (again[i] = spares_get(&list, SIZE, 0)) != NULL;
 	size_t taken = 0;
 	for (int i = 0; i < N; i++) {
 		for (int k = 0; k < N; k++)
 			reused += again[i] == first[k];
 		taken += again[i] ? malloc_usable_size(again[i]) : 0;
 	}
-	CHECK(ok && kept >= (size_t)N * SIZE && reused == N,
-	      "key spares: a batch of %d x 256 KiB freed is kept (%zu KiB) and the next batch gets "
-	      "all of it back (%d)", N, kept >> 10, reused);
-	CHECK(cpu_keys_kept() == kept - taken, "key spares: taken out again (%zu KiB kept, %zu before, "
-	      "%zu taken)", cpu_keys_kept() >> 10, kept >> 10, taken >> 10);
+	CHECK(ok && kept >= (size_t)N * SIZE && reused == N && spares_kept(&list) == 0,
+	      "spares: a batch of %d x 256 KiB freed is kept (%zu KiB), past the %d MiB base, and the "
+	      "next batch gets all of it back (%d)", N, kept >> 10, BASE >> 20, reused);
 	for (int i = 0; i < N; i++)
-		cpu_keys_put(again[i]);
+		spares_put(&list, again[i]);
 	for (int i = 0; i < N; i++)	/* never handed out: beyond the bound, freed */
-		cpu_keys_put(malloc(SIZE));
-	CHECK(cpu_keys_kept() <= CPU_KEYS_SPARE_BYTES + taken,
-	      "key spares: never more kept than 32 MiB beyond the peak (%zu KiB kept, peak %zu KiB)",
-	      cpu_keys_kept() >> 10, taken >> 10);
-	cpu_keys_trim();
-	CHECK(cpu_keys_kept() <= CPU_KEYS_SPARE_BYTES && cpu_keys_kept() > 0,
-	      "key spares: a trim gives back all but %u MiB (%zu KiB kept)", CPU_KEYS_SPARE_BYTES >> 20,
-	      cpu_keys_kept() >> 10);
+		spares_put(&list, malloc(SIZE));
+	CHECK(spares_kept(&list) <= BASE + taken && spares_kept(&list) >= taken,
+	      "spares: never more kept than the base beyond the peak (%zu KiB kept, peak %zu KiB)",
+	      spares_kept(&list) >> 10, taken >> 10);
+	spares_trim(&list);
+	CHECK(spares_kept(&list) <= BASE && spares_kept(&list) > BASE - 2 * SIZE,
+	      "spares: a trim gives back all but the base (%zu KiB kept)", spares_kept(&list) >> 10);
+	/* every kept buffer dirtied and returned: one asked zeroed still comes zeroed */
+	int nd = 0;
+	while (nd < N && spares_kept(&list) && (again[nd] = spares_get(&list, SIZE, 0)))
+		memset(again[nd++], 0xab, SIZE);
+	for (int i = 0; i < nd; i++)
+		spares_put(&list, again[i]);
+	void *one = spares_get(&list, SIZE, 1), *tiny = spares_get(&list, 4096, 0);
+	int zeroed = nd > 0 && one != NULL;
+	for (size_t i = 0; one && i < SIZE; i++)
+		zeroed &= ((unsigned char *)one)[i] == 0;
+	CHECK(zeroed, "spares: a kept buffer asked zeroed is zeroed (%d dirtied)", nd);
+	size_t before = spares_kept(&list);
+	spares_put(&list, tiny);
+	CHECK(spares_kept(&list) == before, "spares: a buffer under the list's sizes is freed, not kept");
+	spares_put(&list, one);
+	while (spares_kept(&list) && (one = spares_get(&list, SIZE, 0)))
+		free(one);	/* the list emptied, so that valgrind sees nothing left */
 }
 
 /* The default is the cores this process may use, not the host's count. */
@@ -749,6 +763,6 @@ int main(void)
 	test_input_changing();
 	test_batches();
 	test_batches_large();
-	test_key_spares();
+	test_spares();
 	return tap_done();
 }

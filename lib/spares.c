@@ -1,0 +1,109 @@
+/*
+ * spares.c: freed buffers kept for reuse (see spares.h).
+ */
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bigbuf.h"
+#include "sanitizer.h"
+#include "spares.h"
+
+/* Counts got bytes as handed out; under the lock. */
+static void handed(struct spares *s, size_t got)
+{
+	s->out += got;
+	if (s->out > s->peak)
+		s->peak = s->out;
+}
+
+void *spares_get(struct spares *s, size_t size, int zero)
+{
+	void *p = NULL;
+	int best = -1;
+
+	if (!WD_UNDER_ASAN && size < s->max) {
+		pthread_mutex_lock(&s->lock);
+		for (int k = 0; k < s->n; k++) {
+			if (s->size[k] < size || s->size[k] - size > size / 4)
+				continue;
+			if (best < 0 || s->size[k] < s->size[best])
+				best = k;
+			if (s->size[k] == size)
+				break;
+		}
+		if (best >= 0) {
+			p = s->buf[best];
+			handed(s, s->size[best]);
+			s->bytes -= s->size[best];
+			s->n--;
+			s->buf[best] = s->buf[s->n];
+			s->size[best] = s->size[s->n];
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (p) {
+		if (zero)
+			memset(p, 0, size);
+		return p;
+	}
+	if (!(p = zero ? calloc(1, size ? size : 1) : bigbuf_alloc(size)) || WD_UNDER_ASAN)
+		return p;
+	size_t got = malloc_usable_size(p);
+	pthread_mutex_lock(&s->lock);
+	handed(s, got);
+	pthread_mutex_unlock(&s->lock);
+	return p;
+}
+
+void spares_put(struct spares *s, void *p)
+{
+	size_t size;
+
+	if (!p)
+		return;
+	if (WD_UNDER_ASAN) {
+		free(p);
+		return;
+	}
+	size = malloc_usable_size(p);
+	pthread_mutex_lock(&s->lock);
+	s->out -= size < s->out ? size : s->out;
+	/* base, and as much again as the peak out exceeds what is out now */
+	if (size >= s->min && size < s->max && s->n < SPARES_CAP &&
+	    s->bytes + size <= s->base + (s->peak - s->out)) {
+		s->buf[s->n] = p;
+		s->size[s->n++] = size;
+		s->bytes += size;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(p);
+}
+
+void spares_trim(struct spares *s)
+{
+	void *drop[SPARES_CAP];
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->n && s->bytes > s->base) {
+		s->n--;
+		drop[n++] = s->buf[s->n];
+		s->bytes -= s->size[s->n];
+	}
+	s->peak = s->out;
+	pthread_mutex_unlock(&s->lock);
+	while (n)
+		free(drop[--n]);
+}
+
+size_t spares_kept(struct spares *s)
+{
+	size_t bytes;
+
+	pthread_mutex_lock(&s->lock);
+	bytes = s->bytes;
+	pthread_mutex_unlock(&s->lock);
+	return bytes;
+}
