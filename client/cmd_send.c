@@ -137,6 +137,10 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 		struct wd_publisher_stats st;
 		flushed = wd_publisher_flush(p, 200);
 		wd_publisher_get_stats(p, &st);
+		if (st.connected) {	/* it answered: what the probes found is old */
+			failing_since = 0;
+			reach = -1;
+		}
 		if (flushed == 0 || st.connected || cli_now() < next_probe)
 			continue;
 		double now = cli_now();

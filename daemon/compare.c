@@ -370,6 +370,9 @@ static void run_workers(struct step *st)
 	for (size_t i = 1; i < k; i++)
 		if (started[i])
 			pthread_join(tid[i], NULL);
+	/* the engine's spare buffers beyond their 32 MiB: the next step's peak starts again */
+	if (k)
+		wd_engine_release_scratch(w->small[0]);
 }
 
 /*

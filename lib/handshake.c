@@ -201,14 +201,18 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 
 	switch (e) {
 	case ECONNREFUSED:
-		if (ipc)
+		if (ipc && path[0] == '@')	/* Linux's abstract namespace: no file */
+			snprintf(err, errlen, "nothing listens on the abstract socket %s (%s): connections have "
+				 "been refused for %.0f s; is wdriftd running, with that name in its listen.%s?",
+				 path, endpoint, for_s, socket ? socket : "*");
+		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
 				 "refused for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a "
 				 "crash), or one still starting? start wdriftd", path, endpoint, for_s);
 		else
 			snprintf(err, errlen, "nothing listens at %s: connections have been refused for %.0f s; "
-				 "is wdriftd running on that host, with that port in its listen.%s?", endpoint,
-				 for_s, socket ? socket : "*");
+				 "is wdriftd running on that host (or still starting), with that port in its "
+				 "listen.%s?", endpoint, for_s, socket ? socket : "*");
 		return 1;
 	case EACCES:
 	case EPERM:
@@ -229,6 +233,8 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 		snprintf(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
 		return 1;
 	case ENXIO:	/* wd_endpoint_connect_errno: the name does not resolve */
+		if (strchr(host, ';'))	/* ZeroMQ's tcp://SOURCE;HOST:PORT */
+			host = strchr(host, ';') + 1;
 		snprintf(err, errlen, "cannot connect to %s: the host name in it (%.*s) does not resolve",
 			 endpoint, (int)(strrchr(host, ':') ? strrchr(host, ':') - host : 0), host);
 		return 1;

@@ -9,9 +9,11 @@
 #include "sanitizer.h"
 #include "spares.h"
 
-/* Counts got bytes as handed out; under the lock. */
+/* Counts got bytes as handed out, when the list keeps such; under the lock. */
 static void handed(struct spares *s, size_t got)
 {
+	if (got < s->min || got >= s->max)
+		return;
 	s->out += got;
 	if (s->out > s->peak)
 		s->peak = s->out;
@@ -67,11 +69,14 @@ void spares_put(struct spares *s, void *p)
 		return;
 	}
 	size = malloc_usable_size(p);
+	if (size < s->min || size >= s->max) {
+		free(p);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	s->out -= size < s->out ? size : s->out;
 	/* base, and as much again as the peak out exceeds what is out now */
-	if (size >= s->min && size < s->max && s->n < SPARES_CAP &&
-	    s->bytes + size <= s->base + (s->peak - s->out)) {
+	if (s->n < SPARES_CAP && s->bytes + size <= s->base + (s->peak - s->out)) {
 		s->buf[s->n] = p;
 		s->size[s->n++] = size;
 		s->bytes += size;

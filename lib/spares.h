@@ -11,8 +11,8 @@
  *
  * What is kept: returned buffers of min to max usable bytes, at most
  * SPARES_CAP of them, `base` bytes at any time and as much again as the
- * most bytes handed out at once since the last trim exceed those handed
- * out now. So a caller that frees a batch of tensors and prepares the
+ * most bytes of such buffers handed out at once since the last trim exceed
+ * those handed out now. So a caller that frees a batch of tensors and prepares the
  * next (wd_prepare_many over snapshots) gets its memory back, and a list
  * never holds more than `base` beyond the peak its callers already had in
  * use. A get takes the smallest kept buffer that holds size and is at most
@@ -36,8 +36,8 @@ struct spares {
 	int n;
 	size_t bytes;		/* kept */
 	/*
-	 * Usable bytes handed out and not returned, and their peak since the
-	 * last trim: a bound only. A buffer that did not come from the list
+	 * Usable bytes handed out in buffers of the sizes kept and not
+	 * returned, and their peak since the last trim: a bound only. A buffer that did not come from the list
 	 * may be returned to it (a sort's scratch handed out as keys), so a
 	 * return is taken off without going below 0.
 	 */

@@ -120,7 +120,8 @@ static int open_endpoint(const char *endpoint, double deadline, int *e)
 	if (!strncmp(endpoint, "tcp://", 6)) {
 		char host[256], *port;
 		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-		snprintf(host, sizeof(host), "%s", endpoint + 6);
+		const char *at = strchr(endpoint + 6, ';');	/* tcp://SOURCE;HOST:PORT */
+		snprintf(host, sizeof(host), "%s", at ? at + 1 : endpoint + 6);
 		if (!(port = strrchr(host, ':')))
 			return -1;
 		*port++ = 0;
@@ -130,8 +131,9 @@ static int open_endpoint(const char *endpoint, double deadline, int *e)
 			h++;
 		}
 		/* a name is looked up without the deadline: the caller's own connect just did the same */
-		if (getaddrinfo(h, port, &hints, &res)) {
-			*e = ENXIO;
+		int g = getaddrinfo(h, port, &hints, &res);
+		if (g) {	/* no such name: ENXIO; a lookup that failed this time: no verdict */
+			*e = g == EAI_NONAME || g == EAI_NODATA ? ENXIO : EAGAIN;
 			return -1;
 		}
 		for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)	/* ::1, then 127.0.0.1 */

@@ -30,7 +30,8 @@ int wd_unix_connect_errno(const char *path);
  * the errno: ECONNREFUSED (nothing listens), ENOENT (no socket file),
  * EACCES, ETIMEDOUT (no answer in time: a host that drops the connect),
  * EHOSTUNREACH, ENXIO (a host name that does not resolve; looked up
- * without the deadline), EINVAL (neither form). Speaks nothing.
+ * without the deadline), EAGAIN (busy, or a lookup that failed this
+ * time), EINVAL (neither form). Speaks nothing.
  */
 int wd_endpoint_connect_errno(const char *endpoint, int timeout_ms);
 

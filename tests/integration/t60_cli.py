@@ -285,7 +285,7 @@ def main():
                               "--ingest", f"tcp://127.0.0.1:{port}"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.5)
+            time.sleep(0.3)
             check(late.start() is not None, "a daemon starts on the port send is waiting on")
             out, err = p.communicate(timeout=60)
             check(p.returncode == 0 and "acked" in out, "send waits out a daemon that starts meanwhile", out + err)

@@ -31,12 +31,9 @@
 #include <functional>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "sanitizer.h"
+#if WD_UNDER_ASAN
 #define SIMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SIMT_ASAN 1
-#endif
 #endif
 #ifdef SIMT_ASAN
 #include <sanitizer/common_interface_defs.h>

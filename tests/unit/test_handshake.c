@@ -115,6 +115,17 @@ static void own_connects(const char *stale, const char *live, const char *gone)
 	CHECK(e == ENXIO && wd_hs_unreachable("tcp://no-such-host.invalid:5555", "ingest", e, 5, err,
 					      sizeof(err)) == 1 && strstr(err, "(no-such-host.invalid) does not resolve"),
 	      "tcp, a name that does not resolve: ENXIO (%d), said (%s)", e, err);
+	e = wd_endpoint_connect_errno("tcp://127.0.0.1;no-such-host.invalid:5555", 1000);
+	err[0] = 0;
+	CHECK(e == ENXIO && wd_hs_unreachable("tcp://127.0.0.1;no-such-host.invalid:5555", "ingest", e, 5, err,
+					      sizeof(err)) == 1 && strstr(err, "(no-such-host.invalid) does not"),
+	      "tcp, with ZeroMQ's SOURCE; before the host: the host named (%d, %s)", e, err);
+	snprintf(ep, sizeof(ep), "ipc://@wdrift-test-nobody-%d", (int)getpid());
+	e = wd_endpoint_connect_errno(ep, 1000);
+	err[0] = 0;
+	CHECK(e == ECONNREFUSED && wd_hs_unreachable(ep, "ingest", e, 5, err, sizeof(err)) == 1 &&
+	      strstr(err, "nothing listens on the abstract socket @wdrift-test-nobody-") &&
+	      !strstr(err, "socket file"), "ipc, an abstract name nothing listens on: said as such (%s)", err);
 	CHECK(wd_endpoint_connect_errno("tcp://127.0.0.1", 1000) == EINVAL &&
 	      wd_endpoint_connect_errno("inproc://x", 1000) == EINVAL, "no port, or inproc://: EINVAL");
 	CHECK(wd_hs_unreachable("tcp://10.0.0.1:5555", NULL, ETIMEDOUT, 5, err, sizeof(err)) == 0 &&
