@@ -71,6 +71,15 @@ studies:
 {extra}"""
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing had bound a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 class Daemon:
     def __init__(self, d):
         self.d = d

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Daemon, bf16, check  # noqa: E402
+from harness import Daemon, bf16, check, free_port  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 ALERT = """\
@@ -55,14 +55,6 @@ def ckpt(path, step, drift, f16=False):
 def wd(*args, env=None, timeout=30):
     return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **(env or {})))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def small_files():

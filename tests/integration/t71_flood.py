@@ -39,7 +39,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as t50  # noqa: E402  (Daemon, control, check, teardown, summary)
-from harness import Daemon, check, control, summary, teardown  # noqa: E402
+from harness import Daemon, check, control, free_port, summary, teardown  # noqa: E402
 
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
@@ -91,14 +91,6 @@ def drain_notify(dm):
     th = threading.Thread(target=loop, daemon=True)
     th.start()
     return th
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def write_config(d, port, limits="  max_message: 64M"):

@@ -32,7 +32,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Daemon, Publisher, check, control  # noqa: E402
+from harness import Daemon, Publisher, check, control, free_port  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -52,14 +52,6 @@ alerts:
     tensors: "layers.*"
     threshold: 0
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def write_config(dm, metrics=None, per_tensor=False):
