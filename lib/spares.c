@@ -31,7 +31,7 @@ void *spares_get(struct spares *s, size_t size, int zero)
 				continue;
 			if (best < 0 || s->size[k] < s->size[best])
 				best = k;
-			if (s->size[k] == size)
+			if (s->size[k] - size < 4096)	/* within a page: none fits better enough to look on */
 				break;
 		}
 		if (best >= 0) {

@@ -16,7 +16,8 @@
  * next (wd_prepare_many over snapshots) gets its memory back, and a list
  * never holds more than `base` beyond the peak its callers already had in
  * use. A get takes the smallest kept buffer that holds size and is at most
- * a quarter larger (the budget counts what was asked). Under
+ * a quarter larger (the budget counts what was asked), or the first found
+ * within a page of size. Under
  * AddressSanitizer nothing is kept: a kept buffer would hide a read of a
  * freed tensor's values, which ASan watches for in freed memory.
  */
