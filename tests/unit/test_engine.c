@@ -469,11 +469,13 @@ static void test_pair_stats(void)
 }
 
 /*
- * The pair statistics of fp32, bf16 and fp16 tensors take a loop of their
- * own (lib/stats.c, pair_block_narrow), which must give the bits of the
- * general one: the same values held as fp64 go through that. Values from
- * the extremes of each type: zeros of both signs, subnormals, the largest
- * finite, NaN and +-Inf, and differences between them.
+ * The pair statistics of fp32, bf16 and fp16 tensors take loops of their
+ * own (lib/stats.c: pair_block_narrow, and for fp32 and bf16 pairs two
+ * SSE2 vectors of lanes), which must give the bits of the general one: the
+ * same values held as fp64 go through that. Values from the extremes of
+ * each type: zeros of both signs, subnormals, the largest finite, NaN and
+ * +-Inf, and differences between them, at the start, in the vectors, and
+ * in a block's tail beyond the last whole vector (the odd sizes).
  */
 static void test_pair_stats_narrow_as_f64(void)
 {
@@ -481,16 +483,22 @@ static void test_pair_stats_narrow_as_f64(void)
 	static const enum wd_dtype types[][2] = {
 		{ WD_F32, WD_F32 }, { WD_BF16, WD_BF16 }, { WD_F16, WD_F16 }, { WD_F32, WD_BF16 },
 	};
+	static const size_t sizes[] = { N, N - 1, N - 3, 4096 + 2, 7 };
 	static double x[N], y[N];
 	uint64_t r = 88172645463325252ull;
 
-	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
-		for (size_t i = 0; i < N; i++) {
+	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t n = sizes[s];
+		for (size_t i = 0; i < n; i++) {
 			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
 			double m = (double)(r % 2001) / 1000 - 1;
 			int e = (int)((r >> 20) % 300) - 150;
 			x[i] = ldexp(m, e);
 			y[i] = (r >> 40) % 3 ? ldexp(m + (double)((r >> 50) % 7 - 3) * 1e-3, e) : x[i];
+			if ((r >> 58) == 0)	/* 1 in 64: not finite, on either side or both */
+				((r >> 30) & 1 ? x : y)[i] = (r >> 31) % 3 == 0 ? NAN
+							   : (r >> 31) % 3 == 1 ? INFINITY : -INFINITY;
 		}
 		x[0] = 0; y[0] = -0.0;
 		x[1] = 1e-45; y[1] = 0;		/* an fp32 subnormal; 0 in bf16 and fp16 */
@@ -498,19 +506,23 @@ static void test_pair_stats_narrow_as_f64(void)
 		x[3] = NAN; y[3] = NAN;
 		x[4] = INFINITY; y[4] = 1;
 		x[5] = -INFINITY; y[5] = -INFINITY;
-		void *a = to_dtype(x, N, types[k][0]), *b = to_dtype(y, N, types[k][1]);
-		double *ha = as_held(a, N, types[k][0]), *hb = as_held(b, N, types[k][1]);
-		struct wd_view na = { types[k][0], a, N }, nb = { types[k][1], b, N };
-		struct wd_view wa = { WD_F64, ha, N }, wb = { WD_F64, hb, N };
+		x[n - 1] = NAN; y[n - 1] = 2;		/* in the tail of the odd sizes */
+		x[n - 2] = INFINITY; y[n - 2] = INFINITY;
+		void *a = to_dtype(x, n, types[k][0]), *b = to_dtype(y, n, types[k][1]);
+		double *ha = as_held(a, n, types[k][0]), *hb = as_held(b, n, types[k][1]);
+		struct wd_view na = { types[k][0], a, n }, nb = { types[k][1], b, n };
+		struct wd_view wa = { WD_F64, ha, n }, wb = { WD_F64, hb, n };
 		struct wd_pair_stats narrow, wide;
 		int ok = wd_pair_stats(eng, &na, &nb, &narrow) == 0 && wd_pair_stats(eng, &wa, &wb, &wide) == 0;
 		CHECK(ok && !memcmp(&narrow.rel_l2, &wide.rel_l2, sizeof(double)) &&
 		      !memcmp(&narrow.max_abs_diff, &wide.max_abs_diff, sizeof(double)) &&
 		      narrow.n_diff == wide.n_diff && narrow.n_compared == wide.n_compared,
-		      "pair stats of %s against %s: the bits of the same values as fp64 (rel_l2 %.17g / %.17g, "
-		      "max %.17g / %.17g, %llu / %llu differ)", wd_dtype_name(types[k][0]),
-		      wd_dtype_name(types[k][1]), narrow.rel_l2, wide.rel_l2, narrow.max_abs_diff,
-		      wide.max_abs_diff, (unsigned long long)narrow.n_diff, (unsigned long long)wide.n_diff);
+		      "pair stats of %zu %s against %s: the bits of the same values as fp64 (rel_l2 %.17g / %.17g, "
+		      "max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
+		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), narrow.rel_l2, wide.rel_l2,
+		      narrow.max_abs_diff, wide.max_abs_diff, (unsigned long long)narrow.n_diff,
+		      (unsigned long long)wide.n_diff, (unsigned long long)narrow.n_compared,
+		      (unsigned long long)wide.n_compared);
 		free(a); free(b); free(ha); free(hb);
 	}
 }
