@@ -114,7 +114,9 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 }
 
 /*
- * Waits for what became of the snapshot: 0 with *out, or -1 with err.
+ * Waits for what became of the snapshot: 0 with *out; -1 with err when
+ * no answer came (the endpoint is the first thing to check), -2 when the
+ * daemon answered with a refusal.
  * Each of the SEND_TRIES sends waits ack_timeout_ms for its ack, and a
  * second more for a fresh connection's welcome; the flush is bounded by
  * twice that, so that nothing here waits forever. While the daemon has
@@ -156,21 +158,34 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 	const char *why = reach == ETIMEDOUT ? " nothing there answers a connection: is the host right, "
 					       "and does a firewall let the port through?"
 					     : " is wdriftd running?";
+	const char *hint = reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys);
 	if (flushed < 0 || wd_publisher_last_outcome(p, out) < 0)
-		return wd_error(err, errlen, "no ack from %s:%s%s", t->ingest_ep, why,
-				reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys));
+		return wd_error(err, errlen, "no ack from %s:%s%s", t->ingest_ep, why, hint);
 	if (out->kind == WD_OUTCOME_ACKED)
 		return 0;
 	if (!out->code[0])	/* given up, the daemon silent */
 		return wd_error(err, errlen, "no ack from %s (%d tries):%s%s", t->ingest_ep, out->tries, why,
-				reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys));
+				hint);
 	/* refused, or given up with what the daemon said last */
 	char tries[32] = "";
 	if (out->kind == WD_OUTCOME_GIVEN_UP)
 		snprintf(tries, sizeof(tries), " (%d tries)", out->tries);
-	return wd_error(err, errlen, "the daemon refused %s%.200s%s: %s: %.300s%s", out->tensor[0] ? "'" : "",
-			out->tensor[0] ? out->tensor : "the snapshot", out->tensor[0] ? "'" : "", out->code,
-			out->reason, tries);
+	wd_error(err, errlen, "the daemon refused %s%.200s%s: %s: %.300s%s", out->tensor[0] ? "'" : "",
+		 out->tensor[0] ? out->tensor : "the snapshot", out->tensor[0] ? "'" : "", out->code,
+		 out->reason, tries);
+	return -2;
+}
+
+/*
+ * Says err, and which file named the ingest endpoint when one did (not
+ * --ingest): with a wrong endpoint, the first thing to check, as the
+ * control commands say listen.control's.
+ */
+static int send_error(const struct dc_target *t, const char *err)
+{
+	if (!t->ingest && t->config_path[0])
+		return cli_error("%s (listen.ingest of %s)", err, t->config_path);
+	return cli_error("%s", err);
 }
 
 int cmd_send(int argc, char **argv)
@@ -215,7 +230,7 @@ int cmd_send(int argc, char **argv)
 	/* as the other commands do: a stopped daemon or a typo in the path, said at once, not after 35 s */
 	if (dc_endpoint_check(a.t.ingest_ep, err, sizeof(err)) < 0) {
 		wd_ckpt_box_close(&ck);
-		return cli_error("%s", err);
+		return send_error(&a.t, err);
 	}
 	const char *env = getenv("WDRIFT_TIMEOUT_MS");
 	/* the daemon fsyncs before it acks: four times a control request's wait */
@@ -227,13 +242,14 @@ int cmd_send(int argc, char **argv)
 	};
 	struct wd_publisher *p = NULL;
 	struct wd_publisher_outcome out;
+	int unanswered = 0;	/* no answer from the endpoint: say which file named it */
 	wd_log_set(WD_LOG_ERR, NULL);	/* the publisher's warnings: this command says the outcome */
 	if (wd_publisher_open(a.t.ingest_ep, o.run, &po, &p) < 0)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if (wd_publisher_set_tries(p, SEND_TRIES) < 0)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if ((r = publish_file(p, ck, o.step, err, sizeof(err))) == 0)
-		r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, err, sizeof(err));
+		unanswered = (r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, err, sizeof(err))) == -1;
 	char notice[1100] = "";
 	if (p)
 		wd_publisher_notice(p, notice, sizeof(notice));
@@ -242,7 +258,7 @@ int cmd_send(int argc, char **argv)
 		fprintf(stderr, "wdrift send: warning: %s\n", notice);
 	wd_ckpt_box_close(&ck);
 	if (r < 0)
-		return cli_error("%s", err);
+		return unanswered ? send_error(&a.t, err) : cli_error("%s", err);
 	if (a.json)
 		printf("{\"run\": \"%s\", \"step\": %lld, \"tensors\": %llu, \"bytes\": %llu, "
 		       "\"duplicate\": %s}\n", o.run, o.step, (unsigned long long)out.tensors,

@@ -323,8 +323,9 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 			 */
 			if (!hs.connected && !strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
 				snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
-					 "no connection got through to its socket file %s: a wdriftd that "
-					 "stopped without removing it (SIGKILL, a crash)? start wdriftd",
+					 "no connection got through to its socket file %s: most likely left by "
+					 "a wdriftd that stopped without removing it (SIGKILL, a crash); "
+					 "start wdriftd",
 					 endpoint, tries, timeout / 1000.0, endpoint + 6);
 				goto out;
 			}

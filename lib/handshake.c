@@ -207,8 +207,9 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 				 path, endpoint, for_s, socket ? socket : "*");
 		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
-				 "refused for %.0f s; a wdriftd that stopped without removing it (SIGKILL, a "
-				 "crash), or one still starting? start wdriftd", path, endpoint, for_s);
+				 "refused for %.0f s: left by a wdriftd that stopped without removing it "
+				 "(SIGKILL, a crash), or one still starting; if none runs, start wdriftd",
+				 path, endpoint, for_s);
 		else
 			snprintf(err, errlen, "nothing listens at %s: connections have been refused for %.0f s; "
 				 "is wdriftd running on that host (or still starting), with that port in its "

@@ -9,8 +9,6 @@
  * libc only; calls nothing in engine.c.
  */
 #include <errno.h>
-#include <malloc.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -154,8 +154,9 @@ def main():
         r = wd("send", "--run", "fa", "--step", "20", os.path.join(tmp, "fa-20.h5"), "-c", cfg, "--json")
         check(r.returncode == 0 and json.loads(r.stdout)["duplicate"] is True, "send again: a duplicate, --json")
         r = wd("send", "--run", "x y", "--step", "1", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
-        check(r.returncode == 1 and "refused" in r.stderr and "run" in r.stderr,
-              f"a refused snapshot: exit 1 with the daemon's reason ({r.stderr.strip()})")
+        check(r.returncode == 1 and "refused" in r.stderr and "run" in r.stderr
+              and "listen.ingest of" not in r.stderr,
+              f"a refused snapshot: exit 1 with the daemon's reason, no config to check ({r.stderr.strip()})")
         time.sleep(1.0)   # let compute catch up
         r = wd("status", "-c", cfg)
         check(r.returncode == 0 and "snapshots" in r.stdout and "engine" in r.stdout, "status: a table")
@@ -239,14 +240,17 @@ def main():
         r = wd("send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
         dt = time.time() - t0
         check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "no socket at" in r.stderr
-              and "is wdriftd running?" in r.stderr and "--server-key" not in r.stderr and dt < 5,
-              f"send with the daemon down: one line in {dt:.1f} s, exit 1, no key hint", r.stderr)
+              and "is wdriftd running?" in r.stderr and "--server-key" not in r.stderr and dt < 5
+              and f"(listen.ingest of {os.path.realpath(cfg)})" in r.stderr,
+              f"send with the daemon down: one line in {dt:.1f} s, exit 1, no key hint, the config "
+              "that named the endpoint", r.stderr)
         # --ingest alone, from a directory with no config: no config needed (it asked for one)
         r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
                             "--ingest", f"ipc://{tmp}/nothing.sock"], capture_output=True, text=True,
                            cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
         check(r.returncode == 1 and f"no socket at {tmp}/nothing.sock" in r.stderr
-              and "no configuration" not in r.stderr, "send --ingest needs no config", r.stderr)
+              and "no configuration" not in r.stderr and "listen.ingest of" not in r.stderr,
+              "send --ingest needs no config, and names none", r.stderr)
         # a socket file nothing accepts on (a daemon killed with SIGKILL leaves one) and a
         # tcp port with no daemon: send waited 35 s, then guessed at CURVE keys
         stale = os.path.join(tmp, "stale.sock")
