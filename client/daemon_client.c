@@ -131,8 +131,8 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
 	if (!S_ISSOCK(st.st_mode))
-		return wd_error(err, errlen, "%s is not a socket (the endpoint %s names a file that wdriftd did "
-				"not make): check the config's listen.*", path, endpoint);
+		return wd_error(err, errlen, "%s is not a socket: the endpoint %s names a file that wdriftd did "
+				"not make (a typo in the path?)", path, endpoint);
 	return 0;
 }
 

@@ -251,6 +251,14 @@ def main():
         check(r.returncode == 1 and f"no socket at {tmp}/nothing.sock" in r.stderr
               and "no configuration" not in r.stderr and "listen.ingest of" not in r.stderr,
               "send --ingest needs no config, and names none", r.stderr)
+        # --ingest naming a regular file: said as such, with no config to check (it named
+        # "the config's listen.*" with none given)
+        r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
+                            "--ingest", f"ipc://{tmp}/fa-20.h5"], capture_output=True, text=True,
+                           cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
+        check(r.returncode == 1 and f"{tmp}/fa-20.h5 is not a socket" in r.stderr
+              and "config" not in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              "send --ingest to a regular file: not a socket, no config named", r.stderr)
         # a socket file nothing accepts on (a daemon killed with SIGKILL leaves one) and a
         # tcp port with no daemon: send waited 35 s, then guessed at CURVE keys
         stale = os.path.join(tmp, "stale.sock")
