@@ -67,7 +67,10 @@ PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -g $(OPT)
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP $(WARN) -Ilib $(PKG_CFLAGS) $(CFLAGS)
+# No FMA contraction, whatever -march CFLAGS gives: the engine's sums must
+# round as written (GCC's -std=c11 implies it; clang's default fuses a * b + c
+# in one expression, so its scalar lanes would part from the SSE2 ones).
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -fPIC -MMD -MP -ffp-contract=off $(WARN) -Ilib $(PKG_CFLAGS) $(CFLAGS)
 RPATH    := -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # The engine alone (no HDF5, ZeroMQ or YAML): what tests/gpu and bench-gpu

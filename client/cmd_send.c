@@ -114,9 +114,9 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 }
 
 /*
- * Waits for what became of the snapshot: 0 with *out; -1 with err when
- * no answer came (the endpoint is the first thing to check), -2 when the
- * daemon answered with a refusal.
+ * Waits for what became of the snapshot: 0 with *out, or -1 with err, and
+ * *refused set when the daemon answered with a refusal (otherwise no
+ * answer came, and the endpoint is the first thing to check).
  * Each of the SEND_TRIES sends waits ack_timeout_ms for its ack, and a
  * second more for a fresh connection's welcome; the flush is bounded by
  * twice that, so that nothing here waits forever. While the daemon has
@@ -129,7 +129,7 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 #define PROBE_S 1.0
 #define UNREACHABLE_S 5.0
 static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int ack_timeout_ms,
-			struct wd_publisher_outcome *out, char *err, size_t errlen)
+			struct wd_publisher_outcome *out, int *refused, char *err, size_t errlen)
 {
 	double start = cli_now(), end = start + 2.0 * SEND_TRIES * (ack_timeout_ms + 6000) / 1000.0;
 	double next_probe = start + PROBE_S, failing_since = 0;
@@ -170,10 +170,10 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 	char tries[32] = "";
 	if (out->kind == WD_OUTCOME_GIVEN_UP)
 		snprintf(tries, sizeof(tries), " (%d tries)", out->tries);
-	wd_error(err, errlen, "the daemon refused %s%.200s%s: %s: %.300s%s", out->tensor[0] ? "'" : "",
-		 out->tensor[0] ? out->tensor : "the snapshot", out->tensor[0] ? "'" : "", out->code,
-		 out->reason, tries);
-	return -2;
+	*refused = 1;
+	return wd_error(err, errlen, "the daemon refused %s%.200s%s: %s: %.300s%s", out->tensor[0] ? "'" : "",
+			out->tensor[0] ? out->tensor : "the snapshot", out->tensor[0] ? "'" : "", out->code,
+			out->reason, tries);
 }
 
 /*
@@ -242,14 +242,15 @@ int cmd_send(int argc, char **argv)
 	};
 	struct wd_publisher *p = NULL;
 	struct wd_publisher_outcome out;
-	int unanswered = 0;	/* no answer from the endpoint: say which file named it */
+	int refused = 0, unanswered = 0;	/* no answer from the endpoint: say which file named it */
 	wd_log_set(WD_LOG_ERR, NULL);	/* the publisher's warnings: this command says the outcome */
 	if (wd_publisher_open(a.t.ingest_ep, o.run, &po, &p) < 0)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if (wd_publisher_set_tries(p, SEND_TRIES) < 0)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if ((r = publish_file(p, ck, o.step, err, sizeof(err))) == 0)
-		unanswered = (r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, err, sizeof(err))) == -1;
+		unanswered = (r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, &refused, err,
+					       sizeof(err))) < 0 && !refused;
 	char notice[1100] = "";
 	if (p)
 		wd_publisher_notice(p, notice, sizeof(notice));

@@ -51,20 +51,47 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
  * config would say it, not as ZeroMQ's "Protocol not supported"; and what
  * a daemon binds but a client cannot reach is named.
  */
+/* What a daemon may bind but no client reach: the words, or NULL. */
+static const char *bind_only(const char *ep)
+{
+	const char *port = strrchr(ep, ':');
+
+	if (!strncmp(ep, "inproc://", 9))
+		return "never reaches wdriftd, which runs in another process: give its ipc:// or "
+		       "tcp:// endpoint";
+	if (!strncmp(ep, "tcp://", 6) && port && !strcmp(port, ":*"))
+		return "is a port for a daemon to bind, not one to connect to: give the daemon's port";
+	return NULL;
+}
+
 static int cli_endpoint(const char *opt, const char *ep, char *err, size_t errlen)
 {
 	char why[WD_CONFIG_ERR_MAX];
-	const char *port = strrchr(ep, ':');
 
 	if (wd_config_check_endpoint(ep, why, sizeof(why)) < 0)
 		return wd_error(err, errlen, "%s: %s", opt, why);
-	if (!strncmp(ep, "inproc://", 9))
-		return wd_error(err, errlen, "%s: '%s' never reaches wdriftd, which runs in another "
-				"process: give its ipc:// or tcp:// endpoint", opt, ep);
-	if (!strncmp(ep, "tcp://", 6) && port && !strcmp(port, ":*"))
-		return wd_error(err, errlen, "%s: '%s' is a port for a daemon to bind, not one to "
-				"connect to: give the daemon's port", opt, ep);
+	if (bind_only(ep))
+		return wd_error(err, errlen, "%s: '%s' %s", opt, ep, bind_only(ep));
 	return 0;
+}
+
+/*
+ * A config's endpoints are what the daemon binds: a tcp:// host of "*" or
+ * 0.0.0.0 (every interface) is no address to connect to, and ZeroMQ said
+ * only "Invalid argument". From the daemon's own host, which reads the
+ * same config, it answers at 127.0.0.1 on that port: the CLI connects
+ * there, and its errors name the config's entry as before.
+ */
+static void dc_connect_form(char *ep, size_t size)
+{
+	static const char lo[] = "127.0.0.1";
+	size_t host = !strncmp(ep, "tcp://*:", 8) ? 1 : !strncmp(ep, "tcp://0.0.0.0:", 14) ? 7 : 0;
+	size_t tail = strlen(ep + 6 + host) + 1;	/* ":PORT" and its NUL */
+
+	if (!host || 6 + strlen(lo) + tail > size)
+		return;
+	memmove(ep + 6 + strlen(lo), ep + 6 + host, tail);
+	memcpy(ep + 6, lo, strlen(lo));
 }
 
 int dc_resolve(struct dc_target *t, char *err, size_t errlen)
@@ -85,7 +112,7 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		/* a file that does not load may be an edit the daemon has not taken: name its socket */
 		if (!t->control && !t->ingest && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
 		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0 &&
-		    cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0)	/* not the error itself */
+		    (dc_connect_form(ep, sizeof(ep)), cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0))
 			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
 					"its previous config: it answers at --endpoint %s)", cerr, ep);
 		if (!t->control && !t->ingest)
@@ -102,6 +129,11 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 	snprintf(t->control_ep, sizeof(t->control_ep), "%s", t->control ? t->control : cfg.listen.control);
 	snprintf(t->ingest_ep, sizeof(t->ingest_ep), "%s", t->ingest ? t->ingest : cfg.listen.ingest);
 	snprintf(t->events_ep, sizeof(t->events_ep), "%s", cfg.listen.events);
+	if (!t->control)
+		dc_connect_form(t->control_ep, sizeof(t->control_ep));
+	if (!t->ingest)
+		dc_connect_form(t->ingest_ep, sizeof(t->ingest_ep));
+	dc_connect_form(t->events_ep, sizeof(t->events_ep));
 	wd_config_release(&cfg);
 	return 0;
 }
@@ -123,6 +155,8 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 	const char *path = endpoint + 6;
 	struct stat st;
 
+	if (bind_only(endpoint))	/* a config's: the options were checked when read */
+		return wd_error(err, errlen, "'%s' %s", endpoint, bind_only(endpoint));
 	if (strncmp(endpoint, "ipc://", 6) || path[0] == '@')	/* '@': Linux's abstract namespace, no file */
 		return 0;
 	if (stat(path, &st) < 0) {

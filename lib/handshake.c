@@ -203,17 +203,18 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	case ECONNREFUSED:
 		if (ipc && path[0] == '@')	/* Linux's abstract namespace: no file */
 			snprintf(err, errlen, "nothing listens on the abstract socket %s (%s): connections have "
-				 "been refused for %.0f s; is wdriftd running, with that name in its listen.%s?",
+				 "been refused for %.0f s; is wdriftd running, with that name in the daemon's listen.%s?",
 				 path, endpoint, for_s, socket ? socket : "*");
 		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
-				 "refused for %.0f s: left by a wdriftd that stopped without removing it "
-				 "(SIGKILL, a crash), or one still starting; if none runs, start wdriftd",
+				 "refused for %.0f s: the file of a wdriftd that stopped without removing "
+				 "it (SIGKILL, a crash), or of one still starting; if none runs, start "
+				 "wdriftd",
 				 path, endpoint, for_s);
 		else
 			snprintf(err, errlen, "nothing listens at %s: connections have been refused for %.0f s; "
-				 "is wdriftd running on that host (or still starting), with that port in its "
-				 "listen.%s?", endpoint, for_s, socket ? socket : "*");
+				 "is wdriftd running on that host (or still starting), with that port in the "
+				 "daemon's listen.%s?", endpoint, for_s, socket ? socket : "*");
 		return 1;
 	case EACCES:
 	case EPERM:

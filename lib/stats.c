@@ -8,18 +8,19 @@
  * nor overflow. Within a block, element i goes to lane i % LANES (in the
  * summaries 8 for float values and 4 for double; in the pair statistics
  * 4), so that the lanes' sums are independent and the core overlaps them
- * (the summaries' loops are vectorised too); the lanes are added
- * pairwise at the block's end, as in w1.c. Every sum then goes block by
- * block, the blocks' partials added in block order, so a split between
- * threads (cpu_blocks) gives the bits of one thread. Calls nothing in
- * engine.c.
+ * (the compiler vectorises the summaries' loops; the pair statistics of
+ * fp32 and bf16 pairs hold their lanes in SSE2 vectors by hand); the
+ * lanes are added pairwise at the block's end, as in w1.c. Every sum
+ * then goes block by block, the blocks' partials added in block order, so
+ * a split between threads (cpu_blocks) gives the bits of one thread.
+ * Calls nothing in engine.c.
  */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
@@ -301,8 +302,10 @@ struct pair_job {
 };
 
 /*
- * pair_block for fp32, bf16 and fp16 values: the same sums as the double
- * path's, lane for lane, without wd_sumsq_add's three-way test. A finite
+ * pair_block for fp16 and mixed pairs (decoded to double), and for fp32
+ * and bf16 pairs where there is no SSE2 (PAIR_BLOCK_SSE2 below, the same
+ * bits): the same sums as the double path's, lane for lane, without
+ * wd_sumsq_add's three-way test. A finite
  * value of these types, and a difference of two, is 0 or between 2^-149
  * and 2^129: never big, and small only when 0, whose square adds 0 to
  * either sum. So every square lands in the middle sum. The maximum and
@@ -358,7 +361,7 @@ static inline double bf16_value(uint16_t code)
 #define AS_DOUBLE(x) ((double)(x))
 PAIR_BLOCK_NARROW(pair_block_narrow, double, AS_DOUBLE)	/* decoded fp16 values, or mixed types */
 
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__x86_64__)	/* not i386: x87 rounds the scalar path otherwise */
 /*
  * fp32 against fp32, and bf16 against bf16, read in place: PAIR_LANE's
  * sums with the PAIR_LANES lanes in two SSE2 vectors of two doubles,
@@ -390,10 +393,10 @@ static inline __m128 pair_load_bf16(const uint16_t *x)
 
 static inline void pair_v4_add(struct pair_v4 *l, __m128 x, __m128 y)
 {
-	const __m128 abs = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX)), big = _mm_set1_ps(FLT_MAX);
-	const __m128d abs2 = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
-	__m128 finite = _mm_and_ps(_mm_cmple_ps(_mm_and_ps(x, abs), big),
-				   _mm_cmple_ps(_mm_and_ps(y, abs), big));
+	const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX)), big = _mm_set1_ps(FLT_MAX);
+	const __m128d absmask2 = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
+	__m128 finite = _mm_and_ps(_mm_cmple_ps(_mm_and_ps(x, absmask), big),
+				   _mm_cmple_ps(_mm_and_ps(y, absmask), big));
 	__m128 same = _mm_or_ps(_mm_cmpeq_ps(x, y),
 				_mm_and_ps(_mm_cmpunord_ps(x, x), _mm_cmpunord_ps(y, y)));
 	__m128d f[2] = { _mm_castps_pd(_mm_unpacklo_ps(finite, finite)),
@@ -404,7 +407,7 @@ static inline void pair_v4_add(struct pair_v4 *l, __m128 x, __m128 y)
 	l->n_cmp = _mm_sub_epi32(l->n_cmp, _mm_castps_si128(finite));
 	l->n_same = _mm_sub_epi32(l->n_same, _mm_castps_si128(same));
 	for (int h = 0; h < 2; h++) {
-		__m128d d = _mm_and_pd(_mm_and_pd(_mm_sub_pd(xd[h], yd[h]), abs2), f[h]);
+		__m128d d = _mm_and_pd(_mm_and_pd(_mm_sub_pd(xd[h], yd[h]), absmask2), f[h]);
 		__m128d xf = _mm_and_pd(xd[h], f[h]);
 		l->mx[h] = _mm_max_pd(d, l->mx[h]);	/* d > mx ? d : mx */
 		l->dd[h] = _mm_add_pd(l->dd[h], _mm_mul_pd(d, d));

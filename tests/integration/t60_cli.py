@@ -156,7 +156,13 @@ def main():
         r = wd("send", "--run", "x y", "--step", "1", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
         check(r.returncode == 1 and "refused" in r.stderr and "run" in r.stderr
               and "listen.ingest of" not in r.stderr,
-              f"a refused snapshot: exit 1 with the daemon's reason, no config to check ({r.stderr.strip()})")
+              f"a bad run name: exit 1, refused before sending, no config to check ({r.stderr.strip()})")
+        # the daemon's own refusal (other content under a durable step): its reason, and no
+        # config to check, since the endpoint was right
+        r = wd("send", "--run", "fa", "--step", "20", os.path.join(tmp, "fa-10.h5"), "-c", cfg)
+        check(r.returncode == 1 and "the daemon refused" in r.stderr and "conflict" in r.stderr
+              and "listen.ingest of" not in r.stderr,
+              f"a snapshot the daemon refuses: exit 1 with its reason, no config named ({r.stderr.strip()})")
         time.sleep(1.0)   # let compute catch up
         r = wd("status", "-c", cfg)
         check(r.returncode == 0 and "snapshots" in r.stdout and "engine" in r.stdout, "status: a table")
@@ -257,7 +263,7 @@ def main():
                             "--ingest", f"ipc://{tmp}/fa-20.h5"], capture_output=True, text=True,
                            cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
         check(r.returncode == 1 and f"{tmp}/fa-20.h5 is not a socket" in r.stderr
-              and "config" not in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              and "listen." not in r.stderr and len(r.stderr.strip().splitlines()) == 1,
               "send --ingest to a regular file: not a socket, no config named", r.stderr)
         # a socket file nothing accepts on (a daemon killed with SIGKILL leaves one) and a
         # tcp port with no daemon: send waited 35 s, then guessed at CURVE keys
@@ -277,6 +283,44 @@ def main():
                       r.stderr)
         finally:
             lsock.close()
+        # a config whose sockets bind every interface (tcp://*:PORT, as docs/security.md
+        # shows, or 0.0.0.0): the CLI reading it connects to 127.0.0.1 on that port
+        # (ZeroMQ said "Invalid argument", send "ZeroMQ refuses it")
+        os.makedirs(os.path.join(tmp, "wild"))
+        wild = Daemon(os.path.join(tmp, "wild"))
+        wcfg = wild.write_config(extra="auth:\n  allow_insecure: true\n")
+        wport, wcport, weport = free_port(), free_port(), free_port()
+        with open(wcfg) as f:
+            text = f.read()
+        with open(wcfg, "w") as f:
+            f.write(text.replace(f"ingest: ipc://{wild.d}/run/ingest.sock", f"ingest: tcp://*:{wport}")
+                    .replace(f"control: ipc://{wild.d}/run/control.sock", f"control: tcp://0.0.0.0:{wcport}")
+                    .replace(f"events: ipc://{wild.d}/run/events.sock", f"events: tcp://*:{weport}"))
+        try:
+            check(wild.start() is not None, "a daemon on tcp://*:PORT starts", wild.log_text()[-2000:])
+            r = wd("status", "-c", wcfg, "--json")
+            check(r.returncode == 0 and "snapshots" in r.stdout,
+                  "status reaches a control socket on tcp://0.0.0.0:PORT", r.stderr)
+            r = wd("send", "--run", "fa", "--step", "7", os.path.join(tmp, "fa-20.h5"), "-c", wcfg)
+            check(r.returncode == 0 and "durable" in r.stdout,
+                  "send reaches an ingest socket on tcp://*:PORT", r.stdout + r.stderr)
+        finally:
+            wild.stop()
+        # the same config with nothing listening: said at 127.0.0.1, naming the entry
+        r = wd("send", "--run", "fa", "--step", "7", os.path.join(tmp, "fa-20.h5"), "-c", wcfg)
+        check(r.returncode == 1 and f"nothing listens at tcp://127.0.0.1:{wport}" in r.stderr
+              and f"(listen.ingest of {os.path.realpath(wcfg)})" in r.stderr,
+              "send to a config's tcp://*:PORT with no daemon: 127.0.0.1 named, and the entry", r.stderr)
+        # a port the daemon picks (tcp://HOST:*) is no port to connect to: said at once,
+        # naming the entry (ZeroMQ refused it with "Invalid argument")
+        with open(wcfg) as f:
+            text = f.read()
+        with open(wcfg, "w") as f:
+            f.write(text.replace(f"ingest: tcp://*:{wport}", "ingest: tcp://127.0.0.1:*"))
+        r = wd("send", "--run", "fa", "--step", "7", os.path.join(tmp, "fa-20.h5"), "-c", wcfg)
+        check(r.returncode == 1 and "'tcp://127.0.0.1:*' is a port for a daemon to bind" in r.stderr
+              and f"(listen.ingest of {os.path.realpath(wcfg)})" in r.stderr,
+              "send to a config's tcp://HOST:*: a port to bind, and the entry", r.stderr)
         # a daemon that comes up while send waits (a restart) still gets the snapshot
         os.makedirs(os.path.join(tmp, "late"))
         late = Daemon(os.path.join(tmp, "late"))
