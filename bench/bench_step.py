@@ -122,7 +122,7 @@ studies:
 """)
     log = open(os.path.join(d, "daemon.log"), "wb")
     proc = subprocess.Popen([os.path.join(BUILD, "wdriftd"), "-c", cfg], stdout=log, stderr=log)
-    times, faults, cpu = [], [], []
+    times, faults, cpu, walls = [], [], [], []
     try:
         end = time.time() + 30
         while not os.path.exists(os.path.join(d, "control.sock")) and time.time() < end:
@@ -130,6 +130,7 @@ studies:
         for step in range(1, STEPS + 1):
             before = metric(port, "wdrift_compute_seconds_total")
             flt0, cpu0 = proc_counts(proc.pid)
+            t0 = time.time()
             for run, _ in RUNS:
                 subprocess.run([os.path.join(BUILD, "wdrift"), "send", "--run", run, "--step", str(step),
                                 "-c", cfg, files[run]], check=True, stdout=subprocess.DEVNULL)
@@ -138,6 +139,7 @@ studies:
                 time.sleep(0.05)
             if metric(port, "wdrift_comparisons_total") < step:
                 sys.exit(f"bench-step: step {step} was not compared in 600 s; see {d}/daemon.log")
+            walls.append(time.time() - t0)
             times.append(metric(port, "wdrift_compute_seconds_total") - before)
             flt1, cpu1 = proc_counts(proc.pid)
             faults.append(flt1 - flt0)
@@ -148,7 +150,7 @@ studies:
         if os.environ.get("BENCH_LOG"):
             sys.stdout.write(open(os.path.join(d, "daemon.log")).read())
         subprocess.run(["rm", "-rf", d])
-    return times, faults, cpu
+    return times, faults, cpu, walls
 
 
 def proc_counts(pid):
@@ -188,15 +190,16 @@ def main():
         print(f"machine: {platform.node()}, {cpus} cpus; {time.strftime('%Y-%m-%d')}")
         rows = []
         for threads in [int(x) for x in os.environ.get("BENCH_THREADS", f"1,{cpus}").split(",")]:
-            t, faults, cpu = daemon_run(files, threads, root)
-            med = statistics.median(t)
+            t, faults, cpu, walls = daemon_run(files, threads, root)
+            med, wall = statistics.median(t), statistics.median(walls)
             flt, cs = statistics.median(faults), statistics.median(cpu)
             rows.append({"threads": threads, "seconds": t, "median_s": round(med, 4),
                          "tensors_per_s": round(2 * n / med, 1), "gb_per_s": round(nbytes / med / 1e9, 3),
-                         "page_faults": faults, "cpu_s": cpu})
+                         "page_faults": faults, "cpu_s": cpu, "wall_s": walls})
             print(f"compute.threads {threads}: step pass {med:.3f} s (steps {', '.join(f'{x:.3f}' for x in t)}), "
                   f"{2 * n / med:.0f} tensor pairs/s, {nbytes / med / 1e9:.2f} GB/s of the three runs; "
-                  f"daemon per step (sends included): {flt:.0f} page faults, {cs:.2f} s CPU")
+                  f"daemon per step (sends included): {flt:.0f} page faults, {cs:.2f} s CPU; "
+                  f"a step from its first send to its results: {wall:.3f} s")
         mc = copy_gbps(nbytes)
         print(f"copy of the same bytes (numpy, one thread): {mc:.2f} GB/s")
         if len(rows) > 1:

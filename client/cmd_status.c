@@ -34,8 +34,9 @@ static void print_status(json_t *o)
 	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),
 	       dc_int(sn, "pending"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"));
 	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));
-	printf("memory     %.1f of %.1f MiB held\n", (double)dc_int(mem, "reserved") / 1048576,
-	       (double)dc_int(mem, "budget") / 1048576);
+	printf("memory     %.1f of %.1f MiB held, %.1f MiB of buffers kept for the next snapshots\n",
+	       (double)dc_int(mem, "reserved") / 1048576, (double)dc_int(mem, "budget") / 1048576,
+	       (double)dc_int(mem, "kept") / 1048576);
 	const char *k;
 	json_t *v;
 	int any = 0;

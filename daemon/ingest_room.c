@@ -110,6 +110,9 @@ int ingest_make_room(struct ingest *ix, struct run *r, const struct snapshot *ke
 	struct state *s = ix->st;
 	double t = now_mono();
 
+	/* kept buffers give way first: they are only a saving */
+	if (s->reserved + s->kept.bytes + need > s->budget)
+		kept_shed(&s->kept, s->budget > s->reserved + need ? s->budget - s->reserved - need : 0);
 	for (;;) {
 		int budget = s->reserved + need > s->budget, window = r->bytes_pending + need > ix->window;
 		if (!budget && !window)

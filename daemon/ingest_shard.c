@@ -176,7 +176,9 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			return -1;
 		}
 		uint64_t need = h->total * esize, extra = ingest_tensor_overhead(h->name, 1);
+		void *buf = kept_take(&s->kept, need);	/* the same tensor's buffer a step ago */
 		if (!ingest_make_room(ix, r, snap, need + extra)) {
+			free(buf);
 			ingest_refuse_room(ix, m, h, r, need + extra);
 			return -1;
 		}
@@ -184,6 +186,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
 			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
 			if (!nt) {
+				free(buf);
 				ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 				return -1;
 			}
@@ -193,7 +196,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		t = &snap->tensors[snap->n_tensors];
 		memset(t, 0, sizeof(*t));
 		t->sender = sender_of(m);
-		t->data = malloc(need);
+		t->data = buf ? buf : malloc(need);
 		t->name = strdup(h->name);
 		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
 			free(t->data);

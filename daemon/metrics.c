@@ -190,6 +190,11 @@ static void daemon_series(FILE *f, const struct control *c)
 	one_u64(f, "wdrift_memory_reserved_bytes", "gauge",
 		"Bytes held for snapshots in flight.", s->reserved);
 	one_u64(f, "wdrift_memory_budget_bytes", "gauge", "memory.budget, in bytes.", s->budget);
+	one_u64(f, "wdrift_memory_kept_bytes", "gauge",
+		"Bytes of stored snapshots' tensor buffers kept for the next ones, within memory.budget.",
+		s->kept.bytes);
+	one_u64(f, "wdrift_memory_kept_reused_total", "counter",
+		"Tensor buffers taken again from those kept, instead of fresh memory.", s->kept.reused);
 	family(f, "wdrift_compute_seconds_total", "counter",
 	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
 	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);

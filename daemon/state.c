@@ -114,20 +114,27 @@ void state_forget_run(struct state *s, struct run *r)
 		}
 }
 
+/*
+ * Its tensor buffers are kept for the next snapshot's tensors of the same
+ * size (kept_bufs.h) where memory.budget has room beside what is reserved.
+ */
 void snapshot_free(struct state *s, struct snapshot *snap)
 {
+	s->reserved -= snap->bytes + snap->overhead;
+	if (snap->run)
+		snap->run->bytes_pending -= snap->bytes + snap->overhead;
 	for (size_t i = 0; i < snap->n_tensors; i++) {
-		free(snap->tensors[i].name);
-		free(snap->tensors[i].ranges);
-		free(snap->tensors[i].crcs);
-		free(snap->tensors[i].data);
+		struct tensor_buf *t = &snap->tensors[i];
+		uint64_t held = s->reserved + s->kept.bytes;
+		free(t->name);
+		free(t->ranges);
+		free(t->crcs);
+		kept_put(&s->kept, t->data, t->total * wd_dtype_size(t->dtype),
+			 s->budget > held ? s->budget - held : 0);
 	}
 	free(snap->tensors);
 	names_free(&snap->names);
 	free(snap->waiters);
-	s->reserved -= snap->bytes + snap->overhead;
-	if (snap->run)
-		snap->run->bytes_pending -= snap->bytes + snap->overhead;
 	free(snap);
 }
 
@@ -140,6 +147,7 @@ void state_release(struct state *s)
 		sn = snap->next;
 		snapshot_free(s, snap);
 	}
+	kept_release(&s->kept);
 	for (r = s->runs; r; r = rn) {
 		rn = r->next;
 		run_free(r);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kept_bufs.h"
 #include "names.h"
 #include "wdrift.h"
 #include "wire.h"
@@ -118,6 +119,7 @@ struct state {
 	struct snapshot *pending;	/* being assembled or committing */
 	size_t n_pending;
 	uint64_t reserved, budget;	/* bytes of tensor data held */
+	struct kept_bufs kept;		/* freed tensor buffers, within the budget beside reserved */
 	struct counters count;
 	double started;			/* monotonic seconds */
 };
