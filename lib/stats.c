@@ -321,16 +321,25 @@ static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\
 	for (; i < full; i += PAIR_LANES)					\
 		for (int k = 0; k < PAIR_LANES; k++)				\
 			PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);	\
-	for (int k = 0; i + (uint64_t)k < count; k++)				\
-		PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);		\
-	p.dd.med = lanes_add(dd, PAIR_LANES);					\
-	p.aa.med = lanes_add(aa, PAIR_LANES);					\
-	for (int k = 0; k < PAIR_LANES; k++)					\
-		p.maxd = mx[k] > p.maxd ? mx[k] : p.maxd;			\
-	p.n_diff = n_diff;							\
-	p.n_cmp = n_cmp;							\
+	PAIR_BLOCK_END(VALUE);							\
 	return p;								\
 }
+
+/*
+ * A block's last pairs (fewer than PAIR_LANES) into lanes 0.., then its
+ * lanes added up into p: the end of every pair block.
+ */
+#define PAIR_BLOCK_END(VALUE)							\
+	do {									\
+		for (int k = 0; i + (uint64_t)k < count; k++)			\
+			PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);	\
+		p.dd.med = lanes_add(dd, PAIR_LANES);				\
+		p.aa.med = lanes_add(aa, PAIR_LANES);				\
+		for (int k = 0; k < PAIR_LANES; k++)				\
+			p.maxd = mx[k] > p.maxd ? mx[k] : p.maxd;		\
+		p.n_diff = n_diff;						\
+		p.n_cmp = n_cmp;						\
+	} while (0)
 
 /* The pair (x, y) into lane k; the counts and the maximum are exact in any order. */
 #define PAIR_LANE(x_, y_, k)							\
@@ -442,14 +451,7 @@ static struct pair_partial NAME(const T *da, const T *db, uint64_t count)	\
 		_mm_storeu_pd(aa + 2 * h, l.aa[h]);				\
 		_mm_storeu_pd(mx + 2 * h, l.mx[h]);				\
 	}									\
-	for (int k = 0; i + (uint64_t)k < count; k++)				\
-		PAIR_LANE(VALUE(da[i + k]), VALUE(db[i + k]), k);		\
-	p.dd.med = lanes_add(dd, PAIR_LANES);					\
-	p.aa.med = lanes_add(aa, PAIR_LANES);					\
-	for (int k = 0; k < PAIR_LANES; k++)					\
-		p.maxd = mx[k] > p.maxd ? mx[k] : p.maxd;			\
-	p.n_diff = n_diff;							\
-	p.n_cmp = n_cmp;							\
+	PAIR_BLOCK_END(VALUE);							\
 	return p;								\
 }
 
