@@ -52,7 +52,7 @@ static json_t *status(struct control *c)
 			   "bad_server_key", (json_int_t)au->bad_server_key,
 			   "other", (json_int_t)au->other);
 	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
-			 "s:{s:I,s:I,s:I,s:I},s:I,s:o}",
+			 "s:{s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
 		"runs", (json_int_t)s->n_runs,
@@ -72,6 +72,7 @@ static json_t *status(struct control *c)
 			  "compute", (json_int_t)c->compute_depth,
 		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
 			  "kept", (json_int_t)s->kept.bytes, "kept_reused", (json_int_t)s->kept.reused,
+			  "kept_freed", (json_int_t)s->kept.freed,
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
 }

@@ -110,13 +110,14 @@ int ingest_make_room(struct ingest *ix, struct run *r, const struct snapshot *ke
 	struct state *s = ix->st;
 	double t = now_mono();
 
-	/* kept buffers give way first: they are only a saving */
-	if (s->reserved + s->kept.bytes + need > s->budget)
-		kept_shed(&s->kept, s->budget > s->reserved + need ? s->budget - s->reserved - need : 0);
 	for (;;) {
 		int budget = s->reserved + need > s->budget, window = r->bytes_pending + need > ix->window;
-		if (!budget && !window)
+		if (!budget && !window) {
+			/* kept buffers give way first (a dropped snapshot's join them): only a saving */
+			if (s->reserved + s->kept.bytes + need > s->budget)
+				kept_shed(&s->kept, s->budget - s->reserved - need);
 			return 1;
+		}
 		struct snapshot *worst = NULL;
 		const char *why = NULL;
 		for (struct snapshot *p = s->pending; p; p = p->next) {
@@ -308,5 +309,9 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		ingest_drop_snapshot(ix, snap);
 		n++;
 	}
+	uint64_t kept = s->kept.bytes;
+	if (kept_idle(&s->kept, t))
+		log_info("ingest: %.1f MiB of kept tensor buffers given back: none taken for %.0f s",
+			 (double)kept / 1048576, KEPT_IDLE_S);
 	return n;
 }

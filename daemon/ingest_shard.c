@@ -54,6 +54,14 @@ int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *w
 	return !missing && complete == want;
 }
 
+/* A kept buffer taken for a tensor that was not made after all: kept again, room allowing. */
+static void keep_again(struct state *s, void *buf, uint64_t size)
+{
+	uint64_t held = s->reserved + s->kept.bytes;
+
+	kept_put(&s->kept, buf, size, s->budget > held ? s->budget - held : 0, now_mono());
+}
+
 static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
 {
 	long i = names_find(&snap->names, name);
@@ -176,9 +184,9 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			return -1;
 		}
 		uint64_t need = h->total * esize, extra = ingest_tensor_overhead(h->name, 1);
-		void *buf = kept_take(&s->kept, need);	/* the same tensor's buffer a step ago */
+		void *buf = kept_take(&s->kept, need, now_mono());	/* the same tensor's a step ago */
 		if (!ingest_make_room(ix, r, snap, need + extra)) {
-			free(buf);
+			keep_again(s, buf, need);
 			ingest_refuse_room(ix, m, h, r, need + extra);
 			return -1;
 		}
@@ -186,7 +194,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			size_t cap = snap->cap_tensors ? 2 * snap->cap_tensors : 16;
 			struct tensor_buf *nt = realloc(snap->tensors, cap * sizeof(*nt));
 			if (!nt) {
-				free(buf);
+				keep_again(s, buf, need);
 				ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 				return -1;
 			}
@@ -199,12 +207,16 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		t->data = buf ? buf : malloc(need);
 		t->name = strdup(h->name);
 		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {
-			free(t->data);
+			if (buf)
+				keep_again(s, buf, need);
+			else
+				free(t->data);
 			free(t->name);
 			ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", "out of memory");
 			return -1;
 		}
 		snap->n_tensors++;
+		s->kept.reused += buf != NULL;
 		t->dtype = h->dtype;
 		t->ndims = h->ndims;
 		memcpy(t->shape, h->shape, sizeof(t->shape));

@@ -1,14 +1,14 @@
 /*
  * kept_bufs.c: ingest's freed tensor buffers kept for reuse (kept_bufs.h).
- * A list, oldest first: a snapshot's tensors are taken in the order they
- * were kept, and a few thousand at most are scanned for a size.
+ * A list, oldest first, searched from its newest end (a few thousand at
+ * most): shedding frees the buffers longest unused.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kept_bufs.h"
 
-void *kept_take(struct kept_bufs *k, uint64_t size)
+void *kept_take(struct kept_bufs *k, uint64_t size, double now)
 {
 	for (size_t i = k->n; i-- > 0;) {
 		if (k->v[i].size != size)
@@ -17,13 +17,13 @@ void *kept_take(struct kept_bufs *k, uint64_t size)
 		memmove(&k->v[i], &k->v[i + 1], (k->n - i - 1) * sizeof(*k->v));
 		k->n--;
 		k->bytes -= size;
-		k->reused++;
+		k->last_use = now;
 		return p;
 	}
 	return NULL;
 }
 
-void kept_put(struct kept_bufs *k, void *p, uint64_t size, uint64_t room)
+void kept_put(struct kept_bufs *k, void *p, uint64_t size, uint64_t room, double now)
 {
 	if (!p)
 		return;
@@ -42,6 +42,7 @@ void kept_put(struct kept_bufs *k, void *p, uint64_t size, uint64_t room)
 		k->cap = cap;
 	}
 	k->v[k->n++] = (struct kept_buf){ p, size };
+	k->last_use = now;
 	k->bytes += size;
 }
 
@@ -57,6 +58,14 @@ void kept_shed(struct kept_bufs *k, uint64_t keep)
 	if (i && i < k->n)
 		memmove(k->v, k->v + i, (k->n - i) * sizeof(*k->v));
 	k->n -= i;
+}
+
+int kept_idle(struct kept_bufs *k, double now)
+{
+	if (!k->n || now - k->last_use < KEPT_IDLE_S)
+		return 0;
+	kept_shed(k, 0);
+	return 1;
 }
 
 void kept_release(struct kept_bufs *k)

@@ -8,9 +8,11 @@
  * kernel when freed, and the next malloc faults each 4 KiB page in again
  * on the main loop (a VM's fault is dear: docs/performance.md).
  *
- * The kept bytes count against memory.budget beside the reserved ones
- * (ingest_make_room frees kept buffers before it drops any snapshot), so
- * what ingest holds stays within the budget. Main thread only.
+ * The kept bytes count against memory.budget beside the reserved ones:
+ * ingest_make_room frees kept buffers before it drops any snapshot, and
+ * leaves reserved + kept + what it made room for within the budget (a
+ * tensor's bookkeeping, which grows with its shards without asking for
+ * room, aside, as before). Main thread only.
  */
 #ifndef WD_KEPT_BUFS_H
 #define WD_KEPT_BUFS_H
@@ -25,6 +27,13 @@
 #define KEPT_MIN_BYTES (256u << 10)
 #define KEPT_MAX 4096		/* buffers at most */
 
+/*
+ * Kept this long with none taken or kept, they are all given back: a
+ * daemon whose runs have ended does not sit on memory.budget. Long enough
+ * for the time between two snapshots of a run.
+ */
+#define KEPT_IDLE_S 600.0
+
 struct kept_bufs {
 	struct kept_buf {
 		void *p;
@@ -32,17 +41,21 @@ struct kept_bufs {
 	} *v;				/* oldest first */
 	size_t n, cap;
 	uint64_t bytes;			/* their sizes' sum */
-	uint64_t reused, freed;		/* buffers taken again; given back to libc */
+	uint64_t reused, freed;		/* buffers taken again (the caller counts); given back to libc */
+	double last_use;		/* monotonic seconds: the last buffer taken or kept */
 };
 
 /* A kept buffer of exactly size bytes (the newest), no longer kept; or NULL. */
-void *kept_take(struct kept_bufs *k, uint64_t size);
+void *kept_take(struct kept_bufs *k, uint64_t size, double now);
+
+/* Frees them all when none was taken or kept for KEPT_IDLE_S; 1 when it did. */
+int kept_idle(struct kept_bufs *k, double now);
 
 /*
  * Keeps p, of size bytes, when it is at least KEPT_MIN_BYTES and at most
  * room; frees it otherwise (or when KEPT_MAX are kept). p may be NULL.
  */
-void kept_put(struct kept_bufs *k, void *p, uint64_t size, uint64_t room);
+void kept_put(struct kept_bufs *k, void *p, uint64_t size, uint64_t room, double now);
 
 /* Frees kept buffers, oldest first, until at most keep bytes are kept. */
 void kept_shed(struct kept_bufs *k, uint64_t keep);

@@ -195,6 +195,9 @@ static void daemon_series(FILE *f, const struct control *c)
 		s->kept.bytes);
 	one_u64(f, "wdrift_memory_kept_reused_total", "counter",
 		"Tensor buffers taken again from those kept, instead of fresh memory.", s->kept.reused);
+	one_u64(f, "wdrift_memory_kept_freed_total", "counter",
+		"Kept tensor buffers given back: for room within memory.budget, idle, or runs rm.",
+		s->kept.freed);
 	family(f, "wdrift_compute_seconds_total", "counter",
 	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
 	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);

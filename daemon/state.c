@@ -116,7 +116,8 @@ void state_forget_run(struct state *s, struct run *r)
 
 /*
  * Its tensor buffers are kept for the next snapshot's tensors of the same
- * size (kept_bufs.h) where memory.budget has room beside what is reserved.
+ * size (kept_bufs.h) where memory.budget has room beside what is reserved:
+ * whatever ends it (stored, dropped, refused, runs rm).
  */
 void snapshot_free(struct state *s, struct snapshot *snap)
 {
@@ -130,7 +131,7 @@ void snapshot_free(struct state *s, struct snapshot *snap)
 		free(t->ranges);
 		free(t->crcs);
 		kept_put(&s->kept, t->data, t->total * wd_dtype_size(t->dtype),
-			 s->budget > held ? s->budget - held : 0);
+			 s->budget > held ? s->budget - held : 0, now_mono());
 	}
 	free(snap->tensors);
 	names_free(&snap->names);

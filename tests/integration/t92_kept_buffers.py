@@ -10,10 +10,12 @@ was fresh memory, faulted in page by page on the main loop. Now
    real wdriftd: from step 2 on the large tensors take kept buffers
    (status memory.kept_reused), and the daemon's W1, max|a-b| and rel L2
    of every tensor at every step equal `wdrift compare` of the same two
-   files, bit for bit: a reused buffer holds only the new step's bytes.
-2. Under the least budget (64M), reserved + kept never exceed it
-   (status, after each send), and the kept buffers give way to a snapshot
-   that needs the room: it is acked, none dropped.
+   files, bit for bit (a smoke test: a send covers every tensor whole, and
+   only a whole tensor is stored).
+2. Under the least budget (64M), reserved + kept stay within it (status,
+   after each send), and the kept buffers give way to a snapshot that
+   needs the room (memory.kept_freed): it is acked, none dropped. `runs
+   rm` gives every kept buffer back.
 
 The daemon is stopped by pid and its temp dir removed, also on failure.
 """
@@ -142,9 +144,15 @@ def small_budget(tmp):
                     worst = max(worst, mem["reserved"] + mem["kept"])
                 os.unlink(p)
         st = status(cfg)
-        check(st and worst <= budget and st["snapshots"]["dropped"] == 0 and st["memory"]["kept_reused"] > 0,
-              f"64M budget: reserved + kept at most {worst >> 20} MiB, none dropped, buffers taken "
-              f"again ({st and st['memory']})")
+        check(st and worst <= budget and st["snapshots"]["dropped"] == 0 and st["memory"]["kept_reused"] > 0
+              and st["memory"]["kept_freed"] > 0,
+              f"64M budget: reserved + kept at most {worst >> 20} MiB, none dropped, kept buffers given "
+              f"back for room and others taken again ({st and st['memory']})")
+        # runs rm: that run's sizes need not come again; every kept buffer is given back
+        r = wd("runs", "rm", "lowprec", "-c", cfg)
+        st = status(cfg)
+        check(r.returncode == 0 and st and st["memory"]["kept"] == 0,
+              f"runs rm gives the kept buffers back ({st and st['memory']})", r.stderr)
     finally:
         dm.stop()
 
