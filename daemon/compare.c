@@ -19,6 +19,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,45 +28,121 @@
 #include "compute.h"
 #include "drift.h"
 #include "logging.h"
+#include "sanitizer.h"
 #include "state.h"
 #include "wdrift.h"
 
 _Static_assert(CONFIG_MAX_PROXIES <= DRIFTLOG_MAX_PROXIES, "a drift row holds every proxy's ratio");
 
 /*
+ * A worker's read buffers, kept from one tensor to the next: [0] for the
+ * baseline's tensor, [1] for a run's. A worker takes its tensors largest
+ * first, so after the first one it reads into memory already faulted in:
+ * fresh memory costs a page fault a page, and the workers' fresh reads
+ * were what the daemon's step faulted most on two threads once ingest kept
+ * its buffers (docs/performance.md). What a worker keeps stays held
+ * within memory.budget between its tensors (worker()).
+ */
+struct reads {
+	void *buf[2];
+	size_t cap[2];
+	size_t reused;	/* reads into a buffer kept from an earlier tensor */
+};
+
+/* The bytes rd keeps. */
+static uint64_t reads_bytes(const struct reads *rd)
+{
+	return (uint64_t)rd->cap[0] + rd->cap[1];
+}
+
+static void reads_free(struct reads *rd)
+{
+	for (int k = 0; k < 2; k++) {
+		free(rd->buf[k]);
+		rd->buf[k] = NULL;
+		rd->cap[k] = 0;
+	}
+}
+
+/*
+ * Where tensor i of ck is read to: rd's buffer slot, grown (freed, then
+ * allocated at the size asked) when it is too small, or a buffer of its
+ * own when rd is NULL. NULL when out of memory, with err.
+ */
+static void *read_buffer(struct wd_ckpt *ck, size_t i, struct reads *rd, int slot, char *err)
+{
+	size_t bytes;
+
+	if (wd_ckpt_check(ck, i, &bytes, err) < 0)
+		return NULL;
+	if (rd && rd->cap[slot] >= bytes && rd->buf[slot]) {
+		rd->reused++;
+		WD_UNPOISON(rd->buf[slot], bytes);
+		return rd->buf[slot];
+	}
+	if (rd) {
+		free(rd->buf[slot]);
+		rd->cap[slot] = 0;
+	}
+	void *p = malloc(bytes ? bytes : 1);
+	if (!p) {
+		snprintf(err, WD_CKPT_ERR_MAX, "'%s': dataset '%s': out of memory for %llu bytes",
+			 wd_ckpt_path(ck), wd_ckpt_entry(ck, i)->name, (unsigned long long)bytes);
+		return NULL;
+	}
+	if (rd) {
+		rd->buf[slot] = p;
+		rd->cap[slot] = bytes;
+	}
+	return p;
+}
+
+/*
  * Reads and prepares one tensor: NULL when ck has no such tensor or it
- * cannot be read. The data stays in *view (KEEP_RAW), for the caller to free.
+ * cannot be read. The data stays in *view (KEEP_RAW): in rd's slot, or,
+ * with rd NULL, in a buffer the caller frees (unload).
  */
 static struct wd_prepared *load(struct wd_engine *engine, struct wd_ckpt *ck, const char *name,
-				struct wd_view *view)
+				struct reads *rd, int slot, struct wd_view *view)
 {
 	char err[WD_CKPT_ERR_MAX];
 	struct wd_prepared *p = NULL;
 	long i = wd_ckpt_find(ck, name);
-	void *raw = NULL;
+	void *raw;
 
 	*view = (struct wd_view){ 0 };
 	if (i < 0)
 		return NULL;
-	if (wd_ckpt_read(ck, (size_t)i, &raw, err) < 0) {
+	if (!(raw = read_buffer(ck, (size_t)i, rd, slot, err)) ||
+	    wd_ckpt_read_into(ck, (size_t)i, raw, err) < 0) {
 		log_err("compute: %s", err);
+		if (raw && !rd)
+			free(raw);
 		return NULL;
 	}
 	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, (size_t)i);
 	struct wd_view v = { e->dtype, raw, e->numel };
 	if (wd_prepare(engine, &v, WD_PREP_KEEP_RAW, &p) < 0) {
-		free(raw);
+		if (!rd)
+			free(raw);
 		return NULL;
 	}
 	*view = v;
 	return p;
 }
 
-/* Frees what load gave: the prepared tensor, then the data it kept. */
-static void unload(struct wd_prepared **p, struct wd_view *view)
+/*
+ * Frees what load gave: the prepared tensor, then the data it kept, or,
+ * kept in rd, marks it not to be read until the next load (under ASan).
+ */
+static void unload(struct wd_prepared **p, struct wd_view *view, const struct reads *rd)
 {
 	wd_prepared_free(p);
-	free((void *)view->data);	/* load's own buffer, held as the view's const data */
+	if (!rd)
+		free((void *)view->data);	/* load's own buffer, held as the view's const data */
+	for (int k = 0; rd && view->data && k < 2; k++)
+		if (rd->buf[k] == view->data)
+			WD_POISON(rd->buf[k], rd->cap[k]);
 	view->data = NULL;
 }
 
@@ -201,21 +278,23 @@ struct step {
 	size_t *items, n_items;
 	unsigned char *whole;	/* whole[t]: tensor t is large and one to a worker */
 	atomic_size_t next;
-	/* the bytes the workers hold (tensor_bytes), within w->budget */
+	/* the bytes the workers hold (tensor_need, worker_bytes), within w->budget */
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
-	uint64_t held;
+	uint64_t held, held_max;
 	size_t waits;		/* how often a worker waited for the others to free some */
+	size_t reused;		/* reads into a worker's kept buffer (struct reads) */
 };
 
-/* Tensor t against every run: its rows into grid's column t. */
-static void compare_tensor(struct wd_engine *engine, const struct step *st, size_t t)
+/* Tensor t against every run: its rows into grid's column t; reads into rd when given. */
+static void compare_tensor(struct wd_engine *engine, const struct step *st, size_t t,
+			   struct reads *rd)
 {
 	const struct cstudy *s = st->s;
 	const struct compare_input *in = st->in;
 	const char *name = wd_ckpt_entry(in->base, t)->name;
 	struct wd_view bv;
-	struct wd_prepared *bp = load(engine, in->base, name, &bv);
+	struct wd_prepared *bp = load(engine, in->base, name, rd, 0, &bv);
 	double pw1[DRIFTLOG_MAX_PROXIES];
 
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
@@ -244,7 +323,7 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 			pw1[s->n_proxies - 1] = row->w1;
 			continue;
 		}
-		if (!in->ck[r] || !(xp = load(engine, in->ck[r], name, &xv)))
+		if (!in->ck[r] || !(xp = load(engine, in->ck[r], name, rd, 1, &xv)))
 			continue;	/* that run has no such tensor: left NaN */
 		/* a lost device: the engine goes on on the CPU; these values stay as measured */
 		wd_drift_measure(engine, bp, &bv, xp, &xv, NULL, &d);
@@ -253,14 +332,14 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 			for (size_t k = 0; k < st->n_trained; k++)
 				if (!strcmp(s->pruns[k], in->runs[r]))
 					pw1[k] = row->w1;
-		unload(&xp, &xv);
+		unload(&xp, &xv, rd);
 	}
 	/* candidates' ratios, now that every proxy's W1 for this tensor is known */
 	for (size_t r = st->first_cand; r < in->n_runs; r++) {
 		struct drift_row *row = &st->grid[r * st->nt + t];
 		wd_drift_ratios(row->w1, pw1, s->n_proxies, row->ratio);
 	}
-	unload(&bp, &bv);
+	unload(&bp, &bv, rd);
 }
 
 static int is_large(const struct step *st, size_t t)
@@ -270,47 +349,100 @@ static int is_large(const struct step *st, size_t t)
 
 /*
  * The most compare_tensor holds at once for tensor t on a worker, by the
- * sizes in the listings: the baseline's data and the largest run's, each
- * raw and prepared (wd_prepare_bytes), or the synthetic proxy's 16-bit
- * codes with their counts, whichever is larger.
+ * sizes in the listings (all): the baseline's data and the largest run's,
+ * each raw and prepared (wd_prepare_bytes), or the synthetic proxy's
+ * 16-bit codes with their counts, whichever is larger; and of that, the
+ * raw data read (raw[0] the baseline's, raw[1] the largest run's), which
+ * a worker's reads hold.
  */
+struct need {
+	uint64_t all, raw[2];
+};
+
 static uint64_t side_bytes(const struct step *st, const struct wd_ckpt_entry *e)
 {
 	return e->numel * wd_dtype_size(e->dtype) +
 	       wd_prepare_bytes(st->w->small[0], e->dtype, e->numel, WD_PREP_KEEP_RAW);
 }
 
-static uint64_t tensor_bytes(const struct step *st, size_t t)
+static struct need tensor_need(const struct step *st, size_t t)
 {
 	const struct wd_ckpt_entry *e = wd_ckpt_entry(st->in->base, t);
+	struct need n = { 0, { e->numel * wd_dtype_size(e->dtype), 0 } };
 	uint64_t run = 0, synth = 0;
 
 	for (size_t r = 0; r < st->in->n_runs; r++) {
 		long i = st->in->ck[r] ? wd_ckpt_find(st->in->ck[r], e->name) : -1;
-		uint64_t b = i >= 0 ? side_bytes(st, wd_ckpt_entry(st->in->ck[r], (size_t)i)) : 0;
+		const struct wd_ckpt_entry *x = i >= 0 ? wd_ckpt_entry(st->in->ck[r], (size_t)i) : NULL;
+		uint64_t b = x ? side_bytes(st, x) : 0, raw = x ? x->numel * wd_dtype_size(x->dtype) : 0;
 		run = b > run ? b : run;
+		n.raw[1] = raw > n.raw[1] ? raw : n.raw[1];
 	}
 	if (st->s->synthetic != WD_SYNTHETIC_NONE)
 		synth = 2 * e->numel + wd_prepare_bytes(st->w->small[0], WD_BF16, e->numel, 0);
-	return side_bytes(st, e) + (run > synth ? run : synth);
+	n.all = side_bytes(st, e) + (run > synth ? run : synth);
+	return n;
 }
 
-/* Holds n of the workers' share of memory.budget, waiting while others hold too much. */
-static void hold(struct step *st, uint64_t n)
+static uint64_t tensor_bytes(const struct step *st, size_t t)
 {
+	return tensor_need(st, t).all;
+}
+
+/*
+ * What a worker holds for a tensor that needs n with its reads rd: the
+ * tensor's bytes, and what rd keeps beyond the tensor's raw data (a buffer
+ * larger than needed is used as it is; one too small is freed before it
+ * grows).
+ */
+static uint64_t worker_bytes(struct need n, const struct reads *rd)
+{
+	uint64_t all = n.all;
+
+	for (int k = 0; k < 2; k++)
+		all += rd->cap[k] > n.raw[k] ? rd->cap[k] - n.raw[k] : 0;
+	return all;
+}
+
+/*
+ * Takes a worker's hold of the workers' share of memory.budget from *mine
+ * to want, waiting while the others hold too much. A worker that keeps
+ * reads (*mine) and would wait gives them back first, and holds bare (the
+ * tensor's own bytes) instead: two workers that each kept some and waited
+ * for the other would wait for ever. So too when want alone passes the
+ * budget: only a tensor larger than the budget runs beyond it.
+ */
+static void hold_to(struct step *st, uint64_t *mine, uint64_t want, uint64_t bare,
+		    struct reads *rd)
+{
+	uint64_t budget = st->w->budget;
 	pthread_mutex_lock(&st->lock);
-	if (st->held && st->held + n > st->w->budget)
+	uint64_t others = st->held - *mine;
+	/* also when alone: the budget is passed only by a tensor larger than it */
+	if (*mine && others + want > budget) {
+		reads_free(rd);
+		st->held = others;
+		*mine = 0;
+		want = bare;
+		pthread_cond_broadcast(&st->freed);
+	}
+	if (others && others + want > budget)
 		st->waits++;
-	while (st->held && st->held + n > st->w->budget)
+	while ((others = st->held - *mine) && others + want > budget)
 		pthread_cond_wait(&st->freed, &st->lock);
-	st->held += n;
+	st->held = others + want;
+	*mine = want;
+	if (st->held > st->held_max)
+		st->held_max = st->held;
 	pthread_mutex_unlock(&st->lock);
 }
 
-static void unhold(struct step *st, uint64_t n)
+/* Takes a worker's hold from *mine down to keep (what its reads keep now). */
+static void hold_down(struct step *st, uint64_t *mine, uint64_t keep)
 {
 	pthread_mutex_lock(&st->lock);
-	st->held -= n;
+	st->held -= *mine - keep;
+	*mine = keep;
 	pthread_cond_broadcast(&st->freed);
 	pthread_mutex_unlock(&st->lock);
 }
@@ -325,17 +457,24 @@ static void *worker(void *arg)
 {
 	struct worker_arg *a = arg;
 	struct step *st = a->st;
+	struct reads rd = { { NULL, NULL }, { 0, 0 }, 0 };
+	uint64_t mine = 0;	/* held: the tensor's bytes while it works, rd's between */
 	size_t k;
 
 	while ((k = atomic_fetch_add(&st->next, 1)) < st->n_items) {
 		size_t t = st->items[k];
-		uint64_t n = tensor_bytes(st, t);
-		hold(st, n);
-		compare_tensor(a->engine, st, t);
-		if (st->whole[t] || n > COMPARE_WORKER_BYTES)	/* the radix sort's scratch: not held now */
+		struct need n = tensor_need(st, t);
+		hold_to(st, &mine, worker_bytes(n, &rd), n.all, &rd);
+		compare_tensor(a->engine, st, t, &rd);
+		if (st->whole[t] || n.all > COMPARE_WORKER_BYTES)	/* the radix sort's scratch: not held now */
 			wd_engine_release_scratch(a->engine);
-		unhold(st, n);
+		hold_down(st, &mine, reads_bytes(&rd));
 	}
+	reads_free(&rd);
+	hold_down(st, &mine, 0);
+	pthread_mutex_lock(&st->lock);
+	st->reused += rd.reused;
+	pthread_mutex_unlock(&st->lock);
 	return NULL;
 }
 
@@ -394,7 +533,7 @@ static void compare_all(struct step *st)
 
 	if (!w->n) {
 		for (size_t t = 0; t < st->nt; t++)
-			compare_tensor(w->engine, st, t);
+			compare_tensor(w->engine, st, t, NULL);
 		return;
 	}
 	for (size_t t = 0; t < st->nt; t++)
@@ -417,16 +556,18 @@ static void compare_all(struct step *st)
 		if (!is_large(st, t))
 			st->items[st->n_items++] = t;
 		else if (!st->whole[t]) {
-			compare_tensor(w->engine, st, t);
+			compare_tensor(w->engine, st, t, NULL);
 			n_split++;
 		}
 	}
 	if (st->n_items)
 		run_workers(st);
 	log_debug("compute: study '%s' step %lld: %zu tensors: %zu large ones one to a worker, "
-		  "%zu split over %d threads, %zu small ones; %zu waits for memory.budget",
+		  "%zu split over %d threads, %zu small ones; %zu waits for memory.budget, held at most "
+		  "%llu of its %llu bytes; %zu reads into a worker's kept buffer",
 		  st->s->name, (long long)st->in->step, st->nt, n_whole, n_split,
-		  wd_engine_threads(w->engine), n_small, st->waits);
+		  wd_engine_threads(w->engine), n_small, st->waits, (unsigned long long)st->held_max,
+		  (unsigned long long)w->budget, st->reused);
 }
 
 /* Recomputes study s at step: every run present there against the baseline. */

@@ -3,6 +3,9 @@
  * otherwise. gcc says so with __SANITIZE_ADDRESS__, clang 14 only through
  * __has_feature. Internal: the code that must act otherwise under ASan
  * (no resource limits in the reader child, no kept buffers) asks here.
+ * WD_POISON and WD_UNPOISON mark a buffer kept for reuse as not to be
+ * touched until it is handed out again (ASan reports a use in between);
+ * nothing without ASan.
  */
 #ifndef WD_SANITIZER_H
 #define WD_SANITIZER_H
@@ -16,6 +19,15 @@
 #endif
 #ifndef WD_UNDER_ASAN
 #define WD_UNDER_ASAN 0
+#endif
+
+#if WD_UNDER_ASAN
+#include <sanitizer/asan_interface.h>
+#define WD_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define WD_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define WD_POISON(p, n) ((void)(p), (void)(n))
+#define WD_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
 #endif

@@ -9,10 +9,14 @@ to a wdriftd with compute.threads 1 and to one with 4, give drift logs whose
 rows are equal in every column but the wall clock, in the same order: every
 dtype, sizes from 1 to past the large-tensor line (2^20 elements), NaN and
 ±Inf, a tensor one run lacks, unequal sizes, a trained and a synthetic
-proxy. Real daemons over real ZeroMQ sockets; each is stopped by pid and
+proxy. The workers read later tensors into the buffers they kept (the
+debug log counts them), and under a tight memory.budget they hold at most
+the budget, those buffers included (the debug log says the most held at
+once). Real daemons over real ZeroMQ sockets; each is stopped by pid and
 its temp dir removed, also on failure.
 """
 import os
+import re
 import sys
 import tempfile
 import time
@@ -101,6 +105,18 @@ def tight(run, step):
     return out
 
 
+def kept_reads(line):
+    """A step's debug line: how many reads went into a worker's kept buffer (0 if not said)."""
+    m = re.search(r"; (\d+) reads into a worker's kept buffer", line)
+    return int(m.group(1)) if m else 0
+
+
+def held_at_most(line):
+    """A step's debug line: (the most the workers held at once, memory.budget), or None."""
+    m = re.search(r"held at most (\d+) of its (\d+) bytes", line)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def run_daemon(ctx, threads, tensors=tensors, steps=STEPS, budget="1G"):
     """The drift log's rows (wall clock left out) and name tables, and the log, of a daemon with
     compute.threads = threads and memory.budget = budget that was sent every snapshot."""
@@ -172,6 +188,8 @@ def main():
     check(split and all("4 large ones one to a worker, 1 split over 4 threads" in ln for ln in split),
           "threads 4: the four large tensors within a worker's share side by side, the bf16 one split",
           split[:1])
+    check(split and sum(kept_reads(ln) for ln in split) > 0,
+          "threads 4: workers read later tensors into the buffers they kept", split[-1:])
     if not (one and four):
         check(False, "both daemons wrote a drift log")
         return summary()
@@ -199,6 +217,9 @@ def main():
           "; 0 waits" not in said[-1] and " waits for memory.budget" in said[-1],
           f"budget {budget}, threads 3: three large tensors one to a worker, one waiting for memory.budget",
           said)
+    check(said and all(held_at_most(ln) is not None and held_at_most(ln)[0] <= held_at_most(ln)[1] for ln in said),
+          f"budget {budget}, threads 3: the workers held at most the budget, kept read buffers included",
+          [held_at_most(ln) for ln in said])
     if check(one and three, "both daemons wrote a drift log"):
         why = same_bits(one[0], three[0])
         check(not why, f"budget {budget}: threads 3 wrote the rows of threads 1, to the bit ({why})")
