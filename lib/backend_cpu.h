@@ -146,6 +146,17 @@ double cpu_w1(struct cpu_engine *c, const struct wd_prepared *a, const struct wd
  */
 void cpu_summarize(struct cpu_engine *c, const struct wd_prepared *p, struct wd_summary *s);
 
+/*
+ * The code the pair statistics of fp32 and bf16 pairs run in (stats.c),
+ * each giving the same bits: the plain C lanes, SSE2 vectors (x86-64) or
+ * AVX2 vectors (x86-64, where the CPU has AVX2). cpu_pair_code is -1, the
+ * best this build and CPU run (cpu_pair_code_best), unless a test sets it
+ * to run another (between calls, on no other thread).
+ */
+enum { CPU_PAIR_C = 0, CPU_PAIR_SSE2 = 1, CPU_PAIR_AVX2 = 2 };
+extern int cpu_pair_code;
+int cpu_pair_code_best(void);
+
 /* Element-wise statistics of two raw tensors in host memory, same numel. */
 int cpu_pair_stats(struct cpu_engine *c, const struct wd_view *a, const struct wd_view *b,
 		   struct wd_pair_stats *out);

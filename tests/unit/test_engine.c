@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"	/* cpu_pair_code: each pair-statistics code in turn */
 #include "harness.h"
 #include "wdrift.h"
 #include "rng.h"
@@ -477,16 +478,19 @@ static void test_pair_stats(void)
  * +-Inf, and differences between them, at the start, in the vectors, and
  * in a block's tail beyond the last whole vector (the odd sizes).
  */
-static void test_pair_stats_narrow_as_f64(void)
+/* Narrow pairs' statistics against the same values as fp64, in the pair code given. */
+static void pair_stats_narrow_as_f64(int code)
 {
 	enum { N = 20000 };
 	static const enum wd_dtype types[][2] = {
 		{ WD_F32, WD_F32 }, { WD_BF16, WD_BF16 }, { WD_F16, WD_F16 }, { WD_F32, WD_BF16 },
 	};
+	static const char *const code_name[] = { "plain C", "SSE2", "AVX2" };
 	static const size_t sizes[] = { N, N - 1, N - 3, 4096 + 2, 7 };
 	static double x[N], y[N];
 	uint64_t r = 88172645463325252ull;
 
+	cpu_pair_code = code;
 	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t n = sizes[s];
@@ -517,14 +521,23 @@ static void test_pair_stats_narrow_as_f64(void)
 		CHECK(ok && !memcmp(&narrow.rel_l2, &wide.rel_l2, sizeof(double)) &&
 		      !memcmp(&narrow.max_abs_diff, &wide.max_abs_diff, sizeof(double)) &&
 		      narrow.n_diff == wide.n_diff && narrow.n_compared == wide.n_compared,
-		      "pair stats of %zu %s against %s: the bits of the same values as fp64 (rel_l2 %.17g / %.17g, "
-		      "max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
-		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), narrow.rel_l2, wide.rel_l2,
+		      "pair stats of %zu %s against %s (%s): the bits of the same values as fp64 (rel_l2 %.17g / "
+		      "%.17g, max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
+		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), code_name[code], narrow.rel_l2,
+		      wide.rel_l2,
 		      narrow.max_abs_diff, wide.max_abs_diff, (unsigned long long)narrow.n_diff,
 		      (unsigned long long)wide.n_diff, (unsigned long long)narrow.n_compared,
 		      (unsigned long long)wide.n_compared);
 		free(a); free(b); free(ha); free(hb);
 	}
+	cpu_pair_code = -1;
+}
+
+/* In every code this CPU runs for fp32 and bf16 pairs: plain C, SSE2, AVX2 (cpu_pair_code). */
+static void test_pair_stats_narrow_as_f64(void)
+{
+	for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++)
+		pair_stats_narrow_as_f64(code);
 }
 
 static void test_summary(void)
