@@ -408,21 +408,29 @@ static inline __m128 pair_load_bf16(const uint16_t *x)
 						   _mm_loadl_epi64((const __m128i *)x)));
 }
 
-static inline void pair_v4_add(struct pair_v4 *l, __m128 x, __m128 y)
+/* The tests on four pairs: those compared (finite) and equal counted; the finite ones' mask. */
+static inline __m128 pair_v4_test(__m128 x, __m128 y, __m128i *n_cmp, __m128i *n_same)
 {
 	const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX)), big = _mm_set1_ps(FLT_MAX);
-	const __m128d absmask2 = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
 	__m128 finite = _mm_and_ps(_mm_cmple_ps(_mm_and_ps(x, absmask), big),
 				   _mm_cmple_ps(_mm_and_ps(y, absmask), big));
 	__m128 same = _mm_or_ps(_mm_cmpeq_ps(x, y),
 				_mm_and_ps(_mm_cmpunord_ps(x, x), _mm_cmpunord_ps(y, y)));
+
+	*n_cmp = _mm_sub_epi32(*n_cmp, _mm_castps_si128(finite));
+	*n_same = _mm_sub_epi32(*n_same, _mm_castps_si128(same));
+	return finite;
+}
+
+static inline void pair_v4_add(struct pair_v4 *l, __m128 x, __m128 y)
+{
+	const __m128d absmask2 = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
+	__m128 finite = pair_v4_test(x, y, &l->n_cmp, &l->n_same);
 	__m128d f[2] = { _mm_castps_pd(_mm_unpacklo_ps(finite, finite)),
 			 _mm_castps_pd(_mm_unpackhi_ps(finite, finite)) };
 	__m128d xd[2] = { _mm_cvtps_pd(x), _mm_cvtps_pd(_mm_movehl_ps(x, x)) };
 	__m128d yd[2] = { _mm_cvtps_pd(y), _mm_cvtps_pd(_mm_movehl_ps(y, y)) };
 
-	l->n_cmp = _mm_sub_epi32(l->n_cmp, _mm_castps_si128(finite));
-	l->n_same = _mm_sub_epi32(l->n_same, _mm_castps_si128(same));
 	for (int h = 0; h < 2; h++) {
 		__m128d d = _mm_and_pd(_mm_and_pd(_mm_sub_pd(xd[h], yd[h]), absmask2), f[h]);
 		__m128d xf = _mm_and_pd(xd[h], f[h]);
@@ -482,20 +490,14 @@ struct pair_v4w {
 __attribute__((target("avx2")))
 static inline void pair_v4w_add(struct pair_v4w *l, __m128 x, __m128 y)
 {
-	const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX)), big = _mm_set1_ps(FLT_MAX);
 	const __m256d absmask4 = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
-	__m128 finite = _mm_and_ps(_mm_cmple_ps(_mm_and_ps(x, absmask), big),
-				   _mm_cmple_ps(_mm_and_ps(y, absmask), big));
-	__m128 same = _mm_or_ps(_mm_cmpeq_ps(x, y),
-				_mm_and_ps(_mm_cmpunord_ps(x, x), _mm_cmpunord_ps(y, y)));
+	__m128 finite = pair_v4_test(x, y, &l->n_cmp, &l->n_same);
 	/* each 32-bit mask widened to 64 bits, sign and all */
 	__m256d f = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(finite)));
 	__m256d xd = _mm256_cvtps_pd(x), yd = _mm256_cvtps_pd(y);
 	__m256d d = _mm256_and_pd(_mm256_and_pd(_mm256_sub_pd(xd, yd), absmask4), f);
 	__m256d xf = _mm256_and_pd(xd, f);
 
-	l->n_cmp = _mm_sub_epi32(l->n_cmp, _mm_castps_si128(finite));
-	l->n_same = _mm_sub_epi32(l->n_same, _mm_castps_si128(same));
 	l->mx = _mm256_max_pd(d, l->mx);	/* d > mx ? d : mx */
 	l->dd = _mm256_add_pd(l->dd, _mm256_mul_pd(d, d));
 	l->aa = _mm256_add_pd(l->aa, _mm256_mul_pd(xf, xf));
