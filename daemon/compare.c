@@ -55,13 +55,33 @@ static uint64_t reads_bytes(const struct reads *rd)
 	return (uint64_t)rd->cap[0] + rd->cap[1];
 }
 
+static void reads_drop(struct reads *rd, int slot)
+{
+	free(rd->buf[slot]);
+	rd->buf[slot] = NULL;
+	rd->cap[slot] = 0;
+}
+
 static void reads_free(struct reads *rd)
 {
-	for (int k = 0; k < 2; k++) {
-		free(rd->buf[k]);
-		rd->buf[k] = NULL;
-		rd->cap[k] = 0;
+	for (int k = 0; k < 2; k++)
+		reads_drop(rd, k);
+}
+
+/*
+ * Done with data that read_buffer gave: freed when it was the caller's
+ * own, else kept in rd and, under ASan, marked not to be read until the
+ * next read_buffer hands it out again.
+ */
+static void reads_let_go(const struct reads *rd, const void *data)
+{
+	if (!rd) {
+		free((void *)data);	/* read_buffer's own buffer, held as a view's const data */
+		return;
 	}
+	for (int k = 0; data && k < 2; k++)
+		if (rd->buf[k] == data)
+			WD_POISON(rd->buf[k], rd->cap[k]);
 }
 
 /*
@@ -80,10 +100,8 @@ static void *read_buffer(struct wd_ckpt *ck, size_t i, struct reads *rd, int slo
 		WD_UNPOISON(rd->buf[slot], bytes);
 		return rd->buf[slot];
 	}
-	if (rd) {
-		free(rd->buf[slot]);
-		rd->cap[slot] = 0;
-	}
+	if (rd)
+		reads_drop(rd, slot);
 	void *p = malloc(bytes ? bytes : 1);
 	if (!p) {
 		snprintf(err, WD_CKPT_ERR_MAX, "'%s': dataset '%s': out of memory for %llu bytes",
@@ -116,33 +134,24 @@ static struct wd_prepared *load(struct wd_engine *engine, struct wd_ckpt *ck, co
 	if (!(raw = read_buffer(ck, (size_t)i, rd, slot, err)) ||
 	    wd_ckpt_read_into(ck, (size_t)i, raw, err) < 0) {
 		log_err("compute: %s", err);
-		if (raw && !rd)
-			free(raw);
+		reads_let_go(rd, raw);
 		return NULL;
 	}
 	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, (size_t)i);
 	struct wd_view v = { e->dtype, raw, e->numel };
 	if (wd_prepare(engine, &v, WD_PREP_KEEP_RAW, &p) < 0) {
-		if (!rd)
-			free(raw);
+		reads_let_go(rd, raw);
 		return NULL;
 	}
 	*view = v;
 	return p;
 }
 
-/*
- * Frees what load gave: the prepared tensor, then the data it kept, or,
- * kept in rd, marks it not to be read until the next load (under ASan).
- */
+/* Frees what load gave: the prepared tensor, then lets its data go (reads_let_go). */
 static void unload(struct wd_prepared **p, struct wd_view *view, const struct reads *rd)
 {
 	wd_prepared_free(p);
-	if (!rd)
-		free((void *)view->data);	/* load's own buffer, held as the view's const data */
-	for (int k = 0; rd && view->data && k < 2; k++)
-		if (rd->buf[k] == view->data)
-			WD_POISON(rd->buf[k], rd->cap[k]);
+	reads_let_go(rd, view->data);
 	view->data = NULL;
 }
 
@@ -283,6 +292,8 @@ struct step {
 	pthread_cond_t freed;
 	uint64_t held, held_max;
 	size_t waits;		/* how often a worker waited for the others to free some */
+	size_t n_waiting;	/* workers waiting now */
+	size_t given_back;	/* times a worker gave its kept reads back before the step's end */
 	size_t reused;		/* reads into a worker's kept buffer (struct reads) */
 };
 
@@ -407,10 +418,12 @@ static uint64_t worker_bytes(struct need n, const struct reads *rd)
 /*
  * Takes a worker's hold of the workers' share of memory.budget from *mine
  * to want, waiting while the others hold too much. A worker that keeps
- * reads (*mine) and would wait gives them back first, and holds bare (the
- * tensor's own bytes) instead: two workers that each kept some and waited
- * for the other would wait for ever. So too when want alone passes the
- * budget: only a tensor larger than the budget runs beyond it.
+ * reads (*mine) gives them back first, and holds bare (the tensor's own
+ * bytes) instead, when they would make it wait (two workers that each
+ * kept some and waited for the other would wait for ever), when want
+ * alone passes the budget (only a tensor larger than the budget runs
+ * beyond it), and when another worker waits (its tensor, taken earlier,
+ * is larger: it goes first).
  */
 static void hold_to(struct step *st, uint64_t *mine, uint64_t want, uint64_t bare,
 		    struct reads *rd)
@@ -418,18 +431,21 @@ static void hold_to(struct step *st, uint64_t *mine, uint64_t want, uint64_t bar
 	uint64_t budget = st->w->budget;
 	pthread_mutex_lock(&st->lock);
 	uint64_t others = st->held - *mine;
-	/* also when alone: the budget is passed only by a tensor larger than it */
-	if (*mine && others + want > budget) {
+	if (*mine && (others + want > budget || st->n_waiting)) {
+		st->given_back++;
 		reads_free(rd);
 		st->held = others;
 		*mine = 0;
 		want = bare;
 		pthread_cond_broadcast(&st->freed);
 	}
-	if (others && others + want > budget)
+	if (others && others + want > budget) {
 		st->waits++;
-	while ((others = st->held - *mine) && others + want > budget)
-		pthread_cond_wait(&st->freed, &st->lock);
+		st->n_waiting++;
+		while ((others = st->held - *mine) && others + want > budget)
+			pthread_cond_wait(&st->freed, &st->lock);
+		st->n_waiting--;
+	}
 	st->held = others + want;
 	*mine = want;
 	if (st->held > st->held_max)
@@ -437,10 +453,21 @@ static void hold_to(struct step *st, uint64_t *mine, uint64_t want, uint64_t bar
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* Takes a worker's hold from *mine down to keep (what its reads keep now). */
-static void hold_down(struct step *st, uint64_t *mine, uint64_t keep)
+/*
+ * Takes a worker's hold from *mine down to what its reads keep now, after
+ * a tensor; with another worker waiting, the reads are given back (freed
+ * before they are taken off the count, which so stays an upper bound).
+ */
+static void hold_down(struct step *st, uint64_t *mine, struct reads *rd)
 {
 	pthread_mutex_lock(&st->lock);
+	int give_back = st->n_waiting > 0 && reads_bytes(rd);
+	pthread_mutex_unlock(&st->lock);
+	if (give_back)
+		reads_free(rd);
+	pthread_mutex_lock(&st->lock);
+	st->given_back += (size_t)give_back;
+	uint64_t keep = reads_bytes(rd);
 	st->held -= *mine - keep;
 	*mine = keep;
 	pthread_cond_broadcast(&st->freed);
@@ -468,10 +495,10 @@ static void *worker(void *arg)
 		compare_tensor(a->engine, st, t, &rd);
 		if (st->whole[t] || n.all > COMPARE_WORKER_BYTES)	/* the radix sort's scratch: not held now */
 			wd_engine_release_scratch(a->engine);
-		hold_down(st, &mine, reads_bytes(&rd));
+		hold_down(st, &mine, &rd);
 	}
 	reads_free(&rd);
-	hold_down(st, &mine, 0);
+	hold_down(st, &mine, &rd);
 	pthread_mutex_lock(&st->lock);
 	st->reused += rd.reused;
 	pthread_mutex_unlock(&st->lock);
@@ -517,7 +544,8 @@ static void run_workers(struct step *st)
 /*
  * Every tensor of the step. The workers take a list: the large tensors
  * that go whole to one of them, largest first, then the small ones, each
- * holding its tensor_bytes of memory.budget while it works. A large tensor
+ * holding its tensor_bytes of memory.budget while it works (and a
+ * worker's kept reads beside: worker_bytes). A large tensor
  * goes whole when at least two such fit the budget, it is at most a
  * worker's share of the step's elements, so that the workers end
  * together, and something runs beside it. Two sorts side by side need no
@@ -564,10 +592,11 @@ static void compare_all(struct step *st)
 		run_workers(st);
 	log_debug("compute: study '%s' step %lld: %zu tensors: %zu large ones one to a worker, "
 		  "%zu split over %d threads, %zu small ones; %zu waits for memory.budget, held at most "
-		  "%llu of its %llu bytes; %zu reads into a worker's kept buffer",
+		  "%llu of its %llu bytes; %zu reads into a worker's kept buffer, kept buffers given "
+		  "back %zu times",
 		  st->s->name, (long long)st->in->step, st->nt, n_whole, n_split,
 		  wd_engine_threads(w->engine), n_small, st->waits, (unsigned long long)st->held_max,
-		  (unsigned long long)w->budget, st->reused);
+		  (unsigned long long)w->budget, st->reused, st->given_back);
 }
 
 /* Recomputes study s at step: every run present there against the baseline. */

@@ -3,9 +3,11 @@
  * otherwise. gcc says so with __SANITIZE_ADDRESS__, clang 14 only through
  * __has_feature. Internal: the code that must act otherwise under ASan
  * (no resource limits in the reader child, no kept buffers) asks here.
- * WD_POISON and WD_UNPOISON mark a buffer kept for reuse as not to be
- * touched until it is handed out again (ASan reports a use in between);
- * nothing without ASan.
+ * Where buffers are kept under ASan anyway (wdriftd's compute workers'
+ * reads, whose budget counts them), WD_POISON and WD_UNPOISON mark one as
+ * not to be touched until it is handed out again: ASan reports a use in
+ * between (though not a stale pointer's read after it is handed out
+ * again, which a freed buffer would catch). Nothing without ASan.
  */
 #ifndef WD_SANITIZER_H
 #define WD_SANITIZER_H

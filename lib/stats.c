@@ -308,9 +308,9 @@ struct pair_job {
 
 /*
  * pair_block for fp16 and mixed pairs (decoded to double), and for fp32
- * and bf16 pairs where there is no SSE2 (PAIR_BLOCK_SSE2 and
- * PAIR_BLOCK_AVX2 below, the same bits; cpu_pair_code picks): the same
- * sums as the double path's, lane for lane, without
+ * and bf16 pairs where cpu_pair_code picks the plain C code (a build
+ * without SSE2, or a test; PAIR_BLOCK_SSE2 and PAIR_BLOCK_AVX2 below give
+ * the same bits): the same sums as the double path's, lane for lane, without
  * wd_sumsq_add's three-way test. A finite
  * value of these types, and a difference of two, is 0 or between 2^-149
  * and 2^129: never big, and small only when 0, whose square adds 0 to
@@ -479,7 +479,7 @@ PAIR_BLOCK_SSE2(pair_block_bf16_sse2, uint16_t, pair_load_bf16, bf16_value)
 /*
  * The same with the four lanes in one AVX2 vector of four doubles: the
  * same operations on each lane as the SSE2 code's, so the same bits, with
- * half the instructions (no FMA: the target is AVX2 alone, and
+ * half the double instructions (no FMA: the target is AVX2 alone, and
  * -ffp-contract=off). The tests on the floats stay in SSE2.
  */
 struct pair_v4w {
@@ -541,10 +541,14 @@ int cpu_pair_code_best(void)
 #endif
 }
 
-/* fp32 against fp32, or bf16 against bf16 (bf16 set), in the code cpu_pair_code picks. */
+/*
+ * fp32 against fp32, or bf16 against bf16 (bf16 set), in the code
+ * cpu_pair_code picks, never one this build and CPU do not run.
+ */
 static struct pair_partial pair_block_read(int bf16, const void *a, const void *b, uint64_t count)
 {
-	int code = cpu_pair_code >= 0 ? cpu_pair_code : cpu_pair_code_best();
+	int best = cpu_pair_code_best();
+	int code = cpu_pair_code >= 0 && cpu_pair_code < best ? cpu_pair_code : best;
 
 #ifdef PAIR_AVX2
 	if (code == CPU_PAIR_AVX2)

@@ -12,7 +12,7 @@ dtype, sizes from 1 to past the large-tensor line (2^20 elements), NaN and
 proxy. The workers read later tensors into the buffers they kept (the
 debug log counts them), and under a tight memory.budget they hold at most
 the budget, those buffers included (the debug log says the most held at
-once). Real daemons over real ZeroMQ sockets; each is stopped by pid and
+once), and one that has kept some gives them back while another waits. Real daemons over real ZeroMQ sockets; each is stopped by pid and
 its temp dir removed, also on failure.
 """
 import os
@@ -109,6 +109,12 @@ def kept_reads(line):
     """A step's debug line: how many reads went into a worker's kept buffer (0 if not said)."""
     m = re.search(r"; (\d+) reads into a worker's kept buffer", line)
     return int(m.group(1)) if m else 0
+
+
+def given_back(line):
+    """A step's debug line: how often a worker gave its kept read buffers back (-1 if not said)."""
+    m = re.search(r"kept buffers given back (\d+) times", line)
+    return int(m.group(1)) if m else -1
 
 
 def held_at_most(line):
@@ -220,6 +226,9 @@ def main():
     check(said and all(held_at_most(ln) is not None and held_at_most(ln)[0] <= held_at_most(ln)[1] for ln in said),
           f"budget {budget}, threads 3: the workers held at most the budget, kept read buffers included",
           [held_at_most(ln) for ln in said])
+    # the worker that finishes first has kept its reads; with the third one waiting it gives them back
+    check(said and given_back(said[-1]) > 0,
+          f"budget {budget}, threads 3: a worker gives its kept reads back while another waits", said[-1:])
     if check(one and three, "both daemons wrote a drift log"):
         why = same_bits(one[0], three[0])
         check(not why, f"budget {budget}: threads 3 wrote the rows of threads 1, to the bit ({why})")

@@ -471,14 +471,15 @@ static void test_pair_stats(void)
 
 /*
  * The pair statistics of fp32, bf16 and fp16 tensors take loops of their
- * own (lib/stats.c: pair_block_narrow, and for fp32 and bf16 pairs two
- * SSE2 vectors of lanes), which must give the bits of the general one: the
+ * own (lib/stats.c: pair_block_narrow, and for fp32 and bf16 pairs the
+ * plain C lanes, two SSE2 vectors or one AVX2 vector of lanes, as
+ * cpu_pair_code picks), which must give the bits of the general one: the
  * same values held as fp64 go through that. Values from the extremes of
  * each type: zeros of both signs, subnormals, the largest finite, NaN and
  * +-Inf, and differences between them, at the start, in the vectors, and
- * in a block's tail beyond the last whole vector (the odd sizes).
+ * in a block's tail beyond the last whole vector (the odd sizes). Here in
+ * the pair code given; test_pair_stats_narrow_as_f64 runs each.
  */
-/* Narrow pairs' statistics against the same values as fp64, in the pair code given. */
 static void pair_stats_narrow_as_f64(int code)
 {
 	enum { N = 20000 };
