@@ -19,7 +19,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,28 +54,24 @@ static uint64_t reads_bytes(const struct reads *rd)
 	return (uint64_t)rd->cap[0] + rd->cap[1];
 }
 
-static void reads_drop(struct reads *rd, int slot)
-{
-	free(rd->buf[slot]);
-	rd->buf[slot] = NULL;
-	rd->cap[slot] = 0;
-}
-
 static void reads_free(struct reads *rd)
 {
-	for (int k = 0; k < 2; k++)
-		reads_drop(rd, k);
+	for (int k = 0; k < 2; k++) {
+		free(rd->buf[k]);
+		rd->buf[k] = NULL;
+		rd->cap[k] = 0;
+	}
 }
 
 /*
- * Done with data that read_buffer gave: freed when it was the caller's
+ * Done with data that read_tensor gave: freed when it was the caller's
  * own, else kept in rd and, under ASan, marked not to be read until the
- * next read_buffer hands it out again.
+ * next read_tensor hands it out again.
  */
 static void reads_let_go(const struct reads *rd, const void *data)
 {
 	if (!rd) {
-		free((void *)data);	/* read_buffer's own buffer, held as a view's const data */
+		free((void *)data);	/* wd_ckpt_read's own buffer, held as a view's const data */
 		return;
 	}
 	for (int k = 0; data && k < 2; k++)
@@ -85,34 +80,24 @@ static void reads_let_go(const struct reads *rd, const void *data)
 }
 
 /*
- * Where tensor i of ck is read to: rd's buffer slot, grown (freed, then
- * allocated at the size asked) when it is too small, or a buffer of its
- * own when rd is NULL. NULL when out of memory, with err.
+ * Reads tensor i of ck: into rd's buffer slot (wd_ckpt_read_reuse), or,
+ * with rd NULL, a buffer of its own (wd_ckpt_read). *raw NULL on failure
+ * when it was the read's own; 0, or -1 with err.
  */
-static void *read_buffer(struct wd_ckpt *ck, size_t i, struct reads *rd, int slot, char *err)
+static int read_tensor(struct wd_ckpt *ck, size_t i, struct reads *rd, int slot, void **raw,
+		       char *err)
 {
-	size_t bytes;
-
-	if (wd_ckpt_check(ck, i, &bytes, err) < 0)
-		return NULL;
-	if (rd && rd->cap[slot] >= bytes && rd->buf[slot]) {
-		rd->reused++;
+	if (!rd)
+		return wd_ckpt_read(ck, i, raw, err);
+	const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, i);
+	size_t bytes = e->numel * wd_dtype_size(e->dtype);
+	int kept = rd->buf[slot] && rd->cap[slot] >= bytes;
+	if (kept)
 		WD_UNPOISON(rd->buf[slot], bytes);
-		return rd->buf[slot];
-	}
-	if (rd)
-		reads_drop(rd, slot);
-	void *p = malloc(bytes ? bytes : 1);
-	if (!p) {
-		snprintf(err, WD_CKPT_ERR_MAX, "'%s': dataset '%s': out of memory for %llu bytes",
-			 wd_ckpt_path(ck), wd_ckpt_entry(ck, i)->name, (unsigned long long)bytes);
-		return NULL;
-	}
-	if (rd) {
-		rd->buf[slot] = p;
-		rd->cap[slot] = bytes;
-	}
-	return p;
+	int r = wd_ckpt_read_reuse(ck, i, &rd->buf[slot], &rd->cap[slot], err);
+	rd->reused += (size_t)(kept && r == 0);
+	*raw = rd->buf[slot];
+	return r;
 }
 
 /*
@@ -126,13 +111,12 @@ static struct wd_prepared *load(struct wd_engine *engine, struct wd_ckpt *ck, co
 	char err[WD_CKPT_ERR_MAX];
 	struct wd_prepared *p = NULL;
 	long i = wd_ckpt_find(ck, name);
-	void *raw;
+	void *raw = NULL;
 
 	*view = (struct wd_view){ 0 };
 	if (i < 0)
 		return NULL;
-	if (!(raw = read_buffer(ck, (size_t)i, rd, slot, err)) ||
-	    wd_ckpt_read_into(ck, (size_t)i, raw, err) < 0) {
+	if (read_tensor(ck, (size_t)i, rd, slot, &raw, err) < 0) {
 		log_err("compute: %s", err);
 		reads_let_go(rd, raw);
 		return NULL;
@@ -395,11 +379,6 @@ static struct need tensor_need(const struct step *st, size_t t)
 	return n;
 }
 
-static uint64_t tensor_bytes(const struct step *st, size_t t)
-{
-	return tensor_need(st, t).all;
-}
-
 /*
  * What a worker holds for a tensor that needs n with its reads rd: the
  * tensor's bytes, and what rd keeps beyond the tensor's raw data (a buffer
@@ -544,7 +523,7 @@ static void run_workers(struct step *st)
 /*
  * Every tensor of the step. The workers take a list: the large tensors
  * that go whole to one of them, largest first, then the small ones, each
- * holding its tensor_bytes of memory.budget while it works (and a
+ * holding its tensor_need of memory.budget while it works (and a
  * worker's kept reads beside: worker_bytes). A large tensor
  * goes whole when at least two such fit the budget, it is at most a
  * worker's share of the step's elements, so that the workers end
@@ -570,7 +549,7 @@ static void compare_all(struct step *st)
 	for (size_t t = 0; t < st->nt; t++) {
 		if (!is_large(st, t))
 			n_small++;
-		else if (tensor_bytes(st, t) <= w->budget / 2 &&
+		else if (tensor_need(st, t).all <= w->budget / 2 &&
 			 wd_ckpt_entry(st->in->base, t)->numel <= share)
 			st->items[n_whole++] = t;
 	}

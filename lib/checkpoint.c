@@ -478,25 +478,36 @@ int wd_ckpt_check(const struct wd_ckpt *c, size_t i, size_t *bytes, char *err)
 	return 0;
 }
 
-int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
+int wd_ckpt_read_reuse(struct wd_ckpt *c, size_t i, void **buf, size_t *cap, char *err)
 {
 	size_t bytes;
-	void *data;
+	int r;
+
+	if ((r = wd_ckpt_check(c, i, &bytes, err)) < 0)
+		return r;
+	if (!*buf || *cap < bytes) {
+		free(*buf);
+		*cap = 0;
+		if (!(*buf = malloc(bytes ? bytes : 1)))
+			return ckpt_fail(err, c->path, OUR_OOM,
+					 "dataset '%s': out of memory for %llu elements", c->e[i].name,
+					 (unsigned long long)c->e[i].numel);
+		*cap = bytes;
+	}
+	return wd_ckpt_read_into(c, i, *buf, err);
+}
+
+int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err)
+{
+	size_t cap = 0;
 	int r;
 
 	*buf = NULL;
-	if ((r = wd_ckpt_check(c, i, &bytes, err)) < 0)
-		return r;
-	data = malloc(bytes);
-	if (!data)
-		return ckpt_fail(err, c->path, OUR_OOM, "dataset '%s': out of memory for %llu elements",
-				 c->e[i].name, (unsigned long long)c->e[i].numel);
-	if ((r = wd_ckpt_read_into(c, i, data, err)) < 0) {
-		free(data);
-		return r;
+	if ((r = wd_ckpt_read_reuse(c, i, buf, &cap, err)) < 0) {
+		free(*buf);
+		*buf = NULL;
 	}
-	*buf = data;
-	return 0;
+	return r;
 }
 
 /* The open file's descriptor, when HDF5 reads it through one (sec2); -1 for an image. */

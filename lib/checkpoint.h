@@ -78,6 +78,14 @@ int wd_ckpt_check(const struct wd_ckpt *c, size_t i, size_t *bytes, char *err);
  */
 int wd_ckpt_read(struct wd_ckpt *c, size_t i, void **buf, char *err);
 /*
+ * The same into *buf of *cap bytes, kept for the next read: used as it is
+ * when it holds the tensor, else freed and allocated again at the
+ * tensor's size (*buf and *cap say so; NULL and 0 when that fails). On a
+ * failed read the buffer stays the caller's. For a caller that reads many
+ * tensors in turn (wdriftd's compute workers).
+ */
+int wd_ckpt_read_reuse(struct wd_ckpt *c, size_t i, void **buf, size_t *cap, char *err);
+/*
  * The same into the caller's dst of numel * wd_dtype_size(dtype) bytes.
  * The dataset's header is read again first: one whose type or size changed
  * since the listing fails instead of overflowing dst.

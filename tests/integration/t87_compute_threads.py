@@ -72,7 +72,7 @@ TIGHT_N = 5_000_000
 
 
 def tight_budget():
-    """memory.budget, in bytes, for tight(): each large tensor's hold (the daemon's tensor_bytes:
+    """memory.budget, in bytes, for tight(): each large tensor's hold (the daemon's tensor_need:
     the baseline's and a run's data, raw and prepared, by wd_prepare_bytes on a one-thread engine of
     this build, vqsort or the radix sort) fits half of it, three do not fit at once."""
     import ctypes
