@@ -55,7 +55,9 @@ DC_HELP_HELP
 "host does not resolve, after 5 s. Otherwise each send waits 10 s for\n"
 "its ack (4 x WDRIFT_TIMEOUT_MS when that is set): with a daemon that\n"
 "accepts the connection but never answers, the command gives up after\n"
-"about 35 s.\n"
+"about 35 s. A peer that answers but is not the ingest socket (the\n"
+"daemon's control or events socket), or a refused CURVE handshake, is\n"
+"said at once.\n"
 "\n"
 "exit status: 0 acked; 1 a bad file, a refused snapshot, or no daemon; 2 usage error.\n";
 
@@ -125,6 +127,10 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
  * nothing listens at the endpoint (a stopped daemon, a typo in the port),
  * or its host does not resolve, and the command ends saying so. A daemon
  * that restarts meanwhile (systemctl restart) is back within that.
+ * A peer that is there but is not an ingest socket that takes us (the
+ * control or events socket, a CURVE handshake refused) is found by the
+ * publisher (wd_publisher_diagnosis): the command ends at once with its
+ * reason, instead of waiting out every try and then guessing.
  */
 #define PROBE_S 1.0
 #define UNREACHABLE_S 5.0
@@ -138,6 +144,8 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 	while (flushed < 0 && cli_now() < end) {
 		struct wd_publisher_stats st;
 		flushed = wd_publisher_flush(p, 200);
+		if (flushed < 0 && wd_publisher_diagnosis(p, err, errlen))
+			return -1;	/* err says why: what to change, not a guess */
 		wd_publisher_get_stats(p, &st);
 		if (st.connected) {	/* it answered: what the probes found is old */
 			failing_since = 0;
@@ -239,6 +247,8 @@ int cmd_send(int argc, char **argv)
 		.stall_warn_ms = -1,	/* the outcome is said below, once */
 		.server_key = a.t.server_key,
 		.key = a.t.key,
+		.server_key_arg = "--server-key",
+		.key_arg = "--key",
 	};
 	struct wd_publisher *p = NULL;
 	struct wd_publisher_outcome out;

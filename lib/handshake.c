@@ -82,13 +82,20 @@ static int auth_error(uint32_t v)
 	       v == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE || (v & 0xF0000000u) == ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED;
 }
 
+/*
+ * Settled, not a guess: so not wd_hs_keys_hint's "(or ...)", which follows
+ * "is wdriftd running?".
+ */
 static void refused(const char *endpoint, const struct wd_hs_names *names, const struct wd_client_keys *keys,
 		    char *err, size_t errlen)
 {
-	char hint[256];
-
-	snprintf(err, errlen, "the daemon at %s refused the handshake%s", endpoint,
-		 wd_hs_keys_hint(keys, names, hint, sizeof(hint)));
+	if (keys && keys->on)
+		snprintf(err, errlen, "the daemon at %s refused the handshake: this client's CURVE key is "
+			 "not in its auth.clients, or %s is not its public key", endpoint, names->server_arg);
+	else
+		snprintf(err, errlen, "the daemon at %s refused the handshake: it has auth.server_key and "
+			 "answers only CURVE clients: give %s and %s", endpoint, names->server_arg,
+			 names->key_arg);
 }
 
 static void type_mismatch(const char *endpoint, const struct wd_hs_names *names, char *err, size_t errlen)

@@ -193,12 +193,17 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 	snprintf(p->run, sizeof(p->run), "%s", run);
 	if (opts)
 		p->opts = *opts;
-	if (wd_client_keys_load_as(p->opts.server_key, p->opts.key, "server_key", "key", &p->keys, why,
-				   sizeof(why)) < 0) {
+	snprintf(p->server_key_arg, sizeof(p->server_key_arg), "%s",
+		 p->opts.server_key_arg ? p->opts.server_key_arg : "server_key");
+	snprintf(p->key_arg, sizeof(p->key_arg), "%s", p->opts.key_arg ? p->opts.key_arg : "key");
+	p->names = (struct wd_hs_names){ "ingest", "", p->server_key_arg, p->key_arg };
+	if (wd_client_keys_load_as(p->opts.server_key, p->opts.key, p->server_key_arg, p->key_arg, &p->keys,
+				   why, sizeof(why)) < 0) {
 		r = pub_error(-EINVAL, "run '%s': %s", run, why);
 		goto fail;
 	}
-	p->opts.server_key = p->opts.key = NULL;	/* the caller's strings may go */
+	/* the caller's strings may go */
+	p->opts.server_key = p->opts.key = p->opts.server_key_arg = p->opts.key_arg = NULL;
 	if (!p->opts.queue_bytes)
 		p->opts.queue_bytes = 1ull << 30;
 	if (p->opts.ack_timeout_ms <= 0)
@@ -324,6 +329,16 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 	size_t n = strlen(p->notice);
 	if (buf && len)
 		snprintf(buf, len, "%s", p->notice);
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+size_t wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t n = strlen(p->diagnosis);
+	if (buf && len)
+		snprintf(buf, len, "%s", p->diagnosis);
 	pthread_mutex_unlock(&p->lock);
 	return n;
 }

@@ -21,10 +21,6 @@
 #include "log.h"
 #include "publisher_internal.h"
 
-static const struct wd_hs_names ingest_names = {
-	"ingest", "", "server_key", "key"
-};
-
 /* Keeps why as the reason no ack comes, and says it once: when it is new. */
 static void diagnosed(struct wd_publisher *p, const char *why)
 {
@@ -70,9 +66,9 @@ void pub_peer_tick(struct wd_publisher *p)
 	if (closing)
 		return;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
-		if (wd_hs_event(&p->hs, code, value, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
+		if (wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why)))
 			goto settled;
-	if (!wd_hs_stuck(&p->hs, p->endpoint, &ingest_names, &p->keys, why, sizeof(why)))
+	if (!wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why)))
 		return;
 settled:
 	/*

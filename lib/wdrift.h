@@ -370,6 +370,13 @@ struct wd_publisher_opts {
 	 * 0 or 1: this publisher sends whole snapshots alone.
 	 */
 	int ranks;
+	/*
+	 * How this publisher's user gives the two keys above, for its
+	 * messages (a refused handshake says which to give): NULL for
+	 * "server_key" and "key", the fields' names and the Python
+	 * package's arguments; `wdrift send` gives "--server-key", "--key".
+	 */
+	const char *server_key_arg, *key_arg;
 };
 
 struct wd_publisher_stats {
@@ -456,6 +463,17 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
  * warning). Returns its length. Thread safe.
  */
 size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
+/*
+ * Why the daemon does not answer, when the publisher has found out,
+ * copied to buf ("" when it has not, or when the daemon answered since):
+ * the endpoint is wdriftd's control or events socket, not its ingest one,
+ * or the CURVE handshake failed (keys missing, not allowed, or given to a
+ * daemon without auth), in words that say what to change. The publisher
+ * also says it once as a warning (wd_log) and in its stall warning; a
+ * program that silences those, or must end, such as `wdrift send`, reads
+ * it here. Returns its length. Thread safe.
+ */
+size_t wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len);
 /*
  * Gives a snapshot up after it was sent `tries` times without an answer
  * that ends it: no ack and no final refusal within ack_timeout_ms each

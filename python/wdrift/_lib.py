@@ -13,7 +13,8 @@ from ._errors import WdriftError
 class _Opts(ctypes.Structure):
     _fields_ = [("queue_bytes", ctypes.c_uint64), ("policy", ctypes.c_int),
                 ("ack_timeout_ms", ctypes.c_int), ("server_key", ctypes.c_char_p),
-                ("key", ctypes.c_char_p), ("stall_warn_ms", ctypes.c_int), ("ranks", ctypes.c_int)]
+                ("key", ctypes.c_char_p), ("stall_warn_ms", ctypes.c_int), ("ranks", ctypes.c_int),
+                ("server_key_arg", ctypes.c_char_p), ("key_arg", ctypes.c_char_p)]
 
 
 class _Stats(ctypes.Structure):
@@ -87,6 +88,8 @@ def _declare(lib):
     lib.wd_publisher_get_stats.restype = None
     lib.wd_publisher_refusals.argtypes, lib.wd_publisher_refusals.restype = [P, I, S, ctypes.c_size_t], U64
     lib.wd_publisher_notice.argtypes, lib.wd_publisher_notice.restype = [P, S, ctypes.c_size_t], ctypes.c_size_t
+    lib.wd_publisher_diagnosis.argtypes = [P, S, ctypes.c_size_t]
+    lib.wd_publisher_diagnosis.restype = ctypes.c_size_t
     lib.wd_publisher_cancel.argtypes, lib.wd_publisher_cancel.restype = [P], None
     lib.wd_publisher_flush.argtypes = [P, I]
     lib.wd_publisher_close.argtypes, lib.wd_publisher_close.restype = [ctypes.POINTER(P), I], U64

@@ -16,6 +16,11 @@ CURVE and one allowed client), real publisher processes:
 - a CURVE daemon, a key it does not allow: auth.clients;
 - a daemon without auth, keys given: give no server_key and key;
 - the right endpoint and keys: acked, no warning at all.
+`wdrift send`, which silences the publisher's warnings to say the outcome
+itself, waited ~33 s for acks on each of these and then guessed "is
+wdriftd running?" with a CURVE hint, on a daemon that has no keys: it now
+ends within seconds with the publisher's reason, one line, exit 1, the
+keys named as the CLI takes them (--server-key, --key).
 Every daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import os
@@ -23,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, check, summary  # noqa: E402
@@ -44,6 +50,7 @@ else:
     pub.publish(1, {"w": np.ones(4, np.float32)})
 time.sleep(3.5)
 print("acked", pub.stats()["acked"])
+print("diagnosis", pub.diagnosis)
 pub.close(0)
 '''
 
@@ -76,6 +83,32 @@ def publish(ep, server_key="", key="", empty=False):
     return r.stdout, [line for line in r.stderr.splitlines() if "publisher:" in line]
 
 
+def send_cli(d, ep, server_key="", key=""):
+    """`wdrift send` of a one-tensor file to ep: exit status, stderr lines, seconds."""
+    path = os.path.join(d, "one.h5")
+    if not os.path.exists(path):
+        import h5py
+        import numpy as np
+        with h5py.File(path, "w") as f:
+            f["w"] = np.ones(4, np.float32)
+    env = {k: v for k, v in os.environ.items() if k not in ("WDRIFT_SERVER_KEY", "WDRIFT_KEY")}
+    args = [WDRIFT, "send", "--run", "lowprec", "--step", "1", path, "--ingest", ep]
+    args += ["--server-key", server_key] if server_key else []
+    args += ["--key", key] if key else []
+    t = time.monotonic()
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=90)
+    return r.returncode, r.stderr.strip().splitlines(), time.monotonic() - t
+
+
+def expect_send(name, got, *words):
+    """send said the publisher's reason, once, soon, not a guess."""
+    rc, lines, dt = got
+    check(rc == 1 and len(lines) == 1 and all(w in lines[0] for w in words) and dt < 10
+          and "is wdriftd running" not in lines[0] and "(a daemon with" not in lines[0]
+          and "(or it refused" not in lines[0],
+          f"send, {name}: exit 1 in {dt:.1f} s (< 10), one line naming {words}, no guess", "\n".join(lines))
+
+
 def said(lines, *words):
     """The warning lines that carry every word, and the stall warning's line."""
     found = [line for line in lines if all(w in line for w in words) and "snapshots wait until" in line]
@@ -90,6 +123,8 @@ def expect(name, out, lines, *words):
           and "is wdriftd running" not in stall[0],
           f"{name}: the stall warning gives that reason, not a guess", "\n".join(stall))
     check("acked 0" in out, f"{name}: nothing acked ({out.strip()})")
+    check(found and found[0].split("': ", 1)[-1].startswith(out.split("diagnosis ", 1)[-1].strip()),
+          f"{name}: Publisher.diagnosis is the reason said", out)
 
 
 def keygen(path):
@@ -136,13 +171,19 @@ def main():
         out, lines = publish(f"ipc://{pd}/run/control.sock", empty=True)
         expect("the control socket, one-frame messages", out, lines,
                "control.sock is wdriftd's control socket (listen.control)")
+        expect_send("the control socket", send_cli(d, f"ipc://{pd}/run/control.sock"),
+                    "control.sock is wdriftd's control socket (listen.control)", "publishers connect to listen.ingest")
         out, lines = publish(f"ipc://{pd}/run/events.sock")
         expect("the events socket", out, lines, "events.sock is not wdriftd's ingest socket",
                "the ingest endpoint is listen.ingest")
+        expect_send("the events socket", send_cli(d, f"ipc://{pd}/run/events.sock"),
+                    "events.sock is not wdriftd's ingest socket")
         out, lines = publish(f"ipc://{pd}/run/ingest.sock", srv + ".pub", trn)
         expect("keys, a daemon without auth", out, lines, "does not use CURVE", "give no server_key and key")
+        expect_send("keys, a daemon without auth", send_cli(d, f"ipc://{pd}/run/ingest.sock", srv + ".pub", trn),
+                    "does not use CURVE", "give no --server-key and --key")
         out, lines = publish(f"ipc://{pd}/run/ingest.sock")
-        check("acked 1" in out and not lines, f"the right endpoint: acked, nothing said ({out.strip()})",
+        check("acked 1" in out and "diagnosis None" in out and not lines, f"the right endpoint: acked, nothing said ({out.strip()})",
               "\n".join(lines))
 
         cd = os.path.join(d, "curve")
@@ -154,10 +195,14 @@ def main():
         ep = f"ipc://{cd}/run/ingest.sock"
         out, lines = publish(ep)
         expect("no keys, a CURVE daemon", out, lines, "answers only CURVE clients", "give server_key and key")
+        expect_send("no keys, a CURVE daemon", send_cli(d, ep), "answers only CURVE clients",
+                    "give --server-key and --key")
         out, lines = publish(ep, srv + ".pub", intr)
         expect("a key the daemon does not allow", out, lines, "refused the handshake", "auth.clients")
+        expect_send("a key the daemon does not allow", send_cli(d, ep, srv + ".pub", intr),
+                    "refused the handshake", "not in its auth.clients", "or --server-key is not its public key")
         out, lines = publish(ep, srv + ".pub", trn)
-        check("acked 1" in out and not lines, f"the right keys: acked, nothing said ({out.strip()})",
+        check("acked 1" in out and "diagnosis None" in out and not lines, f"the right keys: acked, nothing said ({out.strip()})",
               "\n".join(lines))
     finally:
         for dm in daemons:
