@@ -99,7 +99,7 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \
 	client/report_charts.c client/cmd_export.c \
 	client/cmd_keygen.c client/cmd_reload.c
-DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/alert_instances.c daemon/auth.c daemon/log_limit.c daemon/socket_file.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/kept_bufs.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/alert_instances.c daemon/auth.c daemon/log_limit.c daemon/socket_file.c daemon/compare.c daemon/compute.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/kept_bufs.c daemon/name_match.c daemon/names.c daemon/peers.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
 	daemon/events.c daemon/reconfigure.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/result_cover.c daemon/spool_index.c daemon/workq.c \
 	daemon/metrics.c daemon/metrics_http.c
@@ -287,6 +287,8 @@ $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
 $(BUILD)/tests/unit/test_wal.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_kept_bufs: $(BUILD)/daemon/kept_bufs.o
 $(BUILD)/tests/unit/test_kept_bufs.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_name_match: $(BUILD)/daemon/name_match.o
+$(BUILD)/tests/unit/test_name_match.o: ALL_CFLAGS += -Idaemon
 RECORD_OBJS := $(BUILD)/daemon/records.o $(BUILD)/daemon/identity.o $(BUILD)/daemon/result_batch.o
 $(BUILD)/tests/test_records: $(RECORD_OBJS)
 $(BUILD)/tests/test_spool_index: $(BUILD)/daemon/spool_index.o $(RECORD_OBJS) $(BUILD)/daemon/wal.o \

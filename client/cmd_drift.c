@@ -28,7 +28,9 @@ static const char usage[] =
 "      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"complete\", \"missing\": [RUN...],\n"
-"                     \"candidates\": {RUN: {\"layers\": [...], \"summary\": {...}}}},\n"
+"                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
+"                     \"summary\": {...}}}}, absent: its tensors with no element\n"
+"                     compared (not in its snapshot, or empty),\n"
 "                     layers and summary as in wdrift compare --json (docs/compare.md)\n"
 DC_HELP_HELP
 "\n"
@@ -203,6 +205,11 @@ int cmd_drift(int argc, char **argv)
 		}
 		summary_rows(&t, json_array_size(layers) + 1, json_object_get(cand, "summary"), first);
 		printf("\ncandidate  %s\n", run);
+		long long absent = dc_int(cand, "absent");
+		if (absent > 0)
+			printf("absent     %lld of its %zu tensors here %s no element compared: not in its "
+			       "snapshot (named otherwise?) or empty; their drift is '-', and the daemon's log "
+			       "names what it has\n", absent, json_array_size(layers), absent == 1 ? "has" : "have");
 		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
 	}

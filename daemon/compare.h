@@ -27,6 +27,12 @@ struct cstudy {
 	size_t n_proxies;	/* trained proxies, then the synthetic one */
 	int synthetic;		/* enum wd_synthetic; its label is last */
 	struct driftlog_writer *store;
+	/*
+	 * Per run, what the compute thread last said of its tensor names
+	 * against the baseline's (name_match.h): proxies' at k, candidates'
+	 * at n_proxies + k. Zeros: they matched, or nothing was said.
+	 */
+	struct { size_t lacking, extra; } *names_said;
 };
 
 /*

@@ -23,6 +23,7 @@
 #include "compare.h"
 #include "compute.h"
 #include "logging.h"
+#include "name_match.h"
 #include "records.h"
 #include "result_cover.h"
 #include "spool_index.h"
@@ -83,6 +84,7 @@ static void studies_free(struct cstudy *s, size_t n)
 			free(s[i].pruns[k]);
 		}
 		driftlog_close(&s[i].store);
+		free(s[i].names_said);
 	}
 	free(s);
 }
@@ -107,6 +109,7 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 			c->labels[c->n_proxies] = strdup(s->proxies.v[k].label);
 			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
 		}
+		c->names_said = calloc(c->n_cands + c->n_proxies + 2, sizeof(*c->names_said));
 		c->synthetic = s->synthetic_proxy;
 		if (c->synthetic != WD_SYNTHETIC_NONE) {
 			c->labels[c->n_proxies] = strdup(wd_config_synthetic_label(c->synthetic));
@@ -370,6 +373,43 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 }
 
 /*
+ * Says when a run's tensor names stop or start matching the baseline's
+ * (name_match.h): a warning when they differ, and again only when what
+ * differs changes, so that a run named otherwise for a whole training
+ * run is said once, not at every step; a notice when they match again.
+ */
+static void check_names(struct cstudy *s, const struct compare_input *in)
+{
+	for (size_t r = 0; r < in->n_runs; r++) {
+		size_t slot = SIZE_MAX;
+		for (size_t k = 0; k < s->n_proxies; k++)
+			if (s->pruns[k] && !strcmp(s->pruns[k], in->runs[r]))
+				slot = k;
+		for (size_t k = 0; k < s->n_cands; k++)
+			if (!strcmp(s->cands[k], in->runs[r]))
+				slot = s->n_proxies + k;
+		if (!in->ck[r] || !s->names_said || slot == SIZE_MAX)
+			continue;
+		struct name_match m;
+		name_match_count(in->base, in->ck[r], &m);
+		if (m.lacking == s->names_said[slot].lacking && m.extra == s->names_said[slot].extra)
+			continue;
+		if (m.lacking || m.extra) {
+			char what[1024];
+			name_match_say(&m, in->base, in->ck[r], what, sizeof(what));
+			log_warning("compute: study '%s' step %lld: %s '%s' %s", s->name, (long long)in->step,
+				    in->role[r] == ROLE_PROXY ? "proxy" : "candidate", in->runs[r], what);
+		} else {
+			log_notice("compute: study '%s' step %lld: %s '%s' has the baseline's tensor names "
+				   "again", s->name, (long long)in->step,
+				   in->role[r] == ROLE_PROXY ? "proxy" : "candidate", in->runs[r]);
+		}
+		s->names_said[slot].lacking = m.lacking;
+		s->names_said[slot].extra = m.extra;
+	}
+}
+
+/*
  * Study s at the baseline's step bstep: compared, recorded, handed to the
  * main thread. 1 when results came of it, 0 when there was nothing to compare.
  */
@@ -380,6 +420,7 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 
 	if (gather(c, s, bstep, &in) < 0)
 		return 0;
+	check_names(s, &in);
 	struct result_batch *b = compare_step(c->workers, s, &in);
 	release(&in);
 	if (!b)

@@ -386,7 +386,17 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 			out_json(&out, l);
 			first = 0;
 		}
-		out_str(&out, "],\"summary\":");
+		/*
+		 * Its tensors with no element compared: the baseline's that its
+		 * snapshot lacks (named otherwise), or empty ones; their drift is
+		 * null, which a table shows as '-' (the daemon's log names them).
+		 */
+		size_t absent = 0;
+		for (size_t k = start[s]; k < start[s + 1]; k++)
+			absent += b->rows[order[k]].numel == 0;
+		out_str(&out, "],\"absent\":");
+		out_json(&out, json_integer((json_int_t)absent));
+		out_str(&out, ",\"summary\":");
 		out_json(&out, summary(q, order + start[s], start[s + 1] - start[s], vals, numel));
 		out_str(&out, "}");
 	}

@@ -1,0 +1,98 @@
+/*
+ * name_match.c: a run's tensor names against its baseline's (see
+ * name_match.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "name_match.h"
+
+void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, struct name_match *m)
+{
+	size_t i = 0, j = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->n_base = wd_ckpt_count(base);
+	m->n_run = wd_ckpt_count(run);
+	while (i < m->n_base || j < m->n_run) {
+		const char *b = i < m->n_base ? wd_ckpt_entry(base, i)->name : NULL;
+		const char *r = j < m->n_run ? wd_ckpt_entry(run, j)->name : NULL;
+		int c = !b ? 1 : !r ? -1 : strverscmp(b, r);
+		if (c < 0) {
+			if (!m->lacking++)
+				m->lacking_first = b;
+			i++;
+		} else if (c > 0) {
+			if (!m->extra++)
+				m->extra_first = r;
+			j++;
+		} else {
+			i++;
+			j++;
+		}
+	}
+}
+
+/*
+ * The name in c that is name with something before it, as a prefix that
+ * one side's names carry: the part before, into buf. 0, or -1 when no
+ * name of c ends with name.
+ */
+static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_t len)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < wd_ckpt_count(c); i++) {
+		const char *x = wd_ckpt_entry(c, i)->name;
+		size_t m = strlen(x);
+		if (m > n && !strcmp(x + m - n, name)) {
+			snprintf(buf, len, "%.*s", (int)(m - n) > 64 ? 64 : (int)(m - n), x);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* The prefix hint, "" when neither side's first unmatched name explains it. */
+static void hint(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
+		 char *buf, size_t len)
+{
+	char pre[72];
+
+	*buf = 0;
+	if (m->lacking_first && prefix_of(run, m->lacking_first, pre, sizeof(pre)) == 0)
+		snprintf(buf, len, "; its names carry a prefix '%s' that the baseline's lack (a wrapped "
+			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
+			 pre);
+	else if (m->extra_first && prefix_of(base, m->extra_first, pre, sizeof(pre)) == 0)
+		snprintf(buf, len, "; the baseline's names carry a prefix '%s' that its lack (a wrapped "
+			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
+			 pre);
+}
+
+void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
+		    char *buf, size_t len)
+{
+	char why[256];
+
+	*buf = 0;
+	if (!m->lacking && !m->extra)
+		return;
+	hint(m, base, run, why, sizeof(why));
+	if (m->lacking && m->lacking == m->n_base && !m->extra_first)
+		snprintf(buf, len, "has none of the baseline's %zu tensors, so it has no drift here", m->n_base);
+	else if (m->lacking && m->lacking == m->n_base)
+		snprintf(buf, len, "has none of the baseline's %zu tensors: its %zu are named otherwise "
+			 "('%.160s', where the baseline has '%.160s'), so it has no drift here%s", m->n_base,
+			 m->n_run, m->extra_first ? m->extra_first : "", m->lacking_first, why);
+	else if (m->lacking && m->extra)
+		snprintf(buf, len, "lacks %zu of the baseline's %zu tensors (the first: '%.160s'), which have "
+			 "no drift, and has %zu that the baseline lacks (the first: '%.160s'), which are not "
+			 "compared%s", m->lacking, m->n_base, m->lacking_first, m->extra, m->extra_first, why);
+	else if (m->lacking)
+		snprintf(buf, len, "lacks %zu of the baseline's %zu tensors (the first: '%.160s'), which have "
+			 "no drift", m->lacking, m->n_base, m->lacking_first);
+	else
+		snprintf(buf, len, "has %zu tensors that the baseline lacks (the first: '%.160s'), which are "
+			 "not compared%s", m->extra, m->extra_first, why);
+}

@@ -1,0 +1,37 @@
+/*
+ * name_match.h: a run's tensor names against its baseline's, at one step.
+ * Tensors are matched by name; one the run lacks gets a row with no drift
+ * ('-' in wdrift drift), and one only the run has is not compared. A whole
+ * run named otherwise (a model wrapped for DDP or FSDP names every tensor
+ * "module.<name>") was a study with no numbers and nothing said: the
+ * compute thread now says it (compute.c), once per change. Depends on the
+ * checkpoint listings (lib/checkpoint.h) and libc.
+ */
+#ifndef WD_NAME_MATCH_H
+#define WD_NAME_MATCH_H
+
+#include <stddef.h>
+
+#include "checkpoint.h"
+
+struct name_match {
+	size_t n_base, n_run;		/* tensors in each listing */
+	size_t lacking;			/* the baseline's that the run lacks */
+	size_t extra;			/* the run's that the baseline lacks */
+	const char *lacking_first;	/* the first of each in name order, into the listings; NULL: none */
+	const char *extra_first;
+};
+
+/* Counts them: one walk over the two listings, both in name order. */
+void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, struct name_match *m);
+
+/*
+ * What differs, as one clause for a warning that names the study, step
+ * and run before it ("has none of the baseline's 291 tensors: ..."), with
+ * the prefix that one side's names carry when that explains it. "" when
+ * the names match.
+ */
+void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
+		    char *buf, size_t len);
+
+#endif

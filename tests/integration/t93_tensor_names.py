@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""t93_tensor_names.py: a run whose tensor names differ from its baseline's is said, once.
+
+A candidate published from a model wrapped for DDP names every tensor
+"module.<name>": the daemon matched none of them, wrote a step "complete"
+whose rows were all '-', and said nothing. Now, with a real daemon and
+real `wdrift send` processes:
+- the daemon's log warns once, naming the study, step, run, the counts and
+  the prefix that explains them, and not again at the next step with the
+  same names;
+- `wdrift drift` says under the candidate how many of its tensors have no
+  element compared, and --json carries it as "absent";
+- a proxy that lacks one tensor and has one the baseline lacks is said
+  with both, and the first of each;
+- when the names match again, one notice says so, and the step's drift
+  has numbers and no "absent" line.
+The daemon is stopped by pid and the temp dir removed, also on failure.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, summary  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+NAMES = ["layers.0.w", "layers.1.w", "norm"]
+
+
+def ckpt(path, names, seed):
+    r = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        for n in names:
+            f[n] = r.standard_normal(64).astype(np.float32)
+
+
+def wd(*args):
+    return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=60)
+
+
+def send(d, cfg, run, step, names):
+    p = os.path.join(d, f"{run}-{step}.h5")
+    ckpt(p, names, step)
+    r = wd("send", "--run", run, "--step", str(step), p, "-c", cfg)
+    check(r.returncode == 0, f"send {run} step {step}", r.stderr)
+
+
+def computed(dm, step, rows_runs):
+    """Waits until the study's step has results for that many runs (its log's rows lines)."""
+    end = time.time() + 20
+    want = f"compute: study 'fa' step {step}: {rows_runs * (len(NAMES) + 3)} rows"
+    while time.time() < end:
+        if want in dm.log_text():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def lines(dm, *words):
+    return [line for line in dm.log_text().splitlines() if all(w in line for w in words)]
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="wdrift-t93-")
+    dm = Daemon(d)
+    try:
+        cfg = dm.write_config()
+        check(dm.start() is not None, "daemon ready")
+        wrapped = ["module." + n for n in NAMES]
+        for step in (1, 2):
+            send(d, cfg, "base", step, NAMES)
+            send(d, cfg, "lowprec", step, NAMES)
+            send(d, cfg, "fa", step, wrapped)
+            check(computed(dm, step, 2), f"step {step} computed", dm.log_text()[-2000:])
+        warned = lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")
+        check(len(warned) == 1 and "step 1:" in warned[0] and "has none of the baseline's 3 tensors" in warned[0]
+              and "'module.layers.0.w', where the baseline has 'layers.0.w'" in warned[0]
+              and "prefix 'module.'" in warned[0],
+              "the wrapped candidate: one warning over two steps, with the counts, an example and the prefix",
+              "\n".join(warned) or dm.log_text()[-2000:])
+        r = wd("drift", "fa", "-c", cfg)
+        check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout,
+              "drift says the candidate's tensors have no element compared", r.stdout + r.stderr)
+        r = wd("drift", "fa", "-c", cfg, "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
+
+        # step 3: the candidate fixed; the proxy lacks norm and has an extra tensor
+        send(d, cfg, "base", 3, NAMES)
+        send(d, cfg, "lowprec", 3, NAMES[:2] + ["zz.extra"])
+        send(d, cfg, "fa", 3, NAMES)
+        check(computed(dm, 3, 2), "step 3 computed", dm.log_text()[-2000:])
+        again = lines(dm, "notice: compute: study 'fa' step 3: candidate 'fa' has the baseline's tensor names again")
+        check(len(again) == 1, "the fixed candidate: one notice that its names match again", dm.log_text()[-2000:])
+        proxy = lines(dm, "warning: compute: study 'fa'", "proxy 'lowprec'")
+        check(len(proxy) == 1 and "step 3:" in proxy[0] and "lacks 1 of the baseline's 3 tensors (the first: 'norm')"
+              in proxy[0] and "has 1 that the baseline lacks (the first: 'zz.extra')" in proxy[0]
+              and "prefix" not in proxy[0],
+              "the proxy: both counts and the first of each, no prefix guessed", "\n".join(proxy))
+        r = wd("drift", "fa", "-c", cfg, "--step", "3", "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        layers = got.get("candidates", {}).get("fa", {}).get("layers", [])
+        check(got.get("candidates", {}).get("fa", {}).get("absent") == 0 and len(layers) == 3
+              and all(isinstance(l.get("w1"), float) for l in layers),
+              "step 3: the candidate's drift has numbers, absent 0", r.stdout)
+        r = wd("drift", "fa", "-c", cfg, "--step", "3")
+        check(r.returncode == 0 and "absent" not in r.stdout, "step 3: no absent line", r.stdout)
+        check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
+              "nothing more said of the candidate")
+    finally:
+        dm.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

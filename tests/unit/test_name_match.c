@@ -1,0 +1,90 @@
+/*
+ * test_name_match.c: a run's tensor names against its baseline's
+ * (daemon/name_match.c), on listings as the spool's files give them
+ * (wd_ckpt_adopt sorts them in natural order): the counts and the first
+ * of each side in that order, layers.9 before layers.10 on both sides;
+ * the prefix that one side's names carry; nothing said when they match;
+ * empty listings.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "name_match.h"
+
+static struct wd_ckpt *listing(const char *const *names, size_t n)
+{
+	struct wd_ckpt_entry *e = calloc(n + 1, sizeof(*e));
+	struct wd_ckpt *c = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		e[i].name = strdup(names[i]);
+		e[i].dtype = WD_F32;
+		e[i].numel = 4;
+		e[i].rank = 1;
+		e[i].dims[0] = 4;
+	}
+	if (wd_ckpt_adopt("test.h5", e, n, &c) < 0)
+		abort();
+	return c;
+}
+
+int main(void)
+{
+	static const char *const base_names[] = { "layers.10.w", "layers.9.w", "norm" };
+	static const char *const wrapped[] = { "module.layers.10.w", "module.layers.9.w", "module.norm" };
+	static const char *const partial[] = { "layers.9.w", "layers.10.w", "zz.extra", "aa.extra" };
+	static const char *const shorter[] = { "w", "norm" };
+	static const char *const longer[] = { "model.w", "model.norm" };
+	struct wd_ckpt *base = listing(base_names, 3), *same = listing(base_names, 3);
+	struct wd_ckpt *wrap = listing(wrapped, 3), *part = listing(partial, 4), *none = listing(NULL, 0);
+	struct wd_ckpt *sb = listing(longer, 2), *sr = listing(shorter, 2);
+	struct name_match m;
+	char say[1024];
+
+	name_match_count(base, same, &m);
+	name_match_say(&m, base, same, say, sizeof(say));
+	CHECK(m.n_base == 3 && m.n_run == 3 && !m.lacking && !m.extra && !m.lacking_first && !say[0],
+	      "the same names: nothing lacking or extra, nothing said ('%s')", say);
+
+	name_match_count(base, wrap, &m);
+	name_match_say(&m, base, wrap, say, sizeof(say));
+	CHECK(m.lacking == 3 && m.extra == 3 && !strcmp(m.lacking_first, "layers.9.w") &&
+	      !strcmp(m.extra_first, "module.layers.9.w"),
+	      "a wrapped run: all lacking, all extra, the first in natural order (%s, %s)",
+	      m.lacking_first, m.extra_first);
+	CHECK(strstr(say, "has none of the baseline's 3 tensors") && strstr(say, "prefix 'module.'") &&
+	      strstr(say, "its names carry"), "... said with the run's prefix: %s", say);
+
+	name_match_count(base, part, &m);
+	name_match_say(&m, base, part, say, sizeof(say));
+	CHECK(m.lacking == 1 && m.extra == 2 && !strcmp(m.lacking_first, "norm") &&
+	      !strcmp(m.extra_first, "aa.extra") && strstr(say, "lacks 1 of the baseline's 3 tensors") &&
+	      strstr(say, "has 2 that the baseline lacks") && !strstr(say, "prefix"),
+	      "a partial match: both counts, the first of each, no prefix: %s", say);
+
+	name_match_count(sb, sr, &m);
+	name_match_say(&m, sb, sr, say, sizeof(say));
+	CHECK(m.lacking == 2 && m.extra == 2 && strstr(say, "the baseline's names carry a prefix 'model.'"),
+	      "the baseline's names carry the prefix: %s", say);
+
+	name_match_count(base, none, &m);
+	name_match_say(&m, base, none, say, sizeof(say));
+	CHECK(m.lacking == 3 && !m.extra && !m.extra_first &&
+	      !strcmp(say, "has none of the baseline's 3 tensors, so it has no drift here"),
+	      "an empty run: none, and no example of its names: %s", say);
+
+	name_match_count(none, base, &m);
+	name_match_say(&m, none, base, say, sizeof(say));
+	CHECK(!m.lacking && m.extra == 3 && strstr(say, "has 3 tensors that the baseline lacks"),
+	      "an empty baseline: the run's are extra: %s", say);
+
+	wd_ckpt_close(&base);
+	wd_ckpt_close(&same);
+	wd_ckpt_close(&wrap);
+	wd_ckpt_close(&part);
+	wd_ckpt_close(&none);
+	wd_ckpt_close(&sb);
+	wd_ckpt_close(&sr);
+	return tap_done();
+}
