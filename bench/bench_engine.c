@@ -16,7 +16,12 @@
  * SORT picks the CPU's sort of fp32 and fp64 (wd_engine_set_sort): auto
  * (the default), radix or vqsort, so that both are timed in one run.
  *
+ * --crc32 times the payloads' CRC-32 (lib/crc32.c) on the file's bytes,
+ * folded and with zlib's code, beside memcpy of the same bytes: one JSON
+ * line of GB/s, the median of REPEATS (make bench-ingest prints it).
+ *
  *   wdrift-bench DTYPE A.raw B.raw [REPEATS [THREADS [SORT]]]
+ *   wdrift-bench --crc32 FILE [REPEATS]
  *   wdrift-bench-vqsort --vqsort A.raw B.raw [REPEATS]
  */
 #include <stdio.h>
@@ -26,6 +31,7 @@
 
 #include "wdrift.h"
 #include "bench_time.h"
+#include "crc32.h"
 
 static void *slurp(const char *path, size_t *size)
 {
@@ -93,6 +99,51 @@ static int vqsort_main(int argc, char **argv)
 }
 #endif
 
+/* GB/s of fn's median run over the file's bytes. */
+static double crc_rate(const void *p, size_t n, int reps, int fold, uint32_t *crc)
+{
+	double t[64];
+
+	wd_crc32_use(fold);
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now();
+		*crc = wd_crc32(0, p, n);
+		t[r] = bench_now() - t0;
+	}
+	wd_crc32_use(1);
+	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
+	return (double)n / t[reps / 2] / 1e9;
+}
+
+static int crc_main(int argc, char **argv)
+{
+	size_t n;
+	int reps = argc > 3 ? atoi(argv[3]) : 7;
+	void *p = slurp(argv[2], &n), *dst = malloc(n + 1);
+	double t[64];
+	uint32_t folded = 0, plain = 0;
+
+	if (!p || !dst || reps < 1 || reps > 64) {
+		fprintf(stderr, "wdrift-bench: cannot read '%s'\n", argv[2]);
+		return 1;
+	}
+	int can_fold = wd_crc32_folds();
+	double gf = crc_rate(p, n, reps, 1, &folded), gz = crc_rate(p, n, reps, 0, &plain);
+	memcpy(dst, p, n);	/* faulted in before the clock */
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now();
+		memcpy(dst, p, n);
+		t[r] = bench_now() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
+	printf("{\"bytes\": %zu, \"crc32_gbps\": %.3f, \"folded\": %s, \"zlib_gbps\": %.3f, "
+	       "\"memcpy_gbps\": %.3f, \"equal\": %s}\n", n, gf, can_fold ? "true" : "false", gz,
+	       (double)n / t[reps / 2] / 1e9, folded == plain ? "true" : "false");
+	free(p);
+	free(dst);
+	return folded == plain ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	enum wd_dtype t;
@@ -105,6 +156,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "--vqsort"))
 		return vqsort_main(argc, argv);
 #endif
+	if (argc >= 3 && !strcmp(argv[1], "--crc32"))
+		return crc_main(argc, argv);
 	const char *sort = argc > 6 ? argv[6] : "auto";
 	enum wd_sort how = !strcmp(sort, "radix") ? WD_SORT_RADIX
 			 : !strcmp(sort, "vqsort") ? WD_SORT_VQSORT : WD_SORT_AUTO;

@@ -26,6 +26,7 @@
 
 #include <zmq.h>
 
+#include "crc32.h"
 #include "keys.h"
 #include "wire.h"
 #include "bench_time.h"
@@ -160,7 +161,7 @@ static int publish(void *ctx, const char *ep, const char *run, long steps, long 
 	free(hello);
 	if (zmq_recv(s, buf, sizeof(buf), 0) < 0)
 		return fprintf(stderr, "publish: no welcome\n"), 1;
-	uint32_t crc = wire_crc32(0, payload, bytes);
+	uint32_t crc = wd_crc32(0, payload, bytes);
 	long acked = 0;
 	double t0 = bench_now();
 	for (long st = 0; st < steps; st++) {

@@ -33,6 +33,9 @@ engine_gbps=$(echo "$eng_s $NUMEL" | awk '{ printf "%.4f", 2 * $2 * 4 / $1 / 1e9
 echo "wdrift ingest benchmark: $TENSORS x $NUMEL f32 per snapshot, $STEPS snapshots x 2 runs"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus; $(date +%F)"
 echo "engine (cpu, 1 thread, prepare 2 + W1): $engine_gbps GB/s"
+# the CRC-32 every payload costs the publisher and the daemon's main loop
+crc=$("$BUILD/wdrift-bench" --crc32 "$tmp/a.raw" 7)
+echo "crc32 of a payload: $(echo "$crc" | num crc32_gbps) GB/s (folded: $(echo "$crc" | sed -n 's/.*"folded": \([a-z]*\).*/\1/p')); zlib's code $(echo "$crc" | num zlib_gbps) GB/s; memcpy $(echo "$crc" | num memcpy_gbps) GB/s"
 echo
 # CURVE keys for the third row: the daemon's pair and one allowed client
 "$BUILD/wdrift" keygen "$tmp/server.key" >/dev/null

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32.h"
 #include "pieces.h"
 
 /* Where [b, e) goes: the index of the first range after it; -1 on an overlap. */
@@ -42,17 +43,17 @@ int pieces_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e, uint32_t
 	int right = at < t->n_ranges && t->ranges[at][0] == e;
 
 	if (left && right) {
-		uint32_t c = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
-		t->crcs[at - 1] = wire_crc32_combine(c, t->crcs[at], (t->ranges[at][1] - e) * es);
+		uint32_t c = wd_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
+		t->crcs[at - 1] = wd_crc32_combine(c, t->crcs[at], (t->ranges[at][1] - e) * es);
 		t->ranges[at - 1][1] = t->ranges[at][1];
 		memmove(t->ranges + at, t->ranges + at + 1, (t->n_ranges - at - 1) * sizeof(*t->ranges));
 		memmove(t->crcs + at, t->crcs + at + 1, (t->n_ranges - at - 1) * sizeof(*t->crcs));
 		t->n_ranges--;
 	} else if (left) {
-		t->crcs[at - 1] = wire_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
+		t->crcs[at - 1] = wd_crc32_combine(t->crcs[at - 1], crc, (e - b) * es);
 		t->ranges[at - 1][1] = e;
 	} else if (right) {
-		t->crcs[at] = wire_crc32_combine(crc, t->crcs[at], (t->ranges[at][1] - e) * es);
+		t->crcs[at] = wd_crc32_combine(crc, t->crcs[at], (t->ranges[at][1] - e) * es);
 		t->ranges[at][0] = b;
 	} else {
 		size_t n = t->n_ranges;
@@ -135,7 +136,7 @@ int pieces_overlap(struct tensor_buf *t, const struct payload *m, uint64_t b, ui
 		if (slot < 0)
 			continue;
 		payload_bytes(m, (gb - b) * es, NULL, data + gb * es, (ge - gb) * es);
-		if (pieces_add(t, (size_t)slot, gb, ge, wire_crc32(0, data + gb * es, (ge - gb) * es)) < 0) {
+		if (pieces_add(t, (size_t)slot, gb, ge, wd_crc32(0, data + gb * es, (ge - gb) * es)) < 0) {
 			snprintf(why, whylen, "out of memory");
 			return -1;
 		}

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crc32.h"
 #include "error.h"
 #include "logging.h"
 #include "wal.h"
@@ -128,7 +129,7 @@ static int good_record(const unsigned char *b, size_t len, size_t off, size_t *n
 	uint32_t n = get32(b + off + 4);
 	if (n > WAL_MAX_RECORD || len - off - 12 < n)
 		return 0;
-	if (wire_crc32(0, b + off + 12, n) != get32(b + off + 8))
+	if (wd_crc32(0, b + off + 12, n) != get32(b + off + 8))
 		return 0;
 	*next = off + 12 + n;
 	return 1;
@@ -364,7 +365,7 @@ static int wal_append_locked(struct wal *w, const void *payload, size_t len)
 		return r;
 	put32(head, WAL_MAGIC);
 	put32(head + 4, (uint32_t)len);
-	put32(head + 8, wire_crc32(0, payload, len));
+	put32(head + 8, wd_crc32(0, payload, len));
 	/* One write per record, header and payload together: O_APPEND keeps it whole. */
 	unsigned char *rec = malloc(12 + len);
 	if (!rec)

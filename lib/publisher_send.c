@@ -19,6 +19,7 @@
 
 #include <zmq.h>
 
+#include "crc32.h"
 #include "log.h"
 #include "publisher_internal.h"
 
@@ -154,7 +155,7 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 		chunk = 1;
 	if (!t->crc_done) {
 		for (size_t i = 0; i < t->n_shards; i++) {
-			t->crc[i] = wire_crc32(0, at, t->shard[i][1] * esize);
+			t->crc[i] = wd_crc32(0, at, t->shard[i][1] * esize);
 			at += t->shard[i][1] * esize;
 		}
 		t->crc_done = 1;
@@ -176,7 +177,7 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 			h->offset = t->shard[i][0] + done;
 			h->count = n;
 			/* the whole shard's CRC is kept across re-sends; a part's is cheap beside the send */
-			h->crc32 = n == t->shard[i][1] ? t->crc[i] : wire_crc32(0, at, n * esize);
+			h->crc32 = n == t->shard[i][1] ? t->crc[i] : wd_crc32(0, at, n * esize);
 			if (send_message(p, s, h, at, n * esize, waited) < 0)
 				return -1;
 			at += n * esize;

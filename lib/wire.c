@@ -1,7 +1,7 @@
 /*
  * wire.c: protocol v1 headers (docs/protocol.md), through jansson, and the
- * payload CRC-32, through zlib. The only libwdrift file that includes
- * jansson.h or zlib.h.
+ * check of a payload against its CRC-32 (crc32.c). The only libwdrift file
+ * that includes jansson.h.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <zlib.h>
 
+#include "crc32.h"
 #include "wire.h"
 
 static const char *const code_names[WIRE_CODE_COUNT] = {
@@ -386,30 +386,11 @@ int wire_check_payload(const struct wire_header *h, const size_t *frame_len,
 	if (!frame)
 		return 0;
 	for (size_t i = 0; i < n_frames; i++)
-		crc = wire_crc32(crc, frame[i], frame_len[i]);
+		crc = wd_crc32(crc, frame[i], frame_len[i]);
 	if (crc != h->crc32)
 		return fail(err, WIRE_BAD_CHECKSUM, "crc32",
 			    "payload crc32 is %u, the header says %u", crc, h->crc32);
 	return 0;
-}
-
-uint32_t wire_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
-{
-	return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);	/* z_off_t: 64-bit here */
-}
-
-uint32_t wire_crc32(uint32_t crc, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-
-	/* zlib's length is a uInt: feed it in pieces */
-	while (n > 0) {
-		uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-		crc = (uint32_t)crc32(crc, p, chunk);
-		p += chunk;
-		n -= chunk;
-	}
-	return crc;
 }
 
 char *wire_build(const struct wire_header *h)

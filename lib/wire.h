@@ -114,11 +114,6 @@ int wire_check_payload(const struct wire_header *h, const size_t *frame_len,
 		       const void *const *frame, size_t n_frames,
 		       struct wire_error *err);
 
-/* CRC-32 (zlib's polynomial) of n bytes, continuing from crc (0 to start). */
-uint32_t wire_crc32(uint32_t crc, const void *data, size_t n);
-/* The CRC-32 of A then B, from theirs and B's length in bytes (crc32_combine). */
-uint32_t wire_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
-
 /*
  * Builds frame 0 for h (its type decides the fields) into a new
  * NUL-terminated string the caller frees; NULL on out of memory.
