@@ -117,14 +117,19 @@ static double crc_rate(const void *p, size_t n, int reps, int fold, uint32_t *cr
 
 static int crc_main(int argc, char **argv)
 {
-	size_t n;
+	size_t n = 0;
 	int reps = argc > 3 ? atoi(argv[3]) : 7;
-	void *p = slurp(argv[2], &n), *dst = malloc(n + 1);
 	double t[64];
 	uint32_t folded = 0, plain = 0;
 
-	if (!p || !dst || reps < 1 || reps > 64) {
+	if (reps < 1 || reps > 64) {
+		fprintf(stderr, "wdrift-bench: --crc32 FILE [REPEATS]: REPEATS is 1 to 64\n");
+		return 2;
+	}
+	void *p = slurp(argv[2], &n), *dst = p ? malloc(n + 1) : NULL;
+	if (!dst) {
 		fprintf(stderr, "wdrift-bench: cannot read '%s'\n", argv[2]);
+		free(p);
 		return 1;
 	}
 	int can_fold = wd_crc32_folds();

@@ -30,7 +30,7 @@ DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"complete\", \"missing\": [RUN...],\n"
 "                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
 "                     \"summary\": {...}}}}, absent: its tensors with no element\n"
-"                     compared (not in its snapshot, or empty),\n"
+"                     compared (not in its snapshot, empty or unreadable),\n"
 "                     layers and summary as in wdrift compare --json (docs/compare.md)\n"
 DC_HELP_HELP
 "\n"
@@ -208,8 +208,9 @@ int cmd_drift(int argc, char **argv)
 		long long absent = dc_int(cand, "absent");
 		if (absent > 0)
 			printf("absent     %lld of its %zu tensors here %s no element compared: not in its "
-			       "snapshot (named otherwise?) or empty; their drift is '-', and the daemon's log "
-			       "names what it has\n", absent, json_array_size(layers), absent == 1 ? "has" : "have");
+			       "snapshot (named otherwise?), empty or unreadable; their drift is '-', and the "
+			       "daemon's log says which\n", absent, json_array_size(layers),
+			       absent == 1 ? "has" : "have");
 		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
 	}

@@ -130,7 +130,10 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
  * A peer that is there but is not an ingest socket that takes us (the
  * control or events socket, a CURVE handshake refused) is found by the
  * publisher (wd_publisher_diagnosis): the command ends at once with its
- * reason, instead of waiting out every try and then guessing.
+ * reason, instead of waiting out every try and then guessing. A peer that
+ * only closed mid-handshake may be a daemon stopping or killed (a restart):
+ * that reason is a guess, waited out like no answer, and given at the end
+ * if nothing else is known by then.
  */
 #define PROBE_S 1.0
 #define UNREACHABLE_S 5.0
@@ -144,8 +147,8 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 	while (flushed < 0 && cli_now() < end) {
 		struct wd_publisher_stats st;
 		flushed = wd_publisher_flush(p, 200);
-		if (flushed < 0 && wd_publisher_diagnosis(p, err, errlen))
-			return -1;	/* err says why: what to change, not a guess */
+		if (flushed < 0 && wd_publisher_diagnosis(p, err, errlen) == WD_DIAGNOSIS_SURE)
+			return -1;	/* err says why: what to change */
 		wd_publisher_get_stats(p, &st);
 		if (st.connected) {	/* it answered: what the probes found is old */
 			failing_since = 0;
@@ -163,10 +166,13 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 			return -1;	/* err says why */
 		next_probe = cli_now() + PROBE_S;
 	}
-	const char *why = reach == ETIMEDOUT ? " nothing there answers a connection: is the host right, "
+	char guess[700] = " ";	/* the publisher's, better than ours */
+	int guessed = wd_publisher_diagnosis(p, guess + 1, sizeof(guess) - 1) == WD_DIAGNOSIS_GUESS;
+	const char *why = guessed ? guess
+			: reach == ETIMEDOUT ? " nothing there answers a connection: is the host right, "
 					       "and does a firewall let the port through?"
 					     : " is wdriftd running?";
-	const char *hint = reach == ETIMEDOUT ? "" : dc_keys_hint(&t->keys);
+	const char *hint = reach == ETIMEDOUT || guessed ? "" : dc_keys_hint(&t->keys);
 	if (flushed < 0 || wd_publisher_last_outcome(p, out) < 0)
 		return wd_error(err, errlen, "no ack from %s:%s%s", t->ingest_ep, why, hint);
 	if (out->kind == WD_OUTCOME_ACKED)

@@ -34,9 +34,10 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 }
 
 /*
- * The name in c that is name with something before it, as a prefix that
- * one side's names carry: the part before, into buf. 0, or -1 when no
- * name of c ends with name.
+ * The name in c that is name with a prefix before it, as one side's names
+ * carry ("module.", "_orig_mod.", "model/"): the prefix, into buf. 0, or -1
+ * when no name of c is name after a prefix that ends in '.' or '/' (a
+ * run's "layernorm" is not "norm" with a prefix "layer").
  */
 static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_t len)
 {
@@ -45,7 +46,7 @@ static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_
 	for (size_t i = 0; i < wd_ckpt_count(c); i++) {
 		const char *x = wd_ckpt_entry(c, i)->name;
 		size_t m = strlen(x);
-		if (m > n && !strcmp(x + m - n, name)) {
+		if (m > n && !strcmp(x + m - n, name) && (x[m - n - 1] == '.' || x[m - n - 1] == '/')) {
 			snprintf(buf, len, "%.*s", (int)(m - n) > 64 ? 64 : (int)(m - n), x);
 			return 0;
 		}

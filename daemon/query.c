@@ -388,8 +388,9 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		}
 		/*
 		 * Its tensors with no element compared: the baseline's that its
-		 * snapshot lacks (named otherwise), or empty ones; their drift is
-		 * null, which a table shows as '-' (the daemon's log names them).
+		 * snapshot lacks (named otherwise), empty ones, or ones that
+		 * could not be read; their drift is null, which a table shows as
+		 * '-' (the daemon's log says which).
 		 */
 		size_t absent = 0;
 		for (size_t k = start[s]; k < start[s + 1]; k++)

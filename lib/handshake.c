@@ -127,27 +127,34 @@ static void mechanism_mismatch(const char *endpoint, const char *mech, const str
  * The peer closed the handshake without a reason. Its greeting tells
  * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
  * mechanism, that is the reason; else, without keys, it refused the
- * socket type, and with keys, the key or the type. With no greeting, both.
+ * socket type, and with keys, the key or the type (a guess). With no
+ * greeting, both (a guess: a daemon that went away mid-handshake too).
  */
-static void closed_error(const char *endpoint, const struct wd_hs_names *names,
+static int closed_error(const char *endpoint, const struct wd_hs_names *names,
 			 const struct wd_client_keys *keys, char *err, size_t errlen)
 {
 	char mech[24];
 	int on = keys && keys->on, known = wd_zmtp_peer_mechanism(endpoint, 500, mech, sizeof(mech)) == 0;
 
-	if (known && strcmp(mech, on ? "CURVE" : "NULL"))
+	if (known && strcmp(mech, on ? "CURVE" : "NULL")) {
 		mechanism_mismatch(endpoint, mech, names, keys, err, errlen);
-	else if (on)
+		return WD_HS_SURE;
+	}
+	if (on) {
 		snprintf(err, errlen, "%s closed the connection during the handshake: a wrong %s, or not "
 			 "wdriftd's %s socket (listen.%s)", endpoint, names->server_arg, names->socket,
 			 names->socket);
-	else if (known)
+		return WD_HS_GUESS;
+	}
+	if (known) {
 		type_mismatch(endpoint, names, err, errlen);
-	else
-		snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
-			 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
-			 "(give %s and %s)", endpoint, names->socket, names->socket, names->server_arg,
-			 names->key_arg);
+		return WD_HS_SURE;
+	}
+	snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
+		 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
+		 "(give %s and %s)", endpoint, names->socket, names->socket, names->server_arg,
+		 names->key_arg);
+	return WD_HS_GUESS;
 }
 
 int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
@@ -169,22 +176,22 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		return 0;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
 		refused(endpoint, names, keys, err, errlen);
-		return 1;
+		return WD_HS_SURE;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
 		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
 			mechanism_mismatch(endpoint, NULL, names, keys, err, errlen);
-			return 1;
+			return WD_HS_SURE;
 		}
 		if (auth_error(value)) {
 			refused(endpoint, names, keys, err, errlen);
-			return 1;
+			return WD_HS_SURE;
 		}
 		if (value == ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_METADATA)
 			type_mismatch(endpoint, names, err, errlen);
 		else
 			snprintf(err, errlen, "the handshake with %s failed (ZeroMQ protocol error 0x%x): is it "
 				 "a wdriftd endpoint?", endpoint, (unsigned)value);
-		return 1;
+		return WD_HS_SURE;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
 	case ZMQ_EVENT_DISCONNECTED:
 		/* after a success, a daemon going away: not a handshake failure */
@@ -194,8 +201,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		h->closed_at = wd_now();
 		if (++h->closed < WD_HS_CLOSED_MAX)
 			return 0;
-		closed_error(endpoint, names, keys, err, errlen);
-		return 1;
+		return closed_error(endpoint, names, keys, err, errlen);
 	}
 	return 0;
 }
@@ -272,6 +278,5 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
 {
 	if (!h->closed || h->handshook || !h->attempt_failed || wd_now() - h->closed_at < WD_HS_CLOSED_GRACE)
 		return 0;
-	closed_error(endpoint, names, keys, err, errlen);
-	return 1;
+	return closed_error(endpoint, names, keys, err, errlen);
 }

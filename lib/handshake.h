@@ -50,8 +50,18 @@ struct wd_hs {
 #define WD_HS_POLL_MS 100	/* how often a waiting caller asks wd_hs_stuck */
 
 /*
- * Feeds one monitor event (code, value) to h: 1 when it settles that the
- * handshake with endpoint fails, with err in words the user can act on: a
+ * What wd_hs_event and wd_hs_stuck return with err: WD_HS_SURE when the
+ * peer said why (its greeting, a refusal, its socket type), WD_HS_GUESS
+ * when it only closed mid-handshake and its greeting could not be read,
+ * which a daemon stopping or killed mid-handshake looks like too: a caller
+ * that would give up on it (wdrift send) waits for the daemon instead.
+ */
+enum { WD_HS_SURE = 1, WD_HS_GUESS = 2 };
+
+/*
+ * Feeds one monitor event (code, value) to h: nonzero (WD_HS_SURE or
+ * WD_HS_GUESS) when it settles that the handshake with endpoint fails,
+ * with err in words the user can act on: a
  * CURVE hint only for an authentication failure (mechanism mismatch, CURVE
  * or ZAP errors); for a socket-type mismatch, that endpoint is not
  * wdriftd's names->socket socket. Else 0. May read the peer's greeting
@@ -60,7 +70,7 @@ struct wd_hs {
 int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 		const struct wd_hs_names *names, const struct wd_client_keys *keys, char *err, size_t errlen);
 /*
- * 1 with err (as above) when the peer closed a handshake
+ * Nonzero with err (as above) when the peer closed a handshake
  * WD_HS_CLOSED_GRACE ago and ZeroMQ has not got through since: libzmq
  * does not always reconnect after a close mid-handshake, so no further
  * event may come.

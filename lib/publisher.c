@@ -333,14 +333,15 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 	return n;
 }
 
-size_t wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
+int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
 {
 	pthread_mutex_lock(&p->lock);
-	size_t n = strlen(p->diagnosis);
+	int how = !p->diagnosis[0] ? WD_DIAGNOSIS_NONE
+		: p->diagnosis_sure == WD_HS_SURE ? WD_DIAGNOSIS_SURE : WD_DIAGNOSIS_GUESS;
 	if (buf && len)
 		snprintf(buf, len, "%s", p->diagnosis);
 	pthread_mutex_unlock(&p->lock);
-	return n;
+	return how;
 }
 
 int wd_publisher_flush(struct wd_publisher *p, int timeout_ms)

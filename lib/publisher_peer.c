@@ -21,8 +21,11 @@
 #include "log.h"
 #include "publisher_internal.h"
 
-/* Keeps why as the reason no ack comes, and says it once: when it is new. */
-static void diagnosed(struct wd_publisher *p, const char *why)
+/*
+ * Keeps why as the reason no ack comes, with how sure it is (WD_HS_SURE
+ * or WD_HS_GUESS), and says it once: when it is new.
+ */
+static void diagnosed(struct wd_publisher *p, const char *why, int how)
 {
 	char msg[sizeof(p->diagnosis) + 300];
 
@@ -30,6 +33,7 @@ static void diagnosed(struct wd_publisher *p, const char *why)
 	int fresh = strcmp(p->diagnosis, why) != 0;
 	if (fresh)
 		snprintf(p->diagnosis, sizeof(p->diagnosis), "%s", why);
+	p->diagnosis_sure = how;
 	pthread_mutex_unlock(&p->lock);
 	if (!fresh)
 		return;
@@ -55,7 +59,7 @@ void pub_peer_tick(struct wd_publisher *p)
 {
 	char why[sizeof(p->diagnosis)];
 	uint32_t value;
-	int code;
+	int code, how;
 
 	if (!p->mon)
 		return;
@@ -66,9 +70,9 @@ void pub_peer_tick(struct wd_publisher *p)
 	if (closing)
 		return;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
-		if (wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why)))
+		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
 			goto settled;
-	if (!wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why)))
+	if (!(how = wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
 		return;
 settled:
 	/*
@@ -78,7 +82,7 @@ settled:
 	 * the monitor at close waits for ever (libzmq issue 3575).
 	 */
 	wd_hs_monitor_close(p->mon_of, &p->mon);
-	diagnosed(p, why);
+	diagnosed(p, why, how);
 }
 
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
@@ -92,7 +96,7 @@ void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
 	else
 		snprintf(why, sizeof(why), "%.400s answers, but not in wdriftd's ingest protocol: is it "
 			 "wdriftd's listen.ingest?", p->endpoint);
-	diagnosed(p, why);
+	diagnosed(p, why, WD_HS_SURE);	/* it answered: what it said is no guess */
 }
 
 void pub_peer_answered(struct wd_publisher *p)

@@ -375,6 +375,7 @@ struct wd_publisher_opts {
 	 * messages (a refused handshake says which to give): NULL for
 	 * "server_key" and "key", the fields' names and the Python
 	 * package's arguments; `wdrift send` gives "--server-key", "--key".
+	 * Up to 31 bytes each: longer ones are cut.
 	 */
 	const char *server_key_arg, *key_arg;
 };
@@ -471,9 +472,13 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
  * daemon without auth), in words that say what to change. The publisher
  * also says it once as a warning (wd_log) and in its stall warning; a
  * program that silences those, or must end, such as `wdrift send`, reads
- * it here. Returns its length. Thread safe.
+ * it here. Returns WD_DIAGNOSIS_NONE, _SURE (the peer answered or refused:
+ * giving up on it is right) or _GUESS (the peer closed the handshake
+ * without a word, as a daemon stopping or killed mid-handshake does too:
+ * a daemon started again may still take the snapshot). Thread safe.
  */
-size_t wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len);
+enum { WD_DIAGNOSIS_NONE = 0, WD_DIAGNOSIS_SURE = 1, WD_DIAGNOSIS_GUESS = 2 };
+int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len);
 /*
  * Gives a snapshot up after it was sent `tries` times without an answer
  * that ends it: no ack and no final refusal within ack_timeout_ms each

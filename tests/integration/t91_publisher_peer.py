@@ -25,6 +25,7 @@ Every daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,6 +205,31 @@ def main():
         out, lines = publish(ep, srv + ".pub", trn)
         check("acked 1" in out and "diagnosis None" in out and not lines, f"the right keys: acked, nothing said ({out.strip()})",
               "\n".join(lines))
+
+        # A daemon that dies mid-handshake (here: stopped, so its ZAP handler never
+        # answers, then killed) looks like a refusal without a word: send must not
+        # end on that guess, and gets the snapshot to the daemon started again
+        # (the review found send failing at once, naming --server-key).
+        curve.proc.send_signal(signal.SIGSTOP)
+        path = os.path.join(d, "one.h5")
+        t = time.monotonic()
+        s = subprocess.Popen([WDRIFT, "send", "--run", "lowprec", "--step", "2", path, "--ingest", ep,
+                              "--server-key", srv + ".pub", "--key", trn], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)             # connected, its handshake waiting on the stopped daemon
+            curve.stop(signal.SIGKILL)
+            time.sleep(1.5)             # past the 0.5 s a close mid-handshake takes to settle
+            early = s.poll()
+            check(curve.start() is not None, "the CURVE daemon starts again", curve.log_text()[-1500:])
+            sout, serr = s.communicate(timeout=60)
+        finally:
+            if s.poll() is None:
+                s.kill()
+                s.wait()
+        check(early is None and s.returncode == 0 and "acked" in sout,
+              f"send through a daemon killed mid-handshake and started again: acked, not ended on a guess "
+              f"(exit {s.returncode} after {time.monotonic() - t:.1f} s)", serr)
     finally:
         for dm in daemons:
             if dm.proc:

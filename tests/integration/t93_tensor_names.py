@@ -86,7 +86,8 @@ def main():
               "the wrapped candidate: one warning over two steps, with the counts, an example and the prefix",
               "\n".join(warned) or dm.log_text()[-2000:])
         r = wd("drift", "fa", "-c", cfg)
-        check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout,
+        check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout
+              and "the daemon's log says which" in r.stdout,
               "drift says the candidate's tensors have no element compared", r.stdout + r.stderr)
         r = wd("drift", "fa", "-c", cfg, "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -3,7 +3,8 @@
  * (daemon/name_match.c), on listings as the spool's files give them
  * (wd_ckpt_adopt sorts them in natural order): the counts and the first
  * of each side in that order, layers.9 before layers.10 on both sides;
- * the prefix that one side's names carry; nothing said when they match;
+ * the prefix that one side's names carry, ending in '.' ("layernorm" is
+ * not "norm" with a prefix); nothing said when they match;
  * empty listings.
  */
 #include <stdlib.h>
@@ -36,9 +37,10 @@ int main(void)
 	static const char *const partial[] = { "layers.9.w", "layers.10.w", "zz.extra", "aa.extra" };
 	static const char *const shorter[] = { "w", "norm" };
 	static const char *const longer[] = { "model.w", "model.norm" };
+	static const char *const layernorm[] = { "layers.10.w", "layers.9.w", "layernorm" };
 	struct wd_ckpt *base = listing(base_names, 3), *same = listing(base_names, 3);
 	struct wd_ckpt *wrap = listing(wrapped, 3), *part = listing(partial, 4), *none = listing(NULL, 0);
-	struct wd_ckpt *sb = listing(longer, 2), *sr = listing(shorter, 2);
+	struct wd_ckpt *sb = listing(longer, 2), *sr = listing(shorter, 2), *ln = listing(layernorm, 3);
 	struct name_match m;
 	char say[1024];
 
@@ -68,6 +70,11 @@ int main(void)
 	CHECK(m.lacking == 2 && m.extra == 2 && strstr(say, "the baseline's names carry a prefix 'model.'"),
 	      "the baseline's names carry the prefix: %s", say);
 
+	name_match_count(base, ln, &m);
+	name_match_say(&m, base, ln, say, sizeof(say));
+	CHECK(m.lacking == 1 && m.extra == 1 && !strstr(say, "prefix"),
+	      "'layernorm' is not 'norm' with a prefix 'layer': %s", say);
+
 	name_match_count(base, none, &m);
 	name_match_say(&m, base, none, say, sizeof(say));
 	CHECK(m.lacking == 3 && !m.extra && !m.extra_first &&
@@ -86,5 +93,6 @@ int main(void)
 	wd_ckpt_close(&none);
 	wd_ckpt_close(&sb);
 	wd_ckpt_close(&sr);
+	wd_ckpt_close(&ln);
 	return tap_done();
 }
