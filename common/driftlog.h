@@ -65,7 +65,12 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 uint64_t driftlog_rows(const struct driftlog_writer *s);
 /* Appends rows and flushes them, so SWMR readers see them. 0 or -1 with err. */
 int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, size_t n, char *err, size_t errlen);
-void driftlog_close(struct driftlog_writer **s);
+/*
+ * Closes it (NULL: nothing to do): 0 when every row appended is in the file
+ * and it closed cleanly, so that it opens again as it is; -1 when a write,
+ * the flush or the close failed (what HDF5 still buffered is discarded).
+ */
+int driftlog_close(struct driftlog_writer **s);
 
 /*
  * Copies of damaged drift logs (docs/storage.md): the daemon moves a drift

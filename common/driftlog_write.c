@@ -330,23 +330,28 @@ int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, siz
 	return 0;
 }
 
-void driftlog_close(struct driftlog_writer **ps)
+int driftlog_close(struct driftlog_writer **ps)
 {
 	struct driftlog_writer *s = *ps;
+	int r = 0;
+
 	if (!s)
-		return;
+		return 0;
 	/*
 	 * A flush first, where its failure can be handled: inside H5Fclose it
 	 * would leave HDF5 1.10 holding an ID to freed memory (checkpoint.h,
 	 * wd_h5_discard_writes). After a failed write, or a failed flush, what
 	 * is still buffered is discarded: the WAL holds the rows.
 	 */
-	if (s->file >= 0 && (s->failed || H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0))
+	if (s->file >= 0 && (s->failed || H5Fflush(s->file, H5F_SCOPE_LOCAL) < 0)) {
 		wd_h5_discard_writes(s->file);
-	if (s->rows >= 0) H5Dclose(s->rows);
-	if (s->tensors >= 0) H5Dclose(s->tensors);
-	if (s->runs >= 0) H5Dclose(s->runs);
-	if (s->file >= 0) H5Fclose(s->file);
+		r = -1;
+	}
+	if (s->rows >= 0 && H5Dclose(s->rows) < 0) r = -1;
+	if (s->tensors >= 0 && H5Dclose(s->tensors) < 0) r = -1;
+	if (s->runs >= 0 && H5Dclose(s->runs) < 0) r = -1;
+	if (s->file >= 0 && H5Fclose(s->file) < 0) r = -1;
+	if (s->failed || s->file < 0) r = -1;
 	H5Eclear2(H5E_DEFAULT);
 	free(s->path);
 	H5Tclose(s->row_type);
@@ -359,6 +364,7 @@ void driftlog_close(struct driftlog_writer **ps)
 	free(s->run_names.v);
 	free(s);
 	*ps = NULL;
+	return r;
 }
 
 /* --- copies of damaged drift logs --- */

@@ -28,6 +28,13 @@ struct cstudy {
 	int synthetic;		/* enum wd_synthetic; its label is last */
 	struct driftlog_writer *store;
 	/*
+	 * The drift log's rows when the compute thread closed it, idle and
+	 * cleanly (closed_clean): it opens again as it was, without being
+	 * checked against the WAL's results (compute.c, store_rest).
+	 */
+	uint64_t rows_at_close;
+	int closed_clean;
+	/*
 	 * Per run, what the compute thread last said of its tensor names
 	 * against the baseline's (name_match.h): proxies' at k, candidates'
 	 * at n_proxies + k. Zeros: they matched, or nothing was said.

@@ -207,6 +207,18 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 	snprintf(dir, sizeof(dir), "%s/drift", c->dir);
 	mkdir(dir, 0750);
 	snprintf(path, sizeof(path), "%s/%s.h5", dir, s->name);
+	const char *labels[DRIFTLOG_MAX_PROXIES];
+	for (size_t k = 0; k < s->n_proxies; k++)
+		labels[k] = s->labels[k];
+	struct stat sb;
+	if (s->closed_clean) {	/* closed by store_rest: as it was, unless changed since */
+		s->closed_clean = 0;
+		if (stat(path, &sb) == 0 &&	/* removed since (runs rm): made again below */
+		    driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0 &&
+		    driftlog_rows(s->store) == s->rows_at_close)
+			return s->store;
+		driftlog_close(&s->store);	/* checked against the WAL, below */
+	}
 	/* what the WAL says this log must hold */
 	struct result_batch **mine = calloc(c->n_replayed + 1, sizeof(*mine));
 	size_t n_mine = 0;
@@ -220,11 +232,7 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 			result_batch_free(&b);
 		}
 	}
-	const char *labels[DRIFTLOG_MAX_PROXIES];
-	for (size_t k = 0; k < s->n_proxies; k++)
-		labels[k] = s->labels[k];
 	/* a missing drift log (runs rm removed it) is made again, with no copy to keep */
-	struct stat sb;
 	int exists = stat(path, &sb) == 0;
 	int ok = exists && driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
 	if (ok && driftlog_rows(s->store) != want) {
@@ -255,6 +263,24 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 		result_batch_free(&mine[i]);
 	free(mine);
 	return s->store;
+}
+
+/*
+ * With no job waiting, the drift logs are closed: an open one is flagged
+ * open in its file (HDF5's SWMR writer), and a daemon killed while idle
+ * (the OOM killer, SIGKILL, a power loss) left every study's drift log to
+ * be moved aside and rebuilt from the whole WAL at the next start. Closed
+ * cleanly, each opens again as it was at its next append.
+ */
+static void store_rest(struct compute *c)
+{
+	for (size_t i = 0; i < c->n_studies; i++) {
+		struct cstudy *s = &c->studies[i];
+		if (!s->store)
+			continue;
+		s->rows_at_close = driftlog_rows(s->store);
+		s->closed_clean = driftlog_close(&s->store) == 0;
+	}
 }
 
 /* Has the study a drift log on disk, or results in the WAL? */
@@ -612,10 +638,11 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 	struct compute *c = ctx;
 	struct job *j = workq_entry(item, struct job, item);
 
-	(void)q;
 	switch (j->kind) {
 	case JOB_FORGET:	/* the caller owns it and waits */
 		forget_job(c, j);
+		if (!workq_queued(q))
+			store_rest(c);
 		return;
 	case JOB_KNOWN:
 		if (spool_index_add(&c->spool, j->run, j->step, -1) < 0)
@@ -644,6 +671,8 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 	}
 	}
 	job_free(j);
+	if (!workq_queued(q))
+		store_rest(c);
 }
 
 int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *engine,
