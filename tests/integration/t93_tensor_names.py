@@ -18,7 +18,6 @@ The daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary  # noqa: E402
+from harness import Daemon, check, summary, teardown  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 NAMES = ["layers.0.w", "layers.1.w", "norm"]
@@ -116,8 +115,7 @@ def main():
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")
     finally:
-        dm.stop()
-        shutil.rmtree(d, ignore_errors=True)
+        teardown(dm, d)
     return summary()
 
 

@@ -18,7 +18,6 @@ The daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary  # noqa: E402
+from harness import Daemon, check, summary, teardown  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 
@@ -112,8 +111,7 @@ def main():
         check(not aside and "moved the old drift log aside" not in text,
               f"runs rm, then killed idle: nothing moved aside ({aside})", text[-1500:])
     finally:
-        dm.stop()
-        shutil.rmtree(d, ignore_errors=True)
+        teardown(dm, d)
     return summary()
 
 
