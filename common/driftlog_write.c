@@ -203,6 +203,16 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 	}
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);	/* SWMR needs it */
+#if H5_VERSION_GE(1, 10, 7)
+	/*
+	 * No file lock: a reader (wdrift report and export, h5py) holds a
+	 * shared one while it has the file open, and the compute thread opens
+	 * its drift logs again after each idle close, which with HDF5's
+	 * exclusive lock failed on any reader and rebuilt the file as damaged.
+	 * The daemon's lock on its storage directory keeps a second writer out.
+	 */
+	H5Pset_file_locking(fapl, 0, 1);
+#endif
 	s->n_proxies = n_proxies;
 	s->row_type = driftlog_row_type(n_proxies, &s->row_size);
 	s->str_type = H5Tcopy(H5T_C_S1);
@@ -330,6 +340,17 @@ int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, siz
 	return 0;
 }
 
+/* fsync of the file at path: 0, or -1. */
+static int sync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int r = fd < 0 || fsync(fd) < 0 ? -1 : 0;
+
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 int driftlog_close(struct driftlog_writer **ps)
 {
 	struct driftlog_writer *s = *ps;
@@ -347,10 +368,20 @@ int driftlog_close(struct driftlog_writer **ps)
 		wd_h5_discard_writes(s->file);
 		r = -1;
 	}
+	/*
+	 * Synced before the close and after it: the close only clears the
+	 * superblock's "open for writing" flag, so a power loss leaves either
+	 * that flag (rebuilt at start-up) or a closed file whose rows are all
+	 * on disk, never a closed file with rows missing.
+	 */
+	if (r == 0 && s->file >= 0 && sync_path(s->path) < 0)
+		r = -1;
 	if (s->rows >= 0 && H5Dclose(s->rows) < 0) r = -1;
 	if (s->tensors >= 0 && H5Dclose(s->tensors) < 0) r = -1;
 	if (s->runs >= 0 && H5Dclose(s->runs) < 0) r = -1;
 	if (s->file >= 0 && H5Fclose(s->file) < 0) r = -1;
+	if (r == 0 && s->file >= 0 && sync_path(s->path) < 0)
+		r = -1;
 	if (s->failed || s->file < 0) r = -1;
 	H5Eclear2(H5E_DEFAULT);
 	free(s->path);

@@ -611,6 +611,7 @@ static void forget_job(struct compute *c, struct job *j)
 			involved = tch.names[t] && !strcmp(tch.names[t], s->name);
 		if (!involved)
 			continue;
+		s->closed_clean = 0;	/* its rows change: checked against the WAL, or made again */
 		driftlog_close(&s->store);
 		snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
 		if (unlink(path) < 0 && errno != ENOENT)
@@ -711,6 +712,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	for (size_t i = 0; i < c->n_studies; i++)
 		if (has_drift_log(c, &c->studies[i]))
 			study_store(c, &c->studies[i]);
+	store_rest(c);	/* closed until a job comes, which may be never */
 	if ((r = workq_start(&c->q, "compute", work, c)) < 0) {
 		studies_free(c->studies, c->n_studies);	/* closes the drift logs opened above */
 		compare_workers_close(&c->workers);

@@ -13,7 +13,11 @@ processes:
   nothing; the drift of both steps is there;
 - the next step is appended to the same file, which then holds all three;
 - `runs rm` of the candidate while idle (the drift log removed and made
-  again) and a SIGKILL after it: still nothing moved aside.
+  again) and a SIGKILL after it: still nothing moved aside;
+- a reader holding the drift log open (h5py with swmr=True, and plainly)
+  while the next step is appended: the review found HDF5's file lock made
+  the writer's reopen fail on it, and the file moved aside and rebuilt;
+  now the reader sees the new rows on refresh and nothing is moved aside.
 The daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import json
@@ -100,6 +104,27 @@ def main():
         check(after > rows, f"step 3 appended to the same file ({rows} -> {after} rows)")
 
         check(dm.start() is not None, "started again, cleanly stopped before")
+        for step, mode in ((4, {"swmr": True}), (5, {})):
+            f = h5py.File(log, "r", **mode)
+            try:
+                before = len(f["rows"])
+                for run in ("base", "lowprec", "fa"):
+                    send(d, cfg, run, step)
+                check(idle(cfg), f"idle after step {step}")
+                if mode:
+                    f["rows"].refresh()
+                    seen = len(f["rows"])
+                else:
+                    seen = None
+            finally:
+                f.close()
+            aside = [x for x in os.listdir(os.path.dirname(log)) if ".broken-" in x]
+            text = dm.log_text()
+            check(not aside and "rebuilding" not in text,
+                  f"a reader ({mode or 'plain'}) holding the drift log over step {step}: nothing moved aside "
+                  f"or rebuilt ({aside})", text[-1500:])
+            if mode:
+                check(seen > before, f"... the SWMR reader sees step {step}'s rows on refresh ({before} -> {seen})")
         r = wd("runs", "rm", "fa", "-c", cfg)
         check(r.returncode == 0, "runs rm fa", r.stderr)
         check(idle(cfg), "idle after runs rm")
