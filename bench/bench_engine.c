@@ -99,7 +99,7 @@ static int vqsort_main(int argc, char **argv)
 }
 #endif
 
-/* GB/s of fn's median run over the file's bytes. */
+/* GB/s of wd_crc32's median run over n bytes, folded or with zlib's code. */
 static double crc_rate(const void *p, size_t n, int reps, int fold, uint32_t *crc)
 {
 	double t[64];

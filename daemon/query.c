@@ -377,15 +377,6 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, s ? "," : "");
 		out_json(&out, json_string(runs[s]));
 		out_str(&out, ":{\"layers\":[");
-		int first = 1;
-		for (size_t k = start[s]; k < start[s + 1] && !out.failed; k++) {
-			json_t *l = layer(q, &b->rows[order[k]]);
-			if (!l)
-				continue;	/* a name jansson refuses (not UTF-8): left out, as before */
-			out_str(&out, first ? "" : ",");
-			out_json(&out, l);
-			first = 0;
-		}
 		/*
 		 * Its tensors with no element compared: the baseline's that its
 		 * snapshot lacks (named otherwise), empty ones, or ones that
@@ -393,8 +384,16 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		 * '-' (the daemon's log says which).
 		 */
 		size_t absent = 0;
-		for (size_t k = start[s]; k < start[s + 1]; k++)
+		int first = 1;
+		for (size_t k = start[s]; k < start[s + 1] && !out.failed; k++) {
 			absent += b->rows[order[k]].numel == 0;
+			json_t *l = layer(q, &b->rows[order[k]]);
+			if (!l)
+				continue;	/* a name jansson refuses (not UTF-8): left out, as before */
+			out_str(&out, first ? "" : ",");
+			out_json(&out, l);
+			first = 0;
+		}
 		out_str(&out, "],\"absent\":");
 		out_json(&out, json_integer((json_int_t)absent));
 		out_str(&out, ",\"summary\":");

@@ -336,8 +336,7 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
 {
 	pthread_mutex_lock(&p->lock);
-	int how = !p->diagnosis[0] ? WD_DIAGNOSIS_NONE
-		: p->diagnosis_sure == WD_HS_SURE ? WD_DIAGNOSIS_SURE : WD_DIAGNOSIS_GUESS;
+	int how = p->diagnosis[0] ? p->diagnosis_how : WD_DIAGNOSIS_NONE;
 	if (buf && len)
 		snprintf(buf, len, "%s", p->diagnosis);
 	pthread_mutex_unlock(&p->lock);

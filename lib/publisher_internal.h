@@ -92,7 +92,7 @@ struct wd_publisher {
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[640];	/* "": none known (under the lock) */
-	int diagnosis_sure;	/* WD_HS_SURE or WD_HS_GUESS (under the lock) */
+	int diagnosis_how;	/* WD_DIAGNOSIS_SURE or _GUESS (under the lock) */
 	char server_key_arg[32], key_arg[32];	/* opts' names of the keys, copied */
 	struct wd_hs_names names;	/* the ingest socket, and those names */
 	void *mon;		/* the current socket's monitor, until it told (sender thread) */

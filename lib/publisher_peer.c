@@ -33,7 +33,7 @@ static void diagnosed(struct wd_publisher *p, const char *why, int how)
 	int fresh = strcmp(p->diagnosis, why) != 0;
 	if (fresh)
 		snprintf(p->diagnosis, sizeof(p->diagnosis), "%s", why);
-	p->diagnosis_sure = how;
+	p->diagnosis_how = how == WD_HS_SURE ? WD_DIAGNOSIS_SURE : WD_DIAGNOSIS_GUESS;
 	pthread_mutex_unlock(&p->lock);
 	if (!fresh)
 		return;
