@@ -210,7 +210,7 @@ int cmd_send(int argc, char **argv)
 		{ "ingest", required_argument, NULL, 'i' },
 		{ 0 },
 	};
-	struct dc_args a = { 0 };
+	struct dc_args a = { .no_endpoint = 1, .t.ingest_only = 1 };	/* --endpoint refused below */
 	struct send_opts o = { .a = &a };
 	char err[1024];
 	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o);
@@ -219,6 +219,9 @@ int cmd_send(int argc, char **argv)
 		return EXIT_OK;
 	if (r < 0)
 		return -r;
+	if (a.t.control)	/* taken and ignored before, a hint's word followed */
+		return cli_usage_error("--endpoint names the control socket; send publishes to the ingest "
+				       "socket: give --ingest EP");
 	if (!o.run || !o.have_step)
 		return cli_usage_error("--run and --step are required");
 	if (argc - r != 1)

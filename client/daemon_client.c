@@ -106,11 +106,12 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 	if (t->ingest && cli_endpoint("--ingest", t->ingest, err, errlen) < 0)
 		return -1;
 	t->config_path[0] = 0;
-	if (dc_config_load(t->config, &cfg, "give --endpoint", cerr, sizeof(cerr)) < 0) {
+	if (dc_config_load(t->config, &cfg, t->ingest_only ? "give --ingest EP" : "give --endpoint", cerr,
+			   sizeof(cerr)) < 0) {
 		struct wd_config_found found;
 		char ep[2 * PATH_MAX], ferr[256];
 		/* a file that does not load may be an edit the daemon has not taken: name its socket */
-		if (!t->control && !t->ingest && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
+		if (!t->control && !t->ingest && !t->ingest_only && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
 		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0 &&
 		    (dc_connect_form(ep, sizeof(ep)), cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0))
 			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "

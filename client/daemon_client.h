@@ -36,6 +36,7 @@ struct dc_target {
 	const char *config;	/* -c FILE, or NULL for the default search */
 	const char *control;	/* --endpoint: overrides the config's */
 	const char *ingest;	/* --ingest (send): overrides the config's */
+	int ingest_only;	/* send: it needs the ingest endpoint, so a hint names --ingest */
 	const char *server_key, *key;	/* --server-key, --key; NULL: the environment */
 	struct wd_client_keys keys;	/* what dc_resolve made of them */
 	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];

@@ -257,6 +257,20 @@ def main():
         check(r.returncode == 1 and f"no socket at {tmp}/nothing.sock" in r.stderr
               and "no configuration" not in r.stderr and "listen.ingest of" not in r.stderr,
               "send --ingest needs no config, and names none", r.stderr)
+        # no config found: send's hint named --endpoint, which send took and ignored
+        # (a new user's trial followed it, and got "no ingest endpoint")
+        r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5")],
+                           capture_output=True, text=True, cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""),
+                           timeout=60)
+        check(r.returncode == 1 and "no configuration" in r.stderr and "give --ingest EP" in r.stderr
+              and "--endpoint" not in r.stderr, "send with no config found: its hint names --ingest",
+              r.stderr)
+        r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
+                            "--endpoint", f"ipc://{tmp}/run/ingest.sock"], capture_output=True, text=True,
+                           cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
+        first = r.stderr.strip().splitlines()[0] if r.stderr.strip() else ""
+        check(r.returncode == 2 and "--endpoint" in first and "give --ingest EP" in first,
+              "send --endpoint: a usage error that names --ingest", r.stderr)
         # --ingest naming a regular file: said as such, with no config to check (it named
         # "the config's listen.*" with none given)
         r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
