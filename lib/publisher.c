@@ -160,10 +160,16 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			snprintf(full, sizeof(full), "%s", path);
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
-		if (stat(full, &st) < 0)
-			wd_log(WD_LOG_WARNING, "publisher: run '%s': no socket at %s yet (%s%s): "
-			       "snapshots wait until a wdriftd listens there", p->run, full, endpoint,
-			       path[0] != '/' ? ", a path relative to this process's working directory" : "");
+		if (stat(full, &st) < 0) {
+			/* the reason no ack comes, until a daemon answers (publisher_peer.c) */
+			snprintf(p->diagnosis, sizeof(p->diagnosis), "no socket at %.300s yet (%.200s%s)",
+				 full, endpoint, path[0] != '/' ? ", a path relative to this process's "
+				 "working directory" : "");
+			p->diagnosis_how = WD_DIAGNOSIS_GUESS;
+			p->unreachable = PUB_NO_SOCKET_FILE;
+			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until a wdriftd "
+			       "listens there", p->run, p->diagnosis);
+		}
 	}
 	return 0;
 }

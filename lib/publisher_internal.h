@@ -61,6 +61,13 @@ struct pub_snapshot {
 	struct pub_snapshot *next;
 };
 
+/* That nothing listens at the endpoint, as the diagnosis says it. */
+enum pub_unreachable {
+	PUB_REACHED,		/* it is not that, or nothing is known */
+	PUB_NO_SOCKET_FILE,	/* wd_publisher_open found no ipc socket file, and said so */
+	PUB_UNREACHABLE,	/* a connect of our own was refused, or found no file (publisher_peer.c) */
+};
+
 struct wd_publisher {
 	char endpoint[512], run[WIRE_NAME_MAX + 1];
 	char where[PATH_MAX + 600];	/* the endpoint as a user checks it: ipc's full path */
@@ -93,6 +100,9 @@ struct wd_publisher {
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[640];	/* "": none known (under the lock) */
 	int diagnosis_how;	/* WD_DIAGNOSIS_SURE or _GUESS (under the lock) */
+	enum pub_unreachable unreachable;	/* what the diagnosis says of the endpoint (lock) */
+	double refused_since;	/* monotonic s: connects refused since, over sockets; 0 (sender) */
+	double next_probe;	/* monotonic s: the next connect of our own (sender thread) */
 	char server_key_arg[32], key_arg[32];	/* opts' names of the keys, copied */
 	struct wd_hs_names names;	/* the ingest socket, and those names */
 	void *mon;		/* the current socket's monitor, until it told (sender thread) */

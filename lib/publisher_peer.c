@@ -8,10 +8,15 @@
  *   failed handshake is explained as the CLI explains it (handshake.c);
  * - a reply that is not the ingest protocol (the control socket answers a
  *   DEALER with the publisher's own frame and its JSON error) is named.
+ * - nothing listening there (a typo in the port, a socket file a killed
+ *   daemon left, a job started before its daemon), which ZeroMQ retries
+ *   in silence, is found by a connect of our own, as the CLI finds it.
  * The reason is said once, as a warning, when it is found or changes, and
- * the stall warning gives it instead of a guess. Sender thread only,
- * except p->diagnosis, which is under the lock.
+ * the stall warning gives it instead of a guess; when the daemon answers
+ * after all, that is said too. Sender thread only, except p->diagnosis
+ * and what goes with it, which are under the lock.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,12 +25,21 @@
 #include "handshake.h"
 #include "log.h"
 #include "publisher_internal.h"
+#include "zmtp_probe.h"
+
+/*
+ * Refused connects for this long in a row, over the sockets of every try,
+ * before a connect of our own asks why: `wdrift send` waits as long
+ * (client/cmd_send.c), and a daemon that restarts is back within it.
+ */
+#define UNREACHABLE_S 5.0
+#define PROBE_TIMEOUT_MS 500	/* a refusal is at once; a silent host is ZeroMQ's to wait for */
 
 /*
  * Keeps why as the reason no ack comes, with how sure it is (WD_HS_SURE
  * or WD_HS_GUESS), and says it once: when it is new.
  */
-static void diagnosed(struct wd_publisher *p, const char *why, int how)
+static void diagnosed(struct wd_publisher *p, const char *why, int how, enum pub_unreachable unreachable)
 {
 	char msg[sizeof(p->diagnosis) + 300];
 
@@ -34,6 +48,7 @@ static void diagnosed(struct wd_publisher *p, const char *why, int how)
 	if (fresh)
 		snprintf(p->diagnosis, sizeof(p->diagnosis), "%s", why);
 	p->diagnosis_how = how == WD_HS_SURE ? WD_DIAGNOSIS_SURE : WD_DIAGNOSIS_GUESS;
+	p->unreachable = unreachable;
 	pthread_mutex_unlock(&p->lock);
 	if (!fresh)
 		return;
@@ -55,6 +70,42 @@ void pub_peer_unwatch(struct wd_publisher *p, void *s)
 		wd_hs_monitor_close(s, &p->mon);
 }
 
+/*
+ * Nothing listens at the endpoint: ZeroMQ's connects are refused, and it
+ * retries them without a word. Once they have been refused for
+ * UNREACHABLE_S with none getting through, a connect of our own says why
+ * (wd_hs_unreachable), every UNREACHABLE_S while it lasts. Only a guess:
+ * the daemon may yet start (a job started first), so the publisher keeps
+ * trying and the monitor stays.
+ */
+static void probe_unreachable(struct wd_publisher *p)
+{
+	char why[sizeof(p->diagnosis)];
+	double now = pub_now();
+
+	if (p->hs.connected || !p->hs.refused_since) {
+		if (p->hs.connected)
+			p->refused_since = 0;
+		return;
+	}
+	if (!p->refused_since)
+		p->refused_since = now;
+	if (now - p->refused_since < UNREACHABLE_S || now < p->next_probe)
+		return;
+	p->next_probe = now + UNREACHABLE_S;
+	int e = wd_endpoint_connect_errno(p->endpoint, PROBE_TIMEOUT_MS);
+	pthread_mutex_lock(&p->lock);
+	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE;
+	pthread_mutex_unlock(&p->lock);
+	if (e == ENOENT && absent_said)
+		return;	/* wd_publisher_open said so, and it is still so */
+	/* the same words each time (UNREACHABLE_S, not the time so far): said once */
+	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, UNREACHABLE_S, why, sizeof(why)))
+		diagnosed(p, why, WD_HS_GUESS, PUB_UNREACHABLE);
+	else
+		p->refused_since = 0;	/* it got through: ZeroMQ's next connect may too */
+}
+
 void pub_peer_tick(struct wd_publisher *p)
 {
 	char why[sizeof(p->diagnosis)];
@@ -72,8 +123,10 @@ void pub_peer_tick(struct wd_publisher *p)
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
 		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
 			goto settled;
-	if (!(how = wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
+	if (!(how = wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why)))) {
+		probe_unreachable(p);
 		return;
+	}
 settled:
 	/*
 	 * Stopped once it has told: a refused peer is retried every ~150 ms
@@ -82,7 +135,7 @@ settled:
 	 * the monitor at close waits for ever (libzmq issue 3575).
 	 */
 	wd_hs_monitor_close(p->mon_of, &p->mon);
-	diagnosed(p, why, how);
+	diagnosed(p, why, how, PUB_REACHED);
 }
 
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
@@ -96,12 +149,19 @@ void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
 	else
 		snprintf(why, sizeof(why), "%.400s answers, but not in wdriftd's ingest protocol: is it "
 			 "wdriftd's listen.ingest?", p->endpoint);
-	diagnosed(p, why, WD_HS_SURE);	/* it answered: what it said is no guess */
+	diagnosed(p, why, WD_HS_SURE, PUB_REACHED);	/* it answered: what it said is no guess */
 }
 
 void pub_peer_answered(struct wd_publisher *p)
 {
 	pthread_mutex_lock(&p->lock);
+	/* said that nothing listened, and snapshots wait: the fix is said too */
+	int was_unreachable = p->diagnosis[0] && p->unreachable != PUB_REACHED;
 	p->diagnosis[0] = 0;
+	p->unreachable = PUB_REACHED;
 	pthread_mutex_unlock(&p->lock);
+	p->refused_since = 0;
+	if (was_unreachable)
+		wd_log(WD_LOG_WARNING, "publisher: run '%.200s': wdriftd at %.400s answers now; the "
+		       "snapshots that waited go", p->run, p->where);
 }

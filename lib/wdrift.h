@@ -468,14 +468,16 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
  * Why the daemon does not answer, when the publisher has found out,
  * copied to buf ("" when it has not, or when the daemon answered since):
  * the endpoint is wdriftd's control or events socket, not its ingest one,
- * or the CURVE handshake failed (keys missing, not allowed, or given to a
- * daemon without auth), in words that say what to change. The publisher
+ * the CURVE handshake failed (keys missing, not allowed, or given to a
+ * daemon without auth), or nothing listens there (connects refused for
+ * 5 s, or no ipc socket file), in words that say what to change. The publisher
  * also says it once as a warning (wd_log) and in its stall warning; a
  * program that silences those, or must end, such as `wdrift send`, reads
  * it here. Returns WD_DIAGNOSIS_NONE, _SURE (the peer answered or refused:
  * giving up on it is right) or _GUESS (the peer closed the handshake
- * without a word, as a daemon stopping or killed mid-handshake does too:
- * a daemon started again may still take the snapshot). Thread safe.
+ * without a word, as a daemon stopping or killed mid-handshake does too,
+ * or nothing listens: a daemon started again may still take the
+ * snapshot). Thread safe.
  */
 enum { WD_DIAGNOSIS_NONE = 0, WD_DIAGNOSIS_SURE = 1, WD_DIAGNOSIS_GUESS = 2 };
 int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len);

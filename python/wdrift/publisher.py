@@ -205,9 +205,9 @@ class Publisher:
     @property
     def diagnosis(self):
         """Why the daemon does not answer, when the publisher has found out, or None: the endpoint
-        is wdriftd's control or events socket, not listen.ingest, or the CURVE handshake failed
-        (keys missing, not allowed, or given to a daemon without auth). None again once the
-        daemon answers. Also said once on stderr as a warning, and in the stall warning."""
+        is wdriftd's control or events socket, not listen.ingest, the CURVE handshake failed
+        (keys missing, not allowed, or given to a daemon without auth), or nothing listens there
+        (connects refused for 5 s, or no ipc socket file). None again once the daemon answers. Also said once on stderr as a warning, and in the stall warning."""
         self._check()
         buf = ctypes.create_string_buffer(1100)
         _get_lib().wd_publisher_diagnosis(self._p, buf, len(buf))

@@ -21,18 +21,24 @@ itself, waited ~33 s for acks on each of these and then guessed "is
 wdriftd running?" with a CURVE hint, on a daemon that has no keys: it now
 ends within seconds with the publisher's reason, one line, exit 1, the
 keys named as the CLI takes them (--server-key, --key).
+Nothing listening at the endpoint (a typo in the port, a stale socket
+file, a job started before its daemon) was silent for the stall warning's
+30 s, which then said "no answer at all": the publisher now probes after
+5 s of refused connects, says once what the CLI says ("nothing listens
+at ..."), keeps trying, and says so when the daemon answers at last.
 Every daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary  # noqa: E402
+from harness import Daemon, check, free_port, summary  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
@@ -65,6 +71,62 @@ time.sleep(9)
 print("refused", pub.stats()["refused"])
 pub.close(0)
 '''
+
+
+# Nothing listens at ep: publish, print the diagnosis when it comes (or after
+# 15 s), then wait up to `wait` s for an ack (a daemon started meanwhile).
+UNREACH = r'''
+import sys, time, numpy as np, wdrift
+ep, wait = sys.argv[1], float(sys.argv[2])
+pub = wdrift.Publisher(ep, "lowprec", ack_timeout=1.0, stall_warning=8.0)
+pub.publish(1, {"w": np.ones(4, np.float32)})
+t = time.monotonic()
+while pub.diagnosis is None and time.monotonic() - t < 15:
+    time.sleep(0.1)
+print("after %.1f" % (time.monotonic() - t))
+print("diagnosis", pub.diagnosis, flush=True)
+end = time.monotonic() + wait
+while pub.stats()["acked"] == 0 and time.monotonic() < end:
+    time.sleep(0.1)
+time.sleep(max(0.0, 9.0 - (time.monotonic() - t)) if not wait else 0.0)  # past the stall warning
+print("acked", pub.stats()["acked"])
+print("diagnosis", pub.diagnosis, flush=True)
+pub.close(0)
+'''
+
+
+def unreachable(ep, start=None):
+    """A publisher process against ep, where nothing listens; start(), when given, runs
+    once its diagnosis is out (the daemon started after the job). Its stdout lines and
+    its warnings."""
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    c = subprocess.Popen([PYTHON, "-c", UNREACH, ep, "20" if start else "0"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        first = [c.stdout.readline(), c.stdout.readline()]
+        if start:
+            start()
+        out, err = c.communicate(timeout=60)
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
+    return first + out.splitlines(), [line for line in err.splitlines() if "publisher:" in line]
+
+
+def expect_unreachable(name, got, *words):
+    """Said once, within 5-10 s, as the diagnosis; the stall warning gives it; nothing acked."""
+    out, lines = got
+    after = float(out[0].split()[1]) if out and out[0].startswith("after ") else 99
+    found = [line for line in lines if all(w in line for w in words) and "snapshots wait until" in line]
+    stall = [line for line in lines if "no ack from" in line]
+    check(len(found) == 1 and 4.0 <= after < 10, f"{name}: said once, after {after:.1f} s (5 to 10), "
+          f"naming {words}", "\n".join(lines))
+    check(all(w in out[1] for w in words), f"{name}: Publisher.diagnosis says it", out[1] if len(out) > 1 else "")
+    check(len(stall) == 1 and "no answer at all" in stall[0] and all(w in stall[0] for w in words)
+          and "not as wdriftd's ingest socket" not in stall[0],
+          f"{name}: the stall warning says no answer at all, and why", "\n".join(stall))
+    check("acked 0" in out, f"{name}: nothing acked", "\n".join(out))
 
 
 def lone_rank(ep):
@@ -186,6 +248,31 @@ def main():
         out, lines = publish(f"ipc://{pd}/run/ingest.sock")
         check("acked 1" in out and "diagnosis None" in out and not lines, f"the right endpoint: acked, nothing said ({out.strip()})",
               "\n".join(lines))
+
+        # nothing listens: a port with a typo, a socket file left by a killed daemon
+        port = free_port()
+        expect_unreachable("a tcp port where nothing listens", unreachable(f"tcp://127.0.0.1:{port}"),
+                           f"nothing listens at tcp://127.0.0.1:{port}", "listen.ingest")
+        stale = os.path.join(d, "stale.sock")
+        sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sk.bind(stale)
+        sk.close()      # the file stays, no one listens: as after a SIGKILL
+        expect_unreachable("a stale socket file", unreachable(f"ipc://{stale}"),
+                           f"nothing listens on the socket file {stale}")
+        # the job starts before its daemon: said, then acked, and said that it answers
+        ld = os.path.join(d, "late")
+        os.makedirs(ld)
+        late = Daemon(ld)
+        daemons.append(late)
+        late.write_config()
+        out, lines = unreachable(f"ipc://{ld}/run/ingest.sock", start=late.start)
+        check(len(out) >= 4 and f"no socket at {ld}/run/ingest.sock" in out[1] and "acked 1" in out[2]
+              and out[3] == "diagnosis None",
+              "a job started before its daemon: the missing socket is said, then acked once the daemon runs",
+              "\n".join(out + lines))
+        check(len([line for line in lines if "no socket at" in line]) == 1
+              and len([line for line in lines if "answers now" in line]) == 1,
+              "... its warning said once, and once that the daemon answers now", "\n".join(lines))
 
         cd = os.path.join(d, "curve")
         os.makedirs(cd)
