@@ -113,14 +113,22 @@ static void summary_rows(struct table *t, size_t row, json_t *sum, json_t *first
 	}
 }
 
-/* "complete", or which runs are not compared at this step yet. */
+/*
+ * "complete", or which runs are not compared at this step yet. Complete
+ * with no number for a candidate's tensors (a run named otherwise: "absent")
+ * must not read as all well: it says where to look.
+ */
 static void print_completeness(json_t *res)
 {
-	json_t *missing = json_object_get(res, "missing"), *v;
-	size_t i;
+	json_t *missing = json_object_get(res, "missing"), *v, *cand;
+	const char *run;
+	size_t i, runs_absent = 0;
 
+	json_object_foreach(json_object_get(res, "candidates"), run, cand)
+		runs_absent += dc_int(cand, "absent") > 0;
 	if (json_is_true(json_object_get(res, "complete"))) {
-		printf("complete   every run of the study is compared at this step\n");
+		printf("complete   every run of the study is compared at this step%s\n",
+		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "");
 		return;
 	}
 	printf("incomplete not compared at this step yet:");

@@ -86,8 +86,11 @@ def main():
               "\n".join(warned) or dm.log_text()[-2000:])
         r = wd("drift", "fa", "-c", cfg)
         check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout
-              and "the daemon's log says which" in r.stdout,
-              "drift says the candidate's tensors have no element compared", r.stdout + r.stderr)
+              and "the daemon's log says which" in r.stdout
+              and "complete   every run of the study is compared at this step, but some tensors have no "
+              "drift: see 'absent' below" in r.stdout,
+              "drift says the candidate's tensors have no element compared, and its 'complete' says so too",
+              r.stdout + r.stderr)
         r = wd("drift", "fa", "-c", cfg, "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
@@ -111,7 +114,9 @@ def main():
               and all(isinstance(l.get("w1"), float) for l in layers),
               "step 3: the candidate's drift has numbers, absent 0", r.stdout)
         r = wd("drift", "fa", "-c", cfg, "--step", "3")
-        check(r.returncode == 0 and "absent" not in r.stdout, "step 3: no absent line", r.stdout)
+        check(r.returncode == 0 and "absent" not in r.stdout
+              and "complete   every run of the study is compared at this step\n" in r.stdout,
+              "step 3: no absent line, a plain 'complete'", r.stdout)
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")
     finally:
