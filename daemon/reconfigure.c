@@ -5,10 +5,12 @@
  * "Reload"), and `wdrift runs rm`.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config_diff.h"
+#include "config_load.h"
 #include "daemon.h"
 #include "logging.h"
 #include "notify.h"
@@ -86,8 +88,14 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 	long files;
 	int rc;
 
-	if (!r)
-		return snprintf(err, errlen, "no run '%.200s' (wdrift runs lists them)", run), -ENOENT;
+	if (!r) {	/* a typo: the nearest name the daemon has */
+		struct suggest near = { run, NULL, 0, SIZE_MAX };
+		for (struct run *q = d->st.runs; q; q = q->next)
+			config_suggest_try(&near, q->name, strlen(q->name));
+		return snprintf(err, errlen, "no run '%.200s'%s%.*s%s (wdrift runs lists them)", run,
+				near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
+				near.best ? near.best : "", near.best ? "'?" : ""), -ENOENT;
+	}
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && !p->recheck) {
 			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "

@@ -211,7 +211,11 @@ def main():
         r = wd("runs", "rm", "-c", cfg)
         check(r.returncode == 2, f"runs rm with no run: usage error (exit {r.returncode})", r.stderr)
         r = wd("runs", "rm", "nosuch", "-c", cfg)
-        check(r.returncode == 1 and "no run 'nosuch'" in r.stderr, f"runs rm of an unknown run: exit 1 ({r.stderr})")
+        check(r.returncode == 1 and "no run 'nosuch'" in r.stderr and "did you mean" not in r.stderr,
+              f"runs rm of an unknown run: exit 1 ({r.stderr})")
+        r = wd("runs", "rm", "lama-fx", "-c", cfg)
+        check(r.returncode == 1 and "no run 'lama-fx'; did you mean 'lama-fa'?" in r.stderr,
+              f"runs rm of a typo: exit 1, the nearest run named ({r.stderr})")
         rr = control(ctx, tmp, {"v": 1, "cmd": "runs_rm"})
         check(rr and not rr["ok"] and "'run'" in rr["error"], f"runs_rm without 'run' is refused ({rr})")
         fa = Publisher(ctx, tmp, "fa")
