@@ -24,9 +24,13 @@ enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
 const char *dc_config_path(const char *given)
 {
 	static struct wd_config_found f;
+	static char real[PATH_MAX];
 	char err[WD_CONFIG_ERR_MAX];
 
-	return wd_config_find(given, &f, err, sizeof(err)) == 0 ? f.path : "(none found)";
+	if (wd_config_find(given, &f, err, sizeof(err)) != 0)
+		return "(none found)";
+	/* absolute, as status's "cli config" says it: the file wherever the user is */
+	return realpath(f.path, real) ? real : f.path;
 }
 
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen)

@@ -47,8 +47,8 @@ struct wd_config;
 
 /*
  * The file the CLI reads (config_find.h: -c FILE, $WDRIFT_CONFIG,
- * ./config, the install prefix, /etc): given, or the one found (a static
- * buffer), or "(none found)".
+ * ./config, the install prefix, /etc): given, or the one found, as an
+ * absolute path (a static buffer), or "(none found)".
  */
 const char *dc_config_path(const char *given);
 

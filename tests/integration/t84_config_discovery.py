@@ -139,6 +139,15 @@ def main():
         r = wd("status", exe=os.path.join(prefix, "bin", "wdrift"))
         check(r.returncode == 1 and "no configuration: none of ./config/wdrift.yaml, " + pcfg in r.stderr,
               "with none, it says where it looked", r.stderr)
+        # ./config/wdrift.yaml found from its directory: watch names it as status does,
+        # by its absolute path (it said config/wdrift.yaml, wrong from anywhere else)
+        here = os.path.join(tmp, "here")
+        os.makedirs(os.path.join(here, "config"))
+        with open(os.path.join(here, "config", "wdrift.yaml"), "w") as f:
+            f.write(f"listen:\n  events: ipc://{tmp}/nowhere/events.sock\n")
+        r = wd("watch", cwd=here)
+        check(r.returncode == 1 and f"(listen.events of {here}/config/wdrift.yaml)" in r.stderr,
+              "watch names the config it found by its absolute path", r.stderr)
         # a wdrift.yaml in the working directory (as the README's first steps make) is not
         # searched for: named, with the -c that reads it
         near = os.path.join(tmp, "near")
