@@ -4,7 +4,8 @@
  * When a snapshot of a study's run becomes durable at step S, the thread
  * recomputes the study at the baseline's step B nearest to S (B = S unless
  * alignment.tolerance allows otherwise): every candidate and proxy with a
- * snapshot at B (or nearest to it, within the tolerance) against it, each
+ * snapshot at B (or one whose nearest baseline step is B: the nearest
+ * such, spool_index_aligned) against it, each
  * baseline tensor prepared once and reused for every run. A later arrival
  * at S (a proxy, so that candidates get their ratios) recomputes S again;
  * the drift log keeps every row, and the latest row for (step, tensor, run)
@@ -330,13 +331,14 @@ static int align(const struct compute *c, const struct cstudy *s, int64_t step,
 	in->step = step;
 	if (!spool_index_has(&c->spool, s->baseline, step))
 		return -1;
+	/* each run's step that belongs to this baseline step, not merely one near it */
 	for (size_t k = 0; k < n_trained; k++)
-		if ((at[in->n_runs] = spool_index_nearest(&c->spool, s->pruns[k], step)) >= 0) {
+		if ((at[in->n_runs] = spool_index_aligned(&c->spool, s->pruns[k], s->baseline, step)) >= 0) {
 			in->runs[in->n_runs] = s->pruns[k];
 			in->role[in->n_runs++] = ROLE_PROXY;
 		}
 	for (size_t k = 0; k < s->n_cands; k++)	/* n_proxies + n_cands <= COMPARE_MAX_RUNS */
-		if ((at[in->n_runs] = spool_index_nearest(&c->spool, s->cands[k], step)) >= 0) {
+		if ((at[in->n_runs] = spool_index_aligned(&c->spool, s->cands[k], s->baseline, step)) >= 0) {
 			in->runs[in->n_runs] = s->cands[k];
 			in->role[in->n_runs++] = ROLE_CANDIDATE;
 		}

@@ -152,15 +152,12 @@ void recover_sweep(struct recovery *rc, const char *storage_dir, int force)
 }
 
 /* Has run a logged result in study at a baseline step within tol of step? */
-static int is_covered(const struct recovery *rc, const char *study, const char *run, int64_t step,
-		      int64_t tol)
+static int is_covered(const struct recovery *rc, const char *study, const char *run, int64_t step)
 {
-	for (size_t i = 0; i < rc->n_covered; i++) {
-		int64_t dist = rc->covered[i].step > step ? rc->covered[i].step - step
-							  : step - rc->covered[i].step;
-		if (dist <= tol && !strcmp(rc->covered[i].run, run) && !strcmp(rc->covered[i].study, study))
+	for (size_t i = 0; i < rc->n_covered; i++)
+		if (rc->covered[i].step == step && !strcmp(rc->covered[i].run, run) &&
+		    !strcmp(rc->covered[i].study, study))
 			return 1;
-	}
 	return 0;
 }
 
@@ -173,19 +170,45 @@ static int is_dropped(const struct recovery *rc, const char *run, int64_t step)
 	return 0;
 }
 
-/* Resubmits each of run's durable steps that no logged result covers. */
-static size_t resume_run(struct recovery *rc, struct compute *c, const char *study,
+/*
+ * The baseline's durable step that run's step aligns to (spool_index.h's
+ * rule, over the snapshots held), or -1: none within tol.
+ */
+static int64_t baseline_step(const struct recovery *rc, const struct run *base, int64_t step, int64_t tol)
+{
+	int64_t best = -1, dist = tol + 1;
+
+	for (size_t k = 0; base && k < base->n_durable; k++) {
+		int64_t s = base->durable[k], d = s > step ? s - step : step - s;
+		if (spool_nearer(s, d, best, dist) && !is_dropped(rc, base->name, s)) {
+			best = s;
+			dist = d;
+		}
+	}
+	return best;
+}
+
+/*
+ * Resubmits each of run's durable steps that has no logged result at the
+ * baseline step it aligns to (a row within tol of it may be another
+ * step's: a new user's trial found one never computed). A step with no
+ * baseline step yet is resubmitted too: it waits there, as it did.
+ */
+static size_t resume_run(struct recovery *rc, struct compute *c, const struct wd_config_study *st,
 			 const char *run_name, int64_t tol)
 {
-	struct run *x = state_run(rc->st, run_name, 0);
+	struct run *x = state_run(rc->st, run_name, 0), *base = state_run(rc->st, st->baseline, 0);
 	size_t n = 0;
 
-	for (size_t k = 0; x && k < x->n_durable; k++)
-		if (!is_dropped(rc, x->name, x->durable[k]) &&
-		    !is_covered(rc, study, x->name, x->durable[k], tol)) {
+	for (size_t k = 0; x && k < x->n_durable; k++) {
+		if (is_dropped(rc, x->name, x->durable[k]))
+			continue;
+		int64_t b = baseline_step(rc, base, x->durable[k], tol);
+		if (b < 0 || !is_covered(rc, st->name, x->name, b)) {
 			compute_submit(c, x->name, x->durable[k]);
 			n++;
 		}
+	}
 	return n;
 }
 
@@ -227,15 +250,15 @@ void recover_resume(struct recovery *rc, struct compute *c)
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *st = &cfg->studies[i];
 		for (size_t k = 0; k < st->candidates.n; k++)
-			redo += resume_run(rc, c, st->name, st->candidates.names[k], tol);
+			redo += resume_run(rc, c, st, st->candidates.names[k], tol);
 		for (size_t k = 0; k < st->proxies.n; k++)
-			redo += resume_run(rc, c, st->name, st->proxies.v[k].run, tol);
+			redo += resume_run(rc, c, st, st->proxies.v[k].run, tol);
 		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
 				   state_run(rc->st, st->baseline, 0) : NULL;
 		const char *label = wd_config_synthetic_label(st->synthetic_proxy);
 		for (size_t k = 0; base && k < base->n_durable; k++)
 			if (!is_dropped(rc, base->name, base->durable[k]) &&
-			    !is_covered(rc, st->name, label, base->durable[k], 0)) {
+			    !is_covered(rc, st->name, label, base->durable[k])) {
 				compute_submit(c, base->name, base->durable[k]);
 				redo++;
 			}

@@ -96,7 +96,24 @@ int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64
 		if (strcmp(ix->v[i].run, run))
 			continue;
 		int64_t s = ix->v[i].step, d = s > step ? s - step : step - s;
-		if (d < dist || (d == dist && s < best)) {
+		if (spool_nearer(s, d, best, dist)) {
+			best = s;
+			dist = d;
+		}
+	}
+	return best;
+}
+
+int64_t spool_index_aligned(const struct spool_index *ix, const char *run, const char *baseline,
+			    int64_t bstep)
+{
+	int64_t best = -1, dist = ix->rules.tolerance + 1;
+
+	for (size_t i = 0; i < ix->n; i++) {
+		if (strcmp(ix->v[i].run, run))
+			continue;
+		int64_t s = ix->v[i].step, d = s > bstep ? s - bstep : bstep - s;
+		if (spool_nearer(s, d, best, dist) && spool_index_nearest(ix, baseline, s) == bstep) {
 			best = s;
 			dist = d;
 		}

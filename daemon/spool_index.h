@@ -60,11 +60,31 @@ int spool_index_has(const struct spool_index *ix, const char *run, int64_t step)
  */
 int spool_index_add(struct spool_index *ix, const char *run, int64_t step, int64_t bytes);
 /*
+ * The alignment rule's order, its one statement: is step s, d away from
+ * the step aligned to, a better match than best, dist away? The nearer;
+ * of two equally near, the lower (the exact step is the nearest).
+ */
+static inline int spool_nearer(int64_t s, int64_t d, int64_t best, int64_t dist)
+{
+	return d < dist || (d == dist && s < best);
+}
+
+/*
  * Step alignment (docs/daemon.md, "Alignment"): run's durable step nearest
  * to step within rules.tolerance, the exact step first, then the lower of
  * two equally near; -1 when there is none.
  */
 int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64_t step);
+/*
+ * The other side of it: run's durable step that belongs to baseline's
+ * step bstep, that is whose own nearest baseline step (above) is bstep,
+ * the nearest such to bstep (the exact step first, then the lower of two
+ * equally near); -1 when there is none. A step of the run belongs to one
+ * baseline step only, so no row compares a snapshot that another baseline
+ * step's row compares, whatever order they arrived in.
+ */
+int64_t spool_index_aligned(const struct spool_index *ix, const char *run, const char *baseline,
+			    int64_t bstep);
 /*
  * Run's durable steps in the index, oldest first, in a malloc'd array
  * (*steps; the caller frees it): how many, or 0 with *steps NULL (none, or

@@ -6,6 +6,18 @@ baseline's step 100 (the nearest within 5), and the row is keyed by 100;
 one at 120 (no baseline step within 5) waits, and is compared when the
 baseline's step 118 arrives. With the default (exact) a step off by one
 is not compared.
+
+A candidate step is compared with its own nearest baseline step, and only
+there: with the baseline at 0, 10, 20, 30 and the candidate at 25 (as near
+20 as 30: the lower, 20) and then 35, baseline step 30 took 25 (as near it
+as 35, and lower), so its row compared the wrong snapshot and 35 was never
+compared (a new user's trial). The candidate's snapshots here equal the
+baseline's they belong to: W1 0 at both steps.
+
+The same rule at a restart: a candidate step counted as computed when any
+row of its run lay within T of it, so one whose own baseline step came
+while the study was away (a config without it) was never computed. Now it
+is computed at its own baseline step.
 """
 import os
 import sys
@@ -60,8 +72,59 @@ def run(tolerance):
             got = drift_at(ctx, tmp, 118)
             check(got is not None and got["candidates"]["fa"]["layers"][0]["w1"] > 0,
                   "the baseline's step 118 arrives: 120 is compared with it")
+            # each baseline step k's content is seed k; the candidate's 25 is base 20's, 35 is base 30's
+            for st in (200, 210, 220, 230):
+                snap(base, st, 10 + st, 0.0)
+            snap(fa, 225, 10 + 220, 0.0)
+            snap(fa, 235, 10 + 230, 0.0)
+            got20, got30 = drift_at(ctx, tmp, 220), drift_at(ctx, tmp, 230)
+            w20 = got20["candidates"]["fa"]["layers"][0]["w1"] if got20 else None
+            w30 = got30["candidates"]["fa"]["layers"][0]["w1"] if got30 else None
+            check(w20 == 0.0, f"candidate step 225 is compared at baseline step 220, its nearest: W1 0 ({w20})")
+            check(w30 == 0.0, f"candidate step 235 at baseline step 230, not 225 again: W1 0 ({w30})")
         else:
             check(got is None, "exact alignment: step 103 is not compared with step 100")
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
+def restart_case():
+    """Candidate 325's baseline step, 320, arrives while the study is away; a restart with
+    the study back computes 325 at 320, though a row of 'fa' at 330 lies within 5 of it."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t54r-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write("alignment:\n  tolerance: 5\n")
+        with open(path) as f:
+            text = f.read()
+        check(dm.start() is not None, "restart case: ready")
+        base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
+        snap(base, 310, 310, 0.0)
+        snap(base, 330, 330, 0.0)
+        snap(fa, 332, 330, 0.0)
+        snap(fa, 325, 320, 0.0)     # 330 is its nearest for now, and 332 is nearer to 330
+        got = drift_at(ctx, tmp, 330)
+        check(got is not None and got["candidates"]["fa"]["layers"][0]["w1"] == 0.0,
+              "baseline step 330 compares candidate 332, the nearest of its own")
+        check(dm.stop() == 0, "stopped")
+        with open(path, "w") as f:
+            f.write(text.replace("baseline: base", "baseline: other"))
+        check(dm.start() is not None, "started with the study's baseline elsewhere")
+        base = Publisher(ctx, tmp, "base")
+        a = snap(base, 320, 320, 0.0)
+        check(a and a.get("type") == "ack", f"baseline step 320 durable, in no study then ({a})")
+        check(dm.stop() == 0, "stopped")
+        with open(path, "w") as f:
+            f.write(text)
+        check(dm.start() is not None, "started with the study back")
+        got = drift_at(ctx, tmp, 320, timeout=8)
+        w = got["candidates"]["fa"]["layers"][0]["w1"] if got else None
+        check(w == 0.0, f"the restart computes candidate 325 at baseline step 320, its own: W1 0 ({w})",
+              dm.log_text()[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
@@ -70,6 +133,7 @@ def run(tolerance):
 def main():
     run(5)
     run(0)
+    restart_case()
     return harness.summary()
 
 

@@ -88,6 +88,39 @@ static void test_alignment(void)
 	      spool_index_nearest(&ix, "base", 15) == 16, "the exact step first, then the nearest (16 for 15)");
 	CHECK(spool_index_nearest(&ix, "fa", 12) == 15 && spool_index_nearest(&ix, "lowprec", 15) == -1,
 	      "only the run's own steps count");
+	spool_index_release(&ix);
+
+	/*
+	 * A baseline step's partner is a step of the run whose own nearest
+	 * baseline step it is: with the baseline at 0, 10, 20, 30 and the
+	 * candidate at 25 and 35 (tolerance 5), 25 belongs to 20 (the lower
+	 * of two equally near) and 35 to 30. Step 30 took 25, as near to it
+	 * as 35 and lower (a new user's trial: a wrong row, in silence).
+	 */
+	spool_index_init(&ix, dir, &rules);
+	ix.rules.tolerance = 5;
+	for (int64_t st = 0; st <= 30; st += 10)
+		spool_index_add(&ix, "base", st, 1);
+	spool_index_add(&ix, "fa", 25, 1);
+	CHECK(spool_index_aligned(&ix, "fa", "base", 20) == 25 && spool_index_aligned(&ix, "fa", "base", 30) == -1,
+	      "candidate 25 alone: baseline 20's, not 30's");
+	spool_index_add(&ix, "fa", 35, 1);
+	CHECK(spool_index_aligned(&ix, "fa", "base", 30) == 35 && spool_index_aligned(&ix, "fa", "base", 20) == 25,
+	      "candidate 35 arrives: baseline 30 takes it, 20 keeps 25");
+	spool_index_add(&ix, "fa", 30, 1);
+	spool_index_add(&ix, "fa", 18, 1);
+	CHECK(spool_index_aligned(&ix, "fa", "base", 30) == 30 && spool_index_aligned(&ix, "fa", "base", 20) == 18,
+	      "the exact step first; then the nearest of those that belong to it (18, not 25)");
+	CHECK(spool_index_aligned(&ix, "fa", "base", 0) == -1 && spool_index_aligned(&ix, "fa", "base", 40) == -1,
+	      "a baseline step with no step of the run that belongs to it: none");
+	CHECK(spool_index_aligned(&ix, "lowprec", "base", 20) == -1, "a run with no snapshot: none");
+	spool_index_release(&ix);
+	spool_index_init(&ix, dir, &rules);
+	spool_index_add(&ix, "fa", 15, 7);
+	spool_index_add(&ix, "base", 10, 100);
+	spool_index_add(&ix, "base", 20, 100);
+	spool_index_add(&ix, "base", 30, 100);
+	spool_index_add(&ix, "base", 16, 1);
 	CHECK(spool_index_forget(&ix, "base") == 4 && ix.n == 1 && ix.bytes == 7 &&
 	      spool_index_nearest(&ix, "base", 20) == -1, "runs rm: the run's entries and bytes go");
 	spool_index_release(&ix);
