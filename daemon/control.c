@@ -51,10 +51,11 @@ static json_t *status(struct control *c)
 			   "no_curve", (json_int_t)au->no_curve,
 			   "bad_server_key", (json_int_t)au->bad_server_key,
 			   "other", (json_int_t)au->other);
-	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,s:{s:I,s:I},"
-			 "s:{s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
+	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,"
+			 "s:{s:I,s:I},s:{s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
+		"storage", c->storage ? c->storage : c->cfg->storage.dir,
 		"runs", (json_int_t)s->n_runs,
 		"snapshots", "received", (json_int_t)s->count.commits,
 			     "dropped", (json_int_t)s->count.dropped,

@@ -31,6 +31,7 @@ struct control {
 	struct state *st;
 	const struct wd_config *cfg;	/* the running config; reload swaps it */
 	const char *engine;		/* wd_engine_describe() */
+	const char *storage;		/* storage.dir, absolute (a relative one follows the cwd) */
 	struct spool *spool;
 	/*
 	 * SIGHUP's work: 0, with *changes (when changes is not NULL) what

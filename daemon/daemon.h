@@ -7,6 +7,7 @@
 #ifndef WDRIFT_DAEMON_H
 #define WDRIFT_DAEMON_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -46,6 +47,7 @@ struct daemon {
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
 	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
+	char storage[PATH_MAX];		/* storage.dir, absolute: what status says */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 	double catch_up_at;		/* monotonic: the start-up alert catch-up; 0: done */

@@ -210,8 +210,28 @@ static int start(struct daemon *d, int force)
 
 	d->st.started = now_mono();
 	d->st.budget = d->cfg.memory.budget;
+	/*
+	 * Before anything is made or read: a daemon in the wrong directory
+	 * leaves no storage.dir behind, and is told at once.
+	 */
+	const char *const eps[] = { d->cfg.listen.ingest, d->cfg.listen.control, d->cfg.listen.events };
+	static const char *const keys[] = { "ingest", "control", "events" };
+	char cwd[PATH_MAX] = "";
+	if (d->cfg.storage.dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;
+	for (int i = 0; i < 3; i++)
+		if (socket_file_taken(eps[i]))
+			return error("listen.%s: a process already listens on %s: another wdriftd, started "
+				     "with this config from another directory, or with another config? "
+				     "(this one's storage.dir is %s%s%s; the storage.dir lock keeps out only "
+				     "a second daemon on the same one.) Binding would take the socket from it "
+				     "and leave it running unreachable: stop it first, or give this daemon "
+				     "other listen.* endpoints", keys[i], eps[i], cwd, cwd[0] ? "/" : "",
+				     d->cfg.storage.dir);
 	if ((r = dirs_make(d->cfg.storage.dir, 0)) < 0)
 		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(-r));
+	if (!realpath(d->cfg.storage.dir, d->storage))
+		snprintf(d->storage, sizeof(d->storage), "%s", d->cfg.storage.dir);
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
 	d->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
 	if (d->lockfd < 0 || flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
@@ -262,7 +282,8 @@ static int start(struct daemon *d, int force)
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
 				  .on_durable = on_durable, .durable_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
-				   .engine = wd_engine_describe(d->engine), .spool = d->spool,
+				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
+				   .spool = d->spool,
 				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);

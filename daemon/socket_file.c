@@ -1,4 +1,5 @@
 /* socket_file.c: an ipc:// socket's file, removed at a clean stop (socket_file.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -6,6 +7,19 @@
 
 #include "logging.h"
 #include "socket_file.h"
+#include "zmtp_probe.h"
+
+int socket_file_taken(const char *endpoint)
+{
+	struct stat st;
+
+	if (strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@' || stat(endpoint + 6, &st) < 0 ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	/* EAGAIN: its queue is full, so something listens */
+	int e = wd_unix_connect_errno(endpoint + 6);
+	return e == 0 || e == EAGAIN;
+}
 
 void socket_file_note(struct socket_file *f, const char *endpoint)
 {

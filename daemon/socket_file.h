@@ -19,6 +19,16 @@ struct socket_file {
 	ino_t ino;
 };
 
+/*
+ * 1 when a process accepts connections on endpoint's socket file: another
+ * daemon (one started from another directory with the same -c finds
+ * another storage.dir, so its lock does not stop it). ZeroMQ's bind would
+ * replace the file, and that daemon would go on with no socket to reach
+ * it. 0 for a file nothing listens on (a crash left it), no file, or
+ * another transport (a tcp port in use fails the bind itself).
+ */
+int socket_file_taken(const char *endpoint);
+
 /* Notes the file endpoint was bound to (nothing for another transport). */
 void socket_file_note(struct socket_file *f, const char *endpoint);
 /* Removes it when it is still the one noted; forgets it either way. */
