@@ -20,7 +20,10 @@ static const char usage[] =
 "\n"
 "Below each candidate's tensors, the summary rows of wdrift compare over them:\n"
 "weighted by elements, median over tensors, and max. The first line says\n"
-"whether the step is complete: every run of the study compared at it.\n"
+"whether the step is complete: every run of the study compared at it; or\n"
+"stale: its rows compared another baseline than the study's now (a reload).\n"
+"With no results at all, the error says why: the baseline has no snapshot,\n"
+"or a run's steps are none within alignment.tolerance of the baseline's.\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -28,6 +31,7 @@ static const char usage[] =
 "      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"complete\", \"missing\": [RUN...],\n"
+"                     \"stale\" (only then),\n"
 "                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
 "                     \"summary\": {...}}}}, absent: its tensors with no element\n"
 "                     compared (not in its snapshot, empty or unreadable),\n"
@@ -126,6 +130,11 @@ static void print_completeness(json_t *res)
 
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		runs_absent += dc_int(cand, "absent") > 0;
+	if (json_string_value(json_object_get(res, "stale"))) {	/* the baseline changed since */
+		printf("stale      %s: no run is compared against that one yet\n",
+		       json_string_value(json_object_get(res, "stale")));
+		return;
+	}
 	if (json_is_true(json_object_get(res, "complete"))) {
 		printf("complete   every run of the study is compared at this step%s\n",
 		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "");

@@ -663,9 +663,13 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 		c->n_studies = j->n_studies;
 		j->studies = NULL;
 		j->n_studies = 0;
+		/* a new tolerance aligns snapshots held anew: those waiting may have a partner now */
+		int realigned = c->spool.rules.tolerance != j->rules.tolerance;
 		c->spool.rules = j->rules;
 		for (size_t i = 0; i < c->n_studies; i++) {
 			const char *why = backfill_reason(old, n_old, &c->studies[i]);
+			if (!why && realigned)
+				why = "alignment.tolerance changed by reload";
 			if (why)
 				backfill(c, &c->studies[i], why);
 		}

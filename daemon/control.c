@@ -10,6 +10,7 @@
 #include "control.h"
 #include "logging.h"
 #include "query.h"
+#include "study_waiting.h"
 #include "result_batch.h"
 #include "spool.h"
 
@@ -25,7 +26,7 @@ static char *dump(json_t *o)
 
 static char *fail(const char *fmt, const char *arg)
 {
-	char msg[512];
+	char msg[2048];
 	snprintf(msg, sizeof(msg), fmt, arg);
 	return dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg));
 }
@@ -328,8 +329,15 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		return fail("'step' must be an integer%s", "");
 	char why[512];
 	int64_t step = jstep ? json_integer_value(jstep) : 0;
-	if (!(b = drift_query_find(c->results, c->n_results, study, jstep ? &step : NULL, why, sizeof(why))))
-		return fail("%s", why);
+	if (!(b = drift_query_find(c->results, c->n_results, study, st->baseline, jstep ? &step : NULL, why,
+				   sizeof(why)))) {
+		char wait[1024] = "";
+		if (!jstep)	/* none at all: why nothing was compared, from the snapshots held */
+			study_waiting(c->cfg, c->st, st, wait, sizeof(wait));
+		char msg[1600];
+		snprintf(msg, sizeof(msg), "%s%s", why, wait);
+		return fail("%s", msg);
+	}
 
 	struct drift_query q = { 0 };
 	int ok = drift_query_init(&q, b, st, glob) == 0;

@@ -24,9 +24,9 @@
 /* --- the request --- */
 
 struct result_batch *drift_query_find(struct result_batch *const *results, size_t n, const char *study,
-				      const int64_t *step, char *why, size_t whylen)
+				      const char *baseline, const int64_t *step, char *why, size_t whylen)
 {
-	struct result_batch *b = NULL;
+	struct result_batch *b = NULL, *current = NULL;	/* current: the latest against baseline */
 	int64_t below = -1, above = -1, first = -1, last = -1;	/* steps are never negative */
 	size_t have = 0;
 
@@ -39,13 +39,15 @@ struct result_batch *drift_query_find(struct result_batch *const *results, size_
 		last = r->step > last ? r->step : last;
 		if (step ? r->step == *step : (!b || r->step > b->step))
 			b = r;
+		if (!step && baseline && !strcmp(r->baseline, baseline) && (!current || r->step > current->step))
+			current = r;
 		if (step && r->step < *step && r->step > below)
 			below = r->step;
 		if (step && r->step > *step && (above < 0 || r->step < above))
 			above = r->step;
 	}
-	if (b)
-		return b;
+	if (current || b)
+		return current ? current : b;
 	if (!have) {
 		snprintf(why, whylen, "no results for study '%.128s' yet", study);
 		return NULL;
@@ -78,7 +80,7 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 {
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];
 	size_t n = wd_study_step_runs(st, runs, WD_STUDY_STEP_RUNS_MAX);
-	int ok = !glob || (q->glob = strdup(glob));
+	int ok = (!glob || (q->glob = strdup(glob))) && (q->baseline = strdup(st->baseline));
 
 	q->batch = result_batch_ref(b);
 	for (size_t k = 0; ok && k < b->n_proxies; k++)
@@ -368,8 +370,19 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	out_str(&out, ",\"baseline\":");
 	out_json(&out, json_string(b->baseline));
 	json_t *missing = missing_runs(q);
+	/*
+	 * A reload gave the study another baseline (a typo, often): these rows
+	 * compared the old one, and no run is compared against the new one.
+	 * They are shown, for what they are, never as the study's current state.
+	 */
+	int stale = q->baseline && strcmp(b->baseline, q->baseline) != 0;
+	if (stale) {
+		out_str(&out, ",\"stale\":");
+		out_json(&out, json_sprintf("the study's baseline is now '%s' (a reload), and these rows "
+					    "compared '%s'", q->baseline, b->baseline));
+	}
 	out_str(&out, ",\"complete\":");
-	out_json(&out, json_boolean(missing && !json_array_size(missing)));
+	out_json(&out, json_boolean(!stale && missing && !json_array_size(missing)));
 	out_str(&out, ",\"missing\":");
 	out_json(&out, missing);
 	out_str(&out, ",\"candidates\":{");
@@ -421,6 +434,8 @@ void drift_query_release(struct drift_query *q)
 	result_batch_free(&q->batch);
 	free(q->glob);
 	q->glob = NULL;
+	free(q->baseline);
+	q->baseline = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
 		free(q->runs[k]);
 	free(q->runs);

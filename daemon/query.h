@@ -29,15 +29,17 @@ struct drift_query {
 	/* the study's runs at the request (candidates, then trained proxies): "complete" */
 	char **runs;
 	size_t n_runs;
+	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 };
 
 /*
- * The kept batch of study at *step (the latest one when step is NULL), or
+ * The kept batch of study at *step (the latest one when step is NULL: the
+ * latest against baseline, the study's now, when there is one), or
  * NULL with why: no results for the study yet, or none at that step, with
  * the nearest steps that have some. O(results). The main thread's.
  */
 struct result_batch *drift_query_find(struct result_batch *const *results, size_t n, const char *study,
-				      const int64_t *step, char *why, size_t whylen);
+				      const char *baseline, const int64_t *step, char *why, size_t whylen);
 
 /*
  * Fills q (zeroed by the caller) for batch b of study st: a reference to

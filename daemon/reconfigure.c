@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "logging.h"
 #include "notify.h"
+#include "study_waiting.h"
 
 int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
 {
@@ -48,8 +49,13 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
 		wd_config_release(&next);
 	if (r == 0) {
-		json_t *diff = wd_config_diff(&d->cfg, &next);
+		json_t *diff = wd_config_diff(&d->cfg, &next), *warnings = json_array();
 		wd_config_diff_summary(diff, what, sizeof(what));
+		study_waiting_reload(&d->cfg, &next, &d->st, warnings);	/* logged, and in the reply */
+		if (json_array_size(warnings))
+			json_object_set_new(diff, "warnings", warnings);
+		else
+			json_decref(warnings);
 		if (changes)
 			*changes = diff;
 		else

@@ -1,0 +1,146 @@
+/* study_waiting.c: why a study has no results yet (see study_waiting.h). */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config_load.h"
+#include "logging.h"
+#include "study_waiting.h"
+
+/* Has any step of a one within tol of a step of b? Both ascending: one merge-like walk. */
+static int any_aligned(const int64_t *a, size_t na, const int64_t *b, size_t nb, int64_t tol)
+{
+	for (size_t i = 0, j = 0; i < na && j < nb;) {
+		int64_t d = a[i] > b[j] ? a[i] - b[j] : b[j] - a[i];
+		if (d <= tol)
+			return 1;
+		if (a[i] < b[j])
+			i++;
+		else
+			j++;
+	}
+	return 0;
+}
+
+/* Appends to buf, whose length is *at; what does not fit is cut. */
+__attribute__((format(printf, 4, 5)))
+static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (*at >= len)
+		return;
+	va_start(ap, fmt);
+	int w = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	*at += w < 0 ? 0 : (size_t)w;
+}
+
+/* The run with snapshots whose name is nearest name (a typo of it), or NULL; *n its length. */
+static const char *near_run(struct state *st, const char *name, int *n)
+{
+	struct suggest near = { name, NULL, 0, SIZE_MAX };
+
+	for (struct run *r = st->runs; r; r = r->next)
+		if (r->n_durable)
+			config_suggest_try(&near, r->name, strlen(r->name));
+	*n = (int)near.blen;
+	return near.best;
+}
+
+void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len)
+{
+	struct run *base = state_run(st, s->baseline, 0);
+	size_t at = 0, held = 0, apart = 0;
+	int blen;
+
+	buf[0] = 0;
+	if (!base || !base->n_durable) {
+		const char *best = near_run(st, s->baseline, &blen);
+		if (best)
+			add(buf, len, &at, "; its baseline '%s' has no snapshot: did you mean '%.*s', which has "
+			    "some (a typo in the study's baseline)?", s->baseline, blen, best);
+		else
+			add(buf, len, &at, "; its baseline '%s' has no snapshot yet", s->baseline);
+		return;
+	}
+	int64_t tol = cfg->alignment.tolerance;
+	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
+		int cand = k < s->candidates.n;
+		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
+		struct run *r = state_run(st, name, 0);
+		if (!r || !r->n_durable)
+			continue;
+		held++;
+		if (any_aligned(r->durable, r->n_durable, base->durable, base->n_durable, tol))
+			continue;
+		apart++;
+		add(buf, len, &at, "; %s '%s' has %zu snapshots (steps %lld to %lld), none within "
+		    "alignment.tolerance (%lld) of a step of the baseline's %zu (%lld to %lld)",
+		    cand ? "candidate" : "proxy", name, r->n_durable, (long long)r->durable[0],
+		    (long long)r->durable[r->n_durable - 1], (long long)tol, base->n_durable,
+		    (long long)base->durable[0], (long long)base->durable[base->n_durable - 1]);
+	}
+	if (apart)
+		add(buf, len, &at, ": they wait for baseline steps near theirs; runs saved at other steps "
+		    "need alignment.tolerance (docs/daemon.md, \"Alignment\")");
+	else if (held)
+		add(buf, len, &at, "; snapshots aligned to the baseline's are held: being compared (wdrift "
+		    "status: queues)");
+	else
+		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any yet",
+		    base->n_durable);
+}
+
+/* Does old's study of that name name run in role? */
+static int named_before(const struct wd_config *old, const char *study, const char *run)
+{
+	for (size_t i = 0; i < old->n_studies; i++) {
+		const struct wd_config_study *o = &old->studies[i];
+		if (strcmp(o->name, study))
+			continue;
+		if (!strcmp(o->baseline, run))
+			return 1;
+		for (size_t k = 0; k < o->candidates.n; k++)
+			if (!strcmp(o->candidates.names[k], run))
+				return 1;
+		for (size_t k = 0; k < o->proxies.n; k++)
+			if (!strcmp(o->proxies.v[k].run, run))
+				return 1;
+	}
+	return 0;
+}
+
+static void check_new_name(const struct wd_config *old, const char *study, const char *role, const char *run,
+			   struct state *st, json_t *list)
+{
+	struct run *r = state_run(st, run, 0);
+	char msg[700];
+	int n;
+
+	if ((r && r->n_durable) || named_before(old, study, run))
+		return;
+	const char *best = near_run(st, run, &n);
+	if (!best)
+		return;
+	snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%.*s' has some: a typo? "
+		 "(until a run of that name sends, the study is not compared%s)", study, role, run, n, best,
+		 strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows its old rows as stale");
+	log_warning("reload: %s", msg);
+	json_array_append_new(list, json_string(msg));
+}
+
+void study_waiting_reload(const struct wd_config *old, const struct wd_config *next, struct state *st,
+			  json_t *list)
+{
+	for (size_t i = 0; i < next->n_studies; i++) {
+		const struct wd_config_study *s = &next->studies[i];
+		check_new_name(old, s->name, "baseline", s->baseline, st, list);
+		for (size_t k = 0; k < s->candidates.n; k++)
+			check_new_name(old, s->name, "candidate", s->candidates.names[k], st, list);
+		for (size_t k = 0; k < s->proxies.n; k++)
+			check_new_name(old, s->name, "proxy", s->proxies.v[k].run, st, list);
+	}
+}

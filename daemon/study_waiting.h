@@ -1,0 +1,38 @@
+/*
+ * study_waiting.h: why a study has no results yet, from the snapshots the
+ * daemon holds and the config. A new user's trial got only "no results
+ * for study 'al' yet" for a candidate whose steps (5, 15, 25) never met the
+ * baseline's (0, 10, 20) under alignment.tolerance 0, and for a baseline
+ * whose name a reload had mistyped: both said now, where the user asks.
+ * Depends on the config and the main thread's state (state.h).
+ */
+#ifndef WD_STUDY_WAITING_H
+#define WD_STUDY_WAITING_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "state.h"
+
+/*
+ * Into buf, to follow "no results for study 'S' yet": "; " and what
+ * holds it up (the baseline has no snapshot, with the name of a run that
+ * has some when it looks like a typo of it; a run whose snapshots are
+ * none of them within alignment.tolerance of the baseline's; aligned
+ * snapshots waiting for the compute thread), or "" when nothing is held.
+ */
+void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len);
+
+/*
+ * For a reload: the runs that next's studies name anew (not in old's
+ * study of the same name) which have no snapshot while a run with a near
+ * name has some (a typo: the study would wait for ever, and `drift` go on
+ * showing the old rows), each as a warning appended to list and logged.
+ */
+void study_waiting_reload(const struct wd_config *old, const struct wd_config *next, struct state *st,
+			  json_t *list);
+
+#endif

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""t96_study_waiting.py: a study that compares nothing says why; stale rows say so.
+
+A new user's trial found three silences:
+- a candidate saved at steps 5, 15, 25 beside a baseline at 0, 10, 20,
+  with alignment.tolerance 0, is never compared, and `wdrift drift` said
+  only "no results for study 'al' yet": it now names the candidate, its
+  steps and the baseline's, and alignment.tolerance;
+- a reload that raised alignment.tolerance to 5 compared none of the
+  snapshots waiting (only a restart did): it now compares them at once;
+- a reload that mistyped the study's baseline ("al-bsae") said nothing, and
+  `drift` went on showing the old baseline's rows as "complete": the reload
+  now warns, naming the run that has snapshots, and `drift` marks those
+  rows stale (not complete; "stale" in --json). A study whose baseline has
+  no snapshot at all says so under "no results", with the near name.
+A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+
+CONFIG = """\
+listen:
+  ingest: ipc://{d}/run/ingest.sock
+  control: ipc://{d}/run/control.sock
+  events: ipc://{d}/run/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+alignment:
+  tolerance: {tol}
+studies:
+  - name: al
+    baseline: {base}
+    candidates: [al-fa]
+  - name: nb
+    baseline: al-bse
+    candidates: [al-fa]
+"""
+
+
+def wd(cfg, *args):
+    return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
+
+
+def snap(pub, step):
+    v = (np.random.default_rng(step).standard_normal(1000) * 0.02).astype(np.float32)
+    pub.tensor(step, "w", v, "f32")
+    return pub.commit(step, 1)
+
+
+def drift_json(cfg, study, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        r = wd(cfg, "drift", study, "--json")
+        if r.returncode == 0:
+            return json.loads(r.stdout)
+        time.sleep(0.2)
+    return None
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t96-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=0, base="al-base"))
+        check(dm.start() is not None, "the daemon starts", dm.log_text())
+        base, fa = Publisher(ctx, tmp, "al-base"), Publisher(ctx, tmp, "al-fa")
+        acks = [snap(base, s) for s in (0, 10, 20)] + [snap(fa, s) for s in (5, 15, 25)]
+        check(all(a and a.get("type") == "ack" for a in acks), "six snapshots durable")
+        time.sleep(0.5)
+        r = wd(cfg, "drift", "al")
+        check(r.returncode == 1 and "no results for study 'al' yet; candidate 'al-fa' has 3 snapshots "
+              "(steps 5 to 25), none within alignment.tolerance (0) of a step of the baseline's 3 (0 to 20)"
+              in r.stderr and "need alignment.tolerance" in r.stderr,
+              "drift of a study whose candidate never meets the baseline: says why", r.stderr)
+        r = wd(cfg, "drift", "nb")
+        check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot: "
+              "did you mean 'al-base', which has some" in r.stderr,
+              "drift of a study whose baseline has no snapshot: names the near run", r.stderr)
+
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base"))
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "alignment.tolerance: 0 -> 5" in r.stdout and "warning" not in r.stdout,
+              "reload to tolerance 5", r.stdout + r.stderr)
+        got = drift_json(cfg, "al")
+        check(got is not None and got["step"] == 20 and got["complete"] and "stale" not in got,
+              "... compares the snapshots that waited, at once: step 20 complete", json.dumps(got))
+        check("(alignment.tolerance changed by reload): computed at 3 of the 3" in dm.log_text(),
+              "... the log says so", dm.log_text()[-1500:])
+
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "warning   study 'al': baseline 'al-bsae' has no snapshot, and "
+              "'al-base' has some: a typo?" in r.stdout, "a reload that mistypes the baseline warns",
+              r.stdout + r.stderr)
+        check("warning: reload: study 'al': baseline 'al-bsae' has no snapshot" in dm.log_text(),
+              "... in the daemon's log too")
+        r = wd(cfg, "reload", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(len(doc.get("changes", {}).get("warnings", [])) == 0,
+              "a reload that changes nothing more warns no more (the name is not new)", r.stdout)
+        r = wd(cfg, "drift", "al")
+        check(r.returncode == 0 and "stale      the study's baseline is now 'al-bsae' (a reload), and these "
+              "rows compared 'al-base'" in r.stdout and "complete" not in r.stdout,
+              "drift shows the old rows as stale, not complete", r.stdout + r.stderr)
+        got = drift_json(cfg, "al")
+        check(got is not None and got["complete"] is False and "al-bsae" in got.get("stale", ""),
+              "drift --json: complete false, stale says why", json.dumps(got))
+
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base"))
+        r = wd(cfg, "reload")
+        got = drift_json(cfg, "al")
+        check(r.returncode == 0 and got is not None and got["complete"] and "stale" not in got,
+              "the baseline set right again: complete, not stale", json.dumps(got))
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
