@@ -144,9 +144,13 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 				 zmq_strerror(e));
 	snprintf(p->where, sizeof(p->where), "%s", endpoint);
 	if (!strncmp(endpoint, "inproc://", 9)) {
-		wd_log(WD_LOG_WARNING, "publisher: run '%s': endpoint '%s' reaches only sockets "
-		       "of this publisher's own ZeroMQ context, never a wdriftd: use tcp:// or ipc://",
-		       p->run, endpoint);
+		/* the reason no ack will ever come (Publisher.diagnosis), not only a line on stderr */
+		snprintf(p->diagnosis, sizeof(p->diagnosis), "endpoint '%.400s' reaches only sockets of "
+			 "this publisher's own ZeroMQ context, never a wdriftd: use tcp:// or ipc://",
+			 endpoint);
+		p->diagnosis_how = WD_DIAGNOSIS_SURE;
+		p->unreachable = PUB_UNREACHABLE;
+		wd_log(WD_LOG_WARNING, "publisher: run '%s': %s", p->run, p->diagnosis);
 	} else if (!strncmp(endpoint, "ipc://", 6)) {
 		const char *path = endpoint + 6;
 		char cwd[PATH_MAX], full[PATH_MAX + 512];

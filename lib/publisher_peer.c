@@ -155,8 +155,11 @@ void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
 void pub_peer_answered(struct wd_publisher *p)
 {
 	pthread_mutex_lock(&p->lock);
-	/* said that nothing listened, and snapshots wait: the fix is said too */
-	int was_unreachable = p->diagnosis[0] && p->unreachable != PUB_REACHED;
+	/*
+	 * Said that nothing listened, and snapshots wait: the fix is said too,
+	 * unless the stall warning was said, whose "acks again" follows.
+	 */
+	int was_unreachable = p->diagnosis[0] && p->unreachable != PUB_REACHED && !p->stalled;
 	p->diagnosis[0] = 0;
 	p->unreachable = PUB_REACHED;
 	pthread_mutex_unlock(&p->lock);
