@@ -131,7 +131,7 @@ static void print_completeness(json_t *res)
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		runs_absent += dc_int(cand, "absent") > 0;
 	if (json_string_value(json_object_get(res, "stale"))) {	/* the baseline changed since */
-		printf("stale      %s: no run is compared against that one yet\n",
+		printf("stale      %s: nothing is compared against the new one at this step\n",
 		       json_string_value(json_object_get(res, "stale")));
 		return;
 	}

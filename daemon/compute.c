@@ -461,6 +461,33 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 	return 1;
 }
 
+/*
+ * A baseline step bstep has arrived: a neighbour's row that compared a
+ * run's step now nearer to bstep (or as near, and bstep lower) is computed
+ * again, so that the step it should compare instead is (a review found a
+ * step never compared, with the baseline arriving after the candidate).
+ * Only where a run has a step within the tolerance of both: never with
+ * tolerance 0, nor with steps saved at the same interval as the baseline's
+ * and a tolerance under half of it.
+ */
+static void realign_neighbours(struct compute *c, struct cstudy *s, int64_t bstep)
+{
+	int64_t nb[2];
+	size_t n_trained = s->n_proxies - (s->synthetic != WD_SYNTHETIC_NONE);
+
+	if (!c->spool.rules.tolerance)
+		return;
+	spool_index_neighbours(&c->spool, s->baseline, bstep, &nb[0], &nb[1]);
+	for (int k = 0; k < 2; k++) {
+		int moved = 0;
+		for (size_t r = 0; nb[k] >= 0 && !moved && r < s->n_cands + n_trained; r++)
+			moved = spool_index_between(&c->spool, r < s->n_cands ? s->cands[r]
+						    : s->pruns[r - s->n_cands], bstep, nb[k]);
+		if (moved)
+			compute_at(c, s, nb[k]);
+	}
+}
+
 static void handle(struct compute *c, const char *run, int64_t step)
 {
 	if (spool_index_add(&c->spool, run, step, -1) < 0)
@@ -470,10 +497,13 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		if (!study_has(s, run))
 			continue;
 		/* rows are keyed by the baseline's step: align the others to it */
-		int64_t bstep = !strcmp(s->baseline, run) ? step
-				: spool_index_nearest(&c->spool, s->baseline, step);
-		if (bstep >= 0)	/* else no baseline there yet: its arrival triggers this */
-			compute_at(c, s, bstep);
+		int is_base = !strcmp(s->baseline, run);
+		int64_t bstep = is_base ? step : spool_index_nearest(&c->spool, s->baseline, step);
+		if (bstep < 0)	/* no baseline there yet: its arrival triggers this */
+			continue;
+		compute_at(c, s, bstep);
+		if (is_base)
+			realign_neighbours(c, s, bstep);
 	}
 }
 

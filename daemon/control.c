@@ -196,6 +196,8 @@ int control_step_complete(const struct wd_config_study *st, const struct result_
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];
 	size_t n = wd_study_step_runs(st, runs, WD_STUDY_STEP_RUNS_MAX);
 
+	if (strcmp(b->baseline, st->baseline))	/* against the baseline before a reload: stale */
+		return 0;
 	for (size_t k = 0; k < n; k++)
 		if (!has_run(b, runs[k]))
 			return 0;
@@ -331,10 +333,10 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	int64_t step = jstep ? json_integer_value(jstep) : 0;
 	if (!(b = drift_query_find(c->results, c->n_results, study, st->baseline, jstep ? &step : NULL, why,
 				   sizeof(why)))) {
-		char wait[1024] = "";
+		char wait[1400] = "";
 		if (!jstep)	/* none at all: why nothing was compared, from the snapshots held */
 			study_waiting(c->cfg, c->st, st, wait, sizeof(wait));
-		char msg[1600];
+		char msg[1950];
 		snprintf(msg, sizeof(msg), "%s%s", why, wait);
 		return fail("%s", msg);
 	}

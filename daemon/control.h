@@ -51,7 +51,9 @@ struct control {
 
 /*
  * Whether b has rows of every run of study st (each candidate, each proxy,
- * the synthetic proxy): the step is complete, every run compared.
+ * the synthetic proxy) against st's baseline (not one a reload replaced):
+ * the step is complete, every run compared. Metrics and the alerts'
+ * catch-up read only such steps.
  */
 int control_step_complete(const struct wd_config_study *st, const struct result_batch *b);
 /* The kept result of study at its latest complete step; NULL when none is complete. */

@@ -217,9 +217,15 @@ static int start(struct daemon *d, int force)
 	const char *const eps[] = { d->cfg.listen.ingest, d->cfg.listen.control, d->cfg.listen.events };
 	static const char *const keys[] = { "ingest", "control", "events" };
 	char cwd[PATH_MAX] = "";
+	/* the same storage.dir in use: the lock's words below say it exactly */
+	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
+	int held = open(path, O_RDWR | O_CLOEXEC);
+	int same = held >= 0 && flock(held, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	if (held >= 0)
+		close(held);	/* its lock, if taken, goes with it */
 	if (d->cfg.storage.dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
 		cwd[0] = 0;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; !same && i < 3; i++)
 		if (socket_file_taken(eps[i]))
 			return error("listen.%s: a process already listens on %s: another wdriftd, started "
 				     "with this config from another directory, or with another config? "

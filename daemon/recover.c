@@ -172,15 +172,18 @@ static int is_dropped(const struct recovery *rc, const char *run, int64_t step)
 
 /*
  * The baseline's durable step that run's step aligns to (spool_index.h's
- * rule, over the snapshots held), or -1: none within tol.
+ * rule), or -1: none within tol. Steps retention dropped count: the row
+ * computed there before the drop covers the run's step (without them, a
+ * restart computed it again at another step, or, with tolerance 0, at
+ * none, every time).
  */
-static int64_t baseline_step(const struct recovery *rc, const struct run *base, int64_t step, int64_t tol)
+static int64_t baseline_step(const struct run *base, int64_t step, int64_t tol)
 {
 	int64_t best = -1, dist = tol + 1;
 
 	for (size_t k = 0; base && k < base->n_durable; k++) {
 		int64_t s = base->durable[k], d = s > step ? s - step : step - s;
-		if (spool_nearer(s, d, best, dist) && !is_dropped(rc, base->name, s)) {
+		if (spool_nearer(s, d, best, dist)) {
 			best = s;
 			dist = d;
 		}
@@ -203,7 +206,7 @@ static size_t resume_run(struct recovery *rc, struct compute *c, const struct wd
 	for (size_t k = 0; x && k < x->n_durable; k++) {
 		if (is_dropped(rc, x->name, x->durable[k]))
 			continue;
-		int64_t b = baseline_step(rc, base, x->durable[k], tol);
+		int64_t b = baseline_step(base, x->durable[k], tol);
 		if (b < 0 || !is_covered(rc, st->name, x->name, b)) {
 			compute_submit(c, x->name, x->durable[k]);
 			n++;

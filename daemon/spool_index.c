@@ -104,21 +104,67 @@ int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64
 	return best;
 }
 
+void spool_index_neighbours(const struct spool_index *ix, const char *baseline, int64_t bstep,
+			    int64_t *prev, int64_t *next)
+{
+	*prev = *next = -1;
+	for (size_t i = 0; i < ix->n; i++) {
+		int64_t s = ix->v[i].step;
+		if (s == bstep || strcmp(ix->v[i].run, baseline))
+			continue;
+		if (s < bstep && s > *prev)
+			*prev = s;
+		if (s > bstep && (*next < 0 || s < *next))
+			*next = s;
+	}
+}
+
+/*
+ * Does step s, within tolerance of bstep, belong to bstep? Another held
+ * baseline step that beats bstep for s would be beaten, or matched, by
+ * bstep's neighbour on s's side (any such step lies between s's mirror
+ * image and bstep), so those two are all there is to look at.
+ */
+static int belongs(int64_t s, int64_t bstep, int64_t prev, int64_t next)
+{
+	int64_t d = s > bstep ? s - bstep : bstep - s;
+	int64_t other = s < bstep ? prev : s > bstep ? next : -1;
+
+	if (other < 0)
+		return 1;
+	int64_t od = other > s ? other - s : s - other;
+	return !spool_nearer(other, od, bstep, d);
+}
+
 int64_t spool_index_aligned(const struct spool_index *ix, const char *run, const char *baseline,
 			    int64_t bstep)
 {
-	int64_t best = -1, dist = ix->rules.tolerance + 1;
+	int64_t best = -1, dist = ix->rules.tolerance + 1, prev, next;
 
+	spool_index_neighbours(ix, baseline, bstep, &prev, &next);
 	for (size_t i = 0; i < ix->n; i++) {
 		if (strcmp(ix->v[i].run, run))
 			continue;
 		int64_t s = ix->v[i].step, d = s > bstep ? s - bstep : bstep - s;
-		if (spool_nearer(s, d, best, dist) && spool_index_nearest(ix, baseline, s) == bstep) {
+		if (spool_nearer(s, d, best, dist) && belongs(s, bstep, prev, next)) {
 			best = s;
 			dist = d;
 		}
 	}
 	return best;
+}
+
+int spool_index_between(const struct spool_index *ix, const char *run, int64_t bstep, int64_t other)
+{
+	int64_t tol = ix->rules.tolerance;
+
+	for (size_t i = 0; i < ix->n; i++) {
+		int64_t s = ix->v[i].step;
+		if ((s > bstep ? s - bstep : bstep - s) <= tol && (s > other ? s - other : other - s) <= tol &&
+		    !strcmp(ix->v[i].run, run))
+			return 1;
+	}
+	return 0;
 }
 
 static int by_step(const void *x, const void *y)

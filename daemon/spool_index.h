@@ -79,12 +79,21 @@ int64_t spool_index_nearest(const struct spool_index *ix, const char *run, int64
  * The other side of it: run's durable step that belongs to baseline's
  * step bstep, that is whose own nearest baseline step (above) is bstep,
  * the nearest such to bstep (the exact step first, then the lower of two
- * equally near); -1 when there is none. A step of the run belongs to one
- * baseline step only, so no row compares a snapshot that another baseline
- * step's row compares, whatever order they arrived in.
+ * equally near); -1 when there is none. Over the snapshots held now: a
+ * baseline step that arrives later may take a step from its neighbour,
+ * whose row compute.c then computes again. O(entries).
  */
 int64_t spool_index_aligned(const struct spool_index *ix, const char *run, const char *baseline,
 			    int64_t bstep);
+/* The baseline's held steps just below and just above bstep (-1: none). */
+void spool_index_neighbours(const struct spool_index *ix, const char *baseline, int64_t bstep,
+			    int64_t *prev, int64_t *next);
+/*
+ * Has run a held step within the tolerance of both baseline steps bstep
+ * and other? Such a step may have belonged to other before bstep came,
+ * so other's row is to be computed again (compute.c).
+ */
+int spool_index_between(const struct spool_index *ix, const char *run, int64_t bstep, int64_t other);
 /*
  * Run's durable steps in the index, oldest first, in a malloc'd array
  * (*steps; the caller frees it): how many, or 0 with *steps NULL (none, or

@@ -76,13 +76,16 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		held++;
 		if (any_aligned(r->durable, r->n_durable, base->durable, base->n_durable, tol))
 			continue;
-		apart++;
+		if (++apart > 2)	/* the third and later only counted: the hint must fit */
+			continue;
 		add(buf, len, &at, "; %s '%s' has %zu snapshots (steps %lld to %lld), none within "
 		    "alignment.tolerance (%lld) of a step of the baseline's %zu (%lld to %lld)",
 		    cand ? "candidate" : "proxy", name, r->n_durable, (long long)r->durable[0],
 		    (long long)r->durable[r->n_durable - 1], (long long)tol, base->n_durable,
 		    (long long)base->durable[0], (long long)base->durable[base->n_durable - 1]);
 	}
+	if (apart > 2)
+		add(buf, len, &at, "; and %zu more runs", apart - 2);
 	if (apart)
 		add(buf, len, &at, ": they wait for baseline steps near theirs; runs saved at other steps "
 		    "need alignment.tolerance (docs/daemon.md, \"Alignment\")");

@@ -151,7 +151,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		p->diagnosis_how = WD_DIAGNOSIS_SURE;
 		p->unreachable = PUB_UNREACHABLE;
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': %s", p->run, p->diagnosis);
-	} else if (!strncmp(endpoint, "ipc://", 6)) {
+	} else if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {	/* '@': abstract, no file */
 		const char *path = endpoint + 6;
 		char cwd[PATH_MAX], full[PATH_MAX + 512];
 

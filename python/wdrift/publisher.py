@@ -213,6 +213,18 @@ class Publisher:
         _get_lib().wd_publisher_diagnosis(self._p, buf, len(buf))
         return buf.value.decode(errors="replace") or None
 
+    @property
+    def diagnosis_sure(self):
+        """Whether diagnosis is settled (True: the peer answered or refused, so waiting will not
+        help: fix the endpoint or the keys) or a guess (False: nothing listens there yet, or a
+        handshake closed without a word, as a daemon starting or restarting does too); None
+        when there is no diagnosis. A job that may start before its daemon should end only on
+        a sure one."""
+        self._check()
+        buf = ctypes.create_string_buffer(8)
+        how = _get_lib().wd_publisher_diagnosis(self._p, buf, len(buf))
+        return None if how == 0 else how == 1
+
     def stats(self):
         """committed, acked, dropped, resent, queued, queued_bytes, connected, duplicates, conflicts, refused.
 

@@ -89,6 +89,50 @@ def run(tolerance):
         harness.teardown(dm, tmp, ctx)
 
 
+def w1_settles(ctx, d, step, want, timeout=8):
+    """The candidate's W1 at step once it equals want, or the last one seen after timeout."""
+    end, w = time.time() + timeout, None
+    while time.time() < end:
+        r = control(ctx, d, {"v": 1, "cmd": "drift", "study": "fa", "step": step})
+        if r and r.get("ok") and "fa" in r["candidates"]:
+            w = r["candidates"]["fa"]["layers"][0]["w1"]
+            if w == want:
+                return w
+        time.sleep(0.2)
+    return w
+
+
+def neighbour_case():
+    """Tolerance 8: the candidate's 416 first belongs to baseline 410 (the only one near);
+    baseline 420 then takes it, and 410's row is computed again with 403, its own now."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t54n-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        path = dm.write_config()
+        with open(path, "a") as f:
+            f.write("alignment:\n  tolerance: 8\n")
+        check(dm.start() is not None, "neighbour case: ready")
+        base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
+        snap(base, 410, 410, 0.0)
+        snap(fa, 403, 410, 0.0)     # base 410's content
+        snap(fa, 416, 420, 0.0)     # base 420's, not here yet: 410's row takes it for now
+        end, w = time.time() + 8, None
+        while time.time() < end and w in (None, 0.0):    # 403 first, then 416, the nearer
+            got = drift_at(ctx, tmp, 410)
+            w = got["candidates"]["fa"]["layers"][0]["w1"] if got else None
+            time.sleep(0.1)
+        check(w not in (None, 0.0), f"with only baseline 410 held, its row compares 416, the nearest ({w})")
+        snap(base, 420, 420, 0.0)
+        w20 = w1_settles(ctx, tmp, 420, 0.0)
+        w10 = w1_settles(ctx, tmp, 410, 0.0)
+        check(w20 == 0.0, f"baseline 420 arrives: it compares candidate 416, its own now: W1 0 ({w20})")
+        check(w10 == 0.0, f"... and 410's row is computed again, with 403: W1 0 ({w10})", dm.log_text()[-1500:])
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
 def restart_case():
     """Candidate 325's baseline step, 320, arrives while the study is away; a restart with
     the study back computes 325 at 320, though a row of 'fa' at 330 lies within 5 of it."""
@@ -133,6 +177,7 @@ def restart_case():
 def main():
     run(5)
     run(0)
+    neighbour_case()
     restart_case()
     return harness.summary()
 

@@ -100,6 +100,10 @@ def main():
         check(os.path.exists(os.path.join(spool, "fa", "5.h5")), "a candidate's step 5 is not thinned")
         check("dropped run 'base' step 5" in dm.log_text() and "spool.retention.every" in dm.log_text(),
               "each drop is logged with its reason")
+        snap(fa, 25)
+        snap(base, 25)      # compared with fa's 25, then dropped (not a multiple of 10)
+        check(wait_for(lambda: "25.h5" not in kept() and "dropped run 'base' step 25" in dm.log_text()),
+              "the baseline's step 25: compared, then dropped")
         # disk budget: 8 snapshots of 12 MB against 64 MiB
         big = 3_000_000
         for s in range(30, 110, 10):
@@ -119,6 +123,15 @@ def main():
         check(a and a["type"] == "ack" and a["duplicate"], "re-sending a dropped step: acked as duplicate")
         check("cannot open" not in dm.log_text().split("ready:")[-1],
               "after the restart nothing looks for a dropped file")
+        # fa's step 5 came after the baseline's 5 was dropped: never compared, so computed again
+        # (and again compares nothing); its step 25 was compared at the baseline's 25, dropped
+        # since: that row covers it (a restart counted it without results, every time)
+        after = dm.log_text().split("notice: stopped")[-1]
+        # the disk budget may have dropped fa's step 5 too (the oldest): then none counts
+        want = "" if "dropped run 'fa' step 5" in dm.log_text() else "compute: 1 snapshots without logged results"
+        check((want in after) if want else "without logged results" not in after,
+              f"after the restart only the step never compared counts as without results ({want or 'none'})",
+              after[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)

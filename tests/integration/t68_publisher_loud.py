@@ -276,6 +276,14 @@ pub.close(0)
         check(rc == 0 and err.count("reaches only sockets of this publisher's own ZeroMQ context") == 1
               and "diagnosis endpoint 'inproc://wdrift' reaches only sockets" in out,
               "inproc://: said once at open, and Publisher.diagnosis says it", out + err)
+        # an abstract socket (ipc://@name) has no file: none is looked for, in the cwd or anywhere
+        rc, out, err = child("""
+pub = wdrift.Publisher("ipc://@wdrift-t68-none", "r", stall_warning=None)
+print("diagnosis", pub.diagnosis)
+pub.close(0)
+""", tmp)
+        check(rc == 0 and "no socket at" not in err and "diagnosis None" in out,
+              "ipc://@name: no socket file looked for, no diagnosis at open", out + err)
 
         # 3. a daemon that comes up later: snapshots go, and the recovery is said once
         dm.write_config()

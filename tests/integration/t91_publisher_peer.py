@@ -58,6 +58,7 @@ else:
 time.sleep(3.5)
 print("acked", pub.stats()["acked"])
 print("diagnosis", pub.diagnosis)
+print("sure", pub.diagnosis_sure)
 pub.close(0)
 '''
 
@@ -84,7 +85,7 @@ t = time.monotonic()
 while pub.diagnosis is None and time.monotonic() - t < 15:
     time.sleep(0.1)
 print("after %.1f" % (time.monotonic() - t))
-print("diagnosis", pub.diagnosis, flush=True)
+print("diagnosis", pub.diagnosis, "sure", pub.diagnosis_sure, flush=True)
 end = time.monotonic() + wait
 while pub.stats()["acked"] == 0 and time.monotonic() < end:
     time.sleep(0.1)
@@ -122,7 +123,8 @@ def expect_unreachable(name, got, *words):
     stall = [line for line in lines if "no ack from" in line]
     check(len(found) == 1 and 4.0 <= after < 10, f"{name}: said once, after {after:.1f} s (5 to 10), "
           f"naming {words}", "\n".join(lines))
-    check(all(w in out[1] for w in words), f"{name}: Publisher.diagnosis says it", out[1] if len(out) > 1 else "")
+    check(all(w in out[1] for w in words) and out[1].rstrip().endswith(" sure False"),
+          f"{name}: Publisher.diagnosis says it, as a guess (diagnosis_sure False)", out[1] if len(out) > 1 else "")
     check(len(stall) == 1 and "no answer at all" in stall[0] and all(w in stall[0] for w in words)
           and "not as wdriftd's ingest socket" not in stall[0],
           f"{name}: the stall warning says no answer at all, and why", "\n".join(stall))
@@ -185,8 +187,8 @@ def expect(name, out, lines, *words):
     check(len(stall) == 1 and all(w in stall[0] for w in words) and "memory budget" not in stall[0]
           and "is wdriftd running" not in stall[0],
           f"{name}: the stall warning gives that reason, not a guess", "\n".join(stall))
-    check("acked 0" in out, f"{name}: nothing acked ({out.strip()})")
-    check(found and found[0].split("': ", 1)[-1].startswith(out.split("diagnosis ", 1)[-1].strip()),
+    check("acked 0" in out and "sure True" in out, f"{name}: nothing acked, the diagnosis sure ({out.strip()})")
+    check(found and found[0].split("': ", 1)[-1].startswith(out.split("diagnosis ", 1)[-1].split("\n")[0].strip()),
           f"{name}: Publisher.diagnosis is the reason said", out)
 
 

@@ -59,6 +59,10 @@ def main():
               f"a second daemon on the same sockets: refused in {dt:.1f} s, naming the endpoint and its "
               f"storage.dir (exit {r.returncode})", r.stderr)
         check(not os.path.exists(os.path.join(elsewhere, "var")), "... and it made no storage.dir")
+        r = subprocess.run([harness.WDRIFTD, "-c", cfg], capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "another wdriftd uses this storage.dir" in r.stderr
+              and "already listens" not in r.stderr,
+              "a second daemon on the same storage.dir gets the lock's words, not a guess", r.stderr)
         s = status(cfg)
         check(s.returncode == 0 and f"storage    {tmp}/var\n" in s.stdout,
               "the first daemon still answers, and status names its storage.dir", s.stdout + s.stderr)

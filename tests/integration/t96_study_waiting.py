@@ -120,7 +120,8 @@ def main():
               "a reload that changes nothing more warns no more (the name is not new)", r.stdout)
         r = wd(cfg, "drift", "al")
         check(r.returncode == 0 and "stale      the study's baseline is now 'al-bsae' (a reload), and these "
-              "rows compared 'al-base'" in r.stdout and "complete" not in r.stdout,
+              "rows compared 'al-base': nothing is compared against the new one at this step" in r.stdout
+              and "complete" not in r.stdout,
               "drift shows the old rows as stale, not complete", r.stdout + r.stderr)
         got = drift_json(cfg, "al")
         check(got is not None and got["complete"] is False and "al-bsae" in got.get("stale", ""),

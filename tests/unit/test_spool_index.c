@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "logging.h"
 #include "records.h"
+#include "rng.h"
 #include "spool_index.h"
 #include "wal.h"
 
@@ -124,6 +125,57 @@ static void test_alignment(void)
 	CHECK(spool_index_forget(&ix, "base") == 4 && ix.n == 1 && ix.bytes == 7 &&
 	      spool_index_nearest(&ix, "base", 20) == -1, "runs rm: the run's entries and bytes go");
 	spool_index_release(&ix);
+}
+
+/*
+ * spool_index_aligned looks at bstep's two neighbours only: against the
+ * rule stated plainly (the run's steps whose own nearest baseline step is
+ * bstep, the nearest of them) on random steps and tolerances, ties and
+ * out-of-order steps included.
+ */
+static int64_t aligned_plain(const struct spool_index *ix, const char *run, int64_t bstep)
+{
+	int64_t best = -1, dist = ix->rules.tolerance + 1;
+
+	for (size_t i = 0; i < ix->n; i++) {
+		int64_t s = ix->v[i].step, d = s > bstep ? s - bstep : bstep - s;
+		if (!strcmp(ix->v[i].run, run) && spool_nearer(s, d, best, dist) &&
+		    spool_index_nearest(ix, "base", s) == bstep) {
+			best = s;
+			dist = d;
+		}
+	}
+	return best;
+}
+
+static void test_alignment_random(void)
+{
+	struct spool_rules rules = { .tolerance = 0 };
+	struct spool_index ix;
+	long cases = 0, bad = 0, moved = 0;
+
+	rng_state = 0x5eed;
+	for (int round = 0; round < 300; round++) {
+		spool_index_init(&ix, dir, &rules);
+		ix.rules.tolerance = (int64_t)(rng_next() % 12);
+		for (int k = 0, n = 1 + (int)(rng_next() % 8); k < n; k++)
+			spool_index_add(&ix, "base", (int64_t)(rng_next() % 60), 1);
+		for (int k = 0, n = 1 + (int)(rng_next() % 10); k < n; k++)
+			spool_index_add(&ix, "fa", (int64_t)(rng_next() % 60), 1);
+		for (int64_t b = 0; b < 60; b++) {
+			if (!spool_index_has(&ix, "base", b))
+				continue;
+			cases++;
+			bad += spool_index_aligned(&ix, "fa", "base", b) != aligned_plain(&ix, "fa", b);
+			int64_t prev, next;
+			spool_index_neighbours(&ix, "base", b, &prev, &next);
+			moved += prev >= 0 && spool_index_between(&ix, "fa", b, prev);
+		}
+		spool_index_release(&ix);
+	}
+	CHECK(cases > 1000 && bad == 0, "aligned by the neighbours = the rule stated plainly: %ld of %ld differ",
+	      bad, cases);
+	CHECK(moved > 0, "some cases have a run step within the tolerance of two baseline steps (%ld)", moved);
 }
 
 static void test_retention_rules(void)
@@ -256,6 +308,7 @@ int main(void)
 	}
 	test_paths();
 	test_alignment();
+	test_alignment_random();
 	test_retention_rules();
 	test_retain();
 	test_sweep();
