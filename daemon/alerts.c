@@ -233,7 +233,8 @@ static void run_command(struct alerts *a, struct rule *r, const char *json)
 	close(fds[0]);
 	/* The JSON is far below the pipe's buffer: this write does not block. */
 	fcntl(fds[1], F_SETFL, O_NONBLOCK);
-	if (write(fds[1], json, strlen(json)) < 0 || write(fds[1], "\n", 1) < 0)
+	/* EPIPE: the command exited without reading its stdin, which it need not read */
+	if ((write(fds[1], json, strlen(json)) < 0 || write(fds[1], "\n", 1) < 0) && errno != EPIPE)
 		log_warning("alert '%s': writing to its command: %s", r->a.name, strerror(errno));
 	close(fds[1]);
 	r->last_command = t;
