@@ -123,7 +123,7 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
  * second more for a fresh connection's welcome; the flush is bounded by
  * twice that, so that nothing here waits forever. While the daemon has
  * not answered, a connect of our own every PROBE_S says what ZeroMQ's
- * silent retries do not: when it has failed for UNREACHABLE_S in a row,
+ * silent retries do not: when it has failed for WD_HS_UNREACHABLE_S in a row,
  * nothing listens at the endpoint (a stopped daemon, a typo in the port),
  * or its host does not resolve, and the command ends saying so. A daemon
  * that restarts meanwhile (systemctl restart) is back within that.
@@ -136,7 +136,6 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
  * if nothing else is known by then.
  */
 #define PROBE_S 1.0
-#define UNREACHABLE_S 5.0
 static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int ack_timeout_ms,
 			struct wd_publisher_outcome *out, int *refused, char *err, size_t errlen)
 {
@@ -162,7 +161,7 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 			failing_since = 0;	/* got through, or no answer yet */
 		else if (!failing_since)
 			failing_since = now;
-		else if (now - failing_since >= UNREACHABLE_S - PROBE_S - 0.01)
+		else if (now - failing_since >= WD_HS_UNREACHABLE_S - PROBE_S - 0.01)
 			return -1;	/* err says why */
 		next_probe = cli_now() + PROBE_S;
 	}

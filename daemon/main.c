@@ -202,30 +202,30 @@ static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
 	return 1;
 }
 
-static int start(struct daemon *d, int force)
+/*
+ * -1, said, when a process listens on one of the config's ipc:// socket
+ * files: another wdriftd, typically this config started from another
+ * directory, whose relative storage.dir differs, so that the lock does
+ * not stop it. Said before anything is made, so that a daemon in the
+ * wrong directory leaves no storage.dir behind. The same storage.dir in
+ * use is left to the lock, whose words say it exactly.
+ */
+static int another_daemon(const struct daemon *d)
 {
-	char path[4096], err[WD_CONFIG_ERR_MAX];
-	sigset_t mask;
-	int r;
-
-	d->st.started = now_mono();
-	d->st.budget = d->cfg.memory.budget;
-	/*
-	 * Before anything is made or read: a daemon in the wrong directory
-	 * leaves no storage.dir behind, and is told at once.
-	 */
 	const char *const eps[] = { d->cfg.listen.ingest, d->cfg.listen.control, d->cfg.listen.events };
 	static const char *const keys[] = { "ingest", "control", "events" };
-	char cwd[PATH_MAX] = "";
-	/* the same storage.dir in use: the lock's words below say it exactly */
+	char path[4096], cwd[PATH_MAX] = "";
+
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
 	int held = open(path, O_RDWR | O_CLOEXEC);
 	int same = held >= 0 && flock(held, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 	if (held >= 0)
 		close(held);	/* its lock, if taken, goes with it */
+	if (same)
+		return 0;
 	if (d->cfg.storage.dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
 		cwd[0] = 0;
-	for (int i = 0; !same && i < 3; i++)
+	for (int i = 0; i < 3; i++)
 		if (socket_file_taken(eps[i]))
 			return error("listen.%s: a process already listens on %s: another wdriftd, started "
 				     "with this config from another directory, or with another config? "
@@ -234,6 +234,19 @@ static int start(struct daemon *d, int force)
 				     "and leave it running unreachable: stop it first, or give this daemon "
 				     "other listen.* endpoints", keys[i], eps[i], cwd, cwd[0] ? "/" : "",
 				     d->cfg.storage.dir);
+	return 0;
+}
+
+static int start(struct daemon *d, int force)
+{
+	char path[4096], err[WD_CONFIG_ERR_MAX];
+	sigset_t mask;
+	int r;
+
+	d->st.started = now_mono();
+	d->st.budget = d->cfg.memory.budget;
+	if (another_daemon(d) < 0)	/* before anything is made or read */
+		return -1;
 	if ((r = dirs_make(d->cfg.storage.dir, 0)) < 0)
 		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(-r));
 	if (!realpath(d->cfg.storage.dir, d->storage))

@@ -46,8 +46,10 @@ struct result_batch *drift_query_find(struct result_batch *const *results, size_
 		if (step && r->step > *step && (above < 0 || r->step < above))
 			above = r->step;
 	}
-	if (current || b)
-		return current ? current : b;
+	if (current)
+		return current;
+	if (b)
+		return b;
 	if (!have) {
 		snprintf(why, whylen, "no results for study '%.128s' yet", study);
 		return NULL;

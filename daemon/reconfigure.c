@@ -5,12 +5,10 @@
  * "Reload"), and `wdrift runs rm`.
  */
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config_diff.h"
-#include "config_load.h"
 #include "daemon.h"
 #include "logging.h"
 #include "notify.h"
@@ -95,12 +93,11 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 	int rc;
 
 	if (!r) {	/* a typo: the nearest name the daemon has */
-		struct suggest near = { run, NULL, 0, SIZE_MAX };
-		for (struct run *q = d->st.runs; q; q = q->next)
-			config_suggest_try(&near, q->name, strlen(q->name));
+		int n;
+		const char *best = state_run_suggest(&d->st, run, &n);
 		return snprintf(err, errlen, "no run '%.200s'%s%.*s%s (wdrift runs lists them)", run,
-				near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
-				near.best ? near.best : "", near.best ? "'?" : ""), -ENOENT;
+				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
+				best ? "'?" : ""), -ENOENT;
 	}
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && !p->recheck) {

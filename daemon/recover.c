@@ -151,7 +151,7 @@ void recover_sweep(struct recovery *rc, const char *storage_dir, int force)
 	spool_sweep(storage_dir, force, is_durable, rc->st);
 }
 
-/* Has run a logged result in study at a baseline step within tol of step? */
+/* Has run a logged result in study at baseline step step? */
 static int is_covered(const struct recovery *rc, const char *study, const char *run, int64_t step)
 {
 	for (size_t i = 0; i < rc->n_covered; i++)

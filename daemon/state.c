@@ -1,8 +1,10 @@
 /* state.c: runs, durable steps and snapshot memory (see state.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "config_load.h"
 #include "identity.h"
 #include "state.h"
 
@@ -35,6 +37,17 @@ struct run *state_run(struct state *s, const char *name, int create)
 	s->runs = r;
 	s->n_runs++;
 	return r;
+}
+
+const char *state_run_suggest(const struct state *s, const char *name, int *len)
+{
+	struct suggest near = { name, NULL, 0, SIZE_MAX };
+
+	for (const struct run *r = s->runs; r; r = r->next)
+		if (r->n_durable)
+			config_suggest_try(&near, r->name, strlen(r->name));
+	*len = (int)near.blen;
+	return near.best;
 }
 
 /* Binary search: durable steps are kept sorted. */

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config_load.h"
 #include "logging.h"
 #include "study_waiting.h"
 
@@ -37,18 +36,6 @@ static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 	*at += w < 0 ? 0 : (size_t)w;
 }
 
-/* The run with snapshots whose name is nearest name (a typo of it), or NULL; *n its length. */
-static const char *near_run(struct state *st, const char *name, int *n)
-{
-	struct suggest near = { name, NULL, 0, SIZE_MAX };
-
-	for (struct run *r = st->runs; r; r = r->next)
-		if (r->n_durable)
-			config_suggest_try(&near, r->name, strlen(r->name));
-	*n = (int)near.blen;
-	return near.best;
-}
-
 void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len)
 {
@@ -58,7 +45,7 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
-		const char *best = near_run(st, s->baseline, &blen);
+		const char *best = state_run_suggest(st, s->baseline, &blen);
 		if (best)
 			add(buf, len, &at, "; its baseline '%s' has no snapshot: did you mean '%.*s', which has "
 			    "some (a typo in the study's baseline)?", s->baseline, blen, best);
@@ -125,7 +112,7 @@ static void check_new_name(const struct wd_config *old, const char *study, const
 
 	if ((r && r->n_durable) || named_before(old, study, run))
 		return;
-	const char *best = near_run(st, run, &n);
+	const char *best = state_run_suggest(st, run, &n);
 	if (!best)
 		return;
 	snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%.*s' has some: a typo? "

@@ -90,6 +90,14 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
  * daemon that may start later.
  */
 #define WD_HS_REFUSED_S 1.0
+
+/*
+ * How long connects to a publisher's ingest endpoint are refused in a row
+ * before that is said (nothing listens there): `wdrift send` ends then,
+ * and a publisher says it once and keeps trying. A daemon that restarts
+ * (systemctl restart) is back within it.
+ */
+#define WD_HS_UNREACHABLE_S 5.0
 int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
 
 /*

@@ -27,12 +27,6 @@
 #include "publisher_internal.h"
 #include "zmtp_probe.h"
 
-/*
- * Refused connects for this long in a row, over the sockets of every try,
- * before a connect of our own asks why: `wdrift send` waits as long
- * (client/cmd_send.c), and a daemon that restarts is back within it.
- */
-#define UNREACHABLE_S 5.0
 #define PROBE_TIMEOUT_MS 500	/* a refusal is at once; a silent host is ZeroMQ's to wait for */
 
 /*
@@ -73,8 +67,8 @@ void pub_peer_unwatch(struct wd_publisher *p, void *s)
 /*
  * Nothing listens at the endpoint: ZeroMQ's connects are refused, and it
  * retries them without a word. Once they have been refused for
- * UNREACHABLE_S with none getting through, a connect of our own says why
- * (wd_hs_unreachable), every UNREACHABLE_S while it lasts. Only a guess:
+ * WD_HS_UNREACHABLE_S, over the sockets of every try, with none getting through, a connect of our own says why
+ * (wd_hs_unreachable), every WD_HS_UNREACHABLE_S while it lasts. Only a guess:
  * the daemon may yet start (a job started first), so the publisher keeps
  * trying and the monitor stays.
  */
@@ -90,17 +84,17 @@ static void probe_unreachable(struct wd_publisher *p)
 	}
 	if (!p->refused_since)
 		p->refused_since = now;
-	if (now - p->refused_since < UNREACHABLE_S || now < p->next_probe)
+	if (now - p->refused_since < WD_HS_UNREACHABLE_S || now < p->next_probe)
 		return;
-	p->next_probe = now + UNREACHABLE_S;
+	p->next_probe = now + WD_HS_UNREACHABLE_S;
 	int e = wd_endpoint_connect_errno(p->endpoint, PROBE_TIMEOUT_MS);
 	pthread_mutex_lock(&p->lock);
 	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE;
 	pthread_mutex_unlock(&p->lock);
 	if (e == ENOENT && absent_said)
 		return;	/* wd_publisher_open said so, and it is still so */
-	/* the same words each time (UNREACHABLE_S, not the time so far): said once */
-	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, UNREACHABLE_S, why, sizeof(why)))
+	/* the same words each time (WD_HS_UNREACHABLE_S, not the time so far): said once */
+	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, WD_HS_UNREACHABLE_S, why, sizeof(why)))
 		diagnosed(p, why, WD_HS_GUESS, PUB_UNREACHABLE);
 	else
 		p->refused_since = 0;	/* it got through: ZeroMQ's next connect may too */

@@ -50,14 +50,19 @@ def drift_at(ctx, d, step, timeout=6):
     return None
 
 
-def run(tolerance):
-    tmp = tempfile.mkdtemp(prefix="wdrift-t54-")
-    ctx = zmq.Context()
+def daemon_with(prefix, tolerance):
+    """A temp dir, a ZeroMQ context and a daemon (not started) whose config has alignment.tolerance."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     dm = Daemon(tmp)
+    path = dm.write_config()
+    with open(path, "a") as f:
+        f.write(f"alignment:\n  tolerance: {tolerance}\n")
+    return tmp, zmq.Context(), dm, path
+
+
+def run(tolerance):
+    tmp, ctx, dm, path = daemon_with("wdrift-t54-", tolerance)
     try:
-        path = dm.write_config()
-        with open(path, "a") as f:
-            f.write(f"alignment:\n  tolerance: {tolerance}\n")
         check(dm.start() is not None, f"ready with alignment.tolerance {tolerance}")
         base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
         snap(base, 100, 1, 0.0)
@@ -105,13 +110,8 @@ def w1_settles(ctx, d, step, want, timeout=8):
 def neighbour_case():
     """Tolerance 8: the candidate's 416 first belongs to baseline 410 (the only one near);
     baseline 420 then takes it, and 410's row is computed again with 403, its own now."""
-    tmp = tempfile.mkdtemp(prefix="wdrift-t54n-")
-    ctx = zmq.Context()
-    dm = Daemon(tmp)
+    tmp, ctx, dm, path = daemon_with("wdrift-t54n-", 8)
     try:
-        path = dm.write_config()
-        with open(path, "a") as f:
-            f.write("alignment:\n  tolerance: 8\n")
         check(dm.start() is not None, "neighbour case: ready")
         base, fa = Publisher(ctx, tmp, "base"), Publisher(ctx, tmp, "fa")
         snap(base, 410, 410, 0.0)
@@ -136,13 +136,8 @@ def neighbour_case():
 def restart_case():
     """Candidate 325's baseline step, 320, arrives while the study is away; a restart with
     the study back computes 325 at 320, though a row of 'fa' at 330 lies within 5 of it."""
-    tmp = tempfile.mkdtemp(prefix="wdrift-t54r-")
-    ctx = zmq.Context()
-    dm = Daemon(tmp)
+    tmp, ctx, dm, path = daemon_with("wdrift-t54r-", 5)
     try:
-        path = dm.write_config()
-        with open(path, "a") as f:
-            f.write("alignment:\n  tolerance: 5\n")
         with open(path) as f:
             text = f.read()
         check(dm.start() is not None, "restart case: ready")
