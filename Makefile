@@ -264,9 +264,9 @@ $(BUILD)/bench/bench_engine_vq.o: bench/bench_engine.c $(FLAGS_STAMP)
 	$(CC) $(ALL_CFLAGS) -DWD_VQSORT_PEER -c -o $@ $<
 $(BUILD)/bench/vqsort_peer.o: bench/vqsort_peer.cc
 	@mkdir -p $(dir $@)
-	$(KERNEL_CXX) -O3 -g -std=c++17 -c -o $@ $<
+	$(KERNEL_CXX) -O3 -g -std=c++17 -pthread -c -o $@ $<
 $(BUILD)/wdrift-bench-vqsort: $(BUILD)/bench/bench_engine_vq.o $(BUILD)/bench/vqsort_peer.o $(BUILD)/libwdrift.so
-	$(KERNEL_CXX) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift -lhwy_contrib -lhwy -lm $(RPATH)
+	$(KERNEL_CXX) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift -lhwy_contrib -lhwy -lm -pthread $(RPATH)
 
 # A Llama-shaped snapshot (291 tensors) against a prepared baseline, beside memcpy (issue 16).
 $(BUILD)/wdrift-bench-snapshot: $(BUILD)/bench/bench_snapshot.o $(BUILD)/libwdrift.so

@@ -53,6 +53,7 @@ static void *slurp(const char *path, size_t *size)
 
 #ifdef WD_VQSORT_PEER
 double vqsort_peer_w1(float *a, float *b, size_t n);
+double vqsort_peer_w1_two_threads(float *a, float *b, size_t n);
 const char *vqsort_peer_target(int avx2_only);
 
 /*
@@ -86,11 +87,24 @@ static int vqsort_main(int argc, char **argv)
 		qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
 		med[avx2] = t[reps / 2];
 	}
-	vqsort_peer_target(0);
 	int best = med[1] < med[0];
+	/* The faster dispatch again, each tensor sorted on a thread of its own. */
+	double two = 0, w1_two = 0;
+	vqsort_peer_target(best);
+	for (int r = 0; r < reps; r++) {
+		memcpy(ca, a, sa);
+		memcpy(cb, b, sb);
+		double t0 = bench_now();
+		w1_two = vqsort_peer_w1_two_threads(ca, cb, sa / 4);
+		t[r] = bench_now() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
+	two = t[reps / 2];
+	vqsort_peer_target(0);
 	printf("{\"peer\": \"vqsort\", \"n\": %zu, \"w1\": %.17g, \"seconds\": %.6f, \"target\": \"%s\", "
-	       "\"seconds_dispatch\": %.6f, \"target_dispatch\": \"%s\", \"seconds_avx2\": %.6f}\n",
-	       sa / 4, w1, med[best], target[best], med[0], target[0], med[1]);
+	       "\"seconds_dispatch\": %.6f, \"target_dispatch\": \"%s\", \"seconds_avx2\": %.6f, "
+	       "\"seconds_two_threads\": %.6f, \"w1_two_threads\": %.17g}\n",
+	       sa / 4, w1, med[best], target[best], med[0], target[0], med[1], two, w1_two);
 	free(a);
 	free(b);
 	free(ca);

@@ -115,13 +115,14 @@ int cpu_prepare(struct cpu_engine *c, const struct wd_view *v, unsigned flags,
  * Freed buffers kept for reuse (lib/spares.h says why and how much): a
  * zeroed 65,536-bin count (HIST16's hist[], 512 KiB), and a buffer of at
  * least size bytes for sort keys (a sorted tensor's values[]), and their
- * returns. Key buffers of CPU_KEYS_SPARE_MIN to CPU_KEYS_SPARE_MAX usable
- * bytes are kept; larger ones (bigbuf's huge-page ones) and smaller ones
- * go to malloc and free. Each list keeps CPU_SPARE_BYTES at any time, and
- * as much again as the peak handed out since the last cpu_spares_trim
- * exceeds what is handed out now. The puts take any buffer from malloc,
- * or NULL. cpu_spares_trim (wd_engine_release_scratch) frees what is kept
- * beyond CPU_SPARE_BYTES and starts the peaks again.
+ * returns. Key buffers of CPU_KEYS_SPARE_MIN usable bytes or more are
+ * kept (smaller ones go to malloc and free), those of CPU_KEYS_SPARE_MAX
+ * or more (bigbuf's huge-page ones) only until the next cpu_spares_trim.
+ * Each list keeps CPU_SPARE_BYTES at any time, and as much again as the
+ * peak handed out since the last cpu_spares_trim exceeds what is handed
+ * out now. The puts take any buffer from malloc, or NULL. cpu_spares_trim
+ * (wd_engine_release_scratch) frees every large one and what else is kept
+ * beyond CPU_SPARE_BYTES, and starts the peaks again.
  */
 #define CPU_SPARE_BYTES (32u << 20)
 #define CPU_KEYS_SPARE_MIN (64u << 10)

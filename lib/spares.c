@@ -12,11 +12,22 @@
 /* Counts got bytes as handed out, when the list keeps such; under the lock. */
 static void handed(struct spares *s, size_t got)
 {
-	if (got < s->min || got >= s->max)
+	if (got < s->min)
 		return;
 	s->out += got;
 	if (s->out > s->peak)
 		s->peak = s->out;
+}
+
+/*
+ * How much larger than size a kept buffer may be: a quarter, and the up
+ * to 2 MiB that bigbuf's alignment adds to a large one's usable size (an
+ * untouched tail, never faulted in): with the quarter alone, a freed 2^20
+ * fp32 tensor's keys were refused for the next one now and then.
+ */
+static size_t slack(size_t size)
+{
+	return size / 4 + (size >= 2 * BIGBUF_HUGE ? BIGBUF_HUGE : 0);
 }
 
 void *spares_get(struct spares *s, size_t size, int zero)
@@ -24,10 +35,10 @@ void *spares_get(struct spares *s, size_t size, int zero)
 	void *p = NULL;
 	int best = -1;
 
-	if (!WD_UNDER_ASAN && size < s->max) {
+	if (!WD_UNDER_ASAN) {
 		pthread_mutex_lock(&s->lock);
 		for (int k = 0; k < s->n; k++) {
-			if (s->size[k] < size || s->size[k] - size > size / 4)
+			if (s->size[k] < size || s->size[k] - size > slack(size))
 				continue;
 			if (best < 0 || s->size[k] < s->size[best])
 				best = k;
@@ -82,7 +93,7 @@ void spares_put(struct spares *s, void *p)
 		return;
 	}
 	size = malloc_usable_size(p);
-	if (size < s->min || size >= s->max) {
+	if (size < s->min) {
 		free(p);
 		return;
 	}
@@ -105,6 +116,17 @@ void spares_trim(struct spares *s)
 	int n = 0;
 
 	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < s->n;) {	/* the large ones, all */
+		if (s->size[k] < s->max) {
+			k++;
+			continue;
+		}
+		drop[n++] = s->buf[k];
+		s->bytes -= s->size[k];
+		s->n--;
+		s->buf[k] = s->buf[s->n];
+		s->size[k] = s->size[s->n];
+	}
 	while (s->n && s->bytes > s->base) {
 		s->n--;
 		drop[n++] = s->buf[s->n];

@@ -9,10 +9,14 @@
  * thread too, and a snapshot of small tensors ran slower on 2 threads than
  * on 1 (docs/performance.md).
  *
- * What is kept: returned buffers of min to max usable bytes, at most
+ * What is kept: returned buffers of min usable bytes or more, at most
  * SPARES_CAP of them, `base` bytes at any time and as much again as the
  * most bytes of such buffers handed out at once since the last trim exceed
- * those handed out now. So a caller that frees a batch of tensors and prepares the
+ * those handed out now. Those of max bytes or more (a large tensor's
+ * keys, a 64 MiB one faulted in again cost a 2^24 fp32 prepare 5-13%)
+ * are kept only until the next trim, which frees every one of them: the
+ * base is for small buffers, and a caller that trims after each large
+ * tensor (the daemon's workers) holds none of them between tensors. So a caller that frees a batch of tensors and prepares the
  * next (wd_prepare_many over snapshots) gets its memory back, and a list
  * never holds more than `base` beyond the peak its callers already had in
  * use. A get takes the smallest kept buffer that holds size and is at most
@@ -31,7 +35,7 @@
 
 struct spares {
 	pthread_mutex_t lock;
-	size_t min, max, base;	/* sizes kept: [min, max); bytes always allowed */
+	size_t min, max, base;	/* sizes kept: min and up, past a trim below max; bytes always allowed */
 	void *buf[SPARES_CAP];
 	size_t size[SPARES_CAP];	/* malloc_usable_size of each */
 	int n;

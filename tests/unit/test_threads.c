@@ -506,6 +506,7 @@ static void test_prepare_bytes(void)
 		for (uint64_t i = 0; i < n; i++)
 			x[i] = (float)rng_normal(1.0);
 		struct wd_view v = { WD_F32, x, n };
+		wd_engine_release_scratch(e);	/* no spares left by the tests before */
 		long before = resident_bytes();
 		int r = wd_prepare(e, &v, WD_PREP_KEEP_RAW, &p);
 		long grew = resident_bytes() - before;
@@ -514,6 +515,15 @@ static void test_prepare_bytes(void)
 			CHECK(grew > 0 && (uint64_t)grew <= f32,
 			      "%s: a prepare of 2^20 fp32 left %ld bytes more resident, within %llu",
 			      vq ? "vqsort" : "radix", grew, (unsigned long long)f32);
+		wd_prepared_free(&p);
+		/* the next tensor of the size before a trim: the freed keys again, no new pages */
+		long again = resident_bytes();
+		r = wd_prepare(e, &v, WD_PREP_KEEP_RAW, &p);
+		long regrew = resident_bytes() - again;
+		if (!small && !WD_UNDER_ASAN)
+			CHECK(r == 0 && regrew < (long)(n * 4 / 8),
+			      "%s: a second prepare before the trim reuses the freed keys: %ld bytes more "
+			      "resident", vq ? "vqsort" : "radix", regrew);
 		wd_prepared_free(&p);
 		wd_engine_release_scratch(e);
 		long kept = resident_bytes() - before;
@@ -587,6 +597,21 @@ static void test_spares(void)
 	spares_put(&list, tiny);
 	CHECK(spares_kept(&list) == before, "spares: a buffer under the list's sizes is freed, not kept");
 	spares_put(&list, one);
+	/* one of max bytes or more: kept under the same bound, and freed by any trim */
+	void *big = spares_get(&list, 8 << 20, 0), *big2;
+	size_t big_size = big ? malloc_usable_size(big) : 0, without = spares_kept(&list);
+	spares_put(&list, big);
+	size_t kept_big = spares_kept(&list) - without;
+	big2 = spares_get(&list, 8 << 20, 0);
+	CHECK(big && kept_big == big_size && big2 == big, "spares: a large buffer (8 MiB, past the "
+	      "list's 4 MiB) freed is kept (%zu KiB) and comes back for the next of its size",
+	      kept_big >> 10);
+	spares_put(&list, big2);
+	size_t with = spares_kept(&list);
+	spares_trim(&list);
+	CHECK(with >= big_size && spares_kept(&list) <= with - big_size,
+	      "spares: a trim frees every large buffer, base or not (%zu KiB kept, then %zu KiB)",
+	      with >> 10, spares_kept(&list) >> 10);
 	while (spares_kept(&list) && (one = spares_get(&list, SIZE, 0)))
 		free(one);	/* the list emptied, so that valgrind sees nothing left */
 }
