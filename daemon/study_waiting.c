@@ -84,27 +84,49 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		    base->n_durable);
 }
 
-/* Does old's study of that name name run in role? */
-static int named_before(const struct wd_config *old, const char *study, const char *run)
+/* Does study o name run, in any role? */
+static int study_names(const struct wd_config_study *o, const char *run)
 {
-	for (size_t i = 0; i < old->n_studies; i++) {
-		const struct wd_config_study *o = &old->studies[i];
-		if (strcmp(o->name, study))
-			continue;
-		if (!strcmp(o->baseline, run))
+	if (!strcmp(o->baseline, run))
+		return 1;
+	for (size_t k = 0; k < o->candidates.n; k++)
+		if (!strcmp(o->candidates.names[k], run))
 			return 1;
-		for (size_t k = 0; k < o->candidates.n; k++)
-			if (!strcmp(o->candidates.names[k], run))
-				return 1;
-		for (size_t k = 0; k < o->proxies.n; k++)
-			if (!strcmp(o->proxies.v[k].run, run))
-				return 1;
-	}
+	for (size_t k = 0; k < o->proxies.n; k++)
+		if (!strcmp(o->proxies.v[k].run, run))
+			return 1;
 	return 0;
 }
 
-static void check_new_name(const struct wd_config *old, const char *study, const char *role, const char *run,
-			   struct state *st, json_t *list)
+/* Does old's study of that name name run? */
+static int named_before(const struct wd_config *old, const char *study, const char *run)
+{
+	for (size_t i = 0; i < old->n_studies; i++)
+		if (!strcmp(old->studies[i].name, study))
+			return study_names(&old->studies[i], run);
+	return 0;
+}
+
+/* state_run_suggest_but's skip: does a study of the config (ctx) name run? */
+static int named_by_a_study(const char *run, const void *ctx)
+{
+	const struct wd_config *cfg = ctx;
+
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		if (study_names(&cfg->studies[i], run))
+			return 1;
+	return 0;
+}
+
+/*
+ * A typo leaves a run that sends and that no study names: only such runs
+ * are suggested. A run another study names is that study's, not a
+ * misspelling: a study added beside "al" with runs "al2-base" and
+ * "al2-fa", none of which has sent yet, is not told of "al-base".
+ */
+static void check_new_name(const struct wd_config *old, const struct wd_config *next,
+			   const char *study, const char *role, const char *run, struct state *st,
+			   json_t *list)
 {
 	struct run *r = state_run(st, run, 0);
 	char msg[700];
@@ -112,7 +134,7 @@ static void check_new_name(const struct wd_config *old, const char *study, const
 
 	if ((r && r->n_durable) || named_before(old, study, run))
 		return;
-	const char *best = state_run_suggest(st, run, &n);
+	const char *best = state_run_suggest_but(st, run, named_by_a_study, next, &n);
 	if (!best)
 		return;
 	snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%.*s' has some: a typo? "
@@ -127,10 +149,10 @@ void study_waiting_reload(const struct wd_config *old, const struct wd_config *n
 {
 	for (size_t i = 0; i < next->n_studies; i++) {
 		const struct wd_config_study *s = &next->studies[i];
-		check_new_name(old, s->name, "baseline", s->baseline, st, list);
+		check_new_name(old, next, s->name, "baseline", s->baseline, st, list);
 		for (size_t k = 0; k < s->candidates.n; k++)
-			check_new_name(old, s->name, "candidate", s->candidates.names[k], st, list);
+			check_new_name(old, next, s->name, "candidate", s->candidates.names[k], st, list);
 		for (size_t k = 0; k < s->proxies.n; k++)
-			check_new_name(old, s->name, "proxy", s->proxies.v[k].run, st, list);
+			check_new_name(old, next, s->name, "proxy", s->proxies.v[k].run, st, list);
 	}
 }

@@ -29,8 +29,9 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 /*
  * For a reload: the runs that next's studies name anew (not in old's
  * study of the same name) which have no snapshot while a run with a near
- * name has some (a typo: the study would wait for ever, and `drift` go on
- * showing the old rows), each as a warning appended to list and logged.
+ * name has some and no study of next names it (a typo: the study would
+ * wait for ever, and `drift` go on showing the old rows), each as a
+ * warning appended to list and logged.
  */
 void study_waiting_reload(const struct wd_config *old, const struct wd_config *next, struct state *st,
 			  json_t *list);

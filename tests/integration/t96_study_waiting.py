@@ -51,6 +51,12 @@ studies:
     candidates: [al-fa]
 """
 
+ADDED = """\
+  - name: al2
+    baseline: al2-base
+    candidates: [al2-fa]
+"""
+
 
 def wd(cfg, *args):
     return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
@@ -133,6 +139,17 @@ def main():
         got = drift_json(cfg, "al")
         check(r.returncode == 0 and got is not None and got["complete"] and "stale" not in got,
               "the baseline set right again: complete, not stale", json.dumps(got))
+
+        # A study added beside 'al', whose runs have not sent yet: their names
+        # are near 'al-base' and 'al-fa', which study 'al' names: no typo.
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base") + ADDED)
+        r = wd(cfg, "reload", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(doc.get("changes", {}).get("studies", {}).get("added") == ["al2"]
+              and not doc.get("changes", {}).get("warnings"),
+              "a study added whose runs have not sent yet: no typo warning (their near names "
+              "are another study's runs)", r.stdout + r.stderr)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
