@@ -184,21 +184,33 @@ static void signal_mask(sigset_t *mask)
  * now, for a notice, so that a daemon started elsewhere does not put its
  * data there silently. 0 when storage.dir is absolute (nothing to say).
  */
-static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
+/* The path storage.dir names now, from the working directory when relative ("./" dropped). */
+static void storage_now(const char *dir, char *buf, size_t size)
 {
-	const char *dir = cfg->storage.dir, *rest = dir;
+	const char *rest = dir;
 	char cwd[PATH_MAX];
 
-	if (dir[0] == '/')
-		return 0;
+	if (dir[0] == '/') {
+		snprintf(buf, size, "%s", dir);
+		return;
+	}
 	while (rest[0] == '.' && rest[1] == '/')
 		rest += 2;
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
 	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
-	snprintf(buf, size, "storage: '%s' is relative to the working directory: %s%s%s (an "
-		 "absolute storage.dir does not depend on where wdriftd starts)", dir, cwd,
-		 whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
+	snprintf(buf, size, "%s%s%s", cwd, whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
+}
+
+static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
+{
+	char now[PATH_MAX + 256];
+
+	if (cfg->storage.dir[0] == '/')
+		return 0;
+	storage_now(cfg->storage.dir, now, sizeof(now));
+	snprintf(buf, size, "storage: '%s' is relative to the working directory: %s (an absolute "
+		 "storage.dir does not depend on where wdriftd starts)", cfg->storage.dir, now);
 	return 1;
 }
 
@@ -214,7 +226,7 @@ static int another_daemon(const struct daemon *d)
 {
 	const char *const eps[] = { d->cfg.listen.ingest, d->cfg.listen.control, d->cfg.listen.events };
 	static const char *const keys[] = { "ingest", "control", "events" };
-	char path[4096], cwd[PATH_MAX] = "";
+	char path[4096], now[PATH_MAX + 256];
 
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
 	int held = open(path, O_RDWR | O_CLOEXEC);
@@ -223,17 +235,15 @@ static int another_daemon(const struct daemon *d)
 		close(held);	/* its lock, if taken, goes with it */
 	if (same)
 		return 0;
-	if (d->cfg.storage.dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
-		cwd[0] = 0;
+	storage_now(d->cfg.storage.dir, now, sizeof(now));
 	for (int i = 0; i < 3; i++)
 		if (socket_file_taken(eps[i]))
 			return error("listen.%s: a process already listens on %s: another wdriftd, started "
 				     "with this config from another directory, or with another config? "
-				     "(this one's storage.dir is %s%s%s; the storage.dir lock keeps out only "
+				     "(this one's storage.dir is %s; the storage.dir lock keeps out only "
 				     "a second daemon on the same one.) Binding would take the socket from it "
 				     "and leave it running unreachable: stop it first, or give this daemon "
-				     "other listen.* endpoints", keys[i], eps[i], cwd, cwd[0] ? "/" : "",
-				     d->cfg.storage.dir);
+				     "other listen.* endpoints", keys[i], eps[i], now);
 	return 0;
 }
 
@@ -722,7 +732,7 @@ int main(int argc, char **argv)
 		wd_config_release(&d.cfg);
 		return 2;
 	}
-	char where[PATH_MAX + 256];
+	char where[2 * PATH_MAX + 512];
 	int relative = storage_relative(&d.cfg, where, sizeof(where));
 	if ((check || print) && relative)	/* stderr: stdout is the verdict, or YAML */
 		fprintf(stderr, "wdriftd: %s\n", where);
