@@ -334,8 +334,11 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	if (!(b = drift_query_find(c->results, c->n_results, study, st->baseline, jstep ? &step : NULL, why,
 				   sizeof(why)))) {
 		char wait[1400] = "";
-		if (!jstep)	/* none at all: why nothing was compared, from the snapshots held */
+		/* why nothing was compared, from the snapshots held */
+		if (!jstep)
 			study_waiting(c->cfg, c->st, st, wait, sizeof(wait));
+		else
+			study_waiting_step(c->cfg, c->st, st, step, wait, sizeof(wait));
 		char msg[1950];
 		snprintf(msg, sizeof(msg), "%s%s", why, wait);
 		return fail("%s", msg);

@@ -84,6 +84,40 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		    base->n_durable);
 }
 
+void study_waiting_step(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+			int64_t step, char *buf, size_t len)
+{
+	struct run *base = state_run(st, s->baseline, 0);
+	int64_t tol = cfg->alignment.tolerance;
+	size_t at = 0, near = 0;
+
+	buf[0] = 0;
+	if (!base || !base->n_durable) {
+		study_waiting(cfg, st, s, buf, len);
+		return;
+	}
+	if (!run_is_durable(base, step)) {
+		add(buf, len, &at, "; the baseline '%s' has no snapshot at step %lld (%zu snapshots, steps "
+		    "%lld to %lld), and rows are made at the baseline's steps", s->baseline, (long long)step,
+		    base->n_durable, (long long)base->durable[0],
+		    (long long)base->durable[base->n_durable - 1]);
+		return;
+	}
+	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
+		const char *name = k < s->candidates.n ? s->candidates.names[k]
+						      : s->proxies.v[k - s->candidates.n].run;
+		struct run *r = state_run(st, name, 0);
+		near += r && any_aligned(r->durable, r->n_durable, &step, 1, tol);
+	}
+	if (near)
+		add(buf, len, &at, "; the baseline and %zu of the study's runs have snapshots at or within "
+		    "alignment.tolerance (%lld) of step %lld, not compared yet (wdrift status: queues)",
+		    near, (long long)tol, (long long)step);
+	else
+		add(buf, len, &at, "; the baseline has a snapshot at step %lld, and no candidate or proxy "
+		    "has one within alignment.tolerance (%lld) of it", (long long)step, (long long)tol);
+}
+
 /* Does study o name run, in any role? */
 static int study_names(const struct wd_config_study *o, const char *run)
 {

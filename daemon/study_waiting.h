@@ -27,6 +27,16 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len);
 
 /*
+ * The same for one step, to follow "no results for study 'S' at step N":
+ * the baseline has no snapshot there (rows are made at its steps), or no
+ * candidate or proxy has one within alignment.tolerance of it, or some
+ * have, not compared yet; study_waiting's words when the baseline has no
+ * snapshot at all.
+ */
+void study_waiting_step(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+			int64_t step, char *buf, size_t len);
+
+/*
  * For a reload: the runs that next's studies name anew (not in old's
  * study of the same name) which have no snapshot while a run with a near
  * name has some and no study of next names it (a typo: the study would

@@ -96,6 +96,14 @@ def main():
               "(steps 5 to 25), none within alignment.tolerance (0) of a step of the baseline's 3 (0 to 20)"
               in r.stderr and "need alignment.tolerance" in r.stderr,
               "drift of a study whose candidate never meets the baseline: says why", r.stderr)
+        r = wd(cfg, "drift", "al", "--step", "10")
+        check(r.returncode == 1 and "no results for study 'al' yet; the baseline has a snapshot at step "
+              "10, and no candidate or proxy has one within alignment.tolerance (0) of it" in r.stderr,
+              "drift --step at a baseline step that no run meets: says why", r.stderr)
+        r = wd(cfg, "drift", "al", "--step", "5")
+        check(r.returncode == 1 and "the baseline 'al-base' has no snapshot at step 5 (3 snapshots, "
+              "steps 0 to 20), and rows are made at the baseline's steps" in r.stderr,
+              "drift --step at a step the baseline lacks: says so", r.stderr)
         r = wd(cfg, "drift", "nb")
         check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot: "
               "did you mean 'al-base', which has some" in r.stderr,
