@@ -158,10 +158,13 @@ int config_check_top(struct loader *L, const struct wd_config *c, const struct y
 		wd_format_size(b, sizeof(b), c->memory.budget);
 		/* a message is held whole in memory while it is received: the budget must fit one */
 		if (later(where, x, y) == x)
-			return fail_key(L, where, x, "%s is more than memory.budget (%s): limits.max_message "
-					"must be at most memory.budget", a, b);
-		return fail_key(L, where, y, "%s is less than limits.max_message (%s): memory.budget "
-				"must be at least limits.max_message", b, a);
+			return fail_key(L, where, x, "%s is more than memory.budget (%s%s): limits.max_message "
+					"must be at most memory.budget", a, b, where[y] ? "" : ", its default");
+		/* the usual case: a budget set lower, and the message limit left at its default */
+		return fail_key(L, where, y, "%s is less than limits.max_message (%s%s): memory.budget "
+				"must be at least limits.max_message%s%s", b, a,
+				where[x] ? "" : ", its default", where[x] ? "" : "; set limits.max_message: ",
+				where[x] ? "" : b);
 	}
 	return 0;
 }

@@ -493,9 +493,13 @@ static const struct bad bad[] = {
 	{ "listen:\n  control: inproc://x\n  ingest: inproc://x\n", "3:11: listen.ingest: ",
 	  "same endpoint as listen.control" },
 	{ "limits:\n  max_message: 8G\n", "2:16: limits.max_message: ",
-	  "8G is more than memory.budget (4G): limits.max_message must be at most memory.budget" },
+	  "8G is more than memory.budget (4G, its default): limits.max_message must be at most "
+	  "memory.budget" },
 	{ "memory:\n  budget: 512M\n", "2:11: memory.budget: ",
-	  "512M is less than limits.max_message (1G): memory.budget must be at least limits.max_message" },
+	  "512M is less than limits.max_message (1G, its default): memory.budget must be at least "
+	  "limits.max_message; set limits.max_message: 512M" },
+	{ "limits:\n  max_message: 2G\nmemory:\n  budget: 512M\n", "4:11: memory.budget: ",
+	  "512M is less than limits.max_message (2G): memory.budget must be at least limits.max_message" },
 	/* studies */
 	{ "studies:\n  - name: a\n    baseline: b\n", "2:5: studies[0]: ", "missing required key 'candidates'" },
 	{ "studies:\n  - name: a\n    candidates: [c]\n", "2:5: studies[0]: ", "missing required key 'baseline'" },
