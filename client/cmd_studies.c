@@ -10,16 +10,18 @@
 
 static const char usage[] = DC_USAGE_SIMPLE("studies",
 	"Each study of the running daemon: its baseline, candidates and proxies\n"
-	"(label=run), and its synthetic proxy.\n");
+	"(label=run), its synthetic proxy, and its latest step with results; a\n"
+	"study with none is followed by why (what its runs have sent).\n");
 
 static void print_studies(json_t *o)
 {
 	json_t *list = json_object_get(o, "studies"), *s, *x;
 	struct table t;
 	size_t i, k;
-	static const char *const head[] = { "study", "baseline", "candidates", "proxies", "synthetic" };
-	table_init(&t, json_array_size(list) + 1, 5);
-	table_set_row(&t, 0, head, 5);
+	static const char *const head[] = { "study", "baseline", "candidates", "proxies", "synthetic",
+					    "latest" };
+	table_init(&t, json_array_size(list) + 1, 6);
+	table_set_row(&t, 0, head, 6);
 	json_array_foreach(list, i, s) {
 		char buf[1024] = "";
 		size_t at = 0;
@@ -38,8 +40,17 @@ static void print_studies(json_t *o)
 		table_set(&t, i + 1, 3, at ? buf : "-");
 		const char *syn = json_string_value(json_object_get(s, "synthetic_proxy"));
 		table_set(&t, i + 1, 4, syn ? syn : "-");
+		json_t *latest = json_object_get(s, "latest");
+		snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(latest));
+		table_set(&t, i + 1, 5, json_is_integer(latest) ? buf : "none");
 	}
-	table_show(&t, json_array_size(list) + 1, 5, "(no study configured)");
+	table_show(&t, json_array_size(list) + 1, 6, "(no study configured)");
+	json_array_foreach(list, i, s) {
+		const char *why = json_string_value(json_object_get(s, "waiting"));
+		if (why)
+			printf("waiting   study '%s': no results yet; %s\n",
+			       json_string_value(json_object_get(s, "name")), why);
+	}
 }
 
 int cmd_studies(int argc, char **argv)

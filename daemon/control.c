@@ -157,10 +157,20 @@ static json_t *studies(struct control *c)
 			json_array_append_new(cands, json_string(s->candidates.names[k]));
 		for (size_t k = 0; k < s->proxies.n; k++)
 			json_object_set_new(proxies, s->proxies.v[k].label, json_string(s->proxies.v[k].run));
-		json_array_append_new(list, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", s->name,
+		json_t *one = json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", s->name,
 			"baseline", s->baseline, "candidates", cands, "proxies", proxies,
 			"synthetic_proxy", s->synthetic_proxy != WD_SYNTHETIC_NONE ?
-					   json_string(wd_config_synthetic_label(s->synthetic_proxy)) : json_null()));
+					   json_string(wd_config_synthetic_label(s->synthetic_proxy)) : json_null());
+		/* its latest step with results, or why it has none: a study stuck is seen here */
+		char why[512], wait[1400];
+		struct result_batch *b = drift_query_find(c->results, c->n_results, s->name, s->baseline,
+							  NULL, why, sizeof(why));
+		json_object_set_new(one, "latest", b ? json_integer((json_int_t)b->step) : json_null());
+		if (!b) {
+			study_waiting(c->cfg, c->st, s, wait, sizeof(wait));
+			json_object_set_new(one, "waiting", json_string(wait[0] ? wait + 2 : "nothing held"));
+		}
+		json_array_append_new(list, one);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
 }

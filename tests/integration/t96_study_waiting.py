@@ -96,6 +96,16 @@ def main():
               "(steps 5 to 25), none within alignment.tolerance (0) of a step of the baseline's 3 (0 to 20)"
               in r.stderr and "need alignment.tolerance" in r.stderr,
               "drift of a study whose candidate never meets the baseline: says why", r.stderr)
+        r = wd(cfg, "studies")
+        check(r.returncode == 0 and "waiting   study 'al': no results yet; candidate 'al-fa' has 3 snapshots "
+              "(steps 5 to 25), none within alignment.tolerance (0)" in r.stdout
+              and "waiting   study 'nb': no results yet; its baseline 'al-bse' has no snapshot" in r.stdout,
+              "studies: a study stuck says why, under the table", r.stdout + r.stderr)
+        r = wd(cfg, "studies", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
+        check(al and al[0].get("latest", 0) is None and "none within" in al[0].get("waiting", ""),
+              "studies --json: latest null, waiting says why", r.stdout)
         r = wd(cfg, "drift", "al", "--step", "10")
         check(r.returncode == 1 and "no results for study 'al' yet; the baseline has a snapshot at step "
               "10, and no candidate or proxy has one within alignment.tolerance (0) of it" in r.stderr,
@@ -119,6 +129,11 @@ def main():
               "... compares the snapshots that waited, at once: step 20 complete", json.dumps(got))
         check("(alignment.tolerance changed by reload): computed at 3 of the 3" in dm.log_text(),
               "... the log says so", dm.log_text()[-1500:])
+        r = wd(cfg, "studies", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
+        check(al and al[0].get("latest") == 20 and "waiting" not in al[0],
+              "studies --json: the latest step with results, and no 'waiting'", r.stdout)
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
