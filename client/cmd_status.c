@@ -10,9 +10,10 @@
 static const char usage[] =
 "usage: wdrift status [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
-"The daemon's version, uptime, engine, runs, snapshots (received, durable,\n"
-"duplicates, pending, dropped), errors by code, queue depths, memory, and\n"
-"authentication: CURVE handshakes accepted and refused, by reason.\n"
+"The daemon's version, uptime, engine, runs, studies (those with no results\n"
+"yet by name), snapshots (received, durable, duplicates, pending, dropped),\n"
+"errors by code, queue depths, memory, and authentication: CURVE handshakes\n"
+"accepted and refused, by reason.\n"
 "\n"
 DC_HELP_TARGET
 "      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
@@ -32,6 +33,14 @@ static void print_status(json_t *o)
 		printf("cli config %s (where this command found the endpoint)\n",
 		       json_string_value(json_object_get(o, "cli_config")));
 	printf("runs       %lld\n", dc_int(o, "runs"));
+	json_t *studies = json_object_get(o, "studies"), *none = json_object_get(studies, "no_results"), *x;
+	if (studies) {	/* a daemon before it: none */
+		size_t i, n = json_array_size(none);
+		printf("studies    %lld", dc_int(studies, "configured"));
+		json_array_foreach(none, i, x)
+			printf("%s%s", i ? ", " : "; with no results yet: ", json_string_value(x));
+		printf("%s\n", n ? " (wdrift studies says why)" : "");
+	}
 	printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
 	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),
 	       dc_int(sn, "pending"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"));

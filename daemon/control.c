@@ -31,6 +31,22 @@ static char *fail(const char *fmt, const char *arg)
 	return dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg));
 }
 
+/* The studies with no results at all: stuck, or not yet sent to (wdrift studies says why). */
+static json_t *studies_waiting(const struct control *c)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; i < c->cfg->n_studies; i++) {
+		const char *name = c->cfg->studies[i].name;
+		size_t k = 0;
+		while (k < c->n_results && strcmp(c->results[k]->study, name))
+			k++;
+		if (k == c->n_results)
+			json_array_append_new(list, json_string(name));
+	}
+	return list;
+}
+
 static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
@@ -52,7 +68,7 @@ static json_t *status(struct control *c)
 			   "no_curve", (json_int_t)au->no_curve,
 			   "bad_server_key", (json_int_t)au->bad_server_key,
 			   "other", (json_int_t)au->other);
-	return json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,"
+	json_t *out = json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,"
 			 "s:{s:I,s:I},s:{s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
@@ -77,6 +93,9 @@ static json_t *status(struct control *c)
 			  "kept_freed", (json_int_t)s->kept.freed,
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
+	json_object_set_new(out, "studies", json_pack("{s:I,s:o}", "configured",
+			    (json_int_t)c->cfg->n_studies, "no_results", studies_waiting(c)));
+	return out;
 }
 
 /*

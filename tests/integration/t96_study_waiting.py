@@ -101,6 +101,9 @@ def main():
               "(steps 5 to 25), none within alignment.tolerance (0)" in r.stdout
               and "waiting   study 'nb': no results yet; its baseline 'al-bse' has no snapshot" in r.stdout,
               "studies: a study stuck says why, under the table", r.stdout + r.stderr)
+        r = wd(cfg, "status")
+        check(r.returncode == 0 and "studies    2; with no results yet: al, nb (wdrift studies says why)"
+              in r.stdout, "status names the studies with no results", r.stdout + r.stderr)
         r = wd(cfg, "studies", "--json")
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
         al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
@@ -134,6 +137,10 @@ def main():
         al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
         check(al and al[0].get("latest") == 20 and "waiting" not in al[0],
               "studies --json: the latest step with results, and no 'waiting'", r.stdout)
+        r = wd(cfg, "status", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(doc.get("studies") == {"configured": 2, "no_results": ["nb"]},
+              "status --json: studies configured, and those with no results", r.stdout)
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
