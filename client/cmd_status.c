@@ -45,9 +45,13 @@ static void print_status(json_t *o)
 	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),
 	       dc_int(sn, "pending"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"));
 	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));
-	printf("memory     %.1f of %.1f MiB held, %.1f MiB of buffers kept for the next snapshots\n",
+	printf("memory     %.1f of %.1f MiB held, %.1f MiB of buffers kept for the next snapshots",
 	       (double)dc_int(mem, "reserved") / 1048576, (double)dc_int(mem, "budget") / 1048576,
 	       (double)dc_int(mem, "kept") / 1048576);
+	if (json_object_get(mem, "engine_spares"))	/* a daemon before it: none */
+		printf(", %.1f MiB of sort keys and counts kept by the engine",
+		       (double)dc_int(mem, "engine_spares") / 1048576);
+	printf("\n");
 	const char *k;
 	json_t *v;
 	int any = 0;

@@ -539,8 +539,13 @@ static void compare_all(struct step *st)
 	uint64_t total = 0;
 
 	if (!w->n) {
-		for (size_t t = 0; t < st->nt; t++)
+		for (size_t t = 0; t < st->nt; t++) {
 			compare_tensor(w->engine, st, t, NULL);
+			if (is_large(st, t))	/* its keys and scratch: not held past it */
+				wd_engine_release_scratch(w->engine);
+		}
+		/* the spares beyond their 32 MiB: the next step's peak starts again */
+		wd_engine_release_scratch(w->engine);
 		return;
 	}
 	for (size_t t = 0; t < st->nt; t++)
@@ -564,11 +569,14 @@ static void compare_all(struct step *st)
 			st->items[st->n_items++] = t;
 		else if (!st->whole[t]) {
 			compare_tensor(w->engine, st, t, NULL);
+			wd_engine_release_scratch(w->engine);	/* its keys and scratch: not held past it */
 			n_split++;
 		}
 	}
 	if (st->n_items)
 		run_workers(st);
+	else	/* the spares beyond their 32 MiB: the next step's peak starts again */
+		wd_engine_release_scratch(w->engine);
 	log_debug("compute: study '%s' step %lld: %zu tensors: %zu large ones one to a worker, "
 		  "%zu split over %d threads, %zu small ones; %zu waits for memory.budget, held at most "
 		  "%llu of its %llu bytes; %zu reads into a worker's kept buffer, kept buffers given "

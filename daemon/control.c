@@ -69,7 +69,7 @@ static json_t *status(struct control *c)
 			   "bad_server_key", (json_int_t)au->bad_server_key,
 			   "other", (json_int_t)au->other);
 	json_t *out = json_pack("{s:i,s:b,s:s,s:f,s:s,s:s,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o,"
-			 "s:{s:I,s:I},s:{s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
+			 "s:{s:I,s:I},s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:o}",
 		"v", 1, "ok", 1, "version", WDRIFT_VERSION, "uptime", now_mono() - s->started,
 		"engine", c->engine, "config", c->cfg->source,
 		"storage", c->storage ? c->storage : c->cfg->storage.dir,
@@ -91,6 +91,7 @@ static json_t *status(struct control *c)
 		"memory", "reserved", (json_int_t)s->reserved, "budget", (json_int_t)s->budget,
 			  "kept", (json_int_t)s->kept.bytes, "kept_reused", (json_int_t)s->kept.reused,
 			  "kept_freed", (json_int_t)s->kept.freed,
+			  "engine_spares", (json_int_t)wd_engine_spare_bytes(),
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
 	json_object_set_new(out, "studies", json_pack("{s:I,s:o}", "configured",

@@ -193,6 +193,9 @@ static void daemon_series(FILE *f, const struct control *c)
 	one_u64(f, "wdrift_memory_kept_bytes", "gauge",
 		"Bytes of stored snapshots' tensor buffers kept for the next ones, within memory.budget.",
 		s->kept.bytes);
+	one_u64(f, "wdrift_engine_spare_bytes", "gauge",
+		"Bytes of freed sort keys and 16-bit counts the engine keeps for the next tensors, "
+		"beside memory.budget.", wd_engine_spare_bytes());
 	one_u64(f, "wdrift_memory_kept_reused_total", "counter",
 		"Tensor buffers taken again from those kept, instead of fresh memory.", s->kept.reused);
 	one_u64(f, "wdrift_memory_kept_freed_total", "counter",

@@ -132,6 +132,7 @@ void cpu_hist_put(uint64_t *hist);
 void *cpu_keys_get(size_t size);
 void cpu_keys_put(void *keys);
 void cpu_spares_trim(void);
+uint64_t cpu_spares_kept(void);
 
 /*
  * W1 between two prepared tensors in host memory (values[] or hist[]) that

@@ -162,6 +162,11 @@ void wd_engine_release_scratch(struct wd_engine *e)
 	cpu_spares_trim();
 }
 
+uint64_t wd_engine_spare_bytes(void)
+{
+	return cpu_spares_kept();
+}
+
 uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64_t numel,
 			  unsigned flags)
 {

@@ -212,6 +212,11 @@ void cpu_spares_trim(void)
 	spares_trim(&hist_spares);
 }
 
+uint64_t cpu_spares_kept(void)
+{
+	return (uint64_t)spares_kept(&keys_spares) + spares_kept(&hist_spares);
+}
+
 /*
  * Counts the codes, each part its slice into its own counts (integers:
  * they add up to the same whatever the split).

@@ -20,7 +20,8 @@
  * next (wd_prepare_many over snapshots) gets its memory back, and a list
  * never holds more than `base` beyond the peak its callers already had in
  * use. A get takes the smallest kept buffer that holds size and is at most
- * a quarter larger (the budget counts what was asked), or the first found
+ * a quarter larger (and a large one 2 MiB more: bigbuf's alignment tail,
+ * never touched; the budget counts what was asked), or the first found
  * within a page of size. Under
  * AddressSanitizer nothing is kept: a kept buffer would hide a read of a
  * freed tensor's values, which ASan watches for in freed memory.
@@ -60,7 +61,10 @@ struct spares {
 void *spares_get(struct spares *s, size_t size, int zero);
 /* Returns a buffer from malloc (or NULL): kept, or freed. */
 void spares_put(struct spares *s, void *p);
-/* Frees what is kept beyond base, and starts the peak again from what is out now. */
+/*
+ * Frees every kept buffer of max bytes or more, and what else is kept
+ * beyond base, and starts the peak again from what is out now.
+ */
 void spares_trim(struct spares *s);
 /* The bytes kept now. */
 size_t spares_kept(struct spares *s);

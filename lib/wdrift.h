@@ -231,10 +231,17 @@ uint64_t wd_prepare_bytes(const struct wd_engine *e, enum wd_dtype dtype, uint64
  * 32 MiB of each, and as much again as the most in use at once exceeds
  * what is in use now (a
  * batch freed, then the next one prepared, reuses its memory). This also
- * frees those beyond 32 MiB, and the peak starts again. Not to be called
- * while another thread is using the engine.
+ * frees every kept key buffer of 4 MiB or more and the others beyond 32
+ * MiB, and the peak starts again. Not to be called while another thread
+ * is using the engine.
  */
 void wd_engine_release_scratch(struct wd_engine *e);
+/*
+ * Bytes of freed sort keys and 16-bit counts kept for the next prepares,
+ * by every engine of the process (the lists are the process's): memory
+ * beside what is in use, which a daemon reports (status, metrics).
+ */
+uint64_t wd_engine_spare_bytes(void);
 void wd_prepared_free(struct wd_prepared **p);
 /*
  * Prepares n tensors, as wd_prepare would each (flags for all), in

@@ -221,6 +221,7 @@ def main_flow():
             ("wdrift_bytes_received_total", sn.get("bytes")),
             ("wdrift_memory_reserved_bytes", st.get("memory", {}).get("reserved")),
             ("wdrift_memory_budget_bytes", st.get("memory", {}).get("budget")),
+            ("wdrift_engine_spare_bytes", st.get("memory", {}).get("engine_spares")),
             ("wdrift_runs", st.get("runs")),
             ("wdrift_spool_failures_total", st.get("spool_failures")),
         ]
