@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "logging.h"
+#include "spool_index.h"
 #include "study_waiting.h"
 
 /* Has any step of a one within tol of a step of b? Both ascending: one merge-like walk. */
@@ -84,6 +85,30 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		    base->n_durable);
 }
 
+/* Is bstep the baseline step that the run's step x belongs to (the alignment rule: spool_nearer)? */
+static int belongs(const struct run *base, int64_t x, int64_t bstep)
+{
+	int64_t d = x > bstep ? x - bstep : bstep - x;
+
+	for (size_t i = 0; i < base->n_durable; i++) {
+		int64_t b = base->durable[i], e = x > b ? x - b : b - x;
+		if (b != bstep && spool_nearer(b, e, bstep, d))
+			return 0;
+	}
+	return 1;
+}
+
+/* Has run a step within tol of the baseline's step bstep that belongs to it? */
+static int has_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
+{
+	for (size_t i = 0; r && i < r->n_durable; i++) {
+		int64_t x = r->durable[i];
+		if ((x > bstep ? x - bstep : bstep - x) <= tol && belongs(base, x, bstep))
+			return 1;
+	}
+	return 0;
+}
+
 void study_waiting_step(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 			int64_t step, char *buf, size_t len)
 {
@@ -106,8 +131,7 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		const char *name = k < s->candidates.n ? s->candidates.names[k]
 						      : s->proxies.v[k - s->candidates.n].run;
-		struct run *r = state_run(st, name, 0);
-		near += r && any_aligned(r->durable, r->n_durable, &step, 1, tol);
+		near += has_aligned(state_run(st, name, 0), base, step, tol);
 	}
 	if (near)
 		add(buf, len, &at, "; the baseline and %zu of the study's runs have snapshots at or within "
@@ -115,7 +139,8 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		    near, (long long)tol, (long long)step);
 	else
 		add(buf, len, &at, "; the baseline has a snapshot at step %lld, and no candidate or proxy "
-		    "has one within alignment.tolerance (%lld) of it", (long long)step, (long long)tol);
+		    "has one within alignment.tolerance (%lld) of it that is not nearer another baseline "
+		    "step (docs/daemon.md, \"Alignment\")", (long long)step, (long long)tol);
 }
 
 /* Does study o name run, in any role? */

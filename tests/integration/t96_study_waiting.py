@@ -111,7 +111,8 @@ def main():
               "studies --json: latest null, waiting says why", r.stdout)
         r = wd(cfg, "drift", "al", "--step", "10")
         check(r.returncode == 1 and "no results for study 'al' yet; the baseline has a snapshot at step "
-              "10, and no candidate or proxy has one within alignment.tolerance (0) of it" in r.stderr,
+              "10, and no candidate or proxy has one within alignment.tolerance (0) of it that is not nearer "
+              "another baseline step" in r.stderr,
               "drift --step at a baseline step that no run meets: says why", r.stderr)
         r = wd(cfg, "drift", "al", "--step", "5")
         check(r.returncode == 1 and "the baseline 'al-base' has no snapshot at step 5 (3 snapshots, "
@@ -132,6 +133,15 @@ def main():
               "... compares the snapshots that waited, at once: step 20 complete", json.dumps(got))
         check("(alignment.tolerance changed by reload): computed at 3 of the 3" in dm.log_text(),
               "... the log says so", dm.log_text()[-1500:])
+        # baseline step 30: the candidate's 25 is within 5 of it, but as near 20, the lower
+        check((snap(base, 30) or {}).get("type") == "ack", "baseline step 30 durable")
+        time.sleep(0.5)
+        r = wd(cfg, "drift", "al", "--step", "30")
+        check(r.returncode == 1 and "no results for study 'al' at step 30" in r.stderr
+              and "no candidate or proxy has one within alignment.tolerance (5) of it that is not "
+              "nearer another baseline step" in r.stderr and "not compared yet" not in r.stderr,
+              "drift --step 30: the candidate's 25 belongs to 20, and is not said to wait for 30",
+              r.stderr)
         r = wd(cfg, "studies", "--json")
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
         al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
