@@ -39,21 +39,15 @@ struct run *state_run(struct state *s, const char *name, int create)
 	return r;
 }
 
-const char *state_run_suggest_but(const struct state *s, const char *name,
-				  int (*skip)(const char *run, const void *ctx), const void *ctx, int *len)
+const char *state_run_suggest(const struct state *s, const char *name, int *len)
 {
 	struct suggest near = { name, NULL, 0, SIZE_MAX };
 
 	for (const struct run *r = s->runs; r; r = r->next)
-		if (r->n_durable && !(skip && skip(r->name, ctx)))
+		if (r->n_durable)
 			config_suggest_try(&near, r->name, strlen(r->name));
 	*len = (int)near.blen;
 	return near.best;
-}
-
-const char *state_run_suggest(const struct state *s, const char *name, int *len)
-{
-	return state_run_suggest_but(s, name, NULL, NULL, len);
 }
 
 /* Binary search: durable steps are kept sorted. */

@@ -132,12 +132,9 @@ struct run *state_run(struct state *s, const char *name, int create);
 /*
  * The run with durable snapshots whose name is nearest name (a typo of
  * it, config_suggest's measure), or NULL; *len its length (not
- * NUL-terminated there). For did-you-mean in replies and warnings. With
- * skip, runs for which skip(run's name, ctx) says 1 are passed over.
+ * NUL-terminated there). For did-you-mean in replies and warnings.
  */
 const char *state_run_suggest(const struct state *s, const char *name, int *len);
-const char *state_run_suggest_but(const struct state *s, const char *name,
-				  int (*skip)(const char *run, const void *ctx), const void *ctx, int *len);
 /* Removes r and what it knows (durable steps, identities); frees it. */
 void state_forget_run(struct state *s, struct run *r);
 int run_is_durable(const struct run *r, int64_t step);

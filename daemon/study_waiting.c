@@ -37,21 +37,54 @@ static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 	*at += w < 0 ? 0 : (size_t)w;
 }
 
+/* Does study o name run, in any role? */
+static int study_names(const struct wd_config_study *o, const char *run)
+{
+	if (!strcmp(o->baseline, run))
+		return 1;
+	for (size_t k = 0; k < o->candidates.n; k++)
+		if (!strcmp(o->candidates.names[k], run))
+			return 1;
+	for (size_t k = 0; k < o->proxies.n; k++)
+		if (!strcmp(o->proxies.v[k].run, run))
+			return 1;
+	return 0;
+}
+
+int study_near_run(const struct wd_config *cfg, struct state *st, const char *run, char *best,
+		   size_t size, const char **owner)
+{
+	int n;
+	const char *near = state_run_suggest(st, run, &n);
+
+	*owner = NULL;
+	if (!near)
+		return 0;
+	snprintf(best, size, "%.*s", n, near);
+	for (size_t i = 0; i < cfg->n_studies && !*owner; i++)
+		if (study_names(&cfg->studies[i], best))
+			*owner = cfg->studies[i].name;
+	return 1;
+}
+
 void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len)
 {
 	struct run *base = state_run(st, s->baseline, 0);
 	size_t at = 0, held = 0, apart = 0;
-	int blen;
 
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
-		const char *best = state_run_suggest(st, s->baseline, &blen);
-		if (best)
-			add(buf, len, &at, "; its baseline '%s' has no snapshot: did you mean '%.*s', which has "
-			    "some (a typo in the study's baseline)?", s->baseline, blen, best);
-		else
+		char best[512];	/* a longer name is cut: it is only said */
+		const char *owner;
+		if (!study_near_run(cfg, st, s->baseline, best, sizeof(best), &owner))
 			add(buf, len, &at, "; its baseline '%s' has no snapshot yet", s->baseline);
+		else if (owner)
+			add(buf, len, &at, "; its baseline '%s' has no snapshot yet: or did you mean '%s' (a "
+			    "run of study '%s'), which has some?", s->baseline, best, owner);
+		else
+			add(buf, len, &at, "; its baseline '%s' has no snapshot: did you mean '%s', which has "
+			    "some (a typo in the study's baseline)?", s->baseline, best);
 		return;
 	}
 	int64_t tol = cfg->alignment.tolerance;
@@ -143,19 +176,6 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		    "step (docs/daemon.md, \"Alignment\")", (long long)step, (long long)tol);
 }
 
-/* Does study o name run, in any role? */
-static int study_names(const struct wd_config_study *o, const char *run)
-{
-	if (!strcmp(o->baseline, run))
-		return 1;
-	for (size_t k = 0; k < o->candidates.n; k++)
-		if (!strcmp(o->candidates.names[k], run))
-			return 1;
-	for (size_t k = 0; k < o->proxies.n; k++)
-		if (!strcmp(o->proxies.v[k].run, run))
-			return 1;
-	return 0;
-}
 
 /* Does old's study of that name name run? */
 static int named_before(const struct wd_config *old, const char *study, const char *run)
@@ -166,39 +186,44 @@ static int named_before(const struct wd_config *old, const char *study, const ch
 	return 0;
 }
 
-/* state_run_suggest_but's skip: does a study of the config (ctx) name run? */
-static int named_by_a_study(const char *run, const void *ctx)
+/* Is there a study of that name in cfg? */
+static int has_study(const struct wd_config *cfg, const char *study)
 {
-	const struct wd_config *cfg = ctx;
-
 	for (size_t i = 0; i < cfg->n_studies; i++)
-		if (study_names(&cfg->studies[i], run))
+		if (!strcmp(cfg->studies[i].name, study))
 			return 1;
 	return 0;
 }
 
-/*
- * A typo leaves a run that sends and that no study names: only such runs
- * are suggested. A run another study names is that study's, not a
- * misspelling: a study added beside "al" with runs "al2-base" and
- * "al2-fa", none of which has sent yet, is not told of "al-base".
- */
 static void check_new_name(const struct wd_config *old, const struct wd_config *next,
 			   const char *study, const char *role, const char *run, struct state *st,
 			   json_t *list)
 {
 	struct run *r = state_run(st, run, 0);
-	char msg[700];
-	int n;
+	char msg[1400], best[512];
+	const char *owner;
 
-	if ((r && r->n_durable) || named_before(old, study, run))
+	if ((r && r->n_durable) || named_before(old, study, run) ||
+	    !study_near_run(next, st, run, best, sizeof(best), &owner))
 		return;
-	const char *best = state_run_suggest_but(st, run, named_by_a_study, next, &n);
-	if (!best)
+	/*
+	 * A study added beside another, whose runs have not sent yet, has
+	 * names near the other's ("al2-base", "al-base"): not said here, where
+	 * each would be a line; `wdrift studies` and `drift` say it.
+	 */
+	if (owner && !has_study(old, study))
 		return;
-	snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%.*s' has some: a typo? "
-		 "(until a run of that name sends, the study is not compared%s)", study, role, run, n, best,
-		 strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows its old rows as stale");
+	if (owner)
+		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s' (a run of study "
+			 "'%s') has some: a typo, or has '%s' not sent yet? (until a run of that name "
+			 "sends, the study is not compared%s)", study, role, run, best, owner, run,
+			 strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows its old "
+			 "rows as stale");
+	else
+		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s' has some: a "
+			 "typo? (until a run of that name sends, the study is not compared%s)", study, role,
+			 run, best, strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows "
+			 "its old rows as stale");
 	log_warning("reload: %s", msg);
 	json_array_append_new(list, json_string(msg));
 }

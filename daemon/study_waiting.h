@@ -37,11 +37,21 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 			int64_t step, char *buf, size_t len);
 
 /*
+ * The run with snapshots whose name is nearest run (state_run_suggest),
+ * into best; *owner the first study of cfg that names it, or NULL (a run
+ * no study names: a typo's likelier target). 0 when no run has snapshots.
+ */
+int study_near_run(const struct wd_config *cfg, struct state *st, const char *run, char *best,
+		   size_t size, const char **owner);
+
+/*
  * For a reload: the runs that next's studies name anew (not in old's
  * study of the same name) which have no snapshot while a run with a near
- * name has some and no study of next names it (a typo: the study would
- * wait for ever, and `drift` go on showing the old rows), each as a
- * warning appended to list and logged.
+ * name has some (a typo: the study would wait for ever, and `drift` go
+ * on showing the old rows), each as a warning appended to list and
+ * logged; when a study of next names that near run, the warning asks
+ * whether the new one has not sent yet, and a study new in next is not
+ * warned of it.
  */
 void study_waiting_reload(const struct wd_config *old, const struct wd_config *next, struct state *st,
 			  json_t *list);

@@ -119,9 +119,10 @@ def main():
               "steps 0 to 20), and rows are made at the baseline's steps" in r.stderr,
               "drift --step at a step the baseline lacks: says so", r.stderr)
         r = wd(cfg, "drift", "nb")
-        check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot: "
-              "did you mean 'al-base', which has some" in r.stderr,
-              "drift of a study whose baseline has no snapshot: names the near run", r.stderr)
+        check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot "
+              "yet: or did you mean 'al-base' (a run of study 'al'), which has some?" in r.stderr,
+              "drift of a study whose baseline has no snapshot: names the near run, and whose it is",
+              r.stderr)
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-base"))
@@ -190,6 +191,24 @@ def main():
               and not doc.get("changes", {}).get("warnings"),
               "a study added whose runs have not sent yet: no typo warning (their near names "
               "are another study's runs)", r.stdout + r.stderr)
+        r = wd(cfg, "studies")
+        check(r.returncode == 0 and "waiting   study 'al2': no results yet; its baseline 'al2-base' has no "
+              "snapshot yet: or did you mean 'al-base' (a run of study 'al'), which has some?" in r.stdout,
+              "... studies says why it waits, as drift does, naming whose run the near one is",
+              r.stdout + r.stderr)
+        r = wd(cfg, "drift", "al2")
+        check(r.returncode == 1 and "its baseline 'al2-base' has no snapshot yet: or did you mean 'al-base' "
+              "(a run of study 'al')" in r.stderr, "... and drift the same", r.stderr)
+        # a study there before names a new run near one another study names: asked, not accused
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
+                "    baseline: al-bse\n    candidates: [al-fa]", "    baseline: al-bse\n    candidates: [al-fb]")
+                + ADDED)
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "warning   study 'nb': candidate 'al-fb' has no snapshot, and 'al-fa' (a run "
+              "of study 'al') has some: a typo, or has 'al-fb' not sent yet?" in r.stdout,
+              "a new candidate of a study there before, near another study's run: the warning asks",
+              r.stdout + r.stderr)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
