@@ -31,19 +31,27 @@ static char *fail(const char *fmt, const char *arg)
 	return dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg));
 }
 
-/* The studies with no results at all: stuck, or not yet sent to (wdrift studies says why). */
+/*
+ * Has study s results against its baseline now? Newest first: a study
+ * that is compared finds one among the last few batches, so that only a
+ * stuck one costs a scan of them all.
+ */
+static int has_current_results(const struct control *c, const struct wd_config_study *s)
+{
+	for (size_t k = c->n_results; k-- > 0;)
+		if (!strcmp(c->results[k]->study, s->name) && !strcmp(c->results[k]->baseline, s->baseline))
+			return 1;
+	return 0;
+}
+
+/* The studies with no results against their baseline now: stuck, or not yet sent to. */
 static json_t *studies_waiting(const struct control *c)
 {
 	json_t *list = json_array();
 
-	for (size_t i = 0; i < c->cfg->n_studies; i++) {
-		const char *name = c->cfg->studies[i].name;
-		size_t k = 0;
-		while (k < c->n_results && strcmp(c->results[k]->study, name))
-			k++;
-		if (k == c->n_results)
-			json_array_append_new(list, json_string(name));
-	}
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		if (!has_current_results(c, &c->cfg->studies[i]))
+			json_array_append_new(list, json_string(c->cfg->studies[i].name));
 	return list;
 }
 
@@ -181,10 +189,16 @@ static json_t *studies(struct control *c)
 			"baseline", s->baseline, "candidates", cands, "proxies", proxies,
 			"synthetic_proxy", s->synthetic_proxy != WD_SYNTHETIC_NONE ?
 					   json_string(wd_config_synthetic_label(s->synthetic_proxy)) : json_null());
-		/* its latest step with results, or why it has none: a study stuck is seen here */
+		/*
+		 * Its latest step with results against its baseline now, or why it
+		 * has none: a study stuck, or whose baseline a reload changed to a
+		 * run that has not sent (a typo, often), is seen here.
+		 */
 		char why[512], wait[1400];
 		struct result_batch *b = drift_query_find(c->results, c->n_results, s->name, s->baseline,
 							  NULL, why, sizeof(why));
+		if (b && strcmp(b->baseline, s->baseline))	/* only stale ones */
+			b = NULL;
 		json_object_set_new(one, "latest", b ? json_integer((json_int_t)b->step) : json_null());
 		if (!b) {
 			study_waiting(c->cfg, c->st, s, wait, sizeof(wait));

@@ -165,6 +165,14 @@ def main():
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
         check(len(doc.get("changes", {}).get("warnings", [])) == 0,
               "a reload that changes nothing more warns no more (the name is not new)", r.stdout)
+        r = wd(cfg, "status", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        check("al" in doc.get("studies", {}).get("no_results", []),
+              "status: a study whose rows are all against its old baseline has no results", r.stdout)
+        r = wd(cfg, "studies")
+        check(r.returncode == 0 and "waiting   study 'al': no results yet; its baseline 'al-bsae' has no "
+              "snapshot: did you mean 'al-base'" in r.stdout,
+              "studies: latest none, and why: the baseline a reload mistyped", r.stdout + r.stderr)
         r = wd(cfg, "drift", "al")
         check(r.returncode == 0 and "stale      the study's baseline is now 'al-bsae' (a reload), and these "
               "rows compared 'al-base': nothing is compared against the new one at this step" in r.stdout
