@@ -195,7 +195,8 @@ static void storage_now(const char *dir, char *buf, size_t size)
 		return;
 	}
 	while (rest[0] == '.' && rest[1] == '/')
-		rest += 2;
+		for (rest += 2; *rest == '/'; rest++)	/* ".//var" too */
+			;
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
 	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
