@@ -61,11 +61,28 @@ const char *vqsort_peer_target(int avx2_only);
  * (copies made untimed), on Highway's own dispatch and on AVX2 at most;
  * "seconds" is the faster (vqsort_peer.cc says why both).
  */
+/* The median of reps runs of peer on copies of a and b (size bytes each), made untimed; its W1 in *w1. */
+static double peer_median(double (*peer)(float *, float *, size_t), const void *a, const void *b,
+			  float *ca, float *cb, size_t size, int reps, double *w1)
+{
+	double t[64];
+
+	for (int r = 0; r < reps; r++) {
+		memcpy(ca, a, size);
+		memcpy(cb, b, size);
+		double t0 = bench_now();
+		*w1 = peer(ca, cb, size / 4);
+		t[r] = bench_now() - t0;
+	}
+	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
+	return t[reps / 2];
+}
+
 static int vqsort_main(int argc, char **argv)
 {
 	size_t sa, sb;
 	int reps = argc > 4 ? atoi(argv[4]) : 5;
-	double t[64], w1 = 0, med[2];
+	double w1 = 0, med[2];
 	const char *target[2];
 	void *a = slurp(argv[2], &sa), *b = slurp(argv[3], &sb);
 	float *ca = malloc(sa + 4), *cb = malloc(sb + 4);
@@ -77,29 +94,13 @@ static int vqsort_main(int argc, char **argv)
 	}
 	for (int avx2 = 0; avx2 <= 1; avx2++) {
 		target[avx2] = vqsort_peer_target(avx2);
-		for (int r = 0; r < reps; r++) {
-			memcpy(ca, a, sa);
-			memcpy(cb, b, sb);
-			double t0 = bench_now();
-			w1 = vqsort_peer_w1(ca, cb, sa / 4);
-			t[r] = bench_now() - t0;
-		}
-		qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
-		med[avx2] = t[reps / 2];
+		med[avx2] = peer_median(vqsort_peer_w1, a, b, ca, cb, sa, reps, &w1);
 	}
 	int best = med[1] < med[0];
 	/* The faster dispatch again, each tensor sorted on a thread of its own. */
-	double two = 0, w1_two = 0;
+	double w1_two = 0;
 	vqsort_peer_target(best);
-	for (int r = 0; r < reps; r++) {
-		memcpy(ca, a, sa);
-		memcpy(cb, b, sb);
-		double t0 = bench_now();
-		w1_two = vqsort_peer_w1_two_threads(ca, cb, sa / 4);
-		t[r] = bench_now() - t0;
-	}
-	qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
-	two = t[reps / 2];
+	double two = peer_median(vqsort_peer_w1_two_threads, a, b, ca, cb, sa, reps, &w1_two);
 	vqsort_peer_target(0);
 	printf("{\"peer\": \"vqsort\", \"n\": %zu, \"w1\": %.17g, \"seconds\": %.6f, \"target\": \"%s\", "
 	       "\"seconds_dispatch\": %.6f, \"target_dispatch\": \"%s\", \"seconds_avx2\": %.6f, "
