@@ -296,8 +296,14 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			const char *colon = strstr(lacks, ": ");
 			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s",
 				 timeout, colon ? colon + 2 : lacks);
-			log_warning("ingest: run '%s' step %lld: %s (%zu commits waited)", snap->run->name,
-				    (long long)snap->step, why, snap->n_waiters);
+			/*
+			 * Waiters are connections: a rank whose ack timed out sends
+			 * again on a fresh socket, a new one (a trial read "2 commits
+			 * waited" beside one live rank as two ranks).
+			 */
+			log_warning("ingest: run '%s' step %lld: %s (commits from %zu connections waited; "
+				    "a rank that sent again on a new connection counts again)",
+				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 			note_expired(ix, snap->run->name, snap->step, t, why);
 		} else if (!snap->recheck) {
