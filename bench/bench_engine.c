@@ -56,11 +56,6 @@ double vqsort_peer_w1(float *a, float *b, size_t n);
 double vqsort_peer_w1_two_threads(float *a, float *b, size_t n);
 const char *vqsort_peer_target(int avx2_only);
 
-/*
- * The peer: the median time of two vqsort calls and the |a - b| pass
- * (copies made untimed), on Highway's own dispatch and on AVX2 at most;
- * "seconds" is the faster (vqsort_peer.cc says why both).
- */
 /* The median of reps runs of peer on copies of a and b (size bytes each), made untimed; its W1 in *w1. */
 static double peer_median(double (*peer)(float *, float *, size_t), const void *a, const void *b,
 			  float *ca, float *cb, size_t size, int reps, double *w1)
@@ -78,6 +73,12 @@ static double peer_median(double (*peer)(float *, float *, size_t), const void *
 	return t[reps / 2];
 }
 
+/*
+ * The peer: the median time of two vqsort calls and the |a - b| pass
+ * (copies made untimed), on Highway's own dispatch and on AVX2 at most;
+ * "seconds" is the faster (vqsort_peer.cc says why both), which then also
+ * runs on two threads, one tensor each ("seconds_two_threads").
+ */
 static int vqsort_main(int argc, char **argv)
 {
 	size_t sa, sb;

@@ -32,24 +32,7 @@ extern "C" const char *vqsort_peer_target(int avx2_only)
 	return hwy::TargetName(t & -t);
 }
 
-extern "C" double vqsort_peer_w1(float *a, float *b, size_t n)
-{
-	static const hwy::Sorter sorter;
-	double total = 0;
-
-	sorter(a, n, hwy::SortAscending());
-	sorter(b, n, hwy::SortAscending());
-	for (size_t i = 0; i < n; i++)
-		total += fabs((double)a[i] - (double)b[i]);
-	return n ? total / (double)n : 0;
-}
-
-// The same on two threads, as that user would write it for two cores: each
-// thread sorts one tensor (vqsort itself runs on one), then each sums half
-// of |a_i - b_i|. Not the ideal peer (the one-thread time / 2), which
-// assumes two sorts at once run as fast as one: this is what two cores that
-// share one memory bus give the best library sort, measured beside the
-// engine (docs/performance.md). A hwy::Sorter holds a buffer: one each.
+// sum |a_i - b_i| over [lo, hi), in double
 static double abs_diff_sum(const float *a, const float *b, size_t lo, size_t hi)
 {
 	double total = 0;
@@ -58,6 +41,22 @@ static double abs_diff_sum(const float *a, const float *b, size_t lo, size_t hi)
 		total += fabs((double)a[i] - (double)b[i]);
 	return total;
 }
+
+extern "C" double vqsort_peer_w1(float *a, float *b, size_t n)
+{
+	static const hwy::Sorter sorter;
+
+	sorter(a, n, hwy::SortAscending());
+	sorter(b, n, hwy::SortAscending());
+	return n ? abs_diff_sum(a, b, 0, n) / (double)n : 0;
+}
+
+// The same on two threads, as that user would write it for two cores: each
+// thread sorts one tensor (vqsort itself runs on one), then each sums half
+// of |a_i - b_i|. Not the ideal peer (the one-thread time / 2), which
+// assumes two sorts at once run as fast as one: this is what two cores that
+// share one memory bus give the best library sort, measured beside the
+// engine (docs/performance.md). A hwy::Sorter holds a buffer: one each.
 
 extern "C" double vqsort_peer_w1_two_threads(float *a, float *b, size_t n)
 {

@@ -222,6 +222,22 @@ size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, 
 	return n;
 }
 
+const char *wd_study_role(const struct wd_config_study *st, const char *run, const char **label)
+{
+	if (!strcmp(st->baseline, run))
+		return "baseline";
+	for (size_t k = 0; k < st->candidates.n; k++)
+		if (!strcmp(st->candidates.names[k], run))
+			return "candidate";
+	for (size_t k = 0; k < st->proxies.n; k++)
+		if (!strcmp(st->proxies.v[k].run, run)) {
+			if (label)
+				*label = st->proxies.v[k].label;
+			return "proxy";
+		}
+	return NULL;
+}
+
 const struct field *config_field_find(const struct field *tab, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)

@@ -247,5 +247,11 @@ const char *wd_config_synthetic_label(int synthetic);
  */
 #define WD_STUDY_STEP_RUNS_MAX (CONFIG_MAX_CANDIDATES + CONFIG_MAX_PROXIES)
 size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, size_t max);
+/*
+ * run's part in study st: "baseline", "candidate" or "proxy" (with
+ * *label its proxy label, when label is given), or NULL when st does not
+ * name it.
+ */
+const char *wd_study_role(const struct wd_config_study *st, const char *run, const char **label);
 
 #endif

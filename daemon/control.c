@@ -117,18 +117,11 @@ static json_t *run_studies(const struct wd_config *cfg, const char *run)
 	char role[300];
 
 	for (size_t i = 0; i < cfg->n_studies; i++) {
-		const struct wd_config_study *st = &cfg->studies[i];
-		role[0] = 0;
-		if (!strcmp(st->baseline, run))
-			snprintf(role, sizeof(role), "baseline");
-		for (size_t k = 0; !role[0] && k < st->candidates.n; k++)
-			if (!strcmp(st->candidates.names[k], run))
-				snprintf(role, sizeof(role), "candidate");
-		for (size_t k = 0; !role[0] && k < st->proxies.n; k++)
-			if (!strcmp(st->proxies.v[k].run, run))
-				snprintf(role, sizeof(role), "proxy %s", st->proxies.v[k].label);
-		if (role[0])
-			json_array_append_new(list, json_pack("{s:s,s:s}", "study", st->name, "role", role));
+		const char *label = NULL, *part = wd_study_role(&cfg->studies[i], run, &label);
+		if (!part)
+			continue;
+		snprintf(role, sizeof(role), "%s%s%s", part, label ? " " : "", label ? label : "");
+		json_array_append_new(list, json_pack("{s:s,s:s}", "study", cfg->studies[i].name, "role", role));
 	}
 	return list;
 }

@@ -8,12 +8,17 @@
 #include "spool_index.h"
 #include "study_waiting.h"
 
+/* How far apart two steps are. */
+static inline int64_t gap(int64_t a, int64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
 /* Has any step of a one within tol of a step of b? Both ascending: one merge-like walk. */
 static int any_aligned(const int64_t *a, size_t na, const int64_t *b, size_t nb, int64_t tol)
 {
 	for (size_t i = 0, j = 0; i < na && j < nb;) {
-		int64_t d = a[i] > b[j] ? a[i] - b[j] : b[j] - a[i];
-		if (d <= tol)
+		if (gap(a[i], b[j]) <= tol)
 			return 1;
 		if (a[i] < b[j])
 			i++;
@@ -37,20 +42,6 @@ static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 	*at += w < 0 ? 0 : (size_t)w;
 }
 
-/* Does study o name run, in any role? */
-static int study_names(const struct wd_config_study *o, const char *run)
-{
-	if (!strcmp(o->baseline, run))
-		return 1;
-	for (size_t k = 0; k < o->candidates.n; k++)
-		if (!strcmp(o->candidates.names[k], run))
-			return 1;
-	for (size_t k = 0; k < o->proxies.n; k++)
-		if (!strcmp(o->proxies.v[k].run, run))
-			return 1;
-	return 0;
-}
-
 int study_near_run(const struct wd_config *cfg, struct state *st, const char *run, char *best,
 		   size_t size, const char **owner)
 {
@@ -62,7 +53,7 @@ int study_near_run(const struct wd_config *cfg, struct state *st, const char *ru
 		return 0;
 	snprintf(best, size, "%.*s", n, near);
 	for (size_t i = 0; i < cfg->n_studies && !*owner; i++)
-		if (study_names(&cfg->studies[i], best))
+		if (wd_study_role(&cfg->studies[i], best, NULL))
 			*owner = cfg->studies[i].name;
 	return 1;
 }
@@ -121,11 +112,9 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 /* Is bstep the baseline step that the run's step x belongs to (the alignment rule: spool_nearer)? */
 static int belongs(const struct run *base, int64_t x, int64_t bstep)
 {
-	int64_t d = x > bstep ? x - bstep : bstep - x;
-
 	for (size_t i = 0; i < base->n_durable; i++) {
-		int64_t b = base->durable[i], e = x > b ? x - b : b - x;
-		if (b != bstep && spool_nearer(b, e, bstep, d))
+		int64_t b = base->durable[i];
+		if (b != bstep && spool_nearer(b, gap(x, b), bstep, gap(x, bstep)))
 			return 0;
 	}
 	return 1;
@@ -136,7 +125,7 @@ static int has_aligned(const struct run *r, const struct run *base, int64_t bste
 {
 	for (size_t i = 0; r && i < r->n_durable; i++) {
 		int64_t x = r->durable[i];
-		if ((x > bstep ? x - bstep : bstep - x) <= tol && belongs(base, x, bstep))
+		if (gap(x, bstep) <= tol && belongs(base, x, bstep))
 			return 1;
 	}
 	return 0;
@@ -161,11 +150,10 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		    (long long)base->durable[base->n_durable - 1]);
 		return;
 	}
-	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
-		const char *name = k < s->candidates.n ? s->candidates.names[k]
-						      : s->proxies.v[k - s->candidates.n].run;
-		near += has_aligned(state_run(st, name, 0), base, step, tol);
-	}
+	const char *runs[WD_STUDY_STEP_RUNS_MAX];
+	size_t n = wd_study_step_runs(s, runs, WD_STUDY_STEP_RUNS_MAX);
+	for (size_t k = 0; k < n; k++)	/* the synthetic proxy's label is no run: skipped */
+		near += has_aligned(state_run(st, runs[k], 0), base, step, tol);
 	if (near)
 		add(buf, len, &at, "; the baseline and %zu of the study's runs have snapshots at or within "
 		    "alignment.tolerance (%lld) of step %lld, not compared yet (wdrift status: queues)",
@@ -182,7 +170,7 @@ static int named_before(const struct wd_config *old, const char *study, const ch
 {
 	for (size_t i = 0; i < old->n_studies; i++)
 		if (!strcmp(old->studies[i].name, study))
-			return study_names(&old->studies[i], run);
+			return wd_study_role(&old->studies[i], run, NULL) != NULL;
 	return 0;
 }
 

@@ -67,8 +67,9 @@ void pub_peer_unwatch(struct wd_publisher *p, void *s)
 /*
  * Nothing listens at the endpoint: ZeroMQ's connects are refused, and it
  * retries them without a word. Once they have been refused for
- * WD_HS_UNREACHABLE_S, over the sockets of every try, with none getting through, a connect of our own says why
- * (wd_hs_unreachable), every WD_HS_UNREACHABLE_S while it lasts. Only a guess:
+ * WD_HS_UNREACHABLE_S, over the sockets of every try, with none getting
+ * through, a connect of our own says why (wd_hs_unreachable), every
+ * WD_HS_UNREACHABLE_S while it lasts. Only a guess:
  * the daemon may yet start (a job started first), so the publisher keeps
  * trying and the monitor stays.
  */

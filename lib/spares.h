@@ -16,8 +16,9 @@
  * keys, a 64 MiB one faulted in again cost a 2^24 fp32 prepare 5-13%)
  * are kept only until the next trim, which frees every one of them: the
  * base is for small buffers, and a caller that trims after each large
- * tensor (the daemon's workers) holds none of them between tensors. So a caller that frees a batch of tensors and prepares the
- * next (wd_prepare_many over snapshots) gets its memory back, and a list
+ * tensor (the daemon) holds none of them between tensors. So a caller
+ * that frees a batch of tensors and prepares the next (wd_prepare_many
+ * over snapshots) gets its memory back, and a list
  * never holds more than `base` beyond the peak its callers already had in
  * use. A get takes the smallest kept buffer that holds size and is at most
  * a quarter larger (and a large one 2 MiB more: bigbuf's alignment tail,
