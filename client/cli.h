@@ -23,8 +23,9 @@ struct cli_command {
 extern const char *cli_cmd;
 
 /*
- * Set by a command whose --json output must stay JSON on failure (reload):
- * cli_error then also prints {"ok": false, "error": MSG} on stdout.
+ * Set when a daemon command is given --json (dc_args), whose output must
+ * stay JSON on failure: cli_error then also prints {"ok": false, "error":
+ * MSG} on stdout. Usage errors (exit 2) are said on stderr only.
  */
 extern int cli_json_errors;
 

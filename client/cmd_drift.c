@@ -146,6 +146,23 @@ static void print_completeness(json_t *res)
 	putchar('\n');
 }
 
+/* The study's runs that sent nothing (a reload's typo?), and the candidates it no longer names. */
+static void print_silent(json_t *res)
+{
+	const char *silent = json_string_value(json_object_get(res, "silent")), *run;
+	json_t *cand;
+	size_t n = 0;
+
+	if (silent)
+		printf("silent     %s\n", silent);
+	json_object_foreach(json_object_get(res, "candidates"), run, cand)
+		if (json_is_true(json_object_get(cand, "former")))
+			printf("%s%s", n++ ? ", " : "former     ", run);
+	if (n)
+		printf(": %s no candidate of the study now (a reload); %s rows are from before it\n",
+		       n == 1 ? "is" : "are", n == 1 ? "its" : "their");
+}
+
 int cmd_drift(int argc, char **argv)
 {
 	static const struct option extra[] = {
@@ -181,6 +198,7 @@ int cmd_drift(int argc, char **argv)
 	       dc_int(res, "step"),
 	       json_string_value(json_object_get(res, "baseline")));
 	print_completeness(res);
+	print_silent(res);
 	const char *run;
 	json_t *cand;
 	json_object_foreach(json_object_get(res, "candidates"), run, cand) {
@@ -221,7 +239,8 @@ int cmd_drift(int argc, char **argv)
 			}
 		}
 		summary_rows(&t, json_array_size(layers) + 1, json_object_get(cand, "summary"), first);
-		printf("\ncandidate  %s\n", run);
+		printf("\ncandidate  %s%s\n", run, json_is_true(json_object_get(cand, "former")) ?
+		       " (former: no candidate of the study now)" : "");
 		long long absent = dc_int(cand, "absent");
 		if (absent > 0)
 			printf("absent     %lld of its %zu tensors here %s no element compared: not in its "

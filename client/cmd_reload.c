@@ -98,7 +98,6 @@ int cmd_reload(int argc, char **argv)
 		return cli_opts_exit(r);
 	if (r != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r]);
-	cli_json_errors = a.json;	/* a script reading --json gets JSON on failure too */
 	/*
 	 * The file this command reads the endpoint from is most often the one
 	 * the daemon would reload: when it does not load, that is the error

@@ -35,10 +35,13 @@ static void print_status(json_t *o)
 	printf("runs       %lld\n", dc_int(o, "runs"));
 	json_t *studies = json_object_get(o, "studies"), *none = json_object_get(studies, "no_results"), *x;
 	if (studies) {	/* a daemon before it: none */
-		size_t i, n = json_array_size(none);
+		json_t *silent = json_object_get(studies, "runs_silent");
+		size_t i, n = json_array_size(none) + json_array_size(silent);
 		printf("studies    %lld", dc_int(studies, "configured"));
 		json_array_foreach(none, i, x)
 			printf("%s%s", i ? ", " : "; with no results yet: ", json_string_value(x));
+		json_array_foreach(silent, i, x)
+			printf("%s%s", i ? ", " : "; with a run that has sent nothing: ", json_string_value(x));
 		printf("%s\n", n ? " (wdrift studies says why)" : "");
 	}
 	printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "

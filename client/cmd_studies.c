@@ -11,7 +11,8 @@
 static const char usage[] = DC_USAGE_SIMPLE("studies",
 	"Each study of the running daemon: its baseline, candidates and proxies\n"
 	"(label=run), its synthetic proxy, and its latest step with results; a\n"
-	"study with none is followed by why (what its runs have sent).\n");
+	"study with none is followed by why (what its runs have sent), and one\n"
+	"with results by its runs that have sent nothing (a typo in a reload?).\n");
 
 static void print_studies(json_t *o)
 {
@@ -47,9 +48,13 @@ static void print_studies(json_t *o)
 	table_show(&t, json_array_size(list) + 1, 6, "(no study configured)");
 	json_array_foreach(list, i, s) {
 		const char *why = json_string_value(json_object_get(s, "waiting"));
+		const char *silent = json_string_value(json_object_get(s, "silent"));
 		if (why)
 			printf("waiting   study '%s': no results yet; %s\n",
 			       json_string_value(json_object_get(s, "name")), why);
+		else if (silent)	/* results, but not from each of its runs now */
+			printf("silent    study '%s': %s\n", json_string_value(json_object_get(s, "name")),
+			       silent);
 	}
 }
 

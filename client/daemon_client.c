@@ -447,7 +447,10 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 			shorts = ":c:ho:";
 	}
 	opts[n] = (struct option){ 0 };
-	return cli_opts(argc, argv, shorts, opts, usage, dc_on_opt, &x);
+	int r = cli_opts(argc, argv, shorts, opts, usage, dc_on_opt, &x);
+	if (r >= 0 && a->json)	/* a script reading --json gets JSON on failure too */
+		cli_json_errors = 1;
+	return r;
 }
 
 json_t *dc_call(struct dc_args *a, json_t *request)

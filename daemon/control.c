@@ -44,15 +44,25 @@ static int has_current_results(const struct control *c, const struct wd_config_s
 	return 0;
 }
 
-/* The studies with no results against their baseline now: stuck, or not yet sent to. */
+/*
+ * The studies with no results against their baseline now (stuck, or not
+ * yet sent to), and those with results of which a run now named has sent
+ * nothing at all: a candidate a reload mistyped, whose study shows the old
+ * candidate's rows.
+ */
 static json_t *studies_waiting(const struct control *c)
 {
-	json_t *list = json_array();
+	json_t *none = json_array(), *silent = json_array();
 
-	for (size_t i = 0; i < c->cfg->n_studies; i++)
-		if (!has_current_results(c, &c->cfg->studies[i]))
-			json_array_append_new(list, json_string(c->cfg->studies[i].name));
-	return list;
+	for (size_t i = 0; i < c->cfg->n_studies; i++) {
+		const struct wd_config_study *s = &c->cfg->studies[i];
+		if (!has_current_results(c, s))
+			json_array_append_new(none, json_string(s->name));
+		else if (study_silent_count(c->st, s))
+			json_array_append_new(silent, json_string(s->name));
+	}
+	return json_pack("{s:I,s:o,s:o}", "configured", (json_int_t)c->cfg->n_studies, "no_results", none,
+			 "runs_silent", silent);
 }
 
 static json_t *status(struct control *c)
@@ -102,8 +112,7 @@ static json_t *status(struct control *c)
 			  "engine_spares", (json_int_t)wd_engine_spare_bytes(),
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
-	json_object_set_new(out, "studies", json_pack("{s:I,s:o}", "configured",
-			    (json_int_t)c->cfg->n_studies, "no_results", studies_waiting(c)));
+	json_object_set_new(out, "studies", studies_waiting(c));
 	return out;
 }
 
@@ -196,6 +205,9 @@ static json_t *studies(struct control *c)
 		if (!b) {
 			study_waiting(c->cfg, c->st, s, wait, sizeof(wait));
 			json_object_set_new(one, "waiting", json_string(wait[0] ? wait + 2 : "nothing held"));
+		} else if (study_silent(c->cfg, c->st, s, wait, sizeof(wait))) {
+			/* its latest rows are not all of its runs now: one of them sent nothing */
+			json_object_set_new(one, "silent", json_string(wait + 2));
 		}
 		json_array_append_new(list, one);
 	}
@@ -383,6 +395,10 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 
 	struct drift_query q = { 0 };
 	int ok = drift_query_init(&q, b, st, glob) == 0;
+	char silent[1400];
+	/* the study's runs that sent nothing (a typo?): its rows cannot have them */
+	if (ok && study_silent(c->cfg, c->st, st, silent, sizeof(silent)))
+		ok = (q.silent = strdup(silent + 2)) != NULL;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

@@ -87,6 +87,7 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 	q->batch = result_batch_ref(b);
 	for (size_t k = 0; ok && k < b->n_proxies; k++)
 		ok = (q->proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
+	q->n_candidates = st->candidates.n < n ? st->candidates.n : n;	/* wd_study_step_runs: first */
 	ok = ok && (q->runs = calloc(n + 1, sizeof(*q->runs)));
 	for (size_t k = 0; ok && k < n; k++, q->n_runs++)
 		ok = (q->runs[k] = strdup(runs[k])) != NULL;
@@ -214,6 +215,15 @@ static json_t *summary(const struct drift_query *q, const size_t *idx, size_t n,
 fail:
 	json_decref(proxies);
 	return NULL;
+}
+
+/* Is run none of the study's candidates now (a reload renamed or removed it)? */
+static int is_former(const struct drift_query *q, const char *run)
+{
+	for (size_t k = 0; k < q->n_candidates; k++)
+		if (!strcmp(q->runs[k], run))
+			return 0;
+	return 1;
 }
 
 /*
@@ -387,11 +397,18 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	out_json(&out, json_boolean(!stale && missing && !json_array_size(missing)));
 	out_str(&out, ",\"missing\":");
 	out_json(&out, missing);
+	if (q->silent) {
+		out_str(&out, ",\"silent\":");
+		out_json(&out, json_string(q->silent));
+	}
 	out_str(&out, ",\"candidates\":{");
 	for (size_t s = 0; s < n_runs && !out.failed; s++) {
 		out_str(&out, s ? "," : "");
 		out_json(&out, json_string(runs[s]));
-		out_str(&out, ":{\"layers\":[");
+		out_str(&out, ":{");
+		if (is_former(q, runs[s]))	/* a reload took it out of the study: its rows are from before */
+			out_str(&out, "\"former\":true,");
+		out_str(&out, "\"layers\":[");
 		/*
 		 * Its tensors with no element compared: the baseline's that its
 		 * snapshot lacks (named otherwise), empty ones, or ones that
@@ -438,6 +455,8 @@ void drift_query_release(struct drift_query *q)
 	q->glob = NULL;
 	free(q->baseline);
 	q->baseline = NULL;
+	free(q->silent);
+	q->silent = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
 		free(q->runs[k]);
 	free(q->runs);
@@ -512,7 +531,9 @@ static int str_eq(const char *a, const char *b)
  */
 static int same_query(const struct drift_query *a, const struct drift_query *b)
 {
-	if (a->batch != b->batch || !str_eq(a->glob, b->glob) || a->n_runs != b->n_runs)
+	if (a->batch != b->batch || !str_eq(a->glob, b->glob) || a->n_runs != b->n_runs ||
+	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
+	    !str_eq(a->silent, b->silent))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)
 		if (!str_eq(a->runs[k], b->runs[k]))

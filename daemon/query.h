@@ -29,7 +29,9 @@ struct drift_query {
 	/* the study's runs at the request (candidates, then trained proxies): "complete" */
 	char **runs;
 	size_t n_runs;
+	size_t n_candidates;		/* runs[0..n_candidates): the candidates; a batch's other ones are former */
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
+	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
 };
 
 /*
@@ -58,7 +60,9 @@ void drift_query_release(struct drift_query *q);
  * "missing":[RUN...],"candidates":{RUN:{"layers":[...],"summary":{...}}}},
  * layers as `wdrift compare --json`, and summary its summary object (the
  * summary rows of lib/drift.h) over those layers. complete: every run of
- * the study has rows at this step; missing names those that do not. When
+ * the study has rows at this step; missing names those that do not, and
+ * "silent" (only then) says which of the study's runs sent nothing. A
+ * candidate the study no longer names has "former": true. When
  * glob matches no tensor of a candidate that has some, the reply is
  * {"ok":false,"error"} saying so. malloc'd, *len its length; NULL when out
  * of memory. O(rows of the batch), and the median's sort per summary.

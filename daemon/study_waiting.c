@@ -58,6 +58,67 @@ int study_near_run(const struct wd_config *cfg, struct state *st, const char *ru
 	return 1;
 }
 
+/*
+ * "; WHO 'run' has no snapshot yet", with the run of a near name that has
+ * some: a typo's likelier target when no study names it (field: the key
+ * of the study that would hold the typo), else a question, since that run
+ * may be another study's and this one not started yet.
+ */
+static void say_silent(const struct wd_config *cfg, struct state *st, const char *who, const char *run,
+		       const char *field, char *buf, size_t len, size_t *at)
+{
+	char best[512];	/* a longer name is cut: it is only said */
+	const char *owner;
+
+	if (!study_near_run(cfg, st, run, best, sizeof(best), &owner))
+		add(buf, len, at, "; %s '%s' has no snapshot yet", who, run);
+	else if (owner)
+		add(buf, len, at, "; %s '%s' has no snapshot yet, and '%s' (a run of study '%s') has some: "
+		    "a typo, or has '%s' not sent yet?", who, run, best, owner, run);
+	else
+		add(buf, len, at, "; %s '%s' has no snapshot: did you mean '%s', which has some (a typo in "
+		    "the study's %s)?", who, run, best, field);
+}
+
+static int silent(struct state *st, const char *run)
+{
+	struct run *r = state_run(st, run, 0);
+
+	return !r || !r->n_durable;
+}
+
+size_t study_silent(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		    char *buf, size_t len)
+{
+	size_t at = 0, n = 0;
+
+	buf[0] = 0;
+	if (silent(st, s->baseline) && ++n)
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", buf, len, &at);
+	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
+		int cand = k < s->candidates.n;
+		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
+		if (!silent(st, name) || ++n > 3)	/* the fourth and later only counted: it must fit */
+			continue;
+		say_silent(cfg, st, cand ? "candidate" : "proxy", name, cand ? "candidates" : "proxies",
+			   buf, len, &at);
+	}
+	if (n > 3)
+		add(buf, len, &at, "; and %zu more runs with none", n - 3);
+	return n;
+}
+
+size_t study_silent_count(struct state *st, const struct wd_config_study *s)
+{
+	size_t n = silent(st, s->baseline);
+
+	for (size_t k = 0; k < s->candidates.n; k++)
+		n += silent(st, s->candidates.names[k]);
+	for (size_t k = 0; k < s->proxies.n; k++)
+		n += silent(st, s->proxies.v[k].run);
+	return n;
+}
+
 void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len)
 {
@@ -66,16 +127,7 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
-		char best[512];	/* a longer name is cut: it is only said */
-		const char *owner;
-		if (!study_near_run(cfg, st, s->baseline, best, sizeof(best), &owner))
-			add(buf, len, &at, "; its baseline '%s' has no snapshot yet", s->baseline);
-		else if (owner)
-			add(buf, len, &at, "; its baseline '%s' has no snapshot yet: or did you mean '%s' (a "
-			    "run of study '%s'), which has some?", s->baseline, best, owner);
-		else
-			add(buf, len, &at, "; its baseline '%s' has no snapshot: did you mean '%s', which has "
-			    "some (a typo in the study's baseline)?", s->baseline, best);
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", buf, len, &at);
 		return;
 	}
 	int64_t tol = cfg->alignment.tolerance;
@@ -104,9 +156,12 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 	else if (held)
 		add(buf, len, &at, "; snapshots aligned to the baseline's are held: being compared (wdrift "
 		    "status: queues)");
-	else
-		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any yet",
-		    base->n_durable);
+	else {	/* each of them, with the near name that has snapshots: a typo in a reload? */
+		char each[1024];
+		study_silent(cfg, st, s, each, sizeof(each));
+		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any "
+		    "yet%s", base->n_durable, each);
+	}
 }
 
 /* Is bstep the baseline step that the run's step x belongs to (the alignment rule: spool_nearer)? */
@@ -201,17 +256,18 @@ static void check_new_name(const struct wd_config *old, const struct wd_config *
 	 */
 	if (owner && !has_study(old, study))
 		return;
+	/* what the user sees meanwhile */
+	const char *until = !strcmp(role, "baseline") ? "the study is not compared against it, and `wdrift "
+			    "drift` shows its old rows as stale" : !strcmp(role, "candidate") ? "the study "
+			    "has no rows of it, and `wdrift drift` shows the old candidate's rows as former"
+			    : "the study has no rows of it";
 	if (owner)
 		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s' (a run of study "
 			 "'%s') has some: a typo, or has '%s' not sent yet? (until a run of that name "
-			 "sends, the study is not compared%s)", study, role, run, best, owner, run,
-			 strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows its old "
-			 "rows as stale");
+			 "sends, %s)", study, role, run, best, owner, run, until);
 	else
 		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s' has some: a "
-			 "typo? (until a run of that name sends, the study is not compared%s)", study, role,
-			 run, best, strcmp(role, "baseline") ? "" : " against it, and `wdrift drift` shows "
-			 "its old rows as stale");
+			 "typo? (until a run of that name sends, %s)", study, role, run, best, until);
 	log_warning("reload: %s", msg);
 	json_array_append_new(list, json_string(msg));
 }

@@ -27,6 +27,20 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len);
 
 /*
+ * Into buf, as "; " and a clause each: the study's runs (baseline,
+ * candidates, trained proxies) that have no snapshot at all, each with the
+ * run of a near name that has some (a typo in a reload, often); the first
+ * three said, the rest counted. Returns how many; buf "" when none. For a
+ * study that has results, whose rows then are not its runs' now: `drift`
+ * and `studies` say it beside them.
+ */
+size_t study_silent(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		    char *buf, size_t len);
+
+/* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
+size_t study_silent_count(struct state *st, const struct wd_config_study *s);
+
+/*
  * The same for one step, to follow "no results for study 'S' at step N":
  * the baseline has no snapshot there (rows are made at its steps), or no
  * candidate or proxy has one within alignment.tolerance of it, or some

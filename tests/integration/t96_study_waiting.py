@@ -13,6 +13,10 @@ A new user's trial found three silences:
   now warns, naming the run that has snapshots, and `drift` marks those
   rows stale (not complete; "stale" in --json). A study whose baseline has
   no snapshot at all says so under "no results", with the near name.
+A later trial mistyped a candidate in a reload: only the reload's reply
+said it, and `drift` went on showing the old candidate's rows unmarked.
+Now `drift`, `studies` and `status` say which run sent nothing, with the
+near name, and `drift` marks the old candidate's rows "former".
 A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
@@ -120,7 +124,8 @@ def main():
               "drift --step at a step the baseline lacks: says so", r.stderr)
         r = wd(cfg, "drift", "nb")
         check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot "
-              "yet: or did you mean 'al-base' (a run of study 'al'), which has some?" in r.stderr,
+              "yet, and 'al-base' (a run of study 'al') has some: a typo, or has 'al-bse' not sent yet?"
+              in r.stderr,
               "drift of a study whose baseline has no snapshot: names the near run, and whose it is",
               r.stderr)
 
@@ -150,7 +155,7 @@ def main():
               "studies --json: the latest step with results, and no 'waiting'", r.stdout)
         r = wd(cfg, "status", "--json")
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
-        check(doc.get("studies") == {"configured": 2, "no_results": ["nb"]},
+        check(doc.get("studies") == {"configured": 2, "no_results": ["nb"], "runs_silent": []},
               "status --json: studies configured, and those with no results", r.stdout)
 
         with open(cfg, "w") as f:
@@ -201,12 +206,13 @@ def main():
               "are another study's runs)", r.stdout + r.stderr)
         r = wd(cfg, "studies")
         check(r.returncode == 0 and "waiting   study 'al2': no results yet; its baseline 'al2-base' has no "
-              "snapshot yet: or did you mean 'al-base' (a run of study 'al'), which has some?" in r.stdout,
+              "snapshot yet, and 'al-base' (a run of study 'al') has some: a typo, or has 'al2-base' not "
+              "sent yet?" in r.stdout,
               "... studies says why it waits, as drift does, naming whose run the near one is",
               r.stdout + r.stderr)
         r = wd(cfg, "drift", "al2")
-        check(r.returncode == 1 and "its baseline 'al2-base' has no snapshot yet: or did you mean 'al-base' "
-              "(a run of study 'al')" in r.stderr, "... and drift the same", r.stderr)
+        check(r.returncode == 1 and "its baseline 'al2-base' has no snapshot yet, and 'al-base' "
+              "(a run of study 'al') has some" in r.stderr, "... and drift the same", r.stderr)
         # a study there before names a new run near one another study names: asked, not accused
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
@@ -217,6 +223,58 @@ def main():
               "of study 'al') has some: a typo, or has 'al-fb' not sent yet?" in r.stdout,
               "a new candidate of a study there before, near another study's run: the warning asks",
               r.stdout + r.stderr)
+
+        # A reload that mistypes a candidate ("al-af"): the study keeps its
+        # latest rows, of the old candidate, and every command says that the
+        # new name has sent nothing, and that those rows are a former one's.
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
+                "    baseline: al-bse\n    candidates: [al-fa]", "    baseline: al-bse\n    candidates: [al-fb]")
+                .replace("    baseline: al-base\n    candidates: [al-fa]",
+                         "    baseline: al-base\n    candidates: [al-af]") + ADDED)
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "warning   study 'al': candidate 'al-af' has no snapshot, and 'al-fa' has "
+              "some: a typo? (until a run of that name sends, the study has no rows of it, and `wdrift "
+              "drift` shows the old candidate's rows as former)" in r.stdout,
+              "a reload that mistypes a candidate warns", r.stdout + r.stderr)
+        silent = ("candidate 'al-af' has no snapshot: did you mean 'al-fa', which has some (a typo in the "
+                  "study's candidates)?")
+        r = wd(cfg, "drift", "al")
+        check(r.returncode == 0 and "incomplete not compared at this step yet: al-af" in r.stdout
+              and "silent     " + silent in r.stdout
+              and "former     al-fa: is no candidate of the study now (a reload); its rows are from before it"
+              in r.stdout and "candidate  al-fa (former: no candidate of the study now)" in r.stdout,
+              "drift: the mistyped candidate is silent, and the rows shown are the former one's",
+              r.stdout + r.stderr)
+        got = drift_json(cfg, "al")
+        check(got is not None and got["complete"] is False and got["missing"] == ["al-af"]
+              and got.get("silent") == silent and got["candidates"]["al-fa"].get("former") is True,
+              "drift --json: missing, silent, and former", json.dumps(got)[:2000])
+        r = wd(cfg, "studies")
+        check(r.returncode == 0 and "silent    study 'al': " + silent in r.stdout,
+              "studies: the study with results says which of its runs sent nothing", r.stdout + r.stderr)
+        r = wd(cfg, "studies", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        al = [s for s in doc.get("studies", []) if s.get("name") == "al"]
+        check(al and al[0].get("latest") == 20 and al[0].get("silent") == silent and "waiting" not in al[0],
+              "studies --json: latest, and silent", r.stdout)
+        r = wd(cfg, "status")
+        check(r.returncode == 0 and "studies    3; with no results yet: nb, al2; with a run that has sent "
+              "nothing: al (wdrift studies says why)" in r.stdout, "status names it", r.stdout + r.stderr)
+        r = wd(cfg, "status", "--json")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(doc.get("studies", {}).get("runs_silent") == ["al"], "status --json: runs_silent", r.stdout)
+
+        # --json on failure: the error as JSON on stdout too, exit 1
+        r = wd(cfg, "drift", "nosuch", "--json")
+        doc = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(r.returncode == 1 and doc.get("ok") is False and "no study 'nosuch'" in doc.get("error", "")
+              and "no study 'nosuch'" in r.stderr, "drift --json on failure: {\"ok\": false, \"error\"}",
+              r.stdout + r.stderr)
+        r = wd(cfg, "drift", "al", "--step", "7", "--json")
+        doc = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(r.returncode == 1 and "no results for study 'al' at step 7" in doc.get("error", ""),
+              "... and for a step with no results", r.stdout + r.stderr)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
