@@ -192,27 +192,60 @@ static int64_t baseline_step(const struct run *base, int64_t step, int64_t tol)
 }
 
 /*
+ * Snapshots the resume sends to the compute thread, of one kind: counted,
+ * and the first few named, so that the start-up's line says which.
+ */
+struct resumed {
+	size_t n, named;
+	char some[400];
+};
+
+static void resumed_add(struct resumed *r, const char *study, const char *run, int64_t step)
+{
+	size_t at = strlen(r->some);
+
+	r->n++;
+	if (r->named == 3 || at >= sizeof(r->some) - 1)
+		return;
+	snprintf(r->some + at, sizeof(r->some) - at, "%s'%.80s' step %lld (study '%.60s')",
+		 r->named ? ", " : "", run, (long long)step, study);
+	r->named++;
+}
+
+/* "'fa' step 5 (study 'al'), ... and N more" */
+static const char *resumed_some(struct resumed *r, char *buf, size_t size)
+{
+	if (r->n > r->named)
+		snprintf(buf, size, "%s, and %zu more", r->some, r->n - r->named);
+	else
+		snprintf(buf, size, "%s", r->some);
+	return buf;
+}
+
+/*
  * Resubmits each of run's durable steps that has no logged result at the
  * baseline step it aligns to (a row within tol of it may be another
- * step's: a new user's trial found one never computed). A step with no
- * baseline step yet is resubmitted too: it waits there, as it did.
+ * step's: a new user's trial found one never computed): into redo. A step
+ * with no baseline step within tol is resubmitted too, to wait there as it
+ * did: into waits, which is no failure to compute and is said as such.
  */
-static size_t resume_run(struct recovery *rc, struct compute *c, const struct wd_config_study *st,
-			 const char *run_name, int64_t tol)
+static void resume_run(struct recovery *rc, struct compute *c, const struct wd_config_study *st,
+		       const char *run_name, int64_t tol, struct resumed *redo, struct resumed *waits)
 {
 	struct run *x = state_run(rc->st, run_name, 0), *base = state_run(rc->st, st->baseline, 0);
-	size_t n = 0;
 
 	for (size_t k = 0; x && k < x->n_durable; k++) {
 		if (is_dropped(rc, x->name, x->durable[k]))
 			continue;
 		int64_t b = baseline_step(base, x->durable[k], tol);
-		if (b < 0 || !is_covered(rc, st->name, x->name, b)) {
-			compute_submit(c, x->name, x->durable[k]);
-			n++;
-		}
+		if (b < 0)
+			resumed_add(waits, st->name, x->name, x->durable[k]);
+		else if (!is_covered(rc, st->name, x->name, b))
+			resumed_add(redo, st->name, x->name, x->durable[k]);
+		else
+			continue;
+		compute_submit(c, x->name, x->durable[k]);
 	}
-	return n;
 }
 
 /* Frees the notes (covered, dropped); the results stay. */
@@ -236,7 +269,8 @@ void recover_resume(struct recovery *rc, struct compute *c)
 {
 	const struct wd_config *cfg = rc->cfg;
 	int64_t tol = cfg->alignment.tolerance;
-	size_t redo = 0;
+	struct resumed redo = { 0 }, waits = { 0 };
+	char some[600];
 
 	for (struct run *r = rc->st->runs; r; r = r->next)
 		for (size_t i = 0; i < r->n_durable; i++)
@@ -253,9 +287,9 @@ void recover_resume(struct recovery *rc, struct compute *c)
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *st = &cfg->studies[i];
 		for (size_t k = 0; k < st->candidates.n; k++)
-			redo += resume_run(rc, c, st, st->candidates.names[k], tol);
+			resume_run(rc, c, st, st->candidates.names[k], tol, &redo, &waits);
 		for (size_t k = 0; k < st->proxies.n; k++)
-			redo += resume_run(rc, c, st, st->proxies.v[k].run, tol);
+			resume_run(rc, c, st, st->proxies.v[k].run, tol, &redo, &waits);
 		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
 				   state_run(rc->st, st->baseline, 0) : NULL;
 		const char *label = wd_config_synthetic_label(st->synthetic_proxy);
@@ -263,11 +297,16 @@ void recover_resume(struct recovery *rc, struct compute *c)
 			if (!is_dropped(rc, base->name, base->durable[k]) &&
 			    !is_covered(rc, st->name, label, base->durable[k])) {
 				compute_submit(c, base->name, base->durable[k]);
-				redo++;
+				resumed_add(&redo, st->name, base->name, base->durable[k]);
 			}
 	}
-	if (redo)
-		log_notice("compute: %zu snapshots without logged results: computing them again", redo);
+	if (redo.n)
+		log_notice("compute: %zu snapshot%s without logged results: computing them again: %s", redo.n,
+			   redo.n == 1 ? "" : "s", resumed_some(&redo, some, sizeof(some)));
+	if (waits.n)	/* as before the restart: said, since nothing will come of them until then */
+		log_notice("compute: %zu snapshot%s with no baseline step within alignment.tolerance (%lld) "
+			   "yet, waiting for one: %s", waits.n, waits.n == 1 ? "" : "s", (long long)tol,
+			   resumed_some(&waits, some, sizeof(some)));
 	notes_release(rc);
 }
 

@@ -128,7 +128,7 @@ def main():
         # since: that row covers it (a restart counted it without results, every time)
         after = dm.log_text().split("notice: stopped")[-1]
         # the disk budget may have dropped fa's step 5 too (the oldest): then none counts
-        want = "" if "dropped run 'fa' step 5" in dm.log_text() else "compute: 1 snapshots without logged results"
+        want = "" if "dropped run 'fa' step 5" in dm.log_text() else ("compute: 1 snapshot without logged results: computing them again: 'fa' step 5 (study ")
         check((want in after) if want else "without logged results" not in after,
               f"after the restart only the step never compared counts as without results ({want or 'none'})",
               after[-1500:])

@@ -16,7 +16,9 @@ A new user's trial found three silences:
 A later trial mistyped a candidate in a reload: only the reload's reply
 said it, and `drift` went on showing the old candidate's rows unmarked.
 Now `drift`, `studies` and `status` say which run sent nothing, with the
-near name, and `drift` marks the old candidate's rows "former".
+near name, and `drift` marks the old candidate's rows "former". And a
+restart's line for the snapshots that wait names them, where it said
+"3 snapshots without logged results: computing them again".
 A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
@@ -128,6 +130,18 @@ def main():
               in r.stderr,
               "drift of a study whose baseline has no snapshot: names the near run, and whose it is",
               r.stderr)
+        # A restart: the candidate's snapshots still meet no baseline step.
+        # They wait, as before; the start-up said "3 snapshots without logged
+        # results: computing them again" at every restart, naming none.
+        check(dm.stop() == 0 and dm.start() is not None, "a restart")
+        log = dm.log_text()
+        restart = log[log.rfind("stopped"):]
+        check("without logged results" not in restart
+              and "compute: 6 snapshots with no baseline step within alignment.tolerance (0) yet, waiting "
+              "for one: 'al-fa' step 5 (study 'al'), 'al-fa' step 15 (study 'al'), 'al-fa' step 25 (study "
+              "'al'), and 3 more" in restart,
+              "... says which snapshots wait for a baseline step, not that they are computed again",
+              restart[-3000:])
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-base"))
