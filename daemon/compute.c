@@ -509,20 +509,26 @@ static void handle(struct compute *c, const char *run, int64_t step)
 
 /* --- a reload's new studies, over the snapshots held --- */
 
-/* Has a run of s a snapshot aligned to the baseline's step with no row there? */
-static int step_missing(const struct compute *c, const struct cstudy *s, int64_t step,
-			const struct result_cover *cv)
+/*
+ * At the baseline's step: STEP_MISSING, a run of s has a snapshot aligned
+ * there with no row; STEP_COVERED, each run aligned has its row; STEP_ALONE,
+ * no run of s has a snapshot aligned there.
+ */
+enum { STEP_ALONE, STEP_COVERED, STEP_MISSING };
+static int step_state(const struct compute *c, const struct cstudy *s, int64_t step,
+		      const struct result_cover *cv)
 {
 	struct compare_input in;
 	int64_t at[COMPARE_MAX_RUNS];
 
 	if (align(c, s, step, &in, at) < 0)
-		return 0;
+		return STEP_ALONE;
 	for (size_t r = 0; r < in.n_runs; r++)
 		if (!result_cover_has(cv, step, in.runs[r]))
-			return 1;
+			return STEP_MISSING;
 	/* the synthetic proxy's rows go under its label, the last one */
-	return s->synthetic != WD_SYNTHETIC_NONE && !result_cover_has(cv, step, s->labels[s->n_proxies - 1]);
+	return s->synthetic != WD_SYNTHETIC_NONE && !result_cover_has(cv, step, s->labels[s->n_proxies - 1]) ?
+	       STEP_MISSING : STEP_COVERED;
 }
 
 /*
@@ -535,7 +541,7 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 {
 	struct result_cover cv;
 	int64_t *steps;
-	size_t n = spool_index_steps(&c->spool, s->baseline, &steps), done = 0;
+	size_t n = spool_index_steps(&c->spool, s->baseline, &steps), done = 0, had = 0, alone = 0;
 
 	if (result_cover_build(&cv, c->replayed, c->n_replayed, s->name, s->baseline) < 0) {
 		log_err("compute: study '%s' (%s): out of memory reading its results: its snapshots "
@@ -543,11 +549,20 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		free(steps);
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (step_missing(c, s, steps[i], &cv))
+	for (size_t i = 0; i < n; i++) {
+		int state = step_state(c, s, steps[i], &cv);
+		had += state == STEP_COVERED;
+		alone += state == STEP_ALONE;
+		if (state == STEP_MISSING)
 			done += (size_t)compute_at(c, s, steps[i]);
+	}
+	/* "at 0 of the 3", after a typo set right, read as a failure: the rest say why */
+	char rest[160] = "";
+	if (had || alone)
+		snprintf(rest, sizeof(rest), " (%zu with results already, %zu with no snapshot of its runs "
+			 "aligned)", had, alone);
 	log_notice("compute: study '%s' (%s): computed at %zu of the %zu durable steps of baseline "
-		   "'%s' held", s->name, why, done, n, s->baseline);
+		   "'%s' held%s", s->name, why, done, n, s->baseline, rest);
 	result_cover_release(&cv);
 	free(steps);
 }

@@ -207,6 +207,10 @@ def main():
         got = drift_json(cfg, "al")
         check(r.returncode == 0 and got is not None and got["complete"] and "stale" not in got,
               "the baseline set right again: complete, not stale", json.dumps(got))
+        lines = [x for x in dm.log_text().splitlines() if "compute: study 'al' (" in x]
+        check(lines and "computed at 0 of the 4 durable steps of baseline 'al-base' held (3 with results "
+              "already, 1 with no snapshot of its runs aligned)" in lines[-1],
+              "... and its log line says why nothing was computed (not 'at 0 of the 4' alone)", lines[-1:])
 
         # A study added beside 'al', whose runs have not sent yet: their names
         # are near 'al-base' and 'al-fa', which study 'al' names: no typo.
