@@ -27,6 +27,8 @@ static void print_status(json_t *o)
 	       json_number_value(json_object_get(o, "uptime")));
 	printf("engine     %s\n", json_string_value(json_object_get(o, "engine")));
 	printf("config     %s\n", json_string_value(json_object_get(o, "config")));
+	if (json_string_value(json_object_get(o, "config_pending")))	/* the file is not what runs */
+		printf("           not running: %s\n", json_string_value(json_object_get(o, "config_pending")));
 	if (json_string_value(json_object_get(o, "storage")))	/* a daemon before it: none */
 		printf("storage    %s\n", json_string_value(json_object_get(o, "storage")));
 	if (json_string_value(json_object_get(o, "cli_config")))

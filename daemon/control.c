@@ -10,6 +10,7 @@
 #include "control.h"
 #include "logging.h"
 #include "query.h"
+#include "config_file.h"
 #include "study_waiting.h"
 #include "result_batch.h"
 #include "spool.h"
@@ -113,6 +114,9 @@ static json_t *status(struct control *c)
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
 	json_object_set_new(out, "studies", studies_waiting(c));
+	char why[1400];
+	const char *differs = c->config_file ? config_file_pending(c->config_file, why, sizeof(why)) : NULL;
+	json_object_set_new(out, "config_pending", differs ? json_string(differs) : json_null());
 	return out;
 }
 

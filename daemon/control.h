@@ -13,6 +13,8 @@
 #include "config.h"
 #include "state.h"
 
+struct config_file;
+
 struct spool;
 struct result_batch;
 struct alerts;
@@ -47,6 +49,7 @@ struct control {
 	struct result_batch **results;
 	size_t n_results, cap_results;
 	struct query *query;		/* the query thread; NULL: drift replies built inline */
+	const struct config_file *config_file;	/* does the file say what runs? NULL: not asked */
 };
 
 /*

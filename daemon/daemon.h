@@ -22,6 +22,7 @@
 #include "ingest.h"
 #include "metrics_http.h"
 #include "peers.h"
+#include "config_file.h"
 #include "recover.h"
 #include "socket_file.h"
 #include "spool.h"
@@ -47,6 +48,7 @@ struct daemon {
 	struct auth *auth;		/* NULL: no CURVE */
 	struct peers *peers;		/* the ingest socket's connections */
 	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
+	struct config_file cfile;	/* the file beside the config that runs: status */
 	char storage[PATH_MAX];		/* storage.dir, absolute: what status says */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
@@ -56,8 +58,12 @@ struct daemon {
 /* Seconds from binding the sockets to the start-up alert catch-up (main.c says why). */
 #define CATCH_UP_DELAY 1.0
 
-/* The file at path, or the built-in default for NULL; 0 or -1 with err. */
-int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen);
+/*
+ * The file at path, or the built-in default for NULL; 0 or -1 with err.
+ * *hash (when hash is not NULL and there is a file): its bytes' hash,
+ * taken before it is read (config_file.h), or 0 when unreadable.
+ */
+int daemon_load_config(const char *path, struct wd_config *cfg, uint64_t *hash, char *err, size_t errlen);
 /* A notice when cfg has no study: snapshots are stored, nothing compared. */
 void daemon_note_no_study(const struct wd_config *cfg);
 /* SIGHUP and control's reload (ctx: the daemon); control.h's reload_fn. */

@@ -314,7 +314,8 @@ static int start(struct daemon *d, int force)
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
 				   .spool = d->spool,
-				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run };
+				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run,
+				   .config_file = &d->cfile };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
@@ -721,13 +722,16 @@ int main(int argc, char **argv)
 	if (d.config_path && realpath(d.config_path, real) && strlen(real) < sizeof(d.found.path))
 		snprintf(d.found.path, sizeof(d.found.path), "%s", real);
 	wd_config_defaults(&d.cfg);
-	if (daemon_load_config(d.config_path, &d.cfg, err, sizeof(err)) < 0) {
+	uint64_t hash;
+	if (daemon_load_config(d.config_path, &d.cfg, &hash, err, sizeof(err)) < 0) {
 		if (found == 0 && strcmp(d.found.origin, "-c"))	/* not named: say how it was found */
 			fprintf(stderr, "wdriftd: %s (found through %s)\n", err, d.found.origin);
 		else
 			fprintf(stderr, "wdriftd: %s\n", err);
 		return 2;
 	}
+	d.cfile.path = d.config_path;
+	config_file_ran(&d.cfile, hash);
 	if (check && auth_check_key(&d.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "wdriftd: %s\n", err);
 		wd_config_release(&d.cfg);

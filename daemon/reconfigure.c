@@ -14,8 +14,10 @@
 #include "notify.h"
 #include "study_waiting.h"
 
-int daemon_load_config(const char *path, struct wd_config *cfg, char *err, size_t errlen)
+int daemon_load_config(const char *path, struct wd_config *cfg, uint64_t *hash, char *err, size_t errlen)
 {
+	if (hash && (!path || config_file_hash(path, hash) < 0))
+		*hash = 0;
 	if (path)	/* relative ipc:// paths against the file's directory, as the CLI reads them */
 		return wd_config_load_file(path, cfg, err, errlen);
 	return wd_config_load_string("(built-in)", wd_config_default_yaml, cfg, err, errlen);
@@ -39,11 +41,12 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 	struct daemon *d = ctx;
 	struct wd_config next;
 	char what[2048];	/* the summary: every key changed, from and to */
+	uint64_t hash;
 	int r;
 
 	notify_reloading();
 	wd_config_defaults(&next);
-	r = daemon_load_config(d->config_path, &next, err, errlen);
+	r = daemon_load_config(d->config_path, &next, &hash, err, errlen);
 	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
 		wd_config_release(&next);
 	if (r == 0) {
@@ -72,8 +75,10 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 		log_notice("reloaded '%s': %zu studies, %zu alerts: %s", d->cfg.source, d->cfg.n_studies,
 			   d->cfg.n_alerts, what);
 		daemon_note_no_study(&d->cfg);
+		config_file_ran(&d->cfile, hash);
 	} else {
 		log_err("reload refused, the old config stays: %s", err);
+		config_file_refused(&d->cfile, hash, err);	/* status says it while the file stays so */
 	}
 	notify_ready("serving");	/* always, even when the reload failed */
 	return r;

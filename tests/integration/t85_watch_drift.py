@@ -242,7 +242,11 @@ def main():
         for extra in ([], ["--json"]):
             r = wd("drift", "two", "--step", "10", "--layer", "nothing.*", "-c", cfg, *extra)
             err = r.stderr.strip()
-            check(r.returncode == 1 and r.stdout == "" and "nothing.*" in err and "no tensor" in err
+            # with --json the error is on stdout too, as JSON (cli.md, "Output")
+            out = json.loads(r.stdout) if extra and r.stdout.strip() else None
+            check(r.returncode == 1 and (out == {"ok": False, "error": err.split("error: ", 1)[-1]}
+                                         if extra else r.stdout == "")
+                  and "nothing.*" in err and "no tensor" in err
                   and "layers.0.w" in err, f"drift --layer matching nothing {' '.join(extra)}: exit 1 ({err})")
         r = wd("drift", "two", "--latest", "--step", "10", "-c", cfg)
         check(r.returncode == 2 and "--latest" in r.stderr and "--step" in r.stderr,

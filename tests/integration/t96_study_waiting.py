@@ -23,6 +23,7 @@ A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -293,6 +294,34 @@ def main():
         doc = json.loads(r.stdout) if r.stdout.strip() else {}
         check(r.returncode == 1 and "no results for study 'al' at step 7" in doc.get("error", ""),
               "... and for a step with no results", r.stdout + r.stderr)
+
+        # The file edited beside the config that runs: status says so, and,
+        # after a refused reload (SIGHUP, as `systemctl reload` sends, whose
+        # caller reads no reply), why; a trial saw nothing of it in status.
+        with open(cfg) as f:
+            running = f.read()
+        doc = json.loads(wd(cfg, "status", "--json").stdout or "{}")
+        check("config_pending" in doc and doc["config_pending"] is None,
+              "status --json: config_pending null while the file holds what runs", json.dumps(doc)[:300])
+        with open(cfg, "w") as f:
+            f.write(running.replace("/run/ingest.sock", "/run/ingest2.sock"))
+        r = wd(cfg, "status")
+        check(r.returncode == 0 and "           not running: the file changed since the config that runs was "
+              "read from it: `wdrift reload` applies it" in r.stdout, "status: the file edited, not reloaded",
+              r.stdout + r.stderr)
+        dm.proc.send_signal(signal.SIGHUP)
+        end = time.time() + 10
+        while time.time() < end and "reload refused" not in dm.log_text():
+            time.sleep(0.1)
+        r = wd(cfg, "status")
+        check(r.returncode == 0 and "not running: the file differs from the config that runs: its reload was "
+              "refused: " in r.stdout and "listen.ingest" in r.stdout and "restart wdriftd" in r.stdout,
+              "status: a reload refused (SIGHUP), with why", r.stdout + r.stderr)
+        with open(cfg, "w") as f:
+            f.write(running)
+        doc = json.loads(wd(cfg, "status", "--json").stdout or "{}")
+        check("config_pending" in doc and doc["config_pending"] is None,
+              "the file set back: nothing pending", json.dumps(doc)[:300])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
