@@ -23,6 +23,7 @@
 #include "alerts.h"
 #include "control.h"
 #include "grow.h"
+#include "config_file.h"
 #include "metrics.h"
 #include "result_batch.h"
 #include "spool.h"
@@ -201,6 +202,11 @@ static void daemon_series(FILE *f, const struct control *c)
 	one_u64(f, "wdrift_memory_kept_freed_total", "counter",
 		"Kept tensor buffers given back: for room within memory.budget, idle, or runs rm.",
 		s->kept.freed);
+	char why[1400];
+	one_u64(f, "wdrift_config_pending", "gauge",
+		"1 when the config file is not the config that runs: edited and not reloaded, or its "
+		"reload refused (wdrift status says why).",
+		c->config_file && config_file_pending(c->config_file, why, sizeof(why)) ? 1 : 0);
 	family(f, "wdrift_compute_seconds_total", "counter",
 	       "Seconds the compute thread spent comparing (loading, engine, logging the results).");
 	sample(f, "wdrift_compute_seconds_total", NULL, k->compute_seconds);

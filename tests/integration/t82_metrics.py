@@ -222,6 +222,7 @@ def main_flow():
             ("wdrift_memory_reserved_bytes", st.get("memory", {}).get("reserved")),
             ("wdrift_memory_budget_bytes", st.get("memory", {}).get("budget")),
             ("wdrift_engine_spare_bytes", st.get("memory", {}).get("engine_spares")),
+            ("wdrift_config_pending", int(st["config_pending"] is not None) if "config_pending" in st else None),
             ("wdrift_runs", st.get("runs")),
             ("wdrift_spool_failures_total", st.get("spool_failures")),
         ]
