@@ -28,23 +28,57 @@ static struct snapshot *find_snapshot(struct state *s, const struct run *r, int6
 }
 
 /*
+ * For a run a reload took out of study left: the run of left that has no
+ * snapshot and whose name is nearest run's (the reload's typo, often), as
+ * ", which names 'X' now, a run that has sent nothing (a typo in the
+ * config?)", into out; "" when it has none.
+ */
+static void left_for(const struct wd_config *cfg, struct state *st, const char *left, const char *run,
+		     char *out, size_t size)
+{
+	struct suggest near = { run, NULL, 0, SIZE_MAX };
+	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
+
+	out[0] = 0;
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		const struct wd_config_study *s = &cfg->studies[i];
+		if (strcmp(s->name, left))
+			continue;
+		names[0] = s->baseline;
+		size_t n = 1 + wd_study_step_runs(s, names + 1, s->candidates.n + s->proxies.n);
+		for (size_t k = 0; k < n; k++) {
+			struct run *r = state_run(st, names[k], 0);
+			if (!r || !r->n_durable)
+				config_suggest_try(&near, names[k], strlen(names[k]));
+		}
+	}
+	if (near.best)
+		snprintf(out, size, ", which names '%.*s' now, a run that has sent nothing (a typo in the "
+			 "config?)", (int)near.blen, near.best);
+}
+
+/*
  * Whether run belongs to no study of cfg: then out says so, names the
  * studies' runs and the nearest one, for the daemon's log and the
  * publisher's welcome (a typo in a run name is the usual cause, and its
- * snapshots would be stored and never compared). 1 then, else 0.
+ * snapshots would be stored and never compared). 1 then, else 0. A run
+ * that a reload took out of a study (r->left_study) is told so, and the
+ * name its study has now: not to take that name, which may be the typo.
  */
-static int no_study(const struct wd_config *cfg, const char *run, char *out, size_t size)
+static int no_study(const struct wd_config *cfg, struct state *st, const char *run, char *out,
+		    size_t size)
 {
+	struct run *r = state_run(st, run, 0);
 	struct suggest near = { run, NULL, 0, SIZE_MAX };
 	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
 	char list[512] = "";
 	size_t at = 0;
 
 	for (size_t i = 0; i < cfg->n_studies; i++) {
-		const struct wd_config_study *st = &cfg->studies[i];
+		const struct wd_config_study *s = &cfg->studies[i];
 		/* the baseline, then the candidates and the trained proxies' runs (not the synthetic) */
-		names[0] = st->baseline;
-		size_t n = 1 + wd_study_step_runs(st, names + 1, st->candidates.n + st->proxies.n);
+		names[0] = s->baseline;
+		size_t n = 1 + wd_study_step_runs(s, names + 1, s->candidates.n + s->proxies.n);
 		for (size_t k = 0; k < n; k++) {
 			if (!strcmp(names[k], run))
 				return 0;
@@ -52,8 +86,16 @@ static int no_study(const struct wd_config *cfg, const char *run, char *out, siz
 			if (at < sizeof(list) - 1)
 				at += (size_t)(k ? snprintf(list + at, sizeof(list) - at, ", %s", names[k])
 						 : snprintf(list + at, sizeof(list) - at, "%s'%s': %s",
-							    i ? "; " : "", st->name, names[k]));
+							    i ? "; " : "", s->name, names[k]));
 		}
+	}
+	if (r && r->left_study) {
+		char now[600];
+		left_for(cfg, st, r->left_study, run, now, sizeof(now));
+		snprintf(out, size, "run '%s' belongs to no study since a reload took it out of study "
+			 "'%s'%s: its snapshots are stored but never compared (studies: %s)", run,
+			 r->left_study, now, cfg->n_studies ? list : "none configured");
+		return 1;
 	}
 	snprintf(out, size, "run '%s' belongs to no study: its snapshots are stored but never "
 		 "compared (studies: %s)%s%.*s%s", run, cfg->n_studies ? list : "none configured",
@@ -73,7 +115,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	memcpy(h.run, in->run, sizeof(h.run));
 	h.window = ix->window;
 	h.max_message = ix->cfg->limits.max_message;
-	no_study(ix->cfg, in->run, h.notice, sizeof(h.notice));
+	no_study(ix->cfg, ix->st, in->run, h.notice, sizeof(h.notice));
 	char *body = wire_build(&h);
 	if (!body)
 		return;
@@ -101,7 +143,7 @@ static void note_study(struct ingest *ix, struct run *r)
 	if (r->study_checked)
 		return;
 	r->study_checked = 1;
-	if (no_study(ix->cfg, r->name, msg, sizeof(msg)))
+	if (no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
 		log_notice("%s", msg);
 }
 

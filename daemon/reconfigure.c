@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config_diff.h"
@@ -32,6 +33,36 @@ void daemon_note_no_study(const struct wd_config *cfg)
 			   cfg->source);
 }
 
+/* Does a study of cfg name run, and which? NULL when none. */
+static const char *study_of(const struct wd_config *cfg, const char *run)
+{
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		if (wd_study_role(&cfg->studies[i], run, NULL))
+			return cfg->studies[i].name;
+	return NULL;
+}
+
+/*
+ * Each run's part after a reload from old to next: a run next puts in no
+ * study that old had in one is marked with that study (its next snapshot's
+ * notice says a reload took it out, not "did you mean" the name that took
+ * its place, which may be the typo), and every run's no-study notice may
+ * be said once more, under the new config (ingest.c).
+ */
+static void runs_after_reload(const struct wd_config *old, const struct wd_config *next, struct state *st)
+{
+	for (struct run *r = st->runs; r; r = r->next) {
+		const char *before = study_of(old, r->name);
+		r->study_checked = 0;
+		if (study_of(next, r->name)) {
+			free(r->left_study);
+			r->left_study = NULL;
+		} else if (before && !r->left_study) {
+			r->left_study = strdup(before);	/* no memory: the plain notice */
+		}
+	}
+}
+
 /*
  * SIGHUP and the reload command: validate all, then swap, or keep the old.
  * changes (NULL for SIGHUP) gets what changed, for the reply.
@@ -53,6 +84,7 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 		json_t *diff = wd_config_diff(&d->cfg, &next), *warnings = json_array();
 		wd_config_diff_summary(diff, what, sizeof(what));
 		study_waiting_reload(&d->cfg, &next, &d->st, warnings);	/* logged, and in the reply */
+		runs_after_reload(&d->cfg, &next, &d->st);
 		if (json_array_size(warnings))
 			json_object_set_new(diff, "warnings", warnings);
 		else

@@ -111,6 +111,7 @@ static void run_free(struct run *r)
 	for (size_t i = 0; i < r->n_durable; i++)
 		free(r->ids[i]);
 	free(r->ids);
+	free(r->left_study);
 	free(r->name);
 	free(r->durable);
 	free(r);

@@ -73,7 +73,8 @@ struct run {
 	int64_t *durable;		/* durable steps, ascending */
 	struct snap_id **ids;		/* each durable step's content (identity.h); NULL: unknown */
 	size_t n_durable, cap_durable;
-	int study_checked;		/* the no-study notice was considered */
+	int study_checked;		/* the no-study notice was considered (again after a reload) */
+	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
 	int64_t conflict_step;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */

@@ -284,6 +284,20 @@ def main():
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
         check(doc.get("studies", {}).get("runs_silent") == ["al"], "status --json: runs_silent", r.stdout)
 
+        # the former candidate sends again: it is told that a reload took it
+        # out of the study, and which name took its place; a trial's was told
+        # "did you mean 'al-af'?", the typo, and the daemon's log said nothing
+        w = fa.hello()
+        left = ("run 'al-fa' belongs to no study since a reload took it out of study 'al', which names "
+                "'al-af' now, a run that has sent nothing (a typo in the config?): its snapshots are "
+                "stored but never compared")
+        check(w and w.get("type") == "welcome" and left in w.get("notice", "")
+              and "did you mean" not in w.get("notice", ""),
+              "the former candidate's welcome: taken out by a reload, and by which name", json.dumps(w))
+        check((snap(fa, 35) or {}).get("type") == "ack", "its next snapshot is stored")
+        check(dm.log_text().count("notice: " + left) == 1,
+              "... and the daemon's log says it once", dm.log_text()[-1500:])
+
         # --json on failure: the error as JSON on stdout too, exit 1
         r = wd(cfg, "drift", "nosuch", "--json")
         doc = json.loads(r.stdout) if r.stdout.strip() else {}
