@@ -37,7 +37,7 @@ static char *fail(const char *fmt, const char *arg)
  * that is compared finds one among the last few batches, so that only a
  * stuck one costs a scan of them all.
  */
-static int has_current_results(const struct control *c, const struct wd_config_study *s)
+int control_has_current_results(const struct control *c, const struct wd_config_study *s)
 {
 	for (size_t k = c->n_results; k-- > 0;)
 		if (!strcmp(c->results[k]->study, s->name) && !strcmp(c->results[k]->baseline, s->baseline))
@@ -57,7 +57,7 @@ static json_t *studies_waiting(const struct control *c)
 
 	for (size_t i = 0; i < c->cfg->n_studies; i++) {
 		const struct wd_config_study *s = &c->cfg->studies[i];
-		if (!has_current_results(c, s))
+		if (!control_has_current_results(c, s))
 			json_array_append_new(none, json_string(s->name));
 		else if (study_silent_count(c->st, s))
 			json_array_append_new(silent, json_string(s->name));

@@ -59,6 +59,12 @@ struct control {
  * catch-up read only such steps.
  */
 int control_step_complete(const struct wd_config_study *st, const struct result_batch *b);
+/*
+ * Has study s results against its baseline now? Newest first: only a stuck
+ * study costs a scan of the kept results.
+ */
+int control_has_current_results(const struct control *c, const struct wd_config_study *s);
+
 /* The kept result of study at its latest complete step; NULL when none is complete. */
 struct result_batch *control_latest_complete(const struct control *c, const char *study);
 /*

@@ -25,6 +25,7 @@
 #include "grow.h"
 #include "config_file.h"
 #include "metrics.h"
+#include "study_waiting.h"
 #include "result_batch.h"
 #include "spool.h"
 
@@ -283,19 +284,50 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 	return v;
 }
 
-static const char *role_name(int role)
+/*
+ * The run's part in the study now: "candidate" or "proxy", or "former" for
+ * one a reload took out of it (its rows are from before), so that a panel
+ * or rule on role="candidate" does not show a run the study no longer has.
+ */
+static const char *role_name(const struct wd_config *cfg, const char *study, const char *run)
 {
-	return role == ROLE_PROXY ? "proxy" : "candidate";
+	for (size_t i = 0; i < cfg->n_studies; i++) {
+		if (strcmp(cfg->studies[i].name, study))
+			continue;
+		const char *role = wd_study_role(&cfg->studies[i], run, NULL);
+		return role && strcmp(role, "baseline") ? role : "former";
+	}
+	return "former";
 }
 
-static void drift_series(FILE *f, const struct latest *v, size_t n)
+/*
+ * Per configured study: whether it has results against its baseline now,
+ * and how many of its runs have sent nothing at all (a reload's typo, or
+ * a job not started): what `status` names, for rules (docs/metrics.md).
+ */
+static void study_series(FILE *f, const struct control *c)
+{
+	family(f, "wdrift_study_results", "gauge",
+	       "1 when the study has results against its baseline now, else 0 (wdrift studies says why).");
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		sample(f, "wdrift_study_results", (struct label[]){ { "study", c->cfg->studies[i].name }, { 0 } },
+		       control_has_current_results(c, &c->cfg->studies[i]));
+	family(f, "wdrift_study_runs_silent", "gauge",
+	       "The study's runs named now (baseline, candidates, trained proxies) that have sent no "
+	       "snapshot at all: a typo in the config, or a job not started.");
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		sample_u64(f, "wdrift_study_runs_silent", (struct label[]){ { "study", c->cfg->studies[i].name },
+			   { 0 } }, study_silent_count(c->st, &c->cfg->studies[i]));
+}
+
+static void drift_series(FILE *f, const struct wd_config *cfg, const struct latest *v, size_t n)
 {
 	family(f, "wdrift_drift_step", "gauge",
 	       "Step of the latest results of the run in the study (the baseline's step).");
 	for (size_t i = 0; i < n; i++) {
-		const struct drift_row *any = v[i].sum[0] ? v[i].sum[0] : v[i].sum[1] ? v[i].sum[1] : v[i].sum[2];
 		sample(f, "wdrift_drift_step", (struct label[]){ { "study", v[i].b->study },
-			{ "run", v[i].run }, { "role", role_name(any->role) }, { 0 } }, (double)v[i].b->step);
+			{ "run", v[i].run }, { "role", role_name(cfg, v[i].b->study, v[i].run) }, { 0 } },
+		       (double)v[i].b->step);
 	}
 	family(f, "wdrift_drift_w1", "gauge",
 	       "W1 distance of the run's weights from the baseline's at its latest step, summarized "
@@ -304,7 +336,7 @@ static void drift_series(FILE *f, const struct latest *v, size_t n)
 		for (int s = 0; s < 3; s++)
 			if (v[i].sum[s])
 				sample(f, "wdrift_drift_w1", (struct label[]){ { "study", v[i].b->study },
-					{ "run", v[i].run }, { "role", role_name(v[i].sum[s]->role) },
+					{ "run", v[i].run }, { "role", role_name(cfg, v[i].b->study, v[i].run) },
 					{ "summary", summary_name[s] }, { 0 } }, v[i].sum[s]->w1);
 	family(f, "wdrift_drift_nonfinite", "gauge",
 	       "NaN and infinite values in the run's weights at its latest step.");
@@ -336,7 +368,8 @@ static const struct result_batch **complete_batches(const struct control *c, siz
 	return v;
 }
 
-static void complete_series(FILE *f, const struct result_batch *const *v, size_t n)
+static void complete_series(FILE *f, const struct wd_config *cfg, const struct result_batch *const *v,
+			    size_t n)
 {
 	family(f, "wdrift_drift_complete_step", "gauge",
 	       "The study's latest complete step (the baseline's): every run of the study compared "
@@ -352,7 +385,7 @@ static void complete_series(FILE *f, const struct result_batch *const *v, size_t
 			const struct drift_row *row = &v[i]->rows[r];
 			if (row->kind >= ROW_MEAN && row->kind <= ROW_MAX)
 				sample(f, "wdrift_drift_complete_w1", (struct label[]){ { "study", v[i]->study },
-					{ "run", row->run }, { "role", role_name(row->role) },
+					{ "run", row->run }, { "role", role_name(cfg, v[i]->study, row->run) },
 					{ "summary", summary_name[row->kind - ROW_MEAN] }, { 0 } }, row->w1);
 		}
 	family(f, "wdrift_drift_ratio", "gauge",
@@ -492,8 +525,9 @@ char *metrics_render(const struct control *c, size_t *len)
 	struct latest *v = latest_rows(c, &n);
 	size_t n_complete = 0;
 	const struct result_batch **done = complete_batches(c, &n_complete);
-	drift_series(f, v, n);
-	complete_series(f, done, n_complete);
+	study_series(f, c);
+	drift_series(f, c->cfg, v, n);
+	complete_series(f, c->cfg, done, n_complete);
 	if (c->cfg->metrics.per_tensor) {
 		tensor_w1_series(f, v, n);
 		tensor_ratio_series(f, done, n_complete);

@@ -240,6 +240,10 @@ def main_flow():
         check(get(s, "wdrift_queue_depth", queue="spool") == st.get("queues", {}).get("spool")
               and get(s, "wdrift_queue_depth", queue="compute") == st.get("queues", {}).get("compute"),
               "queue depths equal status")
+        stu = st.get("studies", {})
+        check(get(s, "wdrift_study_results", study="fa") == (0 if "fa" in stu.get("no_results", [1]) else 1) == 1
+              and get(s, "wdrift_study_runs_silent", study="fa") == (1 if "fa" in stu.get("runs_silent", [1]) else 0)
+              == 0, "study fa: results, and no silent run, as status says", str(stu))
         check(get(s, "wdrift_compute_seconds_total", ) and get(s, "wdrift_compute_seconds_total") > 0,
               f"compute seconds counted ({get(s, 'wdrift_compute_seconds_total')} s over "
               f"{get(s, 'wdrift_comparisons_total')} comparisons)")
@@ -501,6 +505,26 @@ def candidate_ahead():
               f"wdrift_comparisons_total counts comparison passes, as its HELP says "
               f"({get(s, 'wdrift_comparisons_total')} passes over 4 steps; {passes} in the log)",
               help_line.group(0) if help_line else body[:2000])
+
+        # A reload that mistypes the candidate ("fx"): the study is still
+        # compared (its old rows), so nothing above goes off; a trial found
+        # no series that said so, and fa's rows still labelled "candidate".
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("candidates: [fa]", "candidates: [fx]"))
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0 and "candidate 'fx' has no snapshot" in r.stdout, "reload to candidate 'fx'",
+              r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_runs_silent", study="fa") == 1)
+        check(get(s, "wdrift_study_runs_silent", study="fa") == 1 and get(s, "wdrift_study_results", study="fa") == 1,
+              "wdrift_study_runs_silent 1 beside wdrift_study_results 1: compared, with a run that sent nothing",
+              body[-3000:])
+        check(get(s, "wdrift_drift_w1", study="fa", run="fa", role="former", summary="max") is not None
+              and get(s, "wdrift_drift_w1", study="fa", run="fa", role="candidate", summary="max") is None
+              and get(s, "wdrift_drift_step", study="fa", run="fa", role="former") == 40,
+              "fa's rows are labelled role=\"former\", not \"candidate\"", body[-3000:])
     finally:
         harness.teardown(dm, tmp, ctx)
 
