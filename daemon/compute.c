@@ -556,11 +556,30 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		if (state == STEP_MISSING)
 			done += (size_t)compute_at(c, s, steps[i]);
 	}
-	/* "at 0 of the 3", after a typo set right, read as a failure: the rest say why */
-	char rest[160] = "";
+	/*
+	 * "at 0 of the 3", after a typo set right, read as a failure: the rest
+	 * say why; and runs with no snapshot at all are named, since "with
+	 * results already" counts only the runs that have some (a reload's
+	 * mistyped candidate is not among them).
+	 */
+	char rest[600] = "";
+	size_t at = 0, silent = 0;
 	if (had || alone)
-		snprintf(rest, sizeof(rest), " (%zu with results already, %zu with no snapshot of its runs "
-			 "aligned)", had, alone);
+		at = (size_t)snprintf(rest, sizeof(rest), " (%zu with results already, %zu with no snapshot of "
+				      "its runs aligned)", had, alone);
+	for (size_t k = 0; k < s->n_cands + s->n_proxies && at < sizeof(rest); k++) {
+		int cand = k < s->n_cands;
+		const char *run = cand ? s->cands[k] : s->pruns[k - s->n_cands];
+		int64_t *held = NULL;
+		if (!run)	/* the synthetic proxy: no run of its own */
+			continue;
+		size_t n_held = spool_index_steps(&c->spool, run, &held);
+		free(held);
+		if (n_held || ++silent > 3)
+			continue;
+		at += (size_t)snprintf(rest + at, sizeof(rest) - at, "%s%s '%s'", silent == 1 ?
+				       "; with no snapshot at all: " : ", ", cand ? "candidate" : "proxy", run);
+	}
 	log_notice("compute: study '%s' (%s): computed at %zu of the %zu durable steps of baseline "
 		   "'%s' held%s", s->name, why, done, n, s->baseline, rest);
 	result_cover_release(&cv);

@@ -256,6 +256,14 @@ def main():
               "some: a typo? (until a run of that name sends, the study has no rows of it, and `wdrift "
               "drift` shows the old candidate's rows as former)" in r.stdout,
               "a reload that mistypes a candidate warns", r.stdout + r.stderr)
+        end = time.time() + 10
+        while time.time() < end and "with no snapshot at all: candidate 'al-af'" not in dm.log_text():
+            time.sleep(0.1)
+        lines = [x for x in dm.log_text().splitlines() if "compute: study 'al' (" in x]
+        check(lines and "with results already" in lines[-1]
+              and lines[-1].endswith("; with no snapshot at all: candidate 'al-af'"),
+              "the reload's backfill line names the candidate with no snapshot (not only 'with results "
+              "already', which counts the runs that have some)", lines[-1:])
         silent = ("candidate 'al-af' has no snapshot: did you mean 'al-fa', which has some (a typo in the "
                   "study's candidates)?")
         r = wd(cfg, "drift", "al")
