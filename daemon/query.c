@@ -227,10 +227,11 @@ static int is_former(const struct drift_query *q, const char *run)
 }
 
 /*
- * q's runs that have no row in the batch: not compared at this step (yet).
- * Rows come grouped by run, so each run's name is looked up once.
+ * q's runs that have no row in the batch: not compared at this step (yet);
+ * every one when the rows are stale. Rows come grouped by run, so each
+ * run's name is looked up once.
  */
-static json_t *missing_runs(const struct drift_query *q)
+static json_t *missing_runs(const struct drift_query *q, int stale)
 {
 	const struct result_batch *b = q->batch;
 	unsigned char *seen = calloc(q->n_runs + 1, 1);
@@ -241,7 +242,8 @@ static json_t *missing_runs(const struct drift_query *q)
 		json_decref(missing);
 		return NULL;
 	}
-	for (size_t i = 0; i < b->n_rows; i++) {
+	/* rows against another baseline than the study's now: none of its runs is compared against it */
+	for (size_t i = 0; !stale && i < b->n_rows; i++) {
 		if (i && !strcmp(b->rows[i].run, b->rows[i - 1].run))
 			continue;
 		for (size_t k = 0; k < q->n_runs; k++)
@@ -381,13 +383,13 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	out_json(&out, json_integer((json_int_t)b->step));
 	out_str(&out, ",\"baseline\":");
 	out_json(&out, json_string(b->baseline));
-	json_t *missing = missing_runs(q);
 	/*
 	 * A reload gave the study another baseline (a typo, often): these rows
 	 * compared the old one, and no run is compared against the new one.
 	 * They are shown, for what they are, never as the study's current state.
 	 */
 	int stale = q->baseline && strcmp(b->baseline, q->baseline) != 0;
+	json_t *missing = missing_runs(q, stale);
 	if (stale) {
 		out_str(&out, ",\"stale\":");
 		out_json(&out, json_sprintf("the study's baseline is now '%s' (a reload), and these rows "

@@ -220,13 +220,13 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 }
 
 
-/* Does old's study of that name name run? */
-static int named_before(const struct wd_config *old, const char *study, const char *run)
+/* run's role in old's study of that name, or NULL. */
+static const char *role_before(const struct wd_config *old, const char *study, const char *run)
 {
 	for (size_t i = 0; i < old->n_studies; i++)
 		if (!strcmp(old->studies[i].name, study))
-			return wd_study_role(&old->studies[i], run, NULL) != NULL;
-	return 0;
+			return wd_study_role(&old->studies[i], run, NULL);
+	return NULL;
 }
 
 /* Is there a study of that name in cfg? */
@@ -246,22 +246,29 @@ static void check_new_name(const struct wd_config *old, const struct wd_config *
 	char msg[1400], best[512];
 	const char *owner;
 
-	if ((r && r->n_durable) || named_before(old, study, run) ||
+	if ((r && r->n_durable) || role_before(old, study, run) ||
 	    !study_near_run(next, st, run, best, sizeof(best), &owner))
 		return;
+	/* the near run held this very part before: the typo is plain, whoever names it now */
+	const char *was = role_before(old, study, best);
+	int same_part = was && !strcmp(was, role);
 	/*
 	 * A study added beside another, whose runs have not sent yet, has
 	 * names near the other's ("al2-base", "al-base"): not said here, where
 	 * each would be a line; `wdrift studies` and `drift` say it.
 	 */
-	if (owner && !has_study(old, study))
+	if (owner && !same_part && !has_study(old, study))
 		return;
 	/* what the user sees meanwhile */
 	const char *until = !strcmp(role, "baseline") ? "the study is not compared against it, and `wdrift "
 			    "drift` shows its old rows as stale" : !strcmp(role, "candidate") ? "the study "
 			    "has no rows of it, and `wdrift drift` shows the old candidate's rows as former"
 			    : "the study has no rows of it";
-	if (owner)
+	if (same_part)
+		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s', its %s before this "
+			 "reload, has some: a typo? (until a run of that name sends, %s)", study, role, run, best,
+			 role, until);
+	else if (owner)
 		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s' (a run of study "
 			 "'%s') has some: a typo, or has '%s' not sent yet? (until a run of that name "
 			 "sends, %s)", study, role, run, best, owner, run, until);

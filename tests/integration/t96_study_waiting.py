@@ -177,7 +177,8 @@ def main():
             f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
         r = wd(cfg, "reload")
         check(r.returncode == 0 and "warning   study 'al': baseline 'al-bsae' has no snapshot, and "
-              "'al-base' has some: a typo?" in r.stdout, "a reload that mistypes the baseline warns",
+              "'al-base', its baseline before this reload, has some: a typo?" in r.stdout,
+              "a reload that mistypes the baseline warns, naming the baseline it had",
               r.stdout + r.stderr)
         check("warning: reload: study 'al': baseline 'al-bsae' has no snapshot" in dm.log_text(),
               "... in the daemon's log too")
@@ -199,8 +200,10 @@ def main():
               and "complete" not in r.stdout,
               "drift shows the old rows as stale, not complete", r.stdout + r.stderr)
         got = drift_json(cfg, "al")
-        check(got is not None and got["complete"] is False and "al-bsae" in got.get("stale", ""),
-              "drift --json: complete false, stale says why", json.dumps(got))
+        check(got is not None and got["complete"] is False and "al-bsae" in got.get("stale", "")
+              and got["missing"] == ["al-fa"],
+              "drift --json: complete false, stale says why, and every run is missing (a trial's "
+              "consumer read \"missing\": [] as nothing missing)", json.dumps(got)[:1500])
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-base"))
@@ -235,13 +238,23 @@ def main():
         # a study there before names a new run near one another study names: asked, not accused
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
-                "    baseline: al-bse\n    candidates: [al-fa]", "    baseline: al-bse\n    candidates: [al-fb]")
+                "    baseline: al-bse\n    candidates: [al-fa]",
+                "    baseline: al-bse\n    candidates: [al-fa]\n    proxies: {lp: al-fb}") + ADDED)
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "warning   study 'nb': proxy 'al-fb' has no snapshot, and 'al-fa' (a run "
+              "of study 'al') has some: a typo, or has 'al-fb' not sent yet?" in r.stdout,
+              "a new proxy of a study there before, near another study's run: the warning asks",
+              r.stdout + r.stderr)
+        # ... but when the near run held that very part of the study before, it is the typo, plain
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
+                "    baseline: al-bse\n    candidates: [al-fa]", "    baseline: al-bse\n    candidates: [al-fc]")
                 + ADDED)
         r = wd(cfg, "reload")
-        check(r.returncode == 0 and "warning   study 'nb': candidate 'al-fb' has no snapshot, and 'al-fa' (a run "
-              "of study 'al') has some: a typo, or has 'al-fb' not sent yet?" in r.stdout,
-              "a new candidate of a study there before, near another study's run: the warning asks",
-              r.stdout + r.stderr)
+        check(r.returncode == 0 and "warning   study 'nb': candidate 'al-fc' has no snapshot, and 'al-fa', its "
+              "candidate before this reload, has some: a typo?" in r.stdout,
+              "a study's candidate renamed to a near name that has sent nothing: named as the one it had, "
+              "though another study names it too", r.stdout + r.stderr)
 
         # A reload that mistypes a candidate ("al-af"): the study keeps its
         # latest rows, of the old candidate, and every command says that the
@@ -252,9 +265,9 @@ def main():
                 .replace("    baseline: al-base\n    candidates: [al-fa]",
                          "    baseline: al-base\n    candidates: [al-af]") + ADDED)
         r = wd(cfg, "reload")
-        check(r.returncode == 0 and "warning   study 'al': candidate 'al-af' has no snapshot, and 'al-fa' has "
-              "some: a typo? (until a run of that name sends, the study has no rows of it, and `wdrift "
-              "drift` shows the old candidate's rows as former)" in r.stdout,
+        check(r.returncode == 0 and "warning   study 'al': candidate 'al-af' has no snapshot, and 'al-fa', its "
+              "candidate before this reload, has some: a typo? (until a run of that name sends, the study has "
+              "no rows of it, and `wdrift drift` shows the old candidate's rows as former)" in r.stdout,
               "a reload that mistypes a candidate warns", r.stdout + r.stderr)
         end = time.time() + 10
         while time.time() < end and "with no snapshot at all: candidate 'al-af'" not in dm.log_text():
