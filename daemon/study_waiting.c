@@ -215,8 +215,9 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		    near, (long long)tol, (long long)step);
 	else
 		add(buf, len, &at, "; the baseline has a snapshot at step %lld, and no candidate or proxy "
-		    "has one within alignment.tolerance (%lld) of it that is not nearer another baseline "
-		    "step (docs/daemon.md, \"Alignment\")", (long long)step, (long long)tol);
+		    "has one within alignment.tolerance (%lld) of it that aligns to it (a step aligns to the "
+		    "nearest baseline step, and to the earlier of two as near: docs/daemon.md, "
+		    "\"Alignment\")", (long long)step, (long long)tol);
 }
 
 

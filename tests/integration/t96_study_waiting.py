@@ -118,8 +118,8 @@ def main():
               "studies --json: latest null, waiting says why", r.stdout)
         r = wd(cfg, "drift", "al", "--step", "10")
         check(r.returncode == 1 and "no results for study 'al' yet; the baseline has a snapshot at step "
-              "10, and no candidate or proxy has one within alignment.tolerance (0) of it that is not nearer "
-              "another baseline step" in r.stderr,
+              "10, and no candidate or proxy has one within alignment.tolerance (0) of it that aligns to it"
+              in r.stderr,
               "drift --step at a baseline step that no run meets: says why", r.stderr)
         r = wd(cfg, "drift", "al", "--step", "5")
         check(r.returncode == 1 and "the baseline 'al-base' has no snapshot at step 5 (3 snapshots, "
@@ -159,8 +159,9 @@ def main():
         time.sleep(0.5)
         r = wd(cfg, "drift", "al", "--step", "30")
         check(r.returncode == 1 and "no results for study 'al' at step 30" in r.stderr
-              and "no candidate or proxy has one within alignment.tolerance (5) of it that is not "
-              "nearer another baseline step" in r.stderr and "not compared yet" not in r.stderr,
+              and "no candidate or proxy has one within alignment.tolerance (5) of it that aligns to it "
+              "(a step aligns to the nearest baseline step, and to the earlier of two as near" in r.stderr
+              and "not compared yet" not in r.stderr,
               "drift --step 30: the candidate's 25 belongs to 20, and is not said to wait for 30",
               r.stderr)
         r = wd(cfg, "studies", "--json")
