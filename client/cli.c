@@ -38,6 +38,8 @@ static void json_string_out(FILE *f, const char *msg)
 	for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
 		if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')	/* a message of several lines: as jansson writes it */
+			fputs("\\n", f);
 		else if (*p < 0x20)
 			fprintf(f, "\\u%04x", *p);
 		else

@@ -37,9 +37,9 @@ static int runs_rm(int argc, char **argv)
 	if (r < 0)
 		return cli_opts_exit(r);
 	if (r == argc)
-		return cli_usage_error("runs rm: which run? (wdrift runs lists them)");
+		return cli_usage_error("which run? (wdrift runs lists them)");
 	if (r + 1 != argc)
-		return cli_usage_error("runs rm: unexpected argument '%s'", argv[r + 1]);
+		return cli_usage_error("unexpected argument '%s'", argv[r + 1]);
 	json_t *o = dc_call(&a, json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "runs_rm", "run", argv[r]));
 	if (!o)
 		return EXIT_FAIL;
@@ -107,7 +107,9 @@ static void print_runs(json_t *o)
 
 int cmd_runs(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "rm"))	/* wdrift runs rm RUN [options] */
+	if (argc > 1 && !strcmp(argv[1], "rm")) {	/* wdrift runs rm RUN [options] */
+		cli_cmd = "runs rm";	/* its messages' prefix: "wdrift runs rm: error: ..." */
 		return runs_rm(argc - 1, argv + 1);
+	}
 	return dc_simple(argc, argv, usage, "runs", print_runs);
 }

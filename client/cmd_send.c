@@ -283,8 +283,8 @@ int cmd_send(int argc, char **argv)
 		       "\"duplicate\": %s}\n", o.run, o.step, (unsigned long long)out.tensors,
 		       (unsigned long long)out.bytes, out.duplicate ? "true" : "false");
 	else
-		printf("acked: run '%s' step %lld, %llu tensors, %llu bytes%s\n", o.run, o.step,
-		       (unsigned long long)out.tensors, (unsigned long long)out.bytes,
+		printf("acked: run '%s' step %lld, %llu tensor%s, %llu bytes%s\n", o.run, o.step,
+		       (unsigned long long)out.tensors, out.tensors == 1 ? "" : "s", (unsigned long long)out.bytes,
 		       out.duplicate ? " (already durable: a duplicate)" : ", durable");
 	return EXIT_OK;
 }

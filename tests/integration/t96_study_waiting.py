@@ -326,6 +326,19 @@ def main():
         check(r.returncode == 1 and doc.get("ok") is False and "no study 'nosuch'" in doc.get("error", "")
               and "no study 'nosuch'" in r.stderr, "drift --json on failure: {\"ok\": false, \"error\"}",
               r.stdout + r.stderr)
+        r = wd(cfg, "runs", "rm", "nosuch", "--json")
+        doc = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(r.returncode == 1 and doc.get("ok") is False and r.stderr.startswith("wdrift runs rm: error: "),
+              "runs rm: JSON on failure, and its messages say 'wdrift runs rm' (not 'wdrift runs')",
+              r.stdout + r.stderr)
+        bad = os.path.join(tmp, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(open(cfg).read().replace("tolerance: 5", "tolerance: five"))
+        r = wd(bad, "status", "--json")
+        doc = json.loads(r.stdout) if r.stdout.strip() else {}
+        check(r.returncode == 1 and "\n(a wdriftd started before this edit" in doc.get("error", "")
+              and "\\n(a wdriftd" in r.stdout and "u000a" not in r.stdout,
+              "a message of two lines, as JSON: the line break written \\n", r.stdout + r.stderr)
         r = wd(cfg, "drift", "al", "--step", "7", "--json")
         doc = json.loads(r.stdout) if r.stdout.strip() else {}
         check(r.returncode == 1 and "no results for study 'al' at step 7" in doc.get("error", ""),
