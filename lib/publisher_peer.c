@@ -152,7 +152,7 @@ void pub_peer_answered(struct wd_publisher *p)
 	pthread_mutex_lock(&p->lock);
 	/*
 	 * Said that nothing listened, and snapshots wait: the fix is said too,
-	 * unless the stall warning was said, whose "acks again" follows.
+	 * unless the stall warning was said, whose "acks" line follows.
 	 */
 	int was_unreachable = p->diagnosis[0] && p->unreachable != PUB_REACHED && !p->stalled;
 	p->diagnosis[0] = 0;

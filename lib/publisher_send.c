@@ -47,7 +47,9 @@ static void say_now(struct wd_publisher *p)
 /*
  * Warns once when snapshots have waited stall_warn_ms with no ack, and
  * once more when the daemon answers one for good (answered: ANSWER_ACK or
- * ANSWER_REFUSAL, 0 for a check), through p->say. Called with the lock held.
+ * ANSWER_REFUSAL, 0 for a check), through p->say. "Again" only when the
+ * daemon had acked (or answered) before the stall: a daemon started after
+ * the job acks its first snapshot. Called with the lock held.
  */
 enum { ANSWER_ACK = 1, ANSWER_REFUSAL };
 static void stall_check(struct wd_publisher *p, int answered)
@@ -57,7 +59,8 @@ static void stall_check(struct wd_publisher *p, int answered)
 		if (p->stalled)	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
 				 "%llu snapshots dropped meanwhile", p->run, p->where,
-				 answered == ANSWER_ACK ? "acks again" : "answers again", t - p->waiting_since,
+				 answered == ANSWER_ACK ? (p->acked_at_stall ? "acks again" : "acks its first snapshot")
+				 : p->heard_at_stall ? "answers again" : "answers", t - p->waiting_since,
 				 answered == ANSWER_ACK ? "" : ", with the refusal above",
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
 		p->stalled = 0;
@@ -69,6 +72,8 @@ static void stall_check(struct wd_publisher *p, int answered)
 		return;
 	p->stalled = 1;
 	p->dropped_at_stall = p->st.dropped;
+	p->acked_at_stall = p->st.acked;
+	p->heard_at_stall = p->last_heard > 0;
 	int answers = p->last_heard >= p->waiting_since;
 	/* a rank's commit waits for the others' shards with no reply: connected is the answer */
 	int ranks_wait = !answers && !p->diagnosis[0] && p->opts.ranks > 1 && p->st.connected;

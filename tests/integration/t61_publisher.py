@@ -4,7 +4,8 @@
 Values round-trip exactly, bf16 included; a sharded tensor is assembled;
 with no daemon, whole snapshots are dropped by policy and counted; snapshots
 published while the daemon is down are sent again once it is up, and so
-are those a daemon killed before acking them; attach()
+are those a daemon killed before acking them (one stall warning, then
+"acks again": it had acked before); attach()
 publishes every N steps; close() returns within its timeout.
 """
 import ctypes
@@ -71,6 +72,26 @@ def incomplete_is_resent(tmp):
         p.close(0.5)
         r.close()
         ctx.term()
+
+
+class Stderr:
+    """What this process writes to its fd 2 meanwhile (the library's warnings): .text;
+    passed on to the real stderr too."""
+    def __enter__(self):
+        sys.stderr.flush()
+        self.f = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.f.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.f.seek(0)
+        self.text = self.f.read().decode(errors="replace")
+        self.f.close()
+        sys.stderr.write(self.text)
 
 
 def main():
@@ -160,37 +181,48 @@ def main():
         except wdrift.WdriftError:
             check(True, "a bad run name is refused")
         # 6. the daemon dies holding snapshots it never acked: resent to the next one
-        rs = wdrift.Publisher(ep, "restart", ack_timeout=0.5)
-        rs.publish(1, {"w": np.full(1000, 1, np.float32)})
-        check(rs.flush(10) and rs.stats()["acked"] == 1, "restart: step 1 acked")
-        dm.proc.send_signal(signal.SIGSTOP)	# frozen: receives nothing, acks nothing
-        for s in (2, 3):
-            rs.publish(s, {"w": np.full(1000, s, np.float32)})
-        time.sleep(0.8)
-        st = rs.stats()
-        check(st["acked"] == 1 and st["queued"] + st.get("inflight", 0) >= 1,
-              f"restart: steps 2 and 3 wait for an ack the frozen daemon never sends ({st})")
-        dm.proc.kill()
-        dm.proc.wait()
-        check(dm.start() is not None, "restart: a new daemon on the same storage")
-        ok = rs.flush(15)
-        st = rs.stats()
-        # the resend that reaches the new daemon may be the one counted while it
-        # was frozen (its fresh socket reconnects to the new one): acks count
-        check(ok and st["acked"] == 3 and st["dropped"] == 0 and st["resent"] >= 1,
-              f"restart: steps 2 and 3 resent and acked by the new daemon ({st})")
-        got = {}
-        for s in (1, 2, 3):
-            if os.path.exists(spool(tmp, "restart", s)):
-                with h5py.File(spool(tmp, "restart", s), "r") as f:
-                    got[s] = float(f["w"][0])
-        check(got == {1: 1.0, 2: 2.0, 3: 3.0}, f"restart: steps 1-3 in the spool with their values ({got})")
-        rs.close()
+        said = Stderr()
+        with said:
+            restarted(tmp, dm, ep)
+        # it had acked step 1 before the stall: its ack of step 2 is said as "acks again"
+        check(said.text.count("no ack from") == 1 and said.text.count("acks again after") == 1
+              and "acks its first snapshot" not in said.text,
+              "restart: one stall warning, then 'acks again' from the new daemon", said.text)
         check(dm.stop() == 0, "daemon stopped")
         incomplete_is_resent(tmp)
     finally:
         harness.teardown(dm, tmp)
     return harness.summary()
+
+
+def restarted(tmp, dm, ep):
+    """The daemon dies holding snapshots it never acked: resent to the next one."""
+    rs = wdrift.Publisher(ep, "restart", ack_timeout=0.5, stall_warning=1.0)
+    rs.publish(1, {"w": np.full(1000, 1, np.float32)})
+    check(rs.flush(10) and rs.stats()["acked"] == 1, "restart: step 1 acked")
+    dm.proc.send_signal(signal.SIGSTOP)	# frozen: receives nothing, acks nothing
+    for s in (2, 3):
+        rs.publish(s, {"w": np.full(1000, s, np.float32)})
+    time.sleep(1.5)	# past stall_warning
+    st = rs.stats()
+    check(st["acked"] == 1 and st["queued"] + st.get("inflight", 0) >= 1,
+          f"restart: steps 2 and 3 wait for an ack the frozen daemon never sends ({st})")
+    dm.proc.kill()
+    dm.proc.wait()
+    check(dm.start() is not None, "restart: a new daemon on the same storage")
+    ok = rs.flush(15)
+    st = rs.stats()
+    # the resend that reaches the new daemon may be the one counted while it
+    # was frozen (its fresh socket reconnects to the new one): acks count
+    check(ok and st["acked"] == 3 and st["dropped"] == 0 and st["resent"] >= 1,
+          f"restart: steps 2 and 3 resent and acked by the new daemon ({st})")
+    got = {}
+    for s in (1, 2, 3):
+        if os.path.exists(spool(tmp, "restart", s)):
+            with h5py.File(spool(tmp, "restart", s), "r") as f:
+                got[s] = float(f["w"][0])
+    check(got == {1: 1.0, 2: 2.0, 3: 3.0}, f"restart: steps 1-3 in the spool with their values ({got})")
+    rs.close()
 
 
 if __name__ == "__main__":
