@@ -469,6 +469,13 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
  * are stored but never compared (a typo in the name), with the nearest
  * run of a study. The publisher also says it once on stderr (wd_log, as a
  * warning). Returns its length. Thread safe.
+ *
+ * "" until the publisher's first exchange with the daemon: the sending
+ * thread connects, and the daemon welcomes it, only once a snapshot is
+ * queued (the first wd_publisher_commit). So "" before that, and while the
+ * daemon does not answer; once a snapshot is acked or refused (stats) the
+ * welcome has come, being the daemon's first reply. "" also when the
+ * welcome had no notice. The first notice is kept for the publisher's life.
  */
 size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
 /*

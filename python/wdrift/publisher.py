@@ -196,7 +196,14 @@ class Publisher:
     def notice(self):
         """The daemon's notice for this run from its welcome, or None: today, that the run belongs to
         no study (a typo in its name; its snapshots are stored but never compared), with the nearest
-        run of a study. Also said once on stderr when it came."""
+        run of a study. Also said once on stderr when it came.
+
+        None until the publisher's first exchange with the daemon: the sending thread connects,
+        and the daemon welcomes it, only once a snapshot is queued (the first publish()). So it is
+        None before that, and while the daemon does not answer (not started yet, a wrong
+        endpoint); once stats() counts a snapshot acked or refused the welcome has come, since it
+        is the daemon's first reply. None also when the welcome had no notice. The first notice
+        is kept for the publisher's life."""
         self._check()
         buf = ctypes.create_string_buffer(1100)
         _get_lib().wd_publisher_notice(self._p, buf, len(buf))

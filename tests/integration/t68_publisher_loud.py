@@ -8,7 +8,8 @@
   measured over seconds, stays under 1% of a core; a relative ipc:// path
   is named in full at open; one warning names the endpoint after
   stall_warning seconds, and one more says when acks come back (the first
-  ack, from a daemon started after the job).
+  ack, from a daemon started after the job); pub.notice is None until the
+  daemon's welcome.
 - close() returns how many snapshots were never made durable, and says so.
 - A run in no study (a typo in its name) is said once on the job's
   stderr, from the daemon's welcome, with the nearest run of a study.
@@ -294,8 +295,10 @@ import subprocess, sys
 pub = wdrift.Publisher({ep!r}, "late", ack_timeout=1.0, stall_warning=1.0)
 pub.publish(7, {{"w": np.arange(10, dtype=np.float32)}})
 time.sleep(2.5)
+print("notice before", pub.notice)
 open({os.path.join(tmp, 'go')!r}, 'w').close()
 ok = pub.flush(30)
+print("notice after", pub.notice)
 print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
 """
         proc = subprocess.Popen([PYTHON, "-c", "import numpy as np, time, wdrift\n" + code],
@@ -306,12 +309,14 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
             time.sleep(0.1)
         check(dm.start() is not None, "the daemon starts after the publisher")
         out, err = proc.communicate(timeout=60)
-        check("flushed True acked 1 closed 0" in out, f"the waiting snapshot is acked once it is up ({out.strip()})",
-              err)
+        check("flushed True acked 1 closed 0" in out,
+              f"the waiting snapshot is acked once it is up ({out.strip().splitlines()[-1:]})", err)
         # it had acked nothing before: its first ack, not "acks again" (t61 has the again)
         check(err.count("no ack from") == 1 and err.count("acks its first snapshot after") == 1
               and "acks again" not in err and "answers now" not in err,
               "one warning while it was away, one when it acked its first snapshot (not two)", err)
+        check("notice before None" in out and "notice after run 'late' belongs to no study" in out,
+              "pub.notice: None before the daemon's welcome, its notice after", out)
         check(err.count("run 'late' belongs to no study") == 1 and "studies: 'fa': base, fa, lowprec" in err
               and f"wdriftd at ipc://{tmp}/run/ingest.sock" in err,
               "a run in no study: the daemon's welcome says so once, on the job's stderr", err)
