@@ -100,7 +100,7 @@ struct wd_publisher {
 	char notice[WIRE_NOTICE_MAX + 1];	/* the first welcome's notice, "" if none (lock) */
 	char say[1024];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
-	char diagnosis[640];	/* "": none known (under the lock) */
+	char diagnosis[1024];	/* "": none known (under the lock) */
 	int diagnosis_how;	/* WD_DIAGNOSIS_SURE or _GUESS (under the lock) */
 	enum pub_unreachable unreachable;	/* what the diagnosis says of the endpoint (lock) */
 	double refused_since;	/* monotonic s: connects refused since, over sockets; 0 (sender) */

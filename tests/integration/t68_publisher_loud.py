@@ -9,7 +9,8 @@
   is named in full at open; one warning names the endpoint after
   stall_warning seconds, and one more says when acks come back (the first
   ack, from a daemon started after the job); pub.notice is None until the
-  daemon's welcome.
+  daemon's welcome. An ipc:// file name that is a typo of a socket in its
+  directory is answered "did you mean 'ipc://DIR/NAME'?".
 - close() returns how many snapshots were never made durable, and says so.
 - A run in no study (a typo in its name) is said once on the job's
   stderr, from the daemon's welcome, with the nearest run of a study.
@@ -218,6 +219,53 @@ def control_name(tmp, ep):
           f"close() warns of a refusal flush() did not ({out.strip()[-300:]})", err)
 
 
+def near_socket(tmp):
+    """A typo in an ipc:// socket's file name, beside the daemon's sockets in tmp/run: the
+    warning at open and Publisher.diagnosis suggest the socket it is near, as the endpoint
+    spells its directory; so does the stall warning. A name near none, among several
+    sockets, gets no suggestion; a lone .sock in the directory is suggested whatever its name."""
+    code = """
+import sys
+pub = wdrift.Publisher(sys.argv[1], "r", stall_warning=float(sys.argv[2]) or None)
+if float(sys.argv[2]):
+    pub.publish(1, {"w": np.arange(10, dtype=np.float32)})
+    time.sleep(float(sys.argv[2]) + 1.0)
+print("diagnosis", pub.diagnosis)
+pub.close(0)
+"""
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run(ep, stall=0):
+        p = subprocess.run([PYTHON, "-c", "import numpy as np, time, wdrift\n" + code, ep, str(stall)],
+                           cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    near = f"did you mean 'ipc://{tmp}/run/ingest.sock'?"
+    rc, out, err = run(f"ipc://{tmp}/run/ingset.sock", 1.0)
+    stall = [line for line in err.splitlines() if "no ack from" in line]
+    check(rc == 0 and err.count(near) == 2 and f"no socket at {tmp}/run/ingset.sock yet" in err
+          and f"diagnosis no socket at {tmp}/run/ingset.sock" in out and near in out
+          and len(stall) == 1 and near in stall[0],
+          "ipc://DIR/ingset.sock beside the daemon's ingest.sock: the warning at open, the stall "
+          "warning and Publisher.diagnosis ask 'did you mean ipc://DIR/ingest.sock'", out + err)
+    rc, out, err = run("ipc://./run/ingset.sock")
+    check(rc == 0 and err.count("did you mean 'ipc://./run/ingest.sock'?") == 1,
+          "a relative ipc:// path: the suggestion spells the directory as it was typed", err)
+    rc, out, err = run(f"ipc://{tmp}/run/unrelated.sock")
+    check(rc == 0 and "no socket at" in err and "did you mean" not in err + out,
+          "a name near none of the daemon's three sockets: no suggestion", out + err)
+    import socket
+    os.makedirs(os.path.join(tmp, "one"))
+    lone = socket.socket(socket.AF_UNIX)
+    try:
+        lone.bind(os.path.join(tmp, "one", "daemon.sock"))
+        rc, out, err = run(f"ipc://{tmp}/one/wdrift.sock")
+        check(rc == 0 and err.count(f"did you mean 'ipc://{tmp}/one/daemon.sock'?") == 1,
+              "the only .sock in the directory is suggested, however far its name", err)
+    finally:
+        lone.close()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t68-")
     dm = Daemon(tmp)
@@ -338,6 +386,7 @@ with wdrift.Publisher({ep!r}, {run!r}, stall_warning=None) as pub:
             else:
                 check(rc == 0 and "flushed True" in out and "no study" not in err and "notice None" in out,
                       f"run {run!r}, a study's proxy: no such warning, pub.notice None", out + err)
+        near_socket(tmp)
         reused_name(tmp, ep)
         control_name(tmp, ep)
         check(dm.stop() == 0, "daemon stopped")
