@@ -16,6 +16,7 @@
 #include "config.h"
 #include "config_find.h"
 #include "daemon_client.h"
+#include "near_name.h"
 #include "handshake.h"
 #include "error.h"
 
@@ -165,8 +166,13 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 	if (strncmp(endpoint, "ipc://", 6) || path[0] == '@')	/* '@': Linux's abstract namespace, no file */
 		return 0;
 	if (stat(path, &st) < 0) {
-		if (errno == ENOENT)
-			return wd_error(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
+		char near[PATH_MAX + 64];
+		/* a typo, or a listen.* edit the running daemon has not taken: the socket beside it */
+		if (errno == ENOENT) {
+			wd_suggest_socket(endpoint, path, near, sizeof(near));
+			return wd_error(err, errlen, "no socket at %s (%s%s): is wdriftd running?", path, endpoint,
+					near);
+		}
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
 	if (!S_ISSOCK(st.st_mode))

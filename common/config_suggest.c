@@ -7,42 +7,14 @@
 #include <string.h>
 
 #include "config_load.h"
-
-/* Optimal string alignment distance (a swap of neighbours costs 1). */
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
-{
-	size_t d[3][65], *pp = d[0], *p = d[1], *c = d[2];
-
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		p[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		c[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t v = p[j - 1] + (a[i - 1] != b[j - 1]);
-			if (p[j] + 1 < v) v = p[j] + 1;
-			if (c[j - 1] + 1 < v) v = c[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-			    pp[j - 2] + 1 < v)
-				v = pp[j - 2] + 1;
-			c[j] = v;
-		}
-		size_t *t = pp;
-		pp = p;
-		p = c;
-		c = t;
-	}
-	return p[lb];
-}
+#include "near_name.h"
 
 /* Considers candidate cand[0..len) for the key typed. */
 void config_suggest_try(struct suggest *s, const char *cand, size_t len)
 {
-	size_t d = edit_distance(s->typed, strlen(s->typed), cand, len);
-	size_t limit = len <= 4 ? 1 : len <= 10 ? 2 : 3;
+	size_t d = wd_name_near(s->typed, cand, len);
 
-	if (d && d <= limit && d < s->bestd) {
+	if (d != SIZE_MAX && d < s->bestd) {
 		s->best = cand;
 		s->blen = len;
 		s->bestd = d;

@@ -16,7 +16,6 @@
  * a snapshot that expired waiting for other ranks, a malformed tensor) drops
  * the snapshot, counts it, and keeps its message for wd_publisher_refusals.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -30,6 +29,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "near_name.h"
 #include "clock.h"
 #include "publisher_internal.h"
 
@@ -119,109 +119,10 @@ int wd_publisher_check_keys(const char *server_key, const char *key, char *err, 
 }
 
 /*
- * Optimal string alignment distance (a swap of neighbours costs 1), or
- * SIZE_MAX past 64 bytes: common/config_suggest.c's measure, which
- * libwdrift cannot link (common/ is the daemon's and the CLI's).
- */
-static size_t name_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), d[3][65], *pp = d[0], *pr = d[1], *c = d[2];
-
-	if (la > 64 || lb > 64)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		pr[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		c[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t v = pr[j - 1] + (a[i - 1] != b[j - 1]);
-			if (pr[j] + 1 < v) v = pr[j] + 1;
-			if (c[j - 1] + 1 < v) v = c[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-			    pp[j - 2] + 1 < v)
-				v = pp[j - 2] + 1;
-			c[j] = v;
-		}
-		size_t *t = pp;
-		pp = pr;
-		pr = c;
-		c = t;
-	}
-	return pr[lb];
-}
-
-#define NEAR_SCAN_MAX 4096	/* directory entries read for a did-you-mean, at most */
-
-/*
- * The socket file in dir that name is a typo of, for "did you mean", into
- * out: the nearest within config_suggest's bounds (1 edit for names of up
- * to 4 bytes, 2 up to 10, 3 beyond), ties to the first in byte order;
- * failing that, the only socket file in dir, when it is a .sock and the
- * whole directory was read. Reads at most NEAR_SCAN_MAX entries. 0, or -1
- * when there is none (or no such directory).
- */
-static int near_socket(const char *dir, const char *name, char *out, size_t len)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e = NULL;
-	size_t bestd = SIZE_MAX, seen = 0, sockets = 0;
-	char only[NAME_MAX + 1] = "";
-
-	if (!d)
-		return -1;
-	out[0] = 0;
-	while (seen < NEAR_SCAN_MAX && (e = readdir(d))) {
-		struct stat st;
-		seen++;
-		if (e->d_name[0] == '.' || !strcmp(e->d_name, name))
-			continue;
-		if (e->d_type != DT_SOCK &&	/* a link, or a file system that does not say: stat */
-		    (!(e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) ||
-		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
-			continue;
-		sockets++;
-		snprintf(only, sizeof(only), "%s", e->d_name);
-		size_t n = strlen(e->d_name), dist = name_distance(name, e->d_name);
-		size_t limit = n <= 4 ? 1 : n <= 10 ? 2 : 3;
-		if (dist <= limit && (dist < bestd || (dist == bestd && strcmp(e->d_name, out) < 0))) {
-			bestd = dist;
-			snprintf(out, len, "%s", e->d_name);
-		}
-	}
-	int whole = !e;	/* readdir said the end, not the bound */
-	closedir(d);
-	if (!out[0] && whole && sockets == 1 && strlen(only) > 5 && !strcmp(only + strlen(only) - 5, ".sock"))
-		snprintf(out, len, "%s", only);
-	return out[0] ? 0 : -1;
-}
-
-/*
- * "; did you mean 'ipc://DIR/NAME'?" into out when the directory of full
- * holds a socket file that the endpoint's name looks like a typo of
- * (near_socket), DIR as the endpoint spells it; "" otherwise.
- */
-static void suggest_socket(const char *endpoint, const char *full, char *out, size_t len)
-{
-	char dir[PATH_MAX], near[NAME_MAX + 1];
-	const char *slash = strrchr(full, '/');
-	const char *typed = strrchr(endpoint + 6, '/');	/* after "ipc://" */
-
-	out[0] = 0;
-	if (!slash || !slash[1] || (size_t)(slash - full) >= sizeof(dir))
-		return;
-	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
-	if (near_socket(dir, slash + 1, near, sizeof(near)) < 0)
-		return;
-	int keep = typed ? (int)(typed + 1 - endpoint) : 6;
-	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, endpoint, near) >= len)
-		out[0] = 0;	/* none rather than a name cut short */
-}
-
-/*
  * Refuses what can never reach a daemon: another scheme than tcp://, ipc://
  * or inproc://, or an address ZeroMQ rejects; says what an ipc:// path
  * means from here when nothing listens there yet, and which socket beside
- * it the name may be a typo of (suggest_socket). Fills p->where.
+ * it the name may be a typo of (wd_suggest_socket). Fills p->where.
  */
 static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 {
@@ -269,7 +170,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		if (stat(full, &st) < 0) {
 			char near[320];
 
-			suggest_socket(endpoint, full, near, sizeof(near));
+			wd_suggest_socket(endpoint, full, near, sizeof(near));
 			/* the reason no ack comes, until a daemon answers (publisher_peer.c) */
 			snprintf(p->diagnosis, sizeof(p->diagnosis), "no socket at %.300s yet (%.200s%s%s)",
 				 full, endpoint, path[0] != '/' ? ", a path relative to this process's "

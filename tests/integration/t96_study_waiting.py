@@ -366,6 +366,14 @@ def main():
         check(r.returncode == 0 and "not running: the file differs from the config that runs: its reload was "
               "refused: " in r.stdout and "listen.ingest" in r.stdout and "restart wdriftd" in r.stdout,
               "status: a reload refused (SIGHUP), with why", r.stdout + r.stderr)
+        # listen.control edited too: the CLI reads the file, and finds no socket
+        # there; it names the one beside it that the running daemon answers at
+        with open(cfg, "w") as f:
+            f.write(running.replace("/run/control.sock", "/run/control2.sock"))
+        r = wd(cfg, "status")
+        check(r.returncode == 1 and f"(ipc://{tmp}/run/control2.sock; did you mean 'ipc://{tmp}/run/control.sock'?): "
+              "is wdriftd running?" in r.stderr, "status with listen.control edited: the socket beside it is named",
+              r.stderr)
         with open(cfg, "w") as f:
             f.write(running)
         doc = json.loads(wd(cfg, "status", "--json").stdout or "{}")

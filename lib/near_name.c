@@ -1,0 +1,104 @@
+/* near_name.c: "did you mean" for names and socket files (see near_name.h). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "near_name.h"
+
+size_t wd_name_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+	size_t d[3][65], *pp = d[0], *p = d[1], *c = d[2];
+
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		p[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		c[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t v = p[j - 1] + (a[i - 1] != b[j - 1]);
+			if (p[j] + 1 < v) v = p[j] + 1;
+			if (c[j - 1] + 1 < v) v = c[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    pp[j - 2] + 1 < v)
+				v = pp[j - 2] + 1;
+			c[j] = v;
+		}
+		size_t *t = pp;
+		pp = p;
+		p = c;
+		c = t;
+	}
+	return p[lb];
+}
+
+size_t wd_name_near(const char *typed, const char *cand, size_t len)
+{
+	size_t d = wd_name_distance(typed, strlen(typed), cand, len);
+	size_t limit = len <= 4 ? 1 : len <= 10 ? 2 : 3;
+
+	return d && d <= limit ? d : SIZE_MAX;
+}
+
+#define NEAR_SCAN_MAX 4096	/* directory entries read for a did-you-mean, at most */
+
+/*
+ * The socket file in dir that name is a typo of, into out: the nearest
+ * (wd_name_near), ties to the first in byte order; failing that, the only
+ * socket file in dir, when it is a .sock and the whole directory was read.
+ * 0, or -1 when there is none (or no such directory).
+ */
+static int near_socket(const char *dir, const char *name, char *out, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e = NULL;
+	size_t bestd = SIZE_MAX, seen = 0, sockets = 0;
+	char only[NAME_MAX + 1] = "";
+
+	if (!d)
+		return -1;
+	out[0] = 0;
+	while (seen < NEAR_SCAN_MAX && (e = readdir(d))) {
+		struct stat st;
+		seen++;
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, name))
+			continue;
+		if (e->d_type != DT_SOCK &&	/* a link, or a file system that does not say: stat */
+		    (!(e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) ||
+		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
+			continue;
+		sockets++;
+		snprintf(only, sizeof(only), "%s", e->d_name);
+		size_t dist = wd_name_near(name, e->d_name, strlen(e->d_name));
+		if (dist != SIZE_MAX && (dist < bestd || (dist == bestd && strcmp(e->d_name, out) < 0))) {
+			bestd = dist;
+			snprintf(out, len, "%s", e->d_name);
+		}
+	}
+	int whole = !e;	/* readdir said the end, not the bound */
+	closedir(d);
+	if (!out[0] && whole && sockets == 1 && strlen(only) > 5 && !strcmp(only + strlen(only) - 5, ".sock"))
+		snprintf(out, len, "%s", only);
+	return out[0] ? 0 : -1;
+}
+
+void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len)
+{
+	char dir[PATH_MAX], near[NAME_MAX + 1];
+	const char *slash = strrchr(full, '/');
+	const char *typed = strrchr(endpoint + 6, '/');	/* after "ipc://" */
+
+	out[0] = 0;
+	if (!slash || !slash[1] || (size_t)(slash - full) >= sizeof(dir))
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
+	if (near_socket(dir, slash + 1, near, sizeof(near)) < 0)
+		return;
+	int keep = typed ? (int)(typed + 1 - endpoint) : 6;
+	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, endpoint, near) >= len)
+		out[0] = 0;	/* none rather than a name cut short */
+}

@@ -1,0 +1,36 @@
+/*
+ * near_name.h: "did you mean": how far apart two names are, and the
+ * socket file beside a missing one that its name is a typo of. One
+ * measure for the config's keys and studies (common/config_suggest.c), a
+ * publisher's ipc:// endpoint (publisher.c) and the CLI's (client/).
+ * Depends on libc.
+ */
+#ifndef WD_NEAR_NAME_H
+#define WD_NEAR_NAME_H
+
+#include <stddef.h>
+
+/*
+ * Optimal string alignment distance between a[0..la) and b[0..lb) (a swap
+ * of neighbours costs 1), or SIZE_MAX when either is longer than 64 bytes.
+ */
+size_t wd_name_distance(const char *a, size_t la, const char *b, size_t lb);
+
+/*
+ * The distance of cand[0..len) from typed when it is near enough to be
+ * suggested (1 edit for names of up to 4 bytes, 2 up to 10, 3 beyond) and
+ * not equal to it; SIZE_MAX otherwise.
+ */
+size_t wd_name_near(const char *typed, const char *cand, size_t len);
+
+/*
+ * "; did you mean 'ipc://DIR/NAME'?" into out when the directory of full
+ * (the endpoint's path, as this process opens it) holds a socket file that
+ * the path's last name is a typo of (wd_name_near), or, failing that, the
+ * directory's only socket file when it ends in .sock; DIR as the endpoint
+ * spells it. "" otherwise, or when it does not fit. Reads at most 4096
+ * directory entries.
+ */
+void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len);
+
+#endif
