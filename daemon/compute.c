@@ -580,6 +580,8 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		at += (size_t)snprintf(rest + at, sizeof(rest) - at, "%s%s '%s'", silent == 1 ?
 				       "; with no snapshot at all: " : ", ", cand ? "candidate" : "proxy", run);
 	}
+	if (silent > 3 && at < sizeof(rest))
+		snprintf(rest + at, sizeof(rest) - at, ", and %zu more", silent - 3);
 	log_notice("compute: study '%s' (%s): computed at %zu of the %zu durable steps of baseline "
 		   "'%s' held%s", s->name, why, done, n, s->baseline, rest);
 	result_cover_release(&cv);

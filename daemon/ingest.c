@@ -27,6 +27,13 @@ static struct snapshot *find_snapshot(struct state *s, const struct run *r, int6
 	return NULL;
 }
 
+/* s's runs into names (room for 1 + WD_STUDY_STEP_RUNS_MAX): the baseline, the candidates, the trained proxies'. */
+static size_t study_run_names(const struct wd_config_study *s, const char **names)
+{
+	names[0] = s->baseline;
+	return 1 + wd_study_step_runs(s, names + 1, s->candidates.n + s->proxies.n);
+}
+
 /*
  * For a run a reload took out of study left: the run of left that has no
  * snapshot and whose name is nearest run's (the reload's typo, often), as
@@ -41,11 +48,9 @@ static void left_for(const struct wd_config *cfg, struct state *st, const char *
 
 	out[0] = 0;
 	for (size_t i = 0; i < cfg->n_studies; i++) {
-		const struct wd_config_study *s = &cfg->studies[i];
-		if (strcmp(s->name, left))
+		if (strcmp(cfg->studies[i].name, left))
 			continue;
-		names[0] = s->baseline;
-		size_t n = 1 + wd_study_step_runs(s, names + 1, s->candidates.n + s->proxies.n);
+		size_t n = study_run_names(&cfg->studies[i], names);
 		for (size_t k = 0; k < n; k++) {
 			struct run *r = state_run(st, names[k], 0);
 			if (!r || !r->n_durable)
@@ -76,9 +81,7 @@ static int no_study(const struct wd_config *cfg, struct state *st, const char *r
 
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *s = &cfg->studies[i];
-		/* the baseline, then the candidates and the trained proxies' runs (not the synthetic) */
-		names[0] = s->baseline;
-		size_t n = 1 + wd_study_step_runs(s, names + 1, s->candidates.n + s->proxies.n);
+		size_t n = study_run_names(s, names);
 		for (size_t k = 0; k < n; k++) {
 			if (!strcmp(names[k], run))
 				return 0;

@@ -292,9 +292,13 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 static const char *role_name(const struct wd_config *cfg, const char *study, const char *run)
 {
 	for (size_t i = 0; i < cfg->n_studies; i++) {
-		if (strcmp(cfg->studies[i].name, study))
+		const struct wd_config_study *s = &cfg->studies[i];
+		if (strcmp(s->name, study))
 			continue;
-		const char *role = wd_study_role(&cfg->studies[i], run, NULL);
+		const char *role = wd_study_role(s, run, NULL);
+		const char *synthetic = wd_config_synthetic_label(s->synthetic_proxy);
+		if (synthetic && !strcmp(synthetic, run))	/* its rows carry the label as their run */
+			return "proxy";
 		return role && strcmp(role, "baseline") ? role : "former";
 	}
 	return "former";

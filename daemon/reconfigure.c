@@ -44,21 +44,21 @@ static const char *study_of(const struct wd_config *cfg, const char *run)
 
 /*
  * Each run's part after a reload from old to next: a run next puts in no
- * study that old had in one is marked with that study (its next snapshot's
- * notice says a reload took it out, not "did you mean" the name that took
- * its place, which may be the typo), and every run's no-study notice may
- * be said once more, under the new config (ingest.c).
+ * study that old had in one is marked with that study, and its no-study
+ * notice is said at its next snapshot (ingest.c), which says a reload took
+ * it out, not "did you mean" the name that took its place, which may be
+ * the typo. A run in no study before and after is not said again.
  */
 static void runs_after_reload(const struct wd_config *old, const struct wd_config *next, struct state *st)
 {
 	for (struct run *r = st->runs; r; r = r->next) {
 		const char *before = study_of(old, r->name);
-		r->study_checked = 0;
 		if (study_of(next, r->name)) {
 			free(r->left_study);
 			r->left_study = NULL;
 		} else if (before && !r->left_study) {
 			r->left_study = strdup(before);	/* no memory: the plain notice */
+			r->study_checked = 0;
 		}
 	}
 }

@@ -223,28 +223,61 @@ static const char *resumed_some(struct resumed *r, char *buf, size_t size)
 }
 
 /*
- * Resubmits each of run's durable steps that has no logged result at the
+ * What the resume does with each durable step of each run: a run in two
+ * studies is looked at once a study, but its snapshot is sent to compute
+ * once (compute takes every study of the run) and counted once.
+ */
+enum { MARK_NONE, MARK_WAITS, MARK_REDO };
+struct resume_mark {
+	struct run *r;
+	unsigned char *kind;		/* per durable step: MARK_*; NULL when out of memory */
+	const char **study;		/* the study that set it, for the line */
+};
+
+static struct resume_mark *mark_of(struct resume_mark *m, size_t n, const struct run *r)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].r == r)
+			return &m[i];
+	return NULL;
+}
+
+/* Step i of m's run needs kind in study: sent to compute the first time any study needs it. */
+static void mark(struct compute *c, struct resume_mark *m, size_t i, int kind, const char *study)
+{
+	if (!m->kind || !m->study) {	/* no memory to remember: sent, as before */
+		compute_submit(c, m->r->name, m->r->durable[i]);
+		return;
+	}
+	if (m->kind[i] == MARK_NONE)
+		compute_submit(c, m->r->name, m->r->durable[i]);
+	if (kind > m->kind[i]) {
+		m->kind[i] = (unsigned char)kind;
+		m->study[i] = study;
+	}
+}
+
+/*
+ * Marks each of run's durable steps that has no logged result at the
  * baseline step it aligns to (a row within tol of it may be another
- * step's: a new user's trial found one never computed): into redo. A step
- * with no baseline step within tol is resubmitted too, to wait there as it
- * did: into waits, which is no failure to compute and is said as such.
+ * step's: a new user's trial found one never computed) MARK_REDO. A step
+ * with no baseline step within tol is sent too, to wait there as it did:
+ * MARK_WAITS, which is no failure to compute and is said as such.
  */
 static void resume_run(struct recovery *rc, struct compute *c, const struct wd_config_study *st,
-		       const char *run_name, int64_t tol, struct resumed *redo, struct resumed *waits)
+		       const char *run_name, int64_t tol, struct resume_mark *marks, size_t n_marks)
 {
 	struct run *x = state_run(rc->st, run_name, 0), *base = state_run(rc->st, st->baseline, 0);
+	struct resume_mark *m = x ? mark_of(marks, n_marks, x) : NULL;
 
-	for (size_t k = 0; x && k < x->n_durable; k++) {
+	for (size_t k = 0; m && k < x->n_durable; k++) {
 		if (is_dropped(rc, x->name, x->durable[k]))
 			continue;
 		int64_t b = baseline_step(base, x->durable[k], tol);
 		if (b < 0)
-			resumed_add(waits, st->name, x->name, x->durable[k]);
+			mark(c, m, k, MARK_WAITS, st->name);
 		else if (!is_covered(rc, st->name, x->name, b))
-			resumed_add(redo, st->name, x->name, x->durable[k]);
-		else
-			continue;
-		compute_submit(c, x->name, x->durable[k]);
+			mark(c, m, k, MARK_REDO, st->name);
 	}
 }
 
@@ -271,6 +304,17 @@ void recover_resume(struct recovery *rc, struct compute *c)
 	int64_t tol = cfg->alignment.tolerance;
 	struct resumed redo = { 0 }, waits = { 0 };
 	char some[600];
+	size_t n_marks = 0;
+	struct resume_mark *marks = calloc(rc->st->n_runs + 1, sizeof(*marks));
+
+	for (struct run *r = rc->st->runs; marks && r; r = r->next, n_marks++) {
+		marks[n_marks].r = r;
+		marks[n_marks].kind = calloc(r->n_durable + 1, 1);
+		marks[n_marks].study = calloc(r->n_durable + 1, sizeof(*marks[n_marks].study));
+	}
+	if (!marks)
+		log_err("compute: out of memory at start-up: the snapshots without logged results are not "
+			"computed until they arrive again");
 
 	for (struct run *r = rc->st->runs; r; r = r->next)
 		for (size_t i = 0; i < r->n_durable; i++)
@@ -287,19 +331,27 @@ void recover_resume(struct recovery *rc, struct compute *c)
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *st = &cfg->studies[i];
 		for (size_t k = 0; k < st->candidates.n; k++)
-			resume_run(rc, c, st, st->candidates.names[k], tol, &redo, &waits);
+			resume_run(rc, c, st, st->candidates.names[k], tol, marks, n_marks);
 		for (size_t k = 0; k < st->proxies.n; k++)
-			resume_run(rc, c, st, st->proxies.v[k].run, tol, &redo, &waits);
+			resume_run(rc, c, st, st->proxies.v[k].run, tol, marks, n_marks);
 		struct run *base = st->synthetic_proxy != WD_SYNTHETIC_NONE ?
 				   state_run(rc->st, st->baseline, 0) : NULL;
+		struct resume_mark *m = base ? mark_of(marks, n_marks, base) : NULL;
 		const char *label = wd_config_synthetic_label(st->synthetic_proxy);
-		for (size_t k = 0; base && k < base->n_durable; k++)
+		for (size_t k = 0; m && k < base->n_durable; k++)
 			if (!is_dropped(rc, base->name, base->durable[k]) &&
-			    !is_covered(rc, st->name, label, base->durable[k])) {
-				compute_submit(c, base->name, base->durable[k]);
-				resumed_add(&redo, st->name, base->name, base->durable[k]);
-			}
+			    !is_covered(rc, st->name, label, base->durable[k]))
+				mark(c, m, k, MARK_REDO, st->name);
 	}
+	for (size_t i = 0; i < n_marks; i++) {
+		for (size_t k = 0; marks[i].kind && marks[i].study && k < marks[i].r->n_durable; k++)
+			if (marks[i].kind[k] != MARK_NONE)
+				resumed_add(marks[i].kind[k] == MARK_REDO ? &redo : &waits, marks[i].study[k],
+					    marks[i].r->name, marks[i].r->durable[k]);
+		free(marks[i].kind);
+		free(marks[i].study);
+	}
+	free(marks);
 	if (redo.n)
 		log_notice("compute: %zu snapshot%s without logged results: computing them again: %s", redo.n,
 			   redo.n == 1 ? "" : "s", resumed_some(&redo, some, sizeof(some)));

@@ -250,9 +250,13 @@ static void check_new_name(const struct wd_config *old, const struct wd_config *
 	if ((r && r->n_durable) || role_before(old, study, run) ||
 	    !study_near_run(next, st, run, best, sizeof(best), &owner))
 		return;
-	/* the near run held this very part before: the typo is plain, whoever names it now */
+	/*
+	 * The near run held this very part before and the study names it no
+	 * more: the typo is plain, whoever else names it. (One still named, as
+	 * a candidate added beside it, is no typo of it: asked, below.)
+	 */
 	const char *was = role_before(old, study, best);
-	int same_part = was && !strcmp(was, role);
+	int same_part = was && !strcmp(was, role) && !role_before(next, study, best);
 	/*
 	 * A study added beside another, whose runs have not sent yet, has
 	 * names near the other's ("al2-base", "al-base"): not said here, where
@@ -262,9 +266,9 @@ static void check_new_name(const struct wd_config *old, const struct wd_config *
 		return;
 	/* what the user sees meanwhile */
 	const char *until = !strcmp(role, "baseline") ? "the study is not compared against it, and `wdrift "
-			    "drift` shows its old rows as stale" : !strcmp(role, "candidate") ? "the study "
-			    "has no rows of it, and `wdrift drift` shows the old candidate's rows as former"
-			    : "the study has no rows of it";
+			    "drift` shows its old rows as stale" : same_part && !strcmp(role, "candidate") ?
+			    "the study has no rows of it, and `wdrift drift` shows the old candidate's rows as "
+			    "former" : "the study has no rows of it";
 	if (same_part)
 		snprintf(msg, sizeof(msg), "study '%s': %s '%s' has no snapshot, and '%s', its %s before this "
 			 "reload, has some: a typo? (until a run of that name sends, %s)", study, role, run, best,

@@ -48,16 +48,16 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len)
 
 /*
  * The socket file in dir that name is a typo of, into out: the nearest
- * (wd_name_near), ties to the first in byte order; failing that, the only
- * socket file in dir, when it is a .sock and the whole directory was read.
- * 0, or -1 when there is none (or no such directory).
+ * (wd_name_near), ties to the first in byte order. 0, or -1 when there is
+ * none (or no such directory). A socket of a far name is never offered,
+ * even alone: beside a daemon whose ingest is tcp://, the only .sock may
+ * be its control socket, which a publisher must not be sent to.
  */
 static int near_socket(const char *dir, const char *name, char *out, size_t len)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e = NULL;
-	size_t bestd = SIZE_MAX, seen = 0, sockets = 0;
-	char only[NAME_MAX + 1] = "";
+	size_t bestd = SIZE_MAX, seen = 0;
 
 	if (!d)
 		return -1;
@@ -71,18 +71,13 @@ static int near_socket(const char *dir, const char *name, char *out, size_t len)
 		    (!(e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) ||
 		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
 			continue;
-		sockets++;
-		snprintf(only, sizeof(only), "%s", e->d_name);
 		size_t dist = wd_name_near(name, e->d_name, strlen(e->d_name));
 		if (dist != SIZE_MAX && (dist < bestd || (dist == bestd && strcmp(e->d_name, out) < 0))) {
 			bestd = dist;
 			snprintf(out, len, "%s", e->d_name);
 		}
 	}
-	int whole = !e;	/* readdir said the end, not the bound */
 	closedir(d);
-	if (!out[0] && whole && sockets == 1 && strlen(only) > 5 && !strcmp(only + strlen(only) - 5, ".sock"))
-		snprintf(out, len, "%s", only);
 	return out[0] ? 0 : -1;
 }
 

@@ -26,8 +26,7 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len);
 /*
  * "; did you mean 'ipc://DIR/NAME'?" into out when the directory of full
  * (the endpoint's path, as this process opens it) holds a socket file that
- * the path's last name is a typo of (wd_name_near), or, failing that, the
- * directory's only socket file when it ends in .sock; DIR as the endpoint
+ * the path's last name is a typo of (wd_name_near); DIR as the endpoint
  * spells it. "" otherwise, or when it does not fit. Reads at most 4096
  * directory entries.
  */

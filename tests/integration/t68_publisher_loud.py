@@ -223,7 +223,8 @@ def near_socket(tmp):
     """A typo in an ipc:// socket's file name, beside the daemon's sockets in tmp/run: the
     warning at open and Publisher.diagnosis suggest the socket it is near, as the endpoint
     spells its directory; so does the stall warning. A name near none, among several
-    sockets, gets no suggestion; a lone .sock in the directory is suggested whatever its name."""
+    sockets, gets no suggestion, nor does it beside a lone socket of a far name (a daemon's
+    control.sock, whose ingest is tcp://: the publisher must not be sent there)."""
     code = """
 import sys
 pub = wdrift.Publisher(sys.argv[1], "r", stall_warning=float(sys.argv[2]) or None)
@@ -258,10 +259,11 @@ pub.close(0)
     os.makedirs(os.path.join(tmp, "one"))
     lone = socket.socket(socket.AF_UNIX)
     try:
-        lone.bind(os.path.join(tmp, "one", "daemon.sock"))
-        rc, out, err = run(f"ipc://{tmp}/one/wdrift.sock")
-        check(rc == 0 and err.count(f"did you mean 'ipc://{tmp}/one/daemon.sock'?") == 1,
-              "the only .sock in the directory is suggested, however far its name", err)
+        lone.bind(os.path.join(tmp, "one", "control.sock"))
+        rc, out, err = run(f"ipc://{tmp}/one/ingest.sock")
+        check(rc == 0 and "no socket at" in err and "did you mean" not in err + out,
+              "the only socket in the directory, of a far name (control.sock for ingest.sock): not offered",
+              out + err)
     finally:
         lone.close()
 

@@ -525,6 +525,18 @@ def candidate_ahead():
               and get(s, "wdrift_drift_w1", study="fa", run="fa", role="candidate", summary="max") is None
               and get(s, "wdrift_drift_step", study="fa", run="fa", role="former") == 40,
               "fa's rows are labelled role=\"former\", not \"candidate\"", body[-3000:])
+        # a synthetic proxy added: its rows carry its label as their run
+        with open(cfg, "w") as f:
+            f.write(text.replace("candidates: [fa]", "candidates: [fx]\n    synthetic_proxy: round:bf16"))
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "reload: synthetic_proxy round:bf16 added", r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_drift_w1", study="fa", run="round:bf16", role="proxy",
+                                                  summary="max") is not None)
+        check(get(s, "wdrift_drift_w1", study="fa", run="round:bf16", role="proxy", summary="max") is not None
+              and not any(k[0] == "wdrift_drift_w1" and ("run", "round:bf16") in k[1] and ("role", "former") in k[1]
+                          for k in s),
+              "the synthetic proxy added by the reload: role=\"proxy\" (its rows carry its label as their run)",
+              body[-3000:])
     finally:
         harness.teardown(dm, tmp, ctx)
 

@@ -132,15 +132,16 @@ def main():
               "drift of a study whose baseline has no snapshot: names the near run, and whose it is",
               r.stderr)
         # A restart: the candidate's snapshots still meet no baseline step.
-        # They wait, as before; the start-up said "3 snapshots without logged
-        # results: computing them again" at every restart, naming none.
+        # They wait, as before; the start-up said "6 snapshots without logged
+        # results: computing them again" at every restart, naming none, and
+        # counting al-fa's three twice, once for each study that names it.
         check(dm.stop() == 0 and dm.start() is not None, "a restart")
         log = dm.log_text()
         restart = log[log.rfind("stopped"):]
         check("without logged results" not in restart
-              and "compute: 6 snapshots with no baseline step within alignment.tolerance (0) yet, waiting "
+              and "compute: 3 snapshots with no baseline step within alignment.tolerance (0) yet, waiting "
               "for one: 'al-fa' step 5 (study 'al'), 'al-fa' step 15 (study 'al'), 'al-fa' step 25 (study "
-              "'al'), and 3 more" in restart,
+              "'al')\n" in restart,
               "... says which snapshots wait for a baseline step, not that they are computed again",
               restart[-3000:])
 
@@ -245,6 +246,19 @@ def main():
         check(r.returncode == 0 and "warning   study 'nb': proxy 'al-fb' has no snapshot, and 'al-fa' (a run "
               "of study 'al') has some: a typo, or has 'al-fb' not sent yet?" in r.stdout,
               "a new proxy of a study there before, near another study's run: the warning asks",
+              r.stdout + r.stderr)
+        # a candidate added beside one that stays: asked, not called a typo of it
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base").replace(
+                "    baseline: al-bse\n    candidates: [al-fa]",
+                "    baseline: al-bse\n    candidates: [al-fa]\n    proxies: {lp: al-fb}").replace(
+                "    baseline: al-base\n    candidates: [al-fa]", "    baseline: al-base\n    candidates: [al-fa, al-fd]")
+                + ADDED)
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "warning   study 'al': candidate 'al-fd' has no snapshot, and 'al-fa' (a run "
+              "of study 'al') has some: a typo, or has 'al-fd' not sent yet? (until a run of that name sends, "
+              "the study has no rows of it)" in r.stdout and "before this reload" not in r.stdout,
+              "a candidate added beside the one it is near: asked, and nothing said to be former",
               r.stdout + r.stderr)
         # ... but when the near run held that very part of the study before, it is the typo, plain
         with open(cfg, "w") as f:

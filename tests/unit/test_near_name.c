@@ -1,0 +1,125 @@
+/*
+ * test_near_name.c: lib/near_name.c, the one "did you mean" of the config,
+ * the publisher and the CLI. The distance (a swap of neighbours is one
+ * edit; names over 64 bytes are never near), the bounds of wd_name_near
+ * (1, 2, 3 edits for names of up to 4, 10, more bytes; an equal name is no
+ * suggestion), and wd_suggest_socket over real socket files in a temporary
+ * directory: the nearest socket, ties to the first in byte order, the
+ * directory as the endpoint spells it, never a file that is not a socket,
+ * never a far name (even the directory's only socket), nothing when the
+ * suggestion would not fit.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "near_name.h"
+
+static size_t dist(const char *a, const char *b)
+{
+	return wd_name_distance(a, strlen(a), b, strlen(b));
+}
+
+/* A bound AF_UNIX socket file at dir/name (left open: closed at exit). */
+static int make_socket(const char *dir, const char *name)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/%s", dir, name);
+	return fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : -1;
+}
+
+static void remove_tree(const char *dir, const char *const *names, size_t n)
+{
+	char p[512];
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+int main(void)
+{
+	CHECK(dist("ingest", "ingest") == 0, "equal names: 0");
+	CHECK(dist("ingest", "ingset") == 1, "a swap of neighbours is one edit");
+	CHECK(dist("control", "control2") == 1 && dist("", "abc") == 3, "an insertion is one edit each");
+	CHECK(dist("kitten", "sitting") == 3, "kitten/sitting: 3");
+	char long_a[66], long_b[66];
+	memset(long_a, 'a', 65);
+	long_a[65] = 0;
+	memcpy(long_b, long_a, sizeof(long_b));
+	long_b[0] = 'b';
+	CHECK(dist(long_a, long_b) == SIZE_MAX && dist(long_a + 1, long_b + 1) == 0,
+	      "over 64 bytes: never near (SIZE_MAX); 64 bytes are measured");
+
+	CHECK(wd_name_near("ab", "ab", 2) == SIZE_MAX, "an equal name is no suggestion");
+	CHECK(wd_name_near("fa", "fb", 2) == 1 && wd_name_near("fa", "xy", 2) == SIZE_MAX,
+	      "up to 4 bytes: 1 edit");
+	CHECK(wd_name_near("lowpre", "lowprec", 7) == 1 && wd_name_near("ux-zz", "ux-af", 5) == 2 &&
+	      wd_name_near("abcdefgh", "abcdxyzh", 8) == SIZE_MAX, "up to 10 bytes: 2 edits");
+	CHECK(wd_name_near("memory.budjet", "memory.budget", 13) == 1 &&
+	      wd_name_near("memory.bxxxet", "memory.budget", 13) == 3 &&
+	      wd_name_near("memory.xxxxet", "memory.budget", 13) == SIZE_MAX, "beyond: 3 edits");
+	CHECK(wd_name_near("memory.budget", "memory.budget.x", 13) == SIZE_MAX &&
+	      wd_name_near("memory.budget", "memory.budget.x", 15) == 2,
+	      "cand is cand[0..len): its first 13 bytes equal typed, all 15 are 2 edits away");
+
+	char dir[] = "/tmp/wdrift-test-near-XXXXXX";
+	static const char *const files[] = { "ingest.sock", "injest.sock", "control.sock", "events.txt",
+					     "far.sock" };
+	CHECK(mkdtemp(dir) != NULL, "a temporary directory");
+	int ok = make_socket(dir, "ingest.sock") == 0 && make_socket(dir, "injest.sock") == 0 &&
+		 make_socket(dir, "control.sock") == 0;
+	char plain[512];
+	snprintf(plain, sizeof(plain), "%s/events.txt", dir);
+	FILE *f = fopen(plain, "w");
+	ok = ok && f && fclose(f) == 0;
+	CHECK(ok, "three socket files and a plain file in it");
+
+	char ep[600], full[512], out[600];
+	snprintf(full, sizeof(full), "%s/ingset.sock", dir);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	char want[600];
+	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/ingest.sock'?", dir);
+	CHECK(!strcmp(out, want), "ingset.sock: ingest.sock, 1 edit, before injest.sock, 2 (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/ingxst.sock", dir);
+	wd_suggest_socket("ipc://./d/ingxst.sock", full, out, sizeof(out));
+	CHECK(!strcmp(out, "; did you mean 'ipc://./d/ingest.sock'?"),
+	      "ingxst.sock: ingest.sock and injest.sock both 1 edit: the first in byte order, the "
+	      "directory as typed (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/events.txx", dir);
+	wd_suggest_socket("ipc://x/events.txx", full, out, sizeof(out));
+	CHECK(out[0] == 0, "events.txt is near, but not a socket: nothing (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/metrics.sock", dir);
+	wd_suggest_socket("ipc://x/metrics.sock", full, out, sizeof(out));
+	CHECK(out[0] == 0, "a name near none of them: nothing (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/ingset.sock", dir);
+	wd_suggest_socket("ipc://x/ingset.sock", full, out, 20);
+	CHECK(out[0] == 0, "a suggestion that does not fit: none, not one cut short");
+
+	wd_suggest_socket("ipc://x/ingset.sock", "/nonexistent-wdrift-dir/ingset.sock", out, sizeof(out));
+	CHECK(out[0] == 0, "no such directory: nothing");
+	remove_tree(dir, files, 5);
+
+	/* the directory's only socket, of a far name: the control socket beside a tcp:// ingest */
+	char lone[] = "/tmp/wdrift-test-near-XXXXXX";
+	CHECK(mkdtemp(lone) && make_socket(lone, "control.sock") == 0, "a directory with one socket");
+	snprintf(full, sizeof(full), "%s/ingest.sock", lone);
+	wd_suggest_socket("ipc://x/ingest.sock", full, out, sizeof(out));
+	CHECK(out[0] == 0, "its only socket, of a far name, is not offered (%s)", out);
+	remove_tree(lone, files, 5);
+	return tap_done();
+}
