@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include "config_file.h"
+#include "crc32.h"
 
 int config_file_hash(const char *path, uint64_t *h)
 {
 	unsigned char buf[65536];
-	uint64_t x = 0xcbf29ce484222325ULL;	/* FNV-1a: a config is a few kB, read rarely */
+	uint32_t x = 0;	/* the CRC-32 the WAL and the wire use: enough to see a file edited */
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
@@ -24,8 +25,7 @@ int config_file_hash(const char *path, uint64_t *h)
 			close(fd);
 			return -e;
 		}
-		for (ssize_t i = 0; i < n; i++)
-			x = (x ^ buf[i]) * 0x100000001b3ULL;
+		x = wd_crc32(x, buf, (size_t)n);
 	}
 	close(fd);
 	*h = x;

@@ -4,7 +4,7 @@
  * refused (a key that needs a restart, an error), runs the old config: a
  * trial saw nothing of that but in a reload's reply or the journal, which
  * SIGHUP's caller (`systemctl reload`) never reads. The file's bytes are
- * hashed when a config is read from it, and again when status asks.
+ * hashed (CRC-32) when a config is read from it, and again when status asks.
  * Depends on libc.
  */
 #ifndef WD_CONFIG_FILE_H
