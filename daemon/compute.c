@@ -161,20 +161,8 @@ static int is_candidate(const struct compute *c, const char *run)
  */
 static void relabel(struct result_batch *b, const struct cstudy *s)
 {
-	int from[DRIFTLOG_MAX_PROXIES];
-
-	for (size_t k = 0; k < s->n_proxies; k++) {
-		from[k] = -1;
-		for (size_t j = 0; j < b->n_proxies; j++)
-			if (!strcmp(b->proxies[j], s->labels[k]))
-				from[k] = (int)j;
-	}
-	for (size_t i = 0; i < b->n_rows; i++) {
-		double old[DRIFTLOG_MAX_PROXIES];
-		memcpy(old, b->rows[i].ratio, sizeof(old));
-		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
-			b->rows[i].ratio[k] = k < s->n_proxies && from[k] >= 0 ? old[from[k]] : NAN;
-	}
+	for (size_t i = 0; i < b->n_rows; i++)
+		drift_row_relabel(&b->rows[i], b->proxies, b->n_proxies, s->labels, s->n_proxies);
 	for (size_t j = 0; j < b->n_proxies; j++)
 		free(b->proxies[j]);
 	b->n_proxies = 0;

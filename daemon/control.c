@@ -218,12 +218,32 @@ static json_t *studies(struct control *c)
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
 }
 
+/*
+ * The step computed again (a reload's backfill, or the record of one
+ * replayed at a start): the rows of the runs it did not compute, a
+ * candidate the reload took out most often, stay shown (as former), as
+ * the drift log keeps them. *b is copied first when another thread holds it.
+ */
+static void keep_runs(struct result_batch **b, const struct result_batch *old)
+{
+	struct result_batch *mine = result_batch_shared(*b) ? result_batch_dup(*b) : *b;
+
+	if (mine && mine != *b) {
+		result_batch_free(b);
+		*b = mine;
+	}
+	if (!mine || result_batch_keep_runs(mine, old) < 0)
+		log_warning("drift: out of memory: study '%s' step %lld shows only the runs just "
+			    "computed; the drift log keeps the others' rows", (*b)->study, (long long)(*b)->step);
+}
+
 void control_add_result(struct control *c, struct result_batch *b)
 {
 	if (!b->index)	/* start-up's replayed batches; the compute thread indexes the rest */
 		result_batch_index(b);
 	for (size_t i = 0; i < c->n_results; i++)
 		if (c->results[i]->step == b->step && !strcmp(c->results[i]->study, b->study)) {
+			keep_runs(&b, c->results[i]);
 			result_batch_free(&c->results[i]);	/* a query building from it keeps its own */
 			c->results[i] = b;
 			return;

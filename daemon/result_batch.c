@@ -1,4 +1,5 @@
 /* result_batch.c: one study's results at one step, in memory (see result_batch.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,4 +140,77 @@ int result_batch_forget(struct result_batch *b, const char *run)
 	if (b->index)
 		result_batch_index(b);
 	return k == 0;
+}
+
+void drift_row_relabel(struct drift_row *r, char *const *from, size_t n_from, char *const *to,
+		       size_t n_to)
+{
+	double old[DRIFTLOG_MAX_PROXIES];
+
+	memcpy(old, r->ratio, sizeof(old));
+	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++) {
+		r->ratio[k] = NAN;
+		for (size_t j = 0; k < n_to && j < n_from; j++)
+			if (!strcmp(from[j], to[k]))
+				r->ratio[k] = old[j];
+	}
+}
+
+/* Whether run is one of the n names in runs. */
+static int listed(char *const *runs, size_t n, const char *run)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(runs[i], run))
+			return 1;
+	return 0;
+}
+
+int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old)
+{
+	size_t n_runs = 0, extra = 0;
+
+	if (b->step != old->step || strcmp(b->study, old->study) || strcmp(b->baseline, old->baseline))
+		return 0;	/* another baseline's rows are stale: the drift log keeps them */
+	/* b's runs: a batch has a few, each with many rows */
+	char **runs = malloc((b->n_rows + 1) * sizeof(*runs));
+	if (!runs)
+		return -1;
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (!listed(runs, n_runs, b->rows[i].run))
+			runs[n_runs++] = (char *)b->rows[i].run;
+	for (size_t i = 0; i < old->n_rows; i++)
+		extra += !listed(runs, n_runs, old->rows[i].run);
+	struct drift_row *v = extra ? realloc(b->rows, (b->n_rows + extra) * sizeof(*v)) : NULL;
+	if (!v) {
+		free(runs);
+		return extra ? -1 : 0;
+	}
+	b->rows = v;
+	size_t n = b->n_rows;
+	for (size_t i = 0; i < old->n_rows; i++) {
+		const struct drift_row *o = &old->rows[i];
+		if (listed(runs, n_runs, o->run))
+			continue;
+		struct drift_row *r = &v[n];
+		*r = *o;
+		r->run = strdup(o->run);
+		r->tensor = o->tensor ? strdup(o->tensor) : NULL;
+		if (!r->run || (o->tensor && !r->tensor)) {
+			free((char *)r->run);
+			free((char *)r->tensor);
+			for (size_t k = b->n_rows; k < n; k++) {
+				free((char *)v[k].run);
+				free((char *)v[k].tensor);
+			}
+			free(runs);
+			return -1;
+		}
+		drift_row_relabel(r, old->proxies, old->n_proxies, b->proxies, b->n_proxies);
+		n++;
+	}
+	b->n_rows = n;
+	if (b->index)
+		result_batch_index(b);
+	free(runs);
+	return 0;
 }

@@ -52,6 +52,22 @@ struct result_batch *result_batch_dup(const struct result_batch *b);
  */
 int result_batch_forget(struct result_batch *b, const char *run);
 /*
+ * Keeps old's rows beside b's, when b computes the same study and step
+ * again against the same baseline (a reload's backfill, or its record
+ * replayed at a start): the rows of each run old has and b has not, a
+ * candidate a reload took out of the study (often), are copied into b
+ * (which must not be shared), their ratios under b's proxy labels. Rows of
+ * another baseline are not: they are stale, and the drift log keeps them.
+ * Returns 0, or -1 out of memory (b as it was).
+ */
+int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old);
+/*
+ * Orders r's ratios, which follow the proxy labels from[0..n_from), as
+ * to[0..n_to) are: each under its own label, NaN for a label from lacks.
+ */
+void drift_row_relabel(struct drift_row *r, char *const *from, size_t n_from, char *const *to,
+		       size_t n_to);
+/*
  * Indexes b's tensor rows by (run, tensor), for result_batch_find; O(rows).
  * Done before b is shared. Without memory b stays unindexed, and
  * result_batch_find scans.

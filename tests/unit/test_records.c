@@ -135,6 +135,57 @@ static void test_result(void)
 	free(p);
 }
 
+/* A step computed again keeps the rows of the runs it did not compute (control.c, t97). */
+static void test_keep_runs(void)
+{
+	struct drift_row old_rows[4] = {
+		row(ROW_TENSOR, ROLE_CANDIDATE, "layers.0.w", "fa", 0.5, 1, 5.0, 6.0),
+		row(ROW_TENSOR, ROLE_CANDIDATE, "layers.0.w", "fb", 0.75, 1, 7.0, 8.0),
+		row(ROW_MEAN, ROLE_CANDIDATE, NULL, "fb", 0.75, NAN, 7.0, 8.0),
+		row(ROW_TENSOR, ROLE_PROXY, "layers.0.w", "lowprec", 0.25, 1, NAN, NAN),
+	};
+	struct result_batch old = { .study = "demo", .step = 40, .baseline = "base",
+				    .proxies = { "lowprec", "other" }, .n_proxies = 2, .rows = old_rows,
+				    .n_rows = 4 };
+	/* computed again: fa and a synthetic proxy, under labels in another order */
+	struct drift_row rows[2] = {
+		row(ROW_TENSOR, ROLE_CANDIDATE, "layers.0.w", "fa", 0.5, 1, 9.0, 2.0),
+		row(ROW_TENSOR, ROLE_PROXY, "layers.0.w", "lowprec", 0.25, 1, NAN, NAN),
+	};
+	char *p = record_result(&(struct result_batch){ .study = "demo", .step = 40, .baseline = "base",
+		.proxies = { "round:bf16", "lowprec" }, .n_proxies = 2, .rows = rows, .n_rows = 2 });
+	struct result_batch *b = p ? record_result_decode(p, strlen(p)) : NULL;
+
+	CHECK(b != NULL, "a batch to keep rows in");
+	if (!b) {
+		free(p);
+		return;
+	}
+	result_batch_index(b);
+	CHECK(result_batch_keep_runs(b, &old) == 0 && b->n_rows == 4,
+	      "fb's two rows are kept beside the two computed (%zu rows)", b->n_rows);
+	const struct drift_row *fa = result_batch_find(b, "fa", "layers.0.w"),
+			       *fb = result_batch_find(b, "fb", "layers.0.w");
+	CHECK(fa && fa->ratio[0] == 9.0 && fa->ratio[1] == 2.0, "fa's rows are the new ones");
+	CHECK(fb && fb->w1 == 0.75 && fb->role == ROLE_CANDIDATE && isnan(fb->ratio[0]) &&
+	      fb->ratio[1] == 7.0, "fb's row, found by the index made again, its ratio under 'lowprec' "
+	      "and none under the label it never had");
+	CHECK(!strcmp(b->rows[3].run, "fb") && !b->rows[3].tensor && b->rows[3].kind == ROW_MEAN,
+	      "its summary row too");
+	CHECK(result_batch_keep_runs(b, &old) == 0 && b->n_rows == 4, "kept once: twice adds nothing");
+
+	old.baseline = "base-before";
+	struct result_batch *c = record_result_decode(p, strlen(p));
+	CHECK(c && result_batch_keep_runs(c, &old) == 0 && c->n_rows == 2,
+	      "rows of another baseline are not kept: they are stale");
+	old.baseline = "base";
+	old.step = 50;
+	CHECK(c && result_batch_keep_runs(c, &old) == 0 && c->n_rows == 2, "nor rows of another step");
+	result_batch_free(&c);
+	result_batch_free(&b);
+	free(p);
+}
+
 static void test_drop_forget(void)
 {
 	char *p = record_drop("fa", 15, "step is not a multiple of spool.retention.every (10)");
@@ -328,6 +379,7 @@ int main(void)
 {
 	test_snapshot();
 	test_result();
+	test_keep_runs();
 	test_drop_forget();
 	test_malformed();
 	test_alert();

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""t97_backfill_keeps_rows.py: a reload's backfill keeps the rows it did not compute.
+
+A study with candidates al-fa and al-fb has results at steps 0 and 10. A
+reload takes al-fb out and adds a synthetic proxy, so its backfill computes
+both steps again, for al-fa and the synthetic proxy. The step's results
+the daemon keeps for `wdrift drift` used to be replaced by what the
+backfill computed: al-fb's rows left `drift` (the drift log kept them), so
+a user who had just watched al-fb drift saw it vanish without a word. Now
+the kept step keeps al-fb's rows beside the new ones, marked former, and
+so after a restart, which replays the same results.
+A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Daemon, Publisher, check  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+
+CONFIG = """\
+listen:
+  ingest: ipc://{d}/run/ingest.sock
+  control: ipc://{d}/run/control.sock
+  events: ipc://{d}/run/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+studies:
+  - name: al
+    baseline: al-base
+    candidates: [{candidates}]
+{extra}"""
+
+
+def wd(cfg, *args):
+    return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
+
+
+def snap(pub, step, seed):
+    v = (np.random.default_rng(step * 7 + seed).standard_normal(1000) * 0.02).astype(np.float32)
+    pub.tensor(step, "w", v, "f32")
+    return pub.commit(step, 1)
+
+
+def drift_json(cfg, *args, want=lambda d: True, timeout=15):
+    """`wdrift drift al --json ARGS` once it answers and want(doc) holds; the last doc otherwise."""
+    end, doc = time.time() + timeout, None
+    while time.time() < end:
+        r = wd(cfg, "drift", "al", "--json", *args)
+        if r.returncode == 0:
+            doc = json.loads(r.stdout)
+            if want(doc):
+                return doc
+        time.sleep(0.2)
+    return doc
+
+
+def w1_of(doc, run):
+    """The w1 of run's layer 'w' in a drift --json doc (every run is under "candidates"), or None."""
+    for layer in (doc or {}).get("candidates", {}).get(run, {}).get("layers", []):
+        if layer.get("name") == "w":
+            return layer.get("w1")
+    return None
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="wdrift-t97-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, candidates="al-fa, al-fb", extra=""))
+        check(dm.start() is not None, "the daemon starts", dm.log_text())
+        pubs = {r: Publisher(ctx, tmp, r) for r in ("al-base", "al-fa", "al-fb")}
+        acks = [snap(p, s, i) for s in (0, 10) for i, p in enumerate(pubs.values())]
+        check(all(a and a.get("type") == "ack" for a in acks), "six snapshots durable")
+        before = drift_json(cfg, want=lambda d: d.get("step") == 10 and d.get("complete"))
+        fb_before = w1_of(before, "al-fb")
+        check(before and fb_before is not None and w1_of(before, "al-fa") is not None,
+              "before the reload: step 10 has rows of al-fa and al-fb", json.dumps(before)[:1500])
+
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, candidates="al-fa", extra="    synthetic_proxy: round:bf16\n"))
+        r = wd(cfg, "reload")
+        check(r.returncode == 0, "reload: al-fb out, a synthetic proxy in", r.stdout + r.stderr)
+        end = time.time() + 15
+        while time.time() < end and "computed at 2 of the 2" not in dm.log_text():
+            time.sleep(0.2)
+        check("computed at 2 of the 2" in dm.log_text(),
+              "the reload's backfill computes both steps again (for the synthetic proxy)", dm.log_text()[-3000:])
+
+        def kept(doc):
+            fa = (doc or {}).get("candidates", {}).get("al-fa", {}).get("layers", [{}])
+            return doc is not None and doc.get("step") == 10 and "al-fb" in doc.get("candidates", {}) and \
+                bool(fa and fa[0].get("proxies"))
+
+        for when in ("after the reload's backfill", "after a restart"):
+            after = drift_json(cfg, want=kept)
+            fb = (after or {}).get("candidates", {}).get("al-fb", {})
+            check(kept(after) and fb.get("former") is True and w1_of(after, "al-fb") == fb_before,
+                  f"{when}: step 10 keeps al-fb's rows, marked former, with the same w1",
+                  json.dumps(after)[:2500])
+            check(w1_of(after, "al-fa") is not None and after.get("complete") is True,
+                  f"{when}: the step is complete, al-fa's rows and the synthetic proxy's beside them",
+                  json.dumps(after)[:2500])
+            r = wd(cfg, "drift", "al", "--step", "0")
+            check(r.returncode == 0 and "former     al-fb: is no candidate of the study now" in r.stdout,
+                  f"{when}: drift --step 0 shows al-fb as former too", r.stdout + r.stderr)
+            if when == "after the reload's backfill":
+                check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+    finally:
+        harness.teardown(dm, tmp, ctx)
+    return harness.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
