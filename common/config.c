@@ -238,6 +238,14 @@ const char *wd_study_role(const struct wd_config_study *st, const char *run, con
 	return NULL;
 }
 
+const struct wd_config_study *wd_config_study_naming(const struct wd_config *cfg, const char *run)
+{
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		if (wd_study_role(&cfg->studies[i], run, NULL))
+			return &cfg->studies[i];
+	return NULL;
+}
+
 const struct field *config_field_find(const struct field *tab, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)

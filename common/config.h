@@ -253,5 +253,7 @@ size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, 
  * name it.
  */
 const char *wd_study_role(const struct wd_config_study *st, const char *run, const char **label);
+/* The first study of cfg that names run (wd_study_role), or NULL when none does. */
+const struct wd_config_study *wd_config_study_naming(const struct wd_config *cfg, const char *run);
 
 #endif

@@ -67,7 +67,8 @@ static void left_for(const struct wd_config *cfg, struct state *st, const char *
  * studies' runs and the nearest one, for the daemon's log and the
  * publisher's welcome (a typo in a run name is the usual cause, and its
  * snapshots would be stored and never compared). 1 then, else 0. A run
- * that a reload took out of a study (r->left_study) is told so, and the
+ * that a reload, or a config change before this start, took out of a
+ * study (r->left_study) is told so, and the
  * name its study has now: not to take that name, which may be the typo.
  */
 static int no_study(const struct wd_config *cfg, struct state *st, const char *run, char *out,
@@ -95,8 +96,9 @@ static int no_study(const struct wd_config *cfg, struct state *st, const char *r
 	if (r && r->left_study) {
 		char now[600];
 		left_for(cfg, st, r->left_study, run, now, sizeof(now));
-		snprintf(out, size, "run '%s' belongs to no study since a reload took it out of study "
+		snprintf(out, size, "run '%s' belongs to no study since %s took it out of study "
 			 "'%s'%s: its snapshots are stored but never compared (studies: %s)", run,
+			 r->left_before_start ? "a config change before this start" : "a reload",
 			 r->left_study, now, cfg->n_studies ? list : "none configured");
 		return 1;
 	}

@@ -33,15 +33,6 @@ void daemon_note_no_study(const struct wd_config *cfg)
 			   cfg->source);
 }
 
-/* Does a study of cfg name run, and which? NULL when none. */
-static const char *study_of(const struct wd_config *cfg, const char *run)
-{
-	for (size_t i = 0; i < cfg->n_studies; i++)
-		if (wd_study_role(&cfg->studies[i], run, NULL))
-			return cfg->studies[i].name;
-	return NULL;
-}
-
 /*
  * Each run's part after a reload from old to next: a run next puts in no
  * study that old had in one is marked with that study, and its no-study
@@ -52,12 +43,13 @@ static const char *study_of(const struct wd_config *cfg, const char *run)
 static void runs_after_reload(const struct wd_config *old, const struct wd_config *next, struct state *st)
 {
 	for (struct run *r = st->runs; r; r = r->next) {
-		const char *before = study_of(old, r->name);
-		if (study_of(next, r->name)) {
+		const struct wd_config_study *before = wd_config_study_naming(old, r->name);
+		if (wd_config_study_naming(next, r->name)) {
 			free(r->left_study);
 			r->left_study = NULL;
 		} else if (before && !r->left_study) {
-			r->left_study = strdup(before);	/* no memory: the plain notice */
+			r->left_study = strdup(before->name);	/* no memory: the plain notice */
+			r->left_before_start = 0;
 			r->study_checked = 0;
 		}
 	}

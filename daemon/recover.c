@@ -281,6 +281,30 @@ static void resume_run(struct recovery *rc, struct compute *c, const struct wd_c
 	}
 }
 
+/*
+ * A run with rows in a study, which the config names in no study now (a
+ * change before this start took it out; a reload's mark, reconfigure.c, is
+ * not kept across a restart): marked with the last such study, so that its
+ * next snapshot is told that, not "did you mean" the name that took its
+ * place (ingest.c), which may be the typo.
+ */
+static void runs_left(struct recovery *rc)
+{
+	for (size_t i = 0; i < rc->n_covered; i++) {
+		const struct recovered *x = &rc->covered[i];
+		struct run *r = x->study ? state_run(rc->st, x->run, 0) : NULL;
+		if (!r || wd_config_study_naming(rc->cfg, r->name) ||
+		    (r->left_study && !strcmp(r->left_study, x->study)))
+			continue;
+		char *was = strdup(x->study);
+		if (!was)
+			continue;	/* the plain notice */
+		free(r->left_study);
+		r->left_study = was;
+		r->left_before_start = 1;
+	}
+}
+
 /* Frees the notes (covered, dropped); the results stay. */
 static void notes_release(struct recovery *rc)
 {
@@ -359,6 +383,7 @@ void recover_resume(struct recovery *rc, struct compute *c)
 		log_notice("compute: %zu snapshot%s with no baseline step within alignment.tolerance (%lld) "
 			   "yet, waiting for one: %s", waits.n, waits.n == 1 ? "" : "s", (long long)tol,
 			   resumed_some(&waits, some, sizeof(some)));
+	runs_left(rc);
 	notes_release(rc);
 }
 

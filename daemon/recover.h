@@ -47,7 +47,9 @@ void recover_sweep(struct recovery *rc, const char *storage_dir, int force);
  * Hands the compute thread every durable snapshot whose file is kept, and
  * resubmits those without a logged result in a study (a candidate's or a
  * proxy's, or a baseline step without its synthetic proxy's row); removes
- * the files of drops a crash kept from going. Then frees the notes.
+ * the files of drops a crash kept from going; marks each run that has rows
+ * in a study and is named in none now with that study (run->left_study).
+ * Then frees the notes.
  */
 void recover_resume(struct recovery *rc, struct compute *c);
 /* The result records decoded, in order, for the kept results ("drift"); *n of them. */

@@ -75,6 +75,7 @@ struct run {
 	size_t n_durable, cap_durable;
 	int study_checked;		/* the no-study notice was considered (again after a reload) */
 	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
+	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
 	int64_t conflict_step;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */

@@ -8,7 +8,10 @@ the daemon keeps for `wdrift drift` used to be replaced by what the
 backfill computed: al-fb's rows left `drift` (the drift log kept them), so
 a user who had just watched al-fb drift saw it vanish without a word. Now
 the kept step keeps al-fb's rows beside the new ones, marked former, and
-so after a restart, which replays the same results.
+so after a restart, which replays the same results. And al-fb, sending
+again after the restart, is told that the config took it out of study
+al, as it was after the reload, where it had been asked "did you mean
+'al-fa'?".
 A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
@@ -120,6 +123,18 @@ def main():
                   f"{when}: drift --step 0 shows al-fb as former too", r.stdout + r.stderr)
             if when == "after the reload's backfill":
                 check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
+        # al-fb sends again after the restart: told that the config took it
+        # out of the study, as after the reload itself, not "did you mean
+        # 'al-fa'" (the name beside it, which a trial had read as the fix)
+        w = pubs["al-fb"].hello()
+        left = ("run 'al-fb' belongs to no study since a config change before this start took it out of "
+                "study 'al': its snapshots are stored but never compared")
+        check(w and w.get("type") == "welcome" and left in w.get("notice", "")
+              and "did you mean" not in w.get("notice", ""),
+              "after a restart, the former candidate's welcome says the config took it out", json.dumps(w))
+        check((snap(pubs["al-fb"], 20, 2) or {}).get("type") == "ack", "its next snapshot is stored")
+        check(dm.log_text().count("notice: " + left) == 1, "... and the daemon's log says it once",
+              dm.log_text()[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
