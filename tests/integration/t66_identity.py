@@ -129,6 +129,11 @@ def main():
         check(n_conf == 4, f"status counts 4 conflicts ({st and st['snapshots']})")
         r = wd("status", "-c", cfg)
         check(r.returncode == 0 and "4 conflicts" in r.stdout, f"wdrift status shows them ({r.stdout})")
+        errs = [x for x in r.stdout.splitlines() if x.startswith("errors ")]
+        check(errs and "conflict " in errs[0] and errs[0].endswith(
+              "(error replies, by code: one to each refused tensor and one to each refused commit)"),
+              "... and its errors line says it counts replies, which a trial had read beside '4 conflicts' "
+              "as unexplained", errs)
         r = wd("status", "-c", cfg, "--json")
         check(r.returncode == 0 and json.loads(r.stdout)["snapshots"]["conflicts"] == 4,
               "wdrift status --json has snapshots.conflicts")
