@@ -66,11 +66,13 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 		if (!strcmp(sd->cfg.studies[i].name, study))
 			sd->study = &sd->cfg.studies[i];
 	if (!sd->study && !log) {
-		int n = snprintf(err, errlen, "%s: no study '%s'; studies:", sd->config_path, study);
+		/* worded as the daemon's drift reply words it (control.c) */
+		int n = snprintf(err, errlen, "%s: no study '%s' (%s", sd->config_path, study,
+				 sd->cfg.n_studies ? "studies: " : "the config has no study");
 		for (size_t i = 0; i < sd->cfg.n_studies && n > 0 && (size_t)n < errlen; i++)
-			n += snprintf(err + n, errlen - (size_t)n, " %s", sd->cfg.studies[i].name);
-		if (!sd->cfg.n_studies && n > 0 && (size_t)n < errlen)
-			snprintf(err + n, errlen - (size_t)n, " none");
+			n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", sd->cfg.studies[i].name);
+		if (n > 0 && (size_t)n < errlen)
+			snprintf(err + n, errlen - (size_t)n, ")");
 		study_data_release(sd);
 		return -1;
 	}

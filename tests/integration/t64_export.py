@@ -338,7 +338,7 @@ def usage(cfg):
     check(r.returncode == 0 and r.stdout.startswith("usage: wdrift export"), "export --help")
     r = wd("export", "nope", "-c", cfg)
     check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and cfg in r.stderr
-          and "no study 'nope'" in r.stderr and "studies: fa" in r.stderr,
+          and "no study 'nope' (studies: fa)" in r.stderr,
           f"an unknown study: exit 1, the config's studies listed ({r.stderr.strip()})")
     other = os.path.join(os.path.dirname(cfg), "other.yaml")
     with open(cfg) as f, open(other, "w") as g:
