@@ -55,10 +55,12 @@ struct driftlog_writer;
 
 /*
  * Opens path for appending, or creates it with these proxy labels. Returns
- * 0; -1 with err when the file exists but cannot be used (damaged, still
- * flagged open by a killed writer, or made for other proxies): the caller
- * moves it aside and rebuilds.
+ * 0; with err, when the file exists but cannot be used, so that the caller
+ * moves it aside and rebuilds: DRIFTLOG_OTHER_LABELS when it was made for
+ * other proxy labels (the study's changed: a config change, not damage),
+ * else -1 (damaged, still flagged open by a killed writer, another version).
  */
+#define DRIFTLOG_OTHER_LABELS (-2)
 int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies,
 	       struct driftlog_writer **out, char *err, size_t errlen);
 /* Rows in the file. */

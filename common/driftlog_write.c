@@ -188,12 +188,23 @@ static long name_index(struct names *nm, hid_t ds, hid_t str, const char *name, 
 	return (long)nm->n - 1;
 }
 
+/* labels as "[a, b]" ("[]": none), cut to fit size. */
+static void label_list(char *out, size_t size, const char *const *labels, size_t n)
+{
+	size_t at = (size_t)snprintf(out, size, "[");
+	for (size_t i = 0; i < n && at < size; i++)
+		at += (size_t)snprintf(out + at, size - at, "%s%s", i ? ", " : "", labels[i]);
+	if (at < size)
+		snprintf(out + at, size - at, "]");
+}
+
 int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies,
 	       struct driftlog_writer **out, char *err, size_t errlen)
 {
 	struct driftlog_writer *s = calloc(1, sizeof(*s));
 	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
 	FILE *probe;
+	int rc = -1;
 
 	*out = NULL;
 	if (!s || n_proxies > DRIFTLOG_MAX_PROXIES || !(s->path = strdup(path))) {
@@ -231,9 +242,13 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 		s->runs = H5Dopen2(s->file, "runs", H5P_DEFAULT);
 		hid_t px = H5Dopen2(s->file, "proxies", H5P_DEFAULT);
 		struct names have = { 0 };
-		int same = px >= 0 && names_load(px, s->str_type, &have) == 0 && have.n == n_proxies;
+		int loaded = px >= 0 && names_load(px, s->str_type, &have) == 0;
+		int same = loaded && have.n == n_proxies;
 		for (size_t i = 0; same && i < n_proxies; i++)
 			same = !strcmp(have.v[i], proxies[i]);
+		char was[512], now[512];	/* the labels, for the message */
+		label_list(was, sizeof(was), (const char *const *)have.v, have.n);
+		label_list(now, sizeof(now), proxies, n_proxies);
 		for (size_t i = 0; i < have.n; i++)
 			free(have.v[i]);
 		free(have.v);
@@ -243,9 +258,15 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 		size_t rsize = rt >= 0 ? H5Tget_size(rt) : 0;
 		if (rt >= 0)
 			H5Tclose(rt);
+		if (s->rows >= 0 && s->tensors >= 0 && s->runs >= 0 && loaded && !same) {
+			/* the study's proxies changed (a reload): a config change, not damage */
+			wd_error(err, errlen, "'%s': made for the proxy labels %s, and the study has %s now",
+				 path, was, now);
+			rc = DRIFTLOG_OTHER_LABELS;
+			goto fail;
+		}
 		if (s->rows < 0 || s->tensors < 0 || s->runs < 0 || !same || rsize != s->row_size) {
-			wd_error(err, errlen, "'%s': %s", path, same ? "not a drift log of this version"
-				  : "made for other proxy labels");
+			wd_error(err, errlen, "'%s': not a drift log of this version", path);
 			goto fail;
 		}
 		if (names_load(s->tensors, s->str_type, &s->tensor_names) < 0 ||
@@ -287,7 +308,7 @@ int driftlog_open(const char *path, const char *const *proxies, size_t n_proxies
 fail:
 	H5Pclose(fapl);
 	driftlog_close(&s);
-	return -1;
+	return rc;
 }
 
 uint64_t driftlog_rows(const struct driftlog_writer *s)

@@ -223,12 +223,15 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 	}
 	/* a missing drift log (runs rm removed it) is made again, with no copy to keep */
 	int exists = stat(path, &sb) == 0;
-	int ok = exists && driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) == 0;
+	int opened = exists ? driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) : -1;
+	int ok = opened == 0;
 	if (ok && driftlog_rows(s->store) != want) {
 		log_warning("drift log '%s' holds %llu rows, the write-ahead log %llu: rebuilding it",
 			    path, (unsigned long long)driftlog_rows(s->store), (unsigned long long)want);
 		driftlog_close(&s->store);
 		ok = 0;
+	} else if (opened == DRIFTLOG_OTHER_LABELS) {	/* the config changed, nothing is wrong */
+		log_notice("%s (a config change): rebuilding it with them from the write-ahead log", err);
 	} else if (!ok && exists) {
 		log_warning("%s: rebuilding it from the write-ahead log", err);
 	}

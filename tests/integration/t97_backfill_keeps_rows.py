@@ -103,6 +103,11 @@ def main():
             time.sleep(0.2)
         check("computed at 2 of the 2" in dm.log_text(),
               "the reload's backfill computes both steps again (for the synthetic proxy)", dm.log_text()[-3000:])
+        log = dm.log_text()
+        check("warning" not in log and "al.h5': made for the proxy labels [], and the study has [round:bf16] "
+              "now (a config change): rebuilding it with them from the write-ahead log" in log,
+              "the drift log made again for the new proxy label is a notice that says why, not a warning "
+              "(it was a warning, worded as for a damaged file)", log[-3000:])
 
         def kept(doc):
             fa = (doc or {}).get("candidates", {}).get("al-fa", {}).get("layers", [{}])

@@ -174,8 +174,9 @@ int main(void)
 	CHECK(s && driftlog_append(s, r2, 2, err, sizeof(err)) == 0 && driftlog_rows(s) == 5,
 	      "append after reopen: 5 rows");
 	driftlog_close(&s);
-	CHECK(driftlog_open(path, other, 1, &s, err, sizeof(err)) == -1 && !s && strstr(err, "other proxy"),
-	      "other proxy labels are refused: %s", err);
+	CHECK(driftlog_open(path, other, 1, &s, err, sizeof(err)) == DRIFTLOG_OTHER_LABELS && !s &&
+	      strstr(err, "made for the proxy labels [") && strstr(err, "and the study has ["),
+	      "other proxy labels are refused, as a change of the config, both lists named: %s", err);
 	char junk[300];
 	snprintf(junk, sizeof(junk), "%s/junk.h5", dir);
 	FILE *f = fopen(junk, "w");
