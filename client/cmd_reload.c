@@ -21,13 +21,16 @@ static const char usage[] =
 "prints what changed: studies, alert rules and auth.clients added, removed\n"
 "or changed (with the keys that differ), and the other keys, from and to;\n"
 "then a warning for each run a study names anew that has no snapshot while\n"
-"a run of a near name has some (a typo: the study would wait for ever).\n"
+"a run of a near name has some (a typo: the study would wait for ever), and\n"
+"for each study added that can compare nothing the daemon holds, why, as\n"
+"`wdrift studies` says it.\n"
 "\n"
 DC_HELP_TARGET
 "      --json         print the reply as JSON: {\"config\", \"changes\": {\"studies\",\n"
 "                     \"alerts\", \"clients\": {\"added\", \"removed\", \"changed\"},\n"
-"                     \"keys\": [{\"key\", \"from\", \"to\"}], \"warnings\": [...]}};\n"
-"                     \"warnings\" only when there are any; on failure\n"
+"                     \"keys\": [{\"key\", \"from\", \"to\"}], \"warnings\": [...],\n"
+"                     \"waiting\": {STUDY: why}}}; \"warnings\" and \"waiting\"\n"
+"                     only when there are any; on failure\n"
 "                     {\"ok\": false, \"error\"} (and the error on stderr, exit 1)\n"
 DC_HELP_HELP
 "\nexit status: 0 reloaded; 1 refused (the old configuration stays), or the\n"
@@ -86,6 +89,9 @@ static void print_reload(json_t *o)
 		printf("nothing changed\n");
 	json_array_foreach(json_object_get(ch, "warnings"), i, v)	/* a run name with no snapshot */
 		printf("warning   %s\n", json_string_value(v));
+	const char *study;
+	json_object_foreach(json_object_get(ch, "waiting"), study, v)	/* as `wdrift studies` says it */
+		printf("waiting   study '%s': no results yet; %s\n", study, json_string_value(v));
 }
 
 int cmd_reload(int argc, char **argv)

@@ -56,6 +56,33 @@ static void runs_after_reload(const struct wd_config *old, const struct wd_confi
 }
 
 /*
+ * The studies next adds (no study of that name in old) that can compare
+ * nothing the daemon holds, each with why, as `wdrift studies` says it: a
+ * reload's reply said only "studies added" for one whose runs had never
+ * sent. Logged at notice too, for SIGHUP, whose reply nobody reads.
+ * Returns an object study -> why, or NULL when there is none.
+ */
+static json_t *added_waiting(const struct wd_config *old, const struct wd_config *next, struct state *st)
+{
+	json_t *out = NULL;
+	char why[1400];
+
+	for (size_t i = 0; i < next->n_studies; i++) {
+		const struct wd_config_study *s = &next->studies[i];
+		int had = 0;
+		for (size_t k = 0; k < old->n_studies && !had; k++)
+			had = !strcmp(old->studies[k].name, s->name);
+		if (had || !study_waiting(next, st, s, why, sizeof(why)) || !why[0])
+			continue;
+		log_notice("reload: study '%s' added, and it compares nothing yet%s", s->name, why);
+		if (!out)
+			out = json_object();
+		json_object_set_new(out, s->name, json_string(why + 2));
+	}
+	return out;
+}
+
+/*
  * SIGHUP and the reload command: validate all, then swap, or keep the old.
  * changes (NULL for SIGHUP) gets what changed, for the reply.
  */
@@ -76,11 +103,14 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 		json_t *diff = wd_config_diff(&d->cfg, &next), *warnings = json_array();
 		wd_config_diff_summary(diff, what, sizeof(what));
 		study_waiting_reload(&d->cfg, &next, &d->st, warnings);	/* logged, and in the reply */
+		json_t *waiting = added_waiting(&d->cfg, &next, &d->st);
 		runs_after_reload(&d->cfg, &next, &d->st);
 		if (json_array_size(warnings))
 			json_object_set_new(diff, "warnings", warnings);
 		else
 			json_decref(warnings);
+		if (waiting)
+			json_object_set_new(diff, "waiting", waiting);
 		if (changes)
 			*changes = diff;
 		else

@@ -119,8 +119,8 @@ size_t study_silent_count(struct state *st, const struct wd_config_study *s)
 	return n;
 }
 
-void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		   char *buf, size_t len)
+int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		  char *buf, size_t len)
 {
 	struct run *base = state_run(st, s->baseline, 0);
 	size_t at = 0, held = 0, apart = 0;
@@ -128,7 +128,7 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
 		say_silent(cfg, st, "its baseline", s->baseline, "baseline", buf, len, &at);
-		return;
+		return 1;
 	}
 	int64_t tol = cfg->alignment.tolerance;
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
@@ -162,6 +162,8 @@ void study_waiting(const struct wd_config *cfg, struct state *st, const struct w
 		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any "
 		    "yet%s", base->n_durable, each);
 	}
+	/* no run aligned to the baseline, and no synthetic proxy made from it: nothing to compare */
+	return held == apart && s->synthetic_proxy == WD_SYNTHETIC_NONE;
 }
 
 /* Is bstep the baseline step that the run's step x belongs to (the alignment rule: spool_nearer)? */

@@ -22,9 +22,11 @@
  * has some when it looks like a typo of it; a run whose snapshots are
  * none of them within alignment.tolerance of the baseline's; aligned
  * snapshots waiting for the compute thread), or "" when nothing is held.
+ * Returns 1 when nothing held can be compared (the study waits for its
+ * runs to send), 0 when aligned snapshots are held.
  */
-void study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		   char *buf, size_t len);
+int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		  char *buf, size_t len);
 
 /*
  * Into buf, as "; " and a clause each: the study's runs (baseline,

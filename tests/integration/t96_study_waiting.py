@@ -228,6 +228,21 @@ def main():
               and not doc.get("changes", {}).get("warnings"),
               "a study added whose runs have not sent yet: no typo warning (their near names "
               "are another study's runs)", r.stdout + r.stderr)
+        why = ("its baseline 'al2-base' has no snapshot yet, and 'al-base' (a run of study 'al') has some: a "
+               "typo, or has 'al2-base' not sent yet?")
+        check(doc.get("changes", {}).get("waiting") == {"al2": why},
+              "... and said to compare nothing yet, with why, as `wdrift studies` says it (a trial's reload "
+              "said only 'studies added')", r.stdout + r.stderr)
+        check("notice: reload: study 'al2' added, and it compares nothing yet; " + why in dm.log_text(),
+              "... and the daemon's log says it, for SIGHUP", dm.log_text()[-2000:])
+        with open(cfg, "w") as f:  # the table: one more study, its runs far from any name
+            f.write(CONFIG.format(d=tmp, tol=5, base="al-base") + ADDED
+                    + "  - name: zz\n    baseline: zz-main\n    candidates: [zz-fast]\n")
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "studies   added: zz\nwaiting   study 'zz': no results yet; its baseline "
+              "'zz-main' has no snapshot yet\n" in r.stdout and "study 'al2'" not in r.stdout,
+              "reload's table: the study added says why it waits, under the changes; the one added before, "
+              "not again", r.stdout + r.stderr)
         r = wd(cfg, "studies")
         check(r.returncode == 0 and "waiting   study 'al2': no results yet; its baseline 'al2-base' has no "
               "snapshot yet, and 'al-base' (a run of study 'al') has some: a typo, or has 'al2-base' not "
