@@ -67,8 +67,8 @@ static void print_status(json_t *o)
 		}
 	}
 	/* replies, not snapshots: "4 conflicts" above may be "conflict 6" here */
-	printf("%s", any ? " (error replies, by code: one to each refused tensor and one to each refused "
-	       "commit)\n" : "errors     none\n");
+	printf("%s", any ? " (error replies sent, by code: a refused snapshot gets one for each differing "
+	       "tensor and one for its commit)\n" : "errors     none\n");
 	json_t *au = json_object_get(o, "auth"), *ref = json_object_get(au, "refused");
 	if (au && !strcmp(json_string_value(json_object_get(au, "mechanism")) ?: "", "curve"))
 		printf("auth       CURVE, %lld clients allowed; %lld accepted; refused: %lld unknown key, "

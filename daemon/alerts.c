@@ -26,7 +26,7 @@
 
 struct rule {
 	struct wd_config_alert a;	/* strings below are our own copies */
-	char **cands;			/* stalled: the study's candidates */
+	char **cands;			/* the study's candidates (stalled times them; the rest skip former ones) */
 	size_t n_cands;
 	struct instances set;
 	double last_command;		/* Unix seconds */
@@ -407,6 +407,15 @@ static double metric_of(const struct rule *r, const struct result_batch *b, cons
 	return NAN;
 }
 
+/* Is run a candidate of the rule's study now (the config the rules were set from)? */
+static int is_candidate(const struct rule *r, const char *run)
+{
+	for (size_t k = 0; k < r->n_cands; k++)
+		if (!strcmp(r->cands[k], run))
+			return 1;
+	return 0;
+}
+
 void alerts_on_results(struct alerts *a, const struct result_batch *b)
 {
 	double *vals = calloc(b->n_rows + 1, sizeof(double));
@@ -416,17 +425,23 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 		struct rule *r = &a->rules[k];
 		if (r->a.metric == WD_METRIC_STALLED || strcmp(r->a.study, b->study))
 			continue;
-		/* each candidate in the batch, once: their names gathered first, not a scan per row */
-		const char *runs[CONFIG_MAX_CANDIDATES];
+		/*
+		 * each candidate in the batch, once: their names gathered first,
+		 * not a scan per row; a former one (its rows kept beside a step
+		 * computed again, control.c) is no candidate of the study now
+		 */
+		const char *runs[CONFIG_MAX_CANDIDATES], *last = NULL;
 		size_t n_runs = 0;
 		for (size_t i = 0; i < b->n_rows; i++) {
 			const struct drift_row *row = &b->rows[i];
-			if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE)
+			if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE ||
+			    (last && !strcmp(last, row->run)))
 				continue;
+			last = row->run;
 			size_t c = n_runs;
 			while (c > 0 && strcmp(runs[c - 1], row->run))
 				c--;
-			if (c == 0 && n_runs < sizeof(runs) / sizeof(runs[0]))
+			if (c == 0 && n_runs < sizeof(runs) / sizeof(runs[0]) && is_candidate(r, row->run))
 				runs[n_runs++] = row->run;
 		}
 		for (size_t c = 0; c < n_runs; c++) {

@@ -161,8 +161,7 @@ static int is_candidate(const struct compute *c, const char *run)
  */
 static void relabel(struct result_batch *b, const struct cstudy *s)
 {
-	for (size_t i = 0; i < b->n_rows; i++)
-		drift_row_relabel(&b->rows[i], b->proxies, b->n_proxies, s->labels, s->n_proxies);
+	drift_rows_relabel(b->rows, b->n_rows, b->proxies, b->n_proxies, s->labels, s->n_proxies);
 	for (size_t j = 0; j < b->n_proxies; j++)
 		free(b->proxies[j]);
 	b->n_proxies = 0;

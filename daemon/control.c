@@ -224,15 +224,22 @@ static json_t *studies(struct control *c)
  * candidate the reload took out most often, stay shown (as former), as
  * the drift log keeps them. *b is copied first when another thread holds it.
  */
-static void keep_runs(struct result_batch **b, const struct result_batch *old)
+static void keep_runs(const struct wd_config *cfg, struct result_batch **b, const struct result_batch *old)
 {
-	struct result_batch *mine = result_batch_shared(*b) ? result_batch_dup(*b) : *b;
+	const char *named[WD_STUDY_STEP_RUNS_MAX];
+	size_t n_named = 0;
 
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		if (!strcmp(cfg->studies[i].name, (*b)->study))
+			n_named = wd_study_step_runs(&cfg->studies[i], named, WD_STUDY_STEP_RUNS_MAX);
+	if (!result_batch_keeps(*b, old, named, n_named))
+		return;	/* the usual case: nothing to keep, nothing copied */
+	struct result_batch *mine = result_batch_shared(*b) ? result_batch_dup(*b) : *b;
 	if (mine && mine != *b) {
 		result_batch_free(b);
 		*b = mine;
 	}
-	if (!mine || result_batch_keep_runs(mine, old) < 0)
+	if (!mine || result_batch_keep_runs(mine, old, named, n_named) < 0)
 		log_warning("drift: out of memory: study '%s' step %lld shows only the runs just "
 			    "computed; the drift log keeps the others' rows", (*b)->study, (long long)(*b)->step);
 }
@@ -243,7 +250,7 @@ void control_add_result(struct control *c, struct result_batch *b)
 		result_batch_index(b);
 	for (size_t i = 0; i < c->n_results; i++)
 		if (c->results[i]->step == b->step && !strcmp(c->results[i]->study, b->study)) {
-			keep_runs(&b, c->results[i]);
+			keep_runs(c->cfg, &b, c->results[i]);
 			result_batch_free(&c->results[i]);	/* a query building from it keeps its own */
 			c->results[i] = b;
 			return;

@@ -226,12 +226,21 @@ static int by_study_then_newest(const void *x, const void *y)
 
 /* The runs a study's config names besides the baseline: when as many are found, older
  * batches need no look. */
-static size_t study_runs(const struct wd_config *cfg, const char *study)
+static const struct wd_config_study *study_named(const struct wd_config *cfg, const char *study)
 {
 	for (size_t i = 0; i < cfg->n_studies; i++)
 		if (!strcmp(cfg->studies[i].name, study))
-			return cfg->studies[i].candidates.n + cfg->studies[i].proxies.n;
-	return SIZE_MAX;
+			return &cfg->studies[i];
+	return NULL;
+}
+
+/* Is run one the study has rows of now: a candidate, a trained proxy's run, or its synthetic label? */
+static int step_run(const struct wd_config_study *s, const char *run)
+{
+	const char *synthetic = wd_config_synthetic_label(s->synthetic_proxy);
+	const char *role = wd_study_role(s, run, NULL);
+
+	return (role && strcmp(role, "baseline")) || (synthetic && !strcmp(synthetic, run));
 }
 
 /*
@@ -251,11 +260,17 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 	for (size_t i = 0; i < c->n_results; i++)
 		order[i] = c->results[i];
 	qsort(order, c->n_results, sizeof(*order), by_study_then_newest);
+	const struct wd_config_study *s = NULL;
+	size_t want = 0, found = 0;	/* the study's runs now, and how many of them are found */
 	for (size_t i = 0, first = 0; i < c->n_results; i++) {
 		const struct result_batch *b = order[i];
-		if (i && strcmp(order[i - 1]->study, b->study)) {
+		if (!i || strcmp(order[i - 1]->study, b->study)) {
 			first = *n;
-		} else if (i && *n - first >= study_runs(c->cfg, b->study)) {
+			s = study_named(c->cfg, b->study);
+			want = s ? s->candidates.n + s->proxies.n +
+				   (wd_config_synthetic_label(s->synthetic_proxy) != NULL) : SIZE_MAX;
+			found = 0;
+		} else if (found >= want) {
 			continue;	/* every run of the study found in newer batches */
 		}
 		for (size_t r = 0; r < b->n_rows; r++) {
@@ -275,6 +290,8 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 				}
 				v = g;
 				v[(*n)++] = (struct latest){ .b = b, .run = row->run };
+				/* a former run's rows (kept beside a step computed again) do not count */
+				found += s && step_run(s, row->run);
 			}
 			if (v[e].b == b)
 				v[e].sum[row->kind - ROW_MEAN] = row;

@@ -142,22 +142,27 @@ int result_batch_forget(struct result_batch *b, const char *run)
 	return k == 0;
 }
 
-void drift_row_relabel(struct drift_row *r, char *const *from, size_t n_from, char *const *to,
-		       size_t n_to)
+void drift_rows_relabel(struct drift_row *rows, size_t n, char *const *from, size_t n_from,
+			char *const *to, size_t n_to)
 {
-	double old[DRIFTLOG_MAX_PROXIES];
+	int map[DRIFTLOG_MAX_PROXIES];	/* to's k is from's map[k], or -1 */
 
-	memcpy(old, r->ratio, sizeof(old));
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++) {
-		r->ratio[k] = NAN;
+		map[k] = -1;
 		for (size_t j = 0; k < n_to && j < n_from; j++)
 			if (!strcmp(from[j], to[k]))
-				r->ratio[k] = old[j];
+				map[k] = (int)j;
+	}
+	for (size_t i = 0; i < n; i++) {
+		double old[DRIFTLOG_MAX_PROXIES];
+		memcpy(old, rows[i].ratio, sizeof(old));
+		for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
+			rows[i].ratio[k] = map[k] >= 0 ? old[map[k]] : NAN;
 	}
 }
 
 /* Whether run is one of the n names in runs. */
-static int listed(char *const *runs, size_t n, const char *run)
+static int listed(const char *const *runs, size_t n, const char *run)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(runs[i], run))
@@ -165,31 +170,75 @@ static int listed(char *const *runs, size_t n, const char *run)
 	return 0;
 }
 
-int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old)
+/* b's runs, each once, into runs (RESULT_BATCH_MAX_RUNS); rows come run by run: looked up when it changes. */
+static size_t runs_of(const struct result_batch *b, const char **runs)
 {
-	size_t n_runs = 0, extra = 0;
+	const char *last = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < b->n_rows; i++) {
+		if (last && !strcmp(last, b->rows[i].run))
+			continue;
+		last = b->rows[i].run;
+		if (!listed(runs, n, last) && n < RESULT_BATCH_MAX_RUNS)
+			runs[n++] = last;
+	}
+	return n;
+}
+
+/*
+ * Marks in keep[i] whether old's row i is kept (a run b has no row of and
+ * the study no longer names); returns how many are. keep NULL: counted only.
+ */
+static size_t kept_rows(const struct result_batch *b, const struct result_batch *old,
+			const char *const *named, size_t n_named, unsigned char *keep)
+{
+	const char *runs[RESULT_BATCH_MAX_RUNS], *last = NULL;
+	size_t n_runs, n = 0;
+	int k = 0;
 
 	if (b->step != old->step || strcmp(b->study, old->study) || strcmp(b->baseline, old->baseline))
 		return 0;	/* another baseline's rows are stale: the drift log keeps them */
-	/* b's runs: a batch has a few, each with many rows */
-	char **runs = malloc((b->n_rows + 1) * sizeof(*runs));
-	if (!runs)
-		return -1;
-	for (size_t i = 0; i < b->n_rows; i++)
-		if (!listed(runs, n_runs, b->rows[i].run))
-			runs[n_runs++] = (char *)b->rows[i].run;
-	for (size_t i = 0; i < old->n_rows; i++)
-		extra += !listed(runs, n_runs, old->rows[i].run);
+	n_runs = runs_of(b, runs);
+	for (size_t i = 0; i < old->n_rows; i++) {
+		const char *run = old->rows[i].run;
+		if (!last || strcmp(last, run)) {
+			last = run;
+			k = !listed(runs, n_runs, run) && !listed(named, n_named, run);
+		}
+		n += (size_t)k;
+		if (keep)
+			keep[i] = (unsigned char)k;
+	}
+	return n;
+}
+
+size_t result_batch_keeps(const struct result_batch *b, const struct result_batch *old,
+			  const char *const *named, size_t n_named)
+{
+	return kept_rows(b, old, named, n_named, NULL);
+}
+
+int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old,
+			   const char *const *named, size_t n_named)
+{
+	unsigned char *keep = malloc(old->n_rows + 1);
+	size_t extra = keep ? kept_rows(b, old, named, n_named, keep) : 0;
 	struct drift_row *v = extra ? realloc(b->rows, (b->n_rows + extra) * sizeof(*v)) : NULL;
-	if (!v) {
-		free(runs);
-		return extra ? -1 : 0;
+
+	if (!keep || (extra && !v)) {
+		free(keep);
+		return -1;
+	}
+	if (!extra) {
+		free(keep);
+		return 0;
 	}
 	b->rows = v;
 	size_t n = b->n_rows;
 	for (size_t i = 0; i < old->n_rows; i++) {
 		const struct drift_row *o = &old->rows[i];
-		if (listed(runs, n_runs, o->run))
+		if (!keep[i])
 			continue;
 		struct drift_row *r = &v[n];
 		*r = *o;
@@ -202,15 +251,16 @@ int result_batch_keep_runs(struct result_batch *b, const struct result_batch *ol
 				free((char *)v[k].run);
 				free((char *)v[k].tensor);
 			}
-			free(runs);
+			free(keep);
 			return -1;
 		}
-		drift_row_relabel(r, old->proxies, old->n_proxies, b->proxies, b->n_proxies);
 		n++;
 	}
+	free(keep);
+	drift_rows_relabel(v + b->n_rows, n - b->n_rows, old->proxies, old->n_proxies, b->proxies,
+			   b->n_proxies);
 	b->n_rows = n;
 	if (b->index)
 		result_batch_index(b);
-	free(runs);
 	return 0;
 }

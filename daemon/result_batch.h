@@ -53,20 +53,30 @@ struct result_batch *result_batch_dup(const struct result_batch *b);
 int result_batch_forget(struct result_batch *b, const char *run);
 /*
  * Keeps old's rows beside b's, when b computes the same study and step
- * again against the same baseline (a reload's backfill, or its record
- * replayed at a start): the rows of each run old has and b has not, a
- * candidate a reload took out of the study (often), are copied into b
- * (which must not be shared), their ratios under b's proxy labels. Rows of
- * another baseline are not: they are stale, and the drift log keeps them.
- * Returns 0, or -1 out of memory (b as it was).
+ * again against the same baseline: the rows of each run that b has none
+ * of and that the study no longer names (named[0..n_named): its runs now,
+ * wd_study_step_runs), a candidate a reload took out of it, are copied
+ * into b (which must not be shared), their ratios under b's proxy labels.
+ * A run the study still names and b lacks was left out on purpose (its
+ * step aligns to another baseline step now): its old rows are not kept.
+ * Nor are rows of another baseline: they are stale, and the drift log
+ * keeps them. O(rows) when nothing is kept (rows come run by run); the
+ * index is made again when something is. Returns 0, or -1 out of memory
+ * (b as it was).
  */
-int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old);
+#define RESULT_BATCH_MAX_RUNS 512	/* runs of one batch looked at: a study has at most 256 + 64 */
+int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old,
+			   const char *const *named, size_t n_named);
+/* How many rows result_batch_keep_runs would copy into b: 0, the usual case, costs no copy of b. */
+size_t result_batch_keeps(const struct result_batch *b, const struct result_batch *old,
+			  const char *const *named, size_t n_named);
 /*
- * Orders r's ratios, which follow the proxy labels from[0..n_from), as
- * to[0..n_to) are: each under its own label, NaN for a label from lacks.
+ * Orders the ratios of rows[0..n), which follow the proxy labels
+ * from[0..n_from), as to[0..n_to) are: each under its own label, NaN for a
+ * label from lacks. The labels are matched once, not per row.
  */
-void drift_row_relabel(struct drift_row *r, char *const *from, size_t n_from, char *const *to,
-		       size_t n_to);
+void drift_rows_relabel(struct drift_row *rows, size_t n, char *const *from, size_t n_from,
+			char *const *to, size_t n_to);
 /*
  * Indexes b's tensor rows by (run, tensor), for result_batch_find; O(rows).
  * Done before b is shared. Without memory b stays unindexed, and

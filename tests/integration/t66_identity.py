@@ -131,7 +131,8 @@ def main():
         check(r.returncode == 0 and "4 conflicts" in r.stdout, f"wdrift status shows them ({r.stdout})")
         errs = [x for x in r.stdout.splitlines() if x.startswith("errors ")]
         check(errs and "conflict " in errs[0] and errs[0].endswith(
-              "(error replies, by code: one to each refused tensor and one to each refused commit)"),
+              "(error replies sent, by code: a refused snapshot gets one for each differing tensor and one for its "
+              "commit)"),
               "... and its errors line says it counts replies, which a trial had read beside '4 conflicts' "
               "as unexplained", errs)
         r = wd("status", "-c", cfg, "--json")

@@ -35,15 +35,29 @@ listen:
   ingest: ipc://{d}/run/ingest.sock
   control: ipc://{d}/run/control.sock
   events: ipc://{d}/run/events.sock
+  metrics: 127.0.0.1:{port}
 storage:
   dir: {d}/var
 compute:
   backend: cpu
+alignment:
+  tolerance: 8
 studies:
+  - name: nb
+    baseline: nb-base
+    candidates: [nb-x, nb-y]
   - name: al
     baseline: al-base
     candidates: [{candidates}]
 {extra}"""
+
+ALERT = """\
+alerts:
+  - name: al-w1
+    study: al
+    metric: w1
+    threshold: 0
+"""
 
 
 def wd(cfg, *args):
@@ -56,11 +70,11 @@ def snap(pub, step, seed):
     return pub.commit(step, 1)
 
 
-def drift_json(cfg, *args, want=lambda d: True, timeout=15):
-    """`wdrift drift al --json ARGS` once it answers and want(doc) holds; the last doc otherwise."""
+def drift_json(cfg, *args, study="al", want=lambda d: True, timeout=15):
+    """`wdrift drift STUDY --json ARGS` once it answers and want(doc) holds; the last doc otherwise."""
     end, doc = time.time() + timeout, None
     while time.time() < end:
-        r = wd(cfg, "drift", "al", "--json", *args)
+        r = wd(cfg, "drift", study, "--json", *args)
         if r.returncode == 0:
             doc = json.loads(r.stdout)
             if want(doc):
@@ -82,9 +96,9 @@ def main():
     ctx = zmq.Context()
     dm = Daemon(tmp)
     try:
-        cfg = os.path.join(tmp, "wdrift.yaml")
+        cfg, port = os.path.join(tmp, "wdrift.yaml"), harness.free_port()
         with open(cfg, "w") as f:
-            f.write(CONFIG.format(d=tmp, candidates="al-fa, al-fb", extra=""))
+            f.write(CONFIG.format(d=tmp, port=port, candidates="al-fa, al-fb", extra=""))
         check(dm.start() is not None, "the daemon starts", dm.log_text())
         pubs = {r: Publisher(ctx, tmp, r) for r in ("al-base", "al-fa", "al-fb")}
         acks = [snap(p, s, i) for s in (0, 10) for i, p in enumerate(pubs.values())]
@@ -94,8 +108,28 @@ def main():
         check(before and fb_before is not None and w1_of(before, "al-fa") is not None,
               "before the reload: step 10 has rows of al-fa and al-fb", json.dumps(before)[:1500])
 
+        # A step computed again because a run's step aligns to another
+        # baseline step now (docs/daemon.md, "Alignment"): nb-x's step 16
+        # belongs to baseline step 10 until step 20 arrives; then step 10 is
+        # computed again without it, and its old row there is superseded,
+        # not kept (the review's case: nb-x is still a candidate).
+        nb = {r: Publisher(ctx, tmp, r) for r in ("nb-base", "nb-x", "nb-y")}
+        acks = [snap(nb["nb-base"], 10, 0), snap(nb["nb-y"], 10, 1), snap(nb["nb-x"], 16, 2)]
+        check(all(a and a.get("type") == "ack" for a in acks), "nb: baseline 10, nb-y 10, nb-x 16 durable")
+        got = drift_json(cfg, "--step", "10", study="nb", want=lambda d: d.get("complete"))
+        check(got and w1_of(got, "nb-x") is not None, "nb step 10 compares nb-x's step 16 first",
+              json.dumps(got)[:1500])
+        check((snap(nb["nb-base"], 20, 0) or {}).get("type") == "ack", "nb: baseline step 20 durable")
+        got = drift_json(cfg, "--step", "20", study="nb", want=lambda d: w1_of(d, "nb-x") is not None)
+        check(got and w1_of(got, "nb-x") is not None, "nb step 20 compares nb-x's 16 now", json.dumps(got)[:1500])
+        got = drift_json(cfg, "--step", "10", study="nb", want=lambda d: "nb-x" not in d.get("candidates", {}))
+        check(got and "nb-x" not in got.get("candidates", {}) and got.get("missing") == ["nb-x"]
+              and got.get("complete") is False and w1_of(got, "nb-y") is not None,
+              "nb step 10, computed again: nb-x's old row is not kept (its step belongs to 20), the step is "
+              "incomplete and says so", json.dumps(got)[:1500])
+
         with open(cfg, "w") as f:
-            f.write(CONFIG.format(d=tmp, candidates="al-fa", extra="    synthetic_proxy: round:bf16\n"))
+            f.write(CONFIG.format(d=tmp, port=port, candidates="al-fa", extra="    synthetic_proxy: round:bf16\n"))
         r = wd(cfg, "reload")
         check(r.returncode == 0, "reload: al-fb out, a synthetic proxy in", r.stdout + r.stderr)
         end = time.time() + 15
@@ -104,7 +138,7 @@ def main():
         check("computed at 2 of the 2" in dm.log_text(),
               "the reload's backfill computes both steps again (for the synthetic proxy)", dm.log_text()[-3000:])
         log = dm.log_text()
-        check("warning" not in log and "al.h5': made for the proxy labels [], and the study has [round:bf16] "
+        check(not [x for x in log.splitlines() if "warning" in x and "al.h5" in x] and "al.h5': made for the proxy labels [], and the study has [round:bf16] "
               "now (a config change): rebuilding it with them from the write-ahead log" in log,
               "the drift log made again for the new proxy label is a notice that says why, not a warning "
               "(it was a warning, worded as for a damaged file)", log[-3000:])
@@ -127,6 +161,22 @@ def main():
             check(r.returncode == 0 and "former     al-fb: is no candidate of the study now" in r.stdout,
                   f"{when}: drift --step 0 shows al-fb as former too", r.stdout + r.stderr)
             if when == "after the reload's backfill":
+                # a rule added now is judged at once on the latest complete
+                # step (the catch-up): step 10, al-fb's rows kept beside
+                with open(cfg, "a") as f:
+                    f.write(ALERT)
+                r = wd(cfg, "reload")
+                check(r.returncode == 0 and "alerts    added: al-w1" in r.stdout, "reload: a rule added",
+                      r.stdout + r.stderr)
+                end, runs = time.time() + 10, []
+                while time.time() < end and "al-fa" not in runs:
+                    r = wd(cfg, "alerts", "--json")
+                    rules = {a["name"]: a for a in json.loads(r.stdout)["alerts"]} if r.returncode == 0 else {}
+                    runs = [i.get("run") for i in rules.get("al-w1", {}).get("instances", [])]
+                    time.sleep(0.2)
+                check("al-fa" in runs and "al-fb" not in runs,
+                      "alerts: the rule added judges the study's candidate, not the former one whose rows are "
+                      "kept beside it for drift", r.stdout)
                 check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
         # al-fb sends again after the restart: told that the config took it
         # out of the study, as after the reload itself, not "did you mean
@@ -140,6 +190,28 @@ def main():
         check((snap(pubs["al-fb"], 20, 2) or {}).get("type") == "ack", "its next snapshot is stored")
         check(dm.log_text().count("notice: " + left) == 1, "... and the daemon's log says it once",
               dm.log_text()[-1500:])
+        # and so after the restart, which judges the kept step again
+        r = wd(cfg, "alerts", "--json")
+        rules = {a["name"]: a for a in json.loads(r.stdout)["alerts"]} if r.returncode == 0 else {}
+        runs = [i.get("run") for i in rules.get("al-w1", {}).get("instances", [])]
+        check("al-fa" in runs and "al-fb" not in runs,
+              "alerts after the restart: still no instance of the former candidate", r.stdout)
+        # /metrics: a baseline step with only the synthetic proxy's row
+        # yet hides no run's latest series (al-fa's is at step 10)
+        check((snap(pubs["al-base"], 20, 0) or {}).get("type") == "ack", "baseline step 20 durable")
+        body, end = "", time.time() + 15
+        while time.time() < end:
+            body = subprocess.run(["curl", "-sS", "-m", "5", f"http://127.0.0.1:{port}/metrics"],
+                                  capture_output=True, text=True).stdout
+            if 'wdrift_drift_step{study="al",run="round:bf16"' in body and \
+                    'run="round:bf16",role="proxy"} 20' in body:
+                break
+            time.sleep(0.3)
+        w1 = [x for x in body.splitlines() if x.startswith("wdrift_drift_w1{") and 'study="al"' in x]
+        check(any('run="al-fa"' in x and 'role="candidate"' in x for x in w1)
+              and any('run="round:bf16"' in x for x in w1),
+              "/metrics: al-fa's series (step 10) beside the synthetic proxy's (step 20): a newer step with "
+              "only the synthetic proxy's row hid it", "\n".join(w1) or body[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
