@@ -28,6 +28,7 @@ struct rule {
 	struct wd_config_alert a;	/* strings below are our own copies */
 	char **cands;			/* the study's candidates (stalled times them; the rest skip former ones) */
 	size_t n_cands;
+	int cands_short;		/* out of memory: cands lacks some (then no row is skipped) */
 	struct instances set;
 	double last_command;		/* Unix seconds */
 	uint64_t def;			/* def_hash: what its instances mean */
@@ -140,8 +141,17 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		v[i].def = def_hash(c);
 		const struct wd_config_study *st = &cfg->studies[c->study_index];
 		v[i].cands = calloc(st->candidates.n + 1, sizeof(char *));
-		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++)
-			v[i].cands[v[i].n_cands++] = strdup(st->candidates.names[k]);
+		v[i].cands_short = !v[i].cands;
+		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++) {
+			char *name = strdup(st->candidates.names[k]);
+			if (name)
+				v[i].cands[v[i].n_cands++] = name;
+			else
+				v[i].cands_short = 1;
+		}
+		if (v[i].cands_short)
+			log_warning("alert '%s': out of memory for its study's candidates: it judges every "
+				    "candidate row of a step, a former candidate's too", c->name);
 		for (size_t k = 0; k < n_old; k++) {
 			if (strcmp(old[k].a.name, c->name))
 				continue;
@@ -410,6 +420,8 @@ static double metric_of(const struct rule *r, const struct result_batch *b, cons
 /* Is run a candidate of the rule's study now (the config the rules were set from)? */
 static int is_candidate(const struct rule *r, const char *run)
 {
+	if (r->cands_short)
+		return 1;
 	for (size_t k = 0; k < r->n_cands; k++)
 		if (!strcmp(r->cands[k], run))
 			return 1;

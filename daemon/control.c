@@ -219,27 +219,37 @@ static json_t *studies(struct control *c)
 }
 
 /*
- * The step computed again (a reload's backfill, or the record of one
- * replayed at a start): the rows of the runs it did not compute, a
- * candidate the reload took out most often, stay shown (as former), as
- * the drift log keeps them. *b is copied first when another thread holds it.
+ * The step computed again (a reload's backfill, a baseline step that took
+ * a run's step from its neighbour, or the record of either replayed at a
+ * start): the rows of the runs it did not compute stay shown, a candidate
+ * a reload took out (as former) most often, as the drift log keeps them;
+ * but not a run the study names whose durable steps no longer align to
+ * this step (now another baseline step's): its row here is superseded.
+ * Decided from the snapshots held, not the config alone, so that a replay
+ * under a later config keeps what the live daemon kept. *b is copied
+ * first when another thread holds it.
  */
-static void keep_runs(const struct wd_config *cfg, struct result_batch **b, const struct result_batch *old)
+static void keep_runs(const struct control *c, struct result_batch **b, const struct result_batch *old)
 {
-	const char *named[WD_STUDY_STEP_RUNS_MAX];
-	size_t n_named = 0;
+	const char *named[WD_STUDY_STEP_RUNS_MAX], *superseded[WD_STUDY_STEP_RUNS_MAX];
+	size_t n_named = 0, n_superseded = 0;
+	struct run *base = state_run(c->st, (*b)->baseline, 0);
 
-	for (size_t i = 0; i < cfg->n_studies; i++)
-		if (!strcmp(cfg->studies[i].name, (*b)->study))
-			n_named = wd_study_step_runs(&cfg->studies[i], named, WD_STUDY_STEP_RUNS_MAX);
-	if (!result_batch_keeps(*b, old, named, n_named))
+	for (size_t i = 0; i < c->cfg->n_studies; i++)
+		if (!strcmp(c->cfg->studies[i].name, (*b)->study))
+			n_named = wd_study_step_runs(&c->cfg->studies[i], named, WD_STUDY_STEP_RUNS_MAX);
+	for (size_t k = 0; base && k < n_named; k++)
+		if (!study_run_aligned(state_run(c->st, named[k], 0), base, (*b)->step,
+				       c->cfg->alignment.tolerance))
+			superseded[n_superseded++] = named[k];
+	if (!result_batch_keeps(*b, old, superseded, n_superseded))
 		return;	/* the usual case: nothing to keep, nothing copied */
 	struct result_batch *mine = result_batch_shared(*b) ? result_batch_dup(*b) : *b;
 	if (mine && mine != *b) {
 		result_batch_free(b);
 		*b = mine;
 	}
-	if (!mine || result_batch_keep_runs(mine, old, named, n_named) < 0)
+	if (!mine || result_batch_keep_runs(mine, old, superseded, n_superseded) < 0)
 		log_warning("drift: out of memory: study '%s' step %lld shows only the runs just "
 			    "computed; the drift log keeps the others' rows", (*b)->study, (long long)(*b)->step);
 }
@@ -250,7 +260,7 @@ void control_add_result(struct control *c, struct result_batch *b)
 		result_batch_index(b);
 	for (size_t i = 0; i < c->n_results; i++)
 		if (c->results[i]->step == b->step && !strcmp(c->results[i]->study, b->study)) {
-			keep_runs(c->cfg, &b, c->results[i]);
+			keep_runs(c, &b, c->results[i]);
 			result_batch_free(&c->results[i]);	/* a query building from it keeps its own */
 			c->results[i] = b;
 			return;

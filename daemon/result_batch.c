@@ -188,10 +188,10 @@ static size_t runs_of(const struct result_batch *b, const char **runs)
 
 /*
  * Marks in keep[i] whether old's row i is kept (a run b has no row of and
- * the study no longer names); returns how many are. keep NULL: counted only.
+ * that is not superseded); returns how many are. keep NULL: counted only.
  */
 static size_t kept_rows(const struct result_batch *b, const struct result_batch *old,
-			const char *const *named, size_t n_named, unsigned char *keep)
+			const char *const *superseded, size_t n_superseded, unsigned char *keep)
 {
 	const char *runs[RESULT_BATCH_MAX_RUNS], *last = NULL;
 	size_t n_runs, n = 0;
@@ -204,7 +204,7 @@ static size_t kept_rows(const struct result_batch *b, const struct result_batch 
 		const char *run = old->rows[i].run;
 		if (!last || strcmp(last, run)) {
 			last = run;
-			k = !listed(runs, n_runs, run) && !listed(named, n_named, run);
+			k = !listed(runs, n_runs, run) && !listed(superseded, n_superseded, run);
 		}
 		n += (size_t)k;
 		if (keep)
@@ -214,16 +214,16 @@ static size_t kept_rows(const struct result_batch *b, const struct result_batch 
 }
 
 size_t result_batch_keeps(const struct result_batch *b, const struct result_batch *old,
-			  const char *const *named, size_t n_named)
+			  const char *const *superseded, size_t n_superseded)
 {
-	return kept_rows(b, old, named, n_named, NULL);
+	return kept_rows(b, old, superseded, n_superseded, NULL);
 }
 
 int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old,
-			   const char *const *named, size_t n_named)
+			   const char *const *superseded, size_t n_superseded)
 {
 	unsigned char *keep = malloc(old->n_rows + 1);
-	size_t extra = keep ? kept_rows(b, old, named, n_named, keep) : 0;
+	size_t extra = keep ? kept_rows(b, old, superseded, n_superseded, keep) : 0;
 	struct drift_row *v = extra ? realloc(b->rows, (b->n_rows + extra) * sizeof(*v)) : NULL;
 
 	if (!keep || (extra && !v)) {

@@ -54,22 +54,24 @@ int result_batch_forget(struct result_batch *b, const char *run);
 /*
  * Keeps old's rows beside b's, when b computes the same study and step
  * again against the same baseline: the rows of each run that b has none
- * of and that the study no longer names (named[0..n_named): its runs now,
- * wd_study_step_runs), a candidate a reload took out of it, are copied
- * into b (which must not be shared), their ratios under b's proxy labels.
- * A run the study still names and b lacks was left out on purpose (its
- * step aligns to another baseline step now): its old rows are not kept.
- * Nor are rows of another baseline: they are stale, and the drift log
- * keeps them. O(rows) when nothing is kept (rows come run by run); the
- * index is made again when something is. Returns 0, or -1 out of memory
- * (b as it was).
+ * of and that superseded[0..n_superseded) does not name are copied into b
+ * (which must not be shared), their ratios under b's proxy labels. The
+ * caller names as superseded a run the study names whose steps no longer
+ * align to this step (one now belongs to another baseline step): b left
+ * it out on purpose. Kept: a candidate a reload took out of the study
+ * (former), and a run still named whose aligned snapshot b lacks for
+ * another reason (retention removed its file; a record replayed at a
+ * start under a later config). Rows of another baseline are not kept:
+ * they are stale, and the drift log keeps them. O(rows) when nothing is
+ * kept (rows come run by run); the index is made again when something
+ * is. Returns 0, or -1 out of memory (b as it was).
  */
 #define RESULT_BATCH_MAX_RUNS 512	/* runs of one batch looked at: a study has at most 256 + 64 */
 int result_batch_keep_runs(struct result_batch *b, const struct result_batch *old,
-			   const char *const *named, size_t n_named);
+			   const char *const *superseded, size_t n_superseded);
 /* How many rows result_batch_keep_runs would copy into b: 0, the usual case, costs no copy of b. */
 size_t result_batch_keeps(const struct result_batch *b, const struct result_batch *old,
-			  const char *const *named, size_t n_named);
+			  const char *const *superseded, size_t n_superseded);
 /*
  * Orders the ratios of rows[0..n), which follow the proxy labels
  * from[0..n_from), as to[0..n_to) are: each under its own label, NaN for a

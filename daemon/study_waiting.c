@@ -177,8 +177,7 @@ static int belongs(const struct run *base, int64_t x, int64_t bstep)
 	return 1;
 }
 
-/* Has run a step within tol of the baseline's step bstep that belongs to it? */
-static int has_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
+int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
 {
 	for (size_t i = 0; r && i < r->n_durable; i++) {
 		int64_t x = r->durable[i];
@@ -210,7 +209,7 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];
 	size_t n = wd_study_step_runs(s, runs, WD_STUDY_STEP_RUNS_MAX);
 	for (size_t k = 0; k < n; k++)	/* the synthetic proxy's label is no run: skipped */
-		near += has_aligned(state_run(st, runs[k], 0), base, step, tol);
+		near += study_run_aligned(state_run(st, runs[k], 0), base, step, tol);
 	if (near)
 		add(buf, len, &at, "; the baseline and %zu of the study's runs have snapshots at or within "
 		    "alignment.tolerance (%lld) of step %lld, not compared yet (wdrift status: queues)",

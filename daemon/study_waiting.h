@@ -53,6 +53,13 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 			int64_t step, char *buf, size_t len);
 
 /*
+ * Has run r (NULL: none) a durable step within tol of the baseline's step
+ * bstep that belongs to it by the alignment rule (the nearest baseline
+ * step, the earlier of two as near: spool_nearer)? base must not be NULL.
+ */
+int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol);
+
+/*
  * The run with snapshots whose name is nearest run (state_run_suggest),
  * into best; *owner the first study of cfg that names it, or NULL (a run
  * no study names: a typo's likelier target). 0 when no run has snapshots.

@@ -212,6 +212,23 @@ def main():
               and any('run="round:bf16"' in x for x in w1),
               "/metrics: al-fa's series (step 10) beside the synthetic proxy's (step 20): a newer step with "
               "only the synthetic proxy's row hid it", "\n".join(w1) or body[-1500:])
+        # al-fb named again by a reload: its kept rows at steps 0 and 10 are
+        # its results there (the backfill does not compute them again), as
+        # live so after a restart, which replays the records under this
+        # config (a review found them dropped then: "missing" for ever)
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, port=port, candidates="al-fa, al-fb",
+                                  extra="    synthetic_proxy: round:bf16\n") + ALERT)
+        r = wd(cfg, "reload")
+        check(r.returncode == 0 and "studies   changed: al (candidates)" in r.stdout, "reload: al-fb back",
+              r.stdout + r.stderr)
+        for when in ("al-fb named again", "al-fb named again, after a restart"):
+            got = drift_json(cfg, "--step", "10", want=lambda d: d.get("complete"))
+            fb = (got or {}).get("candidates", {}).get("al-fb", {})
+            check(got and got.get("complete") is True and "former" not in fb and w1_of(got, "al-fb") == fb_before,
+                  f"{when}: step 10 is complete, al-fb's rows its own, not former", json.dumps(got)[:2000])
+            if when == "al-fb named again":
+                check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)

@@ -162,13 +162,14 @@ static void test_keep_runs(void)
 		return;
 	}
 	result_batch_index(b);
-	/* the study's runs now: fa, the proxy's run, the synthetic label; fb is former */
-	const char *named[] = { "fa", "lowprec", "round:bf16" }, *with_fb[] = { "fa", "fb", "lowprec" };
-	CHECK(result_batch_keeps(b, &old, with_fb, 3) == 0,
+	/* superseded: runs whose steps align to another baseline step now (control.c says which) */
+	const char *only_synthetic[] = { "round:bf16" }, *with_fb[] = { "fb", "round:bf16" };
+	CHECK(result_batch_keeps(b, &old, with_fb, 2) == 0,
 	      "a run the study still names, left out of the step computed again (its step aligns to "
 	      "another baseline step now), is not kept: its old rows are superseded");
-	CHECK(result_batch_keeps(b, &old, named, 3) == 2, "a former candidate's two rows would be kept");
-	CHECK(result_batch_keep_runs(b, &old, named, 3) == 0 && b->n_rows == 4,
+	CHECK(result_batch_keeps(b, &old, only_synthetic, 1) == 2,
+	      "a former candidate's two rows would be kept (fb is not superseded)");
+	CHECK(result_batch_keep_runs(b, &old, only_synthetic, 1) == 0 && b->n_rows == 4,
 	      "fb's two rows are kept beside the two computed (%zu rows)", b->n_rows);
 	const struct drift_row *fa = result_batch_find(b, "fa", "layers.0.w"),
 			       *fb = result_batch_find(b, "fb", "layers.0.w");
@@ -178,15 +179,15 @@ static void test_keep_runs(void)
 	      "and none under the label it never had");
 	CHECK(!strcmp(b->rows[3].run, "fb") && !b->rows[3].tensor && b->rows[3].kind == ROW_MEAN,
 	      "its summary row too");
-	CHECK(result_batch_keep_runs(b, &old, named, 3) == 0 && b->n_rows == 4, "kept once: twice adds nothing");
+	CHECK(result_batch_keep_runs(b, &old, only_synthetic, 1) == 0 && b->n_rows == 4, "kept once: twice adds nothing");
 
 	old.baseline = "base-before";
 	struct result_batch *c = record_result_decode(p, strlen(p));
-	CHECK(c && result_batch_keep_runs(c, &old, named, 3) == 0 && c->n_rows == 2,
+	CHECK(c && result_batch_keep_runs(c, &old, only_synthetic, 1) == 0 && c->n_rows == 2,
 	      "rows of another baseline are not kept: they are stale");
 	old.baseline = "base";
 	old.step = 50;
-	CHECK(c && result_batch_keep_runs(c, &old, named, 3) == 0 && c->n_rows == 2, "nor rows of another step");
+	CHECK(c && result_batch_keep_runs(c, &old, only_synthetic, 1) == 0 && c->n_rows == 2, "nor rows of another step");
 	result_batch_free(&c);
 	result_batch_free(&b);
 	free(p);
