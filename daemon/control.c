@@ -70,10 +70,10 @@ static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
 	json_t *errors = json_object();
-	size_t pending = 0;	/* re-sends of durable steps being checked hold nothing: not pending */
+	size_t pending = 0;
 
 	for (const struct snapshot *p = s->pending; p; p = p->next)
-		pending += !p->recheck;
+		pending += snapshot_pending(p);
 
 	for (int k = 1; k < WIRE_CODE_COUNT; k++)
 		json_object_set_new(errors, wire_code_name((enum wire_code)k),

@@ -167,7 +167,7 @@ static struct snapshot *get_snapshot(struct ingest *ix, const struct frames *m,
 		return snap;
 	size_t pend = 0;	/* re-sends being checked count apart: they hold no memory */
 	for (struct snapshot *p = s->pending; p; p = p->next)
-		pend += p->run == r && p->recheck == recheck;
+		pend += p->run == r && p->recheck == recheck && (recheck || snapshot_pending(p));
 	if ((int64_t)pend >= ix->cfg->limits.max_pending) {
 		snprintf(why, sizeof(why), "run has %zu snapshots pending, the limit "
 			 "(limits.max_pending); commit them first", pend);
@@ -269,7 +269,7 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	 * until it expired as "dropped".
 	 */
 	if (ingest_add_shard(ix, m, h, r, snap) < 0) {
-		if (snap->n_tensors == 0 && !snap->n_waiters)
+		if (snap->n_tensors == 0 && !snap->n_waiters && !snap->conflict)
 			ingest_drop_snapshot(ix, snap);	/* and a run that holds nothing */
 		return;
 	}

@@ -122,7 +122,8 @@ int ingest_make_room(struct ingest *ix, struct run *r, const struct snapshot *ke
 		const char *why = NULL;
 		for (struct snapshot *p = s->pending; p; p = p->next) {
 			const char *w;
-			if (p == keep || (!budget && p->run != r) || !(w = stalled(ix, p, t)))
+			if (p == keep || (!budget && p->run != r) || !snapshot_pending(p) ||
+			    !(w = stalled(ix, p, t)))
 				continue;
 			if (!worst || p->bytes > worst->bytes)
 				worst = p, why = w;
@@ -291,6 +292,13 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		double idle = t - (snap->n_waiters ? snap->last_taken : snap->last_seen);
 		if (snap->committing || idle < limit)
 			continue;
+		if (snap->conflict && !snap->recheck) {	/* refused whole: said then, counted then */
+			log_debug("ingest: run '%s' step %lld: the snapshot refused whole is forgotten after "
+				  "%.0f s without a shard of it", snap->run->name, (long long)snap->step, timeout);
+			ingest_drop_snapshot(ix, snap);
+			n++;
+			continue;
+		}
 		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
 			ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
 			const char *colon = strstr(lacks, ": ");

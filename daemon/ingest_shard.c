@@ -97,6 +97,13 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 		r->conflict_step = snap->step;
 		if (snap->n_waiters)	/* ranks that committed already */
 			ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
+		/*
+		 * Nothing of it will be stored: its memory goes now, and it stays
+		 * only to refuse the rest of it (a trial's `status` showed it
+		 * pending, holding the first rank's piece, until it expired and
+		 * was counted dropped as well).
+		 */
+		snapshot_empty(ix->st, snap);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
 }

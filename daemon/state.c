@@ -133,11 +133,12 @@ void state_forget_run(struct state *s, struct run *r)
  * size (kept_bufs.h) where memory.budget has room beside what is reserved:
  * whatever ends it (stored, dropped, refused, runs rm).
  */
-void snapshot_free(struct state *s, struct snapshot *snap)
+void snapshot_empty(struct state *s, struct snapshot *snap)
 {
 	s->reserved -= snap->bytes + snap->overhead;
 	if (snap->run)
 		snap->run->bytes_pending -= snap->bytes + snap->overhead;
+	snap->bytes = snap->overhead = 0;
 	for (size_t i = 0; i < snap->n_tensors; i++) {
 		struct tensor_buf *t = &snap->tensors[i];
 		uint64_t held = s->reserved + s->kept.bytes;
@@ -148,8 +149,17 @@ void snapshot_free(struct state *s, struct snapshot *snap)
 			 s->budget > held ? s->budget - held : 0, now_mono());
 	}
 	free(snap->tensors);
+	snap->tensors = NULL;
+	snap->n_tensors = snap->cap_tensors = 0;
 	names_free(&snap->names);
 	free(snap->waiters);
+	snap->waiters = NULL;
+	snap->n_waiters = 0;
+}
+
+void snapshot_free(struct state *s, struct snapshot *snap)
+{
+	snapshot_empty(s, snap);
 	free(snap);
 }
 

@@ -147,6 +147,20 @@ void run_add_durable(struct run *r, int64_t step, struct snap_id *id);
 
 /* Frees a snapshot's tensors and releases its reservation. */
 void snapshot_free(struct state *s, struct snapshot *snap);
+/*
+ * Frees what snap holds (its tensors, their reservation, its waiters) and
+ * keeps snap, linked, as it is: a snapshot refused whole stays only to
+ * refuse the rest of it.
+ */
+void snapshot_empty(struct state *s, struct snapshot *snap);
+/*
+ * Whether snap counts as pending (status, /metrics): not a re-send of a
+ * durable step being checked, nor one refused whole; both hold nothing.
+ */
+static inline int snapshot_pending(const struct snapshot *snap)
+{
+	return !snap->recheck && !snap->conflict;
+}
 void state_release(struct state *s);
 
 #endif

@@ -19,6 +19,7 @@ removed, also on failure.
 import os
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -38,7 +39,11 @@ def main():
     dm = Daemon(tmp)
     rng = np.random.default_rng(78)
     try:
-        dm.write_config()
+        cfg = dm.write_config()
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:  # the refused snapshot of the second part is forgotten in seconds
+            f.write(text.replace("  max_message: 64M\n", "  max_message: 64M\n  pending_timeout: 3\n"))
         check(dm.start() is not None, "wdriftd is ready")
         old = {k: rng.standard_normal(1000).astype(np.float32) for k in ("l0", "l1", "l2")}
         new = {k: rng.standard_normal(1000).astype(np.float32) for k in ("l0", "l1", "l2")}
@@ -78,6 +83,38 @@ def main():
         lines = [ln for ln in log.splitlines() if "kill2" in ln and "step 1" in ln and "refused" in ln]
         check(len(lines) == 1 and "re-used run name" in lines[0] and "restarted" in lines[0],
               f"the daemon says it once, with the likely causes ({lines})")
+
+        # Two ranks' pieces of one tensor clash, and neither commits (the
+        # refused rank gave up): a trial's `status` went on showing the
+        # refused snapshot as pending, holding the first rank's piece, and
+        # pending_timeout later the daemon warned that it expired and
+        # counted it dropped too. It is refused whole at once: it holds
+        # nothing, is no pending snapshot, and is forgotten without a word.
+        x, y = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+        ra, rb = Publisher(ctx, tmp, "ghost"), Publisher(ctx, tmp, "ghost")
+        ra.tensor(5, "w", x[:500], "f32", offset=0, total=1000)
+        check((ra.hello() or {}).get("type") == "welcome", "rank a's piece [0, 500) is in")
+        rb.tensor(5, "w", y[:500], "f32", offset=0, total=1000)
+        e = rb.recv()
+        check(e and e.get("code") == "conflict" and "refused whole" in e.get("reason", ""),
+              f"rank b's other bytes for [0, 500): the snapshot is refused whole ({e})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        sn, mem = (st or {}).get("snapshots", {}), (st or {}).get("memory", {})
+        check(sn.get("pending") == 0 and mem.get("reserved") == 0 and sn.get("conflicts") == 2,
+              f"refused: no pending snapshot, nothing reserved, one conflict more ({sn}, {mem})")
+        ra.tensor(5, "w", x[500:], "f32", offset=500, total=1000)
+        e = ra.recv()
+        check(e and e.get("code") == "conflict" and "refused whole" in e.get("reason", ""),
+              f"rank a's next piece gets the same conflict ({e})")
+        time.sleep(5)  # pending_timeout 3, and the daemon's check each second
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        sn = (st or {}).get("snapshots", {})
+        later = [ln for ln in dm.log_text().splitlines() if "ghost" in ln and "belongs to no study" not in ln]
+        check(sn.get("dropped") == 0 and sn.get("conflicts") == 2 and len(later) == 1 and "refused" in later[0],
+              f"forgotten after pending_timeout, not counted dropped too, not said again ({sn}, {later})")
+        ra.tensor(5, "w", x, "f32")
+        a = ra.commit(5, 1)
+        check(a and a.get("type") == "ack", f"then step 5, sent whole by one rank, is acked ({a})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         teardown(dm, tmp, ctx)
