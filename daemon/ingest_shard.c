@@ -44,10 +44,21 @@ int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *w
 		else if (!missing)
 			missing = &snap->tensors[i];
 	}
-	if (missing)
+	if (missing) {
+		/* the first hole names the rank that did not send: offsets are the ranks' own */
+		uint64_t b = 0, e = 0;
+		size_t gaps = pieces_gaps(missing, &b, &e);
+		char holes[96] = "";
+		if (gaps == 1)
+			snprintf(holes, sizeof(holes), ", missing [%llu, %llu)", (unsigned long long)b,
+				 (unsigned long long)e);
+		else if (gaps > 1)
+			snprintf(holes, sizeof(holes), ", missing %zu ranges, the first [%llu, %llu)", gaps,
+				 (unsigned long long)b, (unsigned long long)e);
 		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.120s' has %llu of %llu "
-			 "elements", (unsigned long long)want, complete, missing->name,
-			 (unsigned long long)missing->covered, (unsigned long long)missing->total);
+			 "elements%s", (unsigned long long)want, complete, missing->name,
+			 (unsigned long long)missing->covered, (unsigned long long)missing->total, holes);
+	}
 	else if (complete != want)
 		snprintf(why, len, "commit says %llu tensors, %zu received", (unsigned long long)want,
 			 complete);

@@ -153,3 +153,20 @@ void pieces_copy(struct tensor_buf *t, const struct payload *m, uint64_t offset)
 		n += m->len[i];
 	payload_bytes(m, 0, NULL, (unsigned char *)t->data + offset * es, n);
 }
+
+size_t pieces_gaps(const struct tensor_buf *t, uint64_t *b, uint64_t *e)
+{
+	uint64_t at = 0;	/* the end of the ranges before */
+	size_t n = 0;
+
+	for (size_t i = 0; i <= t->n_ranges; i++) {
+		uint64_t next = i < t->n_ranges ? t->ranges[i][0] : t->total;
+		if (next > at && !n++) {
+			*b = at;
+			*e = next;
+		}
+		if (i < t->n_ranges)
+			at = t->ranges[i][1];
+	}
+	return n;
+}

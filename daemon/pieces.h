@@ -32,6 +32,11 @@ long pieces_slot(const struct tensor_buf *t, uint64_t b, uint64_t e);
 int pieces_is_new(const struct tensor_buf *t, size_t at, uint64_t b, uint64_t e);
 /* Adds [b, e), whose bytes have CRC-32 crc, at its slot; 0, or -1 out of memory. */
 int pieces_add(struct tensor_buf *t, size_t at, uint64_t b, uint64_t e, uint32_t crc);
+/*
+ * The elements t lacks: how many separate ranges, and the first of them
+ * as [*b, *e) (when there is one): what names the rank that did not send.
+ */
+size_t pieces_gaps(const struct tensor_buf *t, uint64_t *b, uint64_t *e);
 /* Copies the payload to elements from offset of t->data. */
 void pieces_copy(struct tensor_buf *t, const struct payload *m, uint64_t offset);
 /*

@@ -145,14 +145,26 @@ def main():
         waited = time.time() - t0
         ok = all(e and e["type"] == "error" and e["code"] == "incomplete" and e["field"] == "ranks"
                  and "expired after 2 s waiting for the other ranks" in e["reason"]
-                 and "'a' has 3072 of 4096 elements" in e["reason"] for e in errs)
+                 and "'a' has 3072 of 4096 elements, missing [3072, 4096)" in e["reason"] for e in errs)
         check(ok and 1.5 < waited < 6, f"a missing rank: the 3 waiting get 'incomplete', field ranks, "
               f"after {waited:.1f} s ({errs})")
         log = dm.log_text()
         check("run 'sharded' step 3: expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 "
-              "elements (commits from 3 connections waited; a rank that sent again on a new connection counts "
+              "elements, missing [3072, 4096) (commits from 3 connections waited; a rank that sent again on a new connection counts "
               "again)" in log, "the log names the run, step and missing tensor", log[-1500:])
         check(not os.path.exists(os.path.join(tmp, "var", "spool", "sharded", "3.h5")), "nothing was stored")
+
+        # Step 7: ranks 1 and 3 never send: the reason gives the holes, the
+        # first of them naming rank 1's elements (a trial had to work out
+        # which rank was missing from "has 2048 of 4096 elements")
+        t7 = make(rng)
+        for k in (0, 2):
+            shards(ranks[k], 7, t7, k)
+            commit(ranks[k], 7, 3)
+        errs = [ranks[k].recv() for k in (0, 2)]
+        check(all(e and e["code"] == "incomplete" and "'a' has 2048 of 4096 elements, missing 2 ranges, the "
+                  "first [1024, 2048)" in e["reason"] for e in errs),
+              f"two ranks missing: the reason counts the holes and gives the first ({errs})")
 
         # Step 5: a waiting rank's ack timeout closes its socket before the expiry,
         # so the refusal cannot reach it; it sends its part again on a fresh
