@@ -49,6 +49,15 @@ static void print_status(json_t *o)
 	printf("snapshots  %lld received, %lld durable, %lld duplicates, %lld pending, %lld dropped, "
 	       "%lld conflicts\n", dc_int(sn, "received"), dc_int(sn, "durable"), dc_int(sn, "duplicates"),
 	       dc_int(sn, "pending"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"));
+	json_t *ps = json_object_get(o, "pending_snapshots"), *p;	/* a daemon before it: none */
+	size_t i;
+	json_array_foreach(json_object_get(ps, "snapshots"), i, p)
+		printf("pending    '%s' step %lld: %.0f s since its last message, %lld commit%s waiting; %s\n",
+		       json_string_value(json_object_get(p, "run")), dc_int(p, "step"),
+		       json_number_value(json_object_get(p, "idle")), dc_int(p, "commits"),
+		       dc_int(p, "commits") == 1 ? "" : "s", json_string_value(json_object_get(p, "waiting")));
+	if (dc_int(ps, "more"))
+		printf("pending    and %lld more\n", dc_int(ps, "more"));
 	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));
 	printf("memory     %.1f of %.1f MiB held, %.1f MiB of buffers kept for the next snapshots",
 	       (double)dc_int(mem, "reserved") / 1048576, (double)dc_int(mem, "budget") / 1048576,

@@ -14,6 +14,7 @@
 #include "study_waiting.h"
 #include "result_batch.h"
 #include "spool.h"
+#include "ingest.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -66,6 +67,55 @@ static json_t *studies_waiting(const struct control *c)
 			 "runs_silent", silent);
 }
 
+#define STATUS_PENDING_MAX 8	/* snapshots named in status: the longest waiting */
+
+/*
+ * The snapshots being received, the longest idle first (at most
+ * STATUS_PENDING_MAX; "more" counts the rest): run, step, seconds since
+ * its last message, commits waiting (ranks, or a rank again on a new
+ * connection), and what it lacks. A trial's job waited on a dead rank
+ * while status said only "1 pending".
+ */
+static json_t *pending_snapshots(const struct state *s)
+{
+	const struct snapshot *top[STATUS_PENDING_MAX];
+	size_t n = 0, more = 0;
+	double t = now_mono();
+
+	for (const struct snapshot *p = s->pending; p; p = p->next) {
+		if (!snapshot_pending(p))
+			continue;
+		size_t at = n;	/* insertion by idle time, longest first */
+		while (at > 0 && top[at - 1]->last_seen > p->last_seen)
+			at--;
+		if (at == STATUS_PENDING_MAX) {
+			more++;
+			continue;
+		}
+		if (n == STATUS_PENDING_MAX)
+			more++;
+		else
+			n++;
+		memmove(&top[at + 1], &top[at], (n - 1 - at) * sizeof(*top));
+		top[at] = p;
+	}
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct snapshot *p = top[i];
+		char why[400];
+		if (p->committing)
+			snprintf(why, sizeof(why), "complete, being stored");
+		else if (!p->want)
+			snprintf(why, sizeof(why), "no commit yet: %zu tensors begun", p->n_tensors);
+		else if (ingest_snapshot_complete(p, p->want, why, sizeof(why)))
+			snprintf(why, sizeof(why), "complete, being stored");
+		json_array_append_new(list, json_pack("{s:s,s:I,s:f,s:I,s:s}", "run", p->run->name,
+						      "step", (json_int_t)p->step, "idle", t - p->last_seen,
+						      "commits", (json_int_t)p->n_waiters, "waiting", why));
+	}
+	return json_pack("{s:o,s:I}", "snapshots", list, "more", (json_int_t)more);
+}
+
 static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
@@ -114,6 +164,7 @@ static json_t *status(struct control *c)
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
 	json_object_set_new(out, "studies", studies_waiting(c));
+	json_object_set_new(out, "pending_snapshots", pending_snapshots(s));
 	char why[1400];
 	const char *differs = c->config_file ? config_file_pending(c->config_file, why, sizeof(why)) : NULL;
 	json_object_set_new(out, "config_pending", differs ? json_string(differs) : json_null());

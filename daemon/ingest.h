@@ -104,4 +104,11 @@ void ingest_refusals_tick(struct ingest *ix);
 /* Forgets the expired steps of run (`wdrift runs rm`): a re-send starts afresh. */
 void ingest_forget_expired(struct ingest *ix, const char *run);
 
+/*
+ * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
+ * why naming the first tensor that lacks elements (how many it has, and
+ * the ranges it lacks). ingest_shard.c; status says it of each pending one.
+ */
+int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len);
+
 #endif

@@ -36,11 +36,6 @@ void ingest_fail_waiters(struct ingest *ix, const struct snapshot *snap, enum wi
 /* ingest_shard.c */
 
 /*
- * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
- * why naming the first tensor that lacks elements (and how many it has).
- */
-int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len);
-/*
  * Adds one shard to snap (received, checked). Returns 0, or -1 after the
  * error reply: the shard was not taken (only out of memory can leave behind
  * a tensor it created, reserved until its snapshot ends).

@@ -24,6 +24,7 @@ Every daemon is stopped by pid and the temp dir removed, also on failure.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +36,8 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, Publisher, bf16, check  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 import harness  # noqa: E402
 
 W = 4
@@ -161,6 +164,20 @@ def main():
         for k in (0, 2):
             shards(ranks[k], 7, t7, k)
             commit(ranks[k], 7, 3)
+        time.sleep(0.3)
+        # meanwhile `status` names what waits, and for what (a trial saw only "1 pending")
+        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                           text=True, timeout=30)
+        line = [x for x in r.stdout.splitlines() if x.startswith("pending    'sharded' step 7:")]
+        check(r.returncode == 0 and line and "2 commits waiting; commit says 3 tensors, 1 complete: 'a' has "
+              "2048 of 4096 elements, missing 2 ranges, the first [1024, 2048)" in line[0],
+              "status names the snapshot that waits, its commits, and what it lacks", r.stdout + r.stderr)
+        r = subprocess.run([WDRIFT, "status", "--json", "-c", os.path.join(tmp, "wdrift.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        ps = json.loads(r.stdout).get("pending_snapshots", {}) if r.returncode == 0 else {}
+        got = [p for p in ps.get("snapshots", []) if p.get("run") == "sharded" and p.get("step") == 7]
+        check(got and got[0]["commits"] == 2 and got[0]["idle"] >= 0 and "missing 2 ranges" in got[0]["waiting"]
+              and ps.get("more") == 0, "status --json: pending_snapshots", r.stdout[-1500:])
         errs = [ranks[k].recv() for k in (0, 2)]
         check(all(e and e["code"] == "incomplete" and "'a' has 2048 of 4096 elements, missing 2 ranges, the "
                   "first [1024, 2048)" in e["reason"] for e in errs),
