@@ -91,6 +91,7 @@ struct wd_publisher {
 	uint64_t dropped_at_stall;
 	uint64_t acked_at_stall;	/* st.acked when the stall was said: 0, no "acks again" */
 	int heard_at_stall;	/* the daemon had answered at all by then: "answers again" */
+	int ranks_at_stall;	/* the stall was a commit waiting for the other ranks, connected */
 	uint64_t refusals, conflicts_said;
 	char refusal[768], conflict[768];
 	char pushback[320];	/* the daemon's last refusal that a re-send may get past */

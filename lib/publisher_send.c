@@ -56,7 +56,13 @@ static void stall_check(struct wd_publisher *p, int answered)
 {
 	double t = pub_now();
 	if (answered) {
-		if (p->stalled)	/* a refusal was said on its own line: no "acks" */
+		if (p->stalled && p->ranks_at_stall && answered == ANSWER_REFUSAL)
+			/* it answered all along: what ended was the wait for the other ranks */
+			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': the wait at %.400s for the "
+				 "other ranks' parts ended after %.0f s, with the refusal above; %llu snapshots "
+				 "dropped meanwhile", p->run, p->where, t - p->waiting_since,
+				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
+		else if (p->stalled)	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
 				 "%llu snapshots dropped meanwhile", p->run, p->where,
 				 answered == ANSWER_ACK ? (p->acked_at_stall ? "acks again" : "acks its first snapshot")
@@ -77,6 +83,8 @@ static void stall_check(struct wd_publisher *p, int answered)
 	int answers = p->last_heard >= p->waiting_since;
 	/* a rank's commit waits for the others' shards with no reply: connected is the answer */
 	int ranks_wait = !answers && !p->diagnosis[0] && p->opts.ranks > 1 && p->st.connected;
+	/* either way the hint is the other ranks: what ends the wait is theirs, not the daemon's */
+	p->ranks_at_stall = ranks_wait || (answers && !p->pushback[0] && p->opts.ranks > 1);
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
 		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
 		 (unsigned long long)p->st.queued,
