@@ -183,6 +183,7 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 	d->st.count.snapshots_durable -= r->n_durable < d->st.count.snapshots_durable ?
 					 r->n_durable : d->st.count.snapshots_durable;
 	state_forget_run(&d->st, r);
+	state_note_removed(&d->st, run);
 	kept_shed(&d->st.kept, 0);	/* its tensors' sizes need not come again */
 	ingest_forget_expired(&d->ix, run);
 	control_forget(&d->ctl, run);

@@ -68,6 +68,7 @@ static void replay_forget(struct recovery *rc, const char *run)
 						   r->n_durable : rc->st->count.snapshots_durable;
 		state_forget_run(rc->st, r);
 	}
+	state_note_removed(rc->st, run);
 	if (rc->alerts)	/* those its "alert" records before this one restored */
 		alerts_forget_run(rc->alerts, run, rc->cfg, NULL);
 	rc->n_results = record_results_without(rc->results, rc->n_results, run, NULL, NULL);

@@ -128,6 +128,30 @@ void state_forget_run(struct state *s, struct run *r)
 		}
 }
 
+void state_note_removed(struct state *s, const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy || state_removed(s, name)) {
+		free(copy);
+		return;
+	}
+	if (s->n_removed == STATE_REMOVED_MAX) {	/* the oldest goes */
+		free(s->removed[0]);
+		memmove(s->removed, s->removed + 1, (STATE_REMOVED_MAX - 1) * sizeof(*s->removed));
+		s->n_removed--;
+	}
+	s->removed[s->n_removed++] = copy;
+}
+
+int state_removed(const struct state *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_removed; i++)
+		if (!strcmp(s->removed[i], name))
+			return 1;
+	return 0;
+}
+
 /*
  * Its tensor buffers are kept for the next snapshot's tensors of the same
  * size (kept_bufs.h) where memory.budget has room beside what is reserved:
@@ -177,5 +201,7 @@ void state_release(struct state *s)
 		rn = r->next;
 		run_free(r);
 	}
+	for (size_t i = 0; i < s->n_removed; i++)
+		free(s->removed[i]);
 	memset(s, 0, sizeof(*s));
 }

@@ -115,6 +115,8 @@ struct counters {
 	double compute_seconds;		/* the compute thread's time on them */
 };
 
+#define STATE_REMOVED_MAX 64	/* run names `runs rm` forgot, remembered (the oldest go) */
+
 struct state {
 	struct run *runs;
 	size_t n_runs;
@@ -124,6 +126,8 @@ struct state {
 	struct kept_bufs kept;		/* freed tensor buffers, within the budget beside reserved */
 	struct counters count;
 	double started;			/* monotonic seconds */
+	char *removed[STATE_REMOVED_MAX];	/* runs `runs rm` forgot, the latest last */
+	size_t n_removed;
 };
 
 double now_mono(void);
@@ -139,6 +143,13 @@ struct run *state_run(struct state *s, const char *name, int create);
 const char *state_run_suggest(const struct state *s, const char *name, int *len);
 /* Removes r and what it knows (durable steps, identities); frees it. */
 void state_forget_run(struct state *s, struct run *r);
+/*
+ * Notes that `runs rm` forgot the run of that name (live, or its record
+ * replayed at a start), so that a study still naming it says so rather
+ * than guess at a typo; state_removed asks.
+ */
+void state_note_removed(struct state *s, const char *name);
+int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */
 const struct snap_id *run_identity(const struct run *r, int64_t step);

@@ -70,7 +70,10 @@ static void say_silent(const struct wd_config *cfg, struct state *st, const char
 	char best[512];	/* a longer name is cut: it is only said */
 	const char *owner;
 
-	if (!study_near_run(cfg, st, run, best, sizeof(best), &owner))
+	if (state_removed(st, run))	/* on purpose: no typo to guess at */
+		add(buf, len, at, "; %s '%s' has no snapshot since `wdrift runs rm %s` forgot its own: it "
+		    "sends again, or a reload takes it out of the study", who, run, run);
+	else if (!study_near_run(cfg, st, run, best, sizeof(best), &owner))
 		add(buf, len, at, "; %s '%s' has no snapshot yet", who, run);
 	else if (owner)
 		add(buf, len, at, "; %s '%s' has no snapshot yet, and '%s' (a run of study '%s') has some: "

@@ -97,6 +97,15 @@ class Daemon:
         return path
 
     def start(self, *args, env_extra=None):
+        # what the last daemon told (a reload's READY=1) must not pass for this one's
+        self.messages = []
+        self.notify.setblocking(False)
+        try:
+            while self.notify.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        self.notify.settimeout(0.2)
         env = dict(os.environ, NOTIFY_SOCKET=self.notify_path, **(env_extra or {}))
         self.log = open(os.path.join(self.d, "daemon.log"), "ab")
         self.proc = subprocess.Popen([WDRIFTD, "-c", os.path.join(self.d, "wdrift.yaml"), *args],

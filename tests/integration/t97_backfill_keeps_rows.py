@@ -229,6 +229,19 @@ def main():
                   f"{when}: step 10 is complete, al-fb's rows its own, not former", json.dumps(got)[:2000])
             if when == "al-fb named again":
                 check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
+        # `runs rm al-fb`, which the study still names: drift says it was
+        # removed, not "a typo, or has 'al-fb' not sent yet?" with the
+        # study's other candidate as the guess (a trial's, after runs rm)
+        r = wd(cfg, "runs", "rm", "al-fb")
+        check(r.returncode == 0, "runs rm al-fb", r.stdout + r.stderr)
+        said = ("silent     candidate 'al-fb' has no snapshot since `wdrift runs rm al-fb` forgot its own: it "
+                "sends again, or a reload takes it out of the study")
+        for when in ("after runs rm", "after runs rm and a restart"):
+            r = wd(cfg, "drift", "al")
+            check(r.returncode == 0 and said in r.stdout and "a typo" not in r.stdout,
+                  f"{when}: drift says the candidate was removed on purpose", r.stdout + r.stderr)
+            if when == "after runs rm":
+                check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
