@@ -144,6 +144,11 @@ static void print_completeness(json_t *res)
 	json_array_foreach(missing, i, v)
 		printf("%s %s", i ? "," : "", json_string_value(v));
 	putchar('\n');
+	/* a run that lags: where it was compared last, and how to see it */
+	json_object_foreach(json_object_get(res, "missing_latest"), run, v)
+		printf("lagging    %s: compared last at step %lld (wdrift drift %s --step %lld)\n", run,
+		       (long long)json_integer_value(v), json_string_value(json_object_get(res, "study")),
+		       (long long)json_integer_value(v));
 }
 
 /* The study's runs that sent nothing (a reload's typo?), and the candidates it no longer names. */

@@ -486,7 +486,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	}
 
 	struct drift_query q = { 0 };
-	int ok = drift_query_init(&q, b, st, glob) == 0;
+	int ok = drift_query_init(&q, b, st, glob) == 0 &&
+		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
 	char silent[1400];
 	/* the study's runs that sent nothing (a typo?): its rows cannot have them */
 	if (ok && study_silent(c->cfg, c->st, st, silent, sizeof(silent)))

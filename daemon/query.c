@@ -94,6 +94,35 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 	return ok ? 0 : -ENOMEM;
 }
 
+/* Has b rows of run? One look-up, by the tensor of b's first row (see query.h). */
+static int batch_has(const struct result_batch *b, const char *run)
+{
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (b->rows[i].kind == ROW_TENSOR && b->rows[i].tensor)
+			return result_batch_find(b, run, b->rows[i].tensor) != NULL;
+	return 0;
+}
+
+int drift_query_find_latest(struct drift_query *q, struct result_batch *const *results, size_t n)
+{
+	const struct result_batch *b = q->batch;
+
+	if (!(q->latest = malloc((q->n_runs + 1) * sizeof(*q->latest))))
+		return -ENOMEM;
+	for (size_t k = 0; k < q->n_runs; k++) {
+		q->latest[k] = -1;
+		if (batch_has(b, q->runs[k]))
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			const struct result_batch *o = results[i];
+			if (o->step < b->step && o->step > q->latest[k] && !strcmp(o->study, b->study) &&
+			    !strcmp(o->baseline, b->baseline) && batch_has(o, q->runs[k]))
+				q->latest[k] = o->step;
+		}
+	}
+	return 0;
+}
+
 /* --- the reply --- */
 
 /* A growing string; failed once anything did not fit in memory. */
@@ -397,8 +426,22 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	}
 	out_str(&out, ",\"complete\":");
 	out_json(&out, json_boolean(!stale && missing && !json_array_size(missing)));
+	/* where each run missing here was compared last (a run that lags): the step to ask for */
+	json_t *lag = json_object();
+	size_t i;
+	json_t *v;
+	json_array_foreach(stale || !q->latest ? NULL : missing, i, v)
+		for (size_t k = 0; lag && k < q->n_runs; k++)
+			if (q->latest[k] >= 0 && !strcmp(q->runs[k], json_string_value(v)))
+				json_object_set_new(lag, q->runs[k], json_integer((json_int_t)q->latest[k]));
 	out_str(&out, ",\"missing\":");
 	out_json(&out, missing);
+	if (json_object_size(lag)) {
+		out_str(&out, ",\"missing_latest\":");
+		out_json(&out, lag);
+	} else {
+		json_decref(lag);
+	}
 	if (q->silent) {
 		out_str(&out, ",\"silent\":");
 		out_json(&out, json_string(q->silent));
@@ -459,6 +502,8 @@ void drift_query_release(struct drift_query *q)
 	q->baseline = NULL;
 	free(q->silent);
 	q->silent = NULL;
+	free(q->latest);
+	q->latest = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
 		free(q->runs[k]);
 	free(q->runs);

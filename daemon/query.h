@@ -32,6 +32,8 @@ struct drift_query {
 	size_t n_candidates;		/* runs[0..n_candidates): the candidates; a batch's other ones are former */
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
+	/* per runs[k]: the latest step before the batch's with its rows (same baseline), -1: none */
+	int64_t *latest;
 };
 
 /*
@@ -51,6 +53,15 @@ struct result_batch *drift_query_find(struct result_batch *const *results, size_
  */
 int drift_query_init(struct drift_query *q, struct result_batch *b, const struct wd_config_study *st,
 		     const char *glob);
+/*
+ * For each run of q that q's batch has no rows of, the latest earlier step
+ * of the kept results (same study and baseline) that has some (q->latest),
+ * so that `drift` says where a run that lags was compared last. A batch is
+ * asked with one look-up (its first tensor's row of the run: every run of
+ * a batch has a row for each of the baseline's tensors), so this costs
+ * O(results x runs) on the main thread, not the rows. 0, or -ENOMEM.
+ */
+int drift_query_find_latest(struct drift_query *q, struct result_batch *const *results, size_t n);
 
 /* Releases q's batch reference and strings; q itself is the caller's. */
 void drift_query_release(struct drift_query *q);

@@ -127,6 +127,17 @@ def main():
               and got.get("complete") is False and w1_of(got, "nb-y") is not None,
               "nb step 10, computed again: nb-x's old row is not kept (its step belongs to 20), the step is "
               "incomplete and says so", json.dumps(got)[:1500])
+        # nb-x lags: steps 30 of the baseline and nb-y, none of nb-x's. drift
+        # of the latest step says where nb-x was compared last (a trial had to
+        # guess --step after its candidate died)
+        acks = [snap(nb["nb-base"], 30, 0), snap(nb["nb-y"], 30, 1)]
+        check(all(a and a.get("type") == "ack" for a in acks), "nb: baseline and nb-y step 30 durable")
+        got = drift_json(cfg, study="nb", want=lambda d: d.get("step") == 30)
+        check(got and got.get("missing") == ["nb-x"] and got.get("missing_latest") == {"nb-x": 20},
+              "drift --json: missing_latest gives the step nb-x was compared last", json.dumps(got)[:1500])
+        r = wd(cfg, "drift", "nb")
+        check(r.returncode == 0 and "lagging    nb-x: compared last at step 20 (wdrift drift nb --step 20)"
+              in r.stdout, "drift: the lagging run, and the command that shows it", r.stdout + r.stderr)
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, port=port, candidates="al-fa", extra="    synthetic_proxy: round:bf16\n"))
