@@ -357,10 +357,9 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 			ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this snapshot");
 		return;
 	}
-	if (snap && snap->conflict) {	/* refused whole (refuse_mixed): gone */
-		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
-		ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
-		ingest_drop_snapshot(ix, snap);
+	if (snap && snap->conflict) {	/* refused whole (refuse_whole): gone */
+		ingest_fail(ix, m, h, ingest_refused_code(snap), snap->field, snap->why);
+		ingest_drop_snapshot(ix, snap);	/* its waiters were told, when it was refused */
 		return;
 	}
 	if (snap && snap->want && snap->want != h->tensors) {

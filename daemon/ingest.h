@@ -71,6 +71,8 @@ struct ingest {
 	double fail_said;	/* when a spool failure was last logged */
 	uint64_t fail_unsaid;	/* failures since, not logged */
 	struct expired_step expired[INGEST_EXPIRED_MAX];
+	/* the run last told its snapshot is over its window: said once (a run holding nothing is forgotten) */
+	char too_large_said[NAME_MAX + 1];
 	/* a publisher's bad messages, said to the operator: a few a minute for each code */
 	struct log_limit refused[WIRE_CODE_COUNT];
 };

@@ -72,5 +72,7 @@ void ingest_unlink_snapshot(struct state *s, struct snapshot *snap);
 void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap);
 /* (run, step) when it expired waiting for ranks within INGEST_EXPIRED_SECONDS; else NULL. */
 struct expired_step *ingest_find_expired(struct ingest *ix, const char *run, int64_t step);
+/* The code a snapshot refused whole says again to its later shards and commit. */
+int ingest_refused_code(const struct snapshot *snap);
 
 #endif

@@ -29,7 +29,8 @@ void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_h
  * version skew): the operator hears of them, and from whom, a few a
  * minute for each code (log_limit.h). The rest are push-back that passes
  * (over_window, too_many), an ordinary wait (incomplete), or have lines of
- * their own (conflict, internal).
+ * their own (conflict, internal, and too_large of a whole snapshot, field
+ * "snapshot": said once a run).
  */
 static const char *const refusal_what[WIRE_CODE_COUNT] = {
 	[WIRE_BAD_FRAME] = "bad_frame refusals", [WIRE_BAD_VERSION] = "bad_version refusals",
@@ -43,7 +44,7 @@ void ingest_say_refusal(struct ingest *ix, const struct wire_header *in, const s
 	struct log_limit *l = &ix->refused[err->code];
 	char who[400] = "";
 
-	if (!refusal_what[err->code]) {
+	if (!refusal_what[err->code] || (err->code == WIRE_TOO_LARGE && !strcmp(err->field, "snapshot"))) {
 		log_debug("ingest: %s %s: %s", wire_code_name(err->code), err->field, err->reason);
 		return;
 	}

@@ -80,13 +80,40 @@ static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
 }
 
 /*
+ * Refuses snap whole, with code and why, to m and to every rank that
+ * committed already: nothing of it will be stored, so its memory goes
+ * now, and it stays only to refuse the rest of it (every later shard, and
+ * its commit, which drops it); with no commit, it is forgotten quietly
+ * after limits.pending_timeout (ingest_expire). A trial's `status` showed
+ * such a snapshot pending, holding a rank's pieces, until it expired and
+ * was counted dropped as well.
+ */
+static void refuse_whole(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			 struct snapshot *snap, enum wire_code code, const char *field, const char *why)
+{
+	if (!snap->conflict) {
+		snap->conflict = 1;
+		snap->code = code;
+		snprintf(snap->field, sizeof(snap->field), "%s", field);
+		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
+		if (snap->n_waiters)	/* ranks that committed already */
+			ingest_fail_waiters(ix, snap, code, snap->field, snap->why);
+		snapshot_empty(ix->st, snap);
+	}
+	ingest_fail(ix, m, h, code, snap->field, snap->why);
+}
+
+int ingest_refused_code(const struct snapshot *snap)
+{
+	return snap->code ? snap->code : WIRE_CONFLICT;
+}
+
+/*
  * A snapshot being received got a shard whose elements it holds already,
  * with other bytes, from another connection than the one that sent them
  * first: two senders disagree about (run, step). Storing what
  * each sent of it would mix two processes' weights in one step, so the
- * snapshot is refused whole: this shard, every later one, and its commit
- * (which drops it) get the conflict; logged once per (run, step). The
- * step may then be sent again, whole.
+ * snapshot is refused whole; logged once per (run, step).
  */
 static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			 struct snapshot *snap, const char *what)
@@ -95,28 +122,44 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 	char why[512];
 
 	if (!snap->conflict) {
-		snap->conflict = 1;
-		snprintf(snap->field, sizeof(snap->field), "offset");
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
 			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
 			 r->name, (long long)snap->step, what);
-		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
 		ix->st->count.conflicts++;
 		if (!r->conflict_logged || r->conflict_step != snap->step)
-			log_warning("ingest: refused: %s", snap->why);
+			log_warning("ingest: refused: %.255s", why);
 		r->conflict_logged = 1;
 		r->conflict_step = snap->step;
-		if (snap->n_waiters)	/* ranks that committed already */
-			ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
-		/*
-		 * Nothing of it will be stored: its memory goes now, and it stays
-		 * only to refuse the rest of it (a trial's `status` showed it
-		 * pending, holding the first rank's piece, until it expired and
-		 * was counted dropped as well).
-		 */
-		snapshot_empty(ix->st, snap);
+		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
+		return;
 	}
-	ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+	ingest_fail(ix, m, h, ingest_refused_code(snap), snap->field, snap->why);
+}
+
+/*
+ * A snapshot whose tensors, with this one, hold more than a run's window
+ * (half of memory.budget) could never be held whole: its reservation only
+ * grows until its commit. Refused at once, whole, too_large, naming
+ * memory.budget; a trial's publisher was told over_window ("retry after
+ * acks") for ever. Logged once per run: each later step is as large.
+ */
+static void refuse_over_window(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			       struct snapshot *snap, uint64_t need)
+{
+	struct run *r = snap->run;
+	char why[512];
+	uint64_t held = snap->bytes + snap->overhead;
+
+	snprintf(why, sizeof(why), "run '%.40s' step %lld is larger than a run's window, half of "
+		 "memory.budget (%llu bytes): its %zu tensors so far take %llu, the next %llu; it could "
+		 "never be held whole: raise memory.budget to at least twice the snapshot's size",
+		 r->name, (long long)snap->step, (unsigned long long)ix->window, snap->n_tensors,
+		 (unsigned long long)held, (unsigned long long)need);
+	if (strcmp(ix->too_large_said, r->name)) {
+		log_warning("ingest: refused: %.400s (said once for the run)", why);
+		snprintf(ix->too_large_said, sizeof(ix->too_large_said), "%s", r->name);
+	}
+	refuse_whole(ix, m, h, snap, WIRE_TOO_LARGE, "snapshot", why);
 }
 
 /*
@@ -132,8 +175,8 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
 	char why[256];
 
-	if (snap->conflict) {	/* refused whole (refuse_mixed) */
-		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+	if (snap->conflict) {	/* refused whole (refuse_whole) */
+		ingest_fail(ix, m, h, ingest_refused_code(snap), snap->field, snap->why);
 		return -1;
 	}
 	struct tensor_buf *t = find_tensor(snap, h->name);
@@ -202,6 +245,10 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			return -1;
 		}
 		uint64_t need = h->total * esize, extra = ingest_tensor_overhead(h->name, 1);
+		if (snap->bytes + snap->overhead + need + extra > ix->window) {
+			refuse_over_window(ix, m, h, snap, need + extra);
+			return -1;
+		}
 		void *buf = kept_take(&s->kept, need, now_mono());	/* the same tensor's a step ago */
 		if (!ingest_make_room(ix, r, snap, need + extra)) {
 			keep_again(s, buf, need);

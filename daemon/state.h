@@ -58,7 +58,8 @@ struct snapshot {
 	double prev_rate;
 	int committing;			/* handed to the spool thread */
 	int recheck;			/* a re-send of a durable step: only checked */
-	int conflict;			/* recheck: it differs; why says how */
+	int conflict;			/* refused whole, or recheck: it differs; why says how */
+	int code;			/* enum wire_code of that refusal: 0 is conflict */
 	char why[256], field[32];
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
 	struct waiter *waiters;		/* who committed: each gets the ack */

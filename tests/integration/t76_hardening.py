@@ -18,7 +18,8 @@
    expire hold nothing, so a fifth run is taken (it was refused too_many
    until a restart).
    A tensor's bookkeeping (about 1.5 KB) counts against memory.budget:
-   one-element tensors are refused once it is full (100,000 of them held
+   one-element tensors of one snapshot are refused once they fill the
+   run's window, the snapshot whole, too_large (100,000 of them held
    120 MB that the budget did not see, and nothing was evicted).
 7. The welcome says limits.max_message, and libwdrift sends a tensor
    larger than it in several messages (it sent one, refused too_large).
@@ -373,9 +374,10 @@ def bookkeeping(ctx, tmp, dm):
                 rss = int(line.split()[1]) << 10
     print(f"# {sent} one-element tensors sent; reserved {st and st['memory']['reserved']}, "
           f"daemon RSS {rss >> 20} MiB")
-    check(refused and refused["code"] == "over_window" and "window full" in refused["reason"],
-          f"one-element tensors are refused once their bookkeeping fills the run's window "
-          f"({refused and refused['reason']})")
+    check(refused and refused["code"] == "too_large" and refused["field"] == "snapshot"
+          and "larger than a run's window" in refused["reason"],
+          f"one-element tensors are refused once their bookkeeping fills the run's window: the snapshot, "
+          f"which could never be held whole, too_large (t98) ({refused and refused['reason']})")
     check(st and st["memory"]["reserved"] <= st["memory"]["budget"],
           f"reserved stays within memory.budget 64M ({st and st['memory']['reserved']})")
     tool = os.environ.get("WDRIFT_SANITIZE") or ("valgrind" if os.environ.get("WDRIFT_VALGRIND") else "")
