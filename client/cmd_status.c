@@ -59,6 +59,16 @@ static void print_status(json_t *o)
 	if (dc_int(ps, "more"))
 		printf("pending    and %lld more\n", dc_int(ps, "more"));
 	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));
+	json_t *sp = json_object_get(o, "spool");	/* a daemon before it: none */
+	if (sp) {
+		printf("spool      %.1f MiB in %lld files", (double)dc_int(sp, "bytes") / 1048576,
+		       dc_int(sp, "files"));
+		if (dc_int(sp, "disk_budget"))
+			printf(" of %.1f MiB (spool.retention.disk_budget)",
+			       (double)dc_int(sp, "disk_budget") / 1048576);
+		printf("; %lld dropped by retention since the start (still durable: a re-send is a "
+		       "duplicate)\n", dc_int(sp, "dropped_by_retention"));
+	}
 	printf("memory     %.1f of %.1f MiB held, %.1f MiB of buffers kept for the next snapshots",
 	       (double)dc_int(mem, "reserved") / 1048576, (double)dc_int(mem, "budget") / 1048576,
 	       (double)dc_int(mem, "kept") / 1048576);

@@ -12,6 +12,7 @@
  * is the current one.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ struct compute {
 	/* every result record in the WAL: those replayed at start-up, then ours */
 	char **replayed;
 	size_t n_replayed, cap_replayed;
+	/* the spool as the thread left it after its last job: status and /metrics read them */
+	_Atomic uint64_t spool_bytes, spool_files, retention_dropped;
 };
 
 /* --- studies --- */
@@ -710,7 +713,8 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 		break;
 	case JOB_COMPARE:
 		handle(c, j->run, j->step);
-		spool_retain(&c->spool, c->wal, j->run, j->step, !is_candidate(c, j->run));
+		c->retention_dropped += spool_retain(&c->spool, c->wal, j->run, j->step,
+						     !is_candidate(c, j->run));
 		break;
 	case JOB_CONFIG: {	/* drift logs reopen with it */
 		struct cstudy *old = c->studies;
@@ -722,6 +726,8 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 		/* a new tolerance aligns snapshots held anew: those waiting may have a partner now */
 		int realigned = c->spool.rules.tolerance != j->rules.tolerance;
 		c->spool.rules = j->rules;
+		/* a disk_budget lowered by the reload applies now, not at the next snapshot */
+		c->retention_dropped += spool_retain(&c->spool, c->wal, "", -1, 0);
 		for (size_t i = 0; i < c->n_studies; i++) {
 			const char *why = backfill_reason(old, n_old, &c->studies[i]);
 			if (!why && realigned)
@@ -734,6 +740,8 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 	}
 	}
 	job_free(j);
+	c->spool_bytes = c->spool.bytes;
+	c->spool_files = c->spool.n;
 	if (!workq_queued(q))
 		store_rest(c);
 }
@@ -861,6 +869,13 @@ struct result_batch *compute_take(struct compute *c)
 size_t compute_depth(struct compute *c)
 {
 	return workq_pending(&c->q);
+}
+
+void compute_spool(struct compute *c, struct spool_usage *u)
+{
+	u->bytes = c->spool_bytes;
+	u->files = c->spool_files;
+	u->dropped = c->retention_dropped;
 }
 
 /* Left at stop: what they stood for is in the WAL, and recomputed at the next start. */

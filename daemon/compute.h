@@ -53,6 +53,12 @@ int compute_fd(const struct compute *c);
 struct result_batch *compute_take(struct compute *c);
 /* Comparisons queued or in progress. */
 size_t compute_depth(struct compute *c);
+
+/* The spool's files and bytes after the compute thread's last job, and what retention dropped since the start. */
+struct spool_usage {
+	uint64_t bytes, files, dropped;
+};
+void compute_spool(struct compute *c, struct spool_usage *u);
 /*
  * Stops after the comparison in progress; what is still queued is dropped,
  * and recomputed from the write-ahead log at the next start.

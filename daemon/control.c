@@ -165,6 +165,11 @@ static json_t *status(struct control *c)
 		"auth", auth);
 	json_object_set_new(out, "studies", studies_waiting(c));
 	json_object_set_new(out, "pending_snapshots", pending_snapshots(s));
+	/* what "durable" does not say: retention may have removed a durable snapshot's file since */
+	json_object_set_new(out, "spool", json_pack("{s:I,s:I,s:I,s:I}",
+		"bytes", (json_int_t)c->spool_usage.bytes, "files", (json_int_t)c->spool_usage.files,
+		"disk_budget", (json_int_t)c->cfg->spool.retention.disk_budget,
+		"dropped_by_retention", (json_int_t)c->spool_usage.dropped));
 	char why[1400];
 	const char *differs = c->config_file ? config_file_pending(c->config_file, why, sizeof(why)) : NULL;
 	json_object_set_new(out, "config_pending", differs ? json_string(differs) : json_null());

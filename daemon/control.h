@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "compute.h"
 #include "state.h"
 
 struct config_file;
@@ -44,6 +45,7 @@ struct control {
 	/* runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno with err */
 	int (*forget)(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen);
 	size_t compute_depth;			/* updated by the loop */
+	struct spool_usage spool_usage;		/* updated by the loop (compute_spool) */
 	struct alerts *alerts;
 	/* the latest results per (study, step), for "drift"; each indexed by (run, tensor) */
 	struct result_batch **results;

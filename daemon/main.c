@@ -582,6 +582,7 @@ static void run_loop(struct daemon *d)
 		 * that still lacks them.
 		 */
 		d->ctl.compute_depth = compute_depth(d->compute);
+		compute_spool(d->compute, &d->ctl.spool_usage);
 		if (items[1].revents)
 			handle_control(d, msgs);
 		if (items[6].revents)

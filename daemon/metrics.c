@@ -126,7 +126,8 @@ static const struct {
 	  "Snapshots made durable (spooled and in the write-ahead log) since the daemon started.",
 	  COUNT(stored) },
 	{ "wdrift_durable_snapshots", "gauge",
-	  "Durable snapshots the daemon holds, those replayed at start included (status: durable).",
+	  "Durable snapshots the daemon knows, those replayed at start included, whether retention "
+	  "removed their files since or not (status: durable; wdrift_spool_files: the files kept).",
 	  COUNT(snapshots_durable) },
 	{ "wdrift_snapshots_duplicate_total", "counter",
 	  "Durable snapshots sent again with the same content (acked as duplicates).", COUNT(duplicates) },
@@ -189,6 +190,15 @@ static void daemon_series(FILE *f, const struct control *c)
 		   c->spool ? spool_depth(c->spool) : 0);
 	sample_u64(f, "wdrift_queue_depth", (struct label[]){ { "queue", "compute" }, { 0 } },
 		   c->compute_depth);
+	one_u64(f, "wdrift_spool_bytes", "gauge",
+		"Bytes of the snapshot files kept in the spool (spool.retention.disk_budget bounds them).",
+		c->spool_usage.bytes);
+	one_u64(f, "wdrift_spool_files", "gauge", "Snapshot files kept in the spool.", c->spool_usage.files);
+	one_u64(f, "wdrift_spool_disk_budget_bytes", "gauge", "spool.retention.disk_budget, in bytes (0: none).",
+		(uint64_t)c->cfg->spool.retention.disk_budget);
+	one_u64(f, "wdrift_retention_dropped_total", "counter",
+		"Snapshot files retention removed since the daemon started (they stay durable: a re-send is "
+		"a duplicate).", c->spool_usage.dropped);
 	one_u64(f, "wdrift_memory_reserved_bytes", "gauge",
 		"Bytes held for snapshots in flight.", s->reserved);
 	one_u64(f, "wdrift_memory_budget_bytes", "gauge", "memory.budget, in bytes.", s->budget);

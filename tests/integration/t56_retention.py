@@ -8,6 +8,8 @@ and written to the WAL: after a restart nothing looks for a dropped file,
 and re-sending a dropped step is still acked as a duplicate.
 """
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,6 +20,8 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Daemon, Publisher, check, control  # noqa: E402
+
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 
 
 def snap(pub, step, n=2000):
@@ -112,6 +116,38 @@ def main():
               f"the spool fits its disk budget: {spool_bytes(tmp) >> 20} MiB <= 64")
         check(os.path.exists(os.path.join(spool, "base", "100.h5")), "the run's latest step is kept")
         check("disk_budget" in dm.log_text(), "budget drops are logged")
+        # what is kept, in status and /metrics: a trial saw "93 durable" with 40 files left
+        def same_as_disk():  # once the compute thread is done with the last snapshots
+            sp = (control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("spool", {})
+            return sp if (sp.get("files") == sum(len(f) for _, _, f in os.walk(spool))
+                          and sp.get("bytes") == spool_bytes(tmp) and sp.get("disk_budget") == 64 << 20
+                          and sp.get("dropped_by_retention") == dm.log_text().count("retention: dropped run")) \
+                else None
+        check(wait_for(same_as_disk), "status: the spool's files and bytes as on disk, its budget, and the drops "
+              "the log names", (control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("spool"))
+        r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and re.search(r"\nspool      [0-9.]+ MiB in [0-9]+ files of 64\.0 MiB "
+                                              r"\(spool\.retention\.disk_budget\); [1-9][0-9]* dropped by "
+                                              r"retention since the start \(still durable: a re-send is a "
+                                              r"duplicate\)\n", r.stdout),
+              "wdrift status: the spool line", r.stdout + r.stderr)
+        # a disk_budget lowered by reload applies at once, not at the next snapshot (a trial's
+        # removed nothing until the next snapshot came): raised to 1G, filled past 64M, lowered
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("disk_budget: 64M", "disk_budget: 1G"))
+        r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "reload: disk_budget 64M -> 1G", r.stdout + r.stderr)
+        for s in range(110, 150, 10):
+            snap(base, s, big)
+        check(wait_for(lambda: spool_bytes(tmp) > 64 << 20), f"the spool grows past 64M ({spool_bytes(tmp) >> 20} MiB)")
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "reload: disk_budget 1G -> 64M", r.stdout + r.stderr)
+        check(wait_for(lambda: spool_bytes(tmp) <= 64 << 20),
+              f"the spool fits the lowered budget at once: {spool_bytes(tmp) >> 20} MiB <= 64")
         # restart: drops are remembered
         check(dm.stop() == 0, "SIGTERM")
         check(dm.start() is not None, "restart")

@@ -240,6 +240,12 @@ def main_flow():
         check(get(s, "wdrift_queue_depth", queue="spool") == st.get("queues", {}).get("spool")
               and get(s, "wdrift_queue_depth", queue="compute") == st.get("queues", {}).get("compute"),
               "queue depths equal status")
+        sp = st.get("spool", {})
+        check(sp.get("files", 0) > 0 and get(s, "wdrift_spool_files") == sp.get("files")
+              and get(s, "wdrift_spool_bytes") == sp.get("bytes")
+              and get(s, "wdrift_spool_disk_budget_bytes") == sp.get("disk_budget")
+              and get(s, "wdrift_retention_dropped_total") == sp.get("dropped_by_retention") == 0,
+              "the spool's files, bytes, budget and retention drops equal status", str(sp))
         stu = st.get("studies", {})
         check(get(s, "wdrift_study_results", study="fa") == (0 if "fa" in stu.get("no_results", [1]) else 1) == 1
               and get(s, "wdrift_study_runs_silent", study="fa") == (1 if "fa" in stu.get("runs_silent", [1]) else 0)
