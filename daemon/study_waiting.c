@@ -1,8 +1,10 @@
 /* study_waiting.c: why a study has no results yet (see study_waiting.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "logging.h"
 #include "spool_index.h"
@@ -207,6 +209,15 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		    "%lld to %lld), and rows are made at the baseline's steps", s->baseline, (long long)step,
 		    base->n_durable, (long long)base->durable[0],
 		    (long long)base->durable[base->n_durable - 1]);
+		return;
+	}
+	/* durable, its file removed since: what waits for it waits for nothing (a trial was told "not compared yet") */
+	char path[4200];
+	if (spool_path(path, sizeof(path), cfg->storage.dir, s->baseline, step) == 0 &&
+	    access(path, F_OK) != 0 && errno == ENOENT) {
+		add(buf, len, &at, "; the baseline's snapshot at step %lld was removed by spool.retention "
+		    "before it was compared with what came after ('%s' is gone; the daemon's log says "
+		    "why): nothing is compared at this step now", (long long)step, path);
 		return;
 	}
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];

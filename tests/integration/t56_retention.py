@@ -104,6 +104,14 @@ def main():
         check(os.path.exists(os.path.join(spool, "fa", "5.h5")), "a candidate's step 5 is not thinned")
         check("dropped run 'base' step 5" in dm.log_text() and "spool.retention.every" in dm.log_text(),
               "each drop is logged with its reason")
+        # fa's step 5 came after the baseline's 5 was dropped: never compared, and drift says
+        # why (a trial was told "not compared yet (wdrift status: queues)")
+        r = subprocess.run([WDRIFT, "drift", "fa", "--step", "5", "-c", path], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode == 1 and "the baseline's snapshot at step 5 was removed by spool.retention before it "
+              "was compared with what came after" in r.stderr and "not compared yet" not in r.stderr,
+              "drift --step 5: the baseline's file went to retention, so nothing is compared there",
+              r.stderr)
         snap(fa, 25)
         snap(base, 25)      # compared with fa's 25, then dropped (not a multiple of 10)
         check(wait_for(lambda: "25.h5" not in kept() and "dropped run 'base' step 25" in dm.log_text()),
