@@ -233,7 +233,8 @@ static int another_daemon(const struct daemon *d)
 	int held = open(path, O_RDWR | O_CLOEXEC);
 	int same = held >= 0 && flock(held, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 	if (held >= 0)
-		close(held);	/* its lock, if taken, goes with it */
+		close(held);	
+/* its lock, if taken, goes with it */
 	if (same)
 		return 0;
 	storage_now(d->cfg.storage.dir, now, sizeof(now));
@@ -246,6 +247,35 @@ static int another_daemon(const struct daemon *d)
 				     "and leave it running unreachable: stop it first, or give this daemon "
 				     "other listen.* endpoints", keys[i], eps[i], now);
 	return 0;
+}
+
+/* The lock file's text, replaced: "running PID" while it serves, "stopped" after. */
+static void lock_write(int fd, const char *text)
+{
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, text, strlen(text), 0) < 0)
+		log_debug("storage.dir's lock file: cannot write it: %s", strerror(errno));
+}
+
+/*
+ * Says when the daemon before this one on storage.dir did not stop
+ * cleanly (its lock file still says "running": SIGKILL, the OOM killer, a
+ * crash, a power loss), which a trial's restart after kill -9 did not: it
+ * logged as after a clean stop. Then marks this one running.
+ */
+static void lock_mark_running(int fd, const char *path)
+{
+	char was[64] = "", now[64];
+	ssize_t n = pread(fd, was, sizeof(was) - 1, 0);
+
+	if (n > 0 && !strncmp(was, "running ", 8)) {
+		was[strcspn(was, "\n")] = 0;
+		log_warning("the wdriftd before this one on this storage.dir (pid %s, '%s') did not stop "
+			    "cleanly (killed, or a crash): what was durable is recovered from the write-ahead "
+			    "log, below; snapshots it was still receiving were lost, and their publishers "
+			    "send them again", was + 8, path);
+	}
+	snprintf(now, sizeof(now), "running %ld\n", (long)getpid());
+	lock_write(fd, now);
 }
 
 static int start(struct daemon *d, int force)
@@ -267,6 +297,7 @@ static int start(struct daemon *d, int force)
 	if (d->lockfd < 0 || flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
 		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
 			     "storage.dir" : strerror(errno));
+	lock_mark_running(d->lockfd, path);
 	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
 	/* before the replay: it restores the alert instances, for the rules configured */
 	if (!(d->alerts = alerts_new(events_sink, &d->events)))
@@ -626,9 +657,17 @@ static void run_loop(struct daemon *d)
 static void drain(struct daemon *d)
 {
 	double deadline = now_mono() + DRAIN_SECONDS;
+	size_t partial = 0;
 
+	for (const struct snapshot *p = d->st.pending; p; p = p->next)
+		partial += snapshot_pending(p) && !p->committing;
 	notify_stopping();
-	log_notice("stopping: %zu snapshots committing", spool_depth(d->spool));
+	/* the partly received are lost with the process: said, as a trial found them not */
+	char lost[128] = "";
+	if (partial)
+		snprintf(lost, sizeof(lost), "; %zu partly received, not kept (their publishers send "
+			 "them again)", partial);
+	log_notice("stopping: %zu snapshots committing%s", spool_depth(d->spool), lost);
 	while (spool_depth(d->spool) && now_mono() < deadline) {
 		zmq_pollitem_t it = { NULL, spool_fd(d->spool), ZMQ_POLLIN, 0 };
 		zmq_poll(&it, 1, 100);
@@ -662,7 +701,10 @@ static void shutdown_daemon(struct daemon *d)
 	state_release(&d->st);
 	wd_config_release(&d->cfg);
 	if (d->sigfd > 0) close(d->sigfd);
-	if (d->lockfd > 0) close(d->lockfd);
+	if (d->lockfd > 0) {
+		lock_write(d->lockfd, "stopped\n");	/* only a kill or a crash leaves "running" */
+		close(d->lockfd);
+	}
 }
 
 int main(int argc, char **argv)

@@ -16,6 +16,7 @@ A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,24 @@ def main():
                   f"{when}: drift says the candidate was removed on purpose", r.stdout + r.stderr)
             if when == "after runs rm":
                 check(dm.stop() == 0 and dm.start() is not None, "a restart", dm.log_text()[-2000:])
+        check("did not stop cleanly" not in dm.log_text(), "clean restarts say nothing of an unclean stop",
+              dm.log_text()[-1500:])
+        # a stop with a snapshot partly received says it is not kept (a trial's SIGTERM said
+        # "0 snapshots committing" only); a restart after SIGKILL says the stop was not clean
+        # (a trial's logged as after a clean stop)
+        pubs["al-fa"].tensor(40, "w", np.zeros(1000, np.float32), "f32")
+        check((pubs["al-fa"].hello() or {}).get("type") == "welcome", "al-fa step 40: a tensor, no commit")
+        check(dm.stop() == 0, "SIGTERM")
+        check("stopping: 0 snapshots committing; 1 partly received, not kept (their publishers send them "
+              "again)" in dm.log_text(), "the stop says the partly received snapshot is not kept",
+              dm.log_text()[-800:])
+        check(dm.start() is not None, "started again")
+        pid = dm.proc.pid
+        check(dm.stop(signal.SIGKILL) == -signal.SIGKILL and dm.start() is not None, "SIGKILL, started again")
+        log = dm.log_text().split("ready:")[-2]
+        check(f"warning: the wdriftd before this one on this storage.dir (pid {pid}, " in log
+              and "did not stop cleanly (killed, or a crash)" in log,
+              "the restart after SIGKILL says the last stop was not clean, naming its pid", log[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
