@@ -559,8 +559,18 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 		/* study_index is cfg's: the config the rules were set from */
 		const struct wd_config_study *st = r->a.study_index < cfg->n_studies ?
 						   &cfg->studies[r->a.study_index] : NULL;
-		/* stalled times each candidate on its own: the baseline is no part of it */
-		int all = st && !strcmp(st->baseline, run) && r->a.metric != WD_METRIC_STALLED;
+		/*
+		 * Every instance of a rule goes with the run its value came from
+		 * beside the candidate's: the baseline, or a ratio rule's proxy run
+		 * (a trial's ratio alert went on firing with its proxy forgotten);
+		 * stalled times each candidate on its own.
+		 */
+		const char *proxy_run = NULL;
+		for (size_t p = 0; st && r->a.metric == WD_METRIC_RATIO && r->a.proxy && p < st->proxies.n; p++)
+			if (!strcmp(st->proxies.v[p].label, r->a.proxy))
+				proxy_run = st->proxies.v[p].run;
+		int all = st && r->a.metric != WD_METRIC_STALLED &&
+			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
 		n += instances_drop(&r->set, all ? NULL : run, &fk);
 		f += fk;
 	}

@@ -48,8 +48,9 @@ void alerts_reap(struct alerts *a);
 void alerts_set_store(struct alerts *a, alert_store fn, void *ctx);
 /*
  * runs rm: drops the instances of run, and all those of the rules of a
- * study whose baseline run is (each was judged against it; stalled rules
- * aside, which time each candidate on its own). No event, no
+ * study whose baseline run is, and of the ratio rules whose proxy's run it
+ * is (each was judged against it; stalled rules aside, which time each
+ * candidate on its own). No event, no
  * command: the run is forgotten, not resolved. *firing (may be NULL): how
  * many of the dropped were firing. The replay calls it at the "forget"
  * record, so that the instances restored before it do not come back.

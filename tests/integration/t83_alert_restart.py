@@ -261,10 +261,14 @@ def main():
         check(inst(again, "fa-w1").get("state") == "pending" and inst(again, "fa-w1").get("above") == 1,
               f"the name published again starts afresh: fa-w1 pending, 1 of 2 ({inst(again, 'fa-w1')})")
         n_fa = len(of_run(again, "fa"))
+        n_ratio = len(again.get("fa-ratio", {}).get("instances", []))
         out = cli("runs", "rm", "lowprec", "-c", cfg)
-        check(out.returncode == 0 and "0 alert instances (0 firing)" in out.stdout
-              and len(of_run(rules_of(ctx, tmp), "fa")) == n_fa,
-              f"a proxy's removal keeps the candidate's instances; the table says so ({out.stdout})")
+        left = rules_of(ctx, tmp)
+        check(out.returncode == 0 and n_ratio == 1 and "1 alert instance (0 firing)" in out.stdout
+              and not left["fa-ratio"]["instances"] and len(of_run(left, "fa")) == n_fa - n_ratio,
+              f"a proxy's removal drops the instances of the ratio rule judged against it (a trial's went on "
+              f"firing with its proxy forgotten) and keeps the candidate's others; the table says so "
+              f"({out.stdout})")
         out = cli("runs", "rm", "base", "--json", "-c", cfg)
         gone = json.loads(out.stdout) if out.returncode == 0 else {}
         left = [x for x in of_run(rules_of(ctx, tmp), "fa")]
