@@ -265,7 +265,7 @@ static json_t *studies(struct control *c)
 		if (!b) {
 			study_waiting(c->cfg, c->st, s, wait, sizeof(wait));
 			json_object_set_new(one, "waiting", json_string(wait[0] ? wait + 2 : "nothing held"));
-		} else if (study_silent(c->cfg, c->st, s, wait, sizeof(wait))) {
+		} else if (study_silent(c->cfg, c->st, s, b, wait, sizeof(wait))) {
 			/* its latest rows are not all of its runs now: one of them sent nothing */
 			json_object_set_new(one, "silent", json_string(wait + 2));
 		}
@@ -495,7 +495,7 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
 	char silent[1400];
 	/* the study's runs that sent nothing (a typo?): its rows cannot have them */
-	if (ok && study_silent(c->cfg, c->st, st, silent, sizeof(silent)))
+	if (ok && study_silent(c->cfg, c->st, st, b, silent, sizeof(silent)))
 		ok = (q.silent = strdup(silent + 2)) != NULL;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);

@@ -94,15 +94,6 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 	return ok ? 0 : -ENOMEM;
 }
 
-/* Has b rows of run? One look-up, by the tensor of b's first row (see query.h). */
-static int batch_has(const struct result_batch *b, const char *run)
-{
-	for (size_t i = 0; i < b->n_rows; i++)
-		if (b->rows[i].kind == ROW_TENSOR && b->rows[i].tensor)
-			return result_batch_find(b, run, b->rows[i].tensor) != NULL;
-	return 0;
-}
-
 int drift_query_find_latest(struct drift_query *q, struct result_batch *const *results, size_t n)
 {
 	const struct result_batch *b = q->batch;
@@ -111,12 +102,12 @@ int drift_query_find_latest(struct drift_query *q, struct result_batch *const *r
 		return -ENOMEM;
 	for (size_t k = 0; k < q->n_runs; k++) {
 		q->latest[k] = -1;
-		if (batch_has(b, q->runs[k]))
+		if (result_batch_has_run(b, q->runs[k]))
 			continue;
 		for (size_t i = 0; i < n; i++) {
 			const struct result_batch *o = results[i];
 			if (o->step < b->step && o->step > q->latest[k] && !strcmp(o->study, b->study) &&
-			    !strcmp(o->baseline, b->baseline) && batch_has(o, q->runs[k]))
+			    !strcmp(o->baseline, b->baseline) && result_batch_has_run(o, q->runs[k]))
 				q->latest[k] = o->step;
 		}
 	}

@@ -264,3 +264,11 @@ int result_batch_keep_runs(struct result_batch *b, const struct result_batch *ol
 		result_batch_index(b);
 	return 0;
 }
+
+int result_batch_has_run(const struct result_batch *b, const char *run)
+{
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (b->rows[i].kind == ROW_TENSOR && b->rows[i].tensor)
+			return result_batch_find(b, run, b->rows[i].tensor) != NULL;
+	return 0;
+}

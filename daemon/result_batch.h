@@ -85,6 +85,11 @@ void drift_rows_relabel(struct drift_row *rows, size_t n, char *const *from, siz
  * result_batch_find scans.
  */
 void result_batch_index(struct result_batch *b);
+/*
+ * Has b rows of run? One look-up, by the tensor of b's first tensor row:
+ * every run of a batch has a row for each of the baseline's tensors.
+ */
+int result_batch_has_run(const struct result_batch *b, const char *run);
 /* The tensor row of (run, tensor) in b, or NULL; O(1) when b is indexed. */
 const struct drift_row *result_batch_find(const struct result_batch *b, const char *run,
 					  const char *tensor);

@@ -67,7 +67,8 @@ int study_near_run(const struct wd_config *cfg, struct state *st, const char *ru
  * may be another study's and this one not started yet.
  */
 static void say_silent(const struct wd_config *cfg, struct state *st, const char *who, const char *run,
-		       const char *field, char *buf, size_t len, size_t *at)
+		       const char *field, const struct wd_config_study *s, const struct result_batch *shown,
+		       char *buf, size_t len, size_t *at)
 {
 	char best[512];	/* a longer name is cut: it is only said */
 	const char *owner;
@@ -77,6 +78,10 @@ static void say_silent(const struct wd_config *cfg, struct state *st, const char
 		    "sends again, or a reload takes it out of the study", who, run, run);
 	else if (!study_near_run(cfg, st, run, best, sizeof(best), &owner))
 		add(buf, len, at, "; %s '%s' has no snapshot yet", who, run);
+	else if (shown && s && !wd_study_role(s, best, NULL) && result_batch_has_run(shown, best))
+		/* its rows beside: this study's own before a reload, whoever else names it (as the reload said) */
+		add(buf, len, at, "; %s '%s' has no snapshot: did you mean '%s', its %s before a reload, "
+		    "which has some (a typo in the study's %s)?", who, run, best, who, field);
 	else if (owner)
 		add(buf, len, at, "; %s '%s' has no snapshot yet, and '%s' (a run of study '%s') has some: "
 		    "a typo, or has '%s' not sent yet?", who, run, best, owner, run);
@@ -93,20 +98,20 @@ static int silent(struct state *st, const char *run)
 }
 
 size_t study_silent(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		    char *buf, size_t len)
+		    const struct result_batch *shown, char *buf, size_t len)
 {
 	size_t at = 0, n = 0;
 
 	buf[0] = 0;
 	if (silent(st, s->baseline) && ++n)
-		say_silent(cfg, st, "its baseline", s->baseline, "baseline", buf, len, &at);
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		int cand = k < s->candidates.n;
 		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
 		if (!silent(st, name) || ++n > 3)	/* the fourth and later only counted: it must fit */
 			continue;
-		say_silent(cfg, st, cand ? "candidate" : "proxy", name, cand ? "candidates" : "proxies",
-			   buf, len, &at);
+		say_silent(cfg, st, cand ? "candidate" : "proxy", name, cand ? "candidates" : "proxies", s,
+			   shown, buf, len, &at);
 	}
 	if (n > 3)
 		add(buf, len, &at, "; and %zu more runs with none", n - 3);
@@ -132,7 +137,7 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
-		say_silent(cfg, st, "its baseline", s->baseline, "baseline", buf, len, &at);
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
 		return 1;
 	}
 	int64_t tol = cfg->alignment.tolerance;
@@ -163,7 +168,7 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 		    "status: queues)");
 	else {	/* each of them, with the near name that has snapshots: a typo in a reload? */
 		char each[1024];
-		study_silent(cfg, st, s, each, sizeof(each));
+		study_silent(cfg, st, s, NULL, each, sizeof(each));
 		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any "
 		    "yet%s", base->n_durable, each);
 	}

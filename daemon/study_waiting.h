@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "result_batch.h"
 #include "state.h"
 
 /*
@@ -34,10 +35,12 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
  * run of a near name that has some (a typo in a reload, often); the first
  * three said, the rest counted. Returns how many; buf "" when none. For a
  * study that has results, whose rows then are not its runs' now: `drift`
- * and `studies` say it beside them.
+ * and `studies` say it beside them. shown (NULL: none): the step's results
+ * beside which it is said: a near run with rows there that the study no
+ * longer names was its own before a reload, and is named so.
  */
 size_t study_silent(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		    char *buf, size_t len);
+		    const struct result_batch *shown, char *buf, size_t len);
 
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
 size_t study_silent_count(struct state *st, const struct wd_config_study *s);

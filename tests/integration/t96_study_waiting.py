@@ -307,8 +307,9 @@ def main():
               and lines[-1].endswith("; with no snapshot at all: candidate 'al-af'"),
               "the reload's backfill line names the candidate with no snapshot (not only 'with results "
               "already', which counts the runs that have some)", lines[-1:])
-        silent = ("candidate 'al-af' has no snapshot: did you mean 'al-fa', which has some (a typo in the "
-                  "study's candidates)?")
+        # named as the study's own before the reload, as the reload's warning named it
+        silent = ("candidate 'al-af' has no snapshot: did you mean 'al-fa', its candidate before a reload, "
+                  "which has some (a typo in the study's candidates)?")
         r = wd(cfg, "drift", "al")
         check(r.returncode == 0 and "incomplete not compared at this step yet: al-af" in r.stdout
               and "silent     " + silent in r.stdout
