@@ -170,8 +170,10 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 		/* a typo, or a listen.* edit the running daemon has not taken: the socket beside it */
 		if (errno == ENOENT) {
 			wd_suggest_socket(endpoint, path, near, sizeof(near));
-			return wd_error(err, errlen, "no socket at %s (%s%s): is wdriftd running?", path, endpoint,
-					near);
+			/* an edit of listen.* waits for a restart: a reload cannot move a socket (a trial's reload did not say) */
+			return wd_error(err, errlen, "no socket at %s (%s%s): is wdriftd running?%s", path, endpoint,
+					near, near[0] ? " (a listen.* key edited in the config takes a restart of "
+					"wdriftd, not a reload: until then it answers where it bound, --endpoint that)" : "");
 		}
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}

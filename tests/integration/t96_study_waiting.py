@@ -404,6 +404,11 @@ def main():
         check(r.returncode == 1 and f"(ipc://{tmp}/run/control2.sock; did you mean 'ipc://{tmp}/run/control.sock'?): "
               "is wdriftd running?" in r.stderr, "status with listen.control edited: the socket beside it is named",
               r.stderr)
+        r = wd(cfg, "reload")
+        check(r.returncode == 1 and "did you mean" in r.stderr and "(a listen.* key edited in the config takes a "
+              "restart of wdriftd, not a reload: until then it answers where it bound, --endpoint that)" in r.stderr,
+              "reload with listen.control edited: it says a listen.* edit takes a restart (a trial's did not)",
+              r.stderr)
         with open(cfg, "w") as f:
             f.write(running)
         doc = json.loads(wd(cfg, "status", "--json").stdout or "{}")
