@@ -703,6 +703,8 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 	switch (j->kind) {
 	case JOB_FORGET:	/* the caller owns it and waits */
 		forget_job(c, j);
+		c->spool_bytes = c->spool.bytes;
+		c->spool_files = c->spool.n;
 		if (!workq_queued(q))
 			store_rest(c);
 		return;

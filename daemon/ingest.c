@@ -165,9 +165,10 @@ static struct snapshot *get_snapshot(struct ingest *ix, const struct frames *m,
 
 	if (snap)
 		return snap;
-	size_t pend = 0;	/* re-sends being checked count apart: they hold no memory */
+	/* re-sends being checked count apart: they hold no memory; a refused one counts, bounding them */
+	size_t pend = 0;
 	for (struct snapshot *p = s->pending; p; p = p->next)
-		pend += p->run == r && p->recheck == recheck && (recheck || snapshot_pending(p));
+		pend += p->run == r && p->recheck == recheck;
 	if ((int64_t)pend >= ix->cfg->limits.max_pending) {
 		snprintf(why, sizeof(why), "run has %zu snapshots pending, the limit "
 			 "(limits.max_pending); commit them first", pend);
@@ -357,9 +358,17 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 			ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this snapshot");
 		return;
 	}
-	if (snap && snap->conflict) {	/* refused whole (refuse_whole): gone */
+	if (snap && snap->conflict) {	/* refused whole (refuse_whole) */
 		ingest_fail(ix, m, h, ingest_refused_code(snap), snap->field, snap->why);
-		ingest_drop_snapshot(ix, snap);	/* its waiters were told, when it was refused */
+		/*
+		 * One rank's commit ends it; with several, another may still be
+		 * sending its shards, which would start the step afresh: the
+		 * marker stays for them, and expires quietly (ingest_expire).
+		 */
+		if (h->ranks <= 1)
+			ingest_drop_snapshot(ix, snap);	/* its waiters were told, when it was refused */
+		else
+			snap->last_seen = now_mono();
 		return;
 	}
 	if (snap && snap->want && snap->want != h->tensors) {

@@ -55,7 +55,8 @@ int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *w
 		else if (gaps > 1)
 			snprintf(holes, sizeof(holes), ", missing %zu ranges, the first [%llu, %llu)", gaps,
 				 (unsigned long long)b, (unsigned long long)e);
-		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.120s' has %llu of %llu "
+		/* the name cut to 80 bytes: the holes, at the end, must fit a reply's 255 */
+		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.80s' has %llu of %llu "
 			 "elements%s", (unsigned long long)want, complete, missing->name,
 			 (unsigned long long)missing->covered, (unsigned long long)missing->total, holes);
 	}

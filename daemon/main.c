@@ -233,8 +233,7 @@ static int another_daemon(const struct daemon *d)
 	int held = open(path, O_RDWR | O_CLOEXEC);
 	int same = held >= 0 && flock(held, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 	if (held >= 0)
-		close(held);	
-/* its lock, if taken, goes with it */
+		close(held);	/* its lock, if taken, goes with it */
 	if (same)
 		return 0;
 	storage_now(d->cfg.storage.dir, now, sizeof(now));
@@ -293,10 +292,15 @@ static int start(struct daemon *d, int force)
 	if (!realpath(d->cfg.storage.dir, d->storage))
 		snprintf(d->storage, sizeof(d->storage), "%s", d->cfg.storage.dir);
 	snprintf(path, sizeof(path), "%s/lock", d->cfg.storage.dir);
-	d->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
-	if (d->lockfd < 0 || flock(d->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return error("'%s': %s", path, errno == EWOULDBLOCK ? "another wdriftd uses this "
-			     "storage.dir" : strerror(errno));
+	int lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		if (lockfd >= 0)
+			close(lockfd);	/* not ours: its "running" is the other daemon's to change */
+		return error("'%s': %s", path, e == EWOULDBLOCK ? "another wdriftd uses this "
+			     "storage.dir" : strerror(e));
+	}
+	d->lockfd = lockfd;
 	lock_mark_running(d->lockfd, path);
 	snprintf(path, sizeof(path), "%s/wal", d->cfg.storage.dir);
 	/* before the replay: it restores the alert instances, for the rules configured */
@@ -629,9 +633,12 @@ static void run_loop(struct daemon *d)
 			next_ping = t + (double)d->watchdog_usec / 1e6;
 		}
 		if (t >= next_status) {
+			size_t pending = 0;	/* as status counts them */
+			for (const struct snapshot *p = d->st.pending; p; p = p->next)
+				pending += snapshot_pending(p);
 			notify_status("%zu runs, %llu snapshots durable, %zu pending, %llu MiB held",
 				      d->st.n_runs, (unsigned long long)d->st.count.snapshots_durable,
-				      d->st.n_pending, (unsigned long long)(d->st.reserved >> 20));
+				      pending, (unsigned long long)(d->st.reserved >> 20));
 			next_status = t + 5;
 		}
 		if (t >= next_tick) {

@@ -194,7 +194,7 @@ static void daemon_series(FILE *f, const struct control *c)
 		"Bytes of the snapshot files kept in the spool (spool.retention.disk_budget bounds them).",
 		c->spool_usage.bytes);
 	one_u64(f, "wdrift_spool_files", "gauge", "Snapshot files kept in the spool.", c->spool_usage.files);
-	one_u64(f, "wdrift_spool_disk_budget_bytes", "gauge", "spool.retention.disk_budget, in bytes (0: none).",
+	one_u64(f, "wdrift_spool_disk_budget_bytes", "gauge", "spool.retention.disk_budget, in bytes.",
 		(uint64_t)c->cfg->spool.retention.disk_budget);
 	one_u64(f, "wdrift_retention_dropped_total", "counter",
 		"Snapshot files retention removed since the daemon started (they stay durable: a re-send is "

@@ -159,7 +159,7 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 				best ? "'?" : ""), -ENOENT;
 	}
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
-		if (p->run == r && !p->recheck) {
+		if (p->run == r && snapshot_pending(p)) {
 			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
 				 "limits.pending_timeout to drop it), then try again", run, (long long)p->step,
 				 p->committing ? "being stored" : "being received");
@@ -167,7 +167,7 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 		}
 	if ((rc = compute_forget(d->compute, run, &gone->results, &files)) < 0)
 		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
-	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked */
+	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked, refused ones */
 		n = p->next;
 		if (p->run != r)
 			continue;

@@ -16,6 +16,7 @@ sent again, whole and consistent, afterwards. Against a real wdriftd over
 a real ZeroMQ socket; the daemon is stopped by pid and the temp dir
 removed, also on failure.
 """
+import json
 import os
 import sys
 import tempfile
@@ -102,10 +103,19 @@ def main():
         sn, mem = (st or {}).get("snapshots", {}), (st or {}).get("memory", {})
         check(sn.get("pending") == 0 and mem.get("reserved") == 0 and sn.get("conflicts") == 2,
               f"refused: no pending snapshot, nothing reserved, one conflict more ({sn}, {mem})")
+        # rank b commits (ranks 2): refused, and the refusal stays for rank a, still sending (a
+        # review: the first commit dropped it, and a's next piece began the step afresh)
+        rb.send_raw([json.dumps({"v": 1, "type": "commit", "run": "ghost", "step": 5, "tensors": 1,
+                                 "ranks": 2}).encode()])
+        e = rb.recv()
+        check(e and e.get("code") == "conflict", f"rank b's commit: the same conflict ({e})")
         ra.tensor(5, "w", x[500:], "f32", offset=500, total=1000)
         e = ra.recv()
         check(e and e.get("code") == "conflict" and "refused whole" in e.get("reason", ""),
               f"rank a's next piece gets the same conflict ({e})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check((st or {}).get("memory", {}).get("reserved") == 0, "... and nothing of it is held",
+              (st or {}).get("memory"))
         time.sleep(5)  # pending_timeout 3, and the daemon's check each second
         st = control(ctx, tmp, {"v": 1, "cmd": "status"})
         sn = (st or {}).get("snapshots", {})
@@ -115,6 +125,16 @@ def main():
         ra.tensor(5, "w", x, "f32")
         a = ra.commit(5, 1)
         check(a and a.get("type") == "ack", f"then step 5, sent whole by one rank, is acked ({a})")
+
+        # a refused step of a run holds nothing, so `runs rm` of the run is not kept waiting for it
+        # (a review: "has step 3 being received" until pending_timeout)
+        ra.tensor(7, "w", x[:500], "f32", offset=0, total=1000)
+        ra.hello()
+        rb.tensor(7, "w", y[:500], "f32", offset=0, total=1000)
+        e = rb.recv()
+        check(e and e.get("code") == "conflict", f"ghost step 7 refused whole ({e})")
+        r = control(ctx, tmp, {"v": 1, "cmd": "runs_rm", "run": "ghost"})
+        check(r and r.get("ok") and r.get("steps") == 1, f"runs rm ghost: done at once ({r})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         teardown(dm, tmp, ctx)

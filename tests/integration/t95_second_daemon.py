@@ -63,6 +63,11 @@ def main():
         check(r.returncode != 0 and "another wdriftd uses this storage.dir" in r.stderr
               and "already listens" not in r.stderr,
               "a second daemon on the same storage.dir gets the lock's words, not a guess", r.stderr)
+        with open(os.path.join(tmp, "var", "lock")) as f:
+            lock = f.read()
+        check(lock == f"running {first.proc.pid}\n",
+              "... and leaves the lock file as the first daemon wrote it (a review: it wrote 'stopped', and a "
+              "SIGKILL of the first would then go unsaid at the next start)", lock)
         s = status(cfg)
         check(s.returncode == 0 and f"storage    {tmp}/var\n" in s.stdout,
               "the first daemon still answers, and status names its storage.dir", s.stdout + s.stderr)
@@ -77,6 +82,11 @@ def main():
         s = status(cfg)
         check(s.returncode == 0 and f"storage    {elsewhere}/var\n" in s.stdout,
               "... and answers there; status says its storage.dir is the other one", s.stdout + s.stderr)
+        second.stop()
+        pid = first.proc.pid
+        check(first.start() is not None and f"the wdriftd before this one on this storage.dir (pid {pid}, "
+              in first.log_text(), "a daemon on the killed one's storage.dir says it did not stop cleanly",
+              first.log_text()[-1000:])
     finally:
         if second is not None and second.proc is not None:
             second.stop()
