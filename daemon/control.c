@@ -120,10 +120,7 @@ static json_t *status(struct control *c)
 {
 	struct state *s = c->st;
 	json_t *errors = json_object();
-	size_t pending = 0;
-
-	for (const struct snapshot *p = s->pending; p; p = p->next)
-		pending += snapshot_pending(p);
+	size_t pending = state_pending(s);
 
 	for (int k = 1; k < WIRE_CODE_COUNT; k++)
 		json_object_set_new(errors, wire_code_name((enum wire_code)k),

@@ -633,12 +633,9 @@ static void run_loop(struct daemon *d)
 			next_ping = t + (double)d->watchdog_usec / 1e6;
 		}
 		if (t >= next_status) {
-			size_t pending = 0;	/* as status counts them */
-			for (const struct snapshot *p = d->st.pending; p; p = p->next)
-				pending += snapshot_pending(p);
 			notify_status("%zu runs, %llu snapshots durable, %zu pending, %llu MiB held",
 				      d->st.n_runs, (unsigned long long)d->st.count.snapshots_durable,
-				      pending, (unsigned long long)(d->st.reserved >> 20));
+				      state_pending(&d->st), (unsigned long long)(d->st.reserved >> 20));
 			next_status = t + 5;
 		}
 		if (t >= next_tick) {

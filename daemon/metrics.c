@@ -149,10 +149,7 @@ static void daemon_series(FILE *f, const struct control *c)
 {
 	const struct state *s = c->st;
 	const struct counters *k = &s->count;
-	size_t pending = 0;
-
-	for (const struct snapshot *p = s->pending; p; p = p->next)
-		pending += snapshot_pending(p);	/* as status counts them */
+	size_t pending = state_pending(s);	/* as status counts them */
 	family(f, "wdrift_build_info", "gauge", "Always 1; the daemon's version as a label.");
 	sample(f, "wdrift_build_info", (struct label[]){ { "version", WDRIFT_VERSION }, { 0 } }, 1);
 	family(f, "wdrift_uptime_seconds", "gauge", "Seconds since the daemon started.");

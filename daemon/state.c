@@ -128,6 +128,15 @@ void state_forget_run(struct state *s, struct run *r)
 		}
 }
 
+size_t state_pending(const struct state *s)
+{
+	size_t n = 0;
+
+	for (const struct snapshot *p = s->pending; p; p = p->next)
+		n += snapshot_pending(p);
+	return n;
+}
+
 void state_note_removed(struct state *s, const char *name)
 {
 	char *copy = strdup(name);

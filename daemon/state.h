@@ -173,6 +173,8 @@ static inline int snapshot_pending(const struct snapshot *snap)
 {
 	return !snap->recheck && !snap->conflict;
 }
+/* How many of s's snapshots count as pending (snapshot_pending): status, /metrics, systemd's STATUS. */
+size_t state_pending(const struct state *s);
 void state_release(struct state *s);
 
 #endif
