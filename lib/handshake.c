@@ -173,6 +173,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
 		h->handshook = 1;
 		h->closed = 0;
+		h->lost = 0;
 		return 0;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
 		refused(endpoint, names, keys, err, errlen);
@@ -195,7 +196,11 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
 	case ZMQ_EVENT_DISCONNECTED:
 		/* after a success, a daemon going away: not a handshake failure */
-		if (h->attempt_failed || (code == ZMQ_EVENT_DISCONNECTED && h->handshook))
+		if (code == ZMQ_EVENT_DISCONNECTED && h->handshook) {
+			h->lost = 1;
+			return 0;
+		}
+		if (h->attempt_failed)
 			return 0;
 		h->attempt_failed = 1;
 		h->closed_at = wd_now();

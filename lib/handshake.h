@@ -42,6 +42,7 @@ void wd_hs_monitor_close(void *s, void **m);
  */
 struct wd_hs {
 	int connected, handshook, closed, attempt_failed;
+	int lost;		/* the peer closed a handshook connection, not handshook since */
 	double closed_at;	/* CLOCK_MONOTONIC seconds of the last close */
 	double refused_since;	/* of the first connect that failed, never connected since; 0: none */
 };

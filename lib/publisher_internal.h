@@ -66,6 +66,7 @@ enum pub_unreachable {
 	PUB_REACHED,		/* it is not that, or nothing is known */
 	PUB_NO_SOCKET_FILE,	/* wd_publisher_open found no ipc socket file, and said so */
 	PUB_UNREACHABLE,	/* a connect of our own was refused, or found no file (publisher_peer.c) */
+	PUB_GONE,		/* the daemon closed the connection it had handshook (publisher_peer.c) */
 };
 
 struct wd_publisher {
@@ -126,8 +127,12 @@ int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void pub_peer_watch(struct wd_publisher *p, void *s);
 /* Stops it, before s closes. */
 void pub_peer_unwatch(struct wd_publisher *p, void *s);
-/* Reads its events, in a wait slice: a failed handshake, explained, is said once. */
-void pub_peer_tick(struct wd_publisher *p);
+/*
+ * Reads its events, in a wait slice: a failed handshake, explained, is said
+ * once; so is the daemon closing the connection. Nonzero while the socket's
+ * connection is so lost: the caller gives up on the socket.
+ */
+int pub_peer_tick(struct wd_publisher *p);
 /* A reply (its last frame, len bytes) that is not the ingest protocol: named, once. */
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len);
 /* The daemon answered as an ingest socket: no reason to give any more. */

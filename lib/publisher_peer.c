@@ -10,7 +10,11 @@
  *   DEALER with the publisher's own frame and its JSON error) is named.
  * - nothing listening there (a typo in the port, a socket file a killed
  *   daemon left, a job started before its daemon), which ZeroMQ retries
- *   in silence, is found by a connect of our own, as the CLI finds it.
+ *   in silence, is found by a connect of our own, as the CLI finds it;
+ * - a daemon that stops (or dies) under a running job closes the
+ *   connection: the monitor says so at once, where the ack timeout (30 s)
+ *   would have been the first sign, and the sender takes a fresh socket.
+ *   While it is gone, the probe's "nothing listens" adds nothing.
  * The reason is said once, as a warning, when it is found or changes, and
  * the stall warning gives it instead of a guess; when the daemon answers
  * after all, that is said too. Sender thread only, except p->diagnosis
@@ -43,11 +47,13 @@ static void diagnosed(struct wd_publisher *p, const char *why, int how, enum pub
 		snprintf(p->diagnosis, sizeof(p->diagnosis), "%s", why);
 	p->diagnosis_how = how == WD_HS_SURE ? WD_DIAGNOSIS_SURE : WD_DIAGNOSIS_GUESS;
 	p->unreachable = unreachable;
+	if (unreachable == PUB_GONE)
+		p->st.connected = 0;
 	pthread_mutex_unlock(&p->lock);
 	if (!fresh)
 		return;
-	snprintf(msg, sizeof(msg), "publisher: run '%.200s': %s; snapshots wait until that is fixed",
-		 p->run, why);
+	snprintf(msg, sizeof(msg), "publisher: run '%.200s': %s; snapshots wait%s", p->run, why,
+		 unreachable == PUB_GONE ? ", and go when it answers again" : " until that is fixed");
 	wd_log(WD_LOG_WARNING, "%s", msg);
 }
 
@@ -90,10 +96,10 @@ static void probe_unreachable(struct wd_publisher *p)
 	p->next_probe = now + WD_HS_UNREACHABLE_S;
 	int e = wd_endpoint_connect_errno(p->endpoint, PROBE_TIMEOUT_MS);
 	pthread_mutex_lock(&p->lock);
-	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE;
+	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE, gone = p->unreachable == PUB_GONE;
 	pthread_mutex_unlock(&p->lock);
-	if (e == ENOENT && absent_said)
-		return;	/* wd_publisher_open said so, and it is still so */
+	if ((e == ENOENT && absent_said) || (e && gone))
+		return;	/* said already: no socket file from the start, or the daemon gone since */
 	/* the same words each time (WD_HS_UNREACHABLE_S, not the time so far): said once */
 	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, WD_HS_UNREACHABLE_S, why, sizeof(why)))
 		diagnosed(p, why, WD_HS_GUESS, PUB_UNREACHABLE);
@@ -101,26 +107,33 @@ static void probe_unreachable(struct wd_publisher *p)
 		p->refused_since = 0;	/* it got through: ZeroMQ's next connect may too */
 }
 
-void pub_peer_tick(struct wd_publisher *p)
+int pub_peer_tick(struct wd_publisher *p)
 {
 	char why[sizeof(p->diagnosis)];
 	uint32_t value;
 	int code, how;
 
 	if (!p->mon)
-		return;
+		return 0;
 	/* close() is not held up by the probe (up to 0.5 s) that settling may take */
 	pthread_mutex_lock(&p->lock);
 	int closing = p->closing;
 	pthread_mutex_unlock(&p->lock);
 	if (closing)
-		return;
+		return 0;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
 		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
 			goto settled;
+	if (p->hs.lost) {
+		/* a guess at the cause: a restart looks the same until it answers again */
+		snprintf(why, sizeof(why), "wdriftd at %.400s closed the connection (stopped, or restarting?)",
+			 p->where);
+		diagnosed(p, why, WD_HS_GUESS, PUB_GONE);
+		return 1;
+	}
 	if (!(how = wd_hs_stuck(&p->hs, p->endpoint, &p->names, &p->keys, why, sizeof(why)))) {
 		probe_unreachable(p);
-		return;
+		return 0;
 	}
 settled:
 	/*
@@ -131,6 +144,7 @@ settled:
 	 */
 	wd_hs_monitor_close(p->mon_of, &p->mon);
 	diagnosed(p, why, how, PUB_REACHED);
+	return 0;
 }
 
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)

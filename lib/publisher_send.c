@@ -26,6 +26,7 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define SEND_SLICE_MS 100	/* ZMQ_SNDTIMEO and ZMQ_RCVTIMEO: how soon close() is seen */
+#define IDLE_TICK_MS 250	/* how often an idle connection's monitor is read */
 
 /*
  * Says what stall_check or refused() left in p->say. Called without the
@@ -98,13 +99,15 @@ static void stall_check(struct wd_publisher *p, int answered)
 		 : "is its memory budget full (wdrift status)?");
 }
 
-static void stall_tick(struct wd_publisher *p)
+/* One wait slice's checks; nonzero when the daemon closed the socket's connection. */
+static int stall_tick(struct wd_publisher *p)
 {
-	pub_peer_tick(p);	/* first: the stall warning then has its reason */
+	int lost = pub_peer_tick(p);	/* first: the stall warning then has its reason */
 	pthread_mutex_lock(&p->lock);
 	stall_check(p, 0);
 	pthread_mutex_unlock(&p->lock);
 	say_now(p);
+	return lost;
 }
 
 /*
@@ -112,7 +115,8 @@ static void stall_tick(struct wd_publisher *p)
  * ZeroMQ has no room: the daemon's push-back, or no connection at all
  * (ZeroMQ drops a peer that refused the handshake for good, and a send
  * with no timeout would then wait forever, and close() with it). Gives up,
- * -1, on an error, on close(), or once *waited reaches the ack timeout.
+ * -1, on an error, on close(), once *waited reaches the ack timeout, or
+ * when the daemon closed the connection.
  */
 static int send_frame(struct wd_publisher *p, void *s, const void *data, size_t len, int flags,
 		      int *waited)
@@ -122,7 +126,8 @@ static int send_frame(struct wd_publisher *p, void *s, const void *data, size_t 
 		    *waited >= p->opts.ack_timeout_ms)
 			return -1;
 		*waited += SEND_SLICE_MS;
-		stall_tick(p);
+		if (stall_tick(p))
+			return -1;
 	}
 	return 0;
 }
@@ -272,7 +277,8 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 /*
  * Waits for the daemon's next message on s while *waited (ms, counted in
  * SEND_SLICE_MS slices with no message) is under budget_ms; stops on
- * close(). A welcome is taken on the way: the daemon answered, and its
+ * close(), and when the daemon closed the connection (nothing more can
+ * come on it). A welcome is taken on the way: the daemon answered, and its
  * limits.max_message sizes the messages. 0 with *in parsed, or -1.
  */
 static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_ms,
@@ -286,7 +292,8 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 		int n = zmq_recv(s, buf, sizeof(buf) - 1, 0);
 		if (n < 0) {
 			*waited += SEND_SLICE_MS;
-			stall_tick(p);
+			if (stall_tick(p))
+				return -1;
 			continue;	/* no reply yet */
 		}
 		size_t len = (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
@@ -509,8 +516,29 @@ void *pub_sender_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->head && !p->closing)
-			pthread_cond_wait(&p->work, &p->lock);
+		while (!p->head && !p->closing) {
+			if (!s) {
+				pthread_cond_wait(&p->work, &p->lock);
+				continue;
+			}
+			/*
+			 * Idle with a connection: its monitor is read, so that a
+			 * daemon gone between snapshots is said when it goes, not
+			 * at the next snapshot, and its events do not pile up.
+			 */
+			struct timespec end;
+			pub_deadline(IDLE_TICK_MS, &end);
+			if (pthread_cond_timedwait(&p->work, &p->lock, &end) == 0)
+				continue;
+			pthread_mutex_unlock(&p->lock);
+			int lost = pub_peer_tick(p);
+			if (lost) {
+				pub_peer_unwatch(p, s);
+				zmq_close(s);
+				s = NULL;	/* the next snapshot connects afresh */
+			}
+			pthread_mutex_lock(&p->lock);
+		}
 		if (!p->head || p->abort_now)
 			break;
 		struct pub_snapshot *snap = p->head;

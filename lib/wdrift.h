@@ -393,7 +393,7 @@ struct wd_publisher_stats {
 	uint64_t dropped;	/* never made durable: the drop policy, refusals, close */
 	uint64_t resent;	/* sent again after a timeout or reconnect */
 	uint64_t queued, queued_bytes;	/* waiting, in flight included */
-	int connected;		/* the daemon answered lately */
+	int connected;		/* the daemon answered, and has not closed the connection since */
 	uint64_t duplicates;	/* acked as already durable with the same content */
 	uint64_t conflicts;	/* refused: durable with other content (in dropped) */
 	uint64_t refused;	/* refused for another final reason (in dropped) */
