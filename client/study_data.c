@@ -66,13 +66,10 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 		if (!strcmp(sd->cfg.studies[i].name, study))
 			sd->study = &sd->cfg.studies[i];
 	if (!sd->study && !log) {
-		/* worded as the daemon's drift reply words it (control.c) */
-		int n = snprintf(err, errlen, "%s: no study '%s' (%s", sd->config_path, study,
-				 sd->cfg.n_studies ? "studies: " : "the config has no study");
-		for (size_t i = 0; i < sd->cfg.n_studies && n > 0 && (size_t)n < errlen; i++)
-			n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", sd->cfg.studies[i].name);
-		if (n > 0 && (size_t)n < errlen)
-			snprintf(err + n, errlen - (size_t)n, ")");
+		/* worded as the daemon's drift reply words it (one owner) */
+		char why[600];
+		wd_config_no_study(&sd->cfg, study, why, sizeof(why));
+		snprintf(err, errlen, "%s: %s", sd->config_path, why);
 		study_data_release(sd);
 		return -1;
 	}

@@ -253,6 +253,12 @@ size_t wd_study_step_runs(const struct wd_config_study *st, const char **names, 
  * name it.
  */
 const char *wd_study_role(const struct wd_config_study *st, const char *run, const char **label);
+/*
+ * The one wording of a study name that cfg does not have, for every command
+ * that takes one (the daemon's drift reply, export, report): "no study
+ * 'nb'; did you mean 'nv'? (studies: fa, nv)". Into out (len bytes).
+ */
+void wd_config_no_study(const struct wd_config *cfg, const char *study, char *out, size_t len);
 /* The first study of cfg that names run (wd_study_role), or NULL when none does. */
 const struct wd_config_study *wd_config_study_naming(const struct wd_config *cfg, const char *run);
 

@@ -1,9 +1,11 @@
 /*
  * config_suggest.c: "did you mean": the near misses among the names the
  * file could have used (the tables' keys, the studies), for the messages
- * of the loader (config_load.c) and of the checks (config_check.c).
+ * of the loader (config_load.c) and of the checks (config_check.c), and
+ * for a study name typed to a command (wd_config_no_study).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config_load.h"
@@ -54,4 +56,21 @@ void config_suggest_top(struct suggest *s, const char *full)
 			s->blen = strlen(name);
 		}
 	}
+}
+
+void wd_config_no_study(const struct wd_config *cfg, const char *study, char *out, size_t len)
+{
+	struct suggest near = { study, NULL, 0, SIZE_MAX };
+	size_t at;
+
+	for (size_t i = 0; i < cfg->n_studies; i++)
+		config_suggest_try(&near, cfg->studies[i].name, strlen(cfg->studies[i].name));
+	at = (size_t)snprintf(out, len, "no study '%.128s'%s%.*s%s (%s", study,
+			      near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
+			      near.best ? near.best : "", near.best ? "'?" : "",
+			      cfg->n_studies ? "studies: " : "the config has no study");
+	for (size_t i = 0; i < cfg->n_studies && at < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s%s", i ? ", " : "", cfg->studies[i].name);
+	if (at < len)
+		snprintf(out + at, len - at, ")");
 }

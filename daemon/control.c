@@ -459,15 +459,9 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	for (size_t i = 0; i < c->cfg->n_studies; i++)
 		if (!strcmp(c->cfg->studies[i].name, study))
 			st = &c->cfg->studies[i];
-	if (!st) {	/* name the ones there are: a typo is then plain */
-		char names[384] = "";
-		size_t at = 0;
-		for (size_t i = 0; i < c->cfg->n_studies && at < sizeof(names); i++)
-			at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ", " : "",
-					       c->cfg->studies[i].name);
+	if (!st) {	/* the nearest, and the ones there are: a typo is then plain */
 		char msg[600];
-		snprintf(msg, sizeof(msg), "no study '%.128s' (%s%s)", study,
-			 c->cfg->n_studies ? "studies: " : "the config has no study", names);
+		wd_config_no_study(c->cfg, study, msg, sizeof(msg));
 		return fail("%s", msg);
 	}
 	if (jstep && !json_is_integer(jstep))

@@ -201,6 +201,9 @@ def main():
         r = wd("drift", "nope", "-c", cfg)
         check(r.returncode == 1 and "no study 'nope'" in r.stderr, "drift of an unknown study: exit 1")
         check("(studies: fa)" in r.stderr, "... naming the studies there are", r.stderr)
+        r = wd("drift", "fb", "-c", cfg)
+        check(r.returncode == 1 and "no study 'fb'; did you mean 'fa'? (studies: fa)" in r.stderr,
+              "drift of a typo of a study: did you mean, as runs rm says it", r.stderr)
         r = wd("alerts", "-c", cfg)
         check(r.returncode == 0 and "fa-vs-fp16" in r.stdout and "ratio > 1000" in r.stdout, "alerts: a table")
         r = wd("alerts", "-c", cfg, "--json")

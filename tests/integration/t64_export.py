@@ -340,6 +340,9 @@ def usage(cfg):
     check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and cfg in r.stderr
           and "no study 'nope' (studies: fa)" in r.stderr,
           f"an unknown study: exit 1, the config's studies listed ({r.stderr.strip()})")
+    r = wd("export", "af", "-c", cfg)
+    check(r.returncode == 1 and "no study 'af'; did you mean 'fa'? (studies: fa)" in r.stderr,
+          f"a typo of a study (two letters swapped): did you mean ({r.stderr.strip()})")
     other = os.path.join(os.path.dirname(cfg), "other.yaml")
     with open(cfg) as f, open(other, "w") as g:
         g.write(f.read().replace("var\n", "elsewhere\n", 1))
