@@ -160,6 +160,9 @@ static void print_silent(json_t *res)
 
 	if (silent)
 		printf("silent     %s\n", silent);
+	/* a re-run under the same name was refused: the rows are not its job's now */
+	if (json_string_value(json_object_get(res, "refused")))
+		printf("refused    %s\n", json_string_value(json_object_get(res, "refused")));
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		if (json_is_true(json_object_get(cand, "former")))
 			printf("%s%s", n++ ? ", " : "former     ", run);

@@ -103,6 +103,10 @@ static void print_runs(json_t *o)
 		table_set(&t, i + 1, 6, b);
 	}
 	table_show(&t, json_array_size(runs) + 1, 1, "(no run has published yet)");
+	/* a re-run under the same name, refused: said under the table, as `drift` says it */
+	json_array_foreach(runs, i, v)
+		if (json_string_value(json_object_get(v, "refused")))
+			printf("refused    %s\n", json_string_value(json_object_get(v, "refused")));
 }
 
 int cmd_runs(int argc, char **argv)

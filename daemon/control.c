@@ -200,14 +200,20 @@ static json_t *runs(struct control *c)
 	for (struct run *r = c->st->runs; r; r = r->next) {
 		json_t *in = run_studies(c->cfg, r->name);
 		json_t *first = json_array_get(in, 0);
+		char refused[600];
 		/* last_seen 0: known from the WAL alone, not heard from since the start */
-		json_array_append_new(list, json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o}",
+		json_t *o = json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o,s:I}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,
 			"last_step", r->n_durable ? json_integer(r->durable[r->n_durable - 1]) : json_null(),
 			"idle", r->last_seen ? json_real(t - r->last_seen) : json_null(),
 			"bytes_pending", (json_int_t)r->bytes_pending,
 			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
-			"studies", in));
+			"studies", in, "conflicts", (json_int_t)r->conflicts);
+		if (o && run_refused(c->cfg, NULL, r, refused, sizeof(refused))) {
+			json_object_set_new(o, "refused", json_string(refused));
+			json_object_set_new(o, "conflict_at", json_real(r->conflict_wall));
+		}
+		json_array_append_new(list, o);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
 }
@@ -488,6 +494,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	/* the study's runs that sent nothing (a typo?): its rows cannot have them */
 	if (ok && study_silent(c->cfg, c->st, st, b, silent, sizeof(silent)))
 		ok = (q.silent = strdup(silent + 2)) != NULL;
+	if (ok && study_refused(c->cfg, c->st, st, silent, sizeof(silent)))
+		ok = (q.refused = strdup(silent)) != NULL;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

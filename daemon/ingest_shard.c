@@ -129,8 +129,7 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 		ix->st->count.conflicts++;
 		if (!r->conflict_logged || r->conflict_step != snap->step)
 			log_warning("ingest: refused: %.255s", why);
-		r->conflict_logged = 1;
-		r->conflict_step = snap->step;
+		run_note_conflict(r, snap->step);
 		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
 		return;
 	}
@@ -325,8 +324,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 		ix->st->count.conflicts++;
 		if (!r->conflict_logged || r->conflict_step != snap->step)
 			log_warning("ingest: refused: %s", why);
-		r->conflict_logged = 1;
-		r->conflict_step = snap->step;
+		run_note_conflict(r, snap->step);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
 }

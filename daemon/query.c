@@ -437,6 +437,10 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"silent\":");
 		out_json(&out, json_string(q->silent));
 	}
+	if (q->refused) {	/* a re-run refused: these rows are not its job's now */
+		out_str(&out, ",\"refused\":");
+		out_json(&out, json_string(q->refused));
+	}
 	out_str(&out, ",\"candidates\":{");
 	for (size_t s = 0; s < n_runs && !out.failed; s++) {
 		out_str(&out, s ? "," : "");
@@ -493,6 +497,8 @@ void drift_query_release(struct drift_query *q)
 	q->baseline = NULL;
 	free(q->silent);
 	q->silent = NULL;
+	free(q->refused);
+	q->refused = NULL;
 	free(q->latest);
 	q->latest = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
@@ -571,7 +577,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 {
 	if (a->batch != b->batch || !str_eq(a->glob, b->glob) || a->n_runs != b->n_runs ||
 	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
-	    !str_eq(a->silent, b->silent))
+	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)
 		if (!str_eq(a->runs[k], b->runs[k]))

@@ -32,6 +32,7 @@ struct drift_query {
 	size_t n_candidates;		/* runs[0..n_candidates): the candidates; a batch's other ones are former */
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
+	char *refused;			/* its runs' conflicts since the start, said (study_refused); NULL: none */
 	/* per runs[k]: the latest step before the batch's with its rows (same baseline), -1: none */
 	int64_t *latest;
 };

@@ -64,6 +64,14 @@ static size_t lower_bound(const struct run *r, int64_t step)
 	return lo;
 }
 
+void run_note_conflict(struct run *r, int64_t step)
+{
+	r->conflict_logged = 1;
+	r->conflict_step = step;
+	r->conflicts++;
+	r->conflict_wall = now_wall();
+}
+
 int run_is_durable(const struct run *r, int64_t step)
 {
 	size_t i = lower_bound(r, step);

@@ -78,7 +78,14 @@ struct run {
 	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
 	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
-	int64_t conflict_step;
+	int64_t conflict_step;		/* the latest step refused as a conflict */
+	/*
+	 * Snapshots refused as conflicts since this start (a re-run under the
+	 * same name, most often), and the Unix seconds of the latest: said
+	 * beside the rows they leave standing (study_refused), counted in `runs`.
+	 */
+	uint64_t conflicts;
+	double conflict_wall;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */
 	double last_seen;		/* monotonic; 0: not heard from since the start */
 	/*
@@ -152,6 +159,8 @@ void state_forget_run(struct state *s, struct run *r);
 void state_note_removed(struct state *s, const char *name);
 int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
+/* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
+void run_note_conflict(struct run *r, int64_t step);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */
 const struct snap_id *run_identity(const struct run *r, int64_t step);
 /* Notes step as durable with its identity id (taken; may be NULL). */

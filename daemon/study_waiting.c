@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "logging.h"
@@ -115,6 +116,48 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 	}
 	if (n > 3)
 		add(buf, len, &at, "; and %zu more runs with none", n - 3);
+	return n;
+}
+
+int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		char *buf, size_t len)
+{
+	const char *label = NULL, *role;
+	char when[48] = "";
+	size_t at = 0;
+	struct tm tm;
+	time_t t = (time_t)r->conflict_wall;
+
+	buf[0] = 0;
+	if (!r->conflicts)
+		return 0;
+	if (!st)
+		st = wd_config_study_naming(cfg, r->name);
+	role = st ? wd_study_role(st, r->name, &label) : NULL;
+	if (gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
+	add(buf, len, &at, "'%s' (%s%s%s): %llu snapshot%s refused since this start as durable with other "
+	    "content, the latest step %lld%s: a re-run under the same name? Its rows are of the snapshots "
+	    "stored first; `wdrift runs rm %s` frees the name", r->name, role ? role : "in no study",
+	    label ? " " : "", label ? label : "", (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
+	    (long long)r->conflict_step, when, r->name);
+	return 1;
+}
+
+size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		     char *buf, size_t len)
+{
+	char one[600];
+	size_t at = 0, n = 0;
+
+	buf[0] = 0;
+	for (size_t k = 0; k < 1 + s->candidates.n + s->proxies.n; k++) {
+		const char *name = !k ? s->baseline : k <= s->candidates.n ? s->candidates.names[k - 1]
+			: s->proxies.v[k - 1 - s->candidates.n].run;
+		struct run *r = name ? state_run(st, name, 0) : NULL;
+		if (r && run_refused(cfg, s, r, one, sizeof(one)))
+			add(buf, len, &at, "%s%s", n++ ? "; " : "", one);
+	}
 	return n;
 }
 

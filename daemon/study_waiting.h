@@ -42,6 +42,21 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 size_t study_silent(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		    const struct result_batch *shown, char *buf, size_t len);
 
+/*
+ * Into buf: why rows of run r may not be its job's now, when snapshots of r
+ * were refused as conflicts since this start (a re-run under the same
+ * name): "'fa' (candidate): 2 snapshots refused since this start as
+ * durable with other content, the latest step 10 at ... UTC: a re-run under
+ * the same name? ...". The role is r's in st, or (st NULL) in the first
+ * study of cfg naming it. Returns 0 and buf "" when r has no conflict.
+ */
+int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		char *buf, size_t len);
+
+/* The same for each of study s's runs that has conflicts, joined by "; "; how many. */
+size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		     char *buf, size_t len);
+
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
 size_t study_silent_count(struct state *st, const struct wd_config_study *s);
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""t100_rerun_conflict.py: a re-run under the same name is said beside the rows it leaves standing.
+
+A new user's trial re-ran its candidate job from step 0 under the same run
+name. Each snapshot it re-sent was refused as a conflict (the job raised
+WdriftError), but `wdrift drift` went on showing the first run's rows with
+no word of it; only `status` counted "2 conflicts", naming no run. Now the
+daemon keeps, per run, the conflicts since its start (how many, the latest
+step and when), and says it where the rows are read:
+- `wdrift drift STUDY` prints a `refused` line naming the run, its role,
+  the count, the latest step and `wdrift runs rm RUN`; `--json` has
+  "refused";
+- `wdrift runs` says it under the table; `--json` gives each run
+  "conflicts" (and "refused", the sentence, only then);
+- a run with no conflict has neither; after `wdrift runs rm` the line goes.
+Real daemon, real publisher processes (the Python package), the real CLI;
+stopped by pid, the temp dir removed, also on failure.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, summary, teardown  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+# run, seed, steps...: publishes each step and waits for all to be acked or refused
+JOB = r'''
+import sys, numpy as np, wdrift
+ep, run, seed, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]]
+rng = np.random.default_rng(seed)
+pub = wdrift.Publisher(ep, run, ack_timeout=5.0)
+for step in steps:
+    try:
+        pub.publish(step, {"w": rng.standard_normal(256).astype(np.float32)})
+    except wdrift.WdriftError as e:
+        print("raised", e, flush=True)
+try:
+    pub.flush(20)
+    pub.close(5)
+except wdrift.WdriftError as e:
+    print("raised", e, flush=True)
+'''
+
+
+def job(ep, run, seed, *steps):
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    return subprocess.run([PYTHON, "-c", JOB, ep, run, str(seed), *map(str, steps)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def wd(cfg, *args):
+    return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
+
+
+def wait_drift(cfg, step, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        r = wd(cfg, "drift", "fa", "--json")
+        if r.returncode == 0:
+            d = json.loads(r.stdout)
+            if d.get("step") == step and d.get("complete"):
+                return d
+        time.sleep(0.2)
+    return None
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="t100-")
+    dm = Daemon(tmp)
+    try:
+        cfg = dm.write_config()
+        check(dm.start() is not None, "daemon ready")
+        ep = f"ipc://{tmp}/run/ingest.sock"
+        for run, seed in (("base", 1), ("lowprec", 2), ("fa", 3)):
+            r = job(ep, run, seed, 0, 10)
+            check(r.returncode == 0 and "raised" not in r.stdout, f"first run of '{run}': published", r.stdout + r.stderr)
+        d = wait_drift(cfg, 10)
+        check(d is not None, "step 10 compared")
+        check(d is not None and "refused" not in d, "no conflict yet: no 'refused' in drift --json")
+        r = wd(cfg, "drift", "fa")
+        check(r.returncode == 0 and "refused" not in r.stdout, "... nor a refused line", r.stdout)
+
+        # the candidate's job re-run from step 0 under the same name, with other weights
+        t0 = time.time()
+        r = job(ep, "fa", 99, 0, 10)
+        check("raised" in r.stdout and "conflict" in r.stdout, "the re-run's job is refused (WdriftError)",
+              r.stdout + r.stderr)
+
+        r = wd(cfg, "drift", "fa")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("refused")]
+        check(r.returncode == 0 and len(lines) == 1, "drift: one refused line beside the rows", r.stdout)
+        line = lines[0] if lines else ""
+        check("'fa' (candidate)" in line and "2 snapshots refused since this start" in line
+              and "the latest step 10" in line and "wdrift runs rm fa" in line and "first" in line,
+              "... naming the run, its role, the count, the latest step and runs rm", line)
+        d = json.loads(wd(cfg, "drift", "fa", "--json").stdout)
+        check(d.get("refused") == line[len("refused"):].strip(), "drift --json: \"refused\", the same words",
+              json.dumps(d.get("refused")))
+        check(d["step"] == 10 and d["complete"], "the rows shown are still step 10's, complete")
+
+        r = wd(cfg, "runs")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("refused")]
+        check(r.returncode == 0 and len(lines) == 1 and "'fa' (candidate)" in lines[0], "runs: the refused line",
+              r.stdout)
+        runs = {x["name"]: x for x in json.loads(wd(cfg, "runs", "--json").stdout)["runs"]}
+        check(runs["fa"].get("conflicts") == 2 and "2 snapshots refused" in runs["fa"].get("refused", "")
+              and runs["base"].get("conflicts") == 0 and "refused" not in runs["base"],
+              "runs --json: conflicts per run, the sentence only where there are some",
+              json.dumps(runs["fa"]) + json.dumps(runs["base"]))
+        at = runs["fa"].get("conflict_at")
+        check(isinstance(at, (int, float)) and t0 - 2 <= at <= time.time() + 1,
+              "runs --json: conflict_at, when the latest was refused (Unix seconds)", str(at))
+
+        r = wd(cfg, "runs", "rm", "fa")
+        check(r.returncode == 0, "runs rm fa", r.stderr)
+        r = wd(cfg, "runs")
+        check(not any(x.startswith("refused") for x in r.stdout.splitlines()), "after runs rm: no refused line",
+              r.stdout)
+    finally:
+        teardown(dm, tmp)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
