@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "alerts.h"
+#include "commit_ranks.h"
 #include "control.h"
 #include "logging.h"
 #include "query.h"
@@ -109,9 +110,13 @@ static json_t *pending_snapshots(const struct state *s)
 			snprintf(why, sizeof(why), "no commit yet: %zu tensors begun", p->n_tensors);
 		else if (ingest_snapshot_complete(p, p->want, why, sizeof(why)))
 			snprintf(why, sizeof(why), "complete, being stored");
-		json_array_append_new(list, json_pack("{s:s,s:I,s:f,s:I,s:s}", "run", p->run->name,
-						      "step", (json_int_t)p->step, "idle", t - p->last_seen,
-						      "commits", (json_int_t)p->n_waiters, "waiting", why));
+		char ranks[440];
+		json_t *o = json_pack("{s:s,s:I,s:f,s:I,s:s}", "run", p->run->name, "step", (json_int_t)p->step,
+				      "idle", t - p->last_seen, "commits", (json_int_t)p->n_waiters, "waiting", why);
+		/* the ranks that committed and those not yet, when their commits gave them */
+		if (o && commit_ranks_seen(p, ranks, sizeof(ranks)))
+			json_object_set_new(o, "ranks", json_string(ranks));
+		json_array_append_new(list, o);
 	}
 	return json_pack("{s:o,s:I}", "snapshots", list, "more", (json_int_t)more);
 }

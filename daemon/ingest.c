@@ -8,11 +8,13 @@
  * shard, ingest_room.c keeps memory within the budget, ingest_reply.c
  * answers.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commit_ranks.h"
 #include "config_load.h"
 #include "identity.h"
 #include "ingest_internal.h"
@@ -318,6 +320,29 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 }
 
 /*
+ * Every rank has committed snap (their commits gave their ranks) and it is
+ * not whole: two ranks sent the same piece, or a piece of another's, or a
+ * rank sent less than its part. No shard can come now, so the ranks are
+ * told at once, where they waited limits.pending_timeout; a re-send of the
+ * step is refused as after an expiry.
+ */
+static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
+{
+	char lacks[300], why[512];
+
+	ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
+	const char *colon = strstr(lacks, ": ");
+	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole: %s: "
+		 "do two ranks send the same piece, or one another's? (each sends only its own)",
+		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of, colon ? colon + 2 : lacks);
+	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
+	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
+	ingest_note_expired(ix, snap->run->name, snap->step, now_mono(), why);
+	ix->st->count.dropped++;
+	ingest_drop_snapshot(ix, snap);
+}
+
+/*
  * A commit that would wait for a step that expired waiting for ranks a
  * moment ago: a rank that missed the refusal (its ack timeout had closed
  * its socket) sends it again. It gets the refusal now, and the shards its
@@ -330,14 +355,14 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 	double ago = now_mono() - gone->at;
 
 	if (!gone->said)
-		log_notice("ingest: run '%s' step %lld: sent again by a rank %.0f s after it expired "
-			   "waiting for the other ranks; refused at once, as then: %s", gone->run,
+		log_notice("ingest: run '%s' step %lld: sent again by a rank %.0f s after it was refused "
+			   "to the ranks that waited; refused at once, as then: %s", gone->run,
 			   (long long)gone->step, ago, gone->why);
 	gone->said = 1;
-	/* the expiry's reason first, as the waiters heard it; then why it comes now */
-	char why[400];
-	snprintf(why, sizeof(why), "%s (said again to a re-send %.0f s after the expiry: re-sends of an "
-		 "expired step are refused for %.0f s)", gone->why, ago, INGEST_EXPIRED_SECONDS);
+	/* the first refusal's reason, as the waiters heard it; then why it comes now */
+	char why[700];
+	snprintf(why, sizeof(why), "%s (said again to a re-send %.0f s after: re-sends of a step so "
+		 "refused are refused for %.0f s)", gone->why, ago, INGEST_EXPIRED_SECONDS);
 	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
 	if (snap)
 		ingest_drop_snapshot(ix, snap);
@@ -403,11 +428,19 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	r->last_seen = now_mono();
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
 		return;
+	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks) == -EINVAL) {
+		snprintf(why, sizeof(why), "commit says ranks %llu, an earlier commit of this step %llu: "
+			 "every rank gives the job's count", (unsigned long long)h->ranks,
+			 (unsigned long long)snap->ranks_of);
+		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "ranks", why);
+	}
 	if (ingest_add_waiter(snap, m) < 0)
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
+	if (commit_ranks_all(snap))
+		all_ranks_committed(ix, snap);
 }
 
 void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen)

@@ -46,7 +46,7 @@ struct expired_step {
 	int64_t step;
 	double at;			/* monotonic seconds */
 	int said;			/* a re-send was logged */
-	char why[256];
+	char why[512];
 };
 
 #define INGEST_EXPIRED_MAX 16	/* remembered at once; the oldest goes first */

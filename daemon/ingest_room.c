@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commit_ranks.h"
 #include "ingest_internal.h"
 #include "logging.h"
 
@@ -258,7 +259,7 @@ void ingest_forget_expired(struct ingest *ix, const char *run)
 }
 
 /* Remembers that (run, step) expired at t for why; the oldest slot gives way. */
-static void note_expired(struct ingest *ix, const char *run, int64_t step, double t, const char *why)
+void ingest_note_expired(struct ingest *ix, const char *run, int64_t step, double t, const char *why)
 {
 	struct expired_step *e = &ix->expired[0];
 
@@ -278,7 +279,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 	double t = now_mono();
 	size_t n = 0;
 	struct snapshot *snap = s->pending, *next;
-	char why[256], lacks[200];
+	char why[512], lacks[200];
 
 	for (; snap; snap = next) {
 		next = snap->next;
@@ -300,10 +301,13 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			continue;
 		}
 		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
+			char missing[240];
 			ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
 			const char *colon = strstr(lacks, ": ");
-			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s",
-				 timeout, colon ? colon + 2 : lacks);
+			/* the ranks that never committed, when the commits gave theirs */
+			int named = commit_ranks_missing(snap, missing, sizeof(missing)) > 0;
+			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s%s%s",
+				 timeout, named ? missing : "", named ? "; " : "", colon ? colon + 2 : lacks);
 			/*
 			 * Waiters are connections: a rank whose ack timed out sends
 			 * again on a fresh socket, a new one (a trial read "2 commits
@@ -313,7 +317,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 				    "a rank that sent again on a new connection counts again)",
 				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
-			note_expired(ix, snap->run->name, snap->step, t, why);
+			ingest_note_expired(ix, snap->run->name, snap->step, t, why);
 		} else if (!snap->recheck) {
 			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
 				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);

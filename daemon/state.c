@@ -6,6 +6,7 @@
 
 #include "config_load.h"
 #include "identity.h"
+#include "commit_ranks.h"
 #include "state.h"
 
 double now_mono(void)
@@ -196,6 +197,7 @@ void snapshot_empty(struct state *s, struct snapshot *snap)
 	free(snap->waiters);
 	snap->waiters = NULL;
 	snap->n_waiters = 0;
+	commit_ranks_free(snap);
 }
 
 void snapshot_free(struct state *s, struct snapshot *snap)

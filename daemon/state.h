@@ -64,6 +64,9 @@ struct snapshot {
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
 	struct waiter *waiters;		/* who committed: each gets the ack */
 	size_t n_waiters;
+	/* commits that gave "rank": a bit per rank committed (commit_ranks.h); NULL: none did */
+	uint8_t *ranked;
+	uint64_t ranks_of, n_ranked;	/* the ranks they said; how many distinct committed */
 	struct snapshot *next;
 };
 

@@ -228,6 +228,7 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 		p->opts.stall_warn_ms = 30000;
 	if (p->opts.ranks < 1)
 		p->opts.ranks = 1;
+	p->rank = -1;
 	p->rng = (unsigned)getpid() ^ (unsigned)(uintptr_t)p;
 	if (!(p->ctx = zmq_ctx_new())) {
 		r = pub_error(-ENOMEM, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
@@ -379,6 +380,19 @@ int wd_publisher_set_tries(struct wd_publisher *p, int tries)
 		return pub_error(-EINVAL, "tries %d: 0 (never give up) or more", tries);
 	pthread_mutex_lock(&p->lock);
 	p->max_tries = tries;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+int wd_publisher_set_rank(struct wd_publisher *p, int rank)
+{
+	if (p->opts.ranks <= 1)
+		return pub_error(-EINVAL, "rank %d: this publisher has ranks %d, not several", rank,
+				 p->opts.ranks);
+	if (rank < 0 || rank >= p->opts.ranks)
+		return pub_error(-EINVAL, "rank %d: from 0 to ranks - 1 (%d)", rank, p->opts.ranks - 1);
+	pthread_mutex_lock(&p->lock);
+	p->rank = rank;
 	pthread_mutex_unlock(&p->lock);
 	return 0;
 }

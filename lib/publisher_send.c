@@ -371,6 +371,9 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	h->step = snap->step;
 	h->tensors = snap->n_names;	/* shards of one tensor count once */
 	h->ranks = (uint64_t)p->opts.ranks;
+	pthread_mutex_lock(&p->lock);
+	h->rank = p->rank;	/* -1: not said, and not sent */
+	pthread_mutex_unlock(&p->lock);
 	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
 		goto done;
 	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {

@@ -506,6 +506,18 @@ int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len);
  * safe.
  */
 int wd_publisher_set_tries(struct wd_publisher *p, int tries);
+/*
+ * Says which rank of opts.ranks this publisher is, from 0 (for a sharded
+ * job: torch.distributed's rank, or torchrun's RANK). Each commit then
+ * gives it, and the daemon knows when every rank has committed: a
+ * snapshot still not whole then (two ranks sent the same piece) is
+ * refused at once, not after limits.pending_timeout, and a rank that never
+ * commits is named by number (docs/protocol.md, "Several ranks"). Not
+ * said, commits count connections, as before. 0, or -EINVAL when ranks is
+ * 1 or rank is not from 0 to ranks - 1. Takes effect from the next send;
+ * thread safe.
+ */
+int wd_publisher_set_rank(struct wd_publisher *p, int rank);
 
 /* What became of a snapshot that left the queue. */
 enum wd_outcome_kind {

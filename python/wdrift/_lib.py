@@ -84,6 +84,7 @@ def _declare(lib):
     lib.wd_publisher_tensor.argtypes = [P, S, I, P, PU64, I, U64, U64, U64]
     lib.wd_publisher_block.argtypes = [P, S, I, P, PU64, PU64, PU64, I]
     lib.wd_publisher_commit.argtypes = [P]
+    lib.wd_publisher_set_rank.argtypes = [P, I]
     lib.wd_publisher_get_stats.argtypes = [P, ctypes.POINTER(_Stats)]
     lib.wd_publisher_get_stats.restype = None
     lib.wd_publisher_refusals.argtypes, lib.wd_publisher_refusals.restype = [P, I, S, ctypes.c_size_t], U64

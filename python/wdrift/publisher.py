@@ -57,11 +57,29 @@ def _ms(seconds):
     return max(0, min(int(seconds * 1000), 2**31 - 1))
 
 
+def _own_rank(ranks):
+    """This process's rank among ranks publishers, when the job says it: torch.distributed's
+    (a process group of that world size), or torchrun's RANK (with WORLD_SIZE ranks); else None."""
+    if ranks <= 1:
+        return None
+    dist = sys.modules.get("torch.distributed")     # imported by the job: not imported here
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank() if dist.get_world_size() == ranks else None
+    except (RuntimeError, ValueError):
+        return None
+    try:
+        r, w = int(os.environ.get("RANK", "")), int(os.environ.get("WORLD_SIZE", ""))
+    except ValueError:
+        return None
+    return r if w == ranks and 0 <= r < ranks else None
+
+
 class Publisher:
     """Publishes snapshots of one run to a wdriftd ingest endpoint."""
 
     def __init__(self, endpoint, run, queue_bytes=0, policy="drop_oldest", ack_timeout=30.0,
-                 server_key=None, key=None, ranks=1, stall_warning=30.0):
+                 server_key=None, key=None, ranks=1, stall_warning=30.0, rank=None):
         """Opens a publisher; raises at once for what can never work.
 
         endpoint: tcp://HOST:PORT, ipc://PATH or inproc://NAME; anything else,
@@ -79,6 +97,14 @@ class Publisher:
         ranks: the number of publishers (one per rank of a sharded job) that
         share each snapshot of this run, each publishing only its own pieces
         (wdrift.Shard, wdrift.Block, DTensor) under every tensor name.
+
+        rank: this publisher's rank among them, from 0 (ranks > 1 only). None
+        finds it: torch.distributed's rank when a process group is up and its
+        world size is ranks, else the RANK environment variable (torchrun's)
+        when WORLD_SIZE is ranks; else it is not said. Said, the daemon knows
+        when every rank has committed: a snapshot still not whole then (two
+        ranks sent the same piece) is refused at once, and a rank that never
+        commits is named by number.
 
         stall_warning: seconds without an ack, while snapshots wait, before
         one warning on stderr naming the endpoint (None: never).
@@ -110,6 +136,11 @@ class Publisher:
         if r:
             raise WdriftError(f"cannot publish run {run!r}: {_libmod.error_text(lib, r)}")
         self.run, self.endpoint, self.ranks = run, endpoint, int(ranks)
+        self.rank = _own_rank(int(ranks)) if rank is None else int(rank)
+        if self.rank is not None and lib.wd_publisher_set_rank(self._p, self.rank):
+            msg = _libmod.error_text(lib, -22)
+            lib.wd_publisher_close(ctypes.byref(self._p), 0)
+            raise ValueError(f"run {run!r}: {msg}")
         self._policy = policy
         self._budget = int(queue_bytes) or 1 << 30
         self._build = threading.Lock()     # begin..commit of one snapshot at a time

@@ -279,6 +279,58 @@ def main():
         st = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["snapshots"]["conflicts"] == 0, "no conflict counted along the way")
 
+        # Commits that give "rank": every rank committed and the snapshot is not
+        # whole (two ranks sent the same piece, a trial's mistake) is said at
+        # once, where it waited limits.pending_timeout (commits carried no rank:
+        # a rank re-committing on a new connection looked the same).
+        x = rng.standard_normal(4096).astype(np.float32)
+        same = [Publisher(ctx, tmp, "overlap") for _ in range(3)]
+        t0 = time.time()
+        for k, p in enumerate(same):
+            p.tensor(8, "a", x[:2048], "f32", offset=0, total=4096)     # each the same half
+            commit(p, 8, 1, ranks=3, rank=k)
+        errs = [quiet(p, 1500) for p in same]
+        waited = time.time() - t0
+        ok = all(e and e["code"] == "incomplete" and e["field"] == "ranks" and e["step"] == 8
+                 and "every rank (3 of 3) committed, and the snapshot is not whole" in e["reason"]
+                 and "'a' has 2048 of 4096 elements, missing [2048, 4096)" in e["reason"] for e in errs)
+        check(ok and waited < 1.5, f"every rank committed, not whole: all refused at once ({waited:.2f} s; "
+              f"pending_timeout 2 s) ({errs})")
+        log = dm.log_text()
+        check(log.count("run 'overlap' step 8: every rank (3 of 3) committed") == 1, "logged once", log[-1500:])
+        p = Publisher(ctx, tmp, "overlap")
+        p.tensor(8, "a", x[2048:], "f32", offset=2048, total=4096)
+        commit(p, 8, 1, ranks=3, rank=1)
+        e = quiet(p, 1500)
+        check(e and e["code"] == "incomplete" and e["field"] == "ranks", f"a late part of it is refused too ({e})")
+        for bad, ranks_ in ((3, 3), (1, 1), (-1, 3), ("0", 3)):
+            commit(same[0], 9, 1, ranks=ranks_, rank=bad)
+            e = same[0].recv()
+            check(e and e["code"] == "bad_field" and e["field"] == "rank",
+                  f"rank {bad!r} with ranks {ranks_}: bad_field rank ({e})")
+        # a rank that commits again on a new connection counts once; the one that
+        # never commits is named, in status and in the expiry
+        again = [Publisher(ctx, tmp, "named") for _ in range(3)]
+        again[0].tensor(9, "a", x[:1024], "f32", offset=0, total=4096)
+        commit(again[0], 9, 1, ranks=3, rank=0)
+        again[1].tensor(9, "a", x[:1024], "f32", offset=0, total=4096)
+        commit(again[1], 9, 1, ranks=3, rank=0)     # rank 0 again, a fresh socket
+        again[2].tensor(9, "a", x[1024:2048], "f32", offset=1024, total=4096)
+        commit(again[2], 9, 1, ranks=3, rank=1)
+        check([quiet(p, 300) for p in again] == [None] * 3, "rank 0 twice and rank 1: still waiting for rank 2")
+        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                           text=True, timeout=30)
+        line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'named' step 9:")]
+        check(line and "3 commits waiting, from ranks 0, 1 of 3 (not yet: 2)" in line[0],
+              "status names the ranks that committed and those not yet", r.stdout)
+        errs = []
+        for p in again:
+            p.s.setsockopt(zmq.RCVTIMEO, 8000)
+            errs.append(p.recv())
+        check(all(e and e["code"] == "incomplete" and "expired after 2 s waiting for the other ranks: rank 2 "
+                  "of 3 never committed; 'a' has 2048 of 4096 elements" in e["reason"] for e in errs),
+              f"the expiry names the rank that never committed ({errs})")
+
         # The budget full: waiting ranks of a stale snapshot dropped for room hear
         # 'incomplete' with field tensors (send it again), not ranks.
         dm.stop()

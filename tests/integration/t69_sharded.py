@@ -11,7 +11,8 @@ spool holds the whole tensors; the daemon's drift equals `wdrift compare`
 on the unsharded checkpoints, to the bit. Then a rank is killed before its
 part of step 30: the others' publish() still returns at once, and once the
 snapshot expires (limits.pending_timeout) they and the daemon name the
-tensor that was missing.
+tensor that was missing, and the rank that never committed (the
+publishers give their rank: the group's, or RANK when there is none).
 """
 import json
 import os
@@ -79,6 +80,8 @@ def rank_main(tmp, rank, steps, kill_step):
     group = dist.is_available() and dist.is_gloo_available()
     if group:
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg.{kill_step}", rank=rank, world_size=W)
+    else:
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(W))     # as torchrun sets them
     ep = f"ipc://{tmp}/run/ingest.sock"
     # with a rank dead, the others re-send after their ack timeout, shorter than the
     # daemon's pending_timeout: the re-sends bring nothing new and must not keep it
@@ -213,6 +216,10 @@ def main():
         check(len(live) == W - 1 and all("step 30 refused: incomplete" in e and any(f"'{k}'" in e for k in SHAPES)
                                          for _, e in live),
               "each survivor says which tensor was missing", "\n".join(e for _, e in live))
+        # the ranks' commits give their rank (torch.distributed's, found by the publisher,
+        # or torchrun's RANK without a group): the dead one is named by number
+        check(len(live) == W - 1 and all("rank 3 of 4 never committed" in e for _, e in live),
+              "each survivor's refusal names the rank that never committed", "\n".join(e for _, e in live))
         log = dm.log_text()
         check("step 30" in log and any(f"'{k}'" in log for k in SHAPES) and "elements" in log,
               "the daemon's log names the run, step and the missing tensor",

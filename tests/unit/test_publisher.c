@@ -23,6 +23,8 @@ struct got {
 	float first;
 };
 
+static int64_t last_rank = -2;	/* the last commit's rank (-1: not said) */
+
 /*
  * Receives one snapshot's messages on the ROUTER r: its tensor shards into
  * g (at most max) and the commit's tensors and ranks; acks it. Returns the
@@ -64,6 +66,7 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 			} else if (h->type == WIRE_COMMIT) {
 				*tensors = h->tensors;
 				*ranks = h->ranks;
+				last_rank = h->rank;
 				char ack[WIRE_NAME_MAX + 256];
 				if (refuse)
 					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"error\",\"code\":\"conflict\","
@@ -147,6 +150,10 @@ int main(void)
 	CHECK(wd_publisher_last_outcome(p, &out) == -ENOENT, "no outcome before a snapshot left the queue");
 	CHECK(wd_publisher_set_tries(p, -1) == -EINVAL && strstr(wd_last_error(), "tries -1"),
 	      "set_tries refuses a negative count: %s", wd_last_error());
+	CHECK(wd_publisher_set_rank(p, 4) == -EINVAL && strstr(wd_last_error(), "rank 4: from 0 to ranks - 1 (3)"),
+	      "set_rank refuses rank 4 of 4: %s", wd_last_error());
+	CHECK(wd_publisher_set_rank(p, -1) == -EINVAL, "set_rank refuses rank -1");
+	CHECK(wd_publisher_set_rank(p, 2) == 0, "set_rank 2 of 4");
 	float m[6 * 5 * 4];	/* the whole tensor: element i holds i */
 	for (int i = 0; i < 6 * 5 * 4; i++)
 		m[i] = (float)i;
@@ -217,6 +224,7 @@ int main(void)
 	CHECK(mid_ok == 2, "partial in two dimensions: one run of 12 per index of dimension 0 (offsets 24, 44)");
 	CHECK(col_ok == 30, "a column block: 30 shards of 1, at 4k + 3, each with its value");
 	CHECK(none_ok == 0 && scalar_ok == 1, "an empty block sends nothing (its name counts); a scalar goes as 1");
+	CHECK(last_rank == 2, "the commit gives this publisher's rank, 2 (%lld)", (long long)last_rank);
 	CHECK(tensors == 5 && ranks == 4, "the commit counts 5 distinct tensors and says ranks 4 (%llu, %llu)",
 	      (unsigned long long)tensors, (unsigned long long)ranks);
 	CHECK(wd_publisher_flush(p, 10000) == 0, "the ack empties the queue");

@@ -38,6 +38,24 @@ static void roundtrip(void)
 	      back.total == 2048 && back.crc32 == 4000000000u, "tensor fields survive");
 	free(s);
 
+	/* a sharded job's commit: its ranks, and this sender's rank */
+	memset(&h, 0, sizeof(h));
+	h.type = WIRE_COMMIT;
+	h.step = 3;
+	snprintf(h.run, sizeof(h.run), "llama-fa");
+	h.tensors = 291;
+	h.ranks = 8;
+	h.rank = 5;
+	s = wire_build(&h);
+	CHECK(s && wire_parse(s, strlen(s), &lim, &back, &err) == 0 && back.ranks == 8 && back.rank == 5,
+	      "a commit's ranks and rank round-trip (%s)", s ? s : "");
+	free(s);
+	h.rank = -1;
+	s = wire_build(&h);
+	CHECK(s && wire_parse(s, strlen(s), &lim, &back, &err) == 0 && back.ranks == 8 && back.rank == -1 &&
+	      !strstr(s, "\"rank\""), "a commit whose rank is not said has none (%s)", s ? s : "");
+	free(s);
+
 	static const enum wire_type types[] = { WIRE_HELLO, WIRE_COMMIT, WIRE_PING, WIRE_WELCOME,
 						 WIRE_ACK, WIRE_ERROR, WIRE_PONG };
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -56,6 +74,9 @@ static void roundtrip(void)
 		s = wire_build(&h);
 		int r = s ? wire_parse(s, strlen(s), &lim, &back, &err) : -1;
 		CHECK(r == 0 && back.type == types[i], "type %d round-trips: %s", (int)types[i], s ? s : "");
+		if (types[i] == WIRE_COMMIT)
+			CHECK(back.ranks == 1 && back.rank == -1 && !strstr(s, "rank"),
+			      "a commit of one publisher says no ranks and no rank");
 		if (types[i] == WIRE_ACK)
 			CHECK(back.tensors == 291 && back.bytes == 123 && back.duplicate && back.step == 7,
 			      "ack fields survive");
@@ -103,6 +124,11 @@ static void malformed(void)
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":\"1\",\"tensors\":3}", WIRE_BAD_FIELD, "step", "integer" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1}", WIRE_BAD_FIELD, "tensors", "missing" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":0}", WIRE_BAD_FIELD, "tensors", "outside" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":4}", WIRE_BAD_FIELD, "rank", "0 to ranks - 1 (3)" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"rank\":1}", WIRE_BAD_FIELD, "rank", "0 to ranks - 1 (0)" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":-1}", WIRE_BAD_FIELD, "rank", "0 to ranks - 1" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":\"2\"}", WIRE_BAD_FIELD, "rank", "integer" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":1048576}", WIRE_BAD_FIELD, "rank", "outside" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":99999999999999999999,\"tensors\":1}", WIRE_BAD_FRAME, "", "not JSON" },
 		{ T(OK_REST ",\"x\":1}") + 0, WIRE_BAD_FRAME, "", "not JSON" },
 		{ "{\"v\":1,\"type\":\"tensor\",\"run\":\"r\",\"step\":1,\"dtype\":\"f32\"," OK_REST "}", WIRE_BAD_FIELD, "name", "missing" },

@@ -1,0 +1,104 @@
+/*
+ * commit_ranks.c: which ranks of a sharded snapshot committed
+ * (commit_ranks.h): a bit per rank, kept only once a commit gives its rank.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "commit_ranks.h"
+
+#define LIST_RUNS_MAX 8	/* runs of ranks written out; the rest counted */
+
+static int has(const struct snapshot *snap, uint64_t k)
+{
+	return snap->ranked[k / 8] >> (k % 8) & 1;
+}
+
+int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks)
+{
+	if (snap->ranked && snap->ranks_of != ranks)
+		return -EINVAL;
+	if (!snap->ranked) {
+		if (!(snap->ranked = calloc((size_t)(ranks + 7) / 8, 1)))
+			return -ENOMEM;
+		snap->ranks_of = ranks;
+	}
+	if (!has(snap, rank)) {
+		snap->ranked[rank / 8] |= (uint8_t)(1u << (rank % 8));
+		snap->n_ranked++;
+	}
+	return 0;
+}
+
+int commit_ranks_all(const struct snapshot *snap)
+{
+	return snap->ranked && snap->n_ranked == snap->ranks_of;
+}
+
+/* The ranks that have (want 1) or have not (0) committed, as "0, 2-5, 7": how many. */
+static uint64_t list(const struct snapshot *snap, int want, char *buf, size_t len, size_t *at)
+{
+	uint64_t n = 0, runs = 0;
+
+	for (uint64_t k = 0; k < snap->ranks_of; k++) {
+		if (has(snap, k) != want)
+			continue;
+		uint64_t end = k;
+		while (end + 1 < snap->ranks_of && has(snap, end + 1) == want)
+			end++;
+		n += end - k + 1;
+		if (runs++ < LIST_RUNS_MAX && *at < len) {
+			/* "3", "3, 4", "3-7" */
+			int w = snprintf(buf + *at, len - *at, end == k ? "%s%llu" : end == k + 1 ? "%s%llu, %llu"
+					 : "%s%llu-%llu", runs > 1 ? ", " : "", (unsigned long long)k,
+					 (unsigned long long)end);
+			*at += w > 0 ? (size_t)w : 0;
+		} else if (runs == LIST_RUNS_MAX + 1 && *at < len) {
+			int w = snprintf(buf + *at, len - *at, ", ...");
+			*at += w > 0 ? (size_t)w : 0;
+		}
+		k = end;
+	}
+	return n;
+}
+
+size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
+{
+	char ranks[200];
+	size_t at = 0;
+
+	buf[0] = 0;
+	if (!snap->ranked)
+		return 0;
+	uint64_t n = list(snap, 0, ranks, sizeof(ranks), &at);
+	if (!n)
+		return 0;
+	int w = n == 1 ? snprintf(buf, len, "rank %s of %llu never committed", ranks,
+				  (unsigned long long)snap->ranks_of)
+		: snprintf(buf, len, "ranks %s (%llu of %llu) never committed", ranks, (unsigned long long)n,
+			   (unsigned long long)snap->ranks_of);
+	return w > 0 ? (size_t)w : 0;
+}
+
+size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
+{
+	char seen[200], not_yet[200];
+	size_t a = 0, b = 0;
+
+	buf[0] = 0;
+	if (!snap->ranked)
+		return 0;
+	uint64_t n = list(snap, 1, seen, sizeof(seen), &a);
+	list(snap, 0, not_yet, sizeof(not_yet), &b);
+	int w = snprintf(buf, len, "from rank%s %s of %llu%s%s%s", n == 1 ? "" : "s", seen,
+			 (unsigned long long)snap->ranks_of, b ? " (not yet: " : "", b ? not_yet : "", b ? ")" : "");
+	return w > 0 ? (size_t)w : 0;
+}
+
+void commit_ranks_free(struct snapshot *snap)
+{
+	free(snap->ranked);
+	snap->ranked = NULL;
+	snap->ranks_of = snap->n_ranked = 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * commit_ranks.h: which ranks of a sharded snapshot have committed, from
+ * the commits that give "rank" (docs/protocol.md, "Several ranks"). A
+ * commit without it counts only as a connection that waits: a rank whose
+ * ack timed out commits again on a new one, so "every rank committed"
+ * could not be told from that, and a snapshot whose ranks all committed
+ * but sent overlapping pieces (each the same half, a trial's mistake)
+ * waited limits.pending_timeout to be refused; and a dead rank was found
+ * only from the offsets its part would have had. With ranks given, both
+ * are said: at once, and by number. Depends on state.h.
+ */
+#ifndef WD_COMMIT_RANKS_H
+#define WD_COMMIT_RANKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+/*
+ * Notes that rank (of ranks) committed snap: 0; -EINVAL when an earlier
+ * ranked commit of it said another number of ranks (nothing noted);
+ * -ENOMEM.
+ */
+int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks);
+/* Has every rank committed (by ranked commits)? */
+int commit_ranks_all(const struct snapshot *snap);
+/*
+ * Into buf: "rank 2 of 3 never committed" (or "ranks 2, 5-7 (4 of 8) ..."),
+ * for an expiry's reason; "" and 0 when no commit gave its rank.
+ */
+size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
+/* Into buf: "from ranks 0, 1 of 3 (not yet: 2)", for status; "" and 0 as above. */
+size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len);
+/* Frees what commit_ranks_note kept (snapshot_empty calls it). */
+void commit_ranks_free(struct snapshot *snap);
+
+#endif

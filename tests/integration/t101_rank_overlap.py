@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""t101_rank_overlap.py: ranks that each send the same piece are told at once, by rank.
+
+A new user's trial ran three ranks that each published the same half of a
+tensor (a sharding mistake). Every rank committed, but commits carried no
+rank, so the daemon could not tell three ranks from one rank re-committing
+on new connections: the snapshot waited limits.pending_timeout (60 s here)
+before the ranks heard it was incomplete. Now each publisher gives its
+rank (found from torchrun's RANK and WORLD_SIZE here; a torch.distributed
+group in t69), and once every rank has committed a snapshot that is still
+not whole is refused at once, saying so. Three real publisher processes,
+a real daemon; also the Python argument's errors (rank out of range, rank
+without ranks). Stopped by pid, the temp dir removed, also on failure.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, summary, teardown  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+W = 3
+
+# One rank: publishes the first half of a 4096-element tensor (every rank the same half)
+RANK = r'''
+import sys, time, warnings, numpy as np, wdrift
+pub = wdrift.Publisher(sys.argv[1], "fa", ranks=int(sys.argv[2]), ack_timeout=30.0)
+print("rank", pub.rank, flush=True)
+x = np.arange(4096, dtype=np.float32)
+t0 = time.monotonic()
+pub.publish(1, {"w": wdrift.Shard(x[:2048], offset=0, shape=(4096,))})
+while pub.stats()["refused"] + pub.stats()["acked"] == 0 and time.monotonic() - t0 < 50:
+    time.sleep(0.05)
+print("after %.2f" % (time.monotonic() - t0), flush=True)
+s = pub.stats()
+print("refused", s["refused"], "acked", s["acked"], flush=True)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    pub.close(1)
+'''
+
+ERRORS = r'''
+import sys, wdrift
+for kw in ({"ranks": 3, "rank": 3}, {"ranks": 3, "rank": -1}, {"rank": 0}):
+    try:
+        wdrift.Publisher(sys.argv[1], "fa", **kw)
+        print("no error", kw)
+    except ValueError as e:
+        print("ValueError", e)
+'''
+
+
+def env_for(rank=None, world=None):
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    for k in ("RANK", "WORLD_SIZE"):
+        env.pop(k, None)
+    if rank is not None:
+        env.update(RANK=str(rank), WORLD_SIZE=str(world))
+    return env
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="t101-")
+    dm = Daemon(tmp)
+    procs = []
+    try:
+        path = dm.write_config()
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n"))
+        check(dm.start() is not None, "daemon ready (limits.pending_timeout: 60)")
+        ep = f"ipc://{tmp}/run/ingest.sock"
+        procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W)], env=env_for(k, W), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for k in range(W)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        ranks = sorted(o.splitlines()[0] for o, _ in outs if o)
+        check(ranks == [f"rank {k}" for k in range(W)], "each publisher found its rank from RANK and WORLD_SIZE",
+              str(ranks))
+        for k, (out, err) in enumerate(outs):
+            lines = out.splitlines()
+            after = float(lines[1].split()[1]) if len(lines) > 1 else 99
+            check(len(lines) > 2 and lines[2] == "refused 1 acked 0" and after < 20,
+                  f"rank {k}: refused in {after:.2f} s, not after pending_timeout (60 s)", out + err)
+            said = [x for x in err.splitlines() if "step 1 refused: incomplete" in x]
+            check(len(said) == 1 and "every rank (3 of 3) committed, and the snapshot is not whole" in said[0]
+                  and "'w' has 2048 of 4096 elements, missing [2048, 4096)" in said[0],
+                  f"rank {k}: said once on stderr, with what is missing", err)
+        log = dm.log_text()
+        check(log.count("run 'fa' step 1: every rank (3 of 3) committed") == 1, "the daemon logs it once",
+              log[-2000:])
+        r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
+        lines = r.stdout.splitlines()
+        check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]
+              and "rank -1: from 0 to ranks - 1 (2)" in lines[1]
+              and "rank 0: this publisher has ranks 1, not several" in lines[2]
+              and all(x.startswith("ValueError run 'fa': ") for x in lines),
+              "a rank out of range, or without ranks: ValueError naming it", r.stdout + r.stderr)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        teardown(dm, tmp)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
