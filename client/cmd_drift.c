@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -202,9 +203,21 @@ int cmd_drift(int argc, char **argv)
 		json_decref(res);
 		return EXIT_OK;
 	}
-	printf("study      %s, step %lld, baseline %s\n", json_string_value(json_object_get(res, "study")),
+	printf("study      %s, step %lld, baseline %s", json_string_value(json_object_get(res, "study")),
 	       dc_int(res, "step"),
 	       json_string_value(json_object_get(res, "baseline")));
+	/* when the rows were computed: an old result must not pass for a fresh one */
+	json_t *at = json_object_get(res, "compared_at");
+	if (json_is_number(at)) {
+		time_t t = (time_t)json_number_value(at);
+		struct tm tm;
+		char when[40] = "";
+		double ago = difftime(time(NULL), t);
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
+	}
+	putchar('\n');
 	print_completeness(res);
 	print_silent(res);
 	const char *run;

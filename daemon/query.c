@@ -403,6 +403,14 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	out_json(&out, json_integer((json_int_t)b->step));
 	out_str(&out, ",\"baseline\":");
 	out_json(&out, json_string(b->baseline));
+	/* when its rows were computed, the latest of them: an old result must not pass for a fresh one */
+	double at = 0;
+	for (size_t i = 0; i < b->n_rows; i++)
+		at = b->rows[i].wall > at ? b->rows[i].wall : at;
+	if (at > 0) {
+		out_str(&out, ",\"compared_at\":");
+		out_json(&out, json_real(at));
+	}
 	/*
 	 * A reload gave the study another baseline (a typo, often): these rows
 	 * compared the old one, and no run is compared against the new one.

@@ -12,7 +12,9 @@ step and when), and says it where the rows are read:
   "refused";
 - `wdrift runs` says it under the table; `--json` gives each run
   "conflicts" (and "refused", the sentence, only then);
-- a run with no conflict has neither; after `wdrift runs rm` the line goes.
+- a run with no conflict has neither; after `wdrift runs rm` the line goes;
+- `drift` also says when the step's rows were computed ("compared_at"),
+  so that an old result does not pass for a fresh one.
 Real daemon, real publisher processes (the Python package), the real CLI;
 stopped by pid, the temp dir removed, also on failure.
 """
@@ -79,11 +81,20 @@ def main():
         cfg = dm.write_config()
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
+        t_first = time.time()
         for run, seed in (("base", 1), ("lowprec", 2), ("fa", 3)):
             r = job(ep, run, seed, 0, 10)
             check(r.returncode == 0 and "raised" not in r.stdout, f"first run of '{run}': published", r.stdout + r.stderr)
         d = wait_drift(cfg, 10)
         check(d is not None, "step 10 compared")
+        # when its rows were computed: an old result must not pass for a fresh one
+        at = d.get("compared_at") if d else None
+        check(isinstance(at, (int, float)) and t_first - 1 <= at <= time.time(),
+              "drift --json: compared_at, when the step's rows were computed (Unix seconds)", str(at))
+        r = wd(cfg, "drift", "fa")
+        head = r.stdout.splitlines()[0] if r.stdout else ""
+        check(head.startswith("study      fa, step 10, baseline base, compared ") and head.endswith(" s ago)")
+              and " UTC (" in head, "drift's first line says when, and how long ago", head)
         check(d is not None and "refused" not in d, "no conflict yet: no 'refused' in drift --json")
         r = wd(cfg, "drift", "fa")
         check(r.returncode == 0 and "refused" not in r.stdout, "... nor a refused line", r.stdout)
