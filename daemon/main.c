@@ -759,8 +759,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	d.config_path = found == 0 ? d.found.path : NULL;
-	if (found == 1 && strstr(err, " is here, but is not searched for"))	/* a near miss: say so */
-		fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", err);
+	/*
+	 * None found: started in the wrong directory, often. Said as a warning
+	 * (a near miss, ./wdrift.yaml, named), with where its files then go.
+	 */
+	if (found == 1) {
+		char cwd[PATH_MAX];
+		if (strstr(err, " is here, but is not searched for"))
+			fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", err);
+		else
+			fprintf(stderr, "wdriftd: warning: %s; running on the built-in config, whose relative "
+				"paths are under %s\n", err,
+				getcwd(cwd, sizeof(cwd)) ? cwd : "the working directory");
+	}
 	/*
 	 * Absolute, so that `wdrift status` names the file wherever it runs
 	 * (the name is in the reply), and a reload reads the same file.

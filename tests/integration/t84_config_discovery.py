@@ -161,6 +161,16 @@ def main():
         check(r.returncode == 0 and "wdriftd: warning: " in r.stderr and "./wdrift.yaml is here" in r.stderr
               and "running on the built-in config" in r.stderr, "wdriftd says so too, before the built-in",
               r.stderr)
+        # started in a directory with no config at all (the wrong one, often): a warning
+        # naming where it looked and where its files then go, not only a notice in the log
+        empty = os.path.join(tmp, "empty")
+        os.makedirs(empty)
+        r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True, cwd=empty,
+                           timeout=30, env={k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"})
+        warn = [x for x in r.stderr.splitlines() if x.startswith("wdriftd: warning: no configuration: none of ")]
+        check(r.returncode == 0 and len(warn) == 1 and "give -c FILE or set WDRIFT_CONFIG; running" in warn[0]
+              and f"running on the built-in config, whose relative paths are under {empty}" in warn[0],
+              "no config found: one warning, where it looked and where its files go", r.stderr)
 
         # reload: what changed
         r = wd("reload", "-c", cfg)
