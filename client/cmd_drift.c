@@ -161,6 +161,14 @@ static void print_silent(json_t *res)
 
 	if (silent)
 		printf("silent     %s\n", silent);
+	/* alignment.tolerance: a run whose row compared another of its steps than this one */
+	json_t *steps = json_object_get(res, "run_steps"), *at;
+	const char *name;
+	size_t k = 0;
+	json_object_foreach(steps, name, at)
+		printf("%s%s at its step %lld", k++ ? ", " : "aligned    ", name, (long long)json_integer_value(at));
+	if (k)
+		printf(" (alignment.tolerance %lld)\n", dc_int(res, "alignment_tolerance"));
 	/* a re-run under the same name was refused: the rows are not its job's now */
 	if (json_string_value(json_object_get(res, "refused")))
 		printf("refused    %s\n", json_string_value(json_object_get(res, "refused")));

@@ -450,6 +450,29 @@ void control_release(struct control *c)
 }
 
 /*
+ * {RUN: STEP} as JSON: the step of each run with rows in b that its rows
+ * compared, where alignment.tolerance took another than b's (the rule on
+ * the snapshots held: study_run_step); NULL when none did.
+ */
+static char *run_steps(struct control *c, const struct drift_query *q, const struct result_batch *b)
+{
+	struct run *base = state_run(c->st, b->baseline, 0);
+	json_t *o = c->cfg->alignment.tolerance > 0 && base ? json_object() : NULL;
+	char *s = NULL;
+
+	for (size_t k = 0; o && k < q->n_runs; k++) {
+		struct run *r = result_batch_has_run(b, q->runs[k]) ? state_run(c->st, q->runs[k], 0) : NULL;
+		int64_t x = r ? study_run_step(r, base, b->step, (int64_t)c->cfg->alignment.tolerance) : -1;
+		if (x >= 0 && x != b->step)
+			json_object_set_new(o, q->runs[k], json_integer((json_int_t)x));
+	}
+	if (o && json_object_size(o))
+		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
+}
+
+/*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
  * main thread, in time independent of the study's size; the reply, which
  * is not, is built by the query thread when there is one (env: whom it
@@ -501,6 +524,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		ok = (q.silent = strdup(silent + 2)) != NULL;
 	if (ok && study_refused(c->cfg, c->st, st, silent, sizeof(silent)))
 		ok = (q.refused = strdup(silent)) != NULL;
+	if (ok && (q.run_steps = run_steps(c, &q, b)))
+		q.tolerance = (long long)c->cfg->alignment.tolerance;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

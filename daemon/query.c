@@ -445,6 +445,12 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"silent\":");
 		out_json(&out, json_string(q->silent));
 	}
+	if (q->run_steps) {	/* alignment.tolerance: the steps the rows compared, where not this one */
+		out_str(&out, ",\"run_steps\":");
+		out_str(&out, q->run_steps);
+		out_str(&out, ",\"alignment_tolerance\":");
+		out_json(&out, json_integer((json_int_t)q->tolerance));
+	}
 	if (q->refused) {	/* a re-run refused: these rows are not its job's now */
 		out_str(&out, ",\"refused\":");
 		out_json(&out, json_string(q->refused));
@@ -507,6 +513,8 @@ void drift_query_release(struct drift_query *q)
 	q->silent = NULL;
 	free(q->refused);
 	q->refused = NULL;
+	free(q->run_steps);
+	q->run_steps = NULL;
 	free(q->latest);
 	q->latest = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
@@ -585,7 +593,8 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 {
 	if (a->batch != b->batch || !str_eq(a->glob, b->glob) || a->n_runs != b->n_runs ||
 	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
-	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused))
+	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused) ||
+	    !str_eq(a->run_steps, b->run_steps))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)
 		if (!str_eq(a->runs[k], b->runs[k]))

@@ -33,6 +33,9 @@ struct drift_query {
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
 	char *refused;			/* its runs' conflicts since the start, said (study_refused); NULL: none */
+	/* {RUN: STEP}, JSON: each run whose row compared another step than the batch's; NULL: none */
+	char *run_steps;
+	long long tolerance;		/* alignment.tolerance, said with run_steps */
 	/* per runs[k]: the latest step before the batch's with its rows (same baseline), -1: none */
 	int64_t *latest;
 };

@@ -230,14 +230,23 @@ static int belongs(const struct run *base, int64_t x, int64_t bstep)
 	return 1;
 }
 
-int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
+int64_t study_run_step(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
 {
+	int64_t best = -1, dist = INT64_MAX;
+
 	for (size_t i = 0; r && i < r->n_durable; i++) {
 		int64_t x = r->durable[i];
-		if (gap(x, bstep) <= tol && belongs(base, x, bstep))
-			return 1;
+		if (gap(x, bstep) <= tol && spool_nearer(x, gap(x, bstep), best, dist) && belongs(base, x, bstep)) {
+			best = x;
+			dist = gap(x, bstep);
+		}
 	}
-	return 0;
+	return best;
+}
+
+int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol)
+{
+	return study_run_step(r, base, bstep, tol) >= 0;
 }
 
 void study_waiting_step(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,

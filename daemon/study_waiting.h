@@ -76,6 +76,12 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
  * step, the earlier of two as near: spool_nearer)? base must not be NULL.
  */
 int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep, int64_t tol);
+/*
+ * Which: r's durable step that belongs to bstep, the nearest (the exact
+ * step, then the lower of two as near): the step its row at bstep
+ * compared, as spool_index_aligned finds it on the compute thread. -1: none.
+ */
+int64_t study_run_step(const struct run *r, const struct run *base, int64_t bstep, int64_t tol);
 
 /*
  * The run with snapshots whose name is nearest run (state_run_suggest),

@@ -20,6 +20,7 @@ while the study was away (a config without it) was never computed. Now it
 is computed at its own baseline step.
 """
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 import harness  # noqa: E402
 from harness import Daemon, Publisher, check, control  # noqa: E402
 
@@ -70,6 +72,14 @@ def run(tolerance):
         got = drift_at(ctx, tmp, 100, timeout=6 if tolerance else 2)
         if tolerance:
             check(got is not None and got["step"] == 100, "candidate step 103 aligns to baseline step 100")
+            # which step of each run the row compared: said, where the row's step is the baseline's
+            check(got is not None and got.get("run_steps") == {"fa": 103},
+                  "drift --json: run_steps, the candidate's step that the row compared", str(got and got.get("run_steps")))
+            r = subprocess.run([WDRIFT, "drift", "fa", "--step", "100", "-c", path], capture_output=True, text=True,
+                               timeout=30)
+            line = [x for x in r.stdout.splitlines() if x.startswith("aligned ")]
+            check(r.returncode == 0 and line and line[0] == "aligned    fa at its step 103 (alignment.tolerance 5)",
+                  "drift: an 'aligned' line names the run and its step", r.stdout)
             snap(fa, 120, 3, 0.001)
             time.sleep(0.5)
             check(drift_at(ctx, tmp, 120, timeout=1) is None, "step 120 waits: no baseline within 5")
@@ -87,8 +97,13 @@ def run(tolerance):
             w30 = got30["candidates"]["fa"]["layers"][0]["w1"] if got30 else None
             check(w20 == 0.0, f"candidate step 225 is compared at baseline step 220, its nearest: W1 0 ({w20})")
             check(w30 == 0.0, f"candidate step 235 at baseline step 230, not 225 again: W1 0 ({w30})")
+            check(got30 is not None and got30.get("run_steps") == {"fa": 235},
+                  "... run_steps at 230: 235", str(got30 and got30.get("run_steps")))
         else:
             check(got is None, "exact alignment: step 103 is not compared with step 100")
+            snap(fa, 100, 1, 0.001)
+            got = drift_at(ctx, tmp, 100)
+            check(got is not None and "run_steps" not in got, "exact alignment: no run_steps (every run at the step)")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
