@@ -166,6 +166,13 @@ static void daemon_series(FILE *f, const struct control *c)
 		   k->dropped_for_room);
 	one_u64(f, "wdrift_snapshots_pending", "gauge",
 		"Snapshots being received or stored (status: pending).", pending);
+	family(f, "wdrift_run_conflicts_total", "counter",
+	       "Snapshots of a run refused as durable with other content since the daemon started (a "
+	       "re-run under the same name?); only runs that have some.");
+	for (const struct run *r = s->runs; r; r = r->next)
+		if (r->conflicts)
+			sample_u64(f, "wdrift_run_conflicts_total", (struct label[]){ { "run", r->name }, { 0 } },
+				   r->conflicts);
 	family(f, "wdrift_errors_total", "counter",
 	       "Error replies to publishers, by protocol error code (docs/protocol.md).");
 	for (int e = 1; e < WIRE_CODE_COUNT; e++)

@@ -13,6 +13,7 @@ step and when), and says it where the rows are read:
 - `wdrift runs` says it under the table; `--json` gives each run
   "conflicts" (and "refused", the sentence, only then);
 - a run with no conflict has neither; after `wdrift runs rm` the line goes;
+- /metrics has wdrift_run_conflicts_total{run}, for a Grafana alert;
 - `drift` also says when the step's rows were computed ("compared_at"),
   so that an old result does not pass for a fresh one.
 Real daemon, real publisher processes (the Python package), the real CLI;
@@ -26,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary, teardown  # noqa: E402
+from harness import Daemon, check, free_port, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
@@ -79,6 +80,11 @@ def main():
     dm = Daemon(tmp)
     try:
         cfg = dm.write_config()
+        port = free_port()
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("  events: ipc://", f"  metrics: 127.0.0.1:{port}\n  events: ipc://", 1))
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
         t_first = time.time()
@@ -130,6 +136,12 @@ def main():
         check(isinstance(at, (int, float)) and t0 - 2 <= at <= time.time() + 1,
               "runs --json: conflict_at, when the latest was refused (Unix seconds)", str(at))
 
+        r = subprocess.run(["curl", "-sS", "-m", "10", f"http://127.0.0.1:{port}/metrics"], capture_output=True,
+                           text=True)
+        lines = [x for x in r.stdout.splitlines() if x.startswith("wdrift_run_conflicts_total")]
+        check(lines == ['wdrift_run_conflicts_total{run="fa"} 2'] and
+              "# TYPE wdrift_run_conflicts_total counter" in r.stdout,
+              "/metrics: wdrift_run_conflicts_total, by run, for the runs that have some", "\n".join(lines))
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 0, "runs rm fa", r.stderr)
         r = wd(cfg, "runs")
