@@ -337,7 +337,7 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of, colon ? colon + 2 : lacks);
 	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
 	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
-	ingest_note_expired(ix, snap->run->name, snap->step, now_mono(), why);
+	ingest_note_expired(ix, snap, now_mono(), why);
 	ix->st->count.dropped++;
 	ingest_drop_snapshot(ix, snap);
 }
@@ -346,8 +346,8 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
  * A commit that would wait for a step that expired waiting for ranks a
  * moment ago: a rank that missed the refusal (its ack timeout had closed
  * its socket) sends it again. It gets the refusal now, and the shards its
- * re-send brought are dropped. (No commit of such a step ever waits while
- * it is remembered, so the step re-made here has no waiters to tell.)
+ * re-send brought are dropped, unless a new job's ranks wait for the step
+ * (commits of sessions that did not wait for it: taken as new).
  */
 static void refuse_expired(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, struct expired_step *gone)
@@ -364,7 +364,8 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 	snprintf(why, sizeof(why), "%s (said again to a re-send %.0f s after: re-sends of a step so "
 		 "refused are refused for %.0f s)", gone->why, ago, INGEST_EXPIRED_SECONDS);
 	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
-	if (snap)
+	/* a new job's ranks wait for it (sessions that were not among the refused): theirs stays */
+	if (snap && !snap->n_waiters)
 		ingest_drop_snapshot(ix, snap);
 }
 
@@ -416,8 +417,14 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (h->ranks <= 1)
 		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "tensors", why);
 	struct expired_step *gone = ingest_find_expired(ix, h->run, h->step);
-	if (gone)
+	if (gone && ingest_expired_waited(gone, h->session))
 		return refuse_expired(ix, m, h, snap, gone);
+	if (gone && !gone->said) {	/* a publisher that did not wait for it: a new job's */
+		log_notice("ingest: run '%s' step %lld: sent again %.0f s after it was refused to the ranks "
+			   "that waited, by a publisher that was not among them (a new job?): taken as new",
+			   gone->run, (long long)gone->step, now_mono() - gone->at);
+		gone->said = 1;
+	}
 	/*
 	 * Several ranks share this snapshot: the others' shards may still come.
 	 * Not an error: this rank waits for the ack, or for the expiry.
@@ -428,15 +435,19 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	r->last_seen = now_mono();
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
 		return;
-	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks) == -EINVAL) {
+	/* ranks that disagree on their number (a job's ranks= mistyped on some): said, not silent */
+	if ((snap->ranks_said && snap->ranks_said != h->ranks) ||
+	    (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks) == -EINVAL)) {
 		snprintf(why, sizeof(why), "commit says ranks %llu, an earlier commit of this step %llu: "
 			 "every rank gives the job's count", (unsigned long long)h->ranks,
-			 (unsigned long long)snap->ranks_of);
+			 (unsigned long long)(snap->ranks_said ? snap->ranks_said : snap->ranks_of));
 		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "ranks", why);
 	}
+	snap->ranks_said = h->ranks;
 	if (ingest_add_waiter(snap, m) < 0)
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
+	commit_ranks_session(snap, h->session);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
 	if (commit_ranks_all(snap))

@@ -259,18 +259,31 @@ void ingest_forget_expired(struct ingest *ix, const char *run)
 }
 
 /* Remembers that (run, step) expired at t for why; the oldest slot gives way. */
-void ingest_note_expired(struct ingest *ix, const char *run, int64_t step, double t, const char *why)
+void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double t, const char *why)
 {
 	struct expired_step *e = &ix->expired[0];
 
 	for (size_t i = 1; i < INGEST_EXPIRED_MAX && e->run[0]; i++)
 		if (!ix->expired[i].run[0] || ix->expired[i].at < e->at)
 			e = &ix->expired[i];
-	snprintf(e->run, sizeof(e->run), "%s", run);
-	e->step = step;
+	snprintf(e->run, sizeof(e->run), "%s", snap->run->name);
+	e->step = snap->step;
 	e->at = t;
 	e->said = 0;
 	snprintf(e->why, sizeof(e->why), "%s", why);
+	e->sessions_unknown = snap->sessions_unknown || snap->n_sessions > EXPIRED_SESSIONS_MAX;
+	e->n_sessions = e->sessions_unknown ? 0 : snap->n_sessions;
+	memcpy(e->sessions, snap->sessions, e->n_sessions * sizeof(*e->sessions));
+}
+
+int ingest_expired_waited(const struct expired_step *e, uint64_t session)
+{
+	if (!session || e->sessions_unknown)
+		return 1;
+	for (size_t i = 0; i < e->n_sessions; i++)
+		if (e->sessions[i] == session)
+			return 1;
+	return 0;
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)
@@ -317,7 +330,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 				    "a rank that sent again on a new connection counts again)",
 				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
-			ingest_note_expired(ix, snap->run->name, snap->step, t, why);
+			ingest_note_expired(ix, snap, t, why);
 		} else if (!snap->recheck) {
 			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
 				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);

@@ -62,11 +62,16 @@ struct snapshot {
 	int code;			/* enum wire_code of that refusal: 0 is conflict */
 	char why[256], field[32];
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
+	uint64_t ranks_said;		/* ranks its waiting commits said (0: none yet) */
 	struct waiter *waiters;		/* who committed: each gets the ack */
 	size_t n_waiters;
 	/* commits that gave "rank": a bit per rank committed (commit_ranks.h); NULL: none did */
 	uint8_t *ranked;
 	uint64_t ranks_of, n_ranked;	/* the ranks they said; how many distinct committed */
+	/* the publishers' sessions of the commits that wait (commit_ranks.h); unknown: one gave none */
+	uint64_t *sessions;
+	size_t n_sessions;
+	int sessions_unknown;
 	struct snapshot *next;
 };
 

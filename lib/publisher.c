@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,6 +230,14 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 	if (p->opts.ranks < 1)
 		p->opts.ranks = 1;
 	p->rank = -1;
+	/*
+	 * The daemon tells this publisher's re-send of a step it refused from
+	 * a new job's commit of it by this (docs/protocol.md, "Several ranks").
+	 * Random, so that a restarted job's differ; 62 bits: a JSON integer.
+	 */
+	if (getrandom(&p->session, sizeof(p->session), GRND_NONBLOCK) != (ssize_t)sizeof(p->session))
+		p->session = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)p ^ (uint64_t)pub_now();
+	p->session = (p->session >> 2) | 1;
 	p->rng = (unsigned)getpid() ^ (unsigned)(uintptr_t)p;
 	if (!(p->ctx = zmq_ctx_new())) {
 		r = pub_error(-ENOMEM, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));

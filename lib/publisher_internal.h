@@ -84,6 +84,7 @@ struct wd_publisher {
 	int cancelled;		/* wd_publisher_cancel: commits wait for room no more */
 	int max_tries;		/* wd_publisher_set_tries; 0: a snapshot is never given up */
 	int rank;		/* wd_publisher_set_rank: this rank of opts.ranks; -1 not said (lock) */
+	uint64_t session;	/* random, nonzero, for this publisher's life: its commits' "session" */
 	struct wd_publisher_stats st;
 	struct wd_publisher_outcome last;	/* the last snapshot to leave the queue */
 	/* said once: no ack for stall_warn_ms; and again when acks come back */

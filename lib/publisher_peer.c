@@ -173,7 +173,10 @@ void pub_peer_answered(struct wd_publisher *p)
 	p->unreachable = PUB_REACHED;
 	pthread_mutex_unlock(&p->lock);
 	p->refused_since = 0;
+	pthread_mutex_lock(&p->lock);
+	int waiting = p->st.queued > 0;
+	pthread_mutex_unlock(&p->lock);
 	if (was_unreachable)
-		wd_log(WD_LOG_WARNING, "publisher: run '%.200s': wdriftd at %.400s answers now; the "
-		       "snapshots that waited go", p->run, p->where);
+		wd_log(WD_LOG_WARNING, "publisher: run '%.200s': wdriftd at %.400s answers %s", p->run, p->where,
+		       waiting ? "now; the snapshots that waited go" : "again");
 }

@@ -373,6 +373,7 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	h->ranks = (uint64_t)p->opts.ranks;
 	pthread_mutex_lock(&p->lock);
 	h->rank = p->rank;	/* -1: not said, and not sent */
+	h->session = p->session;
 	pthread_mutex_unlock(&p->lock);
 	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
 		goto done;
@@ -466,6 +467,21 @@ fail:
 
 
 /*
+ * While idle on a socket not yet welcomed (the daemon went away): takes
+ * its welcome if one came, without waiting (next_reply marks the publisher
+ * connected, and says that the daemon answers again).
+ */
+static void idle_reply(struct wd_publisher *p, void *s)
+{
+	struct wire_header *in = calloc(1, sizeof(*in));
+	int waited = 0;
+
+	if (in && zmq_poll(&(zmq_pollitem_t){ .socket = s, .events = ZMQ_POLLIN }, 1, 0) == 1)
+		next_reply(p, s, &waited, SEND_SLICE_MS, in);	/* a welcome: taken on the way */
+	free(in);
+}
+
+/*
  * Takes the head snapshot, which the daemon acked or refused or which was
  * given up, off the queue, and keeps said as its outcome. Called with the
  * lock held.
@@ -534,11 +550,17 @@ void *pub_sender_main(void *arg)
 			if (pthread_cond_timedwait(&p->work, &p->lock, &end) == 0)
 				continue;
 			pthread_mutex_unlock(&p->lock);
-			int lost = pub_peer_tick(p);
-			if (lost) {
+			if (pub_peer_tick(p)) {
+				/*
+				 * A fresh socket at once, whose hello ZeroMQ delivers when
+				 * the daemon is back: its welcome says so while the job is
+				 * still idle (stats, diagnosis), not at the next snapshot.
+				 */
 				pub_peer_unwatch(p, s);
 				zmq_close(s);
-				s = NULL;	/* the next snapshot connects afresh */
+				s = connect_socket(p);
+			} else if (!p->welcomed) {
+				idle_reply(p, s);
 			}
 			pthread_mutex_lock(&p->lock);
 		}

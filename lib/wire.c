@@ -329,19 +329,23 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 		if (parse_tensor(o, lim, h, err))
 			goto out;
 		break;
-	case WIRE_COMMIT:
+	case WIRE_COMMIT: {
+		int64_t session = 0;	/* absent: 0, which a publisher never sends */
 		h->ranks = 1;
 		h->rank = -1;
 		if (get_uint(o, "tensors", 1, 1, INT64_MAX, &h->tensors, err) ||
 		    get_uint(o, "ranks", 0, 1, 1u << 20, &h->ranks, err) ||
-		    get_int(o, "rank", 0, -1, (1 << 20) - 1, &h->rank, err))
+		    get_int(o, "rank", 0, -1, (1 << 20) - 1, &h->rank, err) ||
+		    get_int(o, "session", 0, 1, INT64_MAX, &session, err))
 			goto out;
+		h->session = (uint64_t)session;
 		if (json_object_get(o, "rank") && (h->rank < 0 || (uint64_t)h->rank >= h->ranks)) {
 			fail(err, WIRE_BAD_FIELD, "rank", "'rank' must be an integer from 0 to ranks - 1 (%llu)",
 			     (unsigned long long)h->ranks - 1);
 			goto out;
 		}
 		break;
+	}
 	case WIRE_WELCOME:
 		if (get_uint(o, "window", 1, 1, INT64_MAX, &h->window, err) ||
 		    get_uint(o, "max_message", 0, 0, INT64_MAX, &h->max_message, err) ||
@@ -431,6 +435,8 @@ char *wire_build(const struct wire_header *h)
 			json_object_set_new(o, "ranks", json_integer((json_int_t)h->ranks));
 		if (h->ranks > 1 && h->rank >= 0)
 			json_object_set_new(o, "rank", json_integer((json_int_t)h->rank));
+		if (h->session)
+			json_object_set_new(o, "session", json_integer((json_int_t)h->session));
 		break;
 	case WIRE_WELCOME:
 		json_object_set_new(o, "window", json_integer((json_int_t)h->window));

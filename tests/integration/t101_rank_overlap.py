@@ -9,7 +9,9 @@ before the ranks heard it was incomplete. Now each publisher gives its
 rank (found from torchrun's RANK and WORLD_SIZE here; a torch.distributed
 group in t69), and once every rank has committed a snapshot that is still
 not whole is refused at once, saying so. Three real publisher processes,
-a real daemon; also the Python argument's errors (rank out of range, rank
+a real daemon. Then a job whose rank died is restarted at once: its
+new ranks (new publisher sessions) are not taken for the dead job's
+re-sends, and the step is stored. Also the Python argument's errors (rank out of range, rank
 without ranks). Stopped by pid, the temp dir removed, also on failure.
 """
 import os
@@ -26,14 +28,19 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 W = 3
 
-# One rank: publishes the first half of a 4096-element tensor (every rank the same half)
+# One rank: publishes, at step 1, the first half of a 4096-element tensor (mode "same":
+# every rank the same half) or its own third (mode "own"); mode "none" publishes nothing
 RANK = r'''
 import sys, time, warnings, numpy as np, wdrift
-pub = wdrift.Publisher(sys.argv[1], "fa", ranks=int(sys.argv[2]), ack_timeout=30.0)
+ranks, mode = int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "same"
+pub = wdrift.Publisher(sys.argv[1], "fa", ranks=ranks, ack_timeout=30.0)
 print("rank", pub.rank, flush=True)
+if mode == "none":
+    sys.exit(0)
 x = np.arange(4096, dtype=np.float32)
+lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
 t0 = time.monotonic()
-pub.publish(1, {"w": wdrift.Shard(x[:2048], offset=0, shape=(4096,))})
+pub.publish(1, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
 while pub.stats()["refused"] + pub.stats()["acked"] == 0 and time.monotonic() - t0 < 50:
     time.sleep(0.05)
 print("after %.2f" % (time.monotonic() - t0), flush=True)
@@ -94,6 +101,28 @@ def main():
         log = dm.log_text()
         check(log.count("run 'fa' step 1: every rank (3 of 3) committed") == 1, "the daemon logs it once",
               log[-2000:])
+        # a job whose rank 2 died before its part: the others are refused once the step
+        # expires; the job restarted at once sends the step again, whole: stored (a trial's
+        # restarted job lost it, each commit taken for the dead job's re-send)
+        dm.stop()
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
+        check(dm.start() is not None, "restarted with limits.pending_timeout: 2")
+
+        def job(modes):
+            ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m], env=env_for(k, W), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True) for k, m in enumerate(modes)]
+            procs.extend(ps)
+            return [p.communicate(timeout=120) for p in ps]
+        outs = job(["own", "own", "none"])
+        check(all("refused 1 acked 0" in o and "rank 2 of 3 never committed" in e for o, e in outs[:2]),
+              "rank 2 dead: ranks 0 and 1 refused, naming it", "\n".join(o + e for o, e in outs[:2]))
+        outs = job(["own", "own", "own"])
+        check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted at once: the step stored, "
+              "every rank acked", "\n".join(o + e for o, e in outs))
+        log = dm.log_text()
+        check("by a publisher that was not among them (a new job?): taken as new" in log,
+              "the daemon says it took the new job's commits as new", log[-1500:])
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
         check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]

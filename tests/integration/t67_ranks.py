@@ -14,7 +14,9 @@ with the whole snapshot's tensor count and "ranks": 4:
   'incomplete' with field 'ranks', naming the tensor that lacks elements,
   and the log says so; a waiting rank whose socket closed before that
   (its ack timeout) and that sends its part again is refused at once with
-  the same reason, while the whole step sent again is stored;
+  the same reason, while the whole step sent again is stored; and a new
+  job's ranks (commits of sessions that did not wait for it) are taken as
+  new, not as re-sends: stored;
 - the same snapshot re-sent by the ranks is a duplicate for each; a commit
   from another connection while the snapshot is being stored gets its ack
   too, and a shard re-sent meanwhile is ignored;
@@ -226,6 +228,42 @@ def main():
               f"the log says so once ({said} times)", log[-1500:])
         st = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
         check(st and st["snapshots"]["pending"] == 0, f"the re-sent parts are not held ({st and st['snapshots']})")
+        # a new job (every rank's part) within the 30 s after an expiry: each commit
+        # gives its publisher's session, new ones, so none is taken for a re-send;
+        # stored, every rank acked (a trial's restarted job lost the step: its
+        # first rank's commit was refused as a re-send, its shards dropped)
+        t6 = make(rng)
+        for k in range(W - 1):
+            shards(ranks[k], 6, t6, k)
+            commit(ranks[k], 6, 3, session=100 + k)
+        errs = [p.recv() for p in ranks[:W - 1]]
+        check(all(e and e["code"] == "incomplete" and e["field"] == "ranks" for e in errs),
+              "step 6 expires without rank 3")
+        fresh = [Publisher(ctx, tmp, "sharded") for _ in range(W)]
+        for k, p in enumerate(fresh):
+            shards(p, 6, t6, k)
+            commit(p, 6, 3, session=200 + k)
+            time.sleep(0.1)
+        acks = [p.recv() for p in fresh]
+        check(all(a and a["type"] == "ack" and a["step"] == 6 for a in acks) and spool_equal(tmp, 6, t6),
+              f"a new job's whole step, within 30 s of the expiry: stored, every rank acked ({acks})")
+        # one of the old ranks' sessions again, for step 7's expiry: refused at once, as above
+        t8 = make(rng)
+        for k in range(W - 1):
+            shards(ranks[k], 8, t8, k)
+            commit(ranks[k], 8, 3, session=300 + k)
+        errs = [p.recv() for p in ranks[:W - 1]]
+        late = Publisher(ctx, tmp, "sharded")
+        shards(late, 8, t8, 1)
+        commit(late, 8, 3, session=301)
+        e = quiet(late, 1500)
+        check(e and e["code"] == "incomplete" and "(said again to a re-send" in e["reason"],
+              f"a session that waited for the step, on a new connection: refused at once ({e})")
+        r = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
+        for bad in (-1, "x", 1.5, 0):
+            commit(late, 9, 3, session=bad)
+            e = late.recv()
+            check(e and e["code"] == "bad_field" and e["field"] == "session", f"session {bad!r}: bad_field ({e})")
         # only a commit that would wait is refused: one that completes the step stores it
         for k in range(W):
             shards(again, 5, t5, k)
@@ -308,6 +346,16 @@ def main():
             e = same[0].recv()
             check(e and e["code"] == "bad_field" and e["field"] == "rank",
                   f"rank {bad!r} with ranks {ranks_}: bad_field rank ({e})")
+        # ranks that disagree on the number of ranks (no rank given): refused, not silent
+        dis = [Publisher(ctx, tmp, "disagree") for _ in range(2)]
+        dis[0].tensor(3, "a", x[:1024], "f32", offset=0, total=4096)
+        commit(dis[0], 3, 1, ranks=3)
+        time.sleep(0.2)
+        dis[1].tensor(3, "a", x[1024:2048], "f32", offset=1024, total=4096)
+        commit(dis[1], 3, 1, ranks=2)
+        e = dis[1].recv()
+        check(e and e["code"] == "bad_field" and e["field"] == "ranks" and "commit says ranks 2, an earlier "
+              "commit of this step 3" in e["reason"], f"a commit with other ranks than an earlier one: bad_field ({e})")
         # a rank that commits again on a new connection counts once; the one that
         # never commits is named, in status and in the expiry
         again = [Publisher(ctx, tmp, "named") for _ in range(3)]

@@ -11,7 +11,9 @@ the connection, stats() says not connected, the probe of the missing
 socket adds no second reason, and when the daemon is back the snapshots
 that waited go, all acked, with one line saying so. The same when the
 job is idle between snapshots (the monitor is read while it waits), and
-after SIGKILL (the kernel closes the socket too).
+after SIGKILL (the kernel closes the socket too). A daemon back while the
+job is idle is seen then (stats() connected again), not at the next
+snapshot.
 Real daemon processes, real publisher processes; stopped by pid, the temp
 dir removed, also on failure.
 """
@@ -30,11 +32,11 @@ BUILD = os.environ.get("BUILD", "build")
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
-# Publishes `steps` snapshots, one each `every` s, then waits until every one is acked
+# Publishes `steps` snapshots, one each `every` s (the first `quick` 0.5 s apart), then waits until every one is acked
 # (or 60 s); prints a status line per second: "t connected acked queued", to stdout.
 JOB = r'''
 import sys, threading, time, numpy as np, wdrift
-ep, steps, every = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ep, steps, every, quick = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 pub = wdrift.Publisher(ep, "lowprec")
 t0 = time.monotonic()
 done = threading.Event()
@@ -46,7 +48,7 @@ def watch():
 threading.Thread(target=watch, daemon=True).start()
 for step in range(1, steps + 1):
     pub.publish(step, {"w": np.full(4, step, np.float32)})
-    time.sleep(every)
+    time.sleep(0.5 if step < quick else every)
 end = time.monotonic() + 60
 while pub.stats()["acked"] < steps and time.monotonic() < end:
     time.sleep(0.1)
@@ -60,11 +62,11 @@ pub.close(5)
 class Job:
     """A publisher process; its stdout and stderr read as they come, with their times."""
 
-    def __init__(self, ep, steps, every):
+    def __init__(self, ep, steps, every, quick=0):
         env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
         self.t0 = time.monotonic()
         self.out, self.err = [], []
-        self.proc = subprocess.Popen([PYTHON, "-c", JOB, ep, str(steps), str(every)], env=env,
+        self.proc = subprocess.Popen([PYTHON, "-c", JOB, ep, str(steps), str(every), str(quick)], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.readers = [threading.Thread(target=self.read, args=(self.proc.stdout, self.out), daemon=True),
                         threading.Thread(target=self.read, args=(self.proc.stderr, self.err), daemon=True)]
@@ -110,8 +112,8 @@ class Job:
         return [(t, line) for t, line in self.err if all(w in line for w in words)]
 
 
-def case(tmp, dm, ep, name, steps, every, sig):
-    job = Job(ep, steps, every)
+def case(tmp, dm, ep, name, steps, every, sig, idle_back=False):
+    job = Job(ep, steps, every, 2 if idle_back else 0)
     try:
         # two acked first: the connection is made and handshook
         check(job.wait_out(lambda line: len(line.split()) == 4 and int(line.split()[2]) >= 2, 20) is not None,
@@ -133,11 +135,17 @@ def case(tmp, dm, ep, name, steps, every, sig):
         check(rows and all(r[1] == 0 for r in rows), f"{name}: stats() says not connected within 3 s",
               "\n".join(map(str, rows[:5])))
         check(dm.start() is not None, f"{name}: the daemon starts again")
+        if idle_back:   # nothing published meanwhile: its return is seen all the same
+            back_at = job.now()
+            t = job.wait_out(lambda line: len(line.split()) == 4 and line.split()[1] == "1"
+                             and float(line.split()[0]) >= back_at, 10)
+            check(t is not None and t - back_at < 7.0, f"{name}: stats() says connected again within 7 s of the "
+                  f"restart, before the next publish ({(t or 99) - back_at:.1f} s)")
         check(job.finish() == 0, f"{name}: the job ends")
         last = [x for _, x in job.out if x.startswith("acked ")]
         check(last and last[0].startswith(f"acked {steps} ") and last[0].endswith("diagnosis None"),
               f"{name}: every snapshot acked once it is back, no diagnosis left", "\n".join(last))
-        back = job.lines("answers now")
+        back = job.lines(f"{ep} answers again" if idle_back else f"{ep} answers now")
         check(len(back) == 1 and ep in back[0][1], f"{name}: its return said once",
               "\n".join(x for _, x in job.err))
     finally:
@@ -156,6 +164,7 @@ def main():
         case(tmp, dm, ep, "SIGTERM while publishing", 8, 0.5, signal.SIGTERM)
         case(tmp, dm, ep, "SIGKILL while publishing", 8, 0.5, signal.SIGKILL)
         case(tmp, dm, ep, "SIGTERM while the job is idle", 4, 5.0, signal.SIGTERM)
+        case(tmp, dm, ep, "SIGTERM, back while the job is idle", 3, 20.0, signal.SIGTERM, idle_back=True)
     finally:
         teardown(dm, tmp)
     return summary()

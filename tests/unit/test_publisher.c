@@ -24,6 +24,7 @@ struct got {
 };
 
 static int64_t last_rank = -2;	/* the last commit's rank (-1: not said) */
+static uint64_t last_session;	/* and its session */
 
 /*
  * Receives one snapshot's messages on the ROUTER r: its tensor shards into
@@ -67,6 +68,7 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 				*tensors = h->tensors;
 				*ranks = h->ranks;
 				last_rank = h->rank;
+				last_session = h->session;
 				char ack[WIRE_NAME_MAX + 256];
 				if (refuse)
 					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"error\",\"code\":\"conflict\","
@@ -225,6 +227,9 @@ int main(void)
 	CHECK(col_ok == 30, "a column block: 30 shards of 1, at 4k + 3, each with its value");
 	CHECK(none_ok == 0 && scalar_ok == 1, "an empty block sends nothing (its name counts); a scalar goes as 1");
 	CHECK(last_rank == 2, "the commit gives this publisher's rank, 2 (%lld)", (long long)last_rank);
+	uint64_t first_session = last_session;
+	CHECK(last_session != 0 && last_session <= INT64_MAX, "the commit gives a session, a JSON integer (%llu)",
+	      (unsigned long long)last_session);
 	CHECK(tensors == 5 && ranks == 4, "the commit counts 5 distinct tensors and says ranks 4 (%llu, %llu)",
 	      (unsigned long long)tensors, (unsigned long long)ranks);
 	CHECK(wd_publisher_flush(p, 10000) == 0, "the ack empties the queue");
@@ -242,6 +247,7 @@ int main(void)
 	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
 	CHECK(wd_publisher_commit(p) == 0, "commit step 8");
 	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content");
+	CHECK(last_session == first_session, "every commit of one publisher gives its one session");
 	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "the refused snapshot leaves the queue (no deadlock)");
 	char msg[512];
 	CHECK(wd_publisher_refusals(p, 1, msg, sizeof(msg)) == 1 &&

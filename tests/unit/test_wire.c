@@ -50,6 +50,12 @@ static void roundtrip(void)
 	CHECK(s && wire_parse(s, strlen(s), &lim, &back, &err) == 0 && back.ranks == 8 && back.rank == 5,
 	      "a commit's ranks and rank round-trip (%s)", s ? s : "");
 	free(s);
+	h.session = 0x123456789abcdefull;
+	s = wire_build(&h);
+	CHECK(s && wire_parse(s, strlen(s), &lim, &back, &err) == 0 && back.session == h.session,
+	      "a commit's session round-trips (%s)", s ? s : "");
+	free(s);
+	h.session = 0;
 	h.rank = -1;
 	s = wire_build(&h);
 	CHECK(s && wire_parse(s, strlen(s), &lim, &back, &err) == 0 && back.ranks == 8 && back.rank == -1 &&
@@ -75,7 +81,8 @@ static void roundtrip(void)
 		int r = s ? wire_parse(s, strlen(s), &lim, &back, &err) : -1;
 		CHECK(r == 0 && back.type == types[i], "type %d round-trips: %s", (int)types[i], s ? s : "");
 		if (types[i] == WIRE_COMMIT)
-			CHECK(back.ranks == 1 && back.rank == -1 && !strstr(s, "rank"),
+			CHECK(back.ranks == 1 && back.rank == -1 && !back.session && !strstr(s, "rank") &&
+			      !strstr(s, "session"),
 			      "a commit of one publisher says no ranks and no rank");
 		if (types[i] == WIRE_ACK)
 			CHECK(back.tensors == 291 && back.bytes == 123 && back.duplicate && back.step == 7,
@@ -129,6 +136,8 @@ static void malformed(void)
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":-1}", WIRE_BAD_FIELD, "rank", "0 to ranks - 1" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":\"2\"}", WIRE_BAD_FIELD, "rank", "integer" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"ranks\":4,\"rank\":1048576}", WIRE_BAD_FIELD, "rank", "outside" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"session\":0}", WIRE_BAD_FIELD, "session", "outside" },
+		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"session\":\"7\"}", WIRE_BAD_FIELD, "session", "integer" },
 		{ "{\"v\":1,\"type\":\"commit\",\"run\":\"r\",\"step\":99999999999999999999,\"tensors\":1}", WIRE_BAD_FRAME, "", "not JSON" },
 		{ T(OK_REST ",\"x\":1}") + 0, WIRE_BAD_FRAME, "", "not JSON" },
 		{ "{\"v\":1,\"type\":\"tensor\",\"run\":\"r\",\"step\":1,\"dtype\":\"f32\"," OK_REST "}", WIRE_BAD_FIELD, "name", "missing" },
