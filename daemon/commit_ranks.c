@@ -96,36 +96,9 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 	return w > 0 ? (size_t)w : 0;
 }
 
-int commit_ranks_session(struct snapshot *snap, uint64_t session)
-{
-	size_t n = snap->n_sessions;
-
-	if (!session) {
-		snap->sessions_unknown = 1;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (snap->sessions[i] == session)
-			return 0;
-	if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
-		uint64_t *v = realloc(snap->sessions, (n ? 2 * n : 1) * sizeof(*v));
-		if (!v) {
-			snap->sessions_unknown = 1;
-			return -ENOMEM;
-		}
-		snap->sessions = v;
-	}
-	snap->sessions[snap->n_sessions++] = session;
-	return 0;
-}
-
 void commit_ranks_free(struct snapshot *snap)
 {
 	free(snap->ranked);
 	snap->ranked = NULL;
 	snap->ranks_of = snap->n_ranked = 0;
-	free(snap->sessions);
-	snap->sessions = NULL;
-	snap->n_sessions = 0;
-	snap->sessions_unknown = 0;
 }

@@ -32,14 +32,7 @@ int commit_ranks_all(const struct snapshot *snap);
 size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
 /* Into buf: "from ranks 0, 1 of 3 (not yet: 2)", for status; "" and 0 as above. */
 size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len);
-/*
- * Notes the session of a commit that waits for snap (wire.h: the
- * publisher's, for its life; 0 when it gave none, which makes the set
- * unknown). What tells a rank's re-send of a step refused to it from a new
- * job's commit of it (ingest.c). 0, or -ENOMEM (the set then unknown).
- */
-int commit_ranks_session(struct snapshot *snap, uint64_t session);
-/* Frees what commit_ranks_note and commit_ranks_session kept (snapshot_empty calls it). */
+/* Frees what commit_ranks_note kept (snapshot_empty calls it). */
 void commit_ranks_free(struct snapshot *snap);
 
 #endif

@@ -207,6 +207,10 @@ static int try_store(struct ingest *ix, struct snapshot *snap)
 	return 1;
 }
 
+struct expired_step;
+static int resent_refused(struct ingest *ix, const struct run *r, const struct wire_header *h,
+			  struct expired_step **gone);
+
 /*
  * Makes the run a message names, within limits.max_runs; NULL after the
  * error reply. *created is 1 when it was made here.
@@ -254,6 +258,19 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		}
 		return;	/* no identity (an old WAL record): the content cannot be checked */
 	}
+	struct expired_step *gone;
+	/*
+	 * A shard of a step just refused to its ranks, re-sent by that job's
+	 * publisher (its session gave it away): refused, not merged, where a
+	 * new job's shards of the step may be assembling (its commit is refused
+	 * too). Without a session it is merged, and its commit refused.
+	 */
+	if (r && h->session && resent_refused(ix, r, h, &gone)) {
+		char why[700];
+		snprintf(why, sizeof(why), "said again to a re-send %.0f s after (re-sends of a step so refused "
+			 "are refused for %.0f s): %s", now_mono() - gone->at, INGEST_EXPIRED_SECONDS, gone->why);
+		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
+	}
 	if (!r && !(r = admit_run(ix, m, h, &new_run)))
 		return;
 	r->last_seen = now_mono();
@@ -272,6 +289,8 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	 * until it expired as "dropped".
 	 */
 	if (ingest_add_shard(ix, m, h, r, snap) < 0) {
+		r->shard_refused = 1;	/* its rank may send it again: all ranks' commits do not end it */
+		r->shard_refused_step = h->step;
 		if (snap->n_tensors == 0 && !snap->n_waiters && !snap->conflict)
 			ingest_drop_snapshot(ix, snap);	/* and a run that holds nothing */
 		return;
@@ -304,6 +323,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 			 "%zu tensors, the commit says %llu (re-used run name? `wdrift runs rm %.40s` frees "
 			 "it)", r->name, (long long)h->step, id->n, (unsigned long long)h->tensors, r->name);
 		s->count.conflicts++;
+		run_note_conflict(r, h->step);
 		log_warning("ingest: refused: %s", why);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
@@ -332,8 +352,8 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 
 	ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
 	const char *colon = strstr(lacks, ": ");
-	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole: %s: "
-		 "do two ranks send the same piece, or one another's? (each sends only its own)",
+	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole (do two "
+		 "ranks send the same piece, or one another's? each sends only its own): %s",
 		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of, colon ? colon + 2 : lacks);
 	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
 	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
@@ -343,11 +363,14 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 }
 
 /*
- * A commit that would wait for a step that expired waiting for ranks a
- * moment ago: a rank that missed the refusal (its ack timeout had closed
- * its socket) sends it again. It gets the refusal now, and the shards its
- * re-send brought are dropped, unless a new job's ranks wait for the step
- * (commits of sessions that did not wait for it: taken as new).
+ * A commit that would wait for a step refused to its waiting ranks a
+ * moment ago (it expired, or every rank committed and it was not whole),
+ * from a publisher that committed this run before (run_knows_session): a
+ * rank that missed the refusal (its ack timeout had closed its socket)
+ * sends it again. It gets the refusal now, and the shards its re-send
+ * brought are dropped. A new job's publishers (sessions never seen: a job
+ * restarted after a rank died) are not refused: their commits wait as
+ * usual, and their step is not dropped here.
  */
 static void refuse_expired(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, struct expired_step *gone)
@@ -359,17 +382,53 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 			   "to the ranks that waited; refused at once, as then: %s", gone->run,
 			   (long long)gone->step, ago, gone->why);
 	gone->said = 1;
-	/* the first refusal's reason, as the waiters heard it; then why it comes now */
+	/* why it comes now first (a reply's reason is cut at 255 bytes), then the first refusal's */
 	char why[700];
-	snprintf(why, sizeof(why), "%s (said again to a re-send %.0f s after: re-sends of a step so "
-		 "refused are refused for %.0f s)", gone->why, ago, INGEST_EXPIRED_SECONDS);
+	snprintf(why, sizeof(why), "said again to a re-send %.0f s after (re-sends of a step so refused are "
+		 "refused for %.0f s): %s", ago, INGEST_EXPIRED_SECONDS, gone->why);
 	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
-	/* a new job's ranks wait for it (sessions that were not among the refused): theirs stays */
-	if (snap && !snap->n_waiters)
+	if (snap && !snap->n_waiters)	/* a new job's commits wait for it: theirs stays */
 		ingest_drop_snapshot(ix, snap);
 }
 
+/*
+ * Is h (a commit, or a shard) a re-send of a step refused to its ranks a
+ * moment ago, from a publisher of the job it was refused to? Then *gone is
+ * that refusal. A publisher that gives no session counts as that job's.
+ */
+static int resent_refused(struct ingest *ix, const struct run *r, const struct wire_header *h,
+			  struct expired_step **gone)
+{
+	*gone = ingest_find_expired(ix, h->run, h->step);
+	if (!*gone)
+		return 0;
+	if (!r || run_knows_session(r, h->session))
+		return 1;
+	if (!(*gone)->said_new && h->type == WIRE_COMMIT) {	/* a publisher never seen: a new job's */
+		log_notice("ingest: run '%s' step %lld: sent again %.0f s after it was refused to the ranks "
+			   "that waited, by a publisher that had not committed this run before (a new job?): "
+			   "taken as new", (*gone)->run, (long long)(*gone)->step, now_mono() - (*gone)->at);
+		(*gone)->said_new = 1;
+	}
+	return 0;
+}
+
+static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h);
+
+/*
+ * A commit; then its publisher's session is known to the run, so that a
+ * re-send of a step refused to that job is told from a new job's commit
+ * (resent_refused asks before, commit_one's paths need not).
+ */
 static void commit(struct ingest *ix, const struct frames *m, const struct wire_header *h)
+{
+	commit_one(ix, m, h);
+	struct run *r = state_run(ix->st, h->run, 0);
+	if (r)
+		run_note_session(r, h->session);
+}
+
+static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
 	struct run *r = state_run(s, h->run, 0);
@@ -416,15 +475,9 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 			 (unsigned long long)h->tensors);
 	if (h->ranks <= 1)
 		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "tensors", why);
-	struct expired_step *gone = ingest_find_expired(ix, h->run, h->step);
-	if (gone && ingest_expired_waited(gone, h->session))
+	struct expired_step *gone;
+	if (resent_refused(ix, r, h, &gone))
 		return refuse_expired(ix, m, h, snap, gone);
-	if (gone && !gone->said) {	/* a publisher that did not wait for it: a new job's */
-		log_notice("ingest: run '%s' step %lld: sent again %.0f s after it was refused to the ranks "
-			   "that waited, by a publisher that was not among them (a new job?): taken as new",
-			   gone->run, (long long)gone->step, now_mono() - gone->at);
-		gone->said = 1;
-	}
 	/*
 	 * Several ranks share this snapshot: the others' shards may still come.
 	 * Not an error: this rank waits for the ack, or for the expiry.
@@ -437,20 +490,26 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 		return;
 	/* ranks that disagree on their number (a job's ranks= mistyped on some): said, not silent */
 	if ((snap->ranks_said && snap->ranks_said != h->ranks) ||
-	    (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks) == -EINVAL)) {
+	    (h->rank >= 0 && snap->ranked && snap->ranks_of != h->ranks)) {
 		snprintf(why, sizeof(why), "commit says ranks %llu, an earlier commit of this step %llu: "
 			 "every rank gives the job's count", (unsigned long long)h->ranks,
 			 (unsigned long long)(snap->ranks_said ? snap->ranks_said : snap->ranks_of));
 		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "ranks", why);
 	}
-	snap->ranks_said = h->ranks;
 	if (ingest_add_waiter(snap, m) < 0)
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
-	commit_ranks_session(snap, h->session);
+	snap->ranks_said = h->ranks;
+	if (h->rank >= 0)
+		commit_ranks_note(snap, (uint64_t)h->rank, h->ranks);	/* out of memory: not known, as before */
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
-	if (commit_ranks_all(snap))
+	/*
+	 * Every rank committed and it is not whole: no shard can come, unless
+	 * one of its shards was refused for now (budget full, ...) and its rank
+	 * sends it again: then it waits, as before ranks were known.
+	 */
+	if (commit_ranks_all(snap) && !(r->shard_refused && r->shard_refused_step == snap->step))
 		all_ranks_committed(ix, snap);
 }
 

@@ -41,22 +41,13 @@ struct reply_sink {
  * again, and again, its later snapshots queued behind it. For a while,
  * such a re-send that would wait is refused at once, with the same reason.
  */
-#define EXPIRED_SESSIONS_MAX 256
-
 struct expired_step {
 	char run[NAME_MAX + 1];		/* "": a free slot */
 	int64_t step;
 	double at;			/* monotonic seconds */
 	int said;			/* a re-send was logged */
 	char why[512];
-	/*
-	 * The sessions of the publishers that waited for it, which a re-send
-	 * comes from (a new job's do not); unknown: one gave none, or there
-	 * were more than EXPIRED_SESSIONS_MAX: then every commit is a re-send.
-	 */
-	uint64_t sessions[EXPIRED_SESSIONS_MAX];
-	size_t n_sessions;
-	int sessions_unknown;
+	int said_new;			/* a new job's commit of it was logged */
 };
 
 #define INGEST_EXPIRED_MAX 16	/* remembered at once; the oldest goes first */

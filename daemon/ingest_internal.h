@@ -76,8 +76,6 @@ void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap);
  * it is refused at once for INGEST_EXPIRED_SECONDS; the oldest slot gives way.
  */
 void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double t, const char *why);
-/* Did a publisher of session wait for e's step (or can that not be told: no session, too many)? */
-int ingest_expired_waited(const struct expired_step *e, uint64_t session);
 /* (run, step) when it expired waiting for ranks within INGEST_EXPIRED_SECONDS; else NULL. */
 struct expired_step *ingest_find_expired(struct ingest *ix, const char *run, int64_t step);
 /* The code a snapshot refused whole says again to its later shards and commit. */

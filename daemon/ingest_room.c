@@ -258,32 +258,23 @@ void ingest_forget_expired(struct ingest *ix, const char *run)
 			ix->expired[i].run[0] = 0;
 }
 
-/* Remembers that (run, step) expired at t for why; the oldest slot gives way. */
 void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double t, const char *why)
 {
 	struct expired_step *e = &ix->expired[0];
 
+	/* the same step's slot first (refused again), else a free one, else the oldest */
 	for (size_t i = 1; i < INGEST_EXPIRED_MAX && e->run[0]; i++)
 		if (!ix->expired[i].run[0] || ix->expired[i].at < e->at)
+			e = &ix->expired[i];
+	for (size_t i = 0; i < INGEST_EXPIRED_MAX; i++)
+		if (ix->expired[i].run[0] && ix->expired[i].step == snap->step &&
+		    !strcmp(ix->expired[i].run, snap->run->name))
 			e = &ix->expired[i];
 	snprintf(e->run, sizeof(e->run), "%s", snap->run->name);
 	e->step = snap->step;
 	e->at = t;
-	e->said = 0;
+	e->said = e->said_new = 0;
 	snprintf(e->why, sizeof(e->why), "%s", why);
-	e->sessions_unknown = snap->sessions_unknown || snap->n_sessions > EXPIRED_SESSIONS_MAX;
-	e->n_sessions = e->sessions_unknown ? 0 : snap->n_sessions;
-	memcpy(e->sessions, snap->sessions, e->n_sessions * sizeof(*e->sessions));
-}
-
-int ingest_expired_waited(const struct expired_step *e, uint64_t session)
-{
-	if (!session || e->sessions_unknown)
-		return 1;
-	for (size_t i = 0; i < e->n_sessions; i++)
-		if (e->sessions[i] == session)
-			return 1;
-	return 0;
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)

@@ -65,6 +65,37 @@ static size_t lower_bound(const struct run *r, int64_t step)
 	return lo;
 }
 
+void run_note_session(struct run *r, uint64_t session)
+{
+	uint32_t n = r->n_sessions;
+
+	if (!session || run_knows_session(r, session) || r->sessions_full)
+		return;
+	if (n == RUN_SESSIONS_MAX) {
+		r->sessions_full = 1;
+		return;
+	}
+	if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
+		uint64_t *v = realloc(r->sessions, (n ? 2 * (size_t)n : 1) * sizeof(*v));
+		if (!v) {
+			r->sessions_full = 1;	/* cannot tell any more: every commit counts as known */
+			return;
+		}
+		r->sessions = v;
+	}
+	r->sessions[r->n_sessions++] = session;
+}
+
+int run_knows_session(const struct run *r, uint64_t session)
+{
+	if (!session || r->sessions_full)
+		return 1;
+	for (uint32_t i = 0; i < r->n_sessions; i++)
+		if (r->sessions[i] == session)
+			return 1;
+	return 0;
+}
+
 void run_note_conflict(struct run *r, int64_t step)
 {
 	r->conflict_logged = 1;
@@ -121,6 +152,7 @@ static void run_free(struct run *r)
 		free(r->ids[i]);
 	free(r->ids);
 	free(r->left_study);
+	free(r->sessions);
 	free(r->name);
 	free(r->durable);
 	free(r);

@@ -68,10 +68,6 @@ struct snapshot {
 	/* commits that gave "rank": a bit per rank committed (commit_ranks.h); NULL: none did */
 	uint8_t *ranked;
 	uint64_t ranks_of, n_ranked;	/* the ranks they said; how many distinct committed */
-	/* the publishers' sessions of the commits that wait (commit_ranks.h); unknown: one gave none */
-	uint64_t *sessions;
-	size_t n_sessions;
-	int sessions_unknown;
 	struct snapshot *next;
 };
 
@@ -94,6 +90,18 @@ struct run {
 	 */
 	uint64_t conflicts;
 	double conflict_wall;
+	/*
+	 * The sessions of the publishers whose commits of r came (wire.h),
+	 * at most RUN_SESSIONS_MAX (sessions_full: more came). A commit of a
+	 * step just refused from one of them is that job's re-send; one from a
+	 * session never seen is a new job's (ingest.c). In memory only.
+	 */
+	uint64_t *sessions;
+	uint32_t n_sessions;
+	int sessions_full;
+	/* a shard of step shard_refused_step was refused (any reason): no at-once refusal of it */
+	int shard_refused;
+	int64_t shard_refused_step;
 	uint64_t bytes_pending;		/* reserved by its snapshots being assembled */
 	double last_seen;		/* monotonic; 0: not heard from since the start */
 	/*
@@ -167,6 +175,11 @@ void state_forget_run(struct state *s, struct run *r);
 void state_note_removed(struct state *s, const char *name);
 int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
+#define RUN_SESSIONS_MAX 4096
+/* Notes that a commit of r came from session (0: none given, nothing noted). */
+void run_note_session(struct run *r, uint64_t session);
+/* Did a commit of r come from session before (or can that not be told: 0, or too many)? */
+int run_knows_session(const struct run *r, uint64_t session);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */

@@ -180,6 +180,7 @@ static int send_tensor(struct wd_publisher *p, void *s, struct wire_header *h, i
 		at = t->data;
 	}
 	h->type = WIRE_TENSOR;
+	h->session = p->session;	/* a shard of a refused step, re-sent, is told from a new job's */
 	snprintf(h->run, sizeof(h->run), "%s", p->run);
 	snprintf(h->name, sizeof(h->name), "%s", t->name);
 	h->step = step;

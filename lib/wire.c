@@ -325,10 +325,13 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 		break;
 	}
 	switch (h->type) {
-	case WIRE_TENSOR:
-		if (parse_tensor(o, lim, h, err))
+	case WIRE_TENSOR: {
+		int64_t session = 0;
+		if (parse_tensor(o, lim, h, err) || get_int(o, "session", 0, 1, INT64_MAX, &session, err))
 			goto out;
+		h->session = (uint64_t)session;
 		break;
+	}
 	case WIRE_COMMIT: {
 		int64_t session = 0;	/* absent: 0, which a publisher never sends */
 		h->ranks = 1;
@@ -339,7 +342,7 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 		    get_int(o, "session", 0, 1, INT64_MAX, &session, err))
 			goto out;
 		h->session = (uint64_t)session;
-		if (json_object_get(o, "rank") && (h->rank < 0 || (uint64_t)h->rank >= h->ranks)) {
+		if (json_object_get(o, "rank") && (h->ranks <= 1 || h->rank < 0 || (uint64_t)h->rank >= h->ranks)) {
 			fail(err, WIRE_BAD_FIELD, "rank", "'rank' must be an integer from 0 to ranks - 1 (%llu)",
 			     (unsigned long long)h->ranks - 1);
 			goto out;
@@ -428,6 +431,8 @@ char *wire_build(const struct wire_header *h)
 		json_object_set_new(o, "count", json_integer((json_int_t)h->count));
 		json_object_set_new(o, "total", json_integer((json_int_t)h->total));
 		json_object_set_new(o, "crc32", json_integer((json_int_t)h->crc32));
+		if (h->session)
+			json_object_set_new(o, "session", json_integer((json_int_t)h->session));
 		break;
 	case WIRE_COMMIT:
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));

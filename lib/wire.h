@@ -90,7 +90,7 @@ struct wire_header {
 	uint64_t tensors;		/* commit, ack */
 	uint64_t ranks;			/* commit: publishers sharing the snapshot (>= 1; 1 when absent) */
 	int64_t rank;			/* commit: the sender's, 0 to ranks - 1; -1 when absent */
-	uint64_t session;		/* commit: the publisher's, for its life (nonzero); 0 when absent */
+	uint64_t session;		/* tensor, commit: the publisher's, for its life (nonzero); 0 when absent */
 	/* daemon to publisher */
 	uint64_t window, bytes;
 	uint64_t max_message;		/* WIRE_WELCOME: payload bytes of one message; 0: not said */

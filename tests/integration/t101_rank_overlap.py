@@ -121,7 +121,7 @@ def main():
         check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted at once: the step stored, "
               "every rank acked", "\n".join(o + e for o, e in outs))
         log = dm.log_text()
-        check("by a publisher that was not among them (a new job?): taken as new" in log,
+        check("by a publisher that had not committed this run before (a new job?): taken as new" in log,
               "the daemon says it took the new job's commits as new", log[-1500:])
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()

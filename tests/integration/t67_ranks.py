@@ -213,7 +213,7 @@ def main():
         waited = time.time() - t0
         check(e and e["code"] == "incomplete" and e["field"] == "ranks" and e["step"] == 5
               and "expired after 2 s waiting for the other ranks: 'a' has 3072 of 4096 elements" in e["reason"]
-              and "(said again to a re-send" in e["reason"] and "are refused for 30 s)" in e["reason"]
+              and "said again to a re-send" in e["reason"] and "are refused for 30 s)" in e["reason"]
               and waited < 1.5,
               f"a rank that missed the expiry sends its part again: refused at once, same reason, "
               f"in {waited:.2f} s ({e})")
@@ -257,9 +257,12 @@ def main():
         shards(late, 8, t8, 1)
         commit(late, 8, 3, session=301)
         e = quiet(late, 1500)
-        check(e and e["code"] == "incomplete" and "(said again to a re-send" in e["reason"],
+        check(e and e["code"] == "incomplete" and "said again to a re-send" in e["reason"],
               f"a session that waited for the step, on a new connection: refused at once ({e})")
-        r = harness.control(ctx, tmp, {"v": 1, "cmd": "status"})
+        late.tensor(8, "a", t8["a"][:1024], "f32", offset=0, total=4096, session=300)
+        e = quiet(late, 1500)
+        check(e and e["code"] == "incomplete" and e["field"] == "ranks" and "said again to a re-send" in e["reason"],
+              f"... and its shards are refused, not merged, when they give that session ({e})")
         for bad in (-1, "x", 1.5, 0):
             commit(late, 9, 3, session=bad)
             e = late.recv()

@@ -75,14 +75,18 @@ def snap(pub, step):
     return pub.commit(step, 1)
 
 
-def drift_json(cfg, study, timeout=10):
-    end = time.time() + timeout
+def drift_json(cfg, study, timeout=10, until=None):
+    """drift --json of study once it answers (and, with until, once until(reply) holds: the
+    compute thread may have computed one step of several when it first answers)."""
+    end, got = time.time() + timeout, None
     while time.time() < end:
         r = wd(cfg, "drift", study, "--json")
         if r.returncode == 0:
-            return json.loads(r.stdout)
+            got = json.loads(r.stdout)
+            if until is None or until(got):
+                return got
         time.sleep(0.2)
-    return None
+    return got
 
 
 def main():
@@ -150,7 +154,7 @@ def main():
         r = wd(cfg, "reload")
         check(r.returncode == 0 and "alignment.tolerance: 0 -> 5" in r.stdout and "warning" not in r.stdout,
               "reload to tolerance 5", r.stdout + r.stderr)
-        got = drift_json(cfg, "al")
+        got = drift_json(cfg, "al", until=lambda d: d["step"] == 20)
         check(got is not None and got["step"] == 20 and got["complete"] and "stale" not in got,
               "... compares the snapshots that waited, at once: step 20 complete", json.dumps(got))
         check("(alignment.tolerance changed by reload): computed at 3 of the 3" in dm.log_text(),
