@@ -136,9 +136,9 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 	role = st ? wd_study_role(st, r->name, &label) : NULL;
 	if (gmtime_r(&t, &tm))
 		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
-	add(buf, len, &at, "'%s' (%s%s%s): %llu snapshot%s refused since this start as durable with other "
-	    "content, the latest step %lld%s: a re-run under the same name? Its rows are of the snapshots "
-	    "stored first; `wdrift runs rm %s` frees the name", r->name, role ? role : "in no study",
+	add(buf, len, &at, "'%s' (%s%s%s): %llu snapshot%s refused since this start as conflicts (other "
+	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
+	    "the snapshots stored first; `wdrift runs rm %s` frees the name", r->name, role ? role : "in no study",
 	    label ? " " : "", label ? label : "", (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
 	    (long long)r->conflict_step, when, r->name);
 	return 1;
