@@ -533,6 +533,7 @@ void *pub_sender_main(void *arg)
 	struct wd_publisher *p = arg;
 	void *s = NULL;
 	int backoff_ms = BACKOFF_MIN_MS;
+	double idle_lost_at = -1e9;	/* when an idle connection was last lost */
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -556,10 +557,15 @@ void *pub_sender_main(void *arg)
 				 * A fresh socket at once, whose hello ZeroMQ delivers when
 				 * the daemon is back: its welcome says so while the job is
 				 * still idle (stats, diagnosis), not at the next snapshot.
+				 * Not again within BACKOFF_MAX_MS of the last such loss (a
+				 * peer that takes the handshake and closes, each time): the
+				 * next snapshot connects then.
 				 */
+				double now = pub_now();
 				pub_peer_unwatch(p, s);
 				zmq_close(s);
-				s = connect_socket(p);
+				s = now - idle_lost_at > BACKOFF_MAX_MS / 1000.0 ? connect_socket(p) : NULL;
+				idle_lost_at = now;
 			} else if (!p->welcomed) {
 				idle_reply(p, s);
 			}
