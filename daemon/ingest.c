@@ -207,9 +207,23 @@ static int try_store(struct ingest *ix, struct snapshot *snap)
 	return 1;
 }
 
-struct expired_step;
 static int resent_refused(struct ingest *ix, const struct run *r, const struct wire_header *h,
 			  struct expired_step **gone);
+
+/*
+ * The reply to a re-send (h, a shard or a commit) of a step refused to its
+ * ranks at gone: why it comes now first (a reply's reason is cut at 255
+ * bytes), then the first refusal's.
+ */
+static void refuse_resent(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			  const struct expired_step *gone)
+{
+	char why[700];
+
+	snprintf(why, sizeof(why), "said again to a re-send %.0f s after (re-sends of a step so refused are "
+		 "refused for %.0f s): %s", now_mono() - gone->at, INGEST_EXPIRED_SECONDS, gone->why);
+	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
+}
 
 /*
  * Makes the run a message names, within limits.max_runs; NULL after the
@@ -265,12 +279,8 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	 * new job's shards of the step may be assembling (its commit is refused
 	 * too). Without a session it is merged, and its commit refused.
 	 */
-	if (r && h->session && resent_refused(ix, r, h, &gone)) {
-		char why[700];
-		snprintf(why, sizeof(why), "said again to a re-send %.0f s after (re-sends of a step so refused "
-			 "are refused for %.0f s): %s", now_mono() - gone->at, INGEST_EXPIRED_SECONDS, gone->why);
-		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
-	}
+	if (r && h->session && resent_refused(ix, r, h, &gone))
+		return refuse_resent(ix, m, h, gone);
 	if (!r && !(r = admit_run(ix, m, h, &new_run)))
 		return;
 	r->last_seen = now_mono();
@@ -350,11 +360,10 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 {
 	char lacks[300], why[512];
 
-	ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
-	const char *colon = strstr(lacks, ": ");
 	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole (do two "
 		 "ranks send the same piece, or one another's? each sends only its own): %s",
-		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of, colon ? colon + 2 : lacks);
+		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of,
+		 ingest_snapshot_lacks(snap, lacks, sizeof(lacks)));
 	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
 	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 	ingest_note_expired(ix, snap, now_mono(), why);
@@ -382,11 +391,7 @@ static void refuse_expired(struct ingest *ix, const struct frames *m, const stru
 			   "to the ranks that waited; refused at once, as then: %s", gone->run,
 			   (long long)gone->step, ago, gone->why);
 	gone->said = 1;
-	/* why it comes now first (a reply's reason is cut at 255 bytes), then the first refusal's */
-	char why[700];
-	snprintf(why, sizeof(why), "said again to a re-send %.0f s after (re-sends of a step so refused are "
-		 "refused for %.0f s): %s", ago, INGEST_EXPIRED_SECONDS, gone->why);
-	ingest_fail(ix, m, h, WIRE_INCOMPLETE, "ranks", why);
+	refuse_resent(ix, m, h, gone);
 	if (snap && !snap->n_waiters)	/* a new job's commits wait for it: theirs stays */
 		ingest_drop_snapshot(ix, snap);
 }
@@ -489,11 +494,10 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
 		return;
 	/* ranks that disagree on their number (a job's ranks= mistyped on some): said, not silent */
-	if ((snap->ranks_said && snap->ranks_said != h->ranks) ||
-	    (h->rank >= 0 && snap->ranked && snap->ranks_of != h->ranks)) {
+	if (snap->ranks_said && snap->ranks_said != h->ranks) {
 		snprintf(why, sizeof(why), "commit says ranks %llu, an earlier commit of this step %llu: "
 			 "every rank gives the job's count", (unsigned long long)h->ranks,
-			 (unsigned long long)(snap->ranks_said ? snap->ranks_said : snap->ranks_of));
+			 (unsigned long long)snap->ranks_said);
 		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "ranks", why);
 	}
 	if (ingest_add_waiter(snap, m) < 0)

@@ -113,5 +113,11 @@ void ingest_forget_expired(struct ingest *ix, const char *run);
  * the ranges it lacks). ingest_shard.c; status says it of each pending one.
  */
 int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *why, size_t len);
+/*
+ * What an incomplete snap lacks, as its waiting ranks are told it: the
+ * first tensor that lacks elements and the ranges (why's part after "commit
+ * says N tensors, M complete: "). Into buf; returns where in buf it starts.
+ */
+const char *ingest_snapshot_lacks(const struct snapshot *snap, char *buf, size_t len);
 
 #endif

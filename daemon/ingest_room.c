@@ -306,12 +306,11 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		}
 		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
 			char missing[240];
-			ingest_snapshot_complete(snap, snap->want, lacks, sizeof(lacks));
-			const char *colon = strstr(lacks, ": ");
 			/* the ranks that never committed, when the commits gave theirs */
 			int named = commit_ranks_missing(snap, missing, sizeof(missing)) > 0;
 			snprintf(why, sizeof(why), "expired after %.0f s waiting for the other ranks: %s%s%s",
-				 timeout, named ? missing : "", named ? "; " : "", colon ? colon + 2 : lacks);
+				 timeout, named ? missing : "", named ? "; " : "",
+				 ingest_snapshot_lacks(snap, lacks, sizeof(lacks)));
 			/*
 			 * Waiters are connections: a rank whose ack timed out sends
 			 * again on a fresh socket, a new one (a trial read "2 commits

@@ -29,6 +29,13 @@ static uint64_t sender_of(const struct frames *m)
 	return x;
 }
 
+const char *ingest_snapshot_lacks(const struct snapshot *snap, char *buf, size_t len)
+{
+	ingest_snapshot_complete(snap, snap->want, buf, len);
+	const char *colon = strstr(buf, ": ");
+	return colon ? colon + 2 : buf;
+}
+
 /*
  * Is snap complete: every tensor whole, and as many as want? 1, or 0 with
  * why naming the first tensor that lacks elements (and how many it has).

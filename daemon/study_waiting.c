@@ -147,14 +147,16 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		     char *buf, size_t len)
 {
+	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
 	char one[600];
 	size_t at = 0, n = 0;
 
+	/* the baseline, then the runs a step compares (the synthetic proxy's label is no run) */
+	names[0] = s->baseline;
+	size_t k = 1 + wd_study_step_runs(s, names + 1, WD_STUDY_STEP_RUNS_MAX);
 	buf[0] = 0;
-	for (size_t k = 0; k < 1 + s->candidates.n + s->proxies.n; k++) {
-		const char *name = !k ? s->baseline : k <= s->candidates.n ? s->candidates.names[k - 1]
-			: s->proxies.v[k - 1 - s->candidates.n].run;
-		struct run *r = name ? state_run(st, name, 0) : NULL;
+	for (size_t i = 0; i < k; i++) {
+		struct run *r = state_run(st, names[i], 0);
 		if (r && run_refused(cfg, s, r, one, sizeof(one)))
 			add(buf, len, &at, "%s%s", n++ ? "; " : "", one);
 	}

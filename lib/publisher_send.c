@@ -372,9 +372,9 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	h->step = snap->step;
 	h->tensors = snap->n_names;	/* shards of one tensor count once */
 	h->ranks = (uint64_t)p->opts.ranks;
+	h->session = p->session;	/* set at open, never changed */
 	pthread_mutex_lock(&p->lock);
 	h->rank = p->rank;	/* -1: not said, and not sent */
-	h->session = p->session;
 	pthread_mutex_unlock(&p->lock);
 	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
 		goto done;
