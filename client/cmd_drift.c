@@ -223,7 +223,9 @@ int cmd_drift(int argc, char **argv)
 		double ago = difftime(time(NULL), t);
 		if (gmtime_r(&t, &tm))
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
+		/* with no candidate row (not yet, or removed by runs rm), the time is the proxies' */
+		printf(", %scompared %s (%.0f s ago)", json_object_size(json_object_get(res, "candidates")) ? "" :
+		       "proxies ", when, ago > 0 ? ago : 0);
 	}
 	putchar('\n');
 	print_completeness(res);

@@ -156,7 +156,7 @@ const char *dc_keys_hint(const struct wd_client_keys *keys)
 	return wd_hs_keys_hint(keys, &dc_control_names, hint, sizeof(hint));
 }
 
-int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
+int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
 {
 	const char *path = endpoint + 6;
 	struct stat st;
@@ -170,10 +170,15 @@ int dc_endpoint_check(const char *endpoint, char *err, size_t errlen)
 		/* a typo, or a listen.* edit the running daemon has not taken: the socket beside it */
 		if (errno == ENOENT) {
 			wd_suggest_socket(endpoint, path, near, sizeof(near));
-			/* an edit of listen.* waits for a restart: a reload cannot move a socket (a trial's reload did not say) */
+			/*
+			 * A config's endpoint edited in listen.* waits for a restart: a
+			 * reload cannot move a socket (a trial's reload did not say). A
+			 * typed one is a typo: the hint would mislead (a later trial).
+			 */
 			return wd_error(err, errlen, "no socket at %s (%s%s): is wdriftd running?%s", path, endpoint,
-					near, near[0] ? " (a listen.* key edited in the config takes a restart of "
-					"wdriftd, not a reload: until then it answers where it bound, --endpoint that)" : "");
+					near, near[0] && !typed ? " (a listen.* key edited in the config takes a "
+					"restart of wdriftd, not a reload: until then it answers where it bound, "
+					"--endpoint that)" : "");
 		}
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
@@ -281,9 +286,10 @@ static int is_status(const char *request)
  * `tries` rounds in a row: the daemon is down or hung, as before. A status
  * request itself is cheap and is simply re-sent.
  */
-int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
-	       char **reply, char *err, size_t errlen)
+int dc_request(const struct dc_target *t, const char *request, char **reply, char *err, size_t errlen)
 {
+	const char *endpoint = t->control_ep;
+	const struct wd_client_keys *keys = &t->keys;
 	int timeout = env_ms("WDRIFT_TIMEOUT_MS", 1500), tries = 3, misses = 0, resent = 0;
 	double patience = env_ms("WDRIFT_QUERY_TIMEOUT_MS", 120000) / 1000.0;
 	int status = is_status(request);
@@ -298,7 +304,7 @@ int dc_request(const char *endpoint, const struct wd_client_keys *keys, const ch
 		snprintf(err, errlen, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
 		return -1;
 	}
-	if (dc_endpoint_check(endpoint, err, errlen) < 0)
+	if (dc_endpoint_check(endpoint, t->control != NULL, err, errlen) < 0)
 		goto out;
 	/* the first socket's monitor tells a refused handshake at once, and why */
 	if (!(s = open_req(ctx, endpoint, keys, &mon, err, errlen)))
@@ -473,7 +479,7 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 		free(req);
 		return NULL;
 	}
-	if (dc_request(a->t.control_ep, &a->t.keys, req, &reply, err, sizeof(err)) < 0) {
+	if (dc_request(&a->t, req, &reply, err, sizeof(err)) < 0) {
 		/* which file named the endpoint: the first thing to check */
 		if (!a->t.control && a->t.config_path[0])
 			cli_error("%s (listen.control of %s)", err, a->t.config_path);

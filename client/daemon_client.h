@@ -84,10 +84,11 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen);
  * 120000) in all: a drift query on a large study may take seconds. Three
  * waits in a row with no answer at all mean the daemon is down. A status
  * request is re-sent on a fresh socket instead. Returns 0, or -1 with err
- * naming the endpoint: the daemon is down, not answering, or too slow.
+ * naming the endpoint: the daemon is down, not answering, or too slow;
+ * after a second of refused connects, why (wd_hs_stale_socket: nothing
+ * listens there). t gives the control endpoint and the keys (dc_resolve).
  */
-int dc_request(const char *endpoint, const struct wd_client_keys *keys, const char *request,
-	       char **reply, char *err, size_t errlen);
+int dc_request(const struct dc_target *t, const char *request, char **reply, char *err, size_t errlen);
 
 /* What to add to "not answering": a hint about keys, for the error line. */
 const char *dc_keys_hint(const struct wd_client_keys *keys);
@@ -97,8 +98,11 @@ const char *dc_keys_hint(const struct wd_client_keys *keys);
  * wait: 0 (or not ipc://, or abstract), or -1 with err "no socket at PATH:
  * is wdriftd running?" or "PATH is not a socket ...". A missing file
  * otherwise costs the whole Lazy Pirate wait and reads like a key problem.
+ * A socket file beside it is named ("did you mean"); for a config's
+ * endpoint (typed 0, not given on the command line), with the hint that a
+ * listen.* edit takes a restart.
  */
-int dc_endpoint_check(const char *endpoint, char *err, size_t errlen);
+int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen);
 
 /*
  * How the CLI names the sockets it asks and the CURVE options, for the

@@ -178,12 +178,6 @@ static void signal_mask(sigset_t *mask)
 	sigaddset(mask, SIGINT);
 }
 
-/*
- * storage.dir, when relative, is relative to the working directory (unlike
- * ipc:// paths, which follow the config file): the absolute path it names
- * now, for a notice, so that a daemon started elsewhere does not put its
- * data there silently. 0 when storage.dir is absolute (nothing to say).
- */
 /* The path storage.dir names now, from the working directory when relative ("./" dropped). */
 static void storage_now(const char *dir, char *buf, size_t size)
 {
@@ -203,6 +197,12 @@ static void storage_now(const char *dir, char *buf, size_t size)
 	snprintf(buf, size, "%s%s%s", cwd, whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
 }
 
+/*
+ * storage.dir, when relative, is relative to the working directory (unlike
+ * ipc:// paths, which follow the config file): the absolute path it names
+ * now, for a notice, so that a daemon started elsewhere does not put its
+ * data there silently. 0 when storage.dir is absolute (nothing to say).
+ */
 static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
 {
 	char now[PATH_MAX + 256];
@@ -213,6 +213,31 @@ static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
 	snprintf(buf, size, "storage: '%s' is relative to the working directory: %s (an absolute "
 		 "storage.dir does not depend on where wdriftd starts)", cfg->storage.dir, now);
 	return 1;
+}
+
+/*
+ * No config found (why: config_find's words): started in the wrong
+ * directory, often. Said on stderr as a warning (a near miss, such as
+ * ./wdrift.yaml, named), with where its files then go and the --endpoint
+ * the CLI reaches it at, since the CLI finds no config there either.
+ */
+static void warn_no_config(const char *why, const char *control)
+{
+	char cwd[PATH_MAX], ep[PATH_MAX + 64];
+
+	if (strstr(why, " is here, but is not searched for")) {
+		fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", why);
+		return;
+	}
+	if (!strncmp(control, "ipc://", 6) && control[6] != '/' && control[6] != '@') {
+		storage_now(control + 6, cwd, sizeof(cwd));	/* relative to the working directory, as storage.dir */
+		snprintf(ep, sizeof(ep), "ipc://%s", cwd);
+	} else {
+		snprintf(ep, sizeof(ep), "%s", control);
+	}
+	fprintf(stderr, "wdriftd: warning: %s; running on the built-in config, whose relative paths are "
+		"under %s; the CLI reaches it with `wdrift status --endpoint %s`\n", why,
+		getcwd(cwd, sizeof(cwd)) ? cwd : "the working directory", ep);
 }
 
 /*
@@ -759,19 +784,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	d.config_path = found == 0 ? d.found.path : NULL;
-	/*
-	 * None found: started in the wrong directory, often. Said as a warning
-	 * (a near miss, ./wdrift.yaml, named), with where its files then go.
-	 */
-	if (found == 1) {
-		char cwd[PATH_MAX];
-		if (strstr(err, " is here, but is not searched for"))
-			fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", err);
-		else
-			fprintf(stderr, "wdriftd: warning: %s; running on the built-in config, whose relative "
-				"paths are under %s\n", err,
-				getcwd(cwd, sizeof(cwd)) ? cwd : "the working directory");
-	}
+	char none_found[sizeof(err)];
+	snprintf(none_found, sizeof(none_found), "%s", found == 1 ? err : "");
 	/*
 	 * Absolute, so that `wdrift status` names the file wherever it runs
 	 * (the name is in the reply), and a reload reads the same file.
@@ -788,6 +802,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "wdriftd: %s\n", err);
 		return 2;
 	}
+	if (found == 1)
+		warn_no_config(none_found, d.cfg.listen.control);
 	d.cfile.path = d.config_path;
 	config_file_ran(&d.cfile, hash);
 	if (check && auth_check_key(&d.cfg, err, sizeof(err)) < 0) {

@@ -80,17 +80,20 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
 		const struct wd_client_keys *keys, char *err, size_t errlen);
 
 /*
- * For the CLI's ipc:// endpoints, whose socket file is there (it checks
+ * For the CLI's endpoints (an ipc:// socket file is checked to be there
  * first): when ZeroMQ's connects have failed for WD_HS_REFUSED_S and none
- * got through, one connect of its own says why (wd_unix_connect_errno),
- * since ZeroMQ's event does not. 1 with err when that settles it:
- * refused (nothing listens: a daemon killed with SIGKILL, or one still
- * starting, left or found the file), no permission to write the file, or
- * the file gone. 0 otherwise; a connect that gets through, or a full
- * queue, starts the wait again. Not for publishers, which wait for a
- * daemon that may start later.
+ * got through, one connect of its own says why (wd_unix_connect_errno for
+ * a socket file, wd_endpoint_connect_errno within WD_HS_PROBE_MS for
+ * tcp:// and an abstract name), since ZeroMQ's event does not. 1 with err
+ * when that settles it: refused (nothing listens: a daemon killed with
+ * SIGKILL, or one still starting, left or found the file; a port or name
+ * nothing is bound to), no permission to write the file, the file gone, a
+ * host name that does not resolve. 0 otherwise; a connect that gets
+ * through, a full queue or no answer in time starts the wait again. Not
+ * for publishers, which wait for a daemon that may start later.
  */
 #define WD_HS_REFUSED_S 1.0
+#define WD_HS_PROBE_MS 300
 
 /*
  * How long connects to a publisher's ingest endpoint are refused in a row

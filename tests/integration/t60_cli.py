@@ -226,6 +226,23 @@ def main():
         check(ok, "watch --count 1 --json: the drift event of step 30")
         output_errors(tmp, cfg)
         output_targets(tmp, cfg)
+        # an --endpoint typo beside the daemon's socket: "did you mean", and no word of a
+        # listen.* edit, which is the hint for a config's endpoint (a trial's typo got it)
+        r = wd("status", "--endpoint", f"ipc://{tmp}/run/contrl.sock")
+        check(r.returncode == 1 and f"did you mean 'ipc://{tmp}/run/control.sock'?" in r.stderr
+              and "listen.*" not in r.stderr, "status --endpoint with a typo: the socket beside it, no listen.* hint",
+              r.stderr)
+        # a tcp:// port nothing listens on: "nothing listens", as the publisher says it, in
+        # about a second (it waited 3 x 1.5 s for "not answering")
+        tport = free_port()
+        for args in (("status",), ("runs",), ("drift", "fa")):
+            t0 = time.time()
+            r = wd(*args, "--endpoint", f"tcp://127.0.0.1:{tport}")
+            dt = time.time() - t0
+            check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+                  and f"nothing listens at tcp://127.0.0.1:{tport}" in r.stderr and "not answering" not in r.stderr
+                  and dt < 4, f"{args[0]} --endpoint tcp:// with nothing listening: said in {dt:.1f} s, one line",
+                  r.stderr)
         for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
             r = wd(sub, "--help")
             check(r.returncode == 0 and r.stdout.startswith(f"usage: wdrift {sub}") and "--json" in r.stdout,

@@ -10,6 +10,8 @@
 - `wdrift reload`: what changed (studies, alerts, keys), in a table and in
   --json; a broken file is refused with FILE:LINE:COL and exit 1 while
   the old config keeps serving; so is a change to a restart key.
+- wdriftd started where no config is found warns, naming where it looked,
+  where its files go and the --endpoint the CLI reaches it at.
 - A relative storage.dir is said with the absolute path it names (start-up
   log, --check-config, --print-config); the reload log line gives each
   key from and to.
@@ -22,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -171,6 +174,32 @@ def main():
         check(r.returncode == 0 and len(warn) == 1 and "give -c FILE or set WDRIFT_CONFIG; running" in warn[0]
               and f"running on the built-in config, whose relative paths are under {empty}" in warn[0],
               "no config found: one warning, where it looked and where its files go", r.stderr)
+        # ...and, started so, the endpoint the CLI reaches it at: the CLI, run in the
+        # same directory, finds no config either (a trial's did not find the daemon)
+        env = {k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"}
+        dp = subprocess.Popen([harness.WDRIFTD], cwd=empty, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        try:
+            first = dp.stderr.readline()
+            ep = f"ipc://{empty}/run/control.sock"
+            check(first.startswith("wdriftd: warning: no configuration: ") and
+                  f"`wdrift status --endpoint {ep}`" in first,
+                  "wdriftd with no config: the warning gives the CLI's --endpoint", first)
+            r = None
+            for _ in range(100):
+                r = subprocess.run([WDRIFT, "status", "--endpoint", ep], capture_output=True, text=True,
+                                   cwd=empty, env=env, timeout=30)
+                if r.returncode == 0:
+                    break
+                time.sleep(0.1)
+            check(r.returncode == 0 and "up" in r.stdout, "that --endpoint reaches it", r.stdout + r.stderr)
+        finally:
+            dp.terminate()
+            try:
+                dp.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                dp.kill()
+                dp.wait()
 
         # reload: what changed
         r = wd("reload", "-c", cfg)

@@ -3,8 +3,8 @@
  * through (lib/handshake.c, docs/cli.md): ZeroMQ's connect-retried events
  * start a clock that a connection stops; after WD_HS_REFUSED_S of them,
  * wd_hs_stale_socket's own connect says why, on real unix socket files: a
- * file nothing listens on, one a listener holds, one that is gone, and
- * endpoints it leaves alone (tcp://, the abstract namespace). Then the
+ * file nothing listens on, one a listener holds, one that is gone, a TCP
+ * port and an abstract name nothing listens on. Then the
  * connect that `wdrift send` makes of its own (wd_endpoint_connect_errno)
  * on real sockets, unix and TCP, and what wd_hs_unreachable says of each.
  */
@@ -186,11 +186,35 @@ int main(void)
 	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "no socket at") &&
 	      strstr(err, "is wdriftd running?"), "the file gone: said as no socket (%s)", err);
 
-	/* endpoints with no file, and a state that connected: never a verdict */
+	/*
+	 * Endpoints with no file: judged by a connect of their own too (a
+	 * trial's `status --endpoint tcp://` typo waited 4.5 s for "not
+	 * answering", where the publisher said "nothing listens").
+	 */
+	int port, tfd = tcp_socket(0, &port);	/* bound, not listening: its port refuses */
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+	h = refused_for(WD_HS_REFUSED_S / 2);
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "tcp, refused for half the time: no verdict yet");
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
-	CHECK(wd_hs_stale_socket(&h, "tcp://127.0.0.1:1", err, sizeof(err)) == 0, "tcp://: not judged");
-	CHECK(wd_hs_stale_socket(&h, "ipc://@wdrift-abstract", err, sizeof(err)) == 0,
-	      "the abstract namespace: not judged");
+	err[0] = 0;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "nothing listens at tcp://127.0.0.1:") &&
+	      strstr(err, "listen.*"), "tcp, a port with no listener: said (%s)", err);
+	if (tfd >= 0)
+		close(tfd);
+	tfd = tcp_socket(1, &port);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	before = h.refused_since;
+	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0 && h.refused_since > before,
+	      "tcp, a listener: no verdict, the clock restarted");
+	if (tfd >= 0)
+		close(tfd);
+	h = refused_for(WD_HS_REFUSED_S + 0.1);
+	err[0] = 0;
+	CHECK(wd_hs_stale_socket(&h, "ipc://@wdrift-test-nothing-here", err, sizeof(err)) == 1 &&
+	      strstr(err, "nothing listens on the abstract socket"), "the abstract namespace, nothing bound: said (%s)",
+	      err);
+	/* a state that connected: never a verdict */
 	snprintf(ep, sizeof(ep), "ipc://%s", stale);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	h.connected = 1;
