@@ -320,10 +320,17 @@ static int start(struct daemon *d, int force)
 	int lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
 	if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
+		char text[64] = "", who[96] = "";
+		/* the holder's pid, as its lock file says it: which process to stop */
+		ssize_t n = lockfd >= 0 ? pread(lockfd, text, sizeof(text) - 1, 0) : -1;
+		long pid = n > 8 && !strncmp(text, "running ", 8) ? strtol(text + 8, NULL, 10) : 0;
+		if (pid > 0)
+			snprintf(who, sizeof(who), " (pid %ld, from its lock file)", pid);
 		if (lockfd >= 0)
 			close(lockfd);	/* not ours: its "running" is the other daemon's to change */
-		return error("'%s': %s", path, e == EWOULDBLOCK ? "another wdriftd uses this "
-			     "storage.dir" : strerror(e));
+		if (e == EWOULDBLOCK)
+			return error("'%s': another wdriftd%s uses this storage.dir", path, who);
+		return error("'%s': %s", path, strerror(e));
 	}
 	d->lockfd = lockfd;
 	lock_mark_running(d->lockfd, path);

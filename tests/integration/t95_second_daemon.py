@@ -60,9 +60,10 @@ def main():
               f"storage.dir (exit {r.returncode})", r.stderr)
         check(not os.path.exists(os.path.join(elsewhere, "var")), "... and it made no storage.dir")
         r = subprocess.run([harness.WDRIFTD, "-c", cfg], capture_output=True, text=True, timeout=30)
-        check(r.returncode != 0 and "another wdriftd uses this storage.dir" in r.stderr
-              and "already listens" not in r.stderr,
-              "a second daemon on the same storage.dir gets the lock's words, not a guess", r.stderr)
+        check(r.returncode != 0 and f"another wdriftd (pid {first.proc.pid}, from its lock file) uses this "
+              "storage.dir" in r.stderr and "already listens" not in r.stderr,
+              "a second daemon on the same storage.dir gets the lock's words, with the first's pid (a trial "
+              "had to find it), not a guess", r.stderr)
         with open(os.path.join(tmp, "var", "lock")) as f:
             lock = f.read()
         check(lock == f"running {first.proc.pid}\n",
