@@ -43,7 +43,7 @@ struct cpu_engine {
 
 /* Whether fp32 and fp64 are sorted by vqsort (docs/engine.md, "The sort"). */
 int cpu_sort_vq(const struct cpu_engine *c);
-/* Whether a tensor of n values with keys of key_size bytes is: not mid-size fp32 on AUTO. */
+/* Whether a tensor of n values with keys of key_size bytes is: not mid-size fp32 on AUTO with vqsort on AVX2. */
 int cpu_sort_vq_for(const struct cpu_engine *c, uint64_t n, size_t key_size);
 /*
  * Whether preparing v on one thread needs no memory but its result: 16-bit

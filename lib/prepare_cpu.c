@@ -58,11 +58,13 @@ int cpu_sort_vq(const struct cpu_engine *c)
 }
 
 /*
- * fp32 tensors of 16 Ki to 128 Ki elements go to the radix sort unless
- * vqsort was asked for: there its passes run in L2 without the line
- * buffers, and it was 1.2-1.6x faster than vqsort on one thread
- * (docs/performance.md); below and above, and for fp64 at every size,
- * vqsort was the faster. Either gives the same bits.
+ * fp32 tensors of 16 Ki to 128 Ki elements go to the radix sort where
+ * vqsort runs its AVX2 code, unless vqsort was asked for: there the radix
+ * passes run in L2 without the line buffers, and were 1.2-1.6x faster
+ * than vqsort's AVX2 code on one thread (Zen 3); below and above, and
+ * for fp64 at every size, vqsort was the faster. Its AVX-512 code (Zen 5)
+ * was 1.2-2.4x faster than the radix sort at those sizes too
+ * (docs/performance.md, 2026-11-30). Either gives the same bits.
  */
 #define VQ_RADIX32_FROM (1u << 14)
 #define VQ_RADIX32_TO (1u << 17)
@@ -72,7 +74,7 @@ int cpu_sort_vq_for(const struct cpu_engine *c, uint64_t n, size_t key_size)
 	if (!cpu_sort_vq(c))
 		return 0;
 	return c->sort == WD_SORT_VQSORT || key_size != 4 || n <= VQ_RADIX32_FROM ||
-	       n >= VQ_RADIX32_TO;
+	       n >= VQ_RADIX32_TO || strcmp(vq_target_name(), "avx2") != 0;
 }
 
 #define PS_NAME prepare_sorted_f32

@@ -712,6 +712,45 @@ static void test_backend_api(void)
 	wd_engine_close(&e);
 }
 
+/*
+ * Which sort takes a mid-size fp32 tensor on AUTO: the radix sort only
+ * where vqsort runs its AVX2 code. On vqsort's AVX-512 code (Zen 5) vqsort
+ * was 1.2-2.4x faster from 16 Ki to 128 Ki elements too (performance.md,
+ * 2026-11-30), and the window measured on AVX2 had sent them to the radix.
+ */
+static void test_sort_choice(void)
+{
+	struct cpu_engine c = { .sort = WD_SORT_AUTO };
+	struct wd_view v = { WD_F32, NULL, 1u << 15 };
+	struct wd_engine *cpu;
+	char said[256];
+
+	if (wd_engine_open(WD_BACKEND_CPU, &cpu)) {
+		CHECK(0, "cannot open the CPU engine");
+		return;
+	}
+	snprintf(said, sizeof(said), "%s", wd_engine_describe(cpu));
+	wd_engine_close(&cpu);
+	const char *code = strstr(said, "vqsort ");	/* "vqsort avx2", "vqsort avx3_dl" */
+	if (!code) {
+		CHECK(!cpu_prepare_in_result(&c, &v, 0), "no vqsort here: the radix sort, with its scratch");
+		return;
+	}
+	int avx2 = !strncmp(code, "vqsort avx2", 11);
+	for (uint64_t n = 1u << 14; n <= 1u << 17; n <<= 1) {
+		v.numel = n;
+		CHECK(cpu_prepare_in_result(&c, &v, 0) == (!avx2 || n == 1u << 14 || n == 1u << 17),
+		      "fp32 of %llu elements on AUTO, %.14s: %s", (unsigned long long)n, code,
+		      !avx2 || n == 1u << 14 || n == 1u << 17 ? "vqsort" : "the radix sort");
+	}
+	v.dtype = WD_F64;
+	v.numel = 1u << 15;
+	CHECK(cpu_prepare_in_result(&c, &v, 0), "fp64 of 2^15: vqsort on every code");
+	c.sort = WD_SORT_RADIX;
+	v.dtype = WD_F32;
+	CHECK(!cpu_prepare_in_result(&c, &v, 0), "the radix sort when asked for");
+}
+
 int main(void)
 {
 	if (wd_engine_open(WD_BACKEND_AUTO, &eng)) {
@@ -733,6 +772,7 @@ int main(void)
 	test_hist_reuse();
 	test_api_errors();
 	test_backend_api();
+	test_sort_choice();
 	wd_engine_close(&eng);
 	return tap_done();
 }
