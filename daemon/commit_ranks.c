@@ -15,20 +15,39 @@ static int has(const struct snapshot *snap, uint64_t k)
 	return snap->ranked[k / 8] >> (k % 8) & 1;
 }
 
-int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks)
+int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint64_t session)
 {
 	if (snap->ranked && snap->ranks_of != ranks)
 		return -EINVAL;
 	if (!snap->ranked) {
-		if (!(snap->ranked = calloc((size_t)(ranks + 7) / 8, 1)))
+		snap->ranked = calloc((size_t)(ranks + 7) / 8, 1);
+		snap->rank_session = calloc((size_t)ranks, sizeof(*snap->rank_session));
+		if (!snap->ranked || !snap->rank_session) {
+			commit_ranks_free(snap);
 			return -ENOMEM;
+		}
 		snap->ranks_of = ranks;
+		snap->twice_rank = -1;
 	}
 	if (!has(snap, rank)) {
 		snap->ranked[rank / 8] |= (uint8_t)(1u << (rank % 8));
 		snap->n_ranked++;
+		snap->rank_session[rank] = session;
+		return 0;
 	}
-	return 0;
+	/*
+	 * The same rank again: the same publisher on a new connection (its ack
+	 * timed out), or another publisher that says it is this rank. Marked
+	 * with the session ~0 once told apart, so that each rank counts once.
+	 */
+	uint64_t first = snap->rank_session[rank];
+	if (!session || !first || first == session || first == ~(uint64_t)0)
+		return 0;
+	snap->rank_session[rank] = ~(uint64_t)0;
+	if (snap->twice_rank < 0)
+		snap->twice_rank = (int64_t)rank;
+	snap->n_twice++;
+	return 1;
 }
 
 int commit_ranks_all(const struct snapshot *snap)
@@ -78,7 +97,15 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
 				  (unsigned long long)snap->ranks_of)
 		: snprintf(buf, len, "ranks %s (%llu of %llu) never committed", ranks, (unsigned long long)n,
 			   (unsigned long long)snap->ranks_of);
-	return w > 0 ? (size_t)w : 0;
+	size_t used = w > 0 ? (size_t)w : 0;
+	/* a rank that two publishers claimed: the likelier cause than a dead rank */
+	if (snap->n_twice && used < len) {
+		w = snprintf(buf + used, len - used, "; rank %lld committed by 2 publishers%s (the same rank= "
+			     "given to two ranks?)", (long long)snap->twice_rank,
+			     snap->n_twice > 1 ? ", and other ranks too" : "");
+		used += w > 0 ? (size_t)w : 0;
+	}
+	return used < len ? used : len - 1;
 }
 
 size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
@@ -99,6 +126,9 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 void commit_ranks_free(struct snapshot *snap)
 {
 	free(snap->ranked);
+	free(snap->rank_session);
 	snap->ranked = NULL;
-	snap->ranks_of = snap->n_ranked = 0;
+	snap->rank_session = NULL;
+	snap->ranks_of = snap->n_ranked = snap->n_twice = 0;
+	snap->twice_rank = -1;
 }

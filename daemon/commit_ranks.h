@@ -18,16 +18,21 @@
 #include "state.h"
 
 /*
- * Notes that rank (of ranks) committed snap: 0; -EINVAL when an earlier
+ * Notes that rank (of ranks) committed snap, from the publisher's session
+ * (0: none given): 0; 1 when that rank had committed from another session
+ * (two ranks of a job given the same rank, or a job restarted before its
+ * step expired), the first such time for that rank; -EINVAL when an earlier
  * ranked commit of it said another number of ranks (nothing noted);
  * -ENOMEM.
  */
-int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks);
+int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint64_t session);
 /* Has every rank committed (by ranked commits)? */
 int commit_ranks_all(const struct snapshot *snap);
 /*
  * Into buf: "rank 2 of 3 never committed" (or "ranks 2, 5-7 (4 of 8) ..."),
- * for an expiry's reason; "" and 0 when no commit gave its rank.
+ * then, when a rank committed from two sessions, "; rank 1 committed by 2
+ * publishers (...)", for an expiry's reason; "" and 0 when no commit gave
+ * its rank.
  */
 size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
 /* Into buf: "from ranks 0, 1 of 3 (not yet: 2)", for status; "" and 0 as above. */

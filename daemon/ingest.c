@@ -504,8 +504,14 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
 	snap->ranks_said = h->ranks;
-	if (h->rank >= 0)
-		commit_ranks_note(snap, (uint64_t)h->rank, h->ranks);	/* out of memory: not known, as before */
+	/* out of memory: not known, as before */
+	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks, h->session) == 1 &&
+	    snap->n_twice == 1)
+		log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
+			    "session): two ranks of the job given the same rank= (RANK), or a job restarted before "
+			    "this step expired? With the same rank twice another rank's part never comes, and "
+			    "the step expires after limits.pending_timeout, naming it", r->name, (long long)snap->step,
+			    (long long)h->rank, (unsigned long long)h->ranks);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
 	/*

@@ -11,8 +11,11 @@ group in t69), and once every rank has committed a snapshot that is still
 not whole is refused at once, saying so. Three real publisher processes,
 a real daemon. Then a job whose rank died is restarted at once: its
 new ranks (new publisher sessions) are not taken for the dead job's
-re-sends, and the step is stored. Also the Python argument's errors (rank out of range, rank
-without ranks). Stopped by pid, the temp dir removed, also on failure.
+re-sends, and the step is stored. Two ranks given the same rank are said
+at once in the log, and the expiry names the rank committed twice beside
+the one that never was. Also the Python argument's errors (rank out of
+range, rank without ranks). Stopped by pid, the temp dir removed, also on
+failure.
 """
 import os
 import subprocess
@@ -28,11 +31,12 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 W = 3
 
-# One rank: publishes, at step 1, the first half of a 4096-element tensor (mode "same":
-# every rank the same half) or its own third (mode "own"); mode "none" publishes nothing
+# One rank: publishes, at step 1 (or argv[4]), the first half of a 4096-element tensor (mode
+# "same": every rank the same half) or its own third (mode "own"); mode "none" publishes nothing
 RANK = r'''
 import sys, time, warnings, numpy as np, wdrift
 ranks, mode = int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "same"
+step = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 pub = wdrift.Publisher(sys.argv[1], "fa", ranks=ranks, ack_timeout=30.0)
 print("rank", pub.rank, flush=True)
 if mode == "none":
@@ -40,7 +44,7 @@ if mode == "none":
 x = np.arange(4096, dtype=np.float32)
 lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
 t0 = time.monotonic()
-pub.publish(1, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
+pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
 while pub.stats()["refused"] + pub.stats()["acked"] == 0 and time.monotonic() - t0 < 50:
     time.sleep(0.05)
 print("after %.2f" % (time.monotonic() - t0), flush=True)
@@ -109,9 +113,10 @@ def main():
             f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
         check(dm.start() is not None, "restarted with limits.pending_timeout: 2")
 
-        def job(modes):
-            ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m], env=env_for(k, W), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True) for k, m in enumerate(modes)]
+        def job(modes, rank_of=lambda k: k, step=1):
+            ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, str(step)], env=env_for(rank_of(k), W),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for k, m in enumerate(modes)]
             procs.extend(ps)
             return [p.communicate(timeout=120) for p in ps]
         outs = job(["own", "own", "none"])
@@ -123,6 +128,18 @@ def main():
         log = dm.log_text()
         check("by a publisher that had not committed this run before (a new job?): taken as new" in log,
               "the daemon says it took the new job's commits as new", log[-1500:])
+        # two ranks given the same rank (RANK=1 twice, rank 0 never named): said at once in
+        # the log, and the expiry names the twice-committed rank beside the missing one (it
+        # named rank 0 alone, a dead rank, which it was not)
+        outs = job(["own", "own", "own"], rank_of=lambda k: 1 if k < 2 else k, step=2)
+        check(all("refused 1 acked 0" in o for o, _ in outs), "the same rank twice: the step refused",
+              "\n".join(o + e for o, e in outs))
+        check(all("rank 0 of 3 never committed" in e and "rank 1 committed by 2 publishers" in e
+                  for _, e in outs), "... its refusal names the rank never committed and the one committed twice",
+              "\n".join(e for _, e in outs))
+        log = dm.log_text()
+        check(log.count("run 'fa' step 2: rank 1 of 3 committed by a second publisher") == 1,
+              "the daemon warns at once, once", log[-2000:])
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
         check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]
