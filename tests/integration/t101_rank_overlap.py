@@ -37,7 +37,7 @@ RANK = r'''
 import sys, time, warnings, numpy as np, wdrift
 ranks, mode = int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "same"
 step = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-pub = wdrift.Publisher(sys.argv[1], "fa", ranks=ranks, ack_timeout=30.0)
+pub = wdrift.Publisher(sys.argv[1], sys.argv[5] if len(sys.argv) > 5 else "fa", ranks=ranks, ack_timeout=30.0)
 print("rank", pub.rank, flush=True)
 if mode == "none":
     sys.exit(0)
@@ -113,8 +113,8 @@ def main():
             f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
         check(dm.start() is not None, "restarted with limits.pending_timeout: 2")
 
-        def job(modes, rank_of=lambda k: k, step=1):
-            ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, str(step)], env=env_for(rank_of(k), W),
+        def job(modes, rank_of=lambda k: k, step=1, run="fa"):
+            ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, str(step), run], env=env_for(rank_of(k), W),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                   for k, m in enumerate(modes)]
             procs.extend(ps)
@@ -128,6 +128,15 @@ def main():
         log = dm.log_text()
         check("by a publisher that had not committed this run before (a new job?): taken as new" in log,
               "the daemon says it took the new job's commits as new", log[-1500:])
+        # the same on a brand-new run whose first step expired, so that the run holds
+        # nothing durable: the restarted job's step is stored too (a review feared the
+        # run, and the sessions it knew, forgotten, and the step refused as a re-send)
+        outs = job(["own", "own", "none"], run="fb")
+        check(all("refused 1 acked 0" in o and "rank 2 of 3 never committed" in e for o, e in outs[:2]),
+              "a new run's first step, rank 2 dead: refused, naming it", "\n".join(o + e for o, e in outs[:2]))
+        outs = job(["own", "own", "own"], run="fb")
+        check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted at once: its first step stored",
+              "\n".join(o + e for o, e in outs))
         # two ranks given the same rank (RANK=1 twice, rank 0 never named): said at once in
         # the log, and the expiry names the twice-committed rank beside the missing one (it
         # named rank 0 alone, a dead rank, which it was not)
