@@ -214,18 +214,21 @@ int cmd_drift(int argc, char **argv)
 	printf("study      %s, step %lld, baseline %s", json_string_value(json_object_get(res, "study")),
 	       dc_int(res, "step"),
 	       json_string_value(json_object_get(res, "baseline")));
-	/* when the rows were computed: an old result must not pass for a fresh one */
+	/*
+	 * When the rows shown were computed: an old result must not pass for a
+	 * fresh one. With no candidate row (none yet, or removed by runs rm)
+	 * nothing is shown to date: the proxies' time would read as the step's
+	 * (two trials). --json keeps it.
+	 */
 	json_t *at = json_object_get(res, "compared_at");
-	if (json_is_number(at)) {
+	if (json_is_number(at) && json_object_size(json_object_get(res, "candidates"))) {
 		time_t t = (time_t)json_number_value(at);
 		struct tm tm;
 		char when[40] = "";
 		double ago = difftime(time(NULL), t);
 		if (gmtime_r(&t, &tm))
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-		/* with no candidate row (not yet, or removed by runs rm), the time is the proxies' */
-		printf(", %scompared %s (%.0f s ago)", json_object_size(json_object_get(res, "candidates")) ? "" :
-		       "proxies ", when, ago > 0 ? ago : 0);
+		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
 	}
 	putchar('\n');
 	print_completeness(res);

@@ -50,7 +50,8 @@ static int runs_rm(int argc, char **argv)
 		long long st = dc_int(o, "steps");
 		long long rs = dc_int(o, "results");
 		long long al = dc_int(o, "alerts"), fi = dc_int(o, "alerts_firing");
-		printf("removed run '%s': %lld durable snapshot%s, %lld result%s (compared steps), "
+		/* records, not steps: a step compared again (a proxy that came later) has two */
+		printf("removed run '%s': %lld durable snapshot%s, %lld result record%s, "
 		       "%lld alert instance%s (%lld firing)\n", argv[r], st, st == 1 ? "" : "s", rs,
 		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
 	}

@@ -276,7 +276,7 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 		if ((code = wd_hs_monitor_event(m, (hs.closed || hs.refused_since) && left > WD_HS_POLL_MS
 						? WD_HS_POLL_MS : left, &value)) < 0) {
 			if (wd_hs_stuck(&hs, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why)) ||
-			    wd_hs_stale_socket(&hs, t->events_ep, why, sizeof(why))) {
+			    wd_hs_stale_socket(&hs, t->events_ep, dc_events_names.socket, why, sizeof(why))) {
 				snprintf(err, errlen, "%s (%s)", why, source);
 				return -1;
 			}
@@ -286,7 +286,7 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 			return 0;
 		/* a refused retry brings events every 100-199 ms: asked after them too */
 		if (wd_hs_event(&hs, code, value, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why)) ||
-		    wd_hs_stale_socket(&hs, t->events_ep, why, sizeof(why))) {
+		    wd_hs_stale_socket(&hs, t->events_ep, dc_events_names.socket, why, sizeof(why))) {
 			snprintf(err, errlen, "%s (%s)", why, source);
 			return -1;
 		}

@@ -338,7 +338,7 @@ int dc_request(const struct dc_target *t, const char *request, char **reply, cha
 		if (mon && wd_hs_stuck(&hs, endpoint, &dc_control_names, keys, err, errlen))
 			goto out;
 		/* what the first socket's monitor saw holds after it is replaced (send_again) */
-		if (!got_s && !got_probe && wd_hs_stale_socket(&hs, endpoint, err, errlen))
+		if (!got_s && !got_probe && wd_hs_stale_socket(&hs, endpoint, dc_control_names.socket, err, errlen))
 			goto out;
 		if (!got_s && !got_probe && cli_now() < round_end)
 			continue;	/* monitor news only (a reconnect every 100 ms): the same wait goes on */

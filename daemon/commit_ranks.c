@@ -118,8 +118,13 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 		return 0;
 	uint64_t n = list(snap, 1, seen, sizeof(seen), &a);
 	list(snap, 0, not_yet, sizeof(not_yet), &b);
-	int w = snprintf(buf, len, "from rank%s %s of %llu%s%s%s", n == 1 ? "" : "s", seen,
-			 (unsigned long long)snap->ranks_of, b ? " (not yet: " : "", b ? not_yet : "", b ? ")" : "");
+	char twice[64] = "";
+	if (snap->n_twice)
+		snprintf(twice, sizeof(twice), "%srank %lld committed by 2 publishers%s", b ? "; " : "",
+			 (long long)snap->twice_rank, snap->n_twice > 1 ? ", and others" : "");
+	int w = snprintf(buf, len, "from rank%s %s of %llu%s%s%s%s%s", n == 1 ? "" : "s", seen,
+			 (unsigned long long)snap->ranks_of, b || twice[0] ? " (" : "", b ? "not yet: " : "",
+			 b ? not_yet : "", twice, b || twice[0] ? ")" : "");
 	return w > 0 ? (size_t)w : 0;
 }
 

@@ -35,7 +35,11 @@ int commit_ranks_all(const struct snapshot *snap);
  * its rank.
  */
 size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
-/* Into buf: "from ranks 0, 1 of 3 (not yet: 2)", for status; "" and 0 as above. */
+/*
+ * Into buf: "from ranks 0, 1 of 3 (not yet: 2)", and "; rank 1 committed
+ * by 2 publishers" inside the brackets when one was, for status; "" and 0
+ * as above.
+ */
 size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len);
 /* Frees what commit_ranks_note kept (snapshot_empty calls it). */
 void commit_ranks_free(struct snapshot *snap);

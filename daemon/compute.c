@@ -771,8 +771,9 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 		free(c);
 		return -ENOMEM;
 	}
-	log_info("compute: %zu tensors compared at once, %d threads for a large one (%s elements "
-		 "or more)", compare_workers_count(c->workers), wd_engine_threads(engine), "2^20");
+	size_t at_once = compare_workers_count(c->workers);
+	log_info("compute: %zu tensor%s compared at once, %d threads for a large one (%s elements "
+		 "or more)", at_once, at_once == 1 ? "" : "s", wd_engine_threads(engine), "2^20");
 	c->replayed = replayed;
 	c->n_replayed = c->cap_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);

@@ -476,8 +476,8 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 		return;
 	}
 	if (!snap)
-		snprintf(why, sizeof(why), "commit says %llu tensors, 0 received",
-			 (unsigned long long)h->tensors);
+		snprintf(why, sizeof(why), "commit says %llu tensor%s, 0 received",
+			 (unsigned long long)h->tensors, h->tensors == 1 ? "" : "s");
 	if (h->ranks <= 1)
 		return ingest_fail(ix, m, h, WIRE_INCOMPLETE, "tensors", why);
 	struct expired_step *gone;

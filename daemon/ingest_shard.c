@@ -63,13 +63,13 @@ int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *w
 			snprintf(holes, sizeof(holes), ", missing %zu ranges, the first [%llu, %llu)", gaps,
 				 (unsigned long long)b, (unsigned long long)e);
 		/* the name cut to 80 bytes: the holes, at the end, must fit a reply's 255 */
-		snprintf(why, len, "commit says %llu tensors, %zu complete: '%.80s' has %llu of %llu "
-			 "elements%s", (unsigned long long)want, complete, missing->name,
+		snprintf(why, len, "commit says %llu tensor%s, %zu complete: '%.80s' has %llu of %llu "
+			 "elements%s", (unsigned long long)want, want == 1 ? "" : "s", complete, missing->name,
 			 (unsigned long long)missing->covered, (unsigned long long)missing->total, holes);
 	}
 	else if (complete != want)
-		snprintf(why, len, "commit says %llu tensors, %zu received", (unsigned long long)want,
-			 complete);
+		snprintf(why, len, "commit says %llu tensor%s, %zu received", (unsigned long long)want,
+			 want == 1 ? "" : "s", complete);
 	return !missing && complete == want;
 }
 

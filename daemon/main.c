@@ -262,14 +262,20 @@ static int another_daemon(const struct daemon *d)
 	if (same)
 		return 0;
 	storage_now(d->cfg.storage.dir, now, sizeof(now));
-	for (int i = 0; i < 3; i++)
-		if (socket_file_taken(eps[i]))
-			return error("listen.%s: a process already listens on %s: another wdriftd, started "
-				     "with this config from another directory, or with another config? "
-				     "(this one's storage.dir is %s; the storage.dir lock keeps out only "
-				     "a second daemon on the same one.) Binding would take the socket from it "
-				     "and leave it running unreachable: stop it first, or give this daemon "
-				     "other listen.* endpoints", keys[i], eps[i], now);
+	for (int i = 0; i < 3; i++) {
+		long pid;
+		char who[32] = "";
+		if (!socket_file_taken(eps[i], &pid))
+			continue;
+		if (pid > 0)	/* which process to stop */
+			snprintf(who, sizeof(who), " (pid %ld)", pid);
+		return error("listen.%s: a process%s already listens on %s: another wdriftd, started "
+			     "with this config from another directory, or with another config? "
+			     "(this one's storage.dir is %s; the storage.dir lock keeps out only "
+			     "a second daemon on the same one.) Binding would take the socket from it "
+			     "and leave it running unreachable: stop it first, or give this daemon "
+			     "other listen.* endpoints", keys[i], who, eps[i], now);
+	}
 	return 0;
 }
 

@@ -24,10 +24,11 @@ struct socket_file {
  * daemon (one started from another directory with the same -c finds
  * another storage.dir, so its lock does not stop it). ZeroMQ's bind would
  * replace the file, and that daemon would go on with no socket to reach
- * it. 0 for a file nothing listens on (a crash left it), no file, or
- * another transport (a tcp port in use fails the bind itself).
+ * it. *pid: the listener's, from the connection's peer credentials (0:
+ * not known). 0 for a file nothing listens on (a crash left it), no file,
+ * or another transport (a tcp port in use fails the bind itself).
  */
-int socket_file_taken(const char *endpoint);
+int socket_file_taken(const char *endpoint, long *pid);
 
 /* Notes the file endpoint was bound to (nothing for another transport). */
 void socket_file_note(struct socket_file *f, const char *endpoint);

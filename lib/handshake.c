@@ -267,13 +267,13 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	}
 }
 
-int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen)
+int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket, char *err, size_t errlen)
 {
 	int file = !strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@';
 
 	if (h->connected || !h->refused_since || wd_now() - h->refused_since < WD_HS_REFUSED_S)
 		return 0;
-	if (wd_hs_unreachable(endpoint, NULL, file ? wd_unix_connect_errno(endpoint + 6) :
+	if (wd_hs_unreachable(endpoint, socket, file ? wd_unix_connect_errno(endpoint + 6) :
 			      wd_endpoint_connect_errno(endpoint, WD_HS_PROBE_MS), WD_HS_REFUSED_S, err, errlen))
 		return 1;
 	h->refused_since = wd_now();

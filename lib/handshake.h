@@ -90,7 +90,9 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
  * nothing is bound to), no permission to write the file, the file gone, a
  * host name that does not resolve. 0 otherwise; a connect that gets
  * through, a full queue or no answer in time starts the wait again. Not
- * for publishers, which wait for a daemon that may start later.
+ * for publishers, which wait for a daemon that may start later. socket:
+ * the listen.* key the endpoint should match ("control", "events"; NULL:
+ * listen.*), for the words.
  */
 #define WD_HS_REFUSED_S 1.0
 #define WD_HS_PROBE_MS 300
@@ -102,7 +104,7 @@ int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names 
  * (systemctl restart) is back within it.
  */
 #define WD_HS_UNREACHABLE_S 5.0
-int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, char *err, size_t errlen);
+int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket, char *err, size_t errlen);
 
 /*
  * Why endpoint cannot be reached, from the errno of a connect of this

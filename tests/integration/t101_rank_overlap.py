@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, check, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
+WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 W = 3
@@ -140,7 +141,18 @@ def main():
         # two ranks given the same rank (RANK=1 twice, rank 0 never named): said at once in
         # the log, and the expiry names the twice-committed rank beside the missing one (it
         # named rank 0 alone, a dead rank, which it was not)
-        outs = job(["own", "own", "own"], rank_of=lambda k: 1 if k < 2 else k, step=2)
+        ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), "own", "2"], env=env_for(1 if k < 2 else k, W),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(W)]
+        procs.extend(ps)
+        # while it waits, status says so too (a trial's status said "from ranks 1, 2 of 3" alone)
+        seen, end = "", time.time() + 30
+        while time.time() < end and "committed by 2" not in seen:
+            r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
+            seen = next((x for x in r.stdout.splitlines() if "'fa' step 2" in x), seen)
+            time.sleep(0.05)
+        check("from ranks 1, 2 of 3 (not yet: 0; rank 1 committed by 2 publishers)" in seen,
+              "status, while it waits: the rank committed twice", seen)
+        outs = [p.communicate(timeout=120) for p in ps]
         check(all("refused 1 acked 0" in o for o, _ in outs), "the same rank twice: the step refused",
               "\n".join(o + e for o, e in outs))
         check(all("rank 0 of 3 never committed" in e and "rank 1 committed by 2 publishers" in e

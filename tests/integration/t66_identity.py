@@ -236,7 +236,8 @@ def main():
         wait_drift(ctx, tmp, 20, "fa")
 
         r = wd("runs", "rm", "fa", "-c", cfg)
-        check(r.returncode == 0 and "removed run 'fa': 2 durable snapshots" in r.stdout,
+        check(r.returncode == 0 and "removed run 'fa': 2 durable snapshots" in r.stdout
+              and " result record" in r.stdout and "compared steps" not in r.stdout,
               f"runs rm fa: what was removed ({r.stdout}{r.stderr})")
         r = wd("runs", "rm", "lama-fa", "-c", cfg, "--json")
         j = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -194,7 +194,7 @@ def main():
         four, log4 = run_daemon(ctx, 4)
     finally:
         ctx.destroy(linger=0)
-    check("compute: 1 tensors compared at once" in log1,
+    check("compute: 1 tensor compared at once" in log1,
           "threads 1: one tensor at a time, said at start", [ln for ln in log1.splitlines() if "compute:" in ln][:2])
     check("compute: 4 tensors compared at once, 4 threads for a large one" in log4,
           "threads 4: four small tensors at once, four threads for a large one, said at start",

@@ -54,8 +54,8 @@ def main():
         r = subprocess.run([harness.WDRIFTD, "-c", rel], cwd=elsewhere, capture_output=True, text=True,
                            timeout=30)
         dt = time.monotonic() - t
-        check(r.returncode != 0 and f"listen.ingest: a process already listens on ipc://{tmp}/run/ingest.sock"
-              in r.stderr and f"storage.dir is {elsewhere}/var;" in r.stderr and dt < 5,
+        check(r.returncode != 0 and f"listen.ingest: a process (pid {first.proc.pid}) already listens on "
+              f"ipc://{tmp}/run/ingest.sock" in r.stderr and f"storage.dir is {elsewhere}/var;" in r.stderr and dt < 5,
               f"a second daemon on the same sockets: refused in {dt:.1f} s, naming the endpoint and its "
               f"storage.dir (exit {r.returncode})", r.stderr)
         check(not os.path.exists(os.path.join(elsewhere, "var")), "... and it made no storage.dir")

@@ -162,10 +162,10 @@ int main(void)
 	CHECK(unix_socket(stale, 0) == 0, "a socket file left with nothing listening");
 	snprintf(ep, sizeof(ep), "ipc://%s", stale);
 	h = refused_for(WD_HS_REFUSED_S / 2);
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "refused for half the time: no verdict yet");
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0, "refused for half the time: no verdict yet");
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	err[0] = 0;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "nothing listens on the socket file") &&
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 1 && strstr(err, "nothing listens on the socket file") &&
 	      strstr(err, stale) && strstr(err, "SIGKILL"), "refused for longer: stale, named (%s)", err);
 
 	/* one a listener holds: the wait goes on, its clock restarted */
@@ -174,7 +174,7 @@ int main(void)
 	snprintf(ep, sizeof(ep), "ipc://%s", live);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	double before = h.refused_since;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0 && h.refused_since > before,
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0 && h.refused_since > before,
 	      "something listens: no verdict, the clock restarted");
 	if (fd >= 0)
 		close(fd);
@@ -183,7 +183,7 @@ int main(void)
 	snprintf(ep, sizeof(ep), "ipc://%s", gone);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	err[0] = 0;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "no socket at") &&
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 1 && strstr(err, "no socket at") &&
 	      strstr(err, "is wdriftd running?"), "the file gone: said as no socket (%s)", err);
 
 	/*
@@ -194,31 +194,31 @@ int main(void)
 	int port, tfd = tcp_socket(0, &port);	/* bound, not listening: its port refuses */
 	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
 	h = refused_for(WD_HS_REFUSED_S / 2);
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "tcp, refused for half the time: no verdict yet");
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0, "tcp, refused for half the time: no verdict yet");
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	err[0] = 0;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 1 && strstr(err, "nothing listens at tcp://127.0.0.1:") &&
-	      strstr(err, "listen.*"), "tcp, a port with no listener: said (%s)", err);
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 1 && strstr(err, "nothing listens at tcp://127.0.0.1:") &&
+	      strstr(err, "listen.control?"), "tcp, a port with no listener: said, naming the socket's key (%s)", err);
 	if (tfd >= 0)
 		close(tfd);
 	tfd = tcp_socket(1, &port);
 	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	before = h.refused_since;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0 && h.refused_since > before,
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0 && h.refused_since > before,
 	      "tcp, a listener: no verdict, the clock restarted");
 	if (tfd >= 0)
 		close(tfd);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	err[0] = 0;
-	CHECK(wd_hs_stale_socket(&h, "ipc://@wdrift-test-nothing-here", err, sizeof(err)) == 1 &&
+	CHECK(wd_hs_stale_socket(&h, "ipc://@wdrift-test-nothing-here", "control", err, sizeof(err)) == 1 &&
 	      strstr(err, "nothing listens on the abstract socket"), "the abstract namespace, nothing bound: said (%s)",
 	      err);
 	/* a state that connected: never a verdict */
 	snprintf(ep, sizeof(ep), "ipc://%s", stale);
 	h = refused_for(WD_HS_REFUSED_S + 0.1);
 	h.connected = 1;
-	CHECK(wd_hs_stale_socket(&h, ep, err, sizeof(err)) == 0, "once connected: not judged");
+	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0, "once connected: not judged");
 
 	own_connects(stale, live, gone);
 
