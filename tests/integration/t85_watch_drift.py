@@ -74,13 +74,15 @@ def no_daemon(tmp, cfg):
     """watch with nothing listening: exit 1 within 5 s, one line naming the endpoint (and the config)."""
     for args, names in ((["--endpoint", f"ipc://{tmp}/nothing.sock"], [f"ipc://{tmp}/nothing.sock", "--endpoint"]),
                         (["-c", cfg], [f"ipc://{tmp}/run/events.sock", cfg]),
-                        (["--endpoint", "tcp://127.0.0.1:9"], ["tcp://127.0.0.1:9"])):
+                        # refused: said after a second, as the publisher says it, naming listen.events
+                        (["--endpoint", "tcp://127.0.0.1:9"], ["nothing listens at tcp://127.0.0.1:9",
+                                                               "listen.events?"])):
         t0 = time.time()
         r = wd("watch", *args, timeout=20)
         dt = time.time() - t0
         err = r.stderr.strip()
         check(r.returncode == 1 and dt < 5 and len(err.splitlines()) == 1 and all(n in err for n in names)
-              and "is wdriftd running?" in err,
+              and "is wdriftd running" in err,
               f"watch {' '.join(args)} with no daemon: exit 1 in {dt:.1f} s, naming {names} ({err})")
 
 
