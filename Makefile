@@ -289,6 +289,8 @@ $(BUILD)/tests/test_kept_bufs: $(BUILD)/daemon/kept_bufs.o
 $(BUILD)/tests/unit/test_kept_bufs.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_name_match: $(BUILD)/daemon/name_match.o
 $(BUILD)/tests/unit/test_name_match.o: ALL_CFLAGS += -Idaemon
+$(BUILD)/tests/test_commit_ranks: $(BUILD)/daemon/commit_ranks.o
+$(BUILD)/tests/unit/test_commit_ranks.o: ALL_CFLAGS += -Idaemon -Icommon
 RECORD_OBJS := $(BUILD)/daemon/records.o $(BUILD)/daemon/identity.o $(BUILD)/daemon/result_batch.o
 $(BUILD)/tests/test_records: $(RECORD_OBJS)
 $(BUILD)/tests/test_spool_index: $(BUILD)/daemon/spool_index.o $(RECORD_OBJS) $(BUILD)/daemon/wal.o \

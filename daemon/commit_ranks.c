@@ -20,19 +20,28 @@ int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint
 	if (snap->ranked && snap->ranks_of != ranks)
 		return -EINVAL;
 	if (!snap->ranked) {
-		snap->ranked = calloc((size_t)(ranks + 7) / 8, 1);
-		snap->rank_session = calloc((size_t)ranks, sizeof(*snap->rank_session));
-		if (!snap->ranked || !snap->rank_session) {
-			commit_ranks_free(snap);
+		if (!(snap->ranked = calloc((size_t)(ranks + 7) / 8, 1)))
 			return -ENOMEM;
-		}
 		snap->ranks_of = ranks;
 		snap->twice_rank = -1;
 	}
 	if (!has(snap, rank)) {
+		/*
+		 * Its session beside it, in the order ranks came: as many as
+		 * commits wait (WAITERS_MAX), where a slot per rank would take
+		 * 8 bytes for each of up to 2^20 ranks.
+		 */
+		if (snap->n_rank_sessions == snap->cap_rank_sessions) {
+			size_t cap = snap->cap_rank_sessions ? 2 * snap->cap_rank_sessions : 8;
+			struct rank_session *v = realloc(snap->rank_sessions, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			snap->rank_sessions = v;
+			snap->cap_rank_sessions = cap;
+		}
+		snap->rank_sessions[snap->n_rank_sessions++] = (struct rank_session){ rank, session };
 		snap->ranked[rank / 8] |= (uint8_t)(1u << (rank % 8));
 		snap->n_ranked++;
-		snap->rank_session[rank] = session;
 		return 0;
 	}
 	/*
@@ -40,10 +49,12 @@ int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint
 	 * timed out), or another publisher that says it is this rank. Marked
 	 * with the session ~0 once told apart, so that each rank counts once.
 	 */
-	uint64_t first = snap->rank_session[rank];
-	if (!session || !first || first == session || first == ~(uint64_t)0)
+	struct rank_session *seen = snap->rank_sessions;
+	while (seen->rank != rank)	/* there: has() says it was noted */
+		seen++;
+	if (!session || !seen->session || seen->session == session || seen->session == ~(uint64_t)0)
 		return 0;
-	snap->rank_session[rank] = ~(uint64_t)0;
+	seen->session = ~(uint64_t)0;
 	if (snap->twice_rank < 0)
 		snap->twice_rank = (int64_t)rank;
 	snap->n_twice++;
@@ -100,9 +111,9 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
 	size_t used = w > 0 ? (size_t)w : 0;
 	/* a rank that two publishers claimed: the likelier cause than a dead rank */
 	if (snap->n_twice && used < len) {
-		w = snprintf(buf + used, len - used, "; rank %lld committed by 2 publishers%s (the same rank= "
-			     "given to two ranks?)", (long long)snap->twice_rank,
-			     snap->n_twice > 1 ? ", and other ranks too" : "");
+		/* short: a reply's reason is cut at 255 bytes, and what the snapshot lacks follows */
+		w = snprintf(buf + used, len - used, "; rank %lld committed by 2 publishers%s (same rank= "
+			     "twice?)", (long long)snap->twice_rank, snap->n_twice > 1 ? ", others too" : "");
 		used += w > 0 ? (size_t)w : 0;
 	}
 	return used < len ? used : len - 1;
@@ -131,9 +142,10 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 void commit_ranks_free(struct snapshot *snap)
 {
 	free(snap->ranked);
-	free(snap->rank_session);
+	free(snap->rank_sessions);
 	snap->ranked = NULL;
-	snap->rank_session = NULL;
+	snap->rank_sessions = NULL;
+	snap->n_rank_sessions = snap->cap_rank_sessions = 0;
 	snap->ranks_of = snap->n_ranked = snap->n_twice = 0;
 	snap->twice_rank = -1;
 }

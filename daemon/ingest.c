@@ -509,8 +509,9 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	    snap->n_twice == 1)
 		log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
 			    "session): two ranks of the job given the same rank= (RANK), or a job restarted before "
-			    "this step expired? With the same rank twice another rank's part never comes, and "
-			    "the step expires after limits.pending_timeout, naming it", r->name, (long long)snap->step,
+			    "this step expired? With the same rank twice another rank's part never comes, and the "
+			    "step expires after limits.pending_timeout, naming it; a restarted job sends every "
+			    "rank's part again, and the step is stored", r->name, (long long)snap->step,
 			    (long long)h->rank, (unsigned long long)h->ranks);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();

@@ -9,40 +9,33 @@
 
 #include "logging.h"
 #include "socket_file.h"
-#include "zmtp_probe.h"
-
-/* The pid of the process listening on the unix socket file path (its listen()'s credentials), or 0. */
-static long listener_pid(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct ucred cred = { 0 };
-	socklen_t len = sizeof(cred);
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path) ||
-	    (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
-		return 0;
-	memcpy(a.sun_path, path, strlen(path) + 1);
-	long pid = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-		   getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? (long)cred.pid : 0;
-	close(fd);
-	return pid > 0 ? pid : 0;
-}
 
 int socket_file_taken(const char *endpoint, long *pid)
 {
+	const char *path = endpoint + 6;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
 	struct stat st;
+	int fd;
 
 	*pid = 0;
-	if (strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@' || stat(endpoint + 6, &st) < 0 ||
-	    !S_ISSOCK(st.st_mode))
+	if (strncmp(endpoint, "ipc://", 6) || path[0] == '@' || stat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+	    strlen(path) >= sizeof(a.sun_path) ||
+	    (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
 		return 0;
-	/* EAGAIN: its queue is full, so something listens */
-	int e = wd_unix_connect_errno(endpoint + 6);
-	if (e != 0 && e != EAGAIN)
-		return 0;
-	*pid = listener_pid(endpoint + 6);
-	return 1;
+	/*
+	 * One connect, closed at once: refused, nothing listens (a crash left
+	 * the file); made, or EAGAIN (its queue is full), something does, and
+	 * a connection made gives the listener's pid (its listen()'s
+	 * credentials), to name the process to stop.
+	 */
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	int made = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, e = errno;
+	if (made && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
+		*pid = (long)cred.pid;
+	close(fd);
+	return made || e == EAGAIN;
 }
 
 void socket_file_note(struct socket_file *f, const char *endpoint)

@@ -68,7 +68,10 @@ struct snapshot {
 	/* commits that gave "rank": a bit per rank committed (commit_ranks.h); NULL: none did */
 	uint8_t *ranked;
 	uint64_t ranks_of, n_ranked;	/* the ranks they said; how many distinct committed */
-	uint64_t *rank_session;		/* per rank: the session of its first commit (0: none given) */
+	struct rank_session {		/* a rank noted, and the session of its first commit (0: none) */
+		uint64_t rank, session;
+	} *rank_sessions;
+	size_t n_rank_sessions, cap_rank_sessions;
 	int64_t twice_rank;		/* the first rank committed by two sessions, or -1 */
 	uint64_t n_twice;		/* ranks committed by two sessions (the same rank= given twice?) */
 	struct snapshot *next;

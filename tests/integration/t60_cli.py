@@ -240,7 +240,8 @@ def main():
             r = wd(*args, "--endpoint", f"tcp://127.0.0.1:{tport}")
             dt = time.time() - t0
             check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
-                  and f"nothing listens at tcp://127.0.0.1:{tport}" in r.stderr and "not answering" not in r.stderr
+                  and f"nothing listens at tcp://127.0.0.1:{tport}" in r.stderr and "listen.control?" in r.stderr
+                  and "not answering" not in r.stderr
                   and dt < 4, f"{args[0]} --endpoint tcp:// with nothing listening: said in {dt:.1f} s, one line",
                   r.stderr)
         for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
