@@ -11,7 +11,8 @@ group in t69), and once every rank has committed a snapshot that is still
 not whole is refused at once, saying so. Three real publisher processes,
 a real daemon. Then a job whose rank died is restarted at once: its
 new ranks (new publisher sessions) are not taken for the dead job's
-re-sends, and the step is stored. Two ranks given the same rank are said
+re-sends, and the step is stored; restarted before the step expired, the
+step is stored too, and the old job's waiting ranks get the ack. Two ranks given the same rank are said
 at once in the log, and the expiry names the rank committed twice beside
 the one that never was. Also the Python argument's errors (rank out of
 range, rank without ranks). Stopped by pid, the temp dir removed, also on
@@ -161,6 +162,28 @@ def main():
         log = dm.log_text()
         check(log.count("run 'fa' step 2: rank 1 of 3 committed by a second publisher") == 1,
               "the daemon warns at once, once", log[-2000:])
+        # a job restarted BEFORE its step expired (rank 2 dead, the job started again at
+        # once): the new job's ranks commit every part again, from new sessions, and the
+        # step is stored; every waiter, the old job's too, gets the ack
+        with open(path, "w") as f:
+            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n"))
+        r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "reload: limits.pending_timeout 60", r.stdout + r.stderr)
+        old = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, "3"], env=env_for(k, W), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for k, m in enumerate(["own", "own", "none"])]
+        procs.extend(old)
+        seen, end = "", time.time() + 30
+        while time.time() < end and "from ranks 0, 1 of 3" not in seen:
+            r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
+            seen = next((x for x in r.stdout.splitlines() if "'fa' step 3" in x), seen)
+            time.sleep(0.05)
+        check("from ranks 0, 1 of 3 (not yet: 2)" in seen, "the old job's ranks 0 and 1 wait", seen)
+        outs = job(["own", "own", "own"], step=3)
+        check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted before the expiry: stored",
+              "\n".join(o + e for o, e in outs))
+        outs = [p.communicate(timeout=60) for p in old]
+        check(all("refused 0 acked 1" in o for o, _ in outs[:2]), "... and the old job's waiting ranks acked",
+              "\n".join(o + e for o, e in outs[:2]))
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
         check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]
