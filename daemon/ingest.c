@@ -142,7 +142,12 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	free(body);
 }
 
-/* The first time run r sends a snapshot in this daemon's life: no_study's notice, once. */
+/*
+ * The first time run r sends a snapshot in this daemon's life: no_study's
+ * notice, once. A run whose snapshots are all refused holds nothing, and is
+ * forgotten after each (ingest_drop_snapshot): the last run told is kept
+ * apart, so that its next snapshot does not say it again.
+ */
 static void note_study(struct ingest *ix, struct run *r)
 {
 	char msg[WIRE_NOTICE_MAX + 1];
@@ -150,8 +155,12 @@ static void note_study(struct ingest *ix, struct run *r)
 	if (r->study_checked)
 		return;
 	r->study_checked = 1;
-	if (no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
-		log_notice("%s", msg);
+	if (!no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
+		return;
+	if (!r->left_study && !strcmp(ix->no_study_said, r->name))
+		return;
+	snprintf(ix->no_study_said, sizeof(ix->no_study_said), "%s", r->name);
+	log_notice("%s", msg);
 }
 
 /*

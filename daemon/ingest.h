@@ -74,6 +74,8 @@ struct ingest {
 	struct expired_step expired[INGEST_EXPIRED_MAX];
 	/* the run last told its snapshot is over its window: said once (a run holding nothing is forgotten) */
 	char too_large_said[NAME_MAX + 1];
+	/* the run last said to belong to no study, for the same reason; a reload clears it */
+	char no_study_said[NAME_MAX + 1];
 	/* a publisher's bad messages, said to the operator: a few a minute for each code */
 	struct log_limit refused[WIRE_CODE_COUNT];
 };

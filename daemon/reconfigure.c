@@ -118,6 +118,7 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 		wd_config_release(&d->cfg);
 		d->cfg = next;	/* the arena moves with the struct */
 		d->ix.cfg = d->ctl.cfg = &d->cfg;
+		d->ix.no_study_said[0] = 0;	/* the studies changed: a run in none is told again */
 		if (d->compute)
 			compute_set_config(d->compute, &d->cfg);
 		if (d->alerts)

@@ -84,6 +84,10 @@ def main():
         lines = [x for x in dm.log_text().splitlines() if "is larger than a run's window" in x]
         check(len(lines) == 1 and "warning" in lines[0] and "(said once for the run)" in lines[0],
               "the daemon's log says it once for the run", lines)
+        # 'big' is in no study: the notice once too, though the run, holding nothing after
+        # each refusal, is forgotten between its snapshots (it came at every step)
+        lines = [x for x in dm.log_text().splitlines() if "run 'big' belongs to no study" in x]
+        check(len(lines) == 1, "the no-study notice once for the run, not at each refused snapshot", lines)
         # a snapshot that fits the window is taken as before
         for i in range(4):
             pub.tensor(2, f"w{i}", np.full(MIB4, i, np.float32), "f32")
