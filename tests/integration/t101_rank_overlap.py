@@ -115,12 +115,24 @@ def main():
             f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
         check(dm.start() is not None, "restarted with limits.pending_timeout: 2")
 
-        def job(modes, rank_of=lambda k: k, step=1, run="fa"):
+        def start(modes, rank_of=lambda k: k, step=1, run="fa"):
             ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, str(step), run], env=env_for(rank_of(k), W),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                   for k, m in enumerate(modes)]
             procs.extend(ps)
-            return [p.communicate(timeout=120) for p in ps]
+            return ps
+
+        def job(modes, rank_of=lambda k: k, step=1, run="fa"):
+            return [p.communicate(timeout=120) for p in start(modes, rank_of, step, run)]
+
+        def status_until(step, want):
+            """status's line of the pending step, once it holds want (or after 30 s)."""
+            seen, end = "", time.time() + 30
+            while time.time() < end and want not in seen:
+                r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
+                seen = next((x for x in r.stdout.splitlines() if f"'fa' step {step}" in x), seen)
+                time.sleep(0.05)
+            return seen
         outs = job(["own", "own", "none"])
         check(all("refused 1 acked 0" in o and "rank 2 of 3 never committed" in e for o, e in outs[:2]),
               "rank 2 dead: ranks 0 and 1 refused, naming it", "\n".join(o + e for o, e in outs[:2]))
@@ -142,15 +154,9 @@ def main():
         # two ranks given the same rank (RANK=1 twice, rank 0 never named): said at once in
         # the log, and the expiry names the twice-committed rank beside the missing one (it
         # named rank 0 alone, a dead rank, which it was not)
-        ps = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), "own", "2"], env=env_for(1 if k < 2 else k, W),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(W)]
-        procs.extend(ps)
+        ps = start(["own"] * W, rank_of=lambda k: 1 if k < 2 else k, step=2)
         # while it waits, status says so too (a trial's status said "from ranks 1, 2 of 3" alone)
-        seen, end = "", time.time() + 30
-        while time.time() < end and "committed by 2" not in seen:
-            r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
-            seen = next((x for x in r.stdout.splitlines() if "'fa' step 2" in x), seen)
-            time.sleep(0.05)
+        seen = status_until(2, "committed by 2")
         check("from ranks 1, 2 of 3 (not yet: 0; rank 1 committed by 2 publishers)" in seen,
               "status, while it waits: the rank committed twice", seen)
         outs = [p.communicate(timeout=120) for p in ps]
@@ -169,14 +175,8 @@ def main():
             f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n"))
         r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0, "reload: limits.pending_timeout 60", r.stdout + r.stderr)
-        old = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), m, "3"], env=env_for(k, W), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for k, m in enumerate(["own", "own", "none"])]
-        procs.extend(old)
-        seen, end = "", time.time() + 30
-        while time.time() < end and "from ranks 0, 1 of 3" not in seen:
-            r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
-            seen = next((x for x in r.stdout.splitlines() if "'fa' step 3" in x), seen)
-            time.sleep(0.05)
+        old = start(["own", "own", "none"], step=3)
+        seen = status_until(3, "from ranks 0, 1 of 3")
         check("from ranks 0, 1 of 3 (not yet: 2)" in seen, "the old job's ranks 0 and 1 wait", seen)
         outs = job(["own", "own", "own"], step=3)
         check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted before the expiry: stored",
