@@ -93,6 +93,13 @@ static uint64_t list(const struct snapshot *snap, int want, char *buf, size_t le
 	return n;
 }
 
+/* "rank 1 committed by 2 publishers" (", others too" when more ranks were), for both sayings below. */
+static void twice_phrase(const struct snapshot *snap, char *buf, size_t len)
+{
+	snprintf(buf, len, "rank %lld committed by 2 publishers%s", (long long)snap->twice_rank,
+		 snap->n_twice > 1 ? ", others too" : "");
+}
+
 size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
 {
 	char ranks[200];
@@ -111,9 +118,10 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
 	size_t used = w > 0 ? (size_t)w : 0;
 	/* a rank that two publishers claimed: the likelier cause than a dead rank */
 	if (snap->n_twice && used < len) {
+		char twice[64];
+		twice_phrase(snap, twice, sizeof(twice));
 		/* short: a reply's reason is cut at 255 bytes, and what the snapshot lacks follows */
-		w = snprintf(buf + used, len - used, "; rank %lld committed by 2 publishers%s (same rank= "
-			     "twice?)", (long long)snap->twice_rank, snap->n_twice > 1 ? ", others too" : "");
+		w = snprintf(buf + used, len - used, "; %s (same rank= twice?)", twice);
 		used += w > 0 ? (size_t)w : 0;
 	}
 	return used < len ? used : len - 1;
@@ -131,11 +139,10 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 	list(snap, 0, not_yet, sizeof(not_yet), &b);
 	char twice[64] = "";
 	if (snap->n_twice)
-		snprintf(twice, sizeof(twice), "%srank %lld committed by 2 publishers%s", b ? "; " : "",
-			 (long long)snap->twice_rank, snap->n_twice > 1 ? ", and others" : "");
-	int w = snprintf(buf, len, "from rank%s %s of %llu%s%s%s%s%s", n == 1 ? "" : "s", seen,
+		twice_phrase(snap, twice, sizeof(twice));
+	int w = snprintf(buf, len, "from rank%s %s of %llu%s%s%s%s%s%s", n == 1 ? "" : "s", seen,
 			 (unsigned long long)snap->ranks_of, b || twice[0] ? " (" : "", b ? "not yet: " : "",
-			 b ? not_yet : "", twice, b || twice[0] ? ")" : "");
+			 b ? not_yet : "", b && twice[0] ? "; " : "", twice, b || twice[0] ? ")" : "");
 	return w > 0 ? (size_t)w : 0;
 }
 

@@ -157,7 +157,7 @@ static void note_study(struct ingest *ix, struct run *r)
 	r->study_checked = 1;
 	if (!no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
 		return;
-	if (!r->left_study && !strcmp(ix->no_study_said, r->name))
+	if (!strcmp(ix->no_study_said, r->name))
 		return;
 	snprintf(ix->no_study_said, sizeof(ix->no_study_said), "%s", r->name);
 	log_notice("%s", msg);

@@ -77,11 +77,15 @@ static int connect_by(int family, const struct sockaddr *addr, socklen_t len, do
 	return -1;
 }
 
-int wd_unix_connect_errno(const char *path)
+int wd_unix_connect_peer(const char *path, long *pid)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
 	int fd, e = 0;
 
+	if (pid)
+		*pid = 0;
 	if (strlen(path) >= sizeof(a.sun_path))
 		return ENAMETOOLONG;
 	memcpy(a.sun_path, path, strlen(path) + 1);
@@ -89,8 +93,16 @@ int wd_unix_connect_errno(const char *path)
 		return errno;
 	if (connect(fd, (const struct sockaddr *)&a, sizeof(a)) < 0)
 		e = errno;
+	/* connected: the listener's credentials, as its listen() left them */
+	else if (pid && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
+		*pid = (long)cred.pid;
 	close(fd);
 	return e;
+}
+
+int wd_unix_connect_errno(const char *path)
+{
+	return wd_unix_connect_peer(path, NULL);
 }
 
 /*

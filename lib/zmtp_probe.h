@@ -23,6 +23,8 @@ int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, siz
  * ENOENT: no file). Speaks nothing, so the peer sees a connection close.
  */
 int wd_unix_connect_errno(const char *path);
+/* The same, and, when it connected, *pid: the listener's (0: not known). */
+int wd_unix_connect_peer(const char *path, long *pid);
 
 /*
  * One connect to endpoint (ipc://PATH, ipc://@NAME or tcp://HOST:PORT)
