@@ -197,7 +197,7 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 static int send_error(const struct dc_target *t, const char *err)
 {
 	if (!t->ingest && t->config_path[0])
-		return cli_error("%s (listen.ingest of %s)", err, t->config_path);
+		return cli_error("%s (listen.ingest of %s)%s", err, t->config_path, dc_config_near_miss(t->config));
 	return cli_error("%s", err);
 }
 

@@ -372,7 +372,8 @@ int cmd_watch(int argc, char **argv)
 	if (given)
 		snprintf(source, sizeof(source), "--endpoint");
 	else
-		snprintf(source, sizeof(source), "listen.events of %s", dc_config_path(a.t.config));
+		snprintf(source, sizeof(source), "listen.events of %s%s", dc_config_path(a.t.config),
+			 dc_config_near_miss(a.t.config));
 	if (!a.t.events_ep[0])
 		return cli_error("no events endpoint: %s has no listen.events; give --endpoint EP",
 				 dc_config_path(a.t.config));

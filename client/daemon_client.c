@@ -34,6 +34,14 @@ const char *dc_config_path(const char *given)
 	return realpath(f.path, real) ? real : f.path;
 }
 
+const char *dc_config_near_miss(const char *given)
+{
+	struct wd_config_found f;
+	char err[WD_CONFIG_ERR_MAX];
+
+	return wd_config_find(given, &f, err, sizeof(err)) == 0 ? wd_config_near_miss(f.origin) : "";
+}
+
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen)
 {
 	struct wd_config_found f;
@@ -482,7 +490,8 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 	if (dc_request(&a->t, req, &reply, err, sizeof(err)) < 0) {
 		/* which file named the endpoint: the first thing to check */
 		if (!a->t.control && a->t.config_path[0])
-			cli_error("%s (listen.control of %s)", err, a->t.config_path);
+			cli_error("%s (listen.control of %s)%s", err, a->t.config_path,
+				  dc_config_near_miss(a->t.config));
 		else
 			cli_error("%s", err);
 		free(req);

@@ -51,6 +51,11 @@ struct wd_config;
  * absolute path (a static buffer), or "(none found)".
  */
 const char *dc_config_path(const char *given);
+/*
+ * wd_config_near_miss of the file the search finds (given: -c's, or NULL),
+ * for an error that names it: "" for -c and WDRIFT_CONFIG.
+ */
+const char *dc_config_near_miss(const char *given);
 
 /*
  * Loads that file into cfg (set to the defaults first), relative ipc://

@@ -72,12 +72,20 @@ int wd_config_find(const char *given, struct wd_config_found *f, char *err, size
 		return take(f, prefix, "the install prefix");
 	if (exists(SYSTEM_CONFIG))
 		return take(f, SYSTEM_CONFIG, "/etc");
-	/* a config beside the user, as the README's first steps make one, is not searched for */
 	wd_error(err, errlen, "no configuration: none of ./" TREE_CONFIG ", %s%s" SYSTEM_CONFIG
 		 " exists%s; give -c FILE or set WDRIFT_CONFIG", prefix, *prefix ? ", " : "",
-		 exists(NEAR_MISS) ? " (./" NEAR_MISS " is here, but is not searched for: -c " NEAR_MISS
-		 " reads it)" : "");
+		 wd_config_near_miss(NULL));
 	return 1;
+}
+
+const char *wd_config_near_miss(const char *origin)
+{
+	/* -c and WDRIFT_CONFIG name their file: the user chose it */
+	if (origin && (!strcmp(origin, "-c") || !strcmp(origin, "WDRIFT_CONFIG")))
+		return "";
+	/* a config beside the user, as the README's first steps make one, is not searched for */
+	return exists(NEAR_MISS) ? " (./" NEAR_MISS " is here, but is not searched for: -c " NEAR_MISS
+				   " reads it)" : "";
 }
 
 /*

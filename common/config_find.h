@@ -51,6 +51,15 @@ struct wd_config_found {
 int wd_config_find(const char *given, struct wd_config_found *f, char *err, size_t errlen);
 
 /*
+ * " (./wdrift.yaml is here, but is not searched for: -c wdrift.yaml reads
+ * it)" when that file is in the working directory and the config came from
+ * the search (origin: wd_config_found's, or NULL when none was found), so
+ * that an error naming another file (make install's, under PREFIX/etc)
+ * names it too; "" otherwise.
+ */
+const char *wd_config_near_miss(const char *origin);
+
+/*
  * Loads path as wd_config_load() does, then makes each relative ipc://
  * endpoint of listen.* absolute, against the directory of path (a regular
  * file; a pipe, as -c <(cmd) gives, leaves them relative to the working

@@ -26,6 +26,9 @@ import sys
 import tempfile
 import time
 
+import h5py
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Daemon, check  # noqa: E402
@@ -159,6 +162,24 @@ def main():
         r = wd("status", cwd=near, exe=os.path.join(prefix, "bin", "wdrift"))
         check(r.returncode == 1 and "(./wdrift.yaml is here, but is not searched for: -c wdrift.yaml reads it)"
               in r.stderr, "a ./wdrift.yaml is named as not searched for", r.stderr)
+        # ...and so it is when the search found another file (`make install` puts one under
+        # PREFIX/etc) whose daemon is not there: a trial's installed wdrift said only "is
+        # wdriftd running?" beside the wdrift.yaml of the daemon that ran
+        with open(pcfg, "w") as f:
+            f.write(f"listen:\n  control: ipc://{tmp}/nowhere/control.sock\n  ingest: "
+                    f"ipc://{tmp}/nowhere/ingest.sock\n  events: ipc://{tmp}/nowhere/events.sock\n")
+        with h5py.File(os.path.join(near, "x.h5"), "w") as f:
+            f["w"] = np.zeros(8, np.float32)
+        for args, key in ((("status",), "control"), (("watch",), "events"),
+                          (("send", "--run", "r", "--step", "1", "x.h5"), "ingest")):
+            r = wd(*args, cwd=near, exe=os.path.join(prefix, "bin", "wdrift"))
+            check(r.returncode == 1 and f"listen.{key} of {pcfg}" in r.stderr
+                  and "(./wdrift.yaml is here, but is not searched for: -c wdrift.yaml reads it)" in r.stderr,
+                  f"{args[0]}: the installed config's daemon absent, ./wdrift.yaml named too", r.stderr)
+        r = wd("status", "-c", pcfg, cwd=near, exe=os.path.join(prefix, "bin", "wdrift"))
+        check(r.returncode == 1 and "is not searched for" not in r.stderr, "... but not when -c names the file",
+              r.stderr)
+        os.unlink(pcfg)
         r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True, cwd=near,
                            timeout=30, env={k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"})
         check(r.returncode == 0 and "wdriftd: warning: " in r.stderr and "./wdrift.yaml is here" in r.stderr
