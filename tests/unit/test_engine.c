@@ -478,9 +478,12 @@ static void test_pair_stats(void)
  * each type: zeros of both signs, subnormals, the largest finite, NaN and
  * +-Inf, and differences between them, at the start, in the vectors, and
  * in a block's tail beyond the last whole vector (the odd sizes). Here in
- * the pair code given; test_pair_stats_narrow_as_f64 runs each.
+ * the pair code given; test_pair_stats_narrow_as_f64 runs each. Sparse,
+ * the extremes are only in the first block and the tail, so that the
+ * blocks between are finite (the AVX2 code's guess, PAIR_TWO_AVX2), but
+ * for one NaN in the fourth, and the largest finite values in the third.
  */
-static void pair_stats_narrow_as_f64(int code)
+static void pair_stats_narrow_as_f64(int code, int sparse)
 {
 	enum { N = 20000 };
 	static const enum wd_dtype types[][2] = {
@@ -498,10 +501,11 @@ static void pair_stats_narrow_as_f64(int code)
 		for (size_t i = 0; i < n; i++) {
 			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
 			double m = (double)(r % 2001) / 1000 - 1;
-			int e = (int)((r >> 20) % 300) - 150;
+			/* sparse: no overflow to Inf in fp32 or bf16, subnormals still */
+			int e = sparse ? (int)((r >> 20) % 200) - 130 : (int)((r >> 20) % 300) - 150;
 			x[i] = ldexp(m, e);
 			y[i] = (r >> 40) % 3 ? ldexp(m + (double)((r >> 50) % 7 - 3) * 1e-3, e) : x[i];
-			if ((r >> 58) == 0)	/* 1 in 64: not finite, on either side or both */
+			if ((r >> 58) == 0 && !sparse)	/* 1 in 64: not finite, on either side or both */
 				((r >> 30) & 1 ? x : y)[i] = (r >> 31) % 3 == 0 ? NAN
 							   : (r >> 31) % 3 == 1 ? INFINITY : -INFINITY;
 		}
@@ -513,6 +517,11 @@ static void pair_stats_narrow_as_f64(int code)
 		x[5] = -INFINITY; y[5] = -INFINITY;
 		x[n - 1] = NAN; y[n - 1] = 2;		/* in the tail of the odd sizes */
 		x[n - 2] = INFINITY; y[n - 2] = INFINITY;
+		if (sparse && n > 4 * 4096) {
+			x[2 * 4096 + 5] = 3.38e38; y[2 * 4096 + 5] = -3.38e38;
+			x[2 * 4096 + 6] = -3.38e38; y[2 * 4096 + 6] = 3.38e38;
+			y[3 * 4096 + 9] = NAN;
+		}
 		void *a = to_dtype(x, n, types[k][0]), *b = to_dtype(y, n, types[k][1]);
 		double *ha = as_held(a, n, types[k][0]), *hb = as_held(b, n, types[k][1]);
 		struct wd_view na = { types[k][0], a, n }, nb = { types[k][1], b, n };
@@ -522,9 +531,10 @@ static void pair_stats_narrow_as_f64(int code)
 		CHECK(ok && !memcmp(&narrow.rel_l2, &wide.rel_l2, sizeof(double)) &&
 		      !memcmp(&narrow.max_abs_diff, &wide.max_abs_diff, sizeof(double)) &&
 		      narrow.n_diff == wide.n_diff && narrow.n_compared == wide.n_compared,
-		      "pair stats of %zu %s against %s (%s): the bits of the same values as fp64 (rel_l2 %.17g / "
-		      "%.17g, max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
-		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), code_name[code], narrow.rel_l2,
+		      "pair stats of %zu %s against %s (%s%s): the bits of the same values as fp64 (rel_l2 "
+		      "%.17g / %.17g, max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
+		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), code_name[code],
+		      sparse ? ", sparse" : "", narrow.rel_l2,
 		      wide.rel_l2,
 		      narrow.max_abs_diff, wide.max_abs_diff, (unsigned long long)narrow.n_diff,
 		      (unsigned long long)wide.n_diff, (unsigned long long)narrow.n_compared,
@@ -534,11 +544,13 @@ static void pair_stats_narrow_as_f64(int code)
 	cpu_pair_code = -1;
 }
 
-/* In every code this CPU runs for fp32 and bf16 pairs: plain C, SSE2, AVX2 (cpu_pair_code). */
+/* In every code this CPU runs for fp32 and bf16 pairs (cpu_pair_code), values dense and sparse. */
 static void test_pair_stats_narrow_as_f64(void)
 {
-	for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++)
-		pair_stats_narrow_as_f64(code);
+	for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++) {
+		pair_stats_narrow_as_f64(code, 0);
+		pair_stats_narrow_as_f64(code, 1);
+	}
 }
 
 static void test_summary(void)
