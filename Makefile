@@ -24,7 +24,8 @@
 #                  /etc/wdrift/wdrift.yaml instead (no study: config/wdrift.system.yaml)
 #   make uninstall the inverse of both; a config edited since is kept
 #
-# Knobs: CUDA=0 builds without nvcc; PYTHON is the interpreter that has
+# Knobs: CUDA=0 builds without nvcc; HDF5_STATIC=0 links the shared libhdf5
+# into the programs; PYTHON is the interpreter that has
 # Debian's numpy, scipy and h5py; PYTHONDIR is where make install puts the
 # Python package (default: where PYTHON looks under PREFIX).
 
@@ -63,7 +64,19 @@ DEB_PKGS := gcc make libc6-dev pkg-config clang \
 # empty and only the deps target is usable.
 PKGS       := hdf5 jansson zlib yaml-0.1 libzmq
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libwdrift.so, which a training job loads, links no HDF5: Debian's shared
+# libhdf5 brings 26 more libraries (libcurl, TLS, Kerberos, LDAP) that cost
+# every process that loads them 4 ms. The programs, which read and write
+# HDF5, link libhdf5.a (libhdf5-dev's; HDF5_STATIC=0 links the shared one,
+# as sanitizer builds do, whose suppressions name libhdf5_serial.so). Its
+# static link needs libsz and zlib, not libcurl: the read-only S3 driver
+# that wants libcurl is never referenced (docs/performance.md, "Process start").
+LIB_PKGS   := jansson zlib libzmq
+LIB_LIBS    = $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
+HDF5_A      = $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf5 2>/dev/null)))/libhdf5.a
+HDF5_STATIC ?= $(if $(findstring -fsanitize=,$(CFLAGS)),0,$(if $(wildcard $(HDF5_A)),1,0))
+HDF5_LIBS   = $(if $(filter 1,$(HDF5_STATIC)),$(HDF5_A) -lsz -lz -ldl -lm,$(shell pkg-config --libs hdf5 2>/dev/null))
+PKG_LIBS    = $(HDF5_LIBS) $(shell pkg-config --libs jansson zlib yaml-0.1 libzmq 2>/dev/null)
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -g $(OPT)
@@ -92,7 +105,9 @@ VQ_OBJS := $(BUILD)/lib/sort_vq.o
 else
 ENGINE_SRCS += lib/sort_vq_none.c
 endif
-LIB_SRCS := $(ENGINE_SRCS) lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/mapguard.c lib/near_name.c lib/crc32.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c
+# Checkpoints (HDF5): the programs' own, in libwdrift-ckpt.a, not in libwdrift.so.
+CKPT_SRCS := lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/mapguard.c
+LIB_SRCS := $(ENGINE_SRCS) lib/near_name.c lib/crc32.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \
@@ -119,6 +134,8 @@ FUZZ_REPLAY_BINS = $(FUZZ_TARGETS:%=$(BUILD)/tests/test_fuzz_%)
 CUDA_SRCS := $(wildcard cuda/*.cu)
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(VQ_OBJS)
+CKPT_OBJS   := $(CKPT_SRCS:%.c=$(BUILD)/%.o)
+CKPT_A      := $(BUILD)/libwdrift-ckpt.a
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(VQ_OBJS)
 ifeq ($(CUDA),1)
 # sm_90 code plus PTX, so that newer GPUs JIT it; cudart is linked statically
@@ -160,7 +177,7 @@ deps:
 # change the stamp with the order targets are visited in: that rebuilt
 # everything on every make.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS) VQSORT=$(VQSORT) $(VQ_CXX)
+FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS) VQSORT=$(VQSORT) $(VQ_CXX) HDF5_STATIC=$(HDF5_STATIC)
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
@@ -226,7 +243,11 @@ $(BUILD)/bench-gpu: bench/bench_gpu.cu $(BUILD)/libwdrift-engine.a
 # program brings, not the library.
 LIB_ZDEFS := $(if $(findstring -fsanitize=,$(CFLAGS)),,-Wl,-z,defs)
 $(BUILD)/libwdrift.so: $(LIB_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so $(LIB_ZDEFS) -o $@ $^ $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libwdrift.so $(LIB_ZDEFS) -o $@ $^ $(LIB_LIBS) $(CUDA_LIBS) -lm -lpthread
+
+$(CKPT_A): $(CKPT_OBJS)
+	rm -f $@
+	ar rcs $@ $^
 
 # The CLI includes no daemon header: what it shares with wdriftd is in common/.
 $(BUILD)/client/%.o: ALL_CFLAGS += -Icommon
@@ -243,13 +264,13 @@ $(BUILD)/common/default_yaml.o: $(BUILD)/common/default_yaml.c $(FLAGS_STAMP)
 	$(CC) $(ALL_CFLAGS) -include common/config.h -c -o $@ $<
 
 # The CLI reads the daemon's config for its endpoints, and the drift log in its format.
-$(BUILD)/wdrift: $(CLI_OBJS) $(COMMON_OBJS) $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(COMMON_OBJS) -L$(BUILD) -lwdrift \
+$(BUILD)/wdrift: $(CLI_OBJS) $(COMMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(COMMON_OBJS) $(CKPT_A) -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon -Icommon
-$(BUILD)/wdriftd: $(DAEMON_OBJS) $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
+$(BUILD)/wdriftd: $(DAEMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/wdrift-bench-ingest: $(BUILD)/bench/bench_ingest.o $(BUILD)/libwdrift.so
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
@@ -273,14 +294,14 @@ $(BUILD)/wdrift-bench-snapshot: $(BUILD)/bench/bench_snapshot.o $(BUILD)/libwdri
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
 # The checkpoint reader in resource-limited children against the in-process one (docs/performance.md).
-$(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(BUILD)/libwdrift.so
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
+$(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(CKPT_A) $(BUILD)/libwdrift.so
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
 
 # test_threads asserts that a build with vqsort has it on a CPU with AVX2.
 $(BUILD)/tests/unit/test_threads.o: ALL_CFLAGS += -DWD_VQSORT=$(VQSORT)
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libwdrift.so
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CKPT_A) $(BUILD)/libwdrift.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
 
 # Unit tests of daemon modules link those modules too.
 $(BUILD)/tests/test_wal: $(BUILD)/daemon/wal.o $(BUILD)/daemon/logging.o
@@ -317,9 +338,9 @@ $(BUILD)/fuzz/replay_%.o: fuzz/replay.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"fuzz/corpus/$*"' -c -o $@ $<
 $(FUZZ_REPLAY_BINS): $(BUILD)/tests/test_fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_%.o \
-		$(DAEMON_LIB_OBJS) $(BUILD)/libwdrift.so
+		$(DAEMON_LIB_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) \
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) \
 		-lm -Wl,-rpath,'$$ORIGIN/..'
 -include $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%.d)
 
@@ -367,7 +388,7 @@ fuzz: deps
 		elif [ $$rc -ne 0 ] || [ -n "$$(ls $(FUZZ_BUILD)/crash-$$t)" ]; then \
 			echo "fuzz: $$t: failed (exit $$rc): $(FUZZ_BUILD)/fuzz-$$t.log, $(FUZZ_BUILD)/crash-$$t/"; exit 1; fi; \
 	done
-$(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS)
+$(BUILD)/fuzz-%: $(BUILD)/fuzz/fuzz_%.o $(DAEMON_LIB_OBJS) $(LIB_OBJS) $(CKPT_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $(sort $(filter %.o,$^)) $(PKG_LIBS) $(DAEMON_LIBS) -lm
 
 # Every test that needs no GPU: unit tests, CLI tests, the scipy cross-check.
@@ -555,4 +576,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(BUILD)/tests/gpu/test_gpu.d $(BUILD)/tests/kernels/test_kernels.d
+-include $(LIB_OBJS:.o=.d) $(CKPT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(BUILD)/tests/gpu/test_gpu.d $(BUILD)/tests/kernels/test_kernels.d
