@@ -19,7 +19,14 @@ WD_SHARED double wd_cdf_diff(unsigned long long ca, unsigned long long na,
 			     unsigned long long cb, unsigned long long nb)
 {
 	unsigned __int128 x = (unsigned __int128)ca * nb, y = (unsigned __int128)cb * na;
-	return (double)(x > y ? x - y : y - x) / ((double)na * (double)nb);
+	unsigned __int128 d = x > y ? x - y : y - x;
+	/*
+	 * Below 2^64 (counts below 2^32), the 64-bit conversion: rounded the
+	 * same, and inline, where the 128-bit one is a call into libgcc, around
+	 * which the CPU's scan kept its running sum in memory.
+	 */
+	double h = (d >> 64) ? (double)d : (double)(unsigned long long)d;
+	return h / ((double)na * (double)nb);
 }
 
 #endif

@@ -277,6 +277,93 @@ static void test_codes16(void)
 }
 
 /*
+ * W1 of two 16-bit counts, step by step over every finite code in value
+ * order, as lib/w1.c defined it before it skipped steps: the bits its
+ * shortcuts (the codes below and above both tensors, |F - G| kept between
+ * the codes either holds, a 64-bit conversion) must keep. Written here
+ * again, 128-bit conversion and all, so that it shares no code with w1.c.
+ */
+static int cmp_code_value(const void *x, const void *y, void *t)
+{
+	double a = wd_decode16(*(enum wd_dtype *)t, *(const uint16_t *)x);
+	double b = wd_decode16(*(enum wd_dtype *)t, *(const uint16_t *)y);
+	return (a > b) - (a < b);
+}
+
+static double ref_hist_w1(enum wd_dtype t, const uint16_t *a, size_t na_all, const uint16_t *b,
+			  size_t nb_all)
+{
+	static uint64_t ha[65536], hb[65536];
+	static uint16_t order[65536];
+	uint32_t n_order = 0;
+	uint64_t na = 0, nb = 0, ca = 0, cb = 0;
+	double w = 0;
+
+	memset(ha, 0, sizeof(ha));
+	memset(hb, 0, sizeof(hb));
+	for (size_t i = 0; i < na_all; i++)
+		ha[a[i]]++;
+	for (size_t i = 0; i < nb_all; i++)
+		hb[b[i]]++;
+	for (uint32_t c = 0; c < 65536; c++)
+		if (isfinite(wd_decode16(t, (uint16_t)c))) {
+			order[n_order++] = (uint16_t)c;
+			na += ha[c];
+			nb += hb[c];
+		}
+	qsort_r(order, n_order, sizeof(order[0]), cmp_code_value, &t);
+	for (uint32_t j = 0; j + 1 < n_order; j++) {
+		ca += ha[order[j]];
+		cb += hb[order[j]];
+		unsigned __int128 x = (unsigned __int128)ca * nb, y = (unsigned __int128)cb * na;
+		double step = (double)(x > y ? x - y : y - x) / ((double)na * (double)nb);
+		w += step * (wd_decode16(t, order[j + 1]) - wd_decode16(t, order[j]));
+	}
+	return w;
+}
+
+static void test_hist_scan_bits(void)
+{
+	static const size_t sizes[][2] = { { 1, 1 }, { 7, 1000 }, { 1000, 1000 }, { 100000, 99999 } };
+	uint64_t r = 0x9E3779B97F4A7C15ull;
+
+	for (enum wd_dtype t = WD_F16; t <= WD_BF16; t++)
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+	for (int shape = 0; shape < 4; shape++) {
+		size_t na = sizes[k][0], nb = sizes[k][1];
+		uint16_t *a = malloc(na * 2), *b = malloc(nb * 2);
+		for (size_t i = 0; i < na + nb; i++) {
+			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+			double v = shape == 0 ? ((double)(r % 20001) - 10000) * 1e-6	/* narrow: few codes */
+				 : shape == 1 ? ldexp((double)(r % 2001) / 1000 - 1, (int)(r >> 40) % 30 - 20)
+				 : shape == 2 ? (double)(r % 7)	/* a handful of values, many steps empty */
+				 : 1.0;					/* constant, refilled below */
+			uint16_t code;
+			wd_round16(&(struct wd_view){ WD_F64, &v, 1 }, t, &code);
+			if (shape == 3 && i == 0)
+				code = t == WD_BF16 ? 0xFF7F : 0xFBFF;	/* the lowest finite code */
+			if (shape == 3 && i == na + nb - 1)
+				code = t == WD_BF16 ? 0x7F7F : 0x7BFF;	/* the highest */
+			if (i % 97 == 5)
+				code = t == WD_BF16 ? 0x7FC0 : 0x7E00;	/* a NaN now and then */
+			(i < na ? a : b)[i < na ? i : i - na] = code;
+		}
+		struct wd_prepared *pa, *pb;
+		double got = NAN, want = ref_hist_w1(t, a, na, b, nb);
+		int ok = wd_prepare(eng, &(struct wd_view){ t, a, na }, 0, &pa) == 0 &&
+			 wd_prepare(eng, &(struct wd_view){ t, b, nb }, 0, &pb) == 0 &&
+			 wd_w1(eng, pa, pb, &got) == 0;
+		CHECK(ok && (!memcmp(&got, &want, sizeof(got)) || (isnan(got) && isnan(want))),
+		      "%s, %zu against %zu values, shape %d: the W1 scan's bits are a step-by-step "
+		      "scan's (%.17g, want %.17g)", wd_dtype_name(t), na, nb, shape, got, want);
+		wd_prepared_free(&pa);
+		wd_prepared_free(&pb);
+		free(a);
+		free(b);
+	}
+}
+
+/*
  * A freed count goes back to a spare list for the next prepare
  * (prepare_cpu.c: cpu_hist_get): a reused one must count from zero. Many
  * full tensors are prepared and freed, more than the list holds, then a
@@ -782,6 +869,7 @@ int main(void)
 	test_regression_cdf_fraction();
 	test_constant_tensors();
 	test_hist_reuse();
+	test_hist_scan_bits();
 	test_api_errors();
 	test_backend_api();
 	test_sort_choice();
