@@ -40,6 +40,32 @@
 #define LANES_WIDE 4	/* for double */
 #define PAIR_LANES 4	/* for the pair statistics, whose loop has more to hold */
 
+int cpu_pair_code = -1;
+
+int cpu_pair_code_best(void)
+{
+#ifdef PAIR_AVX2
+	if (__builtin_cpu_supports("avx2"))
+		return CPU_PAIR_AVX2;
+#endif
+#ifdef PAIR_SSE2
+	return CPU_PAIR_SSE2;
+#else
+	return CPU_PAIR_C;
+#endif
+}
+
+/*
+ * The code cpu_pair_code picks, never one this build and CPU do not run:
+ * for the pair statistics of fp32 and bf16, and the summaries' float loops.
+ */
+static int pair_code(void)
+{
+	int best = cpu_pair_code_best();
+
+	return cpu_pair_code >= 0 && cpu_pair_code < best ? cpu_pair_code : best;
+}
+
 static double sorted_at(const struct wd_prepared *p, uint64_t i)
 {
 	if (p->store == WD_F32)
@@ -83,26 +109,48 @@ struct summary_job {
  * 2^-298 and 2^256, so it lands in wd_sumsq's middle sum (a 0 adds 0 to
  * whichever sum): the plain sum of squares is that sum, bit for bit.
  */
+#define SUM_BLOCK_F32(NAME, ATTR)						\
+ATTR static struct sum_partial NAME(const float *x, uint64_t at, uint64_t end)	\
+{										\
+	double s[LANES_NARROW] = { 0 }, q[LANES_NARROW] = { 0 };		\
+	struct sum_partial b = { 0, { 0, 0, 0 } };				\
+	uint64_t i = at;							\
+										\
+	for (; i + LANES_NARROW <= end; i += LANES_NARROW)			\
+		for (int k = 0; k < LANES_NARROW; k++) {			\
+			double v = x[i + k];					\
+			s[k] += v;						\
+			q[k] += v * v;						\
+		}								\
+	for (int k = 0; i < end; i++, k++) {					\
+		double v = x[i];						\
+		s[k] += v;							\
+		q[k] += v * v;							\
+	}									\
+	b.sum = lanes_add(s, LANES_NARROW);					\
+	b.sq.med = lanes_add(q, LANES_NARROW);					\
+	return b;								\
+}
+
+/*
+ * The float loops twice: as the build's baseline (SSE2 on x86-64) and for
+ * AVX2, whose vectors hold twice the lanes: each lane adds the same values
+ * in the same order (no FMA, -ffp-contract=off), so the same bits, at
+ * about twice the speed (docs/performance.md). pair_code picks, as for the
+ * pair statistics.
+ */
+SUM_BLOCK_F32(sum_block_f32_base, )
+#ifdef PAIR_AVX2
+SUM_BLOCK_F32(sum_block_f32_avx2, __attribute__((target("avx2"))))
+#endif
+
 static struct sum_partial sum_block_f32(const float *x, uint64_t at, uint64_t end)
 {
-	double s[LANES_NARROW] = { 0 }, q[LANES_NARROW] = { 0 };
-	struct sum_partial b = { 0, { 0, 0, 0 } };
-	uint64_t i = at;
-
-	for (; i + LANES_NARROW <= end; i += LANES_NARROW)
-		for (int k = 0; k < LANES_NARROW; k++) {
-			double v = x[i + k];
-			s[k] += v;
-			q[k] += v * v;
-		}
-	for (int k = 0; i < end; i++, k++) {
-		double v = x[i];
-		s[k] += v;
-		q[k] += v * v;
-	}
-	b.sum = lanes_add(s, LANES_NARROW);
-	b.sq.med = lanes_add(q, LANES_NARROW);
-	return b;
+#ifdef PAIR_AVX2
+	if (pair_code() == CPU_PAIR_AVX2)
+		return sum_block_f32_avx2(x, at, end);
+#endif
+	return sum_block_f32_base(x, at, end);
 }
 
 static struct sum_partial sum_block_f64(const double *x, uint64_t at, uint64_t end)
@@ -137,8 +185,8 @@ static struct sum_partial sum_block(const struct summary_job *j, uint64_t blk)
 }
 
 /* Pass 2: the squared deviations from the mean, float or double values. */
-#define DEV_BLOCK(NAME, T, LANES)						\
-static double NAME(const T *x, uint64_t at, uint64_t end, double mean)		\
+#define DEV_BLOCK(NAME, T, LANES, ATTR)					\
+ATTR static double NAME(const T *x, uint64_t at, uint64_t end, double mean)	\
 {										\
 	double acc[LANES] = { 0 };						\
 	uint64_t i = at;							\
@@ -154,8 +202,20 @@ static double NAME(const T *x, uint64_t at, uint64_t end, double mean)		\
 	return lanes_add(acc, LANES);						\
 }
 
-DEV_BLOCK(dev_block_f32, float, LANES_NARROW)
-DEV_BLOCK(dev_block_f64, double, LANES_WIDE)
+DEV_BLOCK(dev_block_f32_base, float, LANES_NARROW, )
+DEV_BLOCK(dev_block_f64, double, LANES_WIDE, )
+#ifdef PAIR_AVX2
+DEV_BLOCK(dev_block_f32_avx2, float, LANES_NARROW, __attribute__((target("avx2"))))
+#endif
+
+static double dev_block_f32(const float *x, uint64_t at, uint64_t end, double mean)
+{
+#ifdef PAIR_AVX2
+	if (pair_code() == CPU_PAIR_AVX2)
+		return dev_block_f32_avx2(x, at, end, mean);
+#endif
+	return dev_block_f32_base(x, at, end, mean);
+}
 
 static double dev_block(const struct summary_job *j, uint64_t blk)
 {
@@ -535,8 +595,8 @@ PAIR_BLOCK_AVX2(pair_block_bf16_avx2, uint16_t, pair_load_bf16, bf16_value)
  * pair that is not finite makes its block's dd (|x - y| is Inf or NaN) or
  * aa (x is) not finite, which finite values cannot: a difference of two
  * floats is below 2^129, its square below 2^258, a block's sum below
- * 2^270. Such a block is done again by PAIR_BLOCK_AVX2. Returns, bit k
- * set, that block k was.
+ * 2^270. Such a block is done again by PAIR_BLOCK_AVX2 (a tensor with a
+ * value that is not finite in every block pays about half again).
  */
 struct pair_v4f {
 	__m256d dd, aa, mx;
@@ -600,30 +660,7 @@ PAIR_TWO_AVX2(pair_two_f32_avx2, float, pair_load_f32, pair_block_f32_avx2)
 PAIR_TWO_AVX2(pair_two_bf16_avx2, uint16_t, pair_load_bf16, pair_block_bf16_avx2)
 #endif
 
-int cpu_pair_code = -1;
-
-int cpu_pair_code_best(void)
-{
-#ifdef PAIR_AVX2
-	if (__builtin_cpu_supports("avx2"))
-		return CPU_PAIR_AVX2;
-#endif
-#ifdef PAIR_SSE2
-	return CPU_PAIR_SSE2;
-#else
-	return CPU_PAIR_C;
-#endif
-}
-
 /* fp32 against fp32, or bf16 against bf16 (bf16 set), in pair_code's code. */
-/* The code cpu_pair_code picks, never one this build and CPU do not run. */
-static int pair_code(void)
-{
-	int best = cpu_pair_code_best();
-
-	return cpu_pair_code >= 0 && cpu_pair_code < best ? cpu_pair_code : best;
-}
-
 static struct pair_partial pair_block_read(int bf16, const void *a, const void *b, uint64_t count)
 {
 	int code = pair_code();

@@ -60,7 +60,8 @@ static struct wd_engine *eng;
 /* W1 of two double arrays given as the dtype t (converted here). */
 static void *to_dtype(const double *x, size_t n, enum wd_dtype t)
 {
-	void *out = malloc(n * 8 + 8);
+	/* the exact size, so that ASan sees a read past the last value */
+	void *out = malloc(n ? n * wd_dtype_size(t) : 1);
 	struct wd_view src = { WD_F64, x, n };
 	for (size_t i = 0; i < n; i++) {
 		if (t == WD_F32) ((float *)out)[i] = (float)x[i];
@@ -565,13 +566,16 @@ static void test_pair_stats(void)
  * each type: zeros of both signs, subnormals, the largest finite, NaN and
  * +-Inf, and differences between them, at the start, in the vectors, and
  * in a block's tail beyond the last whole vector (the odd sizes). Here in
- * the pair code given; test_pair_stats_narrow_as_f64 runs each. Sparse,
- * the extremes are only in the first block and the tail, so that the
- * blocks between are finite (the AVX2 code's guess, PAIR_TWO_AVX2), but
- * for one NaN in the fourth, and the largest finite values in the third.
+ * the pair code given, on the engine given; test_pair_stats_narrow_as_f64
+ * runs each. Sparse (mode 1), the extremes are only in the first block and
+ * the tail, so that the blocks between are finite (the AVX2 code's guess,
+ * PAIR_TWO_AVX2), but for one NaN in the fourth; the largest difference is
+ * in the third, and -0 against +0 in the second. Equal (mode 2), the same
+ * buffer on both sides.
  */
-static void pair_stats_narrow_as_f64(int code, int sparse)
+static void pair_stats_narrow_as_f64(struct wd_engine *e, int code, int mode)
 {
+	int sparse = mode >= 1;
 	enum { N = 20000 };
 	static const enum wd_dtype types[][2] = {
 		{ WD_F32, WD_F32 }, { WD_BF16, WD_BF16 }, { WD_F16, WD_F16 }, { WD_F32, WD_BF16 },
@@ -589,9 +593,9 @@ static void pair_stats_narrow_as_f64(int code, int sparse)
 			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
 			double m = (double)(r % 2001) / 1000 - 1;
 			/* sparse: no overflow to Inf in fp32 or bf16, subnormals still */
-			int e = sparse ? (int)((r >> 20) % 200) - 130 : (int)((r >> 20) % 300) - 150;
-			x[i] = ldexp(m, e);
-			y[i] = (r >> 40) % 3 ? ldexp(m + (double)((r >> 50) % 7 - 3) * 1e-3, e) : x[i];
+			int ex = sparse ? (int)((r >> 20) % 200) - 130 : (int)((r >> 20) % 300) - 150;
+			x[i] = ldexp(m, ex);
+			y[i] = (r >> 40) % 3 ? ldexp(m + (double)((r >> 50) % 7 - 3) * 1e-3, ex) : x[i];
 			if ((r >> 58) == 0 && !sparse)	/* 1 in 64: not finite, on either side or both */
 				((r >> 30) & 1 ? x : y)[i] = (r >> 31) % 3 == 0 ? NAN
 							   : (r >> 31) % 3 == 1 ? INFINITY : -INFINITY;
@@ -604,24 +608,31 @@ static void pair_stats_narrow_as_f64(int code, int sparse)
 		x[5] = -INFINITY; y[5] = -INFINITY;
 		x[n - 1] = NAN; y[n - 1] = 2;		/* in the tail of the odd sizes */
 		x[n - 2] = INFINITY; y[n - 2] = INFINITY;
+		if (sparse) {	/* the largest difference not in the first block */
+			x[2] = 1e38;
+			y[2] = -1e38;
+		}
 		if (sparse && n > 4 * 4096) {
 			x[2 * 4096 + 5] = 3.38e38; y[2 * 4096 + 5] = -3.38e38;
 			x[2 * 4096 + 6] = -3.38e38; y[2 * 4096 + 6] = 3.38e38;
+			x[4096 + 7] = -0.0; y[4096 + 7] = 0.0;
 			y[3 * 4096 + 9] = NAN;
 		}
 		void *a = to_dtype(x, n, types[k][0]), *b = to_dtype(y, n, types[k][1]);
 		double *ha = as_held(a, n, types[k][0]), *hb = as_held(b, n, types[k][1]);
-		struct wd_view na = { types[k][0], a, n }, nb = { types[k][1], b, n };
-		struct wd_view wa = { WD_F64, ha, n }, wb = { WD_F64, hb, n };
+		struct wd_view na = { types[k][0], a, n }, nb = { types[k][1], mode == 2 ? a : b, n };
+		struct wd_view wa = { WD_F64, ha, n }, wb = { WD_F64, mode == 2 ? ha : hb, n };
 		struct wd_pair_stats narrow, wide;
-		int ok = wd_pair_stats(eng, &na, &nb, &narrow) == 0 && wd_pair_stats(eng, &wa, &wb, &wide) == 0;
+		if (mode == 2 && types[k][0] != types[k][1])
+			continue;	/* one buffer is one type */
+		int ok = wd_pair_stats(e, &na, &nb, &narrow) == 0 && wd_pair_stats(e, &wa, &wb, &wide) == 0;
 		CHECK(ok && !memcmp(&narrow.rel_l2, &wide.rel_l2, sizeof(double)) &&
 		      !memcmp(&narrow.max_abs_diff, &wide.max_abs_diff, sizeof(double)) &&
 		      narrow.n_diff == wide.n_diff && narrow.n_compared == wide.n_compared,
-		      "pair stats of %zu %s against %s (%s%s): the bits of the same values as fp64 (rel_l2 "
+		      "pair stats of %zu %s against %s (%s%s, %d threads): the bits of the same values as fp64 (rel_l2 "
 		      "%.17g / %.17g, max %.17g / %.17g, %llu / %llu differ, %llu / %llu compared)", n,
 		      wd_dtype_name(types[k][0]), wd_dtype_name(types[k][1]), code_name[code],
-		      sparse ? ", sparse" : "", narrow.rel_l2,
+		      mode == 2 ? ", equal" : sparse ? ", sparse" : "", wd_engine_threads(e), narrow.rel_l2,
 		      wide.rel_l2,
 		      narrow.max_abs_diff, wide.max_abs_diff, (unsigned long long)narrow.n_diff,
 		      (unsigned long long)wide.n_diff, (unsigned long long)narrow.n_compared,
@@ -634,10 +645,20 @@ static void pair_stats_narrow_as_f64(int code, int sparse)
 /* In every code this CPU runs for fp32 and bf16 pairs (cpu_pair_code), values dense and sparse. */
 static void test_pair_stats_narrow_as_f64(void)
 {
-	for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++) {
-		pair_stats_narrow_as_f64(code, 0);
-		pair_stats_narrow_as_f64(code, 1);
+	struct wd_engine *split = NULL;
+
+	/* and split: every 4096-pair block its own part where it can be, on 3 threads */
+	if (wd_engine_open(WD_BACKEND_CPU, &split) == 0) {
+		wd_engine_set_threads(split, 3);
+		wd_engine_set_grain(split, 1);
 	}
+	for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++)
+		for (int mode = 0; mode < 3; mode++) {
+			pair_stats_narrow_as_f64(eng, code, mode);
+			if (split)
+				pair_stats_narrow_as_f64(split, code, mode);
+		}
+	wd_engine_close(&split);
 }
 
 static void test_summary(void)
@@ -654,6 +675,45 @@ static void test_summary(void)
 	double l2 = sqrt(pow(1e6 + 1, 2) + pow(1e6 + 2, 2) + pow(1e6 + 3, 2) + pow(1e6 + 4, 2));
 	CHECK(close_to(s.l2, l2, 1e-14, 0), "l2 %.17g want %.17g", s.l2, l2);
 	wd_prepared_free(&p);
+}
+
+/*
+ * A summary of fp32 values sums them in float loops compiled twice, for
+ * the baseline and for AVX2 (lib/stats.c: SUM_BLOCK_F32, DEV_BLOCK), which
+ * cpu_pair_code picks between: every code gives the bits of the first, at
+ * sizes with and without a tail past the last whole vector and block.
+ */
+static void test_summary_codes(void)
+{
+	static const size_t sizes[] = { 3, 4096, 4096 * 3 + 13, 100003 };
+	float *x = malloc(100003 * sizeof(float));
+	uint64_t r = 0x2545F4914F6CDD1Dull;
+
+	for (size_t i = 0; i < 100003; i++) {
+		r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+		x[i] = (float)ldexp((double)(r % 200001) - 100000, (int)(r >> 58) - 40);
+	}
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		struct wd_summary first = { 0 };
+		for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++) {
+			struct wd_prepared *p;
+			struct wd_summary sm;
+			cpu_pair_code = code;
+			wd_prepare(eng, &(struct wd_view){ WD_F32, x, sizes[k] }, 0, &p);
+			wd_engine_summarize(eng, p, &sm);
+			wd_prepared_free(&p);
+			if (code == CPU_PAIR_C)
+				first = sm;
+			CHECK(!memcmp(&sm.mean, &first.mean, sizeof(double)) &&
+			      !memcmp(&sm.std, &first.std, sizeof(double)) &&
+			      !memcmp(&sm.l2, &first.l2, sizeof(double)),
+			      "summary of %zu fp32 values in code %d: the bits of code 0 (mean %.17g / %.17g, "
+			      "std %.17g / %.17g, l2 %.17g / %.17g)", sizes[k], code, sm.mean, first.mean,
+			      sm.std, first.std, sm.l2, first.l2);
+		}
+		cpu_pair_code = -1;
+	}
+	free(x);
 }
 
 /*
@@ -865,6 +925,7 @@ int main(void)
 	test_pair_stats_narrow_as_f64();
 	test_w1_nearly_equal_cdfs();
 	test_summary();
+	test_summary_codes();
 	test_summary_l2_range();
 	test_regression_cdf_fraction();
 	test_constant_tensors();
