@@ -54,7 +54,7 @@ CUDA ?= 1
 endif
 
 DEB_PKGS := gcc make libc6-dev pkg-config clang \
-	libzmq3-dev libhdf5-dev hdf5-tools libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
+	libzmq3-dev libhdf5-dev hdf5-tools hdf5-filter-plugin libyaml-dev libsystemd-dev libjansson-dev zlib1g-dev \
 	python3 python3-numpy python3-scipy python3-h5py python3-zmq \
 	python3-venv python3-pip python3-setuptools python3-wheel \
 	python3-torch libopenblas0-pthread chromium fonts-dejavu-core python3-pil valgrind \
@@ -69,8 +69,10 @@ PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # every process that loads them 4 ms. The programs, which read and write
 # HDF5, link libhdf5.a (libhdf5-dev's; HDF5_STATIC=0 links the shared one,
 # as sanitizer builds do, whose suppressions name libhdf5_serial.so). Its
-# static link needs libsz and zlib, not libcurl: the read-only S3 driver
-# that wants libcurl is never referenced (docs/performance.md, "Process start").
+# static link needs libsz and zlib, not libcurl: nothing references the
+# read-only S3 driver, which wants libcurl (docs/performance.md, "libwdrift.so
+# without HDF5"). Filter plugins link the shared libhdf5, which then loads
+# beside it in the reader child: Debian's lz4 and bz2 read right (t102).
 LIB_PKGS   := jansson zlib libzmq
 LIB_LIBS    = $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
 HDF5_A      = $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf5 2>/dev/null)))/libhdf5.a
@@ -177,11 +179,22 @@ deps:
 # change the stamp with the order targets are visited in: that rebuilt
 # everything on every make.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS) VQSORT=$(VQSORT) $(VQ_CXX) HDF5_STATIC=$(HDF5_STATIC)
+FLAGS_NOW   := $(CC) $(ALL_CFLAGS) CUDA=$(CUDA) $(NVCCFLAGS) VQSORT=$(VQSORT) $(VQ_CXX)
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
 FORCE:
+
+# The same for how the programs link HDF5: a switch of HDF5_STATIC relinks
+# them, and so does an upgraded libhdf5.a (a Debian security update of
+# libhdf5 reaches the programs only through a rebuild; HDF5_STATIC=0 where
+# that does not suit).
+LINK_STAMP := $(BUILD)/.link
+LINK_NOW   := HDF5_STATIC=$(HDF5_STATIC) $(HDF5_LIBS)
+$(LINK_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(LINK_NOW)' | cmp -s - $@ || echo '$(LINK_NOW)' > $@
+HDF5_DEPS := $(LINK_STAMP) $(if $(filter 1,$(HDF5_STATIC)),$(HDF5_A))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -264,12 +277,12 @@ $(BUILD)/common/default_yaml.o: $(BUILD)/common/default_yaml.c $(FLAGS_STAMP)
 	$(CC) $(ALL_CFLAGS) -include common/config.h -c -o $@ $<
 
 # The CLI reads the daemon's config for its endpoints, and the drift log in its format.
-$(BUILD)/wdrift: $(CLI_OBJS) $(COMMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
+$(BUILD)/wdrift: $(CLI_OBJS) $(COMMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so $(HDF5_DEPS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJS) $(COMMON_OBJS) $(CKPT_A) -L$(BUILD) -lwdrift \
 		$(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/daemon/%.o: ALL_CFLAGS += -Idaemon -Icommon
-$(BUILD)/wdriftd: $(DAEMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
+$(BUILD)/wdriftd: $(DAEMON_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so $(HDF5_DEPS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(DAEMON_OBJS) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) -lm $(RPATH)
 
 $(BUILD)/wdrift-bench-ingest: $(BUILD)/bench/bench_ingest.o $(BUILD)/libwdrift.so
@@ -294,12 +307,12 @@ $(BUILD)/wdrift-bench-snapshot: $(BUILD)/bench/bench_snapshot.o $(BUILD)/libwdri
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lwdrift -lm $(RPATH)
 
 # The checkpoint reader in resource-limited children against the in-process one (docs/performance.md).
-$(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(CKPT_A) $(BUILD)/libwdrift.so
+$(BUILD)/wdrift-bench-ckpt: $(BUILD)/bench/bench_ckpt.o $(CKPT_A) $(BUILD)/libwdrift.so $(HDF5_DEPS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm $(RPATH)
 
 # test_threads asserts that a build with vqsort has it on a CPU with AVX2.
 $(BUILD)/tests/unit/test_threads.o: ALL_CFLAGS += -DWD_VQSORT=$(VQSORT)
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CKPT_A) $(BUILD)/libwdrift.so
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(CKPT_A) $(BUILD)/libwdrift.so $(HDF5_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
 
@@ -338,7 +351,7 @@ $(BUILD)/fuzz/replay_%.o: fuzz/replay.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DFUZZ_CORPUS='"fuzz/corpus/$*"' -c -o $@ $<
 $(FUZZ_REPLAY_BINS): $(BUILD)/tests/test_fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_%.o \
-		$(DAEMON_LIB_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so
+		$(DAEMON_LIB_OBJS) $(CKPT_A) $(BUILD)/libwdrift.so $(HDF5_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CKPT_A) -L$(BUILD) -lwdrift $(PKG_LIBS) $(DAEMON_LIBS) \
 		-lm -Wl,-rpath,'$$ORIGIN/..'

@@ -1,7 +1,9 @@
 /*
  * checkpoint.c: the HDF5 checkpoint reader, and the reading of HDF5's error
- * stack that the writer (checkpoint_write.c) shares. The checkpoint_*.c
- * files are the only ones in libwdrift that include hdf5.h. HDF5's own
+ * stack that the writer (checkpoint_write.c) shares. The programs' own,
+ * with the other checkpoint_*.c and ckpt_sandbox*.c files (libwdrift-ckpt.a,
+ * not libwdrift.so, which no HDF5 reaches); common/driftlog_*.c include
+ * hdf5.h too. HDF5's own
  * error printing is turned off; the innermost message of its error stack
  * is folded into ours instead, and a failed allocation anywhere on that
  * stack makes the call return -ENOMEM, so that a caller running us under a

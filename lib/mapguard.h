@@ -1,6 +1,7 @@
 /*
  * mapguard.h: mappings of a user's file that may be cut short under us.
- * Internal to libwdrift (ckpt_sandbox.c maps checkpoint files' own pages).
+ * Internal to the checkpoint reader (libwdrift-ckpt.a: ckpt_sandbox.c maps
+ * checkpoint files' own pages).
  *
  * Reading a mapped page that lies past the end of its file raises SIGBUS,
  * which kills the process: a checkpoint truncated while wdrift compare

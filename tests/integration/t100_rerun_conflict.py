@@ -54,7 +54,9 @@ except wdrift.WdriftError as e:
 
 
 def job(ep, run, seed, *steps):
-    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    # run.sh's PYTHONPATH kept: under check-asan it brings the ASan runtime (tests/asan)
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
     return subprocess.run([PYTHON, "-c", JOB, ep, run, str(seed), *map(str, steps)], env=env,
                           capture_output=True, text=True, timeout=120)
 

@@ -69,7 +69,9 @@ for kw in ({"ranks": 3, "rank": 3}, {"ranks": 3, "rank": -1}, {"rank": 0}):
 
 
 def env_for(rank=None, world=None):
-    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    # run.sh's PYTHONPATH kept: under check-asan it brings the ASan runtime (tests/asan)
+    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
     for k in ("RANK", "WORLD_SIZE"):
         env.pop(k, None)
     if rank is not None:
