@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend_cpu.h"	/* cpu_pair_code: each pair-statistics code in turn */
+#include "cdf.h"
 #include "harness.h"
 #include "wdrift.h"
 #include "rng.h"
@@ -323,37 +324,63 @@ static double ref_hist_w1(enum wd_dtype t, const uint16_t *a, size_t na_all, con
 	return w;
 }
 
+/* The codes of one shape's tensors (test_hist_scan_bits); b may be set to a. */
+static void hist_shape(enum wd_dtype t, int shape, uint16_t *a, size_t na, uint16_t *b, size_t nb,
+		       uint64_t *r)
+{
+	const uint16_t nan = t == WD_BF16 ? 0x7FC0 : 0x7E00;
+	const uint16_t lowest = t == WD_BF16 ? 0xFF7F : 0xFBFF, highest = t == WD_BF16 ? 0x7F7F : 0x7BFF;
+
+	for (size_t i = 0; i < na + nb; i++) {
+		uint64_t x = (*r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17);
+		size_t at = i < na ? i : i - na;
+		double v = shape == 0 ? ((double)(x % 20001) - 10000) * 1e-6	/* narrow: few codes */
+			 : shape == 2 ? (double)(x % 7)	/* a handful of values, many steps empty */
+			 : shape == 3 ? 1.0		/* constant, and the extremes below */
+			 : ldexp((double)(x % 2001) / 1000 - 1, (int)(x >> 40) % 30 - 20);
+		uint16_t code;
+		wd_round16(&(struct wd_view){ WD_F64, &v, 1 }, t, &code);
+		if (shape == 3 && i == 0)
+			code = lowest;
+		if (shape == 3 && i == na + nb - 1)
+			code = highest;
+		if (shape == 4)		/* -0 and +0 only, but for one 1.0 in b */
+			code = i == na ? (uint16_t)(t == WD_BF16 ? 0x3F80 : 0x3C00) : (uint16_t)((x & 1) << 15);
+		if (shape == 5 && at != 0)	/* NaN but for each tensor's first value */
+			code = nan;
+		if (shape == 6 && i >= na)	/* one value each, at opposite ends */
+			code = highest;
+		if (shape == 6 && i < na)
+			code = lowest;
+		if (shape < 4 && i % 97 == 5)
+			code = nan;	/* a NaN now and then */
+		(i < na ? a : b)[at] = code;
+	}
+}
+
 static void test_hist_scan_bits(void)
 {
 	static const size_t sizes[][2] = { { 1, 1 }, { 7, 1000 }, { 1000, 1000 }, { 100000, 99999 } };
 	uint64_t r = 0x9E3779B97F4A7C15ull;
+	struct wd_engine *cpu = NULL;
 
+	/* the CPU's scan: a device's sums another way (docs/gpu.md) */
+	if (wd_engine_open(WD_BACKEND_CPU, &cpu)) {
+		CHECK(0, "a CPU engine for the scan's bits");
+		return;
+	}
 	for (enum wd_dtype t = WD_F16; t <= WD_BF16; t++)
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
-	for (int shape = 0; shape < 4; shape++) {
-		size_t na = sizes[k][0], nb = sizes[k][1];
+	for (int shape = 0; shape < 8; shape++) {
+		size_t na = sizes[k][0], nb = shape == 7 ? na : sizes[k][1];	/* 7: one buffer, both sides */
 		uint16_t *a = malloc(na * 2), *b = malloc(nb * 2);
-		for (size_t i = 0; i < na + nb; i++) {
-			r ^= r << 13; r ^= r >> 7; r ^= r << 17;
-			double v = shape == 0 ? ((double)(r % 20001) - 10000) * 1e-6	/* narrow: few codes */
-				 : shape == 1 ? ldexp((double)(r % 2001) / 1000 - 1, (int)(r >> 40) % 30 - 20)
-				 : shape == 2 ? (double)(r % 7)	/* a handful of values, many steps empty */
-				 : 1.0;					/* constant, refilled below */
-			uint16_t code;
-			wd_round16(&(struct wd_view){ WD_F64, &v, 1 }, t, &code);
-			if (shape == 3 && i == 0)
-				code = t == WD_BF16 ? 0xFF7F : 0xFBFF;	/* the lowest finite code */
-			if (shape == 3 && i == na + nb - 1)
-				code = t == WD_BF16 ? 0x7F7F : 0x7BFF;	/* the highest */
-			if (i % 97 == 5)
-				code = t == WD_BF16 ? 0x7FC0 : 0x7E00;	/* a NaN now and then */
-			(i < na ? a : b)[i < na ? i : i - na] = code;
-		}
+		hist_shape(t, shape == 7 ? 1 : shape, a, na, b, nb, &r);
+		const uint16_t *bb = shape == 7 ? a : b;
 		struct wd_prepared *pa, *pb;
-		double got = NAN, want = ref_hist_w1(t, a, na, b, nb);
-		int ok = wd_prepare(eng, &(struct wd_view){ t, a, na }, 0, &pa) == 0 &&
-			 wd_prepare(eng, &(struct wd_view){ t, b, nb }, 0, &pb) == 0 &&
-			 wd_w1(eng, pa, pb, &got) == 0;
+		double got = NAN, want = ref_hist_w1(t, a, na, bb, nb);
+		int ok = wd_prepare(cpu, &(struct wd_view){ t, a, na }, 0, &pa) == 0 &&
+			 wd_prepare(cpu, &(struct wd_view){ t, bb, nb }, 0, &pb) == 0 &&
+			 wd_w1(cpu, pa, pb, &got) == 0;
 		CHECK(ok && (!memcmp(&got, &want, sizeof(got)) || (isnan(got) && isnan(want))),
 		      "%s, %zu against %zu values, shape %d: the W1 scan's bits are a step-by-step "
 		      "scan's (%.17g, want %.17g)", wd_dtype_name(t), na, nb, shape, got, want);
@@ -361,6 +388,26 @@ static void test_hist_scan_bits(void)
 		wd_prepared_free(&pb);
 		free(a);
 		free(b);
+	}
+	wd_engine_close(&cpu);
+
+	/*
+	 * |F - G| converts a difference below 2^64 in 64 bits, and at or
+	 * above it in 128 (cdf.h): both round as the 128-bit conversion does,
+	 * around 2^53 (ties) and 2^64, where no tensor's counts reach.
+	 */
+	static const unsigned long long q[][4] = {	/* ca, na, cb, nb */
+		{ (1ull << 53) + 1, 2, 0, 1 }, { (1ull << 53) + 3, 2, 0, 1 },
+		{ UINT64_MAX, UINT64_MAX, 0, 1 }, { 1ull << 32, 1ull << 33, 0, 1ull << 32 },
+		{ 1ull << 32, 1ull << 33, 0, (1ull << 32) + 1 }, { 1ull << 32, 1ull << 33, 0, (1ull << 32) - 1 },
+		{ 0xFFFFFFFFFFFull, 0xFFFFFFFFFFFFFull, 3, 0x100000000001ull },
+	};
+	for (size_t k = 0; k < sizeof(q) / sizeof(q[0]); k++) {
+		unsigned __int128 x = (unsigned __int128)q[k][0] * q[k][3], y = (unsigned __int128)q[k][2] * q[k][1];
+		double want = (double)(x > y ? x - y : y - x) / ((double)q[k][1] * (double)q[k][3]);
+		double got = wd_cdf_diff(q[k][0], q[k][1], q[k][2], q[k][3]);
+		CHECK(!memcmp(&got, &want, sizeof(got)), "|F - G| of case %zu: the 128-bit conversion's bits "
+		      "(%.17g, want %.17g)", k, got, want);
 	}
 }
 
@@ -689,6 +736,16 @@ static void test_summary_codes(void)
 	float *x = malloc(100003 * sizeof(float));
 	uint64_t r = 0x2545F4914F6CDD1Dull;
 
+	struct wd_engine *cpu = NULL;
+
+	/* the CPU's loops: a device's summaries are its own */
+	if (wd_engine_open(WD_BACKEND_CPU, &cpu)) {
+		CHECK(0, "a CPU engine for the summaries' codes");
+		free(x);
+		return;
+	}
+	if (cpu_pair_code_best() < CPU_PAIR_AVX2)
+		printf("# no AVX2 on this CPU: the baseline loops against themselves\n");
 	for (size_t i = 0; i < 100003; i++) {
 		r ^= r << 13; r ^= r >> 7; r ^= r << 17;
 		x[i] = (float)ldexp((double)(r % 200001) - 100000, (int)(r >> 58) - 40);
@@ -696,11 +753,14 @@ static void test_summary_codes(void)
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		struct wd_summary first = { 0 };
 		for (int code = CPU_PAIR_C; code <= cpu_pair_code_best(); code++) {
-			struct wd_prepared *p;
-			struct wd_summary sm;
+			struct wd_prepared *p = NULL;
+			struct wd_summary sm = { 0 };
 			cpu_pair_code = code;
-			wd_prepare(eng, &(struct wd_view){ WD_F32, x, sizes[k] }, 0, &p);
-			wd_engine_summarize(eng, p, &sm);
+			if (wd_prepare(cpu, &(struct wd_view){ WD_F32, x, sizes[k] }, 0, &p)) {
+				CHECK(0, "prepare %zu fp32 values", sizes[k]);
+				continue;
+			}
+			wd_engine_summarize(cpu, p, &sm);
 			wd_prepared_free(&p);
 			if (code == CPU_PAIR_C)
 				first = sm;
@@ -713,6 +773,7 @@ static void test_summary_codes(void)
 		}
 		cpu_pair_code = -1;
 	}
+	wd_engine_close(&cpu);
 	free(x);
 }
 
