@@ -79,6 +79,13 @@ HDF5_A      = $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf
 HDF5_STATIC ?= $(if $(findstring -fsanitize=,$(CFLAGS)),0,$(if $(wildcard $(HDF5_A)),1,0))
 HDF5_LIBS   = $(if $(filter 1,$(HDF5_STATIC)),$(HDF5_A) -lsz -lz -ldl -lm,$(shell pkg-config --libs hdf5 2>/dev/null))
 PKG_LIBS    = $(HDF5_LIBS) $(shell pkg-config --libs jansson zlib yaml-0.1 libzmq 2>/dev/null)
+# A plain `make` before `make deps` says so, rather than failing on a missing
+# header (make check and make demo run deps first, then make all).
+ifeq ($(filter-out all,$(MAKECMDGOALS)),)
+ifneq ($(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes),yes)
+$(error pkg-config does not find all of $(PKGS): run `make deps` first, which installs them)
+endif
+endif
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -g $(OPT)
@@ -193,8 +200,14 @@ LINK_STAMP := $(BUILD)/.link
 LINK_NOW   := HDF5_STATIC=$(HDF5_STATIC) $(HDF5_LIBS)
 $(LINK_STAMP): FORCE
 	@mkdir -p $(BUILD)
-	@echo '$(LINK_NOW)' | cmp -s - $@ || echo '$(LINK_NOW)' > $@
-HDF5_DEPS := $(LINK_STAMP) $(if $(filter 1,$(HDF5_STATIC)),$(HDF5_A))
+	@if [ '$(HDF5_STATIC)' = 1 ] && [ ! -f '$(HDF5_A)' ]; then \
+		echo "HDF5_STATIC=1, but there is no $(HDF5_A): make deps installs libhdf5-dev, or build with HDF5_STATIC=0" >&2; \
+		exit 1; fi
+	@if ! echo '$(LINK_NOW)' | cmp -s - $@; then \
+		if [ '$(HDF5_STATIC)' = 0 ] && [ ! -f '$(HDF5_A)' ]; then \
+			echo "note: no $(HDF5_A): the programs link the shared libhdf5 (HDF5_STATIC=0)"; fi; \
+		echo '$(LINK_NOW)' > $@; fi
+HDF5_DEPS := $(LINK_STAMP) $(if $(filter 1,$(HDF5_STATIC)),$(wildcard $(HDF5_A)))
 
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -575,15 +588,25 @@ install-system: install $(BUILD)/wdriftd.service
 	@echo "then: systemctl daemon-reload && systemctl enable --now wdriftd"
 
 # The inverse of install and install-system. The package directory goes
-# whole: with the __pycache__ its imports wrote.
+# whole: with the __pycache__ its imports wrote. The unit, and the config
+# in SYSCONFDIR beside it, go only if the unit runs this PREFIX's wdriftd:
+# uninstalling a private PREFIX must not take the system install's.
 uninstall:
 	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "uninstall: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
-	@if [ -e '$(DESTDIR)$(UNITDIR)/wdriftd.service' ]; then echo "uninstall: stop the service first if it runs: systemctl disable --now wdriftd"; fi
+	@unit='$(DESTDIR)$(UNITDIR)/wdriftd.service' conf='$(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml'; \
+	if [ -e "$$unit" ] && grep -qF 'ExecStart=$(PREFIX)/bin/wdriftd ' "$$unit"; then \
+		echo "uninstall: stop the service first if it runs: systemctl disable --now wdriftd"; \
+		echo "rm -f $$unit"; rm -f "$$unit" || exit 1; \
+		$(INSTALL_SH) remove-config config/wdrift.system.yaml "$$conf" || exit 1; \
+	elif [ -e "$$unit" ]; then \
+		echo "uninstall: kept $$unit and $$conf: the unit runs another install's wdriftd ($$(grep -m1 '^ExecStart=' "$$unit")), not $(PREFIX)'s"; \
+	elif [ -e "$$conf" ]; then \
+		echo "uninstall: kept $$conf: no $$unit says which install it belongs to"; \
+	fi
 	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
-		$(DESTDIR)$(PREFIX)/include/wdrift.h $(DESTDIR)$(UNITDIR)/wdriftd.service
+		$(DESTDIR)$(PREFIX)/include/wdrift.h
 	rm -rf $(DESTDIR)$(PYTHONDIR)/wdrift
 	@$(INSTALL_SH) remove-config config/wdrift.system.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
-	@$(INSTALL_SH) remove-config config/wdrift.system.yaml $(DESTDIR)$(SYSCONFDIR)/wdrift/wdrift.yaml
 	@$(INSTALL_SH) remove-dirs '$(DESTDIR)' '$(MANIFEST)'
 
 clean:

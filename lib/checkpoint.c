@@ -674,8 +674,40 @@ static int open_for_read(struct wd_ckpt *c, size_t i, struct read_handles *h, ch
 	return 0;
 }
 
+/*
+ * After a failed read: the first filter of ds's pipeline that this HDF5
+ * cannot load, said as what to do about it, into buf; 0 if every filter
+ * is there (then the file itself is the likely cause). Each call here
+ * starts a new HDF5 error stack: the caller takes the read's first.
+ */
+static int missing_filter(hid_t ds, char *buf, size_t size)
+{
+	hid_t dcpl = H5Dget_create_plist(ds);
+	int n = dcpl < 0 ? 0 : H5Pget_nfilters(dcpl), found = 0;
+
+	for (int k = 0; k < n && !found; k++) {
+		unsigned flags, config;
+		size_t nelmts = 0;
+		char name[80] = "";
+		H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)k, &flags, &nelmts, NULL, sizeof(name), name,
+						 &config);
+		if (id >= 0 && H5Zfilter_avail(id) <= 0) {
+			name[strcspn(name, ";")] = '\0';	/* "HDF5 lz4 filter; see http://..." */
+			snprintf(buf, size, "its compression filter %d%s%.60s%s cannot be loaded: install the "
+				 "filter's HDF5 plugin (Debian: hdf5-filter-plugin, for lz4 and bz2) or set "
+				 "HDF5_PLUGIN_PATH to its directory", (int)id, name[0] ? " ('" : "", name,
+				 name[0] ? "')" : "");
+			found = 1;
+		}
+	}
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	return found;
+}
+
 int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
 {
+	char filter[300];
 	struct read_handles h;
 	const char *name;
 	int r;
@@ -684,9 +716,14 @@ int wd_ckpt_read_into(struct wd_ckpt *c, size_t i, void *dst, char *err)
 		goto out;
 	name = c->e[i].name;
 	if ((r = read_direct(c, h.ds, h.ftype, h.mem, name, dst, h.bytes, err)) == 0 &&
-	    H5Dread(h.ds, h.mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+	    H5Dread(h.ds, h.mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+		/* HDF5's stack first (a failed allocation is -ENOMEM), then the filters' probe */
 		r = ckpt_fail(err, c->path, WITH_H5,
 			      "dataset '%s': cannot read (truncated or corrupt file?)", name);
+		if (r != -ENOMEM && missing_filter(h.ds, filter, sizeof(filter)))
+			snprintf(err, WD_CKPT_ERR_MAX, "'%s': dataset '%s': cannot read: %s", c->path, name,
+				 filter);
+	}
 	if (r >= 0)
 		r = truncated_since_open(c, name, err);
 out:

@@ -14,6 +14,8 @@ carry theirs.
 - Datasets compressed by a filter plugin (Debian's hdf5-filter-plugin: lz4,
   bz2) read right in either build: a plugin links the shared libhdf5, which
   then loads beside the static one in the reader child (docs/checkpoints.md).
+  With no plugin to load (HDF5_PLUGIN_PATH an empty directory), the error
+  names the filter and what to install, not a corrupt file.
 """
 import json
 import os
@@ -67,6 +69,15 @@ def plugins(d):
         w1 = json.loads(r.stdout)["layers"][0]["w1"] if r.returncode == 0 else None
         check(w1 == 0.5, f"wdrift compare reads {name}-compressed checkpoints (a filter plugin): W1 = 0.5",
               r.stdout + r.stderr)
+        # the plugin not found: said as such, not as a corrupt file
+        empty = os.path.join(d, "no-plugins")
+        os.makedirs(empty, exist_ok=True)
+        r = subprocess.run([os.path.join(BUILD, "wdrift"), "compare", a, b, "--engine", "cpu"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, HDF5_PLUGIN_PATH=empty))
+        check(r.returncode == 1 and f"its compression filter {fid}" in r.stderr and
+              "hdf5-filter-plugin" in r.stderr and "HDF5_PLUGIN_PATH" in r.stderr and "corrupt" not in r.stderr,
+              f"with no {name} plugin to load, compare names the filter and what to install", r.stderr)
 
 
 def main():

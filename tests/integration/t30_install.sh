@@ -4,7 +4,10 @@
 # installed wdriftd and wdrift find without -c; a C program builds against
 # the installed header and library and gets the right W1. `make uninstall`
 # is the exact inverse: nothing install created is left, except a config
-# edited since, which is kept and said so.
+# edited since, which is kept and said so. Uninstalling one PREFIX leaves
+# the systemd unit and its config that install-system put for another
+# PREFIX, and says so; uninstalling that PREFIX takes them. The unit and
+# system config directories are this test's own (UNITDIR, SYSCONFDIR).
 set -u
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -16,6 +19,8 @@ check() {	# check DESCRIPTION COMMAND...
 }
 prefix=$tmp/prefix
 BUILD=${BUILD:-build}
+# never the host's /etc: every install and uninstall here gets these
+export UNITDIR="$tmp/unit" SYSCONFDIR="$tmp/sysetc"
 check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="$BUILD"
 for f in bin/wdrift bin/wdriftd lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
 	check "installs $f" test -f "$prefix/$f"
@@ -74,5 +79,17 @@ check "uninstall keeps the edited config and says so: $(tr '\n' ' ' <"$tmp/unins
 	 grep -qx '# my edit' '$prefix/etc/wdrift/wdrift.yaml'"
 check "and removes everything else: $(find "$prefix" -type f | grep -v etc/wdrift/wdrift.yaml | head -n 3 | tr '\n' ' ')" \
 	sh -c "[ -z \"\$(find '$prefix' -type f ! -path '*/etc/wdrift/wdrift.yaml')\" ]"
+# A system install of one PREFIX, a private install of another, both sharing UNITDIR and SYSCONFDIR.
+sys=$tmp/sys other=$tmp/other
+check "make install-system PREFIX=$sys" make -s install-system PREFIX="$sys" BUILD="$BUILD"
+check "make install PREFIX=$other" make -s install PREFIX="$other" BUILD="$BUILD"
+make -s uninstall PREFIX="$other" BUILD="$BUILD" >"$tmp/uninstall" 2>&1
+check "uninstalling $other keeps $sys's unit and config, and says so: $(tr '\n' ' ' <"$tmp/uninstall")" sh -c \
+	"test -f '$UNITDIR/wdriftd.service' && test -f '$SYSCONFDIR/wdrift/wdrift.yaml' &&
+	 grep -q 'kept $UNITDIR/wdriftd.service and $SYSCONFDIR/wdrift/wdrift.yaml: the unit runs another install' '$tmp/uninstall' &&
+	 ! test -e '$other/bin/wdrift'"
+make -s uninstall PREFIX="$sys" BUILD="$BUILD" >"$tmp/uninstall" 2>&1
+check "uninstalling $sys takes its unit and config: $(tr '\n' ' ' <"$tmp/uninstall")" sh -c \
+	"! test -e '$UNITDIR/wdriftd.service' && ! test -e '$SYSCONFDIR/wdrift/wdrift.yaml' && ! test -e '$sys/bin/wdriftd'"
 echo "# $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
