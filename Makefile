@@ -78,7 +78,7 @@ LIB_LIBS    = $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
 HDF5_A      = $(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs-only-L hdf5 2>/dev/null)))/libhdf5.a
 HDF5_STATIC ?= $(if $(findstring -fsanitize=,$(CFLAGS)),0,$(if $(wildcard $(HDF5_A)),1,0))
 HDF5_LIBS   = $(if $(filter 1,$(HDF5_STATIC)),$(HDF5_A) -lsz -lz -ldl -lm,$(shell pkg-config --libs hdf5 2>/dev/null))
-PKG_LIBS    = $(HDF5_LIBS) $(shell pkg-config --libs jansson zlib yaml-0.1 libzmq 2>/dev/null)
+PKG_LIBS    = $(HDF5_LIBS) $(shell pkg-config --libs $(filter-out hdf5,$(PKGS)) 2>/dev/null)
 # A plain `make` before `make deps` says so, rather than failing on a missing
 # header (make check and make demo run deps first, then make all).
 ifeq ($(filter-out all,$(MAKECMDGOALS)),)

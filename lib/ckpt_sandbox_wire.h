@@ -2,8 +2,9 @@
  * ckpt_sandbox_wire.h: what the two sides of ckpt_sandbox.c share, the
  * parent (ckpt_sandbox.c) and its reader child (ckpt_sandbox_child.c):
  * the frames the child sends and the requests the parent sends. Internal
- * to the checkpoint reader (libwdrift-ckpt.a). The child sends frames (a length, then that many bytes):
- * first the listing, then one reply per request. A request is a tensor's
+ * to the checkpoint reader (libwdrift-ckpt.a). The child sends frames (a
+ * length, then that many bytes): first the listing, then one reply per
+ * request. A request is a tensor's
  * index and its CPU budget, with a memfd of the tensor's size passed along
  * (SCM_RIGHTS). A reply is a status (0 or a negative errno) and, on
  * failure, the reader's message; on success, where the bytes are: in the
