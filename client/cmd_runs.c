@@ -1,4 +1,5 @@
 /* cmd_runs.c: `wdrift runs`: the runs the daemon has heard from; `wdrift runs rm RUN`. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 static const char usage[] =
 "usage: wdrift runs [-c FILE] [--endpoint EP] [--json]\n"
-"       wdrift runs rm RUN [-c FILE] [--endpoint EP] [--json]\n"
+"       wdrift runs rm RUN [--force] [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
 "Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
 "none) and study, durable snapshots, its last step, seconds since it was\n"
@@ -23,16 +24,32 @@ static const char usage[] =
 "a study's, for its baseline; no 'resolved' is sent), durably, so that the name is\n"
 "free again: a training run restarted under it is stored and compared\n"
 "afresh, not refused as a conflict. It prints what was removed. Refused\n"
-"while a snapshot of the run is being received or stored.\n"
+"while a snapshot of the run is being received or stored, and while a\n"
+"publisher of it is still connected (a live job, whose snapshots it would\n"
+"delete: the error names it; stop that job first, or re-run under another\n"
+"name).\n"
 "\n"
+"  --force        rm: remove the run even with publishers connected; their\n"
+"                 next snapshots are stored under the name afresh\n"
 DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 "\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
-"snapshot in flight); 2 usage error.\n";
+"publisher connected, a snapshot in flight); 2 usage error.\n";
+
+static int on_rm_opt(int c, const char *arg, void *ctx)
+{
+	(void)arg;
+	if (c != 'f')
+		return 1;
+	*(int *)ctx = 1;
+	return 0;
+}
 
 static int runs_rm(int argc, char **argv)
 {
+	static const struct option extra[] = { { "force", no_argument, NULL, 'f' }, { 0 } };
 	struct dc_args a = { 0 };
-	int r = dc_args(argc, argv, &a, usage, NULL, NULL, NULL);
+	int force = 0;
+	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &force);
 
 	if (r < 0)
 		return cli_opts_exit(r);
@@ -40,7 +57,8 @@ static int runs_rm(int argc, char **argv)
 		return cli_usage_error("which run? (wdrift runs lists them)");
 	if (r + 1 != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r + 1]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "runs_rm", "run", argv[r]));
+	json_t *o = dc_call(&a, json_pack("{s:i,s:s,s:s,s:b}", "v", 1, "cmd", "runs_rm", "run", argv[r],
+						  "force", force));
 	if (!o)
 		return EXIT_FAIL;
 	if (a.json)

@@ -223,10 +223,13 @@ static json_t *runs(struct control *c)
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
 }
 
-/* runs_rm: {"run"}: the run forgotten, so that its name is free again. */
+/*
+ * runs_rm: {"run", "force"}: the run forgotten, so that its name is free
+ * again; refused while a publisher of it is connected unless force.
+ */
 static char *runs_rm(struct control *c, json_t *req)
 {
-	json_t *jrun = json_object_get(req, "run");
+	json_t *jrun = json_object_get(req, "run"), *jforce = json_object_get(req, "force");
 	const char *run = json_string_value(jrun);
 	char err[512];
 	struct forgotten gone = { 0 };
@@ -235,9 +238,11 @@ static char *runs_rm(struct control *c, json_t *req)
 		return fail("'runs_rm' needs 'run'%s", "");
 	if (!run || !run[0])
 		return fail("'run' must be a run name (a non-empty string)%s", "");
+	if (jforce && !json_is_boolean(jforce))
+		return fail("'force' must be true or false%s", "");
 	if (!c->forget)
 		return fail("'runs_rm' is not available%s", "");
-	if (c->forget(c->reload_ctx, run, &gone, err, sizeof(err)) < 0)
+	if (c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err)) < 0)
 		return fail("%s", err);
 	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
 			      "steps", (json_int_t)gone.steps, "results", (json_int_t)gone.results,

@@ -42,8 +42,11 @@ struct control {
 	 */
 	int (*reload)(void *ctx, struct json_t **changes, char *err, size_t errlen);
 	void *reload_ctx;
-	/* runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno with err */
-	int (*forget)(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen);
+	/*
+	 * runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno
+	 * with err; force: even while a publisher of the run is connected
+	 */
+	int (*forget)(void *ctx, const char *run, int force, struct forgotten *gone, char *err, size_t errlen);
 	size_t compute_depth;			/* updated by the loop */
 	struct spool_usage spool_usage;		/* updated by the loop (compute_spool) */
 	struct alerts *alerts;

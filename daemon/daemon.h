@@ -69,7 +69,8 @@ void daemon_note_no_study(const struct wd_config *cfg);
 /* SIGHUP and control's reload (ctx: the daemon); control.h's reload_fn. */
 int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen);
 /* control's runs rm (ctx: the daemon); control.h's forget_fn. */
-int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen);
+int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *gone, char *err,
+		      size_t errlen);
 /* libwdrift's log lines, for wd_log_set. */
 void daemon_lib_log(int level, const char *msg);
 

@@ -339,8 +339,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		struct wire_header a = *h;
 		char why[256];
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: it has "
-			 "%zu tensors, the commit says %llu (re-used run name? `wdrift runs rm %.40s` frees "
-			 "it)", r->name, (long long)h->step, id->n, (unsigned long long)h->tensors, r->name);
+			 "%zu tensors, the commit says %llu " INGEST_CONFLICT_HINT, r->name, (long long)h->step, id->n, (unsigned long long)h->tensors, r->name);
 		s->count.conflicts++;
 		run_note_conflict(r, h->step);
 		log_warning("ingest: refused: %s", why);
@@ -577,7 +576,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	}
 	seen->type = (int)h->type;
 	seen->step = h->step;
-	snprintf(seen->run, sizeof(seen->run), "%.63s", h->run);
+	snprintf(seen->run, sizeof(seen->run), "%.*s", NAME_MAX, h->run);
 	if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
 		/* the run names a directory of the spool: it could never be stored */
 		char why[128];

@@ -89,7 +89,7 @@ struct ingest {
 struct ingest_seen {
 	int type;
 	int64_t step;
-	char run[64];
+	char run[NAME_MAX + 1];	/* whole: a longer name is refused */
 };
 
 void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen);

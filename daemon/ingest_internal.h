@@ -45,6 +45,14 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 /* A shard of a durable step whose identity is id, in the recheck snapshot snap: checked, never stored. */
 void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			  struct snapshot *snap, const struct snap_id *id);
+/*
+ * What a conflict's reason ends with, given the run's name: a re-run under
+ * a used name is the common cause. runs rm is refused while the first job
+ * is still connected, so the hint names both ways out.
+ */
+#define INGEST_CONFLICT_HINT "(a re-run under the same name? name it anew, or stop the first job and " \
+			     "`wdrift runs rm %.40s`)"
+
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, const char *field, const char *what);

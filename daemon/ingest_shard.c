@@ -322,7 +322,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 	char why[256];
 
 	snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: %s "
-		 "(re-used run name? `wdrift runs rm %.40s` frees it)", r->name,
+		 INGEST_CONFLICT_HINT, r->name,
 		 (long long)snap->step, what, r->name);
 	if (!snap->conflict) {
 		snap->conflict = 1;

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ struct peer {
 	uint64_t messages;
 	int last_type;		/* wire_type of the last message; -1: not parsed */
 	int64_t step;
-	char run[64];
+	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
 };
 
@@ -163,7 +164,13 @@ static void peer_address(int fd, char *out, size_t len)
 		inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
 		snprintf(out, len, "tcp [%s]:%u", host, ntohs(in->sin6_port));
 	} else if (ss.ss_family == AF_UNIX) {
-		snprintf(out, len, "ipc (fd %d)", fd);
+		/* the process on the other end: what a user looks for (ps, kill) */
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0 && uc.pid > 0)
+			snprintf(out, len, "ipc pid %ld", (long)uc.pid);
+		else
+			snprintf(out, len, "ipc (fd %d)", fd);
 	}
 }
 
@@ -258,6 +265,31 @@ void peers_handle(struct peers *p)
 				       event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)) {
 			auth_event(p->auth, "ingest", endpoint, event, value);
 		}
+	}
+}
+
+size_t peers_publishing(struct peers *p, const char *run, int wait_ms, char *who, size_t len)
+{
+	double end = now_mono() + wait_ms / 1000.0, left;
+	size_t n, at;
+
+	for (;;) {
+		peers_handle(p);
+		n = at = 0;
+		who[0] = 0;
+		for (size_t fd = 0; p && fd < p->cap; fd++) {
+			const struct peer *e = &p->v[fd];
+			if (!e->open || strcmp(e->run, run))
+				continue;
+			if (at < len)
+				at += (size_t)snprintf(who + at, len - at, e->step >= 0 ? "%s%s after step %lld" :
+						       "%s%s", n ? ", " : "", e->addr, (long long)e->step);
+			n++;
+		}
+		if (!n || (left = end - now_mono()) <= 0)
+			return n;
+		zmq_poll(&(zmq_pollitem_t){ .socket = p->pair, .events = ZMQ_POLLIN }, 1,
+			 (long)(left * 1000) + 1);
 	}
 }
 

@@ -18,6 +18,7 @@
 #ifndef WD_PEERS_H
 #define WD_PEERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <zmq.h>
 
@@ -39,6 +40,17 @@ void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run
 
 /* Reads the monitor's events: connections, disconnects, handshake failures. */
 void peers_handle(struct peers *p);
+
+/*
+ * The open connections whose last message named run: its publishers still
+ * attached (one keeps its connection between snapshots, and names its run
+ * in the hello it sends on each new one). Returns how many, and puts in
+ * who their addresses and last steps ("tcp 10.0.0.7:41234 after step 12,
+ * ...", clipped to len). The monitor is read first, and for up to wait_ms
+ * more while some remain: a job that has just exited may have its
+ * disconnect still queued there.
+ */
+size_t peers_publishing(struct peers *p, const char *run, int wait_ms, char *who, size_t len);
 
 void peers_stop(struct peers **p);
 

@@ -140,15 +140,27 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 }
 
 /*
- * runs rm (control.c): refused for a run unknown or with a snapshot being
- * received or stored; otherwise the compute thread forgets it on disk and
- * this thread in memory: its durable steps, identities, kept results and
- * alert instances (a firing alert of a forgotten run would be stale).
+ * How long runs rm waits for the disconnects of a job that has just exited
+ * (peers_publishing): only when a connection of the run is still open.
  */
-int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *err, size_t errlen)
+#define RM_DISCONNECT_WAIT_MS 250
+
+/*
+ * runs rm (control.c): refused for a run unknown, with a publisher still
+ * connected (a live job's snapshots would be deleted under it: a trial
+ * did that, told by a conflict to free the name while its first job ran;
+ * unless force), or with a snapshot being received or stored; otherwise
+ * the compute thread forgets it on disk and this thread in memory: its
+ * durable steps, identities, kept results and alert instances (a firing
+ * alert of a forgotten run would be stale).
+ */
+int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *gone, char *err,
+		      size_t errlen)
 {
 	struct daemon *d = ctx;
 	struct run *r = state_run(&d->st, run, 0);
+	char who[400];
+	size_t live;
 	long files;
 	int rc;
 
@@ -159,6 +171,12 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
 				best ? "'?" : ""), -ENOENT;
 	}
+	live = peers_publishing(d->peers, run, RM_DISCONNECT_WAIT_MS, who, sizeof(who));
+	if (live && !force)
+		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected (%s): a job still "
+				"publishing it, whose snapshots this would delete; stop it first (or, to re-run "
+				"beside it, publish under another name). --force removes it anyway", run, live,
+				live == 1 ? "" : "s", who), -EBUSY;
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && snapshot_pending(p)) {
 			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
@@ -189,6 +207,10 @@ int daemon_forget_run(void *ctx, const char *run, struct forgotten *gone, char *
 	ingest_forget_expired(&d->ix, run);
 	control_forget(&d->ctl, run);
 	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
+	if (live)
+		log_warning("runs rm --force: run '%s' forgotten with %zu publisher%s still connected (%s): "
+			    "their next snapshots are stored under the name afresh", run, live,
+			    live == 1 ? "" : "s", who);
 	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
 		   "files removed, %zu alert instances dropped (%zu were firing; no 'resolved' is sent "
 		   "for them)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,

@@ -227,13 +227,19 @@ def main():
         fa = Publisher(ctx, tmp, "fa")
         fa.tensor(20, "w", fw[:10], "f32", offset=0, total=1000)
         r = wd("runs", "rm", "fa", "-c", cfg)
+        check(r.returncode == 1 and "run 'fa' has 1 publisher connected (ipc" in r.stderr
+              and "after step 20" in r.stderr and "--force" in r.stderr,
+              f"runs rm while its publisher is connected: refused, naming it ({r.stderr})")
+        r = wd("runs", "rm", "fa", "--force", "-c", cfg)
         check(r.returncode == 1 and "being received" in r.stderr,
-              f"runs rm while a snapshot is being received: refused ({r.stderr})")
+              f"runs rm --force while a snapshot is being received: still refused ({r.stderr})")
         fa.tensor(20, "w", fw[10:], "f32", offset=10, total=1000)
         fa.tensor(20, "v", fv, "f32")
         a = fa.commit(20, 2)
         check(a and a["type"] == "ack", f"fa step 20 durable ({a})")
         wait_drift(ctx, tmp, 20, "fa")
+        fa.s.close()    # its job ends: runs rm is no longer refused
+        fa = Publisher(ctx, tmp, "fa")
 
         r = wd("runs", "rm", "fa", "-c", cfg)
         check(r.returncode == 0 and "removed run 'fa': 2 durable snapshots" in r.stdout

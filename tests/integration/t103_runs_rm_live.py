@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""t103_runs_rm_live.py: `wdrift runs rm` does not delete a run a live job still publishes.
+
+A new user's trial re-ran a job under a used name while the first job was
+still training. The conflict said `wdrift runs rm RUN` frees the name; the
+user ran it, and the daemon deleted the live run's durable snapshots and
+rows under the first job, which went on publishing into a name now holding
+a mix of two jobs. Now:
+- runs rm is refused (exit 1) while a publisher of the run is connected,
+  naming how many, their addresses (the pid, on ipc://) and last steps,
+  and --force;
+- --force removes it anyway, and the daemon's log says so, once;
+- once the job has closed its publisher, runs rm goes through at once
+  (the disconnect of a job that has just exited is waited for);
+- a job that is killed counts as gone too;
+- the conflict's reason names both ways out: another name, or the first
+  job stopped and then runs rm.
+Real daemon, real publisher processes (the Python package) told by stdin
+when to go on, the real CLI; all stopped by pid, the temp dir removed,
+also on failure.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, summary, teardown  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+# ep run seed: publishes each step read from stdin ("close" ends it), printing
+# "acked STEP", or "raised ..." when the daemon refused it
+JOB = r'''
+import sys, numpy as np, wdrift
+ep, run, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = np.random.default_rng(seed)
+pub = wdrift.Publisher(ep, run, ack_timeout=5.0, stall_warning=None)
+for line in sys.stdin:
+    if line.strip() == "close":
+        break
+    step = int(line)
+    try:
+        pub.publish(step, {"w": rng.standard_normal(256).astype(np.float32)})
+        ok = pub.flush(20)
+        print("acked" if ok else "not flushed", step, flush=True)
+    except wdrift.WdriftError as e:
+        print("raised", e, flush=True)
+try:
+    pub.close(5)
+except wdrift.WdriftError as e:
+    print("raised", e, flush=True)
+'''
+
+
+class Job:
+    """A training job as a real process, one step at a time."""
+
+    def __init__(self, ep, run, seed):
+        env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+        self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed)], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def step(self, n):
+        self.p.stdin.write(f"{n}\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def close(self):
+        out, err = self.p.communicate("close\n", timeout=60)
+        return self.p.returncode, out + err
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(timeout=30)
+
+
+def wd(cfg, *args):
+    return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
+
+
+def durable(cfg, run):
+    r = wd(cfg, "runs", "--json")
+    runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
+    return runs.get(run, {}).get("durable")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="t103-")
+    dm = Daemon(tmp)
+    jobs = []
+    try:
+        cfg = dm.write_config()
+        check(dm.start() is not None, "daemon ready")
+        ep = f"ipc://{tmp}/run/ingest.sock"
+
+        first = Job(ep, "fa", 1)
+        jobs.append(first)
+        check(first.step(0) == "acked 0" and first.step(10) == "acked 10", "the first job's steps 0 and 10 are durable")
+
+        # the same name re-run beside it: its conflict says how to get out
+        rerun = Job(ep, "fa", 2)
+        jobs.append(rerun)
+        said = rerun.step(0)
+        check(said.startswith("raised") and "conflict" in said and "name it anew" in said
+              and "stop the first job and `wdrift runs rm fa`" in said,
+              "a re-run beside it: the conflict names another name, or the first job stopped, then runs rm", said)
+        rc, out = rerun.close()
+        check(rc == 0, "the re-run's job closes", out)
+
+        # the trial's step: runs rm while the first job still publishes
+        t0 = time.monotonic()
+        r = wd(cfg, "runs", "rm", "fa")
+        waited = time.monotonic() - t0
+        check(r.returncode == 1 and f"run 'fa' has 1 publisher connected (ipc pid {first.p.pid} " in r.stderr
+              and "after step 10" in r.stderr and "stop it first" in r.stderr and "--force" in r.stderr,
+              "runs rm of a run a live job publishes: refused, naming its publisher and --force", r.stderr)
+        check(durable(cfg, "fa") == 2, "... and nothing was removed")
+        r = wd(cfg, "runs", "rm", "fa", "--json")
+        j = json.loads(r.stdout or "{}")
+        check(r.returncode == 1 and j.get("ok") is False and "publisher connected" in j.get("error", ""),
+              "runs rm --json: the same refusal, exit 1", r.stdout + r.stderr)
+        check(first.step(20) == "acked 20" and durable(cfg, "fa") == 3, "the first job goes on: step 20 durable")
+        rc, out = first.close()
+        check(rc == 0 and "raised" not in out, "the first job closes", out)
+
+        # at once after it exited: its disconnect is waited for, not a refusal
+        r = wd(cfg, "runs", "rm", "fa")
+        check(r.returncode == 0 and "removed run 'fa': 3 durable snapshots" in r.stdout,
+              "runs rm right after the job closed: removed", r.stdout + r.stderr)
+        check(waited < 5, f"a refusal waits a moment for disconnects, no more ({waited:.2f} s)")
+
+        # a job killed mid-training: gone, so runs rm goes through
+        killed = Job(ep, "lowprec", 3)
+        jobs.append(killed)
+        check(killed.step(0) == "acked 0", "a job's step 0 durable")
+        killed.p.send_signal(signal.SIGKILL)
+        killed.kill()
+        r = wd(cfg, "runs", "rm", "lowprec")
+        check(r.returncode == 0 and "removed run 'lowprec': 1 durable snapshot" in r.stdout,
+              "runs rm of a killed job's run: removed", r.stdout + r.stderr)
+
+        # --force: removed under a live job, said in the log once; the job's next step is stored afresh
+        live = Job(ep, "base", 4)
+        jobs.append(live)
+        check(live.step(0) == "acked 0" and live.step(1) == "acked 1", "a live job's steps 0 and 1 durable")
+        r = wd(cfg, "runs", "rm", "base", "--force")
+        check(r.returncode == 0 and "removed run 'base': 2 durable snapshots" in r.stdout,
+              "runs rm --force under a live job: removed", r.stdout + r.stderr)
+        log = dm.log_text()
+        lines = [x for x in log.splitlines() if "runs rm --force" in x]
+        check(len(lines) == 1 and "run 'base'" in lines[0] and "1 publisher still connected" in lines[0],
+              "the daemon's log says it once, naming the run and its publisher", "\n".join(lines) or log[-2000:])
+        check(live.step(2) == "acked 2" and durable(cfg, "base") == 1, "the live job's next step is stored afresh")
+        rc, out = live.close()
+        check(rc == 0 and "raised" not in out, "the live job closes", out)
+
+        # bad input: --force on the listing, a non-boolean force on the control socket
+        r = wd(cfg, "runs", "--force")
+        check(r.returncode == 2, f"runs --force (no rm): usage error (exit {r.returncode})", r.stderr)
+        r = wd(cfg, "runs", "rm", "--help")
+        check(r.returncode == 0 and "--force" in r.stdout and "publisher" in r.stdout, "runs rm --help tells of --force",
+              r.stdout)
+    finally:
+        for j in jobs:
+            j.kill()
+        teardown(dm, tmp)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
