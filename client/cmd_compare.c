@@ -58,13 +58,16 @@ static const char usage_text[] =
 "  -h, --help             show this help\n"
 "\n"
 "Checkpoint files are HDF5: f16, f32, f64, or bf16 (docs/checkpoints.md).\n"
-"Names present in only one of baseline and candidate are listed as unmatched.\n"
+"Names present in only one of baseline and candidate are listed as unmatched;\n"
+"files with no name in common are an error, naming a prefix such as 'module.'\n"
+"that one side's names have.\n"
 "Each file is read by a child process with limits: WDRIFT_CKPT_TIMEOUT\n"
 "seconds per step (default 60; a tensor gets 1 s more per 32 MiB) and\n"
 "WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
 "exit status: 0 success; 1 bad input (the message names the file and the\n"
-"dataset), or a --layers GLOB that matches no tensor; 2 usage error.\n";
+"dataset), files with no tensor name in common (without --layers), or a\n"
+"--layers GLOB that matches no tensor; 2 usage error.\n";
 
 struct options {
 	const char *base_path, *cand_path;
@@ -271,6 +274,64 @@ static int globs_match(const struct options *o, const struct wd_ckpt *bl, const 
 			      shown ? ", such as " : "", names);
 	}
 	return r;
+}
+
+/*
+ * Whether name is other with a prefix that ends a path component ('.' or
+ * '/'): "module.w" is "w" with "module." (a DDP-wrapped model's
+ * state_dict). The prefix goes in pre.
+ */
+static int prefixed(const char *name, const char *other, char *pre, size_t len)
+{
+	size_t n = strlen(name), k = strlen(other);
+
+	if (n <= k || strcmp(name + n - k, other) || (name[n - k - 1] != '.' && name[n - k - 1] != '/'))
+		return 0;
+	snprintf(pre, len, "%.*s", (int)(n - k) > 100 ? 100 : (int)(n - k), name);
+	return 1;
+}
+
+/*
+ * Files with no tensor name in common, without --layers: nothing would be
+ * compared, and a table of unmatched names exiting 0 passed for a result
+ * in a trial. Most often one side's names carry a wrapper's prefix
+ * ("module." from DistributedDataParallel, "_orig_mod." from
+ * torch.compile), which the error names; else it gives a name of each.
+ * A file with no tensor at all is said as such. 0, or cli_error's status.
+ */
+static int names_in_common(const struct options *o, const struct wd_ckpt *bl, const struct wd_ckpt *cl)
+{
+	size_t nb = wd_ckpt_count(bl), nc = wd_ckpt_count(cl);
+	char pre[128] = "", hint[400] = "";
+
+	if (o->n_globs)
+		return 0;
+	if (!nb || !nc)	/* a file written before its tensors, or the wrong one */
+		return cli_error("'%s' holds no tensor (no dataset), so nothing can be compared",
+				 !nb ? o->base_path : o->cand_path);
+	for (size_t i = 0; i < nb; i++)
+		if (wd_ckpt_find(cl, wd_ckpt_entry(bl, i)->name) >= 0)
+			return 0;
+	/* a prefix on one side: tried from a few names of the baseline, against every one of the other */
+	for (size_t i = 0; i < nb && i < 16 && !hint[0]; i++) {
+		const char *b = wd_ckpt_entry(bl, i)->name;
+		for (size_t j = 0; j < nc && !hint[0]; j++) {
+			const char *c = wd_ckpt_entry(cl, j)->name;
+			int cand = prefixed(c, b, pre, sizeof(pre));
+			if (cand || prefixed(b, c, pre, sizeof(pre)))
+				snprintf(hint, sizeof(hint), ": the %s's names are the %s's with '%s' before "
+					 "them ('%.100s', '%.100s'): a wrapped model's state_dict "
+					 "(DistributedDataParallel's 'module.', torch.compile's '_orig_mod.')? "
+					 "Save both the same way", cand ? "candidate" : "baseline",
+					 cand ? "baseline" : "candidate", pre, b, c);
+		}
+	}
+	if (!hint[0])
+		snprintf(hint, sizeof(hint), " (the baseline has '%.100s', the candidate '%.100s'): "
+			 "checkpoints of different models?", wd_ckpt_entry(bl, 0)->name,
+			 wd_ckpt_entry(cl, 0)->name);
+	return cli_error("'%s' (%zu tensor%s) and '%s' (%zu) have no tensor name in common, so nothing "
+			 "can be compared%s", o->base_path, nb, nb == 1 ? "" : "s", o->cand_path, nc, hint);
 }
 
 static int selected(const struct options *o, const char *name)
@@ -523,7 +584,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	bl = wd_ckpt_box_listing(base);
 	cl = wd_ckpt_box_listing(cand);
 	lap(&t0, &tm->open);
-	if ((r = globs_match(o, bl, cl)))
+	if ((r = globs_match(o, bl, cl)) || (r = names_in_common(o, bl, cl)))
 		goto out;
 	r = wd_engine_open_device(o->backend, o->device, &e);
 	lap(&t0, &tm->engine);

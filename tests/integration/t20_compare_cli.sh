@@ -153,6 +153,11 @@ x[[3, 4]] = np.nan
 x[7] = -np.inf
 gen.write_checkpoint(T + "/nf.h5", {"m": x, "t": w(600).reshape(30, 20)})
 gen.write_checkpoint(T + "/seed.h5", model({}))
+# no name in common: a DDP-wrapped model's state_dict, another model, no tensor at all
+gen.write_checkpoint(T + "/ddp.h5", {"module." + k: v for k, v in model({}).items()})
+gen.write_checkpoint(T + "/other_model.h5", {"encoder.w": w(10)})
+with h5py.File(T + "/no_tensor.h5", "w") as f:
+    f.attrs["step"] = 1
 gen.write_checkpoint(T + "/run.v2.h5", model({}))
 gen.write_checkpoint(T + "/a=b.h5", model({}))
 os.makedirs(T + "/other", exist_ok=True)
@@ -496,6 +501,22 @@ if d['summary']['tensors'] != 3 or d['summary']['numel'] != 3000:
     errs.append('summary %r' % d['summary'])"
 
 # --- bad input: exit 1, the message names the file (and dataset) -------------
+# no tensor name in common: nothing compared is an error, not an empty table
+# exiting 0 (a trial took one for a result); a wrapper's prefix is named
+expect_fail "no name in common: the candidate's have DDP's 'module.'" "'$B' (6 tensors) and '$T/ddp.h5' (5)" \
+	"have no tensor name in common" "the candidate's names are the baseline's with 'module.' before them" -- \
+	compare "$B" "$T/ddp.h5"
+expect_fail "no name in common: the baseline's have the prefix" "the baseline's names are the candidate's with 'module.'" -- \
+	compare "$T/ddp.h5" "$C"
+expect_fail "no name in common, no prefix: a name of each" "have no tensor name in common" \
+	"the baseline has 'embed.weight', the candidate 'encoder.w'" "different models?" -- compare "$B" "$T/other_model.h5"
+expect_fail "an HDF5 file with no tensor (baseline)" "'$T/no_tensor.h5' holds no tensor" -- \
+	compare "$T/no_tensor.h5" "$C"
+expect_fail "an HDF5 file with no tensor (candidate)" "'$T/no_tensor.h5' holds no tensor" -- \
+	compare "$B" "$T/no_tensor.h5"
+run compare "$B" "$T/ddp.h5" --layers 'module.*'
+check "no name in common, with --layers: the selection's unmatched names, exit 0 (as documented)" \
+	eval 'rc_is 0 && out_has "no tensor matched" && out_has module.embed.weight'
 expect_fail "missing baseline" "$T/nonexistent.h5" -- compare "$T/nonexistent.h5" "$C"
 expect_fail "missing candidate" "$T/nonexistent.h5" -- compare "$B" "$T/nonexistent.h5"
 expect_fail "missing proxy file" "$T/nope.h5" -- compare "$B" "$C" --proxy "$T/nope.h5"
