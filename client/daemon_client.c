@@ -18,6 +18,7 @@
 #include "daemon_client.h"
 #include "near_name.h"
 #include "handshake.h"
+#include "other_daemons.h"
 #include "error.h"
 
 enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
@@ -36,10 +37,14 @@ const char *dc_config_path(const char *given)
 
 const char *dc_config_near_miss(const char *given)
 {
+	static char both[2048];
 	struct wd_config_found f;
 	char err[WD_CONFIG_ERR_MAX];
 
-	return wd_config_find(given, &f, err, sizeof(err)) == 0 ? wd_config_near_miss(f.origin) : "";
+	if (wd_config_find(given, &f, err, sizeof(err)) != 0)
+		return dc_other_daemons(NULL);
+	snprintf(both, sizeof(both), "%s%s", wd_config_near_miss(f.origin), dc_other_daemons(f.path));
+	return both;
 }
 
 int dc_config_load(const char *given, struct wd_config *cfg, const char *instead, char *err, size_t errlen)
@@ -50,7 +55,8 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
 
 	wd_config_defaults(cfg);
 	if ((r = wd_config_find(given, &f, cerr, sizeof(cerr))) != 0)
-		return wd_error(err, errlen, "%s%s%s", cerr, r > 0 ? ", or " : "", r > 0 ? instead : "");
+		return wd_error(err, errlen, "%s%s%s%s", cerr, r > 0 ? ", or " : "", r > 0 ? instead : "",
+				r > 0 ? dc_other_daemons(NULL) : "");
 	if (wd_config_load_file(f.path, cfg, cerr, sizeof(cerr)) < 0) {
 		if (!strcmp(f.origin, "-c"))
 			return wd_error(err, errlen, "%s", cerr);

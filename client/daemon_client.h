@@ -52,8 +52,9 @@ struct wd_config;
  */
 const char *dc_config_path(const char *given);
 /*
- * wd_config_near_miss of the file the search finds (given: -c's, or NULL),
- * for an error that names it: "" for -c and WDRIFT_CONFIG.
+ * For an error that names the config: wd_config_near_miss of the file the
+ * search finds (given: -c's, or NULL; "" for -c and WDRIFT_CONFIG), then
+ * the wdriftd processes running with another config (other_daemons.h).
  */
 const char *dc_config_near_miss(const char *given);
 

@@ -1,0 +1,22 @@
+/*
+ * other_daemons.h: when the CLI cannot reach the daemon its config names,
+ * the wdriftd processes running with another config. A trial ran `wdrift
+ * status` from another directory: the CLI found the install prefix's
+ * config, asked "is wdriftd running?", while one ran with ./wdrift.yaml
+ * elsewhere. /proc says which (its argv's -c, made absolute with its
+ * working directory where that is readable: the same user's, or root).
+ *
+ * Depends on libc and Linux's /proc.
+ */
+#ifndef WD_OTHER_DAEMONS_H
+#define WD_OTHER_DAEMONS_H
+
+/*
+ * " (wdriftd runs as pid 123 with -c /home/u/p/wdrift.yaml: give its
+ * config with -c FILE or WDRIFT_CONFIG)" for up to 3 wdriftd processes
+ * whose config is not config_path (resolved); "" when there is none. A
+ * static buffer, valid until the next call.
+ */
+const char *dc_other_daemons(const char *config_path);
+
+#endif

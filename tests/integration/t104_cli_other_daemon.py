@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""t104_cli_other_daemon.py: a CLI that cannot reach its daemon names the wdriftd that runs.
+
+A new user's trial started wdriftd with ./wdrift.yaml, then ran `wdrift
+status` from another directory: the CLI found another config (the install
+prefix's), asked "is wdriftd running?", and said nothing of the daemon that
+was. Now, where the CLI reaches no daemon through the config it found (or
+finds none), it names each wdriftd running with another config: its pid
+and its -c file, made absolute from the daemon's working directory:
+- no config found: the error names the running daemon;
+- a config found (./config/wdrift.yaml) whose daemon is not running: the
+  same;
+- a daemon started with a relative -c is named by its absolute path;
+- the daemon of the config the CLI read is never named as another; with
+  the right -c nothing is added, and status works.
+Real daemons (stopped by pid), the real CLI run from other directories;
+temp dirs removed, also on failure.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import CONFIG, Daemon, check, summary, teardown  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
+WDRIFTD = os.path.abspath(os.path.join(BUILD, "wdriftd"))
+
+
+def daemons():
+    """The wdriftd processes on this machine (tests run in parallel: others may be up)."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                n += f.read().strip() == "wdriftd"
+        except OSError:
+            pass
+    return n
+
+
+def wd(cwd, *args):
+    env = {k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"}
+    return subprocess.run([WDRIFT, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="t104-")
+    other = tempfile.mkdtemp(prefix="t104-cwd-")
+    dm = Daemon(tmp)
+    rel = None
+    try:
+        cfg = dm.write_config()
+        check(dm.start() is not None, "daemon ready")
+        pid = dm.proc.pid
+
+        r = wd(other, "status")
+        named = f"pid {pid} with -c {os.path.realpath(cfg)}"
+        check(r.returncode == 1 and "no configuration" in r.stderr and "wdriftd runs as" in r.stderr
+              and "give its config with -c FILE or WDRIFT_CONFIG" in r.stderr,
+              "status from another directory, no config found: the running wdriftd is named", r.stderr)
+        if daemons() <= 3:      # at most 3 are named: ours among them when no more run
+            check(named in r.stderr, "... by its pid and its config's absolute path", r.stderr)
+
+        # a config found in the working directory, whose daemon is not running
+        os.makedirs(os.path.join(other, "config"))
+        with open(os.path.join(other, "config", "wdrift.yaml"), "w") as f:
+            f.write(CONFIG.format(d=other, extra="", level="info"))
+        r = wd(other, "runs")
+        check(r.returncode == 1 and "is wdriftd running?" in r.stderr and "wdriftd runs as" in r.stderr,
+              "a config found (./config) with no daemon: the running wdriftd is named", r.stderr)
+        if daemons() <= 3:
+            check(named in r.stderr, "... by its pid and config", r.stderr)
+
+        # with the right config: it works, and nothing is added
+        r = wd(other, "status", "-c", cfg)
+        check(r.returncode == 0 and "wdriftd runs as" not in r.stdout + r.stderr, "status -c the daemon's config: works",
+              r.stdout + r.stderr)
+
+        # a daemon started with a relative -c, in its own directory
+        reld = os.path.join(tmp, "rel")
+        os.makedirs(os.path.join(reld, "run"))
+        with open(os.path.join(reld, "wdrift.yaml"), "w") as f:
+            f.write("listen:\n  ingest: ipc://./run/ingest.sock\n  control: ipc://./run/control.sock\n"
+                    "  events: ipc://./run/events.sock\nstorage:\n  dir: ./var\n")
+        log = open(os.path.join(reld, "log"), "wb")
+        rel = subprocess.Popen([WDRIFTD, "-c", "wdrift.yaml"], cwd=reld, stdout=log, stderr=log)
+        end = time.time() + 10
+        while time.time() < end and not os.path.exists(os.path.join(reld, "run", "control.sock")):
+            time.sleep(0.05)
+        r = wd(other, "status")
+        check(r.returncode == 1 and "wdriftd runs as" in r.stderr, "two daemons up: named", r.stderr)
+        if daemons() <= 3:
+            check(f"pid {rel.pid} with -c {os.path.join(os.path.realpath(reld), 'wdrift.yaml')}" in r.stderr
+                  and named in r.stderr, "... both; the relative -c made absolute from its directory", r.stderr)
+        # from the daemon's own config, the other is named, itself never
+        shutil.rmtree(os.path.join(other, "config"))
+        r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
+        check(r.returncode == 0, "status -c the relative daemon's config (absolute): works", r.stderr)
+        # its socket file gone (removed by hand): the daemon of this config is not "another"
+        os.unlink(os.path.join(reld, "run", "control.sock"))
+        r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
+        check(r.returncode == 1 and "no socket" in r.stderr and f"pid {rel.pid} " not in r.stderr,
+              "the daemon of the config read is never named as another", r.stderr)
+        rel.terminate()
+        rel.wait(timeout=15)
+        r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
+        check(r.returncode == 1 and "is wdriftd running?" in r.stderr and f"pid {rel.pid} " not in r.stderr,
+              "its daemon stopped: the stopped one is not named", r.stderr)
+        if daemons() <= 3:
+            check(named in r.stderr, "... the one still running is", r.stderr)
+    finally:
+        if rel and rel.poll() is None:
+            rel.kill()
+            rel.wait()
+        shutil.rmtree(other, ignore_errors=True)
+        teardown(dm, tmp)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
