@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "config_load.h"
 #include "error.h"
 #include "keys.h"	/* wd_key_is_z85 */
+#include "near_name.h"
 
 #define MAX_FILE (16u << 20)	/* a bigger file is surely a mistake */
 
@@ -584,8 +586,13 @@ int wd_config_load(const char *path, struct wd_config *out, char *err, size_t er
 	 * to its end; one with none reads nothing, refused below.
 	 */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return wd_error(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	if (fd < 0) {
+		int e = errno;
+		char near[PATH_MAX + 32] = "";
+		if (e == ENOENT)	/* -c wdrift.yml beside wdrift.yaml */
+			wd_suggest_file(path, near, sizeof(near));
+		return wd_error(err, errlen, "%s: cannot open: %s%s", path, strerror(e), near);
+	}
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		wd_error(err, errlen, "%s: is a directory, not a configuration file", path);
 		goto out;

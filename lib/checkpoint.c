@@ -10,6 +10,7 @@
  * memory limit (ckpt_sandbox.c) can say so.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #include "checkpoint.h"
 #include "checkpoint_h5.h"
+#include "near_name.h"
 
 struct wd_ckpt {
 	char *path;
@@ -336,8 +338,13 @@ static int open_file(const char *path, hid_t *file, char *err)
 	htri_t is;
 
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-	if (stat(path, &st) < 0)
-		return ckpt_fail(err, path, 0, "cannot open: %s", strerror(errno));
+	if (stat(path, &st) < 0) {
+		int e = errno;
+		char near[PATH_MAX + 32] = "";
+		if (e == ENOENT)	/* a typo of a file beside it */
+			wd_suggest_file(path, near, sizeof(near));
+		return ckpt_fail(err, path, 0, "cannot open: %s%s", strerror(e), near);
+	}
 	if (S_ISDIR(st.st_mode))
 		return ckpt_fail(err, path, 0, "is a directory, not a checkpoint file");
 	/*

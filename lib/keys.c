@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "error.h"
 #include "keys.h"
+#include "near_name.h"
 
 #define KEYFILE_MAX 65536		/* a key file is a few lines */
 
@@ -35,8 +37,13 @@ static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 	ssize_t n = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
-	if (fd < 0)
-		return wd_error(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+	if (fd < 0) {
+		int e = errno;
+		char near[PATH_MAX + 32] = "";
+		if (e == ENOENT)	/* a typo of a key file beside it */
+			wd_suggest_file(path, near, sizeof(near));
+		return wd_error(err, errlen, "%s: cannot open: %s%s", path, strerror(e), near), NULL;
+	}
 	if (fstat(fd, &st) < 0) {
 		wd_error(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
 		goto out;

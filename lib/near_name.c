@@ -47,14 +47,16 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len)
 #define NEAR_SCAN_MAX 4096	/* directory entries read for a did-you-mean, at most */
 
 /*
- * The socket file in dir that name is a typo of, into out: the nearest
- * (wd_name_near), ties to the first in byte order. 0, or -1 when there is
- * none (or no such directory). A socket of a far name is never offered,
- * even alone: beside a daemon whose ingest is tcp://, the only .sock may
- * be its control socket, which a publisher must not be sent to.
+ * The entry of type fmt (S_IFSOCK, S_IFREG) in dir that name is a typo
+ * of, into out: the nearest (wd_name_near), ties to the first in byte
+ * order. 0, or -1 when there is none (or no such directory). A socket of a
+ * far name is never offered, even alone: beside a daemon whose ingest is
+ * tcp://, the only .sock may be its control socket, which a publisher must
+ * not be sent to.
  */
-static int near_socket(const char *dir, const char *name, char *out, size_t len)
+static int near_entry(const char *dir, const char *name, mode_t fmt, char *out, size_t len)
 {
+	unsigned char dt = fmt == S_IFSOCK ? DT_SOCK : DT_REG;
 	DIR *d = opendir(dir);
 	struct dirent *e = NULL;
 	size_t bestd = SIZE_MAX, seen = 0;
@@ -67,9 +69,9 @@ static int near_socket(const char *dir, const char *name, char *out, size_t len)
 		seen++;
 		if (e->d_name[0] == '.' || !strcmp(e->d_name, name))
 			continue;
-		if (e->d_type != DT_SOCK &&	/* a link, or a file system that does not say: stat */
+		if (e->d_type != dt &&	/* a link, or a file system that does not say: stat */
 		    (!(e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) ||
-		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
+		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || (st.st_mode & S_IFMT) != fmt))
 			continue;
 		size_t dist = wd_name_near(name, e->d_name, strlen(e->d_name));
 		if (dist != SIZE_MAX && (dist < bestd || (dist == bestd && strcmp(e->d_name, out) < 0))) {
@@ -91,9 +93,26 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 	if (!slash || !slash[1] || (size_t)(slash - full) >= sizeof(dir))
 		return;
 	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
-	if (near_socket(dir, slash + 1, near, sizeof(near)) < 0)
+	if (near_entry(dir, slash + 1, S_IFSOCK, near, sizeof(near)) < 0)
 		return;
 	int keep = typed ? (int)(typed + 1 - endpoint) : 6;
 	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, endpoint, near) >= len)
 		out[0] = 0;	/* none rather than a name cut short */
+}
+
+void wd_suggest_file(const char *path, char *out, size_t len)
+{
+	char dir[PATH_MAX], near[NAME_MAX + 1];
+	const char *slash = strrchr(path, '/');
+	int keep = slash ? (int)(slash + 1 - path) : 0;
+
+	out[0] = 0;
+	if ((slash && !slash[1]) || (size_t)keep >= sizeof(dir))
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+		 !slash ? "." : path);
+	if (near_entry(dir, path + keep, S_IFREG, near, sizeof(near)) < 0)
+		return;
+	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, path, near) >= len)
+		out[0] = 0;
 }

@@ -1,8 +1,9 @@
 /*
  * near_name.h: "did you mean": how far apart two names are, and the
- * socket file beside a missing one that its name is a typo of. One
- * measure for the config's keys and studies (common/config_suggest.c), a
- * publisher's ipc:// endpoint (publisher.c) and the CLI's (client/).
+ * socket file or file beside a missing one that its name is a typo of.
+ * One measure for the config's keys and studies (common/config_suggest.c),
+ * a publisher's ipc:// endpoint (publisher.c), the CLI's (client/), and
+ * the files the programs are given (a config, a checkpoint).
  * Depends on libc.
  */
 #ifndef WD_NEAR_NAME_H
@@ -31,5 +32,13 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len);
  * directory entries.
  */
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len);
+
+/*
+ * "; did you mean 'DIR/NAME'?" into out when the directory of path (a file
+ * that does not exist) holds a regular file that path's last name is a
+ * typo of (-c wdrift.yml beside wdrift.yaml); DIR as path spells it. ""
+ * otherwise, or when it does not fit.
+ */
+void wd_suggest_file(const char *path, char *out, size_t len);
 
 #endif

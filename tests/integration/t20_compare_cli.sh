@@ -519,6 +519,9 @@ check "no name in common, with --layers: the selection's unmatched names, exit 0
 	eval 'rc_is 0 && out_has "no tensor matched" && out_has module.embed.weight'
 expect_fail "missing baseline" "$T/nonexistent.h5" -- compare "$T/nonexistent.h5" "$C"
 expect_fail "missing candidate" "$T/nonexistent.h5" -- compare "$B" "$T/nonexistent.h5"
+check "a missing file with no near name: no suggestion" eval '! err_has "did you mean"'
+expect_fail "a typo of a file beside it" "'$T/cnad.h5': cannot open: No such file or directory; did you mean '$T/cand.h5'?" -- \
+	compare "$B" "$T/cnad.h5"
 expect_fail "missing proxy file" "$T/nope.h5" -- compare "$B" "$C" --proxy "$T/nope.h5"
 expect_fail "missing proxy file given as LABEL=FILE" "$T/nope.h5" -- compare "$B" "$C" --proxy "x=$T/nope.h5"
 expect_fail "a directory" "$T/other" "directory" -- compare "$T/other" "$C"

@@ -6,6 +6,7 @@
  * the previous config untouched; no input crashes it. Run from the
  * repository root (tests/run.sh does).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -857,6 +858,22 @@ static void test_robust(void)
 	/* files that are not configurations */
 	CHECK(wd_config_load("/nonexistent/w.yaml", &c, err, sizeof(err)) == -1 &&
 	      !strcmp(err, "/nonexistent/w.yaml: cannot open: No such file or directory"), "missing file: %s", err);
+	{	/* -c wdrift.yml beside wdrift.yaml (a trial's): the file meant is named */
+		char d[] = "/tmp/wdrift-test-config-near-XXXXXX", yaml[64], yml[64], want[256];
+		CHECK(mkdtemp(d) != NULL, "a temp dir: %s", strerror(errno));
+		snprintf(yaml, sizeof(yaml), "%s/wdrift.yaml", d);
+		snprintf(yml, sizeof(yml), "%s/wdrift.yml", d);
+		write_file(yaml, "log:\n  level: info\n", 20);
+		snprintf(want, sizeof(want), "%s: cannot open: No such file or directory; did you mean '%s'?", yml, yaml);
+		CHECK(wd_config_load(yml, &c, err, sizeof(err)) == -1 && !strcmp(err, want), "a typo of the config "
+		      "beside it: did you mean: %s", err);
+		unlink(yaml);
+		mkdir(yaml, 0700);	/* a directory of the near name is no file to suggest */
+		CHECK(wd_config_load(yml, &c, err, sizeof(err)) == -1 && !strstr(err, "did you mean"),
+		      "a directory of the near name: not suggested: %s", err);
+		rmdir(yaml);
+		rmdir(d);
+	}
 	CHECK(wd_config_load("/tmp", &c, err, sizeof(err)) == -1 &&
 	      !strcmp(err, "/tmp: is a directory, not a configuration file"), "a directory: %s", err);
 	{

@@ -147,6 +147,20 @@ static void bad_files(void)
 	fifo_refused();
 	CHECK(wd_keyfile_read("/nonexistent/k", p, NULL, err, sizeof(err)) == -1 &&
 	      !strcmp(err, "/nonexistent/k: cannot open: No such file or directory"), "a missing file: %s", err);
+	{	/* a typo of a key file beside it: named, as the full path the user typed */
+		char typo[300], want[700];
+		put("server.key", "x\n", 0600);
+		snprintf(typo, sizeof(typo), "%s/server.kye", dir);
+		snprintf(want, sizeof(want), "%s: cannot open: No such file or directory; did you mean "
+			 "'%s/server.key'?", typo, dir);
+		CHECK(wd_keyfile_read(typo, p, NULL, err, sizeof(err)) == -1 && !strcmp(err, want),
+		      "a typo of a key file: did you mean it: %s", err);
+		snprintf(typo, sizeof(typo), "%s/client.pub", dir);
+		CHECK(wd_keyfile_read(typo, p, NULL, err, sizeof(err)) == -1 && !strstr(err, "did you mean"),
+		      "a far name: no suggestion: %s", err);
+		snprintf(typo, sizeof(typo), "%s/server.key", dir);
+		unlink(typo);
+	}
 	char *big = malloc(70000);
 	memset(big, '#', 69999);
 	big[69999] = 0;
