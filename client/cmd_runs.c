@@ -16,8 +16,9 @@ static const char usage[] =
 "Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
 "none) and study, durable snapshots, its last step, seconds since it was\n"
 "last heard from (\"-\", and null in --json, for a run known from the daemon's\n"
-"write-ahead log that has not published since the daemon started), and bytes\n"
-"it has in flight.\n"
+"write-ahead log that has not published since the daemon started), bytes\n"
+"it has in flight, and its publishers connected now (a live job's; runs rm\n"
+"is refused while there are any).\n"
 "\n"
 "rm RUN forgets the run: its durable snapshots (spool files removed), its\n"
 "results in the drift logs of its studies and its alert instances (all of\n"
@@ -102,9 +103,9 @@ static void print_runs(json_t *o)
 	char b[512], s[512];
 	size_t i;
 	static const char *const head[] = { "run", "role", "study", "durable", "last step", "idle s",
-					    "in flight MiB" };
-	table_init(&t, json_array_size(runs) + 1, 7);
-	table_set_row(&t, 0, head, 7);
+					    "in flight MiB", "publishers" };
+	table_init(&t, json_array_size(runs) + 1, 8);
+	table_set_row(&t, 0, head, 8);
 	json_array_foreach(runs, i, v) {
 		table_set(&t, i + 1, 0, json_string_value(json_object_get(v, "name")));
 		role_text(json_object_get(v, "studies"), b, sizeof(b), s, sizeof(s));
@@ -120,6 +121,9 @@ static void print_runs(json_t *o)
 		table_set(&t, i + 1, 5, b);
 		snprintf(b, sizeof(b), "%.1f", (double)dc_int(v, "bytes_pending") / 1048576);
 		table_set(&t, i + 1, 6, b);
+		json_t *pubs = json_object_get(v, "publishers");	/* absent: an older daemon */
+		snprintf(b, sizeof(b), json_is_integer(pubs) ? "%lld" : "-", (long long)json_integer_value(pubs));
+		table_set(&t, i + 1, 7, b);
 	}
 	table_show(&t, json_array_size(runs) + 1, 1, "(no run has published yet)");
 	/* a re-run under the same name, refused: said under the table, as `drift` says it */

@@ -214,6 +214,10 @@ static json_t *runs(struct control *c)
 			"bytes_pending", (json_int_t)r->bytes_pending,
 			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
 			"studies", in, "conflicts", (json_int_t)r->conflicts);
+		/* a live job's: what runs rm refuses for */
+		if (o && c->publishers)
+			json_object_set_new(o, "publishers", json_integer((json_int_t)c->publishers(c->reload_ctx,
+												      r->name)));
 		if (o && run_refused(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "refused", json_string(refused));
 			json_object_set_new(o, "conflict_at", json_real(r->conflict_wall));

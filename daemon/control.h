@@ -47,6 +47,8 @@ struct control {
 	 * with err; force: even while a publisher of the run is connected
 	 */
 	int (*forget)(void *ctx, const char *run, int force, struct forgotten *gone, char *err, size_t errlen);
+	/* with reload_ctx: the publishers of run connected now (peers.h); NULL: not known */
+	size_t (*publishers)(void *ctx, const char *run);
 	size_t compute_depth;			/* updated by the loop */
 	struct spool_usage spool_usage;		/* updated by the loop (compute_spool) */
 	struct alerts *alerts;

@@ -71,6 +71,8 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen);
 /* control's runs rm (ctx: the daemon); control.h's forget_fn. */
 int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *gone, char *err,
 		      size_t errlen);
+/* control's publishers of a run (ctx: the daemon): its connections open now. */
+size_t daemon_publishers(void *ctx, const char *run);
 /* libwdrift's log lines, for wd_log_set. */
 void daemon_lib_log(int level, const char *msg);
 

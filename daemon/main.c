@@ -388,6 +388,7 @@ static int start(struct daemon *d, int force)
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
 				   .spool = d->spool,
 				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run,
+				   .publishers = daemon_publishers,
 				   .config_file = &d->cfile };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);

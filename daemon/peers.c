@@ -276,7 +276,8 @@ size_t peers_publishing(struct peers *p, const char *run, int wait_ms, char *who
 	for (;;) {
 		peers_handle(p);
 		n = at = 0;
-		who[0] = 0;
+		if (len)
+			who[0] = 0;
 		for (size_t fd = 0; p && fd < p->cap; fd++) {
 			const struct peer *e = &p->v[fd];
 			if (!e->open || strcmp(e->run, run))

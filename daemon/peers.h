@@ -46,7 +46,8 @@ void peers_handle(struct peers *p);
  * attached (one keeps its connection between snapshots, and names its run
  * in the hello it sends on each new one). Returns how many, and puts in
  * who their addresses and last steps ("tcp 10.0.0.7:41234 after step 12,
- * ...", clipped to len). The monitor is read first, and for up to wait_ms
+ * ...", clipped to len; who may be NULL when len is 0). The monitor is
+ * read first, and for up to wait_ms
  * more while some remain: a job that has just exited may have its
  * disconnect still queued there.
  */

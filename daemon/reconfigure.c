@@ -218,6 +218,12 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 	return 0;
 }
 
+size_t daemon_publishers(void *ctx, const char *run)
+{
+	struct daemon *d = ctx;
+	return peers_publishing(d->peers, run, 0, NULL, 0);
+}
+
 /* libwdrift's log lines, through ours (journal prefixes included). */
 void daemon_lib_log(int level, const char *msg)
 {

@@ -7,6 +7,7 @@
 - CONFIG and Daemon: a config in a temp dir on ipc:// endpoints, and the
   real daemon started with a real NOTIFY_SOCKET listener, stopped by pid;
 - bench_config(): the config text the benchmarks (bench/*.py) start wdriftd with;
+- package_env(): the environment of a child process that imports the package;
 - teardown(): the daemon stopped and the temp dir removed, also on failure;
 - control(), subscribe(): the control socket (REQ) and the events (SUB);
 - Publisher: protocol v1 (docs/protocol.md) spoken with a raw DEALER, so
@@ -69,6 +70,16 @@ studies:
     candidates: [fa]
     proxies: {{fp16: lowprec}}
 {extra}"""
+
+
+def package_env(**extra):
+    """The environment of a child process that imports the Python package: python/
+    first on PYTHONPATH, run.sh's kept after it (under check-asan it brings the ASan
+    runtime, tests/asan), and WDRIFT_LIB the library under test."""
+    build = os.environ.get("BUILD", "build")
+    pydir = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    return dict(os.environ, PYTHONPATH=pydir + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                WDRIFT_LIB=os.path.abspath(os.path.join(build, "libwdrift.so")), **extra)
 
 
 def free_port():

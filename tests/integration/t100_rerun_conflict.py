@@ -27,12 +27,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, free_port, summary, teardown  # noqa: E402
+from harness import Daemon, check, free_port, package_env, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
-PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 # run, seed, steps...: publishes each step and waits for all to be acked or refused
 JOB = r'''
@@ -54,9 +53,7 @@ except wdrift.WdriftError as e:
 
 
 def job(ep, run, seed, *steps):
-    # run.sh's PYTHONPATH kept: under check-asan it brings the ASan runtime (tests/asan)
-    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    env = package_env()
     return subprocess.run([PYTHON, "-c", JOB, ep, run, str(seed), *map(str, steps)], env=env,
                           capture_output=True, text=True, timeout=120)
 

@@ -25,12 +25,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary, teardown  # noqa: E402
+from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
-PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 W = 3
 
 # One rank: publishes, at step 1 (or argv[4]), the first half of a 4096-element tensor (mode
@@ -69,9 +68,7 @@ for kw in ({"ranks": 3, "rank": 3}, {"ranks": 3, "rank": -1}, {"rank": 0}):
 
 
 def env_for(rank=None, world=None):
-    # run.sh's PYTHONPATH kept: under check-asan it brings the ASan runtime (tests/asan)
-    env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    env = package_env()
     for k in ("RANK", "WORLD_SIZE"):
         env.pop(k, None)
     if rank is not None:

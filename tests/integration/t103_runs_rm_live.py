@@ -13,6 +13,8 @@ a mix of two jobs. Now:
 - once the job has closed its publisher, runs rm goes through at once
   (the disconnect of a job that has just exited is waited for);
 - a job that is killed counts as gone too;
+- `wdrift runs` shows each run's publishers connected now (a column, and
+  "publishers" in --json), so that a live run is seen before rm;
 - the conflict's reason names both ways out: another name, or the first
   job stopped and then runs rm.
 Real daemon, real publisher processes (the Python package) told by stdin
@@ -28,12 +30,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary, teardown  # noqa: E402
+from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
-PYDIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 # ep run seed: publishes each step read from stdin ("close" ends it), printing
 # "acked STEP", or "raised ..." when the daemon refused it
@@ -63,8 +64,7 @@ class Job:
     """A training job as a real process, one step at a time."""
 
     def __init__(self, ep, run, seed):
-        env = dict(os.environ, PYTHONPATH=PYDIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+        env = package_env()
         self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed)], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -87,10 +87,24 @@ def wd(cfg, *args):
     return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
 
 
-def durable(cfg, run):
+def run_info(cfg, run):
     r = wd(cfg, "runs", "--json")
     runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
-    return runs.get(run, {}).get("durable")
+    return runs.get(run, {})
+
+
+def durable(cfg, run):
+    return run_info(cfg, run).get("durable")
+
+
+def publishers(cfg, run, want, timeout=5):
+    """The run's publishers as runs --json says, once it says want (a disconnect takes a moment)."""
+    end = time.time() + timeout
+    while True:
+        got = run_info(cfg, run).get("publishers")
+        if got == want or time.time() > end:
+            return got
+        time.sleep(0.05)
 
 
 def main():
@@ -113,8 +127,15 @@ def main():
         check(said.startswith("raised") and "conflict" in said and "name it anew" in said
               and "stop the first job and `wdrift runs rm fa`" in said,
               "a re-run beside it: the conflict names another name, or the first job stopped, then runs rm", said)
+        check(publishers(cfg, "fa", 2) == 2, "runs --json: 'publishers' 2 while both jobs are up")
         rc, out = rerun.close()
         check(rc == 0, "the re-run's job closes", out)
+        check(publishers(cfg, "fa", 1) == 1, "... 1 once the re-run's job has closed")
+        r = wd(cfg, "runs")
+        head = r.stdout.splitlines()[0] if r.stdout else ""
+        row = [x for x in r.stdout.splitlines() if x.startswith("fa ")]
+        check(head.split()[-1] == "publishers" and row and row[0].split()[-1] == "1",
+              "runs: a publishers column, 1 for the live job's run", r.stdout)
 
         # the trial's step: runs rm while the first job still publishes
         t0 = time.monotonic()
@@ -131,6 +152,7 @@ def main():
         check(first.step(20) == "acked 20" and durable(cfg, "fa") == 3, "the first job goes on: step 20 durable")
         rc, out = first.close()
         check(rc == 0 and "raised" not in out, "the first job closes", out)
+        check(publishers(cfg, "fa", 0) == 0, "runs --json: 'publishers' 0 once it has closed")
 
         # at once after it exited: its disconnect is waited for, not a refusal
         r = wd(cfg, "runs", "rm", "fa")
