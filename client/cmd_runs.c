@@ -27,11 +27,13 @@ static const char usage[] =
 "afresh, not refused as a conflict. It prints what was removed. Refused\n"
 "while a snapshot of the run is being received or stored, and while a\n"
 "publisher of it is still connected (a live job, whose snapshots it would\n"
-"delete: the error names it; stop that job first, or re-run under another\n"
-"name).\n"
+"delete, or a re-run whose snapshots were refused as conflicts and are not\n"
+"sent again: the error names each; stop them first, then start the re-run\n"
+"again, or re-run under another name).\n"
 "\n"
 "  --force        rm: remove the run even with publishers connected; their\n"
-"                 next snapshots are stored under the name afresh\n"
+"                 next snapshots are stored under the name afresh (with\n"
+"                 two jobs still sending, the run then holds steps of both)\n"
 DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 "\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
 "publisher connected, a snapshot in flight); 2 usage error.\n";
@@ -102,6 +104,7 @@ static void print_runs(json_t *o)
 	struct table t;
 	char b[512], s[512];
 	size_t i;
+	int unknown = 0;
 	static const char *const head[] = { "run", "role", "study", "durable", "last step", "idle s",
 					    "in flight MiB", "publishers" };
 	table_init(&t, json_array_size(runs) + 1, 8);
@@ -122,10 +125,14 @@ static void print_runs(json_t *o)
 		snprintf(b, sizeof(b), "%.1f", (double)dc_int(v, "bytes_pending") / 1048576);
 		table_set(&t, i + 1, 6, b);
 		json_t *pubs = json_object_get(v, "publishers");	/* absent: an older daemon */
-		snprintf(b, sizeof(b), json_is_integer(pubs) ? "%lld" : "-", (long long)json_integer_value(pubs));
+		snprintf(b, sizeof(b), json_is_integer(pubs) ? "%lld" : "?", (long long)json_integer_value(pubs));
+		unknown |= !json_is_integer(pubs);
 		table_set(&t, i + 1, 7, b);
 	}
 	table_show(&t, json_array_size(runs) + 1, 1, "(no run has published yet)");
+	if (unknown)	/* "?", not "-" or 0: none is not what the daemon said */
+		printf("publishers ?: this wdriftd does not report them (an older version: restart it "
+		       "on this one)\n");
 	/* a re-run under the same name, refused: said under the table, as `drift` says it */
 	json_array_foreach(runs, i, v)
 		if (json_string_value(json_object_get(v, "refused")))

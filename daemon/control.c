@@ -235,7 +235,7 @@ static char *runs_rm(struct control *c, json_t *req)
 {
 	json_t *jrun = json_object_get(req, "run"), *jforce = json_object_get(req, "force");
 	const char *run = json_string_value(jrun);
-	char err[512];
+	char err[1200];
 	struct forgotten gone = { 0 };
 
 	if (!jrun)

@@ -337,9 +337,10 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 	} else if (!snap && id && h->tensors != id->n) {
 		/* no shard came (all skipped?): the count alone can still differ */
 		struct wire_header a = *h;
-		char why[256];
+		char why[512];	/* the reply clips it to the wire's reason */
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: it has "
-			 "%zu tensors, the commit says %llu " INGEST_CONFLICT_HINT, r->name, (long long)h->step, id->n, (unsigned long long)h->tensors, r->name);
+			 "%zu tensors, the commit says %llu " INGEST_CONFLICT_HINT, r->name, (long long)h->step,
+			 id->n, (unsigned long long)h->tensors, r->name);
 		s->count.conflicts++;
 		run_note_conflict(r, h->step);
 		log_warning("ingest: refused: %s", why);
@@ -543,9 +544,11 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	struct wire_error err;
 
 	ix->st->count.messages++;
+	ix->conflict_replied = 0;
 	seen->type = -1;
 	seen->step = -1;
 	seen->run[0] = 0;
+	seen->conflict = 0;
 	if (!h)
 		return;
 	if (m->n < 2) {
@@ -601,5 +604,6 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 		}
 	}
 out:
+	seen->conflict = ix->conflict_replied;
 	free(h);
 }

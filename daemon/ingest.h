@@ -78,18 +78,22 @@ struct ingest {
 	char no_study_said[NAME_MAX + 1];
 	/* a publisher's bad messages, said to the operator: a few a minute for each code */
 	struct log_limit refused[WIRE_CODE_COUNT];
+	int conflict_replied;	/* the message being handled got a conflict reply */
 };
 
 /*
  * What a message was, for peers.c: its type (-1: not parsed;
  * INGEST_SEEN_REQUEST: a control client's request, answered, after which
- * its disconnect is no news), run and step.
+ * its disconnect is no news), run and step, and whether it was refused as
+ * a conflict (a re-run under a used name, most often: runs rm tells such
+ * a publisher from the job whose snapshots it would delete).
  */
 #define INGEST_SEEN_REQUEST (-2)
 struct ingest_seen {
 	int type;
 	int64_t step;
 	char run[NAME_MAX + 1];	/* whole: a longer name is refused */
+	int conflict;
 };
 
 void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen);

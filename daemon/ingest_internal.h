@@ -50,8 +50,8 @@ void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struc
  * a used name is the common cause. runs rm is refused while the first job
  * is still connected, so the hint names both ways out.
  */
-#define INGEST_CONFLICT_HINT "(a re-run under the same name? name it anew, or stop the first job and " \
-			     "`wdrift runs rm %.40s`)"
+#define INGEST_CONFLICT_HINT "(a re-run under the same name? name it anew, or stop both jobs, " \
+			     "`wdrift runs rm %.40s`, and start the re-run again)"
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

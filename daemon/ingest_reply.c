@@ -88,6 +88,7 @@ void ingest_reply_error(struct ingest *ix, const struct frames *m, const struct 
 	}
 	h.error = *err;
 	ix->st->count.errors[err->code]++;
+	ix->conflict_replied |= err->code == WIRE_CONFLICT;
 	ingest_say_refusal(ix, in, err);
 	ingest_reply(ix, m, &h);
 }

@@ -488,7 +488,7 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 			ingest_handle(&d->ix, &f, &seen);
 		}
 		if (n >= 2)	/* what the peer last sent, for a line if it drops */
-			peers_message(d->peers, &msgs[1], seen.type, seen.run, seen.step);
+			peers_message(d->peers, &msgs[1], seen.type, seen.run, seen.step, seen.conflict);
 		for (size_t i = 0; i < n; i++)
 			zmq_msg_close(&msgs[i]);
 	}

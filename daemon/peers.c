@@ -34,6 +34,9 @@ struct peer {
 	uint64_t messages;
 	int last_type;		/* wire_type of the last message; -1: not parsed */
 	int64_t step;
+	uint64_t commits;	/* commits not refused as a conflict when they came */
+	uint64_t conflicts;	/* messages refused as a conflict */
+	int64_t conflict_step;	/* the latest of them */
 	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
 };
@@ -174,7 +177,8 @@ static void peer_address(int fd, char *out, size_t len)
 	}
 }
 
-void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step)
+void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step,
+		   int conflict)
 {
 	if (!p)
 		return;
@@ -198,6 +202,11 @@ void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run
 	e->messages++;
 	e->last_type = type;
 	e->step = step;
+	e->commits += type == WIRE_COMMIT && !conflict;
+	if (conflict) {
+		e->conflicts++;
+		e->conflict_step = step;
+	}
 	snprintf(e->run, sizeof(e->run), "%s", run);
 }
 
@@ -268,25 +277,33 @@ void peers_handle(struct peers *p)
 	}
 }
 
-size_t peers_publishing(struct peers *p, const char *run, int wait_ms, char *who, size_t len)
+size_t peers_publishing(struct peers *p, const char *run, int wait_ms, size_t *refused, char *who,
+			size_t len)
 {
 	double end = now_mono() + wait_ms / 1000.0, left;
-	size_t n, at;
+	size_t n, at, nr;
 
 	for (;;) {
 		peers_handle(p);
-		n = at = 0;
+		n = at = nr = 0;
 		if (len)
 			who[0] = 0;
 		for (size_t fd = 0; p && fd < p->cap; fd++) {
 			const struct peer *e = &p->v[fd];
 			if (!e->open || strcmp(e->run, run))
 				continue;
-			if (at < len)
+			int rerun = e->conflicts && !e->commits;	/* nothing of its own is in the run */
+			if (at < len && rerun)
+				at += (size_t)snprintf(who + at, len - at, "%s%s, refused as a conflict at step %lld",
+						       n ? "; " : "", e->addr, (long long)e->conflict_step);
+			else if (at < len)
 				at += (size_t)snprintf(who + at, len - at, e->step >= 0 ? "%s%s after step %lld" :
-						       "%s%s", n ? ", " : "", e->addr, (long long)e->step);
+						       "%s%s", n ? "; " : "", e->addr, (long long)e->step);
 			n++;
+			nr += (size_t)rerun;
 		}
+		if (refused)
+			*refused = nr;
 		if (!n || (left = end - now_mono()) <= 0)
 			return n;
 		zmq_poll(&(zmq_pollitem_t){ .socket = p->pair, .events = ZMQ_POLLIN }, 1,

@@ -34,9 +34,10 @@ void *peers_socket(const struct peers *p);
 /*
  * A message was read: header is its frame 0 (for its descriptor and the
  * peer's address), type its wire_type (-1: not parsed), run and step what
- * it named (run "" when none).
+ * it named (run "" when none), conflict whether it was refused as one.
  */
-void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step);
+void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step,
+		   int conflict);
 
 /* Reads the monitor's events: connections, disconnects, handshake failures. */
 void peers_handle(struct peers *p);
@@ -44,14 +45,17 @@ void peers_handle(struct peers *p);
 /*
  * The open connections whose last message named run: its publishers still
  * attached (one keeps its connection between snapshots, and names its run
- * in the hello it sends on each new one). Returns how many, and puts in
- * who their addresses and last steps ("tcp 10.0.0.7:41234 after step 12,
- * ...", clipped to len; who may be NULL when len is 0). The monitor is
- * read first, and for up to wait_ms
- * more while some remain: a job that has just exited may have its
- * disconnect still queued there.
+ * in the hello it sends on each new one). Returns how many; *refused (when
+ * not NULL) is how many of them had every snapshot they committed refused
+ * as a conflict (a re-run under the name, which has nothing of its own in
+ * the run). who gets their addresses and last steps ("tcp 10.0.0.7:41234
+ * after step 12; ipc pid 4242, refused as a conflict at step 0", clipped
+ * to len; who may be NULL when len is 0). The monitor is read first, and
+ * for up to wait_ms more while some remain: a job that has just exited may
+ * have its disconnect still queued there.
  */
-size_t peers_publishing(struct peers *p, const char *run, int wait_ms, char *who, size_t len);
+size_t peers_publishing(struct peers *p, const char *run, int wait_ms, size_t *refused, char *who,
+			size_t len);
 
 void peers_stop(struct peers **p);
 

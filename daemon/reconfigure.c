@@ -160,7 +160,7 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 	struct daemon *d = ctx;
 	struct run *r = state_run(&d->st, run, 0);
 	char who[400];
-	size_t live;
+	size_t live, rerun;
 	long files;
 	int rc;
 
@@ -171,11 +171,19 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
 				best ? "'?" : ""), -ENOENT;
 	}
-	live = peers_publishing(d->peers, run, RM_DISCONNECT_WAIT_MS, who, sizeof(who));
+	live = peers_publishing(d->peers, run, RM_DISCONNECT_WAIT_MS, &rerun, who, sizeof(who));
+	if (live && live == rerun && !force)	/* a re-run alone: nothing of its own would go */
+		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected whose snapshots were "
+				"all refused as conflicts (%s): a re-run under the name. Its refused steps are "
+				"not sent again: stop it, rm, then start it again for a whole run (--force "
+				"removes the run now, and its later steps are stored without those)", run, live,
+				live == 1 ? "" : "s", who), -EBUSY;
 	if (live && !force)
 		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected (%s): a job still "
-				"publishing it, whose snapshots this would delete; stop it first (or, to re-run "
-				"beside it, publish under another name). --force removes it anyway", run, live,
+				"publishing it, whose snapshots this would delete. Stop the run's jobs first, "
+				"then rm, and start a re-run again (the steps refused to it are not sent again), "
+				"or publish the re-run under another name. --force removes it anyway, and the "
+				"run then holds what every job still connected sends next", run, live,
 				live == 1 ? "" : "s", who), -EBUSY;
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && snapshot_pending(p)) {
@@ -209,8 +217,9 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
 	if (live)
 		log_warning("runs rm --force: run '%s' forgotten with %zu publisher%s still connected (%s): "
-			    "their next snapshots are stored under the name afresh", run, live,
-			    live == 1 ? "" : "s", who);
+			    "their next snapshots are stored under the name afresh%s", run, live,
+			    live == 1 ? "" : "s", who, live - rerun && rerun ? ", each job's beside the "
+			    "other's" : "");
 	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
 		   "files removed, %zu alert instances dropped (%zu were firing; no 'resolved' is sent "
 		   "for them)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,
@@ -221,7 +230,7 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 size_t daemon_publishers(void *ctx, const char *run)
 {
 	struct daemon *d = ctx;
-	return peers_publishing(d->peers, run, 0, NULL, 0);
+	return peers_publishing(d->peers, run, 0, NULL, NULL, 0);
 }
 
 /* libwdrift's log lines, through ours (journal prefixes included). */

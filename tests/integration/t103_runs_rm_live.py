@@ -14,9 +14,13 @@ a mix of two jobs. Now:
   (the disconnect of a job that has just exited is waited for);
 - a job that is killed counts as gone too;
 - `wdrift runs` shows each run's publishers connected now (a column, and
-  "publishers" in --json), so that a live run is seen before rm;
-- the conflict's reason names both ways out: another name, or the first
-  job stopped and then runs rm.
+  "publishers" in --json), so that a live run is seen before rm ("?"
+  and a line from a daemon too old to say);
+- a re-run refused as a conflict is told apart from the job whose
+  snapshots rm would delete: with the first job gone, rm is refused for
+  the re-run's sake (its refused steps are not sent again), saying so;
+- the conflict's reason names both ways out: another name, or both jobs
+  stopped, runs rm, and the re-run started again.
 Real daemon, real publisher processes (the Python package) told by stdin
 when to go on, the real CLI; all stopped by pid, the temp dir removed,
 also on failure.
@@ -27,7 +31,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
@@ -125,40 +132,57 @@ def main():
         jobs.append(rerun)
         said = rerun.step(0)
         check(said.startswith("raised") and "conflict" in said and "name it anew" in said
-              and "stop the first job and `wdrift runs rm fa`" in said,
-              "a re-run beside it: the conflict names another name, or the first job stopped, then runs rm", said)
+              and "stop both jobs, `wdrift runs rm fa`, and start the re-run again" in said,
+              "a re-run beside it: the conflict names another name, or both jobs stopped, rm, the re-run again", said)
         check(publishers(cfg, "fa", 2) == 2, "runs --json: 'publishers' 2 while both jobs are up")
-        rc, out = rerun.close()
-        check(rc == 0, "the re-run's job closes", out)
-        check(publishers(cfg, "fa", 1) == 1, "... 1 once the re-run's job has closed")
         r = wd(cfg, "runs")
         head = r.stdout.splitlines()[0] if r.stdout else ""
         row = [x for x in r.stdout.splitlines() if x.startswith("fa ")]
-        check(head.split()[-1] == "publishers" and row and row[0].split()[-1] == "1",
-              "runs: a publishers column, 1 for the live job's run", r.stdout)
+        check(head.split()[-1] == "publishers" and row and row[0].split()[-1] == "2",
+              "runs: a publishers column, 2 for the run both jobs publish", r.stdout)
 
         # the trial's step: runs rm while the first job still publishes
         t0 = time.monotonic()
         r = wd(cfg, "runs", "rm", "fa")
         waited = time.monotonic() - t0
-        check(r.returncode == 1 and f"run 'fa' has 1 publisher connected (ipc pid {first.p.pid} " in r.stderr
-              and "after step 10" in r.stderr and "stop it first" in r.stderr and "--force" in r.stderr,
-              "runs rm of a run a live job publishes: refused, naming its publisher and --force", r.stderr)
+        check(r.returncode == 1 and "run 'fa' has 2 publishers connected (" in r.stderr
+              and f"ipc pid {first.p.pid} after step 10" in r.stderr
+              and f"ipc pid {rerun.p.pid}, refused as a conflict at step 0" in r.stderr
+              and "whose snapshots this would delete" in r.stderr and "Stop the run's jobs first" in r.stderr
+              and "--force" in r.stderr,
+              "runs rm of a run a live job publishes: refused, naming each publisher (the re-run as such) "
+              "and --force", r.stderr)
         check(durable(cfg, "fa") == 2, "... and nothing was removed")
         r = wd(cfg, "runs", "rm", "fa", "--json")
         j = json.loads(r.stdout or "{}")
-        check(r.returncode == 1 and j.get("ok") is False and "publisher connected" in j.get("error", ""),
+        check(r.returncode == 1 and j.get("ok") is False and "publishers connected" in j.get("error", ""),
               "runs rm --json: the same refusal, exit 1", r.stdout + r.stderr)
         check(first.step(20) == "acked 20" and durable(cfg, "fa") == 3, "the first job goes on: step 20 durable")
         rc, out = first.close()
         check(rc == 0 and "raised" not in out, "the first job closes", out)
-        check(publishers(cfg, "fa", 0) == 0, "runs --json: 'publishers' 0 once it has closed")
+        check(publishers(cfg, "fa", 1) == 1, "runs --json: 'publishers' 1 once it has closed")
+
+        # the first job stopped, the re-run still up (a trial's next step): refused, for the
+        # re-run's sake, in its own words: its refused steps are not sent again
+        r = wd(cfg, "runs", "rm", "fa")
+        check(r.returncode == 1 and "run 'fa' has 1 publisher connected whose snapshots were all refused as "
+              f"conflicts (ipc pid {rerun.p.pid}, refused as a conflict at step 0): a re-run" in r.stderr
+              and "not sent again" in r.stderr and "start it again" in r.stderr and "delete" not in r.stderr,
+              "runs rm with only the re-run connected: refused, saying it is the re-run and what to do",
+              r.stderr)
+        rc, out = rerun.close()
+        check(rc == 0, "the re-run's job closes", out)
 
         # at once after it exited: its disconnect is waited for, not a refusal
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 0 and "removed run 'fa': 3 durable snapshots" in r.stdout,
               "runs rm right after the job closed: removed", r.stdout + r.stderr)
         check(waited < 5, f"a refusal waits a moment for disconnects, no more ({waited:.2f} s)")
+        again = Job(ep, "fa", 2)
+        jobs.append(again)
+        check(again.step(0) == "acked 0" and durable(cfg, "fa") == 1, "the re-run started again: stored afresh")
+        rc, out = again.close()
+        check(rc == 0 and "raised" not in out, "... and closes", out)
 
         # a job killed mid-training: gone, so runs rm goes through
         killed = Job(ep, "lowprec", 3)
@@ -191,6 +215,29 @@ def main():
         r = wd(cfg, "runs", "rm", "--help")
         check(r.returncode == 0 and "--force" in r.stdout and "publisher" in r.stdout, "runs rm --help tells of --force",
               r.stdout)
+        # a daemon of an older version, which does not report publishers: '?' and a line, not '-' (none)
+        ctx = zmq.Context()
+        old = ctx.socket(zmq.REP)
+        old.setsockopt(zmq.LINGER, 0)
+        old.bind(f"ipc://{tmp}/old.sock")
+
+        def serve():
+            if old.poll(20000):
+                old.recv()
+                old.send_string(json.dumps({"v": 1, "ok": True, "runs": [
+                    {"name": "fa", "durable": 1, "last_step": 0, "idle": 1.0, "bytes_pending": 0,
+                     "role": "none", "studies": [], "conflicts": 0}]}))
+        th = threading.Thread(target=serve)
+        th.start()
+        r = subprocess.run([WDRIFT, "runs", "--endpoint", f"ipc://{tmp}/old.sock"], capture_output=True, text=True,
+                           timeout=60)
+        th.join()
+        old.close()
+        ctx.term()
+        row = [x for x in r.stdout.splitlines() if x.startswith("fa ")]
+        check(r.returncode == 0 and row and row[0].split()[-1] == "?" and
+              "publishers ?: this wdriftd does not report them" in r.stdout,
+              "runs against a daemon that does not report publishers: '?' and a line saying why", r.stdout + r.stderr)
     finally:
         for j in jobs:
             j.kill()
