@@ -133,6 +133,8 @@ def main():
         rb.tensor(7, "w", y[:500], "f32", offset=0, total=1000)
         e = rb.recv()
         check(e and e.get("code") == "conflict", f"ghost step 7 refused whole ({e})")
+        ra.s.close()    # its ranks end: rm is refused while one still publishes (t103)
+        rb.s.close()
         r = control(ctx, tmp, {"v": 1, "cmd": "runs_rm", "run": "ghost"})
         check(r and r.get("ok") and r.get("steps") == 1, f"runs rm ghost: done at once ({r})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
