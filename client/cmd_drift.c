@@ -123,7 +123,7 @@ static void summary_rows(struct table *t, size_t row, json_t *sum, json_t *first
  * with no number for a candidate's tensors (a run named otherwise: "absent")
  * must not read as all well: it says where to look.
  */
-static void print_completeness(json_t *res)
+static void print_completeness(json_t *res, const char *again)
 {
 	json_t *missing = json_object_get(res, "missing"), *v, *cand;
 	const char *run;
@@ -147,9 +147,9 @@ static void print_completeness(json_t *res)
 	putchar('\n');
 	/* a run that lags: where it was compared last, and how to see it */
 	json_object_foreach(json_object_get(res, "missing_latest"), run, v)
-		printf("lagging    %s: compared last at step %lld (wdrift drift %s --step %lld)\n", run,
+		printf("lagging    %s: compared last at step %lld (wdrift drift %s --step %lld%s)\n", run,
 		       (long long)json_integer_value(v), json_string_value(json_object_get(res, "study")),
-		       (long long)json_integer_value(v));
+		       (long long)json_integer_value(v), again);
 }
 
 /* The study's runs that sent nothing (a reload's typo?), and the candidates it no longer names. */
@@ -231,7 +231,7 @@ int cmd_drift(int argc, char **argv)
 		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
 	}
 	putchar('\n');
-	print_completeness(res);
+	print_completeness(res, dc_again(&a.t));	/* its hint runs as typed: with the same -c */
 	print_silent(res);
 	const char *run;
 	json_t *cand;

@@ -35,6 +35,47 @@ const char *dc_config_path(const char *given)
 	return realpath(f.path, real) ? real : f.path;
 }
 
+/* s for a shell, in single quotes when it holds anything but the plain characters of paths. */
+static void shell_word(const char *s, char *out, size_t len)
+{
+	size_t at = 0;
+
+	if (s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:@=+-,") ==
+	    strlen(s)) {
+		snprintf(out, len, "%s", s);
+		return;
+	}
+	if (len < 3) {
+		if (len)
+			out[0] = 0;
+		return;
+	}
+	out[at++] = '\'';
+	for (; *s && at + 5 < len; s++) {
+		if (*s == '\'') {	/* ' ends the quote, \' is one, ' opens it again */
+			memcpy(out + at, "'\\''", 4);
+			at += 4;
+		} else {
+			out[at++] = *s;
+		}
+	}
+	out[at++] = '\'';
+	out[at] = 0;
+}
+
+const char *dc_again(const struct dc_target *t)
+{
+	static char buf[WD_CONFIG_PATH_MAX + 64];
+	char word[WD_CONFIG_PATH_MAX + 32];
+
+	buf[0] = 0;
+	if (t->config || t->control) {
+		shell_word(t->config ? t->config : t->control, word, sizeof(word));
+		snprintf(buf, sizeof(buf), " %s %s", t->config ? "-c" : "--endpoint", word);
+	}
+	return buf;
+}
+
 const char *dc_config_near_miss(const char *given)
 {
 	static char both[2048];

@@ -46,6 +46,13 @@ struct dc_target {
 struct wd_config;
 
 /*
+ * The options that chose the daemon, as the user gave them, for a command
+ * the CLI suggests: " -c FILE" or " --endpoint EP" (shell-quoted where
+ * needed), "" when neither was given. A static buffer.
+ */
+const char *dc_again(const struct dc_target *t);
+
+/*
  * The file the CLI reads (config_find.h: -c FILE, $WDRIFT_CONFIG,
  * ./config, the install prefix, /etc): given, or the one found, as an
  * absolute path (a static buffer), or "(none found)".

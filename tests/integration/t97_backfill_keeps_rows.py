@@ -16,6 +16,8 @@ A real daemon and real `wdrift` commands; stopped by pid, temp dir removed.
 """
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -137,8 +139,19 @@ def main():
         check(got and got.get("missing") == ["nb-x"] and got.get("missing_latest") == {"nb-x": 20},
               "drift --json: missing_latest gives the step nb-x was compared last", json.dumps(got)[:1500])
         r = wd(cfg, "drift", "nb")
-        check(r.returncode == 0 and "lagging    nb-x: compared last at step 20 (wdrift drift nb --step 20)"
-              in r.stdout, "drift: the lagging run, and the command that shows it", r.stdout + r.stderr)
+        check(r.returncode == 0 and f"lagging    nb-x: compared last at step 20 (wdrift drift nb --step 20 -c {cfg})"
+              in r.stdout, "drift: the lagging run, and the command that shows it, with the -c given",
+              r.stdout + r.stderr)
+        # the command as printed runs, also with a path a shell must have quoted (a trial's
+        # copy of the hint, without its -c, found no config)
+        spaced = os.path.join(os.path.dirname(cfg), "my wdrift's.yaml")
+        os.symlink(cfg, spaced)
+        r = wd(spaced, "drift", "nb")
+        m = re.search(r"\(wdrift (drift nb --step 20 .*)\)$", r.stdout, re.M)
+        again = subprocess.run([WDRIFT, *shlex.split(m.group(1))], capture_output=True, text=True,
+                               timeout=60) if m else None
+        check(m and again.returncode == 0 and again.stdout.startswith("study      nb, step 20,"),
+              "... which runs as printed, the path shell-quoted", r.stdout + (again.stdout + again.stderr if again else ""))
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, port=port, candidates="al-fa", extra="    synthetic_proxy: round:bf16\n"))
