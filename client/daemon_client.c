@@ -95,12 +95,14 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
 	int r;
 
 	wd_config_defaults(cfg);
+	/* no file: the daemons that run are named, with their configs */
 	if ((r = wd_config_find(given, &f, cerr, sizeof(cerr))) != 0)
 		return wd_error(err, errlen, "%s%s%s%s", cerr, r > 0 ? ", or " : "", r > 0 ? instead : "",
-				r > 0 ? dc_other_daemons(NULL) : "");
+				dc_other_daemons(NULL));
 	if (wd_config_load_file(f.path, cfg, cerr, sizeof(cerr)) < 0) {
-		if (!strcmp(f.origin, "-c"))
-			return wd_error(err, errlen, "%s", cerr);
+		if (!strcmp(f.origin, "-c"))	/* a -c typo from another directory: which config runs */
+			return wd_error(err, errlen, "%s%s", cerr,
+					access(f.path, F_OK) < 0 ? dc_other_daemons(NULL) : "");
 		return wd_error(err, errlen, "%s (the config found through %s)", cerr, f.origin);
 	}
 	return 0;

@@ -13,8 +13,9 @@
 
 /*
  * " (wdriftd runs as pid 123 with -c /home/u/p/wdrift.yaml: give its
- * config with -c FILE or WDRIFT_CONFIG)" for up to 3 wdriftd processes
- * whose config is not config_path (resolved); "" when there is none. A
+ * config with -c FILE or WDRIFT_CONFIG)" for up to 4 wdriftd processes
+ * whose config is not config_path (resolved), this user's first, then
+ * "and others (ps ...)" when there are more; "" when there is none. A
  * static buffer, valid until the next call.
  */
 const char *dc_other_daemons(const char *config_path);

@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "config_find.h"
 #include "error.h"
+#include "near_name.h"
 #include "yaml_doc.h"
 
 #define SYSTEM_CONFIG "/etc/wdrift/wdrift.yaml"
@@ -60,9 +61,14 @@ int wd_config_find(const char *given, struct wd_config_found *f, char *err, size
 	if (given)
 		return take(f, given, "-c");
 	if (env && *env) {
-		if (!exists(env))
-			return wd_error(err, errlen, "WDRIFT_CONFIG names '%s', which does not exist: %s",
-					env, strerror(errno));
+		if (!exists(env)) {
+			int e = errno;
+			char near[WD_CONFIG_PATH_MAX + 32] = "";
+			if (e == ENOENT)	/* a typo of the file beside it */
+				wd_suggest_file(env, near, sizeof(near));
+			return wd_error(err, errlen, "WDRIFT_CONFIG names '%s', which does not exist: %s%s",
+					env, strerror(e), near);
+		}
 		return take(f, env, "WDRIFT_CONFIG");
 	}
 	if (exists(TREE_CONFIG))

@@ -63,8 +63,21 @@ def main():
         check(r.returncode == 1 and "no configuration" in r.stderr and "wdriftd runs as" in r.stderr
               and "give its config with -c FILE or WDRIFT_CONFIG" in r.stderr,
               "status from another directory, no config found: the running wdriftd is named", r.stderr)
-        if daemons() <= 3:      # at most 3 are named: ours among them when no more run
+        if daemons() <= 4:      # at most 4 are named: ours among them when no more run
             check(named in r.stderr, "... by its pid and its config's absolute path", r.stderr)
+
+        # -c of a file that is not there (a typo, from another directory): the daemons are named
+        r = wd(other, "status", "-c", "wdrift.yml")
+        check(r.returncode == 1 and "wdrift.yml: cannot open: No such file or directory" in r.stderr
+              and "wdriftd runs as" in r.stderr, "-c FILE missing: the running wdriftd is named", r.stderr)
+        # WDRIFT_CONFIG naming a typo of the file beside it: named, as for -c
+        env = {k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"}
+        typo = os.path.join(tmp, "wdrift.yml")
+        r = subprocess.run([WDRIFT, "status"], cwd=other, env=dict(env, WDRIFT_CONFIG=typo), capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 1 and f"WDRIFT_CONFIG names '{typo}', which does not exist: No such file or directory; "
+              f"did you mean '{cfg}'?" in r.stderr and "wdriftd runs as" in r.stderr,
+              "WDRIFT_CONFIG of a typo: did you mean, and the running wdriftd", r.stderr)
 
         # a config found in the working directory, whose daemon is not running
         os.makedirs(os.path.join(other, "config"))
@@ -73,7 +86,7 @@ def main():
         r = wd(other, "runs")
         check(r.returncode == 1 and "is wdriftd running?" in r.stderr and "wdriftd runs as" in r.stderr,
               "a config found (./config) with no daemon: the running wdriftd is named", r.stderr)
-        if daemons() <= 3:
+        if daemons() <= 4:
             check(named in r.stderr, "... by its pid and config", r.stderr)
 
         # with the right config: it works, and nothing is added
@@ -94,7 +107,7 @@ def main():
             time.sleep(0.05)
         r = wd(other, "status")
         check(r.returncode == 1 and "wdriftd runs as" in r.stderr, "two daemons up: named", r.stderr)
-        if daemons() <= 3:
+        if daemons() <= 4:
             check(f"pid {rel.pid} with -c {os.path.join(os.path.realpath(reld), 'wdrift.yaml')}" in r.stderr
                   and named in r.stderr, "... both; the relative -c made absolute from its directory", r.stderr)
         # from the daemon's own config, the other is named, itself never
@@ -111,7 +124,7 @@ def main():
         r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
         check(r.returncode == 1 and "is wdriftd running?" in r.stderr and f"pid {rel.pid} " not in r.stderr,
               "its daemon stopped: the stopped one is not named", r.stderr)
-        if daemons() <= 3:
+        if daemons() <= 4:
             check(named in r.stderr, "... the one still running is", r.stderr)
     finally:
         if rel and rel.poll() is None:
