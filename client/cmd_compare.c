@@ -291,6 +291,62 @@ static int prefixed(const char *name, const char *other, char *pre, size_t len)
 	return 1;
 }
 
+/* What the prefix suggests, said the same way wherever names differ by one. */
+#define WRAPPED_HINT "a wrapped model's state_dict (DistributedDataParallel's 'module.', " \
+		     "torch.compile's '_orig_mod.')? Save both the same way"
+
+/*
+ * How many of the names only in the baseline (b) are names only in the
+ * candidate (c) with a prefix, or the other way round, as the first such
+ * pair has it: the prefix into pre, *cand whether the candidate's names
+ * carry it, and the pair. At most 256 x 4096 names are tried.
+ */
+static size_t prefixed_pairs(char *const *b, size_t nb, char *const *c, size_t nc, char *pre, size_t len,
+			     int *cand, const char **pb, const char **pc)
+{
+	size_t pairs = 0;
+	char one[128];
+
+	pre[0] = 0;
+	*cand = 0;
+	for (size_t i = 0; i < nb && i < 256; i++)
+		for (size_t j = 0; j < nc && j < 4096; j++) {
+			int in_c = prefixed(c[j], b[i], one, sizeof(one));
+			if (!in_c && !prefixed(b[i], c[j], one, sizeof(one)))
+				continue;
+			if (!pre[0]) {
+				snprintf(pre, len, "%s", one);
+				*cand = in_c;
+				*pb = b[i];
+				*pc = c[j];
+			}
+			pairs += in_c == *cand && !strcmp(one, pre);
+			break;
+		}
+	return pairs;
+}
+
+/*
+ * The names in one file only, when some of them are the other file's
+ * with a prefix (a few layers saved from a wrapped model): a sentence for
+ * the unmatched list, or NULL.
+ */
+static char *unmatched_hint(const struct compare_result *res)
+{
+	char pre[128], *out;
+	const char *b, *c;
+	int cand;
+	size_t n = prefixed_pairs(res->only_base, res->n_only_base, res->only_cand, res->n_only_cand, pre,
+				  sizeof(pre), &cand, &b, &c);
+
+	if (!n || asprintf(&out, "%zu name%s only in the %s %s the %s's with '%s' before %s ('%.100s', "
+			   "'%.100s'): " WRAPPED_HINT, n, n == 1 ? "" : "s", cand ? "candidate" : "baseline",
+			   n == 1 ? "is" : "are", cand ? "baseline" : "candidate", pre, n == 1 ? "it" : "them",
+			   b, c) < 0)
+		return NULL;
+	return out;
+}
+
 /*
  * Files with no tensor name in common, without --layers: nothing would be
  * compared, and a table of unmatched names exiting 0 passed for a result
@@ -320,9 +376,7 @@ static int names_in_common(const struct options *o, const struct wd_ckpt *bl, co
 			int cand = prefixed(c, b, pre, sizeof(pre));
 			if (cand || prefixed(b, c, pre, sizeof(pre)))
 				snprintf(hint, sizeof(hint), ": the %s's names are the %s's with '%s' before "
-					 "them ('%.100s', '%.100s'): a wrapped model's state_dict "
-					 "(DistributedDataParallel's 'module.', torch.compile's '_orig_mod.')? "
-					 "Save both the same way", cand ? "candidate" : "baseline",
+					 "them ('%.100s', '%.100s'): " WRAPPED_HINT, cand ? "candidate" : "baseline",
 					 cand ? "baseline" : "candidate", pre, b, c);
 		}
 	}
@@ -441,10 +495,20 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 			return cli_error("cannot prepare '%s': %s", name, strerror(-r));
 		return r;
 	}
-	long idx = wd_ckpt_find(wd_ckpt_box_listing(ck), name);
-	if (idx < 0)
-		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)",
-				 px->path, px->label, name);
+	const struct wd_ckpt *pl = wd_ckpt_box_listing(ck);
+	long idx = wd_ckpt_find(pl, name);
+	if (idx < 0) {
+		char pre[128], hint[512] = "";
+		for (size_t i = 0; i < wd_ckpt_count(pl) && !hint[0]; i++) {
+			const char *have = wd_ckpt_entry(pl, i)->name;
+			int more = prefixed(have, name, pre, sizeof(pre));
+			if (more || prefixed(name, have, pre, sizeof(pre)))
+				snprintf(hint, sizeof(hint), "; it has '%.100s', the name %s '%s': " WRAPPED_HINT,
+					 have, more ? "with" : "without", pre);
+		}
+		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)%s", px->path,
+				 px->label, name, hint);
+	}
 	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm))) {
 		int cut = intact(&m);	/* a prepare that failed on a cut file: the cut says why */
 		wd_tensor_map_release(&m);
@@ -624,6 +688,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 		if (selected(o, name) && wd_ckpt_find(bl, name) < 0)
 			push_name(&res->only_cand, &res->n_only_cand, name);
 	}
+	res->unmatched_hint = unmatched_hint(res);
 	r = EXIT_OK;
 out:
 	wd_engine_close(&e);
@@ -654,6 +719,7 @@ static void result_release(struct compare_result *res)
 		free(res->only_cand[i]);
 	free(res->only_base);
 	free(res->only_cand);
+	free(res->unmatched_hint);
 	free((char *)res->engine);
 }
 

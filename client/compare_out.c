@@ -199,6 +199,8 @@ void compare_print_table(const struct compare_result *r)
 		printf("unmatched  %s (only in the baseline)\n", r->only_base[i]);
 	for (size_t i = 0; i < r->n_only_cand; i++)
 		printf("unmatched  %s (only in the candidate)\n", r->only_cand[i]);
+	if (r->unmatched_hint)
+		printf("note       %s\n", r->unmatched_hint);
 	summary_release(&s);
 	table_release(&t);
 }
@@ -289,10 +291,11 @@ int compare_print_json(const struct compare_result *r)
 				  "ratio_weighted", jnum(s.ratio_weighted[k])));
 	}
 	json_t *root = json_pack(
-		"{s:s,s:s,s:o,s:s,s:o,s:o,s:{s:o,s:o},s:{s:I,s:I,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:o}}",
+		"{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:{s:o,s:o},s:{s:I,s:I,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:o}}",
 		"baseline", r->baseline, "candidate", r->candidate,
 		"proxies", proxies, "engine", r->engine, "layers", layers,
 		"unmatched", unmatched,
+		"unmatched_hint", r->unmatched_hint ? json_string(r->unmatched_hint) : json_null(),
 		"unmatched_detail", "baseline_only", jnames(r->only_base, r->n_only_base),
 				    "candidate_only", jnames(r->only_cand, r->n_only_cand),
 		"summary", "tensors", (json_int_t)r->n_layers, "numel", (json_int_t)s.numel,

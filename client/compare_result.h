@@ -49,6 +49,7 @@ struct compare_result {
 	struct layer_result *layers;
 	size_t n_only_base, n_only_cand;
 	char **only_base, **only_cand;
+	char *unmatched_hint;	/* unmatched names that differ by a prefix; NULL: none */
 	struct compare_timings timings;
 };
 

@@ -156,6 +156,8 @@ gen.write_checkpoint(T + "/seed.h5", model({}))
 # no name in common: a DDP-wrapped model's state_dict, another model, no tensor at all
 gen.write_checkpoint(T + "/ddp.h5", {"module." + k: v for k, v in model({}).items()})
 gen.write_checkpoint(T + "/other_model.h5", {"encoder.w": w(10)})
+gen.write_checkpoint(T + "/halfddp.h5", {("module." + k if k.startswith("layers") else k): v
+                                         for k, v in model({}).items()})
 with h5py.File(T + "/no_tensor.h5", "w") as f:
     f.attrs["step"] = 1
 gen.write_checkpoint(T + "/run.v2.h5", model({}))
@@ -514,6 +516,16 @@ expect_fail "an HDF5 file with no tensor (baseline)" "'$T/no_tensor.h5' holds no
 	compare "$T/no_tensor.h5" "$C"
 expect_fail "an HDF5 file with no tensor (candidate)" "'$T/no_tensor.h5' holds no tensor" -- \
 	compare "$B" "$T/no_tensor.h5"
+expect_fail "a proxy with DDP's prefix: the error names its name for the tensor" "proxy 'ddp' has no tensor" \
+	"the name with 'module.': a wrapped model's state_dict" -- compare "$B" "$C" --proxy "$T/ddp.h5"
+# some names in common, the others with a prefix: compared, listed, and a note names the prefix
+run compare "$B" "$T/halfddp.h5"
+check "some names with DDP's prefix: exit 0, a note under the unmatched names naming it" \
+	eval 'rc_is 0 && out_has "note       3 names only in the candidate are the baseline'"'"'s with '"'"'module.'"'"' before them"'
+run compare "$B" "$T/halfddp.h5" --json
+check "... and \"unmatched_hint\" in --json (null without one)" eval '
+	"$PYTHON" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"unmatched_hint\"].startswith(\"3 names only in the candidate\")" "$tmp/out" &&
+	"$WDRIFT" compare "$B" "$C" --json | "$PYTHON" -c "import json,sys; assert json.load(sys.stdin)[\"unmatched_hint\"] is None"'
 run compare "$B" "$T/ddp.h5" --layers 'module.*'
 check "no name in common, with --layers: the selection's unmatched names, exit 0 (as documented)" \
 	eval 'rc_is 0 && out_has "no tensor matched" && out_has module.embed.weight'
