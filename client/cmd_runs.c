@@ -145,5 +145,8 @@ int cmd_runs(int argc, char **argv)
 		cli_cmd = "runs rm";	/* its messages' prefix: "wdrift runs rm: error: ..." */
 		return runs_rm(argc - 1, argv + 1);
 	}
+	if (argc > 1 && argv[1][0] != '-')	/* `runs remove fa`: the one subcommand named */
+		return cli_usage_error("unknown subcommand '%s' (runs lists the runs; 'wdrift runs rm RUN' "
+				       "removes one)", argv[1]);
 	return dc_simple(argc, argv, usage, "runs", print_runs);
 }

@@ -246,8 +246,10 @@ static char *runs_rm(struct control *c, json_t *req)
 		return fail("'force' must be true or false%s", "");
 	if (!c->forget)
 		return fail("'runs_rm' is not available%s", "");
-	if (c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err)) < 0)
+	if (c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err)) < 0) {
+		log_notice("runs rm: refused: %s", err);	/* what the operator was told, for the record */
 		return fail("%s", err);
+	}
 	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
 			      "steps", (json_int_t)gone.steps, "results", (json_int_t)gone.results,
 			      "alerts", (json_int_t)gone.alerts, "alerts_firing", (json_int_t)gone.firing));

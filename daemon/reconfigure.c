@@ -164,6 +164,9 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 	long files;
 	int rc;
 
+	if (!r && state_removed(&d->st, run))	/* a second rm, not a typo */
+		return snprintf(err, errlen, "no run '%.200s': runs rm forgot it already, and nothing was "
+				"published under the name since", run), -ENOENT;
 	if (!r) {	/* a typo: the nearest name the daemon has */
 		int n;
 		const char *best = state_run_suggest(&d->st, run, &n);

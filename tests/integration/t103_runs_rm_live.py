@@ -178,6 +178,13 @@ def main():
         check(r.returncode == 0 and "removed run 'fa': 3 durable snapshots" in r.stdout,
               "runs rm right after the job closed: removed", r.stdout + r.stderr)
         check(waited < 5, f"a refusal waits a moment for disconnects, no more ({waited:.2f} s)")
+        r = wd(cfg, "runs", "rm", "fa")
+        check(r.returncode == 1 and "no run 'fa': runs rm forgot it already" in r.stderr,
+              "a second runs rm: said to be forgotten already, not unknown", r.stderr)
+        log = dm.log_text()
+        check(log.count("runs rm: refused: run 'fa' has 2 publishers connected") == 2
+              and "runs rm: refused: run 'fa' has 1 publisher connected whose snapshots were all refused" in log,
+              "each refusal is in the daemon's log, as the CLI was told", log[-3000:])
         again = Job(ep, "fa", 2)
         jobs.append(again)
         check(again.step(0) == "acked 0" and durable(cfg, "fa") == 1, "the re-run started again: stored afresh")
@@ -212,6 +219,9 @@ def main():
         # bad input: --force on the listing, a non-boolean force on the control socket
         r = wd(cfg, "runs", "--force")
         check(r.returncode == 2, f"runs --force (no rm): usage error (exit {r.returncode})", r.stderr)
+        r = wd(cfg, "runs", "remove", "fa")
+        check(r.returncode == 2 and "unknown subcommand 'remove'" in r.stderr and "wdrift runs rm RUN" in r.stderr,
+              "runs remove: a usage error naming rm", r.stderr)
         r = wd(cfg, "runs", "rm", "--help")
         check(r.returncode == 0 and "--force" in r.stdout and "publisher" in r.stdout, "runs rm --help tells of --force",
               r.stdout)
