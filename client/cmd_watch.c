@@ -356,7 +356,7 @@ int cmd_watch(int argc, char **argv)
 	};
 	struct dc_args a = { 0 };
 	struct watch_opts o = { 0 };
-	char err[2048], source[600], hint[2048];
+	char err[2048], source[600];
 	int r = dc_args(argc, argv, &a, usage, extra, on_opt, &o), seen = 0, linger = 0;
 
 	if (r < 0)
@@ -373,14 +373,13 @@ int cmd_watch(int argc, char **argv)
 		snprintf(source, sizeof(source), "--endpoint");
 	else
 		snprintf(source, sizeof(source), "listen.events of %s", dc_config_path(a.t.config));
-	/* where no daemon answers: a ./wdrift.yaml not searched for, a wdriftd of another config */
-	snprintf(hint, sizeof(hint), "%s", given ? "" : dc_config_near_miss(a.t.config));
+
 	if (!a.t.events_ep[0])
 		return cli_error("no events endpoint: %s has no listen.events; give --endpoint EP",
 				 dc_config_path(a.t.config));
 
 	if (dc_endpoint_check(a.t.events_ep, given != NULL, err, sizeof(err)) < 0)
-		return cli_error("%s (%s)%s", err, source, hint);
+		return cli_error("%s (%s)%s", err, source, given ? "" : dc_config_near_miss(a.t.config));
 	void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
 	const char *prefix = o.topic ? o.topic : "";
 	int rc = EXIT_FAIL;
@@ -402,7 +401,8 @@ int cmd_watch(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (await_daemon(m, &a.t, source, err, sizeof(err)) < 0) {
-		cli_error("%s%s", err, hint);
+		/* no daemon answered: a ./wdrift.yaml not searched for, a wdriftd of another config */
+		cli_error("%s%s", err, given ? "" : dc_config_near_miss(a.t.config));
 		goto out;
 	}
 	if (!a.json && !stop)

@@ -35,44 +35,50 @@ const char *dc_config_path(const char *given)
 	return realpath(f.path, real) ? real : f.path;
 }
 
-/* s for a shell, in single quotes when it holds anything but the plain characters of paths. */
-static void shell_word(const char *s, char *out, size_t len)
+/*
+ * " OPT WORD" appended to out at *at, WORD in single quotes when it holds
+ * anything but the plain characters of paths; -1 when it does not fit.
+ */
+static int shell_arg(char *out, size_t len, size_t *at, const char *opt, const char *s)
 {
-	size_t at = 0;
+	size_t o = *at;
+	int plain = s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+				      "_./:@=+-,") == strlen(s);
 
-	if (s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:@=+-,") ==
-	    strlen(s)) {
-		snprintf(out, len, "%s", s);
-		return;
-	}
-	if (len < 3) {
-		if (len)
-			out[0] = 0;
-		return;
-	}
-	out[at++] = '\'';
-	for (; *s && at + 5 < len; s++) {
-		if (*s == '\'') {	/* ' ends the quote, \' is one, ' opens it again */
-			memcpy(out + at, "'\\''", 4);
-			at += 4;
+	if (o + strlen(opt) + 3 >= len)
+		return -1;
+	o += (size_t)snprintf(out + o, len - o, " %s ", opt);
+	if (!plain)
+		out[o++] = '\'';
+	for (; *s; s++) {
+		if (o + 6 >= len)
+			return -1;
+		if (*s == '\'' && !plain) {	/* ' ends the quote, \' is one, ' opens it again */
+			memcpy(out + o, "'\\''", 4);
+			o += 4;
 		} else {
-			out[at++] = *s;
+			out[o++] = *s;
 		}
 	}
-	out[at++] = '\'';
-	out[at] = 0;
+	if (!plain)
+		out[o++] = '\'';
+	out[o] = 0;
+	*at = o;
+	return 0;
 }
 
 const char *dc_again(const struct dc_target *t)
 {
-	static char buf[WD_CONFIG_PATH_MAX + 64];
-	char word[WD_CONFIG_PATH_MAX + 32];
+	static char buf[2 * WD_CONFIG_PATH_MAX];
+	size_t at = 0;
 
 	buf[0] = 0;
-	if (t->config || t->control) {
-		shell_word(t->config ? t->config : t->control, word, sizeof(word));
-		snprintf(buf, sizeof(buf), " %s %s", t->config ? "-c" : "--endpoint", word);
-	}
+	/* every option that chose the daemon or its keys, as given: --endpoint overrides -c's */
+	if ((t->config && shell_arg(buf, sizeof(buf), &at, "-c", t->config) < 0) ||
+	    (t->control && shell_arg(buf, sizeof(buf), &at, "--endpoint", t->control) < 0) ||
+	    (t->server_key && shell_arg(buf, sizeof(buf), &at, "--server-key", t->server_key) < 0) ||
+	    (t->key && shell_arg(buf, sizeof(buf), &at, "--key", t->key) < 0))
+		buf[0] = 0;	/* none rather than a path cut short */
 	return buf;
 }
 

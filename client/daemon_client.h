@@ -47,8 +47,9 @@ struct wd_config;
 
 /*
  * The options that chose the daemon, as the user gave them, for a command
- * the CLI suggests: " -c FILE" or " --endpoint EP" (shell-quoted where
- * needed), "" when neither was given. A static buffer.
+ * the CLI suggests: " -c FILE", " --endpoint EP", " --server-key K" and
+ * " --key K", each that was given, shell-quoted where needed; "" when none
+ * was, or when they do not fit. A static buffer.
  */
 const char *dc_again(const struct dc_target *t);
 

@@ -32,20 +32,22 @@ static ssize_t proc_read(const char *pid, const char *name, char *buf, size_t le
 
 /*
  * The config a wdriftd was given, from its argv (NUL-separated, n bytes):
- * -c FILE, -cFILE, --config FILE, --config=FILE; NULL without one.
+ * -c FILE, -cFILE, --config FILE, --config=FILE, and getopt's unambiguous
+ * abbreviations of --config (--con, --conf, ...); NULL without one.
  */
 static const char *config_arg(const char *argv, ssize_t n)
 {
 	const char *end = argv + n, *a = argv + strlen(argv) + 1;	/* past argv[0] */
 
 	for (; a < end; a += strlen(a) + 1) {
-		const char *next = a + strlen(a) + 1;
+		const char *next = a + strlen(a) + 1, *eq = strchr(a, '=');
+		size_t name = eq ? (size_t)(eq - a) : strlen(a);
 		if (!strcmp(a, "--"))
 			return NULL;
-		if (!strcmp(a, "-c") || !strcmp(a, "--config"))
+		if (name >= 5 && name <= 8 && !strncmp(a, "--config", name))	/* "--c" is ambiguous */
+			return eq ? eq + 1 : next < end ? next : NULL;
+		if (!strcmp(a, "-c"))
 			return next < end ? next : NULL;
-		if (!strncmp(a, "--config=", 9))
-			return a + 9;
 		if (!strncmp(a, "-c", 2))
 			return a + 2;
 	}
@@ -53,13 +55,56 @@ static const char *config_arg(const char *argv, ssize_t n)
 }
 
 /*
+ * The file a wdriftd given no -c reads, by the search it ran
+ * (config_find.h) in its environment and directory, as far as /proc shows
+ * them (another user's are not readable): into out, or "" when unknown.
+ */
+static void searched_config(const char *pid, const char *cwd, char *out, size_t len)
+{
+	char env[16384], exe[PATH_MAX], path[PATH_MAX + 64];
+	ssize_t n = proc_read(pid, "environ", env, sizeof(env)), k;
+
+	out[0] = 0;
+	for (const char *v = env; n > 0 && v < env + n; v += strlen(v) + 1)
+		if (!strncmp(v, "WDRIFT_CONFIG=", 14) && v[14]) {
+			if (v[14] == '/' || !cwd[0])
+				snprintf(out, len, "%s", v + 14);
+			else
+				snprintf(out, len, "%s/%s", cwd, v + 14);
+			return;
+		}
+	snprintf(path, sizeof(path), "%s/config/wdrift.yaml", cwd);
+	if (cwd[0] && access(path, F_OK) == 0) {
+		snprintf(out, len, "%s", path);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%s/exe", pid);	/* PREFIX/bin/wdriftd */
+	if ((k = readlink(path, exe, sizeof(exe) - 1)) > 0) {
+		exe[k] = 0;
+		for (int cut = 0; cut < 2; cut++) {
+			char *slash = strrchr(exe, '/');
+			if (slash)
+				*slash = 0;
+		}
+		snprintf(path, sizeof(path), "%s/etc/wdrift/wdrift.yaml", exe);
+		if (access(path, F_OK) == 0) {
+			snprintf(out, len, "%s", path);
+			return;
+		}
+	}
+	if (access("/etc/wdrift/wdrift.yaml", F_OK) == 0)
+		snprintf(out, len, "/etc/wdrift/wdrift.yaml");
+}
+
+/*
  * One wdriftd's part of the list, into out at *at: "pid 123 with -c FILE",
- * FILE absolute where its working directory is readable. 0, or 1 when it
- * runs with config_path (mine, resolved): not another.
+ * FILE absolute where its working directory is readable. 0; 1 when it
+ * runs with config_path (mine, resolved): not another; 2 when there was
+ * no room for it.
  */
 static int describe(const char *pid, const char *mine, char *out, size_t len, size_t *at, int first)
 {
-	char argv[4096], cwd[PATH_MAX], full[2 * PATH_MAX], real[PATH_MAX];
+	char argv[4096], cwd[PATH_MAX], full[2 * PATH_MAX], real[PATH_MAX], one[3 * PATH_MAX];
 	ssize_t n = proc_read(pid, "cmdline", argv, sizeof(argv)), c;
 	const char *cfg;
 
@@ -71,20 +116,26 @@ static int describe(const char *pid, const char *mine, char *out, size_t len, si
 	cfg = config_arg(argv, n);
 	if (cfg && cfg[0] != '/' && cwd[0])
 		snprintf(full, sizeof(full), "%s/%s", cwd, cfg);
+	else if (cfg)
+		snprintf(full, sizeof(full), "%s", cfg);
 	else
-		snprintf(full, sizeof(full), "%s", cfg ? cfg : "");
-	if (cfg && cwd[0] && realpath(full, real))
+		searched_config(pid, cwd, full, sizeof(full));
+	if (full[0] && realpath(full, real))
 		snprintf(full, sizeof(full), "%s", real);
-	if (cfg && !strcmp(full, mine))
+	if (full[0] && !strcmp(full, mine))
 		return 1;	/* the daemon of this config: not another */
-	if (*at >= len)
-		return 0;
 	if (cfg)
-		*at += (size_t)snprintf(out + *at, len - *at, "%s pid %s with -c %s%s", first ? "" : ";", pid,
-					full, full[0] == '/' ? "" : " (relative to its directory)");
+		snprintf(one, sizeof(one), "%s pid %s with -c %s%s", first ? "" : ";", pid, full,
+			 full[0] == '/' ? "" : " (relative to its directory)");
+	else if (full[0])
+		snprintf(one, sizeof(one), "%s pid %s with %s (found by its search)", first ? "" : ";", pid,
+			 full);
 	else
-		*at += (size_t)snprintf(out + *at, len - *at, "%s pid %s without -c%s%s", first ? "" : ";", pid,
-					cwd[0] ? ", started in " : "", cwd);
+		snprintf(one, sizeof(one), "%s pid %s without -c%s%s", first ? "" : ";", pid,
+			 cwd[0] ? ", started in " : "", cwd);
+	if (*at + strlen(one) >= len)
+		return 2;	/* whole entries only */
+	*at += (size_t)snprintf(out + *at, len - *at, "%s", one);
 	return 0;
 }
 
@@ -112,14 +163,13 @@ const char *dc_other_daemons(const char *config_path)
 			snprintf(path, sizeof(path), "/proc/%s", e->d_name);
 			if (stat(path, &st) < 0 || (st.st_uid == getuid()) != own)
 				continue;
-			if (shown >= SHOWN_MAX)
-				more++;
-			else if (!describe(e->d_name, mine, list, sizeof(list), &at, !shown))
-				shown++;
+			int r = shown < SHOWN_MAX ? describe(e->d_name, mine, list, sizeof(list), &at, !shown) : 2;
+			shown += r == 0;
+			more += r == 2;
 		}
 		closedir(d);
 	}
-	if (shown)	/* "more" may count the daemon of this config: "at most" */
+	if (shown)	/* "more" may count the daemon of this config: it says "others" */
 		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "
 			 "WDRIFT_CONFIG)", list, more ? "; and others (ps -C wdriftd -o pid,args)" : "");
 	return said;

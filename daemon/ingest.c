@@ -337,10 +337,10 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 	} else if (!snap && id && h->tensors != id->n) {
 		/* no shard came (all skipped?): the count alone can still differ */
 		struct wire_header a = *h;
-		char why[512];	/* the reply clips it to the wire's reason */
-		snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: it has "
-			 "%zu tensors, the commit says %llu " INGEST_CONFLICT_HINT, r->name, (long long)h->step,
-			 id->n, (unsigned long long)h->tensors, r->name);
+		char why[WIRE_REASON_MAX + 1], counts[96];
+		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
+			 (unsigned long long)h->tensors);
+		ingest_conflict_reason(why, sizeof(why), r->name, h->step, counts);
 		s->count.conflicts++;
 		run_note_conflict(r, h->step);
 		log_warning("ingest: refused: %s", why);

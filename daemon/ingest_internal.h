@@ -46,12 +46,12 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			  struct snapshot *snap, const struct snap_id *id);
 /*
- * What a conflict's reason ends with, given the run's name: a re-run under
- * a used name is the common cause. runs rm is refused while the first job
- * is still connected, so the hint names both ways out.
+ * A conflict's reason, into why (len at least WIRE_REASON_MAX + 1): "run
+ * 'NAME' step N is durable with other content: WHAT (HINT)", what clipped
+ * so that the hint, which names the ways out of a re-run under a used
+ * name, always fits in the reply's reason.
  */
-#define INGEST_CONFLICT_HINT "(a re-run under the same name? name it anew, or stop both jobs, " \
-			     "`wdrift runs rm %.40s`, and start the re-run again)"
+void ingest_conflict_reason(char *why, size_t len, const char *run, int64_t step, const char *what);
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

@@ -315,15 +315,31 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * code conflict, remembered in snap for the commit's reply, logged once per
  * (run, step) and counted once per re-send.
  */
+/*
+ * A re-run under a used name is the common cause. runs rm is refused
+ * while either job is connected, and a re-run's refused steps are not
+ * sent again: so both ways out, in full.
+ */
+void ingest_conflict_reason(char *why, size_t len, const char *run, int64_t step, const char *what)
+{
+	char head[128], hint[160];
+	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", run,
+			 (long long)step);
+	int k = snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop both "
+			 "jobs, `wdrift runs rm %.40s`, and start the re-run again)", run);
+	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
+	int room = 250 - n - k;
+
+	snprintf(why, len, "%s%.*s%s", head, room > 0 ? room : 0, what, hint);
+}
+
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, const char *field, const char *what)
 {
 	struct run *r = snap->run;
-	char why[256];
+	char why[WIRE_REASON_MAX + 1];
 
-	snprintf(why, sizeof(why), "run '%.40s' step %lld is durable with other content: %s "
-		 INGEST_CONFLICT_HINT, r->name,
-		 (long long)snap->step, what, r->name);
+	ingest_conflict_reason(why, sizeof(why), r->name, snap->step, what);
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);

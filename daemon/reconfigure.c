@@ -174,7 +174,8 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
 				best ? "'?" : ""), -ENOENT;
 	}
-	live = peers_publishing(d->peers, run, RM_DISCONNECT_WAIT_MS, &rerun, who, sizeof(who));
+	/* forced, nothing waits: the disconnects only change what is said */
+	live = peers_publishing(d->peers, run, force ? 0 : RM_DISCONNECT_WAIT_MS, &rerun, who, sizeof(who));
 	if (live && live == rerun && !force)	/* a re-run alone: nothing of its own would go */
 		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected whose snapshots were "
 				"all refused as conflicts (%s): a re-run under the name. Its refused steps are "

@@ -66,11 +66,14 @@ struct wire_limits {
 	uint64_t max_message;	/* payload bytes of one tensor message */
 };
 
+/* The longest reason an error reply carries, in bytes. */
+#define WIRE_REASON_MAX 255
+
 /* A parse or validation failure: what goes into the error reply. */
 struct wire_error {
 	enum wire_code code;
 	char field[32];		/* "" when the whole header is at fault */
-	char reason[256];
+	char reason[WIRE_REASON_MAX + 1];
 };
 
 /*

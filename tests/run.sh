@@ -30,7 +30,8 @@
 # the order the tests started. The tests in SERIAL run after the others,
 # each alone: they run make in $BUILD (two makes in one build directory
 # race), install into a prefix, or time a daemon's reaction to signals and
-# load, which a loaded machine turns into false failures.
+# load, which a loaded machine turns into false failures, or name the
+# wdriftd processes running (t104: those of other tests would crowd them out).
 #
 # WDRIFT_SOAK=1 (set by .ci/run) gives the soak tests their full size: t70's
 # 100 kills, t71's 60 s flood, t72's 1000 attempts per attack. Without it
@@ -38,7 +39,7 @@
 set -u
 ONLY=${ONLY:-}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 1)}
-SERIAL="t05_ t30_ t31_ t40_ t41_ t42_ t55_ t57_ t65_ t70_ t71_ t72_"
+SERIAL="t05_ t30_ t31_ t40_ t41_ t42_ t55_ t57_ t65_ t70_ t71_ t72_ t104_"
 if [ "${WDRIFT_SOAK:-0}" != 1 ]; then
 	T70_ROUNDS=${T70_ROUNDS:-10} T71_FLOOD_SECONDS=${T71_FLOOD_SECONDS:-10}
 	T72_ATTEMPTS=${T72_ATTEMPTS:-100}

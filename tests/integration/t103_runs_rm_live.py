@@ -27,6 +27,7 @@ also on failure.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,7 +38,7 @@ import time
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
+from harness import Daemon, Publisher, check, package_env, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
@@ -48,6 +49,7 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 JOB = r'''
 import sys, numpy as np, wdrift
 ep, run, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tensor = sys.argv[4] if len(sys.argv) > 4 else "w"
 rng = np.random.default_rng(seed)
 pub = wdrift.Publisher(ep, run, ack_timeout=5.0, stall_warning=None)
 for line in sys.stdin:
@@ -55,7 +57,7 @@ for line in sys.stdin:
         break
     step = int(line)
     try:
-        pub.publish(step, {"w": rng.standard_normal(256).astype(np.float32)})
+        pub.publish(step, {tensor: rng.standard_normal(256).astype(np.float32)})
         ok = pub.flush(20)
         print("acked" if ok else "not flushed", step, flush=True)
     except wdrift.WdriftError as e:
@@ -70,9 +72,9 @@ except wdrift.WdriftError as e:
 class Job:
     """A training job as a real process, one step at a time."""
 
-    def __init__(self, ep, run, seed):
+    def __init__(self, ep, run, seed, tensor="w"):
         env = package_env()
-        self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed)], env=env, stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed), tensor], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def step(self, n):
@@ -191,6 +193,31 @@ def main():
         rc, out = again.close()
         check(rc == 0 and "raised" not in out, "... and closes", out)
 
+        # long names: the conflict's advice is never the part cut off (a review: the reply's reason
+        # holds 255 bytes, and a long run and tensor name cut the hint short)
+        name, tensor = "llama-7b-sft-lr3e-5-seed1-" + "x" * 14, "model.layers.31.self_attn.q_proj.weight" * 3
+        for seed in (1, 2):
+            j = Job(ep, name, seed, tensor)
+            jobs.append(j)
+            said = j.step(0)
+            j.close()
+        check(said.startswith("raised") and f"stop both jobs, `wdrift runs rm {name}`, and start the re-run again)"
+              in said, "long names: the conflict's hint whole, the tensor's words clipped instead", said)
+
+        # a re-run with the same weights: its step is acked as a duplicate, so the run holds what
+        # it was told is stored, and rm is refused for it as for a job publishing (not a re-run)
+        one, same = Job(ep, "dupe", 5), Job(ep, "dupe", 5)
+        jobs += [one, same]
+        check(one.step(0) == "acked 0" and same.step(0) == "acked 0", "the same weights twice: both acked")
+        one.close()
+        r = wd(cfg, "runs", "rm", "dupe")
+        check(r.returncode == 1 and f"ipc pid {same.p.pid} after step 0)" in r.stderr
+              and "whose snapshots this would delete" in r.stderr and "refused as a conflict" not in r.stderr,
+              "a re-run acked as duplicates counts as publishing: what it was told is stored would go", r.stderr)
+        same.close()
+        r = wd(cfg, "runs", "rm", "dupe")
+        check(r.returncode == 0, "... and once it has closed, rm goes through", r.stderr)
+
         # a job killed mid-training: gone, so runs rm goes through
         killed = Job(ep, "lowprec", 3)
         jobs.append(killed)
@@ -225,8 +252,28 @@ def main():
         r = wd(cfg, "runs", "rm", "--help")
         check(r.returncode == 0 and "--force" in r.stdout and "publisher" in r.stdout, "runs rm --help tells of --force",
               r.stdout)
-        # a daemon of an older version, which does not report publishers: '?' and a line, not '-' (none)
+        # many ranks connected (a sharded job): whole entries, then how many more, never a pid cut short
         ctx = zmq.Context()
+        ranks = Job(ep, "many", 6)
+        jobs.append(ranks)
+        check(ranks.step(0) == "acked 0", "a run 'many' with a step durable")
+        hellos = [Publisher(ctx, tmp, "many") for _ in range(24)]
+        for h in hellos:
+            h.hello()
+        check(publishers(cfg, "many", 25) == 25, "runs --json: 25 publishers")
+        r = wd(cfg, "runs", "rm", "many")
+        m = re.search(r"has 25 publishers connected \((.*)\): a job", r.stderr)
+        listed = m.group(1).split("; ") if m else []
+        more = re.fullmatch(r"and (\d+) more", listed[-1]) if listed else None
+        whole = [x for x in listed[:-1] if re.fullmatch(r"ipc pid \d+( after step 0)?", x)]
+        check(r.returncode == 1 and more and len(whole) == len(listed) - 1 and
+              len(whole) + int(more.group(1)) == 25,
+              "25 publishers: whole entries, then 'and N more', adding up to 25", r.stderr)
+        for h in hellos:
+            h.s.close()
+        ranks.close()
+
+        # a daemon of an older version, which does not report publishers: '?' and a line, not '-' (none)
         old = ctx.socket(zmq.REP)
         old.setsockopt(zmq.LINGER, 0)
         old.bind(f"ipc://{tmp}/old.sock")

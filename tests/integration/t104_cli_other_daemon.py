@@ -11,8 +11,12 @@ and its -c file, made absolute from the daemon's working directory:
 - a config found (./config/wdrift.yaml) whose daemon is not running: the
   same;
 - a daemon started with a relative -c is named by its absolute path;
+- a daemon given no -c is named by the file its search found (its
+  WDRIFT_CONFIG, ./config/wdrift.yaml in its directory, ...);
 - the daemon of the config the CLI read is never named as another; with
   the right -c nothing is added, and status works.
+Run alone (tests/run.sh's SERIAL): the checks that name a daemon by pid
+need the daemons this test starts to be among the four named.
 Real daemons (stopped by pid), the real CLI run from other directories;
 temp dirs removed, also on failure.
 """
@@ -126,6 +130,35 @@ def main():
               "its daemon stopped: the stopped one is not named", r.stderr)
         if daemons() <= 4:
             check(named in r.stderr, "... the one still running is", r.stderr)
+
+        # a daemon started with no -c, in a directory with ./config/wdrift.yaml: named by the
+        # file its search found; from that directory (the CLI finds the same file) never
+        srch = os.path.join(tmp, "searched")
+        os.makedirs(os.path.join(srch, "config"))
+        os.makedirs(os.path.join(srch, "run"))
+        with open(os.path.join(srch, "config", "wdrift.yaml"), "w") as f:
+            f.write(f"listen:\n  ingest: ipc://{srch}/run/ingest.sock\n  control: ipc://{srch}/run/control.sock\n"
+                    f"  events: ipc://{srch}/run/events.sock\nstorage:\n  dir: {srch}/var\n")
+        env = {k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"}
+        rel = subprocess.Popen([WDRIFTD], cwd=srch, env=env, stdout=log, stderr=log)
+        end = time.time() + 10
+        while time.time() < end and not os.path.exists(os.path.join(srch, "run", "control.sock")):
+            time.sleep(0.05)
+        r = wd(other, "status")
+        if daemons() <= 4:
+            check(f"pid {rel.pid} with {os.path.realpath(srch)}/config/wdrift.yaml (found by its search)" in r.stderr,
+                  "a daemon given no -c: named by the config its search found", r.stderr)
+        os.unlink(os.path.join(srch, "run", "control.sock"))
+        r = wd(srch, "status")
+        check(r.returncode == 1 and "no socket" in r.stderr and f"pid {rel.pid} " not in r.stderr,
+              "... and not as another from its own directory, where the CLI finds the same file", r.stderr)
+        rel.terminate()
+        rel.wait(timeout=15)
+
+        # -c of a typo, relative, in the daemon's directory: the file meant is named
+        r = wd(tmp, "status", "-c", "wdrift.yml")
+        check(r.returncode == 1 and "wdrift.yml: cannot open: No such file or directory; did you mean "
+              "'wdrift.yaml'?" in r.stderr, "-c wdrift.yml beside wdrift.yaml: did you mean it", r.stderr)
     finally:
         if rel and rel.poll() is None:
             rel.kill()
