@@ -257,18 +257,18 @@ def main():
         ranks = Job(ep, "many", 6)
         jobs.append(ranks)
         check(ranks.step(0) == "acked 0", "a run 'many' with a step durable")
-        hellos = [Publisher(ctx, tmp, "many") for _ in range(24)]
+        hellos = [Publisher(ctx, tmp, "many") for _ in range(40)]     # more than the 400 bytes hold
         for h in hellos:
             h.hello()
-        check(publishers(cfg, "many", 25) == 25, "runs --json: 25 publishers")
+        check(publishers(cfg, "many", 41) == 41, "runs --json: 41 publishers")
         r = wd(cfg, "runs", "rm", "many")
-        m = re.search(r"has 25 publishers connected \((.*)\): a job", r.stderr)
+        m = re.search(r"has 41 publishers connected \((.*)\): a job", r.stderr)
         listed = m.group(1).split("; ") if m else []
         more = re.fullmatch(r"and (\d+) more", listed[-1]) if listed else None
         whole = [x for x in listed[:-1] if re.fullmatch(r"ipc pid \d+( after step 0)?", x)]
         check(r.returncode == 1 and more and len(whole) == len(listed) - 1 and
-              len(whole) + int(more.group(1)) == 25,
-              "25 publishers: whole entries, then 'and N more', adding up to 25", r.stderr)
+              len(whole) + int(more.group(1)) == 41,
+              "41 publishers: whole entries, then 'and N more', adding up to 41", r.stderr)
         for h in hellos:
             h.s.close()
         ranks.close()
