@@ -137,6 +137,10 @@ static void print_runs(json_t *o)
 	json_array_foreach(runs, i, v)
 		if (json_string_value(json_object_get(v, "refused")))
 			printf("refused    %s\n", json_string_value(json_object_get(v, "refused")));
+	/* two jobs under one name at once: said where the runs are read, as a refusal is */
+	json_array_foreach(runs, i, v)
+		if (json_string_value(json_object_get(v, "mixed")))
+			printf("mixed      %s\n", json_string_value(json_object_get(v, "mixed")));
 }
 
 int cmd_runs(int argc, char **argv)

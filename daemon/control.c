@@ -218,6 +218,17 @@ static json_t *runs(struct control *c)
 		if (o && c->publishers)
 			json_object_set_new(o, "publishers", json_integer((json_int_t)c->publishers(c->reload_ctx,
 												      r->name)));
+		/* two jobs at once, each as the only rank: their steps interleave (peers.h) */
+		char who[400];
+		size_t jobs = o && c->jobs ? c->jobs(c->reload_ctx, r->name, who, sizeof(who)) : 0;
+		if (jobs > 1) {
+			char mixed[800];
+			snprintf(mixed, sizeof(mixed), "'%.200s': %zu jobs publish it at once, each as its only "
+				 "rank (%s): their steps interleave in the run; stop the one started by mistake",
+				 r->name, jobs, who);
+			json_object_set_new(o, "jobs", json_integer((json_int_t)jobs));
+			json_object_set_new(o, "mixed", json_string(mixed));
+		}
 		if (o && run_refused(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "refused", json_string(refused));
 			json_object_set_new(o, "conflict_at", json_real(r->conflict_wall));

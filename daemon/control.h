@@ -49,6 +49,8 @@ struct control {
 	int (*forget)(void *ctx, const char *run, int force, struct forgotten *gone, char *err, size_t errlen);
 	/* with reload_ctx: the publishers of run connected now (peers.h); NULL: not known */
 	size_t (*publishers)(void *ctx, const char *run);
+	/* with reload_ctx: the jobs publishing run as its only rank now, in who (peers_jobs) */
+	size_t (*jobs)(void *ctx, const char *run, char *who, size_t len);
 	size_t compute_depth;			/* updated by the loop */
 	struct spool_usage spool_usage;		/* updated by the loop (compute_spool) */
 	struct alerts *alerts;

@@ -73,6 +73,8 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 		      size_t errlen);
 /* control's publishers of a run (ctx: the daemon): its connections open now. */
 size_t daemon_publishers(void *ctx, const char *run);
+/* control's jobs of a run (ctx: the daemon): peers_jobs. */
+size_t daemon_jobs(void *ctx, const char *run, char *who, size_t len);
 /* libwdrift's log lines, for wd_log_set. */
 void daemon_lib_log(int level, const char *msg);
 

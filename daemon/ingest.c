@@ -549,6 +549,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	seen->step = -1;
 	seen->run[0] = 0;
 	seen->conflict = 0;
+	seen->session = seen->ranks = 0;
 	if (!h)
 		return;
 	if (m->n < 2) {
@@ -579,6 +580,10 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	}
 	seen->type = (int)h->type;
 	seen->step = h->step;
+	if (h->type == WIRE_COMMIT) {
+		seen->session = h->session;
+		seen->ranks = h->ranks;
+	}
 	snprintf(seen->run, sizeof(seen->run), "%.*s", NAME_MAX, h->run);
 	if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
 		/* the run names a directory of the spool: it could never be stored */

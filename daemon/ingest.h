@@ -94,6 +94,7 @@ struct ingest_seen {
 	int64_t step;
 	char run[NAME_MAX + 1];	/* whole: a longer name is refused */
 	int conflict;
+	uint64_t session, ranks;	/* a commit's (wire.h); 0 when absent */
 };
 
 void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen);

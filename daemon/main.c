@@ -388,7 +388,7 @@ static int start(struct daemon *d, int force)
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
 				   .spool = d->spool,
 				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run,
-				   .publishers = daemon_publishers,
+				   .publishers = daemon_publishers, .jobs = daemon_jobs,
 				   .config_file = &d->cfile };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);
@@ -488,7 +488,7 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 			ingest_handle(&d->ix, &f, &seen);
 		}
 		if (n >= 2)	/* what the peer last sent, for a line if it drops */
-			peers_message(d->peers, &msgs[1], seen.type, seen.run, seen.step, seen.conflict);
+			peers_message(d->peers, &msgs[1], &seen);
 		for (size_t i = 0; i < n; i++)
 			zmq_msg_close(&msgs[i]);
 	}

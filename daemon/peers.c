@@ -37,6 +37,8 @@ struct peer {
 	uint64_t commits;	/* commits not refused as a conflict when they came */
 	uint64_t conflicts;	/* messages refused as a conflict */
 	int64_t conflict_step;	/* the latest of them */
+	uint64_t session, ranks;	/* its last commit's; 0: none yet */
+	int mixed_said;		/* its commits beside another job's: logged */
 	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
 };
@@ -177,9 +179,41 @@ static void peer_address(int fd, char *out, size_t len)
 	}
 }
 
-void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step,
-		   int conflict)
+/* Whether e and o are two jobs that each publish run as its only rank. */
+static int other_job(const struct peer *e, const struct peer *o)
 {
+	return o != e && o->open && o->session && o->session != e->session && o->ranks <= 1 &&
+	       !strcmp(o->run, e->run);
+}
+
+/*
+ * e committed its run as the only rank: is another job's connection,
+ * committing the same run the same way, open too? Said once per
+ * connection. Not refused: a job restarted while its old process lingers
+ * (a hung rank, a notebook) would be refused until that one's connection
+ * closed; the log and `wdrift runs` say it instead.
+ */
+static void mixed_check(struct peers *p, struct peer *e)
+{
+	for (size_t fd = 0; !e->mixed_said && fd < p->cap; fd++) {
+		const struct peer *o = &p->v[fd];
+		if (!other_job(e, o))
+			continue;
+		e->mixed_said = 1;
+		log_warning("ingest: run '%.200s' is published by two jobs at once, each as its only rank: %s "
+			    "(after step %lld) and %s (step %lld, its first commit beside it). Their steps "
+			    "interleave in the run and nothing tells them apart later: a job started under "
+			    "a name in use? Stop one; `wdrift runs` shows the run's jobs", e->run, o->addr,
+			    (long long)o->step, e->addr, (long long)e->step);
+	}
+}
+
+void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen)
+{
+	int type = seen->type, conflict = seen->conflict;
+	const char *run = seen->run;
+	int64_t step = seen->step;
+
 	if (!p)
 		return;
 	/*
@@ -208,6 +242,36 @@ void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run
 		e->conflict_step = step;
 	}
 	snprintf(e->run, sizeof(e->run), "%s", run);
+	if (type == WIRE_COMMIT && !conflict && seen->session) {
+		e->session = seen->session;
+		e->ranks = seen->ranks;
+		if (e->ranks <= 1)
+			mixed_check(p, e);
+	}
+}
+
+size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
+{
+	size_t n = 0, at = 0;
+	char one[120];
+
+	if (len)
+		who[0] = 0;
+	for (size_t fd = 0; p && fd < p->cap; fd++) {
+		const struct peer *e = &p->v[fd];
+		int seen_before = 0;
+		if (!e->open || !e->session || e->ranks > 1 || strcmp(e->run, run))
+			continue;
+		for (size_t k = 0; k < fd && !seen_before; k++)	/* a job's second connection */
+			seen_before = p->v[k].open && p->v[k].session == e->session && !strcmp(p->v[k].run, run);
+		if (seen_before)
+			continue;
+		snprintf(one, sizeof(one), "%s%s", n ? "; " : "", e->addr);
+		if (at + strlen(one) < len)
+			at += (size_t)snprintf(who + at, len - at, "%s", one);
+		n++;
+	}
+	return n;
 }
 
 /* A connection on fd ended: a line when it ended in the middle of something. */

@@ -33,11 +33,23 @@ void *peers_socket(const struct peers *p);
 
 /*
  * A message was read: header is its frame 0 (for its descriptor and the
- * peer's address), type its wire_type (-1: not parsed), run and step what
- * it named (run "" when none), conflict whether it was refused as one.
+ * peer's address), seen what ingest made of it (ingest.h: its type, run,
+ * step, whether it was refused as a conflict, a commit's session and
+ * ranks). A commit of a run that one job publishes alone (ranks 1) from a
+ * second job (another session) while the first's connection is open is
+ * logged, once per run: the two jobs' steps interleave in the run.
  */
-void peers_message(struct peers *p, zmq_msg_t *header, int type, const char *run, int64_t step,
-		   int conflict);
+struct ingest_seen;
+void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen);
+
+/*
+ * How many jobs publish run as its only rank at once: distinct sessions
+ * among the open connections whose last message named it and whose
+ * commits said ranks 1 (a sharded job's ranks each have their own session,
+ * and say ranks > 1). Their addresses go in who ("ipc pid 4242; ipc pid
+ * 4300", whole entries, clipped to len).
+ */
+size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len);
 
 /* Reads the monitor's events: connections, disconnects, handshake failures. */
 void peers_handle(struct peers *p);

@@ -237,6 +237,12 @@ size_t daemon_publishers(void *ctx, const char *run)
 	return peers_publishing(d->peers, run, 0, NULL, NULL, 0);
 }
 
+size_t daemon_jobs(void *ctx, const char *run, char *who, size_t len)
+{
+	struct daemon *d = ctx;
+	return peers_jobs(d->peers, run, who, len);
+}
+
 /* libwdrift's log lines, through ours (journal prefixes included). */
 void daemon_lib_log(int level, const char *msg)
 {

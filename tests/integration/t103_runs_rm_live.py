@@ -44,14 +44,15 @@ BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 
-# ep run seed: publishes each step read from stdin ("close" ends it), printing
-# "acked STEP", or "raised ..." when the daemon refused it
+# ep run seed [tensor [ranks rank]]: publishes each step read from stdin ("close"
+# ends it), printing "acked STEP", or "raised ..." when the daemon refused it
 JOB = r'''
 import sys, numpy as np, wdrift
 ep, run, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 tensor = sys.argv[4] if len(sys.argv) > 4 else "w"
+ranks, rank = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (1, None)
 rng = np.random.default_rng(seed)
-pub = wdrift.Publisher(ep, run, ack_timeout=5.0, stall_warning=None)
+pub = wdrift.Publisher(ep, run, ack_timeout=5.0, stall_warning=None, ranks=ranks, rank=rank)
 for line in sys.stdin:
     if line.strip() == "close":
         break
@@ -72,9 +73,10 @@ except wdrift.WdriftError as e:
 class Job:
     """A training job as a real process, one step at a time."""
 
-    def __init__(self, ep, run, seed, tensor="w"):
+    def __init__(self, ep, run, seed, tensor="w", ranks=None):
         env = package_env()
-        self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed), tensor], env=env, stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([PYTHON, "-c", JOB, ep, run, str(seed), tensor, *map(str, ranks or ())], env=env,
+                                  stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def step(self, n):
@@ -217,6 +219,42 @@ def main():
         same.close()
         r = wd(cfg, "runs", "rm", "dupe")
         check(r.returncode == 0, "... and once it has closed, rm goes through", r.stderr)
+
+        # two jobs at once under one name, their steps apart (a colleague's, resumed at another
+        # step): no conflict ever comes, so the daemon says it in its log, once, and runs shows it
+        mine, theirs = Job(ep, "mix", 7), Job(ep, "mix", 8)
+        jobs += [mine, theirs]
+        check(mine.step(0) == "acked 0" and mine.step(10) == "acked 10" and theirs.step(5) == "acked 5"
+              and theirs.step(15) == "acked 15", "two jobs under one name, steps apart: all acked")
+        lines = [x for x in dm.log_text().splitlines() if "run 'mix' is published by two jobs at once" in x]
+        check(len(lines) == 1 and f"ipc pid {mine.p.pid} (after step 10)" in lines[0]
+              and f"ipc pid {theirs.p.pid} (step 5," in lines[0], "the daemon's log says it once, naming both",
+              "\n".join(lines))
+        r = wd(cfg, "runs")
+        mixed = [x for x in r.stdout.splitlines() if x.startswith("mixed")]
+        check(len(mixed) == 1 and "'mix': 2 jobs publish it at once, each as its only rank" in mixed[0]
+              and f"ipc pid {mine.p.pid}" in mixed[0] and f"ipc pid {theirs.p.pid}" in mixed[0],
+              "runs: a mixed line naming both jobs", r.stdout)
+        info = run_info(cfg, "mix")
+        check(info.get("jobs") == 2 and "2 jobs publish it at once" in info.get("mixed", ""),
+              "runs --json: 'jobs' and 'mixed'", json.dumps(info))
+        theirs.close()
+        check(publishers(cfg, "mix", 1) == 1 and "mixed" not in run_info(cfg, "mix")
+              and not any(x.startswith("mixed") for x in wd(cfg, "runs").stdout.splitlines()),
+              "the second job gone: no mixed line", json.dumps(run_info(cfg, "mix")))
+        mine.close()
+        # a sharded job's ranks (ranks=2): each its own session, not two jobs
+        r0, r1 = Job(ep, "shard", 9, "w0", (2, 0)), Job(ep, "shard", 9, "w1", (2, 1))
+        jobs += [r0, r1]
+        r0.p.stdin.write("0\n")
+        r0.p.stdin.flush()
+        check(r1.step(0) == "acked 0" and r0.p.stdout.readline().strip() == "acked 0",
+              "a 2-rank job's step 0: acked")
+        check(publishers(cfg, "shard", 2) == 2 and "mixed" not in run_info(cfg, "shard")
+              and "run 'shard' is published by two jobs" not in dm.log_text(),
+              "its two ranks are one job: no mixed line, nothing logged", json.dumps(run_info(cfg, "shard")))
+        r0.close()
+        r1.close()
 
         # a job killed mid-training: gone, so runs rm goes through
         killed = Job(ep, "lowprec", 3)
