@@ -168,9 +168,11 @@ class Publisher:
         (docs/publishing.md, "What publishing costs the training step"): this returns once the copies are queued.
 
         Raises WdriftError when the daemon has refused an earlier snapshot
-        as a conflict (its (run, step) is durable with other content).
+        as a conflict (its (run, step) is durable with other content), once
+        this snapshot is queued: a job that catches it loses nothing more.
         """
-        self._check()
+        if not self._p:
+            self._check()   # closed: raises
         step = int(step)
         if step < 0:
             raise ValueError(f"step {step}: steps are integers >= 0")
@@ -185,8 +187,11 @@ class Publisher:
                 except BaseException:
                     self._stager.release(nbytes)
                     raise
-            return
-        self._send_host(step, entries)
+        else:
+            self._send_host(step, entries)
+        # an earlier snapshot's conflict, after this one is queued: raised first, it cost a job
+        # that caught it every other snapshot (a trial's)
+        self._raise_refusals()
 
     def _send_host(self, step, entries):
         """Hands a snapshot of host values to the C publisher (its one copy)."""

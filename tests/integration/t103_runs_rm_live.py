@@ -58,7 +58,9 @@ for line in sys.stdin:
         break
     step = int(line)
     try:
-        pub.publish(step, {tensor: rng.standard_normal(256).astype(np.float32)})
+        x = rng.standard_normal(256).astype(np.float32)
+        # a rank's half of the tensor, as a sharded job publishes it
+        pub.publish(step, {tensor: x if ranks == 1 else wdrift.Shard(x[:128], offset=rank * 128, shape=(256,))})
         ok = pub.flush(20)
         print("acked" if ok else "not flushed", step, flush=True)
     except wdrift.WdriftError as e:
@@ -244,17 +246,43 @@ def main():
               "the second job gone: no mixed line", json.dumps(run_info(cfg, "mix")))
         mine.close()
         # a sharded job's ranks (ranks=2): each its own session, not two jobs
-        r0, r1 = Job(ep, "shard", 9, "w0", (2, 0)), Job(ep, "shard", 9, "w1", (2, 1))
+        r0, r1 = Job(ep, "shard", 9, "w", (2, 0)), Job(ep, "shard", 9, "w", (2, 1))
         jobs += [r0, r1]
         r0.p.stdin.write("0\n")
         r0.p.stdin.flush()
-        check(r1.step(0) == "acked 0" and r0.p.stdout.readline().strip() == "acked 0",
-              "a 2-rank job's step 0: acked")
+        said1 = r1.step(0)
+        said0 = r0.p.stdout.readline().strip()
+        check(said1 == "acked 0" and said0 == "acked 0", "a 2-rank job's step 0: acked", said0 + "\n" + said1)
         check(publishers(cfg, "shard", 2) == 2 and "mixed" not in run_info(cfg, "shard")
               and "run 'shard' is published by two jobs" not in dm.log_text(),
-              "its two ranks are one job: no mixed line, nothing logged", json.dumps(run_info(cfg, "shard")))
+              "its two ranks are one job: no mixed line, nothing logged",
+              json.dumps(run_info(cfg, "shard")) + "\n" + "\n".join(x for x in dm.log_text().splitlines() if "shard" in x))
         r0.close()
         r1.close()
+
+        # a job that catches the conflict and goes on: the snapshot whose publish() raised it is
+        # queued all the same (raised before queuing it, every other step of such a job was lost)
+        first_ = Job(ep, "catch", 1)
+        jobs.append(first_)
+        check(first_.step(0) == "acked 0", "run 'catch': step 0 durable")
+        first_.close()
+        catcher = subprocess.run([PYTHON, "-c", r'''
+import sys, time, numpy as np, wdrift
+pub = wdrift.Publisher(sys.argv[1], "catch", ack_timeout=5.0, stall_warning=None)
+pub.publish(0, {"w": np.full(256, 2.0, np.float32)})
+end = time.time() + 20
+while pub.stats()["conflicts"] == 0 and time.time() < end:    # the refusal has come, not raised yet
+    time.sleep(0.02)
+try:
+    pub.publish(20, {"w": np.full(256, 3.0, np.float32)})
+    print("not raised")
+except wdrift.WdriftError as e:
+    print("raised", e)
+print("lost", pub.close(10))
+''', ep], env=package_env(), capture_output=True, text=True, timeout=120)
+        check(catcher.stdout.startswith("raised run 'catch' step 0 refused: conflict") and "lost 1" in catcher.stdout
+              and durable(cfg, "catch") == 2, "a job catching the conflict at publish(): that step (20) is "
+              f"stored all the same (durable {durable(cfg, 'catch')})", catcher.stdout + catcher.stderr)
 
         # a job killed mid-training: gone, so runs rm goes through
         killed = Job(ep, "lowprec", 3)
