@@ -191,10 +191,24 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 				live == 1 ? "" : "s", who), -EBUSY;
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && snapshot_pending(p)) {
-			snprintf(err, errlen, "run '%.200s' has step %lld %s: wait for its ack (or for "
-				 "limits.pending_timeout to drop it), then try again", run, (long long)p->step,
-				 p->committing ? "being stored" : "being received");
-			return -EBUSY;
+			if (p->committing)
+				return snprintf(err, errlen, "run '%.200s' has step %lld being stored: wait for its "
+						"ack, then try again", run, (long long)p->step), -EBUSY;
+			/* as ingest_expire times it: ranks that wait keep it only with new elements */
+			double idle = now_mono() - (p->n_waiters ? p->last_taken : p->last_seen);
+			double left = (double)d->cfg.limits.pending_timeout - idle;
+			char ranks[96] = "";
+			if (p->ranks_said > 1)	/* a dead rank never commits: the wait is the timeout's */
+				snprintf(ranks, sizeof(ranks), ", %llu of its %llu ranks committed",
+					 (unsigned long long)(p->ranked ? p->n_ranked : p->n_waiters < p->ranks_said ?
+							      p->n_waiters : p->ranks_said - 1),
+					 (unsigned long long)p->ranks_said);
+			return snprintf(err, errlen, "run '%.200s' has step %lld being received (nothing new for "
+					"%.0f s%s): it is dropped %.0f s from now (limits.pending_timeout, %llu s, "
+					"with nothing new), or stored when whole; then try again. A rank that died "
+					"never sends the rest: a shorter limits.pending_timeout and `wdrift reload` "
+					"end the wait sooner", run, (long long)p->step, idle, ranks, left > 0 ? left : 0,
+					(unsigned long long)d->cfg.limits.pending_timeout), -EBUSY;
 		}
 	if ((rc = compute_forget(d->compute, run, &gone->results, &files)) < 0)
 		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;

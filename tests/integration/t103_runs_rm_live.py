@@ -259,6 +259,26 @@ def main():
               json.dumps(run_info(cfg, "shard")) + "\n" + "\n".join(x for x in dm.log_text().splitlines() if "shard" in x))
         r0.close()
         r1.close()
+        # ... whose rank 1 died before its part: rm waits for the step's timeout, and says how long
+        alive, dead = Job(ep, "dead", 9, "w", (2, 0)), Job(ep, "dead", 9, "w", (2, 1))
+        jobs += [alive, dead]
+        for j in (alive, dead):
+            j.p.stdin.write("0\n")
+            j.p.stdin.flush()
+        said = [j.p.stdout.readline().strip() for j in (alive, dead)]
+        check(said == ["acked 0", "acked 0"], "run 'dead': step 0 durable", str(said))
+        dead.kill()
+        alive.p.stdin.write("10\n")     # its half of step 10 only: the flush waits for the other rank
+        alive.p.stdin.flush()
+        end = time.time() + 10
+        while time.time() < end and not run_info(cfg, "dead").get("bytes_pending"):
+            time.sleep(0.05)
+        alive.kill()
+        r = wd(cfg, "runs", "rm", "dead", "--force")
+        check(r.returncode == 1 and "run 'dead' has step 10 being received (nothing new for" in r.stderr
+              and "1 of its 2 ranks committed" in r.stderr and "s from now (limits.pending_timeout, 600 s" in r.stderr
+              and "`wdrift reload`" in r.stderr,
+              "a dead rank's step: rm refused, saying when the step is dropped and how to end the wait", r.stderr)
 
         # a job that catches the conflict and goes on: the snapshot whose publish() raised it is
         # queued all the same (raised before queuing it, every other step of such a job was lost)
