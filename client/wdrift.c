@@ -2,10 +2,12 @@
  * wdrift.c: the wdrift command-line client: finds the subcommand and runs
  * it. Each subcommand lives in its own cmd_*.c file.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "near_name.h"
 #include "wdrift.h"
 
 static const struct cli_command commands[] = {
@@ -39,8 +41,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
+	if (!strcmp(argv[1], "help") && argc > 2) {	/* wdrift help runs: as runs --help */
+		static char flag[] = "--help";
+		argv[1] = argv[2];
+		argv[2] = flag;
+		argc = 3;
+	} else if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return EXIT_OK;
 	}
@@ -53,7 +59,18 @@ int main(int argc, char **argv)
 			cli_cmd = commands[i].name;
 			return commands[i].run(argc - 1, argv + 1);
 		}
-	fprintf(stderr, "wdrift: unknown command '%s'\n", argv[1]);
+	/* a typo: the nearest command, as the daemon's names are suggested (near_name.h) */
+	const char *best = NULL;
+	size_t bestd = SIZE_MAX;
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		size_t d = wd_name_near(argv[1], commands[i].name, strlen(commands[i].name));
+		if (d < bestd) {
+			bestd = d;
+			best = commands[i].name;
+		}
+	}
+	fprintf(stderr, "wdrift: unknown command '%s'%s%s%s\n", argv[1], best ? "; did you mean '" : "",
+		best ? best : "", best ? "'?" : "");
 	usage(stderr);
 	return EXIT_USAGE;
 }

@@ -257,6 +257,11 @@ run
 check "wdrift with no command: exit 2, usage on stderr" eval 'rc_is 2 && err_has usage'
 run frobnicate
 check "wdrift frobnicate: exit 2, names the command" eval 'rc_is 2 && err_has frobnicate'
+check "... and suggests nothing far from it" eval '! err_has "did you mean"'
+run run
+check "wdrift run: exit 2, did you mean 'runs'" eval 'rc_is 2 && err_has "unknown command '"'run'; did you mean 'runs'?"'"'
+run help compare
+check "wdrift help compare: compare's help, exit 0" eval 'rc_is 0 && out_has "usage: wdrift compare"'
 
 # --- usage errors: exit 2 ----------------------------------------------------------
 expect_usage "unknown option --bogus" compare "$B" "$C" --bogus
