@@ -205,7 +205,7 @@ static json_t *runs(struct control *c)
 	for (struct run *r = c->st->runs; r; r = r->next) {
 		json_t *in = run_studies(c->cfg, r->name);
 		json_t *first = json_array_get(in, 0);
-		char refused[600];
+		char refused[1400];
 		/* last_seen 0: known from the WAL alone, not heard from since the start */
 		json_t *o = json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o,s:I}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,

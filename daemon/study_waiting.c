@@ -138,7 +138,9 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
 	add(buf, len, &at, "'%s' (%s%s%s): %llu snapshot%s refused since this start as conflicts (other "
 	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
-	    "the snapshots stored first; `wdrift runs rm %s` frees the name", r->name, role ? role : "in no study",
+	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "
+	    "re-run's instead, stop both jobs, `wdrift runs rm %s`, and start the re-run again", r->name,
+	    role ? role : "in no study",
 	    label ? " " : "", label ? label : "", (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
 	    (long long)r->conflict_step, when, r->name);
 	return 1;
@@ -148,7 +150,7 @@ size_t study_refused(const struct wd_config *cfg, struct state *st, const struct
 		     char *buf, size_t len)
 {
 	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
-	char one[600];
+	char one[1400];
 	size_t at = 0, n = 0;
 
 	/* the baseline, then the runs a step compares (the synthetic proxy's label is no run) */
