@@ -196,10 +196,10 @@ static int other_job(const struct peer *e, const struct peer *o)
 static void mixed_check(struct peers *p, struct peer *e)
 {
 	for (size_t fd = 0; !e->mixed_said && fd < p->cap; fd++) {
-		const struct peer *o = &p->v[fd];
+		struct peer *o = &p->v[fd];
 		if (!other_job(e, o))
 			continue;
-		e->mixed_said = 1;
+		e->mixed_said = o->mixed_said = 1;	/* once for the pair, not again at the other's commit */
 		log_warning("ingest: run '%.200s' is published by two jobs at once, each as its only rank: %s "
 			    "(after step %lld) and %s (step %lld, its first commit beside it). Their steps "
 			    "interleave in the run and nothing tells them apart later: a job started under "

@@ -228,6 +228,7 @@ def main():
         jobs += [mine, theirs]
         check(mine.step(0) == "acked 0" and mine.step(10) == "acked 10" and theirs.step(5) == "acked 5"
               and theirs.step(15) == "acked 15", "two jobs under one name, steps apart: all acked")
+        check(mine.step(20) == "acked 20", "the first job goes on beside it: step 20")
         lines = [x for x in dm.log_text().splitlines() if "run 'mix' is published by two jobs at once" in x]
         check(len(lines) == 1 and f"ipc pid {mine.p.pid} (after step 10)" in lines[0]
               and f"ipc pid {theirs.p.pid} (step 5," in lines[0], "the daemon's log says it once, naming both",
