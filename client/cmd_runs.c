@@ -1,6 +1,7 @@
 /* cmd_runs.c: `wdrift runs`: the runs the daemon has heard from; `wdrift runs rm RUN`. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -11,7 +12,7 @@
 
 static const char usage[] =
 "usage: wdrift runs [-c FILE] [--endpoint EP] [--json]\n"
-"       wdrift runs rm RUN [--force] [-c FILE] [--endpoint EP] [--json]\n"
+"       wdrift runs rm RUN [--force] [--wait SECONDS] [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
 "Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
 "none) and study, durable snapshots, its last step, seconds since it was\n"
@@ -32,30 +33,51 @@ static const char usage[] =
 "publisher of it is still connected (a live job, whose snapshots it would\n"
 "delete, or a re-run whose snapshots were refused as conflicts and are not\n"
 "sent again: the error names each; stop them first, then start the re-run\n"
-"again, or re-run under another name).\n"
+"again, or re-run under another name). A job that has just exited is still\n"
+"connected for a moment: rm waits for its publishers to disconnect, up to\n"
+"--wait, and removes the run as soon as none is left.\n"
 "\n"
 "  --force        rm: remove the run even with publishers connected; their\n"
 "                 next snapshots are stored under the name afresh (with\n"
 "                 two jobs still sending, the run then holds steps of both)\n"
+"  --wait SECONDS rm: how long to wait for the run's publishers to\n"
+"                 disconnect before refusing, 0 to 60 (default 2; 0: ask once)\n"
 DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 "\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
 "publisher connected, a snapshot in flight); 2 usage error.\n";
 
+struct rm_opts {
+	int force;
+	double wait;	/* seconds; < 0: the daemon's default */
+};
+
 static int on_rm_opt(int c, const char *arg, void *ctx)
 {
-	(void)arg;
-	if (c != 'f')
+	struct rm_opts *o = ctx;
+	char *end;
+
+	if (c == 'f') {
+		o->force = 1;
+		return 0;
+	}
+	if (c != 'w')
 		return 1;
-	*(int *)ctx = 1;
+	o->wait = strtod(arg, &end);
+	/* the daemon's bounds (rm_wait.h): the CLI waits 120 s for a reply, and no more */
+	if (!*arg || *end || !(o->wait >= 0 && o->wait <= 60)) {
+		cli_usage_error("--wait '%s': expected seconds from 0 to 60", arg);
+		return 1;
+	}
 	return 0;
 }
 
 static int runs_rm(int argc, char **argv)
 {
-	static const struct option extra[] = { { "force", no_argument, NULL, 'f' }, { 0 } };
+	static const struct option extra[] = { { "force", no_argument, NULL, 'f' },
+					       { "wait", required_argument, NULL, 'w' }, { 0 } };
 	struct dc_args a = { 0 };
-	int force = 0;
-	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &force);
+	struct rm_opts o = { 0, -1 };
+	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &o);
 
 	if (r < 0)
 		return cli_opts_exit(r);
@@ -63,23 +85,25 @@ static int runs_rm(int argc, char **argv)
 		return cli_usage_error("which run? (wdrift runs lists them)");
 	if (r + 1 != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r + 1]);
-	json_t *o = dc_call(&a, json_pack("{s:i,s:s,s:s,s:b}", "v", 1, "cmd", "runs_rm", "run", argv[r],
-						  "force", force));
-	if (!o)
+	json_t *req = json_pack("{s:i,s:s,s:s,s:b}", "v", 1, "cmd", "runs_rm", "run", argv[r], "force", o.force);
+	if (req && o.wait >= 0)
+		json_object_set_new(req, "wait", json_real(o.wait));
+	json_t *reply = dc_call(&a, req);
+	if (!reply)
 		return EXIT_FAIL;
 	if (a.json)
-		dc_print_json(o);
+		dc_print_json(reply);
 	else
 	{
-		long long st = dc_int(o, "steps");
-		long long rs = dc_int(o, "results");
-		long long al = dc_int(o, "alerts"), fi = dc_int(o, "alerts_firing");
+		long long st = dc_int(reply, "steps");
+		long long rs = dc_int(reply, "results");
+		long long al = dc_int(reply, "alerts"), fi = dc_int(reply, "alerts_firing");
 		/* records, not steps: a step compared again (a proxy that came later) has two */
 		printf("removed run '%s': %lld durable snapshot%s, %lld result record%s, "
 		       "%lld alert instance%s (%lld firing)\n", argv[r], st, st == 1 ? "" : "s", rs,
 		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
 	}
-	json_decref(o);
+	json_decref(reply);
 	return EXIT_OK;
 }
 

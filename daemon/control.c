@@ -16,6 +16,8 @@
 #include "result_batch.h"
 #include "spool.h"
 #include "ingest.h"
+#include "rm_wait.h"
+#include "state.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -239,13 +241,37 @@ static json_t *runs(struct control *c)
 }
 
 /*
- * runs_rm: {"run", "force"}: the run forgotten, so that its name is free
- * again; refused while a publisher of it is connected unless force.
+ * The reply to runs rm of run, forget's result r, after waiting wait
+ * seconds for its publishers (0: none). A refusal is logged here, once per
+ * request, however often a waiting one was asked again.
  */
-static char *runs_rm(struct control *c, json_t *req)
+static char *rm_reply(const char *run, int r, const struct forgotten *gone, const char *err, double wait)
+{
+	char msg[1400];
+
+	if (r >= 0)
+		return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
+				      "steps", (json_int_t)gone->steps, "results", (json_int_t)gone->results,
+				      "alerts", (json_int_t)gone->alerts, "alerts_firing", (json_int_t)gone->firing));
+	snprintf(msg, sizeof(msg), "%s", err);
+	if (r == -EAGAIN && wait > 0)	/* a job still connected after the wait: a longer one may do */
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still connected after %g s; "
+			 "--wait SECONDS waits longer)", wait);
+	log_notice("runs rm: refused: %s", msg);	/* what the operator was told, for the record */
+	return fail("%s", msg);
+}
+
+/*
+ * runs_rm: {"run", "force", "wait"}: the run forgotten, so that its name is
+ * free again; while a publisher of it is connected (unless force), the
+ * reply waits up to "wait" seconds for it to disconnect (rm_wait.h).
+ */
+static char *runs_rm(struct control *c, json_t *req, const struct query_envelope *env)
 {
 	json_t *jrun = json_object_get(req, "run"), *jforce = json_object_get(req, "force");
+	json_t *jwait = json_object_get(req, "wait");
 	const char *run = json_string_value(jrun);
+	double wait = RM_WAIT_DEFAULT_S;
 	char err[1200];
 	struct forgotten gone = { 0 };
 
@@ -255,15 +281,53 @@ static char *runs_rm(struct control *c, json_t *req)
 		return fail("'run' must be a run name (a non-empty string)%s", "");
 	if (jforce && !json_is_boolean(jforce))
 		return fail("'force' must be true or false%s", "");
+	if (jwait && (!json_is_number(jwait) || !((wait = json_number_value(jwait)) >= 0 && wait <= RM_WAIT_MAX_S)))
+		return fail("'wait' must be seconds from 0 to " STR(RM_WAIT_MAX_S) ": how long to wait for "
+			    "the run's publishers to disconnect%s", "");
 	if (!c->forget)
 		return fail("'runs_rm' is not available%s", "");
-	if (c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err)) < 0) {
-		log_notice("runs rm: refused: %s", err);	/* what the operator was told, for the record */
-		return fail("%s", err);
+	int r = c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err));
+	if (r == -EAGAIN && wait > 0 && env) {
+		int w = rm_wait_add(&c->rm_waiting, run, wait, now_mono(), env);
+		if (!w) {
+			log_debug("runs rm: run '%s': waiting up to %g s for its publishers to disconnect", run,
+				  wait);
+			return NULL;	/* answered by control_rm_due */
+		}
+		snprintf(err + strlen(err), sizeof(err) - strlen(err), " (not waited for: %s)",
+			 w == -EBUSY ? STR(RM_WAITING_MAX) " runs rm requests wait already" : "out of memory");
+		wait = 0;
 	}
-	return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
-			      "steps", (json_int_t)gone.steps, "results", (json_int_t)gone.results,
-			      "alerts", (json_int_t)gone.alerts, "alerts_firing", (json_int_t)gone.firing));
+	return rm_reply(run, r, &gone, err, r == -EAGAIN ? wait : 0);
+}
+
+char *control_rm_due(struct control *c, int stopping, struct query_waiter **to)
+{
+	double now = now_mono();
+	char err[1200];
+	struct forgotten gone;
+
+	for (struct rm_wait *w = c->rm_waiting.head; w; w = w->next) {
+		int r = -EAGAIN;
+		memset(&gone, 0, sizeof(gone));
+		if (stopping)
+			snprintf(err, sizeof(err), "wdriftd is stopping: run '%.200s' was not removed", w->run);
+		else if ((r = c->forget(c->reload_ctx, w->run, 0, &gone, err, sizeof(err))) == -EAGAIN &&
+			 now < w->deadline)
+			continue;
+		char *reply = rm_reply(w->run, stopping ? -ESHUTDOWN : r, &gone, err, w->wait);
+		rm_wait_remove(&c->rm_waiting, w);
+		*to = w->client;
+		w->client = NULL;
+		rm_wait_free(&w);
+		return reply;
+	}
+	return NULL;
+}
+
+double control_rm_deadline(const struct control *c)
+{
+	return rm_wait_next_deadline(&c->rm_waiting);
 }
 
 static json_t *studies(struct control *c)
@@ -464,6 +528,11 @@ struct query_job *control_take(struct control *c)
 void control_release(struct control *c)
 {
 	query_stop(&c->query);	/* first: its queries hold references to the results */
+	while (c->rm_waiting.head) {	/* answered by the loop when it stops (control_rm_due) */
+		struct rm_wait *w = c->rm_waiting.head;
+		rm_wait_remove(&c->rm_waiting, w);
+		rm_wait_free(&w);
+	}
 	for (size_t i = 0; i < c->n_results; i++)
 		result_batch_free(&c->results[i]);
 	free(c->results);
@@ -603,7 +672,7 @@ char *control_request(struct control *c, const void *req, size_t len,
 	} else if (!strcmp(cmd, "drift"))
 		out = drift(c, o, env);
 	else if (!strcmp(cmd, "runs_rm"))
-		out = runs_rm(c, o);
+		out = runs_rm(c, o, env);
 	else if (!strcmp(cmd, "alerts")) {
 		out = c->alerts ? alerts_json(c->alerts) : NULL;
 		if (!out)

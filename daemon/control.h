@@ -13,6 +13,7 @@
 #include "config.h"
 #include "compute.h"
 #include "state.h"
+#include "rm_wait.h"
 
 struct config_file;
 
@@ -44,7 +45,8 @@ struct control {
 	void *reload_ctx;
 	/*
 	 * runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno
-	 * with err; force: even while a publisher of the run is connected
+	 * with err: -EAGAIN while a publisher of the run is connected (unless
+	 * force), which a wait may end. Never blocks.
 	 */
 	int (*forget)(void *ctx, const char *run, int force, struct forgotten *gone, char *err, size_t errlen);
 	/* with reload_ctx: the publishers of run connected now (peers.h); NULL: not known */
@@ -59,6 +61,7 @@ struct control {
 	size_t n_results, cap_results;
 	struct query *query;		/* the query thread; NULL: drift replies built inline */
 	const struct config_file *config_file;	/* does the file say what runs? NULL: not asked */
+	struct rm_waiting rm_waiting;	/* runs rm requests waiting for publishers to disconnect */
 };
 
 /*
@@ -102,9 +105,20 @@ int control_fd(const struct control *c);
 struct query_job *control_take(struct control *c);
 
 /*
+ * A runs rm request that waited (rm_wait.h) and is due now: its run has no
+ * publisher left, its wait is up, or stopping (the daemon stops: each is
+ * refused). Returns its reply (malloc'd JSON) and, in *to, its client (the
+ * caller sends the reply there, then frees both); NULL when none is due.
+ */
+char *control_rm_due(struct control *c, int stopping, struct query_waiter **to);
+/* When the first waiting runs rm request's wait is up (now_mono()), or 0 when none waits. */
+double control_rm_deadline(const struct control *c);
+
+/*
  * Handles one request from the client of env (its routing envelope).
  * Returns the reply (malloc'd JSON), or NULL when the query thread will
- * build it (a drift query; the reply then comes through control_take).
+ * build it (a drift query; the reply then comes through control_take),
+ * or when a runs rm waits for the run's publishers (control_rm_due).
  */
 char *control_request(struct control *c, const void *req, size_t len,
 		      const struct query_envelope *env);

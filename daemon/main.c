@@ -540,6 +540,20 @@ static void free_reply(void *data, void *hint)
 	free(data);	/* from ZeroMQ's I/O thread, once the last copy is sent */
 }
 
+/* body to the client of w: its envelope, then a copy of body (w may share it with others). */
+static void send_to(struct daemon *d, const struct query_waiter *w, zmq_msg_t *body)
+{
+	size_t i = 0;
+	zmq_msg_t m;
+
+	while (i < w->n && zmq_send(d->control_sock, w->data[i], w->len[i], ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
+		i++;
+	zmq_msg_init(&m);
+	if (i == w->n && zmq_msg_copy(&m, body) == 0)
+		zmq_msg_send(&m, d->control_sock, ZMQ_DONTWAIT);
+	zmq_msg_close(&m);
+}
+
 /* Drift replies the query thread built: each to every client that asked for it. */
 static void handle_queries(struct daemon *d)
 {
@@ -554,19 +568,28 @@ static void handle_queries(struct daemon *d)
 			continue;
 		}
 		j->reply = NULL;
-		for (struct query_waiter *w = j->waiters; w; w = w->next) {
-			size_t i = 0;
-			while (i < w->n && zmq_send(d->control_sock, w->data[i], w->len[i],
-						    ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-				i++;
-			zmq_msg_t m;
-			zmq_msg_init(&m);
-			if (i == w->n && zmq_msg_copy(&m, &body) == 0)
-				zmq_msg_send(&m, d->control_sock, ZMQ_DONTWAIT);
-			zmq_msg_close(&m);
-		}
+		for (struct query_waiter *w = j->waiters; w; w = w->next)
+			send_to(d, w, &body);
 		zmq_msg_close(&body);
 		query_job_free(&j);
+	}
+}
+
+/* runs rm requests whose run's publishers are gone, or whose wait is up (rm_wait.h). */
+static void handle_rm_waiting(struct daemon *d, int stopping)
+{
+	struct query_waiter *to;
+	char *reply;
+
+	while ((reply = control_rm_due(&d->ctl, stopping, &to))) {
+		zmq_msg_t body;
+		if (zmq_msg_init_data(&body, reply, strlen(reply), free_reply, NULL) < 0) {
+			free(reply);
+		} else {
+			send_to(d, to, &body);
+			zmq_msg_close(&body);
+		}
+		query_waiter_free(to);
 	}
 }
 
@@ -630,6 +653,12 @@ static void run_loop(struct daemon *d)
 		if (timeout > 1000)
 			timeout = 1000;
 		metrics_http_timeout(d->metrics, &timeout);
+		double rm_due = control_rm_deadline(&d->ctl);
+		if (rm_due) {	/* a runs rm's wait ends on time, even with nothing else to do */
+			long ms = (long)((rm_due - now_mono()) * 1000.0) + 1;
+			if (ms < timeout)
+				timeout = ms > 0 ? ms : 0;
+		}
 		if (zmq_poll(items, n_items, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -665,6 +694,8 @@ static void run_loop(struct daemon *d)
 			handle_ingest(d, msgs);
 		if (items[4].revents)
 			handle_results(d);
+		if (d->ctl.rm_waiting.n)	/* after ingest and peers: a disconnect, or a hello */
+			handle_rm_waiting(d, 0);
 		metrics_http_run(d->metrics, items[7].revents != 0);	/* last: the freshest state */
 		double t = now_mono();
 		if (d->watchdog_usec && t >= next_ping) {
@@ -693,6 +724,7 @@ static void run_loop(struct daemon *d)
 			next_expire = t + 1;	/* limits.pending_timeout may be seconds */
 		}
 	}
+	handle_rm_waiting(d, 1);	/* each waiting runs rm is told, not left to time out */
 	free(msgs);
 }
 

@@ -341,52 +341,43 @@ void peers_handle(struct peers *p)
 	}
 }
 
-size_t peers_publishing(struct peers *p, const char *run, int wait_ms, size_t *refused, char *who,
-			size_t len)
+size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char *who, size_t len)
 {
-	double end = now_mono() + wait_ms / 1000.0, left;
-	size_t n, at, nr, unsaid;
+	size_t n = 0, at = 0, nr = 0, unsaid = 0;
 	char one[200];
 
-	for (;;) {
-		peers_handle(p);
-		n = at = nr = unsaid = 0;
-		if (len)
-			who[0] = 0;
-		for (size_t fd = 0; p && fd < p->cap; fd++) {
-			const struct peer *e = &p->v[fd];
-			if (!e->open || strcmp(e->run, run))
-				continue;
-			/*
-			 * Nothing of its own is in the run: every commit refused. A
-			 * commit acked as a duplicate counts as its own: the job was
-			 * told it is stored.
-			 */
-			int rerun = e->conflicts && !e->commits;
-			int k = snprintf(one, sizeof(one), "%s%s", n ? "; " : "", e->addr);
-			if (!rerun && e->step >= 0)
-				k += snprintf(one + k, sizeof(one) - (size_t)k, " after step %lld", (long long)e->step);
-			if (e->conflicts)
-				snprintf(one + k, sizeof(one) - (size_t)k, ", refused as a conflict at step %lld",
-					 (long long)e->conflict_step);
-			/* whole entries only: a pid cut short would name another process; room for the tail */
-			if (!unsaid && at + strlen(one) + 24 < len)
-				at += (size_t)snprintf(who + at, len - at, "%s", one);
-			else
-				unsaid++;
-			n++;
-			nr += (size_t)rerun;
-		}
-		if (unsaid && at < len)
-			snprintf(who + at, len - at, "; and %zu more", unsaid);
-		if (refused)
-			*refused = nr;
-		if (!n || (left = end - now_mono()) <= 0)
-			return n;
-		if (zmq_poll(&(zmq_pollitem_t){ .socket = p->pair, .events = ZMQ_POLLIN }, 1,
-			     (long)(left * 1000) + 1) < 0)
-			return n;	/* interrupted (a signal: the loop handles it) */
+	peers_handle(p);
+	if (len)
+		who[0] = 0;
+	for (size_t fd = 0; p && fd < p->cap; fd++) {
+		const struct peer *e = &p->v[fd];
+		if (!e->open || strcmp(e->run, run))
+			continue;
+		/*
+		 * Nothing of its own is in the run: every commit refused. A
+		 * commit acked as a duplicate counts as its own: the job was
+		 * told it is stored.
+		 */
+		int rerun = e->conflicts && !e->commits;
+		int k = snprintf(one, sizeof(one), "%s%s", n ? "; " : "", e->addr);
+		if (!rerun && e->step >= 0)
+			k += snprintf(one + k, sizeof(one) - (size_t)k, " after step %lld", (long long)e->step);
+		if (e->conflicts)
+			snprintf(one + k, sizeof(one) - (size_t)k, ", refused as a conflict at step %lld",
+				 (long long)e->conflict_step);
+		/* whole entries only: a pid cut short would name another process; room for the tail */
+		if (!unsaid && at + strlen(one) + 24 < len)
+			at += (size_t)snprintf(who + at, len - at, "%s", one);
+		else
+			unsaid++;
+		n++;
+		nr += (size_t)rerun;
 	}
+	if (unsaid && at < len)
+		snprintf(who + at, len - at, "; and %zu more", unsaid);
+	if (refused)
+		*refused = nr;
+	return n;
 }
 
 void peers_stop(struct peers **pp)

@@ -62,12 +62,11 @@ void peers_handle(struct peers *p);
  * as a conflict (a re-run under the name, which has nothing of its own in
  * the run). who gets their addresses and last steps ("tcp 10.0.0.7:41234
  * after step 12; ipc pid 4242, refused as a conflict at step 0", clipped
- * to len; who may be NULL when len is 0). The monitor is read first, and
- * for up to wait_ms more while some remain: a job that has just exited may
- * have its disconnect still queued there.
+ * to len; who may be NULL when len is 0). The monitor is read first: a
+ * job that has just exited may have its disconnect queued there. Never
+ * waits: runs rm waits for later disconnects off the loop (control_rm.c).
  */
-size_t peers_publishing(struct peers *p, const char *run, int wait_ms, size_t *refused, char *who,
-			size_t len);
+size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char *who, size_t len);
 
 void peers_stop(struct peers **p);
 

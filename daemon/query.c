@@ -534,7 +534,7 @@ struct query {
 	struct workq q;
 };
 
-static void waiter_free(struct query_waiter *w)
+void query_waiter_free(struct query_waiter *w)
 {
 	for (size_t i = 0; w && i < w->n; i++)
 		free(w->data[i]);
@@ -545,18 +545,18 @@ static void waiter_free(struct query_waiter *w)
 	free(w);
 }
 
-static struct query_waiter *waiter_new(const struct query_envelope *env)
+struct query_waiter *query_waiter_new(const struct query_envelope *env)
 {
 	struct query_waiter *w = calloc(1, sizeof(*w));
 
 	if (!w || !(w->data = calloc(env->n + 1, sizeof(*w->data))) ||
 	    !(w->len = calloc(env->n + 1, sizeof(*w->len)))) {
-		waiter_free(w);
+		query_waiter_free(w);
 		return NULL;
 	}
 	for (w->n = 0; w->n < env->n; w->n++) {
 		if (!(w->data[w->n] = malloc(env->len[w->n] + 1))) {
-			waiter_free(w);
+			query_waiter_free(w);
 			return NULL;
 		}
 		memcpy(w->data[w->n], env->data[w->n], env->len[w->n]);
@@ -572,7 +572,7 @@ void query_job_free(struct query_job **pj)
 		return;
 	for (struct query_waiter *w = j->waiters, *n; w; w = n) {
 		n = w->next;
-		waiter_free(w);
+		query_waiter_free(w);
 	}
 	drift_query_release(&j->q);
 	free(j->reply);
@@ -669,7 +669,7 @@ int query_fd(const struct query *w)
  */
 int query_submit(struct query *w, struct drift_query *q, const struct query_envelope *env)
 {
-	struct query_waiter *wt = waiter_new(env);
+	struct query_waiter *wt = query_waiter_new(env);
 	int r = 0;
 
 	if (!wt)
@@ -694,7 +694,7 @@ int query_submit(struct query *w, struct drift_query *q, const struct query_enve
 		workq_push(&w->q, &j->item);
 	}
 	if (r < 0)
-		waiter_free(wt);
+		query_waiter_free(wt);
 	return r;
 }
 

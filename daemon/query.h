@@ -99,6 +99,10 @@ struct query_waiter {
 	struct query_waiter *next;
 };
 
+/* A copy of env, for a reply sent later; NULL when out of memory. */
+struct query_waiter *query_waiter_new(const struct query_envelope *env);
+void query_waiter_free(struct query_waiter *w);
+
 /* A query, waiting, being built, or done (reply set). */
 struct query_job {
 	struct drift_query q;

@@ -140,12 +140,6 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 }
 
 /*
- * How long runs rm waits for the disconnects of a job that has just exited
- * (peers_publishing): only when a connection of the run is still open.
- */
-#define RM_DISCONNECT_WAIT_MS 250
-
-/*
  * runs rm (control.c): refused for a run unknown, with a publisher still
  * connected (a live job's snapshots would be deleted under it: a trial
  * did that, told by a conflict to free the name while its first job ran;
@@ -174,21 +168,21 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
 				best ? "'?" : ""), -ENOENT;
 	}
-	/* forced, nothing waits: the disconnects only change what is said */
-	live = peers_publishing(d->peers, run, force ? 0 : RM_DISCONNECT_WAIT_MS, &rerun, who, sizeof(who));
+	/* -EAGAIN: the control loop asks again while the request's wait lasts (rm_wait.h) */
+	live = peers_publishing(d->peers, run, &rerun, who, sizeof(who));
 	if (live && live == rerun && !force)	/* a re-run alone: nothing of its own would go */
 		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected whose snapshots were "
 				"all refused as conflicts (%s): a re-run under the name. Its refused steps are "
 				"not sent again: stop it, rm, then start it again for a whole run (--force "
 				"removes the run now, and its later steps are stored without those)", run, live,
-				live == 1 ? "" : "s", who), -EBUSY;
+				live == 1 ? "" : "s", who), -EAGAIN;
 	if (live && !force)
 		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected (%s): a job still "
 				"publishing it, whose snapshots this would delete. Stop the run's jobs first, "
 				"then rm, and start a re-run again (the steps refused to it are not sent again), "
 				"or publish the re-run under another name. --force removes it anyway, and the "
 				"run then holds what every job still connected sends next", run, live,
-				live == 1 ? "" : "s", who), -EBUSY;
+				live == 1 ? "" : "s", who), -EAGAIN;
 	for (struct snapshot *p = d->st.pending; p; p = p->next)
 		if (p->run == r && snapshot_pending(p)) {
 			if (p->committing)
@@ -248,7 +242,7 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 size_t daemon_publishers(void *ctx, const char *run)
 {
 	struct daemon *d = ctx;
-	return peers_publishing(d->peers, run, 0, NULL, NULL, 0);
+	return peers_publishing(d->peers, run, NULL, NULL, 0);
 }
 
 size_t daemon_jobs(void *ctx, const char *run, char *who, size_t len)
