@@ -25,6 +25,10 @@ static const char usage[] =
 "stale: its rows compared another baseline than the study's now (a reload).\n"
 "With no results at all, the error says why: the baseline has no snapshot,\n"
 "or a run's steps are none within alignment.tolerance of the baseline's.\n"
+"Lines under it say when the rows may not be what they seem: \"silent\", a\n"
+"run of the study that sent nothing; \"refused\", a run's snapshots refused\n"
+"as conflicts (a re-run under its name); \"mixed\", a run two jobs published\n"
+"at once (\"silent\", \"refused\" and \"mixed\" in --json).\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -172,6 +176,9 @@ static void print_silent(json_t *res)
 	/* a re-run under the same name was refused: the rows are not its job's now */
 	if (json_string_value(json_object_get(res, "refused")))
 		printf("refused    %s\n", json_string_value(json_object_get(res, "refused")));
+	/* two jobs published a run at once: its rows may be of either */
+	if (json_string_value(json_object_get(res, "mixed")))
+		printf("mixed      %s\n", json_string_value(json_object_get(res, "mixed")));
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		if (json_is_true(json_object_get(cand, "former")))
 			printf("%s%s", n++ ? ", " : "former     ", run);

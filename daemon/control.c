@@ -230,7 +230,12 @@ static json_t *runs(struct control *c)
 				 r->name, jobs, who);
 			json_object_set_new(o, "jobs", json_integer((json_int_t)jobs));
 			json_object_set_new(o, "mixed", json_string(mixed));
+		} else if (o && run_mixed(c->cfg, NULL, r, refused, sizeof(refused))) {
+			/* they ended, and the run still holds both jobs' steps */
+			json_object_set_new(o, "mixed", json_string(refused));
 		}
+		if (o && r->mixed)
+			json_object_set_new(o, "mixed_at", json_real(r->mixed_wall));
 		if (o && run_refused(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "refused", json_string(refused));
 			json_object_set_new(o, "conflict_at", json_real(r->conflict_wall));
@@ -615,6 +620,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		ok = (q.silent = strdup(silent + 2)) != NULL;
 	if (ok && study_refused(c->cfg, c->st, st, silent, sizeof(silent)))
 		ok = (q.refused = strdup(silent)) != NULL;
+	if (ok && study_mixed(c->cfg, c->st, st, silent, sizeof(silent)))
+		ok = (q.mixed = strdup(silent)) != NULL;
 	if (ok && (q.run_steps = run_steps(c, &q, b)))
 		q.tolerance = (long long)c->cfg->alignment.tolerance;
 	if (ok && env && c->query) {

@@ -193,7 +193,7 @@ static int other_job(const struct peer *e, const struct peer *o)
  * (a hung rank, a notebook) would be refused until that one's connection
  * closed; the log and `wdrift runs` say it instead.
  */
-static void mixed_check(struct peers *p, struct peer *e)
+static int mixed_check(struct peers *p, struct peer *e, char *who, size_t len)
 {
 	for (size_t fd = 0; !e->mixed_said && fd < p->cap; fd++) {
 		struct peer *o = &p->v[fd];
@@ -205,17 +205,20 @@ static void mixed_check(struct peers *p, struct peer *e)
 			    "interleave in the run and nothing tells them apart later: a job started under "
 			    "a name in use? Stop one; `wdrift runs` shows the run's jobs", e->run, o->addr,
 			    (long long)o->step, e->addr, (long long)e->step);
+		snprintf(who, len, "%s and %s", o->addr, e->addr);
+		return 1;
 	}
+	return 0;
 }
 
-void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen)
+int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen, char *who, size_t len)
 {
 	int type = seen->type, conflict = seen->conflict;
 	const char *run = seen->run;
 	int64_t step = seen->step;
 
 	if (!p)
-		return;
+		return 0;
 	/*
 	 * A connection's events and its messages arrive here on separate
 	 * sockets, in either order: read the monitor first, so that a closed
@@ -226,7 +229,7 @@ void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen 
 	peers_handle(p);
 	struct peer *e = entry(p, zmq_msg_get(header, ZMQ_SRCFD));
 	if (!e)
-		return;
+		return 0;
 	if (!e->open) {	/* its connection event is still in the monitor's queue */
 		opened(p, e, zmq_msg_get(header, ZMQ_SRCFD));
 		memset(e, 0, sizeof(*e));
@@ -246,8 +249,9 @@ void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen 
 		e->session = seen->session;
 		e->ranks = seen->ranks;
 		if (e->ranks <= 1)
-			mixed_check(p, e);
+			return mixed_check(p, e, who, len);
 	}
+	return 0;
 }
 
 size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)

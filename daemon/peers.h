@@ -37,10 +37,12 @@ void *peers_socket(const struct peers *p);
  * step, whether it was refused as a conflict, a commit's session and
  * ranks). A commit of a run that one job publishes alone (ranks 1) from a
  * second job (another session) while the first's connection is open is
- * logged, once per run: the two jobs' steps interleave in the run.
+ * logged, once per pair of jobs: the two jobs' steps interleave in the
+ * run. Returns 1 then, with both addresses in who ("ipc pid 4242 and ipc
+ * pid 4300", clipped to len), for the run to keep (run_note_mixed); else 0.
  */
 struct ingest_seen;
-void peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen);
+int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen, char *who, size_t len);
 
 /*
  * How many jobs publish run as its only rank at once: distinct sessions

@@ -33,6 +33,7 @@ struct drift_query {
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
 	char *refused;			/* its runs' conflicts since the start, said (study_refused); NULL: none */
+	char *mixed;			/* its runs two jobs published at once, said (study_mixed); NULL: none */
 	/* {RUN: STEP}, JSON: each run whose row compared another step than the batch's; NULL: none */
 	char *run_steps;
 	long long tolerance;		/* alignment.tolerance, said with run_steps */

@@ -1,5 +1,6 @@
 /* state.c: runs, durable steps and snapshot memory (see state.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,6 +103,14 @@ void run_note_conflict(struct run *r, int64_t step)
 	r->conflict_step = step;
 	r->conflicts++;
 	r->conflict_wall = now_wall();
+}
+
+void run_note_mixed(struct run *r, int64_t step, const char *who)
+{
+	r->mixed++;
+	r->mixed_step = step;
+	r->mixed_wall = now_wall();
+	snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
 }
 
 int run_is_durable(const struct run *r, int64_t step)

@@ -79,6 +79,8 @@ struct snapshot {
 
 struct snap_id;
 
+#define WD_RUN_MIXED_WHO 176	/* two peer addresses (peers.c: 80 bytes each) and " and " */
+
 struct run {
 	char *name;
 	int64_t *durable;		/* durable steps, ascending */
@@ -96,6 +98,17 @@ struct run {
 	 */
 	uint64_t conflicts;
 	double conflict_wall;
+	/*
+	 * Two jobs published it at once, each as its only rank (peers.c):
+	 * how many times a second job was seen beside another, the step and
+	 * Unix seconds of the latest, and the two. Its steps are both jobs'
+	 * from then on, which nothing tells apart later: said by runs and by
+	 * its studies' drift (run_mixed) until runs rm. Since this start.
+	 */
+	uint64_t mixed;
+	int64_t mixed_step;
+	double mixed_wall;
+	char mixed_who[WD_RUN_MIXED_WHO];
 	/*
 	 * The sessions of the publishers whose commits of r came (wire.h),
 	 * at most RUN_SESSIONS_MAX (sessions_full: more came). A commit of a
@@ -188,6 +201,8 @@ void run_note_session(struct run *r, uint64_t session);
 int run_knows_session(const struct run *r, uint64_t session);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
+/* A second job's commit of r at step, beside another's (who: both, peers_message): kept, with when. */
+void run_note_mixed(struct run *r, int64_t step, const char *who);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */
 const struct snap_id *run_identity(const struct run *r, int64_t step);
 /* Notes step as durable with its identity id (taken; may be NULL). */

@@ -119,35 +119,75 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 	return n;
 }
 
+/* r's role, said: "candidate", "proxy fp16", "in no study" (st NULL: the first study naming it). */
+static void run_role(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		     char *buf, size_t len)
+{
+	const char *label = NULL, *role;
+
+	if (!st)
+		st = wd_config_study_naming(cfg, r->name);
+	role = st ? wd_study_role(st, r->name, &label) : NULL;
+	snprintf(buf, len, "%s%s%s", role ? role : "in no study", label ? " " : "", label ? label : "");
+}
+
+/* " at 2026-11-30 10:35:38 UTC", or "" */
+static void wall_said(double wall, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t = (time_t)wall;
+
+	buf[0] = 0;
+	if (gmtime_r(&t, &tm))
+		strftime(buf, len, " at %Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
 int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
 		char *buf, size_t len)
 {
-	const char *label = NULL, *role;
-	char when[48] = "";
+	char when[48], role[512];
 	size_t at = 0;
-	struct tm tm;
-	time_t t = (time_t)r->conflict_wall;
 
 	buf[0] = 0;
 	if (!r->conflicts)
 		return 0;
-	if (!st)
-		st = wd_config_study_naming(cfg, r->name);
-	role = st ? wd_study_role(st, r->name, &label) : NULL;
-	if (gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
-	add(buf, len, &at, "'%s' (%s%s%s): %llu snapshot%s refused since this start as conflicts (other "
+	run_role(cfg, st, r, role, sizeof(role));
+	wall_said(r->conflict_wall, when, sizeof(when));
+	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused since this start as conflicts (other "
 	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
 	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "
 	    "re-run's instead, stop both jobs, `wdrift runs rm %s`, and start the re-run again", r->name,
-	    role ? role : "in no study",
-	    label ? " " : "", label ? label : "", (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
+	    role, (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
 	    (long long)r->conflict_step, when, r->name);
 	return 1;
 }
 
-size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		     char *buf, size_t len)
+int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+	      char *buf, size_t len)
+{
+	char when[48], role[512], times[64] = "";
+	size_t at = 0;
+
+	buf[0] = 0;
+	if (!r->mixed)
+		return 0;
+	run_role(cfg, st, r, role, sizeof(role));
+	wall_said(r->mixed_wall, when, sizeof(when));
+	if (r->mixed > 1)	/* a job beside another seen again: a reconnect, or a third job */
+		snprintf(times, sizeof(times), "; %llu times since this start, the latest",
+			 (unsigned long long)r->mixed);
+	add(buf, len, &at, "'%s' (%s): 2 jobs published it at once, each as its only rank, from step %lld%s%s "
+	    "(%s): its steps since are both jobs', which nothing tells apart. To keep one job's: stop the "
+	    "other, `wdrift runs rm %s`, and start the run again (or under another name)",
+	    r->name, role, (long long)r->mixed_step, when, times, r->mixed_who, r->name);
+	return 1;
+}
+
+/* Each of study s's runs (its baseline, then those a step compares) that say(...) says, joined by "; ". */
+static size_t study_runs_said(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+			      int (*say)(const struct wd_config *, const struct wd_config_study *,
+					 const struct run *, char *, size_t),
+			      char *buf, size_t len)
 {
 	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
 	char one[1400];
@@ -159,10 +199,22 @@ size_t study_refused(const struct wd_config *cfg, struct state *st, const struct
 	buf[0] = 0;
 	for (size_t i = 0; i < k; i++) {
 		struct run *r = state_run(st, names[i], 0);
-		if (r && run_refused(cfg, s, r, one, sizeof(one)))
+		if (r && say(cfg, s, r, one, sizeof(one)))
 			add(buf, len, &at, "%s%s", n++ ? "; " : "", one);
 	}
 	return n;
+}
+
+size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		     char *buf, size_t len)
+{
+	return study_runs_said(cfg, st, s, run_refused, buf, len);
+}
+
+size_t study_mixed(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len)
+{
+	return study_runs_said(cfg, st, s, run_mixed, buf, len);
 }
 
 size_t study_silent_count(struct state *st, const struct wd_config_study *s)

@@ -57,6 +57,20 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 size_t study_refused(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		     char *buf, size_t len);
 
+/*
+ * Into buf: why rows of run r are of two jobs, when two published it at
+ * once, each as its only rank, since this start (peers.c, run_note_mixed):
+ * "'mix' (candidate): 2 jobs published it at once, each as its only rank,
+ * from step 5 at ... UTC (ipc pid 4242 and ipc pid 4300): ...". Kept after
+ * the jobs end, until runs rm. Returns 0 and buf "" when none did.
+ */
+int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+	      char *buf, size_t len);
+
+/* The same for each of study s's runs that two jobs published, joined by "; "; how many. */
+size_t study_mixed(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len);
+
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
 size_t study_silent_count(struct state *st, const struct wd_config_study *s);
 

@@ -128,7 +128,7 @@ def main():
     dm = Daemon(tmp)
     jobs = []
     try:
-        cfg = dm.write_config()
+        cfg = dm.write_config(extra="  - name: mixs\n    baseline: mixbase\n    candidates: [mix]\n")
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
 
@@ -228,6 +228,10 @@ def main():
 
         # two jobs at once under one name, their steps apart (a colleague's, resumed at another
         # step): no conflict ever comes, so the daemon says it in its log, once, and runs shows it
+        base = Job(ep, "mixbase", 6)
+        jobs.append(base)
+        check([base.step(n) for n in (0, 5, 10, 15, 20)] == ["acked 0", "acked 5", "acked 10", "acked 15", "acked 20"]
+              and base.close()[0] == 0, "study mixs: its baseline's steps 0 to 20 durable")
         mine, theirs = Job(ep, "mix", 7), Job(ep, "mix", 8)
         jobs += [mine, theirs]
         check(mine.step(0) == "acked 0" and mine.step(10) == "acked 10" and theirs.step(5) == "acked 5"
@@ -246,10 +250,36 @@ def main():
         check(info.get("jobs") == 2 and "2 jobs publish it at once" in info.get("mixed", ""),
               "runs --json: 'jobs' and 'mixed'", json.dumps(info))
         theirs.close()
-        check(publishers(cfg, "mix", 1) == 1 and "mixed" not in run_info(cfg, "mix")
-              and not any(x.startswith("mixed") for x in wd(cfg, "runs").stdout.splitlines()),
-              "the second job gone: no mixed line", json.dumps(run_info(cfg, "mix")))
         mine.close()
+        # both gone (a trial's: the jobs had ended by the time anyone looked): the run still holds
+        # both jobs' steps, so runs and the study's drift keep saying it, until runs rm
+        check(publishers(cfg, "mix", 0) == 0, "both jobs closed")
+        info = run_info(cfg, "mix")
+        past = info.get("mixed", "")
+        check("jobs" not in info and past.startswith("'mix' (candidate): 2 jobs published it at once, each as its "
+                                                     "only rank, from step 5 at ")
+              and f"ipc pid {mine.p.pid}" in past and f"ipc pid {theirs.p.pid}" in past
+              and "`wdrift runs rm mix`" in past and isinstance(info.get("mixed_at"), float),
+              "runs --json after both jobs ended: 'mixed' in the past, with the step, both pids and runs rm; "
+              "'mixed_at'; no 'jobs'", json.dumps(info))
+        r = wd(cfg, "runs")
+        mixed = [x for x in r.stdout.splitlines() if x.startswith("mixed")]
+        check(len(mixed) == 1 and mixed[0][len("mixed"):].strip() == past, "runs: the same mixed line", r.stdout)
+        end, lines = time.time() + 10, []
+        while time.time() < end and not lines:
+            r = wd(cfg, "drift", "mixs")
+            lines = [x for x in r.stdout.splitlines() if x.startswith("mixed")]
+            time.sleep(0.1)
+        check(r.returncode == 0 and len(lines) == 1 and lines[0][len("mixed"):].strip().startswith(
+              "'mix' (candidate): 2 jobs published it at once"), "drift of its study: a mixed line naming its role",
+              r.stdout + r.stderr)
+        d = json.loads(wd(cfg, "drift", "mixs", "--json").stdout or "{}")
+        check(lines and d.get("mixed") == lines[0][len("mixed"):].strip(), "drift --json: 'mixed', the same words",
+              json.dumps(d.get("mixed")))
+        r = wd(cfg, "runs", "rm", "mix")
+        check(r.returncode == 0 and "mixed" not in run_info(cfg, "mix")
+              and not any(x.startswith("mixed") for x in wd(cfg, "drift", "mixs").stdout.splitlines()),
+              "runs rm mix: the mixed lines go with it", r.stdout + r.stderr)
         # a sharded job's ranks (ranks=2): each its own session, not two jobs
         r0, r1 = Job(ep, "shard", 9, "w", (2, 0)), Job(ep, "shard", 9, "w", (2, 1))
         jobs += [r0, r1]
