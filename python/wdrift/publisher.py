@@ -177,6 +177,7 @@ class Publisher:
         if step < 0:
             raise ValueError(f"step {step}: steps are integers >= 0")
         entries = plan(tensors, skip_other)
+        earlier = self._conflict_count()    # before this one is queued: its own come later
         if any(torch_of(e.array) is not None and e.array.is_cuda for e in entries):
             if self._stager is None:
                 self._stager = Stager(self)
@@ -190,8 +191,9 @@ class Publisher:
         else:
             self._send_host(step, entries)
         # an earlier snapshot's conflict, after this one is queued: raised first, it cost a job
-        # that caught it every other snapshot (a trial's)
-        self._raise_refusals()
+        # that caught it every other snapshot (a trial's). Not this one's, which may come back
+        # before this returns: the next call raises that, so where it is raised does not race
+        self._raise_refusals(upto=earlier)
 
     def _send_host(self, step, entries):
         """Hands a snapshot of host values to the C publisher (its one copy)."""
@@ -289,16 +291,24 @@ class Publisher:
             d["committed"] += self._stager.dropped
         return d
 
-    def _raise_refusals(self):
-        """WdriftError for a conflict or a staging failure not yet raised."""
+    def _conflict_count(self):
+        """The conflicts the C publisher has counted so far."""
+        s = _Stats()
+        _get_lib().wd_publisher_get_stats(self._p, ctypes.byref(s))
+        return s.conflicts
+
+    def _raise_refusals(self, upto=None):
+        """WdriftError for a conflict (only the first upto counted, when given) or a staging
+        failure not yet raised."""
         if self._stager_error is not None:
             e, self._stager_error = self._stager_error, None
             raise e
         lib = _get_lib()
-        s = _Stats()
-        lib.wd_publisher_get_stats(self._p, ctypes.byref(s))
-        if s.conflicts > self._conflicts_seen:
-            n, self._conflicts_seen = s.conflicts - self._conflicts_seen, s.conflicts
+        count = self._conflict_count()
+        if upto is not None:
+            count = min(count, upto)
+        if count > self._conflicts_seen:
+            n, self._conflicts_seen = count - self._conflicts_seen, count
             buf = ctypes.create_string_buffer(1024)
             lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
             more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
