@@ -254,13 +254,45 @@ int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *
 	return 0;
 }
 
+/*
+ * A list said in a buffer of len bytes: whole entries joined by "; ", then
+ * "; and N more" for those that did not fit. A pid cut short would name
+ * another process, so an entry is never clipped: room for the tail is kept.
+ */
+struct said_list {
+	char *buf;
+	size_t len, at, n, unsaid;
+};
+
+static void said_init(struct said_list *l, char *buf, size_t len)
+{
+	*l = (struct said_list){ buf, len, 0, 0, 0 };
+	if (len)
+		buf[0] = 0;
+}
+
+static void said_add(struct said_list *l, const char *entry)
+{
+	size_t need = strlen(entry) + (l->n ? 2 : 0);
+
+	if (!l->unsaid && l->at + need + 24 < l->len)
+		l->at += (size_t)snprintf(l->buf + l->at, l->len - l->at, "%s%s", l->n ? "; " : "", entry);
+	else
+		l->unsaid++;
+	l->n++;
+}
+
+static void said_end(struct said_list *l)
+{
+	if (l->unsaid && l->at < l->len)
+		snprintf(l->buf + l->at, l->len - l->at, "; and %zu more", l->unsaid);
+}
+
 size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
 {
-	size_t n = 0, at = 0;
-	char one[120];
+	struct said_list l;
 
-	if (len)
-		who[0] = 0;
+	said_init(&l, who, len);
 	for (size_t fd = 0; p && fd < p->cap; fd++) {
 		const struct peer *e = &p->v[fd];
 		int seen_before = 0;
@@ -268,14 +300,11 @@ size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
 			continue;
 		for (size_t k = 0; k < fd && !seen_before; k++)	/* a job's second connection */
 			seen_before = p->v[k].open && p->v[k].session == e->session && !strcmp(p->v[k].run, run);
-		if (seen_before)
-			continue;
-		snprintf(one, sizeof(one), "%s%s", n ? "; " : "", e->addr);
-		if (at + strlen(one) < len)
-			at += (size_t)snprintf(who + at, len - at, "%s", one);
-		n++;
+		if (!seen_before)
+			said_add(&l, e->addr);
 	}
-	return n;
+	said_end(&l);
+	return l.n;
 }
 
 /* A connection on fd ended: a line when it ended in the middle of something. */
@@ -347,12 +376,12 @@ void peers_handle(struct peers *p)
 
 size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char *who, size_t len)
 {
-	size_t n = 0, at = 0, nr = 0, unsaid = 0;
+	size_t nr = 0;
 	char one[200];
+	struct said_list l;
 
 	peers_handle(p);
-	if (len)
-		who[0] = 0;
+	said_init(&l, who, len);
 	for (size_t fd = 0; p && fd < p->cap; fd++) {
 		const struct peer *e = &p->v[fd];
 		if (!e->open || strcmp(e->run, run))
@@ -363,25 +392,19 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
 		 * told it is stored.
 		 */
 		int rerun = e->conflicts && !e->commits;
-		int k = snprintf(one, sizeof(one), "%s%s", n ? "; " : "", e->addr);
+		int k = snprintf(one, sizeof(one), "%s", e->addr);
 		if (!rerun && e->step >= 0)
 			k += snprintf(one + k, sizeof(one) - (size_t)k, " after step %lld", (long long)e->step);
 		if (e->conflicts)
 			snprintf(one + k, sizeof(one) - (size_t)k, ", refused as a conflict at step %lld",
 				 (long long)e->conflict_step);
-		/* whole entries only: a pid cut short would name another process; room for the tail */
-		if (!unsaid && at + strlen(one) + 24 < len)
-			at += (size_t)snprintf(who + at, len - at, "%s", one);
-		else
-			unsaid++;
-		n++;
+		said_add(&l, one);
 		nr += (size_t)rerun;
 	}
-	if (unsaid && at < len)
-		snprintf(who + at, len - at, "; and %zu more", unsaid);
+	said_end(&l);
 	if (refused)
 		*refused = nr;
-	return n;
+	return l.n;
 }
 
 void peers_stop(struct peers **pp)

@@ -49,7 +49,7 @@ int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *
  * among the open connections whose last message named it and whose
  * commits said ranks 1 (a sharded job's ranks each have their own session,
  * and say ranks > 1). Their addresses go in who ("ipc pid 4242; ipc pid
- * 4300", whole entries, clipped to len).
+ * 4300": whole entries, then "; and N more" when len holds no more).
  */
 size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len);
 
