@@ -301,8 +301,8 @@ static int prefixed(const char *name, const char *other, char *pre, size_t len)
  * pair has it: the prefix into pre, *cand whether the candidate's names
  * carry it, and the pair. At most 256 x 4096 names are tried.
  */
-static size_t prefixed_pairs(char *const *b, size_t nb, char *const *c, size_t nc, char *pre, size_t len,
-			     int *cand, const char **pb, const char **pc)
+static size_t prefixed_pairs(const char *const *b, size_t nb, const char *const *c, size_t nc, char *pre,
+			     size_t len, int *cand, const char **pb, const char **pc)
 {
 	size_t pairs = 0;
 	char one[128];
@@ -336,8 +336,8 @@ static char *unmatched_hint(const struct compare_result *res)
 	char pre[128], *out;
 	const char *b, *c;
 	int cand;
-	size_t n = prefixed_pairs(res->only_base, res->n_only_base, res->only_cand, res->n_only_cand, pre,
-				  sizeof(pre), &cand, &b, &c);
+	size_t n = prefixed_pairs((const char *const *)res->only_base, res->n_only_base,
+				  (const char *const *)res->only_cand, res->n_only_cand, pre, sizeof(pre), &cand, &b, &c);
 
 	if (!n || asprintf(&out, "%zu name%s only in the %s %s the %s's with '%s' before %s ('%.100s', "
 			   "'%.100s'): " WRAPPED_HINT, n, n == 1 ? "" : "s", cand ? "candidate" : "baseline",
@@ -368,18 +368,19 @@ static int names_in_common(const struct options *o, const struct wd_ckpt *bl, co
 	for (size_t i = 0; i < nb; i++)
 		if (wd_ckpt_find(cl, wd_ckpt_entry(bl, i)->name) >= 0)
 			return 0;
-	/* a prefix on one side: tried from a few names of the baseline, against every one of the other */
-	for (size_t i = 0; i < nb && i < 16 && !hint[0]; i++) {
-		const char *b = wd_ckpt_entry(bl, i)->name;
-		for (size_t j = 0; j < nc && !hint[0]; j++) {
-			const char *c = wd_ckpt_entry(cl, j)->name;
-			int cand = prefixed(c, b, pre, sizeof(pre));
-			if (cand || prefixed(b, c, pre, sizeof(pre)))
-				snprintf(hint, sizeof(hint), ": the %s's names are the %s's with '%s' before "
-					 "them ('%.100s', '%.100s'): " WRAPPED_HINT, cand ? "candidate" : "baseline",
-					 cand ? "baseline" : "candidate", pre, b, c);
-		}
-	}
+	/* a prefix on one side: as the unmatched names' note finds it (prefixed_pairs) */
+	const char **bn = malloc(nb * sizeof(*bn)), **cn = malloc(nc * sizeof(*cn)), *b, *c;
+	int cand;
+	for (size_t i = 0; bn && i < nb; i++)
+		bn[i] = wd_ckpt_entry(bl, i)->name;
+	for (size_t j = 0; cn && j < nc; j++)
+		cn[j] = wd_ckpt_entry(cl, j)->name;
+	if (bn && cn && prefixed_pairs(bn, nb, cn, nc, pre, sizeof(pre), &cand, &b, &c))
+		snprintf(hint, sizeof(hint), ": the %s's names are the %s's with '%s' before them ('%.100s', "
+			 "'%.100s'): " WRAPPED_HINT, cand ? "candidate" : "baseline", cand ? "baseline" : "candidate",
+			 pre, b, c);
+	free(bn);
+	free(cn);
 	if (!hint[0])
 		snprintf(hint, sizeof(hint), " (the baseline has '%.100s', the candidate '%.100s'): "
 			 "checkpoints of different models?", wd_ckpt_entry(bl, 0)->name,
