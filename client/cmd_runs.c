@@ -35,8 +35,9 @@ static const char usage[] =
 "delete, or a re-run whose snapshots were refused as conflicts and are not\n"
 "sent again: the error names each; stop them first, then start the re-run\n"
 "again, or re-run under another name). A job that has just exited is still\n"
-"connected for a moment: rm waits for its publishers to disconnect, up to\n"
-"--wait, and removes the run as soon as none is left.\n"
+"connected for a moment: rm waits for its publishers to disconnect (and for\n"
+"a snapshot being stored), up to --wait, and removes the run as soon as it\n"
+"is free. Interrupted while it waits, it removes nothing.\n"
 "\n"
 "  --force        rm: remove the run even with publishers connected; their\n"
 "                 next snapshots are stored under the name afresh (with\n"
@@ -49,7 +50,7 @@ DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 
 struct rm_opts {
 	int force;
-	double wait;	/* seconds; < 0: the daemon's default */
+	double wait;	/* seconds */
 };
 
 static int on_rm_opt(int c, const char *arg, void *ctx)
@@ -77,7 +78,7 @@ static int runs_rm(int argc, char **argv)
 	static const struct option extra[] = { { "force", no_argument, NULL, 'f' },
 					       { "wait", required_argument, NULL, 'w' }, { 0 } };
 	struct dc_args a = { 0 };
-	struct rm_opts o = { 0, -1 };
+	struct rm_opts o = { 0, 2 };	/* the daemon's default (rm_wait.h), said here for the re-asks */
 	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &o);
 
 	if (r < 0)
@@ -86,10 +87,30 @@ static int runs_rm(int argc, char **argv)
 		return cli_usage_error("which run? (wdrift runs lists them)");
 	if (r + 1 != argc)
 		return cli_usage_error("unexpected argument '%s'", argv[r + 1]);
-	json_t *req = json_pack("{s:i,s:s,s:s,s:b}", "v", 1, "cmd", "runs_rm", "run", argv[r], "force", o.force);
-	if (req && o.wait >= 0)
-		json_object_set_new(req, "wait", json_real(o.wait));
-	json_t *reply = dc_call(&a, req);
+	/*
+	 * A wait that ends with the run free is answered "again": this request
+	 * removes it, so that nothing is removed for a client that gave up
+	 * (rm_wait.h). It asks with what is left of the wait: a job that
+	 * connects meanwhile is waited for again, within the same time.
+	 */
+	double end = cli_now() + o.wait, left = o.wait;
+	json_t *reply, *refused;
+	for (;;) {
+		reply = dc_call_refusable(&a, json_pack("{s:i,s:s,s:s,s:b,s:f}", "v", 1, "cmd", "runs_rm",
+							"run", argv[r], "force", o.force, "wait", left),
+					  &refused);
+		if (!refused || !json_is_true(json_object_get(refused, "again")))
+			break;
+		json_decref(refused);
+		left = end - cli_now();
+		left = left > 0 ? left : 0;
+	}
+	if (refused) {
+		const char *e = json_string_value(json_object_get(refused, "error"));
+		cli_error("%s", e ? e : "the daemon refused the request");
+		json_decref(refused);
+		return EXIT_FAIL;
+	}
 	if (!reply)
 		return EXIT_FAIL;
 	if (a.json)

@@ -532,10 +532,17 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
 
 json_t *dc_call(struct dc_args *a, json_t *request)
 {
+	return dc_call_refusable(a, request, NULL);
+}
+
+json_t *dc_call_refusable(struct dc_args *a, json_t *request, json_t **refused)
+{
 	char err[1024], *reply = NULL;
 	char *req = json_dumps(request, JSON_COMPACT);
 	json_t *o = NULL;
 
+	if (refused)
+		*refused = NULL;
 	json_decref(request);
 	if (dc_resolve(&a->t, err, sizeof(err)) < 0) {
 		cli_error("%s", err);
@@ -559,6 +566,10 @@ json_t *dc_call(struct dc_args *a, json_t *request)
 	if (!json_is_object(o)) {
 		cli_error("the daemon's reply is not JSON");
 		json_decref(o);
+		return NULL;
+	}
+	if (!json_is_true(json_object_get(o, "ok")) && refused) {
+		*refused = o;
 		return NULL;
 	}
 	if (!json_is_true(json_object_get(o, "ok"))) {

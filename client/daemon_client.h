@@ -150,6 +150,12 @@ int dc_args(int argc, char **argv, struct dc_args *a, const char *usage,
  * NULL after printing the error (the daemon is down, or refused).
  */
 json_t *dc_call(struct dc_args *a, json_t *request);
+/*
+ * The same, but a refusal of the daemon ({"ok": false, ...}, whole) is
+ * handed back in *refused, not said, for the caller to act on; *refused
+ * is NULL otherwise.
+ */
+json_t *dc_call_refusable(struct dc_args *a, json_t *request, json_t **refused);
 void dc_print_json(json_t *o);
 
 /* The integer member key of a reply object o, as long long; 0 when absent. */

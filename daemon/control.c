@@ -234,7 +234,7 @@ static json_t *runs(struct control *c)
 			/* they ended, and the run still holds both jobs' steps */
 			json_object_set_new(o, "mixed", json_string(refused));
 		}
-		if (o && r->mixed)
+		if (o && r->mixed)	/* the first time: its steps since are both jobs' */
 			json_object_set_new(o, "mixed_at", json_real(r->mixed_wall));
 		if (o && run_refused(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "refused", json_string(refused));
@@ -259,17 +259,19 @@ static char *rm_reply(const char *run, int r, const struct forgotten *gone, cons
 				      "steps", (json_int_t)gone->steps, "results", (json_int_t)gone->results,
 				      "alerts", (json_int_t)gone->alerts, "alerts_firing", (json_int_t)gone->firing));
 	snprintf(msg, sizeof(msg), "%s", err);
-	if (r == -EAGAIN && wait > 0)	/* a job still connected after the wait: a longer one may do */
-		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still connected after %g s; "
-			 "--wait SECONDS waits longer)", wait);
+	if (wait > 0 && (r == -EAGAIN || r == -EBUSY))	/* a job exiting may take longer */
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still so after %.3g s of waiting; "
+			 "--wait SECONDS waits longer for a job that is exiting)", wait);
 	log_notice("runs rm: refused: %s", msg);	/* what the operator was told, for the record */
 	return fail("%s", msg);
 }
 
 /*
  * runs_rm: {"run", "force", "wait"}: the run forgotten, so that its name is
- * free again; while a publisher of it is connected (unless force), the
- * reply waits up to "wait" seconds for it to disconnect (rm_wait.h).
+ * free again. While a publisher of it is connected (unless force), or a
+ * snapshot of it is being received or stored, the request waits up to
+ * "wait" seconds, then is answered "again" once that has ended, or refused
+ * (rm_wait.h).
  */
 static char *runs_rm(struct control *c, json_t *req, const struct query_envelope *env)
 {
@@ -291,36 +293,47 @@ static char *runs_rm(struct control *c, json_t *req, const struct query_envelope
 			    "the run's publishers to disconnect%s", "");
 	if (!c->forget)
 		return fail("'runs_rm' is not available%s", "");
-	int r = c->forget(c->reload_ctx, run, json_is_true(jforce), &gone, err, sizeof(err));
-	if (r == -EAGAIN && wait > 0 && env) {
-		int w = rm_wait_add(&c->rm_waiting, run, wait, now_mono(), env);
+	unsigned how = json_is_true(jforce) ? FORGET_FORCE : 0;
+	int r = c->forget(c->reload_ctx, run, how, &gone, err, sizeof(err));
+	if ((r == -EAGAIN || r == -EBUSY) && wait > 0) {
+		int w = env ? rm_wait_add(&c->rm_waiting, run, how, wait, now_mono(), env) : -ENOTSUP;
 		if (!w) {
-			log_debug("runs rm: run '%s': waiting up to %g s for its publishers to disconnect", run,
-				  wait);
+			log_debug("runs rm: run '%s': waiting up to %g s for it to be free", run, wait);
 			return NULL;	/* answered by control_rm_due */
 		}
-		snprintf(err + strlen(err), sizeof(err) - strlen(err), " (not waited for: %s)",
-			 w == -EBUSY ? STR(RM_WAITING_MAX) " runs rm requests wait already" : "out of memory");
+		if (w != -ENOTSUP)
+			snprintf(err + strlen(err), sizeof(err) - strlen(err), " (not waited for: %s)",
+				 w == -EBUSY ? STR(RM_WAITING_MAX) " runs rm requests wait already" :
+				 "out of memory");
 		wait = 0;
 	}
-	return rm_reply(run, r, &gone, err, r == -EAGAIN ? wait : 0);
+	return rm_reply(run, r, &gone, err, wait);
 }
 
 char *control_rm_due(struct control *c, int stopping, struct query_waiter **to)
 {
 	double now = now_mono();
 	char err[1200];
-	struct forgotten gone;
+	struct forgotten gone = { 0 };
 
+	*to = NULL;
 	for (struct rm_wait *w = c->rm_waiting.head; w; w = w->next) {
-		int r = -EAGAIN;
-		memset(&gone, 0, sizeof(gone));
-		if (stopping)
+		char *reply;
+		int r = -ESHUTDOWN;
+		if (stopping) {
 			snprintf(err, sizeof(err), "wdriftd is stopping: run '%.200s' was not removed", w->run);
-		else if ((r = c->forget(c->reload_ctx, w->run, 0, &gone, err, sizeof(err))) == -EAGAIN &&
-			 now < w->deadline)
-			continue;
-		char *reply = rm_reply(w->run, stopping ? -ESHUTDOWN : r, &gone, err, w->wait);
+		} else {
+			r = c->forget(c->reload_ctx, w->run, w->how | FORGET_CHECK, &gone, err, sizeof(err));
+			if ((r == -EAGAIN || r == -EBUSY) && now < w->deadline)
+				continue;
+		}
+		if (!r) {	/* free now: the client, if it is still there, removes it */
+			log_debug("runs rm: run '%s' is free now: its client is told to ask again", w->run);
+			reply = dump(json_pack("{s:i,s:b,s:b,s:s}", "v", 1, "ok", 0, "again", 1, "error",
+					       "the run can be removed now: send the request again"));
+		} else {
+			reply = rm_reply(w->run, r, &gone, err, stopping ? 0 : w->wait);
+		}
 		rm_wait_remove(&c->rm_waiting, w);
 		*to = w->client;
 		w->client = NULL;

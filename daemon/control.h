@@ -1,9 +1,10 @@
 /*
  * control.h: the control socket's requests (docs/protocol.md, "Control"):
- * one JSON request in, one JSON reply out. Never blocks: everything it
- * reports is the main thread's own state, except the reply to `drift`,
- * whose size grows with the study's: the query thread (query.h) builds it
- * and the main loop sends it when done. No sockets here.
+ * one JSON request in, one JSON reply out. Never blocks on a client:
+ * everything it reports is the main thread's own state, except the reply
+ * to `drift`, whose size grows with the study's (the query thread,
+ * query.h, builds it and the main loop sends it when done), and a `runs
+ * rm` that waits for a run to be free (rm_wait.h). No sockets here.
  */
 #ifndef WD_CONTROL_H
 #define WD_CONTROL_H
@@ -24,6 +25,10 @@ struct query;
 struct query_envelope;
 struct query_job;
 struct json_t;
+
+/* forget's how: remove even with publishers connected; only say whether it would remove now */
+#define FORGET_FORCE 1u
+#define FORGET_CHECK 2u
 
 /* What runs rm forgot of a run (the "runs_rm" reply). */
 struct forgotten {
@@ -46,9 +51,11 @@ struct control {
 	/*
 	 * runs rm, with reload_ctx: 0 (*gone: what was forgotten), or -errno
 	 * with err: -EAGAIN while a publisher of the run is connected (unless
-	 * force), which a wait may end. Never blocks.
+	 * FORGET_FORCE), -EBUSY while a snapshot of it is being received or
+	 * stored, either of which a wait may end. With FORGET_CHECK only the
+	 * answer: 0 when it would forget it now, and nothing done.
 	 */
-	int (*forget)(void *ctx, const char *run, int force, struct forgotten *gone, char *err, size_t errlen);
+	int (*forget)(void *ctx, const char *run, unsigned how, struct forgotten *gone, char *err, size_t errlen);
 	/* with reload_ctx: the publishers of run connected now (peers.h); NULL: not known */
 	size_t (*publishers)(void *ctx, const char *run);
 	/* with reload_ctx: the jobs publishing run as its only rank now, in who (peers_jobs) */
@@ -105,10 +112,12 @@ int control_fd(const struct control *c);
 struct query_job *control_take(struct control *c);
 
 /*
- * A runs rm request that waited (rm_wait.h) and is due now: its run has no
- * publisher left, its wait is up, or stopping (the daemon stops: each is
- * refused). Returns its reply (malloc'd JSON) and, in *to, its client (the
- * caller sends the reply there, then frees both); NULL when none is due.
+ * A runs rm request that waited (rm_wait.h) and is due now: its run could
+ * be removed now ("again": the client asks again), its wait is up
+ * (refused), or stopping (the daemon stops: each is refused). *to is its
+ * client, and the return its reply (malloc'd JSON; NULL when out of
+ * memory): the caller sends the reply there, then frees both. *to NULL:
+ * none is due.
  */
 char *control_rm_due(struct control *c, int stopping, struct query_waiter **to);
 /* When the first waiting runs rm request's wait is up (now_mono()), or 0 when none waits. */

@@ -69,7 +69,7 @@ void daemon_note_no_study(const struct wd_config *cfg);
 /* SIGHUP and control's reload (ctx: the daemon); control.h's reload_fn. */
 int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen);
 /* control's runs rm (ctx: the daemon); control.h's forget_fn. */
-int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *gone, char *err,
+int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten *gone, char *err,
 		      size_t errlen);
 /* control's publishers of a run (ctx: the daemon): its connections open now. */
 size_t daemon_publishers(void *ctx, const char *run);

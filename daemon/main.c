@@ -585,10 +585,13 @@ static void handle_rm_waiting(struct daemon *d, int stopping)
 	struct query_waiter *to;
 	char *reply;
 
-	while ((reply = control_rm_due(&d->ctl, stopping, &to))) {
+	for (;;) {
+		reply = control_rm_due(&d->ctl, stopping, &to);
+		if (!to)
+			break;
 		zmq_msg_t body;
-		if (zmq_msg_init_data(&body, reply, strlen(reply), free_reply, NULL) < 0) {
-			free(reply);
+		if (!reply || zmq_msg_init_data(&body, reply, strlen(reply), free_reply, NULL) < 0) {
+			free(reply);	/* out of memory: the client's own timeout tells it */
 		} else {
 			send_to(d, to, &body);
 			zmq_msg_close(&body);

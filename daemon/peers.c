@@ -407,6 +407,13 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
 	return l.n;
 }
 
+void peers_forget_run(struct peers *p, const char *run)
+{
+	for (size_t fd = 0; p && fd < p->cap; fd++)
+		if (p->v[fd].open && !strcmp(p->v[fd].run, run))
+			p->v[fd].mixed_said = 0;
+}
+
 void peers_stop(struct peers **pp)
 {
 	struct peers *p = *pp;

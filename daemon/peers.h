@@ -66,9 +66,12 @@ void peers_handle(struct peers *p);
  * after step 12; ipc pid 4242, refused as a conflict at step 0", clipped
  * to len; who may be NULL when len is 0). The monitor is read first: a
  * job that has just exited may have its disconnect queued there. Never
- * waits: runs rm waits for later disconnects off the loop (control_rm.c).
+ * waits: runs rm waits for later disconnects off the loop (rm_wait.h).
  */
 size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char *who, size_t len);
+
+/* runs rm forgot run: its connections' "two jobs" warning is said again, for the run anew. */
+void peers_forget_run(struct peers *p, const char *run);
 
 void peers_stop(struct peers **p);
 

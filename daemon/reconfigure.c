@@ -143,15 +143,16 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
  * runs rm (control.c): refused for a run unknown, with a publisher still
  * connected (a live job's snapshots would be deleted under it: a trial
  * did that, told by a conflict to free the name while its first job ran;
- * unless force), or with a snapshot being received or stored; otherwise
- * the compute thread forgets it on disk and this thread in memory: its
- * durable steps, identities, kept results and alert instances (a firing
- * alert of a forgotten run would be stale).
+ * unless FORGET_FORCE), or with a snapshot being received or stored;
+ * otherwise (and not FORGET_CHECK) the compute thread forgets it on disk
+ * and this thread in memory: its durable steps, identities, kept results
+ * and alert instances (a firing alert of a forgotten run would be stale).
  */
-int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *gone, char *err,
+int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten *gone, char *err,
 		      size_t errlen)
 {
 	struct daemon *d = ctx;
+	int force = (how & FORGET_FORCE) != 0;
 	struct run *r = state_run(&d->st, run, 0);
 	char who[400];
 	size_t live, rerun;
@@ -168,7 +169,7 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
 				best ? "'?" : ""), -ENOENT;
 	}
-	/* -EAGAIN: the control loop asks again while the request's wait lasts (rm_wait.h) */
+	/* -EAGAIN, -EBUSY: the control loop asks again while the request's wait lasts (rm_wait.h) */
 	live = peers_publishing(d->peers, run, &rerun, who, sizeof(who));
 	if (live && live == rerun && !force)	/* a re-run alone: nothing of its own would go */
 		return snprintf(err, errlen, "run '%.200s' has %zu publisher%s connected whose snapshots were "
@@ -204,6 +205,8 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 					"end the wait sooner", run, (long long)p->step, idle, ranks, left > 0 ? left : 0,
 					(unsigned long long)d->cfg.limits.pending_timeout), -EBUSY;
 		}
+	if (how & FORGET_CHECK)
+		return 0;
 	if ((rc = compute_forget(d->compute, run, &gone->results, &files)) < 0)
 		return snprintf(err, errlen, "write-ahead log: %s: nothing was removed", strerror(-rc)), rc;
 	for (struct snapshot *p = d->st.pending, *n; p; p = n) {	/* re-sends being checked, refused ones */
@@ -227,6 +230,7 @@ int daemon_forget_run(void *ctx, const char *run, int force, struct forgotten *g
 	ingest_forget_expired(&d->ix, run);
 	control_forget(&d->ctl, run);
 	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
+	peers_forget_run(d->peers, run);	/* two jobs still sending it (--force) are said again */
 	if (live)
 		log_warning("runs rm --force: run '%s' forgotten with %zu publisher%s still connected (%s): "
 			    "their next snapshots are stored under the name afresh%s", run, live,

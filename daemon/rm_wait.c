@@ -6,7 +6,7 @@
 #include "query.h"
 #include "rm_wait.h"
 
-int rm_wait_add(struct rm_waiting *l, const char *run, double wait, double now,
+int rm_wait_add(struct rm_waiting *l, const char *run, unsigned how, double wait, double now,
 		const struct query_envelope *env)
 {
 	struct rm_wait *w, **end;
@@ -17,6 +17,7 @@ int rm_wait_add(struct rm_waiting *l, const char *run, double wait, double now,
 		rm_wait_free(&w);
 		return -ENOMEM;
 	}
+	w->how = how;
 	w->wait = wait;
 	w->deadline = now + wait;
 	for (end = &l->head; *end; end = &(*end)->next)

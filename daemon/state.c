@@ -107,10 +107,11 @@ void run_note_conflict(struct run *r, int64_t step)
 
 void run_note_mixed(struct run *r, int64_t step, const char *who)
 {
-	r->mixed++;
-	r->mixed_step = step;
-	r->mixed_wall = now_wall();
-	snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
+	if (!r->mixed++) {	/* the first: from then on its steps are both jobs' */
+		r->mixed_step = step;
+		r->mixed_wall = now_wall();
+		snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
+	}
 }
 
 int run_is_durable(const struct run *r, int64_t step)

@@ -100,10 +100,10 @@ struct run {
 	double conflict_wall;
 	/*
 	 * Two jobs published it at once, each as its only rank (peers.c):
-	 * how many times a second job was seen beside another, the step and
-	 * Unix seconds of the latest, and the two. Its steps are both jobs'
-	 * from then on, which nothing tells apart later: said by runs and by
-	 * its studies' drift (run_mixed) until runs rm. Since this start.
+	 * how many times a second job was seen beside another, and the step,
+	 * Unix seconds and the two of the first time. Its steps are both
+	 * jobs' from then on, which nothing tells apart later: said by runs
+	 * and by its studies' drift (run_mixed) until runs rm. Since this start.
 	 */
 	uint64_t mixed;
 	int64_t mixed_step;
@@ -201,7 +201,7 @@ void run_note_session(struct run *r, uint64_t session);
 int run_knows_session(const struct run *r, uint64_t session);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
-/* A second job's commit of r at step, beside another's (who: both, peers_message): kept, with when. */
+/* A second job's commit of r at step, beside another's (who: both, peers_message): counted; the first kept. */
 void run_note_mixed(struct run *r, int64_t step, const char *who);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */
 const struct snap_id *run_identity(const struct run *r, int64_t step);

@@ -174,12 +174,11 @@ int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, con
 	run_role(cfg, st, r, role, sizeof(role));
 	wall_said(r->mixed_wall, when, sizeof(when));
 	if (r->mixed > 1)	/* a job beside another seen again: a reconnect, or a third job */
-		snprintf(times, sizeof(times), "; %llu times since this start, the latest",
-			 (unsigned long long)r->mixed);
-	add(buf, len, &at, "'%s' (%s): 2 jobs published it at once, each as its only rank, from step %lld%s%s "
-	    "(%s): its steps since are both jobs', which nothing tells apart. To keep one job's: stop the "
+		snprintf(times, sizeof(times), "; seen %llu times since this start", (unsigned long long)r->mixed);
+	add(buf, len, &at, "'%s' (%s): 2 jobs published it at once, each as its only rank, from step %lld%s "
+	    "(%s%s): its steps since are both jobs', which nothing tells apart. To keep one job's: stop the "
 	    "other, `wdrift runs rm %s`, and start the run again (or under another name)",
-	    r->name, role, (long long)r->mixed_step, when, times, r->mixed_who, r->name);
+	    r->name, role, (long long)r->mixed_step, when, r->mixed_who, times, r->name);
 	return 1;
 }
 
