@@ -103,6 +103,12 @@ def wd(cfg, *args):
     return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
 
 
+def rm_waiting(cfg, run):
+    """`wdrift runs rm RUN --wait 30`, started: the process, to be waited for or interrupted."""
+    return subprocess.Popen([WDRIFT, "runs", "rm", run, "--wait", "30", "-c", cfg], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 def run_info(cfg, run):
     r = wd(cfg, "runs", "--json")
     runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
@@ -372,8 +378,7 @@ print("lost", pub.close(10))
         jobs.append(late)
         check(late.step(0) == "acked 0", "run 'late': step 0 durable")
         t0 = time.monotonic()
-        rm = subprocess.Popen([WDRIFT, "runs", "rm", "late", "--wait", "30", "-c", cfg], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+        rm = rm_waiting(cfg, "late")
         time.sleep(0.3)
         check(late.step(1) == "acked 1", "while rm waits, the daemon serves: the job's step 1 is acked")
         st = wd(cfg, "status", "--json")
@@ -395,8 +400,7 @@ print("lost", pub.close(10))
         check(r.returncode == 1 and "has 1 publisher connected" in r.stderr and "--wait" not in r.stderr
               and quick < 1.5, f"--wait 0: refused at once ({quick:.2f} s)", r.stderr)
         # rm given up (Ctrl-C) while it waits: the daemon carries out nothing once the job exits
-        rm = subprocess.Popen([WDRIFT, "runs", "rm", "late", "--wait", "30", "-c", cfg], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+        rm = rm_waiting(cfg, "late")
         time.sleep(0.5)
         rm.send_signal(signal.SIGINT)
         rm.communicate(timeout=30)
@@ -488,8 +492,7 @@ print("lost", pub.close(10))
         jobs.append(last)
         check(last.step(0) == "acked 0", "run 'last': step 0 durable")
         t0 = time.monotonic()
-        rm = subprocess.Popen([WDRIFT, "runs", "rm", "last", "--wait", "30", "-c", cfg], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+        rm = rm_waiting(cfg, "last")
         time.sleep(0.5)
         check(rm.poll() is None, "runs rm --wait 30 waits")
         dm.stop()
