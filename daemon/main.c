@@ -490,7 +490,7 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 		char who[WD_RUN_MIXED_WHO];
 		struct run *r;
 		/* what the peer last sent, for a line if it drops; two jobs in one run, kept with it */
-		if (n >= 2 && peers_message(d->peers, &msgs[1], &seen, who, sizeof(who)) &&
+		if (n >= 2 && peers_message(d->peers, msgs, &seen, who, sizeof(who)) &&
 		    (r = state_run(&d->st, seen.run, 0)))
 			run_note_mixed(r, seen.step, who);
 		for (size_t i = 0; i < n; i++)

@@ -3,6 +3,16 @@
  * connections by descriptor, and so does each message (ZMQ_SRCFD), while
  * routing ids appear in neither event. A descriptor is reused after a
  * close; its entry is reset when the monitor reports the new connection.
+ * The monitor and the socket are read apart: a connection's last message
+ * and its close, read together, come close first (peers_handle runs
+ * before the messages). So an entry keeps its connection's routing id
+ * once closed, and a message with that id on a closed entry, or any
+ * message on an entry closed before a message of it was read, is that
+ * connection's last, not a new connection's: it does not open it again
+ * (it did, and the run kept a publisher connected for good: runs rm was
+ * refused for a job long gone). A new connection's event is read before
+ * its first message (libzmq sends it at the accept, on the one I/O
+ * thread); were one late, that connection is tracked from the event on.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,9 +37,11 @@
 #define MONITOR_EP "inproc://wdrift.monitor.peers"
 #define FD_WARN_STEP 8		/* tenths of the descriptor limit: the first warning */
 #define FD_CALM_STEP 5		/* below this many tenths, the warnings end */
+#define RID_MAX 32		/* libzmq's own routing ids are 5 bytes */
 
 struct peer {
 	int open;
+	int closed;		/* the monitor said its connection closed; a message of it may follow */
 	int accepted;		/* its connection event came (it may come after a message) */
 	uint64_t messages;
 	int last_type;		/* wire_type of the last message; -1: not parsed */
@@ -41,6 +53,9 @@ struct peer {
 	int mixed_said;		/* its commits beside another job's: logged */
 	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
+	/* its routing id (the first RID_MAX bytes, and the length), kept after it closed */
+	unsigned char rid[RID_MAX];
+	size_t rid_len;
 };
 
 struct peers {
@@ -211,8 +226,17 @@ static int mixed_check(struct peers *p, struct peer *e, char *who, size_t len)
 	return 0;
 }
 
-int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen, char *who, size_t len)
+/* Is rid (len bytes) the routing id e keeps? */
+static int same_rid(const struct peer *e, const void *rid, size_t len)
 {
+	return e->rid_len == len && !memcmp(e->rid, rid, len < RID_MAX ? len : RID_MAX);
+}
+
+int peers_message(struct peers *p, zmq_msg_t *frames, const struct ingest_seen *seen, char *who, size_t len)
+{
+	zmq_msg_t *header = &frames[1];
+	const void *rid = zmq_msg_data(&frames[0]);
+	size_t rid_len = zmq_msg_size(&frames[0]);
 	int type = seen->type, conflict = seen->conflict;
 	const char *run = seen->run;
 	int64_t step = seen->step;
@@ -230,12 +254,16 @@ int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *
 	struct peer *e = entry(p, zmq_msg_get(header, ZMQ_SRCFD));
 	if (!e)
 		return 0;
+	if (!e->open && e->closed && (!e->rid_len || same_rid(e, rid, rid_len)))
+		return 0;	/* the last message of a connection whose close was read first */
 	if (!e->open) {	/* its connection event is still in the monitor's queue */
 		opened(p, e, zmq_msg_get(header, ZMQ_SRCFD));
 		memset(e, 0, sizeof(*e));
 		e->open = 1;
 		peer_address(zmq_msg_get(header, ZMQ_SRCFD), e->addr, sizeof(e->addr));
 	}
+	memcpy(e->rid, rid, rid_len < RID_MAX ? rid_len : RID_MAX);
+	e->rid_len = rid_len;
 	e->messages++;
 	e->last_type = type;
 	e->step = step;
@@ -317,6 +345,7 @@ static void disconnected(struct peers *p, int fd)
 	if (!e || !e->open)
 		return;
 	e->open = 0;
+	e->closed = 1;
 	p->n_open--;
 	fd_check(p, -1);
 	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING || e->last_type == INGEST_SEEN_REQUEST)

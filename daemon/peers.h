@@ -32,8 +32,8 @@ struct peers *peers_start(void *zctx, void *sock, struct auth *a);
 void *peers_socket(const struct peers *p);
 
 /*
- * A message was read: header is its frame 0 (for its descriptor and the
- * peer's address), seen what ingest made of it (ingest.h: its type, run,
+ * A message was read: frames its routing id, then its frame 0 (for its
+ * descriptor and the peer's address), seen what ingest made of it (ingest.h: its type, run,
  * step, whether it was refused as a conflict, a commit's session and
  * ranks). A commit of a run that one job publishes alone (ranks 1) from a
  * second job (another session) while the first's connection is open is
@@ -42,7 +42,7 @@ void *peers_socket(const struct peers *p);
  * pid 4300", clipped to len), for the run to keep (run_note_mixed); else 0.
  */
 struct ingest_seen;
-int peers_message(struct peers *p, zmq_msg_t *header, const struct ingest_seen *seen, char *who, size_t len);
+int peers_message(struct peers *p, zmq_msg_t *frames, const struct ingest_seen *seen, char *who, size_t len);
 
 /*
  * How many jobs publish run as its only rank at once: distinct sessions

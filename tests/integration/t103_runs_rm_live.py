@@ -464,6 +464,39 @@ print("lost", pub.close(10))
             h.s.close()
         ranks.close()
 
+        # a connection whose last message and close are read together (the daemon's loop stalled:
+        # a loaded machine): the monitor's disconnect is read before the message, which must not
+        # count the connection as open again, for good (CI twice: runs rm refused, after its 2 s
+        # wait too, for a job gone long before, named "fd 24")
+        ghosts = [Publisher(ctx, tmp, "ghost") for _ in range(6)]
+        check(all(h.hello() is not None for h in ghosts), "6 connections said hello for run 'ghost'")
+        # ... and 3 more whose one message is that last one: connected (the handshake seen), silent
+        for _ in range(3):
+            h = Publisher(ctx, tmp, "ghost")
+            mon = h.s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+            check(mon.poll(5000) and mon.recv_multipart(), "a silent connection's handshake")
+            h.s.disable_monitor()
+            mon.close()
+            ghosts.append(h)
+        time.sleep(0.2)     # their connection events read by the daemon's loop
+        os.kill(dm.proc.pid, signal.SIGSTOP)
+        try:
+            for h in ghosts:
+                h.s.setsockopt(zmq.LINGER, 2000)
+                h.send_raw([json.dumps({"v": 1, "type": "hello", "run": "ghost"}).encode()])
+                h.s.close()
+            time.sleep(0.5)     # written to the kernel's buffers, then closed
+        finally:
+            os.kill(dm.proc.pid, signal.SIGCONT)
+        ghost = Job(ep, "ghost", 14)
+        jobs.append(ghost)
+        check(ghost.step(0) == "acked 0" and ghost.close()[0] == 0, "run 'ghost': a step durable, its job gone")
+        got = publishers(cfg, "ghost", 0)
+        check(got == 0, f"connections closed while the daemon was stopped: none counted open after ({got})",
+              json.dumps(run_info(cfg, "ghost")))
+        r = wd(cfg, "runs", "rm", "ghost", "--wait", "0")
+        check(r.returncode == 0, "... and runs rm goes through", r.stderr)
+
         # a daemon of an older version, which does not report publishers: '?' and a line, not '-' (none)
         old = ctx.socket(zmq.REP)
         old.setsockopt(zmq.LINGER, 0)
