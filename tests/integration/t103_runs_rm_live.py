@@ -14,7 +14,10 @@ a mix of two jobs. Now:
   one that exits while rm waits (--wait, 2 s by default) is waited for,
   without stopping the daemon's loop: CI once saw the disconnect of a job
   that had exited come after the 250 ms the daemon then blocked for;
-- a job that is killed counts as gone too;
+- a job that is killed counts as gone too, and so does a connection whose
+  last message the daemon reads after its close (SIGSTOP holds the daemon
+  while connections send and close: they stayed counted for good);
+- rm interrupted while it waits removes nothing when the job exits;
 - `wdrift runs` shows each run's publishers connected now (a column, and
   "publishers" in --json), so that a live run is seen before rm ("?"
   and a line from a daemon too old to say);
