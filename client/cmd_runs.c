@@ -48,6 +48,9 @@ DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 "\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
 "publisher connected, a snapshot in flight); 2 usage error.\n";
 
+/* --wait's default: a job that has just exited is disconnected by then, on a loaded machine too */
+#define RM_WAIT_DEFAULT_S 2.0
+
 struct rm_opts {
 	int force;
 	double wait;	/* seconds */
@@ -78,7 +81,7 @@ static int runs_rm(int argc, char **argv)
 	static const struct option extra[] = { { "force", no_argument, NULL, 'f' },
 					       { "wait", required_argument, NULL, 'w' }, { 0 } };
 	struct dc_args a = { 0 };
-	struct rm_opts o = { 0, 2 };	/* the daemon's default (rm_wait.h), said here for the re-asks */
+	struct rm_opts o = { 0, RM_WAIT_DEFAULT_S };
 	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &o);
 
 	if (r < 0)

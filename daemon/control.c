@@ -278,7 +278,7 @@ static char *runs_rm(struct control *c, json_t *req, const struct query_envelope
 	json_t *jrun = json_object_get(req, "run"), *jforce = json_object_get(req, "force");
 	json_t *jwait = json_object_get(req, "wait");
 	const char *run = json_string_value(jrun);
-	double wait = RM_WAIT_DEFAULT_S;
+	double wait = 0;	/* none: a client that knows no "again" (an older wdrift) is answered at once */
 	char err[1200];
 	struct forgotten gone = { 0 };
 

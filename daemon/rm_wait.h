@@ -22,7 +22,6 @@
 struct query_envelope;
 struct query_waiter;
 
-#define RM_WAIT_DEFAULT_S 2	/* the request's "wait" when it has none */
 #define RM_WAIT_MAX_S 60	/* under the CLI's 120 s patience (WDRIFT_QUERY_TIMEOUT_MS) */
 #define RM_WAITING_MAX 16	/* requests waiting at once; more are answered at once */
 

@@ -433,6 +433,13 @@ print("lost", pub.close(10))
             rr = harness_control(rctx, tmp, {"v": 1, "cmd": "runs_rm", "run": "late", "wait": bad})
             check(rr and rr.get("ok") is False and word in rr.get("error", ""),
                   f"control runs_rm with wait {bad!r}: refused, naming 'wait'", json.dumps(rr))
+        # a client that sends no "wait" (an older wdrift, which knows no "again"): answered at once
+        t0 = time.monotonic()
+        rr = harness_control(rctx, tmp, {"v": 1, "cmd": "runs_rm", "run": "late"}, timeout=10000)
+        quick = time.monotonic() - t0
+        check(rr and rr.get("ok") is False and "again" not in rr and "has 1 publisher connected" in rr.get("error", "")
+              and quick < 1.5, f"control runs_rm without 'wait': refused at once, never 'again' ({quick:.2f} s)",
+              json.dumps(rr))
         rctx.destroy(linger=0)
         check(durable(cfg, "late") == 1, "... and nothing was removed")
         live.close()
