@@ -127,6 +127,12 @@ static int runs_rm(int argc, char **argv)
 		printf("removed run '%s': %lld durable snapshot%s, %lld result record%s, "
 		       "%lld alert instance%s (%lld firing)\n", argv[r], st, st == 1 ? "" : "s", rs,
 		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
+		long long pub = dc_int(reply, "publishers");
+		const char *who = json_string_value(json_object_get(reply, "publishers_who"));
+		if (pub > 0)	/* --force: the run starts again from what they send next */
+			fprintf(stderr, "wdrift runs rm: note: %lld publisher%s still connected (%s): the "
+				"run now holds only what %s send%s next\n", pub, pub == 1 ? "" : "s",
+				who ? who : "?", pub == 1 ? "it" : "they", pub == 1 ? "s" : "");
 	}
 	json_decref(reply);
 	return EXIT_OK;
@@ -181,7 +187,7 @@ static void print_runs(json_t *o)
 		unknown |= !json_is_integer(pubs);
 		table_set(&t, i + 1, 7, b);
 	}
-	table_show(&t, json_array_size(runs) + 1, 1, "(no run has published yet)");
+	table_show(&t, json_array_size(runs) + 1, 1, "(no run: none has published, or runs rm forgot each)");
 	if (unknown)	/* "?", not "-" or 0: none is not what the daemon said */
 		printf("publishers ?: this wdriftd does not report them (an older version: restart it "
 		       "on this one)\n");

@@ -254,10 +254,15 @@ static char *rm_reply(const char *run, int r, const struct forgotten *gone, cons
 {
 	char msg[1400];
 
-	if (r >= 0)
-		return dump(json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
+	if (r >= 0) {
+		json_t *o = json_pack("{s:i,s:b,s:s,s:I,s:I,s:I,s:I,s:I}", "v", 1, "ok", 1, "run", run,
 				      "steps", (json_int_t)gone->steps, "results", (json_int_t)gone->results,
-				      "alerts", (json_int_t)gone->alerts, "alerts_firing", (json_int_t)gone->firing));
+				      "alerts", (json_int_t)gone->alerts, "alerts_firing", (json_int_t)gone->firing,
+				      "publishers", (json_int_t)gone->publishers);
+		if (o && gone->publishers)	/* --force under live jobs: who goes on sending */
+			json_object_set_new(o, "publishers_who", json_string(gone->publishers_who));
+		return dump(o);
+	}
 	snprintf(msg, sizeof(msg), "%s", err);
 	if (wait > 0 && (r == -EAGAIN || r == -EBUSY))	/* a job exiting may take longer */
 		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still so after %.3g s of waiting; "

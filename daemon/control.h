@@ -34,6 +34,8 @@ struct json_t;
 struct forgotten {
 	size_t steps, results;	/* durable steps; result records with its rows */
 	size_t alerts, firing;	/* alert instances dropped, and how many of them were firing */
+	size_t publishers;	/* still connected (FORGET_FORCE): their next snapshots start it afresh */
+	char publishers_who[400];	/* peers_publishing's list of them */
 };
 
 struct control {

@@ -49,9 +49,10 @@ void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struc
  * A conflict's reason, into why (len at least WIRE_REASON_MAX + 1): "run
  * 'NAME' step N is durable with other content: WHAT (HINT)", what clipped
  * so that the hint, which names the ways out of a re-run under a used
- * name, always fits in the reply's reason.
+ * name (or, for a run two jobs publish at once, says that), always fits
+ * in the reply's reason.
  */
-void ingest_conflict_reason(char *why, size_t len, const char *run, int64_t step, const char *what);
+void ingest_conflict_reason(char *why, size_t len, const struct run *r, int64_t step, const char *what);
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

@@ -320,13 +320,21 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * while either job is connected, and a re-run's refused steps are not
  * sent again: so both ways out, in full.
  */
-void ingest_conflict_reason(char *why, size_t len, const char *run, int64_t step, const char *what)
+void ingest_conflict_reason(char *why, size_t len, const struct run *r, int64_t step, const char *what)
 {
 	char head[128], hint[160];
-	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", run,
+	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", r->name,
 			 (long long)step);
-	int k = snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop both "
-			 "jobs, `wdrift runs rm %.40s`, and start the re-run again)", run);
+	/*
+	 * Two jobs at once, each as its only rank (run_note_mixed): the one
+	 * refused may be the first job, reaching a step the other stored
+	 * first (a trial's: "a re-run?" sent it to kill the job it meant to keep)
+	 */
+	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
+				    "stop the one started by mistake; `wdrift runs` names them)",
+				    (long long)r->mixed_step)
+			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
+				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
 	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
 	int room = 250 - n - k;
 
@@ -339,7 +347,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 	struct run *r = snap->run;
 	char why[WIRE_REASON_MAX + 1];
 
-	ingest_conflict_reason(why, sizeof(why), r->name, snap->step, what);
+	ingest_conflict_reason(why, sizeof(why), r, snap->step, what);
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);

@@ -162,6 +162,12 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 	if (!r && state_removed(&d->st, run))	/* a second rm, not a typo */
 		return snprintf(err, errlen, "no run '%.200s': runs rm forgot it already, and nothing was "
 				"published under the name since", run), -ENOENT;
+	int study = 0;
+	for (size_t i = 0; !r && i < d->cfg.n_studies; i++)
+		study |= !strcmp(d->cfg.studies[i].name, run);
+	if (study)	/* the study's name, for one of its runs */
+		return snprintf(err, errlen, "no run '%.200s': that is a study's name; runs rm takes a run's "
+				"(wdrift runs lists them, and their studies)", run), -ENOENT;
 	if (!r) {	/* a typo: the nearest name the daemon has */
 		int n;
 		const char *best = state_run_suggest(&d->st, run, &n);
@@ -231,6 +237,8 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 	control_forget(&d->ctl, run);
 	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
 	peers_forget_run(d->peers, run);	/* two jobs still sending it (--force) are said again */
+	gone->publishers = live;
+	snprintf(gone->publishers_who, sizeof(gone->publishers_who), "%s", live ? who : "");
 	if (live)
 		log_warning("runs rm --force: run '%s' forgotten with %zu publisher%s still connected (%s): "
 			    "their next snapshots are stored under the name afresh%s", run, live,

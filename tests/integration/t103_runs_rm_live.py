@@ -201,6 +201,9 @@ def main():
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 1 and "no run 'fa': runs rm forgot it already" in r.stderr,
               "a second runs rm: said to be forgotten already, not unknown", r.stderr)
+        r = wd(cfg, "runs", "rm", "mixs")
+        check(r.returncode == 1 and "no run 'mixs': that is a study's name; runs rm takes a run's" in r.stderr,
+              "runs rm of a study's name: said so", r.stderr)
         log = dm.log_text()
         check(log.count("runs rm: refused: run 'fa' has 2 publishers connected") == 2
               and "runs rm: refused: run 'fa' has 1 publisher connected whose snapshots were all refused" in log,
@@ -247,6 +250,11 @@ def main():
         check(mine.step(0) == "acked 0" and mine.step(10) == "acked 10" and theirs.step(5) == "acked 5"
               and theirs.step(15) == "acked 15", "two jobs under one name, steps apart: all acked")
         check(mine.step(20) == "acked 20", "the first job goes on beside it: step 20")
+        # ... and reaches a step the second one stored: its conflict says what happened, not "a re-run?"
+        said = mine.step(15)
+        check(said.startswith("raised") and "two jobs have published it at once since step 5" in said
+              and "stop the one started by mistake" in said and "re-run" not in said,
+              "a conflict in a run two jobs publish: the reason says so", said)
         lines = [x for x in dm.log_text().splitlines() if "run 'mix' is published by two jobs at once" in x]
         check(len(lines) == 1 and f"ipc pid {mine.p.pid} (after step 10)" in lines[0]
               and f"ipc pid {theirs.p.pid} (step 5," in lines[0], "the daemon's log says it once, naming both",
@@ -283,6 +291,10 @@ def main():
         check(r.returncode == 0 and len(lines) == 1 and lines[0][len("mixed"):].strip().startswith(
               "'mix' (candidate): 2 jobs published it at once"), "drift of its study: a mixed line naming its role",
               r.stdout + r.stderr)
+        refused = [x for x in r.stdout.splitlines() if x.startswith("refused")]
+        check(len(refused) == 1 and "two jobs published it at once (the mixed line)" in refused[0]
+              and "the first job's" not in refused[0],
+              "... and its refused line says the conflict came of the two jobs, not of a re-run", r.stdout)
         d = json.loads(wd(cfg, "drift", "mixs", "--json").stdout or "{}")
         check(lines and d.get("mixed") == lines[0][len("mixed"):].strip(), "drift --json: 'mixed', the same words",
               json.dumps(d.get("mixed")))
@@ -366,6 +378,9 @@ print("lost", pub.close(10))
         r = wd(cfg, "runs", "rm", "base", "--force")
         check(r.returncode == 0 and "removed run 'base': 2 durable snapshots" in r.stdout,
               "runs rm --force under a live job: removed", r.stdout + r.stderr)
+        check(f"note: 1 publisher still connected (ipc pid {live.p.pid} after step 1): the run now holds only what "
+              "it sends next" in r.stderr, "... and the CLI says the job still sends (a trial saw it in the log only)",
+              r.stderr)
         log = dm.log_text()
         lines = [x for x in log.splitlines() if "runs rm --force" in x]
         check(len(lines) == 1 and "run 'base'" in lines[0] and "1 publisher still connected" in lines[0],
