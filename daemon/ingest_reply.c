@@ -161,6 +161,25 @@ static const char *internal_field(int err)
 	}
 }
 
+/*
+ * Whether the ack to waiter w of a run two jobs publish at once (struct
+ * run, mixed) should say so: once per connection, so that each job's user
+ * hears it, not only the operator's log (a trial's second job finished
+ * without a word, its steps among the first's).
+ */
+static int mixed_untold(struct run *r, const struct waiter *w)
+{
+	if (!r->mixed || r->n_mixed_told >= MIXED_TOLD_MAX)
+		return 0;
+	for (size_t i = 0; i < r->n_mixed_told; i++)
+		if (r->mixed_told[i].len == w->len && !memcmp(r->mixed_told[i].id, w->id, w->len))
+			return 0;
+	if (!r->mixed_told && !(r->mixed_told = calloc(MIXED_TOLD_MAX, sizeof(*r->mixed_told))))
+		return 0;
+	r->mixed_told[r->n_mixed_told++] = *w;
+	return 1;
+}
+
 void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const char *why)
 {
 	struct state *s = ix->st;
@@ -181,6 +200,14 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 			 (long long)snap->step, snap->n_tensors);
 		for (size_t i = 0; i < snap->n_waiters; i++) {	/* every rank that committed */
 			struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+			struct run *r = snap->run;
+			h.notice[0] = 0;
+			if (mixed_untold(r, &snap->waiters[i]))
+				snprintf(h.notice, sizeof(h.notice), "run '%.200s' is published by two jobs at once, "
+					 "each as its only rank, from step %lld (%s): their steps interleave in "
+					 "the run, and nothing tells them apart later. Stop the one started by "
+					 "mistake (`wdrift runs` shows the run)", r->name,
+					 (long long)r->mixed_step, r->mixed_who);
 			ingest_reply(ix, &w, &h);
 		}
 		if (ix->on_durable)

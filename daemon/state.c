@@ -163,6 +163,7 @@ static void run_free(struct run *r)
 	free(r->ids);
 	free(r->left_study);
 	free(r->sessions);
+	free(r->mixed_told);
 	free(r->name);
 	free(r->durable);
 	free(r);

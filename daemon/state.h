@@ -40,6 +40,7 @@ struct waiter {
 };
 
 #define WAITERS_MAX 1024	/* ranks of one snapshot that may wait for its ack */
+#define MIXED_TOLD_MAX 16	/* connections a run two jobs publish tells so, at their ack */
 
 /* A snapshot (run, step) whose tensors are arriving. */
 struct snapshot {
@@ -109,6 +110,9 @@ struct run {
 	int64_t mixed_step;
 	double mixed_wall;
 	char mixed_who[WD_RUN_MIXED_WHO];
+	/* the connections (routing ids) whose ack said it already (ingest_spooled), up to MIXED_TOLD_MAX */
+	struct waiter *mixed_told;
+	size_t n_mixed_told;
 	/*
 	 * The sessions of the publishers whose commits of r came (wire.h),
 	 * at most RUN_SESSIONS_MAX (sessions_full: more came). A commit of a

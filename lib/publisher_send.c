@@ -380,6 +380,11 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		goto done;
 	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {
 		if (in->type == WIRE_ACK && in->step == snap->step) {
+			/* the daemon's word for the job's user: two jobs in one run; said once */
+			if (in->notice[0] && strcmp(in->notice, p->ack_notice)) {
+				snprintf(p->ack_notice, sizeof(p->ack_notice), "%s", in->notice);
+				wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
+			}
 			said->tensors = in->tensors;
 			said->bytes = in->bytes;
 			said->duplicate = in->duplicate;

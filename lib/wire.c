@@ -358,7 +358,9 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 		break;
 	case WIRE_ACK:
 		if (get_uint(o, "tensors", 1, 1, INT64_MAX, &h->tensors, err) ||
-		    get_uint(o, "bytes", 0, 0, INT64_MAX, &h->bytes, err))
+		    get_uint(o, "bytes", 0, 0, INT64_MAX, &h->bytes, err) ||
+		    (json_object_get(o, "notice") &&
+		     get_string(o, "notice", h->notice, sizeof(h->notice), err)))
 			goto out;
 		h->duplicate = json_is_true(json_object_get(o, "duplicate"));
 		break;
@@ -455,6 +457,8 @@ char *wire_build(const struct wire_header *h)
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));
 		json_object_set_new(o, "bytes", json_integer((json_int_t)h->bytes));
 		json_object_set_new(o, "duplicate", json_boolean(h->duplicate));
+		if (h->notice[0])
+			json_object_set_new(o, "notice", json_string(h->notice));
 		break;
 	case WIRE_ERROR:
 		json_object_set_new(o, "code", json_string(wire_code_name(h->error.code)));

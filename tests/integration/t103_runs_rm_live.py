@@ -267,8 +267,11 @@ def main():
         info = run_info(cfg, "mix")
         check(info.get("jobs") == 2 and "2 jobs publish it at once" in info.get("mixed", ""),
               "runs --json: 'jobs' and 'mixed'", json.dumps(info))
-        theirs.close()
-        mine.close()
+        said = [j.close()[1] for j in (theirs, mine)]
+        told = "run 'mix' is published by two jobs at once, each as its only rank, from step 5 ("
+        check(all(x.count(told) == 1 and "Stop the one started by mistake" in x for x in said),
+              "each job is told on its stderr, once, by its ack (a trial's second job finished without a word)",
+              "\n---\n".join(said))
         # both gone (a trial's: the jobs had ended by the time anyone looked): the run still holds
         # both jobs' steps, so runs and the study's drift keep saying it, until runs rm
         check(publishers(cfg, "mix", 0) == 0, "both jobs closed")

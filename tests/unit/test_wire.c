@@ -93,8 +93,10 @@ static void roundtrip(void)
 		if (types[i] == WIRE_WELCOME)
 			CHECK(back.window == 1 << 20 && !strcmp(back.notice, h.notice),
 			      "welcome window and notice survive");
+		else if (types[i] == WIRE_ACK)	/* two jobs in one run: said to each job's user */
+			CHECK(!strcmp(back.notice, h.notice), "an ack's notice survives");
 		else
-			CHECK(!back.notice[0] && !strstr(s, "notice"), "only a welcome has a notice");
+			CHECK(!back.notice[0] && !strstr(s, "notice"), "only a welcome and an ack have a notice");
 		free(s);
 	}
 }
@@ -111,6 +113,8 @@ static void malformed(void)
 		{ "\"hello\"", WIRE_BAD_FRAME, "", "not JSON" },
 		{ "{\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "missing" },
 		{ "{\"v\":1,\"type\":\"welcome\",\"run\":\"r\",\"window\":1,\"notice\":7}", WIRE_BAD_FIELD,
+		  "notice", "must be a string" },
+		{ "{\"v\":1,\"type\":\"ack\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"notice\":[]}", WIRE_BAD_FIELD,
 		  "notice", "must be a string" },
 		{ "{\"v\":2,\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not 1" },
 		{ "{\"v\":\"1\",\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not an integer" },
