@@ -25,7 +25,15 @@ static const char usage[] =
 "rank, or did since the daemon started (\"refused\", \"conflicts\", \"jobs\",\n"
 "\"mixed\" and \"mixed_at\" in --json).\n"
 "\n"
-"rm RUN forgets the run: its durable snapshots (spool files removed), its\n"
+"rm RUN forgets a run, so that its name is free again (wdrift runs rm --help).\n"
+"\n"
+DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
+"\nexit status: 0 ok; 1 the daemon is down; 2 usage error.\n";
+
+static const char rm_usage[] =
+"usage: wdrift runs rm RUN [--force] [--wait SECONDS] [-c FILE] [--endpoint EP] [--json]\n"
+"\n"
+"Forgets the run: its durable snapshots (spool files removed), its\n"
 "results in the drift logs of its studies and its alert instances (all of\n"
 "a study's, for its baseline; no 'resolved' is sent), durably, so that the name is\n"
 "free again: a training run restarted under it is stored and compared\n"
@@ -39,14 +47,15 @@ static const char usage[] =
 "a snapshot being stored), up to --wait, and removes the run as soon as it\n"
 "is free. Interrupted while it waits, it removes nothing.\n"
 "\n"
-"  --force        rm: remove the run even with publishers connected; their\n"
+"  --force        remove the run even with publishers connected; their\n"
 "                 next snapshots are stored under the name afresh (with\n"
-"                 two jobs still sending, the run then holds steps of both)\n"
-"  --wait SECONDS rm: how long to wait for the run's publishers to\n"
-"                 disconnect before refusing, 0 to 60 (default 2; 0: ask once)\n"
+"                 two jobs still sending, the run then holds steps of both;\n"
+"                 stderr names the publishers still connected)\n"
+"  --wait SECONDS how long to wait for the run's publishers to disconnect\n"
+"                 before refusing, 0 to 60 (default 2; 0: ask once)\n"
 DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
-"\nexit status: 0 ok; 1 the daemon is down, or refused (an unknown run, a\n"
-"publisher connected, a snapshot in flight); 2 usage error.\n";
+"\nexit status: 0 removed; 1 the daemon is down, or refused (an unknown run,\n"
+"a publisher connected, a snapshot in flight); 2 usage error.\n";
 
 /* --wait's default: a job that has just exited is disconnected by then, on a loaded machine too */
 #define RM_WAIT_DEFAULT_S 2.0
@@ -68,8 +77,8 @@ static int on_rm_opt(int c, const char *arg, void *ctx)
 	if (c != 'w')
 		return 1;
 	o->wait = strtod(arg, &end);
-	/* the daemon's bounds (rm_wait.h): the CLI waits 120 s for a reply, and no more */
-	if (!*arg || *end || !(o->wait >= 0 && o->wait <= 60)) {
+	/* the daemon's bounds (rm_wait.h): the CLI waits 120 s for a reply, and no more; decimal only */
+	if (!*arg || *end || arg[strspn(arg, "0123456789.")] || !(o->wait >= 0 && o->wait <= 60)) {
 		cli_usage_error("--wait '%s': expected seconds from 0 to 60", arg);
 		return 1;
 	}
@@ -82,7 +91,7 @@ static int runs_rm(int argc, char **argv)
 					       { "wait", required_argument, NULL, 'w' }, { 0 } };
 	struct dc_args a = { 0 };
 	struct rm_opts o = { 0, RM_WAIT_DEFAULT_S };
-	int r = dc_args(argc, argv, &a, usage, extra, on_rm_opt, &o);
+	int r = dc_args(argc, argv, &a, rm_usage, extra, on_rm_opt, &o);
 
 	if (r < 0)
 		return cli_opts_exit(r);

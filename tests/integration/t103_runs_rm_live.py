@@ -442,7 +442,7 @@ print("lost", pub.close(10))
               f"--wait 1.5: refused once the time is up, saying how long it waited ({waited:.2f} s)", r.stderr)
         lines = [x for x in dm.log_text().splitlines() if "runs rm: refused: run 'late'" in x]
         check(len(lines) == 2, "each refusal is logged once, not once per look", "\n".join(lines))
-        for bad in ("-1", "x", "61", "nan", ""):
+        for bad in ("-1", "x", "61", "nan", "", "0x10", "1e1"):     # decimal seconds only (a trial's 0x10)
             r = wd(cfg, "runs", "rm", "late", "--wait", bad)
             check(r.returncode == 2 and "--wait" in r.stderr and "0 to 60" in r.stderr,
                   f"runs rm --wait {bad!r}: a usage error naming the range", r.stderr)
@@ -469,8 +469,9 @@ print("lost", pub.close(10))
         check(r.returncode == 2 and "unknown subcommand 'remove'" in r.stderr and "wdrift runs rm RUN" in r.stderr,
               "runs remove: a usage error naming rm", r.stderr)
         r = wd(cfg, "runs", "rm", "--help")
-        check(r.returncode == 0 and "--force" in r.stdout and "publisher" in r.stdout, "runs rm --help tells of --force",
-              r.stdout)
+        check(r.returncode == 0 and r.stdout.startswith("usage: wdrift runs rm RUN") and "--force" in r.stdout
+              and "--wait SECONDS" in r.stdout and "publisher" in r.stdout,
+              "runs rm --help: rm's own help, with --force and --wait", r.stdout)
         # many ranks connected (a sharded job): whole entries, then how many more, never a pid cut short
         ctx = zmq.Context()
         ranks = Job(ep, "many", 6)
