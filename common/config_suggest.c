@@ -58,14 +58,42 @@ void config_suggest_top(struct suggest *s, const char *full)
 	}
 }
 
+/*
+ * A run's name typed where a study's goes (`wdrift drift lowprec`): "that
+ * is a run, proxy fp16 in study 'fa'", for the first study naming it and a
+ * count of the others. Returns how many bytes went into out, 0 when no study
+ * names it.
+ */
+static size_t said_run(const struct wd_config *cfg, const char *run, char *out, size_t len)
+{
+	const struct wd_config_study *st = wd_config_study_naming(cfg, run);
+	const char *label = NULL, *role;
+	size_t more = 0;
+	int n;
+
+	if (!st || !len)
+		return 0;
+	role = wd_study_role(st, run, &label);
+	for (const struct wd_config_study *o = st + 1; o < cfg->studies + cfg->n_studies; o++)
+		more += wd_study_role(o, run, NULL) != NULL;
+	n = more ? snprintf(out, len, ": that is a run, %s%s%s in study '%s' and %zu more", role,
+			    label ? " " : "", label ? label : "", st->name, more)
+		 : snprintf(out, len, ": that is a run, %s%s%s in study '%s'", role, label ? " " : "",
+			    label ? label : "", st->name);
+	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 void wd_config_no_study(const struct wd_config *cfg, const char *study, char *out, size_t len)
 {
 	struct suggest near = { study, NULL, 0, SIZE_MAX };
+	char run[400] = "";
 	size_t at;
 
-	for (size_t i = 0; i < cfg->n_studies; i++)
-		config_suggest_try(&near, cfg->studies[i].name, strlen(cfg->studies[i].name));
-	at = (size_t)snprintf(out, len, "no study '%.128s'%s%.*s%s (%s", study,
+	/* a run's name: say whose, not a study near it by spelling */
+	if (!said_run(cfg, study, run, sizeof(run)))
+		for (size_t i = 0; i < cfg->n_studies; i++)
+			config_suggest_try(&near, cfg->studies[i].name, strlen(cfg->studies[i].name));
+	at = (size_t)snprintf(out, len, "no study '%.128s'%s%s%.*s%s (%s", study, run,
 			      near.best ? "; did you mean '" : "", near.best ? (int)near.blen : 0,
 			      near.best ? near.best : "", near.best ? "'?" : "",
 			      cfg->n_studies ? "studies: " : "the config has no study");

@@ -204,6 +204,9 @@ def main():
         r = wd("drift", "fb", "-c", cfg)
         check(r.returncode == 1 and "no study 'fb'; did you mean 'fa'? (studies: fa)" in r.stderr,
               "drift of a typo of a study: did you mean, as runs rm says it", r.stderr)
+        r = wd("drift", "lowprec", "-c", cfg)
+        check(r.returncode == 1 and "no study 'lowprec': that is a run, proxy fp16 in study 'fa' (studies: fa)"
+              in r.stderr, "drift of a run's name: said to be a run, and whose", r.stderr)
         r = wd("alerts", "-c", cfg)
         check(r.returncode == 0 and "fa-vs-fp16" in r.stdout and "ratio > 1000" in r.stdout, "alerts: a table")
         r = wd("alerts", "-c", cfg, "--json")

@@ -708,6 +708,36 @@ static void test_strings(void)
 	wd_config_release(&c);
 }
 
+/* A study name typed to a command: the nearest study, or, for a run's name, that it is a run. */
+static void test_no_study(void)
+{
+	static const char yaml[] =
+		"studies:\n"
+		"  - name: fa\n    baseline: base\n    candidates: [fa]\n    proxies:\n      fp16: lowprec\n"
+		"  - name: nv\n    baseline: base\n    candidates: [nvrun]\n";
+	struct wd_config c;
+	char err[WD_CONFIG_ERR_MAX], msg[600];
+
+	if (wd_config_load_string("n.yaml", yaml, &c, err, sizeof(err))) {
+		CHECK(0, "no-study config loads: %s", err);
+		return;
+	}
+	wd_config_no_study(&c, "nb", msg, sizeof(msg));
+	CHECK(!strcmp(msg, "no study 'nb'; did you mean 'nv'? (studies: fa, nv)"), "a typo: the nearest: '%s'", msg);
+	wd_config_no_study(&c, "zzzzzz", msg, sizeof(msg));
+	CHECK(!strcmp(msg, "no study 'zzzzzz' (studies: fa, nv)"), "nothing near: the list: '%s'", msg);
+	wd_config_no_study(&c, "lowprec", msg, sizeof(msg));
+	CHECK(!strcmp(msg, "no study 'lowprec': that is a run, proxy fp16 in study 'fa' (studies: fa, nv)"),
+	      "a proxy's run: said to be a run, and whose: '%s'", msg);
+	wd_config_no_study(&c, "nvrun", msg, sizeof(msg));
+	CHECK(!strcmp(msg, "no study 'nvrun': that is a run, candidate in study 'nv' (studies: fa, nv)"),
+	      "a candidate's run, not the near study 'nv': '%s'", msg);
+	wd_config_no_study(&c, "base", msg, sizeof(msg));
+	CHECK(!strcmp(msg, "no study 'base': that is a run, baseline in study 'fa' and 1 more (studies: fa, nv)"),
+	      "a baseline two studies share: '%s'", msg);
+	wd_config_release(&c);
+}
+
 /* A failed load leaves *out as it was; reload refuses restart-only keys. */
 static void test_reload(void)
 {
@@ -974,6 +1004,7 @@ int main(void)
 	test_proxy_limit();
 	test_auth_ok();
 	test_strings();
+	test_no_study();
 	test_reload();
 	test_robust();
 	return tap_done();
