@@ -340,7 +340,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		char why[WIRE_REASON_MAX + 1], counts[96];
 		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
 			 (unsigned long long)h->tensors);
-		ingest_conflict_reason(why, sizeof(why), r, h->step, counts);
+		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, counts);
 		s->count.conflicts++;
 		run_note_conflict(r, h->step);
 		log_warning("ingest: refused: %s", why);

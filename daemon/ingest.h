@@ -67,6 +67,13 @@ struct ingest {
 	/* a snapshot became durable (after its ack): the compute stage's cue */
 	void (*on_durable)(void *ctx, const char *run, int64_t step);
 	void *durable_ctx;
+	/*
+	 * How many other jobs' connections publish run besides the one of
+	 * routing id rid (peers_others), for a conflict's advice; NULL: not
+	 * known, and the advice covers both cases.
+	 */
+	size_t (*publishers_besides)(void *ctx, const char *run, const void *rid, size_t rid_len);
+	void *publishers_ctx;
 	double drop_said;	/* when a drop to free memory was last logged */
 	uint64_t drop_unsaid;	/* drops since, not logged */
 	double fail_said;	/* when a spool failure was last logged */

@@ -50,9 +50,12 @@ void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struc
  * 'NAME' step N is durable with other content: WHAT (HINT)", what clipped
  * so that the hint, which names the ways out of a re-run under a used
  * name (or, for a run two jobs publish at once, says that), always fits
- * in the reply's reason.
+ * in the reply's reason. m is the message refused: when no other job
+ * publishes the run (ix->publishers_besides), the job that stored the step
+ * has gone, and the advice is for this one alone.
  */
-void ingest_conflict_reason(char *why, size_t len, const struct run *r, int64_t step, const char *what);
+void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
+			    const struct run *r, int64_t step, const char *what);
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

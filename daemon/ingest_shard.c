@@ -320,9 +320,13 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * while either job is connected, and a re-run's refused steps are not
  * sent again: so both ways out, in full.
  */
-void ingest_conflict_reason(char *why, size_t len, const struct run *r, int64_t step, const char *what)
+void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
+			    const struct run *r, int64_t step, const char *what)
 {
-	char head[128], hint[160];
+	char head[128], hint[192];
+	/* a re-run after the first job ended (the usual one): "stop both jobs" would send it looking */
+	int alone = !r->mixed && ix->publishers_besides && m->n &&
+		    ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
 	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", r->name,
 			 (long long)step);
 	/*
@@ -333,6 +337,9 @@ void ingest_conflict_reason(char *why, size_t len, const struct run *r, int64_t 
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
+		: alone ? snprintf(hint, sizeof(hint), " (a re-run under the same name? the first job has "
+				   "ended: name it anew, or stop it, `wdrift runs rm %.40s`, and start it again)",
+				   r->name)
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
 				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
 	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
@@ -347,7 +354,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 	struct run *r = snap->run;
 	char why[WIRE_REASON_MAX + 1];
 
-	ingest_conflict_reason(why, sizeof(why), r, snap->step, what);
+	ingest_conflict_reason(ix, m, why, sizeof(why), r, snap->step, what);
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);

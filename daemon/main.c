@@ -122,6 +122,12 @@ static void on_durable(void *ctx, const char *run, int64_t step)
 	compute_submit(d->compute, run, step);
 }
 
+static size_t publishers_besides(void *ctx, const char *run, const void *rid, size_t rid_len)
+{
+	struct daemon *d = ctx;
+	return peers_others(d->peers, run, rid, rid_len);
+}
+
 static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what,
 			 struct socket_file *file)
 {
@@ -383,7 +389,8 @@ static int start(struct daemon *d, int force)
 	recover_resume(&d->rec, d->compute);
 	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
-				  .on_durable = on_durable, .durable_ctx = d };
+				  .on_durable = on_durable, .durable_ctx = d,
+				  .publishers_besides = publishers_besides, .publishers_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
 				   .spool = d->spool,

@@ -436,6 +436,19 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
 	return l.n;
 }
 
+size_t peers_others(struct peers *p, const char *run, const void *rid, size_t rid_len)
+{
+	size_t n = 0;
+
+	peers_handle(p);	/* a job that has just exited: its close may be queued */
+	for (size_t fd = 0; p && fd < p->cap; fd++) {
+		const struct peer *e = &p->v[fd];
+		n += e->open && !strcmp(e->run, run) && !same_rid(e, rid, rid_len) &&
+		     !(e->conflicts && !e->commits);
+	}
+	return n;
+}
+
 void peers_forget_run(struct peers *p, const char *run)
 {
 	for (size_t fd = 0; p && fd < p->cap; fd++)

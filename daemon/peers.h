@@ -70,6 +70,13 @@ void peers_handle(struct peers *p);
  */
 size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char *who, size_t len);
 
+/*
+ * The open connections whose last message named run, other than the one
+ * of routing id rid (rid_len bytes), and not a re-run's (every commit
+ * refused): the jobs that may still be publishing run beside it. 0 tells a
+ * conflict's re-run that the job whose steps it collides with has gone.
+ */
+size_t peers_others(struct peers *p, const char *run, const void *rid, size_t rid_len);
 /* runs rm forgot run: its connections' "two jobs" warning is said again, for the run anew. */
 void peers_forget_run(struct peers *p, const char *run);
 

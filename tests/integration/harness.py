@@ -227,12 +227,18 @@ def control(ctx, d, request, timeout=2000):
 
 
 class Publisher:
-    def __init__(self, ctx, d, run):
+    def __init__(self, ctx, d, run, connect=True):
+        """connect=False: connect() later (a monitor attached after connecting may miss its events)."""
         self.s = ctx.socket(zmq.DEALER)
         self.s.setsockopt(zmq.LINGER, 0)
         self.s.setsockopt(zmq.RCVTIMEO, 5000)
-        self.s.connect(f"ipc://{d}/run/ingest.sock")
+        self.endpoint = f"ipc://{d}/run/ingest.sock"
+        if connect:
+            self.connect()
         self.run = run
+
+    def connect(self):
+        self.s.connect(self.endpoint)
 
     def send_raw(self, frames):
         self.s.send_multipart(frames)

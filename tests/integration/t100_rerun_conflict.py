@@ -109,6 +109,10 @@ def main():
         r = job(ep, "fa", 99, 0, 10)
         check("raised" in r.stdout and "conflict" in r.stdout, "the re-run's job is refused (WdriftError)",
               r.stdout + r.stderr)
+        # the first job has ended: "stop both jobs" would send the user looking for it
+        check("the first job has ended: name it anew, or stop it, `wdrift runs rm fa`, and start it again)"
+              in r.stdout and "both jobs" not in r.stdout,
+              "... told that the first job has ended, and the way out for this one alone", r.stdout)
 
         r = wd(cfg, "drift", "fa")
         lines = [x for x in r.stdout.splitlines() if x.startswith("refused")]
