@@ -95,8 +95,16 @@ struct wd_publisher {
 	uint64_t acked_at_stall;	/* st.acked when the stall was said: 0, no "acks again" */
 	int heard_at_stall;	/* the daemon had answered at all by then: "answers again" */
 	int ranks_at_stall;	/* the stall was a commit waiting for the other ranks, connected */
-	uint64_t refusals, conflicts_said;
+	uint64_t refusals;
 	char refusal[768], conflict[768];
+	/*
+	 * The conflict last logged whole: its step, and its hint (the reason's
+	 * last " (...)"). A re-run has every step refused alike: the next ones
+	 * with the same hint are logged in one short line each.
+	 */
+	int conflict_said;
+	int64_t conflict_said_step;
+	char conflict_hint[256];
 	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
 	int full;		/* that refusal was its disk or memory (internal): back off */
 	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */

@@ -246,6 +246,25 @@ static int error_is_final(const struct wire_header *in, struct pub_snapshot *sna
 	}
 }
 
+/*
+ * Whether conflict reason was said already, as far as the user needs it:
+ * the same hint as the conflict last logged whole (a re-run has each step
+ * refused alike; the daemon's hint, the way out, is what matters). Keeps
+ * it as said when not. Under the lock.
+ */
+static int conflict_said_before(struct wd_publisher *p, const struct pub_snapshot *snap, const char *reason)
+{
+	const char *hint = strrchr(reason, '(');
+
+	hint = hint ? hint : "";
+	if (p->conflict_said && !strncmp(hint, p->conflict_hint, sizeof(p->conflict_hint) - 1))
+		return 1;
+	p->conflict_said = 1;
+	p->conflict_said_step = snap->step;
+	snprintf(p->conflict_hint, sizeof(p->conflict_hint), "%s", hint);
+	return 0;
+}
+
 /* Keeps a refusal's message for wd_publisher_refusals and says it once. */
 static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		    const struct wire_header *in)
@@ -264,13 +283,20 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		 PUB_CLIP(in->error.reason), named ? "" : " (tensor '", named ? "" : PUB_CLIP(in->name),
 		 named ? "" : "')", tries);
 	p->refusals++;
+	int brief = 0;
 	if (in->error.code == WIRE_CONFLICT) {
 		p->st.conflicts++;
 		memcpy(p->conflict, p->refusal, sizeof(p->conflict));
+		brief = conflict_said_before(p, snap, in->error.reason);
 	} else {
 		p->st.refused++;
 	}
-	snprintf(p->say, sizeof(p->say), "publisher: %s", p->refusal);
+	if (brief)
+		snprintf(p->say, sizeof(p->say), "publisher: run '%.100s' step %lld refused: conflict, as step "
+			 "%lld was (%llu conflicts so far)", PUB_CLIP(p->run), (long long)snap->step,
+			 (long long)p->conflict_said_step, (unsigned long long)p->st.conflicts);
+	else
+		snprintf(p->say, sizeof(p->say), "publisher: %s", p->refusal);
 	pthread_mutex_unlock(&p->lock);
 	say_now(p);
 }

@@ -97,13 +97,14 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 /* A log handler that asks the publisher for its stats, as a program's may. */
 static struct wd_publisher *logged_pub;
 static int logged;
+static char logged_msg[1024];	/* the last line */
 static void log_with_stats(int level, const char *msg)
 {
 	struct wd_publisher_stats st;
 	(void)level;
-	(void)msg;
 	if (logged_pub)
 		wd_publisher_get_stats(logged_pub, &st);
+	snprintf(logged_msg, sizeof(logged_msg), "%s", msg);
 	logged++;
 }
 
@@ -257,6 +258,21 @@ int main(void)
 	CHECK(wd_publisher_last_outcome(p, &out) == 0 && out.kind == WD_OUTCOME_REFUSED && out.step == 8 &&
 	      !strcmp(out.code, "conflict") && !strcmp(out.reason, "other content"),
 	      "its outcome: refused, with the daemon's code and reason (%s: %s)", out.code, out.reason);
+	CHECK(strstr(logged_msg, "run 'r' step 8 refused: conflict: other content"),
+	      "the first conflict is logged whole: %s", logged_msg);
+	/* a re-run: every step refused alike; the daemon's reason (and its hint) is logged once, not per step */
+	wd_publisher_begin(p, 9);
+	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+	CHECK(wd_publisher_commit(p) == 0, "commit step 9");
+	int before = logged;
+	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content");
+	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "step 9 refused too");
+	CHECK(logged == before + 1 && strstr(logged_msg, "run 'r' step 9 refused: conflict, as step 8 was "
+					     "(2 conflicts so far)") && !strstr(logged_msg, "other content"),
+	      "a second conflict: one short line, its reason not repeated: %s", logged_msg);
+	CHECK(wd_publisher_refusals(p, 1, msg, sizeof(msg)) == 2 &&
+	      strstr(msg, "run 'r' step 9 refused: conflict: other content"),
+	      "... while the message kept for the caller is whole: %s", msg);
 	logged_pub = NULL;
 	wd_log_set(WD_LOG_ERR, NULL);
 
@@ -272,7 +288,7 @@ int main(void)
 	CHECK(wd_publisher_commit(solo) == 0, "its other half added, the commit goes");
 	wd_publisher_close(&solo, 0);
 
-	CHECK(wd_publisher_close(&p, 1000) == 1 && !p, "close: the refused snapshot counts as dropped");
+	CHECK(wd_publisher_close(&p, 1000) == 2 && !p, "close: the refused snapshots count as dropped");
 
 	/* nobody listening, 2 tries: the snapshot is given up, and the queue empties */
 	char nobody[160];
