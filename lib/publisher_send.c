@@ -60,16 +60,18 @@ static void stall_check(struct wd_publisher *p, int answered)
 		if (p->stalled && p->ranks_at_stall && answered == ANSWER_REFUSAL)
 			/* it answered all along: what ended was the wait for the other ranks */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': the wait at %.400s for the "
-				 "other ranks' parts ended after %.0f s, with the refusal above; %llu snapshots "
+				 "other ranks' parts ended after %.0f s, with the refusal above; %llu snapshot%s "
 				 "dropped meanwhile", p->run, p->where, t - p->waiting_since,
-				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
+				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
+				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
 		else if (p->stalled)	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
-				 "%llu snapshots dropped meanwhile", p->run, p->where,
+				 "%llu snapshot%s dropped meanwhile", p->run, p->where,
 				 answered == ANSWER_ACK ? (p->acked_at_stall ? "acks again" : "acks its first snapshot")
 				 : p->heard_at_stall ? "answers again" : "answers", t - p->waiting_since,
 				 answered == ANSWER_ACK ? "" : ", with the refusal above",
-				 (unsigned long long)(p->st.dropped - p->dropped_at_stall));
+				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
+				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
 		p->stalled = 0;
 		p->waiting_since = t;
 		return;
@@ -87,8 +89,8 @@ static void stall_check(struct wd_publisher *p, int answered)
 	/* either way the hint is the other ranks: what ends the wait is theirs, not the daemon's */
 	p->ranks_at_stall = ranks_wait || (answers && !p->pushback[0] && p->opts.ranks > 1);
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
-		 "%llu snapshots waiting (%s): %s", p->run, p->where, t - p->waiting_since,
-		 (unsigned long long)p->st.queued,
+		 "%llu snapshot%s waiting (%s): %s", p->run, p->where, t - p->waiting_since,
+		 (unsigned long long)p->st.queued, p->st.queued == 1 ? "" : "s",
 		 answers ? "it answers, but acks nothing"
 		 : ranks_wait ? "connected, the snapshot not yet whole"
 		 : p->diagnosis[0] && p->unreachable == PUB_REACHED ? "not as wdriftd's ingest socket" : "no answer at all",

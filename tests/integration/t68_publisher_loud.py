@@ -263,7 +263,7 @@ pub.close(0)
     stall = [line for line in err.splitlines() if "no ack from" in line]
     check(rc == 0 and err.count(near) == 2 and f"no socket at {tmp}/run/ingset.sock yet" in err
           and f"diagnosis no socket at {tmp}/run/ingset.sock" in out and near in out
-          and len(stall) == 1 and near in stall[0],
+          and len(stall) == 1 and near in stall[0] and "; 1 snapshot waiting (" in stall[0],
           "ipc://DIR/ingset.sock beside the daemon's ingest.sock: the warning at open, the stall "
           "warning and Publisher.diagnosis ask 'did you mean ipc://DIR/ingest.sock'", out + err)
     rc, out, err = run("ipc://./run/ingset.sock")
