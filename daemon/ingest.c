@@ -341,9 +341,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
 			 (unsigned long long)h->tensors);
 		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, counts);
-		s->count.conflicts++;
-		run_note_conflict(r, h->step);
-		log_warning("ingest: refused: %s", why);
+		ingest_note_conflict(ix, r, h->step, why, counts);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
 		struct wire_header a = { .type = WIRE_ACK, .step = h->step, .tensors = h->tensors,

@@ -57,6 +57,14 @@ void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struc
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
 			    const struct run *r, int64_t step, const char *what);
 
+/*
+ * A snapshot of r at step refused as a conflict: counted (status, runs)
+ * and logged. The log has why whole (its way out) for a run's first, and
+ * again 10 minutes on; in between, one short line for each step, with
+ * what differs, 10 a minute at most (a re-run refused at every step).
+ */
+void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const char *why, const char *what);
+
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct snapshot *snap, const char *field, const char *what);

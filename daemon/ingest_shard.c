@@ -133,10 +133,7 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
 			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
 			 r->name, (long long)snap->step, what);
-		ix->st->count.conflicts++;
-		if (!r->conflict_logged || r->conflict_step != snap->step)
-			log_warning("ingest: refused: %.255s", why);
-		run_note_conflict(r, snap->step);
+		ingest_note_conflict(ix, r, snap->step, why, what);
 		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
 		return;
 	}
@@ -337,8 +334,8 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
-		: alone ? snprintf(hint, sizeof(hint), " (a re-run under the same name? the first job has "
-				   "ended: name it anew, or stop it, `wdrift runs rm %.40s`, and start it again)",
+		: alone ? snprintf(hint, sizeof(hint), " (a re-run? the first job has ended: give this one "
+				   "another run name, or stop it, `wdrift runs rm %.40s`, and start it again)",
 				   r->name)
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
 				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
@@ -346,6 +343,33 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	int room = 250 - n - k;
 
 	snprintf(why, len, "%s%.*s%s", head, room > 0 ? room : 0, what, hint);
+}
+
+#define CONFLICT_FULL_EVERY 600.0	/* seconds: the way out said whole again */
+
+void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const char *why, const char *what)
+{
+	struct log_limit *l = &ix->refused[WIRE_CONFLICT];
+	double t = now_mono();
+	int said = r->conflict_logged && r->conflict_step == step;	/* a re-send of the step */
+
+	ix->st->count.conflicts++;
+	run_note_conflict(r, step);
+	if (said)
+		return;
+	if (!r->conflict_full_at || t - r->conflict_full_at >= CONFLICT_FULL_EVERY) {
+		r->conflict_full_at = t;
+		r->conflict_full_step = step;
+		log_warning("ingest: refused as a conflict: %.300s", why);
+		return;
+	}
+	l->who = "ingest";
+	l->what = "conflicts";
+	l->note = " (wdrift runs counts them by run)";
+	if (log_limit_may(l, t))
+		log_warning("ingest: refused as a conflict: run '%.100s' step %lld: %.200s (%llu since this "
+			    "start; the way out as said at step %lld)", r->name, (long long)step, what,
+			    (unsigned long long)r->conflicts, (long long)r->conflict_full_step);
 }
 
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,
@@ -359,10 +383,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);
 		snprintf(snap->field, sizeof(snap->field), "%s", field);
-		ix->st->count.conflicts++;
-		if (!r->conflict_logged || r->conflict_step != snap->step)
-			log_warning("ingest: refused: %s", why);
-		run_note_conflict(r, snap->step);
+		ingest_note_conflict(ix, r, snap->step, why, what);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
 }

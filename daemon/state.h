@@ -99,6 +99,9 @@ struct run {
 	 */
 	uint64_t conflicts;
 	double conflict_wall;
+	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
+	double conflict_full_at;
+	int64_t conflict_full_step;
 	/*
 	 * Two jobs published it at once, each as its only rank (peers.c):
 	 * how many times a second job was seen beside another, and the step,

@@ -164,7 +164,8 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused since this start as conflicts (other "
 	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
 	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "
-	    "re-run's instead, stop both jobs, `wdrift runs rm %s`, and start the re-run again", r->name,
+	    "re-run's instead, stop every job still publishing it (`wdrift runs` counts them), `wdrift runs rm "
+	    "%s`, and start the re-run again", r->name,
 	    role, (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s",
 	    (long long)r->conflict_step, when, r->name);
 	return 1;

@@ -110,7 +110,7 @@ def main():
         check("raised" in r.stdout and "conflict" in r.stdout, "the re-run's job is refused (WdriftError)",
               r.stdout + r.stderr)
         # the first job has ended: "stop both jobs" would send the user looking for it
-        check("the first job has ended: name it anew, or stop it, `wdrift runs rm fa`, and start it again)"
+        check("the first job has ended: give this one another run name, or stop it, `wdrift runs rm fa`, and start it again)"
               in r.stdout and "both jobs" not in r.stdout,
               "... told that the first job has ended, and the way out for this one alone", r.stdout)
 
@@ -121,6 +121,9 @@ def main():
         check("'fa' (candidate)" in line and "2 snapshots refused since this start" in line
               and "the latest step 10" in line and "wdrift runs rm fa" in line and "first" in line,
               "... naming the run, its role, the count, the latest step and runs rm", line)
+        # no job runs now: a trial read "stop both jobs" here beside the job's own "the first job has ended"
+        check("stop every job still publishing it (`wdrift runs` counts them), `wdrift runs rm fa`" in line
+              and "both jobs" not in line, "... and its way out holds whether a job runs or not", line)
         d = json.loads(wd(cfg, "drift", "fa", "--json").stdout)
         check(d.get("refused") == line[len("refused"):].strip(), "drift --json: \"refused\", the same words",
               json.dumps(d.get("refused")))
@@ -145,6 +148,26 @@ def main():
         check(lines == ['wdrift_run_conflicts_total{run="fa"} 2'] and
               "# TYPE wdrift_run_conflicts_total counter" in r.stdout,
               "/metrics: wdrift_run_conflicts_total, by run, for the runs that have some", "\n".join(lines))
+        # the daemon's log: the first conflict whole, with its way out; the next one short, and
+        # both findable by the word the CLI and docs use (a trial grepped "conflict": nothing)
+        log = [x for x in dm.log_text().splitlines() if "refused as a conflict: run 'fa'" in x]
+        check(len(log) == 2 and "run 'fa' step 0 is durable with other content: tensor 'w' crc32 differs (a "
+              "re-run? the first job has ended" in log[0] and "run 'fa' step 10: tensor 'w' crc32 differs (2 since this "
+              "start; the way out as said at step 0)" in log[1], "daemon log: the first conflict whole, the "
+              "second in short", "\n".join(log))
+        # a re-run of many steps: a line for each, 10 a minute at most, not the whole reason each time
+        steps = [str(s) for s in range(15)]
+        r = job(ep, "flood", 5, *steps)
+        check(r.returncode == 0 and "raised" not in r.stdout, "a run 'flood' of 15 steps", r.stdout + r.stderr)
+        r = job(ep, "flood", 6, *steps)
+        check(r.stdout.count("raised") >= 1, "its re-run: refused", r.stdout + r.stderr)
+        log = [x for x in dm.log_text().splitlines() if "refused as a conflict: run 'flood'" in x]
+        # (the 10 a minute are the daemon's, for every run: 'fa''s short line above may be among them)
+        check(5 <= len(log) <= 11 and sum("(a re-run? the first job has ended" in x for x in log) == 1
+              and "run 'flood' step 1: tensor 'w' crc32 differs (2 since this start;" in log[1],
+              "15 conflicts of a re-run: the first whole, then short lines, at most 10 in the minute",
+              "\n".join(log))
+        check(wd(cfg, "runs", "rm", "flood").returncode == 0, "runs rm flood")
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 0, "runs rm fa", r.stderr)
         r = wd(cfg, "runs")
