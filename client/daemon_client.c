@@ -599,8 +599,9 @@ int dc_simple(int argc, char **argv, const char *usage, const char *cmd, void (*
 
 	if (r < 0)
 		return cli_opts_exit(r);
-	if (r != argc)
-		return cli_usage_error("unexpected argument '%s'", argv[r]);
+	if (r != argc)	/* `wdrift studies fa`: a trial expected one study */
+		return cli_usage_error("unexpected argument '%s': `wdrift %s` takes options only%s", argv[r], cmd,
+				       !strcmp(cmd, "studies") ? "; `wdrift drift STUDY` shows one study" : "");
 	return dc_show(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", cmd), print);
 }
 

@@ -204,6 +204,13 @@ def main():
         r = wd("drift", "fb", "-c", cfg)
         check(r.returncode == 1 and "no study 'fb'; did you mean 'fa'? (studies: fa)" in r.stderr,
               "drift of a typo of a study: did you mean, as runs rm says it", r.stderr)
+        r = wd("studies", "fa", "-c", cfg)
+        check(r.returncode == 2 and "unexpected argument 'fa': `wdrift studies` takes options only; "
+              "`wdrift drift STUDY` shows one study" in r.stderr, "studies given a study: says what shows one",
+              r.stderr)
+        r = wd("status", "x", "-c", cfg)
+        check(r.returncode == 2 and "unexpected argument 'x': `wdrift status` takes options only\n" in r.stderr,
+              "status given an argument: it takes options only", r.stderr)
         r = wd("drift", "lowprec", "-c", cfg)
         check(r.returncode == 1 and "no study 'lowprec': that is a run, proxy fp16 in study 'fa' (studies: fa)"
               in r.stderr, "drift of a run's name: said to be a run, and whose", r.stderr)
