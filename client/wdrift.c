@@ -59,6 +59,18 @@ int main(int argc, char **argv)
 			cli_cmd = commands[i].name;
 			return commands[i].run(argc - 1, argv + 1);
 		}
+	/* an option before the command (`wdrift -c FILE runs`, as git takes -C): the line reordered */
+	for (int k = 2; argv[1][0] == '-' && k < argc; k++)
+		for (size_t i = 0; i < N_COMMANDS; i++) {
+			if (strcmp(argv[k], commands[i].name))
+				continue;
+			fprintf(stderr, "wdrift: options go after the command: wdrift %s", argv[k]);
+			for (int j = 1; j < argc; j++)
+				if (j != k)
+					fprintf(stderr, " %s", argv[j]);
+			fputc('\n', stderr);
+			return EXIT_USAGE;
+		}
 	/* a typo: the nearest command, as the daemon's names are suggested (near_name.h) */
 	const char *best = NULL;
 	size_t bestd = SIZE_MAX;

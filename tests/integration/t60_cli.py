@@ -204,6 +204,9 @@ def main():
         r = wd("drift", "fb", "-c", cfg)
         check(r.returncode == 1 and "no study 'fb'; did you mean 'fa'? (studies: fa)" in r.stderr,
               "drift of a typo of a study: did you mean, as runs rm says it", r.stderr)
+        r = wd("-c", cfg, "runs", "--json")
+        check(r.returncode == 2 and f"options go after the command: wdrift runs -c {cfg} --json" in r.stderr,
+              "an option before the command: the line, reordered", r.stderr)
         r = wd("studies", "fa", "-c", cfg)
         check(r.returncode == 2 and "unexpected argument 'fa': `wdrift studies` takes options only; "
               "`wdrift drift STUDY` shows one study" in r.stderr, "studies given a study: says what shows one",
