@@ -1,7 +1,10 @@
 /* study_data.c: a study's drift log and definition (see study_data.h). */
 #include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -51,6 +54,52 @@ int study_args_parse(int argc, char **argv, const char *usage, int with_csv, str
 	return -1;
 }
 
+/*
+ * The storage directory of the daemon of config, as it resolved it (its
+ * `status`), into out: 0, or -1 when it does not answer. A relative
+ * storage.dir is the daemon's, from the directory it started in, which the
+ * CLI cannot know otherwise.
+ */
+static int daemon_storage(const char *config, char *out, size_t len)
+{
+	struct dc_target t = { .config = config };
+	char err[512], *reply = NULL;
+	int rc = -1;
+
+	if (dc_resolve(&t, err, sizeof(err)) < 0 ||
+	    dc_request(&t, "{\"v\":1,\"cmd\":\"status\"}", &reply, err, sizeof(err)) < 0)
+		return -1;
+	json_t *o = json_loads(reply, 0, NULL);
+	const char *dir = json_string_value(json_object_get(o, "storage"));
+	if (dir && dir[0] == '/' && (size_t)snprintf(out, len, "%s", dir) < len)
+		rc = 0;
+	json_decref(o);
+	free(reply);
+	return rc;
+}
+
+/*
+ * The drift log of study under a relative storage.dir: the daemon's, when
+ * it answers; else this directory's, said on stderr, since a project run
+ * from another directory (a trial) has its own ./var, whose log would pass
+ * for this one's.
+ */
+static void relative_log(struct study_data *sd, const char *study)
+{
+	char dir[PATH_MAX], cwd[PATH_MAX];
+
+	if (daemon_storage(sd->config_path, dir, sizeof(dir)) == 0) {
+		snprintf(sd->log_path, sizeof(sd->log_path), "%.3800s/drift/%.200s.h5", dir, study);
+		return;
+	}
+	snprintf(sd->log_path, sizeof(sd->log_path), "%s/drift/%s.h5", sd->cfg.storage.dir, study);
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	fprintf(stderr, "wdrift %s: storage.dir '%s' in %s is relative to the directory wdriftd started in, "
+		"and wdriftd is not answering to say which: reading %s/%s from this directory (--log FILE "
+		"reads another)\n", cli_cmd, sd->cfg.storage.dir, sd->config_path, cwd, sd->log_path);
+}
+
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen)
 {
@@ -75,6 +124,8 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 	}
 	if (log)
 		snprintf(sd->log_path, sizeof(sd->log_path), "%s", log);
+	else if (sd->cfg.storage.dir[0] != '/' && sd->config_path)
+		relative_log(sd, study);
 	else
 		snprintf(sd->log_path, sizeof(sd->log_path), "%s/drift/%s.h5", sd->cfg.storage.dir, study);
 	if (access(sd->log_path, F_OK) != 0 && !log) {

@@ -325,6 +325,28 @@ def odd_names(tmp):
           f"JSON: every name a string, a name cut inside a UTF-8 character too ({[x and x[-2:] for x in tn]})")
 
 
+def relative_storage(cfg, tmp, text, running):
+    """storage.dir relative: it is the daemon's, from the directory wdriftd started in. Run from
+    elsewhere, export must not read another project's ./var (a trial: rc 0, the other's rows); with
+    the daemon up it asks it, with the daemon down it says what it reads, from where."""
+    rel = os.path.join(tmp, "rel.yaml")
+    with open(cfg) as f, open(rel, "w") as g:
+        g.write(f.read().replace(f"dir: {tmp}/var\n", "dir: var\n", 1))
+    other = os.path.join(tmp, "other-project")
+    os.makedirs(os.path.join(other, "var", "drift"), exist_ok=True)
+    with open(os.path.join(other, "var", "drift", "fa.h5"), "wb") as f:
+        f.write(b"another project's drift log, not this daemon's\n")
+    r = subprocess.run([WDRIFT, "export", "fa", "-c", rel], capture_output=True, text=True, timeout=60, cwd=other)
+    if running:
+        check(r.returncode == 0 and r.stdout == text and r.stderr == "",
+              "storage.dir relative, run from another directory, the daemon up: its own log, asked of it",
+              r.stderr)
+    else:
+        check(r.returncode == 1 and "storage.dir 'var' in " in r.stderr and "is relative to the directory "
+              "wdriftd started in" in r.stderr and f"{other}/var/drift/fa.h5" in r.stderr,
+              "... the daemon down: says the log it reads is from this directory, and --log", r.stderr)
+
+
 def usage(cfg):
     for args, what in ((["export"], "no STUDY"), (["export", "fa", "fb", "-c", cfg], "two STUDYs"),
                        (["export", "fa", "--csv", "--json", "-c", cfg], "--csv with --json"),
@@ -473,6 +495,7 @@ def main():
             os.unlink(out)
         r = wd("export", "fa", "-c", cfg, "-o", "-")
         check(r.returncode == 0 and r.stdout == text, "-o -: standard output")
+        relative_storage(cfg, tmp, text, True)
         concurrent(ctx, tmp, cfg, log)
         check(dm.stop() == 0, "SIGTERM: the daemon stopped")
         proxies, want, n_written = log_current(log)
@@ -482,6 +505,7 @@ def main():
               f"CSV, daemon stopped: {len(want)} rows equal the log {diff}")
         r = wd("export", "fa", "--log", log)
         check(r.returncode == 0 and r.stdout == wd("export", "fa", "-c", cfg).stdout, "--log FILE, no config needed")
+        relative_storage(cfg, tmp, r.stdout, False)
         check(dm.start() is not None, "daemon started again")
         dm.stop(signal.SIGKILL)
         r = wd("export", "fa", "-c", cfg)
