@@ -46,12 +46,27 @@ int config_check_study(struct loader *L, const void *items, size_t idx,
 				      s->proxies.n, MAX_PROXIES);
 	}
 	old = loader_path_key(L, "proxies");
-	for (i = 0, it = value_of(w[S_PROXIES])->child; i < s->proxies.n; it = it->next->next, i++)
-		if (!strcmp(s->proxies.v[i].run, s->baseline)) {
+	for (i = 0, it = value_of(w[S_PROXIES])->child; i < s->proxies.n; it = it->next->next, i++) {
+		const char *run = s->proxies.v[i].run;
+		if (!strcmp(run, s->baseline)) {
 			loader_path_key(L, s->proxies.v[i].label);
 			return loader_fail_at(L, it->next, "proxy run '%s' is the study's baseline: it would drift by 0",
 					      s->baseline);
 		}
+		for (size_t k = 0; k < s->candidates.n; k++)
+			if (!strcmp(run, s->candidates.names[k])) {
+				loader_path_key(L, s->proxies.v[i].label);
+				return loader_fail_at(L, it->next, "proxy run '%s' is also a candidate of the study: "
+						      "its ratio would be 1", run);
+			}
+		const struct ynode *p = value_of(w[S_PROXIES])->child;
+		for (size_t k = 0; k < i; k++, p = p->next->next)
+			if (!strcmp(run, s->proxies.v[k].run)) {
+				loader_path_key(L, s->proxies.v[i].label);
+				return loader_fail_at(L, it->next, "run '%s' is already proxy '%s' (line %d)", run,
+						      s->proxies.v[k].label, p->next->line);
+			}
+	}
 	loader_path_pop(L, old);
 	return 0;
 }

@@ -71,6 +71,19 @@ static void offset_pos(const struct parser *P, size_t off, int *line, int *col)
 	}
 }
 
+/* Whether line (from 1) of the text is indented with a tab: libyaml says only "cannot start any token". */
+static int tab_indent(const struct parser *P, int line)
+{
+	size_t i = 0;
+
+	for (int l = 1; l < line && i < P->len; i++)
+		l += P->text[i] == '\n';
+	for (; i < P->len && (P->text[i] == ' ' || P->text[i] == '\t'); i++)
+		if (P->text[i] == '\t')
+			return 1;
+	return 0;
+}
+
 static int yaml_fail(struct parser *P, const yaml_parser_t *p)
 {
 	const char *problem = p->problem ? p->problem : "unknown error";
@@ -88,6 +101,9 @@ static int yaml_fail(struct parser *P, const yaml_parser_t *p)
 	default:
 		line = (int)p->problem_mark.line + 1;
 		col = (int)p->problem_mark.column + 1;
+		if (tab_indent(P, line))
+			return fail_pos(P, line, col, "syntax error: %s (line %d is indented with a tab: YAML "
+					"indents with spaces only)", problem, line);
 		if (p->context)
 			return fail_pos(P, line, col, "syntax error: %s (%s at line %d column %d)",
 					problem, p->context, (int)p->context_mark.line + 1,
