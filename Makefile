@@ -584,6 +584,7 @@ install-system: CONFDIR = $(SYSCONFDIR)/wdrift
 install-system: install $(BUILD)/wdriftd.service
 	@$(INSTALL_SH) dirs '$(DESTDIR)' '$(MANIFEST)' $(UNITDIR)
 	install -m 644 $(BUILD)/wdriftd.service $(DESTDIR)$(UNITDIR)/wdriftd.service
+	@case '$(PREFIX)/' in /tmp/*|/var/tmp/*|/home/*|/root/*|/run/user/*) echo "warning: the unit runs $(PREFIX)/bin/wdriftd, which its PrivateTmp=yes and ProtectHome=yes hide from the service: it will not start; install-system with a PREFIX outside /tmp, /var/tmp, /home, /root and /run/user (the default /usr/local), or use make install and run wdriftd yourself" >&2 ;; esac
 	@if [ -e '$(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml' ]; then echo "note: $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml (from make install) is found before $(SYSCONFDIR)/wdrift/wdrift.yaml by wdrift and wdriftd without -c: remove it"; fi
 	@echo "then: systemctl daemon-reload && systemctl enable --now wdriftd"
 

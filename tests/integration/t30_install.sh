@@ -82,6 +82,11 @@ check "and removes everything else: $(find "$prefix" -type f | grep -v etc/wdrif
 # A system install of one PREFIX, a private install of another, both sharing UNITDIR and SYSCONFDIR.
 sys=$tmp/sys other=$tmp/other
 check "make install-system PREFIX=$sys" make -s install-system PREFIX="$sys" BUILD="$BUILD"
+# a PREFIX the unit's PrivateTmp/ProtectHome hide: it would never start (a trial read the unit and saw it)
+case "$sys/" in
+/tmp/*) check "install-system under /tmp warns that the unit cannot run its wdriftd" sh -c \
+	"make -s install-system PREFIX='$sys' BUILD='$BUILD' 2>&1 | grep -q 'which its PrivateTmp=yes and ProtectHome=yes hide from the service: it will not start'" ;;
+esac
 check "make install PREFIX=$other" make -s install PREFIX="$other" BUILD="$BUILD"
 make -s uninstall PREFIX="$other" BUILD="$BUILD" >"$tmp/uninstall" 2>&1
 check "uninstalling $other keeps $sys's unit and config, and says so: $(tr '\n' ' ' <"$tmp/uninstall")" sh -c \
