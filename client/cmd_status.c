@@ -11,7 +11,8 @@ static const char usage[] =
 "usage: wdrift status [-c FILE] [--endpoint EP] [--json]\n"
 "\n"
 "The daemon's version, uptime, engine, runs, studies (those with no results\n"
-"yet by name), snapshots (received, durable, duplicates, pending, dropped),\n"
+"yet by name), snapshots (received: commits, one per rank of a sharded one;\n"
+"durable, duplicates, pending, dropped),\n"
 "errors by code, queue depths, memory, and authentication: CURVE handshakes\n"
 "accepted and refused, by reason.\n"
 "\n"
@@ -88,8 +89,8 @@ static void print_status(json_t *o)
 		}
 	}
 	/* replies, not snapshots: "4 conflicts" above may be "conflict 6" here */
-	printf("%s", any ? " (error replies sent, by code: a refused snapshot gets one for each differing "
-	       "tensor and one for its commit)\n" : "errors     none\n");
+	printf("%s", any ? " (error replies sent, by code: a refused snapshot can get several, one for each "
+	       "differing tensor, commit or waiting rank)\n" : "errors     none\n");
 	json_t *au = json_object_get(o, "auth"), *ref = json_object_get(au, "refused");
 	if (au && !strcmp(json_string_value(json_object_get(au, "mechanism")) ?: "", "curve"))
 		printf("auth       CURVE, %lld clients allowed; %lld accepted; refused: %lld unknown key, "

@@ -131,8 +131,8 @@ def main():
         check(r.returncode == 0 and "4 conflicts" in r.stdout, f"wdrift status shows them ({r.stdout})")
         errs = [x for x in r.stdout.splitlines() if x.startswith("errors ")]
         check(errs and "conflict " in errs[0] and errs[0].endswith(
-              "(error replies sent, by code: a refused snapshot gets one for each differing tensor and one for its "
-              "commit)"),
+              "(error replies sent, by code: a refused snapshot can get several, one for each differing tensor, "
+              "commit or waiting rank)"),
               "... and its errors line says it counts replies, which a trial had read beside '4 conflicts' "
               "as unexplained", errs)
         r = wd("status", "-c", cfg, "--json")

@@ -393,6 +393,10 @@ def main_flow():
         walk(dash)
         used = set(re.findall(r"\bwdrift_[a-z0-9_]+", " ".join(exprs)))
         ds = [v for v in dash.get("templating", {}).get("list", []) if v.get("type") == "datasource"]
+        # an import input no panel uses makes Grafana ask for a data source twice (a trial)
+        text = json.dumps(dash)
+        unused = [i["name"] for i in dash.get("__inputs", []) if "${" + i["name"] + "}" not in text]
+        check(not unused, f"the Grafana dashboard declares no import input it does not use ({unused})")
         check(ds and exprs and used <= families and len(used) >= 8,
               f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
               f"series that /metrics has ({used - families})")
