@@ -15,6 +15,11 @@ static int has(const struct snapshot *snap, uint64_t k)
 	return snap->ranked[k / 8] >> (k % 8) & 1;
 }
 
+int commit_ranks_lacks(const struct snapshot *snap, uint64_t rank, uint64_t ranks)
+{
+	return snap->ranked && snap->ranks_of == ranks && rank < ranks && !has(snap, rank);
+}
+
 int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint64_t session)
 {
 	if (snap->ranked && snap->ranks_of != ranks)

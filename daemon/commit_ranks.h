@@ -26,6 +26,8 @@
  * -ENOMEM.
  */
 int commit_ranks_note(struct snapshot *snap, uint64_t rank, uint64_t ranks, uint64_t session);
+/* Did ranked commits of ranks come for snap, and none from rank? */
+int commit_ranks_lacks(const struct snapshot *snap, uint64_t rank, uint64_t ranks);
 /* Has every rank committed (by ranked commits)? */
 int commit_ranks_all(const struct snapshot *snap);
 /*

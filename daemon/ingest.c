@@ -548,6 +548,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	seen->run[0] = 0;
 	seen->conflict = 0;
 	seen->session = seen->ranks = 0;
+	seen->rank = -1;
 	if (!h)
 		return;
 	if (m->n < 2) {
@@ -581,6 +582,7 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 	if (h->type == WIRE_COMMIT) {
 		seen->session = h->session;
 		seen->ranks = h->ranks;
+		seen->rank = h->rank;
 	}
 	snprintf(seen->run, sizeof(seen->run), "%.*s", NAME_MAX, h->run);
 	if (h->type != WIRE_PING && strlen(h->run) > NAME_MAX) {
@@ -609,4 +611,15 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 out:
 	seen->conflict = ix->conflict_replied;
 	free(h);
+}
+
+int64_t ingest_waits_for_rank(const struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks)
+{
+	int64_t step = -1;
+
+	for (const struct snapshot *p = ix->st->pending; p; p = p->next)
+		if (!p->committing && !p->recheck && !p->conflict && !strcmp(p->run->name, run) &&
+		    commit_ranks_lacks(p, rank, ranks) && (step < 0 || p->step < step))
+			step = p->step;
+	return step;
 }

@@ -102,9 +102,17 @@ struct ingest_seen {
 	char run[NAME_MAX + 1];	/* whole: a longer name is refused */
 	int conflict;
 	uint64_t session, ranks;	/* a commit's (wire.h); 0 when absent */
+	int64_t rank;			/* a commit's; -1 when absent */
 };
 
 void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen *seen);
+
+/*
+ * The step of run that waits for rank (of ranks) now: the lowest pending
+ * snapshot of it that other ranks committed, giving their ranks, and rank
+ * did not; -1 when none does.
+ */
+int64_t ingest_waits_for_rank(const struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks);
 
 /*
  * The spool made snap durable (err 0) or failed with -errno err: ack, or an

@@ -122,6 +122,12 @@ static void on_durable(void *ctx, const char *run, int64_t step)
 	compute_submit(d->compute, run, step);
 }
 
+static int64_t waits_for_rank(void *ctx, const char *run, uint64_t rank, uint64_t ranks)
+{
+	struct daemon *d = ctx;
+	return ingest_waits_for_rank(&d->ix, run, rank, ranks);
+}
+
 static size_t publishers_besides(void *ctx, const char *run, const void *rid, size_t rid_len)
 {
 	struct daemon *d = ctx;
@@ -735,6 +741,7 @@ static void run_loop(struct daemon *d)
 		if (t >= next_expire) {
 			ingest_expire(&d->ix, (double)d->cfg.limits.pending_timeout);
 			ingest_refusals_tick(&d->ix);
+			peers_tick(d->peers, t, (double)d->cfg.limits.pending_timeout, waits_for_rank, d);
 			next_expire = t + 1;	/* limits.pending_timeout may be seconds */
 		}
 	}

@@ -50,6 +50,8 @@ struct peer {
 	uint64_t conflicts;	/* messages refused as a conflict */
 	int64_t conflict_step;	/* the latest of them */
 	uint64_t session, ranks;	/* its last commit's; 0: none yet */
+	int64_t rank;		/* its last commit's rank; -1: not given */
+	int64_t committed;	/* its last commit's step */
 	int mixed_said;		/* its commits beside another job's: logged */
 	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
@@ -58,8 +60,27 @@ struct peer {
 	size_t rid_len;
 };
 
+/*
+ * A rank of a sharded job whose connection closed (its last commit gave
+ * ranks > 1, its rank and session): watched until its publisher is back
+ * (a connection of the same session) or a step of its run waits for it.
+ */
+struct gone_rank {
+	char run[NAME_MAX + 1];
+	uint64_t session, rank, ranks;
+	int64_t step;		/* its last commit's (it may have sent more since) */
+	char addr[80];
+	double at;		/* monotonic s: the close */
+};
+
+#define GONE_MAX 64		/* watched at once; the oldest goes first */
+#define GONE_GRACE 5.0		/* s: a publisher reconnects within its backoff (at most 5 s and a quarter) */
+#define GONE_KEEP 3600.0	/* s: watched for a step that waits for it at most this long */
+
 struct peers {
 	void *sock, *pair;
+	struct gone_rank gone[GONE_MAX];
+	size_t n_gone;
 	struct auth *auth;
 	struct peer *v;		/* by descriptor */
 	size_t cap;
@@ -276,6 +297,8 @@ int peers_message(struct peers *p, zmq_msg_t *frames, const struct ingest_seen *
 	if (type == WIRE_COMMIT && !conflict && seen->session) {
 		e->session = seen->session;
 		e->ranks = seen->ranks;
+		e->rank = seen->rank;
+		e->committed = step;
 		if (e->ranks <= 1)
 			return mixed_check(p, e, who, len);
 	}
@@ -336,6 +359,20 @@ size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
 }
 
 /* A connection on fd ended: a line when it ended in the middle of something. */
+static void gone_add(struct peers *p, const struct peer *e, double t)
+{
+	if (p->n_gone == GONE_MAX)
+		memmove(p->gone, p->gone + 1, --p->n_gone * sizeof(p->gone[0]));
+	struct gone_rank *g = &p->gone[p->n_gone++];
+	snprintf(g->run, sizeof(g->run), "%s", e->run);
+	snprintf(g->addr, sizeof(g->addr), "%s", e->addr);
+	g->session = e->session;
+	g->rank = (uint64_t)e->rank;
+	g->ranks = e->ranks;
+	g->step = e->committed;
+	g->at = t;
+}
+
 static void disconnected(struct peers *p, int fd)
 {
 	struct peer *e = entry(p, fd);
@@ -348,6 +385,8 @@ static void disconnected(struct peers *p, int fd)
 	e->closed = 1;
 	p->n_open--;
 	fd_check(p, -1);
+	if (e->ranks > 1 && e->session && e->rank >= 0)
+		gone_add(p, e, t);
 	if (e->last_type == WIRE_COMMIT || e->last_type == WIRE_PING || e->last_type == INGEST_SEEN_REQUEST)
 		return;	/* a publisher that closed after its snapshot, a liveness check, a CLI told */
 	if (!e->messages) {
@@ -447,6 +486,49 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 		     !(e->conflicts && !e->commits);
 	}
 	return n;
+}
+
+/*
+ * Whether g's publisher may be back, or coming: a connection of its
+ * session is open, or one that names its run has committed nothing yet
+ * (a re-send on a new connection, its session not known until its
+ * commit). 2 when no connection names the run at all: the job has ended.
+ */
+static int gone_back(const struct peers *p, const struct gone_rank *g)
+{
+	int any = 0;
+
+	for (size_t fd = 0; fd < p->cap; fd++) {
+		const struct peer *e = &p->v[fd];
+		if (!e->open || strcmp(e->run, g->run))
+			continue;
+		if (e->session == g->session || !e->session)
+			return 1;
+		any = 1;
+	}
+	return any ? 0 : 2;
+}
+
+void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx)
+{
+	for (size_t i = 0; p && i < p->n_gone;) {
+		struct gone_rank *g = &p->gone[i];
+		int back = now - g->at < GONE_GRACE ? -1 : gone_back(p, g);
+		int64_t step = back == 0 ? waits(ctx, g->run, g->rank, g->ranks) : -1;
+		if (back == -1 || (back == 1 && now - g->at < GONE_KEEP) ||
+		    (back == 0 && step < 0 && now - g->at < GONE_KEEP)) {
+			i++;	/* within its grace, coming back, or no step waits for it yet */
+			continue;
+		}
+		if (step >= 0)
+			log_warning("ingest: run '%.200s' step %lld waits for rank %llu of %llu, whose connection "
+				    "(%s, its last commit step %lld) closed %.0f s ago and has not come back: a rank that "
+				    "died? The other ranks' commits wait until limits.pending_timeout (%.0f s) "
+				    "expires the step; `wdrift status` shows it", g->run, (long long)step,
+				    (unsigned long long)g->rank, (unsigned long long)g->ranks, g->addr,
+				    (long long)g->step, now - g->at, pending_timeout);
+		memmove(g, g + 1, (--p->n_gone - i) * sizeof(*g));
+	}
 }
 
 void peers_forget_run(struct peers *p, const char *run)

@@ -77,6 +77,17 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
  * conflict's re-run that the job whose steps it collides with has gone.
  */
 size_t peers_others(struct peers *p, const char *run, const void *rid, size_t rid_len);
+/*
+ * A rank of a sharded job whose connection closed and whose publisher has
+ * not come back (no connection of its session; GONE_GRACE seconds given),
+ * while waits(ctx, run, rank, ranks) says a step of its run waits for it
+ * (the step, or -1): logged once, naming the run, step, rank and process,
+ * instead of nothing until limits.pending_timeout (pending_timeout s)
+ * expires the step (a trial: 10 minutes of silence per step). Called
+ * about once a second; now is monotonic seconds.
+ */
+typedef int64_t peers_waits_fn(void *ctx, const char *run, uint64_t rank, uint64_t ranks);
+void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx);
 /* runs rm forgot run: its connections' "two jobs" warning is said again, for the run anew. */
 void peers_forget_run(struct peers *p, const char *run);
 

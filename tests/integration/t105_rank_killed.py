@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""t105_rank_killed.py: a rank killed mid-job is said within seconds, not at the step's expiry.
+
+A trial killed one rank of four (SIGKILL, real processes) after its step 10.
+The other ranks' step 20 waited for it, and nothing said so until
+limits.pending_timeout (600 s by default) expired the step: ten minutes of
+silence per step. Now, once a rank's connection has closed and its
+publisher has not come back for a few seconds while a step of its run waits
+for that rank, the daemon logs it once, naming the run, the step, the rank
+and the dead process. A job whose ranks all end normally, and a rank that
+only reconnects, are not said. Three real publisher processes per job, a
+real daemon; every process stopped by pid, the temp dir removed, also on
+failure.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
+
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+W = 3
+
+# One rank (argv: endpoint, run, rank, go-file, ack timeout, slow): publishes its third of "w" at
+# step 0 and waits for it to be acked; then, once go-file exists, step 1 (rank 1 "slow" s later),
+# and waits up to 60 s for its answer.
+RANK = r'''
+import os, sys, time, warnings, numpy as np, wdrift
+ep, run, rank, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+ack, slow = float(sys.argv[5]), float(sys.argv[6])
+ranks = 3
+pub = wdrift.Publisher(ep, run, ranks=ranks, rank=rank, ack_timeout=ack, stall_warning=None)
+x = np.arange(3000, dtype=np.float32)
+lo, hi = rank * 1000, (rank + 1) * 1000
+for step in (0, 1):
+    if step == 1:
+        while not os.path.exists(go):
+            time.sleep(0.05)
+        if rank == 1:
+            time.sleep(slow)
+    pub.publish(step, {"w": wdrift.Shard(x[lo:hi] + step, offset=lo, shape=(3000,))})
+    t0 = time.monotonic()
+    while pub.stats()["acked"] + pub.stats()["refused"] < step + 1 and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    print("step", step, "acked", pub.stats()["acked"], flush=True)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    pub.close(1)
+'''
+
+
+def job(ep, run, go, ack=60.0, slow=0.0):
+    return [subprocess.Popen([PYTHON, "-c", RANK, ep, run, str(r), go, str(ack), str(slow)], env=package_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(W)]
+
+
+def wait_line(p, want, timeout):
+    """Reads p's output until a line starts with want; the lines read."""
+    end, got = time.time() + timeout, []
+    while time.time() < end:
+        line = p.stdout.readline()
+        if not line:
+            break
+        got.append(line.strip())
+        if line.startswith(want):
+            break
+    return got
+
+
+def said(dm, run):
+    return [x for x in dm.log_text().splitlines() if f"run '{run}' step 1 waits for rank" in x]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="t105-")
+    dm = Daemon(tmp)
+    procs = []
+    try:
+        dm.write_config()
+        check(dm.start() is not None, "daemon ready")
+        ep = f"ipc://{tmp}/run/ingest.sock"
+
+        # a job of 3 ranks whose rank 1 is killed between its steps 0 and 1
+        go = os.path.join(tmp, "go-killed")
+        ranks = job(ep, "sharded", go)
+        procs += ranks
+        firsts = [wait_line(p, "step 0", 30) for p in ranks]
+        check(all(f and f[-1] == "step 0 acked 1" for f in firsts), "3 ranks: step 0 durable", str(firsts))
+        dead = ranks[1].pid
+        ranks[1].kill()
+        ranks[1].wait()
+        t_kill = time.time()
+        open(go, "w").close()   # ranks 0 and 2 publish step 1, which waits for rank 1
+        lines = []
+        while not lines and time.time() < t_kill + 30:
+            time.sleep(0.2)
+            lines = said(dm, "sharded")
+        after = time.time() - t_kill
+        check(len(lines) == 1 and "waits for rank 1 of 3, whose connection (ipc pid %d, its last commit step 0) closed" % dead
+              in lines[0] and "limits.pending_timeout" in lines[0],
+              f"the killed rank is said within {after:.1f} s (30 at most), by rank and pid, once", "\n".join(lines))
+        check(after >= 4, f"... not before its publisher had a few seconds to come back ({after:.1f} s)")
+        time.sleep(2)
+        check(len(said(dm, "sharded")) == 1, "... and not again")
+        r = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), "status", "-c",
+                            os.path.join(tmp, "wdrift.yaml")], capture_output=True, text=True, timeout=30)
+        check(re.search(r"pending +'sharded' step 1: .*from ranks 0, 2 of 3 \(not yet: 1\)", r.stdout) is not None,
+              "status names the rank the step waits for", r.stdout)
+        for p in (ranks[0], ranks[2]):
+            p.kill()
+            p.wait()
+
+        # a job whose ranks all end normally: nothing said
+        go = os.path.join(tmp, "go-clean")
+        clean = job(ep, "clean", go)
+        procs += clean
+        open(go, "w").close()
+        outs = [p.communicate(timeout=90)[0] for p in clean]
+        check(all("step 1 acked 2" in o for o in outs), "a job of 3 ranks that ends normally: both steps durable",
+              "\n".join(outs))
+        time.sleep(12)
+        check(not [x for x in dm.log_text().splitlines() if "run 'clean'" in x and "waits for rank" in x],
+              "... and no rank of it is said to be missing")
+
+        # a slow rank, while the others' ack timeouts (2 s) close their connections and they re-send
+        # on new ones: every connection that closed is of a publisher that came back; nothing said
+        go = os.path.join(tmp, "go-slow")
+        slow = job(ep, "slow", go, ack=2.0, slow=9.0)
+        procs += slow
+        open(go, "w").close()
+        outs = [p.communicate(timeout=90)[0] for p in slow]
+        check(all("step 1 acked 2" in o for o in outs), "a rank 9 s late, the others re-sending every 2 s: "
+              "both steps durable", "\n".join(outs))
+        check(not [x for x in dm.log_text().splitlines() if "run 'slow'" in x and "waits for rank" in x],
+              "... and no rank said to be missing: those that reconnected came back", dm.log_text()[-2000:])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        teardown(dm, tmp)
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
