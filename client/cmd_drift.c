@@ -28,7 +28,9 @@ static const char usage[] =
 "Lines under it say when the rows may not be what they seem: \"silent\", a\n"
 "run of the study that sent nothing; \"refused\", a run's snapshots refused\n"
 "as conflicts (a re-run under its name); \"mixed\", a run two jobs published\n"
-"at once (\"silent\", \"refused\" and \"mixed\" in --json).\n"
+"at once; \"expired\", a run's steps refused incomplete, never durable (a rank\n"
+"that died), while no later step of it is durable (\"silent\", \"refused\",\n"
+"\"mixed\" and \"expired\" in --json).\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -179,6 +181,9 @@ static void print_silent(json_t *res)
 	/* two jobs published a run at once: its rows may be of either */
 	if (json_string_value(json_object_get(res, "mixed")))
 		printf("mixed      %s\n", json_string_value(json_object_get(res, "mixed")));
+	/* a rank died: steps that expired incomplete have no rows, and will not (not "yet") */
+	if (json_string_value(json_object_get(res, "expired")))
+		printf("expired    %s\n", json_string_value(json_object_get(res, "expired")));
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		if (json_is_true(json_object_get(cand, "former")))
 			printf("%s%s", n++ ? ", " : "former     ", run);

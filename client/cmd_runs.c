@@ -21,9 +21,11 @@ static const char usage[] =
 "it has in flight, and its publishers connected now (a live job's; runs rm\n"
 "is refused while there are any). Under the table: a \"refused\" line for a\n"
 "run whose snapshots were refused as conflicts (a re-run under its name),\n"
-"and a \"mixed\" line for a run two jobs publish at once, each as its only\n"
-"rank, or did since the daemon started (\"refused\", \"conflicts\", \"jobs\",\n"
-"\"mixed\" and \"mixed_at\" in --json).\n"
+"a \"mixed\" line for a run two jobs publish at once, each as its only\n"
+"rank, or did since the daemon started, and an \"expired\" line for a run\n"
+"whose steps were refused incomplete, never durable (a rank that died)\n"
+"(\"refused\", \"conflicts\", \"jobs\", \"mixed\", \"mixed_at\", \"expired\",\n"
+"\"expired_steps\" and \"expired_at\" in --json).\n"
 "\n"
 "rm RUN forgets a run, so that its name is free again (wdrift runs rm --help).\n"
 "\n"
@@ -208,6 +210,10 @@ static void print_runs(json_t *o)
 	json_array_foreach(runs, i, v)
 		if (json_string_value(json_object_get(v, "mixed")))
 			printf("mixed      %s\n", json_string_value(json_object_get(v, "mixed")));
+	/* steps refused incomplete: a rank that died, whose steps are never durable */
+	json_array_foreach(runs, i, v)
+		if (json_string_value(json_object_get(v, "expired")))
+			printf("expired    %s\n", json_string_value(json_object_get(v, "expired")));
 }
 
 int cmd_runs(int argc, char **argv)

@@ -240,6 +240,12 @@ static json_t *runs(struct control *c)
 			json_object_set_new(o, "refused", json_string(refused));
 			json_object_set_new(o, "conflict_at", json_real(r->conflict_wall));
 		}
+		/* steps refused incomplete: a rank that died (the study's drift says it while current) */
+		if (o && run_expired(c->cfg, NULL, r, refused, sizeof(refused))) {
+			json_object_set_new(o, "expired", json_string(refused));
+			json_object_set_new(o, "expired_steps", json_integer((json_int_t)r->expired));
+			json_object_set_new(o, "expired_at", json_real(r->expired_wall));
+		}
 		json_array_append_new(list, o);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
@@ -640,6 +646,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		ok = (q.refused = strdup(silent)) != NULL;
 	if (ok && study_mixed(c->cfg, c->st, st, silent, sizeof(silent)))
 		ok = (q.mixed = strdup(silent)) != NULL;
+	if (ok && study_expired(c->cfg, c->st, st, silent, sizeof(silent)))
+		ok = (q.expired = strdup(silent)) != NULL;
 	if (ok && (q.run_steps = run_steps(c, &q, b)))
 		q.tolerance = (long long)c->cfg->alignment.tolerance;
 	if (ok && env && c->query) {

@@ -321,6 +321,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 			ingest_note_expired(ix, snap, t, why);
+			run_note_expired(snap->run, snap->step, why);
 		} else if (!snap->recheck) {
 			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
 				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);

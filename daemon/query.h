@@ -34,6 +34,7 @@ struct drift_query {
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
 	char *refused;			/* its runs' conflicts since the start, said (study_refused); NULL: none */
 	char *mixed;			/* its runs two jobs published at once, said (study_mixed); NULL: none */
+	char *expired;			/* its runs' steps refused incomplete, said (study_expired); NULL: none */
 	/* {RUN: STEP}, JSON: each run whose row compared another step than the batch's; NULL: none */
 	char *run_steps;
 	long long tolerance;		/* alignment.tolerance, said with run_steps */

@@ -97,6 +97,14 @@ int run_knows_session(const struct run *r, uint64_t session)
 	return 0;
 }
 
+void run_note_expired(struct run *r, int64_t step, const char *why)
+{
+	r->expired++;
+	r->expired_step = step;
+	r->expired_wall = now_wall();
+	snprintf(r->expired_why, sizeof(r->expired_why), "%s", why);
+}
+
 void run_note_conflict(struct run *r, int64_t step)
 {
 	r->conflict_logged = 1;

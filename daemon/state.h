@@ -99,6 +99,17 @@ struct run {
 	 */
 	uint64_t conflicts;
 	double conflict_wall;
+	/*
+	 * Steps of it refused incomplete since this start (a rank that never
+	 * committed its part: the step expired, or every rank committed and
+	 * it was not whole), never durable: how many, the latest, its Unix
+	 * seconds and why. Said by runs, and by its studies' drift while no
+	 * later step of it is durable (run_expired).
+	 */
+	uint64_t expired;
+	int64_t expired_step;
+	double expired_wall;
+	char expired_why[240];
 	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
 	double conflict_full_at;
 	int64_t conflict_full_step;
@@ -208,6 +219,8 @@ void run_note_session(struct run *r, uint64_t session);
 int run_knows_session(const struct run *r, uint64_t session);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
+/* Step of r was refused incomplete to its waiting ranks, for why (struct run's expired). */
+void run_note_expired(struct run *r, int64_t step, const char *why);
 /* A second job's commit of r at step, beside another's (who: both, peers_message): counted; the first kept. */
 void run_note_mixed(struct run *r, int64_t step, const char *who);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */

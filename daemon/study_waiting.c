@@ -191,6 +191,33 @@ int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, con
 	return 1;
 }
 
+int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		char *buf, size_t len)
+{
+	char when[48], role[512];
+	size_t at = 0;
+
+	buf[0] = 0;
+	if (!r->expired)
+		return 0;
+	run_role(cfg, st, r, role, sizeof(role));
+	wall_said(r->expired_wall, when, sizeof(when));
+	add(buf, len, &at, "'%s' (%s): %llu step%s expired incomplete since this start, never durable, the "
+	    "latest step %lld%s (%s)", r->name, role, (unsigned long long)r->expired, r->expired == 1 ? "" : "s",
+	    (long long)r->expired_step, when, r->expired_why);
+	return 1;
+}
+
+/* run_expired while it is r's latest news: no step of r durable after the one that expired. */
+static int expired_now(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		       char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (r->n_durable && r->durable[r->n_durable - 1] > r->expired_step)
+		return 0;
+	return run_expired(cfg, st, r, buf, len);
+}
+
 /* Each of study s's runs (its baseline, then those a step compares) that say(...) says, joined by "; ". */
 static size_t study_runs_said(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 			      int (*say)(const struct wd_config *, const struct wd_config_study *,
@@ -223,6 +250,12 @@ size_t study_mixed(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len)
 {
 	return study_runs_said(cfg, st, s, run_mixed, buf, len);
+}
+
+size_t study_expired(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		     char *buf, size_t len)
+{
+	return study_runs_said(cfg, st, s, expired_now, buf, len);
 }
 
 size_t study_silent_count(struct state *st, const struct wd_config_study *s)

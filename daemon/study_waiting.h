@@ -71,6 +71,23 @@ int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, con
 size_t study_mixed(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len);
 
+/*
+ * Into buf: the steps of r refused incomplete since this start, never
+ * durable (a rank that died): "'fa' (candidate): 1 step expired incomplete
+ * since this start, never durable, the latest step 20 at ... UTC (expired
+ * after 600 s waiting for the other ranks: rank 2 of 4 never committed;
+ * ...)". Returns 0 and buf "" when none was.
+ */
+int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
+		char *buf, size_t len);
+
+/*
+ * The same for each of study s's runs whose latest news that is (no step
+ * of it durable after the one that expired), joined by "; "; how many.
+ */
+size_t study_expired(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		     char *buf, size_t len);
+
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
 size_t study_silent_count(struct state *st, const struct wd_config_study *s);
 

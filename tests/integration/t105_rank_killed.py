@@ -11,7 +11,13 @@ and the dead process. A job whose ranks all end normally, and a rank that
 only reconnects, are not said. Three real publisher processes per job, a
 real daemon; every process stopped by pid, the temp dir removed, also on
 failure.
+
+Once the step has expired (limits.pending_timeout, 20 s here), `wdrift runs`
+and the study's `wdrift drift` say it beside the rows: the run's steps
+that expired incomplete, never durable, and why (a trial saw only "not
+compared at this step yet", as if the step were still coming).
 """
+import json
 import os
 import re
 import signal
@@ -25,6 +31,14 @@ from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
+
+SOLO = r'''
+import sys, numpy as np, wdrift
+pub = wdrift.Publisher(sys.argv[1], sys.argv[2], ack_timeout=30.0)
+for step in (0, 1):
+    pub.publish(step, {"w": np.arange(3000, dtype=np.float32) * (1.0 + 0.01 * len(sys.argv[2])) + step})
+pub.close(30)
+'''
 
 # One rank (argv: endpoint, run, rank, go-file, ack timeout, slow): publishes its third of "w" at
 # step 0 and waits for it to be acked; then, once go-file exists, step 1 (rank 1 "slow" s later),
@@ -72,6 +86,11 @@ def wait_line(p, want, timeout):
     return got
 
 
+def wd(tmp, *args):
+    return subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), *args, "-c",
+                           os.path.join(tmp, "wdrift.yaml")], capture_output=True, text=True, timeout=30)
+
+
 def said(dm, run):
     return [x for x in dm.log_text().splitlines() if f"run '{run}' step 1 waits for rank" in x]
 
@@ -81,13 +100,21 @@ def main():
     dm = Daemon(tmp)
     procs = []
     try:
-        dm.write_config()
+        cfg = dm.write_config()
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("  max_message: 64M\n", "  max_message: 64M\n  pending_timeout: 20\n", 1))
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
+        for run in ("base", "lowprec"):
+            r = subprocess.run([PYTHON, "-c", SOLO, ep, run], env=package_env(), capture_output=True, text=True,
+                               timeout=60)
+            check(r.returncode == 0, f"'{run}': steps 0 and 1 durable", r.stdout + r.stderr)
 
-        # a job of 3 ranks whose rank 1 is killed between its steps 0 and 1
+        # the study's candidate, a job of 3 ranks whose rank 1 is killed between its steps 0 and 1
         go = os.path.join(tmp, "go-killed")
-        ranks = job(ep, "sharded", go)
+        ranks = job(ep, "fa", go)
         procs += ranks
         firsts = [wait_line(p, "step 0", 30) for p in ranks]
         check(all(f and f[-1] == "step 0 acked 1" for f in firsts), "3 ranks: step 0 durable", str(firsts))
@@ -99,21 +126,36 @@ def main():
         lines = []
         while not lines and time.time() < t_kill + 30:
             time.sleep(0.2)
-            lines = said(dm, "sharded")
+            lines = said(dm, "fa")
         after = time.time() - t_kill
         check(len(lines) == 1 and "waits for rank 1 of 3, whose connection (ipc pid %d, its last commit step 0) closed" % dead
               in lines[0] and "limits.pending_timeout" in lines[0],
               f"the killed rank is said within {after:.1f} s (30 at most), by rank and pid, once", "\n".join(lines))
         check(after >= 4, f"... not before its publisher had a few seconds to come back ({after:.1f} s)")
         time.sleep(2)
-        check(len(said(dm, "sharded")) == 1, "... and not again")
-        r = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), "status", "-c",
-                            os.path.join(tmp, "wdrift.yaml")], capture_output=True, text=True, timeout=30)
-        check(re.search(r"pending +'sharded' step 1: .*from ranks 0, 2 of 3 \(not yet: 1\)", r.stdout) is not None,
+        check(len(said(dm, "fa")) == 1, "... and not again")
+        r = wd(tmp, "status")
+        check(re.search(r"pending +'fa' step 1: .*from ranks 0, 2 of 3 \(not yet: 1\)", r.stdout) is not None,
               "status names the rank the step waits for", r.stdout)
-        for p in (ranks[0], ranks[2]):
-            p.kill()
-            p.wait()
+
+        # the step expires: said beside the rows, not as a step still coming
+        outs = [p.communicate(timeout=60)[0] for p in (ranks[0], ranks[2])]
+        check(all("step 1 acked 1" in o for o in outs), "ranks 0 and 2: step 1 refused at its expiry", "\n".join(outs))
+        r = wd(tmp, "runs")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
+        want = "'fa' (candidate): 1 step expired incomplete since this start, never durable, the latest step 1 at "
+        check(len(lines) == 1 and want in lines[0] and "rank 1 of 3 never committed" in lines[0],
+              "runs: an expired line under the table, with the rank", r.stdout)
+        info = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}["fa"]
+        check(info.get("expired_steps") == 1 and isinstance(info.get("expired_at"), (int, float))
+              and lines and info.get("expired") == lines[0][len("expired"):].strip(),
+              "runs --json: expired_steps, expired_at, and the sentence", json.dumps(info))
+        r = wd(tmp, "drift", "fa")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
+        check(r.returncode == 0 and len(lines) == 1 and want in lines[0], "drift: the expired line", r.stdout)
+        d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
+        check(lines and d.get("expired") == lines[0][len("expired"):].strip(), "drift --json: \"expired\"",
+              json.dumps(d.get("expired")))
 
         # a job whose ranks all end normally: nothing said
         go = os.path.join(tmp, "go-clean")
