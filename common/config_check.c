@@ -53,12 +53,10 @@ int config_check_study(struct loader *L, const void *items, size_t idx,
 			return loader_fail_at(L, it->next, "proxy run '%s' is the study's baseline: it would drift by 0",
 					      s->baseline);
 		}
-		for (size_t k = 0; k < s->candidates.n; k++)
-			if (!strcmp(run, s->candidates.names[k])) {
-				loader_path_key(L, s->proxies.v[i].label);
-				return loader_fail_at(L, it->next, "proxy run '%s' is also a candidate of the study: "
-						      "its ratio would be 1", run);
-			}
+		/*
+		 * A proxy's run may also be a candidate: docs/demo.md's CPU smoke
+		 * test lists fp32 and seed2 as both, for their own rows.
+		 */
 		const struct ynode *p = value_of(w[S_PROXIES])->child;
 		for (size_t k = 0; k < i; k++, p = p->next->next)
 			if (!strcmp(run, s->proxies.v[k].run)) {

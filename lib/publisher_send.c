@@ -61,17 +61,18 @@ static void stall_check(struct wd_publisher *p, int answered)
 			/* it answered all along: what ended was the wait for the other ranks */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': the wait at %.400s for the "
 				 "other ranks' parts ended after %.0f s, with the refusal above; %llu snapshot%s "
-				 "dropped meanwhile", p->run, p->where, t - p->waiting_since,
+				 "dropped meanwhile, the refused one among them", p->run, p->where, t - p->waiting_since,
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
 				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
 		else if (p->stalled)	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
-				 "%llu snapshot%s dropped meanwhile", p->run, p->where,
+				 "%llu snapshot%s dropped meanwhile%s", p->run, p->where,
 				 answered == ANSWER_ACK ? (p->acked_at_stall ? "acks again" : "acks its first snapshot")
 				 : p->heard_at_stall ? "answers again" : "answers", t - p->waiting_since,
 				 answered == ANSWER_ACK ? "" : ", with the refusal above",
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
-				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
+				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s",
+				 answered == ANSWER_ACK ? "" : ", the refused one among them");
 		p->stalled = 0;
 		p->waiting_since = t;
 		return;

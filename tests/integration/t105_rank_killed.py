@@ -48,7 +48,7 @@ import os, sys, time, warnings, numpy as np, wdrift
 ep, run, rank, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ack, slow = float(sys.argv[5]), float(sys.argv[6])
 ranks = 3
-pub = wdrift.Publisher(ep, run, ranks=ranks, rank=rank, ack_timeout=ack, stall_warning=None)
+pub = wdrift.Publisher(ep, run, ranks=ranks, rank=rank, ack_timeout=ack, stall_warning=5.0 if ack >= 60 else None)
 x = np.arange(3000, dtype=np.float32)
 lo, hi = rank * 1000, (rank + 1) * 1000
 for step in (0, 1):
@@ -141,6 +141,10 @@ def main():
         # the step expires: said beside the rows, not as a step still coming
         outs = [p.communicate(timeout=60)[0] for p in (ranks[0], ranks[2])]
         check(all("step 1 acked 1" in o for o in outs), "ranks 0 and 2: step 1 refused at its expiry", "\n".join(outs))
+        check(all("ended after" in o and "with the refusal above; 1 snapshot dropped meanwhile, the refused one "
+                  "among them" in o for o in outs),
+              "... and their end of the wait counts the refused snapshot as the one dropped (a trial read "
+              "'1 dropped' as a second loss)", "\n".join(outs))
         r = wd(tmp, "runs")
         lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
         want = "'fa' (candidate): 1 step expired incomplete since this start, never durable, the latest step 1 at "
