@@ -121,7 +121,8 @@ def _kind(name, t):
         kind = _NP_KINDS.get(dtype)
     if kind is None:
         raise UnsupportedDtype(f"tensor {name!r}: unsupported dtype {dtype}: float32, float64, float16 or "
-                         "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16)")
+                         "bfloat16 (a torch tensor, or numpy codes wrapped as wdrift.BF16); "
+                         "publish(..., skip_other=True) leaves such tensors out")
     return kind
 
 

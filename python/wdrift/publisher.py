@@ -243,7 +243,9 @@ class Publisher:
         None before that, and while the daemon does not answer (not started yet, a wrong
         endpoint); once stats() counts a snapshot acked or refused the welcome has come, since it
         is the daemon's first reply. None also when the welcome had no notice. The first notice
-        is kept for the publisher's life."""
+        is kept for the publisher's life, and read after close() too."""
+        if not self._p and hasattr(self, "_final_notice"):
+            return self._final_notice
         self._check()
         buf = ctypes.create_string_buffer(1100)
         _get_lib().wd_publisher_notice(self._p, buf, len(buf))
@@ -374,6 +376,9 @@ class Publisher:
         final = self.stats()
         self._warn_refused(final["refused"])
         conflicts = final["conflicts"] > self._conflicts_seen
+        note = ctypes.create_string_buffer(1100)
+        lib.wd_publisher_notice(self._p, note, len(note))
+        self._final_notice = note.value.decode(errors="replace") or None
         buf = ctypes.create_string_buffer(1024)
         lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
         dropped = lib.wd_publisher_close(ctypes.byref(self._p), 0)

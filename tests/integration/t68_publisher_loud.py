@@ -396,14 +396,18 @@ with wdrift.Publisher({ep!r}, {run!r}, stall_warning=None) as pub:
         pub.publish(step, {{"w": np.arange(10, dtype=np.float32)}})
     print("flushed", pub.flush(20))
     print("notice", pub.notice)
+print("notice after close", pub.notice)
 """, tmp)
             if said:
                 check(rc == 0 and "flushed True" in out and err.count("belongs to no study") == 1 and said in err
-                      and "notice run 'lowpre' belongs to no study" in out,
-                      f"run {run!r}: stored, one warning on stderr that ends '{said}', and pub.notice",
+                      and "notice run 'lowpre' belongs to no study" in out
+                      and "notice after close run 'lowpre' belongs to no study" in out,
+                      f"run {run!r}: stored, one warning on stderr that ends '{said}', and pub.notice, also "
+                      "after close (a trial read it at the end, and it raised)",
                       out + err)
             else:
-                check(rc == 0 and "flushed True" in out and "no study" not in err and "notice None" in out,
+                check(rc == 0 and "flushed True" in out and "no study" not in err and "notice None" in out
+                      and "notice after close None" in out,
                       f"run {run!r}, a study's proxy: no such warning, pub.notice None", out + err)
         near_socket(tmp)
         reused_name(tmp, ep)
