@@ -10,6 +10,7 @@
  * memory limit (ckpt_sandbox.c) can say so.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -331,6 +332,36 @@ static int ckpt_list(struct wd_ckpt *c, char *err)
 	return 0;
 }
 
+/*
+ * What a file that is not HDF5 is, by its first bytes, when it is a format
+ * a user brings instead (a trial gave torch.save's file, and read only "not
+ * an HDF5 file"): " (it is ...: ...)" for the error, or "".
+ */
+static const char *other_format(const char *path)
+{
+	unsigned char h[16] = { 0 };
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	ssize_t n = fd < 0 ? -1 : read(fd, h, sizeof(h));
+	const char *what = NULL;
+
+	if (fd >= 0)
+		close(fd);
+	if (n >= 4 && !memcmp(h, "PK\x03\x04", 4))
+		what = "a zip archive, as PyTorch's torch.save writes";
+	else if (n >= 2 && h[0] == 0x80 && h[1] >= 2 && h[1] <= 5)
+		what = "a Python pickle, as torch.save's legacy format is";
+	else if (n >= 6 && !memcmp(h, "\x93NUMPY", 6))
+		what = "a numpy .npy file";
+	else if (n >= 9 && h[8] == '{' && !h[6] && !h[7])	/* a little-endian header length, then JSON */
+		what = "a safetensors file";
+	if (!what)
+		return "";
+	static __thread char said[300];
+	snprintf(said, sizeof(said), " (it is %s: wdrift reads HDF5; docs/checkpoints.md writes a state_dict "
+		 "as HDF5 in a few lines)", what);
+	return said;
+}
+
 /* Opens path read-only, after checking that it is an HDF5 file; the hid or a failure. */
 static int open_file(const char *path, hid_t *file, char *err)
 {
@@ -358,7 +389,7 @@ static int open_file(const char *path, hid_t *file, char *err)
 				 "a character device");
 	is = H5Fis_hdf5(path);
 	if (is == 0)
-		return ckpt_fail(err, path, 0, "not an HDF5 file");
+		return ckpt_fail(err, path, 0, "not an HDF5 file%s", other_format(path));
 	if (is < 0)
 		return ckpt_fail(err, path, WITH_H5, "cannot open");
 	*file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -202,6 +202,10 @@ half = half[:40] + struct.pack("<Q", len(half)) + half[48:]
 open(T + "/trunc_eof.h5", "wb").write(half)
 with open(T + "/text.h5", "w") as f:
     f.write("this is not an HDF5 file\n" * 100)
+# what torch.save writes: a zip archive (made here without torch, as its first bytes are all that count)
+import zipfile
+with zipfile.ZipFile(T + "/model.pt", "w") as z:
+    z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
 
 # Garbage behind the HDF5 signature, and corrupted copies of a valid file.
 sig = b"\x89HDF\r\n\x1a\n"
@@ -543,6 +547,9 @@ expect_fail "missing proxy file" "$T/nope.h5" -- compare "$B" "$C" --proxy "$T/n
 expect_fail "missing proxy file given as LABEL=FILE" "$T/nope.h5" -- compare "$B" "$C" --proxy "x=$T/nope.h5"
 expect_fail "a directory" "$T/other" "directory" -- compare "$T/other" "$C"
 expect_fail "a text file" "$T/text.h5" "not an HDF5 file" -- compare "$B" "$T/text.h5"
+expect_fail "torch.save's file: said to be one, with the converter" "$T/model.pt" \
+	"not an HDF5 file (it is a zip archive, as PyTorch's torch.save writes: wdrift reads HDF5; docs/checkpoints.md" \
+	-- compare "$B" "$T/model.pt"
 expect_fail "an empty file" "$T/empty.h5" -- compare "$(: >"$T/empty.h5"; echo "$T/empty.h5")" "$C"
 size=$(wc -c <"$T/big.h5")
 head -c $((size / 2)) "$T/big.h5" >"$T/truncated.h5"

@@ -171,6 +171,30 @@ static void test_bad_files(void)
 	fputs("not hdf5\n", f);
 	fclose(f);
 	CHECK(wd_ckpt_open(p2, &c, err) < 0 && strstr(err, "not an HDF5 file"), "text file: %s", err);
+	CHECK(!strstr(err, "it is"), "... and not said to be anything else: %s", err);
+	/* the formats a user brings instead: said what they are, and where the converter is (a trial) */
+	static const struct {
+		const char *what, *head;
+		size_t len;
+		const char *said;
+	} others[] = {
+		{ "torch.save", "PK\x03\x04\x14\0\0\0", 8, "a zip archive, as PyTorch's torch.save writes" },
+		{ "legacy torch.save", "\x80\x02\x8a\x0alZ\xfc", 8, "a Python pickle" },
+		{ "safetensors", "\x20\0\0\0\0\0\0\0{\"w\":{\"dtype\":\"F32\"}}         ", 40, "a safetensors file" },
+		{ "numpy .npy", "\x93NUMPY\x01\0", 8, "a numpy .npy file" },
+	};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		snprintf(p2, sizeof(p2), "%s/other.h5", dir);
+		f = fopen(p2, "w");
+		fwrite(others[i].head, 1, others[i].len, f);
+		for (int k = 0; k < 100; k++)
+			fputs("padding\n", f);
+		fclose(f);
+		CHECK(wd_ckpt_open(p2, &c, err) < 0 && strstr(err, "not an HDF5 file") && strstr(err, others[i].said) &&
+		      strstr(err, "docs/checkpoints.md"), "a %s file: what it is, and the converter: %s", others[i].what,
+		      err);
+		unlink(p2);
+	}
 	/* Truncated: keep the first 1 KiB of a file with a large dataset. */
 	snprintf(p2, sizeof(p2), "%s/trunc.h5", dir);
 	hid_t h = H5Fcreate(p2, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
