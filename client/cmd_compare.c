@@ -44,6 +44,9 @@ static const char usage_text[] =
 "  --layers GLOB          compare only tensors whose name matches GLOB\n"
 "                         (fnmatch; '*' also matches '.' and '/'); repeatable;\n"
 "                         a GLOB that matches no tensor of either file is an error\n"
+"  --skip-other           leave out tensors whose element type is not a float\n"
+"                         (an integer counter such as num_batches_tracked, a\n"
+"                         string), listed as skipped; without it they are an error\n"
 "  --engine auto|cpu|cuda where to compute (default auto: CUDA when a device\n"
 "                         is present, else the CPU); results are the same\n"
 "  --device N             the CUDA device to use (default 0); a device that\n"
@@ -76,6 +79,7 @@ struct options {
 	const char **globs;
 	size_t n_globs;
 	int json, timings;
+	int skip_other;		/* --skip-other */
 	enum wd_backend backend;
 	int device;		/* CUDA device index */
 	int threads;		/* CPU engine threads; 0: the cores available */
@@ -173,6 +177,9 @@ static int on_option(int c, const char *arg, void *ctx)
 	case 't':
 		o->timings = 1;
 		return 0;
+	case 'S':
+		o->skip_other = 1;
+		return 0;
 	case 'e':
 		if (wd_backend_parse(arg, &o->backend))
 			return cli_usage_error("--engine '%s': expected auto, cpu or cuda", arg);
@@ -201,6 +208,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "engine", required_argument, NULL, 'e' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "threads", required_argument, NULL, 'T' },
+		{ "skip-other", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -610,6 +618,36 @@ static int push_name(char ***list, size_t *n, const char *name)
 	return 0;
 }
 
+/*
+ * A tensor whose element type is not a float in either file (an integer
+ * counter such as BatchNorm's num_batches_tracked): with --skip-other it
+ * is listed as skipped, -1; without, an error naming it and the option
+ * (a trial's int64 counter failed a whole compare, with no way round it
+ * but listing every other tensor with --layers), cli_error's status. 0
+ * for a tensor both files hold as floats (or with a problem of another
+ * kind, which reading it says).
+ */
+static int other_dtype(const struct options *o, struct compare_result *res, const struct wd_ckpt_entry *b,
+		       const struct wd_ckpt_entry *c)
+{
+	const struct wd_ckpt_entry *bad = b->other_dtype ? b : c->other_dtype ? c : NULL;
+	const char *where = b->other_dtype && c->other_dtype ? "both" : b->other_dtype ? "the baseline" :
+			    "the candidate";
+
+	if (!bad)
+		return 0;
+	if (!o->skip_other)
+		return cli_error("'%s': dataset '%s': %s (--skip-other leaves out tensors that are not floats)",
+				 b->other_dtype ? o->base_path : o->cand_path, bad->name, bad->problem);
+	char *why = NULL;
+	if (asprintf(&why, "%s (in %s)", bad->problem, where) < 0)
+		why = NULL;
+	res->skipped = realloc(res->skipped, (res->n_skipped + 1) * sizeof(*res->skipped));
+	res->skipped[res->n_skipped].name = strdup(bad->name);
+	res->skipped[res->n_skipped++].why = why;
+	return -1;
+}
+
 static int run_compare(const struct options *o, struct compare_result *res)
 {
 	struct wd_ckpt_box *base = NULL, *cand = NULL, **pck = NULL;
@@ -672,6 +710,12 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			push_name(&res->only_base, &res->n_only_base, name);
 			continue;
 		}
+		if ((r = other_dtype(o, res, wd_ckpt_entry(bl, i), wd_ckpt_entry(cl, (size_t)ci))) > 0)
+			goto out;
+		if (r < 0) {	/* skipped, and listed */
+			r = 0;
+			continue;
+		}
 		struct layer_result *lr = &res->layers[res->n_layers++];
 		r = compare_layer(e, o, base, cand, pck, i, (size_t)ci, lr, tm);
 		if (r == -EIO) {	/* the engine fell back to the CPU: once more */
@@ -721,6 +765,11 @@ static void result_release(struct compare_result *res)
 	free(res->only_base);
 	free(res->only_cand);
 	free(res->unmatched_hint);
+	for (size_t i = 0; i < res->n_skipped; i++) {
+		free(res->skipped[i].name);
+		free(res->skipped[i].why);
+	}
+	free(res->skipped);
 	free((char *)res->engine);
 }
 

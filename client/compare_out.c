@@ -201,6 +201,10 @@ void compare_print_table(const struct compare_result *r)
 		printf("unmatched  %s (only in the candidate)\n", r->only_cand[i]);
 	if (r->unmatched_hint)
 		printf("note       %s\n", r->unmatched_hint);
+	if (r->n_skipped)	/* --skip-other: not floats, left out of every row above */
+		printf("\n");
+	for (size_t i = 0; i < r->n_skipped; i++)
+		printf("skipped    %s: %s\n", r->skipped[i].name, r->skipped[i].why ? r->skipped[i].why : "");
 	summary_release(&s);
 	table_release(&t);
 }
@@ -290,6 +294,10 @@ int compare_print_json(const struct compare_result *r)
 				  "ratio_max", jnum(s.ratio_max[k]),
 				  "ratio_weighted", jnum(s.ratio_weighted[k])));
 	}
+	json_t *skipped = json_array();
+	for (size_t i = 0; i < r->n_skipped; i++)
+		json_array_append_new(skipped, json_pack("{s:s,s:s}", "name", r->skipped[i].name,
+							 "why", r->skipped[i].why ? r->skipped[i].why : ""));
 	json_t *root = json_pack(
 		"{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:{s:o,s:o},s:{s:I,s:I,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:o}}",
 		"baseline", r->baseline, "candidate", r->candidate,
@@ -305,6 +313,10 @@ int compare_print_json(const struct compare_result *r)
 					"candidate", jnonfinite(&s.nf_cand),
 			   "proxies", psum);
 	summary_release(&s);
+	if (root)	/* --skip-other's: [] without it */
+		json_object_set_new(root, "skipped", skipped);
+	else
+		json_decref(skipped);
 	if (root && r->timings.on)
 		json_object_set_new(root, "timings",
 			json_pack("{s:f,s:f,s:f,s:f}", "total_s", r->timings.total,

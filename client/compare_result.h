@@ -50,6 +50,10 @@ struct compare_result {
 	size_t n_only_base, n_only_cand;
 	char **only_base, **only_cand;
 	char *unmatched_hint;	/* unmatched names that differ by a prefix; NULL: none */
+	size_t n_skipped;	/* --skip-other: tensors not compared, their element type not a float */
+	struct compare_skipped {
+		char *name, *why;
+	} *skipped;
 	struct compare_timings timings;
 };
 

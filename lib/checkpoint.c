@@ -180,10 +180,12 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 		else if (size == 2 && spos == 15 && mpos == 0 && esize == 8 &&
 			 msize == 7 && bias == 127)
 			en->dtype = WD_BF16;
-		else
+		else {
 			snprintf(en->problem, sizeof(en->problem),
 				 "unsupported float type (%zu bytes, %zu exponent bits, %zu mantissa bits)",
 				 size, esize, msize);
+			en->other_dtype = 1;
+		}
 		return 0;
 	}
 	case H5T_INTEGER:
@@ -200,10 +202,12 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 			snprintf(en->problem, sizeof(en->problem),
 				 "attribute dtype = \"bfloat16\" needs a uint16 dataset, not a %zu-byte %s integer",
 				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
-		else
+		else {
 			snprintf(en->problem, sizeof(en->problem),
 				 "unsupported element type (%zu-byte %s integer; bf16 as uint16 needs the attribute dtype = \"bfloat16\")",
 				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed");
+			en->other_dtype = 1;
+		}
 		return 0;
 	case H5T_STRING: snprintf(tag, sizeof(tag), "string"); break;
 	case H5T_COMPOUND: snprintf(tag, sizeof(tag), "compound"); break;
@@ -213,6 +217,7 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 	default: snprintf(tag, sizeof(tag), "HDF5 class %d", (int)H5Tget_class(type)); break;
 	}
 	snprintf(en->problem, sizeof(en->problem), "unsupported element type (%s)", tag);
+	en->other_dtype = 1;
 	return 0;
 }
 

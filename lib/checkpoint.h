@@ -29,6 +29,12 @@ struct wd_ckpt_entry {
 	char *name;
 	/* Empty when the dataset is a tensor we can read; else why not. */
 	char problem[128];
+	/*
+	 * With a problem: its element type is none of the four floats (an
+	 * integer counter, a string, fp8), which compare --skip-other leaves
+	 * out; 0 for a file's mistake (a bf16 attribute on the wrong type).
+	 */
+	int other_dtype;
 	enum wd_dtype dtype;
 	uint64_t numel;
 	int rank;

@@ -566,6 +566,19 @@ run compare "$T/trunc_eof.h5" "$T/big.h5" --layers small
 check "truncated data: the tensors that are whole still compare (--layers small): exit 0" rc_is 0
 expect_fail "int32 dataset (baseline)" "$T/int32.h5" "bad.int" -- compare "$T/int32.h5" "$T/int32.h5"
 check "int32: says the element type is unsupported" err_has "unsupported element type"
+check "... and that --skip-other leaves such tensors out" err_has "(--skip-other leaves out tensors that are not floats)"
+# --skip-other: an integer counter (BatchNorm's num_batches_tracked) left out, loudly; the floats compared
+run compare "$T/int32.h5" "$T/int32.h5" --skip-other
+check "--skip-other: exit 0, the int32 tensor listed as skipped, with why" eval \
+	'rc_is 0 && out_has "skipped    bad.int: unsupported element type (4-byte signed integer" && out_has "good"'
+run compare "$T/int32.h5" "$T/int32.h5" --skip-other --json
+check "--skip-other --json: \"skipped\": [{name, why}], the float compared" eval \
+	'rc_is 0 && $PYTHON -c "import json,sys; d=json.load(open(sys.argv[1])); s=d[\"skipped\"]; assert [x[\"name\"] for x in s]==[\"bad.int\"] and \"integer\" in s[0][\"why\"] and [l[\"name\"] for l in d[\"layers\"]]==[\"good\"]" "$tmp/out"'
+run compare "$T/int32_asf32.h5" "$T/int32.h5" --skip-other
+check "--skip-other: a float in one file and an integer in the other is skipped too, naming the file" eval \
+	'rc_is 0 && out_has "skipped    bad.int: unsupported element type" && out_has "(in the candidate)"'
+expect_fail "--skip-other does not hide a file's mistake: a bf16 attribute on an int16 dataset" "$T/bf16_i16.h5" \
+	"emb" "bfloat16" -- compare "$T/bf16_u16.h5" "$T/bf16_i16.h5" --skip-other
 expect_fail "int32 dataset in the candidate, f32 in the baseline" "$T/int32.h5" "bad.int" -- \
 	compare "$T/int32_asf32.h5" "$T/int32.h5"
 check "the message does not blame the good baseline" eval '! err_has "int32_asf32"'
