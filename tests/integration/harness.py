@@ -183,6 +183,14 @@ def bench_config(d, budget, limits, study, baseline, candidates, proxies=None):
         proxies=f"    proxies: {{{', '.join(f'{k}: {v}' for k, v in proxies.items())}}}\n" if proxies else "")
 
 
+def stop_procs(procs):
+    """Kills and reaps, by pid, every process of procs still running (a test's ranks and jobs)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def teardown(dm, tmp, ctx=None):
     """Stops the daemon by pid, shows its log when a check failed, removes tmp."""
     dm.stop(signal.SIGKILL)

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
+from harness import Daemon, check, package_env, stop_procs, summary, teardown  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
@@ -192,10 +192,7 @@ def main():
               and all(x.startswith("ValueError run 'fa': ") for x in lines),
               "a rank out of range, or without ranks: ValueError naming it", r.stdout + r.stderr)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_procs(procs)
         teardown(dm, tmp)
     return summary()
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, package_env, summary, teardown  # noqa: E402
+from harness import Daemon, check, package_env, stop_procs, summary, teardown  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
@@ -185,10 +185,7 @@ def main():
         check(not [x for x in dm.log_text().splitlines() if "run 'slow'" in x and "waits for rank" in x],
               "... and no rank said to be missing: those that reconnected came back", dm.log_text()[-2000:])
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_procs(procs)
         teardown(dm, tmp)
     return summary()
 

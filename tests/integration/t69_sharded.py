@@ -226,10 +226,7 @@ def main():
               "\n".join(l for l in log.splitlines() if "30" in l))
         check(dm.stop() == 0, "daemon stopped")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        harness.stop_procs(procs)
         harness.teardown(dm, tmp, ctx)
     return harness.summary()
 
