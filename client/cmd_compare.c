@@ -634,16 +634,25 @@ static int other_dtype(const struct options *o, struct compare_result *res, cons
 	const char *where = b->other_dtype && c->other_dtype ? "both" : b->other_dtype ? "the baseline" :
 			    "the candidate";
 
-	if (!bad)
+	/* a file's own mistake (a bf16 attribute on the wrong type) is never skipped: reading it says */
+	if (!bad || (b->problem[0] && !b->other_dtype) || (c->problem[0] && !c->other_dtype))
 		return 0;
 	if (!o->skip_other)
 		return cli_error("'%s': dataset '%s': %s (--skip-other leaves out tensors that are not floats)",
 				 b->other_dtype ? o->base_path : o->cand_path, bad->name, bad->problem);
-	char *why = NULL;
+	char *why = NULL, *name = strdup(bad->name);
+	struct compare_skipped *v = realloc(res->skipped, (res->n_skipped + 1) * sizeof(*v));
 	if (asprintf(&why, "%s (in %s)", bad->problem, where) < 0)
 		why = NULL;
-	res->skipped = realloc(res->skipped, (res->n_skipped + 1) * sizeof(*res->skipped));
-	res->skipped[res->n_skipped].name = strdup(bad->name);
+	if (!v || !name || !why) {
+		free(why);
+		free(name);
+		if (v)
+			res->skipped = v;
+		return cli_error("out of memory listing the skipped tensors");
+	}
+	res->skipped = v;
+	res->skipped[res->n_skipped].name = name;
 	res->skipped[res->n_skipped++].why = why;
 	return -1;
 }

@@ -35,11 +35,7 @@ const char *dc_config_path(const char *given)
 	return realpath(f.path, real) ? real : f.path;
 }
 
-/*
- * " OPT WORD" appended to out at *at, WORD in single quotes when it holds
- * anything but the plain characters of paths; -1 when it does not fit.
- */
-static int shell_arg(char *out, size_t len, size_t *at, const char *opt, const char *s)
+int dc_shell_arg(char *out, size_t len, size_t *at, const char *opt, const char *s)
 {
 	size_t o = *at;
 	int plain = s[0] && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -47,7 +43,7 @@ static int shell_arg(char *out, size_t len, size_t *at, const char *opt, const c
 
 	if (o + strlen(opt) + 3 >= len)
 		return -1;
-	o += (size_t)snprintf(out + o, len - o, " %s ", opt);
+	o += (size_t)snprintf(out + o, len - o, opt[0] ? " %s " : " ", opt);
 	if (!plain)
 		out[o++] = '\'';
 	for (; *s; s++) {
@@ -74,10 +70,10 @@ const char *dc_again(const struct dc_target *t)
 
 	buf[0] = 0;
 	/* every option that chose the daemon or its keys, as given: --endpoint overrides -c's */
-	if ((t->config && shell_arg(buf, sizeof(buf), &at, "-c", t->config) < 0) ||
-	    (t->control && shell_arg(buf, sizeof(buf), &at, "--endpoint", t->control) < 0) ||
-	    (t->server_key && shell_arg(buf, sizeof(buf), &at, "--server-key", t->server_key) < 0) ||
-	    (t->key && shell_arg(buf, sizeof(buf), &at, "--key", t->key) < 0))
+	if ((t->config && dc_shell_arg(buf, sizeof(buf), &at, "-c", t->config) < 0) ||
+	    (t->control && dc_shell_arg(buf, sizeof(buf), &at, "--endpoint", t->control) < 0) ||
+	    (t->server_key && dc_shell_arg(buf, sizeof(buf), &at, "--server-key", t->server_key) < 0) ||
+	    (t->key && dc_shell_arg(buf, sizeof(buf), &at, "--key", t->key) < 0))
 		buf[0] = 0;	/* none rather than a path cut short */
 	return buf;
 }

@@ -52,6 +52,12 @@ struct wd_config;
  * was, or when they do not fit. A static buffer.
  */
 const char *dc_again(const struct dc_target *t);
+/*
+ * " OPT WORD" (" WORD" when opt is "") appended to out at *at, WORD in
+ * single quotes when it holds anything but the plain characters of paths,
+ * so that the line pastes into a shell; -1 when it does not fit.
+ */
+int dc_shell_arg(char *out, size_t len, size_t *at, const char *opt, const char *s);
 
 /*
  * The file the CLI reads (config_find.h: -c FILE, $WDRIFT_CONFIG,

@@ -58,13 +58,14 @@ int study_args_parse(int argc, char **argv, const char *usage, int with_csv, str
  * The storage directory of the daemon of config, as it resolved it (its
  * `status`), into out: 0, or -1 when it does not answer. A relative
  * storage.dir is the daemon's, from the directory it started in, which the
- * CLI cannot know otherwise.
+ * CLI cannot know otherwise. -2 when it answered without one (an older
+ * wdriftd, or a refusal).
  */
 static int daemon_storage(const char *config, char *out, size_t len)
 {
 	struct dc_target t = { .config = config };
 	char err[512], *reply = NULL;
-	int rc = -1;
+	int rc = -2;
 
 	if (dc_resolve(&t, err, sizeof(err)) < 0 ||
 	    dc_request(&t, "{\"v\":1,\"cmd\":\"status\"}", &reply, err, sizeof(err)) < 0)
@@ -87,8 +88,9 @@ static int daemon_storage(const char *config, char *out, size_t len)
 static void relative_log(struct study_data *sd, const char *study)
 {
 	char dir[PATH_MAX], cwd[PATH_MAX];
+	int r = daemon_storage(sd->config_path, dir, sizeof(dir));
 
-	if (daemon_storage(sd->config_path, dir, sizeof(dir)) == 0) {
+	if (r == 0) {
 		snprintf(sd->log_path, sizeof(sd->log_path), "%.3800s/drift/%.200s.h5", dir, study);
 		return;
 	}
@@ -96,8 +98,9 @@ static void relative_log(struct study_data *sd, const char *study)
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), ".");
 	fprintf(stderr, "wdrift %s: storage.dir '%s' in %s is relative to the directory wdriftd started in, "
-		"and wdriftd is not answering to say which: reading %s/%s from this directory (--log FILE "
-		"reads another)\n", cli_cmd, sd->cfg.storage.dir, sd->config_path, cwd, sd->log_path);
+		"and wdriftd %s: reading %s/%s from this directory (--log FILE reads another)\n", cli_cmd,
+		sd->cfg.storage.dir, sd->config_path, r == -1 ? "is not answering to say which" :
+		"answered without saying which", cwd, sd->log_path);
 }
 
 int study_data_load(struct study_data *sd, const char *study, const char *config,

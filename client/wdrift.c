@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "daemon_client.h"
 #include "near_name.h"
 #include "wdrift.h"
 
@@ -59,18 +60,29 @@ int main(int argc, char **argv)
 			cli_cmd = commands[i].name;
 			return commands[i].run(argc - 1, argv + 1);
 		}
-	/* an option before the command (`wdrift -c FILE runs`, as git takes -C): the line reordered */
-	for (int k = 2; argv[1][0] == '-' && k < argc; k++)
-		for (size_t i = 0; i < N_COMMANDS; i++) {
+	/*
+	 * An option before the command (`wdrift -c FILE runs`, as git takes
+	 * -C): the line reordered, quoted to paste. A word right after an
+	 * option that takes a value is that value, not the command.
+	 */
+	static const char *const valued[] = { "-c", "--config", "--endpoint", "--server-key", "--key" };
+	for (int k = 2; argv[1][0] == '-' && k < argc; k++) {
+		int value = 0;
+		for (size_t v = 0; v < sizeof(valued) / sizeof(valued[0]); v++)
+			value |= !strcmp(argv[k - 1], valued[v]);
+		for (size_t i = 0; !value && i < N_COMMANDS; i++) {
+			char line[4096];
+			size_t at = 0;
 			if (strcmp(argv[k], commands[i].name))
 				continue;
-			fprintf(stderr, "wdrift: options go after the command: wdrift %s", argv[k]);
+			dc_shell_arg(line, sizeof(line), &at, "", argv[k]);
 			for (int j = 1; j < argc; j++)
-				if (j != k)
-					fprintf(stderr, " %s", argv[j]);
-			fputc('\n', stderr);
+				if (j != k && dc_shell_arg(line, sizeof(line), &at, "", argv[j]) < 0)
+					break;
+			fprintf(stderr, "wdrift: options go after the command: wdrift%s\n", line);
 			return EXIT_USAGE;
 		}
+	}
 	/* a typo: the nearest command, as the daemon's names are suggested (near_name.h) */
 	const char *best = NULL;
 	size_t bestd = SIZE_MAX;

@@ -14,6 +14,7 @@
 #include "ingest_internal.h"
 #include "log.h"
 #include "logging.h"
+#include "utf8.h"
 
 void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
@@ -99,6 +100,7 @@ void ingest_fail(struct ingest *ix, const struct frames *m, const struct wire_he
 	struct wire_error err = { .code = code };
 	snprintf(err.field, sizeof(err.field), "%s", field);
 	snprintf(err.reason, sizeof(err.reason), "%.255s", reason);
+	wd_utf8_scrub(err.reason);	/* a name cut inside a character: the reply's JSON would lose it */
 	ingest_reply_error(ix, m, in, &err);
 }
 

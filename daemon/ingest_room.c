@@ -230,7 +230,7 @@ void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap)
 
 	ingest_unlink_snapshot(s, snap);
 	snapshot_free(s, snap);
-	if (!r || r->n_durable)
+	if (!r || r->n_durable || r->expired)	/* a step that expired stays said (runs, drift) */
 		return;
 	for (struct snapshot *p = s->pending; p; p = p->next)
 		if (p->run == r)

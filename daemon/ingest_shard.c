@@ -334,9 +334,8 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
-		: alone ? snprintf(hint, sizeof(hint), " (a re-run? the first job has ended: give this one "
-				   "another run name, or stop it, `wdrift runs rm %.40s`, and start it again)",
-				   r->name)
+		: alone ? snprintf(hint, sizeof(hint), " (a re-run? the first job has ended: rename this one, or "
+				   "stop it, `wdrift runs rm %.40s`, and start it again)", r->name)
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
 				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
 	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
@@ -364,7 +363,7 @@ void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const 
 		return;
 	}
 	l->who = "ingest";
-	l->what = "conflicts";
+	l->what = "'refused as a conflict' lines";
 	l->note = " (wdrift runs counts them by run)";
 	if (log_limit_may(l, t))
 		log_warning("ingest: refused as a conflict: run '%.100s' step %lld: %.200s (%llu since this "

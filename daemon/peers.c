@@ -74,7 +74,7 @@ struct gone_rank {
 };
 
 #define GONE_MAX 64		/* watched at once; the oldest goes first */
-#define GONE_GRACE 5.0		/* s: a publisher reconnects within its backoff (at most 5 s and a quarter) */
+#define GONE_GRACE 10.0		/* s: a publisher reconnects within its backoff (at most 5 s and a quarter) */
 #define GONE_KEEP 3600.0	/* s: watched for a step that waits for it at most this long */
 
 struct peers {
@@ -361,9 +361,17 @@ size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
 /* A connection on fd ended: a line when it ended in the middle of something. */
 static void gone_add(struct peers *p, const struct peer *e, double t)
 {
-	if (p->n_gone == GONE_MAX)
+	struct gone_rank *g = NULL;
+
+	/* the same rank closing again: one entry, its grace from this close */
+	for (size_t i = 0; i < p->n_gone && !g; i++)
+		if (p->gone[i].session == e->session && p->gone[i].rank == (uint64_t)e->rank &&
+		    !strcmp(p->gone[i].run, e->run))
+			g = &p->gone[i];
+	if (!g && p->n_gone == GONE_MAX)
 		memmove(p->gone, p->gone + 1, --p->n_gone * sizeof(p->gone[0]));
-	struct gone_rank *g = &p->gone[p->n_gone++];
+	if (!g)
+		g = &p->gone[p->n_gone++];
 	snprintf(g->run, sizeof(g->run), "%s", e->run);
 	snprintf(g->addr, sizeof(g->addr), "%s", e->addr);
 	g->session = e->session;
@@ -489,31 +497,35 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 }
 
 /*
- * Whether g's publisher may be back, or coming: a connection of its
- * session is open, or one that names its run has committed nothing yet
- * (a re-send on a new connection, its session not known until its
- * commit). 2 when no connection names the run at all: the job has ended.
+ * Whether g's publisher is back: 3 when a connection of its session is
+ * open (forgotten: a later close of it is watched anew); 1 when one that
+ * names its run has committed nothing yet (a re-send on a new connection,
+ * its session not known until its commit: wait); 2 when no connection
+ * names the run at all (the job has ended); else 0.
  */
 static int gone_back(const struct peers *p, const struct gone_rank *g)
 {
-	int any = 0;
+	int any = 0, unknown = 0;
 
 	for (size_t fd = 0; fd < p->cap; fd++) {
 		const struct peer *e = &p->v[fd];
 		if (!e->open || strcmp(e->run, g->run))
 			continue;
-		if (e->session == g->session || !e->session)
-			return 1;
+		if (e->session == g->session)
+			return 3;
+		unknown |= !e->session;
 		any = 1;
 	}
-	return any ? 0 : 2;
+	return unknown ? 1 : any ? 0 : 2;
 }
 
 void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx)
 {
 	for (size_t i = 0; p && i < p->n_gone;) {
 		struct gone_rank *g = &p->gone[i];
-		int back = now - g->at < GONE_GRACE ? -1 : gone_back(p, g);
+		int back = gone_back(p, g);
+		if (back != 3 && now - g->at < GONE_GRACE)
+			back = -1;
 		int64_t step = back == 0 ? waits(ctx, g->run, g->rank, g->ranks) : -1;
 		if (back == -1 || (back == 1 && now - g->at < GONE_KEEP) ||
 		    (back == 0 && step < 0 && now - g->at < GONE_KEEP)) {

@@ -9,6 +9,7 @@
 #include "identity.h"
 #include "commit_ranks.h"
 #include "state.h"
+#include "utf8.h"
 
 double now_mono(void)
 {
@@ -103,6 +104,7 @@ void run_note_expired(struct run *r, int64_t step, const char *why)
 	r->expired_step = step;
 	r->expired_wall = now_wall();
 	snprintf(r->expired_why, sizeof(r->expired_why), "%s", why);
+	wd_utf8_scrub(r->expired_why);	/* cut inside a name: runs and drift carry it as JSON */
 }
 
 void run_note_conflict(struct run *r, int64_t step)

@@ -198,7 +198,8 @@ int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, c
 	size_t at = 0;
 
 	buf[0] = 0;
-	if (!r->expired)
+	/* a re-send of that step made it durable since: "never durable" would be false */
+	if (!r->expired || run_is_durable(r, r->expired_step))
 		return 0;
 	run_role(cfg, st, r, role, sizeof(role));
 	wall_said(r->expired_wall, when, sizeof(when));

@@ -260,7 +260,8 @@ static int conflict_said_before(struct wd_publisher *p, const struct pub_snapsho
 	const char *hint = strrchr(reason, '(');
 
 	hint = hint ? hint : "";
-	if (p->conflict_said && !strncmp(hint, p->conflict_hint, sizeof(p->conflict_hint) - 1))
+	/* no hint (an older daemon's reason): each one whole, as nothing tells them alike */
+	if (p->conflict_said && hint[0] && !strncmp(hint, p->conflict_hint, sizeof(p->conflict_hint) - 1))
 		return 1;
 	p->conflict_said = 1;
 	p->conflict_said_step = snap->step;

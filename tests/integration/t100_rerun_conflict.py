@@ -110,7 +110,7 @@ def main():
         check("raised" in r.stdout and "conflict" in r.stdout, "the re-run's job is refused (WdriftError)",
               r.stdout + r.stderr)
         # the first job has ended: "stop both jobs" would send the user looking for it
-        check("the first job has ended: give this one another run name, or stop it, `wdrift runs rm fa`, and start it again)"
+        check("the first job has ended: rename this one, or stop it, `wdrift runs rm fa`, and start it again)"
               in r.stdout and "both jobs" not in r.stdout,
               "... told that the first job has ended, and the way out for this one alone", r.stdout)
 

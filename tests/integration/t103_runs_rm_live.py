@@ -222,7 +222,7 @@ def main():
             jobs.append(j)
             said = j.step(0)
             j.close()
-        check(said.startswith("raised") and f"has ended: give this one another run name, or stop it, `wdrift runs rm {name}`, and "
+        check(said.startswith("raised") and f"has ended: rename this one, or stop it, `wdrift runs rm {name}`, and "
               "start it again)" in said, "long names: the conflict's hint whole, the tensor's words clipped instead "
               "(the first job has ended)", said)
 

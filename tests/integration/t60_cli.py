@@ -207,6 +207,10 @@ def main():
         r = wd("-c", cfg, "runs", "--json")
         check(r.returncode == 2 and f"options go after the command: wdrift runs -c {cfg} --json" in r.stderr,
               "an option before the command: the line, reordered", r.stderr)
+        r = wd("-c", "status", "runs", "--endpoint", "ipc:///a b")
+        check(r.returncode == 2 and "options go after the command: wdrift runs -c status --endpoint 'ipc:///a b'"
+              in r.stderr, "... an option's value that is a command's name is the value; a word with a space "
+              "quoted (a review)", r.stderr)
         r = wd("studies", "fa", "-c", cfg)
         check(r.returncode == 2 and "unexpected argument 'fa': `wdrift studies` takes options only; "
               "`wdrift drift STUDY` shows one study" in r.stderr, "studies given a study: says what shows one",

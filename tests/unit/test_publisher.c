@@ -247,7 +247,7 @@ int main(void)
 	wd_publisher_begin(p, 8);
 	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
 	CHECK(wd_publisher_commit(p) == 0, "commit step 8");
-	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content");
+	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content (a re-run?)");
 	CHECK(last_session == first_session, "every commit of one publisher gives its one session");
 	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "the refused snapshot leaves the queue (no deadlock)");
 	char msg[512];
@@ -256,7 +256,7 @@ int main(void)
 	      "the conflict's message is kept: %s", msg);
 	CHECK(logged >= 1, "the refusal went to the log handler (%d lines)", logged);
 	CHECK(wd_publisher_last_outcome(p, &out) == 0 && out.kind == WD_OUTCOME_REFUSED && out.step == 8 &&
-	      !strcmp(out.code, "conflict") && !strcmp(out.reason, "other content"),
+	      !strcmp(out.code, "conflict") && !strcmp(out.reason, "other content (a re-run?)"),
 	      "its outcome: refused, with the daemon's code and reason (%s: %s)", out.code, out.reason);
 	CHECK(strstr(logged_msg, "run 'r' step 8 refused: conflict: other content"),
 	      "the first conflict is logged whole: %s", logged_msg);
@@ -265,7 +265,7 @@ int main(void)
 	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
 	CHECK(wd_publisher_commit(p) == 0, "commit step 9");
 	int before = logged;
-	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content");
+	n = receive_snapshot(r, g, 64, &tensors, &ranks, "other content (a re-run?)");
 	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "step 9 refused too");
 	CHECK(logged == before + 1 && strstr(logged_msg, "run 'r' step 9 refused: conflict, as step 8 was "
 					     "(2 conflicts so far)") && !strstr(logged_msg, "other content"),
@@ -273,6 +273,14 @@ int main(void)
 	CHECK(wd_publisher_refusals(p, 1, msg, sizeof(msg)) == 2 &&
 	      strstr(msg, "run 'r' step 9 refused: conflict: other content"),
 	      "... while the message kept for the caller is whole: %s", msg);
+	/* a reason with no hint (an older daemon's) is no reason to think it said: whole again */
+	wd_publisher_begin(p, 10);
+	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+	CHECK(wd_publisher_commit(p) == 0, "commit step 10");
+	n = receive_snapshot(r, g, 64, &tensors, &ranks, "no hint here");
+	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "step 10 refused");
+	CHECK(strstr(logged_msg, "run 'r' step 10 refused: conflict: no hint here"),
+	      "a conflict whose reason has no hint: logged whole (a review): %s", logged_msg);
 	logged_pub = NULL;
 	wd_log_set(WD_LOG_ERR, NULL);
 
@@ -288,7 +296,7 @@ int main(void)
 	CHECK(wd_publisher_commit(solo) == 0, "its other half added, the commit goes");
 	wd_publisher_close(&solo, 0);
 
-	CHECK(wd_publisher_close(&p, 1000) == 2 && !p, "close: the refused snapshots count as dropped");
+	CHECK(wd_publisher_close(&p, 1000) == 3 && !p, "close: the refused snapshots count as dropped");
 
 	/* nobody listening, 2 tries: the snapshot is given up, and the queue empties */
 	char nobody[160];
