@@ -180,7 +180,7 @@ static void test_bad_files(void)
 	} others[] = {
 		{ "torch.save", "PK\x03\x04\x14\0\0\0", 8, "a zip archive, as PyTorch's torch.save writes" },
 		{ "legacy torch.save", "\x80\x02\x8a\x0alZ\xfc", 8, "a Python pickle" },
-		{ "safetensors", "\x20\0\0\0\0\0\0\0{\"w\":{\"dtype\":\"F32\"}}         ", 40, "a safetensors file" },
+		{ "safetensors", "\x15\0\0\0\0\0\0\0{\"w\":{\"dtype\":\"F32\"}}", 29, "a safetensors file" },
 		{ "numpy .npy", "\x93NUMPY\x01\0", 8, "a numpy .npy file" },
 	};
 	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
