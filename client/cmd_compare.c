@@ -538,6 +538,36 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
  * CPU); or cli_error's status. Both files' children read at once; the two
  * tensors are then prepared as one batch.
  */
+/* "(32, 64)" into out (len bytes). */
+static void shape_said(const struct wd_ckpt_entry *en, char *out, size_t len)
+{
+	size_t at = (size_t)snprintf(out, len, "(");
+	for (int d = 0; d < en->rank && at < len; d++)
+		at += (size_t)snprintf(out + at, len - at, "%s%llu", d ? ", " : "", (unsigned long long)en->dims[d]);
+	if (at < len)
+		snprintf(out + at, len - at, "%s", en->rank == 1 ? ",)" : ")");
+}
+
+/*
+ * Two tensors of one name with as many elements and other shapes (a
+ * transposed weight, a flattened one): W1 does not look at shapes, but
+ * max|a-b|, rel L2 and n_diff pair the elements in row-major order, which a
+ * table alone did not say (a trial). The note, or NULL.
+ */
+static char *shape_note(const struct wd_ckpt_entry *b, const struct wd_ckpt_entry *c)
+{
+	char bs[256], cs[256], *note = NULL;
+
+	if (b->numel != c->numel || (b->rank == c->rank && !memcmp(b->dims, c->dims, (size_t)b->rank * sizeof(b->dims[0]))))
+		return NULL;
+	shape_said(b, bs, sizeof(bs));
+	shape_said(c, cs, sizeof(cs));
+	if (asprintf(&note, "shapes %s and %s differ: max|a-b|, rel L2 and n_diff pair the elements in "
+		     "row-major order", bs, cs) < 0)
+		return NULL;
+	return note;
+}
+
 static int compare_layer(struct wd_engine *e, const struct options *o,
 			 struct wd_ckpt_box *base, struct wd_ckpt_box *cand,
 			 struct wd_ckpt_box **pck, size_t bi, size_t ci,
@@ -552,6 +582,7 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	int r;
 
 	lr->name = strdup(be->name);
+	lr->shape_note = shape_note(be, wd_ckpt_entry(wd_ckpt_box_listing(cand), ci));
 	lr->proxy_w1 = calloc(o->n_proxies + 1, sizeof(double));
 	lr->ratio = calloc(o->n_proxies + 1, sizeof(double));
 	if ((r = request(base, bi)) || (r = request(cand, ci)) ||
@@ -757,6 +788,7 @@ out:
 static void layer_release(struct layer_result *lr)
 {
 	free(lr->name);
+	free(lr->shape_note);
 	free(lr->proxy_w1);
 	free(lr->ratio);
 	memset(lr, 0, sizeof(*lr));

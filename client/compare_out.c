@@ -201,6 +201,13 @@ void compare_print_table(const struct compare_result *r)
 		printf("unmatched  %s (only in the candidate)\n", r->only_cand[i]);
 	if (r->unmatched_hint)
 		printf("note       %s\n", r->unmatched_hint);
+	for (size_t i = 0, first = 1; i < r->n_layers; i++)
+		if (r->layers[i].shape_note) {
+			if (first && !(r->n_only_base || r->n_only_cand))
+				printf("\n");
+			first = 0;
+			printf("note       %s: %s\n", r->layers[i].name, r->layers[i].shape_note);
+		}
 	if (r->n_skipped)	/* --skip-other: not floats, left out of every row above */
 		printf("\n");
 	for (size_t i = 0; i < r->n_skipped; i++)
@@ -238,7 +245,7 @@ static json_t *jlayer(const struct compare_result *r, const struct layer_result 
 		json_object_set_new(proxies, r->proxies[k].label,
 				    json_pack("{s:o,s:o}", "w1", jnum(l->proxy_w1[k]),
 					      "ratio", jnum(l->ratio[k])));
-	return json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:{s:o,s:o},s:o}",
+	json_t *o = json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:o,s:{s:o,s:o},s:{s:o,s:o},s:o}",
 		"name", l->name,
 		"numel", (json_int_t)l->numel,
 		"numel_candidate", (json_int_t)d->numel,
@@ -252,6 +259,9 @@ static json_t *jlayer(const struct compare_result *r, const struct layer_result 
 			     "candidate", jnonfinite(&d->nonfinite),
 		"stats", "baseline", jsummary(&l->base), "candidate", jsummary(&l->cand),
 		"proxies", proxies);
+	if (o && l->shape_note)	/* only then: the element-wise values pair elements of other shapes */
+		json_object_set_new(o, "shape_note", json_string(l->shape_note));
+	return o;
 }
 
 static json_t *jnames(char **names, size_t n)

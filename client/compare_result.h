@@ -25,6 +25,8 @@ struct layer_result {
 	struct wd_summary base, cand;
 	double *proxy_w1;	/* one per proxy */
 	double *ratio;		/* wd_drift_ratio(drift.w1, proxy_w1) */
+	/* equal counts, other shapes (a transposed weight): what the element-wise columns mean; NULL */
+	char *shape_note;
 };
 
 /*

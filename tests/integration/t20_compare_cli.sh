@@ -188,6 +188,9 @@ with h5py.File(T + "/null.h5", "w") as f:
     f["good"] = good["good"]
     f.create_dataset("bad.null", data=h5py.Empty("f4"))
 gen.write_checkpoint(T + "/good.h5", good)
+# one weight transposed in the candidate: equal counts, other shapes
+gen.write_checkpoint(T + "/shape_a.h5", {"w": w(2048).reshape(32, 64), "v": w(10)})
+gen.write_checkpoint(T + "/shape_b.h5", {"w": w(2048).reshape(64, 32), "v": w(10)})
 
 # A large contiguous dataset, to be cut in half.
 gen.write_checkpoint(T + "/big.h5", {"small": w(10), "big": w(1 << 20)})
@@ -567,6 +570,13 @@ check "truncated data: the tensors that are whole still compare (--layers small)
 expect_fail "int32 dataset (baseline)" "$T/int32.h5" "bad.int" -- compare "$T/int32.h5" "$T/int32.h5"
 check "int32: says the element type is unsupported" err_has "unsupported element type"
 check "... and that --skip-other leaves such tensors out" err_has "(--skip-other leaves out tensors that are not floats)"
+# a transposed weight: W1 as ever, and a note that the element-wise columns pair row-major elements
+run compare "$T/shape_a.h5" "$T/shape_b.h5"
+check "equal counts, other shapes: exit 0 and a note naming the tensor and both shapes" eval \
+	'rc_is 0 && out_has "note       w: shapes (32, 64) and (64, 32) differ: max|a-b|, rel L2 and n_diff pair the elements in row-major order" && out_lacks "note       v:"'
+run compare "$T/shape_a.h5" "$T/shape_b.h5" --json
+check "--json: \"shape_note\" on that layer only" eval \
+	'rc_is 0 && $PYTHON -c "import json,sys; d={l[\"name\"]: l for l in json.load(open(sys.argv[1]))[\"layers\"]}; assert \"(64, 32)\" in d[\"w\"][\"shape_note\"] and \"shape_note\" not in d[\"v\"]" "$tmp/out"'
 # --skip-other: an integer counter (BatchNorm's num_batches_tracked) left out, loudly; the floats compared
 run compare "$T/int32.h5" "$T/int32.h5" --skip-other
 check "--skip-other: exit 0, the int32 tensor listed as skipped, with why" eval \
