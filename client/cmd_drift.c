@@ -161,12 +161,11 @@ static void print_completeness(json_t *res, const char *again)
 /* The study's runs that sent nothing (a reload's typo?), and the candidates it no longer names. */
 static void print_silent(json_t *res)
 {
-	const char *silent = json_string_value(json_object_get(res, "silent")), *run;
+	const char *run;
 	json_t *cand;
 	size_t n = 0;
 
-	if (silent)
-		printf("silent     %s\n", silent);
+	dc_said(res, "silent");
 	/* alignment.tolerance: a run whose row compared another of its steps than this one */
 	json_t *steps = json_object_get(res, "run_steps"), *at;
 	const char *name;
@@ -175,15 +174,14 @@ static void print_silent(json_t *res)
 		printf("%s%s at its step %lld", k++ ? ", " : "aligned    ", name, (long long)json_integer_value(at));
 	if (k)
 		printf(" (alignment.tolerance %lld)\n", dc_int(res, "alignment_tolerance"));
-	/* a re-run under the same name was refused: the rows are not its job's now */
-	if (json_string_value(json_object_get(res, "refused")))
-		printf("refused    %s\n", json_string_value(json_object_get(res, "refused")));
-	/* two jobs published a run at once: its rows may be of either */
-	if (json_string_value(json_object_get(res, "mixed")))
-		printf("mixed      %s\n", json_string_value(json_object_get(res, "mixed")));
-	/* a rank died: steps that expired incomplete have no rows, and will not (not "yet") */
-	if (json_string_value(json_object_get(res, "expired")))
-		printf("expired    %s\n", json_string_value(json_object_get(res, "expired")));
+	/*
+	 * A re-run under the same name was refused (the rows are not its job's
+	 * now); two jobs published a run at once (its rows may be of either); a
+	 * rank died (steps that expired incomplete have no rows, and will not)
+	 */
+	dc_said(res, "refused");
+	dc_said(res, "mixed");
+	dc_said(res, "expired");
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		if (json_is_true(json_object_get(cand, "former")))
 			printf("%s%s", n++ ? ", " : "former     ", run);

@@ -202,18 +202,15 @@ static void print_runs(json_t *o)
 	if (unknown)	/* "?", not "-" or 0: none is not what the daemon said */
 		printf("publishers ?: this wdriftd does not report them (an older version: restart it "
 		       "on this one)\n");
-	/* a re-run under the same name, refused: said under the table, as `drift` says it */
-	json_array_foreach(runs, i, v)
-		if (json_string_value(json_object_get(v, "refused")))
-			printf("refused    %s\n", json_string_value(json_object_get(v, "refused")));
-	/* two jobs under one name at once: said where the runs are read, as a refusal is */
-	json_array_foreach(runs, i, v)
-		if (json_string_value(json_object_get(v, "mixed")))
-			printf("mixed      %s\n", json_string_value(json_object_get(v, "mixed")));
-	/* steps refused incomplete: a rank that died, whose steps are never durable */
-	json_array_foreach(runs, i, v)
-		if (json_string_value(json_object_get(v, "expired")))
-			printf("expired    %s\n", json_string_value(json_object_get(v, "expired")));
+	/*
+	 * Under the table, as `drift` says them: a re-run under the same name,
+	 * refused; two jobs under one name at once; steps refused incomplete (a
+	 * rank that died). Each kind together.
+	 */
+	static const char *const kinds[] = { "refused", "mixed", "expired" };
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		json_array_foreach(runs, i, v)
+			dc_said(v, kinds[k]);
 }
 
 int cmd_runs(int argc, char **argv)

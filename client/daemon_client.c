@@ -615,6 +615,14 @@ int dc_show(struct dc_args *a, json_t *request, void (*print)(json_t *reply))
 	return EXIT_OK;
 }
 
+void dc_said(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	if (s)
+		printf("%-10s %s\n", key, s);
+}
+
 long long dc_int(json_t *o, const char *key)
 {
 	return (long long)json_integer_value(json_object_get(o, key));

@@ -166,6 +166,12 @@ void dc_print_json(json_t *o);
 
 /* The integer member key of a reply object o, as long long; 0 when absent. */
 long long dc_int(json_t *o, const char *key);
+/*
+ * The sentence o has under key, when it has one, as a line under a table:
+ * "refused    'fa' (candidate): ..." (the key, padded to the tables' first
+ * column). runs and drift say refused, mixed and expired so.
+ */
+void dc_said(json_t *o, const char *key);
 
 /*
  * The whole of a subcommand that sends {"cmd": cmd} and takes no arguments:

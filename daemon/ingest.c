@@ -374,7 +374,6 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
 	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 	ingest_note_expired(ix, snap, now_mono(), why);
-	run_note_expired(snap->run, snap->step, why);
 	ix->st->count.dropped++;
 	ingest_drop_snapshot(ix, snap);
 }

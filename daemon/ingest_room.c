@@ -275,6 +275,7 @@ void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double 
 	e->at = t;
 	e->said = e->said_new = 0;
 	snprintf(e->why, sizeof(e->why), "%s", why);
+	run_note_expired(snap->run, snap->step, why);	/* said by runs and drift, past these 30 s */
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)
@@ -321,7 +322,6 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 			ingest_note_expired(ix, snap, t, why);
-			run_note_expired(snap->run, snap->step, why);
 		} else if (!snap->recheck) {
 			log_notice("ingest: dropping run '%s' step %lld: no commit for %.0f s (%zu tensors)",
 				   snap->run->name, (long long)snap->step, timeout, snap->n_tensors);

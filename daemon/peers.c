@@ -358,7 +358,7 @@ size_t peers_jobs(struct peers *p, const char *run, char *who, size_t len)
 	return l.n;
 }
 
-/* A connection on fd ended: a line when it ended in the middle of something. */
+/* A sharded job's rank whose connection closed: watched (peers_tick), one entry per rank. */
 static void gone_add(struct peers *p, const struct peer *e, double t)
 {
 	struct gone_rank *g = NULL;
@@ -381,6 +381,7 @@ static void gone_add(struct peers *p, const struct peer *e, double t)
 	g->at = t;
 }
 
+/* A connection on fd ended: a line when it ended in the middle of something. */
 static void disconnected(struct peers *p, int fd)
 {
 	struct peer *e = entry(p, fd);
@@ -496,14 +497,15 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 	return n;
 }
 
-/*
- * Whether g's publisher is back: 3 when a connection of its session is
- * open (forgotten: a later close of it is watched anew); 1 when one that
- * names its run has committed nothing yet (a re-send on a new connection,
- * its session not known until its commit: wait); 2 when no connection
- * names the run at all (the job has ended); else 0.
- */
-static int gone_back(const struct peers *p, const struct gone_rank *g)
+/* What became of a gone rank's publisher, by the connections open now (gone_seen). */
+enum gone_seen {
+	GONE_MISSING,	/* the run's other connections are open, none of its session */
+	GONE_COMING,	/* one naming its run has committed nothing yet: a re-send, its session unknown */
+	GONE_ENDED,	/* no connection names the run: the job has ended */
+	GONE_BACK,	/* a connection of its session is open: forgotten (a later close is watched anew) */
+};
+
+static enum gone_seen gone_seen(const struct peers *p, const struct gone_rank *g)
 {
 	int any = 0, unknown = 0;
 
@@ -512,27 +514,26 @@ static int gone_back(const struct peers *p, const struct gone_rank *g)
 		if (!e->open || strcmp(e->run, g->run))
 			continue;
 		if (e->session == g->session)
-			return 3;
+			return GONE_BACK;
 		unknown |= !e->session;
 		any = 1;
 	}
-	return unknown ? 1 : any ? 0 : 2;
+	return unknown ? GONE_COMING : any ? GONE_MISSING : GONE_ENDED;
 }
 
 void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx)
 {
 	for (size_t i = 0; p && i < p->n_gone;) {
 		struct gone_rank *g = &p->gone[i];
-		int back = gone_back(p, g);
-		if (back != 3 && now - g->at < GONE_GRACE)
-			back = -1;
-		int64_t step = back == 0 ? waits(ctx, g->run, g->rank, g->ranks) : -1;
-		if (back == -1 || (back == 1 && now - g->at < GONE_KEEP) ||
-		    (back == 0 && step < 0 && now - g->at < GONE_KEEP)) {
-			i++;	/* within its grace, coming back, or no step waits for it yet */
+		enum gone_seen seen = gone_seen(p, g);
+		double age = now - g->at;
+		int64_t step = seen == GONE_MISSING && age >= GONE_GRACE ? waits(ctx, g->run, g->rank, g->ranks) : -1;
+		int waiting = seen != GONE_BACK && seen != GONE_ENDED && step < 0 && age < GONE_KEEP;
+		if (waiting || (seen != GONE_BACK && age < GONE_GRACE)) {	/* its grace, or no step waits yet */
+			i++;
 			continue;
 		}
-		if (step >= 0)
+		if (step >= 0)	/* missing past its grace, and a step waits for it */
 			log_warning("ingest: run '%.200s' step %lld waits for rank %llu of %llu, whose connection "
 				    "(%s, its last commit step %lld) closed %.0f s ago and has not come back: a rank that "
 				    "died? The other ranks' commits wait until limits.pending_timeout (%.0f s) "

@@ -101,10 +101,13 @@ class Daemon:
         self.notify.settimeout(0.2)
         self.messages = []
 
-    def write_config(self, extra="", level="info"):
+    def write_config(self, extra="", level="info", limits=""):
+        """The test config (CONFIG); limits: more keys of its limits section, "pending_timeout: 20"
+        (one per line). Written again over the last one: a test that restarts or reloads calls it again."""
         path = os.path.join(self.d, "wdrift.yaml")
+        more = "".join(f"  {line}\n" for line in limits.splitlines())
         with open(path, "w") as f:
-            f.write(CONFIG.format(d=self.d, extra=extra, level=level))
+            f.write(CONFIG.format(d=self.d, extra=extra, level=level).replace("limits:\n", "limits:\n" + more, 1))
         return path
 
     def start(self, *args, env_extra=None):

@@ -81,11 +81,7 @@ def main():
     dm = Daemon(tmp)
     procs = []
     try:
-        path = dm.write_config()
-        with open(path) as f:
-            text = f.read()
-        with open(path, "w") as f:
-            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n"))
+        path = dm.write_config(limits="pending_timeout: 60")
         check(dm.start() is not None, "daemon ready (limits.pending_timeout: 60)")
         ep = f"ipc://{tmp}/run/ingest.sock"
         procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W)], env=env_for(k, W), stdout=subprocess.PIPE,
@@ -110,8 +106,7 @@ def main():
         # expires; the job restarted at once sends the step again, whole: stored (a trial's
         # restarted job lost it, each commit taken for the dead job's re-send)
         dm.stop()
-        with open(path, "w") as f:
-            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 2\n"))
+        dm.write_config(limits="pending_timeout: 2")
         check(dm.start() is not None, "restarted with limits.pending_timeout: 2")
 
         def start(modes, rank_of=lambda k: k, step=1, run="fa"):
@@ -171,8 +166,7 @@ def main():
         # a job restarted BEFORE its step expired (rank 2 dead, the job started again at
         # once): the new job's ranks commit every part again, from new sessions, and the
         # step is stored; every waiter, the old job's too, gets the ack
-        with open(path, "w") as f:
-            f.write(text.replace("limits:\n", "limits:\n  pending_timeout: 60\n"))
+        dm.write_config(limits="pending_timeout: 60")
         r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0, "reload: limits.pending_timeout 60", r.stdout + r.stderr)
         old = start(["own", "own", "none"], step=3)

@@ -103,11 +103,7 @@ def main():
     dm = Daemon(tmp)
     procs = []
     try:
-        cfg = dm.write_config()
-        with open(cfg) as f:
-            text = f.read()
-        with open(cfg, "w") as f:
-            f.write(text.replace("  max_message: 64M\n", "  max_message: 64M\n  pending_timeout: 20\n", 1))
+        dm.write_config(limits="pending_timeout: 20")
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
         for run in ("base", "lowprec"):
