@@ -569,6 +569,7 @@ run compare "$T/trunc_eof.h5" "$T/big.h5" --layers small
 check "truncated data: the tensors that are whole still compare (--layers small): exit 0" rc_is 0
 expect_fail "int32 dataset (baseline)" "$T/int32.h5" "bad.int" -- compare "$T/int32.h5" "$T/int32.h5"
 check "int32: says the element type is unsupported" err_has "unsupported element type"
+check "... and not how bf16 is stored, which only a 2-byte integer may mean (a trial)" eval '! err_has "bf16 as uint16"'
 check "... and that --skip-other leaves such tensors out" err_has "(--skip-other leaves out tensors that are not floats)"
 # a transposed weight: W1 as ever, and a note that the element-wise columns pair row-major elements
 run compare "$T/shape_a.h5" "$T/shape_b.h5"
