@@ -98,13 +98,14 @@ struct wd_publisher {
 	uint64_t refusals;
 	char refusal[768], conflict[768];
 	/*
-	 * The conflict last logged whole: its step, and its hint (the reason's
-	 * last " (...)"). A re-run has every step refused alike: the next ones
-	 * with the same hint are logged in one short line each.
+	 * The refusal last logged whole: its code, its step, and what tells
+	 * the next ones alike (publisher_send.c: said_before). A re-run has
+	 * every step refused alike, and so has a job with a dead rank: the
+	 * next ones are logged in one short line each.
 	 */
-	int conflict_said;
-	int64_t conflict_said_step;
-	char conflict_hint[256];
+	int said_code;		/* enum wire_code; 0: none logged yet */
+	int64_t said_step;
+	char said_key[WIRE_REASON_MAX + 1];
 	char pushback[320];	/* the daemon's last refusal that a re-send may get past */
 	int full;		/* that refusal was its disk or memory (internal): back off */
 	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */

@@ -250,22 +250,28 @@ static int error_is_final(const struct wire_header *in, struct pub_snapshot *sna
 }
 
 /*
- * Whether conflict reason was said already, as far as the user needs it:
- * the same hint as the conflict last logged whole (a re-run has each step
- * refused alike; the daemon's hint, the way out, is what matters). Keeps
- * it as said when not. Under the lock.
+ * Whether a refusal was said already, as far as the user needs it: the
+ * same code and the same key as the refusal last logged whole. A
+ * conflict's key is its hint, the way out (the reason's last " (...)"): a
+ * re-run has each step refused alike, and the reasons name their steps.
+ * Another code's key is its whole reason: a dead rank has each later step
+ * expire with the same words. Keeps this one as said when not. Under the
+ * lock.
  */
-static int conflict_said_before(struct wd_publisher *p, const struct pub_snapshot *snap, const char *reason)
+static int said_before(struct wd_publisher *p, const struct pub_snapshot *snap, const struct wire_header *in)
 {
-	const char *hint = strrchr(reason, '(');
+	const char *key = in->error.reason;
 
-	hint = hint ? hint : "";
-	/* no hint (an older daemon's reason): each one whole, as nothing tells them alike */
-	if (p->conflict_said && hint[0] && !strncmp(hint, p->conflict_hint, sizeof(p->conflict_hint) - 1))
+	if (in->error.code == WIRE_CONFLICT) {
+		key = strrchr(key, '(');
+		key = key ? key : "";
+	}
+	/* no key (an older daemon's conflict, with no hint): each one whole, as nothing tells them alike */
+	if (p->said_code == (int)in->error.code && key[0] && !strncmp(key, p->said_key, sizeof(p->said_key)))
 		return 1;
-	p->conflict_said = 1;
-	p->conflict_said_step = snap->step;
-	snprintf(p->conflict_hint, sizeof(p->conflict_hint), "%s", hint);
+	p->said_code = (int)in->error.code;
+	p->said_step = snap->step;
+	snprintf(p->said_key, sizeof(p->said_key), "%s", key);
 	return 0;
 }
 
@@ -287,18 +293,19 @@ static void refused(struct wd_publisher *p, const struct pub_snapshot *snap,
 		 PUB_CLIP(in->error.reason), named ? "" : " (tensor '", named ? "" : PUB_CLIP(in->name),
 		 named ? "" : "')", tries);
 	p->refusals++;
-	int brief = 0;
-	if (in->error.code == WIRE_CONFLICT) {
+	int conflict = in->error.code == WIRE_CONFLICT;
+	if (conflict) {
 		p->st.conflicts++;
 		memcpy(p->conflict, p->refusal, sizeof(p->conflict));
-		brief = conflict_said_before(p, snap, in->error.reason);
 	} else {
 		p->st.refused++;
 	}
-	if (brief)
-		snprintf(p->say, sizeof(p->say), "publisher: run '%.100s' step %lld refused: conflict, as step "
-			 "%lld was (%llu conflicts so far)", PUB_CLIP(p->run), (long long)snap->step,
-			 (long long)p->conflict_said_step, (unsigned long long)p->st.conflicts);
+	if (said_before(p, snap, in))
+		snprintf(p->say, sizeof(p->say), "publisher: run '%.100s' step %lld refused: %s, as step %lld "
+			 "was (%llu %s so far)", PUB_CLIP(p->run), (long long)snap->step,
+			 wire_code_name(in->error.code), (long long)p->said_step,
+			 (unsigned long long)(conflict ? p->st.conflicts : p->st.refused),
+			 conflict ? "conflicts" : "refused");
 	else
 		snprintf(p->say, sizeof(p->say), "publisher: %s", p->refusal);
 	pthread_mutex_unlock(&p->lock);

@@ -25,6 +25,8 @@ struct got {
 
 static int64_t last_rank = -2;	/* the last commit's rank (-1: not said) */
 static uint64_t last_session;	/* and its session */
+/* the refusal receive_snapshot gives, when asked to refuse */
+static const char *refuse_code = "conflict", *refuse_field = "crc32";
 
 /*
  * Receives one snapshot's messages on the ROUTER r: its tensor shards into
@@ -71,9 +73,9 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 				last_session = h->session;
 				char ack[WIRE_NAME_MAX + 256];
 				if (refuse)
-					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"error\",\"code\":\"conflict\","
-						 "\"field\":\"crc32\",\"run\":\"%s\",\"step\":%lld,\"reason\":\"%s\"}",
-						 h->run, (long long)h->step, refuse);
+					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"error\",\"code\":\"%s\","
+						 "\"field\":\"%s\",\"run\":\"%s\",\"step\":%lld,\"reason\":\"%s\"}",
+						 refuse_code, refuse_field, h->run, (long long)h->step, refuse);
 				else
 					snprintf(ack, sizeof(ack), "{\"v\":1,\"type\":\"ack\",\"run\":\"%s\",\"step\":%lld,"
 						 "\"tensors\":%llu,\"bytes\":0}", h->run, (long long)h->step,
@@ -281,6 +283,37 @@ int main(void)
 	CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0, "step 10 refused");
 	CHECK(strstr(logged_msg, "run 'r' step 10 refused: conflict: no hint here"),
 	      "a conflict whose reason has no hint: logged whole (a review): %s", logged_msg);
+	/*
+	 * A dead rank: every later step expires alike, and each surviving rank
+	 * logged each refusal whole (a session's leftover). The same code and
+	 * reason as the refusal last logged whole: one short line.
+	 */
+	refuse_code = "incomplete";
+	refuse_field = "ranks";
+	const char *expired = "expired after 20 s waiting for the other ranks: rank 1 of 3 never committed";
+	for (int64_t step = 11; step <= 13; step++) {
+		wd_publisher_begin(p, step);
+		wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+		CHECK(wd_publisher_commit(p) == 0, "commit step %lld", (long long)step);
+		before = logged;
+		n = receive_snapshot(r, g, 64, &tensors, &ranks, step < 13 ? expired : "another reason");
+		CHECK(n == 1 && wd_publisher_flush(p, 10000) == 0 && logged == before + 1,
+		      "step %lld refused as incomplete, in one line", (long long)step);
+		if (step == 11)
+			CHECK(strstr(logged_msg, "run 'r' step 11 refused: incomplete: expired after 20 s"),
+			      "the first expiry after conflicts: logged whole: %s", logged_msg);
+		if (step == 12)
+			CHECK(strstr(logged_msg, "run 'r' step 12 refused: incomplete, as step 11 was "
+					     "(2 refused so far)") && !strstr(logged_msg, "never committed"),
+			      "a second expiry alike: one short line: %s", logged_msg);
+		if (step == 13)
+			CHECK(strstr(logged_msg, "run 'r' step 13 refused: incomplete: another reason"),
+			      "an expiry for another reason: logged whole: %s", logged_msg);
+	}
+	CHECK(wd_publisher_refusals(p, 0, msg, sizeof(msg)) == 6 && strstr(msg, "step 13 refused: incomplete"),
+	      "the messages kept for the caller are whole: %s", msg);
+	refuse_code = "conflict";
+	refuse_field = "crc32";
 	logged_pub = NULL;
 	wd_log_set(WD_LOG_ERR, NULL);
 
@@ -296,7 +329,7 @@ int main(void)
 	CHECK(wd_publisher_commit(solo) == 0, "its other half added, the commit goes");
 	wd_publisher_close(&solo, 0);
 
-	CHECK(wd_publisher_close(&p, 1000) == 3 && !p, "close: the refused snapshots count as dropped");
+	CHECK(wd_publisher_close(&p, 1000) == 6 && !p, "close: the refused snapshots count as dropped");
 
 	/* nobody listening, 2 tries: the snapshot is given up, and the queue empties */
 	char nobody[160];
