@@ -12,8 +12,8 @@
 #include "table.h"
 
 static const char usage[] =
-"usage: wdrift drift STUDY [--step N | --latest] [--layer GLOB] [-c FILE]\n"
-"                    [--endpoint EP] [--json]\n"
+"usage: wdrift drift STUDY [--step N | --latest] [--layer GLOB]\n"
+"                    " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "The drift of each candidate of STUDY from its baseline at one step, per\n"
 "tensor: W1, max|a-b|, relative L2, and each proxy's W1 and the ratio, as\n"

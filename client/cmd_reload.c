@@ -12,7 +12,7 @@
 #include "daemon_client.h"
 
 static const char usage[] =
-"usage: wdrift reload [-c FILE] [--endpoint EP] [--json]\n"
+"usage: wdrift reload " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "Asks the daemon to load its configuration file again, as SIGHUP does. The\n"
 "new file is checked whole first: on an error (FILE:LINE:COL: KEY: REASON),\n"

@@ -11,8 +11,9 @@
 #include "table.h"
 
 static const char usage[] =
-"usage: wdrift runs [-c FILE] [--endpoint EP] [--json]\n"
-"       wdrift runs rm RUN [--force] [--wait SECONDS] [-c FILE] [--endpoint EP] [--json]\n"
+"usage: wdrift runs " DC_USAGE_TARGET " [--json]\n"
+"       wdrift runs rm RUN [--force] [--wait SECONDS]\n"
+"                      " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "Each run the daemon knows: its role (baseline, candidate, proxy LABEL, or\n"
 "none) and study, durable snapshots, its last step, seconds since it was\n"
@@ -33,7 +34,8 @@ DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
 "\nexit status: 0 ok; 1 the daemon is down; 2 usage error.\n";
 
 static const char rm_usage[] =
-"usage: wdrift runs rm RUN [--force] [--wait SECONDS] [-c FILE] [--endpoint EP] [--json]\n"
+"usage: wdrift runs rm RUN [--force] [--wait SECONDS]\n"
+"                      " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "Forgets the run: its durable snapshots (spool files removed), its\n"
 "results in the drift logs of its studies and its alert instances (all of\n"

@@ -22,7 +22,8 @@
 #define SEND_TRIES 3	/* sends of the snapshot before `wdrift send` gives up */
 
 static const char usage[] =
-"usage: wdrift send --run RUN --step STEP FILE.h5 [--ingest EP] [-c FILE] [--json]\n"
+"usage: wdrift send --run RUN --step STEP FILE.h5 [--ingest EP] [-c FILE]\n"
+"                   [--server-key K] [--key FILE] [--json]\n"
 "\n"
 "Publishes every tensor of a checkpoint file (docs/checkpoints.md) as the\n"
 "snapshot of RUN at STEP, commits it, and waits until the daemon says it is\n"

@@ -8,7 +8,7 @@
 #include "daemon_client.h"
 
 static const char usage[] =
-"usage: wdrift status [-c FILE] [--endpoint EP] [--json]\n"
+"usage: wdrift status " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "The daemon's version, uptime, engine, runs, studies (those with no results\n"
 "yet by name), snapshots (received: commits, one per rank of a sharded one;\n"

@@ -28,7 +28,8 @@
 #define WATCH_LINE_MAX 199	/* bytes of a plain line, its newline apart */
 
 static const char usage[] =
-"usage: wdrift watch [--count N] [--topic PREFIX] [-c FILE] [--endpoint EP] [--json]\n"
+"usage: wdrift watch [--count N] [--topic PREFIX]\n"
+"                    " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "Prints drift results (drift.STUDY) and alert transitions (alert.NAME) as the\n"
 "daemon publishes them, until interrupted or N events: one line each, under\n"

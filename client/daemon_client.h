@@ -28,6 +28,8 @@
 	"                     daemon has auth.server_key (docs/security.md)\n" \
 	"      --key FILE     this client's key pair, from wdrift keygen (default:\n" \
 	"                     $WDRIFT_KEY)\n"
+/* The usage line's words for the same options. */
+#define DC_USAGE_TARGET "[-c FILE] [--endpoint EP] [--server-key K] [--key FILE]"
 #define DC_HELP_JSON "      --json         print the reply as JSON\n"
 #define DC_HELP_HELP "  -h, --help         this help\n"
 #define DC_HELP_EXIT "\nexit status: 0 ok; 1 the daemon is down or not answering; 2 usage error.\n"
@@ -192,6 +194,6 @@ int dc_show(struct dc_args *a, json_t *request, void (*print)(json_t *reply));
 
 /* The whole --help of such a subcommand: its name and what it lists. */
 #define DC_USAGE_SIMPLE(cmd, what) \
-	"usage: wdrift " cmd " [-c FILE] [--endpoint EP] [--json]\n\n" what "\n" DC_HELP_SIMPLE
+	"usage: wdrift " cmd " " DC_USAGE_TARGET " [--json]\n\n" what "\n" DC_HELP_SIMPLE
 
 #endif

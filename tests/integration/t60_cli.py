@@ -261,10 +261,14 @@ def main():
                   and "not answering" not in r.stderr
                   and dt < 4, f"{args[0]} --endpoint tcp:// with nothing listening: said in {dt:.1f} s, one line",
                   r.stderr)
-        for sub in ("status", "runs", "studies", "drift", "alerts", "watch", "send"):
+        for sub in ("status", "runs", "studies", "drift", "alerts", "reload", "watch", "send"):
             r = wd(sub, "--help")
             check(r.returncode == 0 and r.stdout.startswith(f"usage: wdrift {sub}") and "--json" in r.stdout,
                   f"{sub} --help")
+            # the usage lines name the options the body lists (a trial: no --server-key, --key there)
+            synopsis = r.stdout.split("\n\n")[0]
+            check("[--server-key K]" in synopsis and "[--key FILE]" in synopsis and "[-c FILE" in synopsis,
+                  f"{sub} --help: the usage names -c, --server-key and --key", synopsis)
         check(wd("status", "--bogus").returncode == 2 and wd("drift").returncode == 2 and
               wd("send", "x.h5").returncode == 2 and wd("drift", "fa", "--step", "x").returncode == 2,
               "usage errors exit 2")
