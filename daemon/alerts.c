@@ -31,6 +31,8 @@ struct rule {
 	int cands_short;		/* out of memory: cands lacks some (then no row is skipped) */
 	struct instances set;
 	double last_command;		/* Unix seconds */
+	int owed;			/* an instance changed since its command ran: command_due */
+	int held_said;			/* the hold of the changes owed now is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
 };
@@ -166,6 +168,8 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			}
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
+			v[i].owed = old[k].owed;
+			v[i].held_said = old[k].held_said;
 			old[k].set = (struct instances){ 0 };
 		}
 	}
@@ -203,19 +207,11 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 	return o;
 }
 
-/* Runs the rule's command with json on its stdin; never waits for it. */
-static void run_command(struct alerts *a, struct rule *r, const char *json)
+/* Runs the rule's command with text (JSON lines) on its stdin; never waits for it. */
+static void run_command(struct alerts *a, struct rule *r, const char *text)
 {
 	int fds[2];
-	double t = (double)time(NULL);
 
-	if (!r->a.command)
-		return;
-	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
-		log_info("alert '%s': command not run: ran %.0f s ago (command_min_interval %lld)",
-			 r->a.name, t - r->last_command, (long long)r->a.command_min_interval);
-		return;
-	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		log_err("alert '%s': pipe: %s", r->a.name, strerror(errno));
 		return;
@@ -241,13 +237,26 @@ static void run_command(struct alerts *a, struct rule *r, const char *json)
 		_exit(127);
 	}
 	close(fds[0]);
-	/* The JSON is far below the pipe's buffer: this write does not block. */
+	/*
+	 * Non-blocking: a command that does not read its stdin must not stall
+	 * the main loop. A line is far below the pipe's buffer; the lines of
+	 * many instances held together may not be, and what does not fit is
+	 * said.
+	 */
 	fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	size_t len = strlen(text), at = 0;
+	while (at < len) {
+		ssize_t w = write(fds[1], text + at, len - at);
+		if (w <= 0)
+			break;
+		at += (size_t)w;
+	}
 	/* EPIPE: the command exited without reading its stdin, which it need not read */
-	if ((write(fds[1], json, strlen(json)) < 0 || write(fds[1], "\n", 1) < 0) && errno != EPIPE)
-		log_warning("alert '%s': writing to its command: %s", r->a.name, strerror(errno));
+	if (at < len && errno != EPIPE)
+		log_warning("alert '%s': writing to its command: %s (%zu of %zu bytes written)", r->a.name,
+			    errno == EAGAIN ? "its stdin is full: it reads nothing, or not yet" : strerror(errno),
+			    at, len);
 	close(fds[1]);
-	r->last_command = t;
 	struct child *c = calloc(1, sizeof(*c));
 	if (c) {
 		c->pid = pid;
@@ -255,6 +264,63 @@ static void run_command(struct alerts *a, struct rule *r, const char *json)
 		c->next = a->children;
 		a->children = c;
 	}
+}
+
+/*
+ * The rule's command gets its owed changes when command_min_interval has
+ * passed since it last ran: one run, one JSON line per instance whose
+ * state (firing or not) differs from what the command last heard, as it
+ * is now. So a change inside the interval is held, not lost (a trial: a
+ * second tensor firing at the same step, and a resolve, never reached a
+ * pager), and one that flapped back tells it nothing. Called after each
+ * evaluation and each second.
+ */
+static void command_due(struct alerts *a, struct rule *r)
+{
+	double t = now_wall();
+
+	if (!r->owed || !r->a.command)
+		return;
+	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
+		if (!r->held_said)
+			log_notice("alert '%s': its command ran %.0f s ago (command_min_interval %lld): the "
+				   "changes since are held, and go to it in %.0f s, each instance's latest state",
+				   r->a.name, t - r->last_command, (long long)r->a.command_min_interval,
+				   r->last_command + (double)r->a.command_min_interval - t);
+		r->held_said = 1;
+		return;
+	}
+	char *text = NULL;
+	size_t len = 0, n = 0;
+	FILE *f = open_memstream(&text, &len);
+	for (struct instance *i = r->set.head; f && i; i = i->next) {
+		int firing = i->state == FIRING;
+		if (firing == i->told)
+			continue;
+		json_t *o = alert_json(r, i, firing ? "firing" : "resolved");
+		char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!json)
+			continue;	/* out of memory: owed still, told next time */
+		fprintf(f, "%s\n", json);
+		free(json);
+		i->told = firing;
+		i->dirty = 1;	/* the record that keeps last_command */
+		n++;
+	}
+	if (!f || fclose(f) != 0) {
+		log_err("alert '%s': out of memory for its command's input", r->a.name);
+		return;
+	}
+	r->owed = 0;
+	r->held_said = 0;
+	if (n) {
+		run_command(a, r, text);
+		r->last_command = t;
+	} else {
+		log_info("alert '%s': the changes held flapped back: nothing new for its command", r->a.name);
+	}
+	free(text);
 }
 
 /* One record through the store; a failure is logged once until one works again. */
@@ -297,7 +363,8 @@ static void save(struct alerts *a, struct rule *r)
 	for (struct instance *i = r->set.head; i; i = i->next)
 		if (i->dirty)
 			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
-				i->above, i->prev_above, i->step, i->value, i->since };
+				i->above, i->prev_above, i->step, i->value, i->since,
+				(i->state == FIRING) != i->told };
 	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
 	store(a, r->a.name, &s);
 	if (!a->store_failed)
@@ -396,7 +463,7 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	char topic[256];
 	snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
 	a->sink(a->ctx, topic, json);
-	run_command(a, r, json);
+	r->owed = 1;	/* the command hears it when its rule's evaluation is done: command_due */
 	free(json);
 }
 
@@ -487,6 +554,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 			if (in)
 				evaluate(a, r, in, value, b->step);
 		}
+		command_due(a, r);
 		save(a, r);
 	}
 	free(vals);
@@ -499,12 +567,10 @@ void alerts_tick(struct alerts *a, const struct state *st)
 
 	for (size_t k = 0; k < a->n_rules; k++) {
 		struct rule *r = &a->rules[k];
-		if (r->a.metric != WD_METRIC_STALLED)
-			continue;
 		/* each candidate of the study once it has been seen, or has a
 		 * durable snapshot in the WAL: a run never seen has no clock to
 		 * run out */
-		for (size_t c = 0; c < r->n_cands; c++) {
+		for (size_t c = 0; r->a.metric == WD_METRIC_STALLED && c < r->n_cands; c++) {
 			const struct run *run;
 			for (run = st->runs; run && strcmp(run->name, r->cands[c]); run = run->next)
 				;
@@ -519,6 +585,7 @@ void alerts_tick(struct alerts *a, const struct state *st)
 			if (in)
 				evaluate(a, r, in, idle, run->n_durable ? run->durable[run->n_durable - 1] : -1);
 		}
+		command_due(a, r);	/* changes held by command_min_interval, when it has passed */
 		save(a, r);
 	}
 }
@@ -623,6 +690,9 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 		i->step = x->step;
 		i->value = x->value;
 		i->since = x->since;
+		/* a firing one fires no second time (no event, no command); one held is owed still */
+		i->told = (x->state == FIRING) != x->held;
+		r->owed |= x->held;
 		i->evaluated = 1;
 		i->dirty = 0;
 	}

@@ -5,8 +5,9 @@
  * the threshold, firing after `for` consecutive snapshots above it, and
  * resolved when it drops back. Each transition to firing or resolved goes
  * to the log (at the rule's priority), to the events socket (by the
- * caller), and to the rule's command, run with the alert JSON on stdin,
- * rate-limited, never waited for. Runs in the main thread.
+ * caller), and to the rule's command, run with the alert JSON on stdin
+ * (one line per instance), at most once per command_min_interval with the
+ * changes meanwhile held, never waited for. Runs in the main thread.
  *
  * The instances are kept through restarts (docs/reliability.md, "Alert
  * state"): each evaluation that changes them hands an "alert" record
@@ -40,7 +41,11 @@ struct alerts *alerts_new(alert_sink sink, void *ctx);
 void alerts_set_config(struct alerts *a, const struct wd_config *cfg);
 /* Evaluates the rules of the batch's study on its candidates. */
 void alerts_on_results(struct alerts *a, const struct result_batch *b);
-/* Evaluates "stalled" rules: seconds since each run's last snapshot. */
+/*
+ * Each second: evaluates "stalled" rules (seconds since each run's last
+ * snapshot), and gives each command the changes held for it once its
+ * command_min_interval has passed.
+ */
 void alerts_tick(struct alerts *a, const struct state *st);
 /* Reaps finished alert commands and logs their failures. */
 void alerts_reap(struct alerts *a);

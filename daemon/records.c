@@ -92,11 +92,16 @@ static const char *const alert_states[] = { "inactive", "pending", "firing" };
 
 char *record_alert(const struct alert_state *s)
 {
-	json_t *inst = json_array();
+	json_t *inst = json_array(), *held = json_array();
 	char def[17];
 
-	for (size_t i = 0; inst && i < s->n_inst; i++) {
+	for (size_t i = 0; inst && held && i < s->n_inst; i++) {
 		const struct alert_inst *a = &s->inst[i];
+		if (a->held && json_array_append_new(held, json_integer((json_int_t)i)) < 0) {
+			json_decref(inst);
+			inst = NULL;
+			break;
+		}
 		if (a->state < 0 || a->state > 2 || a->prev_state < 0 || a->prev_state > 2 ||
 		    json_array_append_new(inst, json_pack("[s,o,s,I,I,o,f,s,I]", a->run,
 			a->tensor ? json_string(a->tensor) : json_null(), alert_states[a->state],
@@ -112,6 +117,10 @@ char *record_alert(const struct alert_state *s)
 				     def, "last_command", s->last_command, "inst", inst) : NULL;
 	if (o && s->reset)
 		json_object_set_new(o, "reset", json_true());
+	/* "held": the indexes in inst of those whose command has not heard them (an older reader skips it) */
+	if (o && held && json_array_size(held))
+		json_object_set(o, "held", held);
+	json_decref(held);
 	return dump(o);
 }
 
@@ -207,8 +216,9 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 	const char *rule = json_string_value(json_object_get(o, "rule"));
 	const char *def = json_string_value(json_object_get(o, "def"));
 	const json_t *inst = json_object_get(o, "inst"), *lc = json_object_get(o, "last_command");
+	const json_t *held = json_object_get(o, "held");
 	struct alert_state *s;
-	char *end;
+	char *end, *is_held = NULL;
 
 	if (!rule || !rule[0] || !def || !json_is_array(inst) || (lc && !json_is_number(lc))) {
 		wd_error(err, errlen, "alert record: needs rule, def and inst");
@@ -226,6 +236,15 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 	s->def = h;
 	s->reset = json_is_true(json_object_get(o, "reset"));
 	s->last_command = lc ? json_number_value(lc) : 0;
+	/* "held" (optional): indexes into inst; one out of range, or not an integer, is no index */
+	if (!(is_held = calloc(json_array_size(inst) + 1, 1)))
+		goto oom;
+	for (size_t k = 0; json_is_array(held) && k < json_array_size(held); k++) {
+		const json_t *x = json_array_get(held, k);
+		if (json_is_integer(x) && json_integer_value(x) >= 0 &&
+		    (size_t)json_integer_value(x) < json_array_size(inst))
+			is_held[json_integer_value(x)] = 1;
+	}
 	for (size_t i = 0; i < json_array_size(inst); i++) {
 		const json_t *a = json_array_get(inst, i);
 		const char *run = json_string_value(json_array_get(a, 0));
@@ -246,14 +265,17 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 		x->step = json_integer_value(step);
 		x->value = num_of(v);
 		x->since = json_number_value(json_array_get(a, 6));
+		x->held = is_held[i];
 		if (!(x->run = strdup(run)) || (json_is_string(t) && !(x->tensor = strdup(json_string_value(t))))) {
 			s->n_inst++;	/* what it holds is freed with it */
 			goto oom;
 		}
 		s->n_inst++;
 	}
+	free(is_held);
 	return s;
 oom:
+	free(is_held);
 	alert_state_free(s);
 	wd_error(err, errlen, "alert record: out of memory");
 	return NULL;

@@ -7,7 +7,7 @@
  *   result    {"t":"result","study","step","baseline","proxies","rows":[...]}
  *   drop      {"t":"drop","run","step","why"}
  *   forget    {"t":"forget","run"}
- *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...]}
+ *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...],"held"?:[...]}
  *
  * A result row is [kind, role, tensor|null, run, numel, w1, max_abs_diff,
  * rel_l2, nan, posinf, neginf, [ratio per proxy], wall], non-finite numbers
@@ -40,6 +40,7 @@ struct alert_inst {
 	int state, prev_state;		/* 0 inactive, 1 pending, 2 firing */
 	int64_t above, prev_above, step;
 	double value, since;		/* value NaN: none */
+	int held;			/* its command has not heard its state yet (command_min_interval) */
 };
 
 /*

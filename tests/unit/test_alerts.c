@@ -756,6 +756,115 @@ static void test_cooldown_kept(void)
 	unlink(path);
 }
 
+/* The lines of path (at most max, each cut at 511 bytes) once the commands have run: how many. */
+static int command_lines(struct alerts *a, const char *path, char lines[][512], int max, int want)
+{
+	int n = 0;
+	for (int tries = 0; tries < 100; tries++) {	/* the commands run on their own: wait for them */
+		usleep(20000);
+		alerts_reap(a);
+		FILE *f = fopen(path, "r");
+		n = 0;
+		while (f && n < max && fgets(lines[n], 512, f))
+			n++;
+		if (f)
+			fclose(f);
+		if (n >= want && tries >= 5)
+			break;
+	}
+	return n;
+}
+
+/*
+ * command_min_interval holds a rule's changes, never loses them (a trial:
+ * a per-tensor rule's second tensor firing at the same step never reached
+ * the command, nor did a resolve inside the interval). The changes of one
+ * evaluation go to one run, a line each; those held go at the end of the
+ * interval, each instance's latest state, and only those that differ from
+ * what the command last heard.
+ */
+static void test_command_held(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", y[512], err[512], lines[8][512];
+	int fd = mkstemp(path);
+	struct wd_config cfg;
+	struct state st = { 0 };
+
+	if (fd < 0) {
+		CHECK(0, "a temp file for the command");
+		return;
+	}
+	close(fd);
+	snprintf(y, sizeof(y), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
+		 "alerts:\n  - {name: tens, study: s, metric: w1, scope: tensors, tensors: '*', threshold: 1,"
+		 " command: 'cat >> %s', command_min_interval: 60}\n", path);
+	if (wd_config_load_string("held.yaml", y, &cfg, err, sizeof(err)) < 0) {
+		CHECK(0, "the config loads: %s", err);
+		unlink(path);
+		return;
+	}
+	struct alerts *a = fresh(&cfg);
+	double t0 = wall_clock;
+	stored_clear();
+	store_rc = 0;
+	alerts_set_store(a, store, NULL);
+	start("s", 1);
+	row("c1", "a", 10, 5.0, NAN);
+	row("c1", "b", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	int n = command_lines(a, path, lines, 8, 2);
+	CHECK(n_events == 2 && n == 2 && strstr(lines[0], "\"tensor\":\"") && strstr(lines[1], "\"tensor\":\"") &&
+	      strcmp(strstr(lines[0], "\"tensor\":\""), strstr(lines[1], "\"tensor\":\"")) &&
+	      strstr(lines[0], "\"firing\"") && strstr(lines[1], "\"firing\""),
+	      "two tensors firing at one step: one run of the command, a line for each (%d lines)", n);
+	wall_clock = t0 + 10;
+	start("s", 2);
+	row("c1", "a", 10, 0.5, NAN);
+	row("c1", "b", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	alerts_tick(a, &st);
+	n = command_lines(a, path, lines, 8, 3);
+	CHECK(n_events == 3 && n == 2, "'a' resolved 10 s after the command ran: held (%d events, %d lines)",
+	      n_events, n);
+	/* a restart meanwhile: what was held is owed still (the WAL's "held"), and nothing else */
+	alerts_free(&a);
+	a = restart(&cfg);
+	alerts_tick(a, &st);
+	n = command_lines(a, path, lines, 8, 3);
+	CHECK(a && n == 2, "restarted inside the interval: still held (%d lines)", n);
+	wall_clock = t0 + 61;
+	alerts_tick(a, &st);
+	n = command_lines(a, path, lines, 8, 3);
+	CHECK(n == 3 && strstr(lines[2], "\"tensor\":\"a\"") && strstr(lines[2], "\"resolved\""),
+	      "the interval over: the held resolve goes to the command (%d lines)", n);
+	/* a flap inside the interval: the command last heard 'a' resolved, and it is again */
+	wall_clock = t0 + 70;
+	start("s", 3);
+	row("c1", "a", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	wall_clock = t0 + 75;
+	start("s", 4);
+	row("c1", "a", 10, 0.5, NAN);
+	alerts_on_results(a, &batch);
+	wall_clock = t0 + 200;
+	alerts_tick(a, &st);
+	n = command_lines(a, path, lines, 8, 4);
+	CHECK(n_events == 2 && n == 3, "fired and resolved inside the interval: two events, nothing new for the "
+	      "command (%d events, %d lines)", n_events, n);
+	/* the interval long over: a change goes at once */
+	start("s", 5);
+	row("c1", "b", 10, 0.5, NAN);
+	alerts_on_results(a, &batch);
+	n = command_lines(a, path, lines, 8, 4);
+	CHECK(n == 4 && strstr(lines[3], "\"tensor\":\"b\"") && strstr(lines[3], "\"resolved\""),
+	      "past the interval, a change runs the command at once (%d lines)", n);
+	alerts_free(&a);
+	stored_clear();
+	wd_config_release(&cfg);
+	wall_clock = t0;
+	unlink(path);
+}
+
 /* alerts_json says what each rule means: scope, glob, proxy. */
 static void test_json_scope(struct wd_config *cfg)
 {
@@ -813,6 +922,7 @@ int main(void)
 	test_json_scope(&cfg);
 	test_forget_run(&cfg);
 	test_cooldown_kept();
+	test_command_held();
 	wd_config_release(&cfg);
 	return tap_done();
 }

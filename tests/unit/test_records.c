@@ -284,8 +284,8 @@ static void test_malformed(void)
 static void test_alert(void)
 {
 	struct alert_inst in[2] = {
-		{ "fa", NULL, 2, 1, 3, 2, 40, 1.75, 1700000000.5 },
-		{ "fb", "layers.0.w", 1, 0, 1, 0, 40, NAN, 0 },
+		{ "fa", NULL, 2, 1, 3, 2, 40, 1.75, 1700000000.5, 0 },
+		{ "fb", "layers.0.w", 0, 2, 0, 1, 40, NAN, 0, 1 },
 	};
 	struct alert_state s = { "fa-ratio", 0xfedcba9876543210ull, 0, 1700000001.25, in, 2 };
 	char *p = record_alert(&s), err[256] = "";
@@ -303,8 +303,10 @@ static void test_alert(void)
 	      a->inst[0].state == 2 && a->inst[0].prev_state == 1 && a->inst[0].above == 3 &&
 	      a->inst[0].prev_above == 2 && a->inst[0].step == 40 && a->inst[0].value == 1.75 &&
 	      a->inst[0].since == 1700000000.5, "a firing instance, field by field");
-	CHECK(a && a->n_inst == 2 && !strcmp(a->inst[1].tensor, "layers.0.w") && a->inst[1].state == 1 &&
-	      isnan(a->inst[1].value), "a pending per-tensor one, its missing value NaN (null)");
+	CHECK(a && a->n_inst == 2 && !strcmp(a->inst[1].tensor, "layers.0.w") && a->inst[1].state == 0 &&
+	      isnan(a->inst[1].value), "a resolved per-tensor one, its missing value NaN (null)");
+	CHECK(a && a->n_inst == 2 && !a->inst[0].held && a->inst[1].held && strstr(p, "\"held\":[1]"),
+	      "held (its command has not heard its resolve yet) comes back for that one alone: %s", p);
 	record_release(&r);
 	CHECK(r.alert == NULL && r.kind == RECORD_OTHER, "record_release empties it");
 	free(p);
