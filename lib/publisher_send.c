@@ -416,6 +416,20 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
 		goto done;
 	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {
+		/*
+		 * Refused at one of its tensors: the rest of them and the commit
+		 * may still be queued here. They are waited out, to the commit's
+		 * refusal (named by no tensor), so that the daemon has read the
+		 * commit that ends the refused snapshot: a process that exited
+		 * on the refusal left its marker for limits.pending_timeout, and
+		 * a trial's next `wdrift send` of a smaller file to the step was
+		 * refused with the first file's counts.
+		 */
+		if (out == REFUSED) {
+			if (in->step == snap->step && (in->type == WIRE_ACK || (in->type == WIRE_ERROR && !in->name[0])))
+				break;
+			continue;
+		}
 		if (in->type == WIRE_ACK && in->step == snap->step) {
 			/* the daemon's word for the job's user: two jobs in one run; said once */
 			if (in->notice[0] && strcmp(in->notice, p->ack_notice)) {
@@ -440,6 +454,8 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		if (error_is_final(in, snap)) {
 			refused(p, snap, in);
 			out = REFUSED;
+			if (in->name[0])
+				continue;	/* a tensor's: to the commit's reply, above */
 		} else {
 			wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; sending it again",
 			       p->run, (long long)snap->step, wire_code_name(in->error.code),

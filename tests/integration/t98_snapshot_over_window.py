@@ -104,6 +104,26 @@ def main():
               and r.stderr.count("is larger than a run's window") == 1 and "over_window" not in r.stderr,
               "publish() of a snapshot over the window: refused once, said once on stderr, no over_window",
               r.stdout + r.stderr)
+
+        # wdrift send of a file over the window, then of one that fits, to the same step: the
+        # second is judged on its own. A trial's second send was refused with the first file's
+        # counts ("its 16 tensors so far take ..."): the first process exited on the refusal,
+        # its commit still queued, and the refused snapshot's marker outlived it.
+        import h5py
+        wdrift = os.path.join(os.environ.get("BUILD", "build"), "wdrift")
+        big, small = os.path.join(tmp, "big.h5"), os.path.join(tmp, "small.h5")
+        with h5py.File(big, "w") as f:
+            for i in range(24):
+                f[f"t{i}"] = np.full(MIB4, i, np.float32)
+        with h5py.File(small, "w") as f:
+            for i in range(2):
+                f[f"t{i}"] = np.full(MIB4, i + 0.5, np.float32)
+        send = [wdrift, "send", "-c", cfg, "--run", "sent", "--step", "5"]
+        r = subprocess.run(send + [big], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and "too_large" in r.stderr, "wdrift send of 96 MiB: refused too_large", r.stderr)
+        r = subprocess.run(send + [small], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "acked: run 'sent' step 5, 2 tensors" in r.stdout,
+              "... then a file of 8 MiB for the same step: acked, at once", r.stdout + r.stderr)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
