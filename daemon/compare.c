@@ -543,9 +543,14 @@ static void compare_all(struct step *st)
 			compare_tensor(w->engine, st, t, NULL);
 			if (is_large(st, t))	/* its keys and scratch: not held past it */
 				wd_engine_release_scratch(w->engine);
+			n_split += is_large(st, t);
 		}
 		/* the spares beyond their 32 MiB: the next step's peak starts again */
 		wd_engine_release_scratch(w->engine);
+		log_debug("compute: study '%s' step %lld: %zu tensors, one at a time (no workers: one thread, the GPU, or "
+			  "memory.budget under 128M): %zu large ones over %d thread%s, %zu small ones",
+			  st->s->name, (long long)st->in->step, st->nt, n_split, wd_engine_threads(w->engine),
+			  wd_engine_threads(w->engine) == 1 ? "" : "s", st->nt - n_split);
 		return;
 	}
 	for (size_t t = 0; t < st->nt; t++)

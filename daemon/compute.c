@@ -772,8 +772,9 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 		return -ENOMEM;
 	}
 	size_t at_once = compare_workers_count(c->workers);
-	log_info("compute: %zu tensor%s compared at once, %d threads for a large one (%s elements "
-		 "or more)", at_once, at_once == 1 ? "" : "s", wd_engine_threads(engine), "2^20");
+	int threads = wd_engine_threads(engine);
+	log_info("compute: %zu tensor%s compared at once, %d thread%s for a large one (%s elements "
+		 "or more)", at_once, at_once == 1 ? "" : "s", threads, threads == 1 ? "" : "s", "2^20");
 	c->replayed = replayed;
 	c->n_replayed = c->cap_replayed = n_replayed;
 	c->studies = studies_copy(cfg, &c->n_studies);

@@ -374,7 +374,7 @@ static int start(struct daemon *d, int force)
 			     d->config_path ? d->config_path : "built-in config",
 			     (int)d->cfg.compute.device, strerror(-r));
 	wd_engine_set_threads(d->engine, (int)d->cfg.compute.threads);
-	if (d->cfg.compute.backend == WD_BACKEND_CPU)	/* the library says only what auto chose */
+	if (wd_engine_backend(d->engine) == WD_BACKEND_CPU)	/* the library says a cuda one at open */
 		log_notice("engine: %s", wd_engine_describe(d->engine));
 	if ((r = spool_start(d->cfg.storage.dir, d->wal, &d->spool)) < 0)
 		return error("spool thread: %s", strerror(-r));

@@ -115,9 +115,13 @@ int wd_engine_open_device(enum wd_backend backend, int device, struct wd_engine 
 			return -ENODEV;
 		}
 	}
+	/*
+	 * No line here: the caller sets its threads and sort next, which the
+	 * description names (wd_engine_describe). A trial's daemon logged the
+	 * auto line with the default thread count, not compute.threads, and
+	 * 64 lines for its 64 workers' engines.
+	 */
 	describe_cpu(e);
-	/* what auto chose is news; the cpu asked for is not (a daemon opens one a worker) */
-	wd_log(backend == WD_BACKEND_CPU ? WD_LOG_DEBUG : WD_LOG_NOTICE, "engine: %s", e->desc);
 	*out = e;
 	return 0;
 }

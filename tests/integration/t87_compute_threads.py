@@ -196,6 +196,17 @@ def main():
         ctx.destroy(linger=0)
     check("compute: 1 tensor compared at once" in log1,
           "threads 1: one tensor at a time, said at start", [ln for ln in log1.splitlines() if "compute:" in ln][:2])
+    # the engine said once, with compute.threads (a trial: the auto line said the default count,
+    # and each of 64 workers' one-thread engines said "2 threads" at debug)
+    for n, log in ((1, log1), (4, log4)):
+        lines = [ln for ln in log.splitlines() if "engine: cpu" in ln]
+        check(len(lines) == 1 and f"engine: cpu (exact, {n} thread{'s' if n > 1 else ''}, " in lines[0],
+              f"threads {n}: the engine's line, once, with its thread count", lines)
+    check("1 thread for a large one" in log1, "threads 1: '1 thread', not '1 threads'",
+          [ln for ln in log1.splitlines() if "compute:" in ln][:2])
+    steps1 = [ln for ln in log1.splitlines() if "tensors, one at a time" in ln]
+    check(steps1 and all(" over 1 thread, " in ln for ln in steps1),
+          "threads 1: the debug log says how each step's tensors went, as with workers", steps1[:1])
     check("compute: 4 tensors compared at once, 4 threads for a large one" in log4,
           "threads 4: four small tensors at once, four threads for a large one, said at start",
           [ln for ln in log4.splitlines() if "compute:" in ln][:2])

@@ -874,11 +874,19 @@ static void test_backend_api(void)
 	CHECK(wd_backend_parse("cpu", &b) == 0 && b == WD_BACKEND_CPU, "parse cpu");
 	CHECK(wd_backend_parse("cuda", &b) == 0 && b == WD_BACKEND_CUDA, "parse cuda");
 	CHECK(wd_backend_parse("gpu", &b) == -EINVAL, "parse rejects 'gpu'");
-	/* auto logs one line saying which engine runs */
+	/*
+	 * auto logs a device it opens; the cpu it logs not, as its caller sets
+	 * the threads next and says it then (a trial's daemon logged the default
+	 * thread count, not compute.threads)
+	 */
 	wd_log_set(WD_LOG_NOTICE, capture);
+	notices = 0;
 	CHECK(wd_engine_open(WD_BACKEND_AUTO, &e) == 0, "open auto");
-	CHECK(notices == 1 && strstr(last_notice, "engine: ") &&
-	      strstr(last_notice, wd_engine_describe(e)), "auto logs one line: '%s'", last_notice);
+	if (wd_engine_backend(e) == WD_BACKEND_CUDA)
+		CHECK(notices == 1 && strstr(last_notice, "engine: ") && strstr(last_notice, wd_engine_describe(e)),
+		      "auto on a device logs one line: '%s'", last_notice);
+	else
+		CHECK(notices == 0, "auto on the cpu logs nothing at open (%d lines)", notices);
 	CHECK(wd_engine_backend(e) == (strncmp(wd_engine_describe(e), "cuda", 4) ? WD_BACKEND_CPU
 										   : WD_BACKEND_CUDA),
 	      "backend in use matches its description");
@@ -893,7 +901,7 @@ static void test_backend_api(void)
 	      "cuda on device 1023: -ENODEV");
 	CHECK(wd_engine_open_device(WD_BACKEND_AUTO, 1023, &e) == 0 &&
 	      wd_engine_backend(e) == WD_BACKEND_CPU && strstr(wd_engine_describe(e), "no cuda: ") &&
-	      notices == 1, "auto on device 1023: the cpu, saying why: '%s'", wd_engine_describe(e));
+	      notices == 0, "auto on device 1023: the cpu, saying why: '%s'", wd_engine_describe(e));
 	if (wd_have_cuda() && strstr(wd_engine_describe(e), "no device"))
 		CHECK(strstr(wd_engine_describe(e), "no device 1023 (this machine has "),
 		      "the index and the count are named: '%s'", wd_engine_describe(e));
