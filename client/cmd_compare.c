@@ -23,7 +23,7 @@ static const char usage_text[] =
 "usage: wdrift compare BASELINE.h5 CANDIDATE.h5 [--proxy [LABEL=]FILE]...\n"
 "                      [--round-proxy bf16|fp16] [--layers GLOB]...\n"
 "                      [--engine auto|cpu|cuda] [--device N] [--json]\n"
-"                      [--timings] [--threads N]\n"
+"                      [--skip-other] [--timings] [--threads N]\n"
 "\n"
 "Per-layer drift of a candidate checkpoint from a baseline, in the context of\n"
 "proxy runs, computed exactly by the wdrift engine. Tensors are matched by\n"
@@ -46,7 +46,8 @@ static const char usage_text[] =
 "                         a GLOB that matches no tensor of either file is an error\n"
 "  --skip-other           leave out tensors whose element type is not a float\n"
 "                         (an integer counter such as num_batches_tracked, a\n"
-"                         string), listed as skipped; without it they are an error\n"
+"                         string) or that have no element, listed as skipped;\n"
+"                         without it they are an error\n"
 "  --engine auto|cpu|cuda where to compute (default auto: CUDA when a device\n"
 "                         is present, else the CPU); results are the same\n"
 "  --device N             the CUDA device to use (default 0); a device that\n"
@@ -658,19 +659,20 @@ static int push_name(char ***list, size_t *n, const char *name)
  * for a tensor both files hold as floats (or with a problem of another
  * kind, which reading it says).
  */
-static int other_dtype(const struct options *o, struct compare_result *res, const struct wd_ckpt_entry *b,
+static int skippable(const struct options *o, struct compare_result *res, const struct wd_ckpt_entry *b,
 		       const struct wd_ckpt_entry *c)
 {
-	const struct wd_ckpt_entry *bad = b->other_dtype ? b : c->other_dtype ? c : NULL;
-	const char *where = b->other_dtype && c->other_dtype ? "both" : b->other_dtype ? "the baseline" :
+	const struct wd_ckpt_entry *bad = b->skippable ? b : c->skippable ? c : NULL;
+	const char *where = b->skippable && c->skippable ? "both" : b->skippable ? "the baseline" :
 			    "the candidate";
 
 	/* a file's own mistake (a bf16 attribute on the wrong type) is never skipped: reading it says */
-	if (!bad || (b->problem[0] && !b->other_dtype) || (c->problem[0] && !c->other_dtype))
+	if (!bad || (b->problem[0] && !b->skippable) || (c->problem[0] && !c->skippable))
 		return 0;
 	if (!o->skip_other)
-		return cli_error("'%s': dataset '%s': %s (--skip-other leaves out tensors that are not floats)",
-				 b->other_dtype ? o->base_path : o->cand_path, bad->name, bad->problem);
+		return cli_error("'%s': dataset '%s': %s (--skip-other leaves out tensors that are not floats, "
+				 "and empty ones)",
+				 b->skippable ? o->base_path : o->cand_path, bad->name, bad->problem);
 	char *why = NULL, *name = strdup(bad->name);
 	struct compare_skipped *v = realloc(res->skipped, (res->n_skipped + 1) * sizeof(*v));
 	if (asprintf(&why, "%s (in %s)", bad->problem, where) < 0)
@@ -750,7 +752,7 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			push_name(&res->only_base, &res->n_only_base, name);
 			continue;
 		}
-		if ((r = other_dtype(o, res, wd_ckpt_entry(bl, i), wd_ckpt_entry(cl, (size_t)ci))) > 0)
+		if ((r = skippable(o, res, wd_ckpt_entry(bl, i), wd_ckpt_entry(cl, (size_t)ci))) > 0)
 			goto out;
 		if (r < 0) {	/* skipped, and listed */
 			r = 0;

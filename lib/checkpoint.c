@@ -184,7 +184,7 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 			snprintf(en->problem, sizeof(en->problem),
 				 "unsupported float type (%zu bytes, %zu exponent bits, %zu mantissa bits)",
 				 size, esize, msize);
-			en->other_dtype = 1;
+			en->skippable = 1;
 		}
 		return 0;
 	}
@@ -207,7 +207,7 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 			snprintf(en->problem, sizeof(en->problem), "unsupported element type (%zu-byte %s integer%s)",
 				 size, H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed",
 				 size == 2 ? "; bf16 as uint16 needs the attribute dtype = \"bfloat16\"" : "");
-			en->other_dtype = 1;
+			en->skippable = 1;
 		}
 		return 0;
 	case H5T_STRING: snprintf(tag, sizeof(tag), "string"); break;
@@ -218,7 +218,7 @@ static int classify_type(hid_t ds, hid_t type, struct wd_ckpt_entry *en)
 	default: snprintf(tag, sizeof(tag), "HDF5 class %d", (int)H5Tget_class(type)); break;
 	}
 	snprintf(en->problem, sizeof(en->problem), "unsupported element type (%s)", tag);
-	en->other_dtype = 1;
+	en->skippable = 1;
 	return 0;
 }
 
@@ -243,6 +243,7 @@ static int describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
 	    H5Sget_simple_extent_type(space) == H5S_NULL) {
 		snprintf(en->problem, sizeof(en->problem),
 			 rank > WD_CKPT_MAX_RANK ? "too many dimensions" : "zero-size dataset (null dataspace)");
+		en->skippable = rank <= WD_CKPT_MAX_RANK;
 		goto out;
 	}
 	H5Sget_simple_extent_dims(space, dims, NULL);
@@ -257,8 +258,10 @@ static int describe_dataset(hid_t ds, struct wd_ckpt_entry *en)
 		en->numel *= dims[d];
 	}
 	r = classify_type(ds, type, en);
-	if (!en->problem[0] && en->numel == 0)
+	if (!en->problem[0] && en->numel == 0) {
 		snprintf(en->problem, sizeof(en->problem), "zero-size dataset");
+		en->skippable = 1;	/* a model's empty buffer: nothing to compare, nothing wrong */
+	}
 out:
 	if (space >= 0) H5Sclose(space);
 	if (type >= 0) H5Tclose(type);

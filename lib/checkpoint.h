@@ -30,11 +30,12 @@ struct wd_ckpt_entry {
 	/* Empty when the dataset is a tensor we can read; else why not. */
 	char problem[128];
 	/*
-	 * With a problem: its element type is none of the four floats (an
-	 * integer counter, a string, fp8), which compare --skip-other leaves
-	 * out; 0 for a file's mistake (a bf16 attribute on the wrong type).
+	 * With a problem: one compare --skip-other leaves out, its element type
+	 * none of the four floats (an integer counter, a string, fp8) or no
+	 * element at all (an empty buffer); 0 for a file's mistake (a bf16
+	 * attribute on the wrong type).
 	 */
-	int other_dtype;
+	int skippable;
 	enum wd_dtype dtype;
 	uint64_t numel;
 	int rank;

@@ -284,7 +284,7 @@ static void get_entry(struct cursor *cur, struct wd_ckpt_entry *e, char *name, s
 {
 	get_str(cur, name, name_max);
 	get_str(cur, e->problem, sizeof(e->problem));
-	e->other_dtype = get_u64(cur) != 0;
+	e->skippable = get_u64(cur) != 0;
 	uint64_t dtype = get_u64(cur), rank;
 	e->numel = get_u64(cur);
 	rank = get_u64(cur);

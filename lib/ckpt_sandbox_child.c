@@ -273,7 +273,7 @@ static void put_listing(struct msg *reply, const struct wd_ckpt *c)
 		const struct wd_ckpt_entry *e = wd_ckpt_entry(c, i);
 		ckpt_msg_str(reply, e->name);
 		ckpt_msg_str(reply, e->problem);
-		ckpt_msg_u64(reply, (uint64_t)e->other_dtype);
+		ckpt_msg_u64(reply, (uint64_t)e->skippable);
 		ckpt_msg_u64(reply, e->dtype);
 		ckpt_msg_u64(reply, e->numel);
 		ckpt_msg_u64(reply, (uint64_t)e->rank);

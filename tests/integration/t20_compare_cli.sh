@@ -570,7 +570,7 @@ check "truncated data: the tensors that are whole still compare (--layers small)
 expect_fail "int32 dataset (baseline)" "$T/int32.h5" "bad.int" -- compare "$T/int32.h5" "$T/int32.h5"
 check "int32: says the element type is unsupported" err_has "unsupported element type"
 check "... and not how bf16 is stored, which only a 2-byte integer may mean (a trial)" eval '! err_has "bf16 as uint16"'
-check "... and that --skip-other leaves such tensors out" err_has "(--skip-other leaves out tensors that are not floats)"
+check "... and that --skip-other leaves such tensors out" err_has "(--skip-other leaves out tensors that are not floats, and empty ones)"
 # a transposed weight: W1 as ever, and a note that the element-wise columns pair row-major elements
 run compare "$T/shape_a.h5" "$T/shape_b.h5"
 check "equal counts, other shapes: exit 0 and a note naming the tensor and both shapes" eval \
@@ -602,6 +602,14 @@ check "a bad dataset not selected by --layers does not stop the run: exit 0" rc_
 expect_fail "string dataset" "$T/string.h5" "bad.str" "string" -- compare "$T/string.h5" "$T/string.h5"
 expect_fail "zero-size dataset" "$T/zero.h5" "bad.zero" "zero-size" -- compare "$T/zero.h5" "$T/zero.h5"
 expect_fail "zero-size 2-D dataset" "$T/zero2d.h5" "bad.zero2d" -- compare "$T/zero2d.h5" "$T/zero2d.h5"
+check "... naming --skip-other, which leaves it out (a trial: no way round it)" err_has "(--skip-other leaves out tensors that are not floats, and empty ones)"
+run compare "$T/zero2d.h5" "$T/zero2d.h5" --skip-other
+check "--skip-other: a zero-size dataset listed as skipped, the rest compared" eval \
+	'rc_is 0 && out_has "skipped    bad.zero2d: zero-size dataset (in both)" && out_has "good"'
+run compare "$T/zero.h5" "$T/good.h5" --skip-other
+check "--skip-other: a zero-size dataset in one file only is unmatched, not skipped" eval 'rc_is 0 && out_lacks "skipped    "'
+run compare --help
+check "compare --help: the usage lines name --skip-other" eval 'rc_is 0 && head -4 "$tmp/out" | grep -q -- "--skip-other"' 
 expect_fail "null dataspace" "$T/null.h5" "bad.null" -- compare "$T/null.h5" "$T/null.h5"
 expect_fail "80-bit long double dataset" "$T/ld.h5" "bad.ld" -- compare "$T/ld.h5" "$T/ld.h5"
 expect_fail "complex (compound) dataset" "$T/compound.h5" "bad.cplx" -- compare "$T/compound.h5" "$T/compound.h5"
