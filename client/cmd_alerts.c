@@ -69,7 +69,9 @@ static void print_alerts(json_t *o)
 			json_t *v = in ? json_object_get(in, "value") : NULL;
 			snprintf(b, sizeof(b), json_is_number(v) ? "%.4g" : "-", json_number_value(v));
 			table_set(&t, row, 8, b);
-			snprintf(b, sizeof(b), in ? "%lld" : "-", dc_int(in, "step"));
+			/* step null: never evaluated (a ratio whose proxy has not come) */
+			snprintf(b, sizeof(b), json_is_integer(in ? json_object_get(in, "step") : NULL) ? "%lld" : "-",
+				 dc_int(in, "step"));
 			table_set(&t, row, 9, b);
 		}
 	}

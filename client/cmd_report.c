@@ -306,10 +306,16 @@ static void metadata(FILE *f, const struct report *r)
 		fprintf(f, "</td><td class=\"l\">%s</td><td class=\"l\">", wd_config_metric_name(al->metric));
 		xml_text(f, al->proxy ? al->proxy : "");
 		fputs("</td><td class=\"l\">", f);
-		xml_text(f, al->scope == WD_SCOPE_TENSORS && al->tensors ? al->tensors
+		/* stalled has neither (the config refuses them): "-", as wdrift alerts shows it */
+		int stalled = al->metric == WD_METRIC_STALLED;
+		xml_text(f, stalled ? "-" : al->scope == WD_SCOPE_TENSORS && al->tensors ? al->tensors
 			 : wd_config_scope_name(al->scope));
-		fprintf(f, "</td><td>%g</td><td>%lld</td><td class=\"l\">%s</td></tr>\n", al->threshold,
-			(long long)al->for_count, wd_config_severity_name(al->severity));
+		fprintf(f, "</td><td>%g</td><td>", al->threshold);
+		if (stalled)
+			fputs("-", f);
+		else
+			fprintf(f, "%lld", (long long)al->for_count);
+		fprintf(f, "</td><td class=\"l\">%s</td></tr>\n", wd_config_severity_name(al->severity));
 	}
 	fputs("</table>\n", f);
 }

@@ -2,6 +2,7 @@
  * alert_instances.c: a rule's instances and their (run, tensor) index
  * (alert_instances.h).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,8 @@ struct instance *instances_get(struct instances *s, const char *run, const char 
 	if (!(i = calloc(1, sizeof(*i) + run_len + tensor_len)))
 		return NULL;
 	i->run = memcpy((char *)(i + 1), run, run_len);
+	i->value = NAN;	/* no value until evaluated: a ratio waits for its proxy */
+	i->step = -1;
 	if (tensor)
 		i->tensor = memcpy(i->run + run_len, tensor, tensor_len);
 	size_t k = instance_hash(run, tensor) & (s->cap - 1);

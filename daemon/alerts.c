@@ -737,10 +737,11 @@ char *alerts_json(const struct alerts *a)
 		const struct rule *r = &a->rules[k];
 		json_t *inst = json_array();
 		for (const struct instance *i = r->set.head; i; i = i->next) {
-			json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:I}", "run", i->run,
+			json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:I}", "run", i->run,
 				"state", names[i->state], "value",
 				isfinite(i->value) ? json_real(i->value) : json_null(),
-				"step", (json_int_t)i->step, "above", (json_int_t)i->above);
+				"step", i->step >= 0 ? json_integer((json_int_t)i->step) : json_null(),
+				"above", (json_int_t)i->above);
 			if (i->tensor)
 				json_object_set_new(o, "tensor", json_string(i->tensor));
 			if (i->since > 0)
@@ -748,12 +749,13 @@ char *alerts_json(const struct alerts *a)
 			json_array_append_new(inst, o);
 		}
 		int stalled = r->a.metric == WD_METRIC_STALLED;
-		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:I,s:s,s:o}",
+		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:o,s:s,s:o}",
 			"name", r->a.name, "study", r->a.study, "metric", wd_config_metric_name(r->a.metric),
 			"scope", stalled ? json_null() : json_string(wd_config_scope_name(r->a.scope)),
 			"tensors", r->a.tensors ? json_string(r->a.tensors) : json_null(),
 			"proxy", r->a.proxy ? json_string(r->a.proxy) : json_null(),
-			"threshold", r->a.threshold, "for", (json_int_t)r->a.for_count,
+			"threshold", r->a.threshold,
+			"for", stalled ? json_null() : json_integer((json_int_t)r->a.for_count),
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst));
 	}
 	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);

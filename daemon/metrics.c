@@ -519,7 +519,7 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 				      { v->tensor ? "tensor" : NULL, v->tensor }, { 0 } };
 		if (p->which == 2)
 			sample(p->f, "wdrift_alert_state", l, v->state);
-		else
+		else if (!isnan(v->value))	/* no value yet (a ratio waits for its proxy): no sample, not 0 */
 			sample(p->f, "wdrift_alert_value", l, v->value);
 	}
 	}

@@ -75,6 +75,10 @@ alerts:
     scope: tensors
     tensors: "layers.*"
     threshold: 2.5
+  - name: fa-quiet
+    study: fa
+    metric: stalled
+    threshold: 86400
 """
 BLUE, RED = (0x21, 0x66, 0xAC), (0xB2, 0x18, 0x2B)   # the heatmap's ends (chart.c)
 DIGIT_W = 7.1                                        # px: a digit at 11 px, DejaVu Sans
@@ -275,6 +279,10 @@ def live(tmp):
                 "ratio[p2] of layers.* &gt; 2.5", "critical")
         missing = [w for w in want if w not in html]
         check(not missing, f"the alert rules, their thresholds drawn on the charts and listed ({missing})")
+        row = re.search(r"<tr><td>fa-quiet</td>.*?</tr>", html)
+        check(row and '<td class="l">-</td><td>86400</td><td>-</td>' in row.group(0),
+              "a stalled rule: no scope and no 'for' in its row, as the config allows neither (a trial read max, 1)",
+              row.group(0) if row else html[-500:])
         esc = 'odd,&quot;name&quot; &lt;b&gt;&amp;amp; ü'
         check(esc in html and ODD not in html and "<b>" not in html,
               "a tensor named with quotes and markup is escaped wherever it appears")
