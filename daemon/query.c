@@ -165,6 +165,20 @@ static json_t *jnum(double x)
 	return isfinite(x) ? json_real(x) : json_null();
 }
 
+/*
+ * The ratio of candidate row r to proxy k, while the proxy's own row is
+ * there: a proxy that runs rm forgot has no W1 at the step, and the ratio
+ * the row kept from before is of a run the daemon no longer has (a trial
+ * read W1 "-" beside ratio 0.407). NaN then.
+ */
+static double ratio_of(const struct drift_query *q, const struct drift_row *r, size_t k, const struct drift_row **proxy)
+{
+	const struct drift_row *p = result_batch_find(q->batch, q->proxy_runs[k], r->tensor);
+	if (proxy)
+		*proxy = p;
+	return p ? r->ratio[k] : NAN;
+}
+
 /* One layer, as compare --json writes it: r the candidate's row. */
 static json_t *layer(const struct drift_query *q, const struct drift_row *r)
 {
@@ -172,9 +186,10 @@ static json_t *layer(const struct drift_query *q, const struct drift_row *r)
 	json_t *proxies = json_object();
 
 	for (size_t k = 0; k < b->n_proxies; k++) {
-		const struct drift_row *p = result_batch_find(b, q->proxy_runs[k], r->tensor);
+		const struct drift_row *p;
+		double ratio = ratio_of(q, r, k, &p);
 		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
-			"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(r->ratio[k])));
+			"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(ratio)));
 	}
 	return json_pack("{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
 		"name", r->tensor, "numel", (json_int_t)r->numel, "w1", jnum(r->w1),
@@ -220,7 +235,7 @@ static json_t *summary(const struct drift_query *q, const size_t *idx, size_t n,
 			goto fail;
 		double proxy_w1 = d.weighted;
 		for (size_t i = 0; i < n; i++)
-			vals[i] = b->rows[idx[i]].ratio[k];
+			vals[i] = ratio_of(q, &b->rows[idx[i]], k, NULL);
 		if (wd_drift_summarize(vals, numel, n, &d) < 0)
 			goto fail;
 		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o,s:o,s:o}",

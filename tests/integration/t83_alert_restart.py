@@ -271,6 +271,13 @@ def main():
               f"a proxy's removal drops the instances of the ratio rule judged against it (a trial's went on "
               f"firing with its proxy forgotten) and keeps the candidate's others; the table says so "
               f"({out.stdout})")
+        out = cli("drift", "fa", "--step", "60", "--json", "-c", cfg)
+        d = json.loads(out.stdout) if out.returncode == 0 else {}
+        layers = [ly for c in d.get("candidates", {}).values() for ly in c.get("layers", [])]
+        ratios = [ly["proxies"]["fp16"] for ly in layers if "fp16" in ly.get("proxies", {})]
+        check(ratios and all(x["w1"] is None and x["ratio"] is None for x in ratios),
+              f"drift after the proxy's removal: no ratio against it, as no W1 of it (a trial saw W1 '-' "
+              f"beside ratio 0.407) ({ratios[:2]})", out.stdout[:1500] + out.stderr)
         out = cli("runs", "rm", "base", "--json", "-c", cfg)
         gone = json.loads(out.stdout) if out.returncode == 0 else {}
         left = [x for x in of_run(rules_of(ctx, tmp), "fa")]
