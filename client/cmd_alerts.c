@@ -76,6 +76,11 @@ static void print_alerts(json_t *o)
 		}
 	}
 	table_show(&t, row + 1, 8, "(no alert rule configured)");
+	json_array_foreach(list, i, al) {	/* a glob that matches no tensor: the rule can never fire */
+		const char *why = json_string_value(json_object_get(al, "unmatched"));
+		if (why)
+			printf("unmatched  alert '%s': %s\n", json_string_value(json_object_get(al, "name")), why);
+	}
 }
 
 int cmd_alerts(int argc, char **argv)

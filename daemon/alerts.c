@@ -32,6 +32,12 @@ struct rule {
 	struct instances set;
 	double last_command;		/* Unix seconds */
 	int owed;			/* an instance changed since its command ran: command_due */
+	/*
+	 * scope: tensors whose glob matched none of a candidate's tensors at
+	 * its latest step (a typo in it: the rule can never fire), said once
+	 * in the log, and by alerts_json while it lasts
+	 */
+	char *unmatched;
 	int held_said;			/* the hold of the changes owed now is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
@@ -70,6 +76,7 @@ static void rules_free(struct alerts *a)
 		free((char *)r->a.proxy);
 		free((char *)r->a.tensors);
 		free((char *)r->a.command);
+		free(r->unmatched);
 		for (size_t c = 0; c < r->n_cands; c++)
 			free(r->cands[c]);
 		free(r->cands);
@@ -467,6 +474,31 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	free(json);
 }
 
+/*
+ * A per-tensor rule's glob matched `matched` of a candidate's n tensors at
+ * step (example: one of them). None of them: said once, at warning, as
+ * drift --layer GLOB says a glob that matches nothing, until one matches
+ * again (a trial's typo kept a rule inactive for ever, in silence).
+ */
+static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n, size_t matched,
+			 const char *example)
+{
+	if (matched || !n) {
+		free(r->unmatched);
+		r->unmatched = NULL;
+		return;
+	}
+	if (r->unmatched)
+		return;	/* said */
+	if (asprintf(&r->unmatched, "tensors '%s' matches none of the %zu tensors of run '%s' at step %lld "
+		     "(such as '%s'): it can never fire; a typo in the glob? ('*' matches '.' too)",
+		     r->a.tensors, n, run, (long long)step, example) < 0) {
+		r->unmatched = NULL;
+		return;
+	}
+	log_warning("alert '%s': %s", r->a.name, r->unmatched);
+}
+
 /* The metric of one tensor row. */
 static double metric_of(const struct rule *r, const struct result_batch *b, const struct drift_row *row)
 {
@@ -524,15 +556,18 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 				runs[n_runs++] = row->run;
 		}
 		for (size_t c = 0; c < n_runs; c++) {
-			const char *run = runs[c];
-			size_t n = 0;
+			const char *run = runs[c], *example = NULL;
+			size_t n = 0, n_tensors = 0, matched = 0;
 			for (size_t j = 0; j < b->n_rows; j++) {
 				const struct drift_row *row = &b->rows[j];
 				if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE || strcmp(row->run, run))
 					continue;
 				double v = metric_of(r, b, row);
 				if (r->a.scope == WD_SCOPE_TENSORS) {
+					n_tensors++;
+					example = example ? example : row->tensor;
 					if (r->a.tensors && !fnmatch(r->a.tensors, row->tensor, 0)) {
+						matched++;
 						struct instance *in = instances_get(&r->set, row->run, row->tensor);
 						if (in)
 							evaluate(a, r, in, v, b->step);
@@ -542,8 +577,10 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 				vals[n] = v;
 				numel[n++] = row->numel;
 			}
-			if (r->a.scope == WD_SCOPE_TENSORS)
+			if (r->a.scope == WD_SCOPE_TENSORS) {
+				glob_matched(r, run, b->step, n_tensors, matched, example);
 				continue;
+			}
 			/* the summary rows' own definition (lib/drift.h), as the drift log has them */
 			struct wd_drift_summary d;
 			if (wd_drift_summarize(vals, numel, n, &d) < 0)
@@ -757,6 +794,9 @@ char *alerts_json(const struct alerts *a)
 			"threshold", r->a.threshold,
 			"for", stalled ? json_null() : json_integer((json_int_t)r->a.for_count),
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst));
+		if (r->unmatched)	/* only then */
+			json_object_set_new(json_array_get(list, json_array_size(list) - 1), "unmatched",
+					    json_string(r->unmatched));
 	}
 	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -866,6 +866,48 @@ static void test_command_held(void)
 	unlink(path);
 }
 
+/* The "unmatched" sentence of rule in alerts_json, "" when none. */
+static void unmatched_of(const struct alerts *a, const char *rule, char *buf, size_t len)
+{
+	char *text = alerts_json(a);
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL, *r;
+	size_t k;
+
+	buf[0] = 0;
+	json_array_foreach(json_object_get(o, "alerts"), k, r)
+		if (!strcmp(json_string_value(json_object_get(r, "name")), rule) &&
+		    json_is_string(json_object_get(r, "unmatched")))
+			snprintf(buf, len, "%s", json_string_value(json_object_get(r, "unmatched")));
+	json_decref(o);
+	free(text);
+}
+
+/*
+ * A per-tensor rule whose glob matches none of a candidate's tensors can
+ * never fire: said (alerts_json "unmatched", and the log once) until a
+ * snapshot has a tensor it matches (a trial's typo went unsaid for ever).
+ */
+static void test_glob_unmatched(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+	char why[512];
+
+	step_w1(a, 1, 5.0);	/* one tensor, 't': 'layers.*.attn' matches nothing */
+	unmatched_of(a, "attn", why, sizeof(why));
+	CHECK(strstr(why, "tensors 'layers.*.attn' matches none of the 1 tensors of run 'c1' at step 1 (such as "
+		      "'t'): it can never fire"), "a glob that matches no tensor of the snapshot: said (%s)", why);
+	unmatched_of(a, "max", why, sizeof(why));
+	CHECK(!why[0], "not for a rule with another scope (%s)", why);
+	start("s", 2);
+	row("c1", "t", 10, 5.0, NAN);
+	row("c1", "layers.0.attn", 10, 5.0, NAN);
+	alerts_on_results(a, &batch);
+	unmatched_of(a, "attn", why, sizeof(why));
+	CHECK(!why[0] && !strcmp(instance(a, "attn", "c1", "layers.0.attn").state, "firing"),
+	      "a snapshot with a tensor it matches: no longer said, and the rule judges it (%s)", why);
+	alerts_free(&a);
+}
+
 /* alerts_json says what each rule means: scope, glob, proxy. */
 static void test_json_scope(struct wd_config *cfg)
 {
@@ -925,6 +967,7 @@ int main(void)
 	test_forget_run(&cfg);
 	test_cooldown_kept();
 	test_command_held();
+	test_glob_unmatched(&cfg);
 	wd_config_release(&cfg);
 	return tap_done();
 }
