@@ -40,6 +40,8 @@ struct cstudy {
 	 * at n_proxies + k. Zeros: they matched, or nothing was said.
 	 */
 	struct { size_t lacking, extra; } *names_said;
+	/* per candidate: retention dropped a step of it not reached yet, said (compute.c) */
+	unsigned char *behind_said;
 };
 
 /*

@@ -89,6 +89,7 @@ static void studies_free(struct cstudy *s, size_t n)
 		}
 		driftlog_close(&s[i].store);
 		free(s[i].names_said);
+		free(s[i].behind_said);
 	}
 	free(s);
 }
@@ -114,6 +115,7 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
 		}
 		c->names_said = calloc(c->n_cands + c->n_proxies + 2, sizeof(*c->names_said));
+		c->behind_said = calloc(c->n_cands + 1, 1);
 		c->synthetic = s->synthetic_proxy;
 		if (c->synthetic != WD_SYNTHETIC_NONE) {
 			c->labels[c->n_proxies] = strdup(wd_config_synthetic_label(c->synthetic));
@@ -145,6 +147,48 @@ static int study_has(const struct cstudy *s, const char *run)
 }
 
 /* Is run a candidate of some study? Candidates are never thinned by 'every'. */
+/*
+ * spool.retention.disk_budget dropped run's snapshot at step. Where run is
+ * a study's baseline or trained proxy and a candidate's latest snapshot is
+ * before step, that candidate cannot be compared there (against it) when
+ * it comes: said at warning, once per candidate (until a reload). A
+ * trial's lagging candidate was acked, never compared, and only notices of
+ * the drops said anything.
+ */
+static void dropped_ahead(void *ctx, const struct spool_index *ix, const char *run, int64_t step)
+{
+	struct compute *c = ctx;
+
+	for (size_t i = 0; i < c->n_studies; i++) {
+		struct cstudy *s = &c->studies[i];
+		const char *label = NULL;
+		for (size_t k = 0; k < s->n_proxies; k++)
+			if (s->pruns[k] && !strcmp(s->pruns[k], run))
+				label = s->labels[k];
+		if (strcmp(s->baseline, run) && !label)
+			continue;
+		for (size_t k = 0; s->behind_said && k < s->n_cands; k++) {
+			int64_t *steps = NULL;
+			size_t n = spool_index_steps(ix, s->cands[k], &steps);
+			int64_t latest = n ? steps[n - 1] : -1;
+			free(steps);
+			if (s->behind_said[k] || latest >= step)
+				continue;
+			char where[64] = "it has no snapshot";
+			if (n)
+				snprintf(where, sizeof(where), "its latest is step %lld", (long long)latest);
+			log_warning("retention: run '%s' step %lld, the %s%s%s of study '%s', went for "
+				    "spool.retention.disk_budget before candidate '%s' reached that step (%s): "
+				    "if '%s' publishes step %lld, it %s there; raise spool.retention.disk_budget, "
+				    "or keep the candidate closer (said once for the candidate)", run, (long long)step,
+				    label ? "proxy '" : "baseline", label ? label : "", label ? "'" : "", s->name,
+				    s->cands[k], where, s->cands[k], (long long)step,
+				    label ? "gets no ratio to that proxy" : "is not compared");
+			s->behind_said[k] = 1;
+		}
+	}
+}
+
 static int is_candidate(const struct compute *c, const char *run)
 {
 	for (size_t i = 0; i < c->n_studies; i++)
@@ -716,7 +760,7 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 	case JOB_COMPARE:
 		handle(c, j->run, j->step);
 		c->retention_dropped += spool_retain(&c->spool, c->wal, j->run, j->step,
-						     !is_candidate(c, j->run));
+						     !is_candidate(c, j->run), dropped_ahead, c);
 		break;
 	case JOB_CONFIG: {	/* drift logs reopen with it */
 		struct cstudy *old = c->studies;
@@ -729,7 +773,7 @@ static void work(struct workq *q, struct workq_item *item, void *ctx)
 		int realigned = c->spool.rules.tolerance != j->rules.tolerance;
 		c->spool.rules = j->rules;
 		/* a disk_budget lowered by the reload applies now, not at the next snapshot */
-		c->retention_dropped += spool_retain(&c->spool, c->wal, "", -1, 0);
+		c->retention_dropped += spool_retain(&c->spool, c->wal, "", -1, 0, dropped_ahead, c);
 		for (size_t i = 0; i < c->n_studies; i++) {
 			const char *why = backfill_reason(old, n_old, &c->studies[i]);
 			if (!why && realigned)

@@ -264,16 +264,30 @@ int spool_drop(struct spool_index *ix, struct wal *wal, size_t i, const char *wh
 	return 0;
 }
 
-size_t spool_retain(struct spool_index *ix, struct wal *wal, const char *run, int64_t step, int thin)
+size_t spool_retain(struct spool_index *ix, struct wal *wal, const char *run, int64_t step, int thin,
+		    spool_dropped_fn *dropped, void *ctx)
 {
 	char why[128];
 	size_t n = 0;
 	long i;
 
 	/* a failed drop stops it: the same snapshot would be picked again */
-	while ((i = spool_retention_next(ix, run, step, thin, why, sizeof(why))) >= 0 &&
-	       spool_drop(ix, wal, (size_t)i, why) == 0)
+	while ((i = spool_retention_next(ix, run, step, thin, why, sizeof(why))) >= 0) {
+		const struct spool_entry *e = &ix->v[i];
+		/* spool_retention_next thins only the snapshot just compared */
+		int thinned = thin && ix->rules.keep_every > 1 && step % ix->rules.keep_every != 0 &&
+			      e->step == step && !strcmp(e->run, run);
+		char *name = dropped && !thinned ? strdup(e->run) : NULL;
+		int64_t at = e->step;
+		if (spool_drop(ix, wal, (size_t)i, why) != 0) {
+			free(name);
+			break;
+		}
 		n++;
+		if (name)
+			dropped(ctx, ix, name, at);
+		free(name);
+	}
 	return n;
 }
 

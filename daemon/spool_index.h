@@ -120,12 +120,17 @@ long spool_retention_next(const struct spool_index *ix, const char *run, int64_t
  * entry. Logged at notice. 0, or -errno of the WAL (the entry is kept).
  */
 int spool_drop(struct spool_index *ix, struct wal *wal, size_t i, const char *why);
+/* Told of each snapshot that spool.retention.disk_budget dropped, after its drop. */
+typedef void spool_dropped_fn(void *ctx, const struct spool_index *ix, const char *run, int64_t step);
 /*
  * Retention after run's snapshot at step was compared: spool_retention_next
- * and spool_drop until nothing is left to drop, or the WAL fails. Returns
- * how many snapshots were dropped.
+ * and spool_drop until nothing is left to drop, or the WAL fails; each
+ * drop for the disk budget (not a thinning by spool.retention.every, which
+ * the config chose) told to dropped (may be NULL). Returns how many
+ * snapshots were dropped.
  */
-size_t spool_retain(struct spool_index *ix, struct wal *wal, const char *run, int64_t step, int thin);
+size_t spool_retain(struct spool_index *ix, struct wal *wal, const char *run, int64_t step, int thin,
+		    spool_dropped_fn *dropped, void *ctx);
 
 /*
  * Start-up, before the spool thread: a spool file that is_durable says no

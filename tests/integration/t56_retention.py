@@ -124,6 +124,13 @@ def main():
               f"the spool fits its disk budget: {spool_bytes(tmp) >> 20} MiB <= 64")
         check(os.path.exists(os.path.join(spool, "base", "100.h5")), "the run's latest step is kept")
         check("disk_budget" in dm.log_text(), "budget drops are logged")
+        # fa's latest is 25: the budget dropped baseline steps it has not reached, which it can never be
+        # compared at now; said at warning, once for the candidate (a trial's lagging candidate was acked
+        # and never compared, with only notices about the drops)
+        lines = [x for x in dm.log_text().splitlines() if "before candidate 'fa'" in x]
+        check(len(lines) == 1 and "warning" in lines[0] and "the baseline of study 'fa'" in lines[0]
+              and "(its latest is step 25)" in lines[0] and "spool.retention.disk_budget" in lines[0],
+              "a baseline step dropped before its candidate reached it: a warning, once", lines)
         # what is kept, in status and /metrics: a trial saw "93 durable" with 40 files left
         def same_as_disk():  # once the compute thread is done with the last snapshots
             sp = (control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("spool", {})

@@ -24,6 +24,17 @@
 
 static char dir[] = "/tmp/wdrift-test-spool-XXXXXX";
 
+/* The drops for the disk budget that spool_retain told, "run:step;" each. */
+static char budget_drops[256];
+
+static void told_drop(void *ctx, const struct spool_index *ix, const char *run, int64_t step)
+{
+	(void)ctx;
+	(void)ix;
+	size_t at = strlen(budget_drops);
+	snprintf(budget_drops + at, sizeof(budget_drops) - at, "%s:%lld;", run, (long long)step);
+}
+
 static void make_file(const char *run, long long step, const char *tail, size_t bytes)
 {
 	char path[512];
@@ -259,9 +270,11 @@ static void test_retain(void)
 	spool_index_add(&ix, "base", 20, -1);
 	spool_index_add(&ix, "fa", 15, -1);
 	CHECK(ix.bytes == 400, "sizes read from the files: %llu bytes", (unsigned long long)ix.bytes);
-	size_t n = spool_retain(&ix, wal, "base", 15, 1);
+	budget_drops[0] = 0;
+	size_t n = spool_retain(&ix, wal, "base", 15, 1, told_drop, NULL);
 	CHECK(n == 2 && !exists("base", 15, "h5") && !exists("base", 10, "h5") && exists("base", 20, "h5") &&
 	      exists("fa", 15, "h5"), "retain: base:15 (every) and base:10 (budget) removed; %zu drops", n);
+	CHECK(!strcmp(budget_drops, "base:10;"), "the budget's drop is told, the thinning not (%s)", budget_drops);
 	CHECK(ix.n == 2 && ix.bytes == 200, "the index follows: %zu entries, %llu bytes", ix.n,
 	      (unsigned long long)ix.bytes);
 	wal_close(&wal);
