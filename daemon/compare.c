@@ -323,6 +323,14 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 		/* a lost device: the engine goes on on the CPU; these values stay as measured */
 		wd_drift_measure(engine, bp, &bv, xp, &xv, NULL, &d);
 		row_set_drift(row, &d);
+		/*
+		 * The baseline's count, as compare's numel: the summaries weight
+		 * each tensor by it, so that a run's and its proxies' weighted
+		 * means share their weights (a trial: a tensor of unequal sizes
+		 * was weighted by the candidate's count here, the baseline's in
+		 * compare, and their summaries differed).
+		 */
+		row->numel = bv.numel;
 		if (in->role[r] == ROLE_PROXY)
 			for (size_t k = 0; k < st->n_trained; k++)
 				if (!strcmp(s->pruns[k], in->runs[r]))

@@ -29,12 +29,16 @@ WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"
 EXTRA = "    synthetic_proxy: round:bf16\n"
 
 
-def tensors(rng, step, drift):
-    """The same three tensors for every run, drifted by `drift`."""
+def tensors(rng, step, drift, uneq=None):
+    """The same three tensors for every run, drifted by `drift`; with uneq, a fourth, "uneq", of 4000
+    elements, uneq of them in this run (a trial: drift weighted a tensor by the candidate's count, compare
+    by the baseline's)."""
     r = np.random.default_rng(1000 + step)
     base = {"layers.0.w": r.standard_normal(5000).astype(np.float32) * 0.02,
             "emb": r.standard_normal(3000).astype(np.float32) * 0.02,
             "layers.1/w2": r.standard_normal((40, 30)).astype(np.float32) * 0.02}
+    if uneq:
+        base["uneq"] = r.standard_normal(4000).astype(np.float32)[:uneq] * 0.02
     return {k: v + (rng.standard_normal(v.shape) * drift).astype(np.float32) for k, v in base.items()}
 
 
@@ -185,11 +189,11 @@ def main():
         refs = {}
         # The baseline runs to the end first; the proxy and the candidate come later.
         for s in steps:
-            a = publish(base, s, tensors(rng, s, 0.0))
+            a = publish(base, s, tensors(rng, s, 0.0, uneq=4000))
             check(a and a["type"] == "ack", f"baseline step {s} acked")
         for s in steps:
-            publish(low, s, tensors(rng, s, 0.002), fp16=True)
-            a = publish(fa, s, tensors(rng, s, 0.0003))
+            publish(low, s, tensors(rng, s, 0.002, uneq=4000), fp16=True)
+            a = publish(fa, s, tensors(rng, s, 0.0003, uneq=2500))
             check(a and a["type"] == "ack", f"candidate step {s} acked, after the baseline finished")
         for s in steps:
             got = wait_drift(ctx, tmp, s)
@@ -210,7 +214,8 @@ def main():
                     same = same and close(l["proxies"][label]["w1"], x["proxies"][label]["w1"]) \
                         and close(l["proxies"][label]["ratio"], x["proxies"][label]["ratio"])
                 same = same and l["numel"] == x["numel"]
-            check(same, f"step {s}: the daemon's drift equals wdrift compare (3 tensors, 2 proxies)")
+            check(same, f"step {s}: the daemon's drift equals wdrift compare (4 tensors, one of unequal sizes, "
+                  f"2 proxies)", f"daemon {json.dumps(mine.get('uneq'))}\ncompare {json.dumps(ref.get('uneq'))}")
             refs[s] = ref
             # the summary rows, one definition (lib/drift.h) for both
             rs, ms = json.loads(r.stdout)["summary"], got["candidates"]["fa"].get("summary", {})
@@ -218,7 +223,7 @@ def main():
             for label in ("fp16", "round:bf16"):
                 same = same and all(close(ms.get("proxies", {}).get(label, {}).get(k), rs["proxies"][label][k])
                                     for k in ("w1_weighted", "ratio_weighted", "ratio_median", "ratio_max"))
-            check(same and ms.get("numel") == rs["numel"] and ms.get("tensors") == 3,
+            check(same and ms.get("numel") == rs["numel"] and ms.get("tensors") == 4,
                   f"step {s}: the daemon's summary equals wdrift compare's (both proxies)",
                   f"daemon {json.dumps(ms)}\ncompare {json.dumps(rs)}")
         # The drift log, read while the daemon runs.
@@ -281,7 +286,7 @@ def main():
         dm.stop(signal.SIGKILL)
         check(dm.start() is not None, "restart after kill -9")
         old = control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": 20})
-        check(old and old.get("ok") and len(old["candidates"]["fa"]["layers"]) == 3,
+        check(old and old.get("ok") and len(old["candidates"]["fa"]["layers"]) == 4,
               f"after the restart, step 20's logged results answer from the WAL ({old and old.get('error')})")
         got = wait_drift(ctx, tmp, 30)
         check(got is not None and len(got["candidates"]["fa"]["layers"]) == 3,
