@@ -328,9 +328,10 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 		 * each tensor by it, so that a run's and its proxies' weighted
 		 * means share their weights (a trial: a tensor of unequal sizes
 		 * was weighted by the candidate's count here, the baseline's in
-		 * compare, and their summaries differed).
+		 * compare, and their summaries differed). A run's tensor with no
+		 * element stays 0: absent (query.c).
 		 */
-		row->numel = bv.numel;
+		row->numel = d.numel ? bv.numel : 0;
 		if (in->role[r] == ROLE_PROXY)
 			for (size_t k = 0; k < st->n_trained; k++)
 				if (!strcmp(s->pruns[k], in->runs[r]))
