@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,9 +36,10 @@ struct rule {
 	/*
 	 * scope: tensors whose glob matched none of a candidate's tensors at
 	 * its latest step (a typo in it: the rule can never fire), said once
-	 * in the log, and by alerts_json while it lasts
+	 * in the log, and by alerts_json until that candidate has a tensor it
+	 * matches: why, and the candidate
 	 */
-	char *unmatched;
+	char *unmatched, *unmatched_run;
 	int held_said;			/* the hold of the changes owed now is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
@@ -77,6 +79,7 @@ static void rules_free(struct alerts *a)
 		free((char *)r->a.tensors);
 		free((char *)r->a.command);
 		free(r->unmatched);
+		free(r->unmatched_run);
 		for (size_t c = 0; c < r->n_cands; c++)
 			free(r->cands[c]);
 		free(r->cands);
@@ -177,6 +180,10 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			v[i].last_command = old[k].last_command;
 			v[i].owed = old[k].owed;
 			v[i].held_said = old[k].held_said;
+			/* the same glob: said already */
+			v[i].unmatched = old[k].unmatched;
+			v[i].unmatched_run = old[k].unmatched_run;
+			old[k].unmatched = old[k].unmatched_run = NULL;
 			old[k].set = (struct instances){ 0 };
 		}
 	}
@@ -214,28 +221,43 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 	return o;
 }
 
-/* Runs the rule's command with text (JSON lines) on its stdin; never waits for it. */
-static void run_command(struct alerts *a, struct rule *r, const char *text)
+/*
+ * Runs the rule's command with text (JSON lines) on its stdin; never waits
+ * for it. The text goes through a memory file, not a pipe: a command that
+ * reads nothing, or not yet, holds up nothing, and the lines of a hundred
+ * instances held together fit whole (a pipe's 64 KiB would cut one). 0, or
+ * -1 when it could not be started (said).
+ */
+static int run_command(struct alerts *a, struct rule *r, const char *text)
 {
-	int fds[2];
+	size_t len = strlen(text), at = 0;
+	int fd = memfd_create("wdrift-alert", MFD_CLOEXEC);
 
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		log_err("alert '%s': pipe: %s", r->a.name, strerror(errno));
-		return;
+	while (fd >= 0 && at < len) {
+		ssize_t w = write(fd, text + at, len - at);
+		if (w <= 0)
+			break;
+		at += (size_t)w;
+	}
+	if (fd < 0 || at < len || lseek(fd, 0, SEEK_SET) < 0) {
+		log_err("alert '%s': its command not run: its input (%zu bytes): %s", r->a.name, len,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		log_err("alert '%s': fork: %s", r->a.name, strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
-		return;
+		log_err("alert '%s': its command not run: fork: %s", r->a.name, strerror(errno));
+		close(fd);
+		return -1;
 	}
 	if (pid == 0) {	/* the child: its own session, the JSON on stdin */
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);	/* the daemon blocks some */
 		setsid();
-		dup2(fds[0], 0);
+		dup2(fd, 0);
 		/* nothing of the daemon's but stdout and stderr: HDF5 opens its
 		 * files without O_CLOEXEC, and a command may outlive us */
 		close_range(3, ~0u, 0);
@@ -243,27 +265,7 @@ static void run_command(struct alerts *a, struct rule *r, const char *text)
 		execl("/bin/sh", "sh", "-c", r->a.command, (char *)NULL);
 		_exit(127);
 	}
-	close(fds[0]);
-	/*
-	 * Non-blocking: a command that does not read its stdin must not stall
-	 * the main loop. A line is far below the pipe's buffer; the lines of
-	 * many instances held together may not be, and what does not fit is
-	 * said.
-	 */
-	fcntl(fds[1], F_SETFL, O_NONBLOCK);
-	size_t len = strlen(text), at = 0;
-	while (at < len) {
-		ssize_t w = write(fds[1], text + at, len - at);
-		if (w <= 0)
-			break;
-		at += (size_t)w;
-	}
-	/* EPIPE: the command exited without reading its stdin, which it need not read */
-	if (at < len && errno != EPIPE)
-		log_warning("alert '%s': writing to its command: %s (%zu of %zu bytes written)", r->a.name,
-			    errno == EAGAIN ? "its stdin is full: it reads nothing, or not yet" : strerror(errno),
-			    at, len);
-	close(fds[1]);
+	close(fd);
 	struct child *c = calloc(1, sizeof(*c));
 	if (c) {
 		c->pid = pid;
@@ -271,6 +273,16 @@ static void run_command(struct alerts *a, struct rule *r, const char *text)
 		c->next = a->children;
 		a->children = c;
 	}
+	return 0;
+}
+
+/* Has the rule's command yet to hear some instance's state (firing or not)? */
+static int command_owed(const struct rule *r)
+{
+	for (const struct instance *i = r->set.head; r->a.command && i; i = i->next)
+		if ((i->state == FIRING) != i->told)
+			return 1;
+	return 0;
 }
 
 /*
@@ -280,7 +292,7 @@ static void run_command(struct alerts *a, struct rule *r, const char *text)
  * is now. So a change inside the interval is held, not lost (a trial: a
  * second tensor firing at the same step, and a resolve, never reached a
  * pager), and one that flapped back tells it nothing. Called after each
- * evaluation and each second.
+ * evaluation and each second; r->owed says a change may wait.
  */
 static void command_due(struct alerts *a, struct rule *r)
 {
@@ -289,7 +301,7 @@ static void command_due(struct alerts *a, struct rule *r)
 	if (!r->owed || !r->a.command)
 		return;
 	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
-		if (!r->held_said)
+		if (!r->held_said && command_owed(r))
 			log_notice("alert '%s': its command ran %.0f s ago (command_min_interval %lld): the "
 				   "changes since are held, and go to it in %.0f s, each instance's latest state",
 				   r->a.name, t - r->last_command, (long long)r->a.command_min_interval,
@@ -298,7 +310,7 @@ static void command_due(struct alerts *a, struct rule *r)
 		return;
 	}
 	char *text = NULL;
-	size_t len = 0, n = 0;
+	size_t len = 0, n = 0, skipped = 0;
 	FILE *f = open_memstream(&text, &len);
 	for (struct instance *i = r->set.head; f && i; i = i->next) {
 		int firing = i->state == FIRING;
@@ -307,26 +319,33 @@ static void command_due(struct alerts *a, struct rule *r)
 		json_t *o = alert_json(r, i, firing ? "firing" : "resolved");
 		char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
-		if (!json)
-			continue;	/* out of memory: owed still, told next time */
-		fprintf(f, "%s\n", json);
+		if (json) {
+			fprintf(f, "%s\n", json);
+			n++;
+		} else {
+			skipped++;
+		}
 		free(json);
-		i->told = firing;
-		i->dirty = 1;	/* the record that keeps last_command */
-		n++;
 	}
-	if (!f || fclose(f) != 0) {
+	if (!f || fclose(f) != 0 || skipped) {	/* owed still: the whole of it next second */
 		log_err("alert '%s': out of memory for its command's input", r->a.name);
+		free(f ? text : NULL);
 		return;
 	}
-	r->owed = 0;
 	r->held_said = 0;
-	if (n) {
-		run_command(a, r, text);
+	if (n && run_command(a, r, text) == 0) {
 		r->last_command = t;
-	} else {
+		/* heard now: the instances on its lines (the same walk, the same test) */
+		for (struct instance *i = r->set.head; i; i = i->next)
+			if ((i->state == FIRING) != i->told) {
+				i->told = i->state == FIRING;
+				i->dirty = 1;	/* the record that keeps last_command */
+			}
+		r->owed = 0;
+	} else if (!n) {
 		log_info("alert '%s': the changes held flapped back: nothing new for its command", r->a.name);
-	}
+		r->owed = 0;
+	}	/* else not started (said): owed still, tried again next second */
 	free(text);
 }
 
@@ -371,7 +390,7 @@ static void save(struct alerts *a, struct rule *r)
 		if (i->dirty)
 			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
 				i->above, i->prev_above, i->step, i->value, i->since,
-				(i->state == FIRING) != i->told };
+				r->a.command && (i->state == FIRING) != i->told };
 	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
 	store(a, r->a.name, &s);
 	if (!a->store_failed)
@@ -470,7 +489,10 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	char topic[256];
 	snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
 	a->sink(a->ctx, topic, json);
-	r->owed = 1;	/* the command hears it when its rule's evaluation is done: command_due */
+	if (r->a.command)
+		r->owed = 1;	/* the command hears it when its rule's evaluation is done: command_due */
+	else
+		i->told = state == FIRING;	/* no command to tell: a command added by a reload starts here */
 	free(json);
 }
 
@@ -483,19 +505,26 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n, size_t matched,
 			 const char *example)
 {
-	if (matched || !n) {
-		free(r->unmatched);
-		r->unmatched = NULL;
+	if (matched || !n) {	/* said for this run: no longer so */
+		if (r->unmatched_run && !strcmp(r->unmatched_run, run)) {
+			free(r->unmatched);
+			free(r->unmatched_run);
+			r->unmatched = r->unmatched_run = NULL;
+		}
 		return;
 	}
 	if (r->unmatched)
-		return;	/* said */
-	if (asprintf(&r->unmatched, "tensors '%s' matches none of the %zu tensors of run '%s' at step %lld "
-		     "(such as '%s'): it can never fire; a typo in the glob? ('*' matches '.' too)",
-		     r->a.tensors, n, run, (long long)step, example) < 0) {
-		r->unmatched = NULL;
+		return;	/* said, for this run or another: once for the rule */
+	char *why;
+	if (asprintf(&why, "tensors '%s' matches none of the %zu tensors of run '%s' at step %lld (such as "
+		     "'%s'): it can never fire; a typo in the glob? ('*' matches '.' too)", r->a.tensors, n, run,
+		     (long long)step, example) < 0)
+		return;
+	if (!(r->unmatched_run = strdup(run))) {
+		free(why);
 		return;
 	}
+	r->unmatched = why;
 	log_warning("alert '%s': %s", r->a.name, r->unmatched);
 }
 
@@ -677,6 +706,7 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
 		n += instances_drop(&r->set, all ? NULL : run, &fk);
 		f += fk;
+		r->owed = command_owed(r);	/* a dropped instance is owed nothing: forgotten, not resolved */
 	}
 	if (firing)
 		*firing = f;
@@ -729,7 +759,6 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 		i->since = x->since;
 		/* a firing one fires no second time (no event, no command); one held is owed still */
 		i->told = (x->state == FIRING) != x->held;
-		r->owed |= x->held;
 		i->evaluated = 1;
 		i->dirty = 0;
 	}
@@ -747,6 +776,7 @@ void alerts_restore_done(struct alerts *a)
 			save_reset(a, r);	/* so that the next start does not say it again */
 			r->stale = 0;
 		}
+		r->owed = command_owed(r);	/* the records' "held": sent once the interval has passed */
 		n += r->set.n;
 		firing += instances_count(&r->set, FIRING);
 		pending += instances_count(&r->set, PENDING);

@@ -146,7 +146,6 @@ static int study_has(const struct cstudy *s, const char *run)
 	return 0;
 }
 
-/* Is run a candidate of some study? Candidates are never thinned by 'every'. */
 /*
  * spool.retention.disk_budget dropped run's snapshot at step. Where run is
  * a study's baseline or trained proxy and a candidate's latest snapshot is
@@ -179,16 +178,17 @@ static void dropped_ahead(void *ctx, const struct spool_index *ix, const char *r
 				snprintf(where, sizeof(where), "its latest is step %lld", (long long)latest);
 			log_warning("retention: run '%s' step %lld, the %s%s%s of study '%s', went for "
 				    "spool.retention.disk_budget before candidate '%s' reached that step (%s): "
-				    "if '%s' publishes step %lld, it %s there; raise spool.retention.disk_budget, "
-				    "or keep the candidate closer (said once for the candidate)", run, (long long)step,
-				    label ? "proxy '" : "baseline", label ? label : "", label ? "'" : "", s->name,
-				    s->cands[k], where, s->cands[k], (long long)step,
-				    label ? "gets no ratio to that proxy" : "is not compared");
+				    "if '%s' publishes step %lld, it finds no %s there; raise "
+				    "spool.retention.disk_budget, or keep the candidate closer (said once for the "
+				    "candidate)", run, (long long)step, label ? "proxy '" : "baseline", label ? label : "",
+				    label ? "'" : "", s->name, s->cands[k], where, s->cands[k], (long long)step,
+				    label ? "snapshot of that proxy" : "baseline");
 			s->behind_said[k] = 1;
 		}
 	}
 }
 
+/* Is run a candidate of some study? Candidates are never thinned by 'every'. */
 static int is_candidate(const struct compute *c, const char *run)
 {
 	for (size_t i = 0; i < c->n_studies; i++)

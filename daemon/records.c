@@ -95,21 +95,22 @@ char *record_alert(const struct alert_state *s)
 	json_t *inst = json_array(), *held = json_array();
 	char def[17];
 
+	/* no record rather than one that lacks what it should hold: the caller keeps them dirty */
 	for (size_t i = 0; inst && held && i < s->n_inst; i++) {
 		const struct alert_inst *a = &s->inst[i];
-		if (a->held && json_array_append_new(held, json_integer((json_int_t)i)) < 0) {
-			json_decref(inst);
-			inst = NULL;
-			break;
-		}
-		if (a->state < 0 || a->state > 2 || a->prev_state < 0 || a->prev_state > 2 ||
+		if ((a->held && json_array_append_new(held, json_integer((json_int_t)i)) < 0) ||
+		    a->state < 0 || a->state > 2 || a->prev_state < 0 || a->prev_state > 2 ||
 		    json_array_append_new(inst, json_pack("[s,o,s,I,I,o,f,s,I]", a->run,
 			a->tensor ? json_string(a->tensor) : json_null(), alert_states[a->state],
 			(json_int_t)a->above, (json_int_t)a->step, jnum(a->value), a->since,
 			alert_states[a->prev_state], (json_int_t)a->prev_above)) < 0) {
 			json_decref(inst);
-			return NULL;
+			inst = NULL;
 		}
+	}
+	if (!held) {
+		json_decref(inst);
+		inst = NULL;
 	}
 	/* the hash as hex: JSON integers are signed 64-bit, and readers differ above 2^53 */
 	snprintf(def, sizeof(def), "%016llx", (unsigned long long)s->def);

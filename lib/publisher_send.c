@@ -417,13 +417,15 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		goto done;
 	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {
 		/*
-		 * Refused at one of its tensors: the rest of them and the commit
-		 * may still be queued here. They are waited out, to the commit's
-		 * refusal (named by no tensor), so that the daemon has read the
-		 * commit that ends the refused snapshot: a process that exited
-		 * on the refusal left its marker for limits.pending_timeout, and
-		 * a trial's next `wdrift send` of a smaller file to the step was
-		 * refused with the first file's counts.
+		 * Refused at one of its tensors (a job of one rank): the rest of
+		 * them and the commit may still be queued here. They are waited
+		 * out, to the commit's refusal (named by no tensor; it comes at
+		 * once, as one rank's commit ends the snapshot), so that the
+		 * daemon has read the commit that ends the refused snapshot: a
+		 * process that exited on the refusal left its marker for
+		 * limits.pending_timeout, and a trial's next `wdrift send` of a
+		 * smaller file to the step was refused with the first file's
+		 * counts.
 		 */
 		if (out == REFUSED) {
 			if (in->step == snap->step && (in->type == WIRE_ACK || (in->type == WIRE_ERROR && !in->name[0])))
@@ -454,8 +456,14 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		if (error_is_final(in, snap)) {
 			refused(p, snap, in);
 			out = REFUSED;
-			if (in->name[0])
-				continue;	/* a tensor's: to the commit's reply, above */
+			/*
+			 * A tensor's: to the commit's reply, above. One rank
+			 * only: a sharded job's commit may wait for the other
+			 * ranks (limits.pending_timeout), which must not hold
+			 * this sender up.
+			 */
+			if (in->name[0] && p->opts.ranks <= 1)
+				continue;
 		} else {
 			wd_log(WD_LOG_DEBUG, "publisher: run '%s' step %lld: %s: %s; sending it again",
 			       p->run, (long long)snap->step, wire_code_name(in->error.code),

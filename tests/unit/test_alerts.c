@@ -129,7 +129,7 @@ static size_t n_instances(const struct alerts *a, const char *rule)
 
 /* A batch of study s at step, its rows added by row(). */
 static struct result_batch batch;
-static struct drift_row rows[16];
+static struct drift_row rows[512];
 
 static void start(const char *study, int64_t step)
 {
@@ -859,6 +859,38 @@ static void test_command_held(void)
 	n = command_lines(a, path, lines, 8, 4);
 	CHECK(n == 4 && strstr(lines[3], "\"tensor\":\"b\"") && strstr(lines[3], "\"resolved\""),
 	      "past the interval, a change runs the command at once (%d lines)", n);
+	/*
+	 * 400 tensors firing at one step: one run, 400 whole lines, some 100 KB
+	 * (a review: a pipe's 64 KiB, non-blocking, cut the text mid-line)
+	 */
+	static char names[400][8];
+	start("s", 6);
+	for (int k = 0; k < 400; k++) {
+		snprintf(names[k], sizeof(names[k]), "m%03d", k);
+		row("c1", names[k], 10, 5.0, NAN);
+	}
+	wall_clock = t0 + 400;
+	alerts_on_results(a, &batch);
+	int whole = 0;
+	FILE *f = NULL;
+	for (int tries = 0; tries < 200; tries++) {	/* the command runs on its own: wait for it */
+		usleep(20000);
+		alerts_reap(a);
+		f = fopen(path, "r");
+		char line[1024];
+		int m = 0;
+		whole = 0;
+		while (f && fgets(line, sizeof(line), f)) {
+			m++;
+			whole += m > 4 && line[strlen(line) - 1] == '\n' && strstr(line, "\"tensor\":\"m") &&
+				 line[0] == '{';
+		}
+		if (f)
+			fclose(f);
+		if (whole >= 400)
+			break;
+	}
+	CHECK(whole == 400, "400 instances firing at once: one run, 400 whole lines on its stdin (%d)", whole);
 	alerts_free(&a);
 	stored_clear();
 	wd_config_release(&cfg);
@@ -905,6 +937,45 @@ static void test_glob_unmatched(struct wd_config *cfg)
 	unmatched_of(a, "attn", why, sizeof(why));
 	CHECK(!why[0] && !strcmp(instance(a, "attn", "c1", "layers.0.attn").state, "firing"),
 	      "a snapshot with a tensor it matches: no longer said, and the rule judges it (%s)", why);
+	alerts_free(&a);
+
+	/*
+	 * Two candidates, one whose tensors the glob misses: said once, not at
+	 * every batch (a review: the other's match cleared it, and it was said
+	 * again each time); the log read from stderr.
+	 */
+	a = fresh(cfg);
+	char logpath[] = "/tmp/wdrift-test-alerts-log-XXXXXX";
+	int fd = mkstemp(logpath), saved = dup(2), level = log_level;
+	if (fd < 0 || saved < 0) {
+		CHECK(0, "a temp file for the log");
+		alerts_free(&a);
+		return;
+	}
+	fflush(stderr);
+	dup2(fd, 2);
+	log_level = LOG_WARNING;
+	for (int64_t s = 3; s <= 5; s++) {
+		start("s", s);
+		row("c1", "t", 10, 0.5, NAN);
+		row("c2", "layers.0.attn", 10, 0.5, NAN);
+		alerts_on_results(a, &batch);
+	}
+	log_level = level;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	int said = 0;
+	char line[1024];
+	FILE *f = fdopen(fd, "r");
+	rewind(f);
+	while (fgets(line, sizeof(line), f))
+		said += strstr(line, "alert 'attn': tensors 'layers.*.attn' matches none") != NULL;
+	fclose(f);
+	unlink(logpath);
+	unmatched_of(a, "attn", why, sizeof(why));
+	CHECK(said == 1 && strstr(why, "of run 'c1' at step 3"),
+	      "c1 missed by the glob, c2 matched, three batches: said once, and still shown (%d lines; %s)", said, why);
 	alerts_free(&a);
 }
 
