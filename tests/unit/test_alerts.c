@@ -712,25 +712,41 @@ static void test_forget_run(struct wd_config *cfg)
  * instance left (runs rm emptied it): the cooldown is the rule's, not its
  * instances'. The command appends a line to a file: one line, not two.
  */
-static void test_cooldown_kept(void)
+/*
+ * A config of study s (candidate c1) and one alert rule, whose command
+ * writes to a temp file: rule is its YAML flow mapping, %s the file's
+ * path, which path (a mkstemp template) gets. 0, or -1 (said) with nothing
+ * left behind.
+ */
+static int command_config(const char *rule, char *path, struct wd_config *cfg)
 {
-	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", yaml1[512], err[512];
+	char text[768], err[512];
 	int fd = mkstemp(path);
-	struct wd_config cfg;
 
 	if (fd < 0) {
 		CHECK(0, "a temp file for the command");
-		return;
+		return -1;
 	}
 	close(fd);
-	snprintf(yaml1, sizeof(yaml1), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
-		 "alerts:\n  - {name: cmd, study: s, metric: w1, threshold: 1, command: 'echo run >> %s',"
-		 " command_min_interval: 3600}\n", path);
-	if (wd_config_load_string("cooldown.yaml", yaml1, &cfg, err, sizeof(err)) < 0) {
-		CHECK(0, "the cooldown config loads: %s", err);
+	int at = snprintf(text, sizeof(text), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
+			  "alerts:\n  - ");
+	snprintf(text + at, sizeof(text) - (size_t)at, rule, path);
+	if (wd_config_load_string("command.yaml", text, cfg, err, sizeof(err)) < 0) {
+		CHECK(0, "the config loads: %s", err);
 		unlink(path);
-		return;
+		return -1;
 	}
+	return 0;
+}
+
+static void test_cooldown_kept(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX";
+	struct wd_config cfg;
+
+	if (command_config("{name: cmd, study: s, metric: w1, threshold: 1, command: 'echo run >> %s', "
+			   "command_min_interval: 3600}\n", path, &cfg) < 0)
+		return;
 	struct alerts *a = fresh(&cfg);
 	step_w1(a, 1, 5.0);
 	alerts_forget_run(a, "c1", &cfg, NULL);
@@ -786,24 +802,13 @@ static int command_lines(struct alerts *a, const char *path, char lines[][512], 
  */
 static void test_command_held(void)
 {
-	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", y[512], err[512], lines[8][512];
-	int fd = mkstemp(path);
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", lines[8][512];
 	struct wd_config cfg;
 	struct state st = { 0 };
 
-	if (fd < 0) {
-		CHECK(0, "a temp file for the command");
+	if (command_config("{name: tens, study: s, metric: w1, scope: tensors, tensors: '*', threshold: 1, "
+			   "command: 'cat >> %s', command_min_interval: 60}\n", path, &cfg) < 0)
 		return;
-	}
-	close(fd);
-	snprintf(y, sizeof(y), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
-		 "alerts:\n  - {name: tens, study: s, metric: w1, scope: tensors, tensors: '*', threshold: 1,"
-		 " command: 'cat >> %s', command_min_interval: 60}\n", path);
-	if (wd_config_load_string("held.yaml", y, &cfg, err, sizeof(err)) < 0) {
-		CHECK(0, "the config loads: %s", err);
-		unlink(path);
-		return;
-	}
 	struct alerts *a = fresh(&cfg);
 	double t0 = wall_clock;
 	stored_clear();
