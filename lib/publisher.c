@@ -134,6 +134,17 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 	const char *port = strrchr(endpoint, ':');	/* tcp://HOST:PORT, not "tcp://h" or "tcp://h:" */
 	if (!strncmp(endpoint, "tcp://", 6) && (port < endpoint + 6 || !port[1]))
 		return pub_error(-EINVAL, "endpoint '%.400s' has no port: tcp://HOST:PORT", endpoint);
+	for (const char *c = endpoint; *c; c++)	/* a pasted line's end, as the CLI says it */
+		if ((unsigned char)*c <= ' ' || *c == 0x7f)
+			return pub_error(-EINVAL, "endpoint '%.400s' contains a space or a control character",
+					 PUB_CLIP(endpoint));
+	if (!strncmp(endpoint, "tcp://", 6)) {
+		/* ZeroMQ takes a port of 82636 as 17100: a trial's snapshots went to another daemon */
+		char *end;
+		unsigned long n = strtoul(port + 1, &end, 10);
+		if (port[1] < '0' || port[1] > '9' || *end || n < 1 || n > 65535)
+			return pub_error(-EINVAL, "endpoint '%.400s': the port must be 1 to 65535", endpoint);
+	}
 	void *s = zmq_socket(p->ctx, ZMQ_DEALER);
 	int linger = 0;
 	if (!s)

@@ -291,7 +291,10 @@ def main():
     try:
         # 1. what can never work raises at construction, with the library's words
         for ep, needle in (("http://localhost:1", "not a ZeroMQ endpoint"),
-                           ("tcp://127.0.0.1:notaport", "ZeroMQ refuses"),
+                           ("tcp://127.0.0.1:notaport", "the port must be 1 to 65535"),
+                           ("tcp://127.0.0.1:82636", "the port must be 1 to 65535"),  # ZeroMQ: 17100
+                           ("tcp://127.0.0.1:0", "the port must be 1 to 65535"),
+                           ("tcp://127.0.0.1:5555 ", "contains a space"),
                            ("tcp://localhost", "has no port"),
                            ("tcp://localhost:", "has no port"),
                            ("localhost:5555", "not a ZeroMQ endpoint")):

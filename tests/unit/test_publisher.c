@@ -136,7 +136,16 @@ int main(void)
 	      strstr(wd_last_error(), "has no port"), "open refuses tcp:// without a port: %s",
 	      wd_last_error());
 	CHECK(wd_publisher_open("tcp://127.0.0.1:notaport", "r", NULL, &p) == -EINVAL &&
-	      strstr(wd_last_error(), "ZeroMQ refuses it"), "open refuses what ZeroMQ refuses: %s",
+	      strstr(wd_last_error(), "the port must be 1 to 65535"), "open refuses a port that is no number: %s",
+	      wd_last_error());
+	/* ZeroMQ would connect to port 17100 (82636 - 65536): a trial's snapshots went to another daemon */
+	CHECK(wd_publisher_open("tcp://127.0.0.1:82636", "r", NULL, &p) == -EINVAL &&
+	      strstr(wd_last_error(), "the port must be 1 to 65535"), "open refuses a port past 65535: %s",
+	      wd_last_error());
+	char longpath[300] = "ipc:///tmp/";
+	memset(longpath + strlen(longpath), 'x', 200);
+	CHECK(wd_publisher_open(longpath, "r", NULL, &p) == -EINVAL && strstr(wd_last_error(), "ZeroMQ refuses it"),
+	      "open refuses what ZeroMQ refuses (an ipc path past a socket address's 107 bytes): %.80s",
 	      wd_last_error());
 	CHECK(wd_publisher_open(ep, "a/b", NULL, &p) == -EINVAL && strstr(wd_last_error(), "run name 'a/b'") &&
 	      strstr(wd_last_error(), "'/' at byte 1") && strstr(wd_last_error(), "A-Z"),
