@@ -224,8 +224,10 @@ int wd_key_public(const char *arg, char pub[WD_KEY_Z85 + 1], char *err, size_t e
 		memcpy(pub, arg, WD_KEY_Z85 + 1);
 		return 0;
 	}
+	char near[PATH_MAX + 32] = "";
+	wd_suggest_file(arg, near, sizeof(near));	/* a typo of a .pub beside it, as for a key pair */
 	return wd_error(err, errlen, "'%.200s' is neither a key (40 characters of Z85, or "
-			WD_KEY_PREFIX "KEY) nor an existing key file", arg);
+			WD_KEY_PREFIX "KEY) nor an existing key file%s", arg, near);
 }
 
 int wd_client_keys_load(const char *server, const char *keyfile, struct wd_client_keys *k,
@@ -263,6 +265,16 @@ int wd_client_keys_load_as(const char *server, const char *keyfile, const char *
 				"(%s or WDRIFT_KEY): CURVE needs both", server_from, key_arg);
 	if (wd_key_public(server, k->server, why, sizeof(why)) < 0)
 		return wd_error(err, errlen, "%s: %s", server_from, why);
+	/*
+	 * A key pasted where the key pair's file goes, most likely the secret
+	 * one: not echoed, as a job's stderr goes to shared logs (a trial's
+	 * did, whole, in "cannot open").
+	 */
+	struct stat st;
+	if (wd_key_is_z85(keyfile) && stat(keyfile, &st) < 0)
+		return wd_error(err, errlen, "%s takes this client's key pair file, from wdrift keygen, not a "
+				"key: it was given 40 characters of Z85, a key (not shown here: a secret key "
+				"must not reach a log)", key_from);
 	if (wd_keyfile_read(keyfile, k->pub, k->sec, why, sizeof(why)) < 0)
 		return wd_error(err, errlen, "%s: %s", key_from, why);
 	k->on = 1;

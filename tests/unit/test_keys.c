@@ -180,6 +180,12 @@ static void bad_files(void)
 	      strstr(err, "'nope-not-a-key' is neither a key (40 characters of Z85, or "
 		     "z85:KEY) nor an existing key file"),
 	      "wd_key_public: neither: %s", err);
+	/* a typo of a .pub beside it: the file named, as --key's typos are (a trial) */
+	char typo[512];
+	const char *pubfile = put("server.pub", pub, 0644);
+	snprintf(typo, sizeof(typo), "%.*sserver.pbu", (int)(strrchr(pubfile, '/') + 1 - pubfile), pubfile);
+	CHECK(wd_key_public(typo, p, err, sizeof(err)) == -1 && strstr(err, "did you mean") &&
+	      strstr(err, "server.pub"), "wd_key_public: a typo of a key file's name: %s", err);
 	CHECK(!wd_key_is_z85("") && !wd_key_is_z85("short") && wd_key_is_z85(pub) &&
 	      !wd_key_is_z85("000000000000000000000000000000000000000 ") &&
 	      !wd_key_is_z85("0000000000000000000000000000000000000000\""), "wd_key_is_z85");
@@ -203,6 +209,13 @@ static void client_keys(void)
 	      strstr(err, "--key is given but not the server's public key"), "--key alone: %s", err);
 	CHECK(wd_client_keys_load(pub, NULL, &k, err, sizeof(err)) == -1 &&
 	      strstr(err, "--server-key is given but not this client's key pair"), "--server-key alone: %s", err);
+	/* the secret key pasted for the key pair's file: said, never echoed (a trial's went to the log whole) */
+	CHECK(wd_client_keys_load(pub, sec, &k, err, sizeof(err)) == -1 && !strstr(err, sec) &&
+	      strstr(err, "--key takes this client's key pair file, from wdrift keygen, not a key"),
+	      "a secret key given as --key: said, not shown: %s", err);
+	CHECK(wd_client_keys_load_as(pub, sec, "server_key=", "key=", &k, err, sizeof(err)) == -1 &&
+	      !strstr(err, sec) && strstr(err, "key= takes this client's key pair file"),
+	      "... and as Python's key=: %s", err);
 	setenv("WDRIFT_SERVER_KEY", pub, 1);
 	setenv("WDRIFT_KEY", pair, 1);
 	CHECK(wd_client_keys_load(NULL, NULL, &k, err, sizeof(err)) == 0 && k.on, "from the environment: %s", err);
