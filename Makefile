@@ -116,7 +116,7 @@ ENGINE_SRCS += lib/sort_vq_none.c
 endif
 # Checkpoints (HDF5): the programs' own, in libwdrift-ckpt.a, not in libwdrift.so.
 CKPT_SRCS := lib/checkpoint.c lib/checkpoint_write.c lib/ckpt_sandbox.c lib/ckpt_sandbox_child.c lib/mapguard.c
-LIB_SRCS := $(ENGINE_SRCS) lib/near_name.c lib/crc32.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c lib/utf8.c
+LIB_SRCS := $(ENGINE_SRCS) lib/near_name.c lib/crc32.c lib/wire.c lib/publisher.c lib/publisher_snapshot.c lib/publisher_send.c lib/publisher_peer.c lib/handshake.c lib/zmtp_probe.c lib/keys.c lib/units.c lib/utf8.c lib/zctx.c
 CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/cmd_compare.c client/compare_out.c client/cmd_status.c client/cmd_runs.c \
 	client/cmd_studies.c client/cmd_drift.c client/cmd_alerts.c client/cmd_watch.c client/cmd_send.c \

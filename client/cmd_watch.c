@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "daemon_client.h"
+#include "zctx.h"
 
 #define WATCH_CONNECT_MS 3000	/* the daemon's handshake; the whole answer stays under 5 s */
 #define WATCH_LINE_MAX 199	/* bytes of a plain line, its newline apart */
@@ -381,7 +382,7 @@ int cmd_watch(int argc, char **argv)
 
 	if (dc_endpoint_check(a.t.events_ep, given != NULL, err, sizeof(err)) < 0)
 		return cli_error("%s (%s)%s", err, source, given ? "" : dc_config_near_miss(a.t.config));
-	void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
+	void *ctx = wd_zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
 	const char *prefix = o.topic ? o.topic : "";
 	int rc = EXIT_FAIL;
 	if (!s) {

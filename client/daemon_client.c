@@ -20,6 +20,7 @@
 #include "handshake.h"
 #include "other_daemons.h"
 #include "error.h"
+#include "zctx.h"
 
 enum { DC_OPT_SERVER_KEY = 1000, DC_OPT_KEY };
 
@@ -352,7 +353,7 @@ int dc_request(const struct dc_target *t, const char *request, char **reply, cha
 	int timeout = env_ms("WDRIFT_TIMEOUT_MS", 1500), tries = 3, misses = 0, resent = 0;
 	double patience = env_ms("WDRIFT_QUERY_TIMEOUT_MS", 120000) / 1000.0;
 	int status = is_status(request);
-	void *ctx = zmq_ctx_new(), *s = NULL, *probe = NULL, *mon = NULL;
+	void *ctx = wd_zmq_ctx_new(), *s = NULL, *probe = NULL, *mon = NULL;
 	struct wd_hs hs = { 0 };
 	double round_end;
 	double t0 = cli_now(), sent = t0;

@@ -8,16 +8,19 @@
 
 #include "dirs.h"
 
+/* 1 made, 0 there already, or -errno */
 static int make_one(const char *path)
 {
-	return mkdir(path, 0750) < 0 && errno != EEXIST ? -errno : 0;
+	if (mkdir(path, 0750) == 0)
+		return 1;
+	return errno == EEXIST ? 0 : -errno;
 }
 
 int dirs_make(const char *path, int parents_only)
 {
 	char tmp[PATH_MAX];
 	size_t len = strlen(path);
-	int r;
+	int r, made = 0;
 
 	if (len >= sizeof(tmp))
 		return -ENAMETOOLONG;
@@ -27,7 +30,13 @@ int dirs_make(const char *path, int parents_only)
 			*p = 0;
 			if ((r = make_one(tmp)) < 0)
 				return r;
+			made += r;
 			*p = '/';
 		}
-	return parents_only ? 0 : make_one(tmp);
+	if (!parents_only) {
+		if ((r = make_one(tmp)) < 0)
+			return r;
+		made += r;
+	}
+	return made;
 }

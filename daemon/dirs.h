@@ -8,8 +8,9 @@
 
 /*
  * Creates every directory of path, the last one too unless parents_only:
- * 0, or -errno of the first mkdir(2) that failed for another reason than
- * EEXIST (-ENAMETOOLONG for a path of PATH_MAX bytes or more).
+ * how many it created (0: all were there), or -errno of the first mkdir(2)
+ * that failed for another reason than EEXIST (-ENAMETOOLONG for a path of
+ * PATH_MAX bytes or more).
  */
 int dirs_make(const char *path, int parents_only);
 

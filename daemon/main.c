@@ -49,6 +49,7 @@
 #include "socket_file.h"
 #include "state.h"
 #include "wal.h"
+#include "zctx.h"
 
 #define MAX_FRAMES (1 + 4096)	/* per message: the routing id, then at most 4096 frames,
 				   header and payload (protocol.md) */
@@ -167,8 +168,19 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 	if (made < 0)
 		log_warning("%s: cannot create the directory of '%s': %s", what, endpoint + 6,
 			    strerror(-made));
+	else if (made)	/* a typo in the path makes a tree: said (a trial's /nonexistent/dir was made in silence) */
+		log_notice("%s: created %d director%s for '%s' (listen.%s)", what, made, made == 1 ? "y" : "ies",
+			   endpoint + 6, what);
 	if (!maxmsg_ok || zmq_bind(s, endpoint) < 0) {
-		log_err("cannot bind the %s socket to '%s': %s", what, endpoint, zmq_strerror(errno));
+		int e = errno;
+		/* ZeroMQ's words for the two common mistakes are cryptic: said as what they mean */
+		const char *hint = e == EADDRNOTAVAIL ? ": the host is no address of this machine (bind an "
+							"address it has, 127.0.0.1, [::1] or *)"
+				 : e == ENODEV ? ": no interface or host of that name here (a name that does not "
+						 "resolve, or a typo?)"
+				 : e == EADDRINUSE ? ": another process listens there (another wdriftd?)" : "";
+		log_err("cannot bind the %s socket to '%s' (listen.%s of %s): %s%s", what, endpoint, what,
+			d->config_path ? d->config_path : "the built-in config", zmq_strerror(e), hint);
 		zmq_close(s);
 		return NULL;
 	}
@@ -407,7 +419,7 @@ static int start(struct daemon *d, int force)
 		control_add_result(&d->ctl, logged[i]);
 	free(logged);
 	d->ctl.alerts = d->alerts;
-	d->zctx = zmq_ctx_new();
+	d->zctx = wd_zmq_ctx_new();
 	if (!d->zctx)
 		return error("zmq context: %s", zmq_strerror(errno));
 	if (auth_start(d->zctx, &d->cfg, &d->st.count.auth, &d->auth, err, sizeof(err)) < 0)

@@ -33,6 +33,7 @@
 #include "near_name.h"
 #include "clock.h"
 #include "publisher_internal.h"
+#include "zctx.h"
 
 /* --- errors --- */
 
@@ -250,7 +251,7 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 		p->session = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)p ^ (uint64_t)pub_now();
 	p->session = (p->session >> 2) | 1;
 	p->rng = (unsigned)getpid() ^ (unsigned)(uintptr_t)p;
-	if (!(p->ctx = zmq_ctx_new())) {
+	if (!(p->ctx = wd_zmq_ctx_new())) {
 		r = pub_error(-ENOMEM, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
 		goto fail;
 	}
