@@ -259,7 +259,8 @@ static void print_event(const char *topic, json_t *e)
 
 /*
  * Waits for the handshake with the daemon: 0; or -1 with err naming the
- * endpoint and where it came from (the config, or --endpoint).
+ * endpoint and where it came from (the config, or --endpoint); -2 when a
+ * peer answered and the handshake failed (keys: no other config's hint).
  */
 static int await_daemon(void *m, const struct dc_target *t, const char *source, char *err, size_t errlen)
 {
@@ -280,7 +281,7 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 			if (wd_hs_stuck(&hs, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why)) ||
 			    wd_hs_stale_socket(&hs, t->events_ep, dc_events_names.socket, why, sizeof(why))) {
 				snprintf(err, errlen, "%s (%s)", why, source);
-				return -1;
+				return hs.connected ? -2 : -1;
 			}
 			continue;
 		}
@@ -290,7 +291,7 @@ static int await_daemon(void *m, const struct dc_target *t, const char *source, 
 		if (wd_hs_event(&hs, code, value, t->events_ep, &dc_events_names, &t->keys, why, sizeof(why)) ||
 		    wd_hs_stale_socket(&hs, t->events_ep, dc_events_names.socket, why, sizeof(why))) {
 			snprintf(err, errlen, "%s (%s)", why, source);
-			return -1;
+			return hs.connected ? -2 : -1;	/* a peer answered: its keys, not another config */
 		}
 	}
 	snprintf(err, errlen, "no daemon is publishing events at %s (%s): nothing accepted the "
@@ -402,9 +403,10 @@ int cmd_watch(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	if (await_daemon(m, &a.t, source, err, sizeof(err)) < 0) {
+	int waited = await_daemon(m, &a.t, source, err, sizeof(err));
+	if (waited < 0) {
 		/* no daemon answered: a ./wdrift.yaml not searched for, a wdriftd of another config */
-		cli_error("%s%s", err, given ? "" : dc_config_near_miss(a.t.config));
+		cli_error("%s%s", err, given || waited == -2 ? "" : dc_config_near_miss(a.t.config));
 		goto out;
 	}
 	if (!a.json && !stop)

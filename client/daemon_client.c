@@ -392,11 +392,15 @@ int dc_request(const struct dc_target *t, const char *request, char **reply, cha
 			uint32_t value;
 			int code;
 			while ((code = wd_hs_monitor_event(mon, 0, &value)) >= 0)
-				if (wd_hs_event(&hs, code, value, endpoint, &dc_control_names, keys, err, errlen))
+				if (wd_hs_event(&hs, code, value, endpoint, &dc_control_names, keys, err, errlen)) {
+					rc = hs.connected ? -2 : -1;	/* a peer answered, or none */
 					goto out;
+				}
 		}
-		if (mon && wd_hs_stuck(&hs, endpoint, &dc_control_names, keys, err, errlen))
+		if (mon && wd_hs_stuck(&hs, endpoint, &dc_control_names, keys, err, errlen)) {
+			rc = hs.connected ? -2 : -1;
 			goto out;
+		}
 		/* what the first socket's monitor saw holds after it is replaced (send_again) */
 		if (!got_s && !got_probe && wd_hs_stale_socket(&hs, endpoint, dc_control_names.socket, err, errlen))
 			goto out;
@@ -546,9 +550,17 @@ json_t *dc_call_refusable(struct dc_args *a, json_t *request, json_t **refused)
 		free(req);
 		return NULL;
 	}
-	if (dc_request(&a->t, req, &reply, err, sizeof(err)) < 0) {
-		/* which file named the endpoint: the first thing to check */
-		if (!a->t.control && a->t.config_path[0])
+	int r = dc_request(&a->t, req, &reply, err, sizeof(err));
+	if (r < 0) {
+		/*
+		 * Which file named the endpoint: the first thing to check; and,
+		 * when nothing answered, the daemons of other configs. Not when
+		 * one answered and refused the keys (a trial was sent to other
+		 * users' daemons for a key of its own).
+		 */
+		if (r == -2 && !a->t.control && a->t.config_path[0])
+			cli_error("%s (listen.control of %s)", err, a->t.config_path);
+		else if (!a->t.control && a->t.config_path[0])
 			cli_error("%s (listen.control of %s)%s", err, a->t.config_path,
 				  dc_config_near_miss(a->t.config));
 		else

@@ -108,7 +108,10 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen);
  * request is re-sent on a fresh socket instead. Returns 0, or -1 with err
  * naming the endpoint: the daemon is down, not answering, or too slow;
  * after a second of refused connects, why (wd_hs_stale_socket: nothing
- * listens there). t gives the control endpoint and the keys (dc_resolve).
+ * listens there). -2 when a peer answered there and the handshake failed
+ * (its keys, or another socket: err says which), so that no hint about
+ * other daemons' configs goes with it. t gives the control endpoint and
+ * the keys (dc_resolve).
  */
 int dc_request(const struct dc_target *t, const char *request, char **reply, char *err, size_t errlen);
 

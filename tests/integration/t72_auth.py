@@ -379,6 +379,24 @@ def main():
         r = cli(["status", "-c", cfg, "--server-key", srv + ".pub", "--key", intr])
         check(r.returncode == 1 and "auth.clients" in r.stderr,
               "with a key not allowed: exit 1, naming auth.clients", r.stderr)
+        # Another wdriftd, of another config, runs beside it: a refused handshake is this daemon's
+        # answer, so no hint sends the user to that one (a trial was pointed at other users' daemons)
+        os.makedirs(os.path.join(tmp, "other"), exist_ok=True)
+        other = Daemon(os.path.join(tmp, "other"))
+        other.write_config()
+        try:
+            check(other.start() is not None, "another wdriftd, of another config, runs")
+            for args, what in ((["status", "-c", cfg], "status without keys"),
+                               (["status", "-c", cfg, "--server-key", srv + ".pub", "--key", intr],
+                                "status with a key not allowed"),
+                               (["watch", "-c", cfg, "--count", "1"], "watch without keys")):
+                r = cli(args)
+                check(r.returncode == 1 and "handshake" in r.stderr and "runs as pid" not in r.stderr,
+                      f"{what}: the refusal, with no hint about the other daemon", r.stderr)
+            r = cli(["status", "--endpoint", f"ipc://{d}/run/nothing.sock", "-c", cfg])
+            check(r.returncode == 1, "(nothing answering still gets its hints)", r.stderr)
+        finally:
+            other.stop()
         r = cli(["status", "-c", cfg, "--key", trn])
         check(r.returncode == 1 and "CURVE needs both" in r.stderr, "--key alone: an error", r.stderr)
         r = cli(["status", "-c", cfg, "--server-key", os.path.join(d, "nope"), "--key", trn])
