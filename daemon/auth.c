@@ -79,6 +79,25 @@ int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+int auth_reload_check(const struct auth *a, const struct wd_config *next, char *err, size_t errlen)
+{
+	char pub[WD_KEY_Z85 + 1], sec[WD_KEY_Z85 + 1], why[600];
+	int r;
+
+	if (!a || !next->auth.server_key)
+		return 0;	/* none either side: wd_config_reload_check says a path that changes */
+	r = wd_keyfile_read(next->auth.server_key, pub, sec, why, sizeof(why));
+	memset(sec, 0, sizeof(sec));
+	if (r < 0)
+		return wd_error(err, errlen, "%s: auth.server_key: %s (the daemon runs on with the key it "
+				"started with; a restart now would fail)", next->source, why);
+	if (strcmp(pub, a->pub))
+		return wd_error(err, errlen, "%s: auth.server_key: '%s' holds another key pair than the one the "
+				"daemon started with (public key %.8s..., now %.8s...): restart wdriftd to apply it",
+				next->source, next->auth.server_key, a->pub, pub);
+	return 0;
+}
+
 int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *count,
 	       struct auth **out, char *err, size_t errlen)
 {

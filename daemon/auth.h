@@ -37,6 +37,14 @@ int auth_start(void *zctx, const struct wd_config *cfg, struct auth_counters *co
  * --check-config: 0, or -1 with err. 0 when it is unset.
  */
 int auth_check_key(const struct wd_config *cfg, char *err, size_t errlen);
+/*
+ * A reload's check: next's auth.server_key file holds the key pair the
+ * daemon runs with (a may be NULL: no CURVE). 0, or -1 with err: a new key
+ * pair written over the file (wdrift keygen --force) takes a restart, as
+ * a new path does; a reload that said "nothing changed" left a trial's
+ * clients refused with the new public key.
+ */
+int auth_reload_check(const struct auth *a, const struct wd_config *next, char *err, size_t errlen);
 
 /*
  * Makes sock a CURVE server under the ZAP domain what ("ingest",

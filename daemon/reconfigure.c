@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "config_diff.h"
 #include "daemon.h"
 #include "logging.h"
@@ -97,7 +98,8 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 	notify_reloading();
 	wd_config_defaults(&next);
 	r = daemon_load_config(d->config_path, &next, &hash, err, errlen);
-	if (r == 0 && (r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0)
+	if (r == 0 && ((r = wd_config_reload_check(&d->cfg, &next, err, errlen)) < 0 ||
+		       (r = auth_reload_check(d->auth, &next, err, errlen)) < 0))
 		wd_config_release(&next);
 	if (r == 0) {
 		json_t *diff = wd_config_diff(&d->cfg, &next), *warnings = json_array();

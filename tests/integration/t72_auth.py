@@ -487,6 +487,22 @@ def main():
         dm.proc.send_signal(signal.SIGHUP)
         time.sleep(1)
         check(hello_as(intruder) is None, "after a reload that removes it, refused again")
+        # a new key pair written over auth.server_key's file: a reload is refused, as for a new path
+        # (a trial's said "nothing changed", and clients given the new public key were refused)
+        import shutil
+        for ext in ("", ".pub"):
+            shutil.copy(srv + ext, srv + ext + ".orig")
+        old_pub = read_keys(srv + ".pub")["public-key"]
+        r = subprocess.run([WDRIFT, "keygen", "--force", srv], capture_output=True, text=True)
+        r = cli(["reload", "-c", cfg, "--server-key", old_pub, "--key", trn])
+        check(r.returncode == 1 and "auth.server_key" in r.stderr and "holds another key pair than the one "
+              "the daemon started with" in r.stderr and "restart wdriftd to apply it" in r.stderr,
+              "a new key pair over the server key's file: reload refused, saying a restart applies it",
+              r.stdout + r.stderr)
+        for ext in ("", ".pub"):
+            shutil.move(srv + ext + ".orig", srv + ext)
+        r = cli(["reload", "-c", cfg, "--server-key", old_pub, "--key", trn])
+        check(r.returncode == 0, "the file set back: reload accepted", r.stdout + r.stderr)
         st = control(ctx, d, good, {"v": 1, "cmd": "status"})
         check(st and st["runs"] == 2 and st["snapshots"]["durable"] == 3,
               "the daemon served throughout: runs base and cand, 3 snapshots durable", st)
