@@ -167,6 +167,22 @@ int wd_config_load_file(const char *path, struct wd_config *out, char *err, size
 			goto fail;
 		}
 	}
+	/*
+	 * A relative auth.server_key is the config's neighbour, as an ipc://
+	 * path is: a trial's '../srv.key' worked from one directory and not
+	 * from another (under systemd, the working directory is not the
+	 * config's).
+	 */
+	const char *key = c.auth.server_key;
+	if (regular && key && key[0] != '/') {
+		while (key[0] == '.' && key[1] == '/')
+			key += 2;
+		snprintf(abs, sizeof(abs), "%s/%s", dir, key);
+		if (!(c.auth.server_key = wd_arena_strndup(&c.arena, abs, strlen(abs)))) {
+			wd_error(err, errlen, "%s: out of memory", path);
+			goto fail;
+		}
+	}
 	*out = c;
 	return 0;
 fail:

@@ -217,6 +217,15 @@ def test_config_refusals(tmp):
     cfg = write_config(d, f"tcp://0.0.0.0:{port}", f"  server_key: {srv}")
     r = subprocess.run([WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True)
     check(r.returncode == 0, "with auth.server_key the network endpoint is accepted", r.stderr)
+    # a relative one is the config's neighbour, from any working directory (a trial's worked from one)
+    cfg = write_config(d, f"tcp://0.0.0.0:{port}", "  server_key: ./server")
+    r = subprocess.run([WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True, cwd="/")
+    check(r.returncode == 0, "a relative auth.server_key, checked from /: found beside the config", r.stderr)
+    cfg = write_config(d, f"tcp://0.0.0.0:{port}", "  server_key: servr")
+    r = subprocess.run([WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True, cwd="/")
+    check(r.returncode == 2 and f"{d}/servr: cannot open" in r.stderr and "did you mean" in r.stderr,
+          "a relative one that is not there: the path it was taken as, and the near name", r.stderr)
+    cfg = write_config(d, f"tcp://0.0.0.0:{port}", f"  server_key: {srv}")
     os.chmod(srv, 0o644)
     r = subprocess.run([WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True)
     check(r.returncode == 2 and "auth.server_key" in r.stderr and "mode 0644" in r.stderr and
