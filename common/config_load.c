@@ -259,14 +259,30 @@ static int read_client(struct loader *L, const struct ynode *k, void *items, siz
 	if (expect(L, kv, Y_SCALAR, "a public key (40 characters of Z85, from wdrift keygen)") ||
 	    check_nul(L, kv))
 		return -1;
-	if (!wd_key_is_z85(kv->text))
+	const char *key = kv->text;
+	size_t len = kv->len;
+	if (!strncmp(key, WD_KEY_PREFIX, strlen(WD_KEY_PREFIX))) {	/* as --server-key takes it */
+		key += strlen(WD_KEY_PREFIX);
+		len -= strlen(WD_KEY_PREFIX);
+	}
+	if (!wd_key_is_z85(key)) {
+		/* what is wrong with it, as a trial read "got 40 characters" for a bad one of 40 */
+		size_t n = strlen(key), bad = strspn(key, WD_Z85_CHARS);
+		struct stat st;
+		if (stat(key, &st) == 0)
+			return loader_fail_at(L, kv, "bad public key: '%.60s' is a file: auth.clients takes the "
+					      "key itself, the 40 characters of its public-key line", key);
+		if (n == WD_KEY_Z85)
+			return loader_fail_at(L, kv, "bad public key: character %zu ('%c') is not Z85: expected "
+					      "the 40 characters wdrift keygen prints", bad + 1, key[bad]);
 		return loader_fail_at(L, kv, "bad public key: expected 40 characters of Z85, as "
-				      "wdrift keygen prints (got %zu characters)", strlen(kv->text));
+				      "wdrift keygen prints (got %zu characters)", n);
+	}
 	for (size_t j = 0; j < i; j++)
-		if (!strcmp(cl[j].key, kv->text))
+		if (!strcmp(cl[j].key, key))
 			return loader_fail_at(L, kv, "the same key as client '%s'", cl[j].name);
 	cl[i].name = wd_arena_strndup(&L->keep, k->text, k->len);
-	cl[i].key = wd_arena_strndup(&L->keep, kv->text, kv->len);
+	cl[i].key = wd_arena_strndup(&L->keep, key, len);
 	return cl[i].name && cl[i].key ? 0 : oom(L);
 }
 

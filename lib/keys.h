@@ -20,17 +20,15 @@
 
 #define WD_KEY_Z85 40			/* characters of a key in Z85 */
 
+/* The Z85 alphabet (ZeroMQ's RFC 32). */
+#define WD_Z85_CHARS "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
 /* True when s is exactly 40 characters of the Z85 alphabet. */
 static inline int wd_key_is_z85(const char *s)
 {
-	static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				       ".-:+=^!/*?&<>()[]{}@%$#";
-	size_t n = 0;
+	size_t n = strspn(s, WD_Z85_CHARS);
 
-	for (; s[n]; n++)
-		if (n >= WD_KEY_Z85 || !strchr(alphabet, s[n]))
-			return 0;
-	return n == WD_KEY_Z85;
+	return n == WD_KEY_Z85 && !s[n];
 }
 
 /*

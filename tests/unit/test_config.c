@@ -469,7 +469,12 @@ static const struct bad bad[] = {
 	{ "auth:\n  server_key: k\n  clients:\n    a: short\n", "4:8: auth.clients.a: ",
 	  "bad public key: expected 40 characters of Z85, as wdrift keygen prints (got 5 characters)" },
 	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf \"\n", "4:8: auth.clients.a: ",
-	  "bad public key" },
+	  "bad public key: character 40 (' ') is not Z85" },
+	/* the z85: prefix, as --server-key takes a key: the key after it (a trial's was refused) */
+	{ "auth:\n  server_key: k\n  clients:\n    a: \"z85:rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n    b: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n", "5:8: auth.clients.b: ",
+	  "the same key as client 'a'" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: /etc/passwd\n", "4:8: auth.clients.a: ",
+	  "bad public key: '/etc/passwd' is a file: auth.clients takes the key itself" },
 	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n    b: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n", "5:8: auth.clients.b: ",
 	  "the same key as client 'a'" },
 	{ "auth:\n  server_key: k\n  clients:\n    a: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\"\n    a: \"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"\n", "5:5: auth.clients.a: ",
