@@ -124,6 +124,7 @@ struct wd_publisher {
 	void *mon;		/* the current socket's monitor, until it told (sender thread) */
 	void *mon_of;		/* that socket */
 	struct wd_hs hs;	/* what it told so far */
+	int hs_refused;		/* that socket's handshake was refused: final for it (pub_peer_tick) */
 	unsigned rng;
 };
 
@@ -142,7 +143,8 @@ void pub_peer_unwatch(struct wd_publisher *p, void *s);
 /*
  * Reads its events, in a wait slice: a failed handshake, explained, is said
  * once; so is the daemon closing the connection. Nonzero while the socket's
- * connection is so lost: the caller gives up on the socket.
+ * connection is so lost (closed, or its handshake refused): the caller
+ * gives up on the socket, and tries a fresh one after its backoff.
  */
 int pub_peer_tick(struct wd_publisher *p);
 /* A reply (its last frame, len bytes) that is not the ingest protocol: named, once. */

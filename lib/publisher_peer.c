@@ -60,6 +60,7 @@ static void diagnosed(struct wd_publisher *p, const char *why, int how, enum pub
 void pub_peer_watch(struct wd_publisher *p, void *s)
 {
 	memset(&p->hs, 0, sizeof(p->hs));
+	p->hs_refused = 0;
 	p->mon_of = s;
 	p->mon = wd_hs_monitor(p->ctx, s);	/* none (out of memory): no reasons, as before */
 }
@@ -114,16 +115,19 @@ int pub_peer_tick(struct wd_publisher *p)
 	int code, how;
 
 	if (!p->mon)
-		return 0;
+		return p->hs_refused;	/* its monitor stopped once it told (below) */
 	/* close() is not held up by the probe (up to 0.5 s) that settling may take */
 	pthread_mutex_lock(&p->lock);
 	int closing = p->closing;
 	pthread_mutex_unlock(&p->lock);
 	if (closing)
 		return 0;
+	int refused = 0;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
-		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why))))
+		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why)))) {
+			refused = 1;
 			goto settled;
+		}
 	if (p->hs.lost) {
 		/* a guess at the cause: a restart looks the same until it answers again */
 		snprintf(why, sizeof(why), "wdriftd at %.400s closed the connection (stopped, or restarting?)",
@@ -144,7 +148,14 @@ settled:
 	 */
 	wd_hs_monitor_close(p->mon_of, &p->mon);
 	diagnosed(p, why, how, PUB_REACHED);
-	return 0;
+	/*
+	 * A refused handshake is final for the socket (ZeroMQ does not try
+	 * that peer again): given up on, so that a fresh one tries after the
+	 * backoff, as for a daemon that is away. A trial's key, added by a
+	 * reload, got through only at the ack timeout (31 s).
+	 */
+	p->hs_refused = refused;
+	return refused;
 }
 
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)

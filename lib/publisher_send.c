@@ -94,7 +94,7 @@ static void stall_check(struct wd_publisher *p, int answered)
 		 (unsigned long long)p->st.queued, p->st.queued == 1 ? "" : "s",
 		 answers ? "it answers, but acks nothing"
 		 : ranks_wait ? "connected, the snapshot not yet whole"
-		 : p->diagnosis[0] && p->unreachable == PUB_REACHED ? "not as wdriftd's ingest socket" : "no answer at all",
+		 : p->diagnosis[0] && p->unreachable == PUB_REACHED ? "reached, but not taken" : "no answer at all",
 		 ranks_wait ? "is every rank publishing its part (ranks > 1)?"
 		 : !answers ? (p->diagnosis[0] ? PUB_CLIP(p->diagnosis) : "is wdriftd running and listening there?")
 		 : p->pushback[0] ? p->pushback

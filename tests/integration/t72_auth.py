@@ -487,8 +487,26 @@ def main():
                 s.close()
 
         check(hello_as(intruder) is None, "the intruder's key is refused")
+        # a job publishing with it meanwhile: once a reload adds the key, its snapshot goes within
+        # the publisher's backoff (at most 5 s and a quarter), not at its ack timeout (a trial: 31 s)
+        late = subprocess.Popen([os.environ.get("PYTHON", "/usr/bin/python3"), "-c",
+                                 "import sys, time, numpy as np, wdrift\n"
+                                 "p = wdrift.Publisher(sys.argv[1], 'late', ack_timeout=30.0, stall_warning=None, "
+                                 "server_key=sys.argv[2], key=sys.argv[3])\n"
+                                 "p.publish(0, {'w': np.zeros(16, np.float32)})\n"
+                                 "print('flushed', p.flush(60), time.monotonic(), flush=True)\n"
+                                 "p.close(5)\n", endpoint, server_pub.decode(), intr],
+                                env=t50.package_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
         write_config(d, endpoint, auth + f'\n    late: "{intruder_pub}"')
+        reloaded = time.monotonic()
         dm.proc.send_signal(signal.SIGHUP)
+        out, err = late.communicate(timeout=90)
+        words = out.split()
+        took = float(words[2]) - reloaded if len(words) == 3 and words[1] == "True" else None
+        check(took is not None and took < 12,
+              f"a job refused for its key gets through {took and round(took, 1)} s after the reload adds it "
+              f"(within its backoff, not its 30 s ack timeout)", out + err[-1500:])
         time.sleep(1)
         w = hello_as(intruder)
         check(w and w.get("type") == "welcome", "after a reload that adds its key it is welcome", w)
@@ -513,8 +531,8 @@ def main():
         r = cli(["reload", "-c", cfg, "--server-key", old_pub, "--key", trn])
         check(r.returncode == 0, "the file set back: reload accepted", r.stdout + r.stderr)
         st = control(ctx, d, good, {"v": 1, "cmd": "status"})
-        check(st and st["runs"] == 2 and st["snapshots"]["durable"] == 3,
-              "the daemon served throughout: runs base and cand, 3 snapshots durable", st)
+        check(st and st["runs"] == 3 and st["snapshots"]["durable"] == 4,
+              "the daemon served throughout: runs base, cand and late, 4 snapshots durable", st)
         check(dm.stop() == 0, "SIGTERM: exits 0")
     finally:
         teardown(dm, tmp, ctx)
