@@ -119,7 +119,8 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 /*
  * Waits for what became of the snapshot: 0 with *out, or -1 with err, and
  * *refused set when the daemon answered with a refusal (otherwise no
- * answer came, and the endpoint is the first thing to check).
+ * answer came, and the endpoint is the first thing to check); -2 when a
+ * peer there refused the handshake, or is no ingest socket (err says it).
  * Each of the SEND_TRIES sends waits ack_timeout_ms for its ack, and a
  * second more for a fresh connection's welcome; the flush is bounded by
  * twice that, so that nothing here waits forever. While the daemon has
@@ -148,7 +149,7 @@ static int wait_outcome(struct wd_publisher *p, const struct dc_target *t, int a
 		struct wd_publisher_stats st;
 		flushed = wd_publisher_flush(p, 200);
 		if (flushed < 0 && wd_publisher_diagnosis(p, err, errlen) == WD_DIAGNOSIS_SURE)
-			return -1;	/* err says why: what to change */
+			return -2;	/* err says why: what to change; a peer answered (no other config's hint) */
 		wd_publisher_get_stats(p, &st);
 		if (st.connected) {	/* it answered: what the probes found is old */
 			failing_since = 0;
@@ -269,7 +270,7 @@ int cmd_send(int argc, char **argv)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if ((r = publish_file(p, ck, o.step, err, sizeof(err))) == 0)
 		unanswered = (r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, &refused, err,
-					       sizeof(err))) < 0 && !refused;
+					       sizeof(err))) == -1 && !refused;
 	char notice[1100] = "";
 	if (p)
 		wd_publisher_notice(p, notice, sizeof(notice));

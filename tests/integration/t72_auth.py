@@ -393,12 +393,17 @@ def main():
         os.makedirs(os.path.join(tmp, "other"), exist_ok=True)
         other = Daemon(os.path.join(tmp, "other"))
         other.write_config()
+        import h5py
+        with h5py.File(os.path.join(d, "one.h5"), "w") as f:
+            f["w"] = np.arange(10, dtype=np.float32)
         try:
             check(other.start() is not None, "another wdriftd, of another config, runs")
             for args, what in ((["status", "-c", cfg], "status without keys"),
                                (["status", "-c", cfg, "--server-key", srv + ".pub", "--key", intr],
                                 "status with a key not allowed"),
-                               (["watch", "-c", cfg, "--count", "1"], "watch without keys")):
+                               (["watch", "-c", cfg, "--count", "1"], "watch without keys"),
+                               (["send", "-c", cfg, "--run", "cand", "--step", "9", os.path.join(d, "one.h5")],
+                                "send without keys")):
                 r = cli(args)
                 check(r.returncode == 1 and "handshake" in r.stderr and "runs as pid" not in r.stderr,
                       f"{what}: the refusal, with no hint about the other daemon", r.stderr)
