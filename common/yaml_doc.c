@@ -104,11 +104,21 @@ static int yaml_fail(struct parser *P, const yaml_parser_t *p)
 		if (tab_indent(P, line))
 			return fail_pos(P, line, col, "syntax error: %s (line %d is indented with a tab: YAML "
 					"indents with spaces only)", problem, line);
+		/*
+		 * A plain value that starts with a character YAML reads as
+		 * syntax: most often a CURVE key (1 in 9 starts with one), and
+		 * the words above do not say to quote it (a trial's).
+		 */
+		const char *quote = (p->context && (strstr(p->context, "alias") || strstr(p->context, "anchor") ||
+						    strstr(p->context, "tag"))) ||
+				    strstr(problem, "cannot start any token")
+				    ? "; a value that starts with ! & * @ ` % | > [ { is read as YAML syntax: "
+				      "quote it (a CURVE key: name: \"KEY\")" : "";
 		if (p->context)
-			return fail_pos(P, line, col, "syntax error: %s (%s at line %d column %d)",
+			return fail_pos(P, line, col, "syntax error: %s (%s at line %d column %d)%s",
 					problem, p->context, (int)p->context_mark.line + 1,
-					(int)p->context_mark.column + 1);
-		return fail_pos(P, line, col, "syntax error: %s", problem);
+					(int)p->context_mark.column + 1, quote);
+		return fail_pos(P, line, col, "syntax error: %s%s", problem, quote);
 	}
 }
 

@@ -524,6 +524,12 @@ static const struct bad bad[] = {
 	  "spaces only)" },
 	{ "log:\n\tlevel: info\n", "2:1: ", "syntax error: found character that cannot start any token (line 2 is "
 	  "indented with a tab: YAML indents with spaces only)" },
+	/* a CURVE key unquoted that starts with YAML syntax: said to quote it (a trial saw libyaml's words alone) */
+	{ "auth:\n  server_key: k\n  clients:\n    a: *rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\n", "4:11: ",
+	  "(while scanning an alias at line 4 column 8); a value that starts with ! & * @ ` % | > [ { is read as YAML "
+	  "syntax: quote it (a CURVE key: name: \"KEY\")" },
+	{ "auth:\n  server_key: k\n  clients:\n    a: @rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\n", "4:8: ",
+	  "cannot start any token (while scanning for the next token at line 4 column 8); a value that starts with" },
 	/* from a trial: accepted, and a second label for one run adds nothing but a second ratio */
 	{ "studies:\n  - name: a\n    baseline: b\n    candidates: [c]\n    proxies:\n      fp16: p\n"
 	  "      seed: p\n", "7:13: studies[0].proxies.seed: ", "run 'p' is already proxy 'fp16' (line 6)" },
