@@ -69,6 +69,15 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* Has the rule's command yet to hear some instance's state (firing or not)? */
+static int command_owed(const struct rule *r)
+{
+	for (const struct instance *i = r->set.head; r->a.command && i; i = i->next)
+		if ((i->state == FIRING) != i->told)
+			return 1;
+	return 0;
+}
+
 static void rules_free(struct alerts *a)
 {
 	for (size_t i = 0; i < a->n_rules; i++) {
@@ -178,7 +187,7 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			}
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
-			v[i].owed = old[k].owed;
+			v[i].owed = command_owed(&v[i]);	/* a command added now hears the firing ones */
 			v[i].held_said = old[k].held_said;
 			/* the same glob: said already */
 			v[i].unmatched = old[k].unmatched;
@@ -273,15 +282,6 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 		c->next = a->children;
 		a->children = c;
 	}
-	return 0;
-}
-
-/* Has the rule's command yet to hear some instance's state (firing or not)? */
-static int command_owed(const struct rule *r)
-{
-	for (const struct instance *i = r->set.head; r->a.command && i; i = i->next)
-		if ((i->state == FIRING) != i->told)
-			return 1;
 	return 0;
 }
 
@@ -390,7 +390,7 @@ static void save(struct alerts *a, struct rule *r)
 		if (i->dirty)
 			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
 				i->above, i->prev_above, i->step, i->value, i->since,
-				r->a.command && (i->state == FIRING) != i->told };
+				(i->state == FIRING) != i->told };
 	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
 	store(a, r->a.name, &s);
 	if (!a->store_failed)
@@ -489,10 +489,13 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	char topic[256];
 	snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
 	a->sink(a->ctx, topic, json);
-	if (r->a.command)
-		r->owed = 1;	/* the command hears it when its rule's evaluation is done: command_due */
-	else
-		i->told = state == FIRING;	/* no command to tell: a command added by a reload starts here */
+	/*
+	 * The command hears it when the rule's evaluation is done (command_due).
+	 * A rule with no command keeps what it would tell: a command that a
+	 * reload adds hears the instances firing then (a trial's heard only a
+	 * lone resolve of one it never heard fire).
+	 */
+	r->owed = 1;
 	free(json);
 }
 

@@ -903,6 +903,44 @@ static void test_command_held(void)
 	unlink(path);
 }
 
+/*
+ * A command that a reload adds to a rule already firing hears it firing
+ * (a trial's heard only the lone resolve, later, of one it never heard
+ * fire).
+ */
+static void test_command_added(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", err[512], lines[4][512];
+	struct wd_config bare, with;
+	struct state st = { 0 };
+
+	if (wd_config_load_string("bare.yaml", "studies:\n  - {name: s, baseline: base, candidates: [c1]}\n"
+				  "alerts:\n  - {name: cmd, study: s, metric: w1, threshold: 1}\n", &bare, err,
+				  sizeof(err)) < 0) {
+		CHECK(0, "the config loads: %s", err);
+		return;
+	}
+	if (command_config("{name: cmd, study: s, metric: w1, threshold: 1, command: 'cat >> %s', "
+			   "command_min_interval: 0}\n", path, &with) < 0) {
+		wd_config_release(&bare);
+		return;
+	}
+	struct alerts *a = fresh(&bare);
+	step_w1(a, 1, 5.0);
+	alerts_set_config(a, &with);	/* the reload that adds the command */
+	alerts_tick(a, &st);
+	int n = command_lines(a, path, lines, 4, 1);
+	CHECK(n == 1 && strstr(lines[0], "\"state\":\"firing\"") && strstr(lines[0], "\"step\":1"),
+	      "a command added to a firing rule hears it firing (%d lines)", n);
+	step_w1(a, 2, 0.5);
+	n = command_lines(a, path, lines, 4, 2);
+	CHECK(n == 2 && strstr(lines[1], "\"state\":\"resolved\""), "... and then its resolve (%d lines)", n);
+	alerts_free(&a);
+	wd_config_release(&bare);
+	wd_config_release(&with);
+	unlink(path);
+}
+
 /* The "unmatched" sentence of rule in alerts_json, "" when none. */
 static void unmatched_of(const struct alerts *a, const char *rule, char *buf, size_t len)
 {
@@ -1043,6 +1081,7 @@ int main(void)
 	test_forget_run(&cfg);
 	test_cooldown_kept();
 	test_command_held();
+	test_command_added();
 	test_glob_unmatched(&cfg);
 	wd_config_release(&cfg);
 	return tap_done();
