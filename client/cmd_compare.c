@@ -519,6 +519,11 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 		return cli_error("'%s': proxy '%s' has no tensor '%s' (the baseline has it)%s", px->path,
 				 px->label, name, hint);
 	}
+	const struct wd_ckpt_entry *pe = wd_ckpt_entry(pl, (size_t)idx);
+	if (pe->problem[0] && pe->skippable)	/* a trial read no way round it */
+		return cli_error("'%s': proxy '%s': dataset '%s': %s (--skip-other leaves out the baseline's and "
+				 "the candidate's tensors, not a proxy's: a tensor compared needs each proxy's as "
+				 "floats; leave it out with --layers)", px->path, px->label, name, pe->problem);
 	if ((r = request(ck, (size_t)idx)) || (r = load_prepared(e, ck, (size_t)idx, &m, &v, &pp, tm))) {
 		int cut = intact(&m);	/* a prepare that failed on a cut file: the cut says why */
 		wd_tensor_map_release(&m);
@@ -776,6 +781,11 @@ static int run_compare(const struct options *o, struct compare_result *res)
 			push_name(&res->only_cand, &res->n_only_cand, name);
 	}
 	res->unmatched_hint = unmatched_hint(res);
+	if (!res->n_layers && res->n_skipped) {	/* a trial's exited 0 with an empty table */
+		r = cli_error("nothing compared: --skip-other left out every tensor selected (%zu, such as '%s': %s)",
+			      res->n_skipped, res->skipped[0].name, res->skipped[0].why);
+		goto out;
+	}
 	r = EXIT_OK;
 out:
 	wd_engine_close(&e);

@@ -608,6 +608,12 @@ check "--skip-other: a zero-size dataset listed as skipped, the rest compared" e
 	'rc_is 0 && out_has "skipped    bad.zero2d: zero-size dataset (in both)" && out_has "good"'
 run compare "$T/zero.h5" "$T/good.h5" --skip-other
 check "--skip-other: a zero-size dataset in one file only is unmatched, not skipped" eval 'rc_is 0 && out_lacks "skipped    "'
+run compare "$T/zero2d.h5" "$T/zero2d.h5" --skip-other --layers 'bad.*'
+check "--skip-other leaving out every tensor selected: exit 1, nothing compared (a trial's exited 0, an empty table)" eval \
+	'rc_is 1 && err_has "nothing compared: --skip-other left out every tensor selected (1, such as '"'"'bad.zero2d'"'"'"'
+run compare "$T/int32_asf32.h5" "$T/int32_asf32.h5" --proxy "i=$T/int32.h5" --skip-other
+check "a proxy's tensor that --skip-other would leave out: an error that says it does not apply to proxies" eval \
+	'rc_is 1 && err_has "proxy '"'"'i'"'"': dataset '"'"'bad.int'"'"'" && err_has "not a proxy'"'"'s" && err_has "--layers"'
 run compare --help
 check "compare --help: the usage lines name --skip-other" eval 'rc_is 0 && head -4 "$tmp/out" | grep -q -- "--skip-other"' 
 expect_fail "null dataspace" "$T/null.h5" "bad.null" -- compare "$T/null.h5" "$T/null.h5"
