@@ -519,7 +519,7 @@ static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n
 	if (r->unmatched)
 		return;	/* said, for this run or another: once for the rule */
 	char *why;
-	if (asprintf(&why, "tensors '%s' matches none of the %zu tensors of run '%s' at step %lld (such as "
+	if (asprintf(&why, "tensors '%s' matched none of the %zu tensors of run '%s' at step %lld (such as "
 		     "'%s'): it can never fire; a typo in the glob? ('*' matches '.' too)", r->a.tensors, n, run,
 		     (long long)step, example) < 0)
 		return;

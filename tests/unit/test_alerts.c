@@ -969,7 +969,7 @@ static void test_glob_unmatched(struct wd_config *cfg)
 
 	step_w1(a, 1, 5.0);	/* one tensor, 't': 'layers.*.attn' matches nothing */
 	unmatched_of(a, "attn", why, sizeof(why));
-	CHECK(strstr(why, "tensors 'layers.*.attn' matches none of the 1 tensors of run 'c1' at step 1 (such as "
+	CHECK(strstr(why, "tensors 'layers.*.attn' matched none of the 1 tensors of run 'c1' at step 1 (such as "
 		      "'t'): it can never fire"), "a glob that matches no tensor of the snapshot: said (%s)", why);
 	unmatched_of(a, "max", why, sizeof(why));
 	CHECK(!why[0], "not for a rule with another scope (%s)", why);
@@ -1013,7 +1013,7 @@ static void test_glob_unmatched(struct wd_config *cfg)
 	FILE *f = fdopen(fd, "r");
 	rewind(f);
 	while (fgets(line, sizeof(line), f))
-		said += strstr(line, "alert 'attn': tensors 'layers.*.attn' matches none") != NULL;
+		said += strstr(line, "alert 'attn': tensors 'layers.*.attn' matched none") != NULL;
 	fclose(f);
 	unlink(logpath);
 	unmatched_of(a, "attn", why, sizeof(why));
