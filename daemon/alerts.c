@@ -32,7 +32,6 @@ struct rule {
 	int cands_short;		/* out of memory: cands lacks some (then no row is skipped) */
 	struct instances set;
 	double last_command;		/* Unix seconds */
-	int owed;			/* an instance changed since its command ran: command_due */
 	/*
 	 * scope: tensors whose glob matched none of a candidate's tensors at
 	 * its latest step (a typo in it: the rule can never fire), said once
@@ -187,7 +186,6 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			}
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
-			v[i].owed = command_owed(&v[i]);	/* a command added now hears the firing ones */
 			v[i].held_said = old[k].held_said;
 			/* the same glob: said already */
 			v[i].unmatched = old[k].unmatched;
@@ -291,17 +289,19 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
  * state (firing or not) differs from what the command last heard, as it
  * is now. So a change inside the interval is held, not lost (a trial: a
  * second tensor firing at the same step, and a resolve, never reached a
- * pager), and one that flapped back tells it nothing. Called after each
- * evaluation and each second; r->owed says a change may wait.
+ * pager), and one that flapped back tells it nothing. A command that a
+ * reload adds hears the instances firing then, and what a restart left
+ * held (the WAL's "held") goes too. Called after each evaluation and each
+ * second.
  */
 static void command_due(struct alerts *a, struct rule *r)
 {
 	double t = now_wall();
 
-	if (!r->owed || !r->a.command)
+	if (!command_owed(r))
 		return;
 	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
-		if (!r->held_said && command_owed(r))
+		if (!r->held_said)
 			log_notice("alert '%s': its command ran %.0f s ago (command_min_interval %lld): the "
 				   "changes since are held, and go to it in %.0f s, each instance's latest state",
 				   r->a.name, t - r->last_command, (long long)r->a.command_min_interval,
@@ -310,7 +310,7 @@ static void command_due(struct alerts *a, struct rule *r)
 		return;
 	}
 	char *text = NULL;
-	size_t len = 0, n = 0, skipped = 0;
+	size_t len = 0, skipped = 0;
 	FILE *f = open_memstream(&text, &len);
 	for (struct instance *i = r->set.head; f && i; i = i->next) {
 		int firing = i->state == FIRING;
@@ -319,33 +319,27 @@ static void command_due(struct alerts *a, struct rule *r)
 		json_t *o = alert_json(r, i, firing ? "firing" : "resolved");
 		char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
-		if (json) {
+		if (json)
 			fprintf(f, "%s\n", json);
-			n++;
-		} else {
+		else
 			skipped++;
-		}
 		free(json);
 	}
-	if (!f || fclose(f) != 0 || skipped) {	/* owed still: the whole of it next second */
+	if (!f || fclose(f) != 0 || skipped) {	/* told nothing: the whole of it next second */
 		log_err("alert '%s': out of memory for its command's input", r->a.name);
 		free(f ? text : NULL);
 		return;
 	}
-	r->held_said = 0;
-	if (n && run_command(a, r, text) == 0) {
+	if (run_command(a, r, text) == 0) {	/* not started (said): tried again next second */
 		r->last_command = t;
+		r->held_said = 0;
 		/* heard now: the instances on its lines (the same walk, the same test) */
 		for (struct instance *i = r->set.head; i; i = i->next)
 			if ((i->state == FIRING) != i->told) {
 				i->told = i->state == FIRING;
 				i->dirty = 1;	/* the record that keeps last_command */
 			}
-		r->owed = 0;
-	} else if (!n) {
-		log_info("alert '%s': the changes held flapped back: nothing new for its command", r->a.name);
-		r->owed = 0;
-	}	/* else not started (said): owed still, tried again next second */
+	}
 	free(text);
 }
 
@@ -489,14 +483,7 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	char topic[256];
 	snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
 	a->sink(a->ctx, topic, json);
-	/*
-	 * The command hears it when the rule's evaluation is done (command_due).
-	 * A rule with no command keeps what it would tell: a command that a
-	 * reload adds hears the instances firing then (a trial's heard only a
-	 * lone resolve of one it never heard fire).
-	 */
-	r->owed = 1;
-	free(json);
+	free(json);	/* the command hears it once the rule's evaluation is done (command_due) */
 }
 
 /*
@@ -709,7 +696,6 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
 		n += instances_drop(&r->set, all ? NULL : run, &fk);
 		f += fk;
-		r->owed = command_owed(r);	/* a dropped instance is owed nothing: forgotten, not resolved */
 	}
 	if (firing)
 		*firing = f;
@@ -779,7 +765,6 @@ void alerts_restore_done(struct alerts *a)
 			save_reset(a, r);	/* so that the next start does not say it again */
 			r->stale = 0;
 		}
-		r->owed = command_owed(r);	/* the records' "held": sent once the interval has passed */
 		n += r->set.n;
 		firing += instances_count(&r->set, FIRING);
 		pending += instances_count(&r->set, PENDING);
@@ -819,17 +804,17 @@ char *alerts_json(const struct alerts *a)
 			json_array_append_new(inst, o);
 		}
 		int stalled = r->a.metric == WD_METRIC_STALLED;
-		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:o,s:s,s:o}",
+		json_t *rule = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:o,s:s,s:o}",
 			"name", r->a.name, "study", r->a.study, "metric", wd_config_metric_name(r->a.metric),
 			"scope", stalled ? json_null() : json_string(wd_config_scope_name(r->a.scope)),
 			"tensors", r->a.tensors ? json_string(r->a.tensors) : json_null(),
 			"proxy", r->a.proxy ? json_string(r->a.proxy) : json_null(),
 			"threshold", r->a.threshold,
 			"for", stalled ? json_null() : json_integer((json_int_t)r->a.for_count),
-			"severity", wd_config_severity_name(r->a.severity), "instances", inst));
-		if (r->unmatched)	/* only then */
-			json_object_set_new(json_array_get(list, json_array_size(list) - 1), "unmatched",
-					    json_string(r->unmatched));
+			"severity", wd_config_severity_name(r->a.severity), "instances", inst);
+		if (rule && r->unmatched)	/* only then */
+			json_object_set_new(rule, "unmatched", json_string(r->unmatched));
+		json_array_append_new(list, rule);
 	}
 	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -122,10 +122,9 @@ int pub_peer_tick(struct wd_publisher *p)
 	pthread_mutex_unlock(&p->lock);
 	if (closing)
 		return 0;
-	int refused = 0;
 	while ((code = wd_hs_monitor_event(p->mon, 0, &value)) >= 0)
 		if ((how = wd_hs_event(&p->hs, code, value, p->endpoint, &p->names, &p->keys, why, sizeof(why)))) {
-			refused = 1;
+			p->hs_refused = 1;
 			goto settled;
 		}
 	if (p->hs.lost) {
@@ -154,8 +153,7 @@ settled:
 	 * backoff, as for a daemon that is away. A trial's key, added by a
 	 * reload, got through only at the ack timeout (31 s).
 	 */
-	p->hs_refused = refused;
-	return refused;
+	return p->hs_refused;
 }
 
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
