@@ -381,7 +381,7 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 /*
  * A commit that would wait for a step refused to its waiting ranks a
  * moment ago (it expired, or every rank committed and it was not whole),
- * from a publisher that committed this run before (run_knows_session): a
+ * from a publisher that had committed this run before it (run_knew_session): a
  * rank that missed the refusal (its ack timeout had closed its socket)
  * sends it again. It gets the refusal now, and the shards its re-send
  * brought are dropped. A new job's publishers (sessions never seen: a job
@@ -414,11 +414,11 @@ static int resent_refused(struct ingest *ix, const struct run *r, const struct w
 	*gone = ingest_find_expired(ix, h->run, h->step);
 	if (!*gone)
 		return 0;
-	if (!r || run_knows_session(r, h->session))
+	if (!r || run_knew_session(r, h->session, (*gone)->sessions_then))
 		return 1;
 	if (!(*gone)->said_new && h->type == WIRE_COMMIT) {	/* a publisher never seen: a new job's */
 		log_notice("ingest: run '%s' step %lld: sent again %.0f s after it was refused to the ranks "
-			   "that waited, by a publisher that had not committed this run before (a new job?): "
+			   "that waited, by a publisher that had not committed this run by then (a new job?): "
 			   "taken as new", (*gone)->run, (long long)(*gone)->step, now_mono() - (*gone)->at);
 		(*gone)->said_new = 1;
 	}

@@ -48,6 +48,12 @@ struct expired_step {
 	int said;			/* a re-send was logged */
 	char why[512];
 	int said_new;			/* a new job's commit of it was logged */
+	/*
+	 * How many sessions the run knew when it was refused (run_knew_session):
+	 * the refused job's are among them, a job restarted since is not, even
+	 * once it has committed earlier steps from its checkpoint.
+	 */
+	uint32_t sessions_then;
 };
 
 #define INGEST_EXPIRED_MAX 16	/* remembered at once; the oldest goes first */

@@ -274,6 +274,7 @@ void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double 
 	e->step = snap->step;
 	e->at = t;
 	e->said = e->said_new = 0;
+	e->sessions_then = snap->run->sessions_full ? UINT32_MAX : snap->run->n_sessions;
 	snprintf(e->why, sizeof(e->why), "%s", why);
 	run_note_expired(snap->run, snap->step, why);	/* said by runs and drift, past these 30 s */
 }

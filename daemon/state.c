@@ -88,6 +88,16 @@ void run_note_session(struct run *r, uint64_t session)
 	r->sessions[r->n_sessions++] = session;
 }
 
+int run_knew_session(const struct run *r, uint64_t session, uint32_t n)
+{
+	if (!session || n == UINT32_MAX)
+		return 1;
+	for (uint32_t i = 0; i < n && i < r->n_sessions; i++)
+		if (r->sessions[i] == session)
+			return 1;
+	return 0;
+}
+
 int run_knows_session(const struct run *r, uint64_t session)
 {
 	if (!session || r->sessions_full)

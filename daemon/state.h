@@ -217,6 +217,12 @@ int run_is_durable(const struct run *r, int64_t step);
 void run_note_session(struct run *r, uint64_t session);
 /* Did a commit of r come from session before (or can that not be told: 0, or too many)? */
 int run_knows_session(const struct run *r, uint64_t session);
+/*
+ * Whether session is one of the first n the run knew (sessions are noted
+ * in order): a publisher that had committed the run by the time it knew n.
+ * 1 for no session, and for n UINT32_MAX (the list was full then).
+ */
+int run_knew_session(const struct run *r, uint64_t session, uint32_t n);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
 /* Step of r was refused incomplete to its waiting ranks, for why (struct run's expired). */

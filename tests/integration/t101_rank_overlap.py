@@ -44,9 +44,13 @@ if mode == "none":
     sys.exit(0)
 x = np.arange(4096, dtype=np.float32)
 lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
+want = 1
+if mode == "replay":  # a job restarted from a checkpoint: the step before first, then this one
+    pub.publish(step - 1, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
+    want = 2
 t0 = time.monotonic()
 pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
-while pub.stats()["refused"] + pub.stats()["acked"] == 0 and time.monotonic() - t0 < 50:
+while pub.stats()["refused"] + pub.stats()["acked"] < want and time.monotonic() - t0 < 50:
     time.sleep(0.05)
 print("after %.2f" % (time.monotonic() - t0), flush=True)
 s = pub.stats()
@@ -134,11 +138,21 @@ def main():
         check(all("refused 0 acked 1" in o for o, _ in outs), "the job restarted at once: the step stored, "
               "every rank acked", "\n".join(o + e for o, e in outs))
         log = dm.log_text()
-        check("by a publisher that had not committed this run before (a new job?): taken as new" in log,
+        check("by a publisher that had not committed this run by then (a new job?): taken as new" in log,
               "the daemon says it took the new job's commits as new", log[-1500:])
         # the same on a brand-new run whose first step expired, so that the run holds
         # nothing durable: the restarted job's step is stored too (a review feared the
         # run, and the sessions it knew, forgotten, and the step refused as a re-send)
+        # a restarted job that first publishes the step before the expired one, from its checkpoint,
+        # as a real one does: its sessions have committed the run by then, and are still not the dead
+        # job's (a trial's restarted job lost the step, taken for the dead job's re-sends)
+        outs = job(["own", "own", "own"], step=4)
+        outs = job(["own", "own", "none"], step=5)
+        check(all("refused 1 acked 0" in o for o, _ in outs[:2]), "step 5, rank 2 dead: refused",
+              "\n".join(o + e for o, e in outs[:2]))
+        outs = job(["replay", "replay", "replay"], step=5)
+        check(all("refused 0 acked 2" in o for o, _ in outs), "the job restarted at step 4 (a duplicate), "
+              "then step 5 at once: stored, every rank acked", "\n".join(o + e for o, e in outs))
         outs = job(["own", "own", "none"], run="fb")
         check(all("refused 1 acked 0" in o and "rank 2 of 3 never committed" in e for o, e in outs[:2]),
               "a new run's first step, rank 2 dead: refused, naming it", "\n".join(o + e for o, e in outs[:2]))
