@@ -242,9 +242,8 @@ int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
 		}
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
-	if (!S_ISSOCK(st.st_mode))
-		return wd_error(err, errlen, "%s is not a socket: the endpoint %s names a file that wdriftd did "
-				"not make (a typo in the path?)", path, endpoint);
+	if (wd_hs_not_socket(endpoint, NULL, err, errlen))
+		return -1;
 	return 0;
 }
 

@@ -50,6 +50,7 @@
 #include "state.h"
 #include "wal.h"
 #include "zctx.h"
+#include "zmtp_probe.h"
 
 #define MAX_FRAMES (1 + 4096)	/* per message: the routing id, then at most 4096 frames,
 				   header and payload (protocol.md) */
@@ -163,6 +164,20 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		 */
 		int hwm = INGEST_RCVHWM;
 		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	}
+	const char *kind = wd_ipc_not_socket(endpoint, 0);
+	if (kind) {
+		/*
+		 * ZeroMQ's bind deletes a file or a link there and binds in its
+		 * place: a typo in a path lost a user's file, in silence. A
+		 * directory it calls "Address already in use".
+		 */
+		log_err("cannot bind the %s socket to '%s' (listen.%s of %s): '%s' is %s, not a socket: "
+			"wdriftd replaces only a socket file (one a wdriftd left); give listen.%s a path "
+			"of its own, or remove that one", what, endpoint, what,
+			d->config_path ? d->config_path : "the built-in config", endpoint + 6, kind, what);
+		zmq_close(s);
+		return NULL;
 	}
 	int made = strncmp(endpoint, "ipc://", 6) ? 0 : dirs_make(endpoint + 6, 1);
 	if (made < 0)

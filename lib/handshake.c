@@ -223,6 +223,8 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 			snprintf(err, errlen, "nothing listens on the abstract socket %s (%s): connections have "
 				 "been refused for %.0f s; is wdriftd running, with that name in the daemon's listen.%s?",
 				 path, endpoint, for_s, socket ? socket : "*");
+		else if (ipc && wd_hs_not_socket(endpoint, NULL, err, errlen))
+			;	/* a typo's file or directory: no daemon left it */
 		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
 				 "refused for %.0f s: the file of a wdriftd that stopped without removing "
@@ -265,6 +267,17 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	default:	/* got through, busy or no answer yet: ZeroMQ's next try may do better */
 		return 0;
 	}
+}
+
+int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen)
+{
+	const char *kind = wd_ipc_not_socket(endpoint, 1);
+
+	if (!kind)
+		return 0;
+	snprintf(err, errlen, "%s is %s, not a socket: the endpoint %s names a file that wdriftd did "
+		 "not make (a typo in the path?)", shown ? shown : endpoint + 6, kind, endpoint);
+	return 1;
 }
 
 int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket, char *err, size_t errlen)

@@ -116,6 +116,15 @@ int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket
  */
 int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen);
 
+/*
+ * When endpoint's ipc:// file is there and is no socket (wd_ipc_not_socket:
+ * a connect to it is refused, as if a daemon had stopped): 1 with err
+ * saying what it is, the path spelled as shown (NULL: as in endpoint).
+ * 0 when it is a socket, is not there, or endpoint is not an ipc file.
+ * One wording for the CLI and the publisher.
+ */
+int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen);
+
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
 			    char *buf, size_t len);

@@ -29,6 +29,7 @@
 #include <zmq.h>
 
 #include "error.h"
+#include "handshake.h"
 #include "log.h"
 #include "near_name.h"
 #include "clock.h"
@@ -180,7 +181,19 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			snprintf(full, sizeof(full), "%s", path);
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
-		if (stat(full, &st) < 0) {
+		char at_full[PATH_MAX + 600];
+		snprintf(at_full, sizeof(at_full), "ipc://%s", full);
+		if (wd_hs_not_socket(at_full, full, p->diagnosis, sizeof(p->diagnosis))) {
+			/*
+			 * A connect there is refused as if a daemon had stopped, and
+			 * no wdriftd binds over it (daemon/main.c): a trial's job
+			 * waited on what it called a stale socket file.
+			 */
+			p->diagnosis_how = WD_DIAGNOSIS_SURE;
+			p->unreachable = PUB_NOT_SOCKET;
+			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until that is fixed",
+			       p->run, p->diagnosis);
+		} else if (stat(full, &st) < 0) {
 			char near[320];
 
 			wd_suggest_socket(endpoint, full, near, sizeof(near));

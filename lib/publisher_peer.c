@@ -98,9 +98,10 @@ static void probe_unreachable(struct wd_publisher *p)
 	int e = wd_endpoint_connect_errno(p->endpoint, PROBE_TIMEOUT_MS);
 	pthread_mutex_lock(&p->lock);
 	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE, gone = p->unreachable == PUB_GONE;
+	int not_socket_said = p->unreachable == PUB_NOT_SOCKET;
 	pthread_mutex_unlock(&p->lock);
-	if ((e == ENOENT && absent_said) || (e && gone))
-		return;	/* said already: no socket file from the start, or the daemon gone since */
+	if ((e == ENOENT && absent_said) || (e && gone) || (e == ECONNREFUSED && not_socket_said))
+		return;	/* said already: no socket file (or none but a file) from the start, or the daemon gone since */
 	/* the same words each time (WD_HS_UNREACHABLE_S, not the time so far): said once */
 	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, WD_HS_UNREACHABLE_S, why, sizeof(why)))
 		diagnosed(p, why, WD_HS_GUESS, PUB_UNREACHABLE);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -103,6 +104,20 @@ int wd_unix_connect_peer(const char *path, long *pid)
 int wd_unix_connect_errno(const char *path)
 {
 	return wd_unix_connect_peer(path, NULL);
+}
+
+const char *wd_ipc_not_socket(const char *endpoint, int follow)
+{
+	struct stat st;
+
+	if (strncmp(endpoint, "ipc://", 6) || endpoint[6] == '@' || !endpoint[6])
+		return NULL;
+	if ((follow ? stat(endpoint + 6, &st) : lstat(endpoint + 6, &st)) < 0 || S_ISSOCK(st.st_mode))
+		return NULL;
+	return S_ISREG(st.st_mode) ? "a regular file" : S_ISDIR(st.st_mode) ? "a directory"
+	       : S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+	       : "not a socket";
 }
 
 /*

@@ -37,4 +37,15 @@ int wd_unix_connect_peer(const char *path, long *pid);
  */
 int wd_endpoint_connect_errno(const char *endpoint, int timeout_ms);
 
+/*
+ * What an ipc:// endpoint's file is, when one is there and it is not a
+ * socket: "a regular file", "a directory", "a symbolic link" (only when
+ * follow is 0: lstat) and so on; NULL when it is a socket, is not there,
+ * or the endpoint is abstract (ipc://@NAME) or not ipc://. A connect to
+ * such a path is refused as if a daemon had stopped, and ZeroMQ's bind
+ * deletes a file or a link there and binds in its place: callers say
+ * what it is instead.
+ */
+const char *wd_ipc_not_socket(const char *endpoint, int follow);
+
 #endif

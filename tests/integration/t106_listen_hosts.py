@@ -10,6 +10,10 @@ A trial found three things about the daemon's endpoints:
   now the line names the key, the config file, and what it means.
 - An ipc:// path under a directory that does not exist made that directory
   in silence (a typo made a tree); now a notice says what it created.
+- An ipc:// path that named a regular file had ZeroMQ delete the file and
+  bind a socket there, in silence (a typo in a path lost the user's file);
+  one that named a directory said "another process listens there". Now the
+  daemon does not start, and says what the path is; the file is kept.
 A real wdriftd per case, real ZeroMQ sockets, a real Python publisher
 process; every daemon stopped by pid, the temp dir removed, also on failure.
 """
@@ -95,6 +99,24 @@ def main():
         check(os.path.isdir(deep) and said and f"created 2 directories for '{deep}/events.sock' (listen.events)"
               in said[-1], "the directories it made are said, with the key", said[-1:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
+
+        # an ipc:// path that is a file or a directory of the user's: kept, and said
+        kept = os.path.join(tmp, "notes.txt")
+        with open(kept, "w") as f:
+            f.write("the user's own\n")
+        os.makedirs(os.path.join(tmp, "adir"))
+        for key, path, what in (("ingest", kept, "a regular file"),
+                                ("control", os.path.join(tmp, "adir"), "a directory")):
+            with_listen(tmp, **{key: f"ipc://{path}"})
+            check(dm.start() is None, f"listen.{key} on {what}: the daemon does not start")
+            lines = [x for x in dm.log_text().splitlines() if f"cannot bind the {key} socket" in x]
+            check(lines and f"'{path}' is {what}, not a socket" in lines[-1] and f"(listen.{key} of " in lines[-1]
+                  and "another process listens" not in lines[-1],
+                  f"the line says the path is {what}, with the key", lines[-1:])
+            dm.stop()
+        check(os.path.isfile(kept) and open(kept).read() == "the user's own\n",
+              "the file is still there, unchanged")
+        check(os.path.isdir(os.path.join(tmp, "adir")), "so is the directory")
     finally:
         teardown(dm, tmp)
     return summary()

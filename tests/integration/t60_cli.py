@@ -318,7 +318,7 @@ def main():
         r = subprocess.run([WDRIFT, "send", "--run", "fa", "--step", "40", os.path.join(tmp, "fa-20.h5"),
                             "--ingest", f"ipc://{tmp}/fa-20.h5"], capture_output=True, text=True,
                            cwd=tmp, env=dict(os.environ, WDRIFT_CONFIG=""), timeout=60)
-        check(r.returncode == 1 and f"{tmp}/fa-20.h5 is not a socket" in r.stderr
+        check(r.returncode == 1 and f"{tmp}/fa-20.h5 is a regular file, not a socket" in r.stderr
               and "listen." not in r.stderr and len(r.stderr.strip().splitlines()) == 1,
               "send --ingest to a regular file: not a socket, no config named", r.stderr)
         # a socket file nothing accepts on (a daemon killed with SIGKILL leaves one) and a

@@ -284,6 +284,22 @@ pub.close(0)
     finally:
         lone.close()
 
+    # a path that is there but is no socket: said as what it is, at open and in the stall
+    # warning, never as a socket file a stopped daemon left (a trial's "stale socket file")
+    os.makedirs(os.path.join(tmp, "plain"))
+    with open(os.path.join(tmp, "plain", "ingest.sock"), "w") as f:
+        f.write("not a socket\n")
+    os.makedirs(os.path.join(tmp, "plain", "adir.sock"))
+    for name, kind in (("ingest.sock", "a regular file"), ("adir.sock", "a directory")):
+        path = os.path.join(tmp, "plain", name)
+        rc, out, err = run(f"ipc://{path}", 1.0)
+        stall = [line for line in err.splitlines() if "no ack from" in line]
+        check(rc == 0 and err.count(f"{path} is {kind}, not a socket") == 2
+              and f"diagnosis {path} is {kind}, not a socket" in out and len(stall) == 1
+              and "nothing listens" not in err + out and "stopped without removing" not in err + out,
+              f"an ipc:// path that is {kind}: said as such at open, in the stall warning and in "
+              f"Publisher.diagnosis", out + err)
+
 
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t68-")
