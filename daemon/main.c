@@ -136,6 +136,25 @@ static size_t publishers_besides(void *ctx, const char *run, const void *rid, si
 	return peers_others(d->peers, run, rid, rid_len);
 }
 
+/*
+ * -1, said, when listen.WHAT's ipc:// path is there and is no socket (a
+ * regular file, a directory, a link): ZeroMQ's bind deletes a file or a
+ * link there and binds in its place, so a typo in a path lost a user's
+ * file in silence; a directory it calls "Address already in use".
+ */
+static int not_a_socket(const struct daemon *d, const char *what, const char *endpoint)
+{
+	const char *kind = wd_ipc_not_socket(endpoint, 0);
+
+	if (!kind)
+		return 0;
+	log_err("cannot bind the %s socket to '%s' (listen.%s of %s): '%s' is %s, not a socket: "
+		"wdriftd replaces only a socket file (one a wdriftd left); give listen.%s a path of its "
+		"own, or remove that one", what, endpoint, what,
+		d->config_path ? d->config_path : "the built-in config", endpoint + 6, kind, what);
+	return -1;
+}
+
 static void *bind_socket(struct daemon *d, int type, const char *endpoint, const char *what,
 			 struct socket_file *file)
 {
@@ -165,17 +184,7 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		int hwm = INGEST_RCVHWM;
 		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	}
-	const char *kind = wd_ipc_not_socket(endpoint, 0);
-	if (kind) {
-		/*
-		 * ZeroMQ's bind deletes a file or a link there and binds in its
-		 * place: a typo in a path lost a user's file, in silence. A
-		 * directory it calls "Address already in use".
-		 */
-		log_err("cannot bind the %s socket to '%s' (listen.%s of %s): '%s' is %s, not a socket: "
-			"wdriftd replaces only a socket file (one a wdriftd left); give listen.%s a path "
-			"of its own, or remove that one", what, endpoint, what,
-			d->config_path ? d->config_path : "the built-in config", endpoint + 6, kind, what);
+	if (not_a_socket(d, what, endpoint)) {	/* checked at start too: one made since */
 		zmq_close(s);
 		return NULL;
 	}
@@ -280,7 +289,8 @@ static void warn_no_config(const char *why, const char *control)
 }
 
 /*
- * -1, said, when a process listens on one of the config's ipc:// socket
+ * -1, said, when one of the config's ipc:// paths is no socket
+ * (not_a_socket), or a process listens on one of its socket
  * files: another wdriftd, typically this config started from another
  * directory, whose relative storage.dir differs, so that the lock does
  * not stop it. Said before anything is made, so that a daemon in the
@@ -300,6 +310,9 @@ static int another_daemon(const struct daemon *d)
 		close(held);	/* its lock, if taken, goes with it */
 	if (same)
 		return 0;
+	for (int i = 0; i < 3; i++)
+		if (not_a_socket(d, keys[i], eps[i]))
+			return -1;
 	storage_now(d->cfg.storage.dir, now, sizeof(now));
 	for (int i = 0; i < 3; i++) {
 		long pid;
@@ -355,7 +368,9 @@ static int start(struct daemon *d, int force)
 
 	d->st.started = now_mono();
 	d->st.budget = d->cfg.memory.budget;
-	if (another_daemon(d) < 0)	/* before anything is made or read */
+	/* before anything is made or read */
+	if (not_a_socket(d, "ingest", d->cfg.listen.ingest) || not_a_socket(d, "control", d->cfg.listen.control) ||
+	    not_a_socket(d, "events", d->cfg.listen.events) || another_daemon(d) < 0)
 		return -1;
 	if ((r = dirs_make(d->cfg.storage.dir, 0)) < 0)
 		return error("storage.dir '%s': cannot create: %s", d->cfg.storage.dir, strerror(-r));
