@@ -126,6 +126,10 @@ static const char *bind_only(const char *ep)
 		       "tcp:// endpoint";
 	if (!strncmp(ep, "tcp://", 6) && port && !strcmp(port, ":*"))
 		return "is a port for a daemon to bind, not one to connect to: give the daemon's port";
+	/* ZeroMQ said only "Invalid argument" (a trial) */
+	if (!strncmp(ep, "tcp://*:", 8))
+		return "names every interface of a host, which a daemon binds, not an address to connect "
+		       "to: give the daemon's host (127.0.0.1 on its own machine)";
 	return NULL;
 }
 
@@ -133,7 +137,7 @@ static int cli_endpoint(const char *opt, const char *ep, char *err, size_t errle
 {
 	char why[WD_CONFIG_ERR_MAX];
 
-	if (wd_config_check_endpoint(ep, why, sizeof(why)) < 0)
+	if (wd_config_check_endpoint_as(ep, 1, why, sizeof(why)) < 0)
 		return wd_error(err, errlen, "%s: %s", opt, why);
 	if (bind_only(ep))
 		return wd_error(err, errlen, "%s: '%s' %s", opt, ep, bind_only(ep));

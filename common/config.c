@@ -404,6 +404,11 @@ static int config_check_hostport(const char *s, char *why, size_t size)
 
 int wd_config_check_endpoint(const char *s, char *why, size_t size)
 {
+	return wd_config_check_endpoint_as(s, 0, why, size);
+}
+
+int wd_config_check_endpoint_as(const char *s, int connect, char *why, size_t size)
+{
 	const char *rest, *colon;
 	char q[96];
 
@@ -430,7 +435,8 @@ int wd_config_check_endpoint(const char *s, char *why, size_t size)
 			return wd_error(why, size, "bad endpoint '%s': tcp:// needs HOST:PORT", q);
 		if (strcmp(colon + 1, "*") &&
 		    (parse_int(colon + 1, &port) || !is_digit(colon[1]) || port < 1 || port > 65535))
-			return wd_error(why, size, "bad endpoint '%s': the port must be 1 to 65535, or *", q);
+			return wd_error(why, size, "bad endpoint '%s': the port must be 1 to 65535%s", q,
+					connect ? "" : ", or *");
 		return 0;
 	}
 	if (!strncmp(s, "inproc://", 9)) {

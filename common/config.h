@@ -225,8 +225,12 @@ int wd_config_hostport(const char *s, char *host, size_t hostlen, int *port, cha
  * Whether s is an endpoint wdrift can use (ipc://PATH, tcp://HOST:PORT,
  * inproc://NAME, within their limits): 0, or -1 with why ("bad endpoint
  * 'S': ..."). The config's listen.* and the CLI's --endpoint share it.
+ * A port may be * (the system picks one) in what is bound; for a connect
+ * (connect: 1) the port's error does not offer it, and the caller says
+ * why a * there, a port or a host, cannot be connected to.
  */
 int wd_config_check_endpoint(const char *s, char *why, size_t size);
+int wd_config_check_endpoint_as(const char *s, int connect, char *why, size_t size);
 
 /* Names as written in the file: "ratio", "tensors", "critical". */
 const char *wd_config_metric_name(int metric);

@@ -377,6 +377,15 @@ def main():
         check(r.returncode == 1 and "'tcp://127.0.0.1:*' is a port for a daemon to bind" in r.stderr
               and f"(listen.ingest of {os.path.realpath(wcfg)})" in r.stderr,
               "send to a config's tcp://HOST:*: a port to bind, and the entry", r.stderr)
+        # typed endpoints a daemon binds but nothing connects to: said as that, at once; a port
+        # out of range is not offered '*', which a connect refuses (a trial)
+        for ep, needle in (("tcp://127.0.0.1:99999", "the port must be 1 to 65535"),
+                           ("tcp://*:5555", "'tcp://*:5555' names every interface of a host, which a daemon binds"),
+                           ("tcp://127.0.0.1:*", "'tcp://127.0.0.1:*' is a port for a daemon to bind")):
+            r = wd("status", "--endpoint", ep)
+            check(r.returncode == 2 and needle in r.stderr and "or *" not in r.stderr
+                  and "Invalid argument" not in r.stderr,
+                  f"status --endpoint {ep}: a usage error that says what is wrong with it", r.stderr)
         # a daemon that comes up while send waits (a restart) still gets the snapshot
         os.makedirs(os.path.join(tmp, "late"))
         late = Daemon(os.path.join(tmp, "late"))
