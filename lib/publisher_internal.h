@@ -96,6 +96,14 @@ struct wd_publisher {
 	uint64_t acked_at_stall;	/* st.acked when the stall was said: 0, no "acks again" */
 	int heard_at_stall;	/* the daemon had answered at all by then: "answers again" */
 	int ranks_at_stall;	/* the stall was a commit waiting for the other ranks, connected */
+	/*
+	 * A wait for the other ranks has ended in a refusal, said, since the
+	 * last ack: a dead rank has every later step wait and expire alike, so
+	 * the next such waits are not said (stall_quiet), and the refusal's
+	 * short line is each step's one line.
+	 */
+	int ranks_wait_told;
+	int stall_quiet;	/* this stall was not said: nor is its end by a refusal */
 	uint64_t refusals;
 	char refusal[768], conflict[768];
 	/*

@@ -57,14 +57,19 @@ static void stall_check(struct wd_publisher *p, int answered)
 {
 	double t = pub_now();
 	if (answered) {
-		if (p->stalled && p->ranks_at_stall && answered == ANSWER_REFUSAL)
+		if (answered == ANSWER_ACK)
+			p->ranks_wait_told = 0;
+		if (p->stalled && p->stall_quiet && answered == ANSWER_REFUSAL) {
+			/* not said: the refusal's own line says it, as the one before */
+		} else if (p->stalled && p->ranks_at_stall && answered == ANSWER_REFUSAL) {
 			/* it answered all along: what ended was the wait for the other ranks */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': the wait at %.400s for the "
 				 "other ranks' parts ended after %.0f s, with the refusal above; %llu snapshot%s "
 				 "dropped meanwhile, the refused one among them", p->run, p->where, t - p->waiting_since,
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
 				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
-		else if (p->stalled)	/* a refusal was said on its own line: no "acks" */
+			p->ranks_wait_told = 1;
+		} else if (p->stalled) {	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
 				 "%llu snapshot%s dropped meanwhile%s", p->run, p->where,
 				 answered == ANSWER_ACK ? (p->acked_at_stall ? "acks again" : "acks its first snapshot")
@@ -73,7 +78,9 @@ static void stall_check(struct wd_publisher *p, int answered)
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
 				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s",
 				 answered == ANSWER_ACK ? "" : ", the refused one among them");
+		}
 		p->stalled = 0;
+		p->stall_quiet = 0;
 		p->waiting_since = t;
 		return;
 	}
@@ -89,6 +96,10 @@ static void stall_check(struct wd_publisher *p, int answered)
 	int ranks_wait = !answers && !p->diagnosis[0] && p->opts.ranks > 1 && p->st.connected;
 	/* either way the hint is the other ranks: what ends the wait is theirs, not the daemon's */
 	p->ranks_at_stall = ranks_wait || (answers && !p->pushback[0] && p->opts.ranks > 1);
+	/* a dead rank's next step, waiting as the last one did: its refusal's short line will say it */
+	p->stall_quiet = p->ranks_at_stall && p->ranks_wait_told;
+	if (p->stall_quiet)
+		return;
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
 		 "%llu snapshot%s waiting (%s): %s", p->run, p->where, t - p->waiting_since,
 		 (unsigned long long)p->st.queued, p->st.queued == 1 ? "" : "s",

@@ -73,6 +73,39 @@ print("refused", pub.stats()["refused"])
 pub.close(0)
 '''
 
+# One rank of two that lives on: step 1 whole with the other rank, then steps 2
+# and 3 alone (the other died), each refused at the daemon's pending_timeout.
+SURVIVOR = r'''
+import sys, time, numpy as np, wdrift
+ep, rank = sys.argv[1], int(sys.argv[2])
+pub = wdrift.Publisher(ep, "t91d", ack_timeout=30.0, stall_warning=1.0, ranks=2, rank=rank)
+piece = lambda: {"w": wdrift.Shard(np.full(2, rank + 1, np.float32), offset=2 * rank, shape=(4,))}
+pub.publish(1, piece())
+print("flushed", pub.flush(20), flush=True)
+if rank == 0:
+    for step in (2, 3):
+        pub.publish(step, piece())
+    time.sleep(9)
+print("acked", pub.stats()["acked"], "refused", pub.stats()["refused"])
+pub.close(0)
+'''
+
+
+def survivor(ep):
+    """Two rank processes, one of which ends after step 1: the survivor's stdout and warning lines."""
+    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    ranks = [subprocess.Popen([PYTHON, "-c", SURVIVOR, ep, str(r)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        out, err = ranks[0].communicate(timeout=60)
+        ranks[1].communicate(timeout=60)
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out, [line for line in err.splitlines() if "publisher:" in line]
+
 
 # Nothing listens at ep: publish, print the diagnosis when it comes (or after
 # 15 s), then wait up to `wait` s for an ack (a daemon started meanwhile).
@@ -220,11 +253,15 @@ def main():
         # the daemon is waiting for, and after the refusal nothing says "acks again"
         out, lines = lone_rank(f"ipc://{pd}/run/ingest.sock")
         stall = [line for line in lines if "no ack from" in line]
-        check(len(stall) == 2 and all("is every rank publishing its part" in line
-                                      and "is wdriftd running" not in line for line in stall)
-              and "connected, the snapshot not yet whole" in stall[1],
-              "a lone rank's stall warnings ask for the other ranks, also with no reply since the "
-              "connection's welcome", "\n".join(lines))
+        check(len(stall) == 1 and "is every rank publishing its part" in stall[0]
+              and "is wdriftd running" not in stall[0],
+              "a lone rank's stall warning asks for the other ranks; its next step's wait, alike, is "
+              "not said again", "\n".join(lines))
+        check(sum("refused: incomplete: expired" in line for line in lines) == 1
+              and any("step 2 refused: incomplete, as step 1 was (2 refused so far)" in line for line in lines)
+              and sum("for the other ranks' parts ended after" in line for line in lines) == 1,
+              "... the first refusal whole, with the line that the wait ended; the next a short line",
+              "\n".join(lines))
         check("refused 2" in out and any("refused: incomplete" in line for line in lines)
               and not any("acks again" in line for line in lines)
               and any("the wait at ipc://" in line and "for the other ranks' parts ended after" in line
@@ -232,6 +269,21 @@ def main():
               and not any("answers again" in line for line in lines),
               f"... the expiry refuses it, and no line claims acks, nor that the daemon answers 'again' "
               f"(it answered all along: a trial read it as down) ({out.strip()})", "\n".join(lines))
+        # a rank that dies after acked steps: the survivor's first wait is said, with no reply
+        # since the last ack, and its end; each later step is one short line (a trial read three
+        # lines a step)
+        out, lines = survivor(f"ipc://{pd}/run/ingest.sock")
+        stall = [line for line in lines if "no ack from" in line]
+        check("acked 1 refused 2" in out and len(stall) == 1
+              and "connected, the snapshot not yet whole" in stall[0]
+              and "is every rank publishing its part" in stall[0],
+              f"the survivor's one stall warning asks for the other ranks ({out.strip()})", "\n".join(lines))
+        check(sum("step 2 refused: incomplete: expired" in line for line in lines) == 1
+              and sum("for the other ranks' parts ended after" in line for line in lines) == 1
+              and any("step 3 refused: incomplete, as step 2 was (2 refused so far)" in line for line in lines)
+              and len([line for line in lines if "belongs to no study" not in line]) == 5,
+              "... step 2's refusal whole, the wait's end, then step 3 in one short line; nothing more "
+              "but the stall warning and the line at close", "\n".join(lines))
         out, lines = publish(f"ipc://{pd}/run/control.sock")
         expect("the control socket", out, lines, "control.sock is wdriftd's control socket (listen.control)",
                "publishers connect to listen.ingest")
