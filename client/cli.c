@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "near_name.h"
 
 double cli_now(void)
 {
@@ -86,6 +88,48 @@ int cli_usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/*
+ * The usage error of an option getopt_long did not take: a value given to
+ * one that takes none, or "did you mean" the long option a typo is
+ * nearest (wd_name_near: --layers for --layer, --stpe for --step, as
+ * commands, runs and config keys are suggested).
+ */
+static int unknown_option(const char *arg, const struct option *opts)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	if (strncmp(arg, "--", 2) || !arg[2])
+		return cli_usage_error("unknown option '%s'", arg);
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	char typed[128];
+	snprintf(typed, sizeof(typed), "%.*s", (int)(len < sizeof(typed) ? len : sizeof(typed) - 1), name);
+	for (const struct option *o = opts; o && o->name; o++)
+		if (!strcmp(o->name, typed) && eq && o->has_arg == no_argument)
+			return cli_usage_error("option '--%s' takes no value", o->name);
+	char prefixed[512] = "";
+	int n_prefixed = 0;
+	for (const struct option *o = opts; o && o->name; o++)
+		if (!strncmp(o->name, typed, strlen(typed)) && strlen(prefixed) + strlen(o->name) + 8 < sizeof(prefixed)) {
+			snprintf(prefixed + strlen(prefixed), sizeof(prefixed) - strlen(prefixed), "%s'--%s'",
+				 n_prefixed ? ", " : "", o->name);
+			n_prefixed++;
+		}
+	if (n_prefixed > 1)	/* getopt_long takes a prefix of one option only */
+		return cli_usage_error("option '--%s' is ambiguous: %s", typed, prefixed);
+	for (const struct option *o = opts; o && o->name; o++) {
+		size_t d = wd_name_near(typed, o->name, strlen(o->name));
+		if (d < best_d) {
+			best_d = d;
+			best = o->name;
+		}
+	}
+	if (best)
+		return cli_usage_error("unknown option '--%s'; did you mean '--%s'?", typed, best);
+	return cli_usage_error("unknown option '%s'", arg);
+}
+
 int cli_opts(int argc, char **argv, const char *shorts, const struct option *opts, const char *usage,
 	     int (*on_opt)(int c, const char *arg, void *ctx), void *ctx)
 {
@@ -96,7 +140,7 @@ int cli_opts(int argc, char **argv, const char *shorts, const struct option *opt
 		switch (c) {
 		case 'h': fputs(usage, stdout); return CLI_HELPED;
 		case ':': return -cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-		case '?': return -cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		case '?': return -unknown_option(argv[optind - 1], opts);
 		default:
 			if (!on_opt || on_opt(c, optarg, ctx))
 				return -EXIT_USAGE;

@@ -87,7 +87,7 @@ static int on_opt(int c, const char *arg, void *ctx)
 	(void)arg;
 	switch (c) {
 	case 'f': o->force = 1; return 0;
-	case 'J': o->json = 1; return 0;
+	case 'J': o->json = 1; cli_json_errors = 1; return 0;	/* a failure is JSON too */
 	}
 	return 1;
 }

@@ -42,11 +42,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "help") && argc > 2) {	/* wdrift help runs: as runs --help */
+	if (!strcmp(argv[1], "help") && argc > 2) {
+		/* wdrift help runs rm: as runs rm --help (argv has room: its NULL) */
 		static char flag[] = "--help";
-		argv[1] = argv[2];
-		argv[2] = flag;
-		argc = 3;
+		memmove(argv + 1, argv + 2, (size_t)(argc - 2) * sizeof(*argv));
+		argv[argc - 1] = flag;
 	} else if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return EXIT_OK;

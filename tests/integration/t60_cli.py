@@ -163,6 +163,30 @@ def main():
         check(r.returncode == 1 and "the daemon refused" in r.stderr and "conflict" in r.stderr
               and "listen.ingest of" not in r.stderr,
               f"a snapshot the daemon refuses: exit 1 with its reason, no config named ({r.stderr.strip()})")
+        # a mistyped option gets "did you mean", as commands, runs and keys do; a value given to
+        # an option that takes none says so (a trial: only "unknown option")
+        for args, needle in ((["drift", "fa", "--layers", "0.*", "-c", cfg], "did you mean '--layer'?"),
+                             (["drift", "fa", "--stpe", "20", "-c", cfg], "did you mean '--step'?"),
+                             (["runs", "--confg", cfg], "did you mean '--config'?"),
+                             (["status", "--json=1", "-c", cfg], "option '--json' takes no value")):
+            r = wd(*args)
+            check(r.returncode == 2 and needle in r.stderr, f"wdrift {' '.join(args[:2])}: {needle}", r.stderr)
+        r = wd("runs", "--bogus")
+        check(r.returncode == 2 and "unknown option '--bogus'" in r.stderr and "did you mean" not in r.stderr,
+              "an option near none: no suggestion", r.stderr)
+        # help COMMAND SUBCOMMAND is COMMAND SUBCOMMAND --help
+        r, rr = wd("help", "runs", "rm"), wd("runs", "rm", "--help")
+        check(r.returncode == 0 and r.stdout == rr.stdout and "--force" in r.stdout,
+              "wdrift help runs rm prints what wdrift runs rm --help does", r.stdout[:300])
+        # keygen's failure is JSON on stdout with --json, as every command's
+        kp = os.path.join(tmp, "k1")
+        r = wd("keygen", "--json", kp)
+        check(r.returncode == 0 and json.loads(r.stdout).get("ok", True), "keygen --json: made", r.stdout + r.stderr)
+        r = wd("keygen", "--json", kp)
+        got = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
+        check(r.returncode == 1 and got.get("ok") is False and "exists" in got.get("error", ""),
+              "keygen --json over an existing key: {\"ok\": false, \"error\": ...} on stdout, exit 1",
+              r.stdout + r.stderr)
         time.sleep(1.0)   # let compute catch up
         r = wd("status", "-c", cfg)
         check(r.returncode == 0 and "snapshots" in r.stdout and "engine" in r.stdout, "status: a table")
