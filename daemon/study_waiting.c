@@ -219,6 +219,17 @@ static int expired_now(const struct wd_config *cfg, const struct wd_config_study
 	return run_expired(cfg, st, r, buf, len);
 }
 
+/* "3 snapshots (steps 0 to 20)", "1 snapshot (step 40)": a run's durable steps, for a hint. */
+static const char *snapshots_of(const struct run *r, char *out, size_t size)
+{
+	if (r->n_durable == 1)
+		snprintf(out, size, "1 snapshot (step %lld)", (long long)r->durable[0]);
+	else
+		snprintf(out, size, "%zu snapshots (steps %lld to %lld)", r->n_durable, (long long)r->durable[0],
+			 (long long)r->durable[r->n_durable - 1]);
+	return out;
+}
+
 /* Each of study s's runs (its baseline, then those a step compares) that say(...) says, joined by "; ". */
 static size_t study_runs_said(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 			      int (*say)(const struct wd_config *, const struct wd_config_study *,
@@ -293,11 +304,10 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 			continue;
 		if (++apart > 2)	/* the third and later only counted: the hint must fit */
 			continue;
-		add(buf, len, &at, "; %s '%s' has %zu snapshots (steps %lld to %lld), none within "
-		    "alignment.tolerance (%lld) of a step of the baseline's %zu (%lld to %lld)",
-		    cand ? "candidate" : "proxy", name, r->n_durable, (long long)r->durable[0],
-		    (long long)r->durable[r->n_durable - 1], (long long)tol, base->n_durable,
-		    (long long)base->durable[0], (long long)base->durable[base->n_durable - 1]);
+		char have[96], base_have[96];
+		add(buf, len, &at, "; %s '%s' has %s, none within alignment.tolerance (%lld) of a step of "
+		    "the baseline's %s", cand ? "candidate" : "proxy", name, snapshots_of(r, have, sizeof(have)),
+		    (long long)tol, snapshots_of(base, base_have, sizeof(base_have)));
 	}
 	if (apart > 2)
 		add(buf, len, &at, "; and %zu more runs", apart - 2);
@@ -310,8 +320,8 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 	else {	/* each of them, with the near name that has snapshots: a typo in a reload? */
 		char each[1024];
 		study_silent(cfg, st, s, NULL, each, sizeof(each));
-		add(buf, len, &at, "; the baseline has %zu snapshots, and no candidate or proxy has any "
-		    "yet%s", base->n_durable, each);
+		add(buf, len, &at, "; the baseline has %zu snapshot%s, and no candidate or proxy has any "
+		    "yet%s", base->n_durable, base->n_durable == 1 ? "" : "s", each);
 	}
 	/* no run aligned to the baseline, and no synthetic proxy made from it: nothing to compare */
 	return held == apart && s->synthetic_proxy == WD_SYNTHETIC_NONE;
@@ -360,10 +370,9 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		return;
 	}
 	if (!run_is_durable(base, step)) {
-		add(buf, len, &at, "; the baseline '%s' has no snapshot at step %lld (%zu snapshots, steps "
-		    "%lld to %lld), and rows are made at the baseline's steps", s->baseline, (long long)step,
-		    base->n_durable, (long long)base->durable[0],
-		    (long long)base->durable[base->n_durable - 1]);
+		char have[96];
+		add(buf, len, &at, "; the baseline '%s' has no snapshot at step %lld: it has %s, and rows are "
+		    "made at the baseline's steps", s->baseline, (long long)step, snapshots_of(base, have, sizeof(have)));
 		return;
 	}
 	/* durable, its file removed since: what waits for it waits for nothing (a trial was told "not compared yet") */

@@ -104,7 +104,7 @@ def main():
         time.sleep(0.5)
         r = wd(cfg, "drift", "al")
         check(r.returncode == 1 and "no results for study 'al' yet; candidate 'al-fa' has 3 snapshots "
-              "(steps 5 to 25), none within alignment.tolerance (0) of a step of the baseline's 3 (0 to 20)"
+              "(steps 5 to 25), none within alignment.tolerance (0) of a step of the baseline's 3 snapshots (steps 0 to 20)"
               in r.stderr and "need alignment.tolerance" in r.stderr,
               "drift of a study whose candidate never meets the baseline: says why", r.stderr)
         r = wd(cfg, "studies")
@@ -126,8 +126,8 @@ def main():
               in r.stderr,
               "drift --step at a baseline step that no run meets: says why", r.stderr)
         r = wd(cfg, "drift", "al", "--step", "5")
-        check(r.returncode == 1 and "the baseline 'al-base' has no snapshot at step 5 (3 snapshots, "
-              "steps 0 to 20), and rows are made at the baseline's steps" in r.stderr,
+        check(r.returncode == 1 and "the baseline 'al-base' has no snapshot at step 5: it has 3 snapshots "
+              "(steps 0 to 20), and rows are made at the baseline's steps" in r.stderr,
               "drift --step at a step the baseline lacks: says so", r.stderr)
         r = wd(cfg, "drift", "nb")
         check(r.returncode == 1 and "no results for study 'nb' yet; its baseline 'al-bse' has no snapshot "
@@ -421,7 +421,30 @@ def main():
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
+    one_snapshot()
     return harness.summary()
+
+
+def one_snapshot():
+    """A run with one snapshot is "1 snapshot (step 7)", and so is a baseline's one (a
+    trial read "1 snapshots (steps 40 to 40)")."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t96-one-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=0, base="al-base"))
+        check(dm.start() is not None, "one snapshot each: the daemon starts", dm.log_text())
+        acks = [snap(Publisher(ctx, tmp, "al-base"), 0), snap(Publisher(ctx, tmp, "al-fa"), 7)]
+        check(all(a and a.get("type") == "ack" for a in acks), "two snapshots durable")
+        time.sleep(0.3)
+        r = wd(cfg, "drift", "al")
+        check(r.returncode == 1 and "candidate 'al-fa' has 1 snapshot (step 7), none within alignment.tolerance "
+              "(0) of a step of the baseline's 1 snapshot (step 0)" in r.stderr,
+              "one snapshot: said in the singular, with its step", r.stderr)
+    finally:
+        harness.teardown(dm, tmp, ctx)
 
 
 if __name__ == "__main__":
