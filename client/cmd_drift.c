@@ -16,11 +16,13 @@ static const char usage[] =
 "                    " DC_USAGE_TARGET " [--json]\n"
 "\n"
 "The drift of each candidate of STUDY from its baseline at one step, per\n"
-"tensor: W1, max|a-b|, relative L2, and each proxy's W1 and the ratio, as\n"
-"wdrift compare computes them.\n"
+"tensor: W1, max|a-b|, relative L2, the candidate's count of NaN and Inf\n"
+"values (nonfinite: left out of the others; a line under the candidate says\n"
+"when there are any), and each proxy's W1 and the ratio, as wdrift compare\n"
+"computes them.\n"
 "\n"
 "Below each candidate's tensors, the summary rows of wdrift compare over them:\n"
-"weighted by elements, median over tensors, and max. The first line says\n"
+"weighted by elements, median over tensors, and max. The second line says\n"
 "whether the step is complete: every run of the study compared at it; or\n"
 "stale: its rows compared another baseline than the study's now (a reload).\n"
 "With no results at all, the error says why: the baseline has no snapshot,\n"
@@ -90,6 +92,29 @@ static void set_num(struct table *t, size_t row, size_t col, json_t *o, const ch
 	table_set(t, row, col, b);
 }
 
+/* The candidate's NaN + Inf + -Inf count of o's "nonfinite", or -1 when it has none. */
+static long long nonfinite_total(json_t *o, long long *nan, long long *posinf, long long *neginf)
+{
+	json_t *c = json_object_get(json_object_get(o, "nonfinite"), "candidate");
+
+	if (!json_is_object(c))
+		return -1;
+	*nan = dc_int(c, "nan");
+	*posinf = dc_int(c, "posinf");
+	*neginf = dc_int(c, "neginf");
+	return *nan + *posinf + *neginf;
+}
+
+/* The nonfinite cell: the candidate's count of NaN and Inf, '-' for none, as compare's. */
+static void set_nonfinite(struct table *t, size_t row, json_t *o)
+{
+	long long nan, posinf, neginf, n = nonfinite_total(o, &nan, &posinf, &neginf);
+	char b[32];
+
+	snprintf(b, sizeof(b), "%lld", n);
+	table_set(t, row, 5, n > 0 ? b : "-");
+}
+
 /*
  * The summary rows under a candidate's tensors, from the reply's summary
  * (the daemon's wd_drift_summarize), laid out as wdrift compare's: elements
@@ -110,6 +135,8 @@ static void summary_rows(struct table *t, size_t row, json_t *sum, json_t *first
 		set_num(t, row, 2, sum, w1[j]);
 		if (j == 2)
 			set_num(t, row, 3, sum, "max_abs_diff");
+		if (j == 0)
+			set_nonfinite(t, row, sum);
 		const char *name;
 		json_t *px;
 		size_t k = 0;
@@ -117,8 +144,8 @@ static void summary_rows(struct table *t, size_t row, json_t *sum, json_t *first
 		json_object_foreach(json_object_get(first_layer, "proxies"), name, px) {
 			json_t *p = json_object_get(proxies, name);
 			if (j == 0)
-				set_num(t, row, 5 + 2 * k, p, "w1_weighted");
-			set_num(t, row, 6 + 2 * k, p, ratio[j]);
+				set_num(t, row, 6 + 2 * k, p, "w1_weighted");
+			set_num(t, row, 7 + 2 * k, p, ratio[j]);
 			k++;
 		}
 	}
@@ -251,16 +278,16 @@ int cmd_drift(int argc, char **argv)
 		size_t np = json_object_size(json_object_get(first, "proxies")), i;
 		struct table t;
 		char b[64], hdr[256];
-		static const char *const head[] = { "tensor", "elements", "W1", "max|d|", "rel L2" };
-		table_init(&t, json_array_size(layers) + 4, 5 + 2 * np);
-		table_set_row(&t, 0, head, 5);
+		static const char *const head[] = { "tensor", "elements", "W1", "max|d|", "rel L2", "nonfinite" };
+		table_init(&t, json_array_size(layers) + 4, 6 + 2 * np);
+		table_set_row(&t, 0, head, 6);
 		const char *label;
 		size_t k = 0;
 		json_object_foreach(json_object_get(first, "proxies"), label, px) {
 			snprintf(hdr, sizeof(hdr), "W1[%s]", label);
-			table_set(&t, 0, 5 + 2 * k, hdr);
-			snprintf(hdr, sizeof(hdr), "ratio[%s]", label);
 			table_set(&t, 0, 6 + 2 * k, hdr);
+			snprintf(hdr, sizeof(hdr), "ratio[%s]", label);
+			table_set(&t, 0, 7 + 2 * k, hdr);
 			k++;
 		}
 		json_array_foreach(layers, i, l) {
@@ -273,12 +300,13 @@ int cmd_drift(int argc, char **argv)
 			table_set(&t, i + 1, 3, b);
 			fmt(b, sizeof(b), json_object_get(l, "rel_l2"));
 			table_set(&t, i + 1, 4, b);
+			set_nonfinite(&t, i + 1, l);
 			k = 0;
 			json_object_foreach(json_object_get(l, "proxies"), label, px) {
 				fmt(b, sizeof(b), json_object_get(px, "w1"));
-				table_set(&t, i + 1, 5 + 2 * k, b);
-				fmt(b, sizeof(b), json_object_get(px, "ratio"));
 				table_set(&t, i + 1, 6 + 2 * k, b);
+				fmt(b, sizeof(b), json_object_get(px, "ratio"));
+				table_set(&t, i + 1, 7 + 2 * k, b);
 				k++;
 			}
 		}
@@ -291,6 +319,12 @@ int cmd_drift(int argc, char **argv)
 			       "snapshot (named otherwise?), empty or unreadable; their drift is '-', and the "
 			       "daemon's log says which\n", absent, json_array_size(layers),
 			       absent == 1 ? "has" : "have");
+		long long nan, posinf, neginf;
+		long long nf = nonfinite_total(json_object_get(cand, "summary"), &nan, &posinf, &neginf);
+		if (nf > 0)	/* said, not only counted: W1 and the rest leave them out (a trial) */
+			printf("nonfinite  %lld value%s of the candidate %s NaN or Inf (%lld NaN, %lld +Inf, %lld "
+			       "-Inf), left out of W1, max|d| and rel L2: see the nonfinite column\n", nf,
+			       nf == 1 ? "" : "s", nf == 1 ? "is" : "are", nan, posinf, neginf);
 		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
 	}

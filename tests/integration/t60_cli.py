@@ -254,6 +254,10 @@ def main():
         w = subprocess.Popen([WDRIFT, "watch", "--count", "1", "--json", "-c", cfg], stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)
         ckpt(os.path.join(tmp, "fa-30.h5"), 30, 0.0004)
+        with h5py.File(os.path.join(tmp, "fa-30.h5"), "r+") as f:   # 5 NaN and an +Inf in one tensor
+            v = f["layers.0.w"][...]
+            v[0, :5], v[0, 5] = np.nan, np.inf
+            f["layers.0.w"][...] = v
         ckpt(os.path.join(tmp, "base-30.h5"), 30, 0.0)
         wd("send", "--run", "base", "--step", "30", os.path.join(tmp, "base-30.h5"), "-c", cfg)
         wd("send", "--run", "fa", "--step", "30", os.path.join(tmp, "fa-30.h5"), "-c", cfg)
@@ -265,6 +269,18 @@ def main():
             w.kill()
             ok = False
         check(ok, "watch --count 1 --json: the drift event of step 30")
+        # the candidate's NaN and Inf are in the table and said under it, not only in --json
+        # (a trial: a NaN-ridden tensor read as max|d| 0, rel L2 0)
+        r = wd("drift", "fa", "--step", "30", "-c", cfg)
+        rows = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines() if ln.strip()}
+        head = next((ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] == ["tensor"]), [])
+        col = 5   # after tensor, elements, W1, max|d|, rel L2 (two words in the header)
+        check(r.returncode == 0 and head[6:7] == ["nonfinite"] and rows.get("layers.0.w", [""] * 9)[col] == "6"
+              and rows.get("norm", [""] * 9)[col] == "-"
+              and "nonfinite  6 values of the candidate are NaN or Inf (5 NaN, 1 +Inf, 0 -Inf), left out of "
+              "W1, max|d| and rel L2" in r.stdout,
+              "drift: a nonfinite column (the candidate's count, '-' for none) and a line under the candidate",
+              r.stdout)
         output_errors(tmp, cfg)
         output_targets(tmp, cfg)
         # an --endpoint typo beside the daemon's socket: "did you mean", and no word of a
