@@ -121,7 +121,8 @@ int driftlog_set_aside(const char *path, long long now, unsigned keep, char *asi
 struct driftlog {
 	size_t n_tensors, n_runs, n_proxies;
 	char **tensors, **runs, **proxies;
-	size_t n_rows;		/* current rows, sorted by step, run, kind, tensor */
+	/* current rows, sorted by step, run name, kind (enum row_kind) and tensor (the log's order) */
+	size_t n_rows;
 	size_t row_size;	/* bytes: struct driftlog_disk_row then n_proxies doubles */
 	unsigned char *rows;
 	size_t n_written;	/* rows in the file, superseded ones included */

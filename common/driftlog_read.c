@@ -129,16 +129,35 @@ static int check_fields(hid_t ft, size_t n_proxies, const char *path, char *err,
 	return 0;
 }
 
+/* The rows' order: the log, and each run's place among the runs' names. */
+struct row_order {
+	const struct driftlog *d;
+	const uint32_t *run_rank;
+};
+
+static int cmp_run_names(const void *a, const void *b, void *ctx)
+{
+	char *const *runs = ctx;
+	return strcmp(runs[*(const uint32_t *)a], runs[*(const uint32_t *)b]);
+}
+
+/*
+ * Runs by name, so that two daemons fed in another order export the same
+ * rows alike (the log's run table is in arrival order: a trial's export
+ * put the synthetic proxy before the candidate). Tensors stay in the
+ * log's order, the snapshot's, as drift shows them.
+ */
 static int cmp_rows(const void *a, const void *b, void *ctx)
 {
-	const struct driftlog *d = ctx;
+	const struct row_order *o = ctx;
+	const struct driftlog *d = o->d;
 	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
 	const struct driftlog_disk_row *x = dl_row(d, i), *y = dl_row(d, j);
 
 	if (x->step != y->step)
 		return x->step < y->step ? -1 : 1;
 	if (x->run != y->run)
-		return x->run < y->run ? -1 : 1;
+		return o->run_rank[x->run] < o->run_rank[y->run] ? -1 : 1;
 	if (x->kind != y->kind)
 		return x->kind < y->kind ? -1 : 1;
 	if (x->tensor != y->tensor)
@@ -169,15 +188,27 @@ static int settle(struct driftlog *d, const char *path, char *err, size_t errlen
 					    : "beyond the names in 'tensors'");
 	}
 	uint32_t *order = malloc((d->n_written + 1) * sizeof(*order));
+	uint32_t *by_name = malloc((d->n_runs + 1) * sizeof(*by_name));
+	uint32_t *run_rank = malloc((d->n_runs + 1) * sizeof(*run_rank));
 	unsigned char *kept = malloc((d->n_written + 1) * d->row_size);
-	if (!order || !kept) {
+	if (!order || !by_name || !run_rank || !kept) {
 		free(order);
+		free(by_name);
+		free(run_rank);
 		free(kept);
 		return wd_error(err, errlen, "%s: out of memory for %zu rows", path, d->n_written);
 	}
+	for (size_t k = 0; k < d->n_runs; k++)
+		by_name[k] = (uint32_t)k;
+	qsort_r(by_name, d->n_runs, sizeof(*by_name), cmp_run_names, d->runs);
+	for (size_t k = 0; k < d->n_runs; k++)
+		run_rank[by_name[k]] = (uint32_t)k;
+	free(by_name);
 	for (size_t i = 0; i < d->n_written; i++)
 		order[i] = (uint32_t)i;
-	qsort_r(order, d->n_written, sizeof(*order), cmp_rows, d);
+	struct row_order o = { d, run_rank };
+	qsort_r(order, d->n_written, sizeof(*order), cmp_rows, &o);
+	free(run_rank);
 	size_t n = 0;
 	for (size_t i = 0; i < d->n_written; i++) {
 		if (i + 1 < d->n_written && same_key(dl_row(d, order[i]), dl_row(d, order[i + 1])))

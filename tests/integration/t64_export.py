@@ -84,7 +84,9 @@ def log_current(path):
     for r in rows:                        # file order: a later row supersedes
         last[(int(r["step"]), int(r["run"]), int(r["kind"]), int(r["tensor"]))] = r
     out = []
-    for key in sorted(last):
+    # runs by name, not by their index in the log (arrival order: a trial's export put the
+    # synthetic proxy before the candidate); tensors in the log's order
+    for key in sorted(last, key=lambda k: (k[0], runs[k[1]], k[2], k[3])):
         r = last[key]
         d = {"step": int(r["step"]), "run": runs[r["run"]], "role": {1: "candidate", 2: "proxy"}[int(r["role"])],
              "kind": ("tensor", "mean", "median", "max")[r["kind"]],
