@@ -100,7 +100,8 @@ static void relative_log(struct study_data *sd, const char *study)
 	fprintf(stderr, "wdrift %s: storage.dir '%s' in %s is relative to the directory wdriftd started in, "
 		"and wdriftd %s: reading %s/%s from this directory (--log FILE reads another)\n", cli_cmd,
 		sd->cfg.storage.dir, sd->config_path, r == -1 ? "is not answering to say which" :
-		"answered without saying which", cwd, sd->log_path);
+		"answered without saying which", cwd,
+		sd->log_path + (strncmp(sd->log_path, "./", 2) ? 0 : 2));	/* not DIR/./var */
 }
 
 int study_data_load(struct study_data *sd, const char *study, const char *config,

@@ -26,10 +26,15 @@ void table_set(struct table *t, size_t row, size_t col, const char *s)
 void table_print(const struct table *t, size_t rows, size_t first_left)
 {
 	for (size_t r = 0; r < rows; r++) {
-		for (size_t c = 0; c < t->cols; c++) {
+		/* no trailing blanks: the row ends at its last cell, unpadded when left-aligned */
+		size_t end = t->cols;
+		while (end > 1 && !(t->cell[r * t->cols + end - 1] && t->cell[r * t->cols + end - 1][0]))
+			end--;
+		for (size_t c = 0; c < end; c++) {
 			const char *s = t->cell[r * t->cols + c];
 			printf(c ? "  " : "");
-			printf(c < first_left ? "%-*s" : "%*s", t->width[c], s ? s : "");
+			printf(c < first_left ? "%-*s" : "%*s", c + 1 == end && c < first_left ? 0 : t->width[c],
+			       s ? s : "");
 		}
 		putchar('\n');
 	}

@@ -42,6 +42,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (!strcmp(argv[1], "help") && argc > 2 && argv[2][0] == '-') {	/* wdrift help --json */
+		usage(stdout);
+		return EXIT_OK;
+	}
 	if (!strcmp(argv[1], "help") && argc > 2) {
 		/* wdrift help runs rm: as runs rm --help (argv has room: its NULL) */
 		static char flag[] = "--help";
@@ -91,6 +95,16 @@ int main(int argc, char **argv)
 		if (d < bestd) {
 			bestd = d;
 			best = commands[i].name;
+		}
+	}
+	/* not commands, but what a user may type for them (wdrift version) */
+	static const char *const flags[] = { "--version", "--help" };
+	for (size_t i = 0; i < 2; i++) {
+		const char *typed = argv[1] + strspn(argv[1], "-");
+		size_t d = wd_name_near(typed, flags[i] + 2, strlen(flags[i] + 2));
+		if (d < bestd || !strcmp(typed, flags[i] + 2)) {
+			bestd = !strcmp(typed, flags[i] + 2) ? 0 : d;
+			best = flags[i];
 		}
 	}
 	fprintf(stderr, "wdrift: unknown command '%s'%s%s%s\n", argv[1], best ? "; did you mean '" : "",

@@ -174,6 +174,16 @@ def main():
         r = wd("runs", "--bogus")
         check(r.returncode == 2 and "unknown option '--bogus'" in r.stderr and "did you mean" not in r.stderr,
               "an option near none: no suggestion", r.stderr)
+        r = wd("version")
+        check(r.returncode == 2 and "unknown command 'version'; did you mean '--version'?" in r.stderr,
+              "wdrift version: did you mean --version", r.stderr[:200])
+        r = wd("help", "--json")
+        check(r.returncode == 0 and r.stdout.startswith("usage: wdrift"), "wdrift help --json: the usage",
+              r.stdout[:200] + r.stderr[:200])
+        for cmd in ("studies", "runs", "alerts", "status"):
+            r = wd(cmd, "-c", cfg)
+            check(r.returncode == 0 and not any(ln != ln.rstrip() for ln in r.stdout.splitlines()),
+                  f"{cmd}: no line ends in blanks", repr([ln for ln in r.stdout.splitlines() if ln != ln.rstrip()][:3]))
         # help COMMAND SUBCOMMAND is COMMAND SUBCOMMAND --help
         r, rr = wd("help", "runs", "rm"), wd("runs", "rm", "--help")
         check(r.returncode == 0 and r.stdout == rr.stdout and "--force" in r.stdout,
