@@ -70,8 +70,11 @@ static const char usage_text[] =
 "WDRIFT_CKPT_MEMORY bytes (default half the machine's memory).\n"
 "\n"
 "exit status: 0 success; 1 bad input (the message names the file and the\n"
-"dataset), files with no tensor name in common (without --layers), or a\n"
-"--layers GLOB that matches no tensor; 2 usage error.\n";
+"dataset), files with no tensor name in common (without --layers), a\n"
+"--layers GLOB that matches no tensor, --skip-other leaving nothing to\n"
+"compare, --engine cuda with no device to run it, a reader that timed out,\n"
+"went over its memory limit or crashed, or out of memory; 2 usage error\n"
+"(docs/compare.md has the whole list).\n";
 
 struct options {
 	const char *base_path, *cand_path;

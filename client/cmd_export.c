@@ -11,7 +11,7 @@
 #include "study_data.h"
 
 static const char usage[] =
-"usage: wdrift export STUDY [--csv | --json] [-o FILE] [-c FILE | --log FILE]\n"
+"usage: wdrift export STUDY [--csv | --json] [-o FILE] [-c FILE] [--log FILE]\n"
 "\n"
 "Every current row of STUDY's drift log (docs/storage.md), one per step,\n"
 "compared run and tensor, and the per-snapshot mean, median and max rows.\n"

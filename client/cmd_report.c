@@ -19,7 +19,7 @@
 #include "wdrift.h"
 
 static const char usage[] =
-"usage: wdrift report STUDY -o FILE [-c FILE | --log FILE]\n"
+"usage: wdrift report STUDY -o FILE [-c FILE] [--log FILE]\n"
 "\n"
 "Draws STUDY's drift log as one self-contained HTML page: a summary at the\n"
 "latest complete step (every run of the study compared), W1 against step for\n"
@@ -35,7 +35,8 @@ static const char usage[] =
 "                     through, never replaced; docs/cli.md, \"Output files\")\n"
 "  -c, --config FILE  the daemon's config: the study, its alerts, and storage.dir\n"
 WD_CONFIG_SEARCH_HELP
-"      --log FILE     the drift log itself, instead of the config's\n"
+"      --log FILE     the drift log itself, instead of the config's (with -c:\n"
+"                     the config still gives the baseline's name and thresholds)\n"
 DC_HELP_HELP
 "\n"
 "exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";

@@ -486,6 +486,16 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	free(json);	/* the command hears it once the rule's evaluation is done (command_due) */
 }
 
+/* The rule's "matched none" sentence goes when it named run's snapshot. */
+static void unmatched_clear(struct rule *r, const char *run)
+{
+	if (r->unmatched_run && !strcmp(r->unmatched_run, run)) {
+		free(r->unmatched);
+		free(r->unmatched_run);
+		r->unmatched = r->unmatched_run = NULL;
+	}
+}
+
 /*
  * A per-tensor rule's glob matched `matched` of a candidate's n tensors at
  * step (example: one of them). None of them: said once, at warning, as
@@ -496,11 +506,7 @@ static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n
 			 const char *example)
 {
 	if (matched || !n) {	/* said for this run: no longer so */
-		if (r->unmatched_run && !strcmp(r->unmatched_run, run)) {
-			free(r->unmatched);
-			free(r->unmatched_run);
-			r->unmatched = r->unmatched_run = NULL;
-		}
+		unmatched_clear(r, run);
 		return;
 	}
 	if (r->unmatched)
@@ -696,6 +702,7 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
 		n += instances_drop(&r->set, all ? NULL : run, &fk);
 		f += fk;
+		unmatched_clear(r, run);	/* it named a forgotten snapshot */
 	}
 	if (firing)
 		*firing = f;

@@ -235,6 +235,23 @@ static void refuse_resent(struct ingest *ix, const struct frames *m, const struc
 }
 
 /*
+ * A snapshot refused whole for its size (too_large, not a conflict of
+ * content) whose sender went without committing it (killed: one that
+ * exits reads its commit's refusal first, which drops it) refuses nothing
+ * more once another connection sends the step and no other is open for
+ * the run: no rank of a job is left to send the rest of the refused one.
+ * Before, `wdrift send` of a smaller file after a killed one was refused
+ * with the dead one's counts until limits.pending_timeout.
+ */
+static int refusal_outlived(struct ingest *ix, const struct frames *m, const struct run *r,
+			    const struct snapshot *snap)
+{
+	return snap->conflict && snap->code && snap->code != WIRE_CONFLICT && !snap->n_waiters &&
+	       snap->refused_by != ingest_sender_of(m) && ix->publishers_besides && m->n &&
+	       ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
+}
+
+/*
  * Makes the run a message names, within limits.max_runs; NULL after the
  * error reply. *created is 1 when it was made here.
  */
@@ -296,6 +313,16 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	struct snapshot *snap = find_snapshot(s, r, h->step);
 	if (snap && snap->committing)
 		return;	/* being stored: a re-sent shard; its ack is on the way */
+	if (snap && refusal_outlived(ix, m, r, snap)) {
+		log_notice("ingest: run '%s' step %lld: sent anew by another connection after the one it "
+			   "was refused to (%s) went without committing it: taken as new", r->name,
+			   (long long)h->step, wire_code_name(ingest_refused_code(snap)));
+		ingest_drop_snapshot(ix, snap);	/* and the run, when it held nothing else */
+		snap = NULL;
+		if (!(r = state_run(s, h->run, 0)) && !(r = admit_run(ix, m, h, &new_run)))
+			return;
+		r->last_seen = now_mono();
+	}
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0))) {
 		if (new_run)
 			state_forget_run(s, r);

@@ -16,11 +16,11 @@
 #include "pieces.h"
 
 /*
- * Who sent m: a hash of its routing id, which ZeroMQ keeps for the life of
- * a connection. Another process (a restart, a re-used run name) is another
+ * A hash of m's routing id, which ZeroMQ keeps for the life of a
+ * connection. Another process (a restart, a re-used run name) is another
  * connection.
  */
-static uint64_t sender_of(const struct frames *m)
+uint64_t ingest_sender_of(const struct frames *m)
 {
 	uint64_t x = 0xcbf29ce484222325ull;	/* FNV-1a */
 	const unsigned char *p = m->data[0];
@@ -102,6 +102,7 @@ static void refuse_whole(struct ingest *ix, const struct frames *m, const struct
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snap->code = code;
+		snap->refused_by = ingest_sender_of(m);
 		snprintf(snap->field, sizeof(snap->field), "%s", field);
 		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
 		if (snap->n_waiters)	/* ranks that committed already */
@@ -196,7 +197,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
 		uint64_t had = t->covered;
 		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
-		if (o > 0 && sender_of(m) != t->sender) {	/* two processes disagree */
+		if (o > 0 && ingest_sender_of(m) != t->sender) {	/* two processes disagree */
 			refuse_mixed(ix, m, h, snap, why);
 			return -1;
 		}
@@ -272,7 +273,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		}
 		t = &snap->tensors[snap->n_tensors];
 		memset(t, 0, sizeof(*t));
-		t->sender = sender_of(m);
+		t->sender = ingest_sender_of(m);
 		t->data = buf ? buf : malloc(need);
 		t->name = strdup(h->name);
 		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {

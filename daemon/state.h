@@ -62,6 +62,7 @@ struct snapshot {
 	int conflict;			/* refused whole, or recheck: it differs; why says how */
 	int code;			/* enum wire_code of that refusal: 0 is conflict */
 	char why[256], field[32];
+	uint64_t refused_by;		/* the sender (ingest_sender_of) whose message refused it whole */
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
 	uint64_t ranks_said;		/* ranks its waiting commits said (0: none yet) */
 	struct waiter *waiters;		/* who committed: each gets the ack */

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import zmq
@@ -124,6 +125,30 @@ def main():
         r = subprocess.run(send + [small], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and "acked: run 'sent' step 5, 2 tensors" in r.stdout,
               "... then a file of 8 MiB for the same step: acked, at once", r.stdout + r.stderr)
+        # a sender killed after the refusal, before its commit: the marker it leaves does not
+        # refuse the next sender of that step (another connection, alone on the run) with the
+        # dead one's reason until limits.pending_timeout; while the refused sender is connected
+        # its own re-send is still refused
+        import json
+        killed = Publisher(ctx, tmp, "killed")
+        killed.s.setsockopt(zmq.RCVTIMEO, 3000)
+        for i in range(9):
+            killed.tensor(9, f"w{i}", np.full(MIB4, i, np.float32), "f32", session=111)
+        got = [killed.recv() for _ in range(2)]
+        check(all(e and e.get("code") == "too_large" for e in got), "the killed sender's snapshot: too_large", got)
+        killed.tensor(9, "w0", np.full(4, 1, np.float32), "f32", session=111)
+        a = killed.recv()
+        check(a and a.get("code") == "too_large", "... its own next shard, still connected: refused the same", a)
+        killed.s.close()
+        time.sleep(0.3)   # its disconnect reaches the daemon's monitor
+        fresh = Publisher(ctx, tmp, "killed")
+        for i in range(2):
+            fresh.tensor(9, f"w{i}", np.full(MIB4, i + 0.5, np.float32), "f32", session=222)
+        fresh.send_raw([json.dumps({"v": 1, "type": "commit", "run": "killed", "step": 9, "tensors": 2,
+                                    "session": 222}).encode()])
+        a = fresh.recv()
+        check(a and a.get("type") == "ack",
+              "... the next sender of step 9, once it is gone: judged on its own, acked", a)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)

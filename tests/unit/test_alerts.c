@@ -1019,6 +1019,10 @@ static void test_glob_unmatched(struct wd_config *cfg)
 	unmatched_of(a, "attn", why, sizeof(why));
 	CHECK(said == 1 && strstr(why, "of run 'c1' at step 3"),
 	      "c1 missed by the glob, c2 matched, three batches: said once, and still shown (%d lines; %s)", said, why);
+	/* runs rm c1: the sentence about its snapshot goes with it (a trial saw it stay) */
+	alerts_forget_run(a, "c1", cfg, NULL);
+	unmatched_of(a, "attn", why, sizeof(why));
+	CHECK(!why[0], "runs rm of the run the sentence names: no longer shown (%s)", why);
 	alerts_free(&a);
 }
 
