@@ -88,44 +88,66 @@ int cli_usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/*
- * The usage error of an option getopt_long did not take: a value given to
- * one that takes none, or "did you mean" the long option a typo is
- * nearest (wd_name_near: --layers for --layer, --stpe for --step, as
- * commands, runs and config keys are suggested).
- */
-static int unknown_option(const char *arg, const struct option *opts)
+/* The long option nearest a typo of it (wd_name_near), or NULL. */
+static const char *nearest_option(const char *typed, const struct option *opts)
 {
 	const char *best = NULL;
 	size_t best_d = SIZE_MAX;
 
-	if (strncmp(arg, "--", 2) || !arg[2])
-		return cli_usage_error("unknown option '%s'", arg);
-	const char *name = arg + 2, *eq = strchr(name, '=');
-	size_t len = eq ? (size_t)(eq - name) : strlen(name);
-	char typed[128];
-	snprintf(typed, sizeof(typed), "%.*s", (int)(len < sizeof(typed) ? len : sizeof(typed) - 1), name);
-	for (const struct option *o = opts; o && o->name; o++)
-		if (!strcmp(o->name, typed) && eq && o->has_arg == no_argument)
-			return cli_usage_error("option '--%s' takes no value", o->name);
-	char prefixed[512] = "";
-	int n_prefixed = 0;
-	for (const struct option *o = opts; o && o->name; o++)
-		if (!strncmp(o->name, typed, strlen(typed)) && strlen(prefixed) + strlen(o->name) + 8 < sizeof(prefixed)) {
-			snprintf(prefixed + strlen(prefixed), sizeof(prefixed) - strlen(prefixed), "%s'--%s'",
-				 n_prefixed ? ", " : "", o->name);
-			n_prefixed++;
-		}
-	if (n_prefixed > 1)	/* getopt_long takes a prefix of one option only */
-		return cli_usage_error("option '--%s' is ambiguous: %s", typed, prefixed);
 	for (const struct option *o = opts; o && o->name; o++) {
-		size_t d = wd_name_near(typed, o->name, strlen(o->name));
+		size_t d = !strcmp(typed, o->name) ? 0 : wd_name_near(typed, o->name, strlen(o->name));
 		if (d < best_d) {
 			best_d = d;
 			best = o->name;
 		}
 	}
-	if (best)
+	return best;
+}
+
+/*
+ * The usage error of an option getopt_long did not take: a value given to
+ * one that takes none (or to a prefix of one), a prefix of several, or
+ * "did you mean" the long option a typo is nearest (--layers for --layer,
+ * --stpe for --step, -json for --json, as commands, runs and config keys
+ * are suggested). c: getopt's optopt, the short option for one in a
+ * cluster (-json is -j -s -o -n).
+ */
+static int unknown_option(const char *arg, int c, const struct option *opts)
+{
+	if (arg[0] == '-' && arg[1] && arg[1] != '-') {	/* a short option, in the cluster arg */
+		const char *best = strlen(arg + 1) > 1 ? nearest_option(arg + 1, opts) : NULL;
+		if (c > ' ' && c < 0x7f && arg[2])
+			return cli_usage_error("unknown option '-%c' (in '%s')%s%s%s", c, arg,
+					       best ? "; did you mean '--" : "", best ? best : "", best ? "'?" : "");
+		return cli_usage_error("unknown option '%s'", arg);
+	}
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	if (strncmp(arg, "--", 2) || !len)	/* "--=x": no name to go by */
+		return cli_usage_error("unknown option '%s'", arg);
+	char typed[128];
+	snprintf(typed, sizeof(typed), "%.*s", (int)(len < sizeof(typed) ? len : sizeof(typed) - 1), name);
+	const struct option *exact = NULL, *prefix = NULL;
+	char prefixed[512] = "";
+	int n_prefixed = 0;
+	for (const struct option *o = opts; o && o->name; o++) {
+		if (!strcmp(o->name, typed))
+			exact = o;
+		if (strncmp(o->name, typed, strlen(typed)))
+			continue;
+		prefix = o;
+		if (strlen(prefixed) + strlen(o->name) + 8 < sizeof(prefixed))
+			snprintf(prefixed + strlen(prefixed), sizeof(prefixed) - strlen(prefixed), "%s'--%s'",
+				 n_prefixed ? ", " : "", o->name);
+		n_prefixed++;
+	}
+	const struct option *meant = exact ? exact : n_prefixed == 1 ? prefix : NULL;
+	if (meant && eq && meant->has_arg == no_argument)	/* --json=1, --js=1 */
+		return cli_usage_error("option '--%s' takes no value", meant->name);
+	if (!exact && n_prefixed > 1)
+		return cli_usage_error("option '--%s' is ambiguous: %s", typed, prefixed);
+	const char *best = nearest_option(typed, opts);
+	if (best && strcmp(best, typed))
 		return cli_usage_error("unknown option '--%s'; did you mean '--%s'?", typed, best);
 	return cli_usage_error("unknown option '%s'", arg);
 }
@@ -140,7 +162,14 @@ int cli_opts(int argc, char **argv, const char *shorts, const struct option *opt
 		switch (c) {
 		case 'h': fputs(usage, stdout); return CLI_HELPED;
 		case ':': return -cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-		case '?': return -unknown_option(argv[optind - 1], opts);
+		case '?': {
+			const char *arg = argv[optind - 1];
+			/* in a cluster getopt is still on (-json: -j unknown), optind has not moved on */
+			if (strncmp(arg, "--", 2) && optopt && optind < argc && argv[optind][0] == '-' &&
+			    argv[optind][1] && argv[optind][1] != '-' && strchr(argv[optind] + 1, optopt))
+				arg = argv[optind];
+			return -unknown_option(arg, optopt, opts);
+		}
 		default:
 			if (!on_opt || on_opt(c, optarg, ctx))
 				return -EXIT_USAGE;

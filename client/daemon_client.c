@@ -119,18 +119,10 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
 /* What a daemon may bind but no client reach: the words, or NULL. */
 static const char *bind_only(const char *ep)
 {
-	const char *port = strrchr(ep, ':');
-
 	if (!strncmp(ep, "inproc://", 9))
 		return "never reaches wdriftd, which runs in another process: give its ipc:// or "
 		       "tcp:// endpoint";
-	if (!strncmp(ep, "tcp://", 6) && port && !strcmp(port, ":*"))
-		return "is a port for a daemon to bind, not one to connect to: give the daemon's port";
-	/* ZeroMQ said only "Invalid argument" (a trial) */
-	if (!strncmp(ep, "tcp://*:", 8))
-		return "names every interface of a host, which a daemon binds, not an address to connect "
-		       "to: give the daemon's host (127.0.0.1 on its own machine)";
-	return NULL;
+	return wd_hs_bind_only(ep);
 }
 
 static int cli_endpoint(const char *opt, const char *ep, char *err, size_t errlen)

@@ -42,12 +42,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (!strcmp(argv[1], "help") && argc > 2 && argv[2][0] == '-') {	/* wdrift help --json */
+	if (!strcmp(argv[1], "help") && argc > 2 && (argv[2][0] == '-' || !strcmp(argv[2], "help"))) {
+		/* wdrift help --json, wdrift help help */
 		usage(stdout);
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "help") && argc > 2) {
-		/* wdrift help runs rm: as runs rm --help (argv has room: its NULL) */
+		/* wdrift help runs rm: as runs rm --help (one word out, one in: argc stays) */
 		static char flag[] = "--help";
 		memmove(argv + 1, argv + 2, (size_t)(argc - 2) * sizeof(*argv));
 		argv[argc - 1] = flag;

@@ -236,18 +236,20 @@ static void refuse_resent(struct ingest *ix, const struct frames *m, const struc
 
 /*
  * A snapshot refused whole for its size (too_large, not a conflict of
- * content) whose sender went without committing it (killed: one that
+ * content) whose senders went without committing it (killed: one that
  * exits reads its commit's refusal first, which drops it) refuses nothing
- * more once another connection sends the step and no other is open for
- * the run: no rank of a job is left to send the rest of the refused one.
+ * more to a publisher session that sent it nothing, once no other
+ * connection of the run is open: no rank of the refused job is left.
  * Before, `wdrift send` of a smaller file after a killed one was refused
- * with the dead one's counts until limits.pending_timeout.
+ * with the dead one's counts until limits.pending_timeout. A rank of the
+ * job, or its sender on a new connection, is a session it told (or one
+ * with none): still refused.
  */
-static int refusal_outlived(struct ingest *ix, const struct frames *m, const struct run *r,
-			    const struct snapshot *snap)
+static int refusal_outlived(struct ingest *ix, const struct frames *m, const struct wire_header *h,
+			    const struct run *r, const struct snapshot *snap)
 {
 	return snap->conflict && snap->code && snap->code != WIRE_CONFLICT && !snap->n_waiters &&
-	       snap->refused_by != ingest_sender_of(m) && ix->publishers_besides && m->n &&
+	       h->session && !ingest_was_told(snap, h->session) && ix->publishers_besides && m->n &&
 	       ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
 }
 
@@ -313,8 +315,8 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 	struct snapshot *snap = find_snapshot(s, r, h->step);
 	if (snap && snap->committing)
 		return;	/* being stored: a re-sent shard; its ack is on the way */
-	if (snap && refusal_outlived(ix, m, r, snap)) {
-		log_notice("ingest: run '%s' step %lld: sent anew by another connection after the one it "
+	if (snap && refusal_outlived(ix, m, h, r, snap)) {
+		log_notice("ingest: run '%s' step %lld: sent anew by another publisher after the one it "
 			   "was refused to (%s) went without committing it: taken as new", r->name,
 			   (long long)h->step, wire_code_name(ingest_refused_code(snap)));
 		ingest_drop_snapshot(ix, snap);	/* and the run, when it held nothing else */

@@ -101,7 +101,9 @@ void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double 
 struct expired_step *ingest_find_expired(struct ingest *ix, const char *run, int64_t step);
 /* The code a snapshot refused whole says again to its later shards and commit. */
 int ingest_refused_code(const struct snapshot *snap);
-/* Who sent m: a hash of its routing id, one per connection (a restart is another). */
-uint64_t ingest_sender_of(const struct frames *m);
+/* Notes a session (nonzero) that sent snap a shard (state.h: told). */
+void ingest_note_told(struct snapshot *snap, uint64_t session);
+/* Whether session sent snap a shard, or more sessions did than were noted. */
+int ingest_was_told(const struct snapshot *snap, uint64_t session);
 
 #endif

@@ -16,11 +16,11 @@
 #include "pieces.h"
 
 /*
- * A hash of m's routing id, which ZeroMQ keeps for the life of a
- * connection. Another process (a restart, a re-used run name) is another
+ * Who sent m: a hash of its routing id, which ZeroMQ keeps for the life of
+ * a connection. Another process (a restart, a re-used run name) is another
  * connection.
  */
-uint64_t ingest_sender_of(const struct frames *m)
+static uint64_t sender_of(const struct frames *m)
 {
 	uint64_t x = 0xcbf29ce484222325ull;	/* FNV-1a */
 	const unsigned char *p = m->data[0];
@@ -102,7 +102,6 @@ static void refuse_whole(struct ingest *ix, const struct frames *m, const struct
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snap->code = code;
-		snap->refused_by = ingest_sender_of(m);
 		snprintf(snap->field, sizeof(snap->field), "%s", field);
 		snprintf(snap->why, sizeof(snap->why), "%.255s", why);
 		if (snap->n_waiters)	/* ranks that committed already */
@@ -110,6 +109,24 @@ static void refuse_whole(struct ingest *ix, const struct frames *m, const struct
 		snapshot_empty(ix->st, snap);
 	}
 	ingest_fail(ix, m, h, code, snap->field, snap->why);
+}
+
+void ingest_note_told(struct snapshot *snap, uint64_t session)
+{
+	if (!session || ingest_was_told(snap, session))
+		return;
+	if (snap->n_told < sizeof(snap->told) / sizeof(snap->told[0]))
+		snap->told[snap->n_told++] = session;
+	else
+		snap->told_full = 1;
+}
+
+int ingest_was_told(const struct snapshot *snap, uint64_t session)
+{
+	for (size_t i = 0; i < snap->n_told; i++)
+		if (snap->told[i] == session)
+			return 1;
+	return snap->told_full;
 }
 
 int ingest_refused_code(const struct snapshot *snap)
@@ -180,6 +197,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
 	char why[256];
 
+	ingest_note_told(snap, h->session);	/* its sender keeps a refusal (refusal_outlived) */
 	if (snap->conflict) {	/* refused whole (refuse_whole) */
 		ingest_fail(ix, m, h, ingest_refused_code(snap), snap->field, snap->why);
 		return -1;
@@ -197,7 +215,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	if (at < 0) {	/* a re-sent shard: the same bytes are harmless */
 		uint64_t had = t->covered;
 		int o = pieces_overlap(t, &pl, h->offset, h->offset + h->count, why, sizeof(why));
-		if (o > 0 && ingest_sender_of(m) != t->sender) {	/* two processes disagree */
+		if (o > 0 && sender_of(m) != t->sender) {	/* two processes disagree */
 			refuse_mixed(ix, m, h, snap, why);
 			return -1;
 		}
@@ -273,7 +291,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		}
 		t = &snap->tensors[snap->n_tensors];
 		memset(t, 0, sizeof(*t));
-		t->sender = ingest_sender_of(m);
+		t->sender = sender_of(m);
 		t->data = buf ? buf : malloc(need);
 		t->name = strdup(h->name);
 		if (!t->data || !t->name || names_add(&snap->names, t->name, snap->n_tensors) < 0) {

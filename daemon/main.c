@@ -289,8 +289,7 @@ static void warn_no_config(const char *why, const char *control)
 }
 
 /*
- * -1, said, when one of the config's ipc:// paths is no socket
- * (not_a_socket), or a process listens on one of its socket
+ * -1, said, when a process listens on one of the config's ipc:// socket
  * files: another wdriftd, typically this config started from another
  * directory, whose relative storage.dir differs, so that the lock does
  * not stop it. Said before anything is made, so that a daemon in the
@@ -310,9 +309,6 @@ static int another_daemon(const struct daemon *d)
 		close(held);	/* its lock, if taken, goes with it */
 	if (same)
 		return 0;
-	for (int i = 0; i < 3; i++)
-		if (not_a_socket(d, keys[i], eps[i]))
-			return -1;
 	storage_now(d->cfg.storage.dir, now, sizeof(now));
 	for (int i = 0; i < 3; i++) {
 		long pid;

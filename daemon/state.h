@@ -62,7 +62,15 @@ struct snapshot {
 	int conflict;			/* refused whole, or recheck: it differs; why says how */
 	int code;			/* enum wire_code of that refusal: 0 is conflict */
 	char why[256], field[32];
-	uint64_t refused_by;		/* the sender (ingest_sender_of) whose message refused it whole */
+	/*
+	 * The publisher sessions that sent it shards, before and after it was
+	 * refused whole (a job's ranks, a sender that reconnected): they keep
+	 * its refusal; a session not among them may take the step anew
+	 * (ingest.c: refusal_outlived). told_full: more than fit, so any may be.
+	 */
+	uint64_t told[8];
+	size_t n_told;
+	int told_full;
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
 	uint64_t ranks_said;		/* ranks its waiting commits said (0: none yet) */
 	struct waiter *waiters;		/* who committed: each gets the ack */

@@ -280,6 +280,20 @@ int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t 
 	return 1;
 }
 
+const char *wd_hs_bind_only(const char *endpoint)
+{
+	const char *port = strrchr(endpoint, ':');
+
+	if (strncmp(endpoint, "tcp://", 6) || !port || port < endpoint + 6)
+		return NULL;
+	if (!strcmp(port, ":*"))
+		return "is a port for a daemon to bind, not one to connect to: give the daemon's port";
+	if (!strncmp(endpoint, "tcp://*:", 8))
+		return "names every interface of a host, which a daemon binds, not an address to connect "
+		       "to: give the daemon's host (127.0.0.1 on its own machine)";
+	return NULL;
+}
+
 int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket, char *err, size_t errlen)
 {
 	int file = !strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@';

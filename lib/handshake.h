@@ -125,6 +125,14 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
  */
 int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen);
 
+/*
+ * Why a tcp:// endpoint cannot be connected to though a daemon may bind
+ * it: a host of * (every interface) or a port of * (one the system picks),
+ * as a phrase after the endpoint; NULL otherwise. ZeroMQ's connect said
+ * only "Invalid argument". One wording for the CLI and the publisher.
+ */
+const char *wd_hs_bind_only(const char *endpoint);
+
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
 			    char *buf, size_t len);

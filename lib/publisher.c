@@ -145,12 +145,10 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		char *end;
 		unsigned long n = strtoul(port + 1, &end, 10);
 		if (port[1] < '0' || port[1] > '9' || *end || n < 1 || n > 65535)
-			return pub_error(-EINVAL, "endpoint '%.400s': the port must be 1 to 65535%s", endpoint,
-					 !strcmp(port, ":*") ? " (* is for a daemon to bind: give the daemon's port)" : "");
-		if (!strncmp(endpoint, "tcp://*:", 8))	/* ZeroMQ said only "Invalid argument" */
-			return pub_error(-EINVAL, "endpoint '%.400s' names every interface of a host, which a "
-					 "daemon binds, not an address to connect to: give the daemon's host "
-					 "(127.0.0.1 on its own machine)", endpoint);
+			return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, wd_hs_bind_only(endpoint) ?
+					 wd_hs_bind_only(endpoint) : "has a bad port: the port must be 1 to 65535");
+		if (wd_hs_bind_only(endpoint))	/* a host of *: ZeroMQ said only "Invalid argument" */
+			return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, wd_hs_bind_only(endpoint));
 	}
 	void *s = zmq_socket(p->ctx, ZMQ_DEALER);
 	int linger = 0;

@@ -103,7 +103,8 @@ struct wd_publisher {
 	 * short line is each step's one line.
 	 */
 	int ranks_wait_told;
-	int stall_quiet;	/* this stall was not said: nor is its end by a refusal */
+	double told_wait;	/* seconds that told wait lasted: a quiet one is said past twice it */
+	int stall_quiet;	/* this stall was not said (yet): nor is its end */
 	uint64_t refusals;
 	char refusal[768], conflict[768];
 	/*

@@ -59,8 +59,8 @@ static void stall_check(struct wd_publisher *p, int answered)
 	if (answered) {
 		if (answered == ANSWER_ACK)
 			p->ranks_wait_told = 0;
-		if (p->stalled && p->stall_quiet && answered == ANSWER_REFUSAL) {
-			/* not said: the refusal's own line says it, as the one before */
+		if (p->stalled && p->stall_quiet) {
+			/* not said, nor is its end: a refusal's own line says it, as the one before */
 		} else if (p->stalled && p->ranks_at_stall && answered == ANSWER_REFUSAL) {
 			/* it answered all along: what ended was the wait for the other ranks */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': the wait at %.400s for the "
@@ -69,6 +69,7 @@ static void stall_check(struct wd_publisher *p, int answered)
 				 (unsigned long long)(p->st.dropped - p->dropped_at_stall),
 				 p->st.dropped - p->dropped_at_stall == 1 ? "" : "s");
 			p->ranks_wait_told = 1;
+			p->told_wait = t - p->waiting_since;
 		} else if (p->stalled) {	/* a refusal was said on its own line: no "acks" */
 			snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': %.400s %s after %.0f s%s; "
 				 "%llu snapshot%s dropped meanwhile%s", p->run, p->where,
@@ -84,22 +85,33 @@ static void stall_check(struct wd_publisher *p, int answered)
 		p->waiting_since = t;
 		return;
 	}
-	if (p->stalled || p->opts.stall_warn_ms < 0 || !p->head ||
-	    (t - p->waiting_since) * 1000 < p->opts.stall_warn_ms)
+	double waited = t - p->waiting_since;
+	if (p->opts.stall_warn_ms < 0 || !p->head || waited * 1000 < p->opts.stall_warn_ms)
 		return;
-	p->stalled = 1;
-	p->dropped_at_stall = p->st.dropped;
-	p->acked_at_stall = p->st.acked;
-	p->heard_at_stall = p->last_heard > 0;
+	/*
+	 * A quiet stall is said after all once it has lasted twice the wait
+	 * that ended in the refusal before it, and a second more: the daemon's
+	 * expiry did not come this time (it hangs, or the network does), and
+	 * a job must not wait without a word (a review).
+	 */
+	if (p->stalled && !(p->stall_quiet && waited > 2 * p->told_wait + 1))
+		return;
 	int answers = p->last_heard >= p->waiting_since;
 	/* a rank's commit waits for the others' shards with no reply: connected is the answer */
 	int ranks_wait = !answers && !p->diagnosis[0] && p->opts.ranks > 1 && p->st.connected;
-	/* either way the hint is the other ranks: what ends the wait is theirs, not the daemon's */
-	p->ranks_at_stall = ranks_wait || (answers && !p->pushback[0] && p->opts.ranks > 1);
-	/* a dead rank's next step, waiting as the last one did: its refusal's short line will say it */
-	p->stall_quiet = p->ranks_at_stall && p->ranks_wait_told;
-	if (p->stall_quiet)
-		return;
+	if (!p->stalled) {
+		p->stalled = 1;
+		p->dropped_at_stall = p->st.dropped;
+		p->acked_at_stall = p->st.acked;
+		p->heard_at_stall = p->last_heard > 0;
+		/* either way the hint is the other ranks: what ends the wait is theirs, not the daemon's */
+		p->ranks_at_stall = ranks_wait || (answers && !p->pushback[0] && p->opts.ranks > 1);
+		/* a dead rank's next step, waiting as the last one did: its refusal's short line will say it */
+		p->stall_quiet = p->ranks_at_stall && p->ranks_wait_told;
+		if (p->stall_quiet)
+			return;
+	}
+	p->stall_quiet = 0;
 	snprintf(p->say, sizeof(p->say), "publisher: run '%.200s': no ack from %.400s for %.0f s; "
 		 "%llu snapshot%s waiting (%s): %s", p->run, p->where, t - p->waiting_since,
 		 (unsigned long long)p->st.queued, p->st.queued == 1 ? "" : "s",

@@ -168,7 +168,12 @@ def main():
         for args, needle in ((["drift", "fa", "--layers", "0.*", "-c", cfg], "did you mean '--layer'?"),
                              (["drift", "fa", "--stpe", "20", "-c", cfg], "did you mean '--step'?"),
                              (["runs", "--confg", cfg], "did you mean '--config'?"),
-                             (["status", "--json=1", "-c", cfg], "option '--json' takes no value")):
+                             (["status", "--json=1", "-c", cfg], "option '--json' takes no value"),
+                             (["status", "--js=1", "-c", cfg], "option '--json' takes no value"),
+                             (["status", "-json", "-c", cfg], "unknown option '-j' (in '-json'); did you mean "
+                              "'--json'?"),
+                             (["drift", "fa", "--latest", "-json", "-c", cfg], "did you mean '--json'?"),
+                             (["status", "--=x", "-c", cfg], "unknown option '--=x'")):
             r = wd(*args)
             check(r.returncode == 2 and needle in r.stderr, f"wdrift {' '.join(args[:2])}: {needle}", r.stderr)
         r = wd("runs", "--bogus")
@@ -177,6 +182,9 @@ def main():
         r = wd("version")
         check(r.returncode == 2 and "unknown command 'version'; did you mean '--version'?" in r.stderr,
               "wdrift version: did you mean --version", r.stderr[:200])
+        r = wd("help", "help")
+        check(r.returncode == 0 and r.stdout.startswith("usage: wdrift"), "wdrift help help: the usage",
+              r.stdout[:200] + r.stderr[:200])
         r = wd("help", "--json")
         check(r.returncode == 0 and r.stdout.startswith("usage: wdrift"), "wdrift help --json: the usage",
               r.stdout[:200] + r.stderr[:200])

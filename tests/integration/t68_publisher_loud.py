@@ -310,7 +310,7 @@ def main():
                            ("tcp://127.0.0.1:notaport", "the port must be 1 to 65535"),
                            ("tcp://127.0.0.1:82636", "the port must be 1 to 65535"),  # ZeroMQ: 17100
                            ("tcp://127.0.0.1:0", "the port must be 1 to 65535"),
-                           ("tcp://127.0.0.1:*", "* is for a daemon to bind"),
+                           ("tcp://127.0.0.1:*", "is a port for a daemon to bind"),
                            ("tcp://*:5555", "names every interface of a host, which a daemon binds"),
                            ("tcp://127.0.0.1:5555 ", "contains a space"),
                            ("tcp://localhost", "has no port"),

@@ -140,7 +140,22 @@ def main():
         a = killed.recv()
         check(a and a.get("code") == "too_large", "... its own next shard, still connected: refused the same", a)
         killed.s.close()
-        time.sleep(0.3)   # its disconnect reaches the daemon's monitor
+        for _ in range(50):   # its disconnect reaches the daemon's monitor
+            runs = control(ctx, tmp, {"v": 1, "cmd": "runs"}) or {}
+            if not [x for x in runs.get("runs", []) if x.get("name") == "killed" and x.get("publishers")]:
+                break
+            time.sleep(0.1)
+        # the same session on a new connection (a sender that reconnected) keeps its refusal
+        again = Publisher(ctx, tmp, "killed")
+        again.tensor(9, "w0", np.full(4, 1, np.float32), "f32", session=111)
+        a = again.recv()
+        check(a and a.get("code") == "too_large", "... its session again, on a new connection: refused the same", a)
+        again.s.close()
+        for _ in range(50):
+            runs = control(ctx, tmp, {"v": 1, "cmd": "runs"}) or {}
+            if not [x for x in runs.get("runs", []) if x.get("name") == "killed" and x.get("publishers")]:
+                break
+            time.sleep(0.1)
         fresh = Publisher(ctx, tmp, "killed")
         for i in range(2):
             fresh.tensor(9, f"w{i}", np.full(MIB4, i + 0.5, np.float32), "f32", session=222)

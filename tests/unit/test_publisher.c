@@ -96,6 +96,84 @@ static int receive_snapshot(void *r, struct got *g, int max, uint64_t *tensors, 
 	return n;
 }
 
+/* Every line logged, for the stall test (stall_after_dead_rank). */
+static char all_lines[8192];
+static void log_all(int level, const char *msg)
+{
+	size_t at = strlen(all_lines);
+	(void)level;
+	snprintf(all_lines + at, sizeof(all_lines) - at, "%s\n", msg);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *at = hay; (at = strstr(at, needle)); at++)
+		n++;
+	return n;
+}
+
+/*
+ * A dead rank's later step waits without its own stall warning, the
+ * refusal's short line saying it (t91); but when no refusal comes this
+ * time (the daemon hangs), the wait is said after all, once it has lasted
+ * twice the one that ended in the refusal and a second more (a review:
+ * the job went silent for good).
+ */
+static void stall_after_dead_rank(void *ctx, const char *dir)
+{
+	void *r = zmq_socket(ctx, ZMQ_ROUTER);
+	int timeout = 10000, linger = 0;
+	char ep[160];
+	struct wd_publisher *p = NULL;
+	struct wd_publisher_opts o = { .ranks = 2, .stall_warn_ms = 200, .ack_timeout_ms = 60000 };
+	float v[2] = { 1, 2 };
+	struct got g[8];
+	uint64_t tensors = 0, ranks = 0;
+
+	snprintf(ep, sizeof(ep), "ipc://%s/dead.sock", dir);
+	zmq_setsockopt(r, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	zmq_setsockopt(r, ZMQ_LINGER, &linger, sizeof(linger));
+	CHECK(zmq_bind(r, ep) == 0, "a scripted daemon of its own binds %s", ep);
+	all_lines[0] = 0;
+	wd_log_set(WD_LOG_WARNING, log_all);
+	CHECK(wd_publisher_open(ep, "dead", &o, &p) == 0, "a rank of two, stall warning at 0.2 s");
+	struct wd_publisher_stats st = { 0 };
+	wd_publisher_begin(p, 0);	/* step 0, acked: the connection is up, as a job's is */
+	wd_publisher_tensor(p, "w", WD_F32, v, NULL, 0, 0, 2, 4);
+	wd_publisher_commit(p);
+	receive_snapshot(r, g, 8, &tensors, &ranks, NULL);
+	wd_publisher_flush(p, 10000);
+	wd_publisher_get_stats(p, &st);
+	CHECK(st.acked == 1 && st.connected, "step 0 acked, connected");
+	all_lines[0] = 0;	/* what step 0's wait said is not this test's */
+	for (int64_t step = 1; step <= 2; step++) {
+		wd_publisher_begin(p, step);
+		wd_publisher_tensor(p, "w", WD_F32, v, NULL, 0, 0, 2, 4);
+		wd_publisher_commit(p);
+	}
+	usleep(400 * 1000);	/* step 1 waits 0.4 s, then expires */
+	refuse_code = "incomplete";
+	refuse_field = "ranks";	/* final: the daemon's expiry (error_is_final) */
+	receive_snapshot(r, g, 8, &tensors, &ranks, "expired after 0 s waiting for the other ranks");
+	usleep(1000 * 1000);	/* step 2 waits 1 s, under twice step 1's (0.4 s and more) + 1: not said */
+	int stalls = count_of(all_lines, "no ack from");
+	CHECK(stalls == 1 && count_of(all_lines, "for the other ranks' parts ended after") == 1,
+	      "step 1's stall said, and its end; step 2's wait, alike, not yet (%d stall lines):\n%s", stalls,
+	      all_lines);
+	usleep(3000 * 1000);	/* 4 s: past it (step 1's wait, counted from step 0's ack, is about 1 s) */
+	stalls = count_of(all_lines, "no ack from");
+	CHECK(stalls == 2,
+	      "... past twice the last wait with no refusal: said after all (%d stall lines):\n%s", stalls,
+	      all_lines);
+	refuse_code = "conflict";
+	refuse_field = "crc32";
+	wd_publisher_close(&p, 0);
+	wd_log_set(WD_LOG_ERR, NULL);
+	zmq_close(r);
+	unlink(ep + 6);
+}
+
 /* A log handler that asks the publisher for its stats, as a program's may. */
 static struct wd_publisher *logged_pub;
 static int logged;
@@ -356,6 +434,8 @@ int main(void)
 	      "its outcome: given up after 2 tries, nothing said (%d tries, %llu dropped, %llu resent)",
 	      out.tries, (unsigned long long)st.dropped, (unsigned long long)st.resent);
 	CHECK(wd_publisher_close(&p, 0) == 1, "close counts it among the never durable");
+
+	stall_after_dead_rank(ctx, dir);
 
 	zmq_close(r);
 	zmq_ctx_term(ctx);
