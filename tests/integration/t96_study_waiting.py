@@ -89,14 +89,20 @@ def drift_json(cfg, study, timeout=10, until=None):
     return got
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="wdrift-t96-")
+def fresh(prefix):
+    """A temp dir, a ZeroMQ context, a daemon there and its config, CONFIG (tolerance 0)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     ctx = zmq.Context()
     dm = Daemon(tmp)
+    cfg = os.path.join(tmp, "wdrift.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.format(d=tmp, tol=0, base="al-base"))
+    return tmp, ctx, dm, cfg
+
+
+def main():
+    tmp, ctx, dm, cfg = fresh("wdrift-t96-")
     try:
-        cfg = os.path.join(tmp, "wdrift.yaml")
-        with open(cfg, "w") as f:
-            f.write(CONFIG.format(d=tmp, tol=0, base="al-base"))
         check(dm.start() is not None, "the daemon starts", dm.log_text())
         base, fa = Publisher(ctx, tmp, "al-base"), Publisher(ctx, tmp, "al-fa")
         acks = [snap(base, s) for s in (0, 10, 20)] + [snap(fa, s) for s in (5, 15, 25)]
@@ -428,13 +434,8 @@ def main():
 def one_snapshot():
     """A run with one snapshot is "1 snapshot (step 7)", and so is a baseline's one (a
     trial read "1 snapshots (steps 40 to 40)")."""
-    tmp = tempfile.mkdtemp(prefix="wdrift-t96-one-")
-    ctx = zmq.Context()
-    dm = Daemon(tmp)
+    tmp, ctx, dm, cfg = fresh("wdrift-t96-one-")
     try:
-        cfg = os.path.join(tmp, "wdrift.yaml")
-        with open(cfg, "w") as f:
-            f.write(CONFIG.format(d=tmp, tol=0, base="al-base"))
         check(dm.start() is not None, "one snapshot each: the daemon starts", dm.log_text())
         acks = [snap(Publisher(ctx, tmp, "al-base"), 0), snap(Publisher(ctx, tmp, "al-fa"), 7)]
         check(all(a and a.get("type") == "ack" for a in acks), "two snapshots durable")
