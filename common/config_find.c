@@ -201,6 +201,47 @@ static const struct ynode *map_get(const struct ynode *map, const char *key)
 	return NULL;
 }
 
+/*
+ * listen.control read off the lines of a file that is not YAML (a syntax
+ * error elsewhere: a trial's `systemctl reload` of such a file left the
+ * CLI with no endpoint to ask): the value of the first "control:" line
+ * indented under a "listen:" line at the left margin, quotes and a
+ * trailing comment taken off, into out. 1 when found, 0 when there is
+ * none (the default then), -1 when its value is empty or too long.
+ */
+static int scan_control(const char *text, char *out, size_t size)
+{
+	int in_listen = 0;
+
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		size_t n = strcspn(line, "\n");
+		if (n && line[0] != ' ' && line[0] != '\t' && line[0] != '#') {	/* a top-level key */
+			in_listen = !strncmp(line, "listen:", 7);
+			continue;
+		}
+		const char *k = line + strspn(line, " \t");
+		if (!in_listen || (size_t)(k - line) >= n || strncmp(k, "control:", 8))
+			continue;
+		const char *v = k + 8, *end = line + n;
+		v += strspn(v, " \t");
+		const char *hash = memchr(v, '#', (size_t)(end - v));
+		if (hash)
+			end = hash;
+		while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+			end--;
+		if (end - v >= 2 && (*v == '"' || *v == '\'') && end[-1] == *v) {
+			v++;
+			end--;
+		}
+		if (end == v || (size_t)(end - v) >= size)
+			return -1;
+		memcpy(out, v, (size_t)(end - v));
+		out[end - v] = 0;
+		return 1;
+	}
+	return 0;
+}
+
 int wd_config_peek_control(const char *path, char *ep, size_t size)
 {
 	struct wd_arena *nodes = NULL;
@@ -222,6 +263,13 @@ int wd_config_peek_control(const char *path, char *ep, size_t size)
 		const struct ynode *v = map_get(map_get(root, "listen"), "control");
 		wd_config_defaults(&d);
 		r = absolute_ipc(dir, v && v->kind == Y_SCALAR ? v->text : d.listen.control, ep, size);
+	} else if (text) {
+		char control[1024];
+		text[len] = 0;
+		int found = scan_control(text, control, sizeof(control));
+		wd_config_defaults(&d);
+		if (found >= 0)
+			r = absolute_ipc(dir, found ? control : d.listen.control, ep, size);
 	}
 	if (nodes)
 		wd_arena_free(nodes);

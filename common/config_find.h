@@ -74,8 +74,9 @@ int wd_config_load_file(const char *path, struct wd_config *out, char *err, size
  * daemon still runs the one before): the listen.control written in path's
  * YAML, or the built-in default when it has none, made absolute as
  * wd_config_load_file makes it, into ep. The CLI names it in its error, so
- * that the user can still reach the daemon with --endpoint. 0, or -1 when
- * the file does not read as YAML at all.
+ * that the user can still reach the daemon with --endpoint. A file that
+ * is not YAML (a syntax error) is read line by line for it. 0, or -1 when
+ * the file cannot be read, or names a control there that cannot be read.
  */
 int wd_config_peek_control(const char *path, char *ep, size_t size);
 

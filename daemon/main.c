@@ -136,6 +136,25 @@ static size_t publishers_besides(void *ctx, const char *run, const void *rid, si
 	return peers_others(d->peers, run, rid, rid_len);
 }
 
+/* The path storage.dir names now, from the working directory when relative ("./" dropped). */
+static void storage_now(const char *dir, char *buf, size_t size)
+{
+	const char *rest = dir;
+	char cwd[PATH_MAX];
+
+	if (dir[0] == '/') {
+		snprintf(buf, size, "%s", dir);
+		return;
+	}
+	while (rest[0] == '.' && rest[1] == '/')
+		for (rest += 2; *rest == '/'; rest++)	/* ".//var" too */
+			;
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
+	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
+	snprintf(buf, size, "%s%s%s", cwd, whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
+}
+
 /*
  * -1, said, when listen.WHAT's ipc:// path is there and is no socket (a
  * regular file, a directory, a link): ZeroMQ's bind deletes a file or a
@@ -209,7 +228,16 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 		return NULL;
 	}
 	socket_file_note(file, endpoint);
-	log_notice("%s: listening on %s", what, endpoint);
+	char shown[PATH_MAX + 16];
+	if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '/' && endpoint[6] != '@') {
+		/* the built-in config's ./run/...: said whole, as a config's are (config.md) */
+		char abs[PATH_MAX];
+		storage_now(endpoint + 6, abs, sizeof(abs));
+		snprintf(shown, sizeof(shown), "ipc://%s", abs);
+	} else {
+		snprintf(shown, sizeof(shown), "%s", endpoint);
+	}
+	log_notice("%s: listening on %s", what, shown);
 	return s;
 }
 
@@ -226,24 +254,6 @@ static void signal_mask(sigset_t *mask)
 	sigaddset(mask, SIGINT);
 }
 
-/* The path storage.dir names now, from the working directory when relative ("./" dropped). */
-static void storage_now(const char *dir, char *buf, size_t size)
-{
-	const char *rest = dir;
-	char cwd[PATH_MAX];
-
-	if (dir[0] == '/') {
-		snprintf(buf, size, "%s", dir);
-		return;
-	}
-	while (rest[0] == '.' && rest[1] == '/')
-		for (rest += 2; *rest == '/'; rest++)	/* ".//var" too */
-			;
-	if (!getcwd(cwd, sizeof(cwd)))
-		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
-	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
-	snprintf(buf, size, "%s%s%s", cwd, whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
-}
 
 /*
  * storage.dir, when relative, is relative to the working directory (unlike
@@ -267,16 +277,13 @@ static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
  * No config found (why: config_find's words): started in the wrong
  * directory, often. Said on stderr as a warning (a near miss, such as
  * ./wdrift.yaml, named), with where its files then go and the --endpoint
- * the CLI reaches it at, since the CLI finds no config there either.
+ * the CLI reaches it at, since the CLI finds no config there either (a
+ * trial's near miss got neither).
  */
 static void warn_no_config(const char *why, const char *control)
 {
 	char cwd[PATH_MAX], ep[PATH_MAX + 64];
 
-	if (strstr(why, " is here, but is not searched for")) {
-		fprintf(stderr, "wdriftd: warning: %s; running on the built-in config\n", why);
-		return;
-	}
 	if (!strncmp(control, "ipc://", 6) && control[6] != '/' && control[6] != '@') {
 		storage_now(control + 6, cwd, sizeof(cwd));	/* relative to the working directory, as storage.dir */
 		snprintf(ep, sizeof(ep), "ipc://%s", cwd);
@@ -473,7 +480,7 @@ static int start(struct daemon *d, int force)
 		return error("ingest socket: cannot monitor its connections: %s", zmq_strerror(errno));
 	if (d->cfg.listen.metrics &&	/* before READY=1, as the sockets are */
 	    metrics_http_start(d->cfg.listen.metrics, &d->ctl, &d->metrics, err, sizeof(err)) < 0)
-		return error("%s", err);
+		return error("%s (listen.metrics of %s)", err, d->config_path ? d->config_path : "the built-in config");
 	signal_mask(&mask);
 	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->sigfd < 0)

@@ -183,8 +183,10 @@ def main():
         r = subprocess.run([harness.WDRIFTD, "--check-config"], capture_output=True, text=True, cwd=near,
                            timeout=30, env={k: v for k, v in os.environ.items() if k != "WDRIFT_CONFIG"})
         check(r.returncode == 0 and "wdriftd: warning: " in r.stderr and "./wdrift.yaml is here" in r.stderr
-              and "running on the built-in config" in r.stderr, "wdriftd says so too, before the built-in",
-              r.stderr)
+              and f"running on the built-in config, whose relative paths are under {near}" in r.stderr
+              and f"the CLI reaches it with `wdrift status --endpoint ipc://{near}/run/control.sock`" in r.stderr,
+              "wdriftd says so too, before the built-in, with where its files go and how the CLI reaches it "
+              "(a trial got only the first)", r.stderr)
         # started in a directory with no config at all (the wrong one, often): a warning
         # naming where it looked and where its files then go, not only a notice in the log
         empty = os.path.join(tmp, "empty")
@@ -221,6 +223,10 @@ def main():
             except subprocess.TimeoutExpired:
                 dp.kill()
                 dp.wait()
+        rest = dp.stderr.read()
+        dp.stderr.close()
+        check(f"control: listening on {ep}\n" in rest and "listening on ipc://./" not in rest,
+              "its log names the sockets whole, not ./run/... (a trial)", rest[-600:])
 
         # reload: what changed
         r = wd("reload", "-c", cfg)

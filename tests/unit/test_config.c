@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_find.h"
 #include "harness.h"
 
 #define GIB(n) ((uint64_t)(n) << 30)
@@ -1012,6 +1013,48 @@ static void test_robust(void)
 	CHECK(bad_fuzz == 0, "3000 damaged copies load and round-trip, or fail with one line (%d loaded)", loaded);
 }
 
+/* The control endpoint named in a file, as peek finds it; "" when it finds none (-1). */
+static void peek(const char *text, char *ep, size_t size)
+{
+	char path[] = "/tmp/wdrift-test-peek-XXXXXX";
+	int fd = mkstemp(path);
+
+	ep[0] = 0;
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		CHECK(0, "a temp file for peek");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	if (wd_config_peek_control(path, ep, size) < 0)
+		ep[0] = 0;
+	unlink(path);
+}
+
+/*
+ * A file the CLI cannot load still names its control socket, so that the
+ * user can ask the daemon that runs the config before it: a YAML syntax
+ * error too (a trial's refused reload left status with nothing to ask).
+ */
+static void test_peek_control(void)
+{
+	char ep[600];
+
+	peek("listen:\n  control: ipc:///srv/w/control.sock\nstudies: [\n", ep, sizeof(ep));
+	CHECK(!strcmp(ep, "ipc:///srv/w/control.sock"), "a syntax error after listen: its control (%s)", ep);
+	peek("studies: {\nlisten:\n  ingest: tcp://*:5555   # ingest\n  control: \"tcp://127.0.0.1:5556\"  # here\n",
+	     ep, sizeof(ep));
+	CHECK(!strcmp(ep, "tcp://127.0.0.1:5556"), "quoted, with a comment after it (%s)", ep);
+	peek("storage:\n  control: ipc:///not/this.sock\nlisten:\n\tingest: ipc:///i.sock\nx: [\n", ep, sizeof(ep));
+	CHECK(strstr(ep, "control.sock") && !strstr(ep, "not/this"),
+	      "a control: under another key is not listen's: the default (%s)", ep);
+	peek("listen:\n  control:\nx: [\n", ep, sizeof(ep));
+	CHECK(!ep[0], "an empty control: none named");
+	peek("listen:\n  control: ipc:///valid.sock\n", ep, sizeof(ep));
+	CHECK(!strcmp(ep, "ipc:///valid.sock"), "valid YAML, as before (%s)", ep);
+}
+
 int main(void)
 {
 	test_defaults();
@@ -1026,5 +1069,6 @@ int main(void)
 	test_no_study();
 	test_reload();
 	test_robust();
+	test_peek_control();
 	return tap_done();
 }
