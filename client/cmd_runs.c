@@ -200,7 +200,7 @@ static void print_runs(json_t *o)
 		unknown |= !json_is_integer(pubs);
 		table_set(&t, i + 1, 7, b);
 	}
-	table_show(&t, json_array_size(runs) + 1, 1, "(no run: none has published, or runs rm forgot each)");
+	table_show(&t, json_array_size(runs) + 1, 3, "(no run: none has published, or runs rm forgot each)");	/* run, role, study: text */
 	if (unknown)	/* "?", not "-" or 0: none is not what the daemon said */
 		printf("publishers ?: this wdriftd does not report them (an older version: restart it "
 		       "on this one)\n");

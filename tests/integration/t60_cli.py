@@ -188,6 +188,13 @@ def main():
         r = wd("help", "--json")
         check(r.returncode == 0 and r.stdout.startswith("usage: wdrift"), "wdrift help --json: the usage",
               r.stdout[:200] + r.stderr[:200])
+        r = wd("runs", "-c", cfg)
+        head = r.stdout.splitlines()[0] if r.stdout else ""
+        check(r.returncode == 0 and head.startswith("run ") and head.split()[1:3] == ["role", "study"]
+              and head.index("role") < head.index("study") and "  role" not in head[:head.index("role") - 2]
+              and any(ln.split()[:2] == ["base", "baseline"] and ln.index("baseline") == head.index("role")
+                      for ln in r.stdout.splitlines()),
+              "runs: the text columns (run, role, study) left-aligned under their heads (a trial)", r.stdout)
         for cmd in ("studies", "runs", "alerts", "status"):
             r = wd(cmd, "-c", cfg)
             check(r.returncode == 0 and not any(ln != ln.rstrip() for ln in r.stdout.splitlines()),
