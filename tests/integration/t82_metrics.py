@@ -400,6 +400,13 @@ def main_flow():
         check(ds and exprs and used <= families and len(used) >= 8,
               f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
               f"series that /metrics has ({used - families})")
+        # its variables too; the study list from a series every configured study has, so that a
+        # study with no results yet can be picked (a trial: it came from wdrift_drift_step)
+        qs = {v.get("name"): v.get("definition") or str(v.get("query"))
+              for v in dash.get("templating", {}).get("list", []) if v.get("type") == "query"}
+        vused = set(re.findall(r"\bwdrift_[a-z0-9_]+", " ".join(qs.values())))
+        check(vused and vused <= families and "wdrift_study_results" in qs.get("study", ""),
+              f"the dashboard's variables query series /metrics has, studies from wdrift_study_results ({qs})")
     finally:
         harness.teardown(dm, tmp, ctx)
 
