@@ -23,6 +23,7 @@
 
 #include "checkpoint.h"
 #include "checkpoint_h5.h"
+#include "error.h"
 #include "near_name.h"
 
 struct wd_ckpt {
@@ -394,8 +395,7 @@ static int open_file(const char *path, hid_t *file, char *err)
 	 */
 	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode))
 		return ckpt_fail(err, path, 0, "is %s, not a checkpoint file (a regular file is needed)",
-				 S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" :
-				 "a character device");
+				 wd_file_kind(st.st_mode));
 	is = H5Fis_hdf5(path);
 	if (is == 0)
 		return ckpt_fail(err, path, 0, "not an HDF5 file%s", other_format(path));

@@ -18,4 +18,11 @@
 int wd_error(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * What a file of mode m is, for a message: "a regular file", "a
+ * directory", "a symbolic link", "a FIFO", "a socket", "a character
+ * device", "a block device", or "an unknown kind of file".
+ */
+const char *wd_file_kind(unsigned m);
+
 #endif

@@ -17,13 +17,6 @@
 
 #define KEYFILE_MAX 65536		/* a key file is a few lines */
 
-/* What a file that is not a regular one is, for a message. */
-static const char *file_kind(mode_t m)
-{
-	return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" :
-	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
 /*
  * The whole file, NUL-terminated (malloc'd), and its mode; or NULL with err.
  * O_NONBLOCK: opening a FIFO for reading would otherwise wait, forever,
@@ -50,7 +43,7 @@ static char *slurp(const char *path, mode_t *mode, char *err, size_t errlen)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		wd_error(err, errlen, "%s: %s, not a regular file: a key file is needed", path,
-			 file_kind(st.st_mode));
+			 wd_file_kind(st.st_mode));
 		goto out;
 	}
 	*mode = st.st_mode;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "error.h"
 #include "zmtp_probe.h"
 
 #define GREETING 64
@@ -114,10 +115,7 @@ const char *wd_ipc_not_socket(const char *endpoint, int follow)
 		return NULL;
 	if ((follow ? stat(endpoint + 6, &st) : lstat(endpoint + 6, &st)) < 0 || S_ISSOCK(st.st_mode))
 		return NULL;
-	return S_ISREG(st.st_mode) ? "a regular file" : S_ISDIR(st.st_mode) ? "a directory"
-	       : S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO"
-	       : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
-	       : "not a socket";
+	return wd_file_kind(st.st_mode);
 }
 
 /*
