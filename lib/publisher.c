@@ -144,11 +144,11 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		/* ZeroMQ takes a port of 82636 as 17100: a trial's snapshots went to another daemon */
 		char *end;
 		unsigned long n = strtoul(port + 1, &end, 10);
-		if (port[1] < '0' || port[1] > '9' || *end || n < 1 || n > 65535)
-			return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, wd_hs_bind_only(endpoint) ?
-					 wd_hs_bind_only(endpoint) : "has a bad port: the port must be 1 to 65535");
-		if (wd_hs_bind_only(endpoint))	/* a host of *: ZeroMQ said only "Invalid argument" */
-			return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, wd_hs_bind_only(endpoint));
+		/* a host or port of *, for a daemon to bind: ZeroMQ said only "Invalid argument" */
+		const char *bind_only = wd_hs_bind_only(endpoint);
+		if (bind_only || port[1] < '0' || port[1] > '9' || *end || n < 1 || n > 65535)
+			return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, bind_only ? bind_only :
+					 "has a bad port: the port must be 1 to 65535");
 	}
 	void *s = zmq_socket(p->ctx, ZMQ_DEALER);
 	int linger = 0;
@@ -184,21 +184,21 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			snprintf(full, sizeof(full), "%s", path);
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
-		char at_full[PATH_MAX + 600];
-		snprintf(at_full, sizeof(at_full), "ipc://%s", full);
-		if (wd_hs_not_socket(at_full, full, p->diagnosis, sizeof(p->diagnosis))) {
+		char kind[PATH_MAX + 1200], near[320];
+		if (wd_hs_not_socket(endpoint, full, kind, sizeof(kind))) {
 			/*
 			 * A connect there is refused as if a daemon had stopped, and
 			 * no wdriftd binds over it (daemon/main.c): a trial's job
-			 * waited on what it called a stale socket file.
+			 * waited on what it called a stale socket file. A typo of a
+			 * socket beside it is named, as for a path with no file.
 			 */
+			wd_suggest_socket(endpoint, full, near, sizeof(near));
+			snprintf(p->diagnosis, sizeof(p->diagnosis), "%.700s%s", kind, near);
 			p->diagnosis_how = WD_DIAGNOSIS_SURE;
 			p->unreachable = PUB_NOT_SOCKET;
 			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until that is fixed",
 			       p->run, p->diagnosis);
 		} else if (stat(full, &st) < 0) {
-			char near[320];
-
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
 			/* the reason no ack comes, until a daemon answers (publisher_peer.c) */
 			snprintf(p->diagnosis, sizeof(p->diagnosis), "no socket at %.300s yet (%.200s%s%s)",

@@ -283,6 +283,15 @@ pub.close(0)
               out + err)
     finally:
         lone.close()
+    # a regular file named like a typo of the socket beside it: said as a file, with the
+    # endpoint as typed and the socket it is near (a trial got "a typo in the path?" alone)
+    with open(os.path.join(tmp, "run", "ingest.sok"), "w") as f:
+        f.write("x\n")
+    rc, out, err = run("ipc://./run/ingest.sok")
+    check(rc == 0 and f"{tmp}/run/ingest.sok is a regular file, not a socket: the endpoint "
+          "ipc://./run/ingest.sok names" in err and "did you mean 'ipc://./run/ingest.sock'?" in err,
+          "a regular file a typo away from the daemon's socket: named, with the socket", out + err)
+    os.unlink(os.path.join(tmp, "run", "ingest.sok"))
 
     # a path that is there but is no socket: said as what it is, at open and in the stall
     # warning, never as a socket file a stopped daemon left (a trial's "stale socket file")
