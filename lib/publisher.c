@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "publisher_internal.h"
 #include "zctx.h"
+#include "zmtp_probe.h"
 
 /* --- errors --- */
 
@@ -65,6 +66,7 @@ const char *wd_strerror(int err)
 	case EIO: return "input/output error (the device failed)";
 	case ENOENT: return "no such file";
 	case E2BIG: return "too many pieces";
+	case EHOSTUNREACH: return "cannot reach the daemon until that is fixed (wd_publisher_diagnosis says why)";
 	default: return err < 0 ? strerror(-err) : "not an error code (expected a negative errno)";
 	}
 }
@@ -397,18 +399,47 @@ int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
 	return how;
 }
 
-int wd_publisher_flush(struct wd_publisher *p, int timeout_ms)
+/*
+ * Whether what waits can go nowhere until a person acts: a sure diagnosis
+ * (an ipc:// path that is a file, inproc://, a handshake refused, another
+ * socket's answer) and not a guess, which a daemon starting may end. A
+ * file since replaced is no longer sure: the probe will say what it is.
+ * Under the lock.
+ */
+static int hopeless(struct wd_publisher *p)
+{
+	if (!p->diagnosis[0] || p->diagnosis_how != WD_DIAGNOSIS_SURE)
+		return 0;
+	return p->unreachable != PUB_NOT_SOCKET || wd_ipc_not_socket(p->endpoint, 1);
+}
+
+/*
+ * Waits up to timeout_ms for the queue to empty: 0, -ETIMEDOUT, or
+ * -EHOSTUNREACH at once while hopeless when closing says so. A flush waits
+ * even then: a reload that adds the job's key lets it through (t72).
+ */
+static int drain(struct wd_publisher *p, int timeout_ms, int closing)
 {
 	struct timespec end;
 	int r = 0;
 
 	pub_deadline(timeout_ms, &end);
 	pthread_mutex_lock(&p->lock);
-	while (p->head && r == 0)
+	while (p->head && r == 0 && !(closing && hopeless(p)))
 		r = pthread_cond_timedwait(&p->room, &p->lock, &end);
-	r = p->head ? -ETIMEDOUT : 0;
+	r = !p->head ? 0 : closing && hopeless(p) ? -EHOSTUNREACH : -ETIMEDOUT;
 	pthread_mutex_unlock(&p->lock);
 	return r;
+}
+
+int wd_publisher_flush(struct wd_publisher *p, int timeout_ms)
+{
+	return drain(p, timeout_ms, 0);
+}
+
+int wd_publisher_settle(struct wd_publisher *p, int timeout_ms)
+{
+	return drain(p, timeout_ms, 1);
 }
 
 int wd_publisher_set_tries(struct wd_publisher *p, int tries)
@@ -457,7 +488,7 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 
 	if (!p)
 		return 0;
-	wd_publisher_flush(p, timeout_ms);
+	wd_publisher_settle(p, timeout_ms);
 	pthread_mutex_lock(&p->lock);
 	p->closing = 1;
 	__atomic_store_n(&p->abort_now, 1, __ATOMIC_RELEASE);	/* what is left is given up */

@@ -49,6 +49,8 @@ static void diagnosed(struct wd_publisher *p, const char *why, int how, enum pub
 	p->unreachable = unreachable;
 	if (unreachable == PUB_GONE)
 		p->st.connected = 0;
+	if (how == WD_HS_SURE)
+		pthread_cond_broadcast(&p->room);	/* a settle waiting ends (wd_publisher_settle) */
 	pthread_mutex_unlock(&p->lock);
 	if (!fresh)
 		return;

@@ -556,13 +556,23 @@ int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcom
 void wd_publisher_cancel(struct wd_publisher *p);
 /*
  * Waits until no snapshot is queued: 0, or -ETIMEDOUT. Refused snapshots
- * leave the queue too: stats say how many were acked.
+ * leave the queue too: stats say how many were acked. It waits out a sure
+ * diagnosis too: a reload that adds the job's key, or a daemon started on
+ * a path freed, lets the snapshots through.
  */
 int wd_publisher_flush(struct wd_publisher *p, int timeout_ms);
 /*
- * Flushes (up to timeout_ms), then stops. Returns how many snapshots were
- * never made durable over the publisher's life (stats.dropped, what close
- * gave up included), and warns on stderr when there were any.
+ * wd_publisher_flush for a program that is ending: returns -EHOSTUNREACH
+ * at once, before the timeout, while the diagnosis is sure
+ * (wd_publisher_diagnosis: WD_DIAGNOSIS_SURE), as what waits can go
+ * nowhere until a person fixes the endpoint, the keys or the daemon.
+ */
+int wd_publisher_settle(struct wd_publisher *p, int timeout_ms);
+/*
+ * Settles (wd_publisher_settle, up to timeout_ms), then stops. Returns how
+ * many snapshots were never made durable over the publisher's life
+ * (stats.dropped, what close gave up included), and warns on stderr when
+ * there were any.
  */
 uint64_t wd_publisher_close(struct wd_publisher **p, int timeout_ms);
 

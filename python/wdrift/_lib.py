@@ -93,6 +93,7 @@ def _declare(lib):
     lib.wd_publisher_diagnosis.restype = I
     lib.wd_publisher_cancel.argtypes, lib.wd_publisher_cancel.restype = [P], None
     lib.wd_publisher_flush.argtypes = [P, I]
+    lib.wd_publisher_settle.argtypes = [P, I]
     lib.wd_publisher_close.argtypes, lib.wd_publisher_close.restype = [ctypes.POINTER(P), I], U64
 
 

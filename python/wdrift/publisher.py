@@ -337,6 +337,9 @@ class Publisher:
     def flush(self, timeout=30.0):
         """Waits until no snapshot waits to be sent; False on timeout. Raises as publish() does.
 
+        It waits even while diagnosis_sure is True: a reload that adds this
+        job's key, or a daemon started on a path freed, lets the snapshots go.
+
         Snapshots the daemon refused leave the queue too: stats() says how
         many were acked and how many dropped. Those it refused for good
         (a name over the daemon's limits.max_name, a bad field; not a
@@ -356,6 +359,10 @@ class Publisher:
     def close(self, timeout=10.0):
         """Flushes up to timeout, then stops. Returns how many snapshots were never made durable.
 
+        Does not wait while diagnosis_sure is True: the program is ending,
+        and what waits can go nowhere until a person fixes the endpoint or
+        the keys.
+
         Those are also said on stderr; refused ones not yet warned of are a
         wdrift.RefusedWarning, as in flush(). Raises WdriftError, after closing,
         for a conflict not yet raised, also one that came while flushing.
@@ -371,7 +378,7 @@ class Publisher:
                 self._stager.drain(None)
             self._stager.stop()
             staged = self._stager.dropped
-        lib.wd_publisher_flush(self._p, _ms(end - time.monotonic()))
+        lib.wd_publisher_settle(self._p, _ms(end - time.monotonic()))
         pending = self._stager_error
         final = self.stats()
         self._warn_refused(final["refused"])

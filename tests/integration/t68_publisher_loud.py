@@ -21,6 +21,7 @@
 Each publisher runs in a child process, whose stderr is what a user sees.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -308,6 +309,28 @@ pub.close(0)
               and "nothing listens" not in err + out and "stopped without removing" not in err + out,
               f"an ipc:// path that is {kind}: said as such at open, in the stall warning and in "
               f"Publisher.diagnosis", out + err)
+
+    # close() ends at once on a sure diagnosis: the snapshot can go nowhere until a person
+    # fixes the path, so a job's exit must not wait out close's timeout (a trial's did).
+    # flush() waits on: a daemon started where the file was would take it (t72: a key reloaded)
+    code_close = """
+import sys, time
+pub = wdrift.Publisher(sys.argv[1], "r")
+pub.publish(1, {"w": np.arange(10, dtype=np.float32)})
+t = time.monotonic()
+print("flush", pub.flush(1.5), "in", round(time.monotonic() - t, 1))
+t = time.monotonic()
+print("close", pub.close(30), "in", round(time.monotonic() - t, 1))
+"""
+    path = os.path.join(tmp, "plain", "ingest.sock")
+    p = subprocess.run([PYTHON, "-c", "import numpy as np, wdrift\n" + code_close, f"ipc://{path}"],
+                       cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+    m = re.search(r"flush (\w+) in ([\d.]+)\nclose (\d+) in ([\d.]+)", p.stdout)
+    check(p.returncode == 0 and m and m.group(1) == "False" and float(m.group(2)) >= 1.4
+          and m.group(3) == "1" and float(m.group(4)) < 10
+          and "closed with 1 of 1 snapshots never made durable" in p.stderr,
+          "an ipc:// path that is a regular file: flush(1.5) waits its time out, and close(30) gives "
+          "the snapshot up at once, saying so", p.stdout + p.stderr)
 
 
 def main():

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
@@ -434,6 +435,27 @@ int main(void)
 	      "its outcome: given up after 2 tries, nothing said (%d tries, %llu dropped, %llu resent)",
 	      out.tries, (unsigned long long)st.dropped, (unsigned long long)st.resent);
 	CHECK(wd_publisher_close(&p, 0) == 1, "close counts it among the never durable");
+
+	/*
+	 * A sure diagnosis (inproc:// reaches no daemon ever): settle and close
+	 * end at once, where a job's exit had waited out close's timeout.
+	 */
+	CHECK(wd_publisher_open("inproc://wdrift-test-nowhere", "lost", &quick, &p) == 0 &&
+	      wd_publisher_diagnosis(p, NULL, 0) == WD_DIAGNOSIS_SURE,
+	      "a publisher to inproc://: a sure diagnosis from open");
+	wd_publisher_begin(p, 4);
+	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int fr = wd_publisher_commit(p) == 0 ? wd_publisher_flush(p, 300) : 1;
+	int sr = wd_publisher_settle(p, 20000);
+	uint64_t left = wd_publisher_close(&p, 20000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK(fr == -ETIMEDOUT && sr == -EHOSTUNREACH && left == 1 && took < 10.0 &&
+	      strstr(wd_strerror(sr), "diagnosis"),
+	      "flush waits its 0.3 s out; settle(20 s) is -EHOSTUNREACH and close(20 s) gives the "
+	      "snapshot up, both at once (%d, %d, %llu left, %.1f s)", fr, sr, (unsigned long long)left, took);
 
 	stall_after_dead_rank(ctx, dir);
 
