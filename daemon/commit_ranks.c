@@ -105,7 +105,7 @@ static void twice_phrase(const struct snapshot *snap, char *buf, size_t len)
 		 snap->n_twice > 1 ? ", others too" : "");
 }
 
-size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
+size_t commit_ranks_not_yet(const struct snapshot *snap, char *buf, size_t len)
 {
 	char ranks[200];
 	size_t at = 0;
@@ -116,11 +116,20 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
 	uint64_t n = list(snap, 0, ranks, sizeof(ranks), &at);
 	if (!n)
 		return 0;
-	int w = n == 1 ? snprintf(buf, len, "rank %s of %llu never committed", ranks,
-				  (unsigned long long)snap->ranks_of)
-		: snprintf(buf, len, "ranks %s (%llu of %llu) never committed", ranks, (unsigned long long)n,
+	int w = n == 1 ? snprintf(buf, len, "rank %s of %llu", ranks, (unsigned long long)snap->ranks_of)
+		: snprintf(buf, len, "ranks %s (%llu of %llu)", ranks, (unsigned long long)n,
 			   (unsigned long long)snap->ranks_of);
-	size_t used = w > 0 ? (size_t)w : 0;
+	return w > 0 ? ((size_t)w < len ? (size_t)w : len - 1) : 0;
+}
+
+size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len)
+{
+	size_t used = commit_ranks_not_yet(snap, buf, len);
+
+	if (!used)
+		return 0;
+	int w = snprintf(buf + used, len - used, " never committed");
+	used += w > 0 ? (size_t)w : 0;
 	/* a rank that two publishers claimed: the likelier cause than a dead rank */
 	if (snap->n_twice && used < len) {
 		char twice[64];

@@ -31,6 +31,11 @@ int commit_ranks_lacks(const struct snapshot *snap, uint64_t rank, uint64_t rank
 /* Has every rank committed (by ranked commits)? */
 int commit_ranks_all(const struct snapshot *snap);
 /*
+ * Into buf: "rank 2 of 3" or "ranks 2, 5-7 (4 of 8)", the ranks that have
+ * not committed; "" and 0 when every one has, or no commit gave its rank.
+ */
+size_t commit_ranks_not_yet(const struct snapshot *snap, char *buf, size_t len);
+/*
  * Into buf: "rank 2 of 3 never committed" (or "ranks 2, 5-7 (4 of 8) ..."),
  * then, when a rank committed from two sessions, "; rank 1 committed by 2
  * publishers (...)", for an expiry's reason; "" and 0 when no commit gave

@@ -541,6 +541,8 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 				   "snapshot");
 	snap->ranks_said = h->ranks;
 	/* out of memory: not known, as before */
+	if (h->rank >= 0 && !snap->first_ranked)
+		snap->first_ranked = now_mono();
 	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks, h->session) == 1 &&
 	    snap->n_twice == 1)
 		log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
@@ -642,13 +644,36 @@ out:
 	free(h);
 }
 
-int64_t ingest_waits_for_rank(const struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks)
+int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks)
 {
-	int64_t step = -1;
+	struct snapshot *low = NULL;
 
-	for (const struct snapshot *p = ix->st->pending; p; p = p->next)
+	for (struct snapshot *p = ix->st->pending; p; p = p->next)
 		if (!p->committing && !p->recheck && !p->conflict && !strcmp(p->run->name, run) &&
-		    commit_ranks_lacks(p, rank, ranks) && (step < 0 || p->step < step))
-			step = p->step;
-	return step;
+		    commit_ranks_lacks(p, rank, ranks) && (!low || p->step < low->step))
+			low = p;
+	if (!low)
+		return -1;
+	low->lag_said = 1;
+	return low->step;
+}
+
+void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_coming, void *ctx)
+{
+	double t = now_mono(), after = timeout / 2 < INGEST_LAG_SECONDS ? timeout / 2 : INGEST_LAG_SECONDS;
+	char lag[240];
+
+	for (struct snapshot *p = ix->st->pending; p; p = p->next) {
+		if (p->lag_said || p->committing || p->recheck || p->conflict || !p->first_ranked ||
+		    t - p->first_ranked < after || !commit_ranks_not_yet(p, lag, sizeof(lag)) ||
+		    death_coming(ctx, p))
+			continue;
+		p->lag_said = 1;
+		log_warning("ingest: run '%.200s' step %lld waits for %s, which %s committed nothing of it %.0f s "
+			    "after the first of the %llu that did: a rank that never started, is stuck, or died "
+			    "before it connected? Their commits wait until limits.pending_timeout (%.0f s) expires "
+			    "the step; `wdrift status` shows it", p->run->name, (long long)p->step, lag,
+			    strncmp(lag, "ranks ", 6) ? "has" : "have", t - p->first_ranked,
+			    (unsigned long long)p->n_ranked, timeout);
+	}
 }

@@ -116,9 +116,23 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
 /*
  * The step of run that waits for rank (of ranks) now: the lowest pending
  * snapshot of it that other ranks committed, giving their ranks, and rank
- * did not; -1 when none does.
+ * did not; -1 when none does. The caller says that rank's death (peers.c),
+ * so that step's lag is not said besides (ingest_lag_tick).
  */
-int64_t ingest_waits_for_rank(const struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks);
+int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks);
+
+/*
+ * Says, once per snapshot, ranks that have committed nothing of a step
+ * that others committed INGEST_LAG_SECONDS ago (half of timeout, the
+ * limits.pending_timeout, when that is shorter): a rank that never started
+ * or died before it connected has no connection whose close peers.c could
+ * say, and its step was silent until it expired (a trial's). Not while
+ * death_coming(ctx, snap): a rank it lacks closed its connection, and
+ * peers_tick says that instead, with the process.
+ */
+#define INGEST_LAG_SECONDS 60.0
+typedef int ingest_death_fn(void *ctx, const struct snapshot *snap);
+void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_coming, void *ctx);
 
 /*
  * The spool made snap durable (err 0) or failed with -errno err: ack, or an

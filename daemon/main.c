@@ -130,6 +130,12 @@ static int64_t waits_for_rank(void *ctx, const char *run, uint64_t rank, uint64_
 	return ingest_waits_for_rank(&d->ix, run, rank, ranks);
 }
 
+static int rank_death_coming(void *ctx, const struct snapshot *snap)
+{
+	struct daemon *d = ctx;
+	return peers_gone_lacking(d->peers, snap);
+}
+
 static size_t publishers_besides(void *ctx, const char *run, const void *rid, size_t rid_len)
 {
 	struct daemon *d = ctx;
@@ -787,6 +793,8 @@ static void run_loop(struct daemon *d)
 			ingest_expire(&d->ix, (double)d->cfg.limits.pending_timeout);
 			ingest_refusals_tick(&d->ix);
 			peers_tick(d->peers, t, (double)d->cfg.limits.pending_timeout, waits_for_rank, d);
+			/* after: a death said is no lag */
+			ingest_lag_tick(&d->ix, (double)d->cfg.limits.pending_timeout, rank_death_coming, d);
 			next_expire = t + 1;	/* limits.pending_timeout may be seconds */
 		}
 	}

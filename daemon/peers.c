@@ -25,6 +25,7 @@
 #include <sys/un.h>
 
 #include "auth.h"
+#include "commit_ranks.h"
 #include "fdlimit.h"
 #include "ingest.h"
 #include "log_limit.h"
@@ -542,6 +543,18 @@ void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits
 				    (long long)g->step, now - g->at, pending_timeout);
 		memmove(g, g + 1, (--p->n_gone - i) * sizeof(*g));
 	}
+}
+
+int peers_gone_lacking(struct peers *p, const struct snapshot *snap)
+{
+	for (size_t i = 0; p && i < p->n_gone; i++) {
+		const struct gone_rank *g = &p->gone[i];
+		enum gone_seen seen = gone_seen(p, g);
+		if (!strcmp(g->run, snap->run->name) && seen != GONE_BACK && seen != GONE_ENDED &&
+		    commit_ranks_lacks(snap, g->rank, g->ranks))
+			return 1;
+	}
+	return 0;
 }
 
 void peers_forget_run(struct peers *p, const char *run)

@@ -88,6 +88,12 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
  */
 typedef int64_t peers_waits_fn(void *ctx, const char *run, uint64_t rank, uint64_t ranks);
 void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx);
+/*
+ * Is a rank that snap lacks watched as gone (its connection closed, not
+ * back): its death is peers_tick's to say, not a lag (ingest_lag_tick).
+ */
+struct snapshot;
+int peers_gone_lacking(struct peers *p, const struct snapshot *snap);
 /* runs rm forgot run: its connections' "two jobs" warning is said again, for the run anew. */
 void peers_forget_run(struct peers *p, const char *run);
 

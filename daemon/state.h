@@ -83,6 +83,8 @@ struct snapshot {
 	} *rank_sessions;
 	size_t n_rank_sessions, cap_rank_sessions;
 	int64_t twice_rank;		/* the first rank committed by two sessions, or -1 */
+	double first_ranked;		/* monotonic s of its first ranked commit (0: none yet) */
+	int lag_said;			/* a rank's lag said (ingest_lag_tick), or its death (peers.c) */
 	uint64_t n_twice;		/* ranks committed by two sessions (the same rank= given twice?) */
 	struct snapshot *next;
 };

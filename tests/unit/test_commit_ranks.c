@@ -39,7 +39,10 @@ int main(void)
 					   "(same rank= twice?)"), "expiry: both said (%s)", buf);
 	n = commit_ranks_missing(&s, buf, 20);
 	CHECK(n < 20 && strlen(buf) == n, "a short buffer: cut, and the length says so (%zu, %s)", n, buf);
+	CHECK(commit_ranks_not_yet(&s, buf, sizeof(buf)) == strlen("rank 0 of 3") && !strcmp(buf, "rank 0 of 3"),
+	      "a lag's ranks: the one not yet (%s)", buf);
 	CHECK(commit_ranks_note(&s, 0, 3, 55) == 0 && commit_ranks_all(&s), "rank 0 too: all");
+	CHECK(commit_ranks_not_yet(&s, buf, sizeof(buf)) == 0 && !buf[0], "every rank: no lag to say");
 	commit_ranks_free(&s);
 	CHECK(!s.ranked && !s.n_ranked && !s.n_twice && s.twice_rank == -1, "freed, counts reset");
 
@@ -47,6 +50,15 @@ int main(void)
 	memset(&s, 0, sizeof(s));
 	CHECK(commit_ranks_note(&s, 0, 2, 0) == 0 && commit_ranks_note(&s, 0, 2, 7) == 0 && !s.n_twice,
 	      "a rank first without a session, then with one: not two publishers");
+	commit_ranks_free(&s);
+
+	/* several not yet: listed and counted, as the lag line says them */
+	memset(&s, 0, sizeof(s));
+	for (uint64_t k = 0; k < 8; k++)
+		if (k != 1 && k != 4 && k != 5)
+			commit_ranks_note(&s, k, 8, 100 + k);
+	CHECK(commit_ranks_not_yet(&s, buf, sizeof(buf)) > 0 && !strcmp(buf, "ranks 1, 4, 5 (3 of 8)"),
+	      "three ranks not yet (%s)", buf);
 	commit_ranks_free(&s);
 	return tap_done();
 }
