@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "daemon_client.h"
 #include "error.h"
+#include "relpath.h"
 #include "study_data.h"
 
 static int on_opt(int c, const char *arg, void *ctx)
@@ -101,7 +102,7 @@ static void relative_log(struct study_data *sd, const char *study)
 		"and wdriftd %s: reading %s/%s from this directory (--log FILE reads another)\n", cli_cmd,
 		sd->cfg.storage.dir, sd->config_path, r == -1 ? "is not answering to say which" :
 		"answered without saying which", cwd,
-		sd->log_path + (strncmp(sd->log_path, "./", 2) ? 0 : 2));	/* not DIR/./var */
+		wd_path_rest(sd->log_path));	/* not DIR/./var */
 }
 
 int study_data_load(struct study_data *sd, const char *study, const char *config,

@@ -12,6 +12,7 @@
 #include "config_find.h"
 #include "error.h"
 #include "near_name.h"
+#include "relpath.h"
 #include "yaml_doc.h"
 
 #define SYSTEM_CONFIG "/etc/wdrift/wdrift.yaml"
@@ -135,8 +136,7 @@ static int absolute_ipc(const char *dir, const char *ep, char *out, size_t size)
 		snprintf(out, size, "%s", ep);
 		return 0;
 	}
-	while (rest[0] == '.' && rest[1] == '/')	/* ./run/x.sock: run/x.sock */
-		rest += 2;
+	rest = wd_path_rest(rest);	/* ./run/x.sock: run/x.sock */
 	snprintf(out, size, "ipc://%s/%s", dir, rest);
 	return strlen(out) - 6 > IPC_MAX ? -1 : 0;
 }
@@ -175,8 +175,7 @@ int wd_config_load_file(const char *path, struct wd_config *out, char *err, size
 	 */
 	const char *key = c.auth.server_key;
 	if (regular && key && key[0] != '/') {
-		while (key[0] == '.' && key[1] == '/')
-			key += 2;
+		key = wd_path_rest(key);
 		snprintf(abs, sizeof(abs), "%s/%s", dir, key);
 		if (!(c.auth.server_key = wd_arena_strndup(&c.arena, abs, strlen(abs)))) {
 			wd_error(err, errlen, "%s: out of memory", path);

@@ -46,6 +46,7 @@
 #include "peers.h"
 #include "query.h"
 #include "recover.h"
+#include "relpath.h"
 #include "socket_file.h"
 #include "state.h"
 #include "wal.h"
@@ -152,9 +153,7 @@ static void storage_now(const char *dir, char *buf, size_t size)
 		snprintf(buf, size, "%s", dir);
 		return;
 	}
-	while (rest[0] == '.' && rest[1] == '/')
-		for (rest += 2; *rest == '/'; rest++)	/* ".//var" too */
-			;
+	rest = wd_path_rest(rest);	/* ".//var" too */
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
 	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */

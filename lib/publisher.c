@@ -34,6 +34,7 @@
 #include "near_name.h"
 #include "clock.h"
 #include "publisher_internal.h"
+#include "relpath.h"
 #include "zctx.h"
 #include "zmtp_probe.h"
 
@@ -177,8 +178,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		const char *path = endpoint + 6;
 		char cwd[PATH_MAX], full[PATH_MAX + 512];
 
-		while (path[0] == '.' && path[1] == '/')
-			path += 2;	/* ./run/x.sock: say /cwd/run/x.sock */
+		path = wd_path_rest(path);	/* ./run/x.sock: say /cwd/run/x.sock */
 		struct stat st;
 		if (path[0] != '/' && getcwd(cwd, sizeof(cwd)))
 			snprintf(full, sizeof(full), "%s/%s", cwd, path);

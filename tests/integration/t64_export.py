@@ -333,7 +333,7 @@ def relative_storage(cfg, tmp, text, running):
     the daemon up it asks it, with the daemon down it says what it reads, from where."""
     rel = os.path.join(tmp, "rel.yaml")
     with open(cfg) as f, open(rel, "w") as g:
-        g.write(f.read().replace(f"dir: {tmp}/var\n", "dir: ./var\n", 1))   # "./": no DIR/./var said
+        g.write(f.read().replace(f"dir: {tmp}/var\n", "dir: ././var\n", 1))   # "././": no DIR/./var said
     other = os.path.join(tmp, "other-project")
     os.makedirs(os.path.join(other, "var", "drift"), exist_ok=True)
     with open(os.path.join(other, "var", "drift", "fa.h5"), "wb") as f:
@@ -344,7 +344,7 @@ def relative_storage(cfg, tmp, text, running):
               "storage.dir relative, run from another directory, the daemon up: its own log, asked of it",
               r.stderr)
     else:
-        check(r.returncode == 1 and "storage.dir './var' in " in r.stderr and "is relative to the directory "
+        check(r.returncode == 1 and "storage.dir '././var' in " in r.stderr and "is relative to the directory "
               "wdriftd started in" in r.stderr and f"reading {other}/var/drift/fa.h5 from" in r.stderr,
               "... the daemon down: says the log it reads is from this directory, and --log", r.stderr)
 
