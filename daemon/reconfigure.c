@@ -170,12 +170,11 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 	if (study)	/* the study's name, for one of its runs */
 		return snprintf(err, errlen, "no run '%.200s': that is a study's name; runs rm takes a run's "
 				"(wdrift runs lists them, and their studies)", run), -ENOENT;
-	if (!r) {	/* a typo: the nearest name the daemon has */
-		int n;
-		const char *best = state_run_suggest(&d->st, run, &n);
-		return snprintf(err, errlen, "no run '%.200s'%s%.*s%s (wdrift runs lists them)", run,
-				best ? "; did you mean '" : "", best ? n : 0, best ? best : "",
-				best ? "'?" : ""), -ENOENT;
+	if (!r) {	/* a typo: the nearest names the daemon has */
+		const char *tie, *best = state_run_suggest(&d->st, run, &tie);
+		return snprintf(err, errlen, "no run '%.200s'%s%.200s%s%.200s%s (wdrift runs lists them)", run,
+				best ? "; did you mean '" : "", best ? best : "", tie ? "' or '" : "",
+				tie ? tie : "", best ? "'?" : ""), -ENOENT;
 	}
 	/* -EAGAIN, -EBUSY: the control loop asks again while the request's wait lasts (rm_wait.h) */
 	live = peers_publishing(d->peers, run, &rerun, who, sizeof(who));

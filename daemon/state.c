@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "config_load.h"
 #include "identity.h"
+#include "near_name.h"
 #include "commit_ranks.h"
 #include "state.h"
 #include "utf8.h"
@@ -42,15 +42,26 @@ struct run *state_run(struct state *s, const char *name, int create)
 	return r;
 }
 
-const char *state_run_suggest(const struct state *s, const char *name, int *len)
+const char *state_run_suggest(const struct state *s, const char *name, const char **tie)
 {
-	struct suggest near = { name, NULL, 0, SIZE_MAX };
+	const char *best = NULL, *next = NULL;
+	size_t bestd = SIZE_MAX;
 
-	for (const struct run *r = s->runs; r; r = r->next)
-		if (r->n_durable)
-			config_suggest_try(&near, r->name, strlen(r->name));
-	*len = (int)near.blen;
-	return near.best;
+	for (const struct run *r = s->runs; r; r = r->next) {
+		size_t d = r->n_durable ? wd_name_near(name, r->name, strlen(r->name)) : SIZE_MAX;
+		if (d == SIZE_MAX || d > bestd)
+			continue;
+		if (d < bestd) {
+			best = r->name, next = NULL, bestd = d;
+		} else if (strcmp(r->name, best) < 0) {
+			next = best, best = r->name;
+		} else if (!next || strcmp(r->name, next) < 0) {
+			next = r->name;
+		}
+	}
+	if (tie)
+		*tie = next;
+	return best;
 }
 
 /* Binary search: durable steps are kept sorted. */

@@ -209,10 +209,12 @@ double now_wall(void);
 struct run *state_run(struct state *s, const char *name, int create);
 /*
  * The run with durable snapshots whose name is nearest name (a typo of
- * it, config_suggest's measure), or NULL; *len its length (not
- * NUL-terminated there). For did-you-mean in replies and warnings.
+ * it, config_suggest's measure), or NULL; of several as near, the first
+ * in byte order, and *tie (when not NULL) the second, else NULL: a
+ * did-you-mean names both, where the runs' order once chose one (a
+ * trial's runs rm my-fx offered my-fb alone, where my-fa was as near).
  */
-const char *state_run_suggest(const struct state *s, const char *name, int *len);
+const char *state_run_suggest(const struct state *s, const char *name, const char **tie);
 /* Removes r and what it knows (durable steps, identities); frees it. */
 void state_forget_run(struct state *s, struct run *r);
 /*

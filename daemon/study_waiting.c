@@ -48,13 +48,12 @@ static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 int study_near_run(const struct wd_config *cfg, struct state *st, const char *run, char *best,
 		   size_t size, const char **owner)
 {
-	int n;
-	const char *near = state_run_suggest(st, run, &n);
+	const char *near = state_run_suggest(st, run, NULL);
 
 	*owner = NULL;
 	if (!near)
 		return 0;
-	snprintf(best, size, "%.*s", n, near);
+	snprintf(best, size, "%s", near);
 	for (size_t i = 0; i < cfg->n_studies && !*owner; i++)
 		if (wd_study_role(&cfg->studies[i], best, NULL))
 			*owner = cfg->studies[i].name;

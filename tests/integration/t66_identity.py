@@ -222,6 +222,15 @@ def main():
         r = wd("runs", "rm", "lama-fx", "-c", cfg)
         check(r.returncode == 1 and "no run 'lama-fx'; did you mean 'lama-fa'?" in r.stderr,
               f"runs rm of a typo: exit 1, the nearest run named ({r.stderr})")
+        # two runs as near: both named, in byte order, not whichever the daemon's list met first
+        # (a trial's runs rm my-fx offered my-fb, in no study, alone where my-fa was as near)
+        r = wd("send", "-c", cfg, "--run", "lama-fb", "--step", "5", f1)
+        check(r.returncode == 0, "lama-fb sent", r.stderr)
+        r = wd("runs", "rm", "lama-fx", "-c", cfg)
+        check(r.returncode == 1 and "no run 'lama-fx'; did you mean 'lama-fa' or 'lama-fb'? (wdrift runs "
+              "lists them)" in r.stderr, f"runs rm of a typo between two runs: both named ({r.stderr})")
+        r = wd("runs", "rm", "lama-fb", "-c", cfg)
+        check(r.returncode == 0, "lama-fb removed", r.stderr)
         rr = control(ctx, tmp, {"v": 1, "cmd": "runs_rm"})
         check(rr and not rr["ok"] and "'run'" in rr["error"], f"runs_rm without 'run' is refused ({rr})")
         fa = Publisher(ctx, tmp, "fa")
