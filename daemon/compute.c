@@ -89,6 +89,7 @@ static void studies_free(struct cstudy *s, size_t n)
 		}
 		driftlog_close(&s[i].store);
 		free(s[i].names_said);
+		free(s[i].nonfinite_said);
 		free(s[i].behind_said);
 	}
 	free(s);
@@ -115,6 +116,7 @@ static struct cstudy *studies_copy(const struct wd_config *cfg, size_t *n)
 			c->pruns[c->n_proxies++] = strdup(s->proxies.v[k].run);
 		}
 		c->names_said = calloc(c->n_cands + c->n_proxies + 2, sizeof(*c->names_said));
+		c->nonfinite_said = calloc(c->n_cands + c->n_proxies + 2, 1);
 		c->behind_said = calloc(c->n_cands + 1, 1);
 		c->synthetic = s->synthetic_proxy;
 		if (c->synthetic != WD_SYNTHETIC_NONE) {
@@ -475,6 +477,50 @@ static void check_names(struct cstudy *s, const struct compare_input *in)
 }
 
 /*
+ * Says when a compared run's weights hold NaN or +-Inf, and when they are
+ * finite again: once per change, as check_names does. A diverged run had
+ * been said only by `wdrift drift`, /metrics and a nonfinite alert rule,
+ * when one was configured: nothing in the log (a trial's).
+ */
+static void check_nonfinite(struct cstudy *s, const struct result_batch *b)
+{
+	for (size_t slot = 0; s->nonfinite_said && slot < s->n_proxies + s->n_cands; slot++) {
+		const char *run = slot < s->n_proxies ? s->pruns[slot] : s->cands[slot - s->n_proxies];
+		uint64_t nan = 0, posinf = 0, neginf = 0, tensors = 0, odd = 0;
+		const char *first = NULL;
+		int role = 0;
+		if (!run)	/* the synthetic proxy: the baseline's own values rounded */
+			continue;
+		for (size_t i = 0; i < b->n_rows; i++) {
+			const struct drift_row *r = &b->rows[i];
+			if (r->kind != ROW_TENSOR || strcmp(r->run, run))
+				continue;
+			role = r->role;
+			tensors++;
+			nan += r->nan, posinf += r->posinf, neginf += r->neginf;
+			if (r->nan + r->posinf + r->neginf && !odd++)
+				first = r->tensor;
+		}
+		if (!tensors || !odd == !s->nonfinite_said[slot])
+			continue;	/* not compared at this step, or as it was said */
+		const char *who = role == ROLE_PROXY ? "proxy" : "candidate";
+		if (odd)
+			log_warning("compute: study '%s' step %lld: %s '%s' holds %llu value%s that %s NaN or "
+				    "Inf (%llu NaN, %llu +Inf, %llu -Inf) in %llu of its %llu tensors, the first "
+				    "'%.200s': its W1, max|d| and rel L2 leave them out (`wdrift drift` counts them; "
+				    "a nonfinite alert rule alerts on them). Said again when they are gone",
+				    s->name, (long long)b->step, who, run, (unsigned long long)(nan + posinf + neginf),
+				    nan + posinf + neginf == 1 ? "" : "s", nan + posinf + neginf == 1 ? "is" : "are",
+				    (unsigned long long)nan, (unsigned long long)posinf, (unsigned long long)neginf,
+				    (unsigned long long)odd, (unsigned long long)tensors, first);
+		else
+			log_notice("compute: study '%s' step %lld: %s '%s' holds only finite values again",
+				   s->name, (long long)b->step, who, run);
+		s->nonfinite_said[slot] = odd > 0;
+	}
+}
+
+/*
  * Study s at the baseline's step bstep: compared, recorded, handed to the
  * main thread. 1 when results came of it, 0 when there was nothing to compare.
  */
@@ -491,6 +537,7 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 	if (!b)
 		return 0;
 	record(c, s, b);
+	check_nonfinite(s, b);
 	b->seconds = now_mono() - t0;
 	log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)bstep, b->n_rows);
 	result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */

@@ -186,6 +186,12 @@ def main():
         states = {(e[0], e[1]["state"]) for e in ev}
         check(("alert.fa-vs-fp16", "resolved") in states and ("alert.fa-nan", "resolved") in states,
               f"both resolve at step 30 ({sorted(states)})")
+        # the log says the NaN too, once, and when it is gone (a trial found it only in `drift`)
+        said = [x for x in dm.log_text().splitlines() if "candidate 'fa' holds" in x]
+        check(len(said) == 2 and "warning: compute: study 'fa' step 20: candidate 'fa' holds 1 value that is NaN "
+              "or Inf (1 NaN, 0 +Inf, 0 -Inf) in 1 of its 2 tensors, the first 'layers.0.w'" in said[0]
+              and "study 'fa' step 30: candidate 'fa' holds only finite values again" in said[1],
+              "the log: the NaN at step 20 once, and at step 30 that it is gone", "\n".join(said))
         time.sleep(0.5)
         cmds = sorted(glob.glob(os.path.join(tmp, "cmd-*.json")))
         docs = [json.load(open(c)) for c in cmds]

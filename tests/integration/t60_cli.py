@@ -306,6 +306,10 @@ def main():
               "W1, max|d| and rel L2" in r.stdout,
               "drift: a nonfinite column (the candidate's count, '-' for none) and a line under the candidate",
               r.stdout)
+        said = [x for x in dm.log_text().splitlines() if "candidate 'fa' holds" in x]
+        check(len(said) == 1 and "step 30: candidate 'fa' holds 6 values that are NaN or Inf (5 NaN, 1 +Inf, "
+              "0 -Inf) in 1 of its" in said[0] and "the first 'layers.0.w'" in said[0],
+              "the daemon's log says the candidate's NaN and Inf once", "\n".join(said))
         output_errors(tmp, cfg)
         output_targets(tmp, cfg)
         # an --endpoint typo beside the daemon's socket: "did you mean", and no word of a
