@@ -743,8 +743,10 @@ static int run_compare(const struct options *o, struct compare_result *res)
 	lap(&t0, &tm->engine);
 	if (r < 0) {
 		static const char *const names[] = { "auto", "cpu", "cuda" };
-		r = cli_error("cannot start the engine (--engine %s --device %d): %s",
-			      names[o->backend], o->device, strerror(-r));
+		/* -ENODEV: the library has said why on the line before (no driver, no such device) */
+		r = cli_error("cannot start the engine (--engine %s --device %d): %s", names[o->backend],
+			      o->device, r == -ENODEV ? "not available here, as said above; --engine cpu (or "
+			      "auto) compares on the CPU" : strerror(-r));
 		goto out;
 	}
 	wd_engine_set_threads(e, o->threads);

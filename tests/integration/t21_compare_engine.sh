@@ -43,8 +43,9 @@ rc=$?
 if [ $rc -eq 0 ]; then
 	grep -q '"engine": "cuda' "$tmp/cuda.json"; ok $? "--engine cuda runs on the device"
 else
-	[ $rc -eq 1 ] && grep -q 'cuda' "$tmp/err" && grep -q -- '--engine cuda' "$tmp/err"
-	ok $? "--engine cuda without a device: exit 1 naming it ($(tail -n1 "$tmp/err"))"
+	[ $rc -eq 1 ] && grep -q 'cuda asked for, but ' "$tmp/err" && grep -q -- '--engine cuda' "$tmp/err" &&
+		! grep -q 'No such device' "$tmp/err" && grep -q -- '--engine cpu (or auto)' "$tmp/err"
+	ok $? "--engine cuda without a device: exit 1 naming it, why once, and the way out ($(tail -n1 "$tmp/err"))"
 fi
 "$WDRIFT" compare "$tmp/a.h5" "$tmp/b.h5" --engine gpu >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "expected auto, cpu or cuda" "$tmp/err"
