@@ -554,14 +554,20 @@ PYTHONDIR ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 CONFDIR  ?= $(PREFIX)/etc/wdrift
 MANIFEST := $(PREFIX)/share/wdrift/installed-dirs
 INSTALL_SH := sh scripts/install.sh
-install: all
+# pkg-config's file, for the PREFIX it is installed in; the version is the header's.
+$(BUILD)/wdrift.pc: lib/wdrift.pc.in lib/wdrift.h FORCE
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/^#define WDRIFT_VERSION \"\(.*\)\"/\1/p' lib/wdrift.h)|" $< > $@
+
+install: all $(BUILD)/wdrift.pc
 	@case '$(PYTHONDIR)' in */lib/python/dist-packages) echo "install: $(PYTHON) does not run: set PYTHON, or PYTHONDIR"; exit 1 ;; esac
 	@$(INSTALL_SH) dirs '$(DESTDIR)' '$(MANIFEST)' $(PREFIX)/share/wdrift $(PREFIX)/bin $(PREFIX)/lib \
-		$(PREFIX)/include $(CONFDIR) $(PYTHONDIR)/wdrift
+		$(PREFIX)/lib/pkgconfig $(PREFIX)/include $(CONFDIR) $(PYTHONDIR)/wdrift
 	install -m 755 $(BUILD)/wdrift $(DESTDIR)$(PREFIX)/bin/wdrift
 	install -m 755 $(BUILD)/wdriftd $(DESTDIR)$(PREFIX)/bin/wdriftd
 	install -m 755 $(BUILD)/libwdrift.so $(DESTDIR)$(PREFIX)/lib/libwdrift.so
 	install -m 644 lib/wdrift.h $(DESTDIR)$(PREFIX)/include/wdrift.h
+	install -m 644 $(BUILD)/wdrift.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/wdrift.pc
 	@$(INSTALL_SH) config config/wdrift.system.yaml $(DESTDIR)$(CONFDIR)/wdrift.yaml
 	install -m 644 python/wdrift/*.py $(DESTDIR)$(PYTHONDIR)/wdrift/
 
@@ -605,7 +611,7 @@ uninstall:
 		echo "uninstall: kept $$conf: no $$unit says which install it belongs to"; \
 	fi
 	rm -f $(DESTDIR)$(PREFIX)/bin/wdrift $(DESTDIR)$(PREFIX)/bin/wdriftd $(DESTDIR)$(PREFIX)/lib/libwdrift.so \
-		$(DESTDIR)$(PREFIX)/include/wdrift.h
+		$(DESTDIR)$(PREFIX)/include/wdrift.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/wdrift.pc
 	rm -rf $(DESTDIR)$(PYTHONDIR)/wdrift
 	@$(INSTALL_SH) remove-config config/wdrift.system.yaml $(DESTDIR)$(PREFIX)/etc/wdrift/wdrift.yaml
 	@$(INSTALL_SH) remove-dirs '$(DESTDIR)' '$(MANIFEST)'

@@ -285,7 +285,7 @@ int wd_prepare(struct wd_engine *e, const struct wd_view *v, unsigned flags,
 	int r;
 
 	*out = NULL;
-	if (!wd_dtype_size(v->dtype) || (!v->data && v->numel))
+	if (!wd_dtype_size(v->dtype) || (!v->data && v->numel) || (flags & ~WD_PREP_ALL))
 		return -EINVAL;
 	p = malloc(sizeof(*p));
 	if (!p)
@@ -740,7 +740,7 @@ int wd_prepare_many(struct wd_engine *e, const struct wd_view *views, size_t n, 
 	}
 	/* a bad view is the first error by index, whichever order the rest runs in */
 	for (size_t i = 0; !r && i < n; i++)
-		if (!wd_dtype_size(views[i].dtype) || (!views[i].data && views[i].numel))
+		if (!wd_dtype_size(views[i].dtype) || (!views[i].data && views[i].numel) || (flags & ~WD_PREP_ALL))
 			r = -EINVAL;
 	share = (total + threads - 1) / threads;
 	/* large ones whole on a thread first, the largest first, then the small ones */

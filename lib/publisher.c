@@ -222,6 +222,8 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 	char why[600];
 	int r;
 
+	if (!out)
+		return pub_error(-EINVAL, "no out: the handle's address is needed");
 	*out = NULL;
 	last_error[0] = 0;
 	if (!endpoint || !run)
@@ -234,6 +236,10 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 				 sizeof(p->endpoint) - 1);
 	if (opts && (opts->ranks < 0 || opts->ranks > (1 << 20)))
 		return pub_error(-EINVAL, "ranks %d: 1 to %d", opts->ranks, 1 << 20);
+	if (opts && opts->policy != WD_DROP_OLDEST && opts->policy != WD_DROP_NEWEST && opts->policy != WD_BLOCK)
+		return pub_error(-EINVAL, "policy %d: WD_DROP_OLDEST, WD_DROP_NEWEST or WD_BLOCK", (int)opts->policy);
+	if (opts && opts->ack_timeout_ms < 0)
+		return pub_error(-EINVAL, "ack_timeout_ms %d: 0 (30000) or more", opts->ack_timeout_ms);
 	if (!(p = calloc(1, sizeof(*p))))
 		return -ENOMEM;
 	snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
@@ -321,6 +327,7 @@ static void drop_oldest(struct wd_publisher *p, uint64_t need)
 
 int wd_publisher_commit(struct wd_publisher *p)
 {
+	PUB_NEED(p);
 	struct pub_snapshot *s = p->building;
 
 	if (!s)
@@ -364,6 +371,12 @@ int wd_publisher_commit(struct wd_publisher *p)
 
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out)
 {
+	if (!out)
+		return;
+	if (!p) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
 	pthread_mutex_unlock(&p->lock);
@@ -371,6 +384,11 @@ void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *o
 
 uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf, size_t len)
 {
+	if (!p) {
+		if (buf && len)
+			buf[0] = 0;
+		return 0;
+	}
 	pthread_mutex_lock(&p->lock);
 	uint64_t n = conflicts ? p->st.conflicts : p->refusals;
 	if (buf && len)
@@ -381,6 +399,11 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
 
 size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 {
+	if (!p) {
+		if (buf && len)
+			buf[0] = 0;
+		return 0;
+	}
 	pthread_mutex_lock(&p->lock);
 	size_t n = strlen(p->notice);
 	if (buf && len)
@@ -391,6 +414,11 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 
 int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)
 {
+	if (!p) {
+		if (buf && len)
+			buf[0] = 0;
+		return WD_DIAGNOSIS_NONE;
+	}
 	pthread_mutex_lock(&p->lock);
 	int how = p->diagnosis[0] ? p->diagnosis_how : WD_DIAGNOSIS_NONE;
 	if (buf && len)
@@ -423,11 +451,18 @@ static int drain(struct wd_publisher *p, int timeout_ms, int closing)
 	struct timespec end;
 	int r = 0;
 
+	PUB_NEED(p);
 	pub_deadline(timeout_ms, &end);
 	pthread_mutex_lock(&p->lock);
 	while (p->head && r == 0 && !(closing && hopeless(p)))
 		r = pthread_cond_timedwait(&p->room, &p->lock, &end);
 	r = !p->head ? 0 : closing && hopeless(p) ? -EHOSTUNREACH : -ETIMEDOUT;
+	/* words for wd_last_error, as every failing call has (a trial read an older call's) */
+	if (r == -EHOSTUNREACH)
+		pub_error(r, "%s", p->diagnosis);
+	else if (r)
+		pub_error(r, "%llu snapshot%s still queued after %d ms", (unsigned long long)p->st.queued,
+			  p->st.queued == 1 ? "" : "s", timeout_ms);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -444,6 +479,7 @@ int wd_publisher_settle(struct wd_publisher *p, int timeout_ms)
 
 int wd_publisher_set_tries(struct wd_publisher *p, int tries)
 {
+	PUB_NEED(p);
 	if (tries < 0)
 		return pub_error(-EINVAL, "tries %d: 0 (never give up) or more", tries);
 	pthread_mutex_lock(&p->lock);
@@ -454,6 +490,7 @@ int wd_publisher_set_tries(struct wd_publisher *p, int tries)
 
 int wd_publisher_set_rank(struct wd_publisher *p, int rank)
 {
+	PUB_NEED(p);
 	if (p->opts.ranks <= 1)
 		return pub_error(-EINVAL, "rank %d: this publisher has ranks %d, not several", rank,
 				 p->opts.ranks);
@@ -467,6 +504,9 @@ int wd_publisher_set_rank(struct wd_publisher *p, int rank)
 
 int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcome *out)
 {
+	PUB_NEED(p);
+	if (!out)
+		return pub_error(-EINVAL, "no out: where the outcome goes is needed");
 	pthread_mutex_lock(&p->lock);
 	*out = p->last;
 	pthread_mutex_unlock(&p->lock);
@@ -475,6 +515,8 @@ int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcom
 
 void wd_publisher_cancel(struct wd_publisher *p)
 {
+	if (!p)
+		return;
 	pthread_mutex_lock(&p->lock);
 	p->cancelled = 1;
 	pthread_cond_broadcast(&p->room);
@@ -483,7 +525,7 @@ void wd_publisher_cancel(struct wd_publisher *p)
 
 uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 {
-	struct wd_publisher *p = *pp;
+	struct wd_publisher *p = pp ? *pp : NULL;
 	uint64_t left = 0;
 
 	if (!p)
@@ -503,14 +545,17 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 	}
 	pub_snapshot_free(p->building);
 	p->st.dropped += left;
+	char tries[64] = "";	/* wd_publisher_set_tries: said only where it was set */
+	if (p->given_up)
+		snprintf(tries, sizeof(tries), "%llu given up after their tries, ", (unsigned long long)p->given_up);
 	if (p->st.dropped)
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %llu of %llu snapshots "
 		       "never made durable (%llu left unsent at close, %llu conflicts, %llu refused, "
-		       "%llu dropped by the queue's policy)", p->run,
+		       "%s%llu dropped by the queue's policy)", p->run,
 		       (unsigned long long)p->st.dropped, (unsigned long long)p->st.committed,
 		       (unsigned long long)left, (unsigned long long)p->st.conflicts,
-		       (unsigned long long)p->st.refused,
-		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused));
+		       (unsigned long long)p->st.refused, tries,
+		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused - p->given_up));
 	uint64_t dropped = p->st.dropped;
 	zmq_ctx_term(p->ctx);
 	pthread_mutex_destroy(&p->lock);

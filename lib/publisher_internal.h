@@ -46,6 +46,7 @@ struct pub_tensor {
 	int crc_done;
 	uint64_t count;		/* elements here, over all shards */
 	uint64_t name_covered;	/* on a name's first entry: the elements of all its entries */
+	size_t name_entries;	/* on a name's first entry: how many entries name it */
 };
 
 struct pub_snapshot {
@@ -106,6 +107,7 @@ struct wd_publisher {
 	double told_wait;	/* seconds that told wait lasted: a quiet one is said past twice it */
 	int stall_quiet;	/* this stall was not said (yet): nor is its end */
 	uint64_t refusals;
+	uint64_t given_up;	/* snapshots given up after wd_publisher_set_tries' tries */
 	char refusal[768], conflict[768];
 	/*
 	 * The refusal last logged whole: its code, its step, and what tells
@@ -140,6 +142,15 @@ struct wd_publisher {
 
 /* Sets this thread's wd_last_error() and returns r, a negative errno. */
 int pub_error(int r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * -EINVAL, said, from a public call given no publisher: what close leaves
+ * in the handle, so "a call after close" is an error, not a crash.
+ */
+#define PUB_NEED(p)                                                                     \
+	do {                                                                            \
+		if (!(p))                                                               \
+			return pub_error(-EINVAL, "no publisher: NULL (closed, or never opened)"); \
+	} while (0)
 
 /* The library's one clip of user text for a message (log.h). */
 #define PUB_CLIP(s) WD_CLIP(s)

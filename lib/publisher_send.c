@@ -590,6 +590,7 @@ static void leave_queue(struct wd_publisher *p, struct pub_snapshot *snap,
 		p->st.connected = 1;
 	} else {
 		p->st.dropped++;
+		p->given_up += said->kind == WD_OUTCOME_GIVEN_UP;
 	}
 	said->step = snap->step;
 	said->tries = snap->tries;

@@ -69,22 +69,79 @@ static int names_add(struct pub_snapshot *s, size_t i)
 	for (; s->names[at]; at = (at + 1) & (s->names_cap - 1))
 		if (!strcmp(s->t[s->names[at] - 1].name, s->t[i].name)) {
 			s->t[s->names[at] - 1].name_covered += s->t[i].count;
+			s->t[s->names[at] - 1].name_entries++;
 			return 0;
 		}
 	s->names[at] = i + 1;
 	s->t[i].name_covered = s->t[i].count;
+	s->t[i].name_entries = 1;
 	s->n_names++;
 	return 0;
 }
 
+/* The first entry of name in s, or NULL. */
+static const struct pub_tensor *names_find(const struct pub_snapshot *s, const char *name)
+{
+	if (!s->names_cap)
+		return NULL;
+	for (size_t at = name_hash(name) & (s->names_cap - 1); s->names[at]; at = (at + 1) & (s->names_cap - 1))
+		if (!strcmp(s->t[s->names[at] - 1].name, name))
+			return &s->t[s->names[at] - 1];
+	return NULL;
+}
+
+/* "[6, 5, 4]" into buf: a shape, for a message. */
+static void shape_text(const uint64_t *shape, int ndims, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = 0;
+	for (int d = 0; d < ndims && at < len; d++) {
+		int w = snprintf(buf + at, len - at, "%s%llu", d ? ", " : "[", (unsigned long long)shape[d]);
+		at += w > 0 ? (size_t)w : 0;
+	}
+	if (at < len)
+		snprintf(buf + at, len - at, ndims ? "]" : "[]");
+}
+
+/*
+ * A second piece of a tensor already in the snapshot must say what the
+ * first said: its dtype, total and shape (a trial's second 'a' as bf16 or
+ * of 32 elements was said only at commit, as "48 of its 16 elements").
+ */
+static int check_same(const struct pub_snapshot *s, const char *name, enum wd_dtype dtype,
+		      const uint64_t *shape, int ndims, uint64_t total)
+{
+	const struct pub_tensor *t = names_find(s, name);
+	char was[200], now[200];
+
+	if (!t)
+		return 0;
+	int same_shape = t->ndims == (shape ? ndims : 1);
+	for (int d = 0; same_shape && d < t->ndims; d++)
+		same_shape = t->shape[d] == (shape ? shape[d] : total);
+	if (t->dtype == dtype && t->total == total && same_shape)
+		return 0;
+	shape_text(t->shape, t->ndims, was, sizeof(was));
+	if (shape)
+		shape_text(shape, ndims, now, sizeof(now));
+	else
+		snprintf(now, sizeof(now), "[%llu]", (unsigned long long)total);
+	return pub_error(-EINVAL, "tensor '%s' is in this snapshot already as %s %s of %llu elements; this "
+			 "piece says %s %s of %llu (each piece of a tensor says the same dtype and whole shape)",
+			 PUB_CLIP(name), wd_dtype_name(t->dtype), was, (unsigned long long)t->total,
+			 wd_dtype_name(dtype), now, (unsigned long long)total);
+}
+
 int wd_publisher_begin(struct wd_publisher *p, int64_t step)
 {
+	PUB_NEED(p);
 	if (step < 0)
 		return pub_error(-EINVAL, "step %lld: steps are integers >= 0", (long long)step);
 	pub_snapshot_free(p->building);
 	p->building = calloc(1, sizeof(*p->building));
 	if (!p->building)
-		return -ENOMEM;
+		return pub_error(-ENOMEM, "out of memory");
 	p->building->step = step;
 	return 0;
 }
@@ -139,6 +196,7 @@ static struct pub_tensor *tensor_add(struct wd_publisher *p, const char *name, e
 static int check_tensor_args(const struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 			     int ndims)
 {
+	PUB_NEED(p);
 	if (!p->building)
 		return pub_error(-EINVAL, "no snapshot begun: wd_publisher_begin first");
 	char why[64];
@@ -170,10 +228,33 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
 
 	if (r < 0)
 		return r;
-	if (!total || offset > total || count > total - offset || (count && !data) || (ndims && !shape))
+	if (!total || offset > total || count > total - offset)
 		return pub_error(-EINVAL, "tensor '%s': shard [%llu, +%llu) of %llu elements is not "
 				 "inside the tensor", PUB_CLIP(name), (unsigned long long)offset,
 				 (unsigned long long)count, (unsigned long long)total);
+	if (count && !data)
+		return pub_error(-EINVAL, "tensor '%s': no data (NULL) for %llu elements", PUB_CLIP(name),
+				 (unsigned long long)count);
+	if (!shape && ndims > 1)
+		return pub_error(-EINVAL, "tensor '%s': shape is NULL with %d dimensions (NULL is 1-D of "
+				 "total: ndims 0 or 1)", PUB_CLIP(name), ndims);
+	if (shape) {
+		uint64_t held = 1;
+		int over = 0;
+		for (int d = 0; d < ndims; d++) {
+			over |= shape[d] && held > UINT64_MAX / shape[d];
+			held *= shape[d];
+		}
+		if (over || held != total) {
+			char text[200];
+			shape_text(shape, ndims, text, sizeof(text));
+			return pub_error(-EINVAL, "tensor '%s': shape %s holds %s%llu elements, and total is %llu",
+					 PUB_CLIP(name), text, over ? "more than " : "",
+					 (unsigned long long)(over ? UINT64_MAX : held), (unsigned long long)total);
+		}
+	}
+	if ((r = check_same(p->building, name, dtype, shape, ndims, total)) < 0)
+		return r;
 	struct pub_tensor *t = tensor_add(p, name, dtype, shape, ndims, total, count, 1);
 	if (!t)
 		return -ENOMEM;
@@ -207,7 +288,10 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 		count *= local[d];
 	}
 	if (count && !data)
-		return pub_error(-EINVAL, "tensor '%s': no data", PUB_CLIP(name));
+		return pub_error(-EINVAL, "tensor '%s': no data (NULL) for %llu elements", PUB_CLIP(name),
+				 (unsigned long long)count);
+	if ((r = check_same(p->building, name, dtype, shape, ndims, total)) < 0)
+		return r;
 	/*
 	 * Dimensions past `inner` are whole, so each index of the dimensions
 	 * before it starts one contiguous run of local[inner] * (their extent).
@@ -285,8 +369,70 @@ static int check_groups(const struct pub_snapshot *s)
 	return r;
 }
 
+struct piece {
+	size_t first;		/* the index of its name's first entry */
+	uint64_t off, n;
+};
+
+static int by_place(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * Refuses elements given twice by the pieces of one tensor: the same
+ * piece added twice made the counts add up to the whole, and the daemon,
+ * which stores each element once, answered `incomplete` to every send of
+ * it (a trial's job re-sent it for ever). The pieces of one call never
+ * overlap; those of names added more than once are sorted and compared.
+ */
+static int check_pieces(const struct pub_snapshot *s)
+{
+	size_t n = 0, k = 0;
+	int r = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct pub_tensor *f = names_find(s, s->t[i].name);
+		if (f->name_entries > 1)
+			n += s->t[i].n_shards;
+	}
+	if (!n)
+		return 0;
+	struct piece *v = malloc(n * sizeof(*v));
+	if (!v)
+		return pub_error(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < s->n; i++) {
+		const struct pub_tensor *f = names_find(s, s->t[i].name);
+		for (size_t j = 0; f->name_entries > 1 && j < s->t[i].n_shards; j++)
+			if (s->t[i].shard[j][1])
+				v[k++] = (struct piece){ (size_t)(f - s->t), s->t[i].shard[j][0], s->t[i].shard[j][1] };
+	}
+	qsort(v, k, sizeof(*v), by_place);
+	for (size_t i = 1; i < k && !r; i++)
+		if (v[i].first == v[i - 1].first && v[i - 1].off + v[i - 1].n > v[i].off) {
+			uint64_t end = v[i - 1].off + v[i - 1].n < v[i].off + v[i].n ? v[i - 1].off + v[i - 1].n
+										    : v[i].off + v[i].n;
+			r = pub_error(-EINVAL, "tensor '%s': elements [%llu, %llu) are in two pieces of this "
+				      "snapshot; each element goes once (a piece added twice?)",
+				      PUB_CLIP(s->t[v[i].first].name), (unsigned long long)v[i].off,
+				      (unsigned long long)end);
+		}
+	free(v);
+	return r;
+}
+
 int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *s)
 {
+	int r;
+
+	if (!s->n_names)	/* the daemon would refuse it: bad_field, tensors 0 */
+		return pub_error(-EINVAL, "snapshot of step %lld has no tensor: add each with "
+				 "wd_publisher_tensor or wd_publisher_block before the commit", (long long)s->step);
+	if ((r = check_pieces(s)) < 0)
+		return r;
 	if (p->opts.ranks == 1) {	/* no other rank will bring what is missing */
 		for (size_t k = 0; k < s->names_cap; k++) {
 			const struct pub_tensor *t = s->names[k] ? &s->t[s->names[k] - 1] : NULL;

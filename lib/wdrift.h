@@ -97,6 +97,8 @@ enum wd_method {
  * freed; the CUDA backend given host memory keeps a device copy.
  */
 #define WD_PREP_KEEP_RAW 2u
+/* Every flag wd_prepare knows: any other bit is -EINVAL. */
+#define WD_PREP_ALL (WD_PREP_FORCE_SORT | WD_PREP_KEEP_RAW)
 
 struct wd_engine;
 struct wd_prepared;
@@ -351,7 +353,12 @@ enum wd_drop_policy {
 };
 
 struct wd_publisher_opts {
-	uint64_t queue_bytes;		/* payload bytes queued at most; 0: 1 GiB */
+	/*
+	 * Payload bytes queued at most; 0: 1 GiB. A snapshot larger than
+	 * this is still taken when the queue is empty, so that none is lost
+	 * for its size alone.
+	 */
+	uint64_t queue_bytes;
 	enum wd_drop_policy policy;
 	int ack_timeout_ms;		/* per snapshot, before reconnecting; 0: 30000 */
 	/*
@@ -409,8 +416,17 @@ struct wd_publisher;
  * not answer. opts may be NULL. The endpoint must be tcp://, ipc:// or
  * inproc:// and one that ZeroMQ accepts; an ipc:// socket that does not
  * exist yet is a warning (the daemon may start later), naming the full
- * path. Returns 0, -EINVAL (a bad run name, endpoint or key:
- * wd_last_error() says which and why) or -ENOMEM.
+ * path. Returns 0, -EINVAL (a bad run name, endpoint, key or option:
+ * a policy not of the three, a negative ack_timeout_ms; wd_last_error()
+ * says which and why) or -ENOMEM.
+ *
+ * Not to be used across fork(): the sending thread stays in the parent, so
+ * a child opens a publisher of its own.
+ *
+ * Every call below given a NULL publisher (what wd_publisher_close leaves
+ * in the handle) returns -EINVAL, said by wd_last_error(), or does nothing
+ * (get_stats: zeros; refusals, notice: 0; diagnosis: WD_DIAGNOSIS_NONE;
+ * cancel, close: nothing).
  */
 int wd_publisher_open(const char *endpoint, const char *run, const struct wd_publisher_opts *opts,
 		      struct wd_publisher **out);
@@ -424,14 +440,22 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 int wd_publisher_check_keys(const char *server_key, const char *key, char *err, size_t errlen);
 int wd_publisher_check_keys_as(const char *server_key, const char *key, const char *server_arg,
 			       const char *key_arg, char *err, size_t errlen);
-/* Starts the snapshot of step; tensors added until wd_publisher_commit. */
+/*
+ * Starts the snapshot of step; tensors added until wd_publisher_commit.
+ * A snapshot begun and not committed is dropped. -EINVAL for a negative
+ * step.
+ */
 int wd_publisher_begin(struct wd_publisher *p, int64_t step);
 /*
  * Adds a tensor (or a shard of one: offset and count of total elements, in
  * row-major order) to the snapshot being built: its data is copied, and
  * that copy is all it costs the caller (the checksum is the sending
- * thread's). shape may be NULL (1-D of total). count may be 0: a rank
- * that holds nothing of a tensor still names it.
+ * thread's). shape may be NULL, with ndims 0 or 1: 1-D of total; else its
+ * ndims sizes must multiply to total. count may be 0: a rank that holds
+ * nothing of a tensor still names it. A name added before in this
+ * snapshot (another piece of it) must give the same dtype, shape and
+ * total. -EINVAL, said by wd_last_error(): no begin, a bad name, dtype or
+ * shape, a piece outside the tensor, NULL data for count > 0.
  */
 int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
@@ -450,9 +474,13 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
 		       const uint64_t *local, int ndims);
 /*
  * Queues the snapshot. When the queue is full the policy applies: a
- * dropped snapshot is counted, not an error. Returns 0, or -EINVAL
- * without a begin, or when ranks is 1 and a tensor is not whole (the
- * snapshot is kept: add what is missing, or begin again).
+ * dropped snapshot is counted, not an error; so is one the daemon refuses
+ * later (a conflict: a run name re-used for other weights), which
+ * wd_publisher_refusals, the stats and wd_publisher_close's count say.
+ * Returns 0, or -EINVAL, said by wd_last_error(), without a begin, for a
+ * snapshot of no tensor, for elements that two pieces of a tensor both
+ * give, or when ranks is 1 and a tensor is not whole (the snapshot is
+ * kept: add what is missing, or begin again).
  */
 int wd_publisher_commit(struct wd_publisher *p);
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);

@@ -22,7 +22,7 @@ BUILD=${BUILD:-build}
 # never the host's /etc: every install and uninstall here gets these
 export UNITDIR="$tmp/unit" SYSCONFDIR="$tmp/sysetc"
 check "make install PREFIX=$prefix" make -s install PREFIX="$prefix" BUILD="$BUILD"
-for f in bin/wdrift bin/wdriftd lib/libwdrift.so include/wdrift.h etc/wdrift/wdrift.yaml; do
+for f in bin/wdrift bin/wdriftd lib/libwdrift.so lib/pkgconfig/wdrift.pc include/wdrift.h etc/wdrift/wdrift.yaml; do
 	check "installs $f" test -f "$prefix/$f"
 done
 check "the installed config is the system one, with no study" cmp config/wdrift.system.yaml "$prefix/etc/wdrift/wdrift.yaml"
@@ -62,6 +62,13 @@ check "a C program compiles against the installed header and library" \
 	"$cc" $san -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$tmp/use" "$tmp/use.c" \
 	-L"$prefix/lib" -lwdrift -Wl,-rpath,"$prefix/lib"
 check "and computes W1 = 0.5 for a shift of 0.5" "$tmp/use"
+# the same through pkg-config, as docs/publishing.md ("From C") says to build
+pc="env PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config"
+check "pkg-config gives the prefix's flags: $($pc --cflags --libs wdrift 2>&1)" sh -c \
+	"$pc --cflags --libs wdrift | grep -qx -- '-I$prefix/include -L$prefix/lib -lwdrift *' &&
+	 $pc --modversion wdrift | grep -qx '$(sed -n 's/^#define WDRIFT_VERSION "\(.*\)"/\1/p' lib/wdrift.h)'"
+check "a C program built with pkg-config's flags runs" sh -c \
+	"$cc $san -std=c11 -o '$tmp/use2' '$tmp/use.c' \$($pc --cflags --libs wdrift) -Wl,-rpath,\$($pc --variable=libdir wdrift) && '$tmp/use2'"
 find "$prefix" | sort >"$tmp/installed"
 check "make uninstall removes what install put" sh -c \
 	"make -s uninstall PREFIX='$prefix' BUILD='$BUILD' && ! test -e '$prefix/bin/wdrift' && ! test -e '$prefix/lib/libwdrift.so'"

@@ -850,6 +850,12 @@ static void test_api_errors(void)
 	}
 	CHECK(wd_prepare(eng, &bad, 0, &p) == -EINVAL && !p, "bad dtype: -EINVAL");
 	CHECK(wd_prepare(eng, &null, 0, &p) == -EINVAL && !p, "NULL data: -EINVAL");
+	float one = 1;
+	struct wd_view fine = { WD_F32, &one, 1 };
+	struct wd_prepared *many[1];
+	CHECK(wd_prepare(eng, &fine, 0xff, &p) == -EINVAL && !p &&
+	      wd_prepare_many(eng, &fine, 1, 0x100, many) == -EINVAL,
+	      "flags wd_prepare does not know: -EINVAL, not ignored (a trial's 0xff was taken)");
 	wd_prepared_free(&p);
 	CHECK(!p, "freeing NULL is safe");
 }

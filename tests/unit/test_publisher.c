@@ -189,6 +189,89 @@ static void log_with_stats(int level, const char *msg)
 	logged++;
 }
 
+/*
+ * What a C caller gets wrong, said at the call that is wrong (a new user's
+ * trial): NULL handles and arguments, options out of range, a shape that
+ * does not hold `total`, a tensor named twice with other metadata, a piece
+ * given twice (which the daemon answered `incomplete` to, the publisher
+ * re-sending it for ever), an empty snapshot, and wd_last_error after a
+ * failing flush. None of these commits reaches the scripted daemon.
+ */
+static void caller_mistakes(const char *ep)
+{
+	struct wd_publisher *q = NULL;
+	struct wd_publisher_stats st;
+	struct wd_publisher_outcome out;
+	float w[16] = { 0 };
+
+	CHECK(wd_publisher_open(ep, "m", NULL, NULL) == -EINVAL && strstr(wd_last_error(), "out"),
+	      "open with no place for the handle: -EINVAL, said (%s)", wd_last_error());
+	struct wd_publisher_opts bad = { .policy = 7 };
+	CHECK(wd_publisher_open(ep, "m", &bad, &q) == -EINVAL && !q && strstr(wd_last_error(), "policy 7"),
+	      "open refuses policy 7 (%s)", wd_last_error());
+	bad = (struct wd_publisher_opts){ .ack_timeout_ms = -5 };
+	CHECK(wd_publisher_open(ep, "m", &bad, &q) == -EINVAL && !q && strstr(wd_last_error(), "ack_timeout_ms -5"),
+	      "open refuses ack_timeout_ms -5 (%s)", wd_last_error());
+
+	/* every call on a NULL handle (what close leaves) is -EINVAL or nothing, never a crash */
+	CHECK(wd_publisher_begin(NULL, 1) == -EINVAL && strstr(wd_last_error(), "NULL"),
+	      "begin(NULL): -EINVAL (%s)", wd_last_error());
+	CHECK(wd_publisher_tensor(NULL, "w", WD_F32, w, NULL, 0, 0, 16, 16) == -EINVAL &&
+	      wd_publisher_block(NULL, "w", WD_F32, w, NULL, NULL, NULL, 0) == -EINVAL &&
+	      wd_publisher_commit(NULL) == -EINVAL && wd_publisher_flush(NULL, 0) == -EINVAL &&
+	      wd_publisher_settle(NULL, 0) == -EINVAL && wd_publisher_set_tries(NULL, 1) == -EINVAL &&
+	      wd_publisher_set_rank(NULL, 0) == -EINVAL && wd_publisher_last_outcome(NULL, &out) == -EINVAL &&
+	      wd_publisher_refusals(NULL, 0, NULL, 0) == 0 && wd_publisher_notice(NULL, NULL, 0) == 0 &&
+	      wd_publisher_diagnosis(NULL, NULL, 0) == WD_DIAGNOSIS_NONE && wd_publisher_close(NULL, 0) == 0,
+	      "tensor, block, commit, flush, settle, set_tries, set_rank, last_outcome: -EINVAL on NULL; "
+	      "refusals, notice, diagnosis, close: nothing");
+	memset(&st, 0xff, sizeof(st));
+	wd_publisher_get_stats(NULL, &st);
+	wd_publisher_cancel(NULL);
+	CHECK(st.committed == 0 && st.acked == 0, "get_stats(NULL): zeros");
+
+	struct wd_publisher_opts quiet = { .stall_warn_ms = -1 };
+	CHECK(wd_publisher_open(ep, "m", &quiet, &q) == 0, "a publisher of ranks 1");
+	if (!q)
+		return;
+	wd_publisher_get_stats(q, NULL);
+	CHECK(wd_publisher_last_outcome(q, NULL) == -EINVAL, "last_outcome with no out: -EINVAL");
+	CHECK(wd_publisher_begin(q, 1) == 0, "begin");
+	CHECK(wd_publisher_tensor(q, "w", WD_F32, w, NULL, 1, 0, 16, 16) == 0,
+	      "shape NULL with ndims 1: 1-D of total, as the header says (%s)", wd_last_error());
+	CHECK(wd_publisher_tensor(q, "v", WD_F32, w, NULL, 2, 0, 16, 16) == -EINVAL &&
+	      strstr(wd_last_error(), "shape is NULL with 2 dimensions"), "shape NULL with ndims 2 (%s)",
+	      wd_last_error());
+	CHECK(wd_publisher_tensor(q, "v", WD_F32, NULL, NULL, 0, 0, 16, 16) == -EINVAL &&
+	      strstr(wd_last_error(), "no data"), "data NULL with 16 elements: 'no data' (%s)", wd_last_error());
+	CHECK(wd_publisher_tensor(q, "v", WD_F32, w, (uint64_t[]){ 10, 10 }, 2, 0, 16, 16) == -EINVAL &&
+	      strstr(wd_last_error(), "shape [10, 10] holds 100 elements, and total is 16"),
+	      "a shape that does not hold total (%s)", wd_last_error());
+	CHECK(wd_publisher_tensor(q, "w", WD_BF16, w, NULL, 0, 0, 16, 16) == -EINVAL &&
+	      strstr(wd_last_error(), "tensor 'w' is in this snapshot already as f32") &&
+	      strstr(wd_last_error(), "this piece says bf16"), "the same name again as bf16 (%s)", wd_last_error());
+	CHECK(wd_publisher_tensor(q, "w", WD_F32, w, NULL, 0, 0, 8, 32) == -EINVAL &&
+	      strstr(wd_last_error(), "of 16 elements") && strstr(wd_last_error(), "of 32"),
+	      "the same name again with another total (%s)", wd_last_error());
+	CHECK(wd_publisher_begin(q, 2) == 0 && wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 0, 8, 16) == 0 &&
+	      wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 0, 8, 16) == 0 &&
+	      wd_publisher_commit(q) == -EINVAL && strstr(wd_last_error(), "tensor 'a': elements [0, 8) are in "
+							  "two pieces of this snapshot"),
+	      "a piece given twice: refused at commit, said (%s)", wd_last_error());
+	CHECK(wd_publisher_begin(q, 3) == 0 && wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 0, 10, 16) == 0 &&
+	      wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 6, 10, 16) == 0 &&
+	      wd_publisher_commit(q) == -EINVAL && strstr(wd_last_error(), "elements [6, 10) are in two pieces"),
+	      "two pieces that overlap: refused at commit (%s)", wd_last_error());
+	CHECK(wd_publisher_begin(q, 4) == 0 && wd_publisher_commit(q) == -EINVAL &&
+	      strstr(wd_last_error(), "no tensor"), "an empty snapshot: refused at commit (%s)", wd_last_error());
+	wd_publisher_get_stats(q, &st);
+	CHECK(st.committed == 0, "none of them was committed (%llu)", (unsigned long long)st.committed);
+	CHECK(wd_publisher_flush(q, 0) == 0 && wd_publisher_set_tries(q, -1) == -EINVAL,
+	      "a failing call leaves its words");
+	wd_publisher_close(&q, 0);
+	CHECK(!q && wd_publisher_commit(q) == -EINVAL, "a call after close: -EINVAL, no crash");
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/wdrift-test-publisher-XXXXXX", ep[128];
@@ -235,6 +318,8 @@ int main(void)
 	CHECK(!strcmp(wd_strerror(-ETIMEDOUT), "timed out") && !strcmp(wd_strerror(-ENOMEM), "out of memory") &&
 	      strlen(wd_strerror(-EPIPE)) > 0 && strlen(wd_strerror(5)) > 0,
 	      "wd_strerror has words for every code, and for a non-code");
+
+	caller_mistakes(ep);
 
 	CHECK(wd_publisher_open(ep, "r", &opts, &p) == 0 && p, "open with ranks = 4");
 	if (!p)
@@ -434,7 +519,13 @@ int main(void)
 	      out.tries == 2 && !out.code[0] && st.dropped == 1 && st.resent == 1 && st.acked == 0,
 	      "its outcome: given up after 2 tries, nothing said (%d tries, %llu dropped, %llu resent)",
 	      out.tries, (unsigned long long)st.dropped, (unsigned long long)st.resent);
+	logged_pub = NULL;
+	logged_msg[0] = 0;
+	wd_log_set(WD_LOG_WARNING, log_with_stats);
 	CHECK(wd_publisher_close(&p, 0) == 1, "close counts it among the never durable");
+	wd_log_set(WD_LOG_ERR, NULL);
+	CHECK(strstr(logged_msg, "1 given up after their tries") && strstr(logged_msg, "0 dropped by the queue's policy"),
+	      "close's line says it was given up, not dropped by the queue's policy (%s)", logged_msg);
 
 	/*
 	 * A sure diagnosis (inproc:// reaches no daemon ever): settle and close
@@ -447,15 +538,20 @@ int main(void)
 	wd_publisher_tensor(p, "w", WD_F32, m, NULL, 0, 0, 4, 4);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	char flush_said[1024], settle_said[1024];
 	int fr = wd_publisher_commit(p) == 0 ? wd_publisher_flush(p, 300) : 1;
+	snprintf(flush_said, sizeof(flush_said), "%s", wd_last_error());
 	int sr = wd_publisher_settle(p, 20000);
+	snprintf(settle_said, sizeof(settle_said), "%s", wd_last_error());
 	uint64_t left = wd_publisher_close(&p, 20000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	CHECK(fr == -ETIMEDOUT && sr == -EHOSTUNREACH && left == 1 && took < 10.0 &&
-	      strstr(wd_strerror(sr), "diagnosis"),
+	      strstr(wd_strerror(sr), "diagnosis") && strstr(settle_said, "reaches only sockets of") &&
+	      strstr(flush_said, "1 snapshot still queued after 300 ms"),
 	      "flush waits its 0.3 s out; settle(20 s) is -EHOSTUNREACH and close(20 s) gives the "
-	      "snapshot up, both at once (%d, %d, %llu left, %.1f s)", fr, sr, (unsigned long long)left, took);
+	      "snapshot up, both at once, each failure in words (%d, %d, %llu left, %.1f s; %s; %s)", fr, sr,
+	      (unsigned long long)left, took, flush_said, settle_said);
 
 	stall_after_dead_rank(ctx, dir);
 
