@@ -69,6 +69,7 @@ struct compute {
 	/* every result record in the WAL: those replayed at start-up, then ours */
 	char **replayed;
 	size_t n_replayed, cap_replayed;
+	int backfilling;		/* backfill() runs: its results are history (result_batch.h) */
 	/* the spool as the thread left it after its last job: status and /metrics read them */
 	_Atomic uint64_t spool_bytes, spool_files, retention_dropped;
 };
@@ -539,6 +540,7 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 	record(c, s, b);
 	check_nonfinite(s, b);
 	b->seconds = now_mono() - t0;
+	b->backfill = c->backfilling;
 	log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)bstep, b->n_rows);
 	result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
 	workq_finish(&c->q, &b->item);
@@ -633,6 +635,7 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		free(steps);
 		return;
 	}
+	c->backfilling = 1;
 	for (size_t i = 0; i < n; i++) {
 		int state = step_state(c, s, steps[i], &cv);
 		had += state == STEP_COVERED;
@@ -640,6 +643,7 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		if (state == STEP_MISSING)
 			done += (size_t)compute_at(c, s, steps[i]);
 	}
+	c->backfilling = 0;
 	/*
 	 * "at 0 of the 3", after a typo set right, read as a failure: the rest
 	 * say why; and runs with no snapshot at all are named, since "with

@@ -682,7 +682,15 @@ static void handle_results(struct daemon *d)
 		d->st.count.comparisons++;	/* /metrics */
 		d->st.count.compute_seconds += b->seconds;
 		events_drift(&d->events, b);
-		alerts_on_results(d->alerts, b);
+		/*
+		 * A backfill's history is judged once it is done: the rules'
+		 * catch-up, a second after its last batch, takes each study's
+		 * latest complete step (control.c), as after a start or reload.
+		 */
+		if (b->backfill)
+			d->catch_up_at = now_mono() + CATCH_UP_DELAY;
+		else
+			alerts_on_results(d->alerts, b);
 		control_add_result(&d->ctl, b);
 	}
 }

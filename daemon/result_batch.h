@@ -34,6 +34,13 @@ struct result_batch {
 	uint32_t *index;
 	size_t index_size;			/* a power of 2; 0: no index */
 	double seconds;				/* the compute thread's time on it (0: replayed) */
+	/*
+	 * Computed for snapshots held before its study was (a reload's new or
+	 * changed study): history, which the alert rules do not judge step by
+	 * step (a renamed study's old alerts fired anew, paging); they judge
+	 * its latest complete step once it is done (main.c).
+	 */
+	int backfill;
 	atomic_int refs;			/* references beyond the first */
 	struct workq_item item;			/* on the compute thread's way to the main thread */
 };

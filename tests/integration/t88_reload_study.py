@@ -8,7 +8,10 @@ A real daemon with study fa (base, candidate fa, proxy lowprec) takes steps
   answers for step 20 at once, complete, and --step 0 and 10 too; st2's
   drift log has c2's and lowprec's rows at the three steps, in step order;
   the log says "study 'st2' (added by reload): computed at 3 of the 3";
-  study fa, unchanged, is not computed again;
+  study fa, unchanged, is not computed again; an alert rule added with
+  st2 fires once, at step 20, its latest complete step, not at each
+  backfilled step in turn (a trial's renamed study replayed months of
+  alerts, critical ones paging);
 - a reload that adds fa as a candidate of st2 (its runs changed) computes
   st2 again at the three steps, now with fa; a reload that changes nothing
   computes nothing;
@@ -36,6 +39,10 @@ ST2 = """\
     baseline: base
     candidates: [{cands}]
     proxies: {{fp16: lowprec}}
+"""
+ALERT = """\
+alerts:
+  - {name: st2-w1, study: st2, metric: w1, scope: mean, threshold: 0}
 """
 
 
@@ -110,7 +117,7 @@ def main():
         fa_rows = len(log_rows(fa_log))
 
         with open(cfg, "w") as f:
-            f.write(base_text + ST2.format(cands="c2"))
+            f.write(base_text + ST2.format(cands="c2") + ALERT)
         r = wd(cfg, "reload")
         check(r.returncode == 0 and "studies   added: st2" in r.stdout, "reload adds study st2", r.stdout + r.stderr)
         # no restart, no new snapshot: the reload's job computes st2 over what is held
@@ -132,6 +139,14 @@ def main():
               in log, "one log line for the backfilled study, with its step count", log[-2000:])
         check(len(log_rows(fa_log)) == fa_rows and "study 'fa' (" not in log,
               "study fa, unchanged by the reload, is not computed again", log[-2000:])
+        end, fired = time.time() + 15, []
+        while time.time() < end and not fired:
+            time.sleep(0.2)
+            fired = [x for x in dm.log_text().splitlines() if "alert 'st2-w1' firing" in x]
+        time.sleep(1.5)
+        fired = [x for x in dm.log_text().splitlines() if "alert 'st2-w1'" in x]
+        check(len(fired) == 1 and "run 'c2' step 20:" in fired[0],
+              "the rule added with st2 fires once, at step 20, not at each backfilled step", "\n".join(fired))
 
         # st2's runs change: fa is computed at the steps held; an unchanged reload computes nothing
         with open(cfg, "w") as f:
