@@ -156,7 +156,8 @@ static void fmt_num(char *b, size_t n, json_t *v)
 
 /*
  * One run of a drift event: "RUN W1max X r[LABEL] Y ...", its ratios cut
- * at three with "…+N" (a study may have 64 proxies).
+ * at three with "…+N" (a study may have 64 proxies), then "NONFINITE N"
+ * and "ABSENT N" when not 0.
  */
 static void run_piece(char *p, size_t size, const char *run, json_t *r)
 {
@@ -185,7 +186,14 @@ static void run_piece(char *p, size_t size, const char *run, json_t *r)
 		shown++;
 	}
 	if (more)
-		snprintf(p + used, size - used, " …+%zu", more);
+		used += (size_t)snprintf(p + used, size - used, " …+%zu", more);
+	/* said only when there are any: a NaN-ridden or partial step read as healthy (a trial) */
+	json_int_t bad = json_integer_value(json_object_get(r, "nonfinite"));
+	json_int_t absent = json_integer_value(json_object_get(r, "absent"));
+	if (bad > 0 && used < size)
+		used += (size_t)snprintf(p + used, size - used, " NONFINITE %lld", (long long)bad);
+	if (absent > 0 && used < size)
+		snprintf(p + used, size - used, " ABSENT %lld", (long long)absent);
 }
 
 /* "drift  STUDY step N: RUN W1max X r[L] Y; ...", candidates first, "…+N runs" for the rest. */

@@ -43,13 +43,22 @@ char *event_drift_json(const struct result_batch *b)
 
 	for (size_t i = 0; runs && i < b->n_rows; i++) {
 		const struct drift_row *r = &b->rows[i];
-		if (r->kind != ROW_MAX && r->kind != ROW_MEAN)
+		if (r->kind != ROW_MAX && r->kind != ROW_MEAN && !(r->kind == ROW_TENSOR && !r->numel))
 			continue;
 		json_t *run = json_object_get(runs, r->run);
 		if (!run) {
-			run = json_pack("{s:s}", "role", r->role == ROLE_CANDIDATE ? "candidate" : "proxy");
+			/* what a healthy-looking line hid (a trial): NaN or Inf, and tensors not compared */
+			run = json_pack("{s:s,s:I,s:I}", "role", r->role == ROLE_CANDIDATE ? "candidate" : "proxy",
+					"nonfinite", (json_int_t)0, "absent", (json_int_t)0);
 			json_object_set_new(runs, r->run, run);
 		}
+		if (r->kind == ROW_TENSOR) {	/* no element compared: absent, empty or unreadable */
+			json_int_t n = json_integer_value(json_object_get(run, "absent"));
+			json_object_set_new(run, "absent", json_integer(n + 1));
+			continue;
+		}
+		if (r->kind == ROW_MEAN)	/* the aggregate rows sum the tensors' counts */
+			json_object_set_new(run, "nonfinite", json_integer((json_int_t)(r->nan + r->posinf + r->neginf)));
 		json_t *ratios = json_object();
 		for (size_t k = 0; k < b->n_proxies; k++)
 			json_object_set_new(ratios, b->proxies[k], jnum(r->ratio[k]));

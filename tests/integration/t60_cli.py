@@ -277,6 +277,7 @@ def main():
         check(al["name"] == "fa-vs-fp16" and al["instances"][0]["state"] == "inactive", "alerts --json")
         # watch: one event while a snapshot arrives
         w = subprocess.Popen([WDRIFT, "watch", "--count", "1", "--json", "-c", cfg], stdout=subprocess.PIPE, text=True)
+        w2 = subprocess.Popen([WDRIFT, "watch", "--count", "1", "-c", cfg], stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)
         ckpt(os.path.join(tmp, "fa-30.h5"), 30, 0.0004)
         with h5py.File(os.path.join(tmp, "fa-30.h5"), "r+") as f:   # 5 NaN and an +Inf in one tensor
@@ -290,10 +291,21 @@ def main():
             out, _ = w.communicate(timeout=10)
             ev = json.loads(out.strip().splitlines()[0])
             ok = ev["topic"] == "drift.fa" and ev["event"]["step"] == 30
-        except (subprocess.TimeoutExpired, IndexError, ValueError):
+            fa_ev = ev["event"]["runs"].get("fa", {})
+        except (subprocess.TimeoutExpired, IndexError, ValueError, KeyError):
             w.kill()
-            ok = False
+            ok, fa_ev = False, {}
         check(ok, "watch --count 1 --json: the drift event of step 30")
+        try:
+            line = w2.communicate(timeout=10)[0]
+        except subprocess.TimeoutExpired:
+            w2.kill()
+            line = w2.communicate()[0]
+        check(line.startswith("drift  fa step 30:") and " NONFINITE 6" in line and "ABSENT" not in line,
+              "watch's line says the candidate's 6 NaN and Inf values", line)
+        check(fa_ev.get("nonfinite") == 6 and fa_ev.get("absent") == 0,
+              "the event counts the candidate's NaN and Inf (a watch line read as healthy), and no absent "
+              "tensor", json.dumps(fa_ev))
         # the candidate's NaN and Inf are in the table and said under it, not only in --json
         # (a trial: a NaN-ridden tensor read as max|d| 0, rel L2 0)
         r = wd("drift", "fa", "--step", "30", "-c", cfg)

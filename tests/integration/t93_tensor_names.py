@@ -96,10 +96,22 @@ def main():
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
 
         # step 3: the candidate fixed; the proxy lacks norm and has an extra tensor
-        send(d, cfg, "base", 3, NAMES)
-        send(d, cfg, "lowprec", 3, NAMES[:2] + ["zz.extra"])
-        send(d, cfg, "fa", 3, NAMES)
-        check(computed(dm, 3, 2), "step 3 computed", dm.log_text()[-2000:])
+        watch = subprocess.Popen([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), "watch", "-c", cfg],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.5)
+            send(d, cfg, "base", 3, NAMES)
+            send(d, cfg, "lowprec", 3, NAMES[:2] + ["zz.extra"])
+            send(d, cfg, "fa", 3, NAMES)
+            check(computed(dm, 3, 2), "step 3 computed", dm.log_text()[-2000:])
+            time.sleep(0.5)
+        finally:
+            watch.terminate()
+            seen = watch.communicate(timeout=10)[0].splitlines()
+        last = [x for x in seen if x.startswith("drift  fa step 3:")][-1:]
+        check(last and "lowprec (proxy)" in last[0] and last[0].endswith(" ABSENT 1")
+              and last[0].count("ABSENT") == 1 and "NONFINITE" not in last[0],
+              "watch: the proxy's tensor with no element compared is on its line (ABSENT 1)", "\n".join(seen))
         again = lines(dm, "notice: compute: study 'fa' step 3: candidate 'fa' has the baseline's tensor names again")
         check(len(again) == 1, "the fixed candidate: one notice that its names match again", dm.log_text()[-2000:])
         proxy = lines(dm, "warning: compute: study 'fa'", "proxy 'lowprec'")
