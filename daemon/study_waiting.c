@@ -269,6 +269,47 @@ size_t study_expired(const struct wd_config *cfg, struct state *st, const struct
 	return study_runs_said(cfg, st, s, expired_now, buf, len);
 }
 
+size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len)
+{
+	const char *names[WD_STUDY_STEP_RUNS_MAX];
+	struct run *base = state_run(st, s->baseline, 0);
+	size_t at = 0, n = 0;
+	char role[512];
+
+	buf[0] = 0;
+	if (!base || !base->n_durable)
+		return 0;	/* study_waiting says that */
+	int64_t last = base->durable[base->n_durable - 1], upto = last + cfg->alignment.tolerance;
+	size_t k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
+	for (size_t i = 0; i < k; i++) {
+		struct run *r = state_run(st, names[i], 0);	/* NULL: the synthetic proxy's label */
+		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= upto)
+			continue;
+		size_t first = r->n_durable;
+		while (first > 0 && r->durable[first - 1] > upto)
+			first--;
+		size_t past = r->n_durable - first;
+		run_role(cfg, s, r, role, sizeof(role));
+		if (past == 1)
+			add(buf, len, &at, "%s'%s' (%s) has 1 snapshot past baseline '%s''s latest step %lld (step %lld)",
+			    n ? "; " : "", r->name, role, base->name, (long long)last, (long long)r->durable[first]);
+		else
+			add(buf, len, &at, "%s'%s' (%s) has %zu snapshots past baseline '%s''s latest step %lld "
+			    "(steps %lld to %lld)", n ? "; " : "", r->name, role, past, base->name, (long long)last,
+			    (long long)r->durable[first], (long long)r->durable[r->n_durable - 1]);
+		n++;
+	}
+	if (!n)
+		return 0;
+	if (base->last_seen)
+		add(buf, len, &at, ": compared when the baseline sends those steps; its last snapshot came %.0f s ago",
+		    now_mono() - base->last_seen);
+	else
+		add(buf, len, &at, ": compared when the baseline sends those steps; it has sent none since this start");
+	return n;
+}
+
 size_t study_silent_count(struct state *st, const struct wd_config_study *s)
 {
 	size_t n = silent(st, s->baseline);

@@ -184,6 +184,16 @@ def main():
         doc = json.loads(r.stdout) if r.returncode == 0 else {}
         check(doc.get("studies") == {"configured": 2, "no_results": ["nb"], "runs_silent": []},
               "status --json: studies configured, and those with no results", r.stdout)
+        # the candidate goes on past the baseline's latest step (a baseline that stopped): said under
+        # the rows, where every view had said all was well at the baseline's last step (a trial)
+        check(all((snap(fa, s) or {}).get("type") == "ack" for s in (40, 50)), "candidate steps 40 and 50 durable")
+        r = wd(cfg, "drift", "al")
+        check(r.returncode == 0 and "\nahead      'al-fa' (candidate) has 2 snapshots past baseline 'al-base''s "
+              "latest step 30 (steps 40 to 50): compared when the baseline sends those steps; its last snapshot "
+              "came " in r.stdout, "drift: the candidate's steps past the baseline's latest are said", r.stdout)
+        got = drift_json(cfg, "al")
+        check(got is not None and "(steps 40 to 50)" in got.get("ahead", ""), "drift --json: \"ahead\"",
+              json.dumps(got)[:1500])
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
