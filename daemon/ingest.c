@@ -19,6 +19,7 @@
 #include "identity.h"
 #include "ingest_internal.h"
 #include "logging.h"
+#include "near_name.h"
 #include "spool.h"
 
 static struct snapshot *find_snapshot(struct state *s, const struct run *r, int64_t step)
@@ -81,6 +82,7 @@ static int no_study(const struct wd_config *cfg, struct state *st, const char *r
 	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
 	char list[512] = "";
 	size_t at = 0;
+	int near_sends = 0;	/* the nearest name is a run that sends already */
 
 	for (size_t i = 0; i < cfg->n_studies; i++) {
 		const struct wd_config_study *s = &cfg->studies[i];
@@ -88,7 +90,20 @@ static int no_study(const struct wd_config *cfg, struct state *st, const char *r
 		for (size_t k = 0; k < n; k++) {
 			if (!strcmp(names[k], run))
 				return 0;
-			config_suggest_try(&near, names[k], strlen(names[k]));
+			/*
+			 * Of names as near, one that has sent nothing: a trial's
+			 * proxy 'st2-fb' was offered the candidate 'st2-fa', which
+			 * was publishing, where the proxy 'st2-bf' had sent nothing.
+			 */
+			size_t d = wd_name_near(run, names[k], strlen(names[k]));
+			struct run *named = state_run(st, names[k], 0);
+			int sends = named && named->n_durable;
+			if (d != SIZE_MAX && (d < near.bestd || (d == near.bestd && near_sends && !sends))) {
+				near.best = names[k];
+				near.blen = strlen(names[k]);
+				near.bestd = d;
+				near_sends = sends;
+			}
 			if (at < sizeof(list) - 1)
 				at += (size_t)(k ? snprintf(list + at, sizeof(list) - at, ", %s", names[k])
 						 : snprintf(list + at, sizeof(list) - at, "%s'%s': %s",

@@ -48,11 +48,18 @@ static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 int study_near_run(const struct wd_config *cfg, struct state *st, const char *run, char *best,
 		   size_t size, const char **owner)
 {
-	const char *near = state_run_suggest(st, run, NULL);
+	const char *tie, *near = state_run_suggest(st, run, &tie);
 
 	*owner = NULL;
 	if (!near)
 		return 0;
+	/*
+	 * Of two as near, the run in no study: the likelier typo (a trial's
+	 * proxy 'st2-bf', published as 'st2-fb', was said near 'st-bf', another
+	 * study's proxy, as near in edits).
+	 */
+	if (tie && wd_config_study_naming(cfg, near) && !wd_config_study_naming(cfg, tie))
+		near = tie;
 	snprintf(best, size, "%s", near);
 	for (size_t i = 0; i < cfg->n_studies && !*owner; i++)
 		if (wd_study_role(&cfg->studies[i], best, NULL))

@@ -447,7 +447,58 @@ def main():
     finally:
         harness.teardown(dm, tmp, ctx)
     one_snapshot()
+    proxy_typo()
     return harness.summary()
+
+
+TYPO = """\
+listen:
+  ingest: ipc://{d}/run/ingest.sock
+  control: ipc://{d}/run/control.sock
+  events: ipc://{d}/run/events.sock
+storage:
+  dir: {d}/var
+compute:
+  backend: cpu
+studies:
+  - name: st
+    baseline: st-base
+    candidates: [st-fa]
+    proxies: {{bf: st-bf}}
+  - name: st2
+    baseline: st2-base
+    candidates: [st2-fa]
+    proxies: {{bf: st2-bf}}
+"""
+
+
+def proxy_typo():
+    """A proxy published under a typo ('st2-fb' for 'st2-bf'), beside a candidate 'st2-fa' that
+    publishes and another study's proxy 'st-bf': the publisher is asked 'did you mean st2-bf',
+    the name that has sent nothing, not the candidate; and drift says the silent proxy is near
+    the run in no study, not near the other study's proxy (a trial got both the other way)."""
+    tmp, ctx, dm, cfg = fresh("wdrift-t96-typo-")
+    try:
+        with open(cfg, "w") as f:
+            f.write(TYPO.format(d=tmp))
+        check(dm.start() is not None, "typo: the daemon starts", dm.log_text())
+        for run in ("st-base", "st-fa", "st-bf", "st2-base", "st2-fa"):
+            check((snap(Publisher(ctx, tmp, run), 0) or {}).get("type") == "ack", f"{run} step 0 durable")
+        typo = Publisher(ctx, tmp, "st2-fb")
+        hello = typo.hello() or {}
+        check("run 'st2-fb' belongs to no study" in hello.get("notice", "")
+              and hello.get("notice", "").endswith("did you mean 'st2-bf'?"),
+              "the typo's welcome asks for the proxy that has sent nothing, not the candidate 'st2-fa'",
+              json.dumps(hello))
+        check((snap(typo, 0) or {}).get("type") == "ack", "st2-fb step 0 durable")
+        time.sleep(0.5)
+        r = wd(cfg, "drift", "st2")
+        check(r.returncode == 0 and "proxy 'st2-bf' has no snapshot: did you mean 'st2-fb', which has some" in r.stdout
+              and "'st-bf'" not in r.stdout,
+              "drift: the silent proxy is near 'st2-fb', the run in no study, not another study's proxy",
+              r.stdout + r.stderr)
+    finally:
+        harness.teardown(dm, tmp, ctx)
 
 
 def one_snapshot():
