@@ -214,6 +214,7 @@ static void print_silent(json_t *res)
 	dc_said(res, "mixed");
 	dc_said(res, "expired");
 	dc_said(res, "ahead");
+	dc_said(res, "unaligned");
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)
 		if (json_is_true(json_object_get(cand, "former")))
 			printf("%s%s", n++ ? ", " : "former     ", run);

@@ -470,6 +470,10 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"refused\":");
 		out_json(&out, json_string(q->refused));
 	}
+	if (q->unaligned) {	/* runs at other steps than the baseline's: no row, ever */
+		out_str(&out, ",\"unaligned\":");
+		out_json(&out, json_string(q->unaligned));
+	}
 	if (q->ahead) {	/* the baseline stopped, or lags: later steps have no rows yet */
 		out_str(&out, ",\"ahead\":");
 		out_json(&out, json_string(q->ahead));
@@ -546,6 +550,8 @@ void drift_query_release(struct drift_query *q)
 	q->expired = NULL;
 	free(q->ahead);
 	q->ahead = NULL;
+	free(q->unaligned);
+	q->unaligned = NULL;
 	free(q->run_steps);
 	q->run_steps = NULL;
 	free(q->latest);
@@ -628,6 +634,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
 	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused) ||
 	    !str_eq(a->mixed, b->mixed) || !str_eq(a->expired, b->expired) || !str_eq(a->ahead, b->ahead) ||
+	    !str_eq(a->unaligned, b->unaligned) ||
 	    !str_eq(a->run_steps, b->run_steps))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)

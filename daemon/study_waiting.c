@@ -328,6 +328,54 @@ size_t study_silent_count(struct state *st, const struct wd_config_study *s)
 	return n;
 }
 
+/*
+ * "; candidate 'x' has 3 snapshots (...), none within alignment.tolerance
+ * (0) of a step of the baseline's ..." for each run of s with snapshots of
+ * which none aligns to a baseline step, the first two; the runs with
+ * snapshots into *held; how many such runs.
+ */
+static size_t say_apart(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+			const struct run *base, char *buf, size_t len, size_t *at, size_t *held)
+{
+	size_t apart = 0;
+	int64_t tol = cfg->alignment.tolerance;
+
+	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
+		int cand = k < s->candidates.n;
+		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
+		struct run *r = state_run(st, name, 0);
+		if (!r || !r->n_durable)
+			continue;
+		(*held)++;
+		if (any_aligned(r->durable, r->n_durable, base->durable, base->n_durable, tol))
+			continue;
+		if (++apart > 2)	/* the third and later only counted: the hint must fit */
+			continue;
+		char have[96], base_have[96];
+		add(buf, len, at, "; %s '%s' has %s, none within alignment.tolerance (%lld) of a step of "
+		    "the baseline's %s", cand ? "candidate" : "proxy", name, snapshots_of(r, have, sizeof(have)),
+		    (long long)tol, snapshots_of(base, base_have, sizeof(base_have)));
+	}
+	if (apart > 2)
+		add(buf, len, at, "; and %zu more runs", apart - 2);
+	return apart;
+}
+
+size_t study_unaligned(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		       char *buf, size_t len)
+{
+	struct run *base = state_run(st, s->baseline, 0);
+	size_t at = 0, held = 0, apart;
+
+	buf[0] = 0;
+	if (!base || !base->n_durable || !(apart = say_apart(cfg, st, s, base, buf, len, &at, &held)))
+		return 0;
+	add(buf, len, &at, ": compared at no step until one is; runs saved at other steps than the "
+	    "baseline's need alignment.tolerance (docs/daemon.md, \"Alignment\")");
+	memmove(buf, buf + 2, strlen(buf + 2) + 1);	/* the first "; " */
+	return apart;
+}
+
 int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		  char *buf, size_t len)
 {
@@ -339,25 +387,7 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
 		return 1;
 	}
-	int64_t tol = cfg->alignment.tolerance;
-	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
-		int cand = k < s->candidates.n;
-		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
-		struct run *r = state_run(st, name, 0);
-		if (!r || !r->n_durable)
-			continue;
-		held++;
-		if (any_aligned(r->durable, r->n_durable, base->durable, base->n_durable, tol))
-			continue;
-		if (++apart > 2)	/* the third and later only counted: the hint must fit */
-			continue;
-		char have[96], base_have[96];
-		add(buf, len, &at, "; %s '%s' has %s, none within alignment.tolerance (%lld) of a step of "
-		    "the baseline's %s", cand ? "candidate" : "proxy", name, snapshots_of(r, have, sizeof(have)),
-		    (long long)tol, snapshots_of(base, base_have, sizeof(base_have)));
-	}
-	if (apart > 2)
-		add(buf, len, &at, "; and %zu more runs", apart - 2);
+	apart = say_apart(cfg, st, s, base, buf, len, &at, &held);
 	if (apart)
 		add(buf, len, &at, ": they wait for baseline steps near theirs; runs saved at other steps "
 		    "need alignment.tolerance (docs/daemon.md, \"Alignment\")");

@@ -92,6 +92,15 @@ int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, c
 size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len);
 /*
+ * Into buf, each of study s's runs with snapshots none of which aligns to
+ * a baseline step (a proxy saved at steps 5, 15, ... beside a baseline at
+ * 0, 10, ...), which no row will ever hold: what study_waiting says of a
+ * study with no results, said under the rows of one that has some, where
+ * `drift` said only "not compared at this step yet" (a trial); how many.
+ */
+size_t study_unaligned(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		       char *buf, size_t len);
+/*
  * The same for each of study s's runs whose latest news that is (no step
  * of it durable after the one that expired), joined by "; "; how many.
  */

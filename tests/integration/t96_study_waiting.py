@@ -469,6 +469,10 @@ studies:
     baseline: st2-base
     candidates: [st2-fa]
     proxies: {{bf: st2-bf}}
+  - name: st3
+    baseline: st3-base
+    candidates: [st3-fa]
+    proxies: {{bf: st3-bf}}
 """
 
 
@@ -497,6 +501,19 @@ def proxy_typo():
               and "'st-bf'" not in r.stdout,
               "drift: the silent proxy is near 'st2-fb', the run in no study, not another study's proxy",
               r.stdout + r.stderr)
+        # a proxy saved at other steps than the baseline's: said under the rows, not "not compared
+        # at this step yet" alone, which it never would be (a trial)
+        for run, steps in (("st3-base", (0, 10)), ("st3-fa", (0, 10)), ("st3-bf", (5, 15))):
+            pub = Publisher(ctx, tmp, run)
+            check(all((snap(pub, s) or {}).get("type") == "ack" for s in steps), f"{run} durable")
+        time.sleep(0.5)
+        r = wd(cfg, "drift", "st3")
+        check(r.returncode == 0 and "\nunaligned  proxy 'st3-bf' has 2 snapshots (steps 5 to 15), none within "
+              "alignment.tolerance (0) of a step of the baseline's 2 snapshots (steps 0 to 10): compared at no "
+              "step until one is;" in r.stdout, "drift: a proxy none of whose steps aligns is said", r.stdout)
+        got = drift_json(cfg, "st3")
+        check(got is not None and "proxy 'st3-bf'" in got.get("unaligned", ""), "drift --json: \"unaligned\"",
+              json.dumps(got)[:1500])
     finally:
         harness.teardown(dm, tmp, ctx)
 
