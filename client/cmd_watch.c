@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,29 @@ full:
 	line_print(&l);
 }
 
+/*
+ * An alert's value and threshold: counts whole (nonfinite 1024, not
+ * 1.02e+03), and as many digits as tell them apart (a trial read "ratio 1
+ * (threshold 1)" for 1.00054 above 1 as firing at equality).
+ */
+static void fmt_against(char *v, char *t, size_t n, json_t *jv, json_t *jt)
+{
+	double x = json_number_value(jv), y = json_number_value(jt);
+	int p = 3;
+
+	if (!json_is_number(jv) || !json_is_number(jt)) {
+		fmt_num(v, n, jv);
+		fmt_num(t, n, jt);
+		return;
+	}
+	do {
+		int whole = fabs(x) < 1e15 && x == (double)(long long)x;
+		snprintf(v, n, "%.*g", whole ? 17 : p, x);
+		whole = fabs(y) < 1e15 && y == (double)(long long)y;
+		snprintf(t, n, "%.*g", whole ? 17 : p, y);
+	} while (x != y && !strcmp(v, t) && ++p <= 17);
+}
+
 /* "alert  STATE NAME: study S run R [tensor T] step N: METRIC V (threshold T, SEVERITY)". */
 static void print_alert(json_t *e)
 {
@@ -233,8 +257,7 @@ static void print_alert(json_t *e)
 	char a[64], s[64], r[64], t[80], v[32], th[32];
 	const char *tensor = json_string_value(json_object_get(e, "tensor"));
 
-	fmt_num(v, sizeof(v), json_object_get(e, "value"));
-	fmt_num(th, sizeof(th), json_object_get(e, "threshold"));
+	fmt_against(v, th, sizeof(v), json_object_get(e, "value"), json_object_get(e, "threshold"));
 	snprintf(l.buf, sizeof(l.buf), "alert  %-8s %s: study %s run %s%s%s step %lld: %s %s (threshold %s, %s)",
 		 str(e, "state"), clipped(a, sizeof(a), str(e, "alert"), 40),
 		 clipped(s, sizeof(s), str(e, "study"), 32), clipped(r, sizeof(r), str(e, "run"), 32),

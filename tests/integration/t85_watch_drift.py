@@ -120,6 +120,33 @@ def lines_of(p, n, timeout=15):
     return out
 
 
+def alert_numbers(ctx, tmp):
+    """An alert's value beside its threshold: as many digits as tell them apart, and a count
+    whole (a trial read "ratio 1 (threshold 1)" for 1.00054, and "nonfinite 1.02e+03"). The
+    events come from a PUB socket of the test's, standing for a daemon: a value a hair above its
+    threshold is not one a real study can be steered to."""
+    ep = f"ipc://{tmp}/fake-events.sock"
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind(ep)
+    w = subprocess.Popen([WDRIFT, "watch", "--endpoint", ep, "--count", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(1.0)
+        for v, th, m in ((1.00054, 1, "ratio"), (1024, 0, "nonfinite")):
+            e = {"v": 1, "alert": "a", "state": "firing", "severity": "warning", "study": "st", "run": "fa",
+                 "metric": m, "value": v, "threshold": th, "step": 10, "since": 0}
+            pub.send_multipart([b"alert.a", json.dumps(e).encode()])
+        out = w.communicate(timeout=15)[0]
+    except subprocess.TimeoutExpired:
+        w.kill()
+        out = w.communicate()[0]
+    finally:
+        pub.close()
+    check("ratio 1.001 (threshold 1, warning)" in out and "nonfinite 1024 (threshold 0, warning)" in out,
+          "watch: an alert's value has the digits that tell it from its threshold, a count is whole", out)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="wdrift-t85-")
     ctx = zmq.Context()
@@ -129,6 +156,7 @@ def main():
     try:
         dm.write_config(extra=EXTRA)
         no_daemon(tmp, cfg)
+        alert_numbers(ctx, tmp)
         check(dm.start() is not None, "daemon ready", dm.log_text())
         ev = f"ipc://{tmp}/run/events.sock"
         wrong_socket(tmp, cfg)
