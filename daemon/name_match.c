@@ -27,10 +27,45 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 				m->extra_first = r;
 			j++;
 		} else {
+			const struct wd_ckpt_entry *eb = wd_ckpt_entry(base, i), *er = wd_ckpt_entry(run, j);
+			int same = eb->rank == er->rank;
+			for (int d = 0; same && d < eb->rank; d++)
+				same = eb->dims[d] == er->dims[d];
+			if (!same && !eb->problem[0] && !er->problem[0] && !m->reshaped++) {
+				m->reshaped_base = eb;
+				m->reshaped_run = er;
+			}
 			i++;
 			j++;
 		}
 	}
+}
+
+/* "[6, 5, 4]", "[]" for a scalar. */
+static void shape_text(const struct wd_ckpt_entry *e, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	at += (size_t)snprintf(buf, len, "[");
+	for (int d = 0; d < e->rank && at < len; d++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%llu", d ? ", " : "", (unsigned long long)e->dims[d]);
+	if (at < len)
+		snprintf(buf + at, len - at, "]");
+}
+
+void name_match_say_shapes(const struct name_match *m, char *buf, size_t len)
+{
+	char b[160], r[160];
+
+	buf[0] = 0;
+	if (!m->reshaped)
+		return;
+	shape_text(m->reshaped_base, b, sizeof(b));
+	shape_text(m->reshaped_run, r, sizeof(r));
+	snprintf(buf, len, "has %zu of the baseline's tensors in another shape ('%.200s' %s, where the "
+		 "baseline's is %s%s): W1 compares their values, but max|d| and rel L2 need one shape, and are "
+		 "empty for %s", m->reshaped, m->reshaped_run->name, r, b, m->reshaped > 1 ? ", the first" : "",
+		 m->reshaped > 1 ? "them" : "it");
 }
 
 /*

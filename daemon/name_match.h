@@ -20,6 +20,13 @@ struct name_match {
 	size_t extra;			/* the run's that the baseline lacks */
 	const char *lacking_first;	/* the first of each in name order, into the listings; NULL: none */
 	const char *extra_first;
+	/*
+	 * Tensors of both whose shapes differ: W1 compares their values, but
+	 * max|d| and rel L2 need one shape and are empty (a trial's reshaped
+	 * tensor was silent); the first of them, each side's entry.
+	 */
+	size_t reshaped;
+	const struct wd_ckpt_entry *reshaped_base, *reshaped_run;
 };
 
 /* Counts them: one walk over the two listings, both in name order. */
@@ -33,5 +40,11 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
  */
 void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
 		    char *buf, size_t len);
+/*
+ * "has 1 of the baseline's tensors in another shape ('w' [512], where the
+ * baseline's is [1024]): ..." for a warning, as name_match_say; "" when
+ * every tensor of both has one shape.
+ */
+void name_match_say_shapes(const struct name_match *m, char *buf, size_t len);
 
 #endif

@@ -33,20 +33,20 @@ WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"
 NAMES = ["layers.0.w", "layers.1.w", "norm"]
 
 
-def ckpt(path, names, seed):
+def ckpt(path, names, seed, shapes=None):
     r = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
         for n in names:
-            f[n] = r.standard_normal(64).astype(np.float32)
+            f[n] = r.standard_normal((shapes or {}).get(n, 64)).astype(np.float32)
 
 
 def wd(*args):
     return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=60)
 
 
-def send(d, cfg, run, step, names):
+def send(d, cfg, run, step, names, shapes=None):
     p = os.path.join(d, f"{run}-{step}.h5")
-    ckpt(p, names, step)
+    ckpt(p, names, step, shapes)
     r = wd("send", "--run", run, "--step", str(step), p, "-c", cfg)
     check(r.returncode == 0, f"send {run} step {step}", r.stderr)
 
@@ -131,6 +131,21 @@ def main():
               "step 3: no absent line, a plain 'complete'", r.stdout)
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")
+
+        # steps 4 and 5: the candidate's layers.1.w in another shape, then set right: said once,
+        # and once more when it is set right (a trial's reshaped tensor was silent)
+        for step, shapes in ((4, {"layers.1.w": (8, 8)}), (5, {"layers.1.w": (8, 8)}), (6, None)):
+            send(d, cfg, "base", step, NAMES)
+            send(d, cfg, "lowprec", step, NAMES)
+            send(d, cfg, "fa", step, NAMES, shapes)
+            check(computed(dm, step, 2), f"step {step} computed", dm.log_text()[-2000:])
+        shaped = lines(dm, "compute: study 'fa'", "candidate 'fa'", "shape")
+        check(len(shaped) == 2 and "warning: compute: study 'fa' step 4: candidate 'fa' has 1 of the baseline's "
+              "tensors in another shape ('layers.1.w' [8, 8], where the baseline's is [64]): W1 compares their "
+              "values, but max|d| and rel L2 need one shape, and are empty for it" in shaped[0]
+              and "notice: compute: study 'fa' step 6: candidate 'fa' has the baseline's shapes again" in shaped[1],
+              "a tensor in another shape: one warning over two steps, and a notice when set right",
+              "\n".join(shaped))
     finally:
         teardown(dm, d)
     return summary()
