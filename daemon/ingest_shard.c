@@ -96,6 +96,17 @@ static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
  * such a snapshot pending, holding a rank's pieces, until it expired and
  * was counted dropped as well.
  */
+/* "[6, 5, 4]": a shape, for a message. */
+static void shape_text(const uint64_t *shape, int ndims, char *buf, size_t len)
+{
+	size_t at = (size_t)snprintf(buf, len, "[");
+
+	for (int d = 0; d < ndims && at < len; d++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+	if (at < len)
+		snprintf(buf + at, len - at, "]");
+}
+
 static void refuse_whole(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			 struct snapshot *snap, enum wire_code code, const char *field, const char *why)
 {
@@ -195,7 +206,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	struct state *s = ix->st;
 	size_t esize = wd_dtype_size(h->dtype);
 	uint64_t bytes = h->count * esize;	/* wire_parse bounds it by max_message */
-	char why[256];
+	char why[512];
 
 	ingest_note_told(snap, h->session);	/* its sender keeps a refusal (refusal_outlived) */
 	if (snap->conflict) {	/* refused whole (refuse_whole) */
@@ -205,9 +216,29 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 	struct tensor_buf *t = find_tensor(snap, h->name);
 	if (t && (t->dtype != h->dtype || t->total != h->total || t->ndims != h->ndims ||
 		  memcmp(t->shape, h->shape, (size_t)h->ndims * sizeof(h->shape[0])))) {
-		snprintf(why, sizeof(why), "shard disagrees with earlier shards of '%.120s' (dtype, "
-			 "shape or total)", h->name);
-		ingest_fail(ix, m, h, WIRE_CONFLICT, "shape", why);
+		/*
+		 * Ranks that disagree on a tensor: the step cannot be whole, so
+		 * every rank is told at once, naming what differs. It was a
+		 * `conflict` (the code of a re-used run name) for this shard
+		 * alone, and the others waited for limits.pending_timeout.
+		 */
+		char was[96], now[96];
+		const char *field = t->dtype != h->dtype ? "dtype" : t->total != h->total ? "total" : "shape";
+		if (t->dtype != h->dtype) {
+			snprintf(was, sizeof(was), "%s", wd_dtype_name(t->dtype));
+			snprintf(now, sizeof(now), "%s", wd_dtype_name(h->dtype));
+		} else if (t->total != h->total) {
+			snprintf(was, sizeof(was), "%llu", (unsigned long long)t->total);
+			snprintf(now, sizeof(now), "%llu", (unsigned long long)h->total);
+		} else {
+			shape_text(t->shape, t->ndims, was, sizeof(was));
+			shape_text(h->shape, h->ndims, now, sizeof(now));
+		}
+		snprintf(why, sizeof(why), "a shard of '%.100s' says %s %s, and an earlier one of it %s: every "
+			 "piece of a tensor, from every rank, gives the same dtype, shape and total", h->name,
+			 field, now, was);
+		log_warning("ingest: run '%s' step %lld refused whole: %s", r->name, (long long)h->step, why);
+		refuse_whole(ix, m, h, snap, WIRE_BAD_FIELD, field, why);
 		return -1;
 	}
 	long at = t ? pieces_slot(t, h->offset, h->offset + h->count) : 0;

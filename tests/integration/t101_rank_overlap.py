@@ -44,12 +44,13 @@ if mode == "none":
     sys.exit(0)
 x = np.arange(4096, dtype=np.float32)
 lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
+total = 4096 + (1024 if mode == "total" and pub.rank == 1 else 0)  # rank 1 says another total
 want = 1
 if mode == "replay":  # a job restarted from a checkpoint: the step before first, then this one
     pub.publish(step - 1, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
     want = 2
 t0 = time.monotonic()
-pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
+pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(total,))})
 while pub.stats()["refused"] + pub.stats()["acked"] < want and time.monotonic() - t0 < 50:
     time.sleep(0.05)
 print("after %.2f" % (time.monotonic() - t0), flush=True)
@@ -192,6 +193,22 @@ def main():
         outs = [p.communicate(timeout=60) for p in old]
         check(all("refused 0 acked 1" in o for o, _ in outs[:2]), "... and the old job's waiting ranks acked",
               "\n".join(o + e for o, e in outs[:2]))
+        # ranks that disagree on a tensor's total: every rank refused at once, the daemon saying what
+        # differs (a trial's got a `conflict`, the code of a re-used run name, for one shard, and the
+        # others waited for limits.pending_timeout)
+        procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), "total", "7", "tot"], env=env_for(k, W),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(W)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        fast = [o for o, _ in outs if len(o.splitlines()) > 2 and o.splitlines()[2] == "refused 1 acked 0"
+                and float(o.splitlines()[1].split()[1]) < 20]
+        check(len(fast) == W, "ranks whose totals differ: each refused within 20 s, not at the 60 s expiry",
+              "\n".join(o + e for o, e in outs))
+        said = [x for x in dm.log_text().splitlines() if "run 'tot' step 7 refused whole" in x]
+        check(len(said) == 1 and "a shard of 'w' says total" in said[0] and "and an earlier one of it" in said[0]
+              and ("total 5120" in said[0] or "it 5120" in said[0]),
+              "the daemon logs it once, naming the tensor and both totals", "\n".join(said))
+        check(all("refused: bad_field: a shard of" in e and "refused: conflict" not in e for _, e in outs),
+              "the ranks hear bad_field, not conflict", "\n".join(e for _, e in outs))
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
         check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]
