@@ -480,8 +480,27 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 {
 	commit_one(ix, m, h);
 	struct run *r = state_run(ix->st, h->run, 0);
-	if (r)
-		run_note_session(r, h->session);
+	if (!r)
+		return;
+	run_note_session(r, h->session);
+	/*
+	 * Commits of one step that say two counts of ranks (a job's ranks=
+	 * mistyped on some), whatever became of the step: said once for the
+	 * run. A step whose pieces made it whole anyway was stored in silence
+	 * (a trial's), and the next one may not be so lucky.
+	 */
+	if (h->ranks && r->ranks_step == h->step && r->ranks_of_step && r->ranks_of_step != h->ranks &&
+	    !r->ranks_differ_said) {
+		r->ranks_differ_said = 1;
+		log_warning("ingest: run '%s' step %lld: commits say ranks %llu and %llu: every rank of a job "
+			    "gives the job's count (ranks=); a step still missing pieces then is refused "
+			    "(bad_field, ranks). Said once for the run", r->name, (long long)h->step,
+			    (unsigned long long)r->ranks_of_step, (unsigned long long)h->ranks);
+	}
+	if (h->ranks) {
+		r->ranks_step = h->step;
+		r->ranks_of_step = h->ranks;
+	}
 }
 
 static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h)

@@ -102,6 +102,9 @@ struct run {
 	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
 	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
+	int ranks_differ_said;		/* commits of a step said two counts of ranks: said (ingest.c) */
+	int64_t ranks_step;		/* the step of the last commit that said ranks, and how many */
+	uint64_t ranks_of_step;
 	int64_t conflict_step;		/* the latest step refused as a conflict */
 	/*
 	 * Snapshots refused as conflicts since this start (a re-run under the

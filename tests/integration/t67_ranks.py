@@ -359,6 +359,19 @@ def main():
         e = dis[1].recv()
         check(e and e["code"] == "bad_field" and e["field"] == "ranks" and "commit says ranks 2, an earlier "
               "commit of this step 3" in e["reason"], f"a commit with other ranks than an earlier one: bad_field ({e})")
+        # ... and when the second one's pieces make the step whole: stored, but said once (a trial: silent)
+        whole = [Publisher(ctx, tmp, "differ") for _ in range(2)]
+        for step in (4, 5):
+            whole[0].tensor(step, "a", x[:2048], "f32", offset=0, total=4096)
+            commit(whole[0], step, 1, ranks=2)
+            time.sleep(0.2)
+            whole[1].tensor(step, "a", x[2048:], "f32", offset=2048, total=4096)
+            commit(whole[1], step, 1, ranks=3)
+            acks = [whole[1].recv(), whole[0].recv()]
+            check(all(a and a.get("type") == "ack" for a in acks), f"step {step} made whole: both acked ({acks})")
+        said = [ln for ln in dm.log_text().splitlines() if "run 'differ'" in ln and "commits say ranks" in ln]
+        check(len(said) == 1 and "step 4: commits say ranks 2 and 3: every rank of a job gives the job's count"
+              in said[0], "ranks that differ, the step whole anyway: said once for the run", "\n".join(said))
         # a rank that commits again on a new connection counts once; the one that
         # never commits is named, in status and in the expiry
         again = [Publisher(ctx, tmp, "named") for _ in range(3)]
