@@ -248,6 +248,18 @@ static const struct wd_config_study *study_named(const struct wd_config *cfg, co
 	return NULL;
 }
 
+/* Is label one of the study's proxies now (a trained one's, or its synthetic one's)? */
+static int proxy_now(const struct wd_config *cfg, const char *study, const char *label)
+{
+	const struct wd_config_study *s = study_named(cfg, study);
+	const char *synthetic = s ? wd_config_synthetic_label(s->synthetic_proxy) : NULL;
+
+	for (size_t k = 0; s && k < s->proxies.n; k++)
+		if (!strcmp(s->proxies.v[k].label, label))
+			return 1;
+	return synthetic && !strcmp(synthetic, label);
+}
+
 /* Is run one the study has rows of now: a candidate, a trained proxy's run, or its synthetic label? */
 static int step_run(const struct wd_config_study *s, const char *run)
 {
@@ -287,6 +299,13 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 		} else if (found >= want) {
 			continue;	/* every run of the study found in newer batches */
 		}
+		/*
+		 * A study no longer configured (renamed or removed by a reload):
+		 * no series, as `drift` has no such study (a trial's old name
+		 * went on being exported, across restarts).
+		 */
+		if (!s)
+			continue;
 		for (size_t r = 0; r < b->n_rows; r++) {
 			const struct drift_row *row = &b->rows[r];
 			if (row->kind < ROW_MEAN || row->kind > ROW_MAX)
@@ -432,10 +451,13 @@ static void complete_series(FILE *f, const struct wd_config *cfg, const struct r
 			const struct drift_row *row = &v[i]->rows[r];
 			if (row->kind < ROW_MEAN || row->kind > ROW_MAX || row->role != ROLE_CANDIDATE)
 				continue;
-			for (size_t p = 0; p < v[i]->n_proxies; p++)
+			for (size_t p = 0; p < v[i]->n_proxies; p++) {
+				if (!proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
+					continue;	/* a label a reload took out: no ratio to it now */
 				sample(f, "wdrift_drift_ratio", (struct label[]){ { "study", v[i]->study },
 					{ "run", row->run }, { "proxy", v[i]->proxies[p] },
 					{ "summary", summary_name[row->kind - ROW_MEAN] }, { 0 } }, row->ratio[p]);
+			}
 		}
 }
 
@@ -456,7 +478,8 @@ static void tensor_w1_series(FILE *f, const struct latest *v, size_t n)
 }
 
 /* metrics.per_tensor: each tensor's ratio at the study's latest complete step, as wdrift_drift_ratio. */
-static void tensor_ratio_series(FILE *f, const struct result_batch *const *v, size_t n)
+static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const struct result_batch *const *v,
+				size_t n)
 {
 	family(f, "wdrift_tensor_ratio", "gauge", "A candidate's W1 over a proxy's, for one tensor, "
 	       "at the study's latest complete step (metrics.per_tensor).");
@@ -465,9 +488,10 @@ static void tensor_ratio_series(FILE *f, const struct result_batch *const *v, si
 			const struct drift_row *row = &v[i]->rows[r];
 			for (size_t p = 0; row->kind == ROW_TENSOR && row->role == ROLE_CANDIDATE &&
 			     p < v[i]->n_proxies; p++)
-				sample(f, "wdrift_tensor_ratio", (struct label[]){ { "study", v[i]->study },
-					{ "run", row->run }, { "tensor", row->tensor },
-					{ "proxy", v[i]->proxies[p] }, { 0 } }, row->ratio[p]);
+				if (proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
+					sample(f, "wdrift_tensor_ratio", (struct label[]){ { "study", v[i]->study },
+						{ "run", row->run }, { "tensor", row->tensor },
+						{ "proxy", v[i]->proxies[p] }, { 0 } }, row->ratio[p]);
 		}
 }
 
@@ -565,7 +589,7 @@ char *metrics_render(const struct control *c, size_t *len)
 	complete_series(f, c->cfg, done, n_complete);
 	if (c->cfg->metrics.per_tensor) {
 		tensor_w1_series(f, v, n);
-		tensor_ratio_series(f, done, n_complete);
+		tensor_ratio_series(f, c->cfg, done, n_complete);
 	}
 	free(done);
 	free(v);

@@ -554,6 +554,26 @@ def candidate_ahead():
                           for k in s),
               "the synthetic proxy added by the reload: role=\"proxy\" (its rows carry its label as their run)",
               body[-3000:])
+        # a proxy label and then the study renamed by reloads: no series keeps the old names (a
+        # trial's went on being exported, across restarts, where drift had no such study)
+        relabeled = re.sub(r"  - name: fa-vs-fp16\n(    .*\n)*", "", text.replace("    proxies: {fp16: lowprec}\n", ""))
+        with open(cfg, "w") as f:
+            f.write(relabeled)
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0 and "fp16" not in relabeled, "reload: proxy fp16 (and its rule) taken out",
+              r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: not any(("proxy", "fp16") in k[1] for k in s), timeout=10)
+        old = [k for k in s if ("proxy", "fp16") in k[1]]
+        check(not old, "no series names the proxy the reload took out", "\n".join(map(str, old[:5])))
+        with open(cfg, "w") as f:
+            f.write(relabeled.replace("name: fa\n", "name: fa2\n").replace("study: fa\n", "study: fa2\n"))
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "reload: study fa renamed fa2", r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_results", study="fa2") is not None)
+        old = [k for k in s if ("study", "fa") in k[1]]
+        check(get(s, "wdrift_study_results", study="fa2") is not None and not old,
+              "no series names the study the reload renamed; the new name has its own",
+              "\n".join(map(str, old[:5])))
     finally:
         harness.teardown(dm, tmp, ctx)
 
