@@ -85,8 +85,13 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 	int ok = (!glob || (q->glob = strdup(glob))) && (q->baseline = strdup(st->baseline));
 
 	q->batch = result_batch_ref(b);
-	for (size_t k = 0; ok && k < b->n_proxies; k++)
+	const char *synthetic = wd_config_synthetic_label(st->synthetic_proxy);
+	for (size_t k = 0; ok && k < b->n_proxies; k++) {
 		ok = (q->proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
+		/* a trial's removed proxy stayed a column of '-' in every row */
+		q->proxy_gone[k] = (!synthetic || strcmp(synthetic, b->proxies[k])) &&
+				   proxy_run(st, b->proxies[k]) == b->proxies[k];
+	}
 	q->n_candidates = st->candidates.n < n ? st->candidates.n : n;	/* wd_study_step_runs: first */
 	ok = ok && (q->runs = calloc(n + 1, sizeof(*q->runs)));
 	for (size_t k = 0; ok && k < n; k++, q->n_runs++)
@@ -187,6 +192,8 @@ static json_t *layer(const struct drift_query *q, const struct drift_row *r)
 
 	for (size_t k = 0; k < b->n_proxies; k++) {
 		const struct drift_row *p;
+		if (q->proxy_gone[k])
+			continue;
 		double ratio = ratio_of(q, r, k, &p);
 		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
 			"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(ratio)));
@@ -227,6 +234,8 @@ static json_t *summary(const struct drift_query *q, const size_t *idx, size_t n,
 		return NULL;
 	json_t *proxies = json_object();
 	for (size_t k = 0; proxies && k < b->n_proxies; k++) {
+		if (q->proxy_gone[k])
+			continue;
 		for (size_t i = 0; i < n; i++) {
 			const struct drift_row *p = result_batch_find(b, q->proxy_runs[k], b->rows[idx[i]].tensor);
 			vals[i] = p ? p->w1 : NAN;
@@ -641,7 +650,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 		if (!str_eq(a->runs[k], b->runs[k]))
 			return 0;
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
-		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]))
+		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]) || a->proxy_gone[k] != b->proxy_gone[k])
 			return 0;
 	return 1;
 }

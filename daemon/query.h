@@ -26,6 +26,8 @@ struct drift_query {
 	char *glob;			/* only tensors matching it; NULL: every one */
 	/* each proxy label's run, as the config said at the request; the label for round:* */
 	char *proxy_runs[DRIFTLOG_MAX_PROXIES];
+	/* the batch's proxy labels that the study no longer has (a reload): left out of the reply */
+	unsigned char proxy_gone[DRIFTLOG_MAX_PROXIES];
 	/* the study's runs at the request (candidates, then trained proxies): "complete" */
 	char **runs;
 	size_t n_runs;

@@ -565,6 +565,11 @@ def candidate_ahead():
         s, body = wait_scrape(port, lambda s: not any(("proxy", "fp16") in k[1] for k in s), timeout=10)
         old = [k for k in s if ("proxy", "fp16") in k[1]]
         check(not old, "no series names the proxy the reload took out", "\n".join(map(str, old[:5])))
+        r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=20)
+        rj = subprocess.run([WDRIFT, "drift", "fa", "--json", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0 and rj.returncode == 0 and "fp16" not in r.stdout and "fp16" not in rj.stdout
+              and "layers.0.w" in r.stdout, "drift has no column of the proxy the reload took out (a trial's "
+              "stayed, '-' in every row)", r.stdout)
         with open(cfg, "w") as f:
             f.write(relabeled.replace("name: fa\n", "name: fa2\n").replace("study: fa\n", "study: fa2\n"))
         r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
