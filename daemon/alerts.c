@@ -142,6 +142,65 @@ static void save_reset(struct alerts *a, const struct rule *r);
  * rule that changed meaning or left the config are dropped, said once in
  * the log, and a "reset" record keeps a restart from bringing them back.
  */
+static int is_candidate(const struct rule *r, const char *run);
+static json_t *alert_json(const struct rule *r, const struct instance *i, const char *state);
+static void command_due(struct alerts *a, struct rule *r);
+static void save(struct alerts *a, struct rule *r);
+
+/*
+ * The instances of runs that are no candidates of the rule's study now (a
+ * reload took them out): each firing one is resolved, said with why, as a
+ * pager waits to hear it (a trial's went on firing for a run the study no
+ * longer had); then all of them go. Its command hears the resolution when
+ * its command_min_interval allows; else it is dropped with the rest. Also
+ * at a start, for a config changed while the daemon was down.
+ */
+static void drop_former(struct alerts *a, struct rule *r)
+{
+	struct instance *i;
+	int resolved = 0;
+
+	while (1) {
+		for (i = r->set.head; i && is_candidate(r, i->run); i = i->next)
+			;
+		if (!i)
+			break;
+		char *run = strdup(i->run);
+		if (!run)
+			return;	/* kept: judged no more, but not lost */
+		for (struct instance *j = r->set.head; j; j = j->next) {
+			if (strcmp(j->run, run) || j->state != FIRING)
+				continue;
+			j->state = INACTIVE;
+			j->since = now_wall();
+			j->dirty = 1;	/* its record says so: a restart does not bring it back firing */
+			json_t *o = alert_json(r, j, "resolved");
+			char reason[400];
+			snprintf(reason, sizeof(reason), "'%.200s' is no longer a candidate of study '%.100s' (a reload)",
+				 run, r->a.study);
+			if (o)
+				json_object_set_new(o, "reason", json_string(reason));
+			char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			json_decref(o);
+			log_notice("alert '%s' resolved: study '%s' run '%s'%s%s%s: %s", r->a.name, r->a.study, run,
+				   j->tensor ? " tensor '" : "", j->tensor ? j->tensor : "", j->tensor ? "'" : "", reason);
+			if (json) {
+				char topic[256];
+				snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
+				a->sink(a->ctx, topic, json);
+			}
+			free(json);
+			resolved = 1;
+		}
+		if (resolved) {
+			command_due(a, r);
+			save(a, r);
+		}
+		instances_drop(&r->set, run, NULL);
+		free(run);
+	}
+}
+
 void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 {
 	struct rule *old = a->rules;
@@ -187,6 +246,7 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
 			v[i].held_said = old[k].held_said;
+			drop_former(a, &v[i]);
 			/* the same glob: said already */
 			v[i].unmatched = old[k].unmatched;
 			v[i].unmatched_run = old[k].unmatched_run;
@@ -766,6 +826,7 @@ void alerts_restore_done(struct alerts *a)
 
 	for (size_t k = 0; k < a->n_rules; k++) {
 		struct rule *r = &a->rules[k];
+		drop_former(a, r);
 		if (r->stale) {
 			log_notice("alert '%s': its study, metric, scope, tensors or proxy changed since "
 				   "its state was written: it starts afresh", r->a.name);

@@ -206,6 +206,29 @@ def main():
         ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=5)
         quiet = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
         check(quiet and quiet[0]["state"] == "resolved", f"and resolves when it is back ({quiet})")
+        # quiet again, firing; then a reload takes fa out of the study (candidates [fb]): the instance
+        # is resolved, with why, not left firing for a run the study no longer has (a trial's was)
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=12)
+        check(any(e[0] == "alert.fa-quiet" and e[1]["state"] == "firing" for e in ev), "quiet again: firing")
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("candidates: [fa]", "candidates: [fb]"))
+        r = control(ctx, tmp, {"v": 1, "cmd": "reload"})
+        check(r and r.get("ok"), f"reload: candidates [fb] ({r})")
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=5)
+        gone = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
+        check(len(gone) == 1 and gone[0]["state"] == "resolved" and gone[0]["run"] == "fa"
+              and gone[0].get("reason") == "'fa' is no longer a candidate of study 'fa' (a reload)",
+              f"the firing instance of a run the reload took out is resolved, saying why ({gone})")
+        st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
+        check(inst.get("fa-quiet") == [], f"... and no instance of it is left ({inst.get('fa-quiet')})")
+        check(dm.stop() == 0 and dm.start() is not None, "restarted")
+        st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+        inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
+        check(inst.get("fa-quiet") == [] and dm.log_text().count("no longer a candidate") == 1,
+              f"a restart does not bring it back, nor say it again ({inst.get('fa-quiet')})", dm.log_text()[-1500:])
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
