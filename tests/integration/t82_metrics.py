@@ -515,6 +515,12 @@ def candidate_ahead():
             ok = ok and get(s, "wdrift_tensor_ratio", study="fa", run="fa", tensor=t, proxy="fp16") == ratios["fp16"]
             ok = ok and get(s, "wdrift_tensor_w1", study="fa", run="fa", tensor=t) == at40[0][t][0]
         check(ok, "per tensor too: ratios of step 20, W1 of step 40")
+        check(get(s, "wdrift_study_runs_ahead", study="fa") == 0, "no run ahead of the baseline")
+        snap(fa, 50, 0.01)      # the baseline's job stops at 40: fa goes on
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_runs_ahead", study="fa") == 1)
+        check(get(s, "wdrift_study_runs_ahead", study="fa") == 1,
+              "fa's step 50, past the baseline's 40: wdrift_study_runs_ahead 1 (WdriftBaselineBehind's)",
+              body[-1500:])
         help_line = re.search(r"^# HELP wdrift_comparisons_total (.*)$", body, re.M)
         passes = dm.log_text().count("compute: study 'fa' step ")
         check(help_line and "passes" in help_line.group(1) and get(s, "wdrift_comparisons_total") == passes
