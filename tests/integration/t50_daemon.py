@@ -250,6 +250,12 @@ def main():
         check(sn.get("received") == 3 and sn.get("durable") == 1 and sn.get("duplicates", 0) >= 1
               and sn.get("pending") == 2 and sn.get("dropped") == 0 and st["queues"]["spool"] == 0,
               f"status counts snapshots received, durable, pending, dropped; queue depths ({sn})")
+        r = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), "status", "-c",
+                            os.path.join(tmp, "wdrift.yaml")], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and "snapshots  1 durable in all (the write-ahead log's); since this start: 3 "
+              "received," in r.stdout and "; 2 pending now" in r.stdout,
+              "status says which counts are of the whole log and which since this start (a trial read "
+              "'10 received, 102 durable' as 92 from nothing)", r.stdout)
         # Shards that never touch: each is a separate piece the daemon must
         # remember, outside the budget, so their number is capped.
         pieces = Publisher(ctx, tmp, "pieces")
