@@ -81,6 +81,31 @@ static int daemon_storage(const char *config, char *out, size_t len)
 }
 
 /*
+ * The latest step with results of study, as the daemon says (`studies`):
+ * >= 0, or -1 when it has none, does not answer or does not know it.
+ */
+static long long daemon_latest(const char *config, const char *study)
+{
+	struct dc_target t = { .config = config };
+	char err[512], *reply = NULL;
+	long long latest = -1;
+	size_t i;
+	json_t *s;
+
+	if (dc_resolve(&t, err, sizeof(err)) < 0 ||
+	    dc_request(&t, "{\"v\":1,\"cmd\":\"studies\"}", &reply, err, sizeof(err)) < 0)
+		return -1;
+	json_t *o = json_loads(reply, 0, NULL);
+	json_array_foreach(json_object_get(o, "studies"), i, s)
+		if (!strcmp(json_string_value(json_object_get(s, "name")) ?: "", study) &&
+		    json_is_integer(json_object_get(s, "latest")))
+			latest = json_integer_value(json_object_get(s, "latest"));
+	json_decref(o);
+	free(reply);
+	return latest;
+}
+
+/*
  * The drift log of study under a relative storage.dir: the daemon's, when
  * it answers; else this directory's, said on stderr, since a project run
  * from another directory (a trial) has its own ./var, whose log would pass
@@ -134,9 +159,17 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 	else
 		snprintf(sd->log_path, sizeof(sd->log_path), "%s/drift/%s.h5", sd->cfg.storage.dir, study);
 	if (access(sd->log_path, F_OK) != 0 && !log) {
-		wd_error(err, errlen, "%s: no drift log for study '%s' yet (no comparison has been computed, "
-			 "or storage.dir in %s is relative to another directory: give --log FILE)",
-			 sd->log_path, study, sd->config_path);
+		/* the daemon has results: the file went (a trial's read as "none computed yet") */
+		long long latest = sd->config_path ? daemon_latest(sd->config_path, study) : -1;
+		if (latest >= 0)
+			wd_error(err, errlen, "%s: the drift log of study '%s' is not there, though wdriftd has "
+				 "results for it (the latest at step %lld): removed? wdriftd writes it again from its "
+				 "write-ahead log with the study's next result, or at its next start", sd->log_path,
+				 study, latest);
+		else
+			wd_error(err, errlen, "%s: no drift log for study '%s' yet (no comparison has been "
+				 "computed, or storage.dir in %s is relative to another directory: give --log FILE)",
+				 sd->log_path, study, sd->config_path);
 		study_data_release(sd);
 		return -1;
 	}

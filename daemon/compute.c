@@ -292,6 +292,9 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 			log_notice("moved the old drift log aside to '%s'", aside);
 		else if (r != -ENOENT)
 			log_warning("%s", err);
+		else if (want)	/* removed by hand (runs rm's has no rows left): a trial's went unsaid */
+			log_warning("drift log '%s' was not there: making it again from the write-ahead log (%llu "
+				    "rows)", path, (unsigned long long)want);
 		if (driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
 			log_err("%s", err);
 			s->store = NULL;

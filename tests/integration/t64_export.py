@@ -499,6 +499,15 @@ def main():
         check(r.returncode == 0 and r.stdout == text, "-o -: standard output")
         relative_storage(cfg, tmp, text, True)
         concurrent(ctx, tmp, cfg, log)
+        # the drift log gone while the daemon has results: said so, not "no comparison computed yet"
+        os.rename(log, log + ".away")
+        try:
+            r = wd("export", "fa", "-c", cfg)
+        finally:
+            os.rename(log + ".away", log)
+        check(r.returncode == 1 and "the drift log of study 'fa' is not there, though wdriftd has results for it "
+              "(the latest at step 110): removed?" in r.stderr and "no comparison" not in r.stderr,
+              "export with the drift log removed under a daemon that has results: says so", r.stderr)
         check(dm.stop() == 0, "SIGTERM: the daemon stopped")
         proxies, want, n_written = log_current(log)
         r = wd("export", "fa", "-c", cfg)
