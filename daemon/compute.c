@@ -70,6 +70,7 @@ struct compute {
 	char **replayed;
 	size_t n_replayed, cap_replayed;
 	int backfilling;		/* backfill() runs: its results are history (result_batch.h) */
+	int forgetting;			/* runs rm removed a drift log, made again now: not news */
 	/* the spool as the thread left it after its last job: status and /metrics read them */
 	_Atomic uint64_t spool_bytes, spool_files, retention_dropped;
 };
@@ -292,7 +293,7 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 			log_notice("moved the old drift log aside to '%s'", aside);
 		else if (r != -ENOENT)
 			log_warning("%s", err);
-		else if (want)	/* removed by hand (runs rm's has no rows left): a trial's went unsaid */
+		else if (want && !c->forgetting)	/* removed by hand: a trial's went unsaid */
 			log_warning("drift log '%s' was not there: making it again from the write-ahead log (%llu "
 				    "rows)", path, (unsigned long long)want);
 		if (driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
@@ -787,7 +788,9 @@ static void forget_job(struct compute *c, struct job *j)
 		snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
 		if (unlink(path) < 0 && errno != ENOENT)
 			log_warning("runs rm: cannot remove '%s': %s", path, strerror(errno));
+		c->forgetting = 1;
 		study_store(c, s);	/* rebuilt from the results left, if any */
+		c->forgetting = 0;
 	}
 	for (size_t t = 0; t < tch.n; t++)
 		free(tch.names[t]);

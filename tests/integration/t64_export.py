@@ -501,13 +501,21 @@ def main():
         concurrent(ctx, tmp, cfg, log)
         # the drift log gone while the daemon has results: said so, not "no comparison computed yet"
         os.rename(log, log + ".away")
-        try:
-            r = wd("export", "fa", "-c", cfg)
-        finally:
-            os.rename(log + ".away", log)
+        r = wd("export", "fa", "-c", cfg)
         check(r.returncode == 1 and "the drift log of study 'fa' is not there, though wdriftd has results for it "
               "(the latest at step 110): removed?" in r.stderr and "no comparison" not in r.stderr,
               "export with the drift log removed under a daemon that has results: says so", r.stderr)
+        check(dm.stop() == 0 and dm.start() is not None, "restarted with the drift log gone")
+        end = time.time() + 15
+        while time.time() < end and not (os.path.exists(log) and "was not there: making it again" in dm.log_text()):
+            time.sleep(0.2)
+        said = [x for x in dm.log_text().splitlines() if "was not there: making it again" in x]
+        check(os.path.exists(log) and len(said) == 1 and f"drift log '{log}' was not there" in said[0],
+              "... and the daemon says so when it makes it again from the write-ahead log", dm.log_text()[-1500:])
+        if not os.path.exists(log):
+            os.rename(log + ".away", log)
+        else:
+            os.unlink(log + ".away")
         check(dm.stop() == 0, "SIGTERM: the daemon stopped")
         proxies, want, n_written = log_current(log)
         r = wd("export", "fa", "-c", cfg)
