@@ -365,7 +365,12 @@ print("lost", pub.close(10))
               and durable(cfg, "catch") == 2, "a job catching the conflict at publish(): that step (20) is "
               f"stored all the same (durable {durable(cfg, 'catch')})", catcher.stdout + catcher.stderr)
 
-        # a job killed mid-training: gone, so runs rm goes through
+        # a job killed mid-training: gone, so runs rm goes through. The baseline's step 0 first
+        # (the content the live job below sends again), so that study fa has rows at step 0
+        # beside lowprec's, which its drift log keeps when runs rm makes it again
+        first = Job(ep, "base", 4)
+        jobs.append(first)
+        check(first.step(0) == "acked 0" and first.close()[0] == 0, "the baseline's step 0 durable")
         killed = Job(ep, "lowprec", 3)
         jobs.append(killed)
         check(killed.step(0) == "acked 0", "a job's step 0 durable")
@@ -374,6 +379,8 @@ print("lost", pub.close(10))
         r = wd(cfg, "runs", "rm", "lowprec")
         check(r.returncode == 0 and "removed run 'lowprec': 1 durable snapshot" in r.stdout,
               "runs rm of a killed job's run: removed", r.stdout + r.stderr)
+        check("was not there" not in dm.log_text(),
+              "runs rm remakes the study's drift log without calling it missing", dm.log_text()[-1500:])
 
         # --force: removed under a live job, said in the log once; the job's next step is stored afresh
         live = Job(ep, "base", 4)
