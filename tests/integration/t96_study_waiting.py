@@ -89,6 +89,15 @@ def drift_json(cfg, study, timeout=10, until=None):
     return got
 
 
+def said_under(cfg, study, key, text, part, what):
+    """`wdrift drift STUDY` says text on a line of its own under the rows, labelled key, and
+    --json has part in "key"."""
+    r = wd(cfg, "drift", study)
+    check(r.returncode == 0 and "\n%-10s %s" % (key, text) in r.stdout, f"drift: {what}", r.stdout)
+    got = drift_json(cfg, study)
+    check(got is not None and part in got.get(key, ""), f"drift --json: \"{key}\"", json.dumps(got)[:1500])
+
+
 def fresh(prefix):
     """A temp dir, a ZeroMQ context, a daemon there and its config, CONFIG (tolerance 0)."""
     tmp = tempfile.mkdtemp(prefix=prefix)
@@ -187,13 +196,9 @@ def main():
         # the candidate goes on past the baseline's latest step (a baseline that stopped): said under
         # the rows, where every view had said all was well at the baseline's last step (a trial)
         check(all((snap(fa, s) or {}).get("type") == "ack" for s in (40, 50)), "candidate steps 40 and 50 durable")
-        r = wd(cfg, "drift", "al")
-        check(r.returncode == 0 and "\nahead      'al-fa' (candidate) has 2 snapshots past baseline 'al-base''s "
-              "latest step 30 (steps 40 to 50): compared when the baseline sends those steps; its last snapshot "
-              "came " in r.stdout, "drift: the candidate's steps past the baseline's latest are said", r.stdout)
-        got = drift_json(cfg, "al")
-        check(got is not None and "(steps 40 to 50)" in got.get("ahead", ""), "drift --json: \"ahead\"",
-              json.dumps(got)[:1500])
+        said_under(cfg, "al", "ahead", "'al-fa' (candidate) has 2 snapshots past baseline 'al-base''s latest step 30 "
+                   "(steps 40 to 50): compared when the baseline sends those steps; its last snapshot came ",
+                   "(steps 40 to 50)", "the candidate's steps past the baseline's latest are said")
 
         with open(cfg, "w") as f:
             f.write(CONFIG.format(d=tmp, tol=5, base="al-bsae"))
@@ -452,27 +457,19 @@ def main():
 
 
 TYPO = """\
-listen:
-  ingest: ipc://{d}/run/ingest.sock
-  control: ipc://{d}/run/control.sock
-  events: ipc://{d}/run/events.sock
-storage:
-  dir: {d}/var
-compute:
-  backend: cpu
 studies:
   - name: st
     baseline: st-base
     candidates: [st-fa]
-    proxies: {{bf: st-bf}}
+    proxies: {bf: st-bf}
   - name: st2
     baseline: st2-base
     candidates: [st2-fa]
-    proxies: {{bf: st2-bf}}
+    proxies: {bf: st2-bf}
   - name: st3
     baseline: st3-base
     candidates: [st3-fa]
-    proxies: {{bf: st3-bf}}
+    proxies: {bf: st3-bf}
 """
 
 
@@ -483,8 +480,8 @@ def proxy_typo():
     the run in no study, not near the other study's proxy (a trial got both the other way)."""
     tmp, ctx, dm, cfg = fresh("wdrift-t96-typo-")
     try:
-        with open(cfg, "w") as f:
-            f.write(TYPO.format(d=tmp))
+        with open(cfg, "w") as f:     # CONFIG's sockets and storage, these studies
+            f.write(CONFIG.format(d=tmp, tol=0, base="st-base").split("studies:")[0] + TYPO)
         check(dm.start() is not None, "typo: the daemon starts", dm.log_text())
         for run in ("st-base", "st-fa", "st-bf", "st2-base", "st2-fa"):
             check((snap(Publisher(ctx, tmp, run), 0) or {}).get("type") == "ack", f"{run} step 0 durable")
@@ -507,13 +504,9 @@ def proxy_typo():
             pub = Publisher(ctx, tmp, run)
             check(all((snap(pub, s) or {}).get("type") == "ack" for s in steps), f"{run} durable")
         time.sleep(0.5)
-        r = wd(cfg, "drift", "st3")
-        check(r.returncode == 0 and "\nunaligned  proxy 'st3-bf' has 2 snapshots (steps 5 to 15), none within "
-              "alignment.tolerance (0) of a step of the baseline's 2 snapshots (steps 0 to 10): compared at no "
-              "step until one is;" in r.stdout, "drift: a proxy none of whose steps aligns is said", r.stdout)
-        got = drift_json(cfg, "st3")
-        check(got is not None and "proxy 'st3-bf'" in got.get("unaligned", ""), "drift --json: \"unaligned\"",
-              json.dumps(got)[:1500])
+        said_under(cfg, "st3", "unaligned", "proxy 'st3-bf' has 2 snapshots (steps 5 to 15), none within "
+                   "alignment.tolerance (0) of a step of the baseline's 2 snapshots (steps 0 to 10): compared at "
+                   "no step until one is;", "proxy 'st3-bf'", "a proxy none of whose steps aligns is said")
     finally:
         harness.teardown(dm, tmp, ctx)
 
