@@ -39,7 +39,7 @@ struct cstudy {
 	 * against the baseline's (name_match.h): proxies' at k, candidates'
 	 * at n_proxies + k. Zeros: they matched, or nothing was said.
 	 */
-	struct { size_t lacking, extra, reshaped; } *names_said;
+	struct { size_t lacking, extra, reshaped, relaid; } *names_said;
 	/* per run, at the same places: its last step held NaN or +-Inf, said (compute.c) */
 	unsigned char *nonfinite_said;
 	/* per candidate: retention dropped a step of it not reached yet, said (compute.c) */

@@ -465,16 +465,17 @@ static void check_names(struct cstudy *s, const struct compare_input *in)
 		struct name_match m;
 		name_match_count(in->base, in->ck[r], &m);
 		const char *who = in->role[r] == ROLE_PROXY ? "proxy" : "candidate";
-		if (m.reshaped != s->names_said[slot].reshaped) {	/* said apart: another mistake */
-			char what[1024];
+		if (m.reshaped != s->names_said[slot].reshaped || m.relaid != s->names_said[slot].relaid) {
+			char what[1024];	/* said apart from the names: another mistake */
 			name_match_say_shapes(&m, what, sizeof(what));
-			if (m.reshaped)
+			if (m.reshaped || m.relaid)
 				log_warning("compute: study '%s' step %lld: %s '%s' %s", s->name, (long long)in->step,
 					    who, in->runs[r], what);
 			else
 				log_notice("compute: study '%s' step %lld: %s '%s' has the baseline's shapes again",
 					   s->name, (long long)in->step, who, in->runs[r]);
 			s->names_said[slot].reshaped = m.reshaped;
+			s->names_said[slot].relaid = m.relaid;
 		}
 		if (m.lacking == s->names_said[slot].lacking && m.extra == s->names_said[slot].extra)
 			continue;

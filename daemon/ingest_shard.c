@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "identity.h"
 #include "ingest_internal.h"
 #include "logging.h"
@@ -96,17 +97,6 @@ static struct tensor_buf *find_tensor(struct snapshot *snap, const char *name)
  * such a snapshot pending, holding a rank's pieces, until it expired and
  * was counted dropped as well.
  */
-/* "[6, 5, 4]": a shape, for a message. */
-static void shape_text(const uint64_t *shape, int ndims, char *buf, size_t len)
-{
-	size_t at = (size_t)snprintf(buf, len, "[");
-
-	for (int d = 0; d < ndims && at < len; d++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
-	if (at < len)
-		snprintf(buf + at, len - at, "]");
-}
-
 static void refuse_whole(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			 struct snapshot *snap, enum wire_code code, const char *field, const char *why)
 {
@@ -222,7 +212,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		 * `conflict` (the code of a re-used run name) for this shard
 		 * alone, and the others waited for limits.pending_timeout.
 		 */
-		char was[96], now[96];
+		char was[120], now[120];
 		const char *field = t->dtype != h->dtype ? "dtype" : t->total != h->total ? "total" : "shape";
 		if (t->dtype != h->dtype) {
 			snprintf(was, sizeof(was), "%s", wd_dtype_name(t->dtype));
@@ -231,8 +221,8 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			snprintf(was, sizeof(was), "%llu", (unsigned long long)t->total);
 			snprintf(now, sizeof(now), "%llu", (unsigned long long)h->total);
 		} else {
-			shape_text(t->shape, t->ndims, was, sizeof(was));
-			shape_text(h->shape, h->ndims, now, sizeof(now));
+			wd_shape_text(t->shape, t->ndims, was, sizeof(was));
+			wd_shape_text(h->shape, h->ndims, now, sizeof(now));
 		}
 		snprintf(why, sizeof(why), "a shard of '%.100s' says %s %s, and an earlier one of it %s: every "
 			 "piece of a tensor, from every rank, gives the same dtype, shape and total", h->name,

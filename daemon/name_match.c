@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "name_match.h"
 
 void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, struct name_match *m)
@@ -31,7 +32,10 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 			int same = eb->rank == er->rank;
 			for (int d = 0; same && d < eb->rank; d++)
 				same = eb->dims[d] == er->dims[d];
-			if (!same && !eb->problem[0] && !er->problem[0] && !m->reshaped++) {
+			int counted = !same && !eb->problem[0] && !er->problem[0];
+			size_t *n = eb->numel == er->numel ? &m->relaid : &m->reshaped;
+			/* the first reshaped one is said, else the first relaid one */
+			if (counted && !(*n)++ && (n == &m->reshaped || !m->reshaped)) {
 				m->reshaped_base = eb;
 				m->reshaped_run = er;
 			}
@@ -41,31 +45,26 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 	}
 }
 
-/* "[6, 5, 4]", "[]" for a scalar. */
-static void shape_text(const struct wd_ckpt_entry *e, char *buf, size_t len)
-{
-	size_t at = 0;
-
-	at += (size_t)snprintf(buf, len, "[");
-	for (int d = 0; d < e->rank && at < len; d++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%llu", d ? ", " : "", (unsigned long long)e->dims[d]);
-	if (at < len)
-		snprintf(buf + at, len - at, "]");
-}
-
 void name_match_say_shapes(const struct name_match *m, char *buf, size_t len)
 {
 	char b[160], r[160];
+	size_t n = m->reshaped ? m->reshaped : m->relaid;
 
 	buf[0] = 0;
-	if (!m->reshaped)
+	if (!n)
 		return;
-	shape_text(m->reshaped_base, b, sizeof(b));
-	shape_text(m->reshaped_run, r, sizeof(r));
-	snprintf(buf, len, "has %zu of the baseline's tensors in another shape ('%.200s' %s, where the "
-		 "baseline's is %s%s): W1 compares their values, but max|d| and rel L2 need one shape, and are "
-		 "empty for %s", m->reshaped, m->reshaped_run->name, r, b, m->reshaped > 1 ? ", the first" : "",
-		 m->reshaped > 1 ? "them" : "it");
+	wd_shape_text(m->reshaped_base->dims, m->reshaped_base->rank, b, sizeof(b));
+	wd_shape_text(m->reshaped_run->dims, m->reshaped_run->rank, r, sizeof(r));
+	if (m->reshaped)
+		snprintf(buf, len, "has %zu of the baseline's tensors in another shape, of another count of "
+			 "elements ('%.200s' %s, where the baseline's is %s%s): W1 compares their values, but "
+			 "max|d| and rel L2 need as many elements, and are empty for %s", n, m->reshaped_run->name,
+			 r, b, n > 1 ? ", the first" : "", n > 1 ? "them" : "it");
+	else
+		snprintf(buf, len, "has %zu of the baseline's tensors in another shape of as many elements "
+			 "('%.200s' %s, where the baseline's is %s%s): W1 compares their values, but max|d| and "
+			 "rel L2 pair the elements in storage order, which another layout (a transpose) makes "
+			 "meaningless", n, m->reshaped_run->name, r, b, n > 1 ? ", the first" : "");
 }
 
 /*

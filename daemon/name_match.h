@@ -21,11 +21,14 @@ struct name_match {
 	const char *lacking_first;	/* the first of each in name order, into the listings; NULL: none */
 	const char *extra_first;
 	/*
-	 * Tensors of both whose shapes differ: W1 compares their values, but
-	 * max|d| and rel L2 need one shape and are empty (a trial's reshaped
-	 * tensor was silent); the first of them, each side's entry.
+	 * Tensors of both whose shapes differ (a trial's was silent): W1
+	 * compares their values either way. Of another count of elements
+	 * (reshaped), max|d| and rel L2 are empty; of as many (relaid, [8, 8]
+	 * against [64], or transposed), they pair the elements in storage
+	 * order, which another layout makes meaningless. The first of them,
+	 * each side's entry: a reshaped one before a relaid one.
 	 */
-	size_t reshaped;
+	size_t reshaped, relaid;
 	const struct wd_ckpt_entry *reshaped_base, *reshaped_run;
 };
 
@@ -42,7 +45,8 @@ void name_match_say(const struct name_match *m, const struct wd_ckpt *base, cons
 		    char *buf, size_t len);
 /*
  * "has 1 of the baseline's tensors in another shape ('w' [512], where the
- * baseline's is [1024]): ..." for a warning, as name_match_say; "" when
+ * baseline's is [1024]): ..." for a warning, as name_match_say, said of
+ * the reshaped ones when there are any, else of the relaid ones; "" when
  * every tensor of both has one shape.
  */
 void name_match_say_shapes(const struct name_match *m, char *buf, size_t len);

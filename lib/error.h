@@ -14,6 +14,7 @@
 #define WD_ERROR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 int wd_error(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -24,5 +25,13 @@ int wd_error(char *err, size_t errlen, const char *fmt, ...)
  * device", "a block device", or "an unknown kind of file".
  */
 const char *wd_file_kind(unsigned m);
+
+/*
+ * A tensor's shape for a message, into buf: "[6, 5, 4]", "[]" for a
+ * scalar; "[1, 2, ...]" when the dimensions do not fit, never cut without
+ * its closing bracket. One wording for the publisher, the daemon's
+ * refusals and the compute thread's warnings.
+ */
+void wd_shape_text(const uint64_t *dims, int ndims, char *buf, size_t len);
 
 #endif

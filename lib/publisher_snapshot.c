@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "publisher_internal.h"
 #include "grow.h"
 
@@ -90,20 +91,6 @@ static const struct pub_tensor *names_find(const struct pub_snapshot *s, const c
 	return NULL;
 }
 
-/* "[6, 5, 4]" into buf: a shape, for a message. */
-static void shape_text(const uint64_t *shape, int ndims, char *buf, size_t len)
-{
-	size_t at = 0;
-
-	buf[0] = 0;
-	for (int d = 0; d < ndims && at < len; d++) {
-		int w = snprintf(buf + at, len - at, "%s%llu", d ? ", " : "[", (unsigned long long)shape[d]);
-		at += w > 0 ? (size_t)w : 0;
-	}
-	if (at < len)
-		snprintf(buf + at, len - at, ndims ? "]" : "[]");
-}
-
 /*
  * A second piece of a tensor already in the snapshot must say what the
  * first said: its dtype, total and shape (a trial's second 'a' as bf16 or
@@ -122,9 +109,9 @@ static int check_same(const struct pub_snapshot *s, const char *name, enum wd_dt
 		same_shape = t->shape[d] == (shape ? shape[d] : total);
 	if (t->dtype == dtype && t->total == total && same_shape)
 		return 0;
-	shape_text(t->shape, t->ndims, was, sizeof(was));
+	wd_shape_text(t->shape, t->ndims, was, sizeof(was));
 	if (shape)
-		shape_text(shape, ndims, now, sizeof(now));
+		wd_shape_text(shape, ndims, now, sizeof(now));
 	else
 		snprintf(now, sizeof(now), "[%llu]", (unsigned long long)total);
 	return pub_error(-EINVAL, "tensor '%s' is in this snapshot already as %s %s of %llu elements; this "
@@ -247,7 +234,7 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
 		}
 		if (over || held != total) {
 			char text[200];
-			shape_text(shape, ndims, text, sizeof(text));
+			wd_shape_text(shape, ndims, text, sizeof(text));
 			return pub_error(-EINVAL, "tensor '%s': shape %s holds %s%llu elements, and total is %llu",
 					 PUB_CLIP(name), text, over ? "more than " : "",
 					 (unsigned long long)(over ? UINT64_MAX : held), (unsigned long long)total);

@@ -132,20 +132,34 @@ def main():
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")
 
-        # steps 4 and 5: the candidate's layers.1.w in another shape, then set right: said once,
-        # and once more when it is set right (a trial's reshaped tensor was silent)
-        for step, shapes in ((4, {"layers.1.w": (8, 8)}), (5, {"layers.1.w": (8, 8)}), (6, None)):
+        # steps 4 to 7: the candidate's layers.1.w in another shape of as many elements (twice),
+        # then of fewer, then set right: each change said once (a trial's reshaped tensor was silent)
+        for step, shapes in ((4, {"layers.1.w": (8, 8)}), (5, {"layers.1.w": (8, 8)}), (6, {"layers.1.w": 32}),
+                             (7, None)):
             send(d, cfg, "base", step, NAMES)
             send(d, cfg, "lowprec", step, NAMES)
             send(d, cfg, "fa", step, NAMES, shapes)
             check(computed(dm, step, 2), f"step {step} computed", dm.log_text()[-2000:])
         shaped = lines(dm, "compute: study 'fa'", "candidate 'fa'", "shape")
-        check(len(shaped) == 2 and "warning: compute: study 'fa' step 4: candidate 'fa' has 1 of the baseline's "
-              "tensors in another shape ('layers.1.w' [8, 8], where the baseline's is [64]): W1 compares their "
-              "values, but max|d| and rel L2 need one shape, and are empty for it" in shaped[0]
-              and "notice: compute: study 'fa' step 6: candidate 'fa' has the baseline's shapes again" in shaped[1],
-              "a tensor in another shape: one warning over two steps, and a notice when set right",
-              "\n".join(shaped))
+        check(len(shaped) == 3 and "warning: compute: study 'fa' step 4: candidate 'fa' has 1 of the baseline's "
+              "tensors in another shape of as many elements ('layers.1.w' [8, 8], where the baseline's is [64]): "
+              "W1 compares their values, but max|d| and rel L2 pair the elements in storage order" in shaped[0]
+              and "warning: compute: study 'fa' step 6: candidate 'fa' has 1 of the baseline's tensors in another "
+              "shape, of another count of elements ('layers.1.w' [32], where the baseline's is [64]): W1 compares "
+              "their values, but max|d| and rel L2 need as many elements, and are empty for it" in shaped[1]
+              and "notice: compute: study 'fa' step 7: candidate 'fa' has the baseline's shapes again" in shaped[2],
+              "a tensor in another shape: one line per change (as many elements, then fewer), and a notice "
+              "when set right", "\n".join(shaped))
+        r = wd("drift", "fa", "-c", cfg, "--step", "6", "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        row = [x for x in got.get("candidates", {}).get("fa", {}).get("layers", []) if x.get("name") == "layers.1.w"]
+        check(row and row[0].get("max_abs_diff") is None and isinstance(row[0].get("w1"), float),
+              "step 6: max|d| empty where the counts differ, W1 a number, as the warning says", r.stdout[:1500])
+        r = wd("drift", "fa", "-c", cfg, "--step", "4", "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        row = [x for x in got.get("candidates", {}).get("fa", {}).get("layers", []) if x.get("name") == "layers.1.w"]
+        check(row and isinstance(row[0].get("max_abs_diff"), float),
+              "step 4: max|d| a number where the counts agree, as the warning says", r.stdout[:1500])
     finally:
         teardown(dm, d)
     return summary()
