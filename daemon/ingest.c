@@ -483,6 +483,8 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (!r)
 		return;
 	run_note_session(r, h->session);
+	if (h->rank >= 0 && r->dead_rank == (uint64_t)h->rank + 1)
+		r->dead_rank = 0;	/* the rank said dead commits again: a later lag of it is news */
 	/*
 	 * Commits of one step that say two counts of ranks (a job's ranks=
 	 * mistyped on some), whatever became of the step: said once for the
@@ -689,6 +691,7 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
 	if (!low)
 		return -1;
 	low->lag_said = 1;
+	low->run->dead_rank = rank + 1;	/* later steps lack it too: no lag line for them (a review) */
 	return low->step;
 }
 
@@ -698,10 +701,19 @@ void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_c
 	char lag[240];
 
 	for (struct snapshot *p = ix->st->pending; p; p = p->next) {
+		/*
+		 * Not while elements still come (a rank streaming a large tensor:
+		 * shards carry no rank), nor for a rank whose death is said or
+		 * about to be (peers.c), at this step or a later one.
+		 */
 		if (p->lag_said || p->committing || p->recheck || p->conflict || !p->first_ranked ||
-		    t - p->first_ranked < after || !commit_ranks_not_yet(p, lag, sizeof(lag)) ||
-		    death_coming(ctx, p))
+		    t - p->first_ranked < after || t - p->last_taken < after ||
+		    !commit_ranks_not_yet(p, lag, sizeof(lag)) || death_coming(ctx, p))
 			continue;
+		if (p->run->dead_rank && commit_ranks_lacks(p, p->run->dead_rank - 1, p->ranks_of)) {
+			p->lag_said = 1;
+			continue;
+		}
 		p->lag_said = 1;
 		log_warning("ingest: run '%.200s' step %lld waits for %s, which %s committed nothing of it %.0f s "
 			    "after the first of the %llu that did: a rank that never started, is stuck, or died "

@@ -124,11 +124,13 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
 /*
  * Says, once per snapshot, ranks that have committed nothing of a step
  * that others committed INGEST_LAG_SECONDS ago (half of timeout, the
- * limits.pending_timeout, when that is shorter): a rank that never started
- * or died before it connected has no connection whose close peers.c could
- * say, and its step was silent until it expired (a trial's). Not while
- * death_coming(ctx, snap): a rank it lacks closed its connection, and
- * peers_tick says that instead, with the process.
+ * limits.pending_timeout, when that is shorter), no element of which has
+ * come for as long: a rank that never started or died before it
+ * connected has no connection whose close peers.c could say, and its step
+ * was silent until it expired (a trial's). Not while death_coming(ctx,
+ * snap): a rank it lacks closed its connection, and peers_tick says that
+ * instead, with the process; nor for a rank whose death it said
+ * (ingest_waits_for_rank), at any later step, until that rank commits.
  */
 #define INGEST_LAG_SECONDS 60.0
 typedef int ingest_death_fn(void *ctx, const struct snapshot *snap);

@@ -103,6 +103,7 @@ struct run {
 	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
 	int ranks_differ_said;		/* commits of a step said two counts of ranks: said (ingest.c) */
+	uint64_t dead_rank;		/* 1 + the rank peers.c said died, until it commits again; 0: none */
 	int64_t ranks_step;		/* the step of the last commit that said ranks, and how many */
 	uint64_t ranks_of_step;
 	int64_t conflict_step;		/* the latest step refused as a conflict */

@@ -27,7 +27,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, package_env, stop_procs, summary, teardown  # noqa: E402
+import numpy as np  # noqa: E402
+import zmq  # noqa: E402
+from harness import Daemon, Publisher, check, package_env, stop_procs, summary, teardown  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
@@ -96,6 +98,60 @@ def wd(tmp, *args):
 
 def said(dm, run):
     return [x for x in dm.log_text().splitlines() if f"run '{run}' step 1 waits for rank" in x]
+
+
+def dead_then_later(tmp, dm):
+    """A rank whose death was said (its connection closed, step 1 waiting for it) is not said
+    again as a rank that "never started" at the next step, which waits for it too (a review
+    found every later step said so); three raw publishers, rank 1's socket closed."""
+    ctx = zmq.Context()
+    pubs = [Publisher(ctx, tmp, "dead2") for _ in range(W)]
+    x = np.arange(3000, dtype=np.float32)
+
+    def send(k, step):
+        pubs[k].tensor(step, "w", x[k * 1000:(k + 1) * 1000], "f32", offset=k * 1000, total=3000)
+        h = {"v": 1, "type": "commit", "run": "dead2", "step": step, "tensors": 1, "ranks": W, "rank": k,
+             "session": 500 + k}
+        pubs[k].send_raw([json.dumps(h).encode()])
+    try:
+        for k in range(W):
+            send(k, 0)
+        acks = [pubs[k].recv() for k in range(W)]
+        check(all(a and a.get("type") == "ack" for a in acks), "dead2: step 0 of 3 ranks durable", str(acks))
+        pubs[1].s.close()
+        for k in (0, 2):
+            send(k, 1)
+        end = time.time() + 30
+        while time.time() < end and not said(dm, "dead2"):
+            time.sleep(0.2)
+        check(len(said(dm, "dead2")) == 1, "dead2: rank 1's death said at step 1", dm.log_text()[-1500:])
+        for k in (0, 2):
+            send(k, 2)
+        time.sleep(12)     # past the lag line's 10 s (half of limits.pending_timeout)
+        lag = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2'" in x_ and "committed nothing" in x_]
+        check(not lag, "... and step 2, which waits for it too, gets no 'never started' line", "\n".join(lag))
+        # a rank still streaming its part (shards carry no rank) past the lag's 10 s: not said
+        live = [Publisher(ctx, tmp, "stream") for _ in range(W)]
+        pubs.extend(live)
+        for k in (0, 2):
+            live[k].tensor(0, "w", x[k * 1000:(k + 1) * 1000], "f32", offset=k * 1000, total=3000)
+            live[k].send_raw([json.dumps({"v": 1, "type": "commit", "run": "stream", "step": 0, "tensors": 1,
+                                          "ranks": W, "rank": k, "session": 600 + k}).encode()])
+        for piece in range(10):        # 15 s of rank 1's part, 100 elements at a time
+            lo = 1000 + piece * 100
+            live[1].tensor(0, "w", x[lo:lo + 100], "f32", offset=lo, total=3000)
+            time.sleep(1.5)
+        live[1].send_raw([json.dumps({"v": 1, "type": "commit", "run": "stream", "step": 0, "tensors": 1,
+                                      "ranks": W, "rank": 1, "session": 601}).encode()])
+        acks = [live[k].recv() for k in range(W)]
+        lag = [x_ for x_ in dm.log_text().splitlines() if "run 'stream'" in x_ and "committed nothing" in x_]
+        check(all(a and a.get("type") == "ack" for a in acks) and not lag,
+              "a rank that streams its part for 15 s, the others committed: stored, and no lag line",
+              "\n".join(lag) + str(acks))
+    finally:
+        for p in pubs:
+            p.s.close(linger=0)
+        ctx.term()
 
 
 def main():
@@ -176,6 +232,8 @@ def main():
         d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
         check(lines and d.get("expired") == lines[0][len("expired"):].strip(), "drift --json: \"expired\"",
               json.dumps(d.get("expired")))
+
+        dead_then_later(tmp, dm)
 
         # a job whose ranks all end normally: nothing said
         go = os.path.join(tmp, "go-clean")
