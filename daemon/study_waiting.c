@@ -332,13 +332,16 @@ size_t study_silent_count(struct state *st, const struct wd_config_study *s)
  * "; candidate 'x' has 3 snapshots (...), none within alignment.tolerance
  * (0) of a step of the baseline's ..." for each run of s with snapshots of
  * which none aligns to a baseline step, the first two; the runs with
- * snapshots into *held; how many such runs.
+ * snapshots into *held; how many such runs. With reached, only the run's
+ * steps up to the baseline's latest (and tolerance) count, and a run with
+ * none there is left to study_ahead: the baseline may yet send its steps
+ * (a review's run only ahead was told to need alignment.tolerance).
  */
 static size_t say_apart(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-			const struct run *base, char *buf, size_t len, size_t *at, size_t *held)
+			const struct run *base, int reached, char *buf, size_t len, size_t *at, size_t *held)
 {
 	size_t apart = 0;
-	int64_t tol = cfg->alignment.tolerance;
+	int64_t tol = cfg->alignment.tolerance, upto = base->durable[base->n_durable - 1] + tol;
 
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		int cand = k < s->candidates.n;
@@ -347,7 +350,10 @@ static size_t say_apart(const struct wd_config *cfg, struct state *st, const str
 		if (!r || !r->n_durable)
 			continue;
 		(*held)++;
-		if (any_aligned(r->durable, r->n_durable, base->durable, base->n_durable, tol))
+		size_t n = r->n_durable;
+		while (reached && n > 0 && r->durable[n - 1] > upto)
+			n--;
+		if ((reached && !n) || any_aligned(r->durable, n, base->durable, base->n_durable, tol))
 			continue;
 		if (++apart > 2)	/* the third and later only counted: the hint must fit */
 			continue;
@@ -368,7 +374,7 @@ size_t study_unaligned(const struct wd_config *cfg, struct state *st, const stru
 	size_t at = 0, held = 0, apart;
 
 	buf[0] = 0;
-	if (!base || !base->n_durable || !(apart = say_apart(cfg, st, s, base, buf, len, &at, &held)))
+	if (!base || !base->n_durable || !(apart = say_apart(cfg, st, s, base, 1, buf, len, &at, &held)))
 		return 0;
 	add(buf, len, &at, ": compared at no step until one is; runs saved at other steps than the "
 	    "baseline's need alignment.tolerance (docs/daemon.md, \"Alignment\")");
@@ -387,7 +393,7 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
 		return 1;
 	}
-	apart = say_apart(cfg, st, s, base, buf, len, &at, &held);
+	apart = say_apart(cfg, st, s, base, 0, buf, len, &at, &held);
 	if (apart)
 		add(buf, len, &at, ": they wait for baseline steps near theirs; runs saved at other steps "
 		    "need alignment.tolerance (docs/daemon.md, \"Alignment\")");
