@@ -26,6 +26,7 @@ struct instance {
 	int64_t prev_above;
 	double value, since;	/* since: Unix time of the last transition */
 	int dirty;		/* changed since the rule's last "alert" record */
+	const char *reason;	/* why a resolution no value made, for its JSON; NULL: none (alerts.c) */
 	int told;		/* its rule's command last heard it firing (1) or resolved (0) */
 	struct instance *next;
 };

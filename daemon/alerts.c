@@ -155,10 +155,11 @@ static void save(struct alerts *a, struct rule *r);
  * its command_min_interval allows; else it is dropped with the rest. Also
  * at a start, for a config changed while the daemon was down.
  */
-static void drop_former(struct alerts *a, struct rule *r)
+static void drop_former(struct alerts *a, struct rule *r, const char *when)
 {
 	struct instance *i;
 	int resolved = 0;
+	char reason[400];
 
 	while (1) {
 		for (i = r->set.head; i && is_candidate(r, i->run); i = i->next)
@@ -168,18 +169,16 @@ static void drop_former(struct alerts *a, struct rule *r)
 		char *run = strdup(i->run);
 		if (!run)
 			return;	/* kept: judged no more, but not lost */
+		snprintf(reason, sizeof(reason), "'%.200s' is no longer a candidate of study '%.100s' (%s)", run,
+			 r->a.study, when);
 		for (struct instance *j = r->set.head; j; j = j->next) {
 			if (strcmp(j->run, run) || j->state != FIRING)
 				continue;
 			j->state = INACTIVE;
 			j->since = now_wall();
 			j->dirty = 1;	/* its record says so: a restart does not bring it back firing */
+			j->reason = reason;	/* for its event here and its command's line (command_due) */
 			json_t *o = alert_json(r, j, "resolved");
-			char reason[400];
-			snprintf(reason, sizeof(reason), "'%.200s' is no longer a candidate of study '%.100s' (a reload)",
-				 run, r->a.study);
-			if (o)
-				json_object_set_new(o, "reason", json_string(reason));
 			char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
 			json_decref(o);
 			log_notice("alert '%s' resolved: study '%s' run '%s'%s%s%s: %s", r->a.name, r->a.study, run,
@@ -196,7 +195,7 @@ static void drop_former(struct alerts *a, struct rule *r)
 			command_due(a, r);
 			save(a, r);
 		}
-		instances_drop(&r->set, run, NULL);
+		instances_drop(&r->set, run, NULL);	/* with the reason's pointers */
 		free(run);
 	}
 }
@@ -246,7 +245,7 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
 			v[i].held_said = old[k].held_said;
-			drop_former(a, &v[i]);
+			drop_former(a, &v[i], "a reload");
 			/* the same glob: said already */
 			v[i].unmatched = old[k].unmatched;
 			v[i].unmatched_run = old[k].unmatched_run;
@@ -285,6 +284,8 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 		json_object_set_new(o, "tensor", json_string(i->tensor));
 	if (r->a.proxy)
 		json_object_set_new(o, "proxy", json_string(r->a.proxy));
+	if (i->reason)
+		json_object_set_new(o, "reason", json_string(i->reason));
 	return o;
 }
 
@@ -820,13 +821,18 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 	}
 }
 
+void alerts_drop_former(struct alerts *a)
+{
+	for (size_t k = 0; k < a->n_rules; k++)
+		drop_former(a, &a->rules[k], "the config read at this start");
+}
+
 void alerts_restore_done(struct alerts *a)
 {
 	size_t n = 0, firing = 0, pending = 0;
 
 	for (size_t k = 0; k < a->n_rules; k++) {
 		struct rule *r = &a->rules[k];
-		drop_former(a, r);
 		if (r->stale) {
 			log_notice("alert '%s': its study, metric, scope, tensors or proxy changed since "
 				   "its state was written: it starts afresh", r->a.name);

@@ -67,6 +67,13 @@ void alerts_restore(struct alerts *a, const struct alert_state *s);
 /* After the replay (and alerts_set_store): logs what was restored and what was dropped. */
 void alerts_restore_done(struct alerts *a);
 /*
+ * Drops the restored instances of runs the config read at this start no
+ * longer names as candidates, a firing one resolved first with its reason
+ * (event, log, command). At the start's catch-up, once subscribers can be
+ * there to hear it: a reload does the same as it sets the rules.
+ */
+void alerts_drop_former(struct alerts *a);
+/*
  * {"alerts": [...]}: every rule (name, study, metric, scope, tensors, proxy,
  * threshold, for, severity) and its instances, for the control socket.
  */

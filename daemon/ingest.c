@@ -496,8 +496,9 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 		r->ranks_differ_said = 1;
 		log_warning("ingest: run '%s' step %lld: commits say ranks %llu and %llu: every rank of a job "
 			    "gives the job's count (ranks=); a step still missing pieces then is refused "
-			    "(bad_field, ranks). Said once for the run", r->name, (long long)h->step,
-			    (unsigned long long)r->ranks_of_step, (unsigned long long)h->ranks);
+			    "(bad_field, ranks). A job restarted with another world size, sending that step "
+			    "again, does this too: then nothing is wrong. Said once for the run", r->name,
+			    (long long)h->step, (unsigned long long)r->ranks_of_step, (unsigned long long)h->ranks);
 	}
 	if (h->ranks) {
 		r->ranks_step = h->step;

@@ -789,6 +789,7 @@ static void run_loop(struct daemon *d)
 		if (t >= next_tick) {
 			if (d->catch_up_at && t >= d->catch_up_at) {
 				d->catch_up_at = 0;
+				alerts_drop_former(d->alerts);	/* the first time: what the start's config dropped */
 				control_alerts_catch_up(&d->ctl);
 			}
 			alerts_tick(d->alerts, &d->st);

@@ -593,7 +593,9 @@ int wd_publisher_flush(struct wd_publisher *p, int timeout_ms);
  * wd_publisher_flush for a program that is ending: returns -EHOSTUNREACH
  * at once, before the timeout, while the diagnosis is sure
  * (wd_publisher_diagnosis: WD_DIAGNOSIS_SURE), as what waits can go
- * nowhere until a person fixes the endpoint, the keys or the daemon.
+ * nowhere until a person fixes the endpoint, the keys or the daemon. An
+ * ipc:// path found to be a regular file counts only while it still is
+ * one: replaced since, settle waits as flush does.
  */
 int wd_publisher_settle(struct wd_publisher *p, int timeout_ms);
 /*

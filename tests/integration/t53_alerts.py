@@ -225,10 +225,28 @@ def main():
         inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
         check(inst.get("fa-quiet") == [], f"... and no instance of it is left ({inst.get('fa-quiet')})")
         check(dm.stop() == 0 and dm.start() is not None, "restarted")
+        time.sleep(1.5)     # past the start's catch-up, which drops what the config no longer names
         st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
         inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
         check(inst.get("fa-quiet") == [] and dm.log_text().count("no longer a candidate") == 1,
               f"a restart does not bring it back, nor say it again ({inst.get('fa-quiet')})", dm.log_text()[-1500:])
+        # fa a candidate again, quiet, firing; the daemon stopped, fa taken out of the config, started:
+        # resolved at the start's catch-up, when subscribers can hear it, saying so
+        with open(path, "w") as f:
+            f.write(text)
+        r = control(ctx, tmp, {"v": 1, "cmd": "reload"})
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=12)
+        check(r and r.get("ok") and any(e[0] == "alert.fa-quiet" and e[1]["state"] == "firing" for e in ev),
+              "fa a candidate again by reload, quiet: firing", str(ev))
+        check(dm.stop() == 0, "stopped")
+        with open(path, "w") as f:
+            f.write(text.replace("candidates: [fa]", "candidates: [fb]"))
+        check(dm.start() is not None, "started with fa taken out of the config")
+        ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=8)
+        gone = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
+        check(len(gone) == 1 and gone[0]["state"] == "resolved"
+              and gone[0].get("reason") == "'fa' is no longer a candidate of study 'fa' (the config read at this start)",
+              f"... resolved at the start's catch-up, an event with its reason ({gone})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)

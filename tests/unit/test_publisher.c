@@ -266,8 +266,9 @@ static void caller_mistakes(const char *ep)
 	      strstr(wd_last_error(), "no tensor"), "an empty snapshot: refused at commit (%s)", wd_last_error());
 	wd_publisher_get_stats(q, &st);
 	CHECK(st.committed == 0, "none of them was committed (%llu)", (unsigned long long)st.committed);
-	CHECK(wd_publisher_flush(q, 0) == 0 && wd_publisher_set_tries(q, -1) == -EINVAL,
-	      "a failing call leaves its words");
+	CHECK(wd_publisher_flush(q, 0) == 0 && wd_publisher_set_tries(q, -1) == -EINVAL &&
+	      strstr(wd_last_error(), "tries -1"), "a failing call after one that succeeded: its own words (%s)",
+	      wd_last_error());
 	wd_publisher_close(&q, 0);
 	CHECK(!q && wd_publisher_commit(q) == -EINVAL, "a call after close: -EINVAL, no crash");
 }
