@@ -103,8 +103,13 @@ static int check_run(const char *run, char *why, size_t len)
 	for (size_t i = 0; i < n; i++) {
 		char c = run[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      strchr("_.:-", c)))
-			return wd_error(why, len, "'%c' at byte %zu", c >= 0x20 && c < 0x7f ? c : '?', i);
+		      strchr("_.:-", c))) {
+			if (c >= 0x20 && c < 0x7f)
+				return wd_error(why, len, "'%c' at byte %zu", c, i);
+			/* a newline read as '?' (a trial's): the byte itself */
+			return wd_error(why, len, "byte 0x%02x%s at byte %zu", (unsigned char)c,
+					c == '\n' ? " (a newline)" : c == '\t' ? " (a tab)" : c == '\r' ? " (a carriage return)" : "", i);
+		}
 	}
 	return 0;
 }
@@ -510,7 +515,8 @@ int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcom
 	pthread_mutex_lock(&p->lock);
 	*out = p->last;
 	pthread_mutex_unlock(&p->lock);
-	return out->kind ? 0 : -ENOENT;
+	/* wd_strerror(-ENOENT) reads "no such file": the words are these (a trial's) */
+	return out->kind ? 0 : pub_error(-ENOENT, "no snapshot has left the queue yet");
 }
 
 void wd_publisher_cancel(struct wd_publisher *p)

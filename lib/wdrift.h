@@ -496,7 +496,8 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
  * none came): today that the run belongs to no study, so that its snapshots
  * are stored but never compared (a typo in the name), with the nearest
  * run of a study. The publisher also says it once on stderr (wd_log, as a
- * warning). Returns its length. Thread safe.
+ * warning). Returns its whole length, as snprintf does, even when buf is
+ * shorter. Thread safe.
  *
  * "" until the publisher's first exchange with the daemon: the sending
  * thread connects, and the daemon welcomes it, only once a snapshot is
@@ -571,7 +572,8 @@ struct wd_publisher_outcome {
 
 /*
  * The outcome of the last snapshot to leave the queue (acked, refused or
- * given up) into out: 0, or -ENOENT while none has. With one snapshot in
+ * given up) into out: 0, or -ENOENT while none has (wd_last_error() says
+ * so). With one snapshot in
  * flight at a time, after a wd_publisher_flush that returned 0 it is the
  * last one committed (unless the queue's policy dropped that one).
  */

@@ -278,7 +278,7 @@ int main(void)
 	char dir[] = "/tmp/wdrift-test-publisher-XXXXXX", ep[128];
 	void *ctx = zmq_ctx_new(), *r = zmq_socket(ctx, ZMQ_ROUTER);
 	int timeout = 10000, linger = 0;
-	struct wd_publisher *p = NULL;
+	struct wd_publisher *p = NULL, *p2 = NULL;
 	struct wd_publisher_opts opts = { .ranks = 4, .stall_warn_ms = -1 };
 	struct got g[64];
 	uint64_t tensors = 0, ranks = 0;
@@ -326,7 +326,10 @@ int main(void)
 	if (!p)
 		return tap_done();
 	struct wd_publisher_outcome out;
-	CHECK(wd_publisher_last_outcome(p, &out) == -ENOENT, "no outcome before a snapshot left the queue");
+	CHECK(wd_publisher_last_outcome(p, &out) == -ENOENT && strstr(wd_last_error(), "no snapshot has left the queue"),
+	      "no outcome before a snapshot left the queue, said (%s)", wd_last_error());
+	CHECK(wd_publisher_open(ep, "a\nb", NULL, &p2) == -EINVAL && strstr(wd_last_error(), "byte 0x0a (a newline) at byte 1"),
+	      "a run name with a newline names the byte (%s)", wd_last_error());
 	CHECK(wd_publisher_set_tries(p, -1) == -EINVAL && strstr(wd_last_error(), "tries -1"),
 	      "set_tries refuses a negative count: %s", wd_last_error());
 	CHECK(wd_publisher_set_rank(p, 4) == -EINVAL && strstr(wd_last_error(), "rank 4: from 0 to ranks - 1 (3)"),
