@@ -148,17 +148,56 @@ static void command_due(struct alerts *a, struct rule *r);
 static void save(struct alerts *a, struct rule *r);
 
 /*
- * The instances of runs that are no candidates of the rule's study now (a
- * reload took them out): each firing one is resolved, said with why, as a
- * pager waits to hear it (a trial's went on firing for a run the study no
- * longer had); then all of them go. Its command hears the resolution when
- * its command_min_interval allows; else it is dropped with the rest. Also
- * at a start, for a config changed while the daemon was down.
+ * Resolves r's firing instances of run (NULL: every one), which are about
+ * to go, saying reason in each one's event, log line and command line: a
+ * pager waits to hear it (a trial's alert went on firing for a run the
+ * study no longer had, and runs rm sent nothing). The command hears it
+ * when its command_min_interval allows; else it goes with the rest. With
+ * record, an "alert" record says so, so that a restart does not bring one
+ * back firing; runs rm's "forget" record does that itself, and one written
+ * after it would bring them back. How many it resolved.
+ */
+static size_t resolve_going(struct alerts *a, struct rule *r, const char *run, const char *reason, int record)
+{
+	size_t n = 0;
+
+	for (struct instance *j = r->set.head; j; j = j->next) {
+		if ((run && strcmp(j->run, run)) || j->state != FIRING)
+			continue;
+		j->state = INACTIVE;
+		j->since = now_wall();
+		j->dirty = 1;
+		j->reason = reason;	/* for its event here and its command's line (command_due) */
+		json_t *o = alert_json(r, j, "resolved");
+		char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		log_notice("alert '%s' resolved: study '%s' run '%s'%s%s%s: %s", r->a.name, r->a.study, j->run,
+			   j->tensor ? " tensor '" : "", j->tensor ? j->tensor : "", j->tensor ? "'" : "", reason);
+		if (json) {
+			char topic[256];
+			snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
+			a->sink(a->ctx, topic, json);
+		}
+		free(json);
+		n++;
+	}
+	if (n)
+		command_due(a, r);
+	if (n && record)
+		save(a, r);
+	for (struct instance *j = r->set.head; j; j = j->next)
+		j->reason = NULL;	/* the caller's buffer */
+	return n;
+}
+
+/*
+ * Drops the instances of runs that are no candidates of the rule's study
+ * now (a reload took them out; at a start, the config changed while the
+ * daemon was down), the firing ones resolved first (resolve_going).
  */
 static void drop_former(struct alerts *a, struct rule *r, const char *when)
 {
 	struct instance *i;
-	int resolved = 0;
 	char reason[400];
 
 	while (1) {
@@ -171,31 +210,8 @@ static void drop_former(struct alerts *a, struct rule *r, const char *when)
 			return;	/* kept: judged no more, but not lost */
 		snprintf(reason, sizeof(reason), "'%.200s' is no longer a candidate of study '%.100s' (%s)", run,
 			 r->a.study, when);
-		for (struct instance *j = r->set.head; j; j = j->next) {
-			if (strcmp(j->run, run) || j->state != FIRING)
-				continue;
-			j->state = INACTIVE;
-			j->since = now_wall();
-			j->dirty = 1;	/* its record says so: a restart does not bring it back firing */
-			j->reason = reason;	/* for its event here and its command's line (command_due) */
-			json_t *o = alert_json(r, j, "resolved");
-			char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
-			json_decref(o);
-			log_notice("alert '%s' resolved: study '%s' run '%s'%s%s%s: %s", r->a.name, r->a.study, run,
-				   j->tensor ? " tensor '" : "", j->tensor ? j->tensor : "", j->tensor ? "'" : "", reason);
-			if (json) {
-				char topic[256];
-				snprintf(topic, sizeof(topic), "alert.%.200s", r->a.name);
-				a->sink(a->ctx, topic, json);
-			}
-			free(json);
-			resolved = 1;
-		}
-		if (resolved) {
-			command_due(a, r);
-			save(a, r);
-		}
-		instances_drop(&r->set, run, NULL);	/* with the reason's pointers */
+		resolve_going(a, r, run, reason, 1);
+		instances_drop(&r->set, run, NULL);
 		free(run);
 	}
 }
@@ -739,7 +755,7 @@ void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)
 	a->store_ctx = ctx;
 }
 
-size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg,
+size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg, int live,
 			 size_t *firing)
 {
 	size_t n = 0, f = 0, fk;
@@ -761,8 +777,13 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 				proxy_run = st->proxies.v[p].run;
 		int all = st && r->a.metric != WD_METRIC_STALLED &&
 			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
+		char reason[400];
+		snprintf(reason, sizeof(reason), "run '%.200s' was removed (wdrift runs rm)%s: forgotten, not "
+			 "recovered", run, all ? ", which this rule's value was judged against" : "");
+		if (live)
+			f += resolve_going(a, r, all ? NULL : run, reason, 0);
 		n += instances_drop(&r->set, all ? NULL : run, &fk);
-		f += fk;
+		f += fk;	/* firing still: the replay's */
 		unmatched_clear(r, run);	/* it named a forgotten snapshot */
 	}
 	if (firing)

@@ -55,12 +55,13 @@ void alerts_set_store(struct alerts *a, alert_store fn, void *ctx);
  * runs rm: drops the instances of run, and all those of the rules of a
  * study whose baseline run is, and of the ratio rules whose proxy's run it
  * is (each was judged against it; stalled rules aside, which time each
- * candidate on its own). No event, no
- * command: the run is forgotten, not resolved. *firing (may be NULL): how
- * many of the dropped were firing. The replay calls it at the "forget"
- * record, so that the instances restored before it do not come back.
+ * candidate on its own). With live, the firing ones are resolved first,
+ * their event, log line and command saying the run was removed (a pager
+ * waited for ever: a trial's); *firing (may be NULL): how many. The replay
+ * calls it (live 0: silent) at the "forget" record, so that the instances
+ * restored before it do not come back.
  */
-size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg,
+size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_config *cfg, int live,
 			 size_t *firing);
 /* One replayed "alert" record, in log order, after alerts_set_config. No event, no command. */
 void alerts_restore(struct alerts *a, const struct alert_state *s);

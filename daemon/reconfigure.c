@@ -236,7 +236,7 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 	kept_shed(&d->st.kept, 0);	/* its tensors' sizes need not come again */
 	ingest_forget_expired(&d->ix, run);
 	control_forget(&d->ctl, run);
-	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, &gone->firing);
+	gone->alerts = alerts_forget_run(d->alerts, run, &d->cfg, 1, &gone->firing);
 	peers_forget_run(d->peers, run);	/* two jobs still sending it (--force) are said again */
 	gone->publishers = live;
 	snprintf(gone->publishers_who, sizeof(gone->publishers_who), "%s", live ? who : "");
@@ -246,8 +246,8 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			    live == 1 ? "" : "s", who, live - rerun && rerun ? ", each job's beside the "
 			    "other's" : "");
 	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
-		   "files removed, %zu alert instances dropped (%zu were firing; no 'resolved' is sent "
-		   "for them)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,
+		   "files removed, %zu alert instances dropped (%zu were firing: resolved, saying the run "
+		   "was removed)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,
 		   gone->firing);
 	return 0;
 }

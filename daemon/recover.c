@@ -70,7 +70,7 @@ static void replay_forget(struct recovery *rc, const char *run)
 	}
 	state_note_removed(rc->st, run);
 	if (rc->alerts)	/* those its "alert" records before this one restored */
-		alerts_forget_run(rc->alerts, run, rc->cfg, NULL);
+		alerts_forget_run(rc->alerts, run, rc->cfg, 0, NULL);
 	rc->n_results = record_results_without(rc->results, rc->n_results, run, NULL, NULL);
 	for (size_t i = 0; i < rc->n_covered; i++) {
 		const struct wd_config_study *st = NULL;

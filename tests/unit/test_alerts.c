@@ -52,7 +52,7 @@ double now_wall(void)
 /* What the sink was given: each transition's topic and JSON, in order. */
 static struct event {
 	char topic[64];
-	char state[16], run[32], tensor[64];
+	char state[16], run[32], tensor[64], reason[160];
 	double value;
 	long long step;
 } events[64];
@@ -71,6 +71,8 @@ static void sink(void *ctx, const char *topic, const char *json)
 	snprintf(e->state, sizeof(e->state), "%s", json_string_value(json_object_get(o, "state")));
 	snprintf(e->run, sizeof(e->run), "%s", json_string_value(json_object_get(o, "run")));
 	snprintf(e->tensor, sizeof(e->tensor), "%s", t ? json_string_value(t) : "");
+	json_t *why = json_object_get(o, "reason");
+	snprintf(e->reason, sizeof(e->reason), "%s", why ? json_string_value(why) : "");
 	e->value = json_is_number(v) ? json_number_value(v) : NAN;
 	e->step = (long long)json_integer_value(json_object_get(o, "step"));
 	json_decref(o);
@@ -670,7 +672,7 @@ static void test_forget_run(struct wd_config *cfg)
 	}
 	n_events = 0;	/* the sink keeps 64: count from here */
 	size_t before = n_instances(a, "attn"), events_before = (size_t)n_events;
-	size_t n = alerts_forget_run(a, "c1", cfg, &firing);
+	size_t n = alerts_forget_run(a, "c1", cfg, 1, &firing);
 	size_t events_after = (size_t)n_events;
 	struct seen c2 = instance(a, "attn", "c2", "layers.0.attn"), c1 = instance(a, "attn", "c1", "layers.0.attn");
 	CHECK(before == 102 && n_instances(a, "attn") == 11 && !c1.state[0] && !strcmp(c2.state, "firing"),
@@ -694,14 +696,25 @@ static void test_forget_run(struct wd_config *cfg)
 	alerts_tick(a, &st);
 	CHECK(!strcmp(instance(a, "quiet", "c2", NULL).state, "firing"), "c2 is stalled: firing");
 	size_t events_later = (size_t)n_events;	/* the step-200 batch's, and the stalled one */
-	n = alerts_forget_run(a, "base", cfg, &firing);
-	CHECK(events_after == events_before && (size_t)n_events == events_later,
-	      "no event for the dropped (%zu then %zu, %zu then %d)", events_before, events_after,
-	      events_later, n_events);
+	struct event last = events[n_events - 1 >= 0 ? n_events - 1 : 0];
+	CHECK(events_after == events_before + firing && !strcmp(events[events_after - 1].state, "resolved") &&
+	      !strcmp(events[events_after - 1].run, "c1") &&
+	      !strcmp(events[events_after - 1].reason, "run 'c1' was removed (wdrift runs rm): forgotten, not recovered"),
+	      "each firing instance of the removed run is resolved, saying why (%zu then %zu events; '%s')",
+	      events_before, events_after, events_after ? events[events_after - 1].reason : "");
+	(void)last;
+	size_t firing_c1 = firing;
+	n = alerts_forget_run(a, "base", cfg, 1, &firing);
+	CHECK((size_t)n_events == events_later + firing && firing >= 1 &&
+	      strstr(events[n_events - 1].reason, "run 'base' was removed (wdrift runs rm), which this rule's value "
+		     "was judged against"), "the baseline's removal resolves its study's firing instances, saying why "
+	      "(%zu then %d events, %zu firing; '%s')", events_later, n_events, firing,
+	      n_events ? events[n_events - 1].reason : "");
+	(void)firing_c1;
 	CHECK(n >= 11 && n_instances(a, "attn") == 0 && n_instances(a, "max") == 0,
 	      "runs rm of the baseline drops every instance of its study's rules (%zu)", n);
 	alerts_tick(a, &st);
-	CHECK(!strcmp(instance(a, "quiet", "c2", NULL).state, "firing") && (size_t)n_events == events_later,
+	CHECK(!strcmp(instance(a, "quiet", "c2", NULL).state, "firing") && (size_t)n_events == events_later + firing,
 	      "but not a stalled rule's, which times each candidate on its own: still firing, no second "
 	      "event (%s, %d events)", instance(a, "quiet", "c2", NULL).state, n_events);
 	alerts_free(&a);
@@ -749,7 +762,7 @@ static void test_cooldown_kept(void)
 		return;
 	struct alerts *a = fresh(&cfg);
 	step_w1(a, 1, 5.0);
-	alerts_forget_run(a, "c1", &cfg, NULL);
+	alerts_forget_run(a, "c1", &cfg, 1, NULL);
 	alerts_set_config(a, &cfg);	/* a reload of the same rule */
 	step_w1(a, 2, 5.0);
 	int lines = 0;
@@ -766,8 +779,8 @@ static void test_cooldown_kept(void)
 		if (lines >= 1 && tries >= 10)
 			break;
 	}
-	CHECK(n_events == 2 && lines == 1, "fired twice (%d events), its command ran once (%d)", n_events,
-	      lines);
+	CHECK(n_events == 3 && !strcmp(events[1].state, "resolved") && lines == 1,
+	      "fired, resolved by runs rm, fired again (%d events), its command ran once (%d)", n_events, lines);
 	alerts_free(&a);
 	wd_config_release(&cfg);
 	unlink(path);
@@ -1020,7 +1033,7 @@ static void test_glob_unmatched(struct wd_config *cfg)
 	CHECK(said == 1 && strstr(why, "of run 'c1' at step 3"),
 	      "c1 missed by the glob, c2 matched, three batches: said once, and still shown (%d lines; %s)", said, why);
 	/* runs rm c1: the sentence about its snapshot goes with it (a trial saw it stay) */
-	alerts_forget_run(a, "c1", cfg, NULL);
+	alerts_forget_run(a, "c1", cfg, 1, NULL);
 	unmatched_of(a, "attn", why, sizeof(why));
 	CHECK(!why[0], "runs rm of the run the sentence names: no longer shown (%s)", why);
 	alerts_free(&a);
