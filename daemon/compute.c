@@ -69,8 +69,6 @@ struct compute {
 	/* every result record in the WAL: those replayed at start-up, then ours */
 	char **replayed;
 	size_t n_replayed, cap_replayed;
-	int backfilling;		/* backfill() runs: its results are history (result_batch.h) */
-	int forgetting;			/* runs rm removed a drift log, made again now: not news */
 	/* the spool as the thread left it after its last job: status and /metrics read them */
 	_Atomic uint64_t spool_bytes, spool_files, retention_dropped;
 };
@@ -234,9 +232,10 @@ static void aside_removed(void *ctx, const char *path, uint64_t bytes, int errnu
  * Opens the study's drift log, rebuilding it from the WAL when needed: when
  * it does not open, or holds other rows than the WAL's results (fewer: a
  * crash before its write; more: --force moved records aside). The old file
- * is kept as a copy (driftlog_set_aside).
+ * is kept as a copy (driftlog_set_aside). removed: runs rm took the file
+ * away on purpose, so that its absence is no news to say.
  */
-static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
+static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s, int removed)
 {
 	char path[4200], err[512], dir[4100];
 	uint64_t want = 0;
@@ -293,7 +292,7 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s)
 			log_notice("moved the old drift log aside to '%s'", aside);
 		else if (r != -ENOENT)
 			log_warning("%s", err);
-		else if (want && !c->forgetting)	/* removed by hand: a trial's went unsaid */
+		else if (want && !removed)	/* removed by hand, not by runs rm: a trial's went unsaid */
 			log_warning("drift log '%s' was not there: making it again from the write-ahead log (%llu "
 				    "rows)", path, (unsigned long long)want);
 		if (driftlog_open(path, labels, s->n_proxies, &s->store, err, sizeof(err)) < 0) {
@@ -422,7 +421,7 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
 		log_err("compute: study '%s' step %lld: write-ahead log: %s", s->name,
 			(long long)b->step, strerror(-r));
 	/* opened (or rebuilt) first: what it checks against is the WAL before b */
-	struct driftlog_writer *st = study_store(c, s);
+	struct driftlog_writer *st = study_store(c, s, 0);
 	/*
 	 * Kept with the replayed ones: a drift log rebuilt later in this run (a
 	 * reload that changes the study's proxies) must hold these rows too.
@@ -541,8 +540,9 @@ static void check_nonfinite(struct cstudy *s, const struct result_batch *b)
 /*
  * Study s at the baseline's step bstep: compared, recorded, handed to the
  * main thread. 1 when results came of it, 0 when there was nothing to compare.
+ * history: a reload's backfill over snapshots held before (result_batch.h).
  */
-static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
+static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep, int history)
 {
 	struct compare_input in;
 	double t0 = now_mono();	/* for /metrics' wdrift_compute_seconds_total */
@@ -557,7 +557,7 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep)
 	record(c, s, b);
 	check_nonfinite(s, b);
 	b->seconds = now_mono() - t0;
-	b->backfill = c->backfilling;
+	b->backfill = history;
 	log_info("compute: study '%s' step %lld: %zu rows", s->name, (long long)bstep, b->n_rows);
 	result_batch_index(b);	/* here, not on the main thread: drift queries look rows up */
 	workq_finish(&c->q, &b->item);
@@ -587,7 +587,7 @@ static void realign_neighbours(struct compute *c, struct cstudy *s, int64_t bste
 			moved = spool_index_between(&c->spool, r < s->n_cands ? s->cands[r]
 						    : s->pruns[r - s->n_cands], bstep, nb[k]);
 		if (moved)
-			compute_at(c, s, nb[k]);
+			compute_at(c, s, nb[k], 0);
 	}
 }
 
@@ -604,7 +604,7 @@ static void handle(struct compute *c, const char *run, int64_t step)
 		int64_t bstep = is_base ? step : spool_index_nearest(&c->spool, s->baseline, step);
 		if (bstep < 0)	/* no baseline there yet: its arrival triggers this */
 			continue;
-		compute_at(c, s, bstep);
+		compute_at(c, s, bstep, 0);
 		if (is_base)
 			realign_neighbours(c, s, bstep);
 	}
@@ -652,15 +652,13 @@ static void backfill(struct compute *c, struct cstudy *s, const char *why)
 		free(steps);
 		return;
 	}
-	c->backfilling = 1;
 	for (size_t i = 0; i < n; i++) {
 		int state = step_state(c, s, steps[i], &cv);
 		had += state == STEP_COVERED;
 		alone += state == STEP_ALONE;
 		if (state == STEP_MISSING)
-			done += (size_t)compute_at(c, s, steps[i]);
+			done += (size_t)compute_at(c, s, steps[i], 1);	/* history: result_batch.h */
 	}
-	c->backfilling = 0;
 	/*
 	 * "at 0 of the 3", after a typo set right, read as a failure: the rest
 	 * say why; and runs with no snapshot at all are named, since "with
@@ -789,9 +787,7 @@ static void forget_job(struct compute *c, struct job *j)
 		snprintf(path, sizeof(path), "%s/drift/%s.h5", c->dir, s->name);
 		if (unlink(path) < 0 && errno != ENOENT)
 			log_warning("runs rm: cannot remove '%s': %s", path, strerror(errno));
-		c->forgetting = 1;
-		study_store(c, s);	/* rebuilt from the results left, if any */
-		c->forgetting = 0;
+		study_store(c, s, 1);	/* rebuilt from the results left, if any */
 	}
 	for (size_t t = 0; t < tch.n; t++)
 		free(tch.names[t]);
@@ -899,7 +895,7 @@ int compute_start(const char *storage_dir, struct wal *wal, struct wd_engine *en
 	 */
 	for (size_t i = 0; i < c->n_studies; i++)
 		if (has_drift_log(c, &c->studies[i]))
-			study_store(c, &c->studies[i]);
+			study_store(c, &c->studies[i], 0);
 	store_rest(c);	/* closed until a job comes, which may be never */
 	if ((r = workq_start(&c->q, "compute", work, c)) < 0) {
 		studies_free(c->studies, c->n_studies);	/* closes the drift logs opened above */

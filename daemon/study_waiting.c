@@ -284,7 +284,8 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 	size_t at = 0, n = 0;
 	char role[512];
 
-	buf[0] = 0;
+	if (len)
+		buf[0] = 0;
 	if (!base || !base->n_durable)
 		return 0;	/* study_waiting says that */
 	int64_t last = base->durable[base->n_durable - 1], upto = last + cfg->alignment.tolerance;
@@ -297,18 +298,20 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 		while (first > 0 && r->durable[first - 1] > upto)
 			first--;
 		size_t past = r->n_durable - first;
+		n++;
+		if (!len)
+			continue;	/* only counted */
 		run_role(cfg, s, r, role, sizeof(role));
 		if (past == 1)
 			add(buf, len, &at, "%s'%s' (%s) has 1 snapshot past baseline '%s''s latest step %lld (step %lld)",
-			    n ? "; " : "", r->name, role, base->name, (long long)last, (long long)r->durable[first]);
+			    n > 1 ? "; " : "", r->name, role, base->name, (long long)last, (long long)r->durable[first]);
 		else
 			add(buf, len, &at, "%s'%s' (%s) has %zu snapshots past baseline '%s''s latest step %lld "
-			    "(steps %lld to %lld)", n ? "; " : "", r->name, role, past, base->name, (long long)last,
+			    "(steps %lld to %lld)", n > 1 ? "; " : "", r->name, role, past, base->name, (long long)last,
 			    (long long)r->durable[first], (long long)r->durable[r->n_durable - 1]);
-		n++;
 	}
-	if (!n)
-		return 0;
+	if (!n || !len)
+		return n;
 	if (base->last_seen)
 		add(buf, len, &at, ": compared when the baseline sends those steps; its last snapshot came %.0f s ago",
 		    now_mono() - base->last_seen);

@@ -86,8 +86,9 @@ int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, c
  * baseline's latest step (beyond alignment.tolerance), which no row can
  * hold until the baseline sends those steps: "'fa' (candidate) has 3
  * snapshots past baseline 'base''s latest step 60 (steps 70 to 90)", joined
- * by "; ", then when the baseline last sent; how many runs. A stopped
- * baseline had every view say all was well at its last step (a trial).
+ * by "; ", then when the baseline last sent; how many runs (len 0, buf
+ * NULL: only counted). A stopped baseline had every view say all was
+ * well at its last step (a trial).
  */
 size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len);

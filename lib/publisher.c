@@ -448,10 +448,11 @@ static int hopeless(struct wd_publisher *p)
 
 /*
  * Waits up to timeout_ms for the queue to empty: 0, -ETIMEDOUT, or
- * -EHOSTUNREACH at once while hopeless when closing says so. A flush waits
- * even then: a reload that adds the job's key lets it through (t72).
+ * -EHOSTUNREACH at once while hopeless when sure_ends says so (a program
+ * that is ending). A flush waits even then: a reload that adds the job's
+ * key lets it through (t72).
  */
-static int drain(struct wd_publisher *p, int timeout_ms, int closing)
+static int drain(struct wd_publisher *p, int timeout_ms, int sure_ends)
 {
 	struct timespec end;
 	int r = 0;
@@ -459,9 +460,9 @@ static int drain(struct wd_publisher *p, int timeout_ms, int closing)
 	PUB_NEED(p);
 	pub_deadline(timeout_ms, &end);
 	pthread_mutex_lock(&p->lock);
-	while (p->head && r == 0 && !(closing && hopeless(p)))
+	while (p->head && r == 0 && !(sure_ends && hopeless(p)))
 		r = pthread_cond_timedwait(&p->room, &p->lock, &end);
-	r = !p->head ? 0 : closing && hopeless(p) ? -EHOSTUNREACH : -ETIMEDOUT;
+	r = !p->head ? 0 : sure_ends && hopeless(p) ? -EHOSTUNREACH : -ETIMEDOUT;
 	/* words for wd_last_error, as every failing call has (a trial read an older call's) */
 	if (r == -EHOSTUNREACH)
 		pub_error(r, "%s", p->diagnosis);
