@@ -170,6 +170,13 @@ void pub_peer_unwatch(struct wd_publisher *p, void *s);
 int pub_peer_tick(struct wd_publisher *p);
 /* A reply (its last frame, len bytes) that is not the ingest protocol: named, once. */
 void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len);
+/*
+ * A publisher's own kind of message came back: the connection reached this
+ * socket itself (a TCP self-connect to an unused local port in the
+ * ephemeral range), so nothing listens there. Said as that guess, once;
+ * the caller drops the socket, and a fresh one connects from another port.
+ */
+void pub_peer_echo(struct wd_publisher *p);
 /* The daemon answered as an ingest socket: no reason to give any more. */
 void pub_peer_answered(struct wd_publisher *p);
 

@@ -174,6 +174,21 @@ void pub_peer_foreign(struct wd_publisher *p, const char *last, size_t len)
 	diagnosed(p, why, WD_HS_SURE, PUB_REACHED);	/* it answered: what it said is no guess */
 }
 
+void pub_peer_echo(struct wd_publisher *p)
+{
+	char why[sizeof(p->diagnosis)];
+
+	/*
+	 * A guess, not the sure "answers, but not in wdriftd's protocol" a
+	 * trial got 1 time in 9 for a mistyped port: a sure one makes close()
+	 * give up at once, and the user look for a foreign service.
+	 */
+	snprintf(why, sizeof(why), "nothing listens at %.400s: the connection reached this publisher itself "
+		 "(a TCP connection to an unused local port can meet its own source port); is wdriftd running, "
+		 "and is the port its listen.ingest?", p->endpoint);
+	diagnosed(p, why, WD_HS_GUESS, PUB_UNREACHABLE);
+}
+
 void pub_peer_answered(struct wd_publisher *p)
 {
 	pthread_mutex_lock(&p->lock);

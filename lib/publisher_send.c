@@ -360,21 +360,28 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 		size_t len = (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
 		int more = 0;
 		size_t more_len = sizeof(more);
+		int parsed = wire_parse(buf, len, &lim, in, &err) == 0;
+		/* a publisher's message (a hello, a commit, a tensor's header with its payload) */
+		int ours = parsed && in->type != WIRE_WELCOME && in->type != WIRE_ACK && in->type != WIRE_ERROR &&
+			   in->type != WIRE_PONG;
 		/* the daemon's replies are one frame each; a peer that sends more is not it */
 		if (!zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len) && more) {
 			while (more && (n = zmq_recv(s, buf, sizeof(buf) - 1, 0)) >= 0 &&
 			       !zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len))
 				;
 			len = n < 0 ? 0 : (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1);
-			pub_peer_foreign(p, buf, len);
-			continue;
+			/* the control socket answers our frame, then its JSON error: named (pub_peer_foreign) */
+			int control = memmem(buf, len, "\"ok\":", 5) && memmem(buf, len, "\"error\":", 8);
+			if (!ours || control) {
+				pub_peer_foreign(p, buf, len);
+				continue;
+			}
 		}
-		if (wire_parse(buf, len, &lim, in, &err) < 0) {	/* the control socket's one-frame reply */
-			pub_peer_foreign(p, buf, len);
-			continue;
+		if (ours) {	/* our own message came back: this socket itself (pub_peer_echo) */
+			pub_peer_echo(p);
+			return -1;	/* a fresh socket, from another source port */
 		}
-		if (in->type != WIRE_WELCOME && in->type != WIRE_ACK && in->type != WIRE_ERROR &&
-		    in->type != WIRE_PONG) {	/* a publisher's message, echoed */
+		if (!parsed) {	/* the control socket's one-frame reply */
 			pub_peer_foreign(p, buf, len);
 			continue;
 		}

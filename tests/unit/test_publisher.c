@@ -190,6 +190,47 @@ static void log_with_stats(int level, const char *msg)
 }
 
 /*
+ * A peer that sends the publisher's own messages back, as a TCP connection
+ * to an unused local port does when it meets its own source port (a
+ * trial's mistyped port, 1 time in 9): a guess that nothing listens, not
+ * the sure "answers, but not in wdriftd's protocol", which made close()
+ * give up at once and sent the user after a foreign service.
+ */
+static void echo_peer(void *ctx, const char *dir)
+{
+	void *r = zmq_socket(ctx, ZMQ_ROUTER);
+	int timeout = 100, linger = 0;
+	char ep[160], why[1100];
+	struct wd_publisher *p = NULL;
+	struct wd_publisher_opts o = { .stall_warn_ms = -1, .ack_timeout_ms = 1500 };
+	float v[2] = { 1, 2 };
+
+	snprintf(ep, sizeof(ep), "ipc://%s/echo.sock", dir);
+	zmq_setsockopt(r, ZMQ_RCVTIMEO, &timeout, sizeof(timeout));
+	zmq_setsockopt(r, ZMQ_LINGER, &linger, sizeof(linger));
+	CHECK(zmq_bind(r, ep) == 0 && wd_publisher_open(ep, "echo", &o, &p) == 0, "a publisher to an echo");
+	if (p && wd_publisher_begin(p, 1) == 0 && wd_publisher_tensor(p, "w", WD_F32, v, NULL, 0, 0, 2, 2) == 0)
+		wd_publisher_commit(p);
+	int how = WD_DIAGNOSIS_NONE;
+	for (int i = 0; p && i < 40 && how == WD_DIAGNOSIS_NONE; i++) {
+		zmq_msg_t f;
+		int more = 1;
+		zmq_msg_init(&f);
+		while (more && zmq_msg_recv(&f, r, 0) >= 0) {	/* every frame back, the routing id first */
+			more = zmq_msg_more(&f);
+			zmq_msg_send(&f, r, more ? ZMQ_SNDMORE : 0);
+			zmq_msg_init(&f);
+		}
+		zmq_msg_close(&f);
+		how = wd_publisher_diagnosis(p, why, sizeof(why));
+	}
+	CHECK(how == WD_DIAGNOSIS_GUESS && strstr(why, "the connection reached this publisher itself"),
+	      "its own messages back: a guess that nothing listens (%d: %s)", how, why);
+	wd_publisher_close(&p, 0);
+	zmq_close(r);
+}
+
+/*
  * What a C caller gets wrong, said at the call that is wrong (a new user's
  * trial): NULL handles and arguments, options out of range, a shape that
  * does not hold `total`, a tensor named twice with other metadata, a piece
@@ -558,12 +599,15 @@ int main(void)
 	      (unsigned long long)left, took, flush_said, settle_said);
 
 	stall_after_dead_rank(ctx, dir);
+	echo_peer(ctx, dir);
 
 	zmq_close(r);
 	zmq_ctx_term(ctx);
 	char sock[160];
-	snprintf(sock, sizeof(sock), "%s/ingest.sock", dir);
-	unlink(sock);
+	for (const char *const *f = (const char *const[]){ "ingest.sock", "dead.sock", "echo.sock", NULL }; *f; f++) {
+		snprintf(sock, sizeof(sock), "%s/%s", dir, *f);
+		unlink(sock);	/* ZeroMQ leaves some behind */
+	}
 	rmdir(dir);
 	return tap_done();
 }
