@@ -338,8 +338,11 @@ int wd_publisher_commit(struct wd_publisher *p)
 	if (!s)
 		return pub_error(-EINVAL, "no snapshot begun: wd_publisher_begin first");
 	int r = pub_snapshot_check(p, s);
-	if (r < 0)
+	if (r < 0) {	/* kept for the caller to mend; said at close if it is discarded instead */
+		s->commit_refused = 1;
+		snprintf(p->commit_refusal, sizeof(p->commit_refusal), "%s", wd_last_error());
 		return r;
+	}
 	p->building = NULL;
 	pthread_mutex_lock(&p->lock);
 	p->st.committed++;
@@ -550,20 +553,30 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 		pub_snapshot_free(s);
 		left++;
 	}
-	pub_snapshot_free(p->building);
+	pub_building_discard(p);
 	p->st.dropped += left;
 	char tries[64] = "";	/* wd_publisher_set_tries: said only where it was set */
 	if (p->given_up)
 		snprintf(tries, sizeof(tries), "%llu given up after their tries, ", (unsigned long long)p->given_up);
+	char unqueued[700] = "";
+	if (p->unqueued)
+		snprintf(unqueued, sizeof(unqueued), "%s%llu snapshot%s never queued: wd_publisher_commit "
+			 "refused %s and the program went on (the last, step %lld: %s)",
+			 p->st.dropped ? "; and " : "", (unsigned long long)p->unqueued,
+			 p->unqueued == 1 ? "" : "s", p->unqueued == 1 ? "it" : "them",
+			 (long long)p->unqueued_step, p->unqueued_why);
 	if (p->st.dropped)
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %llu of %llu snapshots "
 		       "never made durable (%llu left unsent at close, %llu conflicts, %llu refused, "
-		       "%s%llu dropped by the queue's policy)", p->run,
+		       "%s%llu dropped by the queue's policy)%s", p->run,
 		       (unsigned long long)p->st.dropped, (unsigned long long)p->st.committed,
 		       (unsigned long long)left, (unsigned long long)p->st.conflicts,
 		       (unsigned long long)p->st.refused, tries,
-		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused - p->given_up));
-	uint64_t dropped = p->st.dropped;
+		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused - p->given_up),
+		       unqueued);
+	else if (p->unqueued)
+		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %s", p->run, unqueued);
+	uint64_t dropped = p->st.dropped + p->unqueued;
 	zmq_ctx_term(p->ctx);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->work);

@@ -59,6 +59,7 @@ struct pub_snapshot {
 	size_t names_cap;
 	int tries;		/* sends so far: the resent count, and wd_publisher_set_tries */
 	int internal_tries;	/* 'internal' refusals of another cause than disk or memory */
+	int commit_refused;	/* wd_publisher_commit refused it: kept, to be mended or discarded */
 	struct pub_snapshot *next;
 };
 
@@ -108,6 +109,16 @@ struct wd_publisher {
 	int stall_quiet;	/* this stall was not said (yet): nor is its end */
 	uint64_t refusals;
 	uint64_t given_up;	/* snapshots given up after wd_publisher_set_tries' tries */
+	/*
+	 * Snapshots whose commit was refused (-EINVAL) and that the caller then
+	 * discarded, by a begin or by close: never queued, so in no count of
+	 * the stats; close says them and counts them in its return. A C
+	 * program that ignores commit's return lost them without a word.
+	 */
+	uint64_t unqueued;
+	int64_t unqueued_step;		/* the last one's */
+	char commit_refusal[512];	/* the building snapshot's refusal, wd_last_error's words */
+	char unqueued_why[512];		/* the last one's */
 	char refusal[768], conflict[768];
 	/*
 	 * The refusal last logged whole: its code, its step, and what tells
@@ -192,6 +203,8 @@ void pub_snapshot_free(struct pub_snapshot *s);
  * a group of the same name. 0, or a negative errno with the error set.
  */
 int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *s);
+/* Frees the snapshot being built, counting it in p->unqueued when its commit was refused. */
+void pub_building_discard(struct wd_publisher *p);
 
 /* The sending thread's body (publisher_send.c); arg is the publisher. */
 void *pub_sender_main(void *arg);

@@ -34,6 +34,19 @@ void pub_snapshot_free(struct pub_snapshot *s)
 	free(s);
 }
 
+void pub_building_discard(struct wd_publisher *p)
+{
+	struct pub_snapshot *b = p->building;
+
+	if (b && b->commit_refused) {
+		p->unqueued++;
+		p->unqueued_step = b->step;
+		snprintf(p->unqueued_why, sizeof(p->unqueued_why), "%s", p->commit_refusal);
+	}
+	pub_snapshot_free(b);
+	p->building = NULL;
+}
+
 static uint64_t name_hash(const char *s)
 {
 	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
@@ -125,7 +138,7 @@ int wd_publisher_begin(struct wd_publisher *p, int64_t step)
 	PUB_NEED(p);
 	if (step < 0)
 		return pub_error(-EINVAL, "step %lld: steps are integers >= 0", (long long)step);
-	pub_snapshot_free(p->building);
+	pub_building_discard(p);
 	p->building = calloc(1, sizeof(*p->building));
 	if (!p->building)
 		return pub_error(-ENOMEM, "out of memory");

@@ -480,7 +480,8 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
  * Returns 0, or -EINVAL, said by wd_last_error(), without a begin, for a
  * snapshot of no tensor, for elements that two pieces of a tensor both
  * give, or when ranks is 1 and a tensor is not whole (the snapshot is
- * kept: add what is missing, or begin again).
+ * kept: add what is missing, or begin again; one discarded so, or left at
+ * close, is said and counted by wd_publisher_close).
  */
 int wd_publisher_commit(struct wd_publisher *p);
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);
@@ -603,8 +604,9 @@ int wd_publisher_settle(struct wd_publisher *p, int timeout_ms);
 /*
  * Settles (wd_publisher_settle, up to timeout_ms), then stops. Returns how
  * many snapshots were never made durable over the publisher's life
- * (stats.dropped, what close gave up included), and warns on stderr when
- * there were any.
+ * (stats.dropped, what close gave up included, and every snapshot whose
+ * commit was refused and that a begin or close then discarded: never
+ * queued, so in no stats), and warns on stderr when there were any.
  */
 uint64_t wd_publisher_close(struct wd_publisher **p, int timeout_ms);
 

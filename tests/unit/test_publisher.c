@@ -310,8 +310,38 @@ static void caller_mistakes(const char *ep)
 	CHECK(wd_publisher_flush(q, 0) == 0 && wd_publisher_set_tries(q, -1) == -EINVAL &&
 	      strstr(wd_last_error(), "tries -1"), "a failing call after one that succeeded: its own words (%s)",
 	      wd_last_error());
-	wd_publisher_close(&q, 0);
+	/*
+	 * Steps 2 and 3, refused, were discarded by the next begin, step 4 by
+	 * close: never queued, in no stats. A C program that ignores commit's
+	 * return lost them with no word (a trial); close says them, once.
+	 */
+	all_lines[0] = 0;
+	wd_log_set(WD_LOG_WARNING, log_all);
+	uint64_t lost = wd_publisher_close(&q, 0);
+	CHECK(lost == 3 && count_of(all_lines, "closed with 3 snapshots never queued: wd_publisher_commit refused "
+				   "them and the program went on (the last, step 4: snapshot of step 4 has no "
+				   "tensor") == 1 && count_of(all_lines, "\n") == 1,
+	      "close counts the 3 refused snapshots discarded, in one line (%llu):\n%s", (unsigned long long)lost,
+	      all_lines);
 	CHECK(!q && wd_publisher_commit(q) == -EINVAL, "a call after close: -EINVAL, no crash");
+
+	/* A refused commit mended and committed is queued as any other: not counted as never queued. */
+	char none[160];
+	snprintf(none, sizeof(none), "%s.none", ep);	/* no socket file: close gives it up at once */
+	CHECK(wd_publisher_open(none, "m", &quiet, &q) == 0, "a publisher of ranks 1 at %s", none);
+	if (q) {
+		CHECK(wd_publisher_begin(q, 1) == 0 && wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 0, 8, 16) == 0 &&
+		      wd_publisher_commit(q) == -EINVAL && strstr(wd_last_error(), "holds 8 of its 16"),
+		      "half a tensor with ranks 1: refused at commit (%s)", wd_last_error());
+		CHECK(wd_publisher_tensor(q, "a", WD_F32, w, NULL, 0, 8, 8, 16) == 0 && wd_publisher_commit(q) == 0,
+		      "the other half added: committed (%s)", wd_last_error());
+		all_lines[0] = 0;
+		lost = wd_publisher_close(&q, 0);
+		CHECK(lost == 1 && count_of(all_lines, "closed with 1 of 1 snapshots never made durable") == 1 &&
+		      !strstr(all_lines, "never queued"), "the mended one counted once, as left unsent (%llu):\n%s",
+		      (unsigned long long)lost, all_lines);
+	}
+	wd_log_set(WD_LOG_ERR, NULL);
 }
 
 int main(void)
