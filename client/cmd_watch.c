@@ -197,7 +197,10 @@ static void run_piece(char *p, size_t size, const char *run, json_t *r)
 		snprintf(p + used, size - used, " ABSENT %lld", (long long)absent);
 }
 
-/* "drift  STUDY step N: RUN W1max X r[L] Y; ...", candidates first, "…+N runs" for the rest. */
+/*
+ * "drift  STUDY step N: RUN W1max X r[L] Y; ...", candidates first, "…+N runs" for the rest;
+ * "step N (history):" for a past step computed now (a reload's backfill).
+ */
 static void print_drift(const char *topic, json_t *e)
 {
 	struct line l = { .cap = WATCH_LINE_MAX - 16 };	/* room for " …+N runs" */
@@ -207,8 +210,8 @@ static void print_drift(const char *topic, json_t *e)
 	const char *run;
 
 	(void)topic;
-	line_add(&l, "drift  %s step %lld:", clipped(name, sizeof(name), str(e, "study"), 24),
-		 dc_int(e, "step"));
+	line_add(&l, "drift  %s step %lld%s:", clipped(name, sizeof(name), str(e, "study"), 24),
+		 dc_int(e, "step"), json_is_true(json_object_get(e, "history")) ? " (history)" : "");
 	for (int proxies = 0; proxies < 2; proxies++) {
 		json_object_foreach(runs, run, r) {
 			int is_proxy = !strcmp(str(r, "role"), "proxy");

@@ -67,6 +67,13 @@ char *event_drift_json(const struct result_batch *b)
 	}
 	json_t *ev = runs ? json_pack("{s:i,s:s,s:I,s:s,s:o}", "v", 1, "study", b->study, "step",
 				      (json_int_t)b->step, "baseline", b->baseline, "runs", runs) : NULL;
+	/*
+	 * A reload's backfill (or the start's catch-up) computes past steps
+	 * now: said, so that a subscriber does not take them for live ones (a
+	 * watch printed a new study's whole history as if it were arriving).
+	 */
+	if (ev && b->backfill)
+		json_object_set_new(ev, "history", json_true());
 	char *body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
 	json_decref(ev);
 	return body;

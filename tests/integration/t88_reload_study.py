@@ -16,7 +16,11 @@ A real daemon with study fa (base, candidate fa, proxy lowprec) takes steps
   st2 again at the three steps, now with fa; a reload that changes nothing
   computes nothing;
 - after a restart, nothing is "without logged results": the backfill's
-  results were in the WAL.
+  results were in the WAL;
+- a `wdrift watch` and a subscriber there before the reload see the
+  backfill's steps marked as history (`step 0 (history):`, `"history":
+  true`): a watch printed a new study's past as if it were arriving; a
+  live step's event has no such key.
 """
 import json
 import os
@@ -116,6 +120,12 @@ def main():
         fa_log = os.path.join(tmp, "var", "drift", "fa.h5")
         fa_rows = len(log_rows(fa_log))
 
+        # a watch and a subscriber, there before the reload: the backfill's lines say they are history
+        sub = harness.subscribe(ctx, tmp, b"drift.st2", timeout=15000)
+        watch = subprocess.Popen([WDRIFT, "watch", "--count", "3", "--topic", "drift.st2", "-c", cfg],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check("watching" in watch.stderr.readline(), "watch connected before the reload")
+        time.sleep(0.5)     # its subscription reaches the daemon's PUB socket
         with open(cfg, "w") as f:
             f.write(base_text + ST2.format(cands="c2") + ALERT)
         r = wd(cfg, "reload")
@@ -128,6 +138,22 @@ def main():
         check(all(x.get("complete") is True and "c2" in x.get("candidates", {}) for x in olders),
               "and at steps 0 and 10, the snapshots held before the reload", json.dumps(olders)[:2000])
         check(idle(cfg), "compute queue empty after the backfill")
+        try:
+            out, _ = watch.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            out, _ = watch.communicate()
+        lines = out.splitlines()
+        check([ln.split(":")[0] for ln in lines] == [f"drift  st2 step {s} (history)" for s in (0, 10, 20)],
+              "watch prints the backfilled steps 0, 10, 20 as '(history)' (they looked live)", out)
+        events = []
+        try:
+            while len(events) < 3:
+                events.append(json.loads(sub.recv_multipart()[1]))
+        except zmq.Again:
+            pass
+        check([(e.get("step"), e.get("history")) for e in events] == [(0, True), (10, True), (20, True)],
+              "the drift events of the backfill carry history: true", events)
         st2_log = os.path.join(tmp, "var", "drift", "st2.h5")
         rows = log_rows(st2_log)
         steps = [s for s, _ in rows]
@@ -178,6 +204,21 @@ def main():
         r, o = drift(cfg)
         check(o.get("step") == 20 and o.get("complete") is True, "drift st2 still answers after the restart",
               r.stdout + r.stderr)
+
+        # a live step: its event has no history key
+        sub = harness.subscribe(ctx, tmp, b"drift.st2", timeout=15000)
+        pubs = {r: Publisher(ctx, tmp, r) for r in ("base", "lowprec", "c2")}
+        snap(pubs["base"], 30, 0.0)
+        snap(pubs["lowprec"], 30, 0.0, f16=True)
+        snap(pubs["c2"], 30, 0.02)
+        live = None
+        try:
+            while live is None or live.get("step") != 30:
+                live = json.loads(sub.recv_multipart()[1])
+        except zmq.Again:
+            pass
+        check(live is not None and live.get("step") == 30 and "history" not in live,
+              "a live step's drift event has no history key", live)
     finally:
         harness.teardown(dm, tmp, ctx)
     return harness.summary()
