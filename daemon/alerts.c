@@ -706,18 +706,24 @@ void alerts_tick(struct alerts *a, const struct state *st)
 
 	for (size_t k = 0; k < a->n_rules; k++) {
 		struct rule *r = &a->rules[k];
-		/* each candidate of the study once it has been seen, or has a
-		 * durable snapshot in the WAL: a run never seen has no clock to
-		 * run out */
+		/*
+		 * Each candidate of the study, since its last snapshot made
+		 * durable: this start's, or the WAL's. A run with none is timed
+		 * from its last message; a run never seen has no clock to run out.
+		 * Messages that make nothing durable (a snapshot its job died in,
+		 * a re-run's refused conflicts) do not wind the clock back.
+		 */
 		for (size_t c = 0; r->a.metric == WD_METRIC_STALLED && c < r->n_cands; c++) {
 			const struct run *run;
 			for (run = st->runs; run && strcmp(run->name, r->cands[c]); run = run->next)
 				;
 			double idle;
-			if (run && run->last_seen)
-				idle = t - run->last_seen;
+			if (run && run->durable_mono > 0)
+				idle = t - run->durable_mono;
 			else if (run && run->durable_wall > 0)	/* from the WAL: since its last durable one */
 				idle = now_wall() - run->durable_wall;
+			else if (run && run->last_seen)
+				idle = t - run->last_seen;
 			else
 				continue;
 			struct instance *in = instances_get(&r->set, run->name, NULL);

@@ -193,6 +193,7 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 	if (!err) {
 		run_add_durable(snap->run, snap->step, identity_of_snapshot(snap));
 		snap->run->durable_wall = now_wall();
+		snap->run->durable_mono = now_mono();
 		s->count.snapshots_durable++;
 		s->count.stored++;
 		h.type = WIRE_ACK;

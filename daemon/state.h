@@ -162,6 +162,13 @@ struct run {
 	 * 0: unknown (records older than "at").
 	 */
 	double durable_wall;
+	/*
+	 * Monotonic: its latest snapshot made durable since the start; 0: none.
+	 * A stalled alert's clock: not last_seen, which any message moves (a
+	 * job killed mid-snapshot, a re-run refused at every step: a trial's
+	 * stalled alert stayed quiet while nothing became durable).
+	 */
+	double durable_mono;
 	struct run *next;
 };
 

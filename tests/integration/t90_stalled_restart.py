@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,6 +96,19 @@ def main():
         snap(fa, 2, 0.01)
         got = quiet_events(sub, 5, until=lambda g: any(e["state"] == "resolved" for e in g))
         check(any(e["state"] == "resolved" for e in got), f"the run sends again: resolved ({got})")
+
+        # messages that make nothing durable do not wind the clock back: a job that dies
+        # mid-snapshot, a re-run refused as a conflict (a trial's stalled alert stayed quiet)
+        durable = time.time()
+        snap(fa, 2, 0.5)            # step 2 again, other content: a conflict, refused
+        fired, start = [], time.time()
+        while time.time() - start < QUIET + 6 and not fired:
+            fa.tensor(3, "layers.0.w", np.zeros(4000, np.float32), "f32")    # step 3, never committed
+            fired = [e for e in quiet_events(sub, 0.5) if e["state"] == "firing"]
+        waited = time.time() - durable
+        check(len(fired) == 1 and fired[0]["step"] == 2 and waited < QUIET + 4,
+              f"a conflict and tensors of a step never committed, every 0.5 s: fa-quiet fires "
+              f"{waited:.1f} s after step 2 was made durable, not never ({fired})")
         check(dm.stop() == 0, "SIGTERM: exit 0")
 
         # a rule added while the daemon was down: its start-up event reaches a subscriber
