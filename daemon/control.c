@@ -460,15 +460,16 @@ void control_add_result(struct control *c, struct result_batch *b)
 /* Has b rows of run? */
 static int has_run(const struct result_batch *b, const char *run);
 
-int control_step_complete(const struct wd_config_study *st, const struct result_batch *b)
+int control_step_complete(struct state *s, const struct wd_config_study *st, const struct result_batch *b)
 {
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];
 	size_t n = wd_study_step_runs(st, runs, WD_STUDY_STEP_RUNS_MAX);
+	size_t trained = st->candidates.n + st->proxies.n;	/* the synthetic proxy's label is last */
 
 	if (strcmp(b->baseline, st->baseline))	/* against the baseline before a reload: stale */
 		return 0;
 	for (size_t k = 0; k < n; k++)
-		if (!has_run(b, runs[k]))
+		if (!has_run(b, runs[k]) && !(s && k < trained && study_run_silent(s, runs[k])))
 			return 0;
 	return 1;
 }
@@ -489,7 +490,7 @@ struct result_batch *control_latest_complete(const struct control *c, const char
 	for (size_t i = c->n_results; st && i-- > 0;) {
 		struct result_batch *b = c->results[i];
 		if (!strcmp(b->study, study) && (!best || b->step > best->step) &&
-		    control_step_complete(st, b))
+		    control_step_complete(c->st, st, b))
 			best = b;
 	}
 	return best;

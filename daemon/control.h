@@ -76,10 +76,14 @@ struct control {
 /*
  * Whether b has rows of every run of study st (each candidate, each proxy,
  * the synthetic proxy) against st's baseline (not one a reload replaced):
- * the step is complete, every run compared. Metrics and the alerts'
- * catch-up read only such steps.
+ * the step is complete, every run compared. A candidate or trained proxy
+ * that has sent no snapshot at all (in state s; NULL: none is) is not
+ * waited for: a proxy a reload adds took every ratio series and the
+ * alerts' catch-up with it until its job started, and a typo for ever
+ * (wdrift_study_runs_silent says it). Metrics and the alerts' catch-up
+ * read only such steps.
  */
-int control_step_complete(const struct wd_config_study *st, const struct result_batch *b);
+int control_step_complete(struct state *s, const struct wd_config_study *st, const struct result_batch *b);
 /*
  * Has study s results against its baseline now? Newest first: only a stuck
  * study costs a scan of the kept results.

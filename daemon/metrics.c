@@ -306,6 +306,13 @@ static struct latest *latest_rows(const struct control *c, size_t *n)
 		 */
 		if (!s)
 			continue;
+		/*
+		 * Against another baseline than the study's now (a reload's typo,
+		 * or a study pointed elsewhere): stale, as `drift` says; exported
+		 * as current, they hid the typo from every rule (a trial).
+		 */
+		if (strcmp(b->baseline, s->baseline))
+			continue;
 		for (size_t r = 0; r < b->n_rows; r++) {
 			const struct drift_row *row = &b->rows[r];
 			if (row->kind < ROW_MEAN || row->kind > ROW_MAX)
@@ -356,8 +363,9 @@ static const char *role_name(const struct wd_config *cfg, const char *study, con
 
 /*
  * Per configured study: whether it has results against its baseline now,
- * and how many of its runs have sent nothing at all (a reload's typo, or
- * a job not started): what `status` names, for rules (docs/metrics.md).
+ * how many runs it names, and how many of them have sent nothing at all (a
+ * reload's typo, or a job not started): what `status` names, for rules
+ * (docs/metrics.md).
  */
 static void study_series(FILE *f, const struct control *c)
 {
@@ -366,6 +374,13 @@ static void study_series(FILE *f, const struct control *c)
 	for (size_t i = 0; i < c->cfg->n_studies; i++)
 		sample(f, "wdrift_study_results", (struct label[]){ { "study", c->cfg->studies[i].name }, { 0 } },
 		       control_has_current_results(c, &c->cfg->studies[i]));
+	family(f, "wdrift_study_runs", "gauge",
+	       "The study's runs named now: its baseline, candidates and trained proxies.");
+	for (size_t i = 0; i < c->cfg->n_studies; i++) {
+		const struct wd_config_study *st = &c->cfg->studies[i];
+		sample_u64(f, "wdrift_study_runs", (struct label[]){ { "study", st->name }, { 0 } },
+			   1 + st->candidates.n + st->proxies.n);
+	}
 	family(f, "wdrift_study_runs_silent", "gauge",
 	       "The study's runs named now (baseline, candidates, trained proxies) that have sent no "
 	       "snapshot at all: a typo in the config, or a job not started.");
@@ -455,7 +470,9 @@ static void complete_series(FILE *f, const struct wd_config *cfg, const struct r
 	for (size_t i = 0; i < n; i++)
 		for (size_t r = 0; r < v[i]->n_rows; r++) {
 			const struct drift_row *row = &v[i]->rows[r];
-			if (row->kind < ROW_MEAN || row->kind > ROW_MAX || row->role != ROLE_CANDIDATE)
+			/* a candidate a reload took out (former) has no ratio now: a rule went on firing on it */
+			if (row->kind < ROW_MEAN || row->kind > ROW_MAX || row->role != ROLE_CANDIDATE ||
+			    strcmp(role_name(cfg, v[i]->study, row->run), "candidate"))
 				continue;
 			for (size_t p = 0; p < v[i]->n_proxies; p++) {
 				if (!proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
@@ -492,8 +509,10 @@ static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const stru
 	for (size_t i = 0; i < n; i++)
 		for (size_t r = 0; r < v[i]->n_rows; r++) {
 			const struct drift_row *row = &v[i]->rows[r];
-			for (size_t p = 0; row->kind == ROW_TENSOR && row->role == ROLE_CANDIDATE &&
-			     p < v[i]->n_proxies; p++)
+			if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE ||
+			    strcmp(role_name(cfg, v[i]->study, row->run), "candidate"))
+				continue;	/* as wdrift_drift_ratio: candidates now only */
+			for (size_t p = 0; p < v[i]->n_proxies; p++)
 				if (proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
 					sample(f, "wdrift_tensor_ratio", (struct label[]){ { "study", v[i]->study },
 						{ "run", row->run }, { "tensor", row->tensor },

@@ -97,7 +97,7 @@ static void say_silent(const struct wd_config *cfg, struct state *st, const char
 		    "the study's %s)?", who, run, best, field);
 }
 
-static int silent(struct state *st, const char *run)
+int study_run_silent(struct state *st, const char *run)
 {
 	struct run *r = state_run(st, run, 0);
 
@@ -110,12 +110,12 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 	size_t at = 0, n = 0;
 
 	buf[0] = 0;
-	if (silent(st, s->baseline) && ++n)
+	if (study_run_silent(st, s->baseline) && ++n)
 		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		int cand = k < s->candidates.n;
 		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
-		if (!silent(st, name) || ++n > 3)	/* the fourth and later only counted: it must fit */
+		if (!study_run_silent(st, name) || ++n > 3)	/* the fourth and later only counted: it must fit */
 			continue;
 		say_silent(cfg, st, cand ? "candidate" : "proxy", name, cand ? "candidates" : "proxies", s,
 			   shown, buf, len, &at);
@@ -322,12 +322,12 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 
 size_t study_silent_count(struct state *st, const struct wd_config_study *s)
 {
-	size_t n = silent(st, s->baseline);
+	size_t n = study_run_silent(st, s->baseline);
 
 	for (size_t k = 0; k < s->candidates.n; k++)
-		n += silent(st, s->candidates.names[k]);
+		n += study_run_silent(st, s->candidates.names[k]);
 	for (size_t k = 0; k < s->proxies.n; k++)
-		n += silent(st, s->proxies.v[k].run);
+		n += study_run_silent(st, s->proxies.v[k].run);
 	return n;
 }
 

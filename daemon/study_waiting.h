@@ -108,6 +108,8 @@ size_t study_unaligned(const struct wd_config *cfg, struct state *st, const stru
 size_t study_expired(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		     char *buf, size_t len);
 
+/* Has run no durable snapshot at all (never sent, or all of it removed by runs rm)? */
+int study_run_silent(struct state *st, const char *run);
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
 size_t study_silent_count(struct state *st, const struct wd_config_study *s);
 

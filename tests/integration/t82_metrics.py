@@ -15,6 +15,10 @@ and every wdrift_ series the rules and the Grafana dashboard use exists.
 A candidate ahead of its proxy keeps numeric ratios: those of the study's
 latest complete step (wdrift_drift_complete_step), per tensor too; and
 wdrift_comparisons_total counts comparison passes, as its HELP says.
+Reloads as operators make them: a proxy added whose job has not started
+keeps the ratios and the alerts' catch-up; a candidate taken out has no
+ratio series; a mistyped baseline exports no stale row as current, and
+`promtool test rules` fires WdriftStudyRunSilent on the scraped values.
 """
 import json
 import os
@@ -589,9 +593,107 @@ def candidate_ahead():
         harness.teardown(dm, tmp, ctx)
 
 
+RULES_FILE = os.path.join(ROOT, "docs", "alertmanager", "wdrift-rules.yml")
+
+
+def promtool_fires(series, alert, tmp):
+    """The alerts named alert that the shipped rules fire after 61 minutes of series
+    ({(name, labels): value}, as scraped, held constant), by `promtool test rules`."""
+    lines = []
+    for (name, labels), v in series.items():
+        inner = ",".join(f'{k}="{x}"' for k, x in labels + (("instance", "w"), ("job", "wdrift")))
+        lines.append(f"      - series: '{name}{{{inner}}}'\n        values: '{v:g}x70'")
+    test = os.path.join(tmp, "rules-test.yml")
+    with open(test, "w") as f:
+        f.write(f"rule_files: [{RULES_FILE}]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+                f"    input_series:\n" + "\n".join(lines) + "\n"
+                f"    alert_rule_test:\n      - eval_time: 61m\n        alertname: {alert}\n"
+                f"        exp_alerts: []\n")
+    r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True)
+    return r.returncode != 0 and "got:[" in r.stdout + r.stderr and "got:[]" not in r.stdout + r.stderr, \
+        r.stdout + r.stderr
+
+
+def reload_mistakes():
+    """Reloads as operators make them (two trials): a proxy added whose job has not started
+    keeps the ratios to the others and the alerts' catch-up (they went away); a candidate
+    taken out has no ratio series (a Prometheus rule went on firing on it); a mistyped
+    baseline exports no old row as current, and WdriftStudyRunSilent fires (nothing did)."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t82-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    port = free_port()
+    try:
+        cfg = write_config(dm, metrics=f"127.0.0.1:{port}")
+        with open(cfg) as f:
+            text = f.read()
+        check(dm.start() is not None, "ready")
+        pubs = {r: Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa", "fb")}
+        for step in (10, 20):
+            snap(pubs["base"], step, 0.0)
+            snap(pubs["lowprec"], step, 0.0, f16=True)
+            snap(pubs["fa"], step, 0.01)
+            snap(pubs["fb"], step, 0.02)    # a run in no study yet
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_drift_complete_step", study="fa") == 20)
+        check(get(s, "wdrift_drift_ratio", study="fa", run="fa", proxy="fp16", summary="max") is not None
+              and get(s, "wdrift_study_runs", study="fa") == 3, "step 20 complete, fa's ratio to fp16; 3 runs named",
+              body[-2000:])
+
+        # a proxy added whose job has not started, the study renamed, a w1 rule on it
+        rule = "alerts:\n  - {name: fa2-w1, study: fa2, metric: w1, scope: max, threshold: 0, severity: critical}\n"
+        added = text[:text.index("alerts:")].replace("name: fa\n", "name: fa2\n").replace(
+            "proxies: {fp16: lowprec}", "proxies: {fp16: lowprec, seed: seed2}") + rule
+        with open(cfg, "w") as f:
+            f.write(added)
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "reload: study renamed fa2, proxy seed (run seed2, silent) added", r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_runs_silent", study="fa2") == 1)
+        check(get(s, "wdrift_drift_complete_step", study="fa2") == 20
+              and get(s, "wdrift_drift_ratio", study="fa2", run="fa", proxy="fp16", summary="max") is not None,
+              "a proxy whose job has not started is not waited for: step 20 stays complete, the ratio to fp16 "
+              "stays exported (every ratio series went away)", body[-3000:])
+        end, st = time.time() + 10, {}
+        while time.time() < end and st.get("state") != "firing":
+            a = subprocess.run([WDRIFT, "alerts", "--json", "-c", cfg], capture_output=True, text=True, timeout=20)
+            rules = {x["name"]: x for x in json.loads(a.stdout)["alerts"]} if a.returncode == 0 else {}
+            st = next(iter(rules.get("fa2-w1", {}).get("instances", [])), {})
+            time.sleep(0.3)
+        check(st.get("state") == "firing" and st.get("step") == 20,
+              f"the renamed study's w1 rule is judged at the catch-up, at step 20 (it stayed inactive) ({st})")
+
+        # the candidate changed: no ratio series of the former one
+        with open(cfg, "w") as f:
+            f.write(added.replace("candidates: [fa]", "candidates: [fb]"))
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "reload: candidate fa replaced by fb", r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_drift_ratio", study="fa2", run="fb", proxy="fp16",
+                                                  summary="max") is not None)
+        old = [k for k in s if k[0] in ("wdrift_drift_ratio", "wdrift_tensor_ratio") and ("run", "fa") in k[1]]
+        check(get(s, "wdrift_drift_ratio", study="fa2", run="fb", proxy="fp16", summary="max") is not None
+              and not old, "fb has ratios; fa, taken out, none (WdriftCandidateDriftsMoreThanProxy went on on it)",
+              "\n".join(map(str, old)) or body[-2000:])
+
+        # the baseline mistyped: nothing of the old rows as current, and a rule fires
+        with open(cfg, "w") as f:
+            f.write(added.replace("candidates: [fa]", "candidates: [fb]").replace("baseline: base", "baseline: bsae"))
+        r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
+        check(r.returncode == 0, "reload: baseline mistyped 'bsae'", r.stdout + r.stderr)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_results", study="fa2") == 0)
+        drift = [k for k in s if k[0].startswith("wdrift_drift_") and ("study", "fa2") in k[1]]
+        check(get(s, "wdrift_study_results", study="fa2") == 0 and not drift,
+              "no wdrift_drift_ series of the stale rows (drift says 'stale'; /metrics showed them as current)",
+              "\n".join(map(str, drift[:6])))
+        study = {k: v for k, v in s.items() if k[0].startswith("wdrift_study_") and ("study", "fa2") in k[1]}
+        fired, out = promtool_fires(study, "WdriftStudyRunSilent", tmp)
+        check(fired, f"promtool: the shipped WdriftStudyRunSilent fires after an hour of these values ({study})", out)
+    finally:
+        harness.teardown(dm, tmp, ctx)
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main_flow()
     off_and_bad_config()
     candidate_ahead()
+    reload_mistakes()
     sys.exit(harness.summary())
