@@ -293,6 +293,21 @@ static struct run *admit_run(struct ingest *ix, const struct frames *m, const st
 	return r;
 }
 
+/*
+ * Has the re-send being checked (snap, recheck) brought every element of
+ * every tensor of the durable step id? Then each tensor's CRC was compared
+ * (ingest_recheck_shard), and none differed unless snap->conflict.
+ */
+static int recheck_whole(const struct snapshot *snap, const struct snap_id *id)
+{
+	if (snap->n_tensors != id->n)
+		return 0;
+	for (size_t i = 0; i < snap->n_tensors; i++)
+		if (snap->tensors[i].covered != snap->tensors[i].total)
+			return 0;
+	return 1;
+}
+
 static void tensor(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
@@ -312,6 +327,16 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		if (id && (snap = get_snapshot(ix, m, h, r, 1))) {
 			snap->last_seen = now_mono();
 			ingest_recheck_shard(ix, m, h, snap, id);
+			/*
+			 * Whole now, and the same: the ranks whose commits wait hear
+			 * it, and the next re-send (another job's) is checked afresh,
+			 * not taken as whole already.
+			 */
+			if (!snap->conflict && recheck_whole(snap, id)) {
+				ingest_recheck_settle(ix, snap, id, 1);
+				ingest_unlink_snapshot(s, snap);
+				snapshot_free(s, snap);
+			}
 		}
 		return;	/* no identity (an old WAL record): the content cannot be checked */
 	}
@@ -363,13 +388,47 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		try_store(ix, snap);
 }
 
-/* A commit of a durable (run, step): a duplicate, or other content (conflict). */
+/* The ack of a re-send found the same as what is durable, to the sender of m. */
+static void ack_duplicate(struct ingest *ix, const struct frames *m, const char *run, int64_t step,
+			  uint64_t tensors)
+{
+	struct wire_header a = { .type = WIRE_ACK, .step = step, .tensors = tensors, .duplicate = 1 };
+
+	snprintf(a.run, sizeof(a.run), "%s", run);
+	ix->st->count.duplicates++;
+	ingest_reply(ix, m, &a);
+}
+
+void ingest_recheck_settle(struct ingest *ix, struct snapshot *snap, const struct snap_id *id, int whole)
+{
+	if (!whole)
+		log_notice("ingest: run '%s' step %lld: a sharded re-send of this durable step was not "
+			   "sent whole within %.0f s (%zu of %zu tensors begun): the parts that came were "
+			   "checked, and its ranks are told it is a duplicate", snap->run->name,
+			   (long long)snap->step, RECHECK_SECONDS, snap->n_tensors, id ? id->n : 0);
+	for (size_t i = 0; i < snap->n_waiters; i++) {
+		struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+		ack_duplicate(ix, &w, snap->run->name, snap->step, id ? id->n : snap->n_tensors);
+	}
+	snap->n_waiters = 0;
+}
+
+/*
+ * A commit of a durable (run, step): a duplicate, or other content
+ * (conflict). A tensor's identity is the CRC of its whole, so one rank's
+ * part of a sharded re-send cannot be checked alone: its commit waits for
+ * the other ranks' parts, as a new snapshot's would, and the ranks hear
+ * "duplicate" or "conflict" once the re-send is whole (a trial's re-run
+ * of a sharded job, with other weights, was acked as a duplicate at every
+ * step: each rank's commit ended the check before any tensor was whole).
+ */
 static void commit_durable(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			   struct run *r)
 {
 	struct state *s = ix->st;
 	const struct snap_id *id = run_identity(r, h->step);
 	struct snapshot *snap = find_snapshot(s, r, h->step);
+	int sharded = h->ranks > 1;
 	char what[200];
 
 	if (snap && snap->recheck && !snap->conflict && id && h->tensors != id->n) {
@@ -378,6 +437,11 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		ingest_refuse_content(ix, m, h, snap, "tensors", what);
 	} else if (snap && snap->recheck && snap->conflict) {
 		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
+	} else if (sharded && snap && snap->recheck && id && !recheck_whole(snap, id)) {
+		if (ingest_add_waiter(snap, m) < 0)	/* too many: told as before, unchecked */
+			ack_duplicate(ix, m, h->run, h->step, h->tensors);
+		snap->last_taken = now_mono();
+		return;	/* the parts still to come settle it (tensor), or the expiry */
 	} else if (!snap && id && h->tensors != id->n) {
 		/* no shard came (all skipped?): the count alone can still differ */
 		struct wire_header a = *h;
@@ -388,15 +452,19 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		ingest_note_conflict(ix, r, h->step, why, counts);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
-		struct wire_header a = { .type = WIRE_ACK, .step = h->step, .tensors = h->tensors,
-					 .duplicate = 1 };
-		memcpy(a.run, h->run, sizeof(a.run));
-		s->count.duplicates++;
-		ingest_reply(ix, m, &a);
+		ack_duplicate(ix, m, h->run, h->step, h->tensors);
 	}
-	if (snap && snap->recheck) {	/* checked: the next re-send starts afresh */
+	/*
+	 * Checked: the next re-send starts afresh. A sharded one's, refused,
+	 * stays until it expires (RECHECK_SECONDS without a message), so that
+	 * the other ranks' commits hear the same; one found the same went
+	 * when it was whole (tensor).
+	 */
+	if (snap && snap->recheck && !sharded) {
 		ingest_unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
+	} else if (snap && snap->recheck) {
+		snap->last_seen = now_mono();
 	}
 }
 

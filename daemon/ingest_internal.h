@@ -42,6 +42,17 @@ void ingest_fail_waiters(struct ingest *ix, const struct snapshot *snap, enum wi
  */
 int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 		     struct run *r, struct snapshot *snap);
+/* The frames of a reply to one waiter: its routing id only. */
+#define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
+/* How long a re-send of a durable step being checked lasts without a message. */
+#define RECHECK_SECONDS 30.0
+/*
+ * The ranks whose commits wait on snap, a sharded re-send of a durable
+ * step (identity id, or NULL), hear "duplicate": it is whole and the same
+ * (whole 1), or its parts did not all come within RECHECK_SECONDS (0,
+ * logged: what came was checked).
+ */
+void ingest_recheck_settle(struct ingest *ix, struct snapshot *snap, const struct snap_id *id, int whole);
 /* A shard of a durable step whose identity is id, in the recheck snapshot snap: checked, never stored. */
 void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struct wire_header *h,
 			  struct snapshot *snap, const struct snap_id *id);

@@ -104,8 +104,6 @@ void ingest_fail(struct ingest *ix, const struct frames *m, const struct wire_he
 	ingest_reply_error(ix, m, in, &err);
 }
 
-/* The frames of a reply to one waiter: its routing id only. */
-#define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
 
 /* Adds the sender of m to snap's waiters (once); 0, or -1 when there are too many. */
 int ingest_add_waiter(struct snapshot *snap, const struct frames *m)

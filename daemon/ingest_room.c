@@ -30,7 +30,6 @@
 #define RATE_GRACE 1.0		/* a new snapshot's rate is over at least this */
 
 /* A re-send of a durable step being checked is dropped after this long idle. */
-#define RECHECK_SECONDS 30.0
 
 /* snap took bytes of new elements at t: its totals and its rate's window. */
 void ingest_note_taken(struct snapshot *snap, uint64_t bytes, double t)
@@ -306,7 +305,9 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			n++;
 			continue;
 		}
-		if (snap->n_waiters) {	/* ranks committed; another never finished its part */
+		if (snap->recheck && snap->n_waiters) {	/* a sharded re-send never sent whole */
+			ingest_recheck_settle(ix, snap, run_identity(snap->run, snap->step), 0);
+		} else if (snap->n_waiters) {	/* ranks committed; another never finished its part */
 			char missing[240];
 			/* the ranks that never committed, when the commits gave theirs */
 			int named = commit_ranks_missing(snap, missing, sizeof(missing)) > 0;

@@ -425,6 +425,11 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 		ingest_note_conflict(ix, r, snap->step, why, what);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
+	/* the ranks of a sharded re-send whose commits wait on it (commit_durable) */
+	if (snap->recheck && snap->n_waiters) {
+		ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
+		snap->n_waiters = 0;
+	}
 }
 
 /*
