@@ -562,11 +562,15 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (h->ranks && r->ranks_step == h->step && r->ranks_of_step && r->ranks_of_step != h->ranks &&
 	    !r->ranks_differ_said) {
 		r->ranks_differ_said = 1;
-		log_warning("ingest: run '%s' step %lld: commits say ranks %llu and %llu: every rank of a job "
-			    "gives the job's count (ranks=); a step still missing pieces then is refused "
-			    "(bad_field, ranks). A job restarted with another world size, sending that step "
-			    "again, does this too: then nothing is wrong. Said once for the run", r->name,
-			    (long long)h->step, (unsigned long long)r->ranks_of_step, (unsigned long long)h->ranks);
+		char who[48] = "";
+		if (h->rank >= 0)
+			snprintf(who, sizeof(who), " (the latter rank %lld's)", (long long)h->rank);
+		log_warning("ingest: run '%s' step %lld: commits say ranks %llu and %llu%s: every rank of a job "
+			    "gives the job's count (ranks=, WORLD_SIZE); the step is stored once its parts make "
+			    "it whole, and a rank missing is then named by none. A job restarted with another "
+			    "world size, sending that step again, does this too: then nothing is wrong. Said "
+			    "once for the run, and to the ranks in their acks", r->name, (long long)h->step,
+			    (unsigned long long)r->ranks_of_step, (unsigned long long)h->ranks, who);
 	}
 	if (h->ranks) {
 		r->ranks_step = h->step;
@@ -608,6 +612,8 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 			 (unsigned long long)snap->want);
 		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "tensors", why);
 	}
+	if (snap && snap->ranks_said && h->ranks && snap->ranks_said != h->ranks)
+		snap->ranks_differ = h->ranks;	/* said in the acks (ingest_spooled) */
 	if (snap && ingest_snapshot_complete(snap, h->tensors, why, sizeof(why))) {
 		if (ingest_add_waiter(snap, m) < 0)
 			return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for "
@@ -634,16 +640,23 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	r->last_seen = now_mono();
 	if (!snap && !(snap = get_snapshot(ix, m, h, r, 0)))
 		return;
-	/* ranks that disagree on their number (a job's ranks= mistyped on some): said, not silent */
-	if (snap->ranks_said && snap->ranks_said != h->ranks) {
-		snprintf(why, sizeof(why), "commit says ranks %llu, an earlier commit of this step %llu: "
-			 "every rank gives the job's count", (unsigned long long)h->ranks,
-			 (unsigned long long)snap->ranks_said);
-		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "ranks", why);
-	}
 	if (ingest_add_waiter(snap, m) < 0)
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
+	/*
+	 * Ranks that disagree on their number (a job's ranks= mistyped on
+	 * some): not refused, as the step may still come whole from the parts
+	 * every rank sends (a trial's was stored, while the rank refused heard
+	 * "never stored" and failed its job); said in the log (commit) and in
+	 * every rank's ack. Such a commit names no rank: the count it gives
+	 * cannot say which ranks are missing. The step is stored once whole.
+	 */
+	if (snap->ranks_said && snap->ranks_said != h->ranks) {
+		snap->ranks_differ = h->ranks;
+		snap->want = h->tensors;
+		snap->last_seen = now_mono();
+		return;
+	}
 	snap->ranks_said = h->ranks;
 	/* out of memory: not known, as before */
 	if (h->rank >= 0 && !snap->first_ranked)

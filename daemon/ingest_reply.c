@@ -203,7 +203,13 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 			struct frames w = WAITER_FRAMES(&snap->waiters[i]);
 			struct run *r = snap->run;
 			h.notice[0] = 0;
-			if (mixed_untold(r, &snap->waiters[i]))
+			if (snap->ranks_differ)
+				snprintf(h.notice, sizeof(h.notice), "the commits of run '%.200s' step %lld said "
+					 "ranks %llu and %llu: every rank gives the job's count (ranks=, "
+					 "WORLD_SIZE); the step was stored, its parts whole", r->name,
+					 (long long)snap->step, (unsigned long long)snap->ranks_said,
+					 (unsigned long long)snap->ranks_differ);
+			else if (mixed_untold(r, &snap->waiters[i]))
 				snprintf(h.notice, sizeof(h.notice), "run '%.200s' is published by two jobs at once, "
 					 "each as its only rank, from step %lld (%s): their steps interleave in "
 					 "the run, and nothing tells them apart later. Stop the one started by "

@@ -73,6 +73,7 @@ struct snapshot {
 	int told_full;
 	uint64_t want;			/* tensors its commits said (0: no commit yet) */
 	uint64_t ranks_said;		/* ranks its waiting commits said (0: none yet) */
+	uint64_t ranks_differ;		/* another count of ranks a commit of it said (0: none) */
 	struct waiter *waiters;		/* who committed: each gets the ack */
 	size_t n_waiters;
 	/* commits that gave "rank": a bit per rank committed (commit_ranks.h); NULL: none did */

@@ -18,7 +18,10 @@ a real daemon:
   acked as a duplicate, no conflict, exit 0;
 - job 3, other weights in rank 1's part only: every rank is refused as a
   conflict at step 10 (WdriftError), the daemon logs the conflict, and
-  `wdrift runs` says it; the durable rows are job 1's.
+  `wdrift runs` says it; the durable rows are job 1's;
+- a job whose rank 2 says ranks 4 (the others 3): both steps stored and
+  acked on every rank, close() 0, every rank's stderr and the daemon's
+  log naming the two counts (the rank refused heard "never stored").
 Stopped by pid, the temp dir removed, also on failure.
 """
 import json
@@ -36,11 +39,12 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
 
 # One rank of a job: its third of two tensors at steps 10 and 20; argv: endpoint, rank, the
-# rank whose part differs (-1: none). Prints its stats, and whether flush raised.
+# rank whose part differs (-1: none), run, the ranks it says. Prints its stats, and whether
+# flush raised.
 RANK = r'''
 import sys, warnings, numpy as np, wdrift
-ep, rank, differs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-pub = wdrift.Publisher(ep, "sr", ranks=3, rank=rank, ack_timeout=20.0)
+ep, rank, differs, run, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+pub = wdrift.Publisher(ep, run, ranks=ranks, rank=rank, ack_timeout=20.0)
 raised = ""
 for step in (10, 20):
     model = {}
@@ -67,9 +71,9 @@ print("RAISED", raised, flush=True)
 '''
 
 
-def job(ep, differs):
-    """Runs the three ranks at once; [(acked, duplicates, conflicts, close's count, raised)] by rank."""
-    procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(r), str(differs)], env=package_env(),
+def job(ep, differs, run="sr", ranks=(3, 3, 3)):
+    """Runs the three ranks at once; [((acked, duplicates, conflicts, close's count), raised, stderr)]."""
+    procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(r), str(differs), run, str(ranks[r])], env=package_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(W)]
     out = []
     try:
@@ -113,6 +117,16 @@ def main():
         runs = {x["name"]: x for x in json.loads(r.stdout).get("runs", [])} if r.returncode == 0 else {}
         check(runs.get("sr", {}).get("conflicts", 0) >= 1 and "refused" in runs.get("sr", {}),
               "`wdrift runs` counts the conflicts of run 'sr', and says why", r.stdout[-1500:])
+
+        # rank 2 says ranks 4 (its WORLD_SIZE mistyped): the steps come whole and are stored; no rank
+        # hears "refused, never stored" (a trial's ranks failed their job), each hears the two counts
+        odd = job(ep, -1, run="sw", ranks=(3, 3, 4))
+        check(all(s and s[0] == 2 and s[3] == 0 and not raised and "said ranks" in err
+                  for s, raised, err in odd),
+              "a rank that says ranks 4 beside two that say 3: both steps acked on every rank, close() 0, "
+              "each rank's stderr names the two counts", odd)
+        said = [ln for ln in dm.log_text().splitlines() if "run 'sw'" in ln and "commits say ranks" in ln]
+        check(len(said) == 1, "the daemon says it once for the run", "\n".join(said))
     finally:
         teardown(dm, tmp, None)
     return summary()
