@@ -548,8 +548,10 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 	pthread_cond_broadcast(&p->room);
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->thread, NULL);
+	uint64_t left_sent = 0;	/* of them, sent whole: their acks had not come */
 	for (struct pub_snapshot *s = p->head, *n; s; s = n) {
 		n = s->next;
+		left_sent += s->sent_whole;
 		pub_snapshot_free(s);
 		left++;
 	}
@@ -565,12 +567,25 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 			 p->st.dropped ? "; and " : "", (unsigned long long)p->unqueued,
 			 p->unqueued == 1 ? "" : "s", p->unqueued == 1 ? "it" : "them",
 			 (long long)p->unqueued_step, p->unqueued_why);
+	/*
+	 * A snapshot sent whole whose ack had not come is not "unsent": with
+	 * ranks > 1 it waited for the other ranks' parts (a trial's survivors
+	 * of a killed rank read "left unsent" of a step the daemon held).
+	 */
+	char at_close[200];
+	if (left_sent)
+		snprintf(at_close, sizeof(at_close), "%llu left at close: %llu sent, %s, %llu never sent",
+			 (unsigned long long)left, (unsigned long long)left_sent,
+			 p->opts.ranks > 1 ? "waiting for its ack and the other ranks' parts" :
+			 "waiting for its ack", (unsigned long long)(left - left_sent));
+	else
+		snprintf(at_close, sizeof(at_close), "%llu left unsent at close", (unsigned long long)left);
 	if (p->st.dropped)
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': closed with %llu of %llu snapshots "
-		       "never made durable (%llu left unsent at close, %llu conflicts, %llu refused, "
+		       "never made durable (%s, %llu conflicts, %llu refused, "
 		       "%s%llu dropped by the queue's policy)%s", p->run,
 		       (unsigned long long)p->st.dropped, (unsigned long long)p->st.committed,
-		       (unsigned long long)left, (unsigned long long)p->st.conflicts,
+		       at_close, (unsigned long long)p->st.conflicts,
 		       (unsigned long long)p->st.refused, tries,
 		       (unsigned long long)(p->st.dropped - left - p->st.conflicts - p->st.refused - p->given_up),
 		       unqueued);

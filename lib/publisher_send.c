@@ -445,6 +445,9 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 	pthread_mutex_unlock(&p->lock);
 	if (send_message(p, s, h, NULL, 0, &send_waited) < 0)
 		goto done;
+	/* to a daemon that welcomed this socket: close says it apart from what never left */
+	if (p->welcomed)
+		snap->sent_whole = 1;
 	for (waited = 0; next_reply(p, s, &waited, p->opts.ack_timeout_ms, in) == 0;) {
 		/*
 		 * Refused at one of its tensors (a job of one rank): the rest of
