@@ -303,20 +303,23 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 			continue;	/* only counted */
 		run_role(cfg, s, r, role, sizeof(role));
 		if (past == 1)
-			add(buf, len, &at, "%s'%s' (%s) has 1 snapshot past baseline '%s''s latest step %lld (step %lld)",
-			    n > 1 ? "; " : "", r->name, role, base->name, (long long)last, (long long)r->durable[first]);
+			add(buf, len, &at, "%s'%s' (%s) has 1 snapshot past the latest step of baseline '%s', %lld "
+			    "(step %lld)", n > 1 ? "; " : "", r->name, role, base->name, (long long)last,
+			    (long long)r->durable[first]);
 		else
-			add(buf, len, &at, "%s'%s' (%s) has %zu snapshots past baseline '%s''s latest step %lld "
+			add(buf, len, &at, "%s'%s' (%s) has %zu snapshots past the latest step of baseline '%s', %lld "
 			    "(steps %lld to %lld)", n > 1 ? "; " : "", r->name, role, past, base->name, (long long)last,
 			    (long long)r->durable[first], (long long)r->durable[r->n_durable - 1]);
 	}
 	if (!n || !len)
 		return n;
-	if (base->last_seen)
-		add(buf, len, &at, ": compared when the baseline sends those steps; its last snapshot came %.0f s ago",
-		    now_mono() - base->last_seen);
+	/* the baseline's, named: "its" read as the candidate's (two trials) */
+	if (base->durable_mono > 0)
+		add(buf, len, &at, ": compared when the baseline sends those steps; the baseline's last snapshot "
+		    "came %.0f s ago", now_mono() - base->durable_mono);
 	else
-		add(buf, len, &at, ": compared when the baseline sends those steps; it has sent none since this start");
+		add(buf, len, &at, ": compared when the baseline sends those steps; the baseline has sent none "
+		    "since this start");
 	return n;
 }
 

@@ -200,8 +200,9 @@ def main():
         # the candidate goes on past the baseline's latest step (a baseline that stopped): said under
         # the rows, where every view had said all was well at the baseline's last step (a trial)
         check(all((snap(fa, s) or {}).get("type") == "ack" for s in (40, 50)), "candidate steps 40 and 50 durable")
-        said_under(cfg, "al", "ahead", "'al-fa' (candidate) has 2 snapshots past baseline 'al-base''s latest step 30 "
-                   "(steps 40 to 50): compared when the baseline sends those steps; its last snapshot came ",
+        said_under(cfg, "al", "ahead", "'al-fa' (candidate) has 2 snapshots past the latest step of baseline "
+                   "'al-base', 30 (steps 40 to 50): compared when the baseline sends those steps; the baseline's "
+                   "last snapshot came ",
                    "(steps 40 to 50)", "the candidate's steps past the baseline's latest are said")
 
         with open(cfg, "w") as f:
@@ -515,8 +516,8 @@ def proxy_typo():
         # yet send them; a review's was told it needs alignment.tolerance)
         pub = Publisher(ctx, tmp, "st2-bf")
         check(all((snap(pub, s) or {}).get("type") == "ack" for s in (20, 30)), "st2-bf steps 20, 30 durable")
-        said_under(cfg, "st2", "ahead", "'st2-bf' (proxy bf) has 2 snapshots past baseline 'st2-base''s latest "
-                   "step 0 (steps 20 to 30)", "'st2-bf'", "a proxy only ahead of the baseline is said ahead")
+        said_under(cfg, "st2", "ahead", "'st2-bf' (proxy bf) has 2 snapshots past the latest step of baseline "
+                   "'st2-base', 0 (steps 20 to 30)", "'st2-bf'", "a proxy only ahead of the baseline is said ahead")
         r = wd(cfg, "drift", "st2")
         check("unaligned" not in r.stdout, "... and not unaligned", r.stdout)
     finally:
