@@ -404,6 +404,28 @@ def main_flow():
         check(ds and exprs and used <= families and len(used) >= 8,
               f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
               f"series that /metrics has ({used - families})")
+        # the alert table's three queries, evaluated by promtool on the scraped alert series: one
+        # row per instance not ok, with the same labels in each, so that the panel's merge joins
+        # state, value and threshold (a trial: the raw series never merged, ok ones listed too)
+        table = next(x for x in dash["panels"] if x.get("id") == 7)
+        alert_series = {k: v for k, v in s.items() if k[0].startswith("wdrift_alert_") and v == v}
+        rows = {}
+        for (name, labels), v in alert_series.items():
+            if name == "wdrift_alert_state" and v > 0:
+                rows[labels] = v
+        check(rows, "an alert instance is firing to fill the table", alert_series)
+        thr = {(dict(k[1])["alert"], dict(k[1])["study"]): v for k, v in alert_series.items()
+               if k[0] == "wdrift_alert_threshold"}
+        want = {"A": {k: v for k, v in rows.items()},
+                "B": {k: alert_series[("wdrift_alert_value", k)] for k in rows},
+                "C": {k: thr[(dict(k)["alert"], dict(k)["study"])] for k in rows}}
+        ok_all, outs = True, []
+        for t in table["targets"]:
+            fired, out = promtool_expr(alert_series, t["expr"].replace("$study", ".*"), want[t["refId"]], tmp)
+            ok_all = ok_all and fired
+            outs.append(out)
+        check(ok_all, "the alert table's queries give state, value and threshold of each instance not ok, "
+              "with the same labels (promtool test rules)", "\n".join(outs))
         # its variables too; the study list from a series every configured study has, so that a
         # study with no results yet can be picked (a trial: it came from wdrift_drift_step)
         qs = {v.get("name"): v.get("definition") or str(v.get("query"))
@@ -612,6 +634,26 @@ def promtool_fires(series, alert, tmp):
     r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True)
     return r.returncode != 0 and "got:[" in r.stdout + r.stderr and "got:[]" not in r.stdout + r.stderr, \
         r.stdout + r.stderr
+
+
+def promtool_expr(series, expr, want, tmp):
+    """Whether expr, evaluated by `promtool test rules` over series (as scraped, held constant),
+    gives exactly want ({labels: value}); and promtool's output."""
+    lines = []
+    for (name, labels), v in series.items():
+        inner = ",".join(f'{k}="{x}"' for k, x in labels + (("instance", "w"), ("job", "wdrift")))
+        lines.append(f"      - series: '{name}{{{inner}}}'\n        values: '{v:.17g}x5'")
+    exp = []
+    for labels, v in want.items():
+        inner = ",".join(f'{k}="{x}"' for k, x in labels)
+        exp.append(f"          - labels: '{{{inner}}}'\n            value: {v:.17g}")
+    test = os.path.join(tmp, "expr-test.yml")
+    with open(test, "w") as f:
+        f.write("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n"
+                + "\n".join(lines) + "\n    promql_expr_test:\n      - expr: " + json.dumps(expr)
+                + "\n        eval_time: 2m\n        exp_samples:\n" + "\n".join(exp) + "\n")
+    r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True)
+    return r.returncode == 0, f"{expr}:\n" + r.stdout + r.stderr
 
 
 def reload_mistakes():
