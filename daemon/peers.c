@@ -403,9 +403,10 @@ static void disconnected(struct peers *p, int fd)
 		/*
 		 * Publishers check an endpoint by connecting a socket they close at
 		 * once, and dropped DEALERs reconnect: this one is common and
-		 * harmless, so it is not a warning.
+		 * harmless, so it is debug: at info, every publisher's start wrote
+		 * it (a trial read it as a fault, and its frame-size hint with it).
 		 */
-		log_info("ingest: peer %s disconnected before any message of it arrived whole (a "
+		log_debug("ingest: peer %s disconnected before any message of it arrived whole (a "
 			 "frame over %u bytes as its first message would look the same)", e->addr,
 			 WIRE_MAX_FRAME + WIRE_MAX_HEADER);
 		return;
