@@ -390,11 +390,18 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 
 /* The ack of a re-send found the same as what is durable, to the sender of m. */
 static void ack_duplicate(struct ingest *ix, const struct frames *m, const char *run, int64_t step,
-			  uint64_t tensors)
+			  uint64_t tensors, uint64_t ranks)
 {
 	struct wire_header a = { .type = WIRE_ACK, .step = step, .tensors = tensors, .duplicate = 1 };
+	struct run *r = state_run(ix->st, run, 0);
 
 	snprintf(a.run, sizeof(a.run), "%s", run);
+	/* a rank whose commit came after its step was stored, with another count of ranks (ingest_spooled's) */
+	if (r && ranks && r->ranks_step == step && r->ranks_of_step && ranks != r->ranks_of_step)
+		snprintf(a.notice, sizeof(a.notice), "the commits of run '%.200s' step %lld said ranks %llu and %llu: "
+			 "every rank gives the job's count (ranks=, WORLD_SIZE); the step was stored, its parts "
+			 "whole", run, (long long)step, (unsigned long long)r->ranks_of_step,
+			 (unsigned long long)ranks);
 	ix->st->count.duplicates++;
 	ingest_reply(ix, m, &a);
 }
@@ -408,7 +415,7 @@ void ingest_recheck_settle(struct ingest *ix, struct snapshot *snap, const struc
 			   (long long)snap->step, RECHECK_SECONDS, snap->n_tensors, id ? id->n : 0);
 	for (size_t i = 0; i < snap->n_waiters; i++) {
 		struct frames w = WAITER_FRAMES(&snap->waiters[i]);
-		ack_duplicate(ix, &w, snap->run->name, snap->step, id ? id->n : snap->n_tensors);
+		ack_duplicate(ix, &w, snap->run->name, snap->step, id ? id->n : snap->n_tensors, 0);
 	}
 	snap->n_waiters = 0;
 }
@@ -439,7 +446,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
 	} else if (sharded && snap && snap->recheck && id && !recheck_whole(snap, id)) {
 		if (ingest_add_waiter(snap, m) < 0)	/* too many: told as before, unchecked */
-			ack_duplicate(ix, m, h->run, h->step, h->tensors);
+			ack_duplicate(ix, m, h->run, h->step, h->tensors, h->ranks);
 		snap->last_taken = now_mono();
 		return;	/* the parts still to come settle it (tensor), or the expiry */
 	} else if (!snap && id && h->tensors != id->n) {
@@ -452,7 +459,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		ingest_note_conflict(ix, r, h->step, why, counts);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
-		ack_duplicate(ix, m, h->run, h->step, h->tensors);
+		ack_duplicate(ix, m, h->run, h->step, h->tensors, h->ranks);
 	}
 	/*
 	 * Checked: the next re-send starts afresh. A sharded one's, refused,
@@ -539,6 +546,52 @@ static int resent_refused(struct ingest *ix, const struct run *r, const struct w
 
 static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h);
 
+#define CLAIM_LIVE_S 60.0	/* a rank's publisher that committed this recently still publishes */
+
+/*
+ * Rank rank of run r committed by a second session: said for each step
+ * that waits with it (once), and once for the run where its steps did not
+ * wait (note_claim); claims_said, set by either, keeps the latter quiet.
+ */
+static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t ranks)
+{
+	r->claims_said = 1;
+	log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
+		    "session): two ranks of the job given the same rank= (RANK), or a job restarted at once? "
+		    "Each rank gives its own: with the same rank twice, a step missing a part expires after "
+		    "limits.pending_timeout naming the wrong rank (its parts whole, it is stored); a restarted "
+		    "job sends every rank's part again, and nothing is wrong", r->name,
+		    (long long)step, (long long)rank, (unsigned long long)ranks);
+}
+
+/*
+ * A commit that gives its rank and session: two sessions that claim one
+ * rank within CLAIM_LIVE_S of each other are two publishers given the
+ * same rank= (or a job restarted at once). Said once for the run, at the
+ * first such commit, whatever became of its step: a step whose pieces
+ * came whole anyway was stored before the second claim was looked at, and
+ * a trial's job went on with the same rank twice, said only by chance.
+ */
+static void note_claim(struct run *r, const struct wire_header *h)
+{
+	if (h->rank < 0 || !h->session || h->ranks > RUN_CLAIMS_MAX || (uint64_t)h->rank >= h->ranks)
+		return;
+	if (r->n_claims < h->ranks) {
+		struct rank_claim *v = realloc(r->claims, h->ranks * sizeof(*v));
+		if (!v)
+			return;	/* out of memory: not said, as before */
+		memset(v + r->n_claims, 0, (h->ranks - r->n_claims) * sizeof(*v));
+		r->claims = v;
+		r->n_claims = h->ranks;
+	}
+	struct rank_claim *c = &r->claims[h->rank];
+	double t = now_mono();
+	if (c->session && c->session != h->session && t - c->at < CLAIM_LIVE_S && !r->claims_said)
+		say_rank_twice(r, h->step, h->rank, h->ranks);
+	c->session = h->session;
+	c->at = t;
+}
+
 /*
  * A commit; then its publisher's session is known to the run, so that a
  * re-send of a step refused to that job is told from a new job's commit
@@ -553,6 +606,7 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	run_note_session(r, h->session);
 	if (h->rank >= 0 && r->dead_rank == (uint64_t)h->rank + 1)
 		r->dead_rank = 0;	/* the rank said dead commits again: a later lag of it is news */
+	note_claim(r, h);
 	/*
 	 * Commits of one step that say two counts of ranks (a job's ranks=
 	 * mistyped on some), whatever became of the step: said once for the
@@ -663,12 +717,7 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 		snap->first_ranked = now_mono();
 	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks, h->session) == 1 &&
 	    snap->n_twice == 1)
-		log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
-			    "session): two ranks of the job given the same rank= (RANK), or a job restarted before "
-			    "this step expired? With the same rank twice another rank's part never comes, and the "
-			    "step expires after limits.pending_timeout, naming it; a restarted job sends every "
-			    "rank's part again, and the step is stored", r->name, (long long)snap->step,
-			    (long long)h->rank, (unsigned long long)h->ranks);
+		say_rank_twice(r, snap->step, h->rank, h->ranks);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
 	/*

@@ -194,6 +194,7 @@ static void run_free(struct run *r)
 	free(r->ids);
 	free(r->left_study);
 	free(r->sessions);
+	free(r->claims);
 	free(r->mixed_told);
 	free(r->name);
 	free(r->durable);

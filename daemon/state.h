@@ -152,6 +152,16 @@ struct run {
 	uint64_t *sessions;
 	uint32_t n_sessions;
 	int sessions_full;
+	/*
+	 * Per rank (of at most RUN_CLAIMS_MAX), the session of its latest
+	 * commit and when (monotonic): two sessions claiming one rank within a
+	 * minute are two publishers given the same rank=, said once for the
+	 * run (claims_said) whatever became of the steps (ingest.c: commit).
+	 * In memory only.
+	 */
+	struct rank_claim { uint64_t session; double at; } *claims;
+	uint64_t n_claims;
+	int claims_said;
 	/* a shard of step shard_refused_step was refused (any reason): no at-once refusal of it */
 	int shard_refused;
 	int64_t shard_refused_step;
@@ -199,6 +209,7 @@ struct counters {
 	double compute_seconds;		/* the compute thread's time on them */
 };
 
+#define RUN_CLAIMS_MAX 65536	/* ranks whose claims a run tracks */
 #define STATE_REMOVED_MAX 64	/* run names `runs rm` forgot, remembered (the oldest go) */
 
 struct state {

@@ -20,8 +20,11 @@ a real daemon:
   conflict at step 10 (WdriftError), the daemon logs the conflict, and
   `wdrift runs` says it; the durable rows are job 1's;
 - a job whose rank 2 says ranks 4 (the others 3): both steps stored and
-  acked on every rank, close() 0, every rank's stderr and the daemon's
-  log naming the two counts (the rank refused heard "never stored").
+  acked on every rank, close() 0, rank 2's stderr and the daemon's log
+  naming the two counts (the rank refused heard "never stored");
+- a job whose rank 1 says rank=0: both steps stored, and the daemon says
+  once that two publishers committed rank 0 (a trial's was said only when
+  the timing left the step waiting).
 Stopped by pid, the temp dir removed, also on failure.
 """
 import json
@@ -39,12 +42,12 @@ PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
 
 # One rank of a job: its third of two tensors at steps 10 and 20; argv: endpoint, rank, the
-# rank whose part differs (-1: none), run, the ranks it says. Prints its stats, and whether
-# flush raised.
+# rank whose part differs (-1: none), run, the ranks it says, the rank it says. Prints its
+# stats, and whether flush raised.
 RANK = r'''
 import sys, warnings, numpy as np, wdrift
 ep, rank, differs, run, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-pub = wdrift.Publisher(ep, run, ranks=ranks, rank=rank, ack_timeout=20.0)
+pub = wdrift.Publisher(ep, run, ranks=ranks, rank=int(sys.argv[6]), ack_timeout=20.0)
 raised = ""
 for step in (10, 20):
     model = {}
@@ -71,9 +74,10 @@ print("RAISED", raised, flush=True)
 '''
 
 
-def job(ep, differs, run="sr", ranks=(3, 3, 3)):
+def job(ep, differs, run="sr", ranks=(3, 3, 3), said=(0, 1, 2)):
     """Runs the three ranks at once; [((acked, duplicates, conflicts, close's count), raised, stderr)]."""
-    procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(r), str(differs), run, str(ranks[r])], env=package_env(),
+    procs = [subprocess.Popen([PYTHON, "-c", RANK, ep, str(r), str(differs), run, str(ranks[r]), str(said[r])],
+                              env=package_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(W)]
     out = []
     try:
@@ -121,12 +125,19 @@ def main():
         # rank 2 says ranks 4 (its WORLD_SIZE mistyped): the steps come whole and are stored; no rank
         # hears "refused, never stored" (a trial's ranks failed their job), each hears the two counts
         odd = job(ep, -1, run="sw", ranks=(3, 3, 4))
-        check(all(s and s[0] == 2 and s[3] == 0 and not raised and "said ranks" in err
-                  for s, raised, err in odd),
-              "a rank that says ranks 4 beside two that say 3: both steps acked on every rank, close() 0, "
-              "each rank's stderr names the two counts", odd)
+        check(all(s and s[0] == 2 and s[3] == 0 and not raised for s, raised, _ in odd) and "said ranks" in odd[2][2],
+              "a rank that says ranks 4 beside two that say 3: both steps acked on every rank, close() 0; the "
+              "odd rank's stderr names the two counts (its ack's notice, also when its step was stored first)", odd)
         said = [ln for ln in dm.log_text().splitlines() if "run 'sw'" in ln and "commits say ranks" in ln]
         check(len(said) == 1, "the daemon says it once for the run", "\n".join(said))
+
+        # rank 1 given rank=0 (RANK mistyped): its piece still makes the steps whole, stored before
+        # the second claim was looked at; said once for the run all the same (a trial: by chance only)
+        twice = job(ep, -1, run="sd", said=(0, 0, 2))
+        check(all(s and s[0] == 2 and s[3] == 0 for s, _, _ in twice), "rank 0 twice: both steps acked", twice)
+        said = [ln for ln in dm.log_text().splitlines() if "run 'sd'" in ln and "committed by a second publisher" in ln]
+        check(len(said) == 1 and "rank 0 of 3 committed by a second publisher" in said[0],
+              "the daemon says rank 0 committed by two publishers, once", "\n".join(said))
     finally:
         teardown(dm, tmp, None)
     return summary()
