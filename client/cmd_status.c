@@ -14,7 +14,7 @@ static const char usage[] =
 "yet by name), snapshots (durable: in the whole write-ahead log; since this\n"
 "start: received, that is commits, one per rank of a sharded one, duplicates,\n"
 "dropped, conflicts; pending now),\n"
-"errors by code, queue depths, memory, and authentication: CURVE handshakes\n"
+"alert rules firing or pending, errors by code, queue depths, memory, and\nauthentication: CURVE handshakes\n"
 "accepted and refused, by reason.\n"
 "\n"
 DC_HELP_TARGET
@@ -47,6 +47,21 @@ static void print_status(json_t *o)
 		json_array_foreach(silent, i, x)
 			printf("%s%s", i ? ", " : "; with a run that has sent nothing: ", json_string_value(x));
 		printf("%s\n", n ? " (wdrift studies says why)" : "");
+	}
+	json_t *al = json_object_get(o, "alerts");	/* a daemon before it: none */
+	if (al) {
+		const char *name;
+		json_t *v;
+		int k = 0;
+		printf("alerts     %lld rule%s", dc_int(al, "rules"), dc_int(al, "rules") == 1 ? "" : "s");
+		json_object_foreach(json_object_get(al, "firing"), name, v)
+			printf("%s%s (%lld instance%s)", k++ ? ", " : "; firing: ", name,
+			       (long long)json_integer_value(v), json_integer_value(v) == 1 ? "" : "s");
+		k = 0;
+		json_object_foreach(json_object_get(al, "pending"), name, v)
+			printf("%s%s (%lld)", k++ ? ", " : "; pending: ", name, (long long)json_integer_value(v));
+		printf("%s\n", json_object_size(json_object_get(al, "firing")) ||
+		       json_object_size(json_object_get(al, "pending")) ? " (wdrift alerts says which runs)" : "");
 	}
 	/*
 	 * Two scopes, said apart: "10 received, 102 durable" after a restart

@@ -70,6 +70,42 @@ static json_t *studies_waiting(const struct control *c)
 			 "runs_silent", silent);
 }
 
+/* The alert rules by state, for status (alerts_summary). */
+struct alert_tally {
+	json_t *firing, *pending;	/* {RULE: instances} */
+	size_t rules;
+	const struct wd_config_alert *last;
+};
+
+static void tally_one(void *ctx, const struct alert_view *v)
+{
+	struct alert_tally *t = ctx;
+
+	if (v->rule != t->last) {
+		t->rules++;
+		t->last = v->rule;
+	}
+	json_t *into = v->state == 2 ? t->firing : v->state == 1 ? t->pending : NULL;
+	if (!into || !v->run)
+		return;
+	json_int_t n = json_integer_value(json_object_get(into, v->rule->name));
+	json_object_set_new(into, v->rule->name, json_integer(n + 1));
+}
+
+/*
+ * The alert rules, and those firing or pending with how many instances:
+ * status is the daemon's view, and said nothing of alerts (two trials).
+ */
+static json_t *alerts_summary(const struct control *c)
+{
+	struct alert_tally t = { json_object(), json_object(), 0, NULL };
+
+	if (c->alerts && t.firing && t.pending)
+		alerts_each(c->alerts, tally_one, &t);
+	return json_pack("{s:I,s:o,s:o}", "rules", (json_int_t)t.rules, "firing", t.firing ? t.firing : json_object(),
+			 "pending", t.pending ? t.pending : json_object());
+}
+
 #define STATUS_PENDING_MAX 8	/* snapshots named in status: the longest waiting */
 
 /*
@@ -168,6 +204,7 @@ static json_t *status(struct control *c)
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
 	json_object_set_new(out, "studies", studies_waiting(c));
+	json_object_set_new(out, "alerts", alerts_summary(c));
 	json_object_set_new(out, "pending_snapshots", pending_snapshots(s));
 	/* what "durable" does not say: retention may have removed a durable snapshot's file since */
 	json_object_set_new(out, "spool", json_pack("{s:I,s:I,s:I,s:I}",

@@ -944,8 +944,8 @@ int main(int argc, char **argv)
 	if ((check || print) && relative)	/* stderr: stdout is the verdict, or YAML */
 		fprintf(stderr, "wdriftd: %s\n", where);
 	if (check) {
-		printf("%s: ok (%zu studies, %zu alerts)\n", d.cfg.source, d.cfg.n_studies,
-		       d.cfg.n_alerts);
+		printf("%s: ok (%zu stud%s, %zu alert%s)\n", d.cfg.source, d.cfg.n_studies,
+		       d.cfg.n_studies == 1 ? "y" : "ies", d.cfg.n_alerts, d.cfg.n_alerts == 1 ? "" : "s");
 		wd_config_release(&d.cfg);
 		return 0;
 	}

@@ -129,8 +129,8 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, daemon_lib_log);	/* libwdrift's level follows too */
-		log_notice("reloaded '%s': %zu studies, %zu alerts: %s", d->cfg.source, d->cfg.n_studies,
-			   d->cfg.n_alerts, what);
+		log_notice("reloaded '%s': %zu stud%s, %zu alert%s: %s", d->cfg.source, d->cfg.n_studies,
+			   d->cfg.n_studies == 1 ? "y" : "ies", d->cfg.n_alerts, d->cfg.n_alerts == 1 ? "" : "s", what);
 		daemon_note_no_study(&d->cfg);
 		config_file_ran(&d->cfile, hash);
 	} else {

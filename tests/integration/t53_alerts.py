@@ -11,6 +11,7 @@ Events arrive on the PUB socket; the control socket lists the states.
 import glob
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -142,6 +143,18 @@ def recomputed_step():
               f"the ratio rule fired, and is still firing at step 20 ({inst.get('fa-ratio')})")
         check(not any(e[0] == "alert.fa-ratio" for e in step20_ev + late_ev),
               "a candidate computed before its proxy (no ratio yet) does not resolve the ratio rule")
+        # status, the daemon's view, names the rules firing (two trials: it said nothing of alerts)
+        firing = sorted(a["name"] for a in st["alerts"] if any(i["state"] == "firing" for i in a["instances"]))
+        stj = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        check(stj and sorted(stj.get("alerts", {}).get("firing", {})) == firing and firing
+              and stj["alerts"]["rules"] == len(st["alerts"]),
+              f"status --json: the rules, and those firing with their instances ({stj and stj.get('alerts')})")
+        wdrift = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+        r = subprocess.run([wdrift, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                           text=True, timeout=30)
+        line = next((x for x in r.stdout.splitlines() if x.startswith("alerts ")), "")
+        check(all(f"{n} (1 instance)" in line for n in firing) and "; firing: " in line
+              and "wdrift alerts says which runs" in line, "status prints them on its alerts line", r.stdout)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
