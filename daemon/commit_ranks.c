@@ -160,8 +160,42 @@ size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len)
 	return w > 0 ? (size_t)w : 0;
 }
 
+void commit_ranks_part(struct snapshot *snap, uint64_t session, int committed)
+{
+	if (!session || snap->parts_full)
+		return;
+	for (size_t i = 0; i < snap->n_parts; i++)
+		if (snap->parts[i].session == session) {
+			snap->parts[i].committed |= committed;
+			return;
+		}
+	if (snap->n_parts == snap->cap_parts) {
+		size_t cap = snap->cap_parts ? 2 * snap->cap_parts : 8;
+		struct part_session *v = cap > COMMIT_PARTS_MAX ? NULL : realloc(snap->parts, cap * sizeof(*v));
+		if (!v) {	/* not tracked: "every rank committed" is the commits' alone, as before */
+			snap->parts_full = 1;
+			return;
+		}
+		snap->parts = v;
+		snap->cap_parts = cap;
+	}
+	snap->parts[snap->n_parts++] = (struct part_session){ session, committed };
+}
+
+int commit_ranks_parts_pending(const struct snapshot *snap)
+{
+	for (size_t i = 0; !snap->parts_full && i < snap->n_parts; i++)
+		if (!snap->parts[i].committed)
+			return 1;
+	return 0;
+}
+
 void commit_ranks_free(struct snapshot *snap)
 {
+	free(snap->parts);
+	snap->parts = NULL;
+	snap->n_parts = snap->cap_parts = 0;
+	snap->parts_full = 0;
 	free(snap->ranked);
 	free(snap->rank_sessions);
 	snap->ranked = NULL;

@@ -48,7 +48,22 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
  * as above.
  */
 size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len);
-/* Frees what commit_ranks_note kept (snapshot_empty calls it). */
+/* Sessions of senders of one snapshot that commit_ranks_part tracks, at most. */
+#define COMMIT_PARTS_MAX 4096
+/*
+ * Notes that session (0: none given: nothing noted) sent snap a part
+ * (committed 0) or its commit (1).
+ */
+void commit_ranks_part(struct snapshot *snap, uint64_t session, int committed);
+/*
+ * Has a publisher sent snap parts and not committed it yet? Then every
+ * rank the commits count has committed, and one more is still to come:
+ * ranks that disagree on their number (a rank's WORLD_SIZE mistyped,
+ * larger), where "every rank committed" refused the step before the last
+ * rank's commit came (a review).
+ */
+int commit_ranks_parts_pending(const struct snapshot *snap);
+/* Frees what commit_ranks_note and commit_ranks_part kept (snapshot_empty calls it). */
 void commit_ranks_free(struct snapshot *snap);
 
 #endif

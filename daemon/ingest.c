@@ -384,6 +384,7 @@ static void tensor(struct ingest *ix, const struct frames *m, const struct wire_
 		return;
 	}
 	note_study(ix, r);
+	commit_ranks_part(snap, h->session, 0);
 	if (snap->n_waiters)	/* ranks committed before this shard came: it may complete it */
 		try_store(ix, snap);
 }
@@ -398,10 +399,7 @@ static void ack_duplicate(struct ingest *ix, const struct frames *m, const char 
 	snprintf(a.run, sizeof(a.run), "%s", run);
 	/* a rank whose commit came after its step was stored, with another count of ranks (ingest_spooled's) */
 	if (r && ranks && r->ranks_step == step && r->ranks_of_step && ranks != r->ranks_of_step)
-		snprintf(a.notice, sizeof(a.notice), "the commits of run '%.200s' step %lld said ranks %llu and %llu: "
-			 "every rank gives the job's count (ranks=, WORLD_SIZE); the step was stored, its parts "
-			 "whole", run, (long long)step, (unsigned long long)r->ranks_of_step,
-			 (unsigned long long)ranks);
+		ingest_ranks_notice(a.notice, sizeof(a.notice), run, step, r->ranks_of_step, ranks);
 	ix->st->count.duplicates++;
 	ingest_reply(ix, m, &a);
 }
@@ -445,9 +443,13 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 	} else if (snap && snap->recheck && snap->conflict) {
 		ingest_fail(ix, m, h, WIRE_CONFLICT, snap->field, snap->why);
 	} else if (sharded && snap && snap->recheck && id && !recheck_whole(snap, id)) {
+		/*
+		 * Not last_taken: only new elements keep it (ingest_expire), or a
+		 * rank re-committing after each ack timeout beside a dead one would
+		 * keep it, and itself, waiting for ever (a review).
+		 */
 		if (ingest_add_waiter(snap, m) < 0)	/* too many: told as before, unchecked */
 			ack_duplicate(ix, m, h->run, h->step, h->tensors, h->ranks);
-		snap->last_taken = now_mono();
 		return;	/* the parts still to come settle it (tensor), or the expiry */
 	} else if (!snap && id && h->tensors != id->n) {
 		/* no shard came (all skipped?): the count alone can still differ */
@@ -468,6 +470,10 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 	 * when it was whole (tensor).
 	 */
 	if (snap && snap->recheck && !sharded) {
+		if (snap->n_waiters && !snap->conflict)	/* ranks of a sharded re-send (a review) */
+			ingest_recheck_settle(ix, snap, id, 1);
+		else if (snap->n_waiters)
+			ingest_fail_waiters(ix, snap, WIRE_CONFLICT, snap->field, snap->why);
 		ingest_unlink_snapshot(s, snap);
 		snapshot_free(s, snap);
 	} else if (snap && snap->recheck) {
@@ -549,13 +555,19 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 #define CLAIM_LIVE_S 60.0	/* a rank's publisher that committed this recently still publishes */
 
 /*
- * Rank rank of run r committed by a second session: said for each step
- * that waits with it (once), and once for the run where its steps did not
- * wait (note_claim); claims_said, set by either, keeps the latter quiet.
+ * Rank rank of run r committed by two sessions, other and session: said
+ * once for each pair of sessions (a job with the same rank twice, at every
+ * step, is said once; a job restarted at once and then one with the same
+ * rank twice are each said), whichever path saw it: a step that waits
+ * with it (commit_ranks_note), or a commit of any step (note_claim).
  */
-static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t ranks)
+static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t ranks, uint64_t other,
+			   uint64_t session)
 {
+	if (r->claims_said && r->claims_said_pair == (other ^ session))
+		return;
 	r->claims_said = 1;
+	r->claims_said_pair = other ^ session;
 	log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
 		    "session): two ranks of the job given the same rank= (RANK), or a job restarted at once? "
 		    "Each rank gives its own: with the same rank twice, a step missing a part expires after "
@@ -565,31 +577,40 @@ static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t r
 }
 
 /*
- * A commit that gives its rank and session: two sessions that claim one
- * rank within CLAIM_LIVE_S of each other are two publishers given the
- * same rank= (or a job restarted at once). Said once for the run, at the
- * first such commit, whatever became of its step: a step whose pieces
- * came whole anyway was stored before the second claim was looked at, and
- * a trial's job went on with the same rank twice, said only by chance.
+ * A commit that gives its rank and session. Two sessions that claim one
+ * rank, the earlier coming back within CLAIM_LIVE_S, are two publishers
+ * given the same rank= (a restarted job's old session never comes back).
+ * Said once for the pair, whatever became of its steps: a step whose
+ * pieces came whole anyway was stored before the second claim was looked
+ * at, and a trial's job went on with the same rank twice, said only by
+ * chance (when a step waited, commit_ranks_note).
  */
 static void note_claim(struct run *r, const struct wire_header *h)
 {
-	if (h->rank < 0 || !h->session || h->ranks > RUN_CLAIMS_MAX || (uint64_t)h->rank >= h->ranks)
+	/* sized by the rank, not by the count a commit says (a review: 1 MiB a run for one message) */
+	if (h->rank < 0 || !h->session || h->rank >= RUN_CLAIMS_MAX || (uint64_t)h->rank >= h->ranks)
 		return;
-	if (r->n_claims < h->ranks) {
-		struct rank_claim *v = realloc(r->claims, h->ranks * sizeof(*v));
+	if (r->n_claims <= (uint64_t)h->rank) {
+		uint64_t n = (uint64_t)h->rank + 1;
+		struct rank_claim *v = realloc(r->claims, n * sizeof(*v));
 		if (!v)
 			return;	/* out of memory: not said, as before */
-		memset(v + r->n_claims, 0, (h->ranks - r->n_claims) * sizeof(*v));
+		memset(v + r->n_claims, 0, (n - r->n_claims) * sizeof(*v));
 		r->claims = v;
-		r->n_claims = h->ranks;
+		r->n_claims = n;
 	}
 	struct rank_claim *c = &r->claims[h->rank];
 	double t = now_mono();
-	if (c->session && c->session != h->session && t - c->at < CLAIM_LIVE_S && !r->claims_said)
-		say_rank_twice(r, h->step, h->rank, h->ranks);
-	c->session = h->session;
-	c->at = t;
+	if (h->session == c->cur) {
+		c->at_cur = t;
+		return;
+	}
+	if (h->session == c->prev && t - c->at_cur < CLAIM_LIVE_S)	/* back: both publish */
+		say_rank_twice(r, h->step, h->rank, h->ranks, c->cur, h->session);
+	c->prev = c->cur;
+	c->at_prev = c->at_cur;
+	c->cur = h->session;
+	c->at_cur = t;
 }
 
 /*
@@ -642,6 +663,11 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	if (r && run_is_durable(r, h->step))
 		return commit_durable(ix, m, h, r);
 	struct snapshot *snap = r ? find_snapshot(s, r, h->step) : NULL;
+	/* two counts of ranks among the step's commits, whichever path each takes: said in the acks */
+	if (snap && h->ranks && !snap->ranks_said)
+		snap->ranks_said = h->ranks;
+	else if (snap && h->ranks && snap->ranks_said != h->ranks)
+		snap->ranks_differ = h->ranks;
 	if (snap && snap->committing) {	/* being stored: this one gets the ack too */
 		if (ingest_add_waiter(snap, m) < 0)
 			ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this snapshot");
@@ -666,8 +692,6 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 			 (unsigned long long)snap->want);
 		return ingest_fail(ix, m, h, WIRE_BAD_FIELD, "tensors", why);
 	}
-	if (snap && snap->ranks_said && h->ranks && snap->ranks_said != h->ranks)
-		snap->ranks_differ = h->ranks;	/* said in the acks (ingest_spooled) */
 	if (snap && ingest_snapshot_complete(snap, h->tensors, why, sizeof(why))) {
 		if (ingest_add_waiter(snap, m) < 0)
 			return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for "
@@ -697,6 +721,7 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	if (ingest_add_waiter(snap, m) < 0)
 		return ingest_fail(ix, m, h, WIRE_TOO_MANY, "ranks", "too many publishers wait for this "
 				   "snapshot");
+	commit_ranks_part(snap, h->session, 1);
 	/*
 	 * Ranks that disagree on their number (a job's ranks= mistyped on
 	 * some): not refused, as the step may still come whole from the parts
@@ -706,7 +731,7 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	 * cannot say which ranks are missing. The step is stored once whole.
 	 */
 	if (snap->ranks_said && snap->ranks_said != h->ranks) {
-		snap->ranks_differ = h->ranks;
+		snap->ranks_differ = h->ranks;	/* a snapshot made just now for it has the first count */
 		snap->want = h->tensors;
 		snap->last_seen = now_mono();
 		return;
@@ -716,8 +741,9 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	if (h->rank >= 0 && !snap->first_ranked)
 		snap->first_ranked = now_mono();
 	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks, h->session) == 1 &&
-	    snap->n_twice == 1)
-		say_rank_twice(r, snap->step, h->rank, h->ranks);
+	    snap->n_twice == 1)	/* the other claimer: the rank's last commit before this one (note_claim) */
+		say_rank_twice(r, snap->step, h->rank, h->ranks, (uint64_t)h->rank < r->n_claims ?
+			       r->claims[h->rank].cur : 0, h->session);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();
 	/*
@@ -725,7 +751,8 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	 * one of its shards was refused for now (budget full, ...) and its rank
 	 * sends it again: then it waits, as before ranks were known.
 	 */
-	if (commit_ranks_all(snap) && !(r->shard_refused && r->shard_refused_step == snap->step))
+	if (commit_ranks_all(snap) && !(r->shard_refused && r->shard_refused_step == snap->step) &&
+	    !commit_ranks_parts_pending(snap))
 		all_ranks_committed(ix, snap);
 }
 

@@ -44,8 +44,15 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 		     struct run *r, struct snapshot *snap);
 /* The frames of a reply to one waiter: its routing id only. */
 #define WAITER_FRAMES(w) { 1, (const void *const[]){ (w)->id }, (const size_t[]){ (w)->len } }
-/* How long a re-send of a durable step being checked lasts without a message. */
-#define RECHECK_SECONDS 30.0
+/* An ack's notice: the commits of run's step said two counts of ranks, said and other. */
+void ingest_ranks_notice(char *buf, size_t len, const char *run, int64_t step, uint64_t said, uint64_t other);
+/*
+ * How long a re-send of a durable step being checked lasts without a
+ * message (with ranks waiting: without a new element). Under the
+ * library's default ack timeout (30 s), so that its waiting ranks hear
+ * the answer before they give up their sockets.
+ */
+#define RECHECK_SECONDS 15.0
 /*
  * The ranks whose commits wait on snap, a sharded re-send of a durable
  * step (identity id, or NULL), hear "duplicate": it is whole and the same

@@ -161,6 +161,14 @@ static const char *internal_field(int err)
 	}
 }
 
+void ingest_ranks_notice(char *buf, size_t len, const char *run, int64_t step, uint64_t said, uint64_t other)
+{
+	snprintf(buf, len, "the commits of run '%.200s' step %lld said ranks %llu and %llu: every rank gives the "
+		 "job's count (ranks=, WORLD_SIZE), unless the job was restarted with another; the step was "
+		 "stored, its parts whole", run, (long long)step, (unsigned long long)said,
+		 (unsigned long long)other);
+}
+
 /*
  * Whether the ack to waiter w of a run two jobs publish at once (struct
  * run, mixed) should say so: once per connection, so that each job's user
@@ -204,11 +212,8 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 			struct run *r = snap->run;
 			h.notice[0] = 0;
 			if (snap->ranks_differ)
-				snprintf(h.notice, sizeof(h.notice), "the commits of run '%.200s' step %lld said "
-					 "ranks %llu and %llu: every rank gives the job's count (ranks=, "
-					 "WORLD_SIZE); the step was stored, its parts whole", r->name,
-					 (long long)snap->step, (unsigned long long)snap->ranks_said,
-					 (unsigned long long)snap->ranks_differ);
+				ingest_ranks_notice(h.notice, sizeof(h.notice), r->name, snap->step, snap->ranks_said,
+						    snap->ranks_differ);
 			else if (mixed_untold(r, &snap->waiters[i]))
 				snprintf(h.notice, sizeof(h.notice), "run '%.200s' is published by two jobs at once, "
 					 "each as its only rank, from step %lld (%s): their steps interleave in "

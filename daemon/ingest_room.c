@@ -29,8 +29,6 @@
 #define STALE_SECONDS 5.0
 #define RATE_GRACE 1.0		/* a new snapshot's rate is over at least this */
 
-/* A re-send of a durable step being checked is dropped after this long idle. */
-
 /* snap took bytes of new elements at t: its totals and its rate's window. */
 void ingest_note_taken(struct snapshot *snap, uint64_t bytes, double t)
 {

@@ -12,6 +12,7 @@
 #include "auth.h"
 #include "config_diff.h"
 #include "daemon.h"
+#include "ingest_internal.h"
 #include "logging.h"
 #include "notify.h"
 #include "study_waiting.h"
@@ -220,6 +221,9 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 		n = p->next;
 		if (p->run != r)
 			continue;
+		if (p->n_waiters)	/* ranks of a sharded re-send being checked: told, not left waiting */
+			ingest_fail_waiters(&d->ix, p, WIRE_INCOMPLETE, "tensors", "the run was removed (wdrift "
+					    "runs rm) while this re-send was checked: send it again, to be stored anew");
 		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
 			if (*q == p) {
 				*q = p->next;

@@ -87,6 +87,15 @@ struct snapshot {
 	double first_ranked;		/* monotonic s of its first ranked commit (0: none yet) */
 	int lag_said;			/* a rank's lag said (ingest_lag_tick), or its death (peers.c) */
 	uint64_t n_twice;		/* ranks committed by two sessions (the same rank= given twice?) */
+	/*
+	 * The sessions that sent it shards or commits, each with whether it has
+	 * committed (commit_ranks_part): a publisher that sent parts and has
+	 * not committed yet is a rank still to come, whatever count the
+	 * commits said; at most COMMIT_PARTS_MAX (parts_full past it).
+	 */
+	struct part_session { uint64_t session; int committed; } *parts;
+	size_t n_parts, cap_parts;
+	int parts_full;
 	struct snapshot *next;
 };
 
@@ -153,15 +162,18 @@ struct run {
 	uint32_t n_sessions;
 	int sessions_full;
 	/*
-	 * Per rank (of at most RUN_CLAIMS_MAX), the session of its latest
-	 * commit and when (monotonic): two sessions claiming one rank within a
-	 * minute are two publishers given the same rank=, said once for the
-	 * run (claims_said) whatever became of the steps (ingest.c: commit).
+	 * Per rank (of at most RUN_CLAIMS_MAX), the sessions of its last two
+	 * publishers and when each last committed (monotonic): a commit from
+	 * the one before the latest, within a minute, means both still
+	 * publish, two publishers given the same rank= (a job restarted has
+	 * its old session never back). Said once for the pair
+	 * (claims_said_pair) whatever became of the steps (ingest.c: commit).
 	 * In memory only.
 	 */
-	struct rank_claim { uint64_t session; double at; } *claims;
+	struct rank_claim { uint64_t cur, prev; double at_cur, at_prev; } *claims;
 	uint64_t n_claims;
 	int claims_said;
+	uint64_t claims_said_pair;	/* the two sessions last said, XORed */
 	/* a shard of step shard_refused_step was refused (any reason): no at-once refusal of it */
 	int shard_refused;
 	int64_t shard_refused_step;
@@ -209,7 +221,7 @@ struct counters {
 	double compute_seconds;		/* the compute thread's time on them */
 };
 
-#define RUN_CLAIMS_MAX 65536	/* ranks whose claims a run tracks */
+#define RUN_CLAIMS_MAX 4096	/* ranks whose claims a run tracks (32 bytes each) */
 #define STATE_REMOVED_MAX 64	/* run names `runs rm` forgot, remembered (the oldest go) */
 
 struct state {

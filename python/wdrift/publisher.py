@@ -216,13 +216,16 @@ class Publisher:
                     raise WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
             r = lib.wd_publisher_commit(self._p)
             if r:
-                raise WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
+                e = WdriftError(f"run {self.run!r} step {step}: {_libmod.error_text(lib, r)}")
+                e.counted = True    # the library counts a refused commit at close (wd_publisher_close)
+                raise e
 
     def _stager_failed(self, step, exc):
         """A staged snapshot that could not be handed over: said, counted as dropped, raised next."""
         msg = f"wdrift: publisher: run {self.run!r} step {step}: not published: {exc}"
         print(msg, file=sys.stderr)
-        self._stager.dropped += 1
+        if not getattr(exc, "counted", False):     # not twice (a review)
+            self._stager.dropped += 1
         self._stager_error = WdriftError(msg)
 
     def _queued_bytes(self):

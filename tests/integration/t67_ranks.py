@@ -364,6 +364,22 @@ def main():
         acks = [p.recv() for p in dis]
         check(all(a and a.get("type") == "ack" and "said ranks 3 and 2" in a.get("notice", "") for a in acks),
               f"the step made whole: every rank acked, the ack's notice naming both counts ({acks})")
+        # the smaller count first (ranks 0 and 1 say 2, rank 2 says 3, its part already here): "every
+        # rank (2 of 2) committed" does not refuse the step while a publisher that sent parts has not
+        # committed (a review: the step was refused, the larger count's rank too)
+        sm = [Publisher(ctx, tmp, "smaller") for _ in range(3)]
+        sm[2].tensor(3, "a", x[2048:3072], "f32", offset=2048, total=4096, session=303)    # half its part yet
+        time.sleep(0.3)     # read before the others' commits (the daemon reads connections in turn)
+        for k in (0, 1):
+            sm[k].tensor(3, "a", x[k * 1024:(k + 1) * 1024], "f32", offset=k * 1024, total=4096, session=301 + k)
+            commit(sm[k], 3, 1, ranks=2, rank=k, session=301 + k)
+        check([quiet(p, 300) for p in sm[:2]] == [None, None],
+              "ranks 0 and 1 of 2 committed, not whole, rank 2's part begun and not committed: they wait")
+        sm[2].tensor(3, "a", x[3072:], "f32", offset=3072, total=4096, session=303)
+        commit(sm[2], 3, 1, ranks=3, rank=2, session=303)
+        acks = [p.recv() for p in sm]
+        check(all(a and a.get("type") == "ack" and "said ranks 2 and 3" in a.get("notice", "") for a in acks),
+              f"its commit comes: whole, stored, every rank acked with the two counts ({acks})")
         # ... and when the second one's pieces make the step whole: stored, but said once (a trial: silent)
         whole = [Publisher(ctx, tmp, "differ") for _ in range(2)]
         for step in (4, 5):
@@ -423,6 +439,38 @@ def main():
         check(ok, f"a snapshot dropped for the budget: its waiting ranks get 'incomplete', field tensors; "
                   f"one drop makes room, so the other stays ({errs})")
         check(quiet(late) is None, "... and the new run's shard is taken")
+
+        # a sharded re-send of a durable step: each rank's commit waits for the others' parts
+        # (t107); a review found two ways to leave a rank waiting
+        rc = [Publisher(ctx, tmp, "rechk") for _ in range(2)]
+        for k in (0, 1):
+            rc[k].tensor(1, "a", x[k * 2048:(k + 1) * 2048], "f32", offset=k * 2048, total=4096, session=501 + k)
+        for k in (0, 1):
+            commit(rc[k], 1, 1, ranks=2, rank=k, session=501 + k)
+        check(all((p.recv() or {}).get("type") == "ack" for p in rc), "run 'rechk' step 1 durable, from 2 ranks")
+        # rank 1 dead: rank 0 re-sends its half and commits again after each ack timeout (4 s here);
+        # its commits must not keep the check alive: it hears "duplicate" once the parts stop (15 s)
+        t0, got = time.time(), None
+        while got is None and time.time() - t0 < 40:
+            again = Publisher(ctx, tmp, "rechk")
+            again.tensor(1, "a", x[:2048], "f32", offset=0, total=4096, session=501)
+            commit(again, 1, 1, ranks=2, rank=0, session=501)
+            got = quiet(again, 4000)
+        waited = time.time() - t0
+        check(got and got.get("duplicate") is True and waited < 25,
+              f"a sharded re-send whose other rank is dead: 'duplicate' within 15 s of its last new part, "
+              f"though its rank commits again every 4 s ({waited:.0f} s; {got})")
+        check("was not sent whole within 15 s" in dm.log_text(), "... and the log says it was not sent whole")
+        # a rank that waits on such a re-send, then a commit of the step that says ranks 1: both answered
+        w0, one_rank = Publisher(ctx, tmp, "rechk"), Publisher(ctx, tmp, "rechk")
+        w0.tensor(1, "a", x[:2048], "f32", offset=0, total=4096, session=601)
+        commit(w0, 1, 1, ranks=2, rank=0, session=601)
+        check(quiet(w0, 300) is None, "a rank of a sharded re-send waits")
+        one_rank.tensor(1, "a", x, "f32", offset=0, total=4096, session=602)
+        commit(one_rank, 1, 1, ranks=1, session=602)
+        a, b = one_rank.recv(), quiet(w0, 3000)
+        check((a or {}).get("duplicate") is True and (b or {}).get("type") == "ack",
+              f"a ranks-1 commit of the step ends the check: it, and the rank that waited, answered ({a}, {b})")
     finally:
         harness.teardown(dm, tmp, ctx)
     return harness.summary()

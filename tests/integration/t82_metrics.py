@@ -381,6 +381,17 @@ def main_flow():
         with open(rules) as f:
             used = set(re.findall(r"\bwdrift_[a-z0-9_]+", f.read()))
         check(used and used <= families, f"the rules use only series /metrics has ({used - families})")
+        # a run's conflicts series begins at its first conflict, which increase() alone never counts
+        test = os.path.join(tmp, "conflicts-test.yml")
+        with open(test, "w") as f:
+            f.write(f"rule_files: [{rules}]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+                    "    input_series:\n      - series: 'wdrift_run_conflicts_total{run=\"fa\",instance=\"w\",job=\"wdrift\"}'\n"
+                    "        values: '_ _ _ _ _ 1 1 1'\n    alert_rule_test:\n"
+                    "      - {eval_time: 6m, alertname: WdriftRunConflicts, exp_alerts: []}\n")
+        r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True)
+        check(r.returncode != 0 and "got:[\n" in r.stdout + r.stderr and 'run="fa"' in r.stdout + r.stderr,
+              "WdriftRunConflicts fires on a run's first conflict (its series new: increase() saw none)",
+              r.stdout + r.stderr)
         with open(os.path.join(ROOT, "docs", "grafana", "wdrift.json")) as f:
             dash = json.load(f)
         exprs = []
