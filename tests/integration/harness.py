@@ -31,6 +31,8 @@ import numpy as np
 import zmq
 
 WDRIFTD = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdriftd"))
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")      # the one with numpy, zmq, torch
 n_ok = n_fail = 0
 
 

@@ -34,11 +34,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, package_env, stop_procs, summary, teardown  # noqa: E402
+from harness import PYTHON, WDRIFT, Daemon, check, package_env, stop_procs, summary, teardown  # noqa: E402
 
-BUILD = os.environ.get("BUILD", "build")
-WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
-PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
 
 # One rank of a job: its third of two tensors at steps 10 and 20; argv: endpoint, rank, the

@@ -629,13 +629,20 @@ def candidate_ahead():
 RULES_FILE = os.path.join(ROOT, "docs", "alertmanager", "wdrift-rules.yml")
 
 
-def promtool_fires(series, alert, tmp):
-    """The alerts named alert that the shipped rules fire after 61 minutes of series
-    ({(name, labels): value}, as scraped, held constant), by `promtool test rules`."""
+def input_series(series, samples):
+    """promtool's input_series lines for series ({(name, labels): value}, as scraped), each held
+    for samples minutes, under a job and an instance as a scrape gives them."""
     lines = []
     for (name, labels), v in series.items():
         inner = ",".join(f'{k}="{x}"' for k, x in labels + (("instance", "w"), ("job", "wdrift")))
-        lines.append(f"      - series: '{name}{{{inner}}}'\n        values: '{v:g}x70'")
+        lines.append(f"      - series: '{name}{{{inner}}}'\n        values: '{v:.17g}x{samples}'")
+    return lines
+
+
+def promtool_fires(series, alert, tmp):
+    """The alerts named alert that the shipped rules fire after 61 minutes of series
+    ({(name, labels): value}, as scraped, held constant), by `promtool test rules`."""
+    lines = input_series(series, 70)
     test = os.path.join(tmp, "rules-test.yml")
     with open(test, "w") as f:
         f.write(f"rule_files: [{RULES_FILE}]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
@@ -650,10 +657,7 @@ def promtool_fires(series, alert, tmp):
 def promtool_expr(series, expr, want, tmp):
     """Whether expr, evaluated by `promtool test rules` over series (as scraped, held constant),
     gives exactly want ({labels: value}); and promtool's output."""
-    lines = []
-    for (name, labels), v in series.items():
-        inner = ",".join(f'{k}="{x}"' for k, x in labels + (("instance", "w"), ("job", "wdrift")))
-        lines.append(f"      - series: '{name}{{{inner}}}'\n        values: '{v:.17g}x5'")
+    lines = input_series(series, 5)
     exp = []
     for labels, v in want.items():
         inner = ",".join(f'{k}="{x}"' for k, x in labels)
