@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "units.h"
 #include "daemon_client.h"
 
 static const char usage[] =
@@ -87,9 +88,10 @@ static void print_status(json_t *o)
 	if (sp) {
 		printf("spool      %.1f MiB in %lld files", (double)dc_int(sp, "bytes") / 1048576,
 		       dc_int(sp, "files"));
+		char budget[32];	/* as the config spells it: "of 102400.0 MiB" hid a 100G (a trial) */
 		if (dc_int(sp, "disk_budget"))
-			printf(" of %.1f MiB (spool.retention.disk_budget)",
-			       (double)dc_int(sp, "disk_budget") / 1048576);
+			printf(" of %s (spool.retention.disk_budget)",
+			       wd_format_size(budget, sizeof(budget), (uint64_t)dc_int(sp, "disk_budget")));
 		printf("; %lld dropped by retention since the start (still durable: a re-send is a "
 		       "duplicate)\n", dc_int(sp, "dropped_by_retention"));
 	}
