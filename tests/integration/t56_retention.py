@@ -141,7 +141,7 @@ def main():
         check(wait_for(same_as_disk), "status: the spool's files and bytes as on disk, its budget, and the drops "
               "the log names", (control(ctx, tmp, {"v": 1, "cmd": "status"}) or {}).get("spool"))
         r = subprocess.run([WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
-        check(r.returncode == 0 and re.search(r"\nspool      [0-9.]+ MiB in [0-9]+ files of 64\.0 MiB "
+        check(r.returncode == 0 and re.search(r"\nspool      [0-9.]+ MiB in [0-9]+ files of 64M "
                                               r"\(spool\.retention\.disk_budget\); [1-9][0-9]* dropped by "
                                               r"retention since the start \(still durable: a re-send is a "
                                               r"duplicate\)\n", r.stdout),
