@@ -195,6 +195,8 @@ static size_t resolve_going(struct alerts *a, struct rule *r, const char *run, c
  * now (a reload took them out; at a start, the config changed while the
  * daemon was down), the firing ones resolved first (resolve_going).
  */
+static void unmatched_clear(struct rule *r, const char *run);
+
 static void drop_former(struct alerts *a, struct rule *r, const char *when)
 {
 	struct instance *i;
@@ -214,6 +216,9 @@ static void drop_former(struct alerts *a, struct rule *r, const char *when)
 		instances_drop(&r->set, run, NULL);
 		free(run);
 	}
+	/* the glob's sentence about a run no longer a candidate goes too (a trial saw it stay) */
+	if (r->unmatched_run && !is_candidate(r, r->unmatched_run))
+		unmatched_clear(r, r->unmatched_run);
 }
 
 void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
@@ -261,11 +266,11 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			v[i].set = old[k].set;
 			v[i].last_command = old[k].last_command;
 			v[i].held_said = old[k].held_said;
-			drop_former(a, &v[i], "a reload");
-			/* the same glob: said already */
+			/* the same glob: said already (unless of a former candidate: drop_former) */
 			v[i].unmatched = old[k].unmatched;
 			v[i].unmatched_run = old[k].unmatched_run;
 			old[k].unmatched = old[k].unmatched_run = NULL;
+			drop_former(a, &v[i], "a reload");
 			old[k].set = (struct instances){ 0 };
 		}
 	}

@@ -1037,6 +1037,29 @@ static void test_glob_unmatched(struct wd_config *cfg)
 	unmatched_of(a, "attn", why, sizeof(why));
 	CHECK(!why[0], "runs rm of the run the sentence names: no longer shown (%s)", why);
 	alerts_free(&a);
+
+	/* a reload that takes c1 out of the study: the sentence about it goes too (a trial saw it stay) */
+	a = fresh(cfg);
+	start("s", 6);
+	row("c1", "t", 10, 0.5, NAN);
+	alerts_on_results(a, &batch);
+	unmatched_of(a, "attn", why, sizeof(why));
+	CHECK(strstr(why, "of run 'c1'"), "c1 missed by the glob: said (%s)", why);
+	struct wd_config changed;
+	char err[512], other[sizeof(yaml)];
+	const char *at = strstr(yaml, "candidates: [c1, c2]");
+	snprintf(other, sizeof(other), "%.*scandidates: [c2]%s", (int)(at - yaml), yaml,
+		 at + strlen("candidates: [c1, c2]"));
+	if (wd_config_load_string("changed.yaml", other, &changed, err, sizeof(err)) == 0) {
+		alerts_set_config(a, &changed);
+		unmatched_of(a, "attn", why, sizeof(why));
+		CHECK(!why[0], "a reload takes c1 out of the study: the sentence about it goes (%s)", why);
+		alerts_set_config(a, cfg);
+		wd_config_release(&changed);
+	} else {
+		CHECK(0, "a config without c1 loads (%s)", err);
+	}
+	alerts_free(&a);
 }
 
 /* alerts_json says what each rule means: scope, glob, proxy. */
