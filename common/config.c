@@ -685,6 +685,8 @@ const char *wd_config_network_endpoint(const struct wd_config *c, const char **k
 	return NULL;
 }
 
+_Static_assert(N_CFG <= WD_CONFIG_FIELDS, "struct wd_config's at[] holds every field");
+
 int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *next,
 			   char *err, size_t errlen)
 {
@@ -699,10 +701,13 @@ int wd_config_reload_check(const struct wd_config *cur, const struct wd_config *
 		y = config_value_text(f, next, b, sizeof(b));
 		x = x ? x : "(unset)";
 		y = y ? y : "(unset)";
+		char where[32] = "";	/* FILE:LINE:COL, as every other error of the file (a trial) */
+		if (next->at[i].line)
+			snprintf(where, sizeof(where), ":%d:%d", next->at[i].line, next->at[i].col);
 		if (strcmp(x, y))
 			return wd_error(err, errlen,
-					"%s: %s: cannot change on reload (from '%s' to '%s'): restart wdriftd to apply it",
-					next->source, f->name, CLIP(x), CLIP(y));
+					"%s%s: %s: cannot change on reload (from '%s' to '%s'): restart wdriftd to "
+					"apply it", next->source, where, f->name, CLIP(x), CLIP(y));
 	}
 	return 0;
 }

@@ -112,6 +112,8 @@ struct wd_arena;
  * (to its arena, or are static for defaults): never free them one by one,
  * and copy what must outlive wd_config_release().
  */
+#define WD_CONFIG_FIELDS 32	/* at least the field table's N_CFG (config.c checks) */
+
 struct wd_config {
 	struct {
 		const char *ingest, *control, *events;	/* ZeroMQ endpoints */
@@ -164,6 +166,13 @@ struct wd_config {
 	struct wd_config_alert *alerts;
 	size_t n_alerts;
 	const char *source;			/* the file name, or "(built-in)" */
+	/*
+	 * Where the file sets each key of the field table (config_table.h),
+	 * 1-based; 0: not in the file (its default). For the messages about
+	 * a value, such as a reload's "cannot change", which name FILE:LINE:COL
+	 * as the loader's do.
+	 */
+	struct { int line, col; } at[WD_CONFIG_FIELDS];
 	struct wd_arena *arena;			/* owns the above; private */
 };
 

@@ -563,6 +563,11 @@ static int load_buffer(const char *name, const char *text, size_t len, struct wd
 	}
 	if (config_check_top(&L, &c, where) || config_resolve_alerts(&L, &c))
 		goto out;
+	for (size_t i = 0; i < N_CFG; i++)
+		if (where[i]) {
+			c.at[i].line = where[i]->line;
+			c.at[i].col = where[i]->col;
+		}
 	c.source = wd_arena_strndup(&L.keep, name, strlen(name));
 	if (!c.source) {
 		oom(&L);

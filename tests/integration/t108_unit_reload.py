@@ -59,8 +59,10 @@ def main():
         with open(cfg, "w") as f:
             f.write(text.replace("budget: 256M", "budget: 128M"))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        check(r.returncode == 1 and "memory.budget" in r.stderr and "restart" in r.stderr,
-              "a key that needs a restart: exit 1, the key and the restart named", r.stdout + r.stderr)
+        check(r.returncode == 1 and re.search(r"wdrift\.yaml:\d+:\d+: memory\.budget: cannot change on reload",
+                                              r.stderr) and "restart" in r.stderr,
+              "a key that needs a restart: exit 1, FILE:LINE:COL, the key and the restart named",
+              r.stdout + r.stderr)
 
         with open(cfg, "w") as f:
             f.write(text)

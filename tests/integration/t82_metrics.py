@@ -704,7 +704,8 @@ def reload_mistakes():
             f.write(added)
         r = subprocess.run([WDRIFT, "reload", "-c", cfg], capture_output=True, text=True, timeout=20)
         check(r.returncode == 0, "reload: study renamed fa2, proxy seed (run seed2, silent) added", r.stdout + r.stderr)
-        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_runs_silent", study="fa2") == 1)
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_study_runs_silent", study="fa2") == 1 and
+                              get(s, "wdrift_drift_complete_step", study="fa2") == 20)   # the backfill's last
         check(get(s, "wdrift_drift_complete_step", study="fa2") == 20
               and get(s, "wdrift_drift_ratio", study="fa2", run="fa", proxy="fp16", summary="max") is not None,
               "a proxy whose job has not started is not waited for: step 20 stays complete, the ratio to fp16 "

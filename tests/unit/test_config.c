@@ -800,6 +800,16 @@ static void test_reload(void)
 		      "'ipc://./run/ingest.sock'): restart wdriftd to apply it"),
 	      "reload may not change listen.ingest: %s", err);
 	wd_config_release(&next);
+	/* a key the file sets is named where, as every other error of the file (a trial) */
+	CHECK(wd_config_load_string("next.yaml", "log:\n  level: info\nmemory:\n  budget: 8G\n", &next, err,
+				    sizeof(err)) == 0 && (next.listen.ingest = cur.listen.ingest, 1) &&
+	      (next.listen.control = cur.listen.control, 1) && (next.listen.events = cur.listen.events, 1) &&
+	      (next.auth.server_key = cur.auth.server_key, 1) && (next.storage.dir = cur.storage.dir, 1) &&
+	      (next.compute = cur.compute, 1) &&
+	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
+	      !strncmp(err, "next.yaml:4:3: memory.budget: cannot change on reload", 53),
+	      "a changed key the file sets: FILE:LINE:COL (%s)", err);
+	wd_config_release(&next);
 	CHECK(wd_config_load_string("next.yaml", full_yaml, &next, err, sizeof(err)) == 0 &&
 	      (next.memory.budget = GIB(8), 1) &&
 	      wd_config_reload_check(&cur, &next, err, sizeof(err)) == -1 &&
