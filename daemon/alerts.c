@@ -951,7 +951,7 @@ void alerts_each(const struct alerts *a, void (*fn)(void *ctx, const struct aler
 {
 	for (size_t k = 0; k < a->n_rules; k++) {
 		const struct rule *r = &a->rules[k];
-		struct alert_view v = { .rule = &r->a };
+		struct alert_view v = { .rule = &r->a, .unmatched = r->unmatched != NULL };
 		if (!r->set.head)
 			fn(ctx, &v);
 		for (const struct instance *i = r->set.head; i; i = i->next) {

@@ -89,6 +89,7 @@ struct alert_view {
 	int state;			/* 0 inactive (resolved or never above), 1 pending, 2 firing */
 	double value;			/* the last value evaluated */
 	long long step;
+	int unmatched;			/* the rule's glob matched none of a candidate's tensors (its sentence) */
 };
 /* Calls fn for each instance of each rule, rules in config order; once with run NULL for a rule
  * with none. The pointers are valid during the call only. */

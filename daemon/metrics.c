@@ -524,7 +524,7 @@ static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const stru
 
 struct alert_pass {
 	FILE *f;
-	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value */
+	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value, 4 unmatched */
 	const struct wd_config_alert *cur;	/* pass 0: the rule being gathered */
 	int max;
 };
@@ -551,6 +551,13 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 		}
 		if (v->run && v->state > p->max)
 			p->max = v->state;
+		return;
+	case 4:
+		if (p->cur == a || a->scope != WD_SCOPE_TENSORS || a->metric == WD_METRIC_STALLED)
+			return;	/* once per rule, of those with a glob */
+		p->cur = a;
+		sample(p->f, "wdrift_alert_unmatched", (struct label[]){ { "alert", a->name },
+			{ "study", a->study }, { 0 } }, v->unmatched);
 		return;
 	case 1:
 		if (v->run && p->cur == a)
@@ -594,6 +601,12 @@ static void alert_series(FILE *f, const struct alerts *a)
 	family(f, "wdrift_alert_value", "gauge",
 	       "The value an alert instance last compared with its rule's threshold.");
 	p = (struct alert_pass){ .f = f, .which = 3 };
+	alerts_each(a, alert_visit, &p);
+	/* a glob that matches nothing leaves its rule "ok" for ever: said (a trial's rule_state read 0) */
+	family(f, "wdrift_alert_unmatched", "gauge",
+	       "1 when a scope tensors rule's glob matched none of a candidate's tensors at its latest "
+	       "snapshot: it can never fire (wdrift alerts says which run and step).");
+	p = (struct alert_pass){ .f = f, .which = 4 };
 	alerts_each(a, alert_visit, &p);
 }
 

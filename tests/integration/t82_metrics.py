@@ -295,6 +295,8 @@ def main_flow():
                 want[tuple(sorted(lab.items()))] = code[i["state"]]
         got = {k[1]: v for k, v in s.items() if k[0] == "wdrift_alert_state"}
         check(ok and want and got == want, f"alert instance states equal the alerts command's ({got} vs {want})")
+        check(get(s, "wdrift_alert_unmatched", alert="fa-nan", study="fa") == 0,
+              "a glob that matches: wdrift_alert_unmatched 0")
         check(get(s, "wdrift_alert_state", alert="fa-nan", study="fa", run="fa", tensor="layers.0.w") == 2
               and get(s, "wdrift_alert_rule_state", alert="fa-nan", study="fa", severity="warning") == 2
               and get(s, "wdrift_alert_threshold", alert="fa-nan", study="fa", metric="nonfinite",
@@ -697,7 +699,8 @@ def reload_mistakes():
               body[-2000:])
 
         # a proxy added whose job has not started, the study renamed, a w1 rule on it
-        rule = "alerts:\n  - {name: fa2-w1, study: fa2, metric: w1, scope: max, threshold: 0, severity: critical}\n"
+        rule = ("alerts:\n  - {name: fa2-w1, study: fa2, metric: w1, scope: max, threshold: 0, severity: critical}\n"
+                "  - {name: fa2-typo, study: fa2, metric: w1, scope: tensors, tensors: 'layrs.*', threshold: 0}\n")
         added = text[:text.index("alerts:")].replace("name: fa\n", "name: fa2\n").replace(
             "proxies: {fp16: lowprec}", "proxies: {fp16: lowprec, seed: seed2}") + rule
         with open(cfg, "w") as f:
@@ -718,6 +721,14 @@ def reload_mistakes():
             time.sleep(0.3)
         check(st.get("state") == "firing" and st.get("step") == 20,
               f"the renamed study's w1 rule is judged at the catch-up, at step 20 (it stayed inactive) ({st})")
+        # a glob that matches no tensor: its rule reads ok for ever; /metrics says it, and a shipped rule fires
+        s, body = wait_scrape(port, lambda s: get(s, "wdrift_alert_unmatched", alert="fa2-typo", study="fa2") == 1)
+        check(get(s, "wdrift_alert_unmatched", alert="fa2-typo", study="fa2") == 1
+              and get(s, "wdrift_alert_rule_state", alert="fa2-typo", study="fa2", severity="warning") == 0,
+              "wdrift_alert_unmatched 1 for the glob 'layrs.*' (its rule_state reads 0, ok)", body[-2500:])
+        unmatched = {k: v for k, v in s.items() if k[0] == "wdrift_alert_unmatched"}
+        fired, out = promtool_fires(unmatched, "WdriftAlertRuleMatchesNothing", tmp)
+        check(fired, f"promtool: WdriftAlertRuleMatchesNothing fires on it ({unmatched})", out)
 
         # the candidate changed: no ratio series of the former one
         with open(cfg, "w") as f:
