@@ -75,7 +75,8 @@ static void print_status(json_t *o)
 	json_t *ps = json_object_get(o, "pending_snapshots"), *p;	/* a daemon before it: none */
 	size_t i;
 	json_array_foreach(json_object_get(ps, "snapshots"), i, p)
-		printf("pending    '%s' step %lld: %.0f s since its last message, %lld commit%s waiting%s%s; %s\n",
+		/* connections: a rank that sent again after its ack timeout counts again (a trial read ranks) */
+		printf("pending    '%s' step %lld: %.0f s since its last message, %lld connection%s waiting%s%s; %s\n",
 		       json_string_value(json_object_get(p, "run")), dc_int(p, "step"),
 		       json_number_value(json_object_get(p, "idle")), dc_int(p, "commits"),
 		       dc_int(p, "commits") == 1 ? "" : "s", json_object_get(p, "ranks") ? ", " : "",

@@ -171,7 +171,7 @@ def main():
         r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
                            text=True, timeout=30)
         line = [x for x in r.stdout.splitlines() if x.startswith("pending    'sharded' step 7:")]
-        check(r.returncode == 0 and line and "2 commits waiting; commit says 3 tensors, 1 complete: 'a' has "
+        check(r.returncode == 0 and line and "2 connections waiting; commit says 3 tensors, 1 complete: 'a' has "
               "2048 of 4096 elements, missing 2 ranges, the first [1024, 2048)" in line[0],
               "status names the snapshot that waits, its commits, and what it lacks", r.stdout + r.stderr)
         r = subprocess.run([WDRIFT, "status", "--json", "-c", os.path.join(tmp, "wdrift.yaml")],
@@ -406,7 +406,7 @@ def main():
         r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
                            text=True, timeout=30)
         line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'named' step 9:")]
-        check(line and "3 commits waiting, from ranks 0, 1 of 3 (not yet: 2)" in line[0],
+        check(line and "3 connections waiting, from ranks 0, 1 of 3 (not yet: 2)" in line[0],
               "status names the ranks that committed and those not yet", r.stdout)
         errs = []
         for p in again:
