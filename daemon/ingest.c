@@ -564,9 +564,8 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t ranks, uint64_t other,
 			   uint64_t session)
 {
-	if (r->claims_said && r->claims_said_pair == (other ^ session))
+	if (r->claims_said_pair == (other ^ session))
 		return;
-	r->claims_said = 1;
 	r->claims_said_pair = other ^ session;
 	log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
 		    "session): two ranks of the job given the same rank= (RANK), or a job restarted at once? "
@@ -608,7 +607,6 @@ static void note_claim(struct run *r, const struct wire_header *h)
 	if (h->session == c->prev && t - c->at_cur < CLAIM_LIVE_S)	/* back: both publish */
 		say_rank_twice(r, h->step, h->rank, h->ranks, c->cur, h->session);
 	c->prev = c->cur;
-	c->at_prev = c->at_cur;
 	c->cur = h->session;
 	c->at_cur = t;
 }
@@ -730,8 +728,7 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	 * every rank's ack. Such a commit names no rank: the count it gives
 	 * cannot say which ranks are missing. The step is stored once whole.
 	 */
-	if (snap->ranks_said && snap->ranks_said != h->ranks) {
-		snap->ranks_differ = h->ranks;	/* a snapshot made just now for it has the first count */
+	if (snap->ranks_said && snap->ranks_said != h->ranks) {	/* ranks_differ: set above */
 		snap->want = h->tensors;
 		snap->last_seen = now_mono();
 		return;

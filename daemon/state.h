@@ -170,10 +170,9 @@ struct run {
 	 * (claims_said_pair) whatever became of the steps (ingest.c: commit).
 	 * In memory only.
 	 */
-	struct rank_claim { uint64_t cur, prev; double at_cur, at_prev; } *claims;
+	struct rank_claim { uint64_t cur, prev; double at_cur; } *claims;
 	uint64_t n_claims;
-	int claims_said;
-	uint64_t claims_said_pair;	/* the two sessions last said, XORed */
+	uint64_t claims_said_pair;	/* the two sessions last said, XORed (never 0: they differ); 0: none */
 	/* a shard of step shard_refused_step was refused (any reason): no at-once refusal of it */
 	int shard_refused;
 	int64_t shard_refused_step;
