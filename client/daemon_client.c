@@ -86,8 +86,9 @@ const char *dc_config_near_miss(const char *given)
 	char err[WD_CONFIG_ERR_MAX];
 
 	if (wd_config_find(given, &f, err, sizeof(err)) != 0)
-		return dc_other_daemons(NULL);
-	snprintf(both, sizeof(both), "%s%s", wd_config_near_miss(f.origin), dc_other_daemons(f.path));
+		return dc_other_daemons(NULL, 0);
+	int chosen = !strcmp(f.origin, "-c") || !strcmp(f.origin, "WDRIFT_CONFIG");
+	snprintf(both, sizeof(both), "%s%s", wd_config_near_miss(f.origin), dc_other_daemons(f.path, chosen));
 	return both;
 }
 
@@ -101,11 +102,11 @@ int dc_config_load(const char *given, struct wd_config *cfg, const char *instead
 	/* no file: the daemons that run are named, with their configs */
 	if ((r = wd_config_find(given, &f, cerr, sizeof(cerr))) != 0)
 		return wd_error(err, errlen, "%s%s%s%s", cerr, r > 0 ? ", or " : "", r > 0 ? instead : "",
-				dc_other_daemons(NULL));
+				dc_other_daemons(NULL, 0));
 	if (wd_config_load_file(f.path, cfg, cerr, sizeof(cerr)) < 0) {
 		if (!strcmp(f.origin, "-c"))	/* a -c typo from another directory: which config runs */
 			return wd_error(err, errlen, "%s%s", cerr,
-					access(f.path, F_OK) < 0 ? dc_other_daemons(NULL) : "");
+					access(f.path, F_OK) < 0 ? dc_other_daemons(NULL, 0) : "");
 		return wd_error(err, errlen, "%s (the config found through %s)", cerr, f.origin);
 	}
 	return 0;

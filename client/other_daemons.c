@@ -139,7 +139,7 @@ static int describe(const char *pid, const char *mine, char *out, size_t len, si
 	return 0;
 }
 
-const char *dc_other_daemons(const char *config_path)
+const char *dc_other_daemons(const char *config_path, int chosen)
 {
 	static char said[1400];
 	char mine[PATH_MAX] = "", comm[32], list[1024] = "";
@@ -169,8 +169,13 @@ const char *dc_other_daemons(const char *config_path)
 		}
 		closedir(d);
 	}
-	if (shown)	/* "more" may count the daemon of this config: it says "others" */
+	const char *others = more ? "; and others (ps -C wdriftd -o pid,args)" : "";
+	if (shown && chosen && mine[0])	/* "more" may count the daemon of this config: it says "others" */
+		snprintf(said, sizeof(said), " (wdriftd -c %s starts this config's daemon; %s wdriftd %s as%s%s)",
+			 mine, shown + more > 1 ? "other" : "another", shown + more > 1 ? "run" : "runs", list,
+			 others);
+	else if (shown)
 		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "
-			 "WDRIFT_CONFIG)", list, more ? "; and others (ps -C wdriftd -o pid,args)" : "");
+			 "WDRIFT_CONFIG)", list, others);
 	return said;
 }

@@ -15,9 +15,12 @@
  * " (wdriftd runs as pid 123 with -c /home/u/p/wdrift.yaml: give its
  * config with -c FILE or WDRIFT_CONFIG)" for up to 4 wdriftd processes
  * whose config is not config_path (resolved), this user's first, then
- * "and others (ps ...)" when there are more; "" when there is none. A
- * static buffer, valid until the next call.
+ * "and others (ps ...)" when there are more; "" when there is none. When
+ * the user chose config_path (-c, WDRIFT_CONFIG), pointing them at another
+ * config's daemon is wrong (a trial's): " (wdriftd -c FILE starts this
+ * config's daemon; another wdriftd runs as pid 123 with -c ...)". A static
+ * buffer, valid until the next call.
  */
-const char *dc_other_daemons(const char *config_path);
+const char *dc_other_daemons(const char *config_path, int chosen);
 
 #endif

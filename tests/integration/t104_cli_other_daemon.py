@@ -21,6 +21,7 @@ Real daemons (stopped by pid), the real CLI run from other directories;
 temp dirs removed, also on failure.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,21 @@ def main():
               "a config found (./config) with no daemon: the running wdriftd is named", r.stderr)
         if daemons() <= 4:
             check(named in r.stderr, "... by its pid and config", r.stderr)
+
+        # a config the user chose (-c, WDRIFT_CONFIG) whose daemon is not running: they are told how
+        # to start it, not sent to the other config's daemon (a trial's)
+        mine = os.path.join(other, "mine.yaml")
+        shutil.copy(os.path.join(other, "config", "wdrift.yaml"), mine)
+        for how, args, extra in (("-c", ["-c", "mine.yaml"], {}), ("WDRIFT_CONFIG", [], {"WDRIFT_CONFIG": mine})):
+            r = subprocess.run([WDRIFT, "runs", *args], cwd=other, env=dict(env, **extra), capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 1 and "is wdriftd running?" in r.stderr
+                  and re.search(f"\\(wdriftd -c {re.escape(os.path.realpath(mine))} starts this config's daemon; "
+                                "(another wdriftd runs|other wdriftd run) as", r.stderr)
+                  and "give its config with" not in r.stderr,
+                  f"{how} of a config with no daemon: how to start it, and the other daemon beside", r.stderr)
+            if daemons() <= 4:
+                check(named in r.stderr, f"... {how}: the other daemon by its pid and config", r.stderr)
 
         # with the right config: it works, and nothing is added
         r = wd(other, "status", "-c", cfg)
