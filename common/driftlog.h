@@ -87,18 +87,28 @@ int driftlog_close(struct driftlog_writer **s);
 typedef void (*driftlog_removed_fn)(void *ctx, const char *path, uint64_t bytes, int errnum);
 
 /*
- * Renames the file at path to PATH.broken-TIME.N, TIME being now (Unix
- * seconds) and N one more than the highest N among the copies of path
- * present (a copy named PATH.broken-TIME, as before N, counts as N = 0), and
- * never over an existing file. Then removes the copies with the lowest N
+ * Why a drift log is set aside, the word its copy's name carries: it did
+ * not open or held other rows (broken), or the study's proxy labels
+ * changed (a config change; a trial read "broken" as damage). Both kinds
+ * are one set of copies: one N sequence, one keep.
+ */
+#define DRIFTLOG_ASIDE_BROKEN "broken"
+#define DRIFTLOG_ASIDE_RELABELED "proxies-changed"
+
+/*
+ * Renames the file at path to PATH.WHY-TIME.N, WHY being one of the words
+ * above, TIME now (Unix seconds) and N one more than the highest N among
+ * the copies of path present, of either kind (a copy named
+ * PATH.broken-TIME, as before N, counts as N = 0), and never over an
+ * existing file. Then removes the copies with the lowest N
  * (then TIME) until keep remain, calling removed for each. The order is N's,
  * not the clock's: a clock set back does not make the newest copy look old.
  * keep 0 removes none.
  * Returns 0 with the new name in aside; -ENOENT when path does not exist; or
  * another negative errno with err filled, nothing renamed or removed.
  */
-int driftlog_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
-		    driftlog_removed_fn removed, void *ctx, char *err, size_t errlen);
+int driftlog_set_aside(const char *path, const char *why, long long now, unsigned keep, char *aside,
+		       size_t asidelen, driftlog_removed_fn removed, void *ctx, char *err, size_t errlen);
 
 /* --- reading (driftlog_read.c) --- */
 

@@ -437,16 +437,31 @@ static int all_digits(const char *s, size_t max, unsigned long long *v)
 	return 1;
 }
 
-/* Is name a copy of base (BASE.broken-TIME or BASE.broken-TIME.N)? */
+/* BASE.WHY- of a kind of copy: the length of ".WHY-" after base, or 0. */
+static size_t aside_kind(const char *after_base)
+{
+	static const char *const kinds[] = { DRIFTLOG_ASIDE_BROKEN, DRIFTLOG_ASIDE_RELABELED };
+
+	if (after_base[0] != '.')
+		return 0;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t l = strlen(kinds[k]);
+		if (!strncmp(after_base + 1, kinds[k], l) && after_base[1 + l] == '-')
+			return l + 2;
+	}
+	return 0;
+}
+
+/* Is name a copy of base (BASE.WHY-TIME or BASE.WHY-TIME.N)? */
 static int aside_parse(const char *name, const char *base, struct aside_copy *c)
 {
 	char t[32];
-	size_t bl = strlen(base);
+	size_t bl = strlen(base), kl;
 	unsigned long long tv, nv = 0;
 
-	if (strncmp(name, base, bl) || strncmp(name + bl, ".broken-", 8))
+	if (strncmp(name, base, bl) || !(kl = aside_kind(name + bl)))
 		return 0;
-	name += bl + 8;
+	name += bl + kl;
 	const char *dot = strchr(name, '.');
 	size_t tl = dot ? (size_t)(dot - name) : strlen(name);
 	if (tl >= sizeof(t))
@@ -524,8 +539,8 @@ static int rename_noreplace(const char *from, const char *to)
 	return rename(from, to) < 0 ? -errno : 0;
 }
 
-int driftlog_set_aside(const char *path, long long now, unsigned keep, char *aside, size_t asidelen,
-		    driftlog_removed_fn removed, void *ctx, char *err, size_t errlen)
+int driftlog_set_aside(const char *path, const char *why, long long now, unsigned keep, char *aside,
+		       size_t asidelen, driftlog_removed_fn removed, void *ctx, char *err, size_t errlen)
 {
 	char dir[4096];
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
@@ -555,7 +570,7 @@ int driftlog_set_aside(const char *path, long long now, unsigned keep, char *asi
 		next = v[n - 1].n + 1;
 	/* a name taken in between (it cannot be, under the lock): the next N */
 	for (int tries = 0; tries < 100; tries++, next++) {
-		snprintf(aside, asidelen, "%s.broken-%lld.%lu", path, now, next);
+		snprintf(aside, asidelen, "%s.%s-%lld.%lu", path, why, now, next);
 		if ((r = rename_noreplace(path, aside)) != -EEXIST)
 			break;
 	}

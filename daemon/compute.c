@@ -286,8 +286,10 @@ static struct driftlog_writer *study_store(struct compute *c, struct cstudy *s, 
 	}
 	if (!ok) {
 		char aside[4300];
-		int r = !exists ? -ENOENT : driftlog_set_aside(path, (long long)time(NULL), DRIFTLOG_ASIDE_KEEP, aside, sizeof(aside),
-					aside_removed, NULL, err, sizeof(err));
+		const char *why = opened == DRIFTLOG_OTHER_LABELS ? DRIFTLOG_ASIDE_RELABELED : DRIFTLOG_ASIDE_BROKEN;
+		int r = !exists ? -ENOENT : driftlog_set_aside(path, why, (long long)time(NULL), DRIFTLOG_ASIDE_KEEP,
+							       aside, sizeof(aside), aside_removed, NULL, err,
+							       sizeof(err));
 		if (r == 0)
 			log_notice("moved the old drift log aside to '%s'", aside);
 		else if (r != -ENOENT)

@@ -167,6 +167,11 @@ def main():
               "now (a config change): rebuilding it with them from the write-ahead log" in log,
               "the drift log made again for the new proxy label is a notice that says why, not a warning "
               "(it was a warning, worded as for a damaged file)", log[-3000:])
+        copies = sorted(f for f in os.listdir(os.path.join(tmp, "var", "drift")) if f.startswith("al.h5."))
+        check(len(copies) == 1 and re.fullmatch(r"al\.h5\.proxies-changed-\d+\.1", copies[0])
+              and f"moved the old drift log aside to '{os.path.join(tmp, 'var', 'drift', copies[0])}'" in log,
+              "its copy is named for a change of proxies, not 'broken' (a trial read that as damage)",
+              f"{copies} {log[-2000:]}")
 
         def kept(doc):
             fa = (doc or {}).get("candidates", {}).get("al-fa", {}).get("layers", [{}])

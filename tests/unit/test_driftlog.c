@@ -100,15 +100,15 @@ static void test_set_aside(void)
 	if (mkdir(d, 0700) < 0)
 		printf("# mkdir '%s' failed\n", d);
 	snprintf(path, sizeof(path), "%s/fa.h5", d);
-	CHECK(driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
+	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
 	      -ENOENT, "no drift log: -ENOENT, nothing made");
 	/* two in the same second: two copies (the reproducer of issue 6's loss) */
 	put(d, "fa.h5", "first\n");
-	int r1 = driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r1 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r1 == 0 && !strcmp(aside, want), "the first copy is fa.h5.broken-1000.1 (%s)", aside);
 	put(d, "fa.h5", "second\n");
-	int r2 = driftlog_set_aside(path, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r2 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
 	CHECK(r2 == 0 && !strcmp(aside, want), "a second in the same second: fa.h5.broken-1000.2 (%s)", aside);
 	CHECK(!strcmp(text_of(d, "fa.h5.broken-1000.1"), "first\n") &&
@@ -125,7 +125,7 @@ static void test_set_aside(void)
 	n_removed = 0;
 	put(d, "fa.h5", "third\n");
 	/* the clock set back: the order is N's, so this one is still the newest */
-	int r3 = driftlog_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r3 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-500.3", d);
 	CHECK(r3 == 0 && !strcmp(aside, want), "N goes on from the highest present: %s", aside);
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-999", d);
@@ -134,7 +134,7 @@ static void test_set_aside(void)
 	      n_removed, n_removed ? removed_names[0] : "", (unsigned long long)removed_bytes[0]);
 	n_removed = 0;
 	put(d, "fa.h5", "fourth\n");
-	int r4 = driftlog_set_aside(path, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r4 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r4 == 0 && n_removed == 1 && !strcmp(removed_names[0], want),
 	      "the next removes the lowest N, fa.h5.broken-1000.1, though named for a later second (%s)",
@@ -146,10 +146,32 @@ static void test_set_aside(void)
 	CHECK(!strcmp(text_of(d, "fa.h5.broken-500.4"), "fourth\n") &&
 	      !strcmp(text_of(d, "fa.h5.broken-500.3"), "third\n") &&
 	      !strcmp(text_of(d, "fa.h5.broken-1000.2"), "second\n"), "with their contents");
+	/*
+	 * A copy set aside for a change of proxy labels (a config change, not
+	 * damage) says so in its name, and is one of the same copies: it goes
+	 * on with their N, and counts against their keep.
+	 */
+	n_removed = 0;
+	put(d, "fa.h5", "relabeled\n");
+	int r5 = driftlog_set_aside(path, DRIFTLOG_ASIDE_RELABELED, 600, 3, aside, sizeof(aside), on_removed, NULL,
+				    err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.proxies-changed-600.5", d);
+	CHECK(r5 == 0 && !strcmp(aside, want) && !strcmp(text_of(d, "fa.h5.proxies-changed-600.5"), "relabeled\n"),
+	      "a relabeled copy: fa.h5.proxies-changed-600.5, its N after the broken ones' (%s)", aside);
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
+	CHECK(n_removed == 1 && !strcmp(removed_names[0], want),
+	      "... and one of the 3 kept: the lowest N, fa.h5.broken-1000.2, removed (%s)",
+	      n_removed ? removed_names[0] : "none");
+	n_removed = 0;
+	put(d, "fa.h5", "broken again\n");
+	int r6 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 600, 3, aside, sizeof(aside), on_removed, NULL, err,
+				    sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-600.6", d);
+	CHECK(r6 == 0 && !strcmp(aside, want), "a broken copy after it goes on from its N: %s", aside);
 	/* keep 0: nothing removed */
 	n_removed = 0;
 	put(d, "fa.h5", "fifth\n");
-	CHECK(driftlog_set_aside(path, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
+	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
 	      n_removed == 0, "keep 0 removes nothing (%d removed)", n_removed);
 }
 
