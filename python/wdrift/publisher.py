@@ -177,7 +177,7 @@ class Publisher:
         if step < 0:
             raise ValueError(f"step {step}: steps are integers >= 0")
         entries = plan(tensors, skip_other)
-        earlier = self._conflict_count()    # before this one is queued: its own come later
+        earlier = self._conflict_now()      # before this one is queued: its own come later
         if any(torch_of(e.array) is not None and e.array.is_cuda for e in entries):
             if self._stager is None:
                 self._stager = Stager(self)
@@ -296,28 +296,27 @@ class Publisher:
             d["committed"] += self._stager.dropped
         return d
 
-    def _conflict_count(self):
-        """The conflicts the C publisher has counted so far."""
-        s = _Stats()
-        _get_lib().wd_publisher_get_stats(self._p, ctypes.byref(s))
-        return s.conflicts
+    def _conflict_now(self):
+        """(count, the latest's words) of the C publisher's conflicts, read together: a later
+        conflict's words must not stand for an earlier count's (a publish quoted step 10's
+        conflict as the step 0 one it raised; t100)."""
+        buf = ctypes.create_string_buffer(1024)
+        n = _get_lib().wd_publisher_refusals(self._p, 1, buf, len(buf))
+        return n, buf.value.decode(errors="replace")
 
     def _raise_refusals(self, upto=None):
-        """WdriftError for a conflict (only the first upto counted, when given) or a staging
-        failure not yet raised."""
+        """WdriftError for a conflict (only those counted by upto, a _conflict_now(), when
+        given, in its words) or a staging failure not yet raised."""
         if self._stager_error is not None:
             e, self._stager_error = self._stager_error, None
             raise e
-        lib = _get_lib()
-        count = self._conflict_count()
-        if upto is not None:
-            count = min(count, upto)
+        count, words = self._conflict_now()
+        if upto is not None and upto[0] < count:
+            count, words = upto
         if count > self._conflicts_seen:
             n, self._conflicts_seen = count - self._conflicts_seen, count
-            buf = ctypes.create_string_buffer(1024)
-            lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
             more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
-            raise WdriftError(f"{buf.value.decode(errors='replace')}{more}")
+            raise WdriftError(f"{words}{more}")
 
     def _warn_refused(self, refused):
         """RefusedWarning for the snapshots refused (not conflicts) since the last one, with the latest reason."""

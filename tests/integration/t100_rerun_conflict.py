@@ -51,6 +51,35 @@ except wdrift.WdriftError as e:
     print("raised", e, flush=True)
 '''
 
+# The re-run of steps 0 and 10, with step 10's conflict made to come back before publish(10)
+# returns: its error must be step 0's, the earlier snapshot's, and step 10's the next call's.
+# (publish quoted the latest refusal's text, step 10's, beside step 0's count: seen once.)
+RACE = r'''
+import sys, time, numpy as np, wdrift
+ep, run = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(8)
+pub = wdrift.Publisher(ep, run, ack_timeout=5.0)
+def conflicts(want):
+    end = time.time() + 20
+    while pub.stats()["conflicts"] < want and time.time() < end:
+        time.sleep(0.02)
+    return pub.stats()["conflicts"]
+pub.publish(0, {"w": rng.standard_normal(256).astype(np.float32)})
+print("conflicts after step 0:", conflicts(1), flush=True)
+send = pub._send_host
+def send_then_wait(step, entries):
+    send(step, entries)
+    print("conflicts inside publish(10):", conflicts(2), flush=True)
+pub._send_host = send_then_wait
+for what in ("publish", "flush"):
+    try:
+        pub.publish(10, {"w": rng.standard_normal(256).astype(np.float32)}) if what == "publish" else pub.flush(20)
+        print(what, "raised nothing", flush=True)
+    except wdrift.WdriftError as e:
+        print(what, "raised", e, flush=True)
+pub.close(5)
+'''
+
 
 def job(ep, run, seed, *steps):
     env = package_env()
@@ -167,6 +196,20 @@ def main():
               and "run 'flood' step 1: tensor 'w' crc32 differs (2 since this start;" in log[1],
               "15 conflicts of a re-run: the first whole, then short lines, at most 10 in the minute",
               "\n".join(log))
+        # a conflict that comes back while publish() runs is the next call's: publish's error is the
+        # earlier snapshot's, in its own words
+        r = job(ep, "race", 7, 0, 10)
+        check(r.returncode == 0 and "raised" not in r.stdout, "a run 'race', steps 0 and 10", r.stdout + r.stderr)
+        r = subprocess.run([PYTHON, "-c", RACE, ep, "race"], env=package_env(), capture_output=True, text=True,
+                           timeout=120)
+        said = {x.split(" raised")[0]: x for x in r.stdout.splitlines() if " raised" in x}
+        check("conflicts inside publish(10): 2" in r.stdout and "run 'race' step 0 refused: conflict" in
+              said.get("publish", "") and "step 10" not in said.get("publish", ""),
+              "publish(10), step 10's conflict already in: it raises step 0's, in step 0's words",
+              r.stdout + r.stderr)
+        check("run 'race' step 10 refused: conflict" in said.get("flush", ""),
+              "... and the next call raises step 10's", r.stdout + r.stderr)
+        check(wd(cfg, "runs", "rm", "race").returncode == 0, "runs rm race")
         check(wd(cfg, "runs", "rm", "flood").returncode == 0, "runs rm flood")
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 0, "runs rm fa", r.stderr)
