@@ -100,6 +100,46 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 		out[0] = 0;	/* none rather than a name cut short */
 }
 
+/* The flag of a listening socket in /proc/net/unix's Flags column (__SO_ACCEPTCON). */
+#define UNIX_LISTENING 0x10000UL
+
+void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/net/unix", "re");
+	char line[PATH_MAX + 128], found[2][PATH_MAX] = { "", "" };
+	size_t rl = strlen(rel), n = 0, seen = 0;
+
+	out[0] = 0;
+	if (!f || !rl || rel[0] == '/') {
+		if (f)
+			fclose(f);
+		return;
+	}
+	/* Num RefCount Protocol Flags Type St Inode Path: a path only for bound sockets */
+	while (n < 2 && seen++ < 65536 && fgets(line, sizeof(line), f)) {
+		unsigned long flags;
+		int at = 0;
+		line[strcspn(line, "\n")] = 0;
+		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %n", &flags, &at) != 1 || !at ||
+		    !(flags & UNIX_LISTENING) || line[at] != '/')
+			continue;
+		const char *path = line + at;
+		size_t pl = strlen(path);
+		/* ends with "/" rel, and not the path this process looked at */
+		if (pl <= rl || path[pl - rl - 1] != '/' || strcmp(path + pl - rl, rel) || !strcmp(path, full) ||
+		    (n && !strcmp(found[0], path)))
+			continue;
+		snprintf(found[n++], sizeof(found[0]), "%s", path);
+	}
+	fclose(f);
+	for (; n; n--)	/* both when they fit, else the first; none rather than a path cut short */
+		if ((size_t)snprintf(out, len, "; started in another directory? a socket listens at 'ipc://%s'%s%s%s",
+				     found[0], n > 1 ? ", another at 'ipc://" : "", n > 1 ? found[1] : "",
+				     n > 1 ? "'" : "") < len)
+			return;
+	out[0] = 0;
+}
+
 void wd_suggest_file(const char *path, char *out, size_t len)
 {
 	char dir[PATH_MAX], near[NAME_MAX + 1];

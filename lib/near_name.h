@@ -34,6 +34,17 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len);
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len);
 
 /*
+ * "; started in another directory? a socket listens at
+ * 'ipc:///a/run/ingest.sock'" into out when rel, a relative ipc:// path as the endpoint
+ * spells it after "./", is the tail of a listening Unix socket's path
+ * elsewhere (/proc/net/unix: every listener this network namespace has)
+ * that is not full: the job started in the wrong directory, its daemon up
+ * in the right one (a trial's; the CLI names the running daemons too). At
+ * most 2 are named; "" when none, or when it does not fit.
+ */
+void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
+
+/*
  * "; did you mean 'DIR/NAME'?" into out when the directory of path (a file
  * that does not exist) holds a regular file that path's last name is a
  * typo of (-c wdrift.yml beside wdrift.yaml); DIR as path spells it. ""

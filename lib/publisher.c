@@ -207,6 +207,8 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			       p->run, p->diagnosis);
 		} else if (stat(full, &st) < 0) {
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
+			if (!near[0])	/* no typo beside it: the same path under another directory? */
+				wd_suggest_listening(path, full, near, sizeof(near));
 			/* the reason no ack comes, until a daemon answers (publisher_peer.c) */
 			snprintf(p->diagnosis, sizeof(p->diagnosis), "no socket at %.300s yet (%.200s%s%s)",
 				 full, endpoint, path[0] != '/' ? ", a path relative to this process's "

@@ -441,6 +441,20 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               and f"wdriftd at ipc://{tmp}/run/ingest.sock" in err,
               "a run in no study: the daemon's welcome says so once, on the job's stderr", err)
 
+        # a job started in another directory than its daemon, with a relative ipc:// path: the
+        # daemon's socket, listening under the same relative path, is named (a trial's job waited)
+        rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1),
+                             os.path.join(tmp, "elsewhere"))
+        full = os.path.join(tmp, "elsewhere", "run", "ingest.sock")
+        said = err.split("started in another directory? a socket listens at ", 1)
+        named = re.findall(r"'ipc://([^']+)'", said[1].split("): snapshots", 1)[0] if len(said) > 1 else "")
+        # tests run in parallel: another's daemon may listen under the same relative path (2 are named)
+        check(f"no socket at {full} yet (ipc://./run/ingest.sock, a path relative to this process's working "
+              "directory; started in another directory? a socket listens at 'ipc://" in err
+              and (f"{tmp}/run/ingest.sock" in named or len(named) == 2)
+              and all(n.endswith("/run/ingest.sock") for n in named),
+              "a relative ipc:// path with no socket, the daemon up elsewhere: its socket is named", err)
+
         # 4. a typo in the run name is said on the job's stderr, with the nearest run; a right name is not
         for run, said in (("lowpre", "did you mean 'lowprec'?"), ("lowprec", None)):
             rc, out, err = child(f"""
