@@ -65,7 +65,7 @@ const char *wd_strerror(int err)
 	case ETIMEDOUT: return "timed out";
 	case ENODEV: return "no such device (no GPU, or a build without CUDA)";
 	case EIO: return "input/output error (the device failed)";
-	case ENOENT: return "no such file";
+	case ENOENT: return "not found (none yet, or no such file: wd_last_error() says which)";
 	case E2BIG: return "too many pieces";
 	case EHOSTUNREACH: return "cannot reach the daemon until that is fixed (wd_publisher_diagnosis says why)";
 	default: return err < 0 ? strerror(-err) : "not an error code (expected a negative errno)";
@@ -521,7 +521,7 @@ int wd_publisher_last_outcome(struct wd_publisher *p, struct wd_publisher_outcom
 	pthread_mutex_lock(&p->lock);
 	*out = p->last;
 	pthread_mutex_unlock(&p->lock);
-	/* wd_strerror(-ENOENT) reads "no such file": the words are these (a trial's) */
+	/* wd_strerror(-ENOENT) is generic: the words are these (a trial's) */
 	return out->kind ? 0 : pub_error(-ENOENT, "no snapshot has left the queue yet");
 }
 

@@ -454,6 +454,9 @@ int main(void)
 	struct wd_publisher_opts bad = { .ranks = -2 };
 	CHECK(wd_publisher_open(ep, "r", &bad, &p) == -EINVAL && strstr(wd_last_error(), "ranks -2"),
 	      "open refuses ranks -2: %s", wd_last_error());
+	/* -ENOENT is wd_publisher_last_outcome's "none yet" too: not "no such file" alone (left alone twice) */
+	CHECK(strstr(wd_strerror(-ENOENT), "none yet") && strstr(wd_strerror(-ENOENT), "no such file"),
+	      "wd_strerror(-ENOENT) names both of its meanings: %s", wd_strerror(-ENOENT));
 	CHECK(!strcmp(wd_strerror(-ETIMEDOUT), "timed out") && !strcmp(wd_strerror(-ENOMEM), "out of memory") &&
 	      strlen(wd_strerror(-EPIPE)) > 0 && strlen(wd_strerror(5)) > 0,
 	      "wd_strerror has words for every code, and for a non-code");
