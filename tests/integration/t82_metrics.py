@@ -95,6 +95,25 @@ def parse(body):
     return out
 
 
+def select(series, selector, values):
+    """The series of a PromQL selector, NAME{label="v", label=~"re", ...}, its $variables given
+    by values (anchored regexes, as Prometheus's)."""
+    m = re.match(r'\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}\s*$', selector)
+    name, body = m.group(1), m.group(2)
+    matchers = [(k, op, re.sub(r"\$(\w+)", lambda x: values[x.group(1)], v))
+                for k, op, v in re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"', body)]
+
+    def ok(labels):
+        d = dict(labels)
+        for k, op, v in matchers:
+            got = d.get(k, "")
+            hit = re.fullmatch(v, got) is not None if op in ("=~", "!~") else got == v
+            if hit != (op in ("=", "=~")):
+                return False
+        return True
+    return [k for k in series if k[0] == name and ok(k[1])]
+
+
 def get(series, name, **labels):
     return series.get((name, tuple(sorted(labels.items()))))
 
@@ -439,6 +458,24 @@ def main_flow():
             outs.append(out)
         check(ok_all, "the alert table's queries give state, value and threshold of each instance not ok, "
               "with the same labels (promtool test rules)", "\n".join(outs))
+        # a panel repeated per value of a variable has series for every value: the W1-against-step
+        # xychart, of candidates only, repeated per run gave a proxy an empty panel (a trial's)
+        variables = {v["name"]: v for v in dash.get("templating", {}).get("list", [])}
+        anyval = {k: ".*" for k in variables}
+        anyval["summary"] = "weighted"
+        repeated = [x for x in dash["panels"] if x.get("repeat")]
+        empty = []
+        for panel in repeated:
+            var = variables[panel["repeat"]]
+            vm = re.match(r"label_values\((.*),\s*(\w+)\)$", var["definition"])
+            vals = {dict(k[1]).get(vm.group(2)) for k in select(s, vm.group(1), anyval)}
+            for val in vals:
+                for t in panel["targets"]:
+                    for sel in re.findall(r"wdrift_\w+\{[^}]*\}", t["expr"]):
+                        if not select(s, sel, dict(anyval, **{panel["repeat"]: re.escape(val)})):
+                            empty.append((panel["title"], val, sel))
+        check(repeated and not empty,
+              f"each repeated panel has series for every value of its variable (empty: {empty})")
         # its variables too; the study list from a series every configured study has, so that a
         # study with no results yet can be picked (a trial: it came from wdrift_drift_step)
         qs = {v.get("name"): v.get("definition") or str(v.get("query"))
