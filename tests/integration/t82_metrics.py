@@ -476,6 +476,18 @@ def main_flow():
                             empty.append((panel["title"], val, sel))
         check(repeated and not empty,
               f"each repeated panel has series for every value of its variable (empty: {empty})")
+        # WdriftAlertFiring: one alert per run firing a rule, with the rule's severity (per rule, a
+        # second run firing added nothing: left alone by a trial)
+        fired, out = promtool_fires(alert_series, "WdriftAlertFiring", tmp)
+        got = {(m["alert"], m["study"], m["run"], m.get("severity"), m.get("instance"))
+               for m in (dict(re.findall(r'(\w+)="([^"]*)"', x)) for x in re.findall(r"Labels:\{([^}]*)\}", out))}
+        sev = {(dict(k[1])["alert"], dict(k[1])["study"]): dict(k[1])["severity"] for k in alert_series
+               if k[0] == "wdrift_alert_rule_state"}
+        want_alerts = {(d["alert"], d["study"], d["run"], sev[(d["alert"], d["study"])], "w")
+                       for d in (dict(k[1]) for k, v in alert_series.items() if k[0] == "wdrift_alert_state" and v == 2)}
+        check(fired and want_alerts and got == want_alerts,
+              f"WdriftAlertFiring fires once per run firing a rule, with its severity and instance ({sorted(got)})",
+              out)
         # its variables too; the study list from a series every configured study has, so that a
         # study with no results yet can be picked (a trial: it came from wdrift_drift_step)
         qs = {v.get("name"): v.get("definition") or str(v.get("query"))
