@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon_client.h"
 #include "other_daemons.h"
 
 #define SHOWN_MAX 4	/* daemons named in one hint */
@@ -98,11 +99,14 @@ static void searched_config(const char *pid, const char *cwd, char *out, size_t 
 
 /*
  * One wdriftd's part of the list, into out at *at: "pid 123 with -c FILE",
- * FILE absolute where its working directory is readable. 0; 1 when it
- * runs with config_path (mine, resolved): not another; 2 when there was
- * no room for it.
+ * FILE absolute where its working directory is readable. 0; 1 when it is
+ * gone; 2 when there was no room for it, or name_it is 0; 3 when it runs
+ * with config_path (mine, resolved): not another, but the daemon that did
+ * not answer (a review's: told to start it, the user would have started a
+ * second one).
  */
-static int describe(const char *pid, const char *mine, char *out, size_t len, size_t *at, int first)
+static int describe(const char *pid, const char *mine, char *out, size_t len, size_t *at, int first,
+		    int name_it)
 {
 	char argv[4096], cwd[PATH_MAX], full[2 * PATH_MAX], real[PATH_MAX], one[3 * PATH_MAX];
 	ssize_t n = proc_read(pid, "cmdline", argv, sizeof(argv)), c;
@@ -123,7 +127,9 @@ static int describe(const char *pid, const char *mine, char *out, size_t len, si
 	if (full[0] && realpath(full, real))
 		snprintf(full, sizeof(full), "%s", real);
 	if (full[0] && !strcmp(full, mine))
-		return 1;	/* the daemon of this config: not another */
+		return 3;	/* the daemon of this config: not another */
+	if (!name_it)
+		return 2;
 	if (cfg)
 		snprintf(one, sizeof(one), "%s pid %s with -c %s%s", first ? "" : ";", pid, full,
 			 full[0] == '/' ? "" : " (relative to its directory)");
@@ -141,8 +147,8 @@ static int describe(const char *pid, const char *mine, char *out, size_t len, si
 
 const char *dc_other_daemons(const char *config_path, int chosen)
 {
-	static char said[1400];
-	char mine[PATH_MAX] = "", comm[32], list[1024] = "";
+	static char said[2 * PATH_MAX + 1400];
+	char mine[PATH_MAX] = "", comm[32], list[1024] = "", mine_pid[NAME_MAX + 1] = "", start[PATH_MAX + 64] = "";
 	size_t at = 0, shown = 0, more = 0;
 	struct stat st;
 	struct dirent *e;
@@ -163,16 +169,23 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 			snprintf(path, sizeof(path), "/proc/%s", e->d_name);
 			if (stat(path, &st) < 0 || (st.st_uid == getuid()) != own)
 				continue;
-			int r = shown < SHOWN_MAX ? describe(e->d_name, mine, list, sizeof(list), &at, !shown) : 2;
+			/* all are looked at: the daemon of this config may come after the ones named */
+			int r = describe(e->d_name, mine, list, sizeof(list), &at, !shown, shown < SHOWN_MAX);
 			shown += r == 0;
 			more += r == 2;
+			if (r == 3 && !mine_pid[0])
+				snprintf(mine_pid, sizeof(mine_pid), "%s", e->d_name);
 		}
 		closedir(d);
 	}
 	const char *others = more ? "; and others (ps -C wdriftd -o pid,args)" : "";
-	if (shown && chosen && mine[0])	/* "more" may count the daemon of this config: it says "others" */
-		snprintf(said, sizeof(said), " (wdriftd -c %s starts this config's daemon; %s wdriftd %s as%s%s)",
-			 mine, shown + more > 1 ? "other" : "another", shown + more > 1 ? "run" : "runs", list,
+	size_t sat = 0;
+	if (mine_pid[0])	/* it runs: busy, stopping, or its socket removed; a second one would not start */
+		snprintf(said, sizeof(said), " (this config's wdriftd runs, as pid %s, but did not answer)",
+			 mine_pid);
+	else if (shown && chosen && mine[0] && dc_shell_arg(start, sizeof(start), &sat, "-c", mine) == 0)
+		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s)",
+			 start, shown + more > 1 ? "other" : "another", shown + more > 1 ? "run" : "runs", list,
 			 others);
 	else if (shown)
 		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "

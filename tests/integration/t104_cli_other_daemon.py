@@ -139,6 +139,10 @@ def main():
         r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
         check(r.returncode == 1 and "no socket" in r.stderr and f"pid {rel.pid} " not in r.stderr,
               "the daemon of the config read is never named as another", r.stderr)
+        # ... but as its own, running: told to start it, the user started a second (a review's)
+        check(f"(this config's wdriftd runs, as pid {rel.pid}, but did not answer)" in r.stderr
+              and "starts this config's daemon" not in r.stderr,
+              "... it is said to run, and not to be started", r.stderr)
         rel.terminate()
         rel.wait(timeout=15)
         r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
@@ -166,8 +170,10 @@ def main():
                   "a daemon given no -c: named by the config its search found", r.stderr)
         os.unlink(os.path.join(srch, "run", "control.sock"))
         r = wd(srch, "status")
-        check(r.returncode == 1 and "no socket" in r.stderr and f"pid {rel.pid} " not in r.stderr,
-              "... and not as another from its own directory, where the CLI finds the same file", r.stderr)
+        check(r.returncode == 1 and "no socket" in r.stderr and f"pid {rel.pid} " not in r.stderr
+              and f"(this config's wdriftd runs, as pid {rel.pid}, but did not answer)" in r.stderr,
+              "... and not as another from its own directory, where the CLI finds the same file, but as "
+              "its own", r.stderr)
         rel.terminate()
         rel.wait(timeout=15)
 
