@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "near_name.h"
 
@@ -105,39 +106,60 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len)
 {
-	FILE *f = fopen("/proc/net/unix", "re");
 	char line[PATH_MAX + 128], found[2][PATH_MAX] = { "", "" };
-	size_t rl = strlen(rel), n = 0, seen = 0;
+	int rank[2] = { 0, 0 };	/* 2: this user's socket file, 1: another's */
+	size_t seen = 0;
+	FILE *f;
 
 	out[0] = 0;
-	if (!f || !rl || rel[0] == '/') {
-		if (f)
-			fclose(f);
+	/* ../run/x.sock never ends a bound path (the daemon binds it resolved): run/x.sock may */
+	while (rel[0] == '.' && rel[1] == '.' && rel[2] == '/')
+		for (rel += 3; *rel == '/'; rel++)
+			;
+	size_t rl = strlen(rel);
+	if (!rl || rel[0] == '/' || !(f = fopen("/proc/net/unix", "re")))
 		return;
-	}
 	/* Num RefCount Protocol Flags Type St Inode Path: a path only for bound sockets */
-	while (n < 2 && seen++ < 65536 && fgets(line, sizeof(line), f)) {
+	while (seen++ < 65536 && fgets(line, sizeof(line), f)) {
 		unsigned long flags;
 		int at = 0;
+		struct stat st;
 		line[strcspn(line, "\n")] = 0;
 		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %n", &flags, &at) != 1 || !at ||
 		    !(flags & UNIX_LISTENING) || line[at] != '/')
 			continue;
 		const char *path = line + at;
 		size_t pl = strlen(path);
-		/* ends with "/" rel, and not the path this process looked at */
+		/* ends with "/" rel, is not the path this process looked at, and is there for it */
 		if (pl <= rl || path[pl - rl - 1] != '/' || strcmp(path + pl - rl, rel) || !strcmp(path, full) ||
-		    (n && !strcmp(found[0], path)))
+		    !strcmp(found[0], path) || !strcmp(found[1], path))
 			continue;
-		snprintf(found[n++], sizeof(found[0]), "%s", path);
+		/*
+		 * Its file as this process sees it: the kernel lists a listener
+		 * whose file was removed, and those of other mount namespaces.
+		 * This user's first: on a shared machine where every job says
+		 * ./run/ingest.sock, another's daemon would take the snapshots.
+		 */
+		if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		int r = st.st_uid == getuid() ? 2 : 1;
+		int k = rank[0] < r ? 0 : rank[1] < r ? 1 : -1;
+		if (k < 0)
+			continue;
+		if (k == 0) {	/* the first moves down */
+			memcpy(found[1], found[0], sizeof(found[0]));
+			rank[1] = rank[0];
+		}
+		snprintf(found[k], sizeof(found[k]), "%s", path);
+		rank[k] = r;
 	}
 	fclose(f);
-	for (; n; n--)	/* both when they fit, else the first; none rather than a path cut short */
+	for (int n = rank[1] ? 2 : rank[0] ? 1 : 0; n; n--)	/* both when they fit, else the first */
 		if ((size_t)snprintf(out, len, "; started in another directory? a socket listens at 'ipc://%s'%s%s%s",
 				     found[0], n > 1 ? ", another at 'ipc://" : "", n > 1 ? found[1] : "",
 				     n > 1 ? "'" : "") < len)
 			return;
-	out[0] = 0;
+	out[0] = 0;	/* none rather than a path cut short */
 }
 
 void wd_suggest_file(const char *path, char *out, size_t len)

@@ -35,12 +35,14 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 
 /*
  * "; started in another directory? a socket listens at
- * 'ipc:///a/run/ingest.sock'" into out when rel, a relative ipc:// path as the endpoint
- * spells it after "./", is the tail of a listening Unix socket's path
- * elsewhere (/proc/net/unix: every listener this network namespace has)
- * that is not full: the job started in the wrong directory, its daemon up
- * in the right one (a trial's; the CLI names the running daemons too). At
- * most 2 are named; "" when none, or when it does not fit.
+ * 'ipc:///a/run/ingest.sock'" into out when rel, a relative ipc:// path as
+ * the endpoint spells it after "./" (and any "../"), is the tail of a
+ * listening Unix socket's path elsewhere (/proc/net/unix: every listener
+ * this network namespace has) that is not full and whose socket file this
+ * process sees: the job started in the wrong directory, its daemon up in
+ * the right one (a trial's; the CLI names the running daemons too). At
+ * most 2 are named, this user's first; "" when none, or when it does not
+ * fit.
  */
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
 

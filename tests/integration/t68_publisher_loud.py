@@ -22,6 +22,7 @@ Each publisher runs in a child process, whose stderr is what a user sees.
 """
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -443,8 +444,17 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
 
         # a job started in another directory than its daemon, with a relative ipc:// path: the
         # daemon's socket, listening under the same relative path, is named (a trial's job waited)
-        rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1),
-                             os.path.join(tmp, "elsewhere"))
+        # a listener whose file was removed is still in /proc/net/unix: not offered (a review's)
+        os.makedirs(os.path.join(tmp, "gone", "run"))
+        gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        gone.bind(os.path.join(tmp, "gone", "run", "ingest.sock"))
+        gone.listen(1)
+        os.unlink(os.path.join(tmp, "gone", "run", "ingest.sock"))
+        try:
+            rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1),
+                                 os.path.join(tmp, "elsewhere"))
+        finally:
+            gone.close()
         full = os.path.join(tmp, "elsewhere", "run", "ingest.sock")
         said = err.split("started in another directory? a socket listens at ", 1)
         named = re.findall(r"'ipc://([^']+)'", said[1].split("): snapshots", 1)[0] if len(said) > 1 else "")
@@ -452,8 +462,9 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
         check(f"no socket at {full} yet (ipc://./run/ingest.sock, a path relative to this process's working "
               "directory; started in another directory? a socket listens at 'ipc://" in err
               and (f"{tmp}/run/ingest.sock" in named or len(named) == 2)
-              and all(n.endswith("/run/ingest.sock") for n in named),
-              "a relative ipc:// path with no socket, the daemon up elsewhere: its socket is named", err)
+              and all(n.endswith("/run/ingest.sock") for n in named) and "/gone/" not in err,
+              "a relative ipc:// path with no socket, the daemon up elsewhere: its socket is named, not a "
+              "listener whose file is gone", err)
 
         # 4. a typo in the run name is said on the job's stderr, with the nearest run; a right name is not
         for run, said in (("lowpre", "did you mean 'lowprec'?"), ("lowprec", None)):
