@@ -313,10 +313,18 @@ class Publisher:
         count, words = self._conflict_now()
         if upto is not None and upto[0] < count:
             count, words = upto
-        if count > self._conflicts_seen:
-            n, self._conflicts_seen = count - self._conflicts_seen, count
-            more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
-            raise WdriftError(f"{words}{more}")
+        e = self._conflicts_past(count, words)
+        if e is not None:
+            raise e
+
+    def _conflicts_past(self, count, words):
+        """WdriftError for the conflicts counted (count, the latest's words) past those raised
+        before, which are then raised; None when there are none."""
+        if count <= self._conflicts_seen:
+            return None
+        n, self._conflicts_seen = count - self._conflicts_seen, count
+        more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
+        return WdriftError(f"{words}{more}")
 
     def _warn_refused(self, refused):
         """RefusedWarning for the snapshots refused (not conflicts) since the last one, with the latest reason."""
@@ -384,12 +392,13 @@ class Publisher:
         pending = self._stager_error
         final = self.stats()
         self._warn_refused(final["refused"])
-        conflicts = final["conflicts"] > self._conflicts_seen
         note = ctypes.create_string_buffer(1100)
         lib.wd_publisher_notice(self._p, note, len(note))
         self._final_notice = note.value.decode(errors="replace") or None
-        buf = ctypes.create_string_buffer(1024)
-        lib.wd_publisher_refusals(self._p, 1, buf, len(buf))
+        # the count and its words read together, the last thing before close: the sending
+        # thread runs until then, and a conflict between two reads went unraised (a review's)
+        count, words = self._conflict_now()
+        final["conflicts"] = max(final["conflicts"], count)
         dropped = lib.wd_publisher_close(ctypes.byref(self._p), 0)
         self._p = ctypes.c_void_p()
         left = int(dropped) + staged - final["dropped"]    # given up by close itself
@@ -401,9 +410,9 @@ class Publisher:
                           stacklevel=2)
         if pending is not None:
             raise pending
-        if conflicts:
-            self._conflicts_seen = final["conflicts"]
-            raise WdriftError(buf.value.decode(errors="replace"))
+        e = self._conflicts_past(count, words)
+        if e is not None:
+            raise e
         return int(dropped) + staged
 
     def __enter__(self):

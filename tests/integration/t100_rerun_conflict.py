@@ -24,7 +24,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Daemon, check, free_port, package_env, summary, teardown  # noqa: E402
@@ -79,6 +82,86 @@ for what in ("publish", "flush"):
         print(what, "raised", e, flush=True)
 pub.close(5)
 '''
+
+# close(0.5) while step 10's conflict is on its way (a relay holds the daemon's replies 1.5 s): it
+# must come back between close's reads and be raised, not lost (close read the count, then the
+# words, and raised by the count alone: a review's)
+RACE_CLOSE = r'''
+import sys, time, numpy as np, wdrift
+ep, run = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(8)
+pub = wdrift.Publisher(ep, run, ack_timeout=10.0)
+def conflicts(want):
+    end = time.time() + 20
+    while pub.stats()["conflicts"] < want and time.time() < end:
+        time.sleep(0.02)
+    return pub.stats()["conflicts"]
+pub.publish(0, {"w": rng.standard_normal(256).astype(np.float32)})
+conflicts(1)
+try:
+    pub.publish(10, {"w": rng.standard_normal(256).astype(np.float32)})
+except wdrift.WdriftError as e:
+    print("publish raised", e, flush=True)
+stats = pub.stats
+def stats_then_wait():
+    s = stats()
+    pub.stats = stats
+    print("conflicts in close's stats:", s["conflicts"], "then", conflicts(2), flush=True)
+    return s
+pub.stats = stats_then_wait
+try:
+    print("close returned", pub.close(0.5), flush=True)
+except wdrift.WdriftError as e:
+    print("close raised", e, flush=True)
+print("final conflicts", pub.stats()["conflicts"], flush=True)
+'''
+
+
+class SlowReplies:
+    """A relay between publishers and the daemon's ingest that holds each reply `delay` seconds:
+    a ROUTER where the publishers connect, one DEALER to the daemon per publisher connection."""
+
+    def __init__(self, front, back, delay):
+        self.front, self.back, self.delay = front, back, delay
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.ready = threading.Event()
+        self.thread.start()
+        self.ready.wait(10)
+
+    def run(self):
+        ctx = zmq.Context()
+        fr = ctx.socket(zmq.ROUTER)
+        fr.setsockopt(zmq.LINGER, 0)
+        fr.bind(self.front)
+        self.ready.set()
+        backs, held = {}, []
+        poller = zmq.Poller()
+        poller.register(fr, zmq.POLLIN)
+        while not self.stop.is_set():
+            for sock, _ in poller.poll(20):
+                if sock is fr:
+                    ident, *frames = fr.recv_multipart()
+                    if ident not in backs:
+                        b = ctx.socket(zmq.DEALER)
+                        b.setsockopt(zmq.LINGER, 0)
+                        b.connect(self.back)
+                        backs[ident] = b
+                        poller.register(b, zmq.POLLIN)
+                    backs[ident].send_multipart(frames)
+                else:
+                    ident = next(i for i, b in backs.items() if b is sock)
+                    held.append((time.time() + self.delay, [ident, *sock.recv_multipart()]))
+            while held and held[0][0] <= time.time():
+                fr.send_multipart(held.pop(0)[1])
+        for b in backs.values():
+            b.close()
+        fr.close()
+        ctx.term()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
 
 
 def job(ep, run, seed, *steps):
@@ -210,6 +293,21 @@ def main():
         check("run 'race' step 10 refused: conflict" in said.get("flush", ""),
               "... and the next call raises step 10's", r.stdout + r.stderr)
         check(wd(cfg, "runs", "rm", "race").returncode == 0, "runs rm race")
+        r = job(ep, "slow", 7, 0, 10)
+        check(r.returncode == 0 and "raised" not in r.stdout, "a run 'slow', steps 0 and 10", r.stdout + r.stderr)
+        relay = SlowReplies(f"ipc://{tmp}/run/slow.sock", ep, 1.5)
+        try:
+            r = subprocess.run([PYTHON, "-c", RACE_CLOSE, f"ipc://{tmp}/run/slow.sock", "slow"],
+                               env=package_env(), capture_output=True, text=True, timeout=120)
+        finally:
+            relay.close()
+        check("publish raised run 'slow' step 0 refused: conflict" in r.stdout
+              and "conflicts in close's stats: 1 then 2" in r.stdout
+              and "close raised run 'slow' step 10 refused: conflict" in r.stdout
+              and "final conflicts 2" in r.stdout,
+              "close(0.5), step 10's conflict coming back between its reads: raised, and in its stats",
+              r.stdout + r.stderr)
+        check(wd(cfg, "runs", "rm", "slow").returncode == 0, "runs rm slow")
         check(wd(cfg, "runs", "rm", "flood").returncode == 0, "runs rm flood")
         r = wd(cfg, "runs", "rm", "fa")
         check(r.returncode == 0, "runs rm fa", r.stderr)
