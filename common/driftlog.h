@@ -75,9 +75,10 @@ int driftlog_append(struct driftlog_writer *s, const struct drift_row *rows, siz
 int driftlog_close(struct driftlog_writer **s);
 
 /*
- * Copies of damaged drift logs (docs/storage.md): the daemon moves a drift
- * log it cannot use aside and rebuilds it from the write-ahead log, and keeps
- * the newest DRIFTLOG_ASIDE_KEEP copies of each study, the one just made
+ * Copies of set-aside drift logs (docs/storage.md): the daemon moves a
+ * drift log it cannot use (damaged, or made for other proxy labels) aside
+ * and rebuilds it from the write-ahead log, and keeps the newest
+ * DRIFTLOG_ASIDE_KEEP copies of each kind of each study, the one just made
  * included. Each copy is as large as the drift log was when moved aside.
  */
 #define DRIFTLOG_ASIDE_KEEP 3
@@ -90,7 +91,8 @@ typedef void (*driftlog_removed_fn)(void *ctx, const char *path, uint64_t bytes,
  * Why a drift log is set aside, the word its copy's name carries: it did
  * not open or held other rows (broken), or the study's proxy labels
  * changed (a config change; a trial read "broken" as damage). Both kinds
- * are one set of copies: one N sequence, one keep.
+ * share one N sequence; each has its own keep, so that config changes do
+ * not prune the only copy of a damaged file.
  */
 #define DRIFTLOG_ASIDE_BROKEN "broken"
 #define DRIFTLOG_ASIDE_RELABELED "proxies-changed"
@@ -100,10 +102,10 @@ typedef void (*driftlog_removed_fn)(void *ctx, const char *path, uint64_t bytes,
  * above, TIME now (Unix seconds) and N one more than the highest N among
  * the copies of path present, of either kind (a copy named
  * PATH.broken-TIME, as before N, counts as N = 0), and never over an
- * existing file. Then removes the copies with the lowest N
- * (then TIME) until keep remain, calling removed for each. The order is N's,
- * not the clock's: a clock set back does not make the newest copy look old.
- * keep 0 removes none.
+ * existing file. Then removes the copies of the same kind with the lowest
+ * N (then TIME) until keep of that kind remain, calling removed for each.
+ * The order is N's, not the clock's: a clock set back does not make the
+ * newest copy look old. keep 0 removes none.
  * Returns 0 with the new name in aside; -ENOENT when path does not exist; or
  * another negative errno with err filled, nothing renamed or removed.
  */

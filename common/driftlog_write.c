@@ -423,6 +423,7 @@ int driftlog_close(struct driftlog_writer **ps)
 
 struct aside_copy {
 	char *name;
+	const char *why;	/* its kind: DRIFTLOG_ASIDE_BROKEN or _RELABELED */
 	unsigned long n;	/* 0: named before N was (PATH.broken-TIME) */
 	long long time;
 };
@@ -437,8 +438,8 @@ static int all_digits(const char *s, size_t max, unsigned long long *v)
 	return 1;
 }
 
-/* BASE.WHY- of a kind of copy: the length of ".WHY-" after base, or 0. */
-static size_t aside_kind(const char *after_base)
+/* BASE.WHY- of a kind of copy: the length of ".WHY-" after base, its kind in *why; or 0. */
+static size_t aside_kind(const char *after_base, const char **why)
 {
 	static const char *const kinds[] = { DRIFTLOG_ASIDE_BROKEN, DRIFTLOG_ASIDE_RELABELED };
 
@@ -446,8 +447,10 @@ static size_t aside_kind(const char *after_base)
 		return 0;
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		size_t l = strlen(kinds[k]);
-		if (!strncmp(after_base + 1, kinds[k], l) && after_base[1 + l] == '-')
+		if (!strncmp(after_base + 1, kinds[k], l) && after_base[1 + l] == '-') {
+			*why = kinds[k];
 			return l + 2;
+		}
 	}
 	return 0;
 }
@@ -459,7 +462,7 @@ static int aside_parse(const char *name, const char *base, struct aside_copy *c)
 	size_t bl = strlen(base), kl;
 	unsigned long long tv, nv = 0;
 
-	if (strncmp(name, base, bl) || !(kl = aside_kind(name + bl)))
+	if (strncmp(name, base, bl) || !(kl = aside_kind(name + bl, &c->why)))
 		return 0;
 	name += bl + kl;
 	const char *dot = strchr(name, '.');
@@ -578,8 +581,18 @@ int driftlog_set_aside(const char *path, const char *why, long long now, unsigne
 		wd_error(err, errlen, "'%s': cannot move it aside to '%s': %s", path, aside, strerror(-r));
 		goto out;
 	}
-	/* n copies were there, one more now: remove the oldest beyond keep */
-	for (size_t i = 0; keep && i + keep < n + 1; i++) {
+	/*
+	 * The copies of this kind were there, one more now: remove the oldest
+	 * beyond keep. Each kind its own keep: config changes must not prune
+	 * the only copy of a damaged file (a review's).
+	 */
+	size_t same = 1;
+	for (size_t i = 0; i < n; i++)
+		same += !strcmp(v[i].why, why);
+	for (size_t i = 0; keep && same > keep && i < n; i++) {
+		if (strcmp(v[i].why, why))
+			continue;
+		same--;
 		char p[4600];
 		snprintf(p, sizeof(p), "%s/%s", dir, v[i].name);
 		uint64_t bytes = stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;

@@ -224,7 +224,7 @@ static void aside_removed(void *ctx, const char *path, uint64_t bytes, int errnu
 	if (errnum)
 		log_warning("cannot remove the set-aside drift log '%s': %s", path, strerror(errnum));
 	else
-		log_notice("removed the set-aside drift log '%s' (%llu bytes): the newest %d are kept",
+		log_notice("removed the set-aside drift log '%s' (%llu bytes): the newest %d of its kind are kept",
 			   path, (unsigned long long)bytes, DRIFTLOG_ASIDE_KEEP);
 }
 

@@ -100,15 +100,18 @@ static void test_set_aside(void)
 	if (mkdir(d, 0700) < 0)
 		printf("# mkdir '%s' failed\n", d);
 	snprintf(path, sizeof(path), "%s/fa.h5", d);
-	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) ==
+	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside),
+				 on_removed, NULL, err, sizeof(err)) ==
 	      -ENOENT, "no drift log: -ENOENT, nothing made");
 	/* two in the same second: two copies (the reproducer of issue 6's loss) */
 	put(d, "fa.h5", "first\n");
-	int r1 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r1 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside),
+				    on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r1 == 0 && !strcmp(aside, want), "the first copy is fa.h5.broken-1000.1 (%s)", aside);
 	put(d, "fa.h5", "second\n");
-	int r2 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r2 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 1000, 3, aside, sizeof(aside),
+				    on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
 	CHECK(r2 == 0 && !strcmp(aside, want), "a second in the same second: fa.h5.broken-1000.2 (%s)", aside);
 	CHECK(!strcmp(text_of(d, "fa.h5.broken-1000.1"), "first\n") &&
@@ -125,7 +128,8 @@ static void test_set_aside(void)
 	n_removed = 0;
 	put(d, "fa.h5", "third\n");
 	/* the clock set back: the order is N's, so this one is still the newest */
-	int r3 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r3 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside),
+				    on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-500.3", d);
 	CHECK(r3 == 0 && !strcmp(aside, want), "N goes on from the highest present: %s", aside);
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-999", d);
@@ -134,7 +138,8 @@ static void test_set_aside(void)
 	      n_removed, n_removed ? removed_names[0] : "", (unsigned long long)removed_bytes[0]);
 	n_removed = 0;
 	put(d, "fa.h5", "fourth\n");
-	int r4 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside), on_removed, NULL, err, sizeof(err));
+	int r4 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 3, aside, sizeof(aside),
+				    on_removed, NULL, err, sizeof(err));
 	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.1", d);
 	CHECK(r4 == 0 && n_removed == 1 && !strcmp(removed_names[0], want),
 	      "the next removes the lowest N, fa.h5.broken-1000.1, though named for a later second (%s)",
@@ -148,30 +153,43 @@ static void test_set_aside(void)
 	      !strcmp(text_of(d, "fa.h5.broken-1000.2"), "second\n"), "with their contents");
 	/*
 	 * A copy set aside for a change of proxy labels (a config change, not
-	 * damage) says so in its name, and is one of the same copies: it goes
-	 * on with their N, and counts against their keep.
+	 * damage) says so in its name and goes on with the copies' N. Each
+	 * kind has its own keep: config changes must not prune the only copy
+	 * of a damaged file (a review's).
 	 */
-	n_removed = 0;
-	put(d, "fa.h5", "relabeled\n");
-	int r5 = driftlog_set_aside(path, DRIFTLOG_ASIDE_RELABELED, 600, 3, aside, sizeof(aside), on_removed, NULL,
-				    err, sizeof(err));
+	char name[64];
+	for (int k = 5; k <= 8; k++) {
+		n_removed = 0;
+		put(d, "fa.h5", "relabeled\n");
+		int rk = driftlog_set_aside(path, DRIFTLOG_ASIDE_RELABELED, 600, 3, aside, sizeof(aside),
+					    on_removed, NULL, err, sizeof(err));
+		snprintf(name, sizeof(name), "fa.h5.proxies-changed-600.%d", k);
+		snprintf(want, sizeof(want), "%s/%s", d, name);
+		CHECK(rk == 0 && !strcmp(aside, want) && !strcmp(text_of(d, name), "relabeled\n"),
+		      "a relabeled copy: %s, its N after the others' (%s)", name, aside);
+	}
 	snprintf(want, sizeof(want), "%s/fa.h5.proxies-changed-600.5", d);
-	CHECK(r5 == 0 && !strcmp(aside, want) && !strcmp(text_of(d, "fa.h5.proxies-changed-600.5"), "relabeled\n"),
-	      "a relabeled copy: fa.h5.proxies-changed-600.5, its N after the broken ones' (%s)", aside);
-	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
 	CHECK(n_removed == 1 && !strcmp(removed_names[0], want),
-	      "... and one of the 3 kept: the lowest N, fa.h5.broken-1000.2, removed (%s)",
+	      "the 4th relabeled copy removes the oldest relabeled one, not a broken one (%s)",
 	      n_removed ? removed_names[0] : "none");
+	CHECK(!strcmp(text_of(d, "fa.h5.broken-1000.2"), "second\n") &&
+	      !strcmp(text_of(d, "fa.h5.broken-500.3"), "third\n") &&
+	      !strcmp(text_of(d, "fa.h5.broken-500.4"), "fourth\n"), "the 3 broken copies are all kept: %s",
+	      listing(d));
 	n_removed = 0;
 	put(d, "fa.h5", "broken again\n");
-	int r6 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 600, 3, aside, sizeof(aside), on_removed, NULL, err,
-				    sizeof(err));
-	snprintf(want, sizeof(want), "%s/fa.h5.broken-600.6", d);
-	CHECK(r6 == 0 && !strcmp(aside, want), "a broken copy after it goes on from its N: %s", aside);
+	int r6 = driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 600, 3, aside, sizeof(aside), on_removed, NULL,
+				    err, sizeof(err));
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-600.9", d);
+	CHECK(r6 == 0 && !strcmp(aside, want), "a broken copy after them goes on from their N: %s", aside);
+	snprintf(want, sizeof(want), "%s/fa.h5.broken-1000.2", d);
+	CHECK(n_removed == 1 && !strcmp(removed_names[0], want),
+	      "... and removes the oldest broken one, fa.h5.broken-1000.2 (%s)", n_removed ? removed_names[0] : "none");
 	/* keep 0: nothing removed */
 	n_removed = 0;
 	put(d, "fa.h5", "fifth\n");
-	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 0, aside, sizeof(aside), on_removed, NULL, err, sizeof(err)) == 0 &&
+	CHECK(driftlog_set_aside(path, DRIFTLOG_ASIDE_BROKEN, 500, 0, aside, sizeof(aside),
+				 on_removed, NULL, err, sizeof(err)) == 0 &&
 	      n_removed == 0, "keep 0 removes nothing (%d removed)", n_removed);
 }
 
