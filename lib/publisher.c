@@ -79,9 +79,15 @@ double pub_now(void)
 	return wd_now();
 }
 
+/*
+ * On the monotonic clock, as p->work and p->room wait (wd_publisher_open):
+ * the time of day steps (NTP, a VM resumed), and a deadline on it ended a
+ * flush at once, its snapshot not yet tried, or stretched a backoff by the
+ * step.
+ */
 void pub_deadline(int ms, struct timespec *end)
 {
-	clock_gettime(CLOCK_REALTIME, end);
+	clock_gettime(CLOCK_MONOTONIC, end);
 	end->tv_sec += ms / 1000;
 	end->tv_nsec += (long)(ms % 1000) * 1000000;
 	if (end->tv_nsec >= 1000000000) {
@@ -289,9 +295,13 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 	if ((r = check_endpoint(p, endpoint)) < 0)
 		goto fail;
 	p->waiting_since = pub_now();
+	pthread_condattr_t mono;
+	pthread_condattr_init(&mono);
+	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);	/* pub_deadline's clock */
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->work, NULL);
-	pthread_cond_init(&p->room, NULL);
+	pthread_cond_init(&p->work, &mono);
+	pthread_cond_init(&p->room, &mono);
+	pthread_condattr_destroy(&mono);
 	if (pthread_create(&p->thread, NULL, pub_sender_main, p) != 0) {
 		pthread_mutex_destroy(&p->lock);
 		pthread_cond_destroy(&p->work);

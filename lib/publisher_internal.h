@@ -194,7 +194,7 @@ void pub_peer_answered(struct wd_publisher *p);
 
 /* CLOCK_MONOTONIC in seconds. */
 double pub_now(void);
-/* CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
+/* CLOCK_MONOTONIC ms from now, for pthread_cond_timedwait on p->work and p->room. */
 void pub_deadline(int ms, struct timespec *end);
 
 void pub_snapshot_free(struct pub_snapshot *s);
