@@ -317,9 +317,10 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			 * again on a fresh socket, a new one (a trial read "2 commits
 			 * waited" beside one live rank as two ranks).
 			 */
-			log_warning("ingest: run '%s' step %lld: %s (commits from %zu connections waited; "
+			log_warning("ingest: run '%s' step %lld: %s (commits from %zu connection%s waited; "
 				    "a rank that sent again on a new connection counts again)",
-				    snap->run->name, (long long)snap->step, why, snap->n_waiters);
+				    snap->run->name, (long long)snap->step, why, snap->n_waiters,
+				    snap->n_waiters == 1 ? "" : "s");
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 			ingest_note_expired(ix, snap, t, why);
 		} else if (!snap->recheck) {

@@ -104,11 +104,22 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 /* The flag of a listening socket in /proc/net/unix's Flags column (__SO_ACCEPTCON). */
 #define UNIX_LISTENING 0x10000UL
 
+/* Bytes of the directories that a and b share from their start. */
+static size_t common_dirs(const char *a, const char *b)
+{
+	size_t k = 0, at = 0;
+
+	for (; a[k] && a[k] == b[k]; k++)
+		if (a[k] == '/')
+			at = k + 1;
+	return at;
+}
+
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len)
 {
 	char line[PATH_MAX + 128], found[2][PATH_MAX] = { "", "" };
-	int rank[2] = { 0, 0 };	/* 2: this user's socket file, 1: another's */
-	size_t seen = 0;
+	/* the best first: this user's socket file, then the most directories shared with full */
+	size_t score[2] = { 0, 0 }, seen = 0, more = 0;
 	FILE *f;
 
 	out[0] = 0;
@@ -137,28 +148,36 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
 		/*
 		 * Its file as this process sees it: the kernel lists a listener
 		 * whose file was removed, and those of other mount namespaces.
-		 * This user's first: on a shared machine where every job says
-		 * ./run/ingest.sock, another's daemon would take the snapshots.
+		 * Where every job says ./run/ingest.sock, the one meant is this
+		 * user's, and likely the nearest: another's daemon would take
+		 * the snapshots (a trial was shown two test daemons, not its own).
 		 */
 		if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
 			continue;
-		int r = st.st_uid == getuid() ? 2 : 1;
-		int k = rank[0] < r ? 0 : rank[1] < r ? 1 : -1;
-		if (k < 0)
-			continue;
-		if (k == 0) {	/* the first moves down */
+		size_t sc = (st.st_uid == getuid() ? (size_t)PATH_MAX : 0) + common_dirs(path, full) + 1;
+		if (score[1])
+			more++;	/* one of the three is left out */
+		if (sc > score[0]) {
 			memcpy(found[1], found[0], sizeof(found[0]));
-			rank[1] = rank[0];
+			score[1] = score[0];
+			snprintf(found[0], sizeof(found[0]), "%s", path);
+			score[0] = sc;
+		} else if (sc > score[1]) {
+			snprintf(found[1], sizeof(found[1]), "%s", path);
+			score[1] = sc;
 		}
-		snprintf(found[k], sizeof(found[k]), "%s", path);
-		rank[k] = r;
 	}
 	fclose(f);
-	for (int n = rank[1] ? 2 : rank[0] ? 1 : 0; n; n--)	/* both when they fit, else the first */
-		if ((size_t)snprintf(out, len, "; started in another directory? a socket listens at 'ipc://%s'%s%s%s",
+	for (int n = score[1] ? 2 : score[0] ? 1 : 0; n; n--) {	/* both when they fit, else the first */
+		char others[48] = "";
+		size_t left = more + (n == 1 && score[1]);
+		if (left)
+			snprintf(others, sizeof(others), " (and %zu other%s)", left, left == 1 ? "" : "s");
+		if ((size_t)snprintf(out, len, "; started in another directory? a socket listens at 'ipc://%s'%s%s%s%s",
 				     found[0], n > 1 ? ", another at 'ipc://" : "", n > 1 ? found[1] : "",
-				     n > 1 ? "'" : "") < len)
+				     n > 1 ? "'" : "", others) < len)
 			return;
+	}
 	out[0] = 0;	/* none rather than a path cut short */
 }
 

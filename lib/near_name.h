@@ -41,8 +41,9 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
  * this network namespace has) that is not full and whose socket file this
  * process sees: the job started in the wrong directory, its daemon up in
  * the right one (a trial's; the CLI names the running daemons too). At
- * most 2 are named, this user's first; "" when none, or when it does not
- * fit.
+ * most 2 are named, this user's first, then those sharing the most
+ * directories with full, and " (and N others)" counts the rest; "" when
+ * none, or when it does not fit.
  */
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
 

@@ -119,7 +119,9 @@ static void stall_check(struct wd_publisher *p, int answered)
 		 : ranks_wait ? "connected, the snapshot not yet whole"
 		 : p->diagnosis[0] && p->unreachable == PUB_REACHED ? "reached, but not taken" : "no answer at all",
 		 ranks_wait ? "is every rank publishing its part (ranks > 1)?"
-		 : !answers ? (p->diagnosis[0] ? PUB_CLIP(p->diagnosis) : "is wdriftd running and listening there?")
+		 /* our own words, the paths of a socket named in them whole (a trial's was cut) */
+		 : !answers ? (p->diagnosis[0] ? wd_log_clip((char[1100]){ 0 }, 1100, p->diagnosis, 1000)
+			       : "is wdriftd running and listening there?")
 		 : p->pushback[0] ? p->pushback
 		 : p->opts.ranks > 1 ? "is every rank publishing its part (ranks > 1)?"
 		 : "is its memory budget full (wdrift status)?");

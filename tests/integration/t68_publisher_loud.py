@@ -22,6 +22,7 @@ Each publisher runs in a child process, whose stderr is what a user sees.
 """
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -450,19 +451,34 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
         gone.bind(os.path.join(tmp, "gone", "run", "ingest.sock"))
         gone.listen(1)
         os.unlink(os.path.join(tmp, "gone", "run", "ingest.sock"))
+        # two farther daemons' sockets (another directory tree): the nearest is named first, the
+        # rest counted
+        far = tempfile.mkdtemp(prefix="wdrift-t68-far-")
+        farsocks = []
         try:
+            for sub in ("a", "b"):
+                os.makedirs(os.path.join(far, sub, "run"))
+                fs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                fs.bind(os.path.join(far, sub, "run", "ingest.sock"))
+                fs.listen(1)
+                farsocks.append(fs)
             rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1),
                                  os.path.join(tmp, "elsewhere"))
         finally:
             gone.close()
+            for fs in farsocks:
+                fs.close()
+            shutil.rmtree(far, ignore_errors=True)
         full = os.path.join(tmp, "elsewhere", "run", "ingest.sock")
         said = err.split("started in another directory? a socket listens at ", 1)
         named = re.findall(r"'ipc://([^']+)'", said[1].split("): snapshots", 1)[0] if len(said) > 1 else "")
-        # tests run in parallel: another's daemon may listen under the same relative path (2 are named)
+        # tests run in parallel: others' daemons may listen under the same relative path, and the
+        # nearest is named first (a trial was shown two test daemons, not its own)
         check(f"no socket at {full} yet (ipc://./run/ingest.sock, a path relative to this process's working "
               "directory; started in another directory? a socket listens at 'ipc://" in err
-              and (f"{tmp}/run/ingest.sock" in named or len(named) == 2)
-              and all(n.endswith("/run/ingest.sock") for n in named) and "/gone/" not in err,
+              and named[:1] == [f"{tmp}/run/ingest.sock"]
+              and all(n.endswith("/run/ingest.sock") for n in named) and "/gone/" not in err
+              and re.search(r"'ipc://[^']+' \(and \d+ others?\)\): snapshots wait", err) is not None,
               "a relative ipc:// path with no socket, the daemon up elsewhere: its socket is named, not a "
               "listener whose file is gone", err)
 
