@@ -628,9 +628,23 @@ static int step_state(const struct compute *c, const struct cstudy *s, int64_t s
 
 	if (align(c, s, step, &in, at) < 0)
 		return STEP_ALONE;
-	for (size_t r = 0; r < in.n_runs; r++)
+	int cands = 0;
+	for (size_t r = 0; r < in.n_runs; r++) {
 		if (!result_cover_has(cv, step, in.runs[r]))
 			return STEP_MISSING;
+		cands += in.role[r] == ROLE_CANDIDATE;
+	}
+	/*
+	 * A trained proxy aligned here under a label the candidates' rows were
+	 * not computed with (a reload renamed it, or gave a run that was there
+	 * a proxy's place): their ratios to it are missing, though every run
+	 * has its row (a trial's renamed proxy lost the whole history's).
+	 */
+	for (size_t r = 0; cands && r < in.n_runs; r++)
+		for (size_t k = 0; in.role[r] == ROLE_PROXY && k < s->n_proxies; k++)
+			if (s->pruns[k] && !strcmp(s->pruns[k], in.runs[r]) &&
+			    !result_cover_has_label(cv, step, s->labels[k]))
+				return STEP_MISSING;
 	/* the synthetic proxy's rows go under its label, the last one */
 	return s->synthetic != WD_SYNTHETIC_NONE && !result_cover_has(cv, step, s->labels[s->n_proxies - 1]) ?
 	       STEP_MISSING : STEP_COVERED;

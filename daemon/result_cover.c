@@ -8,11 +8,11 @@
 #include "result_batch.h"
 #include "result_cover.h"
 
-static int add(struct result_cover *cv, int64_t step, const char *run)
+static int add(struct result_cover *cv, int64_t step, const char *run, int label)
 {
 	const struct result_cover_pair *last = cv->n ? &cv->v[cv->n - 1] : NULL;
 
-	if (last && last->step == step && !strcmp(last->run, run))
+	if (last && last->step == step && last->label == label && !strcmp(last->run, run))
 		return 0;	/* a run's next tensor row: noted already */
 	struct result_cover_pair *v = wd_grow(cv->v, cv->n, &cv->cap, sizeof(*v), 64);
 	if (!v)
@@ -20,7 +20,17 @@ static int add(struct result_cover *cv, int64_t step, const char *run)
 	cv->v = v;
 	if (!(cv->v[cv->n].run = strdup(run)))
 		return -ENOMEM;
+	cv->v[cv->n].label = label;
 	cv->v[cv->n++].step = step;
+	return 0;
+}
+
+/* Has b a candidate's row? Its labels then cover the step's ratios. */
+static int has_candidate(const struct result_batch *b)
+{
+	for (size_t k = 0; k < b->n_rows; k++)
+		if (b->rows[k].role == ROLE_CANDIDATE)
+			return 1;
 	return 0;
 }
 
@@ -42,8 +52,11 @@ int result_cover_build(struct result_cover *cv, char *const *payloads, size_t n,
 			r = -ENOMEM;	/* it read as a result just above */
 			break;
 		}
-		for (size_t k = 0; r == 0 && !strcmp(b->baseline, baseline) && k < b->n_rows; k++)
-			r = add(cv, b->step, b->rows[k].run);
+		int same = !strcmp(b->baseline, baseline);
+		for (size_t k = 0; r == 0 && same && k < b->n_rows; k++)
+			r = add(cv, b->step, b->rows[k].run, 0);
+		for (size_t k = 0; r == 0 && same && has_candidate(b) && k < b->n_proxies; k++)
+			r = add(cv, b->step, b->proxies[k], 1);
 		result_batch_free(&b);
 	}
 	if (r < 0)
@@ -51,12 +64,22 @@ int result_cover_build(struct result_cover *cv, char *const *payloads, size_t n,
 	return r;
 }
 
-int result_cover_has(const struct result_cover *cv, int64_t step, const char *run)
+static int has(const struct result_cover *cv, int64_t step, const char *run, int label)
 {
 	for (size_t i = 0; i < cv->n; i++)
-		if (cv->v[i].step == step && !strcmp(cv->v[i].run, run))
+		if (cv->v[i].step == step && cv->v[i].label == label && !strcmp(cv->v[i].run, run))
 			return 1;
 	return 0;
+}
+
+int result_cover_has(const struct result_cover *cv, int64_t step, const char *run)
+{
+	return has(cv, step, run, 0);
+}
+
+int result_cover_has_label(const struct result_cover *cv, int64_t step, const char *label)
+{
+	return has(cv, step, label, 1);
 }
 
 void result_cover_release(struct result_cover *cv)

@@ -14,7 +14,8 @@
 struct result_cover {
 	struct result_cover_pair {
 		int64_t step;	/* the baseline's */
-		char *run;	/* a run, or a synthetic proxy's label */
+		char *run;	/* a run, or a synthetic proxy's label; or with label, a proxy label */
+		int label;	/* the step's candidate rows carry ratios under the proxy label run */
 	} *v;
 	size_t n, cap;
 };
@@ -29,6 +30,12 @@ int result_cover_build(struct result_cover *cv, char *const *payloads, size_t n,
 		       const char *baseline);
 /* Has run a row at the baseline's step? */
 int result_cover_has(const struct result_cover *cv, int64_t step, const char *run);
+/*
+ * Have the step's candidate rows a ratio under the proxy label, computed
+ * with it (a label a reload added or renamed has none: its rows hold NaN
+ * there, and a trial's renamed proxy lost every ratio of the history)?
+ */
+int result_cover_has_label(const struct result_cover *cv, int64_t step, const char *label);
 void result_cover_release(struct result_cover *cv);
 
 #endif
