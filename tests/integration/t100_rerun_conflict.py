@@ -54,19 +54,23 @@ except wdrift.WdriftError as e:
     print("raised", e, flush=True)
 '''
 
-# The re-run of steps 0 and 10, with step 10's conflict made to come back before publish(10)
-# returns: its error must be step 0's, the earlier snapshot's, and step 10's the next call's.
-# (publish quoted the latest refusal's text, step 10's, beside step 0's count: seen once.)
-RACE = r'''
+# The two races' start: a publisher of the re-run, and a wait for its conflict count
+RACE_HEAD = r'''
 import sys, time, numpy as np, wdrift
 ep, run = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(8)
-pub = wdrift.Publisher(ep, run, ack_timeout=5.0)
+pub = wdrift.Publisher(ep, run, ack_timeout=10.0)
 def conflicts(want):
     end = time.time() + 20
     while pub.stats()["conflicts"] < want and time.time() < end:
         time.sleep(0.02)
     return pub.stats()["conflicts"]
+'''
+
+# The re-run of steps 0 and 10, with step 10's conflict made to come back before publish(10)
+# returns: its error must be step 0's, the earlier snapshot's, and step 10's the next call's.
+# (publish quoted the latest refusal's text, step 10's, beside step 0's count: seen once.)
+RACE = RACE_HEAD + r'''
 pub.publish(0, {"w": rng.standard_normal(256).astype(np.float32)})
 print("conflicts after step 0:", conflicts(1), flush=True)
 send = pub._send_host
@@ -86,16 +90,7 @@ pub.close(5)
 # close(0.5) while step 10's conflict is on its way (a relay holds the daemon's replies 1.5 s): it
 # must come back between close's reads and be raised, not lost (close read the count, then the
 # words, and raised by the count alone: a review's)
-RACE_CLOSE = r'''
-import sys, time, numpy as np, wdrift
-ep, run = sys.argv[1], sys.argv[2]
-rng = np.random.default_rng(8)
-pub = wdrift.Publisher(ep, run, ack_timeout=10.0)
-def conflicts(want):
-    end = time.time() + 20
-    while pub.stats()["conflicts"] < want and time.time() < end:
-        time.sleep(0.02)
-    return pub.stats()["conflicts"]
+RACE_CLOSE = RACE_HEAD + r'''
 pub.publish(0, {"w": rng.standard_normal(256).astype(np.float32)})
 conflicts(1)
 try:

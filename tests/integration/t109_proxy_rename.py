@@ -21,11 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CONFIG, Daemon, check, package_env, summary, teardown  # noqa: E402
-
-BUILD = os.environ.get("BUILD", "build")
-WDRIFT = os.path.abspath(os.path.join(BUILD, "wdrift"))
-PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+from harness import PYTHON, WDRIFT, Daemon, check, package_env, summary, teardown  # noqa: E402
 
 JOB = r'''
 import sys, numpy as np, wdrift
