@@ -31,8 +31,10 @@ static const char usage[] =
 "run of the study that sent nothing; \"refused\", a run's snapshots refused\n"
 "as conflicts (a re-run under its name); \"mixed\", a run two jobs published\n"
 "at once; \"expired\", a run's steps refused incomplete, never durable (a rank\n"
-"that died), while no later step of it is durable (\"silent\", \"refused\",\n"
-"\"mixed\" and \"expired\" in --json).\n"
+"that died), while no later step of it is durable; \"stuck\", a run's step\n"
+"held up now: it waits for a rank the daemon's log says died or lags, or had\n"
+"no message for a minute (or half of limits.pending_timeout, if shorter)\n"
+"(\"silent\", \"refused\", \"mixed\", \"expired\" and \"stuck\" in --json).\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -42,7 +44,7 @@ DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
 "                     \"missing_latest\": {RUN: STEP}, \"stale\", \"silent\", \"refused\",\n"
-"                     \"mixed\", \"expired\", \"run_steps\": {RUN: STEP} with\n"
+"                     \"mixed\", \"expired\", \"stuck\", \"run_steps\": {RUN: STEP} with\n"
 "                     \"alignment_tolerance\";\n"
 "                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
 "                     \"summary\": {...}, \"former\": true (only then)}}}, absent: its\n"
@@ -213,6 +215,7 @@ static void print_silent(json_t *res)
 	dc_said(res, "refused");
 	dc_said(res, "mixed");
 	dc_said(res, "expired");
+	dc_said(res, "stuck");
 	dc_said(res, "ahead");
 	dc_said(res, "unaligned");
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)

@@ -491,6 +491,10 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"expired\":");
 		out_json(&out, json_string(q->expired));
 	}
+	if (q->stuck) {		/* a step held up by a rank (dead?): no row until it comes, or expires */
+		out_str(&out, ",\"stuck\":");
+		out_json(&out, json_string(q->stuck));
+	}
 	if (q->mixed) {		/* two jobs in one run: its rows may be either's */
 		out_str(&out, ",\"mixed\":");
 		out_json(&out, json_string(q->mixed));
@@ -561,6 +565,8 @@ void drift_query_release(struct drift_query *q)
 	q->ahead = NULL;
 	free(q->unaligned);
 	q->unaligned = NULL;
+	free(q->stuck);
+	q->stuck = NULL;
 	free(q->run_steps);
 	q->run_steps = NULL;
 	free(q->latest);
@@ -643,7 +649,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
 	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused) ||
 	    !str_eq(a->mixed, b->mixed) || !str_eq(a->expired, b->expired) || !str_eq(a->ahead, b->ahead) ||
-	    !str_eq(a->unaligned, b->unaligned) ||
+	    !str_eq(a->unaligned, b->unaligned) || !str_eq(a->stuck, b->stuck) ||
 	    !str_eq(a->run_steps, b->run_steps))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)

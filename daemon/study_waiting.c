@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commit_ranks.h"
+#include "ingest.h"
 #include "logging.h"
 #include "spool_index.h"
 #include "study_waiting.h"
@@ -320,6 +322,49 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 	else
 		add(buf, len, &at, ": compared when the baseline sends those steps; the baseline has sent none "
 		    "since this start");
+	return n;
+}
+
+#define STUCK_SAID_MAX 3	/* snapshots said by study_stuck; the rest counted */
+
+size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len)
+{
+	double t = now_mono(), timeout = (double)cfg->limits.pending_timeout;
+	double after = timeout / 2 < INGEST_LAG_SECONDS ? timeout / 2 : INGEST_LAG_SECONDS;
+	size_t at = 0, n = 0;
+	char role[512], lag[240];
+
+	buf[0] = 0;
+	for (const struct snapshot *p = st->pending; p; p = p->next) {
+		double idle = t - p->last_seen;
+		/* one being stored, or refused, is no longer held up by its senders */
+		if (!snapshot_pending(p) || p->committing || p->recheck || p->conflict)
+			continue;
+		if (!p->lag_said && idle < after)
+			continue;	/* still arriving, or not long enough to be news */
+		if (!wd_study_role(s, p->run->name, NULL))
+			continue;
+		if (++n > STUCK_SAID_MAX)
+			continue;
+		run_role(cfg, s, p->run, role, sizeof(role));
+		add(buf, len, &at, "%s'%s' (%s) step %lld ", n > 1 ? "; " : "", p->run->name, role, (long long)p->step);
+		if (commit_ranks_not_yet(p, lag, sizeof(lag)))
+			add(buf, len, &at, "waits for %s, %.0f s after the first of the %llu that committed (a rank "
+			    "that died or is stuck? the daemon's log says which)", lag, t - p->first_ranked,
+			    (unsigned long long)p->n_ranked);
+		else if (!p->want)
+			add(buf, len, &at, "has had no commit, and no message for %.0f s (%zu tensor%s begun: a job "
+			    "stopped or stuck in the middle of it?)", idle, p->n_tensors, p->n_tensors == 1 ? "" : "s");
+		else
+			add(buf, len, &at, "is incomplete, committed by %zu connection%s, and has had no message for "
+			    "%.0f s (a rank stopped or stuck?)", p->n_waiters, p->n_waiters == 1 ? "" : "s", idle);
+		double left = timeout - idle;
+		add(buf, len, &at, ": no row holds it until it is whole; with no message of it, it expires, never "
+		    "durable, in %.0f s (limits.pending_timeout, %.0f s)", left > 0 ? left : 0, timeout);
+	}
+	if (n > STUCK_SAID_MAX)
+		add(buf, len, &at, "; and %zu more (wdrift status: pending)", n - STUCK_SAID_MAX);
 	return n;
 }
 

@@ -108,6 +108,19 @@ size_t study_unaligned(const struct wd_config *cfg, struct state *st, const stru
 size_t study_expired(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		     char *buf, size_t len);
 
+/*
+ * Into buf, each snapshot of study s's runs held up in intake: a step that
+ * waits for a rank whose lag or death the daemon has logged, or one with
+ * no message for INGEST_LAG_SECONDS (half of limits.pending_timeout when
+ * less): "'fa' (candidate) step 20 waits for rank 2 of 4, ...: no row holds
+ * it until then; with no message of it it expires, never durable, in 480
+ * s (limits.pending_timeout, 600 s)", the first three said, joined by
+ * "; ", the rest counted; how many. A trial's drift showed the last
+ * complete step as all there was, while a later one waited on a dead rank.
+ */
+size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   char *buf, size_t len);
+
 /* Has run no durable snapshot at all (never sent, or all of it removed by runs rm)? */
 int study_run_silent(struct state *st, const char *run);
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */

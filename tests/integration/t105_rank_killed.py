@@ -15,7 +15,9 @@ failure.
 Once the step has expired (limits.pending_timeout, 20 s here), `wdrift runs`
 and the study's `wdrift drift` say it beside the rows: the run's steps
 that expired incomplete, never durable, and why (a trial saw only "not
-compared at this step yet", as if the step were still coming).
+compared at this step yet", as if the step were still coming). Before it
+expires, `wdrift drift` says the step held up ("stuck"), with the rank and
+when it expires; so too a step begun and silent (no commit) for 10 s.
 """
 import json
 import os
@@ -127,7 +129,19 @@ def dead_then_later(tmp, dm):
         check(len(said(dm, "dead2")) == 1, "dead2: rank 1's death said at step 1", dm.log_text()[-1500:])
         for k in (0, 2):
             send(k, 2)
+        # the study's proxy: a tensor of step 7 begun and never committed (a job stopped mid-snapshot)
+        half = Publisher(ctx, tmp, "lowprec")
+        pubs.append(half)
+        half.tensor(7, "w", x[:1000], "f32", offset=0, total=3000)
         time.sleep(12)     # past the lag line's 10 s (half of limits.pending_timeout)
+        r = wd(tmp, "drift", "fa")
+        lines = [x_ for x_ in r.stdout.splitlines() if x_.startswith("stuck")]
+        check(r.returncode == 0 and len(lines) == 1
+              and re.search(r"'lowprec' \(proxy fp16\) step 7 has had no commit, and no message for 1\d s "
+                            r"\(1 tensor begun: a job stopped or stuck in the middle of it\?\): no row holds it until "
+                            r"it is whole; with no message of it, it expires, never durable, in \d s "
+                            r"\(limits.pending_timeout, 20 s\)", lines[0]) is not None,
+              "drift: a proxy's step begun, uncommitted and silent for 10 s is said as stuck", r.stdout)
         lag = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2'" in x_ and "committed nothing" in x_]
         check(not lag, "... and step 2, which waits for it too, gets no 'never started' line", "\n".join(lag))
         # a rank still streaming its part (shards carry no rank) past the lag's 10 s: not said
@@ -197,6 +211,16 @@ def main():
         r = wd(tmp, "status")
         check(re.search(r"pending +'fa' step 1: .*from ranks 0, 2 of 3 \(not yet: 1\)", r.stdout) is not None,
               "status names the rank the step waits for", r.stdout)
+        # drift said only "not compared at this step yet", while step 1 waited on the dead rank (a trial)
+        r = wd(tmp, "drift", "fa")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("stuck")]
+        check(r.returncode == 0 and len(lines) == 1 and "stuck      'fa' (candidate) step 1 waits for rank 1 of 3, "
+              in lines[0] and "after the first of the 2 that committed (a rank that died or is stuck?" in lines[0]
+              and "expires, never durable, in " in lines[0] and "(limits.pending_timeout, 20 s)" in lines[0],
+              "drift: the step held up by the dead rank is said, beside the rows of step 1 without it", r.stdout)
+        d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
+        check(d.get("step") == 1 and "fa" in d.get("missing", []) and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
+              "drift --json: \"stuck\"", json.dumps(d.get("stuck")))
 
         # the step expires: said beside the rows, not as a step still coming
         outs = [p.communicate(timeout=60)[0] for p in (ranks[0], ranks[2])]
@@ -217,6 +241,7 @@ def main():
         r = wd(tmp, "drift", "fa")
         lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
         check(r.returncode == 0 and len(lines) == 1 and want in lines[0], "drift: the expired line", r.stdout)
+        check("\nstuck" not in r.stdout, "... and no stuck line once the step expired", r.stdout)
         info = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}.get("first", {})
         check(info.get("durable") == 0 and info.get("expired_steps") == 1
               and "'first' (in no study): 1 step expired incomplete" in info.get("expired", ""),
