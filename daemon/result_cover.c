@@ -52,10 +52,10 @@ int result_cover_build(struct result_cover *cv, char *const *payloads, size_t n,
 			r = -ENOMEM;	/* it read as a result just above */
 			break;
 		}
-		int same = !strcmp(b->baseline, baseline);
+		int same = !strcmp(b->baseline, baseline), labels = same && has_candidate(b);
 		for (size_t k = 0; r == 0 && same && k < b->n_rows; k++)
 			r = add(cv, b->step, b->rows[k].run, 0);
-		for (size_t k = 0; r == 0 && same && has_candidate(b) && k < b->n_proxies; k++)
+		for (size_t k = 0; r == 0 && labels && k < b->n_proxies; k++)
 			r = add(cv, b->step, b->proxies[k], 1);
 		result_batch_free(&b);
 	}
