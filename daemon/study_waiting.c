@@ -335,7 +335,8 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 	size_t at = 0, n = 0;
 	char role[512], lag[240];
 
-	buf[0] = 0;
+	if (len)
+		buf[0] = 0;
 	for (const struct snapshot *p = st->pending; p; p = p->next) {
 		double idle = t - p->last_seen;
 		/* one being stored, or refused, is no longer held up by its senders */
@@ -345,8 +346,8 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 			continue;	/* still arriving, or not long enough to be news */
 		if (!wd_study_role(s, p->run->name, NULL))
 			continue;
-		if (++n > STUCK_SAID_MAX)
-			continue;
+		if (++n > STUCK_SAID_MAX || !len)
+			continue;	/* only counted */
 		run_role(cfg, s, p->run, role, sizeof(role));
 		add(buf, len, &at, "%s'%s' (%s) step %lld ", n > 1 ? "; " : "", p->run->name, role, (long long)p->step);
 		if (commit_ranks_not_yet(p, lag, sizeof(lag)))
@@ -363,7 +364,7 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 		add(buf, len, &at, ": no row holds it until it is whole; with no message of it, it expires, never "
 		    "durable, in %.0f s (limits.pending_timeout, %.0f s)", left > 0 ? left : 0, timeout);
 	}
-	if (n > STUCK_SAID_MAX)
+	if (n > STUCK_SAID_MAX && len)
 		add(buf, len, &at, "; and %zu more (wdrift status: pending)", n - STUCK_SAID_MAX);
 	return n;
 }

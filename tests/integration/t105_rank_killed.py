@@ -27,11 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
-from harness import Daemon, Publisher, check, package_env, stop_procs, summary, teardown  # noqa: E402
+from harness import Daemon, Publisher, check, free_port, package_env, stop_procs, summary, teardown  # noqa: E402
 
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
 W = 3
@@ -96,6 +97,16 @@ def wait_line(p, want, timeout):
 def wd(tmp, *args):
     return subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "wdrift"), *args, "-c",
                            os.path.join(tmp, "wdrift.yaml")], capture_output=True, text=True, timeout=30)
+
+
+def stuck_gauge(port):
+    """wdrift_study_steps_stuck of study fa on /metrics, or None."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            m = re.search(r'^wdrift_study_steps_stuck\{study="fa"\} (\S+)$', r.read().decode(), re.M)
+    except OSError:
+        return None
+    return float(m.group(1)) if m else None
 
 
 def said(dm, run):
@@ -173,7 +184,12 @@ def main():
     dm = Daemon(tmp)
     procs = []
     try:
-        dm.write_config(limits="pending_timeout: 20")
+        cfg = dm.write_config(limits="pending_timeout: 20")
+        port = free_port()
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("listen:\n", f"listen:\n  metrics: 127.0.0.1:{port}\n", 1))
         check(dm.start() is not None, "daemon ready")
         ep = f"ipc://{tmp}/run/ingest.sock"
         for run in ("base", "lowprec"):
@@ -221,6 +237,7 @@ def main():
         d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
         check(d.get("step") == 1 and "fa" in d.get("missing", []) and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
               "drift --json: \"stuck\"", json.dumps(d.get("stuck")))
+        check(stuck_gauge(port) == 1, "/metrics: wdrift_study_steps_stuck{study=\"fa\"} 1 (WdriftStepStuck's)")
 
         # the step expires: said beside the rows, not as a step still coming
         outs = [p.communicate(timeout=60)[0] for p in (ranks[0], ranks[2])]
@@ -241,7 +258,8 @@ def main():
         r = wd(tmp, "drift", "fa")
         lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
         check(r.returncode == 0 and len(lines) == 1 and want in lines[0], "drift: the expired line", r.stdout)
-        check("\nstuck" not in r.stdout, "... and no stuck line once the step expired", r.stdout)
+        check("\nstuck" not in r.stdout and stuck_gauge(port) == 0,
+              "... and no stuck line once the step expired, and wdrift_study_steps_stuck 0", r.stdout)
         info = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}.get("first", {})
         check(info.get("durable") == 0 and info.get("expired_steps") == 1
               and "'first' (in no study): 1 step expired incomplete" in info.get("expired", ""),
