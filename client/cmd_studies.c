@@ -12,7 +12,9 @@ static const char usage[] = DC_USAGE_SIMPLE("studies",
 	"Each study of the running daemon: its baseline, candidates and proxies\n"
 	"(label=run), its synthetic proxy, and its latest step with results; a\n"
 	"study with none is followed by why (what its runs have sent), and one\n"
-	"with results by its runs that have sent nothing (a typo in a reload?).\n");
+	"with results by its runs that have sent nothing (a typo in a reload?);\n"
+	"and a study with a step of its runs held up now (a rank that died?), as\n"
+	"wdrift drift's stuck line (\"stuck\" in --json).\n");
 
 static void print_studies(json_t *o)
 {
@@ -55,6 +57,9 @@ static void print_studies(json_t *o)
 		else if (silent)	/* results, but not from each of its runs now */
 			printf("silent    study '%s': %s\n", json_string_value(json_object_get(s, "name")),
 			       silent);
+		const char *stuck = json_string_value(json_object_get(s, "stuck"));
+		if (stuck)	/* a step held up: a rank that died? */
+			printf("stuck     study '%s': %s\n", json_string_value(json_object_get(s, "name")), stuck);
 	}
 }
 

@@ -429,6 +429,9 @@ static json_t *studies(struct control *c)
 			/* its latest rows are not all of its runs now: one of them sent nothing */
 			json_object_set_new(one, "silent", json_string(wait + 2));
 		}
+		/* a step of its runs held up (a dead rank): its latest rows are not all there will be */
+		if (study_stuck(c->cfg, c->st, s, wait, sizeof(wait)))
+			json_object_set_new(one, "stuck", json_string(wait));
 		json_array_append_new(list, one);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);

@@ -237,6 +237,9 @@ def main():
         d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
         check(d.get("step") == 1 and "fa" in d.get("missing", []) and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
               "drift --json: \"stuck\"", json.dumps(d.get("stuck")))
+        r = wd(tmp, "studies")
+        check(re.search(r"^stuck     study 'fa': 'fa' \(candidate\) step 1 waits for rank 1 of 3, ", r.stdout, re.M)
+              is not None, "studies: the stuck line under the table", r.stdout)
         check(stuck_gauge(port) == 1, "/metrics: wdrift_study_steps_stuck{study=\"fa\"} 1 (WdriftStepStuck's)")
 
         # the step expires: said beside the rows, not as a step still coming
