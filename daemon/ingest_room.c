@@ -288,12 +288,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 		next = snap->next;
 		/* a re-send being checked whose commit never came: retries after an ack */
 		double limit = snap->recheck && timeout > RECHECK_SECONDS ? RECHECK_SECONDS : timeout;
-		/*
-		 * Ranks that wait re-send their shards and commit after their ack
-		 * timeout, which is shorter than this one: only new elements
-		 * keep such a snapshot alive, or a dead rank's would never expire.
-		 */
-		double idle = t - (snap->n_waiters ? snap->last_taken : snap->last_seen);
+		double idle = snapshot_idle(snap, t);
 		if (snap->committing || idle < limit)
 			continue;
 		if (snap->conflict && !snap->recheck) {	/* refused whole: said then, counted then */

@@ -297,6 +297,16 @@ static inline int snapshot_pending(const struct snapshot *snap)
 {
 	return !snap->recheck && !snap->conflict;
 }
+/*
+ * Seconds at t (monotonic) that count towards snap's expiry (limits.
+ * pending_timeout): since its last message; once a rank has committed,
+ * since its last new element, as ranks that wait commit again after each
+ * ack timeout, and a dead rank's step would otherwise never expire.
+ */
+static inline double snapshot_idle(const struct snapshot *snap, double t)
+{
+	return t - (snap->n_waiters ? snap->last_taken : snap->last_seen);
+}
 /* How many of s's snapshots count as pending (snapshot_pending): status, /metrics, systemd's STATUS. */
 size_t state_pending(const struct state *s);
 void state_release(struct state *s);

@@ -338,7 +338,7 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 	if (len)
 		buf[0] = 0;
 	for (const struct snapshot *p = st->pending; p; p = p->next) {
-		double idle = t - p->last_seen;
+		double idle = snapshot_idle(p, t);	/* what its expiry counts */
 		/* one being stored, or refused, is no longer held up by its senders */
 		if (!snapshot_pending(p) || p->committing || p->recheck || p->conflict)
 			continue;
@@ -354,15 +354,17 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 			add(buf, len, &at, "waits for %s, %.0f s after the first of the %llu that committed (a rank "
 			    "that died or is stuck? the daemon's log says which)", lag, t - p->first_ranked,
 			    (unsigned long long)p->n_ranked);
-		else if (!p->want)
+		else if (!p->n_waiters)
 			add(buf, len, &at, "has had no commit, and no message for %.0f s (%zu tensor%s begun: a job "
 			    "stopped or stuck in the middle of it?)", idle, p->n_tensors, p->n_tensors == 1 ? "" : "s");
 		else
-			add(buf, len, &at, "is incomplete, committed by %zu connection%s, and has had no message for "
-			    "%.0f s (a rank stopped or stuck?)", p->n_waiters, p->n_waiters == 1 ? "" : "s", idle);
+			add(buf, len, &at, "is incomplete, committed by %zu connection%s, and no element of it has "
+			    "come for %.0f s (a rank stopped or stuck?)", p->n_waiters, p->n_waiters == 1 ? "" : "s",
+			    idle);
 		double left = timeout - idle;
-		add(buf, len, &at, ": no row holds it until it is whole; with no message of it, it expires, never "
-		    "durable, in %.0f s (limits.pending_timeout, %.0f s)", left > 0 ? left : 0, timeout);
+		add(buf, len, &at, ": no row holds it until it is whole; it expires, never durable, in %.0f s "
+		    "unless %s comes (limits.pending_timeout, %.0f s)", left > 0 ? left : 0,
+		    p->n_waiters ? "a new element of it" : "a message of it", timeout);
 	}
 	if (n > STUCK_SAID_MAX && len)
 		add(buf, len, &at, "; and %zu more (wdrift status: pending)", n - STUCK_SAID_MAX);

@@ -110,13 +110,13 @@ size_t study_expired(const struct wd_config *cfg, struct state *st, const struct
 
 /*
  * Into buf, each snapshot of study s's runs held up in intake: a step that
- * waits for a rank whose lag or death the daemon has logged, or one with
- * no message for INGEST_LAG_SECONDS (half of limits.pending_timeout when
- * less): "'fa' (candidate) step 20 waits for rank 2 of 4, ...: no row holds
- * it until then; with no message of it it expires, never durable, in 480
- * s (limits.pending_timeout, 600 s)", the first three said, joined by
- * "; ", the rest counted; how many (len 0, buf NULL: only counted, for
- * /metrics). A trial's drift showed the last
+ * waits for a rank whose lag or death the daemon has logged, or one idle
+ * (snapshot_idle) for INGEST_LAG_SECONDS (half of limits.pending_timeout
+ * when less): "'fa' (candidate) step 20 waits for rank 2 of 4, ...: no row
+ * holds it until it is whole; it expires, never durable, in 480 s unless
+ * a new element of it comes (limits.pending_timeout, 600 s)", the first
+ * three said, joined by "; ", the rest counted; how many (len 0, buf
+ * NULL: only counted, for /metrics). A trial's drift showed the last
  * complete step as all there was, while a later one waited on a dead rank.
  */
 size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,

@@ -150,7 +150,7 @@ def dead_then_later(tmp, dm):
         check(r.returncode == 0 and len(lines) == 1
               and re.search(r"'lowprec' \(proxy fp16\) step 7 has had no commit, and no message for 1\d s "
                             r"\(1 tensor begun: a job stopped or stuck in the middle of it\?\): no row holds it until "
-                            r"it is whole; with no message of it, it expires, never durable, in \d s "
+                            r"it is whole; it expires, never durable, in \d s unless a message of it comes "
                             r"\(limits.pending_timeout, 20 s\)", lines[0]) is not None,
               "drift: a proxy's step begun, uncommitted and silent for 10 s is said as stuck", r.stdout)
         lag = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2'" in x_ and "committed nothing" in x_]
@@ -232,7 +232,8 @@ def main():
         lines = [x for x in r.stdout.splitlines() if x.startswith("stuck")]
         check(r.returncode == 0 and len(lines) == 1 and "stuck      'fa' (candidate) step 1 waits for rank 1 of 3, "
               in lines[0] and "after the first of the 2 that committed (a rank that died or is stuck?" in lines[0]
-              and "expires, never durable, in " in lines[0] and "(limits.pending_timeout, 20 s)" in lines[0],
+              and "expires, never durable, in " in lines[0]
+              and "unless a new element of it comes (limits.pending_timeout, 20 s)" in lines[0],
               "drift: the step held up by the dead rank is said, beside the rows of step 1 without it", r.stdout)
         d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
         check(d.get("step") == 1 and "fa" in d.get("missing", []) and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
