@@ -60,6 +60,8 @@ struct pub_snapshot {
 	int tries;		/* sends so far: the resent count, and wd_publisher_set_tries */
 	int internal_tries;	/* 'internal' refusals of another cause than disk or memory */
 	int commit_refused;	/* wd_publisher_commit refused it: kept, to be mended or discarded */
+	uint64_t pieces_refused;	/* tensor or block calls refused while it was built: it is spoilt */
+	char piece_refusal[512];	/* the first one's, wd_last_error's words */
 	int sent_whole;		/* its commit went to a daemon that had welcomed the socket */
 	struct pub_snapshot *next;
 };

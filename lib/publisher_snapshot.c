@@ -219,7 +219,22 @@ static int check_tensor_args(const struct wd_publisher *p, const char *name, enu
 	return 0;
 }
 
-int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+/*
+ * A piece refused while a snapshot is being built spoils it: sent without
+ * the piece, it would be stored short of a tensor, or of part of one, and
+ * nothing would say so (a trial's C job: the commit and close returned 0,
+ * and drift showed the tensor absent). pub_snapshot_check refuses its
+ * commit, which close then says and counts; as Python's publish() sends
+ * nothing of a snapshot with a refused tensor. Returns r.
+ */
+static int piece_refused(struct wd_publisher *p, int r)
+{
+	if (r < 0 && p && p->building && !p->building->pieces_refused++)
+		snprintf(p->building->piece_refusal, sizeof(p->building->piece_refusal), "%s", wd_last_error());
+	return r;
+}
+
+static int tensor_piece(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
 			uint64_t count, uint64_t total)
 {
@@ -265,7 +280,14 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
 	return 0;
 }
 
-int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
+			uint64_t count, uint64_t total)
+{
+	return piece_refused(p, tensor_piece(p, name, dtype, data, shape, ndims, offset, count, total));
+}
+
+static int block_piece(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 		       const void *data, const uint64_t *shape, const uint64_t *start,
 		       const uint64_t *local, int ndims)
 {
@@ -424,9 +446,23 @@ static int check_pieces(const struct pub_snapshot *s)
 	return r;
 }
 
+int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
+		       const void *data, const uint64_t *shape, const uint64_t *start,
+		       const uint64_t *local, int ndims)
+{
+	return piece_refused(p, block_piece(p, name, dtype, data, shape, start, local, ndims));
+}
+
 int pub_snapshot_check(const struct wd_publisher *p, const struct pub_snapshot *s)
 {
 	int r;
+
+	if (s->pieces_refused)	/* piece_refused */
+		return pub_error(-EINVAL, "snapshot of step %lld: %llu tensor piece%s refused while it was "
+				 "built (the first: %s); sent, it would be stored without %s: begin it again",
+				 (long long)s->step, (unsigned long long)s->pieces_refused,
+				 s->pieces_refused == 1 ? "" : "s", s->piece_refusal,
+				 s->pieces_refused == 1 ? "it" : "them");
 
 	if (!s->n_names)	/* the daemon would refuse it: bad_field, tensors 0 */
 		return pub_error(-EINVAL, "snapshot of step %lld has no tensor: add each with "

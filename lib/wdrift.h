@@ -455,7 +455,9 @@ int wd_publisher_begin(struct wd_publisher *p, int64_t step);
  * nothing of a tensor still names it. A name added before in this
  * snapshot (another piece of it) must give the same dtype, shape and
  * total. -EINVAL, said by wd_last_error(): no begin, a bad name, dtype or
- * shape, a piece outside the tensor, NULL data for count > 0.
+ * shape, a piece outside the tensor, NULL data for count > 0. A piece
+ * refused (by this call or wd_publisher_block) spoils the snapshot, which
+ * would be stored without it: wd_publisher_commit refuses it; begin again.
  */
 int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 			const void *data, const uint64_t *shape, int ndims, uint64_t offset,
@@ -478,10 +480,11 @@ int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype d
  * later (a conflict: a run name re-used for other weights), which
  * wd_publisher_refusals, the stats and wd_publisher_close's count say.
  * Returns 0, or -EINVAL, said by wd_last_error(), without a begin, for a
- * snapshot of no tensor, for elements that two pieces of a tensor both
- * give, or when ranks is 1 and a tensor is not whole (the snapshot is
- * kept: add what is missing, or begin again; one discarded so, or left at
- * close, is said and counted by wd_publisher_close).
+ * snapshot with a piece refused while it was built (refused so until the
+ * next begin), for a snapshot of no tensor, for elements that two pieces
+ * of a tensor both give, or when ranks is 1 and a tensor is not whole (the
+ * snapshot is kept: add what is missing, or begin again; one discarded
+ * so, or left at close, is said and counted by wd_publisher_close).
  */
 int wd_publisher_commit(struct wd_publisher *p);
 void wd_publisher_get_stats(struct wd_publisher *p, struct wd_publisher_stats *out);

@@ -372,23 +372,41 @@ static void caller_mistakes(const char *ep)
 	      "two pieces that overlap: refused at commit (%s)", wd_last_error());
 	CHECK(wd_publisher_begin(q, 4) == 0 && wd_publisher_commit(q) == -EINVAL &&
 	      strstr(wd_last_error(), "no tensor"), "an empty snapshot: refused at commit (%s)", wd_last_error());
-	wd_publisher_get_stats(q, &st);
-	CHECK(st.committed == 0, "none of them was committed (%llu)", (unsigned long long)st.committed);
 	CHECK(wd_publisher_flush(q, 0) == 0 && wd_publisher_set_tries(q, -1) == -EINVAL &&
 	      strstr(wd_last_error(), "tries -1"), "a failing call after one that succeeded: its own words (%s)",
 	      wd_last_error());
 	/*
-	 * Steps 2 and 3, refused, were discarded by the next begin, step 4 by
-	 * close: never queued, in no stats. A C program that ignores commit's
-	 * return lost them with no word (a trial); close says them, once.
+	 * A piece refused while the snapshot is built spoils it: a trial's C
+	 * job went on past a refused tensor, and the snapshot was stored
+	 * without it, its commit and close returning 0.
+	 */
+	CHECK(wd_publisher_begin(q, 5) == 0 && wd_publisher_tensor(q, "keep", WD_F32, w, NULL, 0, 0, 16, 16) == 0 &&
+	      wd_publisher_tensor(q, "bad\tname", WD_F32, w, NULL, 0, 0, 16, 16) == -EINVAL &&
+	      wd_publisher_block(q, "x", WD_F32, w, (uint64_t[]){ 4 }, (uint64_t[]){ 2 }, (uint64_t[]){ 4 }, 1) ==
+		      -EINVAL && wd_publisher_tensor(q, "y", WD_F32, w, NULL, 0, 0, 16, 16) == 0,
+	      "two pieces refused (a name, a block outside its tensor) between two added (%s)", wd_last_error());
+	CHECK(wd_publisher_commit(q) == -EINVAL &&
+	      strstr(wd_last_error(), "snapshot of step 5: 2 tensor pieces refused while it was built (the first: "
+				      "tensor name 'bad") &&
+	      strstr(wd_last_error(), "control character at byte 3); sent, it would be stored without them: begin "
+				      "it again"), "... and its commit is refused, naming the first (%s)", wd_last_error());
+	CHECK(wd_publisher_commit(q) == -EINVAL && strstr(wd_last_error(), "2 tensor pieces refused"),
+	      "... and again: it stays spoilt until a begin (%s)", wd_last_error());
+	wd_publisher_get_stats(q, &st);
+	CHECK(st.committed == 0, "none of them was committed (%llu)", (unsigned long long)st.committed);
+	/*
+	 * Steps 2, 3 and 4, refused, were discarded by the next begin, step 5
+	 * by close: never queued, in no stats. A C program that ignores
+	 * commit's return lost them with no word (a trial); close says them,
+	 * once.
 	 */
 	all_lines[0] = 0;
 	wd_log_set(WD_LOG_WARNING, log_all);
 	uint64_t lost = wd_publisher_close(&q, 0);
-	CHECK(lost == 3 && count_of(all_lines, "closed with 3 snapshots never queued: wd_publisher_commit refused "
-				   "them and the program went on (the last, step 4: snapshot of step 4 has no "
-				   "tensor") == 1 && count_of(all_lines, "\n") == 1,
-	      "close counts the 3 refused snapshots discarded, in one line (%llu):\n%s", (unsigned long long)lost,
+	CHECK(lost == 4 && count_of(all_lines, "closed with 4 snapshots never queued: wd_publisher_commit refused "
+				   "them and the program went on (the last, step 5: snapshot of step 5: 2 tensor "
+				   "pieces refused") == 1 && count_of(all_lines, "\n") == 1,
+	      "close counts the 4 refused snapshots discarded, in one line (%llu):\n%s", (unsigned long long)lost,
 	      all_lines);
 	CHECK(!q && wd_publisher_commit(q) == -EINVAL, "a call after close: -EINVAL, no crash");
 
@@ -485,7 +503,20 @@ int main(void)
 	      strstr(wd_last_error(), "no snapshot begun"), "a block before begin: %s", wd_last_error());
 	CHECK(wd_publisher_begin(p, -1) == -EINVAL && strstr(wd_last_error(), "step -1"),
 	      "begin refuses step -1: %s", wd_last_error());
+	/* pieces refused: they spoil the snapshot, which a begin then discards unsent */
 	CHECK(wd_publisher_begin(p, 7) == 0, "begin step 7");
+	CHECK(wd_publisher_block(p, "out", WD_F32, m, shape, (uint64_t[3]){ 5, 0, 0 },
+				 (uint64_t[3]){ 2, 5, 4 }, 3) == -EINVAL &&
+	      strstr(wd_last_error(), "dimension 0: block [5, +2) is not inside [0, 6)"),
+	      "a block outside its tensor: %s", wd_last_error());
+	CHECK(wd_publisher_block(p, "huge", WD_F32, m, (uint64_t[2]){ 70000, 2 }, (uint64_t[2]){ 0, 1 },
+				 (uint64_t[2]){ 70000, 1 }, 2) == -E2BIG && strstr(wd_last_error(), "70000 pieces"),
+	      "a block of more than 65,536 pieces: %s", wd_last_error());
+	CHECK(wd_publisher_tensor(p, "t", WD_F32, m, NULL, 0, 100, 30, 120) == -EINVAL &&
+	      strstr(wd_last_error(), "not inside"), "a shard past its tensor: %s", wd_last_error());
+	CHECK(wd_publisher_tensor(p, "t", (enum wd_dtype)9, m, NULL, 0, 0, 1, 1) == -EINVAL &&
+	      strstr(wd_last_error(), "dtype 9"), "an unknown dtype: %s", wd_last_error());
+	CHECK(wd_publisher_begin(p, 7) == 0, "begin step 7 again, its refused pieces' snapshot discarded");
 
 	/* rows 2..3 of dimension 0, whole otherwise: one shard of 2 * 20 */
 	float rows[2 * 5 * 4];
@@ -512,17 +543,6 @@ int main(void)
 	CHECK(wd_publisher_block(p, "scalar", WD_F32, &one, NULL, NULL, NULL, 0) == 0, "a scalar");
 	CHECK(wd_publisher_tensor(p, "rows", WD_F32, m, shape, 3, 0, 40, 120) == 0,
 	      "another piece of 'rows' by wd_publisher_tensor");
-	CHECK(wd_publisher_block(p, "out", WD_F32, m, shape, (uint64_t[3]){ 5, 0, 0 },
-				 (uint64_t[3]){ 2, 5, 4 }, 3) == -EINVAL &&
-	      strstr(wd_last_error(), "dimension 0: block [5, +2) is not inside [0, 6)"),
-	      "a block outside its tensor: %s", wd_last_error());
-	CHECK(wd_publisher_block(p, "huge", WD_F32, m, (uint64_t[2]){ 70000, 2 }, (uint64_t[2]){ 0, 1 },
-				 (uint64_t[2]){ 70000, 1 }, 2) == -E2BIG && strstr(wd_last_error(), "70000 pieces"),
-	      "a block of more than 65,536 pieces: %s", wd_last_error());
-	CHECK(wd_publisher_tensor(p, "t", WD_F32, m, NULL, 0, 100, 30, 120) == -EINVAL &&
-	      strstr(wd_last_error(), "not inside"), "a shard past its tensor: %s", wd_last_error());
-	CHECK(wd_publisher_tensor(p, "t", (enum wd_dtype)9, m, NULL, 0, 0, 1, 1) == -EINVAL &&
-	      strstr(wd_last_error(), "dtype 9"), "an unknown dtype: %s", wd_last_error());
 	CHECK(wd_publisher_commit(p) == 0, "commit");
 
 	int n = receive_snapshot(r, g, 64, &tensors, &ranks, NULL);
