@@ -27,14 +27,21 @@ static const char usage[] =
 "stale: its rows compared another baseline than the study's now (a reload).\n"
 "With no results at all, the error says why: the baseline has no snapshot,\n"
 "or a run's steps are none within alignment.tolerance of the baseline's.\n"
-"Lines under it say when the rows may not be what they seem: \"silent\", a\n"
-"run of the study that sent nothing; \"refused\", a run's snapshots refused\n"
-"as conflicts (a re-run under its name); \"mixed\", a run two jobs published\n"
-"at once; \"expired\", a run's steps refused incomplete, never durable (a rank\n"
-"that died), while no later step of it is durable; \"stuck\", a run's step\n"
-"held up now: it waits for a rank the daemon's log says died or lags, or had\n"
-"no message for a minute (or half of limits.pending_timeout, if shorter)\n"
-"(\"silent\", \"refused\", \"mixed\", \"expired\" and \"stuck\" in --json).\n"
+"Lines under it say when the rows may not be what they seem (--json below\n"
+"names each field): \"lagging\", a run compared last at an earlier step (and the\n"
+"command that shows it); \"aligned\", a run whose row is of a step near this\n"
+"one (alignment.tolerance); \"silent\", a run of the study that sent nothing;\n"
+"\"former\", a candidate the study no longer names; \"refused\", a run's\n"
+"snapshots refused as conflicts (a re-run under its name); \"mixed\", a run\n"
+"two jobs published at once; \"expired\", a run's steps refused incomplete,\n"
+"never durable (a rank that died), while no later step of it is durable;\n"
+"\"stuck\", a run's step held up now: it waits for a rank the daemon's log\n"
+"says died or lags, or had no message for a minute (or half of\n"
+"limits.pending_timeout, if shorter); \"unmatched\", a run with tensors the\n"
+"baseline lacks (no row holds them) or in another shape than the baseline's\n"
+"(max|d| and rel L2 mean nothing there); \"ahead\", a run with snapshots past\n"
+"the baseline's latest step; \"unaligned\", a run none of whose steps aligns\n"
+"to a baseline step.\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -44,7 +51,8 @@ DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
 "                     \"missing_latest\": {RUN: STEP}, \"stale\", \"silent\", \"refused\",\n"
-"                     \"mixed\", \"expired\", \"stuck\", \"run_steps\": {RUN: STEP} with\n"
+"                     \"mixed\", \"expired\", \"stuck\", \"unmatched\", \"ahead\",\n"
+"                     \"unaligned\", \"run_steps\": {RUN: STEP} with\n"
 "                     \"alignment_tolerance\";\n"
 "                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
 "                     \"summary\": {...}, \"former\": true (only then)}}}, absent: its\n"
@@ -216,6 +224,7 @@ static void print_silent(json_t *res)
 	dc_said(res, "mixed");
 	dc_said(res, "expired");
 	dc_said(res, "stuck");
+	dc_said(res, "unmatched");
 	dc_said(res, "ahead");
 	dc_said(res, "unaligned");
 	json_object_foreach(json_object_get(res, "candidates"), run, cand)

@@ -693,6 +693,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		ok = (q.ahead = strdup(silent)) != NULL;
 	if (ok && study_stuck(c->cfg, c->st, st, silent, sizeof(silent)))
 		ok = (q.stuck = strdup(silent)) != NULL;
+	if (ok && study_unmatched(c->cfg, c->st, st, b, silent, sizeof(silent)))
+		ok = (q.unmatched = strdup(silent)) != NULL;
 	if (ok && study_unaligned(c->cfg, c->st, st, silent, sizeof(silent)))
 		ok = (q.unaligned = strdup(silent)) != NULL;
 	if (ok && (q.run_steps = run_steps(c, &q, b)))

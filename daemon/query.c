@@ -491,6 +491,10 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"expired\":");
 		out_json(&out, json_string(q->expired));
 	}
+	if (q->unmatched) {	/* tensors no row holds, or whose max|d| and rel L2 mean nothing */
+		out_str(&out, ",\"unmatched\":");
+		out_json(&out, json_string(q->unmatched));
+	}
 	if (q->stuck) {		/* a step held up by a rank (dead?): no row until it comes, or expires */
 		out_str(&out, ",\"stuck\":");
 		out_json(&out, json_string(q->stuck));
@@ -567,6 +571,8 @@ void drift_query_release(struct drift_query *q)
 	q->unaligned = NULL;
 	free(q->stuck);
 	q->stuck = NULL;
+	free(q->unmatched);
+	q->unmatched = NULL;
 	free(q->run_steps);
 	q->run_steps = NULL;
 	free(q->latest);
@@ -650,6 +656,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused) ||
 	    !str_eq(a->mixed, b->mixed) || !str_eq(a->expired, b->expired) || !str_eq(a->ahead, b->ahead) ||
 	    !str_eq(a->unaligned, b->unaligned) || !str_eq(a->stuck, b->stuck) ||
+	    !str_eq(a->unmatched, b->unmatched) ||
 	    !str_eq(a->run_steps, b->run_steps))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)

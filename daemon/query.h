@@ -40,6 +40,7 @@ struct drift_query {
 	char *ahead;			/* runs past the baseline's latest step, said (study_ahead); NULL: none */
 	char *unaligned;		/* runs none of whose steps align, said (study_unaligned); NULL: none */
 	char *stuck;			/* its runs' steps held up in intake, said (study_stuck); NULL: none */
+	char *unmatched;		/* runs' tensors apart from the baseline's, said (study_unmatched); NULL: none */
 	/* {RUN: STEP}, JSON: each run whose row compared another step than the batch's; NULL: none */
 	char *run_steps;
 	long long tolerance;		/* alignment.tolerance, said with run_steps */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commit_ranks.h"
+#include "identity.h"
 #include "ingest.h"
 #include "logging.h"
 #include "spool_index.h"
@@ -322,6 +323,60 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 	else
 		add(buf, len, &at, ": compared when the baseline sends those steps; the baseline has sent none "
 		    "since this start");
+	return n;
+}
+
+/* Of run's snapshot id against the baseline's base: its tensors the baseline lacks; those in another shape. */
+static void id_unmatched(const struct snap_id *base, const struct snap_id *id, size_t *extra, size_t *reshaped)
+{
+	*extra = *reshaped = 0;
+	for (size_t i = 0, j = 0; j < id->n;) {	/* both sorted by name_hash */
+		if (i == base->n || id->t[j].name_hash < base->t[i].name_hash) {
+			++*extra;
+			j++;
+		} else if (base->t[i].name_hash < id->t[j].name_hash) {
+			i++;	/* one it lacks: an absent row says it */
+		} else {
+			*reshaped += base->t[i].shape_hash != id->t[j].shape_hash;
+			i++;
+			j++;
+		}
+	}
+}
+
+size_t study_unmatched(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		       const struct result_batch *b, char *buf, size_t len)
+{
+	const char *names[WD_STUDY_STEP_RUNS_MAX];
+	struct run *base = state_run(st, b->baseline, 0);
+	const struct snap_id *bid = base ? run_identity(base, b->step) : NULL;
+	size_t at = 0, n = 0, k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
+	char role[512];
+
+	buf[0] = 0;
+	for (size_t i = 0; bid && i < k; i++) {
+		struct run *r = result_batch_has_run(b, names[i]) ? state_run(st, names[i], 0) : NULL;
+		int64_t x = r ? study_run_step(r, base, b->step, (int64_t)cfg->alignment.tolerance) : -1;
+		const struct snap_id *id = x >= 0 ? run_identity(r, x) : NULL;
+		size_t extra, reshaped;
+		if (!id)
+			continue;	/* written before identities were kept: nothing to tell */
+		id_unmatched(bid, id, &extra, &reshaped);
+		if (!extra && !reshaped)
+			continue;
+		run_role(cfg, s, r, role, sizeof(role));
+		add(buf, len, &at, "%s'%s' (%s) at its step %lld has ", n++ ? "; " : "", r->name, role, (long long)x);
+		if (extra)
+			add(buf, len, &at, "%zu tensor%s that the baseline lacks, not compared%s", extra,
+			    extra == 1 ? "" : "s", reshaped ? ", and " : "");
+		if (reshaped)
+			add(buf, len, &at, "%zu tensor%s in another shape than the baseline's: W1 compares the "
+			    "values, but max|d| and rel L2 pair the elements in storage order (meaningless for "
+			    "another layout, a transpose; empty for another count)", reshaped,
+			    reshaped == 1 ? "" : "s");
+	}
+	if (n)
+		add(buf, len, &at, "; the daemon's log names the first of each (compute: study '%s')", s->name);
 	return n;
 }
 

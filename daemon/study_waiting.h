@@ -109,6 +109,19 @@ size_t study_expired(const struct wd_config *cfg, struct state *st, const struct
 		     char *buf, size_t len);
 
 /*
+ * Into buf, each of study s's compared runs whose snapshot at the step of
+ * b (its aligned step) has tensors the baseline's lacks, which no row
+ * holds, or tensors in another shape than the baseline's, whose max|d|
+ * and rel L2 mean nothing: "'fa' (candidate) at its step 10 has 1 tensor
+ * that the baseline lacks, not compared, and 2 tensors in another shape
+ * ...", from the snapshots' identities (names hashed: the daemon's log
+ * names the first), joined by "; "; how many. Said only in the log
+ * before, while `wdrift compare` says both (a trial's).
+ */
+size_t study_unmatched(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		       const struct result_batch *b, char *buf, size_t len);
+
+/*
  * Into buf, each snapshot of study s's runs held up in intake: a step that
  * waits for a rank whose lag or death the daemon has logged, or one idle
  * (snapshot_idle) for INGEST_LAG_SECONDS (half of limits.pending_timeout

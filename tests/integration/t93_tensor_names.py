@@ -125,10 +125,16 @@ def main():
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 0 and len(layers) == 3
               and all(isinstance(l.get("w1"), float) for l in layers),
               "step 3: the candidate's drift has numbers, absent 0", r.stdout)
+        check(got.get("unmatched") == "'lowprec' (proxy fp16) at its step 3 has 1 tensor that the baseline lacks, "
+              "not compared; the daemon's log names the first of each (compute: study 'fa')",
+              "drift --json: \"unmatched\" says the proxy's tensor that no row holds (a trial's C job: only the "
+              "log said it)", got.get("unmatched"))
         r = wd("drift", "fa", "-c", cfg, "--step", "3")
         check(r.returncode == 0 and "absent" not in r.stdout
               and "complete   every run of the study is compared at this step\n" in r.stdout,
               "step 3: no absent line, a plain 'complete'", r.stdout)
+        check("\nunmatched  'lowprec' (proxy fp16) at its step 3 has 1 tensor that the baseline lacks" in r.stdout,
+              "... and the unmatched line", r.stdout)
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")
 
@@ -160,6 +166,13 @@ def main():
         row = [x for x in got.get("candidates", {}).get("fa", {}).get("layers", []) if x.get("name") == "layers.1.w"]
         check(row and isinstance(row[0].get("max_abs_diff"), float),
               "step 4: max|d| a number where the counts agree, as the warning says", r.stdout[:1500])
+        check(got.get("unmatched", "").startswith("'fa' (candidate) at its step 4 has 1 tensor in another shape "
+                                                  "than the baseline's: W1 compares the values, but max|d| and "
+                                                  "rel L2 pair the elements in storage order"),
+              "step 4: drift says the tensor in another shape (unmatched)", got.get("unmatched"))
+        r = wd("drift", "fa", "-c", cfg, "--step", "7", "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(r.returncode == 0 and "unmatched" not in got, "step 7, set right: no unmatched", got.get("unmatched"))
     finally:
         teardown(dm, d)
     return summary()
