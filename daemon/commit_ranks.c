@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "commit_ranks.h"
 
@@ -103,6 +104,15 @@ static void twice_phrase(const struct snapshot *snap, char *buf, size_t len)
 {
 	snprintf(buf, len, "rank %lld committed by 2 publishers%s", (long long)snap->twice_rank,
 		 snap->n_twice > 1 ? ", others too" : "");
+}
+
+size_t commit_ranks_twice(const struct snapshot *snap, char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (!snap->ranked || !snap->n_twice)
+		return 0;
+	twice_phrase(snap, buf, len);
+	return strlen(buf);
 }
 
 size_t commit_ranks_not_yet(const struct snapshot *snap, char *buf, size_t len)

@@ -48,6 +48,8 @@ size_t commit_ranks_missing(const struct snapshot *snap, char *buf, size_t len);
  * as above.
  */
 size_t commit_ranks_seen(const struct snapshot *snap, char *buf, size_t len);
+/* Into buf: "rank 1 committed by 2 publishers" (", others too"); "" and 0 when no rank was. */
+size_t commit_ranks_twice(const struct snapshot *snap, char *buf, size_t len);
 /* Sessions of senders of one snapshot that commit_ranks_part tracks, at most. */
 #define COMMIT_PARTS_MAX 4096
 /*

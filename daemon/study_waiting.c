@@ -405,10 +405,13 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 			continue;	/* only counted */
 		run_role(cfg, s, p->run, role, sizeof(role));
 		add(buf, len, &at, "%s'%s' (%s) step %lld ", n > 1 ? "; " : "", p->run->name, role, (long long)p->step);
+		char twice[96];
+		if (commit_ranks_twice(p, twice, sizeof(twice)))	/* the likelier cause than a dead rank */
+			add(buf, len, &at, "has %s (the same rank= given twice?), and ", twice);
 		if (commit_ranks_not_yet(p, lag, sizeof(lag)))
-			add(buf, len, &at, "waits for %s, %.0f s after the first of the %llu that committed (a rank "
-			    "that died or is stuck? the daemon's log says which)", lag, t - p->first_ranked,
-			    (unsigned long long)p->n_ranked);
+			add(buf, len, &at, "waits for %s, %.0f s after the first commit of the %llu rank%s that did (a "
+			    "rank that died or is stuck? the daemon's log says which)", lag, t - p->first_ranked,
+			    (unsigned long long)p->n_ranked, p->n_ranked == 1 ? "" : "s");
 		else if (!p->n_waiters)
 			add(buf, len, &at, "has had no commit, and no message for %.0f s (%zu tensor%s begun: a job "
 			    "stopped or stuck in the middle of it?)", idle, p->n_tensors, p->n_tensors == 1 ? "" : "s");

@@ -144,6 +144,13 @@ def dead_then_later(tmp, dm):
         half = Publisher(ctx, tmp, "lowprec")
         pubs.append(half)
         half.tensor(7, "w", x[:1000], "f32", offset=0, total=3000)
+        # and its step 8 of 2 ranks, committed by two publishers both given rank 1, rank 0 never
+        dup = [Publisher(ctx, tmp, "lowprec") for _ in range(2)]
+        pubs.extend(dup)
+        for k, p in enumerate(dup):
+            p.tensor(8, "w", x[1000:2000], "f32", offset=1000, total=2000)
+            p.send_raw([json.dumps({"v": 1, "type": "commit", "run": "lowprec", "step": 8, "tensors": 1,
+                                    "ranks": 2, "rank": 1, "session": 700 + k}).encode()])
         time.sleep(12)     # past the lag line's 10 s (half of limits.pending_timeout)
         r = wd(tmp, "drift", "fa")
         lines = [x_ for x_ in r.stdout.splitlines() if x_.startswith("stuck")]
@@ -153,6 +160,10 @@ def dead_then_later(tmp, dm):
                             r"it is whole; it expires, never durable, in \d s unless a message of it comes "
                             r"\(limits.pending_timeout, 20 s\)", lines[0]) is not None,
               "drift: a proxy's step begun, uncommitted and silent for 10 s is said as stuck", r.stdout)
+        check(lines and "'lowprec' (proxy fp16) step 8 has rank 1 committed by 2 publishers (the same rank= given "
+              "twice?), and waits for rank 0 of 2, 1" in lines[0],
+              "... and its step whose rank 1 two publishers committed, the likelier cause said first",
+              lines[0] if lines else r.stdout)
         lag = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2'" in x_ and "committed nothing" in x_]
         check(not lag, "... and step 2, which waits for it too, gets no 'never started' line", "\n".join(lag))
         # a rank still streaming its part (shards carry no rank) past the lag's 10 s: not said
@@ -231,7 +242,7 @@ def main():
         r = wd(tmp, "drift", "fa")
         lines = [x for x in r.stdout.splitlines() if x.startswith("stuck")]
         check(r.returncode == 0 and len(lines) == 1 and "stuck      'fa' (candidate) step 1 waits for rank 1 of 3, "
-              in lines[0] and "after the first of the 2 that committed (a rank that died or is stuck?" in lines[0]
+              in lines[0] and "after the first commit of the 2 ranks that did (a rank that died or is stuck?" in lines[0]
               and "expires, never durable, in " in lines[0]
               and "unless a new element of it comes (limits.pending_timeout, 20 s)" in lines[0],
               "drift: the step held up by the dead rank is said, beside the rows of step 1 without it", r.stdout)
