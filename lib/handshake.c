@@ -1,8 +1,10 @@
 /* handshake.c: why a handshake with a wdriftd socket fails (see handshake.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <zmq.h>
 
@@ -211,11 +213,37 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	return 0;
 }
 
+/*
+ * An ipc:// path as said: a relative one as the absolute path it names
+ * from this process's directory, as wd_publisher_open says it ("no socket
+ * at FULL yet (ENDPOINT, a path relative to ...)"), since the job's
+ * directory is often not the one its user has in mind. *rel: it was.
+ */
+static const char *path_said(const char *path, char *buf, size_t len, int *rel)
+{
+	char cwd[PATH_MAX];
+
+	*rel = 0;
+	if (path[0] == '/' || path[0] == '@' || !getcwd(cwd, sizeof(cwd)))
+		return path;
+	const char *rest = path;
+	while (rest[0] == '.' && rest[1] == '/')
+		rest += 2;	/* "./run/x" is cwd/run/x */
+	snprintf(buf, len, "%s/%s", strcmp(cwd, "/") ? cwd : "", rest);
+	*rel = 1;
+	return buf;
+}
+
+#define REL_SAID ", a path relative to this process's working directory"
+
 int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen)
 {
 	const char *path = endpoint + 6, *host = endpoint + 6;
 	int ipc = !strncmp(endpoint, "ipc://", 6);
 	struct stat st;
+	char said[PATH_MAX + 300];
+	int rel = 0;
+	const char *shown = ipc ? path_said(path, said, sizeof(said), &rel) : path;
 
 	switch (e) {
 	case ECONNREFUSED:
@@ -226,11 +254,11 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 		else if (ipc && wd_hs_not_socket(endpoint, NULL, err, errlen))
 			;	/* a typo's file or directory: no daemon left it */
 		else if (ipc)
-			snprintf(err, errlen, "nothing listens on the socket file %s (%s): connections have been "
+			snprintf(err, errlen, "nothing listens on the socket file %s (%s%s): connections have been "
 				 "refused for %.0f s: the file of a wdriftd that stopped without removing "
 				 "it (SIGKILL, a crash), or of one still starting; if none runs, start "
 				 "wdriftd",
-				 path, endpoint, for_s);
+				 shown, endpoint, rel ? REL_SAID : "", for_s);
 		else
 			snprintf(err, errlen, "nothing listens at %s: connections have been refused for %.0f s; "
 				 "is wdriftd running on that host (or still starting), with that port in the "
@@ -252,7 +280,8 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	case ENOENT:
 		if (!ipc)
 			return 0;
-		snprintf(err, errlen, "no socket at %s (%s): is wdriftd running?", path, endpoint);
+		snprintf(err, errlen, "no socket at %s (%s%s): is wdriftd running?",
+			 shown, endpoint, rel ? REL_SAID : "");
 		return 1;
 	case ENXIO:	/* wd_endpoint_connect_errno: the name does not resolve */
 		if (strchr(host, ';'))	/* ZeroMQ's tcp://SOURCE;HOST:PORT */

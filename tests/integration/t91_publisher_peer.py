@@ -129,13 +129,14 @@ pub.close(0)
 '''
 
 
-def unreachable(ep, start=None):
-    """A publisher process against ep, where nothing listens; start(), when given, runs
-    once its diagnosis is out (the daemon started after the job). Its stdout lines and
+def unreachable(ep, start=None, cwd=None):
+    """A publisher process against ep, where nothing listens, run in cwd; start(), when given,
+    runs once its diagnosis is out (the daemon started after the job). Its stdout lines and
     its warnings."""
-    env = dict(os.environ, PYTHONPATH=PYDIR, WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(PYDIR),
+               WDRIFT_LIB=os.path.abspath(os.path.join(BUILD, "libwdrift.so")))
     c = subprocess.Popen([PYTHON, "-c", UNREACH, ep, "20" if start else "0"], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, cwd=cwd)
     try:
         first = [c.stdout.readline(), c.stdout.readline()]
         if start:
@@ -316,6 +317,11 @@ def main():
         sk.close()      # the file stays, no one listens: as after a SIGKILL
         expect_unreachable("a stale socket file", unreachable(f"ipc://{stale}"),
                            f"nothing listens on the socket file {stale}")
+        # the same by a relative path, from the job's directory: the file's whole path said (a trial's
+        # "./run/ingest.sock" told nothing of where the job ran)
+        expect_unreachable("a stale socket file by a relative path", unreachable("ipc://./stale.sock", cwd=d),
+                           f"nothing listens on the socket file {stale} (ipc://./stale.sock, a path relative to "
+                           "this process's working directory)")
         # the job starts before its daemon: said, then acked, and said that it answers
         ld = os.path.join(d, "late")
         os.makedirs(ld)
