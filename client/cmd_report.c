@@ -143,7 +143,13 @@ static void summary(FILE *f, const struct report *r)
 		}
 		fputs("</tr>\n", f);
 	}
-	fputs("</table>\n<p class=\"note\">ratio = the candidate's W1 from the baseline / the proxy's "
+	fputs("</table>\n", f);
+	if (!d->n_proxies) {	/* no ratio to explain (a trial's page explained one) */
+		fputs("<p class=\"note\">The study has no proxy, so no ratio: W1 alone has no scale to be "
+		      "read against (a proxy, or synthetic_proxy: round:bf16, gives one).</p>\n", f);
+		return;
+	}
+	fputs("<p class=\"note\">ratio = the candidate's W1 from the baseline / the proxy's "
 	      "W1 from the baseline, per tensor; below 1 (green) the candidate drifts less than the "
 	      "proxy. Mean: weighted by element count; max: over tensors.</p>\n", f);
 }
@@ -267,7 +273,8 @@ static void metadata(FILE *f, const struct report *r)
 	}
 	fputs("</table>\n", f);
 
-	fputs("<h3>Runs</h3>\n<table><tr><th>run</th><th>role</th><th>snapshots</th><th>last step</th>"
+	/* from the drift log: steps compared, not every snapshot the daemon holds (a trial read it so) */
+	fputs("<h3>Runs</h3>\n<table><tr><th>run</th><th>role</th><th>steps compared</th><th>last compared</th>"
 	      "<th>elements</th><th>mean W1</th><th>max W1</th><th>NaN/Inf</th></tr>\n", f);
 	for (size_t o = 0; o < r->n_order; o++) {
 		size_t run = r->order[o], n = 0;

@@ -546,7 +546,8 @@ def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed
     (steps x tensors), made up here unless given."""
     rng = np.random.default_rng(seed)
     runs, P, S = list(cands) + list(proxies), len(proxies), len(steps)
-    rt = np.dtype(ROW_TYPE + [("ratio", "<f8", (P,))])
+    # with no proxy, no ratio field, as the daemon writes it (HDF5 has no array of 0)
+    rt = np.dtype(ROW_TYPE + ([("ratio", "<f8", (P,))] if P else []))
     numel = rng.integers(100, 10000, T).astype(np.uint64)
     grow = np.sqrt((steps - steps[0]) / (steps[-1] - steps[0]))[:, None]
     if w1 is None:
@@ -563,7 +564,8 @@ def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed
             t, cand = b[:T], r in cands
             t["step"], t["tensor"], t["run"], t["role"] = step, np.arange(T), ri, 1 if cand else 2
             t["w1"], t["max_abs_diff"], t["rel_l2"], t["numel"], t["wall"] = w1[r][j], w1[r][j] * 5, w1[r][j], numel, 1.7e9 + j
-            t["ratio"] = np.nan
+            if P:
+                t["ratio"] = np.nan
             if cand:
                 for k, pr in enumerate(proxies):
                     if not (pr in missing_last and j == S - 1):
@@ -582,7 +584,8 @@ def study_log(path, cands, proxies, steps, T=6, offset=(), missing_last=(), seed
                     return (np.average(v[ok], weights=numel[ok].astype(float)) if kind == 1
                             else np.median(v[ok]) if kind == 2 else v[ok].max())
                 a["w1"] = agg(t["w1"])
-                a["ratio"] = [agg(t["ratio"][:, k]) for k in range(P)]
+                if P:
+                    a["ratio"] = [agg(t["ratio"][:, k]) for k in range(P)]
             rows.append(b)
     with h5py.File(path, "w", libver="latest") as f:
         f.create_dataset("rows", data=np.concatenate(rows), maxshape=(None,), chunks=True)
@@ -708,6 +711,19 @@ def scales(tmp):
     keep(page, shot)
 
 
+def no_proxy(tmp):
+    """A study with no proxy: no ratio column, and no legend explaining one (a trial's page had it)."""
+    log, page = os.path.join(tmp, "noproxy.h5"), os.path.join(tmp, "noproxy.html")
+    study_log(log, ["fa"], [], np.arange(3, dtype=np.int64) * 10)
+    rc, out, err, dt = report("noproxy", "--log", log, "-o", page)
+    html = open(page, encoding="utf-8").read() if rc == 0 else ""
+    check(rc == 0 and "mean ratio" not in html and "ratio = the candidate's W1" not in html
+          and "The study has no proxy, so no ratio" in html,
+          f"a study with no proxy: no ratio column, its legend says why there is none ({err})")
+    check("<th>steps compared</th><th>last compared</th>" in html,
+          "the runs table counts the steps compared (the drift log's), not the daemon's snapshots")
+
+
 def main():
     if not os.path.exists(WDRIFT):
         print(f"not ok 1 - {WDRIFT} is not built")
@@ -729,6 +745,7 @@ def main():
         glance(tmp)
         scales(tmp)
         odd_logs(tmp)
+        no_proxy(tmp)
     finally:
         subprocess.run(["rm", "-rf", tmp])
     return harness.summary()
