@@ -635,7 +635,9 @@ static char *run_steps(struct control *c, const struct drift_query *q, const str
 
 /*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
- * main thread, in time independent of the study's size; the reply, which
+ * main thread, in time independent of the study's size but for
+ * study_unmatched's walk over its runs' tensor identities (a millisecond
+ * at tens of thousands of tensors); the reply, which
  * is not, is built by the query thread when there is one (env: whom it
  * goes to; NULL: build it here). Returns the reply, or NULL when the query
  * thread has it.

@@ -395,7 +395,7 @@ static void study_series(FILE *f, const struct control *c)
 			   { 0 } }, study_ahead(c->cfg, c->st, &c->cfg->studies[i], NULL, 0));
 	family(f, "wdrift_study_steps_stuck", "gauge",
 	       "Snapshots of the study's runs held up in intake now: a step that waits for a rank the "
-	       "daemon's log says died or lags, or had no message for a minute (wdrift drift: stuck).");
+	       "daemon's log says died or lags, or had no new element for a minute (wdrift drift: stuck).");
 	for (size_t i = 0; i < c->cfg->n_studies; i++)
 		sample_u64(f, "wdrift_study_steps_stuck", (struct label[]){ { "study", c->cfg->studies[i].name },
 			   { 0 } }, study_stuck(c->cfg, c->st, &c->cfg->studies[i], NULL, 0));

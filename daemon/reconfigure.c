@@ -197,8 +197,7 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			if (p->committing)
 				return snprintf(err, errlen, "run '%.200s' has step %lld being stored: wait for its "
 						"ack, then try again", run, (long long)p->step), -EBUSY;
-			/* as ingest_expire times it: ranks that wait keep it only with new elements */
-			double idle = now_mono() - (p->n_waiters ? p->last_taken : p->last_seen);
+			double idle = snapshot_idle(p, now_mono());	/* as ingest_expire times it */
 			double left = (double)d->cfg.limits.pending_timeout - idle;
 			char ranks[96] = "";
 			if (p->ranks_said > 1)	/* a dead rank never commits: the wait is the timeout's */

@@ -13,6 +13,7 @@
 #include "logging.h"
 #include "spool_index.h"
 #include "study_waiting.h"
+#include "utf8.h"
 
 /* How far apart two steps are. */
 static inline int64_t gap(int64_t a, int64_t b)
@@ -344,6 +345,8 @@ static void id_unmatched(const struct snap_id *base, const struct snap_id *id, s
 	}
 }
 
+#define UNMATCHED_SAID_MAX 3	/* runs said by study_unmatched; the rest counted */
+
 size_t study_unmatched(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		       const struct result_batch *b, char *buf, size_t len)
 {
@@ -362,10 +365,10 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 		if (!id)
 			continue;	/* written before identities were kept: nothing to tell */
 		id_unmatched(bid, id, &extra, &reshaped);
-		if (!extra && !reshaped)
-			continue;
+		if ((!extra && !reshaped) || ++n > UNMATCHED_SAID_MAX)
+			continue;	/* the fourth and later only counted: it must fit */
 		run_role(cfg, s, r, role, sizeof(role));
-		add(buf, len, &at, "%s'%s' (%s) at its step %lld has ", n++ ? "; " : "", r->name, role, (long long)x);
+		add(buf, len, &at, "%s'%s' (%s) at its step %lld has ", n > 1 ? "; " : "", r->name, role, (long long)x);
 		if (extra)
 			add(buf, len, &at, "%zu tensor%s that the baseline lacks, not compared%s", extra,
 			    extra == 1 ? "" : "s", reshaped ? ", and " : "");
@@ -375,12 +378,16 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 			    "another layout, a transpose; empty for another count)", reshaped,
 			    reshaped == 1 ? "" : "s");
 	}
+	if (n > UNMATCHED_SAID_MAX)
+		add(buf, len, &at, "; and %zu more runs", n - UNMATCHED_SAID_MAX);
 	if (n)
 		add(buf, len, &at, "; the daemon's log names the first of each (compute: study '%s')", s->name);
+	wd_utf8_scrub(buf);	/* a name cut at the end: JSON takes only whole characters */
 	return n;
 }
 
 #define STUCK_SAID_MAX 3	/* snapshots said by study_stuck; the rest counted */
+#define STUCK_LAG_QUIET_S 5.0	/* a lagging rank's step with no new element for this long is stuck */
 
 size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len)
@@ -397,8 +404,13 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 		/* one being stored, or refused, is no longer held up by its senders */
 		if (!snapshot_pending(p) || p->committing || p->recheck || p->conflict)
 			continue;
-		if (!p->lag_said && idle < after)
-			continue;	/* still arriving, or not long enough to be news */
+		/*
+		 * Still arriving, or not long enough to be news. A rank said dead
+		 * or lagging is news at once, unless elements of the step still
+		 * come (a replacement rank streaming its part).
+		 */
+		if (idle < after && !(p->lag_said && idle >= STUCK_LAG_QUIET_S))
+			continue;
 		if (!wd_study_role(s, p->run->name, NULL))
 			continue;
 		if (++n > STUCK_SAID_MAX || !len)
@@ -426,6 +438,8 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 	}
 	if (n > STUCK_SAID_MAX && len)
 		add(buf, len, &at, "; and %zu more (wdrift status: pending)", n - STUCK_SAID_MAX);
+	if (len)
+		wd_utf8_scrub(buf);	/* a name cut at the end: JSON takes only whole characters */
 	return n;
 }
 

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "handshake.h"
+#include "relpath.h"
 #include "zmtp_probe.h"
 
 void *wd_hs_monitor(void *ctx, void *s)
@@ -226,10 +227,7 @@ static const char *path_said(const char *path, char *buf, size_t len, int *rel)
 	*rel = 0;
 	if (path[0] == '/' || path[0] == '@' || !getcwd(cwd, sizeof(cwd)))
 		return path;
-	const char *rest = path;
-	while (rest[0] == '.' && rest[1] == '/')
-		rest += 2;	/* "./run/x" is cwd/run/x */
-	snprintf(buf, len, "%s/%s", strcmp(cwd, "/") ? cwd : "", rest);
+	snprintf(buf, len, "%s/%s", cwd, wd_path_rest(path));	/* as wd_publisher_open says it */
 	*rel = 1;
 	return buf;
 }
@@ -267,13 +265,13 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	case EACCES:
 	case EPERM:
 		if (ipc && stat(path, &st) == 0)
-			snprintf(err, errlen, "cannot connect to the socket file %s (%s): permission denied "
+			snprintf(err, errlen, "cannot connect to the socket file %s (%s%s): permission denied "
 				 "(owner uid %u, mode %03o): run as a user that may write it (the daemon's "
-				 "umask sets its mode)", path, endpoint,
+				 "umask sets its mode)", shown, endpoint, rel ? REL_SAID : "",
 				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
 		else if (ipc)
-			snprintf(err, errlen, "cannot connect to the socket file %s (%s): %s", path, endpoint,
-				 strerror(e));
+			snprintf(err, errlen, "cannot connect to the socket file %s (%s%s): %s", shown, endpoint,
+				 rel ? REL_SAID : "", strerror(e));
 		else
 			snprintf(err, errlen, "cannot connect to %s: %s", endpoint, strerror(e));
 		return 1;

@@ -469,7 +469,8 @@ int wd_publisher_tensor(struct wd_publisher *p, const char *name, enum wd_dtype 
  * scalar). It goes as the fewest shards contiguous in the flattened whole:
  * one for a block of whole rows, one per row for a column block. One copy,
  * as wd_publisher_tensor. -EINVAL when the block is not inside the tensor;
- * -E2BIG when it would take more than 65,536 shards.
+ * -E2BIG when it would take more than 65,536 shards. A block refused
+ * spoils the snapshot as a refused wd_publisher_tensor does: begin again.
  */
 int wd_publisher_block(struct wd_publisher *p, const char *name, enum wd_dtype dtype,
 		       const void *data, const uint64_t *shape, const uint64_t *start,
