@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import socket
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -813,8 +814,61 @@ def reload_mistakes():
         harness.teardown(dm, tmp, ctx)
 
 
+def rule_fired(alert, series, eval_time):
+    """Whether the shipped rules fire alert at eval_time (minutes) over series, [(name{labels}, promtool
+    values)], by `promtool test rules`; and its output."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t82-rules-")
+    try:
+        lines = [f"      - series: '{n}'\n        values: '{v}'" for n, v in series]
+        test = os.path.join(tmp, "rules-test.yml")
+        with open(test, "w") as f:
+            f.write(f"rule_files: [{RULES_FILE}]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+                    "    input_series:\n" + "\n".join(lines) + "\n    alert_rule_test:\n"
+                    f"      - eval_time: {eval_time}m\n        alertname: {alert}\n        exp_alerts: []\n")
+        r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        if r.returncode == 0:
+            return False, out
+        return ("got:[" in out and "got:[]" not in out), out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def rules_on_healthy_and_broken():
+    """The shipped rules on series made up as a healthy and a broken daemon would export them: a
+    trial's operator was paged by WdriftStudyIncomplete for a candidate that had merely started after
+    its proxy, and by WdriftStalledIngest (critical) for a job re-sending durable steps, while a job
+    whose every snapshot was too large stayed under WdriftProtocolErrors' threshold."""
+    L = 'instance="w",job="wdrift",study="late"'
+    behind = [(f'wdrift_drift_step{{{L},run="lowprec",role="proxy"}}', "240x100"),
+              (f'wdrift_drift_step{{{L},run="late-fa",role="candidate"}}', "100+1x100"),
+              (f'wdrift_drift_complete_step{{{L}}}', "100+1x100")]
+    fired, out = rule_fired("WdriftStudyIncomplete", behind, 90)
+    check(not fired, "WdriftStudyIncomplete: a candidate behind its proxy, still going: quiet", out)
+    stopped = [(f'wdrift_drift_step{{{L},run="lowprec",role="proxy"}}', "20x100"),
+               (f'wdrift_drift_step{{{L},run="late-fa",role="candidate"}}', "20+1x100"),
+               (f'wdrift_drift_complete_step{{{L}}}', "20x100")]
+    fired, out = rule_fired("WdriftStudyIncomplete", stopped, 90)
+    check(fired, "... a proxy that stopped while the candidate goes on: fires", out)
+    D = 'instance="w",job="wdrift"'
+    dups = [(f"wdrift_snapshots_received_total{{{D}}}", "0+1x100"), (f"wdrift_snapshots_durable_total{{{D}}}", "15x100"),
+            (f"wdrift_snapshots_duplicate_total{{{D}}}", "0+1x100")]
+    fired, out = rule_fired("WdriftStalledIngest", dups, 60)
+    check(not fired, "WdriftStalledIngest: a job re-sending durable steps (duplicates): quiet", out)
+    stalled = [(f"wdrift_snapshots_received_total{{{D}}}", "0+1x100"), (f"wdrift_snapshots_durable_total{{{D}}}", "15x100"),
+               (f"wdrift_snapshots_duplicate_total{{{D}}}", "2x100")]
+    fired, out = rule_fired("WdriftStalledIngest", stalled, 60)
+    check(fired, "... commits that make nothing durable, no duplicate among them: fires", out)
+    big = [(f'wdrift_errors_total{{{D},code="too_large"}}', "0x10 1x90")]
+    fired, out = rule_fired("WdriftSnapshotsTooLarge", big, 20)
+    check(fired, "WdriftSnapshotsTooLarge: one snapshot refused too_large fires it", out)
+    fired, out = rule_fired("WdriftProtocolErrors", big, 20)
+    check(not fired, "... and not WdriftProtocolErrors too", out)
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    rules_on_healthy_and_broken()
     main_flow()
     off_and_bad_config()
     candidate_ahead()
