@@ -634,7 +634,20 @@ static int is_candidate(const struct rule *r, const char *run)
 	return 0;
 }
 
+static void judge(struct alerts *a, const struct result_batch *b, int fresh_only);
+
 void alerts_on_results(struct alerts *a, const struct result_batch *b)
+{
+	judge(a, b, 0);
+}
+
+void alerts_on_results_fresh(struct alerts *a, const struct result_batch *b)
+{
+	judge(a, b, 1);
+}
+
+/* Evaluates the rules of b's study on its candidates; fresh_only: only instances never evaluated. */
+static void judge(struct alerts *a, const struct result_batch *b, int fresh_only)
 {
 	double *vals = calloc(b->n_rows + 1, sizeof(double));
 	uint64_t *numel = calloc(b->n_rows + 1, sizeof(uint64_t));
@@ -676,7 +689,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 					if (r->a.tensors && !fnmatch(r->a.tensors, row->tensor, 0)) {
 						matched++;
 						struct instance *in = instances_get(&r->set, row->run, row->tensor);
-						if (in)
+						if (in && !(fresh_only && in->evaluated))
 							evaluate(a, r, in, v, b->step);
 					}
 					continue;
@@ -695,7 +708,7 @@ void alerts_on_results(struct alerts *a, const struct result_batch *b)
 			double value = r->a.scope == WD_SCOPE_MAX ? d.max
 				     : r->a.scope == WD_SCOPE_MEAN ? d.weighted : d.median;
 			struct instance *in = instances_get(&r->set, run, NULL);
-			if (in)
+			if (in && !(fresh_only && in->evaluated))
 				evaluate(a, r, in, value, b->step);
 		}
 		command_due(a, r);

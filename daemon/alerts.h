@@ -42,6 +42,12 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg);
 /* Evaluates the rules of the batch's study on its candidates. */
 void alerts_on_results(struct alerts *a, const struct result_batch *b);
 /*
+ * The same, for the instances never evaluated only (a start's, whose
+ * inactive instances are not kept; a rule or a candidate new): the
+ * catch-up judges each on its candidate's newest results first.
+ */
+void alerts_on_results_fresh(struct alerts *a, const struct result_batch *b);
+/*
  * Each second: evaluates "stalled" rules (seconds since each run's last
  * snapshot), and gives each command the changes held for it once its
  * command_min_interval has passed.

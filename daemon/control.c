@@ -536,10 +536,65 @@ struct result_batch *control_latest_complete(const struct control *c, const char
 	return best;
 }
 
-void control_alerts_catch_up(struct control *c)
+/*
+ * The newest results of each candidate of st that has some against its
+ * baseline now, into newest[] (one per candidate, NULL: none), newest
+ * first from the end of the results (kept in arrival order, mostly
+ * ascending steps), stopping once every candidate has its own.
+ */
+static void newest_of_candidates(const struct control *c, const struct wd_config_study *st,
+				 const struct result_batch **newest)
 {
+	size_t left = st->candidates.n;
+
+	memset(newest, 0, st->candidates.n * sizeof(*newest));
+	for (size_t i = c->n_results; left && i-- > 0;) {
+		const struct result_batch *b = c->results[i];
+		if (strcmp(b->study, st->name) || strcmp(b->baseline, st->baseline))
+			continue;
+		for (size_t k = 0; k < st->candidates.n; k++) {
+			if (newest[k] && newest[k]->step >= b->step)
+				continue;
+			if (!result_batch_has_run(b, st->candidates.names[k]))
+				continue;
+			left -= !newest[k];
+			newest[k] = b;
+		}
+	}
+}
+
+void control_alerts_catch_up(struct control *c, int start)
+{
+	const struct result_batch *newest[CONFIG_MAX_CANDIDATES];
+
 	for (size_t i = 0; c->alerts && i < c->cfg->n_studies; i++) {
-		struct result_batch *b = control_latest_complete(c, c->cfg->studies[i].name);
+		const struct wd_config_study *st = &c->cfg->studies[i];
+		/*
+		 * Live, every batch is judged as it comes, so an instance was last
+		 * judged on its candidate's newest results, complete or not. One
+		 * not kept across a restart (inactive ones are not) judged on the
+		 * complete step alone fired on old data when a proxy had stopped
+		 * there (an ops trial's). So at start-up such instances are judged
+		 * on their candidate's newest results first, newest step first;
+		 * then the complete step, which leaves an instance judged on a
+		 * later step as it is (alerts.c: evaluate). A reload's rule is
+		 * judged on the complete step (docs/config.md).
+		 */
+		if (start)
+			newest_of_candidates(c, st, newest);
+		for (; start;) {
+			const struct result_batch *top = NULL;
+			for (size_t k = 0; k < st->candidates.n; k++)
+				if (newest[k] && (!top || newest[k]->step > top->step))
+					top = newest[k];
+			if (!top)
+				break;
+			alerts_on_results_fresh(c->alerts, top);
+			for (size_t k = 0; k < st->candidates.n; k++)
+				if (newest[k] == top)
+					newest[k] = NULL;
+		}
+		struct result_batch *b = control_latest_complete(c, st->name);
 		if (b)	/* an instance past that step already is left as it is */
 			alerts_on_results(c->alerts, b);
 	}

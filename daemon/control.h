@@ -97,9 +97,12 @@ struct result_batch *control_latest_complete(const struct control *c, const char
  * (docs/config.md, "Alerts"): at start-up and after a reload, so that a rule
  * added then does not wait for the next results. An instance that has
  * evaluated that step gets the same state again (its evaluation redone);
- * one that has evaluated a later step is left as it is.
+ * one that has evaluated a later step is left as it is. start: the
+ * start-up's, where instances the WAL did not keep (inactive ones; a rule
+ * new while the daemon was down) are first judged on their candidate's
+ * newest results, as they were live before the stop.
  */
-void control_alerts_catch_up(struct control *c);
+void control_alerts_catch_up(struct control *c, int start);
 /* Keeps b (taking it) as the latest result of its study and step. */
 void control_add_result(struct control *c, struct result_batch *b);
 /* Stops the query thread, then drops the kept results. */

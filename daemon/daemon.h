@@ -53,6 +53,7 @@ struct daemon {
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 	double catch_up_at;		/* monotonic: the start-up alert catch-up; 0: done */
+	int caught_up;			/* the start-up's catch-up is done: later ones follow backfills */
 };
 
 /* Seconds from binding the sockets to the start-up alert catch-up (main.c says why). */

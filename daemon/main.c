@@ -790,7 +790,8 @@ static void run_loop(struct daemon *d)
 			if (d->catch_up_at && t >= d->catch_up_at) {
 				d->catch_up_at = 0;
 				alerts_drop_former(d->alerts);	/* the first time: what the start's config dropped */
-				control_alerts_catch_up(&d->ctl);
+				control_alerts_catch_up(&d->ctl, !d->caught_up);
+				d->caught_up = 1;
 			}
 			alerts_tick(d->alerts, &d->st);
 			auth_tick(d->auth);

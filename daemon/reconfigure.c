@@ -126,7 +126,7 @@ int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen)
 			compute_set_config(d->compute, &d->cfg);
 		if (d->alerts)
 			alerts_set_config(d->alerts, &d->cfg);
-		control_alerts_catch_up(&d->ctl);	/* a rule added is judged at once */
+		control_alerts_catch_up(&d->ctl, 0);	/* a rule added is judged at once */
 		auth_set_config(d->auth, &d->cfg);
 		log_level = d->cfg.log.level;
 		wd_log_set(log_level, daemon_lib_log);	/* libwdrift's level follows too */

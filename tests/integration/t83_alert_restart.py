@@ -291,7 +291,53 @@ def main():
         check(rc == 0, f"SIGTERM: exit 0 ({rc})")
     finally:
         harness.teardown(dm, tmp, ctx)
+    newest_after_restart()
     return harness.summary()
+
+
+LATE_RULE = """\
+alerts:
+  - name: late
+    study: fa
+    metric: w1
+    scope: tensors
+    tensors: "layers.*"
+    threshold: {threshold!r}
+"""
+
+
+def newest_after_restart():
+    """An inactive instance of a per-tensor rule is not kept across a restart (only a new state or a
+    pending count is); it was judged on its candidate's newest
+    results, while the study's latest complete step was older (its proxy stopped there). An ops
+    trial's restart, with a threshold lowered between the two steps' values, judged it on the old
+    complete step alone, and it fired on old data (running its command)."""
+    tmp = tempfile.mkdtemp(prefix="wdrift-t83-late-")
+    ctx = zmq.Context()
+    dm = Daemon(tmp)
+    try:
+        dm.write_config(LATE_RULE.format(threshold=1.0))
+        check(dm.start() is not None, "ready with per-tensor rule 'late' (threshold 1)")
+        base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
+        snap(base, 10, 0.0)
+        snap(low, 10, 0.0, f16=True)
+        snap(fa, 10, 0.02)
+        T = "layers.0.w"
+        v10 = inst(wait_for(ctx, tmp, lambda r: inst(r, "late", T).get("step") == 10), "late", T).get("value")
+        snap(base, 20, 0.0)
+        snap(fa, 20, 0.001)    # the proxy stopped at 10: the latest complete step stays 10
+        v20 = inst(wait_for(ctx, tmp, lambda r: inst(r, "late", T).get("step") == 20), "late", T).get("value")
+        check(v10 and v20 and v20 < v10, f"judged live on step 20, the candidate's newest ({v20} < {v10} at 10)")
+        check(dm.stop() == 0, "SIGTERM")
+        dm.write_config(LATE_RULE.format(threshold=(v10 + v20) / 2))
+        check(dm.start() is not None, "started again, the threshold between the two steps' values")
+        time.sleep(2.5)    # the catch-up runs a second after the start
+        late = inst(rules_of(ctx, tmp), "late", T)
+        check(late.get("state") == "inactive" and late.get("step") == 20 and "alert 'late' firing" not in dm.log_text(),
+              f"judged on step 20 again, not on the older complete step 10: inactive, no firing ({late})",
+              dm.log_text()[-1500:])
+    finally:
+        harness.teardown(dm, tmp, ctx)
 
 
 if __name__ == "__main__":
