@@ -201,6 +201,28 @@ static int on_option(int c, const char *arg, void *ctx)
 }
 
 /* The options and files of `wdrift compare`: 0, or a negative return for cli_opts_exit. */
+/*
+ * A rounded proxy whose baseline has values out of its format's range
+ * (fp16's 65504): they round to +-Inf, which W1 leaves out, so the proxy's
+ * W1 measures their loss, not rounding, and every ratio against it is
+ * tiny (a trial's were 1e-5, and nothing said why).
+ */
+static void overflow_warning(const struct options *o)
+{
+	for (size_t k = 0; k < o->n_proxies; k++) {
+		const struct compare_proxy *px = &o->proxies[k];
+		if (px->round_to < 0 || !px->overflow)
+			continue;
+		cli_warning("%s: %llu value%s of the baseline %s out of %s's range (the first in '%s'): rounded, "
+			    "%s +-Inf, which W1[%s] leaves out, so it measures %s loss, not rounding, and ratios "
+			    "against it mean little; round:bf16 has fp32's range", px->label,
+			    (unsigned long long)px->overflow, px->overflow == 1 ? "" : "s",
+			    px->overflow == 1 ? "is" : "are", px->round_to == WD_F16 ? "fp16" : "bf16",
+			    px->overflow_first, px->overflow == 1 ? "it is" : "they are", px->label,
+			    px->overflow == 1 ? "its" : "their");
+	}
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -488,7 +510,7 @@ static int load_prepared(struct wd_engine *e, struct wd_ckpt_box *b, size_t i,
  * W1 of the baseline against one proxy, for one tensor: a trained proxy's
  * tensor of that name, or the baseline rounded (wd_drift_rounded_w1).
  */
-static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
+static int proxy_w1(struct wd_engine *e, struct compare_proxy *px,
 		    struct wd_ckpt_box *ck, const char *name,
 		    const struct wd_view *base_view, const struct wd_prepared *base,
 		    double *w1, struct compare_timings *tm)
@@ -500,7 +522,9 @@ static int proxy_w1(struct wd_engine *e, const struct compare_proxy *px,
 	int r;
 
 	if (px->round_to >= 0) {
-		r = wd_drift_rounded_w1(e, base, base_view, (enum wd_dtype)px->round_to, w1);
+		struct wd_nonfinite over;
+		r = wd_drift_rounded_w1(e, base, base_view, (enum wd_dtype)px->round_to, w1, &over);
+		px->overflow_now = over.posinf + over.neginf;	/* counted once the tensor is done */
 		lap(&t0, &tm->engine);
 		if (r == -ENOMEM)
 			return cli_error("out of memory rounding '%s'", name);
@@ -639,6 +663,13 @@ static int compare_layer(struct wd_engine *e, const struct options *o,
 	if ((r = intact(&bm)))
 		goto out;
 	wd_drift_ratios(lr->drift.w1, lr->proxy_w1, o->n_proxies, lr->ratio);
+	for (size_t k = 0; k < o->n_proxies; k++) {	/* not before: a device failure tries the tensor again */
+		struct compare_proxy *px = &o->proxies[k];
+		if (px->round_to >= 0 && px->overflow_now && !px->overflow)
+			snprintf(px->overflow_first, sizeof(px->overflow_first), "%s", be->name);
+		px->overflow += px->round_to >= 0 ? px->overflow_now : 0;
+		px->overflow_now = 0;
+	}
 out:
 	t0 = cli_now();
 	wd_prepared_free(&bp);
@@ -851,6 +882,7 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (!r && res.engine) {
 		same_file_warning(o.base_path, o.cand_path);
+		overflow_warning(&o);
 		res.timings.total = cli_now() - t0;
 		if (o.json) {
 			r = compare_print_json(&res);

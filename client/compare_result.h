@@ -15,6 +15,9 @@ struct compare_proxy {
 	char *label;
 	const char *path;	/* NULL for a synthetic (rounded) proxy */
 	int round_to;		/* WD_BF16 or WD_F16 for round:*, else -1 */
+	/* round:*: the baseline's finite values out of the format's range, rounded to +-Inf */
+	uint64_t overflow, overflow_now;	/* in all; in the tensor being compared */
+	char overflow_first[256];		/* the first tensor that had some */
 };
 
 struct layer_result {

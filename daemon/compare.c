@@ -313,7 +313,10 @@ static void compare_tensor(struct wd_engine *engine, const struct step *st, size
 			row->ratio[k] = NAN;
 		if (synth) {	/* the baseline rounded: its own W1 */
 			enum wd_dtype to = s->synthetic == WD_SYNTHETIC_BF16 ? WD_BF16 : WD_F16;
-			wd_drift_rounded_w1(engine, bp, &bv, to, &row->w1);
+			struct wd_nonfinite over;
+			wd_drift_rounded_w1(engine, bp, &bv, to, &row->w1, &over);
+			row->posinf = over.posinf;	/* out of the format's range: compute.c says them */
+			row->neginf = over.neginf;
 			row->numel = bv.numel;
 			pw1[s->n_proxies - 1] = row->w1;
 			continue;

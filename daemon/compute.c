@@ -507,9 +507,9 @@ static void check_nonfinite(struct cstudy *s, const struct result_batch *b)
 		const char *run = slot < s->n_proxies ? s->pruns[slot] : s->cands[slot - s->n_proxies];
 		uint64_t nan = 0, posinf = 0, neginf = 0, tensors = 0, odd = 0;
 		const char *first = NULL;
-		int role = 0;
-		if (!run)	/* the synthetic proxy: the baseline's own values rounded */
-			continue;
+		int role = 0, synth = !run;
+		if (synth)	/* the synthetic proxy: its rows carry its label; its infinities are overflow */
+			run = s->labels[slot];
 		for (size_t i = 0; i < b->n_rows; i++) {
 			const struct drift_row *r = &b->rows[i];
 			if (r->kind != ROW_TENSOR || strcmp(r->run, run))
@@ -523,7 +523,17 @@ static void check_nonfinite(struct cstudy *s, const struct result_batch *b)
 		if (!tensors || !odd == !s->nonfinite_said[slot])
 			continue;	/* not compared at this step, or as it was said */
 		const char *who = role == ROLE_PROXY ? "proxy" : "candidate";
-		if (odd)
+		if (odd && synth)
+			log_warning("compute: study '%s' step %lld: synthetic proxy '%s': %llu value%s of the "
+				    "baseline %s out of the format's range (fp16's 65504) in %llu of its %llu tensors, "
+				    "the first '%.200s': rounded, %s +-Inf, which its W1 leaves out, so it measures "
+				    "%s loss, not rounding, and ratios against it mean little (round:bf16 has fp32's "
+				    "range). Said again when they are gone", s->name, (long long)b->step, run,
+				    (unsigned long long)(posinf + neginf), posinf + neginf == 1 ? "" : "s",
+				    posinf + neginf == 1 ? "is" : "are", (unsigned long long)odd,
+				    (unsigned long long)tensors, first, posinf + neginf == 1 ? "it is" : "they are",
+				    posinf + neginf == 1 ? "its" : "their");
+		else if (odd)
 			log_warning("compute: study '%s' step %lld: %s '%s' holds %llu value%s that %s NaN or "
 				    "Inf (%llu NaN, %llu +Inf, %llu -Inf) in %llu of its %llu tensors, the first "
 				    "'%.200s': its W1, max|d| and rel L2 leave them out (`wdrift drift` counts them; "

@@ -47,13 +47,16 @@ int wd_drift_measure(struct wd_engine *e, const struct wd_prepared *base,
 }
 
 int wd_drift_rounded_w1(struct wd_engine *e, const struct wd_prepared *base,
-			const struct wd_view *base_view, enum wd_dtype to, double *w1)
+			const struct wd_view *base_view, enum wd_dtype to, double *w1,
+			struct wd_nonfinite *overflow)
 {
 	uint16_t *codes = malloc(base_view->numel * 2 + 2);
 	struct wd_prepared *rounded = NULL;
 	int r;
 
 	*w1 = NAN;
+	if (overflow)
+		*overflow = (struct wd_nonfinite){ 0 };
 	if (!codes)
 		return -ENOMEM;
 	r = wd_round16(base_view, to, codes);
@@ -61,6 +64,13 @@ int wd_drift_rounded_w1(struct wd_engine *e, const struct wd_prepared *base,
 		r = wd_prepare(e, &(struct wd_view){ to, codes, base_view->numel }, 0, &rounded);
 	if (!r)
 		r = wd_w1(e, base, rounded, w1) == -EIO ? -EIO : 0;
+	if (overflow && rounded) {	/* the rounded copy's infinities, less the baseline's own */
+		struct wd_nonfinite have, own;
+		wd_prepared_nonfinite(rounded, &have);
+		wd_prepared_nonfinite(base, &own);
+		overflow->posinf = have.posinf > own.posinf ? have.posinf - own.posinf : 0;
+		overflow->neginf = have.neginf > own.neginf ? have.neginf - own.neginf : 0;
+	}
 	wd_prepared_free(&rounded);
 	free(codes);
 	return r;

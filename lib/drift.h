@@ -55,10 +55,15 @@ int wd_drift_measure(struct wd_engine *e, const struct wd_prepared *base,
  * drift that storing the baseline in 16 bits would cause. base is
  * base_view prepared. Returns 0; -ENOMEM, or wd_round16's or wd_prepare's
  * error, when the rounded copy could not be made; -EIO as wd_drift_measure.
- * *w1 is NaN where it could not be computed.
+ * *w1 is NaN where it could not be computed. *overflow (NULL: not wanted):
+ * the finite values that rounding made +Inf or -Inf, out of the 16-bit
+ * format's range (fp16's 65504), which W1 leaves out, so that W1 then
+ * measures their loss and not rounding (a trial's ratios were 1e-5, and
+ * nothing said why); nan 0.
  */
 int wd_drift_rounded_w1(struct wd_engine *e, const struct wd_prepared *base,
-			const struct wd_view *base_view, enum wd_dtype to, double *w1);
+			const struct wd_view *base_view, enum wd_dtype to, double *w1,
+			struct wd_nonfinite *overflow);
 
 /*
  * A candidate's W1 over a proxy's, for one tensor: NaN where the proxy's
