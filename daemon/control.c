@@ -563,37 +563,40 @@ static void newest_of_candidates(const struct control *c, const struct wd_config
 	}
 }
 
-void control_alerts_catch_up(struct control *c, int start)
+/*
+ * Live, every batch is judged as it comes, so an instance was last judged
+ * on its candidate's newest results, complete or not. One not kept across
+ * a restart (inactive ones are not) judged on the complete step alone
+ * fired on old data when a proxy had stopped there (an ops trial's). So at
+ * start-up such instances are judged on their candidates' newest results
+ * first, newest step first: evaluate() (alerts.c) then leaves each as it
+ * is at the older steps that follow, the complete step's included.
+ */
+static void judge_newest_first(struct control *c, const struct wd_config_study *st)
 {
 	const struct result_batch *newest[CONFIG_MAX_CANDIDATES];
 
+	newest_of_candidates(c, st, newest);
+	for (;;) {
+		const struct result_batch *top = NULL;
+		for (size_t k = 0; k < st->candidates.n; k++)
+			if (newest[k] && (!top || newest[k]->step > top->step))
+				top = newest[k];
+		if (!top)
+			return;
+		alerts_on_results_fresh(c->alerts, top);
+		for (size_t k = 0; k < st->candidates.n; k++)	/* a batch several candidates share, once */
+			if (newest[k] == top)
+				newest[k] = NULL;
+	}
+}
+
+void control_alerts_catch_up(struct control *c, int start)
+{
 	for (size_t i = 0; c->alerts && i < c->cfg->n_studies; i++) {
 		const struct wd_config_study *st = &c->cfg->studies[i];
-		/*
-		 * Live, every batch is judged as it comes, so an instance was last
-		 * judged on its candidate's newest results, complete or not. One
-		 * not kept across a restart (inactive ones are not) judged on the
-		 * complete step alone fired on old data when a proxy had stopped
-		 * there (an ops trial's). So at start-up such instances are judged
-		 * on their candidate's newest results first, newest step first;
-		 * then the complete step, which leaves an instance judged on a
-		 * later step as it is (alerts.c: evaluate). A reload's rule is
-		 * judged on the complete step (docs/config.md).
-		 */
-		if (start)
-			newest_of_candidates(c, st, newest);
-		for (; start;) {
-			const struct result_batch *top = NULL;
-			for (size_t k = 0; k < st->candidates.n; k++)
-				if (newest[k] && (!top || newest[k]->step > top->step))
-					top = newest[k];
-			if (!top)
-				break;
-			alerts_on_results_fresh(c->alerts, top);
-			for (size_t k = 0; k < st->candidates.n; k++)
-				if (newest[k] == top)
-					newest[k] = NULL;
-		}
+		if (start)	/* a reload's rule is judged on the complete step alone (docs/config.md) */
+			judge_newest_first(c, st);
 		struct result_batch *b = control_latest_complete(c, st->name);
 		if (b)	/* an instance past that step already is left as it is */
 			alerts_on_results(c->alerts, b);

@@ -852,7 +852,7 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
 
 void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_coming, void *ctx)
 {
-	double t = now_mono(), after = timeout / 2 < INGEST_LAG_SECONDS ? timeout / 2 : INGEST_LAG_SECONDS;
+	double t = now_mono(), after = ingest_lag_after(timeout);
 	char lag[240];
 
 	for (struct snapshot *p = ix->st->pending; p; p = p->next) {

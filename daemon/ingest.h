@@ -133,6 +133,11 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
  * (ingest_waits_for_rank), at any later step, until that rank commits.
  */
 #define INGEST_LAG_SECONDS 60.0
+/* The lag threshold for a limits.pending_timeout of timeout s: INGEST_LAG_SECONDS, or half of timeout. */
+static inline double ingest_lag_after(double timeout)
+{
+	return timeout / 2 < INGEST_LAG_SECONDS ? timeout / 2 : INGEST_LAG_SECONDS;
+}
 typedef int ingest_death_fn(void *ctx, const struct snapshot *snap);
 void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_coming, void *ctx);
 

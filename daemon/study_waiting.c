@@ -393,7 +393,7 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len)
 {
 	double t = now_mono(), timeout = (double)cfg->limits.pending_timeout;
-	double after = timeout / 2 < INGEST_LAG_SECONDS ? timeout / 2 : INGEST_LAG_SECONDS;
+	double after = ingest_lag_after(timeout);	/* as the lag line's */
 	size_t at = 0, n = 0;
 	char role[512], lag[240];
 
@@ -402,7 +402,7 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 	for (const struct snapshot *p = st->pending; p; p = p->next) {
 		double idle = snapshot_idle(p, t);	/* what its expiry counts */
 		/* one being stored, or refused, is no longer held up by its senders */
-		if (!snapshot_pending(p) || p->committing || p->recheck || p->conflict)
+		if (!snapshot_pending(p) || p->committing)
 			continue;
 		/*
 		 * Still arriving, or not long enough to be news. A rank said dead

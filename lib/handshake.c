@@ -214,24 +214,6 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	return 0;
 }
 
-/*
- * An ipc:// path as said: a relative one as the absolute path it names
- * from this process's directory, as wd_publisher_open says it ("no socket
- * at FULL yet (ENDPOINT, a path relative to ...)"), since the job's
- * directory is often not the one its user has in mind. *rel: it was.
- */
-static const char *path_said(const char *path, char *buf, size_t len, int *rel)
-{
-	char cwd[PATH_MAX];
-
-	*rel = 0;
-	if (path[0] == '/' || path[0] == '@' || !getcwd(cwd, sizeof(cwd)))
-		return path;
-	snprintf(buf, len, "%s/%s", cwd, wd_path_rest(path));	/* as wd_publisher_open says it */
-	*rel = 1;
-	return buf;
-}
-
 #define REL_SAID ", a path relative to this process's working directory"
 
 int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen)
@@ -241,7 +223,8 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	struct stat st;
 	char said[PATH_MAX + 300];
 	int rel = 0;
-	const char *shown = ipc ? path_said(path, said, sizeof(said), &rel) : path;
+	/* a relative one said whole, as wd_publisher_open says it */
+	const char *shown = ipc && (rel = wd_path_whole(path, said, sizeof(said))) ? said : path;
 
 	switch (e) {
 	case ECONNREFUSED:

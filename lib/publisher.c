@@ -186,15 +186,11 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		p->unreachable = PUB_UNREACHABLE;
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': %s", p->run, p->diagnosis);
 	} else if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {	/* '@': abstract, no file */
-		const char *path = endpoint + 6;
-		char cwd[PATH_MAX], full[PATH_MAX + 512];
-
-		path = wd_path_rest(path);	/* ./run/x.sock: say /cwd/run/x.sock */
+		const char *path = wd_path_rest(endpoint + 6);	/* ./run/x.sock: say /cwd/run/x.sock */
+		char full[PATH_MAX + 512];
 		struct stat st;
-		if (path[0] != '/' && getcwd(cwd, sizeof(cwd)))
-			snprintf(full, sizeof(full), "%s/%s", cwd, path);
-		else
-			snprintf(full, sizeof(full), "%s", path);
+
+		wd_path_whole(path, full, sizeof(full));
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
 		char kind[PATH_MAX + 1200], near[320];
