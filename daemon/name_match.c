@@ -128,6 +128,7 @@ void name_match_say(const struct name_match *m, const struct wd_ckpt *base, cons
 		snprintf(buf, len, "lacks %zu of the baseline's %zu tensors (the first: '%.160s'), which have "
 			 "no drift", m->lacking, m->n_base, m->lacking_first);
 	else
-		snprintf(buf, len, "has %zu tensors that the baseline lacks (the first: '%.160s'), which are "
-			 "not compared%s", m->extra, m->extra_first, why);
+		snprintf(buf, len, "has %zu tensor%s that the baseline lacks (the first: '%.160s'), which %s "
+			 "not compared%s", m->extra, m->extra == 1 ? "" : "s", m->extra_first,
+			 m->extra == 1 ? "is" : "are", why);
 }

@@ -135,6 +135,19 @@ int wd_publisher_check_keys(const char *server_key, const char *key, char *err, 
 	return wd_publisher_check_keys_as(server_key, key, "server_key", "key", err, errlen);
 }
 
+/* Is the directory of the socket file full there (the daemon's run/ directory, without its socket)? */
+static int socket_dir_here(const char *full)
+{
+	char dir[PATH_MAX + 512];
+	const char *slash = strrchr(full, '/');
+	struct stat st;
+
+	if (!slash || slash == full)
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - full), full);
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /*
  * Refuses what can never reach a daemon: another scheme than tcp://, ipc://
  * or inproc://, or an address ZeroMQ rejects; says what an ipc:// path
@@ -209,7 +222,12 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			       p->run, p->diagnosis);
 		} else if (stat(full, &st) < 0) {
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
-			if (!near[0])	/* no typo beside it: the same path under another directory? */
+			if (!near[0] && path[0] != '/' && socket_dir_here(full))
+				/* the daemon's own directory, its socket gone: stopped, not elsewhere (a trial's hint
+				 * sent the job to another project's daemon) */
+				snprintf(near, sizeof(near), "; its directory is here: is this directory's wdriftd "
+					 "running?");
+			else if (!near[0])	/* no typo beside it: the same path under another directory? */
 				wd_suggest_listening(path, full, near, sizeof(near));
 			/* the reason no ack comes, until a daemon answers (publisher_peer.c) */
 			snprintf(p->diagnosis, sizeof(p->diagnosis), "no socket at %.300s yet (%.200s%s%s)",

@@ -481,6 +481,16 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               and re.search(r"'ipc://[^']+' \(and \d+ others?\)\): snapshots wait", err) is not None,
               "a relative ipc:// path with no socket, the daemon up elsewhere: its socket is named, not a "
               "listener whose file is gone", err)
+        # the daemon's own directory, its run/ there without a socket (the daemon stopped): not sent to
+        # another daemon's socket under the same relative path (a trial's was), asked whether it runs
+        stopped = os.path.join(tmp, "stopped")
+        os.makedirs(os.path.join(stopped, "run"))
+        rc, out, err = child(ABSENT.format(ep="ipc://./run/ingest.sock", quiet=0.1), stopped)
+        check(f"no socket at {stopped}/run/ingest.sock yet (ipc://./run/ingest.sock, a path relative to this "
+              "process's working directory; its directory is here: is this directory's wdriftd running?)" in err
+              and "started in another directory" not in err,
+              "a relative ipc:// path whose directory is here, without its socket: is the daemon running? not "
+              "another directory's daemon", err)
 
         # 4. a typo in the run name is said on the job's stderr, with the nearest run; a right name is not
         for run, said in (("lowpre", "did you mean 'lowprec'?"), ("lowprec", None)):
