@@ -29,7 +29,9 @@ static const char usage[] =
 "or a run's steps are none within alignment.tolerance of the baseline's.\n"
 "Lines under it say when the rows may not be what they seem (--json below\n"
 "names each field): \"lagging\", a run compared last at an earlier step (and the\n"
-"command that shows it); \"aligned\", a run whose row is of a step near this\n"
+"command that shows it); \"never\", a run with no row at this step that will\n"
+"never have one: its snapshot of it expired incomplete, or it sent none, and\n"
+"later steps of it came; \"aligned\", a run whose row is of a step near this\n"
 "one (alignment.tolerance); \"silent\", a run of the study that sent nothing;\n"
 "\"former\", a candidate the study no longer names; \"refused\", a run's\n"
 "snapshots refused as conflicts (a re-run under its name); \"mixed\", a run\n"
@@ -51,7 +53,8 @@ static const char usage[] =
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
-"                     \"missing_latest\": {RUN: STEP}, \"stale\", \"silent\", \"refused\",\n"
+"                     \"missing_latest\": {RUN: STEP}, \"never\": {RUN: WHY},\n"
+"                     \"stale\", \"silent\", \"refused\",\n"
 "                     \"mixed\", \"expired\", \"stuck\", \"unmatched\", \"ahead\",\n"
 "                     \"unaligned\", \"run_steps\": {RUN: STEP} with\n"
 "                     \"alignment_tolerance\";\n"
@@ -189,10 +192,23 @@ static void print_completeness(json_t *res, const char *again)
 		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "");
 		return;
 	}
-	printf("incomplete not compared at this step yet:");
+	/* the runs still to come, then those that never will (expired, or sent none): "yet" would mislead */
+	json_t *never = json_object_get(res, "never");
+	size_t n = 0;
 	json_array_foreach(missing, i, v)
-		printf("%s %s", i ? "," : "", json_string_value(v));
-	putchar('\n');
+		if (!json_object_get(never, json_string_value(v)))
+			printf("%s %s", n++ ? "," : "incomplete not compared at this step yet:", json_string_value(v));
+	if (n)
+		putchar('\n');
+	n = 0;
+	json_array_foreach(missing, i, v)
+		if (json_object_get(never, json_string_value(v)))
+			printf("%s %s", n++ ? "," : "incomplete not compared at this step, and will not be:",
+			       json_string_value(v));
+	if (n)
+		putchar('\n');
+	json_object_foreach(never, run, v)
+		printf("never      %s\n", json_string_value(v));
 	/* a run that lags: where it was compared last, and how to see it */
 	json_object_foreach(json_object_get(res, "missing_latest"), run, v)
 		printf("lagging    %s: compared last at step %lld (wdrift drift %s --step %lld%s)\n", run,
@@ -347,8 +363,11 @@ int cmd_drift(int argc, char **argv)
 		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
 	}
+	/* "yet" only where a run may still come (the never line says the others) */
 	if (!json_object_size(json_object_get(res, "candidates")))
-		printf("(no candidate compared at this step yet)\n");
+		printf("(no candidate compared at this step%s)\n",
+		       json_array_size(json_object_get(res, "missing")) ==
+		       json_object_size(json_object_get(res, "never")) ? "" : " yet");
 	json_decref(res);
 	return EXIT_OK;
 }

@@ -14,7 +14,8 @@ static const char usage[] = DC_USAGE_SIMPLE("studies",
 	"study with none is followed by why (what its runs have sent), and one\n"
 	"with results by its runs that have sent nothing (a typo in a reload?);\n"
 	"and a study with a step of its runs held up now (a rank that died?), as\n"
-	"wdrift drift's stuck line (\"stuck\" in --json).\n");
+	"wdrift drift's stuck line (\"stuck\" in --json), or refused incomplete\n"
+	"with no later step of the run durable, as its expired line (\"expired\").\n");
 
 static void print_studies(json_t *o)
 {
@@ -60,6 +61,10 @@ static void print_studies(json_t *o)
 		const char *stuck = json_string_value(json_object_get(s, "stuck"));
 		if (stuck)	/* a step held up: a rank that died? */
 			printf("stuck     study '%s': %s\n", json_string_value(json_object_get(s, "name")), stuck);
+		const char *expired = json_string_value(json_object_get(s, "expired"));
+		if (expired)	/* a step that will have no rows: the job's rank died? */
+			printf("expired   study '%s': %s\n", json_string_value(json_object_get(s, "name")),
+			       expired);
 	}
 }
 

@@ -432,6 +432,9 @@ static json_t *studies(struct control *c)
 		/* a step of its runs held up (a dead rank): its latest rows are not all there will be */
 		if (study_stuck(c->cfg, c->st, s, wait, sizeof(wait)))
 			json_object_set_new(one, "stuck", json_string(wait));
+		/* and once it expired: that step has no rows, and will not (drift's expired line) */
+		if (study_expired(c->cfg, c->st, s, wait, sizeof(wait)))
+			json_object_set_new(one, "expired", json_string(wait));
 		json_array_append_new(list, one);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
@@ -692,6 +695,29 @@ static char *run_steps(struct control *c, const struct drift_query *q, const str
 }
 
 /*
+ * q's runs whose row at b's step never comes (study_never), as JSON into
+ * q->never; where each was compared last is then no step to ask for (a
+ * trial's expired step read as lagging). 0, or -ENOMEM.
+ */
+static int never(struct control *c, struct drift_query *q, const struct wd_config_study *st,
+		 const struct result_batch *b)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return -ENOMEM;
+	if (study_never(c->cfg, c->st, st, b, o)) {
+		for (size_t k = 0; q->latest && k < q->n_runs; k++)
+			if (json_object_get(o, q->runs[k]))
+				q->latest[k] = -1;
+		q->never = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	}
+	int failed = json_object_size(o) && !q->never;
+	json_decref(o);
+	return failed ? -ENOMEM : 0;
+}
+
+/*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
  * main thread, in time independent of the study's size but for
  * study_unmatched's walk over its runs' tensor identities (a millisecond
@@ -759,6 +785,8 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 		ok = (q.unaligned = strdup(silent)) != NULL;
 	if (ok && (q.run_steps = run_steps(c, &q, b)))
 		q.tolerance = (long long)c->cfg->alignment.tolerance;
+	if (ok)
+		ok = never(c, &q, st, b) == 0;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

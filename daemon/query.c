@@ -465,6 +465,10 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 	} else {
 		json_decref(lag);
 	}
+	if (q->never && !stale) {	/* runs missing here whose row never comes: no step to wait for */
+		out_str(&out, ",\"never\":");
+		out_str(&out, q->never);
+	}
 	if (q->silent) {
 		out_str(&out, ",\"silent\":");
 		out_json(&out, json_string(q->silent));
@@ -575,6 +579,8 @@ void drift_query_release(struct drift_query *q)
 	q->unmatched = NULL;
 	free(q->run_steps);
 	q->run_steps = NULL;
+	free(q->never);
+	q->never = NULL;
 	free(q->latest);
 	q->latest = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
@@ -657,7 +663,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	    !str_eq(a->mixed, b->mixed) || !str_eq(a->expired, b->expired) || !str_eq(a->ahead, b->ahead) ||
 	    !str_eq(a->unaligned, b->unaligned) || !str_eq(a->stuck, b->stuck) ||
 	    !str_eq(a->unmatched, b->unmatched) ||
-	    !str_eq(a->run_steps, b->run_steps))
+	    !str_eq(a->run_steps, b->run_steps) || !str_eq(a->never, b->never))
 		return 0;
 	for (size_t k = 0; k < a->n_runs; k++)
 		if (!str_eq(a->runs[k], b->runs[k]))

@@ -43,6 +43,8 @@ struct drift_query {
 	char *unmatched;		/* runs' tensors apart from the baseline's, said (study_unmatched); NULL: none */
 	/* {RUN: STEP}, JSON: each run whose row compared another step than the batch's; NULL: none */
 	char *run_steps;
+	/* {RUN: WHY}, JSON: each run with no row at the step that will never have one (study_never); NULL: none */
+	char *never;
 	long long tolerance;		/* alignment.tolerance, said with run_steps */
 	/* per runs[k]: the latest step before the batch's with its rows (same baseline), -1: none */
 	int64_t *latest;

@@ -121,9 +121,11 @@ int run_knows_session(const struct run *r, uint64_t session)
 
 void run_note_expired(struct run *r, int64_t step, const char *why)
 {
+	r->expired_steps[r->expired % RUN_EXPIRED_KEPT] = step;
+	r->expired_wall = now_wall();
+	r->expired_walls[r->expired % RUN_EXPIRED_KEPT] = r->expired_wall;
 	r->expired++;
 	r->expired_step = step;
-	r->expired_wall = now_wall();
 	snprintf(r->expired_why, sizeof(r->expired_why), "%s", why);
 	wd_utf8_scrub(r->expired_why);	/* cut inside a name: runs and drift carry it as JSON */
 }

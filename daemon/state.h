@@ -101,6 +101,7 @@ struct snapshot {
 
 struct snap_id;
 
+#define RUN_EXPIRED_KEPT 16	/* expired steps a run keeps (struct run) */
 #define WD_RUN_MIXED_WHO 176	/* two peer addresses (peers.c: 80 bytes each) and " and " */
 
 struct run {
@@ -135,6 +136,14 @@ struct run {
 	int64_t expired_step;
 	double expired_wall;
 	char expired_why[240];
+	/*
+	 * The latest RUN_EXPIRED_KEPT of those steps and their Unix seconds
+	 * (the i-th expiry at i % RUN_EXPIRED_KEPT): `drift --step N` says a
+	 * step of them as never to be compared (study_never), after later
+	 * steps of the run came.
+	 */
+	int64_t expired_steps[RUN_EXPIRED_KEPT];
+	double expired_walls[RUN_EXPIRED_KEPT];
 	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
 	double conflict_full_at;
 	int64_t conflict_full_step;

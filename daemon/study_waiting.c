@@ -566,6 +566,85 @@ int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep
 	return study_run_step(r, base, bstep, tol) >= 0;
 }
 
+/* The latest expiry kept of r at a step within tol of step: its index into r's ring, or -1. */
+static int expired_near(const struct run *r, int64_t step, int64_t tol)
+{
+	uint64_t kept = r->expired < RUN_EXPIRED_KEPT ? r->expired : RUN_EXPIRED_KEPT;
+
+	for (uint64_t i = 0; i < kept; i++) {	/* the latest first */
+		int k = (int)((r->expired - 1 - i) % RUN_EXPIRED_KEPT);
+		if (gap(r->expired_steps[k], step) <= tol)
+			return k;
+	}
+	return -1;
+}
+
+/* Has r a snapshot within tol of step held in intake (stuck says it, and it may yet come)? */
+static int held_near(struct state *st, const struct run *r, int64_t step, int64_t tol)
+{
+	for (const struct snapshot *p = st->pending; p; p = p->next)
+		if (p->run == r && snapshot_pending(p) && gap(p->step, step) <= tol)
+			return 1;
+	return 0;
+}
+
+/* "later steps (20 to 40)", "a later step (20)": r's durable steps after step + tol. */
+static void later_steps(const struct run *r, int64_t after, char *out, size_t size)
+{
+	size_t first = r->n_durable;
+
+	while (first > 0 && r->durable[first - 1] > after)
+		first--;
+	if (r->n_durable - first == 1)
+		snprintf(out, size, "a later step (%lld)", (long long)r->durable[first]);
+	else
+		snprintf(out, size, "%zu later steps (%lld to %lld)", r->n_durable - first,
+			 (long long)r->durable[first], (long long)r->durable[r->n_durable - 1]);
+}
+
+size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   const struct result_batch *b, json_t *never)
+{
+	const char *names[WD_STUDY_STEP_RUNS_MAX];
+	struct run *base = state_run(st, b->baseline, 0);
+	int64_t tol = (int64_t)cfg->alignment.tolerance, step = b->step;
+	size_t n = 0, k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
+	char role[512], later[96], when[48], why[1024];
+
+	if (!base || strcmp(b->baseline, s->baseline))
+		return 0;	/* stale rows: nothing of the study's now is compared at them */
+	for (size_t i = 0; i < k; i++) {
+		struct run *r = result_batch_has_run(b, names[i]) ? NULL : state_run(st, names[i], 0);
+		/*
+		 * No snapshot (silent says it), one aligned to the step (being
+		 * compared), one held in intake (stuck), or none after the step
+		 * (it may lag): it may yet come.
+		 */
+		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= step + tol ||
+		    study_run_aligned(r, base, step, tol) || held_near(st, r, step, tol))
+			continue;
+		run_role(cfg, s, r, role, sizeof(role));
+		later_steps(r, step + tol, later, sizeof(later));
+		int e = expired_near(r, step, tol);
+		if (e >= 0) {
+			int latest = r->expired_steps[e] == r->expired_step;
+			wall_said(r->expired_walls[e], when, sizeof(when));
+			snprintf(why, sizeof(why), "'%s' (%s): its step %lld expired incomplete%s, never durable%s%s%s, "
+				 "and it has %s: no row of it will come at this step", r->name, role,
+				 (long long)r->expired_steps[e], when, latest ? " (" : "", latest ? r->expired_why : "",
+				 latest ? ")" : "", later);
+		} else {
+			snprintf(why, sizeof(why), "'%s' (%s): sent no snapshot at or within alignment.tolerance "
+				 "(%lld) of step %lld that became durable, and it has %s: no row of it will come at "
+				 "this step unless it sends one", r->name, role, (long long)tol, (long long)step, later);
+		}
+		wd_utf8_scrub(why);	/* a name cut at the end: JSON takes only whole characters */
+		json_object_set_new(never, r->name, json_string(why));
+		n++;
+	}
+	return n;
+}
+
 void study_waiting_step(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 			int64_t step, char *buf, size_t len)
 {

@@ -135,6 +135,19 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   char *buf, size_t len);
 
+/*
+ * Into never ({run: why}), each of study s's runs that b has no rows of and
+ * never will: none of its snapshots aligns to b's step, none of them near
+ * it is held in intake, and it has durable steps after it. Why: its step
+ * there expired incomplete (when, and why for the latest expiry; the
+ * latest RUN_EXPIRED_KEPT are kept), else it sent none there. How many. A
+ * trial's `drift --step 1`, whose candidate step 1 expired after a rank
+ * died, read "not compared at this step yet" and "lagging", as if it were
+ * to come. Nothing for stale rows (another baseline than s's now).
+ */
+size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
+		   const struct result_batch *b, json_t *never);
+
 /* Has run no durable snapshot at all (never sent, or all of it removed by runs rm)? */
 int study_run_silent(struct state *st, const char *run);
 /* How many of the study's runs have no snapshot at all: no name looked up near them (status). */
