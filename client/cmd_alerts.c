@@ -15,7 +15,10 @@ static const char usage[] = DC_USAGE_SIMPLE("alerts",
 	"glob; its proxy for a ratio), and each of its instances (one per candidate,\n"
 	"and per tensor for scope: tensors): inactive, pending or firing, with the\n"
 	"last value and step (docs/config.md, \"Alerts\"). The states survive a\n"
-	"restart of the daemon.\n");
+	"restart of the daemon. Under the table, a rule whose glob matches no\n"
+	"tensor (\"unmatched\"), and one whose command has failed since the\n"
+	"daemon started, with the latest failure (\"command\": {\"runs\", \"failed\",\n"
+	"\"last_failure\"} in --json).\n");
 
 /* A rule's scope as the table shows it: "max", "median", "mean (weighted)", "tensors GLOB", "-". */
 static void scope_text(json_t *al, char *b, size_t len)
@@ -80,6 +83,15 @@ static void print_alerts(json_t *o)
 		const char *why = json_string_value(json_object_get(al, "unmatched"));
 		if (why)
 			printf("unmatched  alert '%s': %s\n", json_string_value(json_object_get(al, "name")), why);
+		/* a command that fails (a pager down, a typo in it): its alerts reach no one */
+		json_t *cmd = json_object_get(al, "command");
+		long long failed = (long long)json_integer_value(json_object_get(cmd, "failed"));
+		if (failed)
+			printf("command    alert '%s': %lld of its %lld command runs since the daemon started "
+			       "failed, the latest: %s (the daemon's log says each)\n",
+			       json_string_value(json_object_get(al, "name")), failed,
+			       (long long)json_integer_value(json_object_get(cmd, "runs")),
+			       json_string_value(json_object_get(cmd, "last_failure")));
 	}
 }
 

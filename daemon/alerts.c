@@ -7,6 +7,7 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,14 @@ struct rule {
 	int held_said;			/* the hold of the changes owed now is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
+	/*
+	 * Its command since the start (kept by a reload that keeps its name):
+	 * runs started, and runs that failed (not started, a non-zero exit, a
+	 * signal), with the latest failure said; a pager that fails was in the
+	 * log alone (an ops trial).
+	 */
+	uint64_t commands_run, commands_failed;
+	char command_failure[160];
 };
 
 struct child {
@@ -254,6 +263,9 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		for (size_t k = 0; k < n_old; k++) {
 			if (strcmp(old[k].a.name, c->name))
 				continue;
+			v[i].commands_run = old[k].commands_run;	/* counters: they only go up */
+			v[i].commands_failed = old[k].commands_failed;
+			memcpy(v[i].command_failure, old[k].command_failure, sizeof(v[i].command_failure));
 			if (old[k].def != v[i].def) {
 				if (!old[k].set.head)
 					continue;	/* nothing to drop or say */
@@ -310,6 +322,25 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 	return o;
 }
 
+/* A run of r's command failed: counted, and why kept, with when ("exit 1 at 2026-12-01 16:00:00 UTC"). */
+__attribute__((format(printf, 2, 3)))
+static void command_failed(struct rule *r, const char *fmt, ...)
+{
+	char when[48] = "";
+	time_t t = time(NULL);
+	struct tm tm;
+	va_list ap;
+
+	r->commands_failed++;
+	va_start(ap, fmt);
+	int w = vsnprintf(r->command_failure, sizeof(r->command_failure), fmt, ap);
+	va_end(ap);
+	if (gmtime_r(&t, &tm))
+		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
+	if (w >= 0 && (size_t)w < sizeof(r->command_failure))
+		snprintf(r->command_failure + w, sizeof(r->command_failure) - (size_t)w, "%s", when);
+}
+
 /*
  * Runs the rule's command with text (JSON lines) on its stdin; never waits
  * for it. The text goes through a memory file, not a pipe: a command that
@@ -322,6 +353,7 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 	size_t len = strlen(text), at = 0;
 	int fd = memfd_create("wdrift-alert", MFD_CLOEXEC);
 
+	r->commands_run++;	/* each one tried: those not started fail too */
 	while (fd >= 0 && at < len) {
 		ssize_t w = write(fd, text + at, len - at);
 		if (w <= 0)
@@ -331,6 +363,7 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 	if (fd < 0 || at < len || lseek(fd, 0, SEEK_SET) < 0) {
 		log_err("alert '%s': its command not run: its input (%zu bytes): %s", r->a.name, len,
 			strerror(errno));
+		command_failed(r, "not run: its input: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -338,6 +371,7 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 	pid_t pid = fork();
 	if (pid < 0) {
 		log_err("alert '%s': its command not run: fork: %s", r->a.name, strerror(errno));
+		command_failed(r, "not run: fork: %s", strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -763,10 +797,18 @@ void alerts_reap(struct alerts *a)
 			p = &c->next;
 			continue;
 		}
-		if (r > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		if (r > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
 			log_warning("alert '%s': its command failed (%s %d)", c->rule,
 				    WIFEXITED(status) ? "exit" : "signal",
 				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			/* its rule by name: a reload since keeps the counters of a rule it keeps */
+			for (size_t k = 0; k < a->n_rules; k++)
+				if (!strcmp(a->rules[k].a.name, c->rule))
+					command_failed(&a->rules[k], "%s %d%s", WIFEXITED(status) ? "exit" : "signal",
+						       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+						       WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
+						       " (sh: command not found?)" : "");
+		}
 		*p = c->next;
 		free(c->rule);
 		free(c);
@@ -933,6 +975,10 @@ char *alerts_json(const struct alerts *a)
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst);
 		if (rule && r->unmatched)	/* only then */
 			json_object_set_new(rule, "unmatched", json_string(r->unmatched));
+		if (rule && (r->a.command || r->commands_run || r->commands_failed))
+			json_object_set_new(rule, "command", json_pack("{s:I,s:I,s:o}", "runs",
+				(json_int_t)r->commands_run, "failed", (json_int_t)r->commands_failed,
+				"last_failure", r->commands_failed ? json_string(r->command_failure) : json_null()));
 		json_array_append_new(list, rule);
 	}
 	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);
@@ -964,7 +1010,8 @@ void alerts_each(const struct alerts *a, void (*fn)(void *ctx, const struct aler
 {
 	for (size_t k = 0; k < a->n_rules; k++) {
 		const struct rule *r = &a->rules[k];
-		struct alert_view v = { .rule = &r->a, .unmatched = r->unmatched != NULL };
+		struct alert_view v = { .rule = &r->a, .unmatched = r->unmatched != NULL,
+					.commands_run = r->commands_run, .commands_failed = r->commands_failed };
 		if (!r->set.head)
 			fn(ctx, &v);
 		for (const struct instance *i = r->set.head; i; i = i->next) {

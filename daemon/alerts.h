@@ -96,6 +96,8 @@ struct alert_view {
 	double value;			/* the last value evaluated */
 	long long step;
 	int unmatched;			/* the rule's glob matched none of a candidate's tensors (its sentence) */
+	uint64_t commands_run;		/* the rule's command since the start: runs started, */
+	uint64_t commands_failed;	/* and runs that failed (not started, exit not 0, a signal) */
 };
 /* Calls fn for each instance of each rule, rules in config order; once with run NULL for a rule
  * with none. The pointers are valid during the call only. */

@@ -530,7 +530,8 @@ static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const stru
 
 struct alert_pass {
 	FILE *f;
-	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value, 4 unmatched */
+	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value, 4 unmatched,
+						   5 command runs, 6 command failures */
 	const struct wd_config_alert *cur;	/* pass 0: the rule being gathered */
 	int max;
 };
@@ -564,6 +565,15 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 		p->cur = a;
 		sample(p->f, "wdrift_alert_unmatched", (struct label[]){ { "alert", a->name },
 			{ "study", a->study }, { 0 } }, v->unmatched);
+		return;
+	case 5:
+	case 6:
+		if (p->cur == a || !a->command)
+			return;	/* once per rule, of those with a command */
+		p->cur = a;
+		sample(p->f, p->which == 5 ? "wdrift_alert_command_runs_total" :
+			     "wdrift_alert_command_failures_total", (struct label[]){ { "alert", a->name },
+			{ "study", a->study }, { 0 } }, (double)(p->which == 5 ? v->commands_run : v->commands_failed));
 		return;
 	case 1:
 		if (v->run && p->cur == a)
@@ -613,6 +623,16 @@ static void alert_series(FILE *f, const struct alerts *a)
 	       "1 when a scope tensors rule's glob matched none of a candidate's tensors at its latest "
 	       "snapshot: it can never fire (wdrift alerts says which run and step).");
 	p = (struct alert_pass){ .f = f, .which = 4 };
+	alerts_each(a, alert_visit, &p);
+	/* a pager that fails was said in the daemon's log alone (an ops trial) */
+	family(f, "wdrift_alert_command_runs_total", "counter",
+	       "Runs of an alert rule's command since the daemon started (those that could not start too).");
+	p = (struct alert_pass){ .f = f, .which = 5 };
+	alerts_each(a, alert_visit, &p);
+	family(f, "wdrift_alert_command_failures_total", "counter",
+	       "Runs of an alert rule's command that failed since the daemon started: not started, an "
+	       "exit status other than 0, or a signal (wdrift alerts says the latest).");
+	p = (struct alert_pass){ .f = f, .which = 6 };
 	alerts_each(a, alert_visit, &p);
 }
 

@@ -4,7 +4,10 @@
 A candidate drifts more than its fp16 proxy for two steps (ratio > 1 with
 for: 2: pending, then firing), then matches the baseline (resolved); its
 command runs on firing and on resolving with the alert JSON on stdin. A
-per-tensor nonfinite rule fires on the tensor with a NaN only. A stalled
+per-tensor nonfinite rule fires on the tensor with a NaN only; its command
+fails (exit 3), which `wdrift alerts`, the control reply and /metrics
+count, with the latest failure (a pager that failed was in the log alone:
+an ops trial). A stalled
 rule fires when the candidate goes quiet and resolves when it is back.
 Events arrive on the PUB socket; the control socket lists the states.
 """
@@ -41,6 +44,8 @@ alerts:
     scope: tensors
     tensors: "layers.*"
     threshold: 0
+    command: "exit 3"
+    command_min_interval: 0
   - name: fa-quiet
     study: fa
     metric: stalled
@@ -167,7 +172,11 @@ def main():
     dm = Daemon(tmp)
     try:
         path = dm.write_config()
-        with open(path, "a") as f:
+        port = harness.free_port()
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("  events: ipc://", f"  metrics: 127.0.0.1:{port}\n  events: ipc://", 1))
             f.write(ALERTS.format(d=tmp))
         check(dm.start() is not None, "ready with three alert rules")
         sub = harness.subscribe(ctx, tmp, b"alert.", 200)
@@ -211,6 +220,31 @@ def main():
         check([d["state"] for d in docs] == ["firing", "resolved"] and docs[0]["alert"] == "fa-vs-fp16",
               f"the command ran on firing and on resolving, with the JSON on stdin ({[d['state'] for d in docs]})")
         check("alert 'fa-vs-fp16' firing" in dm.log_text(), "the transition is in the log")
+        # fa-nan's command failed twice (exit 3): counted and said, not in the log alone
+        end = time.time() + 10      # reaped once a second
+        while True:
+            st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+            cmd = {a["name"]: a.get("command") for a in st["alerts"]} if st and st.get("ok") else {}
+            nanc = cmd.get("fa-nan") or {}
+            if nanc.get("failed") == 2 or time.time() > end:
+                break
+            time.sleep(0.2)
+        check(nanc.get("runs") == 2 and nanc.get("failed") == 2 and
+              (nanc.get("last_failure") or "").startswith("exit 3 at ") and
+              cmd.get("fa-vs-fp16") == {"runs": 2, "failed": 0, "last_failure": None} and
+              cmd.get("fa-quiet") is None, f"control: each rule's command runs and failures ({cmd})")
+        r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and "command    alert 'fa-nan': 2 of its 2 command runs since the daemon "
+              "started failed, the latest: exit 3 at " in r.stdout and "alert 'fa-vs-fp16':" not in r.stdout,
+              "wdrift alerts says the failing command under the table", r.stdout + r.stderr)
+        r = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True,
+                           timeout=30)
+        check('wdrift_alert_command_failures_total{alert="fa-nan",study="fa"} 2' in r.stdout and
+              'wdrift_alert_command_runs_total{alert="fa-nan",study="fa"} 2' in r.stdout and
+              'wdrift_alert_command_failures_total{alert="fa-vs-fp16",study="fa"} 0' in r.stdout and
+              'alert="fa-quiet"' not in "".join(x for x in r.stdout.splitlines() if "command" in x),
+              "/metrics: wdrift_alert_command_runs_total and _failures_total per rule with a command",
+              "\n".join(x for x in r.stdout.splitlines() if "command" in x))
         ev = events_until(sub, lambda g: any(e[0] == "alert.fa-quiet" for e in g), timeout=12)
         quiet = [e[1] for e in ev if e[0] == "alert.fa-quiet"]
         check(quiet and quiet[0]["state"] == "firing" and quiet[0]["value"] > 5,

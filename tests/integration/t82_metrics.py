@@ -838,7 +838,8 @@ def rules_on_healthy_and_broken():
     """The shipped rules on series made up as a healthy and a broken daemon would export them: a
     trial's operator was paged by WdriftStudyIncomplete for a candidate that had merely started after
     its proxy, and by WdriftStalledIngest (critical) for a job re-sending durable steps, while a job
-    whose every snapshot was too large stayed under WdriftProtocolErrors' threshold."""
+    whose every snapshot was too large stayed under WdriftProtocolErrors' threshold, and a failing
+    alert command was said in the daemon's log alone."""
     L = 'instance="w",job="wdrift",study="late"'
     behind = [(f'wdrift_drift_step{{{L},run="lowprec",role="proxy"}}', "240x100"),
               (f'wdrift_drift_step{{{L},run="late-fa",role="candidate"}}', "100+1x100"),
@@ -864,6 +865,13 @@ def rules_on_healthy_and_broken():
     check(fired, "WdriftSnapshotsTooLarge: one snapshot refused too_large fires it", out)
     fired, out = rule_fired("WdriftProtocolErrors", big, 20)
     check(not fired, "... and not WdriftProtocolErrors too", out)
+    A = 'instance="w",job="wdrift",alert="pager",study="fa"'
+    ok = [(f"wdrift_alert_command_runs_total{{{A}}}", "0+1x100"), (f"wdrift_alert_command_failures_total{{{A}}}", "0x100")]
+    fired, out = rule_fired("WdriftAlertCommandFailing", ok, 20)
+    check(not fired, "WdriftAlertCommandFailing: a command that runs and succeeds: quiet", out)
+    bad = [(f"wdrift_alert_command_runs_total{{{A}}}", "0+1x100"), (f"wdrift_alert_command_failures_total{{{A}}}", "0x10 1x90")]
+    fired, out = rule_fired("WdriftAlertCommandFailing", bad, 20)
+    check(fired, "... one that fails once: fires", out)
 
 
 if __name__ == "__main__":
