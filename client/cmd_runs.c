@@ -152,18 +152,26 @@ static int runs_rm(int argc, char **argv)
 	return EXIT_OK;
 }
 
-/* The roles and the studies, each list joined with ", "; "none" and "-" when none. */
+/*
+ * The roles and the studies, each list joined with ", "; "none" and "-" when
+ * none. One role in every study is said once ("baseline", beside "a, b"),
+ * not once per study (a trial read "baseline, baseline").
+ */
 static void role_text(json_t *studies, char *role, size_t rlen, char *study, size_t slen)
 {
 	size_t i, rat = 0, sat = 0;
 	json_t *v;
+	int same = 1;
 
+	json_array_foreach(studies, i, v)
+		same &= json_equal(json_object_get(v, "role"),
+				   json_object_get(json_array_get(studies, 0), "role"));
 	snprintf(role, rlen, "none");
 	snprintf(study, slen, "-");
 	json_array_foreach(studies, i, v) {
 		const char *r = json_string_value(json_object_get(v, "role"));
 		const char *s = json_string_value(json_object_get(v, "study"));
-		if (rat < rlen)
+		if (rat < rlen && (!i || !same))
 			rat += (size_t)snprintf(role + rat, rlen - rat, "%s%s", i ? ", " : "", r ? r : "?");
 		if (sat < slen)
 			sat += (size_t)snprintf(study + sat, slen - sat, "%s%s", i ? ", " : "", s ? s : "?");

@@ -9,7 +9,8 @@ later snapshots and none at or near step N (durable, or held in intake) is
 said as never compared there: its step N expired incomplete (when, and why
 when it is the latest), or it sent none. A run that truly lags is still
 said to lag. `wdrift studies` says a run whose latest news is an expired
-step, as `drift` does.
+step, as `drift` does. `wdrift runs` says a run's one role in two studies
+once, beside both.
 
 A real daemon (limits.pending_timeout: 5) and raw publishers on its real
 ipc socket; the daemon stopped by pid and the temp dir removed, also on
@@ -66,7 +67,9 @@ def main():
     dm = Daemon(tmp)
     ctx = zmq.Context()
     try:
-        dm.write_config(limits="pending_timeout: 5")
+        # a second study of the same baseline and candidate: `runs` says each role once
+        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa]\n",
+                        limits="pending_timeout: 5")
         check(dm.start() is not None, "daemon ready with limits.pending_timeout: 5")
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
         for p, s in ((base, 1.0), (fa, 1.01), (low, 1.001)):
@@ -163,6 +166,19 @@ def main():
         check(r.returncode == 0 and "never      " not in r.stdout and
               "not compared at this step yet: lowprec" in r.stdout,
               "a step of it still held in intake is not said never", r.stdout + r.stderr)
+
+        # wdrift runs: base is the baseline of both studies, said once beside them (a trial read
+        # "baseline, baseline"); --json keeps one entry per study
+        r = wd(tmp, "runs")
+        rows = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines() if ln.strip()}
+        check(r.returncode == 0 and rows.get("base", [])[1:4] == ["baseline", "fa,", "other"] and
+              rows.get("fa", [])[1:4] == ["candidate", "fa,", "other"],
+              "runs: one role in both studies is said once, beside the two studies", r.stdout + r.stderr)
+        r = wd(tmp, "runs", "--json")
+        runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
+        check(runs.get("base", {}).get("studies") == [{"study": "fa", "role": "baseline"},
+                                                      {"study": "other", "role": "baseline"}],
+              "runs --json: each study's role", r.stdout[-1500:])
     finally:
         teardown(dm, tmp, ctx)
     return summary()
