@@ -30,7 +30,7 @@ static const char usage[] =
 "Lines under it say when the rows may not be what they seem (--json below\n"
 "names each field): \"lagging\", a run compared last at an earlier step (and the\n"
 "command that shows it); \"never\", a run with no row at this step that will\n"
-"never have one: its snapshot of it expired incomplete, or it sent none, and\n"
+"never have one: its snapshot there expired incomplete, or it sent none, and\n"
 "later steps of it came; \"aligned\", a run whose row is of a step near this\n"
 "one (alignment.tolerance); \"silent\", a run of the study that sent nothing;\n"
 "\"former\", a candidate the study no longer names; \"refused\", a run's\n"
@@ -40,11 +40,11 @@ static const char usage[] =
 "\"stuck\", a run's step held up now: it waits for a rank the daemon's log\n"
 "says died or lags, or had no new element for a minute (or half of\n"
 "limits.pending_timeout, if shorter; no message, before any commit);\n"
-"\"unmatched\", a run with tensors the\n"
-"baseline lacks (no row holds them) or in another shape than the baseline's\n"
-"(max|d| and rel L2 mean nothing there); \"ahead\", a run with snapshots past\n"
-"the baseline's latest step; \"unaligned\", a run none of whose steps aligns\n"
-"to a baseline step.\n"
+"\"unmatched\", a run with tensors the baseline lacks (no row holds them) or\n"
+"in another shape than the baseline's (max|d| and rel L2 mean nothing there;\n"
+"a note under the candidate's table names them); \"ahead\", a run with\n"
+"snapshots past the baseline's latest step; \"unaligned\", a run none of\n"
+"whose steps aligns to a baseline step.\n"
 "\n"
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
@@ -58,7 +58,8 @@ DC_HELP_TARGET
 "                     \"mixed\", \"expired\", \"stuck\", \"unmatched\", \"ahead\",\n"
 "                     \"unaligned\", \"run_steps\": {RUN: STEP} with\n"
 "                     \"alignment_tolerance\";\n"
-"                     \"candidates\": {RUN: {\"layers\": [...], \"absent\": N,\n"
+"                     \"candidates\": {RUN: {\"layers\": [...] (\"other_shape\": true on\n"
+"                     a layer in another shape), \"absent\": N,\n"
 "                     \"summary\": {...}, \"former\": true (only then)}}}, absent: its\n"
 "                     tensors with no element compared (not in its snapshot, empty\n"
 "                     or unreadable), layers and summary as in wdrift compare --json\n"
@@ -252,6 +253,30 @@ static void print_silent(json_t *res)
 		       n == 1 ? "is" : "are", n == 1 ? "its" : "their");
 }
 
+#define OTHER_SHAPE_SAID_MAX 3	/* tensors named by the other-shape note; the rest counted */
+
+/*
+ * Under a candidate's table, its tensors in another shape than the
+ * baseline's (a transposed weight), as compare's note does: their max|d|
+ * and rel L2 pair elements in storage order. The unmatched line counted
+ * them; which ones was in the daemon's log alone (a trial).
+ */
+static void print_other_shapes(json_t *layers)
+{
+	size_t i, n = 0;
+	json_t *l;
+
+	json_array_foreach(layers, i, l)
+		if (json_is_true(json_object_get(l, "other_shape")) && ++n <= OTHER_SHAPE_SAID_MAX)
+			printf("%s%s", n == 1 ? "note       " : ", ", json_string_value(json_object_get(l, "name")));
+	if (n > OTHER_SHAPE_SAID_MAX)
+		printf(" and %zu more", n - OTHER_SHAPE_SAID_MAX);
+	if (n)
+		printf(": in another shape than the baseline's; W1 compares the values, but max|d| and rel "
+		       "L2 pair the elements in storage order: meaningless for a transpose (the [all] max row "
+		       "takes %s in), empty for another count\n", n == 1 ? "it" : "them");
+}
+
 int cmd_drift(int argc, char **argv)
 {
 	static const struct option extra[] = {
@@ -362,6 +387,7 @@ int cmd_drift(int argc, char **argv)
 			       nf == 1 ? "" : "s", nf == 1 ? "is" : "are", nan, posinf, neginf);
 		table_print(&t, json_array_size(layers) + 4, 1);
 		table_release(&t);
+		print_other_shapes(layers);
 	}
 	/* "yet" only where a run may still come (the never line says the others) */
 	if (!json_object_size(json_object_get(res, "candidates")))

@@ -9,6 +9,7 @@
 #include "alerts.h"
 #include "commit_ranks.h"
 #include "control.h"
+#include "identity.h"
 #include "logging.h"
 #include "query.h"
 #include "config_file.h"
@@ -695,6 +696,34 @@ static char *run_steps(struct control *c, const struct drift_query *q, const str
 }
 
 /*
+ * For each of q's candidates with rows in b, its tensors at its step there
+ * that the baseline has in another shape (from the snapshots' identities):
+ * their layers say it, where the unmatched line only counted them (a
+ * trial's transposed weight read as a huge max|d|). 0, or -ENOMEM.
+ */
+static int reshaped(struct control *c, struct drift_query *q, const struct result_batch *b)
+{
+	struct run *base = state_run(c->st, b->baseline, 0);
+	const struct snap_id *bid = base ? run_identity(base, b->step) : NULL;
+
+	for (size_t k = 0; bid && k < q->n_candidates; k++) {
+		struct run *r = result_batch_has_run(b, q->runs[k]) ? state_run(c->st, q->runs[k], 0) : NULL;
+		int64_t x = r ? study_run_step(r, base, b->step, (int64_t)c->cfg->alignment.tolerance) : -1;
+		const struct snap_id *id = x >= 0 ? run_identity(r, x) : NULL;
+		size_t extra, n = id ? identity_apart(bid, id, &extra, NULL) : 0;
+		if (!n)
+			continue;
+		if (!q->reshaped && (!(q->reshaped = calloc(q->n_runs + 1, sizeof(*q->reshaped))) ||
+				     !(q->n_reshaped = calloc(q->n_runs + 1, sizeof(*q->n_reshaped)))))
+			return -ENOMEM;
+		if (!(q->reshaped[k] = malloc(id->n * sizeof(uint64_t))))
+			return -ENOMEM;
+		q->n_reshaped[k] = identity_apart(bid, id, &extra, q->reshaped[k]);
+	}
+	return 0;
+}
+
+/*
  * q's runs whose row at b's step never comes (study_never), as JSON into
  * q->never; where each was compared last is then no step to ask for (a
  * trial's expired step read as lagging). 0, or -ENOMEM.
@@ -786,7 +815,7 @@ static char *drift(struct control *c, json_t *req, const struct query_envelope *
 	if (ok && (q.run_steps = run_steps(c, &q, b)))
 		q.tolerance = (long long)c->cfg->alignment.tolerance;
 	if (ok)
-		ok = never(c, &q, st, b) == 0;
+		ok = never(c, &q, st, b) == 0 && reshaped(c, &q, b) == 0;
 	if (ok && env && c->query) {
 		int r = query_submit(c->query, &q, env);
 		if (r >= 0) {

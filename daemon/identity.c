@@ -71,6 +71,28 @@ const struct tensor_id *identity_find(const struct snap_id *id, uint64_t name_ha
 	return lo < id->n && id->t[lo].name_hash == name_hash ? &id->t[lo] : NULL;
 }
 
+size_t identity_apart(const struct snap_id *base, const struct snap_id *id, size_t *extra, uint64_t *reshaped)
+{
+	size_t n = 0;
+
+	*extra = 0;
+	for (size_t i = 0, j = 0; j < id->n;) {	/* both sorted by name_hash */
+		if (i == base->n || id->t[j].name_hash < base->t[i].name_hash) {
+			++*extra;
+			j++;
+		} else if (base->t[i].name_hash < id->t[j].name_hash) {
+			i++;	/* one it lacks: an absent row says it */
+		} else {
+			if (base->t[i].shape_hash != id->t[j].shape_hash && reshaped)
+				reshaped[n] = id->t[j].name_hash;
+			n += base->t[i].shape_hash != id->t[j].shape_hash;
+			i++;
+			j++;
+		}
+	}
+	return n;
+}
+
 json_t *identity_content_json(const struct snapshot *snap)
 {
 	json_t *a = json_array();

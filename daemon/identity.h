@@ -46,6 +46,15 @@ struct snap_id *identity_of_snapshot(const struct snapshot *snap);
 const struct tensor_id *identity_find(const struct snap_id *id, uint64_t name_hash);
 
 /*
+ * Of run snapshot id against its baseline's base: how many of its tensors
+ * base lacks (into *extra: no row holds them), and those that base has in
+ * another shape, whose max|d| and rel L2 pair elements in storage order
+ * (a transpose: meaningless): how many, and (reshaped not NULL, room for
+ * id->n) their name hashes, ascending. O(base + id).
+ */
+size_t identity_apart(const struct snap_id *base, const struct snap_id *id, size_t *extra, uint64_t *reshaped);
+
+/*
  * "content" of a WAL snapshot record: [[name, dtype, [dims], crc32], ...],
  * from an assembled snapshot; NULL on out of memory.
  */

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "drift.h"
+#include "identity.h"
 #include "logging.h"
 #include "query.h"
 #include "result_batch.h"
@@ -184,8 +185,28 @@ static double ratio_of(const struct drift_query *q, const struct drift_row *r, s
 	return p ? r->ratio[k] : NAN;
 }
 
-/* One layer, as compare --json writes it: r the candidate's row. */
-static json_t *layer(const struct drift_query *q, const struct drift_row *r)
+/* Is h among the n ascending hashes of v? */
+static int hash_in(const uint64_t *v, size_t n, uint64_t h)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo] == h;
+}
+
+/*
+ * One layer, as compare --json writes it: r the candidate's row; reshaped
+ * (n of them): its run's tensors in another shape than the baseline's, whose
+ * layer says so, as compare's shape_note does.
+ */
+static json_t *layer(const struct drift_query *q, const struct drift_row *r, const uint64_t *reshaped,
+		     size_t n_reshaped)
 {
 	const struct result_batch *b = q->batch;
 	json_t *proxies = json_object();
@@ -198,11 +219,14 @@ static json_t *layer(const struct drift_query *q, const struct drift_row *r)
 		json_object_set_new(proxies, b->proxies[k], json_pack("{s:o,s:o}",
 			"w1", p ? jnum(p->w1) : json_null(), "ratio", jnum(ratio)));
 	}
-	return json_pack("{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
+	json_t *l = json_pack("{s:s,s:I,s:o,s:o,s:o,s:{s:{s:I,s:I,s:I}},s:o}",
 		"name", r->tensor, "numel", (json_int_t)r->numel, "w1", jnum(r->w1),
 		"max_abs_diff", jnum(r->max_abs_diff), "rel_l2", jnum(r->rel_l2),
 		"nonfinite", "candidate", "nan", (json_int_t)r->nan, "posinf", (json_int_t)r->posinf,
 		"neginf", (json_int_t)r->neginf, "proxies", proxies);
+	if (l && n_reshaped && hash_in(reshaped, n_reshaped, identity_name_hash(r->tensor)))
+		json_object_set_new(l, "other_shape", json_true());	/* only then */
+	return l;
 }
 
 /*
@@ -521,11 +545,15 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		 * could not be read; their drift is null, which a table shows as
 		 * '-' (the daemon's log says which).
 		 */
-		size_t absent = 0;
+		size_t absent = 0, rk = 0;
 		int first = 1;
+		while (rk < q->n_runs && strcmp(q->runs[rk], runs[s]))	/* its tensors in another shape */
+			rk++;
+		const uint64_t *rs = rk < q->n_runs && q->reshaped ? q->reshaped[rk] : NULL;
+		size_t n_rs = rs ? q->n_reshaped[rk] : 0;
 		for (size_t k = start[s]; k < start[s + 1] && !out.failed; k++) {
 			absent += b->rows[order[k]].numel == 0;
-			json_t *l = layer(q, &b->rows[order[k]]);
+			json_t *l = layer(q, &b->rows[order[k]], rs, n_rs);
 			if (!l)
 				continue;	/* a name jansson refuses (not UTF-8): left out, as before */
 			out_str(&out, first ? "" : ",");
@@ -583,6 +611,12 @@ void drift_query_release(struct drift_query *q)
 	q->never = NULL;
 	free(q->latest);
 	q->latest = NULL;
+	for (size_t k = 0; q->reshaped && k < q->n_runs; k++)
+		free(q->reshaped[k]);
+	free(q->reshaped);
+	q->reshaped = NULL;
+	free(q->n_reshaped);
+	q->n_reshaped = NULL;
 	for (size_t k = 0; k < q->n_runs; k++)
 		free(q->runs[k]);
 	free(q->runs);
@@ -668,6 +702,11 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	for (size_t k = 0; k < a->n_runs; k++)
 		if (!str_eq(a->runs[k], b->runs[k]))
 			return 0;
+	for (size_t k = 0; k < a->n_runs; k++) {	/* from the identities: the same batch has the same */
+		size_t na = a->n_reshaped ? a->n_reshaped[k] : 0, nb = b->n_reshaped ? b->n_reshaped[k] : 0;
+		if (na != nb || (na && memcmp(a->reshaped[k], b->reshaped[k], na * sizeof(uint64_t))))
+			return 0;
+	}
 	for (size_t k = 0; k < DRIFTLOG_MAX_PROXIES; k++)
 		if (!str_eq(a->proxy_runs[k], b->proxy_runs[k]) || a->proxy_gone[k] != b->proxy_gone[k])
 			return 0;

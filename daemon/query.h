@@ -48,6 +48,13 @@ struct drift_query {
 	long long tolerance;		/* alignment.tolerance, said with run_steps */
 	/* per runs[k]: the latest step before the batch's with its rows (same baseline), -1: none */
 	int64_t *latest;
+	/*
+	 * per runs[k] (NULL: none): the name hashes of its tensors at its step
+	 * of the batch that the baseline has in another shape, ascending
+	 * (identity_apart), and how many: their layers say it ("other_shape").
+	 */
+	uint64_t **reshaped;
+	size_t *n_reshaped;
 };
 
 /*

@@ -327,24 +327,6 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 	return n;
 }
 
-/* Of run's snapshot id against the baseline's base: its tensors the baseline lacks; those in another shape. */
-static void id_unmatched(const struct snap_id *base, const struct snap_id *id, size_t *extra, size_t *reshaped)
-{
-	*extra = *reshaped = 0;
-	for (size_t i = 0, j = 0; j < id->n;) {	/* both sorted by name_hash */
-		if (i == base->n || id->t[j].name_hash < base->t[i].name_hash) {
-			++*extra;
-			j++;
-		} else if (base->t[i].name_hash < id->t[j].name_hash) {
-			i++;	/* one it lacks: an absent row says it */
-		} else {
-			*reshaped += base->t[i].shape_hash != id->t[j].shape_hash;
-			i++;
-			j++;
-		}
-	}
-}
-
 #define UNMATCHED_SAID_MAX 3	/* runs said by study_unmatched; the rest counted */
 
 size_t study_unmatched(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
@@ -364,7 +346,7 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 		size_t extra, reshaped;
 		if (!id)
 			continue;	/* written before identities were kept: nothing to tell */
-		id_unmatched(bid, id, &extra, &reshaped);
+		reshaped = identity_apart(bid, id, &extra, NULL);
 		if ((!extra && !reshaped) || ++n > UNMATCHED_SAID_MAX)
 			continue;	/* the fourth and later only counted: it must fit */
 		run_role(cfg, s, r, role, sizeof(role));

@@ -166,13 +166,24 @@ def main():
         row = [x for x in got.get("candidates", {}).get("fa", {}).get("layers", []) if x.get("name") == "layers.1.w"]
         check(row and isinstance(row[0].get("max_abs_diff"), float),
               "step 4: max|d| a number where the counts agree, as the warning says", r.stdout[:1500])
+        check(row and row[0].get("other_shape") is True and
+              not any(x.get("other_shape") for x in got["candidates"]["fa"]["layers"] if x["name"] != "layers.1.w"),
+              "step 4 --json: the layer in another shape says so (other_shape), and no other", r.stdout[:1500])
+        r = wd("drift", "fa", "-c", cfg, "--step", "4")
+        check(r.returncode == 0 and "\nnote       layers.1.w: in another shape than the baseline's; W1 compares the "
+              "values, but max|d| and rel L2 pair the elements in storage order: meaningless for a transpose "
+              "(the [all] max row takes it in), empty for another count\n" in r.stdout,
+              "step 4: a note under the candidate's table names the tensor (the unmatched line only counts)",
+              r.stdout)
         check(got.get("unmatched", "").startswith("'fa' (candidate) at its step 4 has 1 tensor in another shape "
                                                   "than the baseline's: W1 compares the values, but max|d| and "
                                                   "rel L2 pair the elements in storage order"),
               "step 4: drift says the tensor in another shape (unmatched)", got.get("unmatched"))
         r = wd("drift", "fa", "-c", cfg, "--step", "7", "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}
-        check(r.returncode == 0 and "unmatched" not in got, "step 7, set right: no unmatched", got.get("unmatched"))
+        check(r.returncode == 0 and "unmatched" not in got and
+              not any(x.get("other_shape") for x in got["candidates"]["fa"]["layers"]),
+              "step 7, set right: no unmatched, no layer in another shape", got.get("unmatched"))
     finally:
         teardown(dm, d)
     return summary()
