@@ -434,6 +434,15 @@ def main_flow():
         text = json.dumps(dash)
         unused = [i["name"] for i in dash.get("__inputs", []) if "${" + i["name"] + "}" not in text]
         check(not unused, f"the Grafana dashboard declares no import input it does not use ({unused})")
+        # several daemons scraped by one Prometheus: every series picked by the instance variable, so
+        # that one daemon's panels are not another's too (an ops trial's dashboard had no filter)
+        qdefs = [v.get("definition", "") for v in dash.get("templating", {}).get("list", [])
+                 if v.get("type") == "query" and v.get("name") != "instance"]
+        sels = re.findall(r"\bwdrift_[a-z0-9_]+(?:\{[^}]*\})?", " ".join(exprs + qdefs))
+        bare = [x for x in sels if 'instance=~"$instance"' not in x]
+        inst = [v for v in dash.get("templating", {}).get("list", []) if v.get("name") == "instance"]
+        check(inst and inst[0].get("multi") and inst[0].get("includeAll") and not bare,
+              f"the Grafana dashboard: an instance variable, and every series of it filtered by it ({bare})")
         check(ds and exprs and used <= families and len(used) >= 8,
               f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
               f"series that /metrics has ({used - families})")
@@ -454,7 +463,8 @@ def main_flow():
                 "C": {k: thr[(dict(k)["alert"], dict(k)["study"])] for k in rows}}
         ok_all, outs = True, []
         for t in table["targets"]:
-            fired, out = promtool_expr(alert_series, t["expr"].replace("$study", ".*"), want[t["refId"]], tmp)
+            fired, out = promtool_expr(alert_series, t["expr"].replace("$study", ".*").replace("$instance", ".*"),
+                                       want[t["refId"]], tmp)
             ok_all = ok_all and fired
             outs.append(out)
         check(ok_all, "the alert table's queries give state, value and threshold of each instance not ok, "
