@@ -28,6 +28,16 @@ struct instance {
 	int dirty;		/* changed since the rule's last "alert" record */
 	const char *reason;	/* why a resolution no value made, for its JSON; NULL: none (alerts.c) */
 	int told;		/* its rule's command last heard it firing (1) or resolved (0) */
+	/*
+	 * Its latest transition (firing, resolved) as it was judged: the
+	 * value, step and threshold then. The command's line of it says these
+	 * (command_due), not a later evaluation's value, nor a threshold a
+	 * reload set since: an ops trial's held line read "resolved, value
+	 * 0.0035, threshold 0.003". has_trans 0: none yet (the latest stand in).
+	 */
+	int has_trans;
+	double trans_value, trans_threshold;
+	int64_t trans_step;
 	struct instance *next;
 };
 

@@ -156,6 +156,16 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 static void command_due(struct alerts *a, struct rule *r);
 static void save(struct alerts *a, struct rule *r);
 
+/* i's transition is now, as judged by r: its event and its command's line say it so. */
+static void transition(const struct rule *r, struct instance *i)
+{
+	i->since = now_wall();
+	i->has_trans = 1;
+	i->trans_value = i->value;
+	i->trans_step = i->step;
+	i->trans_threshold = r->a.threshold;
+}
+
 /*
  * Resolves r's firing instances of run (NULL: every one), which are about
  * to go, saying reason in each one's event, log line and command line: a
@@ -174,7 +184,7 @@ static size_t resolve_going(struct alerts *a, struct rule *r, const char *run, c
 		if ((run && strcmp(j->run, run)) || j->state != FIRING)
 			continue;
 		j->state = INACTIVE;
-		j->since = now_wall();
+		transition(r, j);
 		j->dirty = 1;
 		j->reason = reason;	/* for its event here and its command's line (command_due) */
 		json_t *o = alert_json(r, j, "resolved");
@@ -305,14 +315,17 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 	a->n_rules = cfg->n_alerts;
 }
 
+/* The JSON of i's latest transition, to state: an event's, or a line of the command's input. */
 static json_t *alert_json(const struct rule *r, const struct instance *i, const char *state)
 {
+	double value = i->has_trans ? i->trans_value : i->value;
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:f,s:I,s:f}",
 		"v", 1, "alert", r->a.name, "state", state,
 		"severity", wd_config_severity_name(r->a.severity), "study", r->a.study,
 		"run", i->run, "metric", wd_config_metric_name(r->a.metric),
-		"value", isfinite(i->value) ? json_real(i->value) : json_null(),
-		"threshold", r->a.threshold, "step", (json_int_t)i->step, "since", i->since);
+		"value", isfinite(value) ? json_real(value) : json_null(),
+		"threshold", i->has_trans ? i->trans_threshold : r->a.threshold,
+		"step", (json_int_t)(i->has_trans ? i->trans_step : i->step), "since", i->since);
 	if (i->tensor)
 		json_object_set_new(o, "tensor", json_string(i->tensor));
 	if (r->a.proxy)
@@ -500,7 +513,8 @@ static void save(struct alerts *a, struct rule *r)
 		if (i->dirty)
 			v[n++] = (struct alert_inst){ i->run, i->tensor, i->state, i->prev_state,
 				i->above, i->prev_above, i->step, i->value, i->since,
-				(i->state == FIRING) != i->told };
+				(i->state == FIRING) != i->told, i->has_trans, i->trans_value,
+				i->trans_threshold, i->trans_step };
 	struct alert_state s = { r->a.name, r->def, 0, r->last_command, v, n };
 	store(a, r->a.name, &s);
 	if (!a->store_failed)
@@ -583,7 +597,7 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 		i->dirty = 1;
 	if (!to)
 		return;
-	i->since = now_wall();
+	transition(r, i);
 	json_t *o = alert_json(r, i, to);
 	char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -901,6 +915,10 @@ void alerts_restore(struct alerts *a, const struct alert_state *s)
 		i->step = x->step;
 		i->value = x->value;
 		i->since = x->since;
+		i->has_trans = x->held && x->has_trans;	/* what the held line says */
+		i->trans_value = x->trans_value;
+		i->trans_step = x->trans_step;
+		i->trans_threshold = x->trans_threshold;
 		/* a firing one fires no second time (no event, no command); one held is owed still */
 		i->told = (x->state == FIRING) != x->held;
 		i->evaluated = 1;

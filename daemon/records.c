@@ -92,13 +92,15 @@ static const char *const alert_states[] = { "inactive", "pending", "firing" };
 
 char *record_alert(const struct alert_state *s)
 {
-	json_t *inst = json_array(), *held = json_array();
+	json_t *inst = json_array(), *held = json_array(), *held_at = json_array();
 	char def[17];
 
 	/* no record rather than one that lacks what it should hold: the caller keeps them dirty */
-	for (size_t i = 0; inst && held && i < s->n_inst; i++) {
+	for (size_t i = 0; inst && held && held_at && i < s->n_inst; i++) {
 		const struct alert_inst *a = &s->inst[i];
 		if ((a->held && json_array_append_new(held, json_integer((json_int_t)i)) < 0) ||
+		    (a->held && json_array_append_new(held_at, a->has_trans ? json_pack("[o,I,f]",
+			jnum(a->trans_value), (json_int_t)a->trans_step, a->trans_threshold) : json_null()) < 0) ||
 		    a->state < 0 || a->state > 2 || a->prev_state < 0 || a->prev_state > 2 ||
 		    json_array_append_new(inst, json_pack("[s,o,s,I,I,o,f,s,I]", a->run,
 			a->tensor ? json_string(a->tensor) : json_null(), alert_states[a->state],
@@ -108,7 +110,7 @@ char *record_alert(const struct alert_state *s)
 			inst = NULL;
 		}
 	}
-	if (!held) {
+	if (!held || !held_at) {
 		json_decref(inst);
 		inst = NULL;
 	}
@@ -121,7 +123,11 @@ char *record_alert(const struct alert_state *s)
 	/* "held": the indexes in inst of those whose command has not heard them (an older reader skips it) */
 	if (o && held && json_array_size(held))
 		json_object_set(o, "held", held);
+	/* "held_at": for each of "held", the transition owed, [value, step, threshold] (an older reader skips it) */
+	if (o && held_at && json_array_size(held_at))
+		json_object_set(o, "held_at", held_at);
 	json_decref(held);
+	json_decref(held_at);
 	return dump(o);
 }
 
@@ -217,9 +223,10 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 	const char *rule = json_string_value(json_object_get(o, "rule"));
 	const char *def = json_string_value(json_object_get(o, "def"));
 	const json_t *inst = json_object_get(o, "inst"), *lc = json_object_get(o, "last_command");
-	const json_t *held = json_object_get(o, "held");
+	const json_t *held = json_object_get(o, "held"), *held_at = json_object_get(o, "held_at");
 	struct alert_state *s;
 	char *end, *is_held = NULL;
+	const json_t **trans = NULL;	/* per inst: its "held_at" entry, or NULL */
 
 	if (!rule || !rule[0] || !def || !json_is_array(inst) || (lc && !json_is_number(lc))) {
 		wd_error(err, errlen, "alert record: needs rule, def and inst");
@@ -238,13 +245,21 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 	s->reset = json_is_true(json_object_get(o, "reset"));
 	s->last_command = lc ? json_number_value(lc) : 0;
 	/* "held" (optional): indexes into inst; one out of range, or not an integer, is no index */
-	if (!(is_held = calloc(json_array_size(inst) + 1, 1)))
+	if (!(is_held = calloc(json_array_size(inst) + 1, 1)) ||
+	    !(trans = calloc(json_array_size(inst) + 1, sizeof(*trans))))
 		goto oom;
 	for (size_t k = 0; json_is_array(held) && k < json_array_size(held); k++) {
 		const json_t *x = json_array_get(held, k);
-		if (json_is_integer(x) && json_integer_value(x) >= 0 &&
-		    (size_t)json_integer_value(x) < json_array_size(inst))
-			is_held[json_integer_value(x)] = 1;
+		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+		    (size_t)json_integer_value(x) >= json_array_size(inst))
+			continue;
+		is_held[json_integer_value(x)] = 1;
+		/* "held_at" (optional), beside "held": [value or null, step, threshold]; else none */
+		const json_t *at = json_is_array(held_at) ? json_array_get(held_at, k) : NULL;
+		if (json_is_array(at) && json_array_size(at) == 3 && (json_is_number(json_array_get(at, 0)) ||
+		    json_is_null(json_array_get(at, 0))) && json_is_integer(json_array_get(at, 1)) &&
+		    json_is_number(json_array_get(at, 2)))
+			trans[json_integer_value(x)] = at;
 	}
 	for (size_t i = 0; i < json_array_size(inst); i++) {
 		const json_t *a = json_array_get(inst, i);
@@ -267,6 +282,11 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 		x->value = num_of(v);
 		x->since = json_number_value(json_array_get(a, 6));
 		x->held = is_held[i];
+		if ((x->has_trans = trans[i] != NULL)) {
+			x->trans_value = num_of(json_array_get(trans[i], 0));
+			x->trans_step = json_integer_value(json_array_get(trans[i], 1));
+			x->trans_threshold = json_number_value(json_array_get(trans[i], 2));
+		}
 		if (!(x->run = strdup(run)) || (json_is_string(t) && !(x->tensor = strdup(json_string_value(t))))) {
 			s->n_inst++;	/* what it holds is freed with it */
 			goto oom;
@@ -274,9 +294,11 @@ static struct alert_state *alert_of(const json_t *o, char *err, size_t errlen)
 		s->n_inst++;
 	}
 	free(is_held);
+	free(trans);
 	return s;
 oom:
 	free(is_held);
+	free(trans);
 	alert_state_free(s);
 	wd_error(err, errlen, "alert record: out of memory");
 	return NULL;

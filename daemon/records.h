@@ -41,6 +41,14 @@ struct alert_inst {
 	int64_t above, prev_above, step;
 	double value, since;		/* value NaN: none */
 	int held;			/* its command has not heard its state yet (command_min_interval) */
+	/*
+	 * held: the transition its command owes, as it was judged (value NaN:
+	 * none; the threshold then, which a reload may have changed since);
+	 * has_trans 0 in records before "held_at": the latest value stands in.
+	 */
+	int has_trans;
+	double trans_value, trans_threshold;
+	int64_t trans_step;
 };
 
 /*

@@ -806,6 +806,61 @@ static int command_lines(struct alerts *a, const char *path, char lines[][512], 
 }
 
 /*
+ * A held change reaches the command as it was judged: the resolve's value,
+ * step and threshold then, not a later evaluation's value nor a threshold a
+ * reload set since, also across a restart (the WAL's "held_at"). An ops
+ * trial's held line read "resolved, value 0.0035, threshold 0.003".
+ */
+static void test_command_held_as_judged(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", lines[8][512];
+	struct wd_config cfg, lower;
+	struct state st = { 0 };
+	char err[512], text[512];
+
+	if (command_config("{name: w, study: s, metric: w1, threshold: 1, for: 2, command: 'cat >> %s', "
+			   "command_min_interval: 60}\n", path, &cfg) < 0)
+		return;
+	snprintf(text, sizeof(text), "studies:\n  - {name: s, baseline: base, candidates: [c1]}\nalerts:\n"
+		 "  - {name: w, study: s, metric: w1, threshold: 0.5, for: 2, command: 'cat >> %s', "
+		 "command_min_interval: 60}\n", path);
+	if (wd_config_load_string("lower.yaml", text, &lower, err, sizeof(err)) < 0) {
+		CHECK(0, "the lowered config loads: %s", err);
+		wd_config_release(&cfg);
+		unlink(path);
+		return;
+	}
+	struct alerts *a = fresh(&cfg);
+	double t0 = wall_clock;
+	stored_clear();
+	store_rc = 0;
+	alerts_set_store(a, store, NULL);
+	step_w1(a, 1, 5.0);
+	step_w1(a, 2, 5.0);	/* for: 2: firing, and its command runs at once */
+	int n = command_lines(a, path, lines, 8, 1);
+	CHECK(n == 1 && strstr(lines[0], "\"firing\"") && strstr(lines[0], "\"threshold\":1"),
+	      "fired at step 2: the command heard it (%d lines)", n);
+	wall_clock = t0 + 10;
+	step_w1(a, 3, 0.8);	/* resolved under threshold 1: held */
+	alerts_set_config(a, &lower);	/* a reload: threshold 0.5, the same meaning, the instances kept */
+	wall_clock = t0 + 20;
+	step_w1(a, 4, 0.9);	/* above 0.5: pending (for: 2); the command still owes the resolve */
+	alerts_free(&a);	/* a restart inside the interval */
+	a = restart(&lower);
+	wall_clock = t0 + 61;
+	alerts_tick(a, &st);
+	n = command_lines(a, path, lines, 8, 2);
+	CHECK(n == 2 && strstr(lines[1], "\"resolved\"") && strstr(lines[1], "\"value\":0.8") &&
+	      strstr(lines[1], "\"threshold\":1") && strstr(lines[1], "\"step\":3"),
+	      "the held resolve goes as judged: value 0.8 at step 3 under threshold 1 (not 0.9, not 0.5): %s",
+	      n == 2 ? lines[1] : "(none)");
+	alerts_free(&a);
+	wd_config_release(&cfg);
+	wd_config_release(&lower);
+	unlink(path);
+}
+
+/*
  * command_min_interval holds a rule's changes, never loses them (a trial:
  * a per-tensor rule's second tensor firing at the same step never reached
  * the command, nor did a resolve inside the interval). The changes of one
@@ -1121,6 +1176,7 @@ int main(void)
 	test_forget_run(&cfg);
 	test_cooldown_kept();
 	test_command_held();
+	test_command_held_as_judged();
 	test_command_added();
 	test_glob_unmatched(&cfg);
 	wd_config_release(&cfg);

@@ -284,8 +284,9 @@ static void test_malformed(void)
 static void test_alert(void)
 {
 	struct alert_inst in[2] = {
-		{ "fa", NULL, 2, 1, 3, 2, 40, 1.75, 1700000000.5, 0 },
-		{ "fb", "layers.0.w", 0, 2, 0, 1, 40, NAN, 0, 1 },
+		{ "fa", NULL, 2, 1, 3, 2, 40, 1.75, 1700000000.5, 0, 1, 1.5, 1.0, 30 },
+		/* held: the resolve it owes, judged at step 30, value 0.5 under threshold 0.75 */
+		{ "fb", "layers.0.w", 0, 2, 0, 1, 40, NAN, 0, 1, 1, 0.5, 0.75, 30 },
 	};
 	struct alert_state s = { "fa-ratio", 0xfedcba9876543210ull, 0, 1700000001.25, in, 2 };
 	char *p = record_alert(&s), err[256] = "";
@@ -307,6 +308,10 @@ static void test_alert(void)
 	      isnan(a->inst[1].value), "a resolved per-tensor one, its missing value NaN (null)");
 	CHECK(a && a->n_inst == 2 && !a->inst[0].held && a->inst[1].held && strstr(p, "\"held\":[1]"),
 	      "held (its command has not heard its resolve yet) comes back for that one alone: %s", p);
+	CHECK(a && a->n_inst == 2 && a->inst[1].has_trans && a->inst[1].trans_value == 0.5 &&
+	      a->inst[1].trans_threshold == 0.75 && a->inst[1].trans_step == 30 && !a->inst[0].has_trans &&
+	      strstr(p, "\"held_at\":[[0.5,30,0.75]]"),
+	      "a held one's transition (value, step, threshold then) comes back; none kept for the other");
 	record_release(&r);
 	CHECK(r.alert == NULL && r.kind == RECORD_OTHER, "record_release empties it");
 	free(p);
@@ -347,6 +352,25 @@ static void test_alert(void)
 	size_t n = sizeof(bad) / sizeof(bad[0]);
 	CHECK(refused == (int)n && said == (int)n, "%d of %zu malformed alert records are refused, "
 	      "each with a reason", refused, n);
+
+	/* "held_at" beside "held": a malformed entry, or none (an older record), leaves no transition */
+	const char *ats = "{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":["
+		"[\"fa\",null,\"inactive\",0,10,0.5,5.0,\"firing\",2],"
+		"[\"fb\",null,\"inactive\",0,10,0.5,5.0,\"firing\",2],"
+		"[\"fc\",null,\"inactive\",0,10,0.5,5.0,\"firing\",2],"
+		"[\"fd\",null,\"inactive\",0,10,0.5,5.0,\"firing\",2]],"
+		"\"held\":[0,1,2,3],\"held_at\":[[null,9,1.0],[0.5,\"x\",1.0],[0.5,9],7]}";
+	CHECK(record_decode(ats, strlen(ats), &r, err, sizeof(err)) == 0 && r.alert && r.alert->n_inst == 4 &&
+	      r.alert->inst[0].held && r.alert->inst[0].has_trans && isnan(r.alert->inst[0].trans_value) &&
+	      r.alert->inst[0].trans_step == 9 && r.alert->inst[3].held && !r.alert->inst[1].has_trans &&
+	      !r.alert->inst[2].has_trans && !r.alert->inst[3].has_trans,
+	      "held_at: a well-formed entry is read (null value: none), malformed ones leave none, all held");
+	record_release(&r);
+	const char *old_rec = "{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":["
+		"[\"fa\",null,\"inactive\",0,10,0.5,5.0,\"firing\",2]],\"held\":[0]}";
+	CHECK(record_decode(old_rec, strlen(old_rec), &r, err, sizeof(err)) == 0 && r.alert && r.alert->n_inst == 1 &&
+	      r.alert->inst[0].held && !r.alert->inst[0].has_trans, "a record before held_at: held, no transition");
+	record_release(&r);
 
 	/* instances it cannot read are skipped, the others stand */
 	const char *odd = "{\"t\":\"alert\",\"rule\":\"r\",\"def\":\"00000000000000ff\",\"inst\":["
