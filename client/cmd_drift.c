@@ -29,9 +29,9 @@ static const char usage[] =
 "or a run's steps are none within alignment.tolerance of the baseline's.\n"
 "Lines under it say when the rows may not be what they seem (--json below\n"
 "names each field): \"lagging\", a run compared last at an earlier step (and the\n"
-"command that shows it); \"never\", a run with no row at this step that will\n"
-"never have one: its snapshot there expired incomplete, or it sent none, and\n"
-"later steps of it came; \"aligned\", a run whose row is of a step near this\n"
+"command that shows it); \"never\", a run with no row at this step and none on\n"
+"its way: its snapshot there expired incomplete (until its job sends the step\n"
+"again), or it sent none there and later steps of it came; \"aligned\", a run whose row is of a step near this\n"
 "one (alignment.tolerance); \"silent\", a run of the study that sent nothing;\n"
 "\"former\", a candidate the study no longer names; \"refused\", a run's\n"
 "snapshots refused as conflicts (a re-run under its name); \"mixed\", a run\n"
@@ -204,7 +204,7 @@ static void print_completeness(json_t *res, const char *again)
 	n = 0;
 	json_array_foreach(missing, i, v)
 		if (json_object_get(never, json_string_value(v)))
-			printf("%s %s", n++ ? "," : "incomplete not compared at this step, and will not be:",
+			printf("%s %s", n++ ? "," : "incomplete not compared at this step, and not on its way:",
 			       json_string_value(v));
 	if (n)
 		putchar('\n');

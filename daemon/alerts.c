@@ -7,7 +7,6 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,23 +334,21 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
 	return o;
 }
 
-/* A run of r's command failed: counted, and why kept, with when ("exit 1 at 2026-12-01 16:00:00 UTC"). */
-__attribute__((format(printf, 2, 3)))
-static void command_failed(struct rule *r, const char *fmt, ...)
+/*
+ * A run of r's command failed: counted, and what kept with when, and a
+ * hint after it: "exit 127 at 2026-12-01 16:00:00 UTC (sh: command not
+ * found?)". On the daemon's clock (now_wall), as the events' "since".
+ */
+static void command_failed(struct rule *r, const char *what, const char *hint)
 {
 	char when[48] = "";
-	time_t t = time(NULL);
+	time_t t = (time_t)now_wall();
 	struct tm tm;
-	va_list ap;
 
 	r->commands_failed++;
-	va_start(ap, fmt);
-	int w = vsnprintf(r->command_failure, sizeof(r->command_failure), fmt, ap);
-	va_end(ap);
 	if (gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), " at %Y-%m-%d %H:%M:%S UTC", &tm);
-	if (w >= 0 && (size_t)w < sizeof(r->command_failure))
-		snprintf(r->command_failure + w, sizeof(r->command_failure) - (size_t)w, "%s", when);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	snprintf(r->command_failure, sizeof(r->command_failure), "%s at %s%s", what, when, hint);
 }
 
 /*
@@ -365,6 +362,7 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 {
 	size_t len = strlen(text), at = 0;
 	int fd = memfd_create("wdrift-alert", MFD_CLOEXEC);
+	char why[112];
 
 	r->commands_run++;	/* each one tried: those not started fail too */
 	while (fd >= 0 && at < len) {
@@ -374,17 +372,18 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 		at += (size_t)w;
 	}
 	if (fd < 0 || at < len || lseek(fd, 0, SEEK_SET) < 0) {
-		log_err("alert '%s': its command not run: its input (%zu bytes): %s", r->a.name, len,
-			strerror(errno));
-		command_failed(r, "not run: its input: %s", strerror(errno));
+		snprintf(why, sizeof(why), "not started: its input (%zu bytes): %s", len, strerror(errno));
+		log_err("alert '%s': its command %s", r->a.name, why);
+		command_failed(r, why, "");
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		log_err("alert '%s': its command not run: fork: %s", r->a.name, strerror(errno));
-		command_failed(r, "not run: fork: %s", strerror(errno));
+		snprintf(why, sizeof(why), "not started: fork: %s", strerror(errno));
+		log_err("alert '%s': its command %s", r->a.name, why);
+		command_failed(r, why, "");
 		close(fd);
 		return -1;
 	}
@@ -595,8 +594,14 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	if ((r->a.scope != WD_SCOPE_TENSORS && !stalled) || state != was_state ||
 	    (state == PENDING && count != was_above))
 		i->dirty = 1;
-	if (!to)
+	if (!to) {
+		/* its transition's step judged again (another run arrived at it), to the same state */
+		if (i->has_trans && i->trans_step == step) {
+			i->trans_value = value;
+			i->trans_threshold = r->a.threshold;
+		}
 		return;
+	}
 	transition(r, i);
 	json_t *o = alert_json(r, i, to);
 	char *json = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -816,12 +821,13 @@ void alerts_reap(struct alerts *a)
 				    WIFEXITED(status) ? "exit" : "signal",
 				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 			/* its rule by name: a reload since keeps the counters of a rule it keeps */
-			for (size_t k = 0; k < a->n_rules; k++)
+			char what[32];
+			snprintf(what, sizeof(what), "%s %d", WIFEXITED(status) ? "exit" : "signal",
+				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			for (size_t k = 0; c->rule && k < a->n_rules; k++)
 				if (!strcmp(a->rules[k].a.name, c->rule))
-					command_failed(&a->rules[k], "%s %d%s", WIFEXITED(status) ? "exit" : "signal",
-						       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-						       WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
-						       " (sh: command not found?)" : "");
+					command_failed(&a->rules[k], what, WIFEXITED(status) &&
+						       WEXITSTATUS(status) == 127 ? " (sh: command not found?)" : "");
 		}
 		*p = c->next;
 		free(c->rule);
@@ -993,7 +999,7 @@ char *alerts_json(const struct alerts *a)
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst);
 		if (rule && r->unmatched)	/* only then */
 			json_object_set_new(rule, "unmatched", json_string(r->unmatched));
-		if (rule && (r->a.command || r->commands_run || r->commands_failed))
+		if (rule && r->a.command)	/* as /metrics: rules with a command now */
 			json_object_set_new(rule, "command", json_pack("{s:I,s:I,s:o}", "runs",
 				(json_int_t)r->commands_run, "failed", (json_int_t)r->commands_failed,
 				"last_failure", r->commands_failed ? json_string(r->command_failure) : json_null()));

@@ -748,9 +748,10 @@ static int never(struct control *c, struct drift_query *q, const struct wd_confi
 
 /*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
- * main thread, in time independent of the study's size but for
- * study_unmatched's walk over its runs' tensor identities (a millisecond
- * at tens of thousands of tensors); the reply, which
+ * main thread, in time independent of the study's size but for the walks
+ * over its runs' tensor identities (study_unmatched, reshaped: a
+ * millisecond each at tens of thousands of tensors) and over their durable
+ * steps and pending snapshots (study_never); the reply, which
  * is not, is built by the query thread when there is one (env: whom it
  * goes to; NULL: build it here). Returns the reply, or NULL when the query
  * thread has it.

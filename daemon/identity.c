@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "identity.h"
+#include "state.h"
 
 /* FNV-1a, 64-bit: stable across runs and builds, which the WAL needs. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)

@@ -9,7 +9,8 @@
  *
  * Kept durable in the WAL's "snapshot" record as "content" (storage.md);
  * records written before it have none, and their steps cannot be checked.
- * Depends on libc, jansson, state.h.
+ * Depends on libc and jansson; the snapshots it reads are state.h's (the
+ * query thread hashes names here, and holds nothing of the main thread's).
  */
 #ifndef WD_IDENTITY_H
 #define WD_IDENTITY_H
@@ -19,7 +20,8 @@
 
 #include <jansson.h>
 
-#include "state.h"
+
+struct snapshot;
 
 struct tensor_id {
 	uint64_t name_hash, shape_hash;

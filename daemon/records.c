@@ -10,6 +10,7 @@
 #include "identity.h"
 #include "records.h"
 #include "result_batch.h"
+#include "state.h"
 
 #define ROW_FIELDS 13	/* the fields of a result row, records.h */
 

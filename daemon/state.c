@@ -121,13 +121,19 @@ int run_knows_session(const struct run *r, uint64_t session)
 
 void run_note_expired(struct run *r, int64_t step, const char *why)
 {
-	r->expired_steps[r->expired % RUN_EXPIRED_KEPT] = step;
 	r->expired_wall = now_wall();
-	r->expired_walls[r->expired % RUN_EXPIRED_KEPT] = r->expired_wall;
-	r->expired++;
 	r->expired_step = step;
 	snprintf(r->expired_why, sizeof(r->expired_why), "%s", why);
 	wd_utf8_scrub(r->expired_why);	/* cut inside a name: runs and drift carry it as JSON */
+	if (!r->expiries)	/* out of memory: only the latest is kept, above */
+		r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries));
+	if (r->expiries) {
+		struct run_expiry *e = &r->expiries[r->expired % RUN_EXPIRED_KEPT];
+		e->step = step;
+		e->wall = r->expired_wall;
+		snprintf(e->why, sizeof(e->why), "%s", r->expired_why);
+	}
+	r->expired++;
 }
 
 void run_note_conflict(struct run *r, int64_t step)
@@ -198,6 +204,7 @@ static void run_free(struct run *r)
 	free(r->sessions);
 	free(r->claims);
 	free(r->mixed_told);
+	free(r->expiries);
 	free(r->name);
 	free(r->durable);
 	free(r);

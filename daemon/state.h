@@ -102,6 +102,13 @@ struct snapshot {
 struct snap_id;
 
 #define RUN_EXPIRED_KEPT 16	/* expired steps a run keeps (struct run) */
+
+/* One step of a run refused incomplete (run_note_expired). */
+struct run_expiry {
+	int64_t step;
+	double wall;		/* Unix seconds */
+	char why[240];
+};
 #define WD_RUN_MIXED_WHO 176	/* two peer addresses (peers.c: 80 bytes each) and " and " */
 
 struct run {
@@ -137,13 +144,12 @@ struct run {
 	double expired_wall;
 	char expired_why[240];
 	/*
-	 * The latest RUN_EXPIRED_KEPT of those steps and their Unix seconds
-	 * (the i-th expiry at i % RUN_EXPIRED_KEPT): `drift --step N` says a
-	 * step of them as never to be compared (study_never), after later
-	 * steps of the run came.
+	 * The latest RUN_EXPIRED_KEPT of them, each with its Unix seconds and
+	 * why (the i-th expiry at i % RUN_EXPIRED_KEPT; NULL until the first):
+	 * `drift --step N` says such a step as not to be compared unless its
+	 * job sends it again (study_never), not as one on its way.
 	 */
-	int64_t expired_steps[RUN_EXPIRED_KEPT];
-	double expired_walls[RUN_EXPIRED_KEPT];
+	struct run_expiry *expiries;
 	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
 	double conflict_full_at;
 	int64_t conflict_full_step;

@@ -259,6 +259,7 @@ static size_t study_runs_said(const struct wd_config *cfg, struct state *st, con
 		if (r && say(cfg, s, r, one, sizeof(one)))
 			add(buf, len, &at, "%s%s", n++ ? "; " : "", one);
 	}
+	wd_utf8_scrub(buf);	/* a name cut at the end: JSON takes only whole characters (a review's) */
 	return n;
 }
 
@@ -548,17 +549,17 @@ int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep
 	return study_run_step(r, base, bstep, tol) >= 0;
 }
 
-/* The latest expiry kept of r at a step within tol of step: its index into r's ring, or -1. */
-static int expired_near(const struct run *r, int64_t step, int64_t tol)
+/* The latest expiry kept of r at a step within tol of step, or NULL. */
+static const struct run_expiry *expired_near(const struct run *r, int64_t step, int64_t tol)
 {
 	uint64_t kept = r->expired < RUN_EXPIRED_KEPT ? r->expired : RUN_EXPIRED_KEPT;
 
-	for (uint64_t i = 0; i < kept; i++) {	/* the latest first */
-		int k = (int)((r->expired - 1 - i) % RUN_EXPIRED_KEPT);
-		if (gap(r->expired_steps[k], step) <= tol)
-			return k;
+	for (uint64_t i = 0; r->expiries && i < kept; i++) {	/* the latest first */
+		const struct run_expiry *e = &r->expiries[(r->expired - 1 - i) % RUN_EXPIRED_KEPT];
+		if (gap(e->step, step) <= tol)
+			return e;
 	}
-	return -1;
+	return NULL;
 }
 
 /* Has r a snapshot within tol of step held in intake (stuck says it, and it may yet come)? */
@@ -570,18 +571,29 @@ static int held_near(struct state *st, const struct run *r, int64_t step, int64_
 	return 0;
 }
 
-/* "later steps (20 to 40)", "a later step (20)": r's durable steps after step + tol. */
+/* ", and it has later steps (20 to 40)", ", and it has a later step (20)", or "": r's durable steps after `after`. */
 static void later_steps(const struct run *r, int64_t after, char *out, size_t size)
 {
 	size_t first = r->n_durable;
 
 	while (first > 0 && r->durable[first - 1] > after)
 		first--;
-	if (r->n_durable - first == 1)
-		snprintf(out, size, "a later step (%lld)", (long long)r->durable[first]);
+	if (first == r->n_durable)
+		snprintf(out, size, "%s", "");
+	else if (r->n_durable - first == 1)
+		snprintf(out, size, ", and it has a later step (%lld)", (long long)r->durable[first]);
 	else
-		snprintf(out, size, "%zu later steps (%lld to %lld)", r->n_durable - first,
+		snprintf(out, size, ", and it has %zu later steps (%lld to %lld)", r->n_durable - first,
 			 (long long)r->durable[first], (long long)r->durable[r->n_durable - 1]);
+}
+
+/* r's durable step within tol of step (which aligns to another baseline step, nearer), or -1. */
+static int64_t near_elsewhere(const struct run *r, int64_t step, int64_t tol)
+{
+	for (size_t i = 0; tol > 0 && i < r->n_durable; i++)
+		if (gap(r->durable[i], step) <= tol)
+			return r->durable[i];
+	return -1;
 }
 
 size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
@@ -597,28 +609,29 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 		return 0;	/* stale rows: nothing of the study's now is compared at them */
 	for (size_t i = 0; i < k; i++) {
 		struct run *r = result_batch_has_run(b, names[i]) ? NULL : state_run(st, names[i], 0);
-		/*
-		 * No snapshot (silent says it), one aligned to the step (being
-		 * compared), one held in intake (stuck), or none after the step
-		 * (it may lag): it may yet come.
-		 */
-		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= step + tol ||
-		    study_run_aligned(r, base, step, tol) || held_near(st, r, step, tol))
+		/* no snapshot (silent says it), one aligned (being compared), one held in intake (stuck) */
+		if (!r || !r->n_durable || study_run_aligned(r, base, step, tol) || held_near(st, r, step, tol))
 			continue;
-		run_role(cfg, s, r, role, sizeof(role));
+		const struct run_expiry *e = expired_near(r, step, tol);
+		int64_t x;
 		later_steps(r, step + tol, later, sizeof(later));
-		int e = expired_near(r, step, tol);
-		if (e >= 0) {
-			int latest = r->expired_steps[e] == r->expired_step;
-			wall_said(r->expired_walls[e], when, sizeof(when));
-			snprintf(why, sizeof(why), "'%s' (%s): its step %lld expired incomplete%s, never durable%s%s%s, "
-				 "and it has %s: no row of it will come at this step", r->name, role,
-				 (long long)r->expired_steps[e], when, latest ? " (" : "", latest ? r->expired_why : "",
-				 latest ? ")" : "", later);
+		if (!e && !later[0])
+			continue;	/* none after it: it may lag, and come (lagging says where it is) */
+		run_role(cfg, s, r, role, sizeof(role));
+		if (e) {
+			wall_said(e->wall, when, sizeof(when));
+			snprintf(why, sizeof(why), "'%s' (%s): its step %lld expired incomplete%s, never durable (%s)%s: "
+				 "no row of it at this step unless its job sends that step again", r->name, role,
+				 (long long)e->step, when, e->why, later);
+		} else if ((x = near_elsewhere(r, step, tol)) >= 0) {
+			snprintf(why, sizeof(why), "'%s' (%s): its step %lld, within alignment.tolerance (%lld) of step "
+				 "%lld, is compared at a nearer baseline step (docs/daemon.md, \"Alignment\")%s: no row "
+				 "of it at this step unless it sends one nearer", r->name, role, (long long)x,
+				 (long long)tol, (long long)step, later);
 		} else {
-			snprintf(why, sizeof(why), "'%s' (%s): sent no snapshot at or within alignment.tolerance "
-				 "(%lld) of step %lld that became durable, and it has %s: no row of it will come at "
-				 "this step unless it sends one", r->name, role, (long long)tol, (long long)step, later);
+			snprintf(why, sizeof(why), "'%s' (%s): sent no snapshot at or within alignment.tolerance (%lld) "
+				 "of step %lld that became durable%s: no row of it at this step unless it sends one",
+				 r->name, role, (long long)tol, (long long)step, later);
 		}
 		wd_utf8_scrub(why);	/* a name cut at the end: JSON takes only whole characters */
 		json_object_set_new(never, r->name, json_string(why));

@@ -136,14 +136,15 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len);
 
 /*
- * Into never ({run: why}), each of study s's runs that b has no rows of and
- * never will: none of its snapshots aligns to b's step, none of them near
- * it is held in intake, and it has durable steps after it. Why: its step
- * there expired incomplete (when, and why for the latest expiry; the
- * latest RUN_EXPIRED_KEPT are kept), else it sent none there. How many. A
- * trial's `drift --step 1`, whose candidate step 1 expired after a rank
- * died, read "not compared at this step yet" and "lagging", as if it were
- * to come. Nothing for stale rows (another baseline than s's now).
+ * Into never ({run: why}), each of study s's runs that b has no rows of
+ * and none on their way: none of its snapshots aligns to b's step, none
+ * near it is held in intake, and either its step there expired incomplete
+ * (when and why, from the latest RUN_EXPIRED_KEPT expiries: until its job
+ * sends the step again) or it has durable steps after it (it sent none
+ * there, or one nearer another baseline step). How many. A trial's
+ * `drift --step 1`, whose candidate step 1 expired after a rank died, read
+ * "not compared at this step yet" and "lagging", as if it were to come.
+ * Nothing for stale rows (another baseline than s's now).
  */
 size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
 		   const struct result_batch *b, json_t *never);

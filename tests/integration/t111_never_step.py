@@ -67,8 +67,9 @@ def main():
     dm = Daemon(tmp)
     ctx = zmq.Context()
     try:
-        # a second study of the same baseline and candidate: `runs` says each role once
-        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa]\n",
+        # a second study of the same baseline and candidate (and lowprec a candidate there): `runs` says
+        # one role once, two roles each
+        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa, lowprec]\n",
                         limits="pending_timeout: 5")
         check(dm.start() is not None, "daemon ready with limits.pending_timeout: 5")
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
@@ -97,6 +98,15 @@ def main():
         check(got and "the latest step 1" in (got[0].get("expired") or ""), "studies --json: expired",
               r.stdout[-1500:])
 
+        # meanwhile drift --step 1 says fa's step 1 expired, not that it lags: its job may send it again,
+        # but nothing is on its way (a trial's, with the job down)
+        r = wd(tmp, "drift", "fa", "--step", "1")
+        never = [x for x in r.stdout.splitlines() if x.startswith("never      ")]
+        check(r.returncode == 0 and "lagging" not in r.stdout and "not compared at this step yet" not in r.stdout
+              and never and "'fa' (candidate): its step 1 expired incomplete" in never[0] and "rank 1 of 2 never "
+              "committed" in never[0] and "later step" not in never[0] and "unless its job sends that step again"
+              in never[0], "drift --step 1 with fa's job down: the expired step, not lagging", r.stdout + r.stderr)
+
         # steps 2 and 4: every run whole; lowprec skips step 3 (base and fa send it)
         for step in (2, 3, 4):
             for p, s in ((base, 1.0), (fa, 1.01), (low, 1.001)):
@@ -115,7 +125,7 @@ def main():
         never = [x for x in out.splitlines() if x.startswith("never      ")]
         check(r.returncode == 0 and "not compared at this step yet" not in out and "lagging" not in out,
               "drift --step 1: fa is not said to be coming, nor to lag", out + r.stderr)
-        check("incomplete not compared at this step, and will not be: fa" in out,
+        check("incomplete not compared at this step, and not on its way: fa" in out,
               "drift --step 1: the incomplete line says it will not be", out)
         check(never and "'fa' (candidate): its step 1 expired incomplete" in never[0]
               and "never durable" in never[0] and "later steps (2 to 4)" in never[0] and
@@ -130,7 +140,7 @@ def main():
         out = r.stdout
         never = [x for x in out.splitlines() if x.startswith("never      ")]
         check(r.returncode == 0 and "lagging" not in out and
-              "incomplete not compared at this step, and will not be: lowprec" in out and never and
+              "incomplete not compared at this step, and not on its way: lowprec" in out and never and
               "'lowprec' (proxy fp16): sent no snapshot at or within alignment.tolerance (0) of step 3" in never[0]
               and "later step (4)" in never[0],
               "drift --step 3: lowprec sent none there, and will not", out + r.stderr)
@@ -167,6 +177,15 @@ def main():
               "not compared at this step yet: lowprec" in r.stdout,
               "a step of it still held in intake is not said never", r.stdout + r.stderr)
 
+        # a second expiry of fa (step 8): step 1's line still says why, from the kept expiries
+        send(fa, 8, 1.01, half=True)
+        e = fa.recv()
+        r = wd(tmp, "drift", "fa", "--step", "1")
+        never = [x for x in r.stdout.splitlines() if x.startswith("never      ")]
+        check(e and e.get("code") == "incomplete" and never and "its step 1 expired incomplete" in never[0]
+              and "rank 1 of 2 never committed" in never[0],
+              "an older expiry keeps its why (step 8 expired since)", r.stdout + str(e))
+
         # wdrift runs: base is the baseline of both studies, said once beside them (a trial read
         # "baseline, baseline"); --json keeps one entry per study
         r = wd(tmp, "runs")
@@ -174,6 +193,8 @@ def main():
         check(r.returncode == 0 and rows.get("base", [])[1:4] == ["baseline", "fa,", "other"] and
               rows.get("fa", [])[1:4] == ["candidate", "fa,", "other"],
               "runs: one role in both studies is said once, beside the two studies", r.stdout + r.stderr)
+        check(rows.get("lowprec", [])[1:6] == ["proxy", "fp16,", "candidate", "fa,", "other"],
+              "runs: two roles are each said, in the studies' order", r.stdout)
         r = wd(tmp, "runs", "--json")
         runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
         check(runs.get("base", {}).get("studies") == [{"study": "fa", "role": "baseline"},

@@ -271,6 +271,9 @@ def main():
         st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
         inst = {a["name"]: a["instances"] for a in st["alerts"]} if st and st.get("ok") else {}
         check(inst.get("fa-quiet") == [], f"... and no instance of it is left ({inst.get('fa-quiet')})")
+        cmd = {a["name"]: a.get("command") for a in st["alerts"]} if st and st.get("ok") else {}
+        check((cmd.get("fa-nan") or {}).get("runs") == 2 and (cmd.get("fa-nan") or {}).get("failed") == 2,
+              f"the reload keeps the rule's command counters ({cmd.get('fa-nan')})")
         check(dm.stop() == 0 and dm.start() is not None, "restarted")
         time.sleep(1.5)     # past the start's catch-up, which drops what the config no longer names
         st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})

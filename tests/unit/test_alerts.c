@@ -842,6 +842,7 @@ static void test_command_held_as_judged(void)
 	      "fired at step 2: the command heard it (%d lines)", n);
 	wall_clock = t0 + 10;
 	step_w1(a, 3, 0.8);	/* resolved under threshold 1: held */
+	step_w1(a, 3, 0.75);	/* step 3 computed again (another run arrived): still resolved, at 0.75 */
 	alerts_set_config(a, &lower);	/* a reload: threshold 0.5, the same meaning, the instances kept */
 	wall_clock = t0 + 20;
 	step_w1(a, 4, 0.9);	/* above 0.5: pending (for: 2); the command still owes the resolve */
@@ -850,9 +851,10 @@ static void test_command_held_as_judged(void)
 	wall_clock = t0 + 61;
 	alerts_tick(a, &st);
 	n = command_lines(a, path, lines, 8, 2);
-	CHECK(n == 2 && strstr(lines[1], "\"resolved\"") && strstr(lines[1], "\"value\":0.8") &&
+	CHECK(n == 2 && strstr(lines[1], "\"resolved\"") && strstr(lines[1], "\"value\":0.75") &&
 	      strstr(lines[1], "\"threshold\":1") && strstr(lines[1], "\"step\":3"),
-	      "the held resolve goes as judged: value 0.8 at step 3 under threshold 1 (not 0.9, not 0.5): %s",
+	      "the held resolve goes as judged: value 0.75 (its step judged again) at step 3 under threshold 1 "
+	      "(not 0.9, not 0.5): %s",
 	      n == 2 ? lines[1] : "(none)");
 	alerts_free(&a);
 	wd_config_release(&cfg);
