@@ -17,8 +17,9 @@ static const char usage[] = DC_USAGE_SIMPLE("alerts",
 	"last value and step (docs/config.md, \"Alerts\"). The states survive a\n"
 	"restart of the daemon. Under the table, a rule whose glob matches no\n"
 	"tensor (\"unmatched\"), and one whose command has failed since the\n"
-	"daemon started, with the latest failure (\"command\": {\"runs\", \"failed\",\n"
-	"\"last_failure\"} in --json).\n");
+	"daemon started, with the latest failure, one whose command still runs or\n"
+	"whose changes are held (\"command\": {\"runs\", \"failed\", \"last_failure\",\n"
+	"\"timeout\", \"running_for\", \"held\"} in --json).\n");
 
 /* A rule's scope as the table shows it: "max", "median", "mean (weighted)", "tensors GLOB", "-". */
 static void scope_text(json_t *al, char *b, size_t len)
@@ -92,6 +93,17 @@ static void print_alerts(json_t *o)
 			       json_string_value(json_object_get(al, "name")), failed,
 			       (long long)json_integer_value(json_object_get(cmd, "runs")),
 			       json_string_value(json_object_get(cmd, "last_failure")));
+		/* a run still running holds the rule's later changes: a hung pager is seen here */
+		json_t *rf = json_object_get(cmd, "running_for");
+		if (json_is_number(rf))
+			printf("command    alert '%s': its command has run for %.0f s (command_timeout %lld s)%s\n",
+			       json_string_value(json_object_get(al, "name")), json_number_value(rf),
+			       (long long)json_integer_value(json_object_get(cmd, "timeout")),
+			       json_is_true(json_object_get(cmd, "held")) ? "; the changes since are held until it ends" :
+			       "");
+		else if (json_is_true(json_object_get(cmd, "held")))
+			printf("command    alert '%s': changes held by command_min_interval go to its command when it "
+			       "is over\n", json_string_value(json_object_get(al, "name")));
 	}
 }
 

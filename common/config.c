@@ -173,6 +173,8 @@ const struct field alert_fields[] = {
 	{ .name = "command", .type = T_STRING, .off = AF(command), .max = 8192 },
 	{ .name = "command_min_interval", .type = T_INT, .off = AF(command_min_interval),
 	  .def = "60", .min = 0, .max = 86400 },
+	{ .name = "command_timeout", .type = T_INT, .off = AF(command_timeout),
+	  .def = "60", .min = 1, .max = 86400 },
 };
 
 static const char *enum_name(const struct enum_val *v, int value)

@@ -92,6 +92,7 @@ struct wd_config_alert {
 	int severity;			/* enum wd_severity */
 	const char *command;		/* NULL: none */
 	int64_t command_min_interval;	/* seconds */
+	int64_t command_timeout;	/* seconds a run may take before it is killed */
 };
 
 /* auth.clients: who may connect under CURVE, by name. */

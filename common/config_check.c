@@ -83,6 +83,7 @@ const char *config_alert_misfit(const struct wd_config_alert *a, size_t i)
 		return a->metric != WD_METRIC_STALLED && a->scope == WD_SCOPE_TENSORS ? NULL :
 			"applies only with scope: tensors";
 	case A_INTERVAL:
+	case A_TIMEOUT:
 		return a->command ? NULL : "applies only with a command";
 	}
 	return NULL;

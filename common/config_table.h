@@ -72,7 +72,7 @@ enum { S_NAME, S_BASELINE, S_CANDIDATES, S_PROXIES, S_SYNTHETIC, N_STUDY };
 extern const struct field study_fields[N_STUDY];
 
 enum { A_NAME, A_STUDY, A_METRIC, A_PROXY, A_SCOPE, A_TENSORS, A_THRESHOLD, A_FOR,
-       A_SEVERITY, A_COMMAND, A_INTERVAL, N_ALERT };
+       A_SEVERITY, A_COMMAND, A_INTERVAL, A_TIMEOUT, N_ALERT };
 extern const struct field alert_fields[N_ALERT];
 
 static inline int is_digit(int c) { return c >= '0' && c <= '9'; }

@@ -40,6 +40,7 @@ struct rule {
 	 */
 	char *unmatched, *unmatched_run;
 	int held_said;			/* the hold of the changes owed now is in the log */
+	int busy_said;			/* the hold for a run still running is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
 	int stale;			/* restore: state of another definition dropped */
 	/*
@@ -52,9 +53,13 @@ struct rule {
 	char command_failure[160];
 };
 
+/* A run of a rule's command, until it is reaped. */
 struct child {
-	pid_t pid;
-	char *rule;
+	pid_t pid;			/* its session's and process group's too (setsid) */
+	char *rule;			/* NULL: out of memory (not counted, not waited for) */
+	double started;			/* monotonic seconds */
+	int64_t timeout;		/* its rule's command_timeout then */
+	int killed;			/* past its timeout: killed, and counted failed then */
 	struct child *next;
 };
 
@@ -405,10 +410,21 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 	if (c) {
 		c->pid = pid;
 		c->rule = strdup(r->a.name);
+		c->started = now_mono();
+		c->timeout = r->a.command_timeout;
 		c->next = a->children;
 		a->children = c;
 	}
 	return 0;
+}
+
+/* The run of rule's command still running (not reaped yet), or NULL. */
+static const struct child *running(const struct alerts *a, const char *rule)
+{
+	for (const struct child *c = a->children; c; c = c->next)
+		if (c->rule && !strcmp(c->rule, rule))
+			return c;
+	return NULL;
 }
 
 /*
@@ -428,6 +444,21 @@ static void command_due(struct alerts *a, struct rule *r)
 
 	if (!command_owed(r))
 		return;
+	/*
+	 * One run at a time: a second beside a slow one (a pager's retries)
+	 * could deliver a resolve before its firing (an ops trial's did). The
+	 * changes wait for it to end, or for command_timeout to end it.
+	 */
+	const struct child *c = running(a, r->a.name);
+	if (c) {
+		if (!r->busy_said)
+			log_notice("alert '%s': its command started %.0f s ago still runs: the changes since are "
+				   "held until it ends (command_timeout %lld s)", r->a.name, now_mono() - c->started,
+				   (long long)c->timeout);
+		r->busy_said = 1;
+		return;
+	}
+	r->busy_said = 0;
 	if (r->last_command && t - r->last_command < (double)r->a.command_min_interval) {
 		if (!r->held_said)
 			log_notice("alert '%s': its command ran %.0f s ago (command_min_interval %lld): the "
@@ -806,17 +837,42 @@ void alerts_tick(struct alerts *a, const struct state *st)
 	}
 }
 
+/*
+ * c ran past its command_timeout: killed, with what it started (its own
+ * process group), and counted failed now, once. A hung pager held every
+ * later change of its rule, unsaid (an ops trial's `sleep` ran on).
+ */
+static void kill_late(struct alerts *a, struct child *c)
+{
+	char what[64];
+
+	if (kill(-c->pid, SIGKILL) < 0)	/* not its group's leader yet: before its setsid */
+		kill(c->pid, SIGKILL);
+	c->killed = 1;
+	log_warning("alert '%s': its command ran past command_timeout (%lld s): killed, with what it started",
+		    c->rule ? c->rule : "?", (long long)c->timeout);
+	snprintf(what, sizeof(what), "timed out after %lld s, killed", (long long)c->timeout);
+	for (size_t k = 0; c->rule && k < a->n_rules; k++)
+		if (!strcmp(a->rules[k].a.name, c->rule))
+			command_failed(&a->rules[k], what, "");
+}
+
 void alerts_reap(struct alerts *a)
 {
+	int ended = 0;
+
 	for (struct child **p = &a->children; *p;) {
 		struct child *c = *p;
 		int status;
 		pid_t r = waitpid(c->pid, &status, WNOHANG);
 		if (r == 0) {
+			if (!c->killed && now_mono() - c->started > (double)c->timeout)
+				kill_late(a, c);
 			p = &c->next;
 			continue;
 		}
-		if (r > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		ended = 1;
+		if (r > 0 && !c->killed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
 			log_warning("alert '%s': its command failed (%s %d)", c->rule,
 				    WIFEXITED(status) ? "exit" : "signal",
 				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -833,6 +889,12 @@ void alerts_reap(struct alerts *a)
 		free(c->rule);
 		free(c);
 	}
+	/* what waited for a run to end goes now, not at the next second's tick */
+	for (size_t k = 0; ended && k < a->n_rules; k++)
+		if (command_owed(&a->rules[k])) {
+			command_due(a, &a->rules[k]);
+			save(a, &a->rules[k]);
+		}
 }
 
 void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)
@@ -999,10 +1061,17 @@ char *alerts_json(const struct alerts *a)
 			"severity", wd_config_severity_name(r->a.severity), "instances", inst);
 		if (rule && r->unmatched)	/* only then */
 			json_object_set_new(rule, "unmatched", json_string(r->unmatched));
-		if (rule && r->a.command)	/* as /metrics: rules with a command now */
-			json_object_set_new(rule, "command", json_pack("{s:I,s:I,s:o}", "runs",
-				(json_int_t)r->commands_run, "failed", (json_int_t)r->commands_failed,
-				"last_failure", r->commands_failed ? json_string(r->command_failure) : json_null()));
+		if (rule && r->a.command) {	/* as /metrics: rules with a command now */
+			json_t *cmd = json_pack("{s:I,s:I,s:o,s:I}", "runs", (json_int_t)r->commands_run,
+				"failed", (json_int_t)r->commands_failed, "last_failure", r->commands_failed ?
+				json_string(r->command_failure) : json_null(), "timeout", (json_int_t)r->a.command_timeout);
+			const struct child *c = running(a, r->a.name);
+			if (cmd && c)	/* only then: its later changes wait for it */
+				json_object_set_new(cmd, "running_for", json_real(now_mono() - c->started));
+			if (cmd && command_owed(r))	/* only then: held, by the interval or a run still running */
+				json_object_set_new(cmd, "held", json_true());
+			json_object_set_new(rule, "command", cmd);
+		}
 		json_array_append_new(list, rule);
 	}
 	json_t *o = json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "alerts", list);

@@ -7,7 +7,8 @@ command runs on firing and on resolving with the alert JSON on stdin. A
 per-tensor nonfinite rule fires on the tensor with a NaN only; its command
 fails (exit 3), which `wdrift alerts`, the control reply and /metrics
 count, with the latest failure (a pager that failed was in the log alone:
-an ops trial). A stalled
+an ops trial); a slow one (sleep 20) holds its rule's resolve while it runs,
+and is killed at command_timeout, counted failed. A stalled
 rule fires when the candidate goes quiet and resolves when it is back.
 Events arrive on the PUB socket; the control socket lists the states.
 """
@@ -46,6 +47,15 @@ alerts:
     threshold: 0
     command: "exit 3"
     command_min_interval: 0
+  - name: fa-slow
+    study: fa
+    metric: nonfinite
+    scope: tensors
+    tensors: "layers.*"
+    threshold: 0
+    command: "sleep 20"
+    command_min_interval: 0
+    command_timeout: 4
   - name: fa-quiet
     study: fa
     metric: stalled
@@ -214,8 +224,18 @@ def main():
               "or Inf (1 NaN, 0 +Inf, 0 -Inf) in 1 of its 2 tensors, the first 'layers.0.w'" in said[0]
               and "study 'fa' step 30: candidate 'fa' holds only finite values again" in said[1],
               "the log: the NaN at step 20 once, and at step 30 that it is gone", "\n".join(said))
-        time.sleep(0.5)
-        cmds = sorted(glob.glob(os.path.join(tmp, "cmd-*.json")))
+        # fa-slow's command (sleep 20) still runs from its firing: the resolve waits for it
+        r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and "command    alert 'fa-slow': its command has run for " in r.stdout and
+              "(command_timeout 4 s); the changes since are held until it ends" in r.stdout,
+              "a slow command holds its rule's resolve, and alerts says so", r.stdout + r.stderr)
+        end = time.time() + 10
+        while time.time() < end:
+            cmds = sorted(glob.glob(os.path.join(tmp, "cmd-*.json")))
+            if len(cmds) >= 2:
+                break
+            time.sleep(0.1)
+        time.sleep(0.2)     # the second file written whole
         docs = [json.load(open(c)) for c in cmds]
         check([d["state"] for d in docs] == ["firing", "resolved"] and docs[0]["alert"] == "fa-vs-fp16",
               f"the command ran on firing and on resolving, with the JSON on stdin ({[d['state'] for d in docs]})")
@@ -231,8 +251,22 @@ def main():
             time.sleep(0.2)
         check(nanc.get("runs") == 2 and nanc.get("failed") == 2 and
               (nanc.get("last_failure") or "").startswith("exit 3 at ") and
-              cmd.get("fa-vs-fp16") == {"runs": 2, "failed": 0, "last_failure": None} and
+              cmd.get("fa-vs-fp16") == {"runs": 2, "failed": 0, "last_failure": None, "timeout": 60} and
               cmd.get("fa-quiet") is None, f"control: each rule's command runs and failures ({cmd})")
+        # fa-slow's first run killed at its timeout, counted failed; then its held resolve ran (killed too)
+        end = time.time() + 15
+        while time.time() < end:
+            st = control(ctx, tmp, {"v": 1, "cmd": "alerts"})
+            slow = ({a["name"]: a.get("command") for a in st["alerts"]} if st and st.get("ok") else {}).get("fa-slow") or {}
+            if slow.get("runs") == 2 and slow.get("failed") == 2 and "running_for" not in slow:
+                break
+            time.sleep(0.2)
+        check(slow.get("runs") == 2 and slow.get("failed") == 2 and
+              (slow.get("last_failure") or "").startswith("timed out after 4 s, killed at ") and
+              "running_for" not in slow and "held" not in slow,
+              f"fa-slow: each run killed at command_timeout and counted; the resolve went after the firing ({slow})")
+        check("alert 'fa-slow': its command ran past command_timeout (4 s): killed, with what it started" in
+              dm.log_text(), "the log says the kill")
         r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "command    alert 'fa-nan': 2 of its 2 command runs since the daemon "
               "started failed, the latest: exit 3 at " in r.stdout and "alert 'fa-vs-fp16':" not in r.stdout,

@@ -806,6 +806,60 @@ static int command_lines(struct alerts *a, const char *path, char lines[][512], 
 }
 
 /*
+ * One run of a rule's command at a time, and none past command_timeout: a
+ * slow one holds the rule's later changes (a second run beside it could
+ * deliver a resolve before its firing), and one past its timeout is killed
+ * with what it started, counted failed, and the held changes go (an ops
+ * trial's hung pager ran on while two more started).
+ */
+static void test_command_timeout(void)
+{
+	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", lines[8][512];
+	struct wd_config cfg;
+
+	if (command_config("{name: slow, study: s, metric: w1, threshold: 1, command: 'cat >> %s; sleep 30', "
+			   "command_min_interval: 0, command_timeout: 1}\n", path, &cfg) < 0)
+		return;
+	struct alerts *a = fresh(&cfg);
+	double c0 = clock_now;
+	step_w1(a, 1, 5.0);
+	int n = command_lines(a, path, lines, 8, 1);
+	CHECK(n == 1 && strstr(lines[0], "\"firing\""), "fired: the command runs, and sleeps (%d lines)", n);
+	step_w1(a, 2, 0.5);
+	n = command_lines(a, path, lines, 8, 2);
+	char *j = alerts_json(a);
+	CHECK(n_events == 2 && n == 1 && j && strstr(j, "\"running_for\":") && strstr(j, "\"held\":true"),
+	      "resolved while it runs: held, not a second run beside it (%d lines): %s", n, j ? j : "");
+	free(j);
+	clock_now = c0 + 2;	/* past command_timeout */
+	n = command_lines(a, path, lines, 8, 2);
+	j = alerts_json(a);
+	CHECK(n == 2 && strstr(lines[1], "\"resolved\"") && j &&
+	      strstr(j, "\"failed\":1,\"last_failure\":\"timed out after 1 s, killed at "),
+	      "past command_timeout: killed and counted failed; the held resolve then goes (%d lines): %s", n,
+	      j ? j : "");
+	free(j);
+	clock_now = c0 + 4;	/* the second run, killed in turn: nothing left behind */
+	for (int tries = 0; tries < 100; tries++) {
+		alerts_reap(a);
+		j = alerts_json(a);
+		int left = j && strstr(j, "\"running_for\":");
+		free(j);
+		if (!left)
+			break;
+		usleep(20000);
+	}
+	j = alerts_json(a);
+	CHECK(j && !strstr(j, "\"running_for\":") && strstr(j, "\"failed\":2,"), "the second run killed too: %s",
+	      j ? j : "");
+	free(j);
+	clock_now = c0;
+	alerts_free(&a);
+	wd_config_release(&cfg);
+	unlink(path);
+}
+
+/*
  * A held change reaches the command as it was judged: the resolve's value,
  * step and threshold then, not a later evaluation's value nor a threshold a
  * reload set since, also across a restart (the WAL's "held_at"). An ops
@@ -1179,6 +1233,7 @@ int main(void)
 	test_cooldown_kept();
 	test_command_held();
 	test_command_held_as_judged();
+	test_command_timeout();
 	test_command_added();
 	test_glob_unmatched(&cfg);
 	wd_config_release(&cfg);
