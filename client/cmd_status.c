@@ -61,8 +61,12 @@ static void print_status(json_t *o)
 		k = 0;
 		json_object_foreach(json_object_get(al, "pending"), name, v)
 			printf("%s%s (%lld)", k++ ? ", " : "; pending: ", name, (long long)json_integer_value(v));
+		k = 0;	/* a command that fails: its alerts reach no one (an ops trial's status said nothing) */
+		json_object_foreach(json_object_get(al, "commands_failed"), name, v)
+			printf("%s%s (%lld)", k++ ? ", " : "; commands failed: ", name, (long long)json_integer_value(v));
 		printf("%s\n", json_object_size(json_object_get(al, "firing")) ||
-		       json_object_size(json_object_get(al, "pending")) ? " (wdrift alerts says which runs)" : "");
+		       json_object_size(json_object_get(al, "pending")) ||
+		       json_object_size(json_object_get(al, "commands_failed")) ? " (wdrift alerts says which)" : "");
 	}
 	/*
 	 * Two scopes, said apart: "10 received, 102 durable" after a restart

@@ -134,7 +134,7 @@ const struct field cfg_fields[] = {
 	{ .name = "limits.min_rate", .type = T_SIZE,
 	  .off = CF(limits.min_rate), .def = "1M", .min = 1, .max = TIB(1),
 	  .doc = "bytes per second below which a partly received snapshot gives up its memory when the budget is full" },
-	{ .name = "limits.pending_timeout", .type = T_INT,
+	{ .name = "limits.pending_timeout", .type = T_INT, .flags = F_SECONDS,
 	  .off = CF(limits.pending_timeout), .def = "600", .min = 1, .max = 86400,
 	  .doc = "seconds an uncommitted or incomplete snapshot may idle before it is dropped" },
 	{ .name = "log.level", .type = T_ENUM,
@@ -171,9 +171,9 @@ const struct field alert_fields[] = {
 	{ .name = "severity", .type = T_ENUM, .off = AF(severity), .def = "warning",
 	  .vals = severity_vals },
 	{ .name = "command", .type = T_STRING, .off = AF(command), .max = 8192 },
-	{ .name = "command_min_interval", .type = T_INT, .off = AF(command_min_interval),
+	{ .name = "command_min_interval", .type = T_INT, .flags = F_SECONDS, .off = AF(command_min_interval),
 	  .def = "60", .min = 0, .max = 86400 },
-	{ .name = "command_timeout", .type = T_INT, .off = AF(command_timeout),
+	{ .name = "command_timeout", .type = T_INT, .flags = F_SECONDS, .off = AF(command_timeout),
 	  .def = "60", .min = 1, .max = 86400 },
 };
 
@@ -536,8 +536,9 @@ int config_value_parse(const struct field *f, const char *text, void *base,
 	case T_INT: {
 		int64_t v = 0;
 		int r = parse_int(text, &v);
-		if (r == -EINVAL)
-			return wd_error(why, size, "bad integer '%s'", CLIP(text));
+		if (r == -EINVAL)	/* "30s", "1m", "0.5": the unit is said, not guessed at (a trial's) */
+			return wd_error(why, size, "bad integer '%s'%s", CLIP(text), f->flags & F_SECONDS ?
+					": a duration is whole seconds, with no unit (60, not 1m)" : "");
 		if (r || v < f->min || v > f->max)
 			return wd_error(why, size, "must be between %lld and %lld (got %s)",
 					(long long)f->min, (long long)f->max, CLIP(text));

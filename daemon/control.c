@@ -74,6 +74,7 @@ static json_t *studies_waiting(const struct control *c)
 /* The alert rules by state, for status (alerts_summary). */
 struct alert_tally {
 	json_t *firing, *pending;	/* {RULE: instances} */
+	json_t *commands_failed;	/* {RULE: runs that failed since the start} */
 	size_t rules;
 	const struct wd_config_alert *last;
 };
@@ -85,6 +86,9 @@ static void tally_one(void *ctx, const struct alert_view *v)
 	if (v->rule != t->last) {
 		t->rules++;
 		t->last = v->rule;
+		if (v->rule->command && v->commands_failed)	/* a pager that fails: alerts that reach no one */
+			json_object_set_new(t->commands_failed, v->rule->name,
+					    json_integer((json_int_t)v->commands_failed));
 	}
 	json_t *into = v->state == 2 ? t->firing : v->state == 1 ? t->pending : NULL;
 	if (!into || !v->run)
@@ -99,12 +103,13 @@ static void tally_one(void *ctx, const struct alert_view *v)
  */
 static json_t *alerts_summary(const struct control *c)
 {
-	struct alert_tally t = { json_object(), json_object(), 0, NULL };
+	struct alert_tally t = { json_object(), json_object(), json_object(), 0, NULL };
 
-	if (c->alerts && t.firing && t.pending)
+	if (c->alerts && t.firing && t.pending && t.commands_failed)
 		alerts_each(c->alerts, tally_one, &t);
-	return json_pack("{s:I,s:o,s:o}", "rules", (json_int_t)t.rules, "firing", t.firing ? t.firing : json_object(),
-			 "pending", t.pending ? t.pending : json_object());
+	return json_pack("{s:I,s:o,s:o,s:o}", "rules", (json_int_t)t.rules, "firing", t.firing ? t.firing : json_object(),
+			 "pending", t.pending ? t.pending : json_object(), "commands_failed",
+			 t.commands_failed ? t.commands_failed : json_object());
 }
 
 #define STATUS_PENDING_MAX 8	/* snapshots named in status: the longest waiting */

@@ -404,9 +404,10 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
 		if (commit_ranks_twice(p, twice, sizeof(twice)))	/* the likelier cause than a dead rank */
 			add(buf, len, &at, "has %s (the same rank= given twice?), and ", twice);
 		if (commit_ranks_not_yet(p, lag, sizeof(lag)))
+			/* the log's word only once it is there (a trial's short pending_timeout expired first) */
 			add(buf, len, &at, "waits for %s, %.0f s after the first commit of the %llu rank%s that did (a "
-			    "rank that died or is stuck? the daemon's log says which)", lag, t - p->first_ranked,
-			    (unsigned long long)p->n_ranked, p->n_ranked == 1 ? "" : "s");
+			    "rank that died or is stuck?%s)", lag, t - p->first_ranked, (unsigned long long)p->n_ranked,
+			    p->n_ranked == 1 ? "" : "s", p->lag_said ? " the daemon's log says which" : "");
 		else if (!p->n_waiters)
 			add(buf, len, &at, "has had no commit, and no message for %.0f s (%zu tensor%s begun: a job "
 			    "stopped or stuck in the middle of it?)", idle, p->n_tensors, p->n_tensors == 1 ? "" : "s");

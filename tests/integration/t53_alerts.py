@@ -169,7 +169,7 @@ def recomputed_step():
                            text=True, timeout=30)
         line = next((x for x in r.stdout.splitlines() if x.startswith("alerts ")), "")
         check(all(f"{n} (1 instance)" in line for n in firing) and "; firing: " in line
-              and "wdrift alerts says which runs" in line, "status prints them on its alerts line", r.stdout)
+              and "(wdrift alerts says which)" in line, "status prints them on its alerts line", r.stdout)
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         harness.teardown(dm, tmp, ctx)
@@ -267,6 +267,13 @@ def main():
               f"fa-slow: each run killed at command_timeout and counted; the resolve went after the firing ({slow})")
         check("alert 'fa-slow': its command ran past command_timeout (4 s): killed, with what it started" in
               dm.log_text(), "the log says the kill")
+        # status, the daemon's view, names the rules whose commands failed (an ops trial's said nothing)
+        stj = control(ctx, tmp, {"v": 1, "cmd": "status"})
+        r = subprocess.run([harness.WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
+        line = next((x for x in r.stdout.splitlines() if x.startswith("alerts ")), "")
+        check(stj and stj.get("alerts", {}).get("commands_failed") == {"fa-nan": 2, "fa-slow": 2} and
+              "; commands failed: fa-nan (2), fa-slow (2) (wdrift alerts says which)" in line,
+              f"status: the rules whose commands failed ({stj and stj.get('alerts')})", r.stdout)
         r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "command    alert 'fa-nan': 2 of its 2 command runs since the daemon "
               "started failed, the latest: exit 3 at " in r.stdout and "alert 'fa-vs-fp16':" not in r.stdout,

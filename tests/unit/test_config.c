@@ -491,6 +491,13 @@ static const struct bad bad[] = {
 	{ "storage:\n  dir: \"a\\0b\"\n", "2:8: storage.dir: ", "contains a NUL character" },
 	{ "limits:\n  max_dims: 33\n", "2:13: limits.max_dims: ", "must be between 1 and 32 (got 33)" },
 	{ "limits:\n  max_name: 12abc\n", "2:13: limits.max_name: ", "bad integer '12abc'" },
+	{ "limits:\n  pending_timeout: 10m\n", "2:20: limits.pending_timeout: ",
+	  "bad integer '10m': a duration is whole seconds, with no unit (60, not 1m)" },
+	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: w1\n    threshold: 1\n    command: c\n"
+	  "    command_min_interval: 0.5\n", "14:27: alerts[0].command_min_interval: ",
+	  "bad integer '0.5': a duration is whole seconds" },
+	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: w1\n    threshold: 1\n    command_timeout: 5\n",
+	  "13:5: alerts[0].command_timeout: ", "key 'command_timeout' applies only with a command" },
 	{ "limits:\n  max_runs: 99999999999999999999999\n", "2:13: limits.max_runs: ",
 	  "must be between 1 and 65536 (got 99999999999999999999999)" },
 	/* keys in conflict */
