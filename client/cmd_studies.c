@@ -15,7 +15,9 @@ static const char usage[] = DC_USAGE_SIMPLE("studies",
 	"with results by its runs that have sent nothing (a typo in a reload?);\n"
 	"and a study with a step of its runs held up now (a rank that died?), as\n"
 	"wdrift drift's stuck line (\"stuck\" in --json), or refused incomplete\n"
-	"with no later step of the run durable, as its expired line (\"expired\").\n");
+	"with no later step of the run durable, as its expired line (\"expired\");\n"
+	"and one with results and a run none of whose steps aligns to a baseline\n"
+	"step, as drift's unaligned line (\"unaligned\").\n");
 
 static void print_studies(json_t *o)
 {
@@ -65,6 +67,10 @@ static void print_studies(json_t *o)
 		if (expired)	/* a step that will have no rows: the job's rank died? */
 			printf("expired   study '%s': %s\n", json_string_value(json_object_get(s, "name")),
 			       expired);
+		const char *unaligned = json_string_value(json_object_get(s, "unaligned"));
+		if (unaligned)	/* a run saved at other steps than the baseline's: compared at none */
+			printf("unaligned study '%s': %s\n", json_string_value(json_object_get(s, "name")),
+			       unaligned);
 	}
 }
 

@@ -287,6 +287,7 @@ static json_t *runs(struct control *c)
 		if (o && run_expired(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "expired", json_string(refused));
 			json_object_set_new(o, "expired_steps", json_integer((json_int_t)r->expired));
+			json_object_set_new(o, "expired_step", json_integer((json_int_t)r->expired_step));
 			json_object_set_new(o, "expired_at", json_real(r->expired_wall));
 		}
 		json_array_append_new(list, o);
@@ -441,6 +442,9 @@ static json_t *studies(struct control *c)
 		/* and once it expired: that step has no rows, and will not (drift's expired line) */
 		if (study_expired(c->cfg, c->st, s, wait, sizeof(wait)))
 			json_object_set_new(one, "expired", json_string(wait));
+		/* a run none of whose steps aligns, beside results (waiting says it before any) */
+		if (b && study_unaligned(c->cfg, c->st, s, wait, sizeof(wait)))
+			json_object_set_new(one, "unaligned", json_string(wait));
 		json_array_append_new(list, one);
 	}
 	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);

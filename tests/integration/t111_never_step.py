@@ -197,6 +197,8 @@ def main():
               "runs: two roles are each said, in the studies' order", r.stdout)
         r = wd(tmp, "runs", "--json")
         runs = {x["name"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
+        check(runs.get("fa", {}).get("expired_steps") == 2 and runs["fa"].get("expired_step") == 8,
+              "runs --json: how many steps of fa expired, and the latest's step", r.stdout[-1500:])
         check(runs.get("base", {}).get("studies") == [{"study": "fa", "role": "baseline"},
                                                       {"study": "other", "role": "baseline"}],
               "runs --json: each study's role", r.stdout[-1500:])

@@ -512,6 +512,9 @@ def proxy_typo():
         said_under(cfg, "st3", "unaligned", "proxy 'st3-bf' has 2 snapshots (steps 5 to 15), none within "
                    "alignment.tolerance (0) of a step of the baseline's 2 snapshots (steps 0 to 10): compared at "
                    "no step until one is;", "proxy 'st3-bf'", "a proxy none of whose steps aligns is said")
+        r = wd(cfg, "studies")
+        check(r.returncode == 0 and "\nunaligned study 'st3': proxy 'st3-bf' has 2 snapshots (steps 5 to 15)" in r.stdout,
+              "studies says it too, as drift does (a trial saw it in drift alone)", r.stdout + r.stderr)
         # a proxy whose steps are all past the baseline's latest: ahead, not unaligned (the baseline may
         # yet send them; a review's was told it needs alignment.tolerance)
         pub = Publisher(ctx, tmp, "st2-bf")
