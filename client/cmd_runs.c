@@ -214,11 +214,12 @@ static void print_runs(json_t *o)
 		printf("publishers ?: this wdriftd does not report them (an older version: restart it "
 		       "on this one)\n");
 	/*
-	 * Under the table, as `drift` says them: a re-run under the same name,
-	 * refused; two jobs under one name at once; steps refused incomplete (a
-	 * rank that died). Each kind together.
+	 * Under the table: a run in no study (a typo? as its job's welcome
+	 * said); as `drift` says them, a re-run under the same name, refused;
+	 * two jobs under one name at once; steps refused incomplete (a rank
+	 * that died). Each kind together.
 	 */
-	static const char *const kinds[] = { "refused", "mixed", "expired" };
+	static const char *const kinds[] = { "no_study", "refused", "mixed", "expired" };
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		json_array_foreach(runs, i, v)
 			dc_said(v, kinds[k]);

@@ -19,6 +19,7 @@
 #include "ingest.h"
 #include "rm_wait.h"
 #include "state.h"
+#include "utf8.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -259,6 +260,11 @@ static json_t *runs(struct control *c)
 			"bytes_pending", (json_int_t)r->bytes_pending,
 			"role", first ? json_string_value(json_object_get(first, "role")) : "none",
 			"studies", in, "conflicts", (json_int_t)r->conflicts);
+		/* in no study: stored, never compared; the near name, as its job's welcome said (a trial) */
+		if (o && !first && ingest_no_study(c->cfg, c->st, r->name, refused, sizeof(refused))) {
+			wd_utf8_scrub(refused);
+			json_object_set_new(o, "no_study", json_string(refused));
+		}
 		/* a live job's: what runs rm refuses for */
 		if (o && c->publishers)
 			json_object_set_new(o, "publishers", json_integer((json_int_t)c->publishers(c->reload_ctx,

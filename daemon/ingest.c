@@ -74,8 +74,7 @@ static void left_for(const struct wd_config *cfg, struct state *st, const char *
  * study (r->left_study) is told so, and the
  * name its study has now: not to take that name, which may be the typo.
  */
-static int no_study(const struct wd_config *cfg, struct state *st, const char *run, char *out,
-		    size_t size)
+int ingest_no_study(const struct wd_config *cfg, struct state *st, const char *run, char *out, size_t size)
 {
 	struct run *r = state_run(st, run, 0);
 	struct suggest near = { run, NULL, 0, SIZE_MAX };
@@ -137,7 +136,7 @@ static void hello(struct ingest *ix, const struct frames *m, const struct wire_h
 	memcpy(h.run, in->run, sizeof(h.run));
 	h.window = ix->window;
 	h.max_message = ix->cfg->limits.max_message;
-	no_study(ix->cfg, ix->st, in->run, h.notice, sizeof(h.notice));
+	ingest_no_study(ix->cfg, ix->st, in->run, h.notice, sizeof(h.notice));
 	char *body = wire_build(&h);
 	if (!body)
 		return;
@@ -170,7 +169,7 @@ static void note_study(struct ingest *ix, struct run *r)
 	if (r->study_checked)
 		return;
 	r->study_checked = 1;
-	if (!no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
+	if (!ingest_no_study(ix->cfg, ix->st, r->name, msg, sizeof(msg)))
 		return;
 	if (!strcmp(ix->no_study_said, r->name))
 		return;

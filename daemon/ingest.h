@@ -153,6 +153,13 @@ size_t ingest_expire(struct ingest *ix, double timeout);
 /* Says the refusals held back by the log's limit, once their minute is over. */
 void ingest_refusals_tick(struct ingest *ix);
 
+/*
+ * Whether run belongs to no study of cfg: then out says so, with the
+ * studies' runs and the nearest name (a typo, often), for the log, the
+ * publisher's welcome and `wdrift runs`. 1 then, else 0.
+ */
+int ingest_no_study(const struct wd_config *cfg, struct state *st, const char *run, char *out, size_t size);
+
 /* Forgets the expired steps of run (`wdrift runs rm`): a re-send starts afresh. */
 void ingest_forget_expired(struct ingest *ix, const char *run);
 

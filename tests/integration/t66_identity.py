@@ -193,13 +193,18 @@ def main():
         ok = (runs.get("base", {}).get("role") == "baseline" and runs.get("fa", {}).get("role") == "candidate"
               and runs.get("lama-fa", {}).get("role") == "none"
               and runs["base"]["studies"] == [{"study": "fa", "role": "baseline"}]
-              and runs["lama-fa"]["studies"] == [])
+              and runs["lama-fa"]["studies"] == []
+              and "belongs to no study" in runs["lama-fa"].get("no_study", "") and "no_study" not in runs["base"])
         check(ok, "wdrift runs --json: role and studies", r.stdout + r.stderr)
         r = wd("runs", "-c", cfg)
         lines = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.strip()}
         check(r.returncode == 0 and "role" in lines.get("run", "") and "study" in lines.get("run", "")
               and "baseline" in lines.get("base", "") and " fa " in lines.get("base", "") + " "
               and "none" in lines.get("lama-fa", ""), "wdrift runs: role and study columns", r.stdout + r.stderr)
+        # a run in no study is said under the table, as its job's welcome said it (a trial saw "none -")
+        check("\nno_study   run 'lama-fa' belongs to no study: its snapshots are stored but never compared "
+              "(studies: 'fa': base, fa, lowprec)" in r.stdout and r.stdout.count("no_study") == 1,
+              "wdrift runs: the run in no study is said under the table", r.stdout)
 
         # Restart: identities come back from the write-ahead log.
         dm.stop()
