@@ -528,6 +528,29 @@ static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const stru
 
 /* --- alerts --- */
 
+/* The alert families, in the order of alert_pass.which. */
+static const struct {
+	const char *name, *type, *help;
+} alert_families[] = {
+	{ "wdrift_alert_rule_state", "gauge",
+	  "An alert rule's state: the highest of its instances', 0 ok, 1 pending, 2 firing." },
+	{ "wdrift_alert_threshold", "gauge", "An alert rule's threshold: it fires above it (stalled: seconds)." },
+	{ "wdrift_alert_state", "gauge",
+	  "One instance of an alert rule (a candidate run; and a tensor for scope tensors): 0 ok, 1 pending, "
+	  "2 firing." },
+	{ "wdrift_alert_value", "gauge", "The value an alert instance last compared with its rule's threshold." },
+	/* a glob that matches nothing leaves its rule "ok" for ever: said (a trial's rule_state read 0) */
+	{ "wdrift_alert_unmatched", "gauge",
+	  "1 when a scope tensors rule's glob matched none of a candidate's tensors at its latest snapshot: it "
+	  "can never fire (wdrift alerts says which run and step)." },
+	/* a pager that fails was said in the daemon's log alone (an ops trial) */
+	{ "wdrift_alert_command_runs_total", "counter",
+	  "Runs of an alert rule's command since the daemon started (those that could not start too)." },
+	{ "wdrift_alert_command_failures_total", "counter",
+	  "Runs of an alert rule's command that failed since the daemon started: not started, an exit status "
+	  "other than 0, a signal, or past its command_timeout (wdrift alerts says the latest)." },
+};
+
 struct alert_pass {
 	FILE *f;
 	int which;				/* 0 rule state, 1 threshold, 2 instance state, 3 value, 4 unmatched,
@@ -539,7 +562,7 @@ struct alert_pass {
 static void rule_state_flush(struct alert_pass *p)
 {
 	if (p->cur)
-		sample(p->f, "wdrift_alert_rule_state", (struct label[]){ { "alert", p->cur->name },
+		sample(p->f, alert_families[0].name, (struct label[]){ { "alert", p->cur->name },
 			{ "study", p->cur->study }, { "severity", wd_config_severity_name(p->cur->severity) },
 			{ 0 } }, p->max);
 }
@@ -563,7 +586,7 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 		if (p->cur == a || a->scope != WD_SCOPE_TENSORS || a->metric == WD_METRIC_STALLED)
 			return;	/* once per rule, of those with a glob */
 		p->cur = a;
-		sample(p->f, "wdrift_alert_unmatched", (struct label[]){ { "alert", a->name },
+		sample(p->f, alert_families[4].name, (struct label[]){ { "alert", a->name },
 			{ "study", a->study }, { 0 } }, v->unmatched);
 		return;
 	case 5:
@@ -571,15 +594,14 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 		if (p->cur == a || !a->command)
 			return;	/* once per rule, of those with a command */
 		p->cur = a;
-		sample(p->f, p->which == 5 ? "wdrift_alert_command_runs_total" :
-			     "wdrift_alert_command_failures_total", (struct label[]){ { "alert", a->name },
+		sample(p->f, alert_families[p->which].name, (struct label[]){ { "alert", a->name },
 			{ "study", a->study }, { 0 } }, (double)(p->which == 5 ? v->commands_run : v->commands_failed));
 		return;
 	case 1:
 		if (v->run && p->cur == a)
 			return;	/* once per rule */
 		p->cur = a;
-		sample(p->f, "wdrift_alert_threshold", (struct label[]){ { "alert", a->name },
+		sample(p->f, alert_families[1].name, (struct label[]){ { "alert", a->name },
 			{ "study", a->study }, { "metric", wd_config_metric_name(a->metric) },
 			{ "scope", a->metric == WD_METRIC_STALLED ? "none" : wd_config_scope_name(a->scope) },
 			{ a->proxy ? "proxy" : NULL, a->proxy }, { 0 } }, a->threshold);
@@ -590,50 +612,22 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 		struct label l[5] = { { "alert", a->name }, { "study", a->study }, { "run", v->run },
 				      { v->tensor ? "tensor" : NULL, v->tensor }, { 0 } };
 		if (p->which == 2)
-			sample(p->f, "wdrift_alert_state", l, v->state);
+			sample(p->f, alert_families[2].name, l, v->state);
 		else if (!isnan(v->value))	/* no value yet (a ratio waits for its proxy): no sample, not 0 */
-			sample(p->f, "wdrift_alert_value", l, v->value);
+			sample(p->f, alert_families[3].name, l, v->value);
 	}
 	}
 }
 
 static void alert_series(FILE *f, const struct alerts *a)
 {
-	struct alert_pass p = { .f = f };
-
-	family(f, "wdrift_alert_rule_state", "gauge",
-	       "An alert rule's state: the highest of its instances', 0 ok, 1 pending, 2 firing.");
-	alerts_each(a, alert_visit, &p);
-	rule_state_flush(&p);
-	family(f, "wdrift_alert_threshold", "gauge",
-	       "An alert rule's threshold: it fires above it (stalled: seconds).");
-	p = (struct alert_pass){ .f = f, .which = 1 };
-	alerts_each(a, alert_visit, &p);
-	family(f, "wdrift_alert_state", "gauge",
-	       "One instance of an alert rule (a candidate run; and a tensor for scope tensors): "
-	       "0 ok, 1 pending, 2 firing.");
-	p = (struct alert_pass){ .f = f, .which = 2 };
-	alerts_each(a, alert_visit, &p);
-	family(f, "wdrift_alert_value", "gauge",
-	       "The value an alert instance last compared with its rule's threshold.");
-	p = (struct alert_pass){ .f = f, .which = 3 };
-	alerts_each(a, alert_visit, &p);
-	/* a glob that matches nothing leaves its rule "ok" for ever: said (a trial's rule_state read 0) */
-	family(f, "wdrift_alert_unmatched", "gauge",
-	       "1 when a scope tensors rule's glob matched none of a candidate's tensors at its latest "
-	       "snapshot: it can never fire (wdrift alerts says which run and step).");
-	p = (struct alert_pass){ .f = f, .which = 4 };
-	alerts_each(a, alert_visit, &p);
-	/* a pager that fails was said in the daemon's log alone (an ops trial) */
-	family(f, "wdrift_alert_command_runs_total", "counter",
-	       "Runs of an alert rule's command since the daemon started (those that could not start too).");
-	p = (struct alert_pass){ .f = f, .which = 5 };
-	alerts_each(a, alert_visit, &p);
-	family(f, "wdrift_alert_command_failures_total", "counter",
-	       "Runs of an alert rule's command that failed since the daemon started: not started, an "
-	       "exit status other than 0, or a signal (wdrift alerts says the latest).");
-	p = (struct alert_pass){ .f = f, .which = 6 };
-	alerts_each(a, alert_visit, &p);
+	for (int k = 0; k < (int)(sizeof(alert_families) / sizeof(alert_families[0])); k++) {
+		struct alert_pass p = { .f = f, .which = k };
+		family(f, alert_families[k].name, alert_families[k].type, alert_families[k].help);
+		alerts_each(a, alert_visit, &p);
+		if (k == 0)
+			rule_state_flush(&p);	/* the last rule gathered */
+	}
 }
 
 char *metrics_render(const struct control *c, size_t *len)

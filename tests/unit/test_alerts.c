@@ -232,6 +232,18 @@ static struct alerts *restart(const struct wd_config *cfg)
 	return a;
 }
 
+/* fresh(), its records kept by store() from none, as the WAL keeps them (restart() reads them). */
+static struct alerts *fresh_stored(struct wd_config *cfg)
+{
+	struct alerts *a = fresh(cfg);
+
+	stored_clear();
+	store_rc = 0;
+	if (a)
+		alerts_set_store(a, store, NULL);
+	return a;
+}
+
 /* for: 3 on one candidate, step by step. */
 static void test_for(struct wd_config *cfg)
 {
@@ -884,11 +896,8 @@ static void test_command_held_as_judged(void)
 		unlink(path);
 		return;
 	}
-	struct alerts *a = fresh(&cfg);
+	struct alerts *a = fresh_stored(&cfg);
 	double t0 = wall_clock;
-	stored_clear();
-	store_rc = 0;
-	alerts_set_store(a, store, NULL);
 	step_w1(a, 1, 5.0);
 	step_w1(a, 2, 5.0);	/* for: 2: firing, and its command runs at once */
 	int n = command_lines(a, path, lines, 8, 1);
@@ -933,11 +942,8 @@ static void test_command_held(void)
 	if (command_config("{name: tens, study: s, metric: w1, scope: tensors, tensors: '*', threshold: 1, "
 			   "command: 'cat >> %s', command_min_interval: 60}\n", path, &cfg) < 0)
 		return;
-	struct alerts *a = fresh(&cfg);
+	struct alerts *a = fresh_stored(&cfg);
 	double t0 = wall_clock;
-	stored_clear();
-	store_rc = 0;
-	alerts_set_store(a, store, NULL);
 	start("s", 1);
 	row("c1", "a", 10, 5.0, NAN);
 	row("c1", "b", 10, 5.0, NAN);
