@@ -123,7 +123,7 @@ CLI_SRCS := client/wdrift.c client/cli.c client/table.c client/daemon_client.c \
 	client/study_data.c client/png.c client/chart.c client/cmd_report.c client/report_data.c \
 	client/report_charts.c client/cmd_export.c \
 	client/cmd_keygen.c client/cmd_reload.c client/other_daemons.c
-DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/commit_ranks.c daemon/alert_instances.c daemon/auth.c daemon/log_limit.c daemon/socket_file.c daemon/compare.c daemon/compute.c daemon/config_file.c daemon/control.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/kept_bufs.c daemon/name_match.c daemon/names.c daemon/peers.c daemon/rm_wait.c daemon/fdlimit.c daemon/pieces.c \
+DAEMON_SRCS := daemon/main.c daemon/alerts.c daemon/commit_ranks.c daemon/alert_instances.c daemon/auth.c daemon/log_limit.c daemon/socket_file.c daemon/compare.c daemon/compute.c daemon/config_file.c daemon/control.c daemon/control_drift.c daemon/identity.c daemon/ingest.c daemon/ingest_reply.c daemon/ingest_room.c daemon/ingest_shard.c daemon/kept_bufs.c daemon/name_match.c daemon/names.c daemon/peers.c daemon/rm_wait.c daemon/fdlimit.c daemon/pieces.c \
 	daemon/dirs.c daemon/logging.c daemon/notify.c daemon/query.c daemon/spool.c daemon/state.c daemon/wal.c \
 	daemon/events.c daemon/reconfigure.c daemon/records.c daemon/recover.c daemon/result_batch.c daemon/result_cover.c daemon/spool_index.c daemon/study_waiting.c daemon/workq.c \
 	daemon/metrics.c daemon/metrics_http.c
