@@ -384,6 +384,8 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 			close(fd);
 		return -1;
 	}
+	char zero[160];	/* made before the fork: the child only execs */
+	snprintf(zero, sizeof(zero), "wdrift alert '%s' command", r->a.name);
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(why, sizeof(why), "not started: fork: %s", strerror(errno));
@@ -402,7 +404,8 @@ static int run_command(struct alerts *a, struct rule *r, const char *text)
 		 * files without O_CLOEXEC, and a command may outlive us */
 		close_range(3, ~0u, 0);
 		signal(SIGPIPE, SIG_DFL);	/* ignored by the daemon; exec keeps that */
-		execl("/bin/sh", "sh", "-c", r->a.command, (char *)NULL);
+		/* $0, which the shell's own errors begin with: its rule's, in the journal (an ops trial's "sh: 1: ...") */
+		execl("/bin/sh", "sh", "-c", r->a.command, zero, (char *)NULL);
 		_exit(127);
 	}
 	close(fd);

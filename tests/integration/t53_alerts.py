@@ -5,7 +5,7 @@ A candidate drifts more than its fp16 proxy for two steps (ratio > 1 with
 for: 2: pending, then firing), then matches the baseline (resolved); its
 command runs on firing and on resolving with the alert JSON on stdin. A
 per-tensor nonfinite rule fires on the tensor with a NaN only; its command
-fails (exit 3), which `wdrift alerts`, the control reply and /metrics
+is not found (exit 127, the shell's error naming the rule), which `wdrift alerts`, the control reply and /metrics
 count, with the latest failure (a pager that failed was in the log alone:
 an ops trial); a slow one (sleep 20) holds its rule's resolve while it runs,
 and is killed at command_timeout, counted failed. A stalled
@@ -45,7 +45,7 @@ alerts:
     scope: tensors
     tensors: "layers.*"
     threshold: 0
-    command: "exit 3"
+    command: "no-such-pager-t53 --page"
     command_min_interval: 0
   - name: fa-slow
     study: fa
@@ -250,8 +250,10 @@ def main():
                 break
             time.sleep(0.2)
         check(nanc.get("runs") == 2 and nanc.get("failed") == 2 and
-              (nanc.get("last_failure") or "").startswith("exit 3 at ") and
-              cmd.get("fa-vs-fp16") == {"runs": 2, "failed": 0, "last_failure": None, "timeout": 60} and
+              (nanc.get("last_failure") or "").startswith("exit 127 at ") and
+              (nanc.get("last_failure") or "").endswith(" UTC (sh: command not found?)") and
+              {k: v for k, v in (cmd.get("fa-vs-fp16") or {}).items() if k not in ("running_for", "held")} ==
+              {"runs": 2, "failed": 0, "last_failure": None, "timeout": 60} and
               cmd.get("fa-quiet") is None, f"control: each rule's command runs and failures ({cmd})")
         # fa-slow's first run killed at its timeout, counted failed; then its held resolve ran (killed too)
         end = time.time() + 15
@@ -276,8 +278,11 @@ def main():
               f"status: the rules whose commands failed ({stj and stj.get('alerts')})", r.stdout)
         r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "command    alert 'fa-nan': 2 of its 2 command runs since the daemon "
-              "started failed, the latest: exit 3 at " in r.stdout and "alert 'fa-vs-fp16':" not in r.stdout,
+              "started failed, the latest: exit 127 at " in r.stdout and "alert 'fa-vs-fp16':" not in r.stdout,
               "wdrift alerts says the failing command under the table", r.stdout + r.stderr)
+        # the shell's own error names the rule, not "sh" (its $0): the journal says whose pager failed
+        check("wdrift alert 'fa-nan' command: 1: no-such-pager-t53: not found" in dm.log_text(),
+              "the shell's error on the daemon's stderr names the rule", dm.log_text()[-1500:])
         r = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True,
                            timeout=30)
         check('wdrift_alert_command_failures_total{alert="fa-nan",study="fa"} 2' in r.stdout and
