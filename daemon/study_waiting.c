@@ -616,7 +616,16 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 		const struct run_expiry *e = expired_near(r, step, tol);
 		int64_t x;
 		later_steps(r, step + tol, later, sizeof(later));
-		if (!e && !later[0])
+		/*
+		 * None of its steps up to the baseline's latest aligns to one of
+		 * the baseline's: it sends at other steps (as unaligned says; those
+		 * past the baseline's latest are ahead's, and may yet align)
+		 */
+		size_t reached = r->n_durable;
+		while (reached > 0 && r->durable[reached - 1] > base->durable[base->n_durable - 1] + tol)
+			reached--;
+		int apart = reached && !any_aligned(r->durable, reached, base->durable, base->n_durable, tol);
+		if (!e && !later[0] && !apart)
 			continue;	/* none after it: it may lag, and come (lagging says where it is) */
 		run_role(cfg, s, r, role, sizeof(role));
 		if (e) {
@@ -624,6 +633,10 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 			snprintf(why, sizeof(why), "'%s' (%s): its step %lld expired incomplete%s, never durable (%s)%s: "
 				 "no row of it at this step unless its job sends that step again", r->name, role,
 				 (long long)e->step, when, e->why, later);
+		} else if (apart) {
+			snprintf(why, sizeof(why), "'%s' (%s): sends at other steps than the baseline's, none of its "
+				 "snapshots at or within alignment.tolerance (%lld) of one (the unaligned line)%s: no row "
+				 "of it at this step unless it sends one there", r->name, role, (long long)tol, later);
 		} else if ((x = near_elsewhere(r, step, tol)) >= 0) {
 			snprintf(why, sizeof(why), "'%s' (%s): its step %lld, within alignment.tolerance (%lld) of step "
 				 "%lld, is compared at a nearer baseline step (docs/daemon.md, \"Alignment\")%s: no row "

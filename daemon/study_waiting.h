@@ -140,8 +140,10 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
  * and none on their way: none of its snapshots aligns to b's step, none
  * near it is held in intake, and either its step there expired incomplete
  * (when and why, from the latest RUN_EXPIRED_KEPT expiries: until its job
- * sends the step again) or it has durable steps after it (it sent none
- * there, or one nearer another baseline step). How many. A trial's
+ * sends the step again), or it has durable steps after it (it sent none
+ * there, or one nearer another baseline step), or none of its steps up to
+ * the baseline's latest aligns to one of the baseline's (study_unaligned's
+ * runs). How many. A trial's
  * `drift --step 1`, whose candidate step 1 expired after a rank died, read
  * "not compared at this step yet" and "lagging", as if it were to come.
  * Nothing for stale rows (another baseline than s's now).

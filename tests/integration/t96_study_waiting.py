@@ -512,6 +512,12 @@ def proxy_typo():
         said_under(cfg, "st3", "unaligned", "proxy 'st3-bf' has 2 snapshots (steps 5 to 15), none within "
                    "alignment.tolerance (0) of a step of the baseline's 2 snapshots (steps 0 to 10): compared at "
                    "no step until one is;", "proxy 'st3-bf'", "a proxy none of whose steps aligns is said")
+        r = wd(cfg, "drift", "st3")
+        check(r.returncode == 0 and "incomplete not compared at this step, and not on its way: st3-bf" in r.stdout
+              and "\nnever      'st3-bf' (proxy bf): sends at other steps than the baseline's, none of its snapshots "
+              "at or within alignment.tolerance (0) of one (the unaligned line)" in r.stdout
+              and "not compared at this step yet" not in r.stdout,
+              "drift: the unaligned proxy is not said to be on its way (a trial's 'yet')", r.stdout + r.stderr)
         r = wd(cfg, "studies")
         check(r.returncode == 0 and "\nunaligned study 'st3': proxy 'st3-bf' has 2 snapshots (steps 5 to 15)" in r.stdout,
               "studies says it too, as drift does (a trial saw it in drift alone)", r.stdout + r.stderr)
