@@ -51,6 +51,14 @@ struct rule {
 	 */
 	uint64_t commands_run, commands_failed;
 	char command_failure[160];
+	/*
+	 * Lines its command owes of instances gone since (resolved by runs rm
+	 * or a reload, then dropped) while a run was held: they go first in
+	 * the next run (a review: they were lost with the instances). NULL:
+	 * none. In memory only.
+	 */
+	char *owed_lines;
+	int child_ended;		/* a run of it was reaped: what it held goes now */
 };
 
 /* A run of a rule's command, until it is reaped. */
@@ -81,9 +89,11 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* Has the rule's command yet to hear some instance's state (firing or not)? */
+/* Has the rule's command yet to hear some instance's state (firing or not), or a gone one's? */
 static int command_owed(const struct rule *r)
 {
+	if (r->a.command && r->owed_lines)
+		return 1;
 	for (const struct instance *i = r->set.head; r->a.command && i; i = i->next)
 		if ((i->state == FIRING) != i->told)
 			return 1;
@@ -101,6 +111,7 @@ static void rules_free(struct alerts *a)
 		free((char *)r->a.command);
 		free(r->unmatched);
 		free(r->unmatched_run);
+		free(r->owed_lines);
 		for (size_t c = 0; c < r->n_cands; c++)
 			free(r->cands[c]);
 		free(r->cands);
@@ -170,6 +181,25 @@ static void transition(const struct rule *r, struct instance *i)
 	i->trans_threshold = r->a.threshold;
 }
 
+/* j's line, resolved, kept on r for its command's next run (owed_lines): 0, or -1 out of memory (said). */
+static int owe_line(struct rule *r, const struct instance *j)
+{
+	json_t *o = alert_json(r, j, "resolved");
+	char *json = o ? json_dumps(o, JSON_COMPACT) : NULL, *more = NULL;
+
+	json_decref(o);
+	if (!json || asprintf(&more, "%s%s\n", r->owed_lines ? r->owed_lines : "", json) < 0) {
+		log_err("alert '%s': out of memory keeping the resolve of run '%s' for its command", r->a.name,
+			j->run);
+		free(json);
+		return -1;
+	}
+	free(json);
+	free(r->owed_lines);
+	r->owed_lines = more;
+	return 0;
+}
+
 /*
  * Resolves r's firing instances of run (NULL: every one), which are about
  * to go, saying reason in each one's event, log line and command line: a
@@ -206,6 +236,10 @@ static size_t resolve_going(struct alerts *a, struct rule *r, const char *run, c
 	}
 	if (n)
 		command_due(a, r);
+	/* held (the interval, a run still going): kept as lines, since the instances go */
+	for (struct instance *j = r->set.head; r->a.command && j; j = j->next)
+		if (j->reason && j->told && owe_line(r, j) == 0)
+			j->told = 0;
 	if (n && record)
 		save(a, r);
 	for (struct instance *j = r->set.head; j; j = j->next)
@@ -280,6 +314,9 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			v[i].commands_run = old[k].commands_run;	/* counters: they only go up */
 			v[i].commands_failed = old[k].commands_failed;
 			memcpy(v[i].command_failure, old[k].command_failure, sizeof(v[i].command_failure));
+			v[i].owed_lines = old[k].owed_lines;	/* the same command, if it still has one */
+			old[k].owed_lines = NULL;
+			v[i].busy_said = old[k].busy_said;
 			if (old[k].def != v[i].def) {
 				if (!old[k].set.head)
 					continue;	/* nothing to drop or say */
@@ -474,6 +511,8 @@ static void command_due(struct alerts *a, struct rule *r)
 	char *text = NULL;
 	size_t len = 0, skipped = 0;
 	FILE *f = open_memstream(&text, &len);
+	if (f && r->owed_lines)	/* gone instances' first: they changed before these */
+		fputs(r->owed_lines, f);
 	for (struct instance *i = r->set.head; f && i; i = i->next) {
 		int firing = i->state == FIRING;
 		if (firing == i->told)
@@ -495,6 +534,8 @@ static void command_due(struct alerts *a, struct rule *r)
 	if (run_command(a, r, text) == 0) {	/* not started (said): tried again next second */
 		r->last_command = t;
 		r->held_said = 0;
+		free(r->owed_lines);
+		r->owed_lines = NULL;
 		/* heard now: the instances on its lines (the same walk, the same test) */
 		for (struct instance *i = r->set.head; i; i = i->next)
 			if ((i->state == FIRING) != i->told) {
@@ -629,8 +670,12 @@ static void evaluate(struct alerts *a, struct rule *r, struct instance *i, doubl
 	    (state == PENDING && count != was_above))
 		i->dirty = 1;
 	if (!to) {
-		/* its transition's step judged again (another run arrived at it), to the same state */
-		if (i->has_trans && i->trans_step == step) {
+		/*
+		 * its transition's step judged again (another run arrived at it),
+		 * to the same state; not stalled's, judged each second at its run's
+		 * last step, whose value is the time since
+		 */
+		if (!stalled && i->has_trans && i->trans_step == step) {
 			i->trans_value = value;
 			i->trans_threshold = r->a.threshold;
 		}
@@ -845,7 +890,7 @@ void alerts_tick(struct alerts *a, const struct state *st)
  * process group), and counted failed now, once. A hung pager held every
  * later change of its rule, unsaid (an ops trial's `sleep` ran on).
  */
-static void kill_late(struct alerts *a, struct child *c)
+static void kill_late(struct child *c, struct rule *rule)
 {
 	char what[64];
 
@@ -855,9 +900,8 @@ static void kill_late(struct alerts *a, struct child *c)
 	log_warning("alert '%s': its command ran past command_timeout (%lld s): killed, with what it started",
 		    c->rule ? c->rule : "?", (long long)c->timeout);
 	snprintf(what, sizeof(what), "timed out after %lld s, killed", (long long)c->timeout);
-	for (size_t k = 0; c->rule && k < a->n_rules; k++)
-		if (!strcmp(a->rules[k].a.name, c->rule))
-			command_failed(&a->rules[k], what, "");
+	if (rule)
+		command_failed(rule, what, "");
 }
 
 void alerts_reap(struct alerts *a)
@@ -868,36 +912,47 @@ void alerts_reap(struct alerts *a)
 		struct child *c = *p;
 		int status;
 		pid_t r = waitpid(c->pid, &status, WNOHANG);
+		struct rule *rule = NULL;	/* its rule now: a reload since keeps one of that name */
+		for (size_t k = 0; c->rule && k < a->n_rules && !rule; k++)
+			if (!strcmp(a->rules[k].a.name, c->rule))
+				rule = &a->rules[k];
 		if (r == 0) {
+			/* the timeout now: a reload that lowers it ends a hung run (a review) */
+			c->timeout = rule ? rule->a.command_timeout : c->timeout;
 			if (!c->killed && now_mono() - c->started > (double)c->timeout)
-				kill_late(a, c);
+				kill_late(c, rule);
 			p = &c->next;
 			continue;
 		}
 		ended = 1;
+		if (rule) {
+			rule->child_ended = 1;
+			rule->busy_said = 0;	/* a later hold is news again */
+		}
 		if (r > 0 && !c->killed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-			log_warning("alert '%s': its command failed (%s %d)", c->rule,
+			log_warning("alert '%s': its command failed (%s %d)", c->rule ? c->rule : "?",
 				    WIFEXITED(status) ? "exit" : "signal",
 				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-			/* its rule by name: a reload since keeps the counters of a rule it keeps */
 			char what[32];
 			snprintf(what, sizeof(what), "%s %d", WIFEXITED(status) ? "exit" : "signal",
 				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-			for (size_t k = 0; c->rule && k < a->n_rules; k++)
-				if (!strcmp(a->rules[k].a.name, c->rule))
-					command_failed(&a->rules[k], what, WIFEXITED(status) &&
-						       WEXITSTATUS(status) == 127 ? " (sh: command not found?)" : "");
+			if (rule)	/* a reload since keeps the counters of a rule it keeps */
+				command_failed(rule, what, WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
+					       " (sh: command not found?)" : "");
 		}
 		*p = c->next;
 		free(c->rule);
 		free(c);
 	}
-	/* what waited for a run to end goes now, not at the next second's tick */
-	for (size_t k = 0; ended && k < a->n_rules; k++)
-		if (command_owed(&a->rules[k])) {
-			command_due(a, &a->rules[k]);
-			save(a, &a->rules[k]);
-		}
+	/* what waited for a run of its rule to end goes now, not at the next second's tick */
+	for (size_t k = 0; ended && k < a->n_rules; k++) {
+		struct rule *r = &a->rules[k];
+		if (!r->child_ended)
+			continue;
+		r->child_ended = 0;
+		command_due(a, r);
+		save(a, r);
+	}
 }
 
 void alerts_set_store(struct alerts *a, alert_store fn, void *ctx)

@@ -128,7 +128,7 @@ void run_note_expired(struct run *r, int64_t step, const char *why)
 	if (!r->expiries)	/* out of memory: only the latest is kept, above */
 		r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries));
 	if (r->expiries) {
-		struct run_expiry *e = &r->expiries[r->expired % RUN_EXPIRED_KEPT];
+		struct run_expiry *e = &r->expiries[r->n_expiries++ % RUN_EXPIRED_KEPT];
 		e->step = step;
 		e->wall = r->expired_wall;
 		snprintf(e->why, sizeof(e->why), "%s", r->expired_why);

@@ -145,11 +145,13 @@ struct run {
 	char expired_why[240];
 	/*
 	 * The latest RUN_EXPIRED_KEPT of them, each with its Unix seconds and
-	 * why (the i-th expiry at i % RUN_EXPIRED_KEPT; NULL until the first):
-	 * `drift --step N` says such a step as not to be compared unless its
-	 * job sends it again (study_never), not as one on its way.
+	 * why (the i-th of the n_expiries kept at i % RUN_EXPIRED_KEPT; NULL
+	 * until the first): `drift --step N` says such a step as not to be
+	 * compared unless its job sends it again (study_never), not as one on
+	 * its way.
 	 */
 	struct run_expiry *expiries;
+	uint64_t n_expiries;
 	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
 	double conflict_full_at;
 	int64_t conflict_full_step;

@@ -553,10 +553,10 @@ int study_run_aligned(const struct run *r, const struct run *base, int64_t bstep
 /* The latest expiry kept of r at a step within tol of step, or NULL. */
 static const struct run_expiry *expired_near(const struct run *r, int64_t step, int64_t tol)
 {
-	uint64_t kept = r->expired < RUN_EXPIRED_KEPT ? r->expired : RUN_EXPIRED_KEPT;
+	uint64_t kept = r->n_expiries < RUN_EXPIRED_KEPT ? r->n_expiries : RUN_EXPIRED_KEPT;
 
 	for (uint64_t i = 0; r->expiries && i < kept; i++) {	/* the latest first */
-		const struct run_expiry *e = &r->expiries[(r->expired - 1 - i) % RUN_EXPIRED_KEPT];
+		const struct run_expiry *e = &r->expiries[(r->n_expiries - 1 - i) % RUN_EXPIRED_KEPT];
 		if (gap(e->step, step) <= tol)
 			return e;
 	}

@@ -829,14 +829,27 @@ static void test_command_timeout(void)
 	char path[] = "/tmp/wdrift-test-alerts-XXXXXX", lines[8][512];
 	struct wd_config cfg;
 
-	if (command_config("{name: slow, study: s, metric: w1, threshold: 1, command: 'cat >> %s; sleep 30', "
-			   "command_min_interval: 0, command_timeout: 1}\n", path, &cfg) < 0)
+	/* the sleep in the background: only a kill of its process group ends it */
+	if (command_config("{name: slow, study: s, metric: w1, threshold: 1, command: 'p=%s; cat >> $p; sleep 30 "
+			   "& echo $! > $p.pid; wait', command_min_interval: 0, command_timeout: 1}\n", path, &cfg) < 0)
 		return;
 	struct alerts *a = fresh(&cfg);
 	double c0 = clock_now;
 	step_w1(a, 1, 5.0);
 	int n = command_lines(a, path, lines, 8, 1);
 	CHECK(n == 1 && strstr(lines[0], "\"firing\""), "fired: the command runs, and sleeps (%d lines)", n);
+	char pidfile[64];
+	long sleeper = 0;
+	snprintf(pidfile, sizeof(pidfile), "%s.pid", path);
+	for (int tries = 0; tries < 100 && sleeper <= 0; tries++) {	/* written a moment after the line */
+		FILE *pf = fopen(pidfile, "r");
+		if (pf && fscanf(pf, "%ld", &sleeper) != 1)
+			sleeper = 0;
+		if (pf)
+			fclose(pf);
+		if (sleeper <= 0)
+			usleep(20000);
+	}
 	step_w1(a, 2, 0.5);
 	n = command_lines(a, path, lines, 8, 2);
 	char *j = alerts_json(a);
@@ -851,6 +864,19 @@ static void test_command_timeout(void)
 	      "past command_timeout: killed and counted failed; the held resolve then goes (%d lines): %s", n,
 	      j ? j : "");
 	free(j);
+	int gone = 0;	/* the background sleep went with its group: gone, or a zombie for init to reap */
+	for (int tries = 0; tries < 100 && !gone; tries++) {
+		char stat[64], buf[256] = "";
+		snprintf(stat, sizeof(stat), "/proc/%ld/stat", sleeper);
+		FILE *sf = fopen(stat, "r");
+		if (!sf || !fgets(buf, sizeof(buf), sf) || strstr(buf, ") Z "))
+			gone = 1;
+		if (sf)
+			fclose(sf);
+		if (!gone)
+			usleep(20000);
+	}
+	CHECK(sleeper > 0 && gone, "the run's background sleep (pid %ld) was killed with it: its process group", sleeper);
 	clock_now = c0 + 4;	/* the second run, killed in turn: nothing left behind */
 	for (int tries = 0; tries < 100; tries++) {
 		alerts_reap(a);
@@ -865,10 +891,34 @@ static void test_command_timeout(void)
 	CHECK(j && !strstr(j, "\"running_for\":") && strstr(j, "\"failed\":2,"), "the second run killed too: %s",
 	      j ? j : "");
 	free(j);
+	/*
+	 * runs rm while a run goes: the resolve of the instances it drops is
+	 * held, and kept for the next run, not lost with them (a review)
+	 */
+	clock_now = c0 + 10;
+	step_w1(a, 3, 5.0);	/* fires again: a run starts */
+	n = command_lines(a, path, lines, 8, 3);
+	alerts_forget_run(a, "c1", &cfg, 1, NULL);
+	clock_now = c0 + 12;	/* the firing's run past its timeout; then the kept resolve goes */
+	n = command_lines(a, path, lines, 8, 4);
+	CHECK(n == 4 && strstr(lines[2], "\"firing\"") && strstr(lines[3], "\"resolved\"") &&
+	      strstr(lines[3], "\"reason\""),
+	      "runs rm during a run: its resolve, with the reason, goes once the run ends (%d lines)", n);
+	clock_now = c0 + 14;	/* the last run killed: nothing left behind */
+	for (int tries = 0; tries < 100; tries++) {
+		alerts_reap(a);
+		j = alerts_json(a);
+		int left = j && strstr(j, "\"running_for\":");
+		free(j);
+		if (!left)
+			break;
+		usleep(20000);
+	}
 	clock_now = c0;
 	alerts_free(&a);
 	wd_config_release(&cfg);
 	unlink(path);
+	unlink(pidfile);
 }
 
 /*
