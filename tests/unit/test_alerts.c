@@ -817,6 +817,20 @@ static int command_lines(struct alerts *a, const char *path, char lines[][512], 
 	return n;
 }
 
+/* Reaps a's runs until none is left going (past their timeouts, by the clock the caller set), 2 s at most. */
+static void reap_all(struct alerts *a)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		alerts_reap(a);
+		char *j = alerts_json(a);
+		int left = j && strstr(j, "\"running_for\":");
+		free(j);
+		if (!left)
+			return;
+		usleep(20000);
+	}
+}
+
 /*
  * One run of a rule's command at a time, and none past command_timeout: a
  * slow one holds the rule's later changes (a second run beside it could
@@ -878,15 +892,7 @@ static void test_command_timeout(void)
 	}
 	CHECK(sleeper > 0 && gone, "the run's background sleep (pid %ld) was killed with it: its process group", sleeper);
 	clock_now = c0 + 4;	/* the second run, killed in turn: nothing left behind */
-	for (int tries = 0; tries < 100; tries++) {
-		alerts_reap(a);
-		j = alerts_json(a);
-		int left = j && strstr(j, "\"running_for\":");
-		free(j);
-		if (!left)
-			break;
-		usleep(20000);
-	}
+	reap_all(a);
 	j = alerts_json(a);
 	CHECK(j && !strstr(j, "\"running_for\":") && strstr(j, "\"failed\":2,"), "the second run killed too: %s",
 	      j ? j : "");
@@ -905,15 +911,7 @@ static void test_command_timeout(void)
 	      strstr(lines[3], "\"reason\""),
 	      "runs rm during a run: its resolve, with the reason, goes once the run ends (%d lines)", n);
 	clock_now = c0 + 14;	/* the last run killed: nothing left behind */
-	for (int tries = 0; tries < 100; tries++) {
-		alerts_reap(a);
-		j = alerts_json(a);
-		int left = j && strstr(j, "\"running_for\":");
-		free(j);
-		if (!left)
-			break;
-		usleep(20000);
-	}
+	reap_all(a);
 	clock_now = c0;
 	alerts_free(&a);
 	wd_config_release(&cfg);
