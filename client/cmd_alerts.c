@@ -102,8 +102,9 @@ static void print_alerts(json_t *o)
 			       json_is_true(json_object_get(cmd, "held")) ? "; the changes since are held until it ends" :
 			       "");
 		else if (json_is_true(json_object_get(cmd, "held")))
-			printf("command    alert '%s': changes held by command_min_interval go to its command when it "
-			       "is over\n", json_string_value(json_object_get(al, "name")));
+			printf("command    alert '%s': changes are held for its command: command_min_interval is not "
+			       "over, or it could not start (the daemon's log says which)\n",
+			       json_string_value(json_object_get(al, "name")));
 	}
 }
 

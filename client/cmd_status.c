@@ -15,8 +15,9 @@ static const char usage[] =
 "yet by name), snapshots (durable: in the whole write-ahead log; since this\n"
 "start: received, that is commits, one per rank of a sharded one, duplicates,\n"
 "dropped, conflicts; pending now),\n"
-"alert rules firing or pending, errors by code, queue depths, memory, and\nauthentication: CURVE handshakes\n"
-"accepted and refused, by reason.\n"
+"alert rules firing or pending, and those whose command failed since the\n"
+"start, errors by code, queue depths, memory, and authentication: CURVE\n"
+"handshakes accepted and refused, by reason.\n"
 "\n"
 DC_HELP_TARGET
 "      --json         print the reply as JSON (docs/protocol.md, \"status\")\n"
@@ -63,7 +64,8 @@ static void print_status(json_t *o)
 			printf("%s%s (%lld)", k++ ? ", " : "; pending: ", name, (long long)json_integer_value(v));
 		k = 0;	/* a command that fails: its alerts reach no one (an ops trial's status said nothing) */
 		json_object_foreach(json_object_get(al, "commands_failed"), name, v)
-			printf("%s%s (%lld)", k++ ? ", " : "; commands failed: ", name, (long long)json_integer_value(v));
+			printf("%s%s (%lld run%s)", k++ ? ", " : "; commands failed: ", name, (long long)json_integer_value(v),
+			       json_integer_value(v) == 1 ? "" : "s");
 		printf("%s\n", json_object_size(json_object_get(al, "firing")) ||
 		       json_object_size(json_object_get(al, "pending")) ||
 		       json_object_size(json_object_get(al, "commands_failed")) ? " (wdrift alerts says which)" : "");

@@ -611,9 +611,11 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 	for (size_t i = 0; i < k; i++) {
 		struct run *r = result_batch_has_run(b, names[i]) ? NULL : state_run(st, names[i], 0);
 		/* no snapshot (silent says it), one aligned (being compared), one held in intake (stuck) */
-		if (!r || !r->n_durable || study_run_aligned(r, base, step, tol) || held_near(st, r, step, tol))
+		if (!r || study_run_aligned(r, base, step, tol) || held_near(st, r, step, tol))
 			continue;
 		const struct run_expiry *e = expired_near(r, step, tol);
+		if (!r->n_durable && !e)
+			continue;	/* never sent (silent says it); one whose only step expired is said */
 		int64_t x;
 		later_steps(r, step + tol, later, sizeof(later));
 		/*

@@ -69,7 +69,7 @@ def main():
     try:
         # a second study of the same baseline and candidate (and lowprec a candidate there): `runs` says
         # one role once, two roles each
-        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa, lowprec]\n",
+        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa, lowprec, late]\n",
                         limits="pending_timeout: 5")
         check(dm.start() is not None, "daemon ready with limits.pending_timeout: 5")
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
@@ -83,8 +83,12 @@ def main():
             send(p, 1, s)
             p.recv()
         send(fa, 1, 1.01, half=True)
+        late = Publisher(ctx, tmp, "late")     # a candidate of study other whose first step expires
+        send(late, 1, 1.02, half=True)
         fa.s.setsockopt(zmq.RCVTIMEO, 15000)
+        late.s.setsockopt(zmq.RCVTIMEO, 15000)
         e = fa.recv()
+        el = late.recv()
         check(e and e.get("type") == "error" and e.get("code") == "incomplete",
               f"fa's half step 1 is refused incomplete at the expiry ({e})")
 
@@ -97,6 +101,13 @@ def main():
         got = [s for s in json.loads(r.stdout)["studies"] if s["name"] == "fa"] if r.returncode == 0 else []
         check(got and "the latest step 1" in (got[0].get("expired") or ""), "studies --json: expired",
               r.stdout[-1500:])
+
+        # a run whose only step expired: not on its way either (a review: it read "not compared yet")
+        r = wd(tmp, "drift", "other", "--step", "1")
+        check(el and el.get("code") == "incomplete" and r.returncode == 0 and
+              "\nnever      'late' (candidate): its step 1 expired incomplete" in r.stdout and
+              "not compared at this step yet: late" not in r.stdout,
+              "drift other --step 1: 'late', whose only step expired, is not on its way", r.stdout + str(el))
 
         # meanwhile drift --step 1 says fa's step 1 expired, not that it lags: its job may send it again,
         # but nothing is on its way (a trial's, with the job down)

@@ -274,7 +274,7 @@ def main():
         r = subprocess.run([harness.WDRIFT, "status", "-c", path], capture_output=True, text=True, timeout=30)
         line = next((x for x in r.stdout.splitlines() if x.startswith("alerts ")), "")
         check(stj and stj.get("alerts", {}).get("commands_failed") == {"fa-nan": 2, "fa-slow": 2} and
-              "; commands failed: fa-nan (2), fa-slow (2) (wdrift alerts says which)" in line,
+              "; commands failed: fa-nan (2 runs), fa-slow (2 runs) (wdrift alerts says which)" in line,
               f"status: the rules whose commands failed ({stj and stj.get('alerts')})", r.stdout)
         r = subprocess.run([harness.WDRIFT, "alerts", "-c", path], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "command    alert 'fa-nan': 2 of its 2 command runs since the daemon "
