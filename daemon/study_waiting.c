@@ -684,10 +684,29 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 		return;
 	}
 	const char *runs[WD_STUDY_STEP_RUNS_MAX];
-	size_t n = wd_study_step_runs(s, runs, WD_STUDY_STEP_RUNS_MAX);
+	size_t n = wd_study_step_runs(s, runs, WD_STUDY_STEP_RUNS_MAX), expired = 0;
 	for (size_t k = 0; k < n; k++)	/* the synthetic proxy's label is no run: skipped */
 		near += study_run_aligned(state_run(st, runs[k], 0), base, step, tol);
-	if (near)
+	/*
+	 * A run whose step there expired (a rank that died): said, not blamed
+	 * on alignment (a trial's study with no proxy had no row at the step)
+	 */
+	for (size_t k = 0; !near && k < n; k++) {
+		struct run *r = state_run(st, runs[k], 0);
+		const struct run_expiry *e = r ? expired_near(r, step, tol) : NULL;
+		char role[512], when[48];
+		if (!e)
+			continue;
+		run_role(cfg, s, r, role, sizeof(role));
+		wall_said(e->wall, when, sizeof(when));
+		add(buf, len, &at, "; '%s' (%s): its step %lld expired incomplete%s, never durable (%s): no row of it "
+		    "at this step unless its job sends that step again", r->name, role, (long long)e->step, when,
+		    e->why);
+		expired++;
+	}
+	if (expired)
+		wd_utf8_scrub(buf);	/* a name cut at the end: the error goes as JSON */
+	else if (near)
 		add(buf, len, &at, "; the baseline and %zu of the study's runs have snapshots at or within "
 		    "alignment.tolerance (%lld) of step %lld, not compared yet (wdrift status: queues)",
 		    near, (long long)tol, (long long)step);

@@ -69,7 +69,8 @@ def main():
     try:
         # a second study of the same baseline and candidate (and lowprec a candidate there): `runs` says
         # one role once, two roles each
-        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa, lowprec, late]\n",
+        dm.write_config(extra="  - name: other\n    baseline: base\n    candidates: [fa, lowprec, late]\n"
+                              "  - name: alone\n    baseline: base\n    candidates: [late]\n",
                         limits="pending_timeout: 5")
         check(dm.start() is not None, "daemon ready with limits.pending_timeout: 5")
         base, fa, low = (Publisher(ctx, tmp, r) for r in ("base", "fa", "lowprec"))
@@ -108,6 +109,13 @@ def main():
               "\nnever      'late' (candidate): its step 1 expired incomplete" in r.stdout and
               "not compared at this step yet: late" not in r.stdout,
               "drift other --step 1: 'late', whose only step expired, is not on its way", r.stdout + str(el))
+
+        # a study with no proxy has no row at all at that step: its error says the expiry, not alignment
+        # (a trial's blamed alignment.tolerance)
+        r = wd(tmp, "drift", "alone", "--step", "1")
+        check(r.returncode == 1 and "'late' (candidate): its step 1 expired incomplete" in r.stderr and
+              "rank 1 of 2 never committed" in r.stderr and "alignment.tolerance" not in r.stderr,
+              "drift alone --step 1: the error names the expired step", r.stdout + r.stderr)
 
         # meanwhile drift --step 1 says fa's step 1 expired, not that it lags: its job may send it again,
         # but nothing is on its way (a trial's, with the job down)
@@ -201,9 +209,9 @@ def main():
         # "baseline, baseline"); --json keeps one entry per study
         r = wd(tmp, "runs")
         rows = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines() if ln.strip()}
-        check(r.returncode == 0 and rows.get("base", [])[1:4] == ["baseline", "fa,", "other"] and
+        check(r.returncode == 0 and rows.get("base", [])[1:5] == ["baseline", "fa,", "other,", "alone"] and
               rows.get("fa", [])[1:4] == ["candidate", "fa,", "other"],
-              "runs: one role in both studies is said once, beside the two studies", r.stdout + r.stderr)
+              "runs: one role in every study is said once, beside the studies", r.stdout + r.stderr)
         check(rows.get("lowprec", [])[1:6] == ["proxy", "fp16,", "candidate", "fa,", "other"],
               "runs: two roles are each said, in the studies' order", r.stdout)
         r = wd(tmp, "runs", "--json")
@@ -211,7 +219,8 @@ def main():
         check(runs.get("fa", {}).get("expired_steps") == 2 and runs["fa"].get("expired_step") == 8,
               "runs --json: how many steps of fa expired, and the latest's step", r.stdout[-1500:])
         check(runs.get("base", {}).get("studies") == [{"study": "fa", "role": "baseline"},
-                                                      {"study": "other", "role": "baseline"}],
+                                                      {"study": "other", "role": "baseline"},
+                                                      {"study": "alone", "role": "baseline"}],
               "runs --json: each study's role", r.stdout[-1500:])
     finally:
         teardown(dm, tmp, ctx)
