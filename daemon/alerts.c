@@ -383,14 +383,11 @@ static json_t *alert_json(const struct rule *r, const struct instance *i, const 
  */
 static void command_failed(struct rule *r, const char *what, const char *hint)
 {
-	char when[48] = "";
-	time_t t = (time_t)now_wall();
-	struct tm tm;
+	char when[48];
 
 	r->commands_failed++;
-	if (gmtime_r(&t, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	snprintf(r->command_failure, sizeof(r->command_failure), "%s at %s%s", what, when, hint);
+	wall_said(now_wall(), when, sizeof(when));
+	snprintf(r->command_failure, sizeof(r->command_failure), "%s%s%s", what, when, hint);
 }
 
 /*
@@ -930,15 +927,15 @@ void alerts_reap(struct alerts *a)
 			rule->busy_said = 0;	/* a later hold is news again */
 		}
 		if (r > 0 && !c->killed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-			log_warning("alert '%s': its command failed (%s %d)", c->rule ? c->rule : "?",
-				    WIFEXITED(status) ? "exit" : "signal",
-				    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 			char what[32];
+			const char *hint = WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
+					   " (sh: command not found?)" : "";
 			snprintf(what, sizeof(what), "%s %d", WIFEXITED(status) ? "exit" : "signal",
 				 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			/* the hint here too: the log is where an operator looks first (a trial) */
+			log_warning("alert '%s': its command failed (%s)%s", c->rule ? c->rule : "?", what, hint);
 			if (rule)	/* a reload since keeps the counters of a rule it keeps */
-				command_failed(rule, what, WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
-					       " (sh: command not found?)" : "");
+				command_failed(rule, what, hint);
 		}
 		*p = c->next;
 		free(c->rule);

@@ -251,7 +251,7 @@ static json_t *runs(struct control *c)
 	for (struct run *r = c->st->runs; r; r = r->next) {
 		json_t *in = run_studies(c->cfg, r->name);
 		json_t *first = json_array_get(in, 0);
-		char refused[1400];
+		char refused[2048];
 		/* last_seen 0: known from the WAL alone, not heard from since the start */
 		json_t *o = json_pack("{s:s,s:I,s:o,s:o,s:I,s:s,s:o,s:I}",
 			"name", r->name, "durable", (json_int_t)r->n_durable,
@@ -293,8 +293,8 @@ static json_t *runs(struct control *c)
 		if (o && run_expired(c->cfg, NULL, r, refused, sizeof(refused))) {
 			json_object_set_new(o, "expired", json_string(refused));
 			json_object_set_new(o, "expired_steps", json_integer((json_int_t)r->expired));
-			json_object_set_new(o, "expired_step", json_integer((json_int_t)r->expired_step));
-			json_object_set_new(o, "expired_at", json_real(r->expired_wall));
+			json_object_set_new(o, "expired_step", json_integer((json_int_t)run_last_expiry(r)->step));
+			json_object_set_new(o, "expired_at", json_real(run_last_expiry(r)->wall));
 		}
 		json_array_append_new(list, o);
 	}

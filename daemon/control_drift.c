@@ -55,15 +55,19 @@ static int reshaped(struct control *c, struct drift_query *q, const struct resul
 		struct run *r = result_batch_has_run(b, q->runs[k]) ? state_run(c->st, q->runs[k], 0) : NULL;
 		int64_t x = r ? study_run_step(r, base, b->step, (int64_t)c->cfg->alignment.tolerance) : -1;
 		const struct snap_id *id = x >= 0 ? run_identity(r, x) : NULL;
-		size_t extra, n = id ? identity_apart(bid, id, &extra, NULL) : 0;
-		if (!n)
+		if (!id || !id->n)
 			continue;
 		if (!q->reshaped && (!(q->reshaped = calloc(q->n_runs + 1, sizeof(*q->reshaped))) ||
 				     !(q->n_reshaped = calloc(q->n_runs + 1, sizeof(*q->n_reshaped)))))
 			return -ENOMEM;
+		/* room for every tensor of it, and one walk: a second only to count cost as much */
+		size_t extra;
 		if (!(q->reshaped[k] = malloc(id->n * sizeof(uint64_t))))
 			return -ENOMEM;
-		q->n_reshaped[k] = identity_apart(bid, id, &extra, q->reshaped[k]);
+		if (!(q->n_reshaped[k] = identity_apart(bid, id, &extra, q->reshaped[k]))) {
+			free(q->reshaped[k]);
+			q->reshaped[k] = NULL;
+		}
 	}
 	return 0;
 }

@@ -312,10 +312,18 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			 * again on a fresh socket, a new one (a trial read "2 commits
 			 * waited" beside one live rank as two ranks).
 			 */
-			log_warning("ingest: run '%s' step %lld: %s (commits from %zu connection%s waited; "
-				    "a rank that sent again on a new connection counts again)",
-				    snap->run->name, (long long)snap->step, why, snap->n_waiters,
-				    snap->n_waiters == 1 ? "" : "s");
+			const struct run_expiry *again = run_expiry_again(snap->run, why);
+			if (again)	/* each later step of a dead rank's job: said short (a trial's log repeated it whole) */
+				log_warning("ingest: run '%s' step %lld: expired after %.0f s as its step %lld did, for "
+					    "the same reason%s%s (%llu steps of it expired since this start; `wdrift runs` "
+					    "says them)", snap->run->name, (long long)snap->step, timeout,
+					    (long long)again->step, named ? ": " : "", named ? missing : "",
+					    (unsigned long long)snap->run->expired + 1);
+			else
+				log_warning("ingest: run '%s' step %lld: %s (commits from %zu connection%s waited; "
+					    "a rank that sent again on a new connection counts again)",
+					    snap->run->name, (long long)snap->step, why, snap->n_waiters,
+					    snap->n_waiters == 1 ? "" : "s");
 			ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 			ingest_note_expired(ix, snap, t, why);
 		} else if (!snap->recheck) {

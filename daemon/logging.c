@@ -38,6 +38,16 @@ int log_timestamp(char *buf, size_t size, const struct timespec *ts)
 	return snprintf(buf, size, "%s.%03ld%.3s:%s", date, ts->tv_nsec / 1000000L, zone, zone + 3);
 }
 
+void wall_said(double wall, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t = (time_t)wall;
+
+	buf[0] = 0;
+	if (gmtime_r(&t, &tm))
+		strftime(buf, len, " at %Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
 /*
  * The daemon's sink: the journal's "<N>" prefix (the journal stamps each
  * line itself), or "TIME wdriftd: LEVEL: ", the time first so that a line

@@ -28,6 +28,11 @@ void log_write(int prio, const char *msg);
  * UTC offset, "2026-11-24T10:15:02.123+01:00"; snprintf's return.
  */
 int log_timestamp(char *buf, size_t size, const struct timespec *ts);
+/*
+ * " at 2026-11-30 10:35:38 UTC", or "": Unix seconds (now_wall's) in a
+ * sentence the CLI shows (runs, drift, alerts), whatever the daemon's zone.
+ */
+void wall_said(double wall, char *buf, size_t len);
 
 /* An expression, so that error() below can be one too. */
 #define log_at(prio, ...) \

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "identity.h"
+#include "logging.h"
 #include "near_name.h"
 #include "commit_ranks.h"
 #include "state.h"
@@ -121,19 +122,34 @@ int run_knows_session(const struct run *r, uint64_t session)
 
 void run_note_expired(struct run *r, int64_t step, const char *why)
 {
-	r->expired_wall = now_wall();
-	r->expired_step = step;
-	snprintf(r->expired_why, sizeof(r->expired_why), "%s", why);
-	wd_utf8_scrub(r->expired_why);	/* cut inside a name: runs and drift carry it as JSON */
-	if (!r->expiries)	/* out of memory: only the latest is kept, above */
-		r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries));
-	if (r->expiries) {
-		struct run_expiry *e = &r->expiries[r->n_expiries++ % RUN_EXPIRED_KEPT];
-		e->step = step;
-		e->wall = r->expired_wall;
-		snprintf(e->why, sizeof(e->why), "%s", r->expired_why);
-	}
 	r->expired++;
+	if (!r->expiries && !(r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries)))) {
+		log_err("out of memory: run '%s' step %lld expired incomplete (%s); counted, but runs and drift "
+			  "cannot say when or why", r->name, (long long)step, why);
+		return;
+	}
+	struct run_expiry *e = &r->expiries[r->n_expiries++ % RUN_EXPIRED_KEPT];
+	e->step = step;
+	e->wall = now_wall();
+	snprintf(e->why, sizeof(e->why), "%s", why);
+	wd_utf8_scrub(e->why);	/* cut inside a name: runs and drift carry it as JSON */
+}
+
+const struct run_expiry *run_last_expiry(const struct run *r)
+{
+	return r->expiries && r->n_expiries ? &r->expiries[(r->n_expiries - 1) % RUN_EXPIRED_KEPT] : NULL;
+}
+
+const struct run_expiry *run_expiry_again(const struct run *r, const char *why)
+{
+	const struct run_expiry *e = run_last_expiry(r);
+	char kept[sizeof(e->why)];
+
+	if (!e)
+		return NULL;
+	snprintf(kept, sizeof(kept), "%s", why);	/* as run_note_expired keeps it */
+	wd_utf8_scrub(kept);
+	return strcmp(kept, e->why) ? NULL : e;
 }
 
 void run_note_conflict(struct run *r, int64_t step)
@@ -151,6 +167,11 @@ void run_note_mixed(struct run *r, int64_t step, const char *who)
 		r->mixed_wall = now_wall();
 		snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
 	}
+}
+
+size_t run_durable_upto(const struct run *r, int64_t step)
+{
+	return step == INT64_MAX ? r->n_durable : lower_bound(r, step + 1);
 }
 
 int run_is_durable(const struct run *r, int64_t step)

@@ -107,7 +107,7 @@ struct snap_id;
 struct run_expiry {
 	int64_t step;
 	double wall;		/* Unix seconds */
-	char why[240];
+	char why[512];		/* as its ranks were told (ingest_expire's) */
 };
 #define WD_RUN_MIXED_WHO 176	/* two peer addresses (peers.c: 80 bytes each) and " and " */
 
@@ -135,21 +135,15 @@ struct run {
 	/*
 	 * Steps of it refused incomplete since this start (a rank that never
 	 * committed its part: the step expired, or every rank committed and
-	 * it was not whole), never durable: how many, the latest, its Unix
-	 * seconds and why. Said by runs, and by its studies' drift while no
-	 * later step of it is durable (run_expired).
+	 * it was not whole), never durable: how many, and the latest
+	 * RUN_EXPIRED_KEPT of them, each with its Unix seconds and why (the
+	 * i-th of the n_expiries kept at i % RUN_EXPIRED_KEPT; NULL until the
+	 * first; run_last_expiry). Said by runs, by its studies' drift while no
+	 * later step of it is durable (run_expired), and by `drift --step N`
+	 * at such a step, as not to be compared unless its job sends it again
+	 * (study_never), not as one on its way.
 	 */
 	uint64_t expired;
-	int64_t expired_step;
-	double expired_wall;
-	char expired_why[240];
-	/*
-	 * The latest RUN_EXPIRED_KEPT of them, each with its Unix seconds and
-	 * why (the i-th of the n_expiries kept at i % RUN_EXPIRED_KEPT; NULL
-	 * until the first): `drift --step N` says such a step as not to be
-	 * compared unless its job sends it again (study_never), not as one on
-	 * its way.
-	 */
 	struct run_expiry *expiries;
 	uint64_t n_expiries;
 	/* the conflict last logged whole (its way out): monotonic seconds, 0 none; its step */
@@ -291,6 +285,12 @@ int run_knew_session(const struct run *r, uint64_t session, uint32_t n);
 void run_note_conflict(struct run *r, int64_t step);
 /* Step of r was refused incomplete to its waiting ranks, for why (struct run's expired). */
 void run_note_expired(struct run *r, int64_t step, const char *why);
+/* The latest expiry of r kept (run_note_expired), or NULL: none since this start. */
+const struct run_expiry *run_last_expiry(const struct run *r);
+/* run_last_expiry when it was for why too (a dead rank's job: each step expires alike), else NULL. */
+const struct run_expiry *run_expiry_again(const struct run *r, const char *why);
+/* How many of r's durable steps are at or before step: those after it are r->durable[that..]. */
+size_t run_durable_upto(const struct run *r, int64_t step);
 /* A second job's commit of r at step, beside another's (who: both, peers_message): counted; the first kept. */
 void run_note_mixed(struct run *r, int64_t step, const char *who);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */

@@ -141,17 +141,6 @@ static void run_role(const struct wd_config *cfg, const struct wd_config_study *
 	snprintf(buf, len, "%s%s%s", role ? role : "in no study", label ? " " : "", label ? label : "");
 }
 
-/* " at 2026-11-30 10:35:38 UTC", or "" */
-static void wall_said(double wall, char *buf, size_t len)
-{
-	struct tm tm;
-	time_t t = (time_t)wall;
-
-	buf[0] = 0;
-	if (gmtime_r(&t, &tm))
-		strftime(buf, len, " at %Y-%m-%d %H:%M:%S UTC", &tm);
-}
-
 int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
 		char *buf, size_t len)
 {
@@ -204,18 +193,19 @@ int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, con
 int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
 		char *buf, size_t len)
 {
+	const struct run_expiry *e = run_last_expiry(r);
 	char when[48], role[512];
 	size_t at = 0;
 
 	buf[0] = 0;
 	/* a re-send of that step made it durable since: "never durable" would be false */
-	if (!r->expired || run_is_durable(r, r->expired_step))
+	if (!e || run_is_durable(r, e->step))
 		return 0;
 	run_role(cfg, st, r, role, sizeof(role));
-	wall_said(r->expired_wall, when, sizeof(when));
+	wall_said(e->wall, when, sizeof(when));
 	add(buf, len, &at, "'%s' (%s): %llu step%s expired incomplete since this start, never durable, the "
 	    "latest step %lld%s (%s)", r->name, role, (unsigned long long)r->expired, r->expired == 1 ? "" : "s",
-	    (long long)r->expired_step, when, r->expired_why);
+	    (long long)e->step, when, e->why);
 	return 1;
 }
 
@@ -223,10 +213,29 @@ int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, c
 static int expired_now(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
 		       char *buf, size_t len)
 {
+	const struct run_expiry *e = run_last_expiry(r);
+
 	buf[0] = 0;
-	if (r->n_durable && r->durable[r->n_durable - 1] > r->expired_step)
+	if (e && run_durable_upto(r, e->step) < r->n_durable)
 		return 0;
 	return run_expired(cfg, st, r, buf, len);
+}
+
+/*
+ * "'fa' (candidate): its step 8 expired incomplete at ..., never durable
+ * (why), and it has a later step (9): no row of it at this step unless its
+ * job sends that step again": expiry e of r, at a step asked for.
+ */
+static void expiry_at_step(const struct wd_config *cfg, const struct wd_config_study *s, const struct run *r,
+			   const struct run_expiry *e, const char *later, char *buf, size_t len)
+{
+	char role[512], when[48];
+
+	run_role(cfg, s, r, role, sizeof(role));
+	wall_said(e->wall, when, sizeof(when));
+	snprintf(buf, len, "'%s' (%s): its step %lld expired incomplete%s, never durable (%s)%s: no row of it at "
+		 "this step unless its job sends that step again", r->name, role, (long long)e->step, when, e->why,
+		 later);
 }
 
 /* "3 snapshots (steps 0 to 20)", "1 snapshot (step 40)": a run's durable steps, for a hint. */
@@ -247,7 +256,7 @@ static size_t study_runs_said(const struct wd_config *cfg, struct state *st, con
 			      char *buf, size_t len)
 {
 	const char *names[1 + WD_STUDY_STEP_RUNS_MAX];
-	char one[1400];
+	char one[2048];
 	size_t at = 0, n = 0;
 
 	/* the baseline, then the runs a step compares (the synthetic proxy's label is no run) */
@@ -299,10 +308,7 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 		struct run *r = state_run(st, names[i], 0);	/* NULL: the synthetic proxy's label */
 		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= upto)
 			continue;
-		size_t first = r->n_durable;
-		while (first > 0 && r->durable[first - 1] > upto)
-			first--;
-		size_t past = r->n_durable - first;
+		size_t first = run_durable_upto(r, upto), past = r->n_durable - first;
 		n++;
 		if (!len)
 			continue;	/* only counted */
@@ -460,9 +466,7 @@ static size_t say_apart(const struct wd_config *cfg, struct state *st, const str
 		if (!r || !r->n_durable)
 			continue;
 		(*held)++;
-		size_t n = r->n_durable;
-		while (reached && n > 0 && r->durable[n - 1] > upto)
-			n--;
+		size_t n = reached ? run_durable_upto(r, upto) : r->n_durable;
 		if ((reached && !n) || any_aligned(r->durable, n, base->durable, base->n_durable, tol))
 			continue;
 		if (++apart > 2)	/* the third and later only counted: the hint must fit */
@@ -575,10 +579,8 @@ static int held_near(struct state *st, const struct run *r, int64_t step, int64_
 /* ", and it has later steps (20 to 40)", ", and it has a later step (20)", or "": r's durable steps after `after`. */
 static void later_steps(const struct run *r, int64_t after, char *out, size_t size)
 {
-	size_t first = r->n_durable;
+	size_t first = run_durable_upto(r, after);
 
-	while (first > 0 && r->durable[first - 1] > after)
-		first--;
 	if (first == r->n_durable)
 		snprintf(out, size, "%s", "");
 	else if (r->n_durable - first == 1)
@@ -604,7 +606,7 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 	struct run *base = state_run(st, b->baseline, 0);
 	int64_t tol = (int64_t)cfg->alignment.tolerance, step = b->step;
 	size_t n = 0, k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
-	char role[512], later[96], when[48], why[1024];
+	char role[512], later[96], why[2048];
 
 	if (!base || strcmp(b->baseline, s->baseline))
 		return 0;	/* stale rows: nothing of the study's now is compared at them */
@@ -623,18 +625,13 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 		 * the baseline's: it sends at other steps (as unaligned says; those
 		 * past the baseline's latest are ahead's, and may yet align)
 		 */
-		size_t reached = r->n_durable;
-		while (reached > 0 && r->durable[reached - 1] > base->durable[base->n_durable - 1] + tol)
-			reached--;
+		size_t reached = run_durable_upto(r, base->durable[base->n_durable - 1] + tol);
 		int apart = reached && !any_aligned(r->durable, reached, base->durable, base->n_durable, tol);
 		if (!e && !later[0] && !apart)
 			continue;	/* none after it: it may lag, and come (lagging says where it is) */
 		run_role(cfg, s, r, role, sizeof(role));
 		if (e) {
-			wall_said(e->wall, when, sizeof(when));
-			snprintf(why, sizeof(why), "'%s' (%s): its step %lld expired incomplete%s, never durable (%s)%s: "
-				 "no row of it at this step unless its job sends that step again", r->name, role,
-				 (long long)e->step, when, e->why, later);
+			expiry_at_step(cfg, s, r, e, later, why, sizeof(why));
 		} else if (apart) {
 			snprintf(why, sizeof(why), "'%s' (%s): sends at other steps than the baseline's, none of its "
 				 "snapshots at or within alignment.tolerance (%lld) of one (the unaligned line)%s: no row "
@@ -694,14 +691,11 @@ void study_waiting_step(const struct wd_config *cfg, struct state *st, const str
 	for (size_t k = 0; !near && k < n; k++) {
 		struct run *r = state_run(st, runs[k], 0);
 		const struct run_expiry *e = r ? expired_near(r, step, tol) : NULL;
-		char role[512], when[48];
+		char one[2048];
 		if (!e)
 			continue;
-		run_role(cfg, s, r, role, sizeof(role));
-		wall_said(e->wall, when, sizeof(when));
-		add(buf, len, &at, "; '%s' (%s): its step %lld expired incomplete%s, never durable (%s): no row of it "
-		    "at this step unless its job sends that step again", r->name, role, (long long)e->step, when,
-		    e->why);
+		expiry_at_step(cfg, s, r, e, "", one, sizeof(one));
+		add(buf, len, &at, "; %s", one);
 		expired++;
 	}
 	if (expired)

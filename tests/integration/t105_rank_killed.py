@@ -184,6 +184,18 @@ def dead_then_later(tmp, dm):
         check(all(a and a.get("type") == "ack" for a in acks) and not lag,
               "a rank that streams its part for 15 s, the others committed: stored, and no lag line",
               "\n".join(lag) + str(acks))
+        # dead2's steps 1 and 2 expire alike (rank 1 of 3 never committed): the second is said short
+        end = time.time() + 30
+        while time.time() < end and "run 'dead2' step 2: expired" not in dm.log_text():
+            time.sleep(0.2)
+        gone = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2' step" in x_ and "expired after" in x_]
+        check(len(gone) == 2 and "run 'dead2' step 1: expired after 20 s waiting for the other ranks: rank 1 of 3 "
+              "never committed; " in gone[0] and "(commits from 2 connections waited" in gone[0] and
+              gone[1].endswith("run 'dead2' step 2: expired after 20 s as its step 1 did, for the same reason: "
+                               "rank 1 of 3 never committed (2 steps of it expired since this start; `wdrift "
+                               "runs` says them)"),
+              "a dead rank's later step expired alike: the log says it short, naming the step said in full",
+              "\n".join(gone))
     finally:
         for p in pubs:
             p.s.close(linger=0)

@@ -283,6 +283,9 @@ def main():
         # the shell's own error names the rule, not "sh" (its $0): the journal says whose pager failed
         check("wdrift alert 'fa-nan' command: 1: no-such-pager-t53: not found" in dm.log_text(),
               "the shell's error on the daemon's stderr names the rule", dm.log_text()[-1500:])
+        check("alert 'fa-nan': its command failed (exit 127) (sh: command not found?)" in dm.log_text(),
+              "the log's failure line has the hint alerts gives (a trial's had the exit alone)",
+              dm.log_text()[-1500:])
         r = subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True,
                            timeout=30)
         check('wdrift_alert_command_failures_total{alert="fa-nan",study="fa"} 2' in r.stdout and
