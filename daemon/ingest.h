@@ -73,6 +73,9 @@ struct ingest {
 	/* a snapshot became durable (after its ack): the compute stage's cue */
 	void (*on_durable)(void *ctx, const char *run, int64_t step);
 	void *durable_ctx;
+	/* a step was refused incomplete to its waiting ranks (ingest_note_expired): recorded; NULL: not */
+	void (*on_expired)(void *ctx, const char *run, int64_t step, double wall, const char *why);
+	void *expired_ctx;
 	/*
 	 * How many other jobs' connections publish run besides the one of
 	 * routing id rid (peers_others), for a conflict's advice; NULL: not

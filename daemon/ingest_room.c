@@ -273,7 +273,10 @@ void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double 
 	e->said = e->said_new = 0;
 	e->sessions_then = snap->run->sessions_full ? UINT32_MAX : snap->run->n_sessions;
 	snprintf(e->why, sizeof(e->why), "%s", why);
-	run_note_expired(snap->run, snap->step, why);	/* said by runs and drift, past these 30 s */
+	double wall = now_wall();
+	run_note_expired(snap->run, snap->step, why, wall);	/* said by runs and drift, past these 30 s */
+	if (ix->on_expired)	/* and after a restart (the WAL's "expired" record) */
+		ix->on_expired(ix->expired_ctx, snap->run->name, snap->step, wall, why);
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)
@@ -315,7 +318,7 @@ size_t ingest_expire(struct ingest *ix, double timeout)
 			const struct run_expiry *again = run_expiry_again(snap->run, why);
 			if (again)	/* each later step of a dead rank's job: said short (a trial's log repeated it whole) */
 				log_warning("ingest: run '%s' step %lld: expired after %.0f s as its step %lld did, for "
-					    "the same reason%s%s (%llu steps of it expired since this start; `wdrift runs` "
+					    "the same reason%s%s (%llu steps of it expired; `wdrift runs` "
 					    "says them)", snap->run->name, (long long)snap->step, timeout,
 					    (long long)again->step, named ? ": " : "", named ? missing : "",
 					    (unsigned long long)snap->run->expired + 1);

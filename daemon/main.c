@@ -45,6 +45,7 @@
 #include "spool.h"
 #include "peers.h"
 #include "query.h"
+#include "records.h"
 #include "recover.h"
 #include "relpath.h"
 #include "socket_file.h"
@@ -115,6 +116,23 @@ static int alert_to_wal(void *ctx, const char *payload)
 {
 	struct daemon *d = ctx;
 	return wal_append(d->wal, payload, strlen(payload));
+}
+
+/*
+ * A step refused incomplete (a rank that died) to the WAL, so that runs
+ * and drift still say it after a restart: appended, not fsync'd here, as
+ * alert state is (a restart said "sent no snapshot" of it, not why).
+ */
+static void expired_to_wal(void *ctx, const char *run, int64_t step, double wall, const char *why)
+{
+	struct daemon *d = ctx;
+	char *payload = record_expired(run, step, wall, why);
+	int r = payload ? wal_append(d->wal, payload, strlen(payload)) : -ENOMEM;
+
+	if (r < 0)
+		log_warning("write-ahead log: run '%s' step %lld's expiry not recorded (%s): runs and drift say it "
+			    "until the daemon stops, not after", run, (long long)step, strerror(-r));
+	free(payload);
 }
 
 /* --- start-up --- */
@@ -446,6 +464,7 @@ static int start(struct daemon *d, int force)
 	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
 				  .on_durable = on_durable, .durable_ctx = d,
+				  .on_expired = expired_to_wal, .expired_ctx = d,
 				  .publishers_besides = publishers_besides, .publishers_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,

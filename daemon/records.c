@@ -84,6 +84,12 @@ char *record_drop(const char *run, int64_t step, const char *why)
 			      "why", why));
 }
 
+char *record_expired(const char *run, int64_t step, double at, const char *why)
+{
+	return dump(json_pack("{s:s,s:s,s:I,s:f,s:s}", "t", "expired", "run", run, "step", (json_int_t)step,
+			      "at", at, "why", why));
+}
+
 char *record_forget(const char *run)
 {
 	return dump(json_pack("{s:s,s:s}", "t", "forget", "run", run));
@@ -334,7 +340,7 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		json_decref(o);
 		return wd_error(err, errlen, "record: no \"t\" saying its kind");
 	}
-	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "forget")) {
+	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "expired") || !strcmp(t, "forget")) {
 		int stepped = strcmp(t, "forget") != 0;
 		if (!run || (stepped && !json_is_integer(step))) {
 			rc = wd_error(err, errlen, "%s record: needs run%s", t, stepped ? " and step" : "");
@@ -359,6 +365,15 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		const char *why = json_string_value(json_object_get(o, "why"));
 		out->kind = RECORD_DROP;
 		out->why = why ? strdup(why) : NULL;
+	} else if (!strcmp(t, "expired")) {
+		const char *why = json_string_value(json_object_get(o, "why"));
+		out->kind = RECORD_EXPIRED;
+		out->why = strdup(why ? why : "");
+		out->at = json_number_value(json_object_get(o, "at"));	/* 0 when absent */
+		if (!out->why) {
+			rc = wd_error(err, errlen, "expired record: out of memory");
+			goto out;
+		}
 	} else if (!strcmp(t, "forget")) {
 		out->kind = RECORD_FORGET;
 	} else if (!strcmp(t, "result")) {

@@ -6,6 +6,7 @@
  *   snapshot  {"t":"snapshot","run","step","tensors","bytes","file","content"}
  *   result    {"t":"result","study","step","baseline","proxies","rows":[...]}
  *   drop      {"t":"drop","run","step","why"}
+ *   expired   {"t":"expired","run","step","at","why"}
  *   forget    {"t":"forget","run"}
  *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...],"held"?:[...]}
  *
@@ -32,6 +33,7 @@ enum record_kind {
 	RECORD_DROP,
 	RECORD_FORGET,
 	RECORD_ALERT,
+	RECORD_EXPIRED,
 };
 
 /* One alert instance as the WAL keeps it (alerts.c's, without its links). */
@@ -68,14 +70,14 @@ struct alert_state {
 /* One decoded record; what a kind does not have is zero. */
 struct record {
 	enum record_kind kind;
-	char *run;			/* snapshot, drop, forget */
-	int64_t step;			/* snapshot, drop, result (the baseline's) */
+	char *run;			/* snapshot, drop, expired, forget */
+	int64_t step;			/* snapshot, drop, expired, result (the baseline's) */
 	/* snapshot */
 	uint64_t tensors, bytes;
 	char *file;			/* spool/RUN/STEP.h5, relative to storage.dir */
 	struct snap_id *id;		/* its content; NULL in records written before it */
-	double at;			/* Unix seconds it was recorded; 0 in records before "at" */
-	/* drop */
+	double at;			/* Unix seconds it was recorded; 0 in records before "at" (expired too) */
+	/* drop, expired */
 	char *why;
 	/* result */
 	struct result_batch *batch;
@@ -92,6 +94,8 @@ struct record {
 char *record_snapshot(const struct snapshot *snap, const char *file, double at);
 char *record_result(const struct result_batch *b);
 char *record_drop(const char *run, int64_t step, const char *why);
+/* A step of run refused incomplete at Unix seconds at, never durable, for why (its ranks were told that). */
+char *record_expired(const char *run, int64_t step, double at, const char *why);
 char *record_forget(const char *run);
 char *record_alert(const struct alert_state *s);
 

@@ -127,6 +127,10 @@ int recover_record(void *ctx, const char *payload, size_t len)
 			rec.run = NULL;
 		break;
 	}
+	case RECORD_EXPIRED:	/* a step refused incomplete: runs and drift say it again */
+		if ((r = state_run(rc->st, rec.run, 1)))
+			run_note_expired(r, rec.step, rec.why, rec.at);
+		break;
 	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
 		replay_forget(rc, rec.run);
 		break;

@@ -120,7 +120,7 @@ int run_knows_session(const struct run *r, uint64_t session)
 	return 0;
 }
 
-void run_note_expired(struct run *r, int64_t step, const char *why)
+void run_note_expired(struct run *r, int64_t step, const char *why, double wall)
 {
 	r->expired++;
 	if (!r->expiries && !(r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries)))) {
@@ -130,7 +130,7 @@ void run_note_expired(struct run *r, int64_t step, const char *why)
 	}
 	struct run_expiry *e = &r->expiries[r->n_expiries++ % RUN_EXPIRED_KEPT];
 	e->step = step;
-	e->wall = now_wall();
+	e->wall = wall;
 	snprintf(e->why, sizeof(e->why), "%s", why);
 	wd_utf8_scrub(e->why);	/* cut inside a name: runs and drift carry it as JSON */
 }

@@ -133,9 +133,10 @@ struct run {
 	uint64_t conflicts;
 	double conflict_wall;
 	/*
-	 * Steps of it refused incomplete since this start (a rank that never
-	 * committed its part: the step expired, or every rank committed and
-	 * it was not whole), never durable: how many, and the latest
+	 * Steps of it refused incomplete (a rank that never committed its
+	 * part: the step expired, or every rank committed and it was not
+	 * whole), never durable, replayed from the WAL's "expired" records at
+	 * a start and noted since: how many, and the latest
 	 * RUN_EXPIRED_KEPT of them, each with its Unix seconds and why (the
 	 * i-th of the n_expiries kept at i % RUN_EXPIRED_KEPT; NULL until the
 	 * first; run_last_expiry). Said by runs, by its studies' drift while no
@@ -283,8 +284,12 @@ int run_knows_session(const struct run *r, uint64_t session);
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n);
 /* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
 void run_note_conflict(struct run *r, int64_t step);
-/* Step of r was refused incomplete to its waiting ranks, for why (struct run's expired). */
-void run_note_expired(struct run *r, int64_t step, const char *why);
+/*
+ * Step of r was refused incomplete to its waiting ranks at Unix seconds
+ * wall, for why (struct run's expired): as it happens, and replayed from
+ * its "expired" record at a start.
+ */
+void run_note_expired(struct run *r, int64_t step, const char *why, double wall);
 /* The latest expiry of r kept (run_note_expired), or NULL: none since this start. */
 const struct run_expiry *run_last_expiry(const struct run *r);
 /* run_last_expiry when it was for why too (a dead rank's job: each step expires alike), else NULL. */

@@ -203,7 +203,7 @@ int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, c
 		return 0;
 	run_role(cfg, st, r, role, sizeof(role));
 	wall_said(e->wall, when, sizeof(when));
-	add(buf, len, &at, "'%s' (%s): %llu step%s expired incomplete since this start, never durable, the "
+	add(buf, len, &at, "'%s' (%s): %llu step%s expired incomplete, never durable, the "
 	    "latest step %lld%s (%s)", r->name, role, (unsigned long long)r->expired, r->expired == 1 ? "" : "s",
 	    (long long)e->step, when, e->why);
 	return 1;

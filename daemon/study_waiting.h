@@ -72,11 +72,11 @@ size_t study_mixed(const struct wd_config *cfg, struct state *st, const struct w
 		   char *buf, size_t len);
 
 /*
- * Into buf: the steps of r refused incomplete since this start, never
- * durable (a rank that died): "'fa' (candidate): 1 step expired incomplete
- * since this start, never durable, the latest step 20 at ... UTC (expired
- * after 600 s waiting for the other ranks: rank 2 of 4 never committed;
- * ...)". Returns 0 and buf "" when none was.
+ * Into buf: the steps of r refused incomplete (the WAL's "expired"
+ * records, and those since), never durable (a rank that died): "'fa'
+ * (candidate): 1 step expired incomplete, never durable, the latest step
+ * 20 at ... UTC (expired after 600 s waiting for the other ranks: rank 2
+ * of 4 never committed; ...)". Returns 0 and buf "" when none was.
  */
 int run_expired(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
 		char *buf, size_t len);

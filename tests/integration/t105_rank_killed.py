@@ -18,6 +18,8 @@ that expired incomplete, never durable, and why (a trial saw only "not
 compared at this step yet", as if the step were still coming). Before it
 expires, `wdrift drift` says the step held up ("stuck"), with the rank and
 when it expires; so too a step begun and silent (no commit) for 10 s.
+After a restart, both still say the expired steps, from the write-ahead
+log's "expired" records.
 """
 import json
 import os
@@ -192,7 +194,7 @@ def dead_then_later(tmp, dm):
         check(len(gone) == 2 and "run 'dead2' step 1: expired after 20 s waiting for the other ranks: rank 1 of 3 "
               "never committed; " in gone[0] and "(commits from 2 connections waited" in gone[0] and
               gone[1].endswith("run 'dead2' step 2: expired after 20 s as its step 1 did, for the same reason: "
-                               "rank 1 of 3 never committed (2 steps of it expired since this start; `wdrift "
+                               "rank 1 of 3 never committed (2 steps of it expired; `wdrift "
                                "runs` says them)"),
               "a dead rank's later step expired alike: the log says it short, naming the step said in full",
               "\n".join(gone))
@@ -275,7 +277,7 @@ def main():
               "'1 dropped' as a second loss)", "\n".join(outs))
         r = wd(tmp, "runs")
         lines = [x for x in r.stdout.splitlines() if x.startswith("expired    'fa'")]
-        want = "'fa' (candidate): 1 step expired incomplete since this start, never durable, the latest step 1 at "
+        want = "'fa' (candidate): 1 step expired incomplete, never durable, the latest step 1 at "
         check(len(lines) == 1 and want in lines[0] and "rank 1 of 3 never committed" in lines[0],
               "runs: an expired line under the table, with the rank", r.stdout)
         info = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}["fa"]
@@ -329,6 +331,27 @@ def main():
         check(not [x for x in dm.log_text().splitlines() if "run 'slow'" in x and "waits for rank" in x],
               "... and no rank said to be missing (nor lagging: 10 s, half of limits.pending_timeout): those "
               "that reconnected came back", dm.log_text()[-2000:])
+
+        # a restart: the expired steps are still said, from the WAL (they read as "sent no snapshot" before)
+        before = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}
+        drift_before = json.loads(wd(tmp, "drift", "fa", "--json").stdout).get("expired")
+        dm.stop()
+        check(dm.start() is not None, "the daemon restarts")
+        after = {x["name"]: x for x in json.loads(wd(tmp, "runs", "--json").stdout)["runs"]}
+        keys = ("expired", "expired_steps", "expired_step", "expired_at")
+        check(all(before.get(n, {}).get(k) is not None and after.get(n, {}).get(k) == before[n][k]
+                  for n in ("fa", "first", "dead2") for k in keys) and after["dead2"]["expired_steps"] == 2,
+              "after a restart, runs --json says each run's expired steps as before: how many, the latest, "
+              "when and why", json.dumps({n: {k: after.get(n, {}).get(k) for k in keys} for n in ("fa", "first", "dead2")}))
+        r = wd(tmp, "drift", "fa")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("expired")]
+        check(r.returncode == 0 and drift_before and len(lines) == 1 and lines[0][len("expired"):].strip() == drift_before,
+              "... and drift's expired line", r.stdout)
+        r = wd(tmp, "drift", "fa", "--step", "1", "--json")
+        never = json.loads(r.stdout).get("never", {}) if r.returncode == 0 else {}
+        check("'fa' (candidate): its step 1 expired incomplete at " in never.get("fa", "") and
+              "rank 1 of 3 never committed" in never.get("fa", ""),
+              "... and drift --step 1 says fa's step there expired, not that it sent none", r.stdout + r.stderr)
     finally:
         stop_procs(procs)
         teardown(dm, tmp)

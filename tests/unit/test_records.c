@@ -209,6 +209,18 @@ static void test_drop_forget(void)
 	      !strcmp(r.run, "old run"), "a forget record comes back with its run");
 	record_release(&r);
 	free(p);
+	p = record_expired("fa", 20, 1790000000.5, "expired after 600 s waiting for the other ranks: rank 2 of 4 "
+			   "never committed; 'w' has 3072 of 4096 elements");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_EXPIRED &&
+	      !strcmp(r.run, "fa") && r.step == 20 && r.at == 1790000000.5 && r.why &&
+	      strstr(r.why, "rank 2 of 4 never committed; 'w' has 3072"),
+	      "an expired record comes back: run, step, when and why (%s)", err);
+	record_release(&r);
+	free(p);
+	const char *no_why = "{\"t\":\"expired\",\"run\":\"fa\",\"step\":3}";
+	CHECK(record_decode(no_why, strlen(no_why), &r, err, sizeof(err)) == 0 && r.kind == RECORD_EXPIRED &&
+	      r.why && !r.why[0] && r.at == 0, "one without why and at decodes, both empty");
+	record_release(&r);
 	const char *later = "{\"t\":\"compact\",\"upto\":7}";
 	CHECK(record_decode(later, strlen(later), &r, err, sizeof(err)) == 0 && r.kind == RECORD_OTHER,
 	      "a kind of a later version decodes as one to skip");
@@ -222,6 +234,8 @@ static void test_malformed(void)
 		"{\"t\":\"snapshot\"}", "{\"t\":\"snapshot\",\"run\":\"a\"}",
 		"{\"t\":\"snapshot\",\"run\":\"a\",\"step\":\"7\"}", "{\"t\":\"snapshot\",\"run\":3,\"step\":7}",
 		"{\"t\":\"drop\",\"run\":\"a\"}", "{\"t\":\"drop\",\"step\":1}", "{\"t\":\"forget\"}",
+		"{\"t\":\"expired\",\"run\":\"a\"}", "{\"t\":\"expired\",\"step\":1,\"why\":\"x\"}",
+		"{\"t\":\"expired\",\"run\":\"a\",\"step\":\"1\"}",
 		"{\"t\":\"forget\",\"run\":null}", "{\"t\":\"result\"}",
 		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[]}",
 		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[],\"rows\":{}}",
