@@ -73,9 +73,14 @@ struct ingest {
 	/* a snapshot became durable (after its ack): the compute stage's cue */
 	void (*on_durable)(void *ctx, const char *run, int64_t step);
 	void *durable_ctx;
-	/* a step was refused incomplete to its waiting ranks (ingest_note_expired): recorded; NULL: not */
-	void (*on_expired)(void *ctx, const char *run, int64_t step, double wall, const char *why);
-	void *expired_ctx;
+	/*
+	 * Appends a record (records.h) to the WAL: what runs and drift say of
+	 * a run beyond its snapshots (a step expired, a conflict, two jobs at
+	 * once), so that they still say it after a restart. 0 or -errno;
+	 * NULL: nothing is recorded.
+	 */
+	int (*to_wal)(void *ctx, const char *payload);
+	void *wal_ctx;
 	/*
 	 * How many other jobs' connections publish run besides the one of
 	 * routing id rid (peers_others), for a conflict's advice; NULL: not
@@ -178,5 +183,13 @@ int ingest_snapshot_complete(const struct snapshot *snap, uint64_t want, char *w
  * says N tensors, M complete: "). Into buf; returns where in buf it starts.
  */
 const char *ingest_snapshot_lacks(const struct snapshot *snap, char *buf, size_t len);
+
+/*
+ * payload (a record, malloc'd; NULL when out of memory: said) to the WAL
+ * through ix->to_wal, and freed; a failure is logged, naming what (a
+ * "run 'fa' step 8's expiry"), which runs and drift then say only until
+ * the daemon stops.
+ */
+void ingest_record(struct ingest *ix, char *payload, const char *what);
 
 #endif

@@ -6,12 +6,15 @@
  * snapshots that are getting nowhere give way. Also the end of a pending
  * snapshot: dropped, and expired after limits.pending_timeout.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commit_ranks.h"
 #include "ingest_internal.h"
 #include "logging.h"
+#include "records.h"
 
 /*
  * When a reservation does not fit, partly received snapshots that are not
@@ -274,9 +277,20 @@ void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double 
 	e->sessions_then = snap->run->sessions_full ? UINT32_MAX : snap->run->n_sessions;
 	snprintf(e->why, sizeof(e->why), "%s", why);
 	double wall = now_wall();
+	char what[NAME_MAX + 64];
 	run_note_expired(snap->run, snap->step, why, wall);	/* said by runs and drift, past these 30 s */
-	if (ix->on_expired)	/* and after a restart (the WAL's "expired" record) */
-		ix->on_expired(ix->expired_ctx, snap->run->name, snap->step, wall, why);
+	snprintf(what, sizeof(what), "run '%s' step %lld's expiry", snap->run->name, (long long)snap->step);
+	ingest_record(ix, record_expired(snap->run->name, snap->step, wall, why), what);	/* and after a restart */
+}
+
+void ingest_record(struct ingest *ix, char *payload, const char *what)
+{
+	int r = !ix->to_wal ? 0 : payload ? ix->to_wal(ix->wal_ctx, payload) : -ENOMEM;
+
+	if (r < 0)
+		log_warning("write-ahead log: %s not recorded (%s): runs and drift say it until the daemon stops, "
+			    "not after", what, strerror(-r));
+	free(payload);
 }
 
 size_t ingest_expire(struct ingest *ix, double timeout)

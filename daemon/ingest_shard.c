@@ -15,6 +15,7 @@
 #include "ingest_internal.h"
 #include "logging.h"
 #include "pieces.h"
+#include "records.h"
 
 /*
  * Who sent m: a hash of its routing id, which ZeroMQ keeps for the life of
@@ -392,10 +393,16 @@ void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const 
 	double t = now_mono();
 	int said = r->conflict_logged && r->conflict_step == step;	/* a re-send of the step */
 
+	char rec[NAME_MAX + 64];
+	double wall = now_wall();
+
 	ix->st->count.conflicts++;
-	run_note_conflict(r, step);
+	run_note_conflict(r, step, wall);
+	snprintf(rec, sizeof(rec), "run '%s' step %lld's conflict", r->name, (long long)step);
+	ingest_record(ix, record_conflict(r->name, step, wall), rec);	/* runs and drift say it after a restart too */
 	if (said)
 		return;
+	r->conflict_logged = 1;
 	if (!r->conflict_full_at || t - r->conflict_full_at >= CONFLICT_FULL_EVERY) {
 		r->conflict_full_at = t;
 		r->conflict_full_step = step;
@@ -406,8 +413,8 @@ void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const 
 	l->what = "'refused as a conflict' lines";
 	l->note = " (wdrift runs counts them by run)";
 	if (log_limit_may(l, t))
-		log_warning("ingest: refused as a conflict: run '%.100s' step %lld: %.200s (%llu since this "
-			    "start; the way out as said at step %lld)", r->name, (long long)step, what,
+		log_warning("ingest: refused as a conflict: run '%.100s' step %lld: %.200s (%llu of its "
+			    "snapshots refused so; the way out as said at step %lld)", r->name, (long long)step, what,
 			    (unsigned long long)r->conflicts, (long long)r->conflict_full_step);
 }
 

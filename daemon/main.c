@@ -108,31 +108,17 @@ static void ingest_send(void *ctx, const void *id, size_t id_len, int envelope, 
 
 /* --- configuration --- */
 
-/* Alert state to the WAL (docs/reliability.md, "Alert state"): appended, not
- * fsync'd here, so that a slow disk does not hold up the loop; the kernel
- * has it when the process dies, the next snapshot's or result's fsync when
- * the machine does. */
-static int alert_to_wal(void *ctx, const char *payload)
+/*
+ * Alert state (docs/reliability.md, "Alert state"), and what runs and
+ * drift say of a run beside its snapshots (an expired step, a conflict,
+ * two jobs at once), to the WAL: appended, not fsync'd here, so that a
+ * slow disk does not hold up the loop; the kernel has it when the process
+ * dies, the next snapshot's or result's fsync when the machine does.
+ */
+static int to_wal(void *ctx, const char *payload)
 {
 	struct daemon *d = ctx;
 	return wal_append(d->wal, payload, strlen(payload));
-}
-
-/*
- * A step refused incomplete (a rank that died) to the WAL, so that runs
- * and drift still say it after a restart: appended, not fsync'd here, as
- * alert state is (a restart said "sent no snapshot" of it, not why).
- */
-static void expired_to_wal(void *ctx, const char *run, int64_t step, double wall, const char *why)
-{
-	struct daemon *d = ctx;
-	char *payload = record_expired(run, step, wall, why);
-	int r = payload ? wal_append(d->wal, payload, strlen(payload)) : -ENOMEM;
-
-	if (r < 0)
-		log_warning("write-ahead log: run '%s' step %lld's expiry not recorded (%s): runs and drift say it "
-			    "until the daemon stops, not after", run, (long long)step, strerror(-r));
-	free(payload);
 }
 
 /* --- start-up --- */
@@ -428,7 +414,7 @@ static int start(struct daemon *d, int force)
 	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg, .alerts = d->alerts };
 	if (wal_open(path, force, recover_record, &d->rec, &d->wal, err, sizeof(err)) < 0)
 		return error("%s", err);
-	alerts_set_store(d->alerts, alert_to_wal, d);
+	alerts_set_store(d->alerts, to_wal, d);
 	alerts_restore_done(d->alerts);
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",
 		   (unsigned long long)wal_records(d->wal), d->st.n_runs,
@@ -464,7 +450,7 @@ static int start(struct daemon *d, int force)
 	d->ix = (struct ingest){ .st = &d->st, .cfg = &d->cfg, .spool = d->spool,
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
 				  .on_durable = on_durable, .durable_ctx = d,
-				  .on_expired = expired_to_wal, .expired_ctx = d,
+				  .to_wal = to_wal, .wal_ctx = d,
 				  .publishers_besides = publishers_besides, .publishers_ctx = d };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
@@ -573,8 +559,14 @@ static void handle_ingest(struct daemon *d, zmq_msg_t *msgs)
 		struct run *r;
 		/* what the peer last sent, for a line if it drops; two jobs in one run, kept with it */
 		if (n >= 2 && peers_message(d->peers, msgs, &seen, who, sizeof(who)) &&
-		    (r = state_run(&d->st, seen.run, 0)))
-			run_note_mixed(r, seen.step, who);
+		    (r = state_run(&d->st, seen.run, 0))) {
+			double wall = now_wall();
+			if (run_note_mixed(r, seen.step, who, wall)) {	/* the first: said after a restart too */
+				char what[NAME_MAX + 64];
+				snprintf(what, sizeof(what), "run '%s''s two jobs at once", r->name);
+				ingest_record(&d->ix, record_mixed(r->name, seen.step, wall, who), what);
+			}
+		}
 		for (size_t i = 0; i < n; i++)
 			zmq_msg_close(&msgs[i]);
 	}

@@ -90,6 +90,17 @@ char *record_expired(const char *run, int64_t step, double at, const char *why)
 			      "at", at, "why", why));
 }
 
+char *record_conflict(const char *run, int64_t step, double at)
+{
+	return dump(json_pack("{s:s,s:s,s:I,s:f}", "t", "conflict", "run", run, "step", (json_int_t)step, "at", at));
+}
+
+char *record_mixed(const char *run, int64_t step, double at, const char *who)
+{
+	return dump(json_pack("{s:s,s:s,s:I,s:f,s:s}", "t", "mixed", "run", run, "step", (json_int_t)step,
+			      "at", at, "who", who));
+}
+
 char *record_forget(const char *run)
 {
 	return dump(json_pack("{s:s,s:s}", "t", "forget", "run", run));
@@ -340,7 +351,8 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		json_decref(o);
 		return wd_error(err, errlen, "record: no \"t\" saying its kind");
 	}
-	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "expired") || !strcmp(t, "forget")) {
+	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "expired") || !strcmp(t, "conflict") ||
+	    !strcmp(t, "mixed") || !strcmp(t, "forget")) {
 		int stepped = strcmp(t, "forget") != 0;
 		if (!run || (stepped && !json_is_integer(step))) {
 			rc = wd_error(err, errlen, "%s record: needs run%s", t, stepped ? " and step" : "");
@@ -365,15 +377,19 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		const char *why = json_string_value(json_object_get(o, "why"));
 		out->kind = RECORD_DROP;
 		out->why = why ? strdup(why) : NULL;
-	} else if (!strcmp(t, "expired")) {
-		const char *why = json_string_value(json_object_get(o, "why"));
-		out->kind = RECORD_EXPIRED;
+	} else if (!strcmp(t, "expired") || !strcmp(t, "mixed")) {
+		int mixed = !strcmp(t, "mixed");
+		const char *why = json_string_value(json_object_get(o, mixed ? "who" : "why"));
+		out->kind = mixed ? RECORD_MIXED : RECORD_EXPIRED;
 		out->why = strdup(why ? why : "");
 		out->at = json_number_value(json_object_get(o, "at"));	/* 0 when absent */
 		if (!out->why) {
-			rc = wd_error(err, errlen, "expired record: out of memory");
+			rc = wd_error(err, errlen, "%s record: out of memory", t);
 			goto out;
 		}
+	} else if (!strcmp(t, "conflict")) {
+		out->kind = RECORD_CONFLICT;
+		out->at = json_number_value(json_object_get(o, "at"));
 	} else if (!strcmp(t, "forget")) {
 		out->kind = RECORD_FORGET;
 	} else if (!strcmp(t, "result")) {

@@ -7,6 +7,8 @@
  *   result    {"t":"result","study","step","baseline","proxies","rows":[...]}
  *   drop      {"t":"drop","run","step","why"}
  *   expired   {"t":"expired","run","step","at","why"}
+ *   conflict  {"t":"conflict","run","step","at"}
+ *   mixed     {"t":"mixed","run","step","at","who"}
  *   forget    {"t":"forget","run"}
  *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...],"held"?:[...]}
  *
@@ -34,6 +36,8 @@ enum record_kind {
 	RECORD_FORGET,
 	RECORD_ALERT,
 	RECORD_EXPIRED,
+	RECORD_CONFLICT,
+	RECORD_MIXED,
 };
 
 /* One alert instance as the WAL keeps it (alerts.c's, without its links). */
@@ -70,14 +74,15 @@ struct alert_state {
 /* One decoded record; what a kind does not have is zero. */
 struct record {
 	enum record_kind kind;
-	char *run;			/* snapshot, drop, expired, forget */
-	int64_t step;			/* snapshot, drop, expired, result (the baseline's) */
+	char *run;			/* snapshot, drop, expired, conflict, mixed, forget */
+	int64_t step;			/* snapshot, drop, expired, conflict, mixed, result (the baseline's) */
 	/* snapshot */
 	uint64_t tensors, bytes;
 	char *file;			/* spool/RUN/STEP.h5, relative to storage.dir */
 	struct snap_id *id;		/* its content; NULL in records written before it */
-	double at;			/* Unix seconds it was recorded; 0 in records before "at" (expired too) */
-	/* drop, expired */
+	/* Unix seconds it was recorded (snapshot, expired, conflict, mixed); 0 in records before "at" */
+	double at;
+	/* drop, expired; mixed: its "who" */
 	char *why;
 	/* result */
 	struct result_batch *batch;
@@ -96,6 +101,10 @@ char *record_result(const struct result_batch *b);
 char *record_drop(const char *run, int64_t step, const char *why);
 /* A step of run refused incomplete at Unix seconds at, never durable, for why (its ranks were told that). */
 char *record_expired(const char *run, int64_t step, double at, const char *why);
+/* A snapshot of run at step refused as a conflict (other content at a durable step) at Unix seconds at. */
+char *record_conflict(const char *run, int64_t step, double at);
+/* Two jobs first seen publishing run at once, each as its only rank, at step (who: both, peers_message). */
+char *record_mixed(const char *run, int64_t step, double at, const char *who);
 char *record_forget(const char *run);
 char *record_alert(const struct alert_state *s);
 

@@ -131,6 +131,14 @@ int recover_record(void *ctx, const char *payload, size_t len)
 		if ((r = state_run(rc->st, rec.run, 1)))
 			run_note_expired(r, rec.step, rec.why, rec.at);
 		break;
+	case RECORD_CONFLICT:	/* a snapshot refused for other content: refused says it again */
+		if ((r = state_run(rc->st, rec.run, 1)))
+			run_note_conflict(r, rec.step, rec.at);
+		break;
+	case RECORD_MIXED:	/* two jobs at once: its steps since are both jobs' */
+		if ((r = state_run(rc->st, rec.run, 1)))
+			run_note_mixed(r, rec.step, rec.why, rec.at);
+		break;
 	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
 		replay_forget(rc, rec.run);
 		break;

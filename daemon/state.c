@@ -152,21 +152,22 @@ const struct run_expiry *run_expiry_again(const struct run *r, const char *why)
 	return strcmp(kept, e->why) ? NULL : e;
 }
 
-void run_note_conflict(struct run *r, int64_t step)
+void run_note_conflict(struct run *r, int64_t step, double wall)
 {
-	r->conflict_logged = 1;
 	r->conflict_step = step;
 	r->conflicts++;
-	r->conflict_wall = now_wall();
+	r->conflict_wall = wall;
 }
 
-void run_note_mixed(struct run *r, int64_t step, const char *who)
+int run_note_mixed(struct run *r, int64_t step, const char *who, double wall)
 {
-	if (!r->mixed++) {	/* the first: from then on its steps are both jobs' */
-		r->mixed_step = step;
-		r->mixed_wall = now_wall();
-		snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
-	}
+	if (r->mixed++)
+		return 0;
+	/* the first: from then on its steps are both jobs' */
+	r->mixed_step = step;
+	r->mixed_wall = wall;
+	snprintf(r->mixed_who, sizeof(r->mixed_who), "%s", who);
+	return 1;
 }
 
 size_t run_durable_upto(const struct run *r, int64_t step)

@@ -126,9 +126,10 @@ struct run {
 	uint64_t ranks_of_step;
 	int64_t conflict_step;		/* the latest step refused as a conflict */
 	/*
-	 * Snapshots refused as conflicts since this start (a re-run under the
-	 * same name, most often), and the Unix seconds of the latest: said
-	 * beside the rows they leave standing (study_refused), counted in `runs`.
+	 * Snapshots refused as conflicts (a re-run under the same name, most
+	 * often), replayed from the WAL's "conflict" records at a start and
+	 * noted since, and the Unix seconds of the latest: said beside the
+	 * rows they leave standing (study_refused), counted in `runs`.
 	 */
 	uint64_t conflicts;
 	double conflict_wall;
@@ -155,7 +156,9 @@ struct run {
 	 * how many times a second job was seen beside another, and the step,
 	 * Unix seconds and the two of the first time. Its steps are both
 	 * jobs' from then on, which nothing tells apart later: said by runs
-	 * and by its studies' drift (run_mixed) until runs rm. Since this start.
+	 * and by its studies' drift (run_mixed) until runs rm. The first time
+	 * is in the WAL (a "mixed" record), and said after a restart too; the
+	 * times seen count since the start.
 	 */
 	uint64_t mixed;
 	int64_t mixed_step;
@@ -282,8 +285,8 @@ int run_knows_session(const struct run *r, uint64_t session);
  * 1 for no session, and for n UINT32_MAX (the list was full then).
  */
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n);
-/* A snapshot of r at step refused as a conflict: counted, with when (struct run). */
-void run_note_conflict(struct run *r, int64_t step);
+/* A snapshot of r at step refused as a conflict at Unix seconds wall: counted, with when (struct run). */
+void run_note_conflict(struct run *r, int64_t step, double wall);
 /*
  * Step of r was refused incomplete to its waiting ranks at Unix seconds
  * wall, for why (struct run's expired): as it happens, and replayed from
@@ -296,8 +299,12 @@ const struct run_expiry *run_last_expiry(const struct run *r);
 const struct run_expiry *run_expiry_again(const struct run *r, const char *why);
 /* How many of r's durable steps are at or before step: those after it are r->durable[that..]. */
 size_t run_durable_upto(const struct run *r, int64_t step);
-/* A second job's commit of r at step, beside another's (who: both, peers_message): counted; the first kept. */
-void run_note_mixed(struct run *r, int64_t step, const char *who);
+/*
+ * A second job's commit of r at step, beside another's (who: both,
+ * peers_message), at Unix seconds wall: counted; the first kept, and 1
+ * returned for it (0 for the later ones).
+ */
+int run_note_mixed(struct run *r, int64_t step, const char *who, double wall);
 /* The identity of a durable step; NULL when unknown (an old WAL record). */
 const struct snap_id *run_identity(const struct run *r, int64_t step);
 /* Notes step as durable with its identity id (taken; may be NULL). */

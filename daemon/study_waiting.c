@@ -153,14 +153,14 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 	run_role(cfg, st, r, role, sizeof(role));
 	wall_said(r->conflict_wall, when, sizeof(when));
 	if (r->mixed) {	/* not a re-run: each step holds the job that sent it first */
-		add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused since this start as conflicts (other "
+		add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other "
 		    "content at a step it has), the latest step %lld%s: two jobs published it at once (the mixed "
 		    "line), and each step holds what the first of them to send it sent", r->name, role,
 		    (unsigned long long)r->conflicts, r->conflicts == 1 ? "" : "s", (long long)r->conflict_step,
 		    when);
 		return 1;
 	}
-	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused since this start as conflicts (other "
+	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other "
 	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
 	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "
 	    "re-run's instead, stop every job still publishing it (`wdrift runs` counts them), `wdrift runs rm "

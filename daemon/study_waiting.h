@@ -45,7 +45,7 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 /*
  * Into buf: why rows of run r may not be its job's now, when snapshots of r
  * were refused as conflicts since this start (a re-run under the same
- * name): "'fa' (candidate): 2 snapshots refused since this start as
+ * name): "'fa' (candidate): 2 snapshots refused as
  * durable with other content, the latest step 10 at ... UTC: a re-run under
  * the same name? ...". The role is r's in st, or (st NULL) in the first
  * study of cfg naming it. Returns 0 and buf "" when r has no conflict.

@@ -225,7 +225,7 @@ def main():
         lines = [x for x in r.stdout.splitlines() if x.startswith("refused")]
         check(r.returncode == 0 and len(lines) == 1, "drift: one refused line beside the rows", r.stdout)
         line = lines[0] if lines else ""
-        check("'fa' (candidate)" in line and "2 snapshots refused since this start" in line
+        check("'fa' (candidate)" in line and "2 snapshots refused as conflicts" in line
               and "the latest step 10" in line and "wdrift runs rm fa" in line and "first" in line,
               "... naming the run, its role, the count, the latest step and runs rm", line)
         # no job runs now: a trial read "stop both jobs" here beside the job's own "the first job has ended"
@@ -259,8 +259,8 @@ def main():
         # both findable by the word the CLI and docs use (a trial grepped "conflict": nothing)
         log = [x for x in dm.log_text().splitlines() if "refused as a conflict: run 'fa'" in x]
         check(len(log) == 2 and "run 'fa' step 0 is durable with other content: tensor 'w' crc32 differs (a "
-              "re-run? the first job has ended" in log[0] and "run 'fa' step 10: tensor 'w' crc32 differs (2 since this "
-              "start; the way out as said at step 0)" in log[1], "daemon log: the first conflict whole, the "
+              "re-run? the first job has ended" in log[0] and "run 'fa' step 10: tensor 'w' crc32 differs (2 of its "
+              "snapshots refused so; the way out as said at step 0)" in log[1], "daemon log: the first conflict whole, the "
               "second in short", "\n".join(log))
         # a re-run of many steps: a line for each, 10 a minute at most, not the whole reason each time
         steps = [str(s) for s in range(15)]
@@ -271,7 +271,7 @@ def main():
         log = [x for x in dm.log_text().splitlines() if "refused as a conflict: run 'flood'" in x]
         # (the 10 a minute are the daemon's, for every run: 'fa''s short line above may be among them)
         check(5 <= len(log) <= 11 and sum("(a re-run? the first job has ended" in x for x in log) == 1
-              and "run 'flood' step 1: tensor 'w' crc32 differs (2 since this start;" in log[1],
+              and "run 'flood' step 1: tensor 'w' crc32 differs (2 of its snapshots refused so;" in log[1],
               "15 conflicts of a re-run: the first whole, then short lines, at most 10 in the minute",
               "\n".join(log))
         # a conflict that comes back while publish() runs is the next call's: publish's error is the
@@ -302,6 +302,19 @@ def main():
               and "final conflicts 2" in r.stdout,
               "close(0.5), step 10's conflict coming back between its reads: raised, and in its stats",
               r.stdout + r.stderr)
+        # a restart: the conflicts are still counted and said, from the WAL (they went with the process)
+        keys = ("conflicts", "conflict_at", "refused")
+        before = {x["name"]: x for x in json.loads(wd(cfg, "runs", "--json").stdout)["runs"]}
+        drift_before = json.loads(wd(cfg, "drift", "fa", "--json").stdout).get("refused")
+        dm.stop()
+        check(dm.start() is not None, "the daemon restarts")
+        after = {x["name"]: x for x in json.loads(wd(cfg, "runs", "--json").stdout)["runs"]}
+        check(all(before[n].get(k) is not None and after.get(n, {}).get(k) == before[n][k]
+                  for n in ("fa", "flood", "slow") for k in keys) and after["fa"]["conflicts"] == 2,
+              "after a restart, runs --json says each run's conflicts as before: how many, the latest, when",
+              json.dumps({n: {k: after.get(n, {}).get(k) for k in keys} for n in ("fa", "flood", "slow")}))
+        check(drift_before and json.loads(wd(cfg, "drift", "fa", "--json").stdout).get("refused") == drift_before,
+              "... and drift's refused line", drift_before or "")
         check(wd(cfg, "runs", "rm", "slow").returncode == 0, "runs rm slow")
         check(wd(cfg, "runs", "rm", "flood").returncode == 0, "runs rm flood")
         r = wd(cfg, "runs", "rm", "fa")
@@ -317,6 +330,11 @@ def main():
         check(r.returncode == 0 and "(no candidate compared at this step yet)" in r.stdout
               and head == "study      fa, step 10, baseline base", "after runs rm: no time on drift's first line",
               r.stdout)
+        dm.stop()
+        check(dm.start() is not None, "the daemon restarts again")
+        r = wd(cfg, "runs", "--json")
+        check(r.returncode == 0 and not [x for x in json.loads(r.stdout)["runs"] if x.get("conflicts")],
+              "... and the runs removed stay without conflicts: their records went with runs rm", r.stdout)
     finally:
         teardown(dm, tmp)
     return summary()

@@ -302,6 +302,17 @@ def main():
         d = json.loads(wd(cfg, "drift", "mixs", "--json").stdout or "{}")
         check(lines and d.get("mixed") == lines[0][len("mixed"):].strip(), "drift --json: 'mixed', the same words",
               json.dumps(d.get("mixed")))
+        # a restart: both jobs' steps are still in the run, and said so (from the WAL's "mixed" record)
+        dm.stop()
+        check(dm.start() is not None, "the daemon restarts")
+        again = run_info(cfg, "mix")
+        plain = lambda x: re.sub(r"; seen \d+ times since this start", "", x or "")
+        check(plain(again.get("mixed")) == plain(past) and again.get("mixed_at") == info.get("mixed_at"),
+              "after a restart, runs --json says the two jobs as before: the step, both, when", json.dumps(again))
+        r = wd(cfg, "drift", "mixs")
+        lines = [x for x in r.stdout.splitlines() if x.startswith("mixed")]
+        check(r.returncode == 0 and len(lines) == 1 and "'mix' (candidate): 2 jobs published it at once" in lines[0],
+              "... and drift of its study", r.stdout + r.stderr)
         r = wd(cfg, "runs", "rm", "mix")
         check(r.returncode == 0 and "mixed" not in run_info(cfg, "mix")
               and not any(x.startswith("mixed") for x in wd(cfg, "drift", "mixs").stdout.splitlines()),

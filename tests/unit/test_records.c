@@ -217,6 +217,19 @@ static void test_drop_forget(void)
 	      "an expired record comes back: run, step, when and why (%s)", err);
 	record_release(&r);
 	free(p);
+	p = record_conflict("fa", 10, 1790000001.25);
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_CONFLICT &&
+	      !strcmp(r.run, "fa") && r.step == 10 && r.at == 1790000001.25,
+	      "a conflict record comes back: run, step and when (%s)", err);
+	record_release(&r);
+	free(p);
+	p = record_mixed("mix", 5, 1790000002.0, "ipc pid 10 (after step 10) and ipc pid 11 (step 5, its first)");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_MIXED &&
+	      !strcmp(r.run, "mix") && r.step == 5 && r.at == 1790000002.0 && r.why &&
+	      !strcmp(r.why, "ipc pid 10 (after step 10) and ipc pid 11 (step 5, its first)"),
+	      "a mixed record comes back: run, step, when and who (%s)", err);
+	record_release(&r);
+	free(p);
 	const char *no_why = "{\"t\":\"expired\",\"run\":\"fa\",\"step\":3}";
 	CHECK(record_decode(no_why, strlen(no_why), &r, err, sizeof(err)) == 0 && r.kind == RECORD_EXPIRED &&
 	      r.why && !r.why[0] && r.at == 0, "one without why and at decodes, both empty");
@@ -235,7 +248,8 @@ static void test_malformed(void)
 		"{\"t\":\"snapshot\",\"run\":\"a\",\"step\":\"7\"}", "{\"t\":\"snapshot\",\"run\":3,\"step\":7}",
 		"{\"t\":\"drop\",\"run\":\"a\"}", "{\"t\":\"drop\",\"step\":1}", "{\"t\":\"forget\"}",
 		"{\"t\":\"expired\",\"run\":\"a\"}", "{\"t\":\"expired\",\"step\":1,\"why\":\"x\"}",
-		"{\"t\":\"expired\",\"run\":\"a\",\"step\":\"1\"}",
+		"{\"t\":\"expired\",\"run\":\"a\",\"step\":\"1\"}", "{\"t\":\"conflict\",\"step\":1}",
+		"{\"t\":\"mixed\",\"run\":\"a\"}",
 		"{\"t\":\"forget\",\"run\":null}", "{\"t\":\"result\"}",
 		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[]}",
 		"{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[],\"rows\":{}}",
