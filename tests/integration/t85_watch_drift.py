@@ -126,13 +126,13 @@ def alert_numbers(ctx, tmp):
     events come from a PUB socket of the test's, standing for a daemon: a value a hair above its
     threshold is not one a real study can be steered to."""
     ep = f"ipc://{tmp}/fake-events.sock"
-    pub = ctx.socket(zmq.PUB)
+    pub = ctx.socket(zmq.XPUB)     # it hears the watcher's subscription: no fixed wait for it
     pub.setsockopt(zmq.LINGER, 0)
     pub.bind(ep)
     w = subprocess.Popen([WDRIFT, "watch", "--endpoint", ep, "--count", "2"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     try:
-        time.sleep(1.0)
+        check(pub.poll(15000) and pub.recv()[:1] == b"\x01", "the watcher subscribed")
         for v, th, m in ((1.00054, 1, "ratio"), (1024, 0, "nonfinite")):
             e = {"v": 1, "alert": "a", "state": "firing", "severity": "warning", "study": "st", "run": "fa",
                  "metric": m, "value": v, "threshold": th, "step": 10, "since": 0}
