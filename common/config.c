@@ -240,6 +240,16 @@ const char *wd_study_role(const struct wd_config_study *st, const char *run, con
 	return NULL;
 }
 
+const char *wd_study_proxy_run(const struct wd_config_study *st, const char *label)
+{
+	const char *synthetic = wd_config_synthetic_label(st->synthetic_proxy);
+
+	for (size_t k = 0; k < st->proxies.n; k++)
+		if (!strcmp(st->proxies.v[k].label, label))
+			return st->proxies.v[k].run;
+	return synthetic && !strcmp(synthetic, label) ? synthetic : NULL;
+}
+
 const struct wd_config_study *wd_config_study_naming(const struct wd_config *cfg, const char *run)
 {
 	for (size_t i = 0; i < cfg->n_studies; i++)

@@ -273,6 +273,12 @@ const char *wd_study_role(const struct wd_config_study *st, const char *run, con
  * 'nb'; did you mean 'nv'? (studies: fa, nv)". Into out (len bytes).
  */
 void wd_config_no_study(const struct wd_config *cfg, const char *study, char *out, size_t len);
+/*
+ * The run whose rows a study's proxy label stands for: a trained proxy's
+ * run, or the synthetic proxy's label itself (its rows' run); NULL when st
+ * has no proxy of that label.
+ */
+const char *wd_study_proxy_run(const struct wd_config_study *st, const char *label);
 /* The first study of cfg that names run (wd_study_role), or NULL when none does. */
 const struct wd_config_study *wd_config_study_naming(const struct wd_config *cfg, const char *run);
 

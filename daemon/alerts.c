@@ -28,6 +28,7 @@
 struct rule {
 	struct wd_config_alert a;	/* strings below are our own copies */
 	char **cands;			/* the study's candidates (stalled times them; the rest skip former ones) */
+	char *proxy_run;		/* a ratio rule's: the run of its proxy's rows (wd_study_proxy_run); NULL */
 	size_t n_cands;
 	int cands_short;		/* out of memory: cands lacks some (then no row is skipped) */
 	struct instances set;
@@ -115,6 +116,7 @@ static void rules_free(struct alerts *a)
 		for (size_t c = 0; c < r->n_cands; c++)
 			free(r->cands[c]);
 		free(r->cands);
+		free(r->proxy_run);
 		instances_drop(&r->set, NULL, NULL);
 	}
 	free(a->rules);
@@ -298,6 +300,8 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 		const struct wd_config_study *st = &cfg->studies[c->study_index];
 		v[i].cands = calloc(st->candidates.n + 1, sizeof(char *));
 		v[i].cands_short = !v[i].cands;
+		const char *proxy_run = c->proxy ? wd_study_proxy_run(st, c->proxy) : NULL;
+		v[i].proxy_run = proxy_run ? strdup(proxy_run) : NULL;
 		for (size_t k = 0; v[i].cands && k < st->candidates.n; k++) {
 			char *name = strdup(st->candidates.names[k]);
 			if (name)
@@ -735,8 +739,14 @@ static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n
 	log_warning("alert '%s': %s", r->a.name, r->unmatched);
 }
 
-/* The metric of one tensor row. */
-static double metric_of(const struct rule *r, const struct result_batch *b, const struct drift_row *row)
+/*
+ * The metric of one tensor row. proxy_gone: a ratio rule's proxy has no
+ * rows in b (runs rm forgot its run): the ratios the candidate's rows kept
+ * are of a run the daemon no longer has, and no value (a trial's restart
+ * judged them again, and the rule fired on them; drift shows none).
+ */
+static double metric_of(const struct rule *r, const struct result_batch *b, const struct drift_row *row,
+			int proxy_gone)
 {
 	switch (r->a.metric) {
 	case WD_METRIC_W1: return row->w1;
@@ -744,7 +754,7 @@ static double metric_of(const struct rule *r, const struct result_batch *b, cons
 	case WD_METRIC_REL_L2: return row->rel_l2;
 	case WD_METRIC_NONFINITE: return (double)(row->nan + row->posinf + row->neginf);
 	case WD_METRIC_RATIO:
-		for (size_t k = 0; k < b->n_proxies; k++)
+		for (size_t k = 0; !proxy_gone && k < b->n_proxies; k++)
 			if (!strcmp(b->proxies[k], r->a.proxy))
 				return row->ratio[k];
 		return NAN;
@@ -804,6 +814,8 @@ static void judge(struct alerts *a, const struct result_batch *b, int fresh_only
 			if (c == 0 && n_runs < sizeof(runs) / sizeof(runs[0]) && is_candidate(r, row->run))
 				runs[n_runs++] = row->run;
 		}
+		int proxy_gone = r->a.metric == WD_METRIC_RATIO && r->proxy_run &&
+				 !result_batch_has_run(b, r->proxy_run);
 		for (size_t c = 0; c < n_runs; c++) {
 			const char *run = runs[c], *example = NULL;
 			size_t n = 0, n_tensors = 0, matched = 0;
@@ -811,7 +823,7 @@ static void judge(struct alerts *a, const struct result_batch *b, int fresh_only
 				const struct drift_row *row = &b->rows[j];
 				if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE || strcmp(row->run, run))
 					continue;
-				double v = metric_of(r, b, row);
+				double v = metric_of(r, b, row, proxy_gone);
 				if (r->a.scope == WD_SCOPE_TENSORS) {
 					n_tensors++;
 					example = example ? example : row->tensor;
@@ -1081,8 +1093,8 @@ void alerts_restore_done(struct alerts *a)
 	a->unknown = NULL;
 	a->n_unknown = 0;
 	if (n)
-		log_notice("alerts: %zu instances restored from the write-ahead log (%zu firing, "
-			   "%zu pending)", n, firing, pending);
+		log_notice("alerts: %zu instance%s restored from the write-ahead log (%zu firing, "
+			   "%zu pending)", n, n == 1 ? "" : "s", firing, pending);
 }
 
 char *alerts_json(const struct alerts *a)

@@ -248,16 +248,14 @@ static const struct wd_config_study *study_named(const struct wd_config *cfg, co
 	return NULL;
 }
 
-/* Is label one of the study's proxies now (a trained one's, or its synthetic one's)? */
-static int proxy_now(const struct wd_config *cfg, const char *study, const char *label)
+/* Is label one of b's study's proxies now (a trained one's, or its synthetic one's), with rows in b? */
+static int proxy_now(const struct wd_config *cfg, const struct result_batch *b, const char *label)
 {
-	const struct wd_config_study *s = study_named(cfg, study);
-	const char *synthetic = s ? wd_config_synthetic_label(s->synthetic_proxy) : NULL;
+	const struct wd_config_study *s = study_named(cfg, b->study);
+	const char *run = s ? wd_study_proxy_run(s, label) : NULL;
 
-	for (size_t k = 0; s && k < s->proxies.n; k++)
-		if (!strcmp(s->proxies.v[k].label, label))
-			return 1;
-	return synthetic && !strcmp(synthetic, label);
+	/* its rows gone (runs rm forgot its run): the ratios kept are to a run no longer there */
+	return run && result_batch_has_run(b, run);
 }
 
 /* Is run one the study has rows of now: a candidate, a trained proxy's run, or its synthetic label? */
@@ -473,7 +471,10 @@ static void complete_series(FILE *f, const struct wd_config *cfg, const struct r
 	       "A candidate's W1 over a proxy's, tensor by tensor, summarized over tensors, at the "
 	       "study's latest complete step; above 1: it drifts more than the proxy. NaN where the "
 	       "proxy's W1 is 0 (a complete step 0).");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		int now[DRIFTLOG_MAX_PROXIES];
+		for (size_t p = 0; p < v[i]->n_proxies; p++)
+			now[p] = proxy_now(cfg, v[i], v[i]->proxies[p]);
 		for (size_t r = 0; r < v[i]->n_rows; r++) {
 			const struct drift_row *row = &v[i]->rows[r];
 			/* a candidate a reload took out (former) has no ratio now: a rule went on firing on it */
@@ -481,13 +482,14 @@ static void complete_series(FILE *f, const struct wd_config *cfg, const struct r
 			    strcmp(role_name(cfg, v[i]->study, row->run), "candidate"))
 				continue;
 			for (size_t p = 0; p < v[i]->n_proxies; p++) {
-				if (!proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
-					continue;	/* a label a reload took out: no ratio to it now */
+				if (!now[p])
+					continue;	/* a label a reload took out, or a run runs rm forgot */
 				sample(f, "wdrift_drift_ratio", (struct label[]){ { "study", v[i]->study },
 					{ "run", row->run }, { "proxy", v[i]->proxies[p] },
 					{ "summary", summary_name[row->kind - ROW_MEAN] }, { 0 } }, row->ratio[p]);
 			}
 		}
+	}
 }
 
 /* metrics.per_tensor: each tensor's W1 at its run's latest step. */
@@ -512,18 +514,22 @@ static void tensor_ratio_series(FILE *f, const struct wd_config *cfg, const stru
 {
 	family(f, "wdrift_tensor_ratio", "gauge", "A candidate's W1 over a proxy's, for one tensor, "
 	       "at the study's latest complete step (metrics.per_tensor).");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		int now[DRIFTLOG_MAX_PROXIES];
+		for (size_t p = 0; p < v[i]->n_proxies; p++)
+			now[p] = proxy_now(cfg, v[i], v[i]->proxies[p]);
 		for (size_t r = 0; r < v[i]->n_rows; r++) {
 			const struct drift_row *row = &v[i]->rows[r];
 			if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE ||
 			    strcmp(role_name(cfg, v[i]->study, row->run), "candidate"))
 				continue;	/* as wdrift_drift_ratio: candidates now only */
 			for (size_t p = 0; p < v[i]->n_proxies; p++)
-				if (proxy_now(cfg, v[i]->study, v[i]->proxies[p]))
+				if (now[p])
 					sample(f, "wdrift_tensor_ratio", (struct label[]){ { "study", v[i]->study },
 						{ "run", row->run }, { "tensor", row->tensor },
 						{ "proxy", v[i]->proxies[p] }, { 0 } }, row->ratio[p]);
 		}
+	}
 }
 
 /* --- alerts --- */

@@ -248,10 +248,11 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			    "their next snapshots are stored under the name afresh%s", run, live,
 			    live == 1 ? "" : "s", who, live - rerun && rerun ? ", each job's beside the "
 			    "other's" : "");
-	log_notice("runs rm: run '%s': %zu durable steps and %zu result records forgotten, %ld spool "
-		   "files removed, %zu alert instances dropped (%zu were firing: resolved, saying the run "
-		   "was removed)", run, gone->steps, gone->results, files > 0 ? files : 0, gone->alerts,
-		   gone->firing);
+	log_notice("runs rm: run '%s': %zu durable step%s and %zu result record%s forgotten, %ld spool "
+		   "file%s removed, %zu alert instance%s dropped (%zu were firing: resolved, saying the run "
+		   "was removed)", run, gone->steps, gone->steps == 1 ? "" : "s", gone->results,
+		   gone->results == 1 ? "" : "s", files > 0 ? files : 0, files == 1 ? "" : "s", gone->alerts,
+		   gone->alerts == 1 ? "" : "s", gone->firing);
 	return 0;
 }
 

@@ -267,8 +267,15 @@ int result_batch_keep_runs(struct result_batch *b, const struct result_batch *ol
 
 int result_batch_has_run(const struct result_batch *b, const char *run)
 {
+	/* the first tensor's row, looked up; else a scan: a run may lack that tensor */
 	for (size_t i = 0; i < b->n_rows; i++)
-		if (b->rows[i].kind == ROW_TENSOR && b->rows[i].tensor)
-			return result_batch_find(b, run, b->rows[i].tensor) != NULL;
+		if (b->rows[i].kind == ROW_TENSOR && b->rows[i].tensor) {
+			if (result_batch_find(b, run, b->rows[i].tensor))
+				return 1;
+			break;
+		}
+	for (size_t i = 0; i < b->n_rows; i++)
+		if (!strcmp(b->rows[i].run, run))
+			return 1;
 	return 0;
 }
