@@ -113,7 +113,7 @@ void ingest_drop_snapshot(struct ingest *ix, struct snapshot *snap);
  * (it expired, or every rank committed and it is not whole): a re-send of
  * it is refused at once for INGEST_EXPIRED_SECONDS; the oldest slot gives way.
  * The run keeps it too (run_note_expired), for runs and drift, and the
- * WAL through ix->on_expired, for them after a restart.
+ * WAL (an "expired" record, ingest_record), for them after a restart.
  */
 void ingest_note_expired(struct ingest *ix, const struct snapshot *snap, double t, const char *why);
 /* (run, step) when it expired waiting for ranks within INGEST_EXPIRED_SECONDS; else NULL. */

@@ -112,8 +112,11 @@ static void ingest_send(void *ctx, const void *id, size_t id_len, int envelope, 
  * Alert state (docs/reliability.md, "Alert state"), and what runs and
  * drift say of a run beside its snapshots (an expired step, a conflict,
  * two jobs at once), to the WAL: appended, not fsync'd here, so that a
- * slow disk does not hold up the loop; the kernel has it when the process
- * dies, the next snapshot's or result's fsync when the machine does.
+ * slow disk holds up the loop at most for a WAL fsync the spool thread
+ * has begun (wal_append_sync keeps the log to itself through one small
+ * record's fdatasync; a snapshot's file is synced before, outside it); the
+ * kernel has the record when the process dies, the next snapshot's or
+ * result's fsync when the machine does.
  */
 static int to_wal(void *ctx, const char *payload)
 {
@@ -414,6 +417,7 @@ static int start(struct daemon *d, int force)
 	d->rec = (struct recovery){ .st = &d->st, .cfg = &d->cfg, .alerts = d->alerts };
 	if (wal_open(path, force, recover_record, &d->rec, &d->wal, err, sizeof(err)) < 0)
 		return error("%s", err);
+	recover_done(&d->rec);
 	alerts_set_store(d->alerts, to_wal, d);
 	alerts_restore_done(d->alerts);
 	log_notice("write-ahead log: %llu records, %zu runs, %llu durable snapshots",

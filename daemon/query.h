@@ -34,7 +34,7 @@ struct drift_query {
 	size_t n_candidates;		/* runs[0..n_candidates): the candidates; a batch's other ones are former */
 	char *baseline;			/* the study's baseline at the request: other than the batch's, stale */
 	char *silent;			/* the study's runs that sent nothing, said (study_silent); NULL: none */
-	char *refused;			/* its runs' conflicts since the start, said (study_refused); NULL: none */
+	char *refused;			/* its runs' conflicts, said (study_refused); NULL: none */
 	char *mixed;			/* its runs two jobs published at once, said (study_mixed); NULL: none */
 	char *expired;			/* its runs' steps refused incomplete, said (study_expired); NULL: none */
 	char *ahead;			/* runs past the baseline's latest step, said (study_ahead); NULL: none */

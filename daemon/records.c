@@ -11,6 +11,7 @@
 #include "records.h"
 #include "result_batch.h"
 #include "state.h"
+#include "utf8.h"
 
 #define ROW_FIELDS 13	/* the fields of a result row, records.h */
 
@@ -20,6 +21,21 @@ static char *dump(json_t *o)
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	return s;
+}
+
+/*
+ * A sentence as a JSON string, each byte that is not part of a whole UTF-8
+ * character '?': a reason quotes names cut to fit ("'%.80s'"), which
+ * json_string refuses, and the record was lost (a review). NULL when out
+ * of memory.
+ */
+static json_t *text(const char *s)
+{
+	char *copy = strdup(s);
+	json_t *j = copy ? json_string(wd_utf8_scrub(copy)) : NULL;
+
+	free(copy);
+	return j;
 }
 
 /* Non-finite numbers are null: JSON has no NaN. */
@@ -80,14 +96,14 @@ char *record_result(const struct result_batch *b)
 
 char *record_drop(const char *run, int64_t step, const char *why)
 {
-	return dump(json_pack("{s:s,s:s,s:I,s:s}", "t", "drop", "run", run, "step", (json_int_t)step,
-			      "why", why));
+	return dump(json_pack("{s:s,s:s,s:I,s:o}", "t", "drop", "run", run, "step", (json_int_t)step,
+			      "why", text(why)));
 }
 
 char *record_expired(const char *run, int64_t step, double at, const char *why)
 {
-	return dump(json_pack("{s:s,s:s,s:I,s:f,s:s}", "t", "expired", "run", run, "step", (json_int_t)step,
-			      "at", at, "why", why));
+	return dump(json_pack("{s:s,s:s,s:I,s:f,s:o}", "t", "expired", "run", run, "step", (json_int_t)step,
+			      "at", at, "why", text(why)));
 }
 
 char *record_conflict(const char *run, int64_t step, double at)
@@ -97,8 +113,8 @@ char *record_conflict(const char *run, int64_t step, double at)
 
 char *record_mixed(const char *run, int64_t step, double at, const char *who)
 {
-	return dump(json_pack("{s:s,s:s,s:I,s:f,s:s}", "t", "mixed", "run", run, "step", (json_int_t)step,
-			      "at", at, "who", who));
+	return dump(json_pack("{s:s,s:s,s:I,s:f,s:o}", "t", "mixed", "run", run, "step", (json_int_t)step,
+			      "at", at, "who", text(who)));
 }
 
 char *record_forget(const char *run)

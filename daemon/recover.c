@@ -128,16 +128,19 @@ int recover_record(void *ctx, const char *payload, size_t len)
 		break;
 	}
 	case RECORD_EXPIRED:	/* a step refused incomplete: runs and drift say it again */
-		if ((r = state_run(rc->st, rec.run, 1)))
-			run_note_expired(r, rec.step, rec.why, rec.at);
+		if ((r = state_run(rc->st, rec.run, 1))) {
+			struct run_expiry *e = run_note_expired(r, rec.step, rec.why, rec.at);
+			if (e)
+				e->replayed = 1;
+		}
 		break;
 	case RECORD_CONFLICT:	/* a snapshot refused for other content: refused says it again */
 		if ((r = state_run(rc->st, rec.run, 1)))
 			run_note_conflict(r, rec.step, rec.at);
 		break;
 	case RECORD_MIXED:	/* two jobs at once: its steps since are both jobs' */
-		if ((r = state_run(rc->st, rec.run, 1)))
-			run_note_mixed(r, rec.step, rec.why, rec.at);
+		if ((r = state_run(rc->st, rec.run, 1)) && run_note_mixed(r, rec.step, rec.why, rec.at))
+			r->mixed_replayed = 1;
 		break;
 	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
 		replay_forget(rc, rec.run);
@@ -151,6 +154,15 @@ int recover_record(void *ctx, const char *payload, size_t len)
 	}
 	record_release(&rec);
 	return 0;
+}
+
+void recover_done(struct recovery *rc)
+{
+	for (struct run *r = rc->st->runs, *next; r; r = next) {
+		next = r->next;
+		if (!r->n_durable && !r->expired)
+			state_forget_run(rc->st, r);
+	}
 }
 
 static int is_durable(void *ctx, const char *run, int64_t step)

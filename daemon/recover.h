@@ -41,6 +41,14 @@ struct recovery {
 
 /* One record of the replay (a wal_replay_fn, ctx a struct recovery): never stops it. */
 int recover_record(void *ctx, const char *payload, size_t len);
+/*
+ * After the replay: a run that holds nothing, no durable step and none
+ * expired (only "conflict" or "mixed" records: each snapshot of it was
+ * refused whole), is forgotten, as it was when its last snapshot went
+ * (ingest_drop_snapshot); the replay made it again (a review's came back
+ * from a restart, with a conflict and a slot of limits.max_runs).
+ */
+void recover_done(struct recovery *rc);
 /* The spool's start-up sweep (spool_sweep) against the replayed durable steps. */
 void recover_sweep(struct recovery *rc, const char *storage_dir, int force);
 /*

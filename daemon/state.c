@@ -120,19 +120,21 @@ int run_knows_session(const struct run *r, uint64_t session)
 	return 0;
 }
 
-void run_note_expired(struct run *r, int64_t step, const char *why, double wall)
+struct run_expiry *run_note_expired(struct run *r, int64_t step, const char *why, double wall)
 {
 	r->expired++;
 	if (!r->expiries && !(r->expiries = calloc(RUN_EXPIRED_KEPT, sizeof(*r->expiries)))) {
-		log_err("out of memory: run '%s' step %lld expired incomplete (%s); counted, but runs and drift "
-			  "cannot say when or why", r->name, (long long)step, why);
-		return;
+		log_err("out of memory: run '%s' step %lld expired incomplete (%s); runs and drift cannot say it",
+			r->name, (long long)step, why);
+		return NULL;
 	}
 	struct run_expiry *e = &r->expiries[r->n_expiries++ % RUN_EXPIRED_KEPT];
 	e->step = step;
 	e->wall = wall;
 	snprintf(e->why, sizeof(e->why), "%s", why);
 	wd_utf8_scrub(e->why);	/* cut inside a name: runs and drift carry it as JSON */
+	e->replayed = 0;
+	return e;
 }
 
 const struct run_expiry *run_last_expiry(const struct run *r)
@@ -145,7 +147,7 @@ const struct run_expiry *run_expiry_again(const struct run *r, const char *why)
 	const struct run_expiry *e = run_last_expiry(r);
 	char kept[sizeof(e->why)];
 
-	if (!e)
+	if (!e || e->replayed)	/* the previous process logged it: this one says it whole once */
 		return NULL;
 	snprintf(kept, sizeof(kept), "%s", why);	/* as run_note_expired keeps it */
 	wd_utf8_scrub(kept);

@@ -108,6 +108,7 @@ struct run_expiry {
 	int64_t step;
 	double wall;		/* Unix seconds */
 	char why[512];		/* as its ranks were told (ingest_expire's) */
+	int replayed;		/* from the WAL's "expired" record: this start's log has not said it */
 };
 #define WD_RUN_MIXED_WHO 176	/* two peer addresses (peers.c: 80 bytes each) and " and " */
 
@@ -161,6 +162,7 @@ struct run {
 	 * times seen count since the start.
 	 */
 	uint64_t mixed;
+	int mixed_replayed;		/* the first time was before this start: its "mixed" record */
 	int64_t mixed_step;
 	double mixed_wall;
 	char mixed_who[WD_RUN_MIXED_WHO];
@@ -290,12 +292,16 @@ void run_note_conflict(struct run *r, int64_t step, double wall);
 /*
  * Step of r was refused incomplete to its waiting ranks at Unix seconds
  * wall, for why (struct run's expired): as it happens, and replayed from
- * its "expired" record at a start.
+ * its "expired" record at a start. Returns the entry kept, or NULL (out of
+ * memory: counted, not kept; logged).
  */
-void run_note_expired(struct run *r, int64_t step, const char *why, double wall);
-/* The latest expiry of r kept (run_note_expired), or NULL: none since this start. */
+struct run_expiry *run_note_expired(struct run *r, int64_t step, const char *why, double wall);
+/* The latest expiry of r kept (run_note_expired: replayed, or since), or NULL: none. */
 const struct run_expiry *run_last_expiry(const struct run *r);
-/* run_last_expiry when it was for why too (a dead rank's job: each step expires alike), else NULL. */
+/*
+ * run_last_expiry when it was for why too (a dead rank's job: each step
+ * expires alike) and this start's log said it, else NULL.
+ */
 const struct run_expiry *run_expiry_again(const struct run *r, const char *why);
 /* How many of r's durable steps are at or before step: those after it are r->durable[that..]. */
 size_t run_durable_upto(const struct run *r, int64_t step);

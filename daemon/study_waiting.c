@@ -21,6 +21,12 @@ static inline int64_t gap(int64_t a, int64_t b)
 	return a > b ? a - b : b - a;
 }
 
+/* step + tol (tol >= 0), INT64_MAX past it: a step near the top would overflow (a review) */
+static inline int64_t upto(int64_t step, int64_t tol)
+{
+	return step > INT64_MAX - tol ? INT64_MAX : step + tol;
+}
+
 /* Has any step of a one within tol of a step of b? Both ascending: one merge-like walk. */
 static int any_aligned(const int64_t *a, size_t na, const int64_t *b, size_t nb, int64_t tol)
 {
@@ -181,8 +187,11 @@ int run_mixed(const struct wd_config *cfg, const struct wd_config_study *st, con
 		return 0;
 	run_role(cfg, st, r, role, sizeof(role));
 	wall_said(r->mixed_wall, when, sizeof(when));
-	if (r->mixed > 1)	/* a job beside another seen again: a reconnect, or a third job */
-		snprintf(times, sizeof(times), "; seen %llu times since this start", (unsigned long long)r->mixed);
+	/* a job beside another seen again: a reconnect, or a third job; the first may be a replayed record's */
+	uint64_t seen = r->mixed - (r->mixed_replayed ? 1 : 0);
+	if (seen > (r->mixed_replayed ? 0 : 1))
+		snprintf(times, sizeof(times), "; seen %llu time%s since this start", (unsigned long long)seen,
+			 seen == 1 ? "" : "s");
 	add(buf, len, &at, "'%s' (%s): 2 jobs published it at once, each as its only rank, from step %lld%s "
 	    "(%s%s): its steps since are both jobs', which nothing tells apart. To keep one job's: stop the "
 	    "other, `wdrift runs rm %s`, and start the run again (or under another name)",
@@ -302,13 +311,13 @@ size_t study_ahead(const struct wd_config *cfg, struct state *st, const struct w
 		buf[0] = 0;
 	if (!base || !base->n_durable)
 		return 0;	/* study_waiting says that */
-	int64_t last = base->durable[base->n_durable - 1], upto = last + cfg->alignment.tolerance;
+	int64_t last = base->durable[base->n_durable - 1], until = upto(last, cfg->alignment.tolerance);
 	size_t k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
 	for (size_t i = 0; i < k; i++) {
 		struct run *r = state_run(st, names[i], 0);	/* NULL: the synthetic proxy's label */
-		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= upto)
+		if (!r || !r->n_durable || r->durable[r->n_durable - 1] <= until)
 			continue;
-		size_t first = run_durable_upto(r, upto), past = r->n_durable - first;
+		size_t first = run_durable_upto(r, until), past = r->n_durable - first;
 		n++;
 		if (!len)
 			continue;	/* only counted */
@@ -457,7 +466,7 @@ static size_t say_apart(const struct wd_config *cfg, struct state *st, const str
 			const struct run *base, int reached, char *buf, size_t len, size_t *at, size_t *held)
 {
 	size_t apart = 0;
-	int64_t tol = cfg->alignment.tolerance, upto = base->durable[base->n_durable - 1] + tol;
+	int64_t tol = cfg->alignment.tolerance, until = upto(base->durable[base->n_durable - 1], tol);
 
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		int cand = k < s->candidates.n;
@@ -466,7 +475,7 @@ static size_t say_apart(const struct wd_config *cfg, struct state *st, const str
 		if (!r || !r->n_durable)
 			continue;
 		(*held)++;
-		size_t n = reached ? run_durable_upto(r, upto) : r->n_durable;
+		size_t n = reached ? run_durable_upto(r, until) : r->n_durable;
 		if ((reached && !n) || any_aligned(r->durable, n, base->durable, base->n_durable, tol))
 			continue;
 		if (++apart > 2)	/* the third and later only counted: the hint must fit */
@@ -619,13 +628,13 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 		if (!r->n_durable && !e)
 			continue;	/* never sent (silent says it); one whose only step expired is said */
 		int64_t x;
-		later_steps(r, step + tol, later, sizeof(later));
+		later_steps(r, upto(step, tol), later, sizeof(later));
 		/*
 		 * None of its steps up to the baseline's latest aligns to one of
 		 * the baseline's: it sends at other steps (as unaligned says; those
 		 * past the baseline's latest are ahead's, and may yet align)
 		 */
-		size_t reached = run_durable_upto(r, base->durable[base->n_durable - 1] + tol);
+		size_t reached = run_durable_upto(r, upto(base->durable[base->n_durable - 1], tol));
 		int apart = reached && !any_aligned(r->durable, reached, base->durable, base->n_durable, tol);
 		if (!e && !later[0] && !apart)
 			continue;	/* none after it: it may lag, and come (lagging says where it is) */

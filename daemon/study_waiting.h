@@ -44,10 +44,10 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 
 /*
  * Into buf: why rows of run r may not be its job's now, when snapshots of r
- * were refused as conflicts since this start (a re-run under the same
- * name): "'fa' (candidate): 2 snapshots refused as
- * durable with other content, the latest step 10 at ... UTC: a re-run under
- * the same name? ...". The role is r's in st, or (st NULL) in the first
+ * were refused as conflicts (a re-run under the same name; the WAL's
+ * "conflict" records and those since): "'fa' (candidate): 2 snapshots
+ * refused as conflicts (other content at a step it has), the latest step
+ * 10 at ... UTC: a re-run under the same name? ...". The role is r's in st, or (st NULL) in the first
  * study of cfg naming it. Returns 0 and buf "" when r has no conflict.
  */
 int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, const struct run *r,
@@ -59,7 +59,7 @@ size_t study_refused(const struct wd_config *cfg, struct state *st, const struct
 
 /*
  * Into buf: why rows of run r are of two jobs, when two published it at
- * once, each as its only rank, since this start (peers.c, run_note_mixed):
+ * once, each as its only rank (peers.c, run_note_mixed; the WAL's "mixed" record):
  * "'mix' (candidate): 2 jobs published it at once, each as its only rank,
  * from step 5 at ... UTC (ipc pid 4242 and ipc pid 4300): ...". Kept after
  * the jobs end, until runs rm. Returns 0 and buf "" when none did.

@@ -352,6 +352,28 @@ def main():
         check("'fa' (candidate): its step 1 expired incomplete at " in never.get("fa", "") and
               "rank 1 of 3 never committed" in never.get("fa", ""),
               "... and drift --step 1 says fa's step there expired, not that it sent none", r.stdout + r.stderr)
+        # dead2's next step expires as its step 2 did: this start's log says it whole once (a review:
+        # the replayed expiry made it "as its step 2 did", of a line only the last process logged)
+        mark = len(dm.log_text())
+        ctx = zmq.Context()
+        pubs = [Publisher(ctx, tmp, "dead2") for _ in range(W)]
+        x = np.arange(3000, dtype=np.float32)
+        try:
+            for k in (0, 2):
+                pubs[k].tensor(3, "w", x[k * 1000:(k + 1) * 1000], "f32", offset=k * 1000, total=3000)
+                pubs[k].send_raw([json.dumps({"v": 1, "type": "commit", "run": "dead2", "step": 3, "tensors": 1,
+                                              "ranks": W, "rank": k, "session": 900 + k}).encode()])
+            end = time.time() + 40
+            while time.time() < end and "run 'dead2' step 3: expired" not in dm.log_text()[mark:]:
+                time.sleep(0.2)
+            gone = [x_ for x_ in dm.log_text()[mark:].splitlines() if "run 'dead2' step 3: expired" in x_]
+            check(len(gone) == 1 and "step 3: expired after 20 s waiting for the other ranks: rank 1 of 3 never "
+                  "committed; " in gone[0] and "as its step" not in gone[0],
+                  "after a restart, the first expiry like the last one's is logged whole", "\n".join(gone))
+        finally:
+            for p in pubs:
+                p.s.close(linger=0)
+            ctx.term()
     finally:
         stop_procs(procs)
         teardown(dm, tmp)

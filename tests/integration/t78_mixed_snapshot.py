@@ -143,6 +143,29 @@ def main():
             if not (r and r.get("again")):
                 break
         check(r and r.get("ok") and r.get("steps") == 1, f"runs rm ghost: done once its ranks have closed ({r})")
+
+        # a new run whose only snapshot was refused whole holds nothing: forgotten, and a restart
+        # does not bring it back from its "conflict" record (a review's came back, with a conflict)
+        ga, gb = Publisher(ctx, tmp, "ghost2"), Publisher(ctx, tmp, "ghost2")
+        ga.tensor(1, "w", x[:500], "f32", offset=0, total=1000)
+        ga.hello()
+        gb.tensor(1, "w", y[:500], "f32", offset=0, total=1000)
+        e = gb.recv()
+        check(e and e.get("code") == "conflict", f"ghost2 step 1 refused whole ({e})")
+        ga.s.close()
+        gb.s.close()
+
+        def runs_now():
+            r = control(ctx, tmp, {"v": 1, "cmd": "runs"})
+            return [x["name"] for x in (r or {}).get("runs", [])]
+        end = time.time() + 15
+        while time.time() < end and "ghost2" in runs_now():
+            time.sleep(0.5)
+        check("ghost2" not in runs_now(), "ghost2 holds nothing: forgotten", str(runs_now()))
+        check(dm.stop() == 0, "SIGTERM: exit 0")
+        check(dm.start() is not None, "the daemon restarts")
+        check("ghost2" not in runs_now() and "kill2" in runs_now(),
+              "after the restart: ghost2 still forgotten, kill2 (durable steps) still there", str(runs_now()))
         check(dm.stop() == 0, "SIGTERM: exit 0")
     finally:
         teardown(dm, tmp, ctx)

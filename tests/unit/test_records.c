@@ -230,6 +230,20 @@ static void test_drop_forget(void)
 	      "a mixed record comes back: run, step, when and who (%s)", err);
 	record_release(&r);
 	free(p);
+	/* a reason quoting a name cut inside a character ('%.80s'): recorded, the cut byte '?' (a review's was lost) */
+	char cut[96];
+	snprintf(cut, sizeof(cut), "expired: 'w\xc3\xa9\xc3' has 2 of 4 elements");
+	p = record_expired("fa", 21, 1.0, cut);
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_EXPIRED &&
+	      r.why && !strcmp(r.why, "expired: 'w\xc3\xa9?' has 2 of 4 elements"),
+	      "an expired record whose why holds part of a character: recorded, the part '?' (%s)", err);
+	record_release(&r);
+	free(p);
+	p = record_mixed("mix", 5, 1.0, "ipc pid 1 and \xe2\x82");
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.why &&
+	      !strcmp(r.why, "ipc pid 1 and ??"), "so is a mixed record's who (%s)", err);
+	record_release(&r);
+	free(p);
 	const char *no_why = "{\"t\":\"expired\",\"run\":\"fa\",\"step\":3}";
 	CHECK(record_decode(no_why, strlen(no_why), &r, err, sizeof(err)) == 0 && r.kind == RECORD_EXPIRED &&
 	      r.why && !r.why[0] && r.at == 0, "one without why and at decodes, both empty");
