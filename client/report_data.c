@@ -158,11 +158,8 @@ int report_gather(struct report *r, const struct study_data *sd)
 	 * synthetic proxy's rows carry its label as run) */
 	const struct wd_config_study *st = sd->study;
 	for (size_t k = 0; k < d->n_proxies; k++) {
-		const char *run = d->proxies[k];
-		for (size_t i = 0; st && i < st->proxies.n; i++)
-			if (!strcmp(st->proxies.v[i].label, d->proxies[k]))
-				run = st->proxies.v[i].run;
-		r->proxy_run[k] = run_index(d, run);
+		const char *run = st ? wd_study_proxy_run(st, d->proxies[k]) : NULL;
+		r->proxy_run[k] = run_index(d, run ? run : d->proxies[k]);
 	}
 	/* a trained proxy: what a run trained another way drifts, the
 	 * yardstick a reader trusts most; the synthetic one only when alone */

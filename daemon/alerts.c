@@ -986,12 +986,8 @@ size_t alerts_forget_run(struct alerts *a, const char *run, const struct wd_conf
 		 * (a trial's ratio alert went on firing with its proxy forgotten);
 		 * stalled times each candidate on its own.
 		 */
-		const char *proxy_run = NULL;
-		for (size_t p = 0; st && r->a.metric == WD_METRIC_RATIO && r->a.proxy && p < st->proxies.n; p++)
-			if (!strcmp(st->proxies.v[p].label, r->a.proxy))
-				proxy_run = st->proxies.v[p].run;
 		int all = st && r->a.metric != WD_METRIC_STALLED &&
-			  (!strcmp(st->baseline, run) || (proxy_run && !strcmp(proxy_run, run)));
+			  (!strcmp(st->baseline, run) || (r->proxy_run && !strcmp(r->proxy_run, run)));
 		char reason[400];
 		snprintf(reason, sizeof(reason), "run '%.200s' was removed (wdrift runs rm)%s: forgotten, not "
 			 "recovered", run, all ? ", which this rule's value was judged against" : "");

@@ -69,15 +69,6 @@ struct result_batch *drift_query_find(struct result_batch *const *results, size_
 	return NULL;
 }
 
-/* The proxy label's run in the study, or the label for a synthetic proxy. */
-static const char *proxy_run(const struct wd_config_study *st, const char *label)
-{
-	for (size_t k = 0; st && k < st->proxies.n; k++)
-		if (!strcmp(st->proxies.v[k].label, label))
-			return st->proxies.v[k].run;
-	return label;
-}
-
 int drift_query_init(struct drift_query *q, struct result_batch *b, const struct wd_config_study *st,
 		     const char *glob)
 {
@@ -86,12 +77,10 @@ int drift_query_init(struct drift_query *q, struct result_batch *b, const struct
 	int ok = (!glob || (q->glob = strdup(glob))) && (q->baseline = strdup(st->baseline));
 
 	q->batch = result_batch_ref(b);
-	const char *synthetic = wd_config_synthetic_label(st->synthetic_proxy);
 	for (size_t k = 0; ok && k < b->n_proxies; k++) {
-		ok = (q->proxy_runs[k] = strdup(proxy_run(st, b->proxies[k]))) != NULL;
-		/* a trial's removed proxy stayed a column of '-' in every row */
-		q->proxy_gone[k] = (!synthetic || strcmp(synthetic, b->proxies[k])) &&
-				   proxy_run(st, b->proxies[k]) == b->proxies[k];
+		const char *run = wd_study_proxy_run(st, b->proxies[k]);
+		ok = (q->proxy_runs[k] = strdup(run ? run : b->proxies[k])) != NULL;
+		q->proxy_gone[k] = !run;	/* a trial's removed proxy stayed a column of '-' in every row */
 	}
 	q->n_candidates = st->candidates.n < n ? st->candidates.n : n;	/* wd_study_step_runs: first */
 	ok = ok && (q->runs = calloc(n + 1, sizeof(*q->runs)));
