@@ -1,5 +1,6 @@
 /* near_name.c: "did you mean" for names and socket files (see near_name.h). */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -48,16 +49,18 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len)
 #define NEAR_SCAN_MAX 4096	/* directory entries read for a did-you-mean, at most */
 
 /*
- * The entry of type fmt (S_IFSOCK, S_IFREG) in dir that name is a typo
- * of, into out: the nearest (wd_name_near), ties to the first in byte
- * order. 0, or -1 when there is none (or no such directory). A socket of a
- * far name is never offered, even alone: beside a daemon whose ingest is
- * tcp://, the only .sock may be its control socket, which a publisher must
- * not be sent to.
+ * The entry of type fmt (S_IFSOCK, S_IFREG, S_IFDIR) in dir that name is a
+ * typo of, into out: the nearest (wd_name_near), ties to the first in byte
+ * order. With inside, a directory counts only when it holds a socket file
+ * of that name. 0, or -1 when there is none (or no such directory). A
+ * socket of a far name is never offered, even alone: beside a daemon whose
+ * ingest is tcp://, the only .sock may be its control socket, which a
+ * publisher must not be sent to.
  */
-static int near_entry(const char *dir, const char *name, mode_t fmt, char *out, size_t len)
+static int near_entry(const char *dir, const char *name, mode_t fmt, const char *inside, char *out,
+		      size_t len)
 {
-	unsigned char dt = fmt == S_IFSOCK ? DT_SOCK : DT_REG;
+	unsigned char dt = fmt == S_IFSOCK ? DT_SOCK : fmt == S_IFDIR ? DT_DIR : DT_REG;
 	DIR *d = opendir(dir);
 	struct dirent *e = NULL;
 	size_t bestd = SIZE_MAX, seen = 0;
@@ -67,6 +70,7 @@ static int near_entry(const char *dir, const char *name, mode_t fmt, char *out, 
 	out[0] = 0;
 	while (seen < NEAR_SCAN_MAX && (e = readdir(d))) {
 		struct stat st;
+		char in[NAME_MAX * 2 + 2];
 		seen++;
 		if (e->d_name[0] == '.' || !strcmp(e->d_name, name))
 			continue;
@@ -75,13 +79,47 @@ static int near_entry(const char *dir, const char *name, mode_t fmt, char *out, 
 		     fstatat(dirfd(d), e->d_name, &st, 0) < 0 || (st.st_mode & S_IFMT) != fmt))
 			continue;
 		size_t dist = wd_name_near(name, e->d_name, strlen(e->d_name));
-		if (dist != SIZE_MAX && (dist < bestd || (dist == bestd && strcmp(e->d_name, out) < 0))) {
-			bestd = dist;
-			snprintf(out, len, "%s", e->d_name);
-		}
+		if (dist == SIZE_MAX || dist > bestd || (dist == bestd && strcmp(e->d_name, out) >= 0))
+			continue;
+		if (inside && ((size_t)snprintf(in, sizeof(in), "%s/%s", e->d_name, inside) >= sizeof(in) ||
+			       fstatat(dirfd(d), in, &st, 0) < 0 || !S_ISSOCK(st.st_mode)))
+			continue;
+		bestd = dist;
+		snprintf(out, len, "%s", e->d_name);
 	}
 	closedir(d);
 	return out[0] ? 0 : -1;
+}
+
+/*
+ * The socket's directory is not there: "; did you mean" the same socket
+ * name in a directory beside it that the missing one's name is a typo of
+ * (ipc:///tmp/job/rn/ingest.sock for .../run/ingest.sock). One typo, in
+ * the last directory's name; the endpoint's spelling kept around it.
+ */
+static void suggest_socket_dir(const char *endpoint, const char *dir, const char *name, char *out,
+			       size_t len)
+{
+	char parent[PATH_MAX], near[NAME_MAX + 1];
+	const char *slash = strrchr(dir, '/');
+	const char *typed = strrchr(endpoint + 6, '/');	/* the endpoint's last slash: before name */
+	const char *tdir = typed;
+
+	if (!slash || !slash[1] || !typed)
+		return;
+	while (tdir > endpoint + 6 && tdir[-1] != '/')
+		tdir--;	/* the typed directory's name starts here */
+	size_t tl = (size_t)(typed - tdir);
+	/* "." and "..": the directory is not the typo; a name spelled otherwise than dir's: not ours */
+	if (!strcmp(slash + 1, ".") || !strcmp(slash + 1, "..") || tl != strlen(slash + 1) ||
+	    strncmp(tdir, slash + 1, tl))
+		return;
+	snprintf(parent, sizeof(parent), "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
+	if (near_entry(parent, slash + 1, S_IFDIR, name, near, sizeof(near)) < 0)
+		return;
+	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s/%s'?", (int)(tdir - endpoint), endpoint, near,
+			     name) >= len)
+		out[0] = 0;
 }
 
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len)
@@ -94,8 +132,12 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 	if (!slash || !slash[1] || (size_t)(slash - full) >= sizeof(dir))
 		return;
 	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
-	if (near_entry(dir, slash + 1, S_IFSOCK, near, sizeof(near)) < 0)
+	if (near_entry(dir, slash + 1, S_IFSOCK, NULL, near, sizeof(near)) < 0) {
+		struct stat st;
+		if (stat(dir, &st) < 0 && errno == ENOENT)
+			suggest_socket_dir(endpoint, dir, slash + 1, out, len);
 		return;
+	}
 	int keep = typed ? (int)(typed + 1 - endpoint) : 6;
 	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, endpoint, near) >= len)
 		out[0] = 0;	/* none rather than a name cut short */
@@ -192,7 +234,7 @@ void wd_suggest_file(const char *path, char *out, size_t len)
 		return;
 	snprintf(dir, sizeof(dir), "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
 		 !slash ? "." : path);
-	if (near_entry(dir, path + keep, S_IFREG, near, sizeof(near)) < 0)
+	if (near_entry(dir, path + keep, S_IFREG, NULL, near, sizeof(near)) < 0)
 		return;
 	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, path, near) >= len)
 		out[0] = 0;

@@ -28,7 +28,9 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len);
  * "; did you mean 'ipc://DIR/NAME'?" into out when the directory of full
  * (the endpoint's path, as this process opens it) holds a socket file that
  * the path's last name is a typo of (wd_name_near); DIR as the endpoint
- * spells it. "" otherwise, or when it does not fit. Reads at most 4096
+ * spells it. When that directory is not there, a directory beside it that
+ * its name is a typo of and that holds a socket of the same name (rn/ for
+ * run/). "" otherwise, or when it does not fit. Reads at most 4096
  * directory entries.
  */
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len);

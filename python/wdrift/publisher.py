@@ -86,8 +86,9 @@ class Publisher:
         or an address ZeroMQ refuses, raises WdriftError naming it. An ipc://
         socket that does not exist yet is a warning on stderr with its full
         path: the daemon may start later. When a socket file in its
-        directory has a name it looks like a typo of (or is the only .sock
-        there), the warning and diagnosis add "did you mean 'ipc://DIR/NAME'?".
+        directory has a name it looks like a typo of, or the directory is
+        missing and one beside it of a near name holds a socket of that
+        name, the warning and diagnosis add "did you mean 'ipc://DIR/NAME'?".
 
         queue_bytes (0: 1 GiB) bounds the snapshots waiting to be sent, and
         for CUDA tensors the pinned host memory they are staged in; policy

@@ -330,6 +330,10 @@ def main():
         check(r.returncode == 1 and f"did you mean 'ipc://{tmp}/run/control.sock'?" in r.stderr
               and "listen.*" not in r.stderr, "status --endpoint with a typo: the socket beside it, no listen.* hint",
               r.stderr)
+        r = wd("status", "--endpoint", f"ipc://{tmp}/rnu/control.sock")
+        check(r.returncode == 1 and f"did you mean 'ipc://{tmp}/run/control.sock'?" in r.stderr,
+              "status --endpoint with a typo in the directory: the socket in the directory it is near",
+              r.stderr)
         # a tcp:// port nothing listens on: "nothing listens", as the publisher says it, in
         # about a second (it waited 3 x 1.5 s for "not answering")
         tport = free_port()

@@ -242,7 +242,7 @@ def control_name(tmp, ep):
 def near_socket(tmp):
     """A typo in an ipc:// socket's file name, beside the daemon's sockets in tmp/run: the
     warning at open and Publisher.diagnosis suggest the socket it is near, as the endpoint
-    spells its directory; so does the stall warning. A name near none, among several
+    spells its directory; so does the stall warning, and a typo in the directory's name. A name near none, among several
     sockets, gets no suggestion, nor does it beside a lone socket of a far name (a daemon's
     control.sock, whose ingest is tcp://: the publisher must not be sent there)."""
     code = """
@@ -272,6 +272,10 @@ pub.close(0)
     rc, out, err = run("ipc://./run/ingset.sock")
     check(rc == 0 and err.count("did you mean 'ipc://./run/ingest.sock'?") == 1,
           "a relative ipc:// path: the suggestion spells the directory as it was typed", err)
+    rc, out, err = run(f"ipc://{tmp}/rnu/ingest.sock")
+    check(rc == 0 and err.count(near) == 1 and f"no socket at {tmp}/rnu/ingest.sock yet" in err,
+          "a typo in the socket's directory (rnu/ for run/, which holds ingest.sock): the same "
+          "'did you mean'", out + err)
     rc, out, err = run(f"ipc://{tmp}/run/unrelated.sock")
     check(rc == 0 and "no socket at" in err and "did you mean" not in err + out,
           "a name near none of the daemon's three sockets: no suggestion", out + err)

@@ -7,13 +7,15 @@
  * directory: the nearest socket, ties to the first in byte order, the
  * directory as the endpoint spells it, never a file that is not a socket,
  * never a far name (even the directory's only socket), nothing when the
- * suggestion would not fit.
+ * suggestion would not fit; and a typo in the socket's directory, which is
+ * not there: the near directory that holds a socket of the same name.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -121,5 +123,58 @@ int main(void)
 	wd_suggest_socket("ipc://x/ingest.sock", full, out, sizeof(out));
 	CHECK(out[0] == 0, "its only socket, of a far name, is not offered (%s)", out);
 	remove_tree(lone, files, 5);
+
+	/* a typo in the socket's directory, which is not there: the same name in the one beside it */
+	char top[] = "/tmp/wdrift-test-near-XXXXXX", sub[600];
+	static const char *const subs[] = { "run/ingest.sock", "rum/other.sock", "run", "rum", "plain" };
+	CHECK(mkdtemp(top) != NULL, "a temporary directory for directories");
+	snprintf(sub, sizeof(sub), "%s/run", top);
+	ok = mkdir(sub, 0700) == 0 && make_socket(sub, "ingest.sock") == 0;
+	snprintf(sub, sizeof(sub), "%s/rum", top);
+	ok = ok && mkdir(sub, 0700) == 0 && make_socket(sub, "other.sock") == 0;
+	snprintf(sub, sizeof(sub), "%s/plain", top);
+	f = fopen(sub, "w");
+	CHECK(ok && f && fclose(f) == 0, "run/ingest.sock, rum/other.sock and a plain file");
+
+	snprintf(full, sizeof(full), "%s/rn/ingest.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/run/ingest.sock'?", top);
+	CHECK(!strcmp(out, want), "rn/ingest.sock, no rn/: run/, which holds ingest.sock; not rum/, "
+	      "which does not (%s)", out);
+
+	wd_suggest_socket("ipc://./rn/ingest.sock", full, out, sizeof(out));
+	CHECK(!strcmp(out, "; did you mean 'ipc://./run/ingest.sock'?"), "the endpoint's spelling "
+	      "kept around the directory (%s)", out);
+	wd_suggest_socket("ipc://rn/ingest.sock", full, out, sizeof(out));
+	CHECK(!strcmp(out, "; did you mean 'ipc://run/ingest.sock'?"), "a relative path with no "
+	      "./ (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/rm/other.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/rum/other.sock'?", top);
+	CHECK(!strcmp(out, want), "rm/other.sock: rum/, the near directory that holds it (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/rn/control.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	CHECK(out[0] == 0, "no near directory holds control.sock: nothing (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/plian/ingest.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	CHECK(out[0] == 0, "a near name that is a file, not a directory: nothing (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/xyz/ingest.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	CHECK(out[0] == 0, "a directory name near none: nothing (%s)", out);
+
+	snprintf(full, sizeof(full), "%s/rn/ingest.sock", top);
+	wd_suggest_socket("ipc://x/rm/ingest.sock", full, out, sizeof(out));
+	CHECK(out[0] == 0, "the endpoint spells the directory otherwise than the path looked at: "
+	      "nothing rather than a wrong splice (%s)", out);
+	remove_tree(top, subs, 5);
 	return tap_done();
 }
