@@ -558,14 +558,38 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
  * once for each pair of sessions (a job with the same rank twice, at every
  * step, is said once; a job restarted at once and then one with the same
  * rank twice are each said), whichever path saw it: a step that waits
- * with it (commit_ranks_note), or a commit of any step (note_claim).
+ * with it (commit_ranks_note), or a commit of any step (note_claim). In
+ * the log, and to the job: a pong with a notice, which the library prints
+ * (a trial's job heard of it only at the expiry, limits.pending_timeout
+ * later), to every rank waiting for snap, or to the commit m without one.
  */
-static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t ranks, uint64_t other,
+static void say_rank_twice(struct ingest *ix, const struct frames *m, const struct snapshot *snap,
+			   struct run *r, int64_t step, int64_t rank, uint64_t ranks, uint64_t other,
 			   uint64_t session)
 {
 	if (r->claims_said_pair == (other ^ session))
 		return;
 	r->claims_said_pair = other ^ session;
+	struct wire_header *p = calloc(1, sizeof(*p));
+	if (p) {	/* out of memory: the log alone */
+		p->type = WIRE_PONG;
+		p->step = -1;
+		snprintf(p->notice, sizeof(p->notice), "run '%.200s' step %lld: rank %lld of %llu committed by two "
+			 "publishers at once: two ranks of this job given the same rank (rank=, or RANK)? Each "
+			 "rank gives its own; with the same rank twice, a step missing a part expires after "
+			 "limits.pending_timeout (%lld s), naming the rank that never committed. (A job "
+			 "restarted while its last ranks waited sends every rank's part again: then nothing is "
+			 "wrong.)", r->name,
+			 (long long)step, (long long)rank, (unsigned long long)ranks,
+			 (long long)ix->cfg->limits.pending_timeout);
+		for (size_t i = 0; snap && i < snap->n_waiters; i++) {
+			struct frames w = WAITER_FRAMES(&snap->waiters[i]);
+			ingest_reply(ix, &w, p);
+		}
+		if (!snap)
+			ingest_reply(ix, m, p);
+		free(p);
+	}
 	log_warning("ingest: run '%s' step %lld: rank %lld of %llu committed by a second publisher (another "
 		    "session): two ranks of the job given the same rank= (RANK), or a job restarted at once? "
 		    "Each rank gives its own: with the same rank twice, a step missing a part expires after "
@@ -583,7 +607,7 @@ static void say_rank_twice(struct run *r, int64_t step, int64_t rank, uint64_t r
  * at, and a trial's job went on with the same rank twice, said only by
  * chance (when a step waited, commit_ranks_note).
  */
-static void note_claim(struct run *r, const struct wire_header *h)
+static void note_claim(struct ingest *ix, const struct frames *m, struct run *r, const struct wire_header *h)
 {
 	/* sized by the rank, not by the count a commit says (a review: 1 MiB a run for one message) */
 	if (h->rank < 0 || !h->session || h->rank >= RUN_CLAIMS_MAX || (uint64_t)h->rank >= h->ranks)
@@ -604,7 +628,7 @@ static void note_claim(struct run *r, const struct wire_header *h)
 		return;
 	}
 	if (h->session == c->prev && t - c->at_cur < CLAIM_LIVE_S)	/* back: both publish */
-		say_rank_twice(r, h->step, h->rank, h->ranks, c->cur, h->session);
+		say_rank_twice(ix, m, NULL, r, h->step, h->rank, h->ranks, c->cur, h->session);
 	c->prev = c->cur;
 	c->cur = h->session;
 	c->at_cur = t;
@@ -624,7 +648,7 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	run_note_session(r, h->session);
 	if (h->rank >= 0 && r->dead_rank == (uint64_t)h->rank + 1)
 		r->dead_rank = 0;	/* the rank said dead commits again: a later lag of it is news */
-	note_claim(r, h);
+	note_claim(ix, m, r, h);
 	/*
 	 * Commits of one step that say two counts of ranks (a job's ranks=
 	 * mistyped on some), whatever became of the step: said once for the
@@ -738,7 +762,7 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 		snap->first_ranked = now_mono();
 	if (h->rank >= 0 && commit_ranks_note(snap, (uint64_t)h->rank, h->ranks, h->session) == 1 &&
 	    snap->n_twice == 1)	/* the other claimer: the rank's last commit before this one (note_claim) */
-		say_rank_twice(r, snap->step, h->rank, h->ranks, (uint64_t)h->rank < r->n_claims ?
+		say_rank_twice(ix, m, snap, r, snap->step, h->rank, h->ranks, (uint64_t)h->rank < r->n_claims ?
 			       r->claims[h->rank].cur : 0, h->session);
 	snap->want = h->tensors;
 	snap->last_seen = now_mono();

@@ -137,7 +137,7 @@ struct wd_publisher {
 	uint64_t max_message;	/* the daemon's, from its welcome (sender thread); 0: not heard */
 	int welcomed;		/* the current socket got its welcome (sender thread) */
 	char notice[WIRE_NOTICE_MAX + 1];	/* the first welcome's notice, "" if none (lock) */
-	char ack_notice[WIRE_NOTICE_MAX + 1];	/* the last ack notice said; sender thread only */
+	char ack_notice[WIRE_NOTICE_MAX + 1];	/* the last ack or pong notice said; sender thread only */
 	char say[2048];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[1024];	/* "": none known (under the lock) */

@@ -405,6 +405,11 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 			if (first)
 				wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
 		}
+		/* unasked, while a step waits: two ranks given one rank (daemon/ingest.c); said once */
+		if (in->type == WIRE_PONG && in->notice[0] && strcmp(in->notice, p->ack_notice)) {
+			snprintf(p->ack_notice, sizeof(p->ack_notice), "%s", in->notice);
+			wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
+		}
 		return 0;
 	}
 	return -1;

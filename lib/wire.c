@@ -301,7 +301,9 @@ int wire_parse(const void *frame, size_t len, const struct wire_limits *lim,
 	}
 	h->type = (enum wire_type)t;
 	if (h->type == WIRE_PING || h->type == WIRE_PONG) {
-		r = 0;
+		/* a pong may come unasked, with a notice for the job's user (protocol.md) */
+		r = h->type == WIRE_PONG && json_object_get(o, "notice") &&
+		    get_string(o, "notice", h->notice, sizeof(h->notice), err) ? -1 : 0;
 		goto out;
 	}
 	/* Every other message names its run; read it first so errors can echo it. */
@@ -457,6 +459,10 @@ char *wire_build(const struct wire_header *h)
 		json_object_set_new(o, "tensors", json_integer((json_int_t)h->tensors));
 		json_object_set_new(o, "bytes", json_integer((json_int_t)h->bytes));
 		json_object_set_new(o, "duplicate", json_boolean(h->duplicate));
+		if (h->notice[0])
+			json_object_set_new(o, "notice", json_string(h->notice));
+		break;
+	case WIRE_PONG:
 		if (h->notice[0])
 			json_object_set_new(o, "notice", json_string(h->notice));
 		break;

@@ -97,7 +97,7 @@ struct wire_header {
 	/* daemon to publisher */
 	uint64_t window, bytes;
 	uint64_t max_message;		/* WIRE_WELCOME: payload bytes of one message; 0: not said */
-	char notice[WIRE_NOTICE_MAX + 1];	/* WIRE_WELCOME, WIRE_ACK: for the job's user; "" when none */
+	char notice[WIRE_NOTICE_MAX + 1];	/* WIRE_WELCOME, WIRE_ACK, WIRE_PONG: for the job's user; "" when none */
 	int duplicate;
 	struct wire_error error;	/* WIRE_ERROR: the daemon's error */
 };

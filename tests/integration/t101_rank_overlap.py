@@ -195,6 +195,33 @@ def main():
         outs = [p.communicate(timeout=60) for p in old]
         check(all("refused 0 acked 1" in o for o, _ in outs[:2]), "... and the old job's waiting ranks acked",
               "\n".join(o + e for o, e in outs[:2]))
+        # the same rank twice under limits.pending_timeout 60: the job hears it on stderr at once,
+        # from the daemon (a pong's notice), while the step still waits (a trial's job heard of it
+        # only at the expiry, limits.pending_timeout later)
+        errs = [os.path.join(tmp, f"twice-{k}.err") for k in range(W)]
+        twice = []
+        for k in range(W):
+            with open(errs[k], "w") as f:
+                twice.append(subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), "own", "1", "fc"],
+                                              env=env_for(1 if k < 2 else k, W), stdout=subprocess.DEVNULL,
+                                              stderr=f))
+        procs.extend(twice)
+        want = ("wdriftd at " + ep + ": run 'fc' step 1: rank 1 of 3 committed by two publishers at once: two "
+                "ranks of this job given the same rank (rank=, or RANK)? Each rank gives its own; with the same "
+                "rank twice, a step missing a part expires after limits.pending_timeout (60 s)")
+        end, said = time.time() + 40, []
+
+        def text(path):
+            with open(path) as f:
+                return f.read()
+        while time.time() < end and len(said) < 2:
+            said = [e for e in errs[:2] if want in text(e)]
+            time.sleep(0.1)
+        waiting = [p.poll() is None for p in twice]
+        check(len(said) == 2 and all(text(e).count(want) == 1 for e in errs[:2]) and all(waiting),
+              "two ranks given rank 1: both told once on stderr, while every rank still waits for the step "
+              f"(running: {waiting})", "\n".join(text(e) for e in errs))
+        stop_procs(twice)
         # ranks that disagree on a tensor's total: every rank refused at once, the daemon saying what
         # differs (a trial's got a `conflict`, the code of a re-used run name, for one shard, and the
         # others waited for limits.pending_timeout)

@@ -95,8 +95,10 @@ static void roundtrip(void)
 			      "welcome window and notice survive");
 		else if (types[i] == WIRE_ACK)	/* two jobs in one run: said to each job's user */
 			CHECK(!strcmp(back.notice, h.notice), "an ack's notice survives");
+		else if (types[i] == WIRE_PONG)	/* unasked: two ranks given one rank */
+			CHECK(!strcmp(back.notice, h.notice), "a pong's notice survives");
 		else
-			CHECK(!back.notice[0] && !strstr(s, "notice"), "only a welcome and an ack have a notice");
+			CHECK(!back.notice[0] && !strstr(s, "notice"), "only a welcome, an ack and a pong have a notice");
 		free(s);
 	}
 }
@@ -116,6 +118,7 @@ static void malformed(void)
 		  "notice", "must be a string" },
 		{ "{\"v\":1,\"type\":\"ack\",\"run\":\"r\",\"step\":1,\"tensors\":1,\"notice\":[]}", WIRE_BAD_FIELD,
 		  "notice", "must be a string" },
+		{ "{\"v\":1,\"type\":\"pong\",\"notice\":false}", WIRE_BAD_FIELD, "notice", "must be a string" },
 		{ "{\"v\":2,\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not 1" },
 		{ "{\"v\":\"1\",\"type\":\"ping\"}", WIRE_BAD_VERSION, "v", "not an integer" },
 		{ "{\"v\":1}", WIRE_BAD_FIELD, "type", "missing" },
