@@ -353,6 +353,31 @@ static void lock_write(int fd, const char *text)
 		log_debug("storage.dir's lock file: cannot write it: %s", strerror(errno));
 }
 
+
+/*
+ * What the config opens to the network without authentication, as lines
+ * for the operator: a listen.* endpoint off loopback without
+ * auth.server_key (auth.allow_insecure), and listen.metrics off loopback.
+ * Logged at start, and said by --check-config (a trial's check said "ok",
+ * and only the log warned). How many, at most 2.
+ */
+static int exposure(const struct wd_config *c, char out[2][512])
+{
+	const char *key, *ep = wd_config_network_endpoint(c, &key);
+	char host[256];
+	int n = 0;
+
+	if (ep && !c->auth.server_key)	/* no server key: no CURVE (auth_start) */
+		snprintf(out[n++], sizeof(out[0]), "%s: '%s' takes connections from the network without "
+			 "authentication (auth.allow_insecure: true): anyone who can reach it may publish and "
+			 "control", key, ep);
+	if (c->listen.metrics && wd_config_hostport(c->listen.metrics, host, sizeof(host), NULL, NULL, 0) == 0 &&
+	    strncmp(host, "127.", 4) && strcmp(host, "::1"))
+		snprintf(out[n++], sizeof(out[0]), "listen.metrics: '%s' is not a loopback address: anyone who "
+			 "can reach it reads run names, drift and alert states, without authentication "
+			 "(docs/metrics.md, \"Security\")", c->listen.metrics);
+	return n;
+}
 /*
  * Says when the daemon before this one on storage.dir did not stop
  * cleanly (its lock file still says "running": SIGKILL, the OOM killer, a
@@ -471,11 +496,9 @@ static int start(struct daemon *d, int force)
 		return error("zmq context: %s", zmq_strerror(errno));
 	if (auth_start(d->zctx, &d->cfg, &d->st.count.auth, &d->auth, err, sizeof(err)) < 0)
 		return error("%s", err);
-	const char *key, *open_ep = wd_config_network_endpoint(&d->cfg, &key);
-	if (open_ep && !d->auth)
-		log_warning("%s: '%s' takes connections from the network without authentication "
-			    "(auth.allow_insecure: true): anyone who can reach it may publish and "
-			    "control", key, open_ep);
+	char open[2][512];
+	for (int i = 0, n = exposure(&d->cfg, open); i < n; i++)
+		log_warning("%s", open[i]);
 	fdlimit_raise();	/* every connection takes one; libzmq aborts when they run out */
 	if (!(d->ingest_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.ingest, "ingest", &d->socket_files[0])) ||
 	    !(d->control_sock = bind_socket(d, ZMQ_ROUTER, d->cfg.listen.control, "control",
@@ -960,6 +983,9 @@ int main(int argc, char **argv)
 	if ((check || print) && relative)	/* stderr: stdout is the verdict, or YAML */
 		fprintf(stderr, "wdriftd: %s\n", where);
 	if (check) {
+		char open[2][512];
+		for (int i = 0, n = exposure(&d.cfg, open); i < n; i++)
+			fprintf(stderr, "wdriftd: warning: %s\n", open[i]);
 		printf("%s: ok (%zu stud%s, %zu alert%s)\n", d.cfg.source, d.cfg.n_studies,
 		       d.cfg.n_studies == 1 ? "y" : "ies", d.cfg.n_alerts, d.cfg.n_alerts == 1 ? "" : "s");
 		wd_config_release(&d.cfg);

@@ -200,8 +200,12 @@ def test_config_refusals(tmp):
     r = subprocess.run([WDRIFTD, "-c", cfg], capture_output=True, text=True, timeout=10)
     check(r.returncode == 2, "and the daemon does not start (exit 2)", r.stderr)
 
-    # allow_insecure: starts, and warns
+    # allow_insecure: starts, and warns; --check-config warns too, on stderr, and says ok
     write_config(d, f"tcp://0.0.0.0:{port}", "  allow_insecure: true")
+    r = subprocess.run([WDRIFTD, "-c", cfg, "--check-config"], capture_output=True, text=True)
+    check(r.returncode == 0 and ": ok (" in r.stdout and "wdriftd: warning: listen.ingest: 'tcp://0.0.0.0:"
+          in r.stderr and "takes connections from the network without authentication" in r.stderr,
+          "--check-config with auth.allow_insecure: ok (exit 0), and the warning the start logs", r.stderr)
     dm = Daemon(d)
     try:
         ok = dm.start()

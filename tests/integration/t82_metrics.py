@@ -414,6 +414,17 @@ def main_flow():
         check(r.returncode != 0 and "got:[\n" in r.stdout + r.stderr and 'run="fa"' in r.stdout + r.stderr,
               "WdriftRunConflicts fires on a run's first conflict (its series new: increase() saw none)",
               r.stdout + r.stderr)
+        # a candidate past one rounding of the baseline (a synthetic proxy) is every run that trains:
+        # WdriftCandidateDriftsMoreThanProxy fires on a trained proxy's ratio only (a trial's fired on
+        # round:bf16 at 4.4 while its proxy's was 0.66)
+        ratio = lambda proxy, v: {("wdrift_drift_ratio", (("study", "fa"), ("run", "fa"), ("proxy", proxy),
+                                                          ("summary", "weighted"))): v}
+        fired, out = promtool_fires({**ratio("round:bf16", 4.43), **ratio("fp16", 0.66)},
+                                    "WdriftCandidateDriftsMoreThanProxy", tmp)
+        check(not fired, "WdriftCandidateDriftsMoreThanProxy: not on a synthetic proxy's ratio", out)
+        fired, out = promtool_fires({**ratio("round:bf16", 0.5), **ratio("fp16", 1.5)},
+                                    "WdriftCandidateDriftsMoreThanProxy", tmp)
+        check(fired and 'proxy="fp16"' in out, "... and on a trained proxy's above 1", out)
         with open(os.path.join(ROOT, "docs", "grafana", "wdrift.json")) as f:
             dash = json.load(f)
         exprs = []
@@ -544,7 +555,15 @@ def off_and_bad_config():
         with open(path, "w") as f:
             f.write(text.replace("  events: ipc://", "  metrics: \"[::1]:9464\"\n  events: ipc://", 1))
         r = subprocess.run([harness.WDRIFTD, "-c", path, "--check-config"], capture_output=True, text=True)
-        check(r.returncode == 0, f"listen.metrics: [::1]:9464 is valid ({r.stderr.strip()})")
+        check(r.returncode == 0 and "warning" not in r.stderr, f"listen.metrics: [::1]:9464 is valid, "
+              f"no warning ({r.stderr.strip()})")
+        # off loopback: valid, and --check-config says what the start logs (a trial's check said "ok" alone)
+        with open(path, "w") as f:
+            f.write(text.replace("  events: ipc://", "  metrics: 0.0.0.0:9464\n  events: ipc://", 1))
+        r = subprocess.run([harness.WDRIFTD, "-c", path, "--check-config"], capture_output=True, text=True)
+        check(r.returncode == 0 and ": ok (" in r.stdout and "wdriftd: warning: listen.metrics: '0.0.0.0:9464' is "
+              "not a loopback address: anyone who can reach it reads run names" in r.stderr,
+              "listen.metrics: 0.0.0.0:9464: valid, and --check-config warns as the start does", r.stderr)
     finally:
         harness.teardown(dm, tmp, ctx)
 
