@@ -19,6 +19,7 @@
 #include "near_name.h"
 #include "handshake.h"
 #include "other_daemons.h"
+#include "relpath.h"
 #include "error.h"
 #include "zctx.h"
 
@@ -237,6 +238,10 @@ int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
 					"restart of wdriftd, not a reload: until then it answers where it bound, "
 					"--endpoint that)" : "");
 		}
+		char whole[PATH_MAX + 512], deny[PATH_MAX + 400];
+		wd_path_whole(path, whole, sizeof(whole));
+		if (errno == EACCES && wd_hs_denied(whole, deny, sizeof(deny)))	/* not "Permission denied" alone */
+			return wd_error(err, errlen, "cannot reach the socket file %s (%s): %s", whole, endpoint, deny);
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
 	if (wd_hs_not_socket(endpoint, NULL, err, errlen))

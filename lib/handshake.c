@@ -246,8 +246,12 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 				 "daemon's listen.%s?", endpoint, for_s, socket ? socket : "*");
 		return 1;
 	case EACCES:
-	case EPERM:
-		if (ipc && stat(path, &st) == 0)
+	case EPERM: {
+		char deny[PATH_MAX + 400];
+		if (ipc && shown[0] == '/' && wd_hs_denied(shown, deny, sizeof(deny)))
+			snprintf(err, errlen, "cannot connect to the socket file %s (%s%s): %s", shown, endpoint,
+				 rel ? REL_SAID : "", deny);
+		else if (ipc && stat(path, &st) == 0)
 			snprintf(err, errlen, "cannot connect to the socket file %s (%s%s): permission denied "
 				 "(owner uid %u, mode %03o): run as a user that may write it (the daemon's "
 				 "umask sets its mode)", shown, endpoint, rel ? REL_SAID : "",
@@ -258,6 +262,7 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 		else
 			snprintf(err, errlen, "cannot connect to %s: %s", endpoint, strerror(e));
 		return 1;
+	}
 	case ENOENT:
 		if (!ipc)
 			return 0;
@@ -277,6 +282,33 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 	default:	/* got through, busy or no answer yet: ZeroMQ's next try may do better */
 		return 0;
 	}
+}
+
+int wd_hs_denied(const char *path, char *err, size_t errlen)
+{
+	char at[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (path[0] != '/' || n >= sizeof(at))
+		return 0;
+	/* each directory from the root: the first that says no (the socket's own mode: its caller's) */
+	for (size_t i = 1; i < n; i++) {
+		if (path[i] != '/')
+			continue;
+		memcpy(at, path, i);
+		at[i] = 0;
+		if (stat(at, &st) < 0)
+			return 0;	/* not there (said elsewhere), or denied above: said there */
+		if (access(at, X_OK) == 0 || errno != EACCES)
+			continue;
+		snprintf(err, errlen, "permission denied: %s (owner uid %u, group %u, mode %03o) does not let this "
+			 "process (uid %u) search it: run as a user that may, or publish over tcp:// (a system "
+			 "install's /run/wdrift is the service's own, mode 750: docs/daemon.md, \"Sandbox\")", at, (unsigned)st.st_uid,
+			 (unsigned)st.st_gid, (unsigned)(st.st_mode & 0777), (unsigned)getuid());
+		return 1;
+	}
+	return 0;
 }
 
 int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen)

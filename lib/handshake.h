@@ -117,6 +117,18 @@ int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket
 int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen);
 
 /*
+ * When a directory on the way to the socket file at path (absolute) may
+ * not be searched by this process: 1 with err saying which, "permission
+ * denied: /run/wdrift (owner uid 998, group 998, mode 750) does not let
+ * this process (uid 1000) search it: run as a user that may, or publish
+ * over tcp:// ...", the way out; 0 when none
+ * denies it (the socket's own mode is its caller's to say). A trial's job, of another user than
+ * a system install's daemon, read "no socket at ... yet" beside the socket.
+ * One wording for the CLI and the publisher.
+ */
+int wd_hs_denied(const char *path, char *err, size_t errlen);
+
+/*
  * When endpoint's ipc:// file is there and is no socket (wd_ipc_not_socket:
  * a connect to it is refused, as if a daemon had stopped): 1 with err
  * saying what it is, the path spelled as shown (NULL: as in endpoint).

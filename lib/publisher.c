@@ -220,6 +220,14 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			p->unreachable = PUB_NOT_SOCKET;
 			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until that is fixed",
 			       p->run, p->diagnosis);
+		} else if (stat(full, &st) < 0 && errno == EACCES && wd_hs_denied(full, kind, sizeof(kind))) {
+			/* there, maybe, but not for this user: not "no socket yet" (a trial's) */
+			snprintf(p->diagnosis, sizeof(p->diagnosis), "cannot reach the socket file %.200s (%.150s): "
+				 "%.600s", full, endpoint, kind);
+			p->diagnosis_how = WD_DIAGNOSIS_SURE;
+			p->unreachable = PUB_DENIED;
+			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until that is fixed",
+			       p->run, p->diagnosis);
 		} else if (stat(full, &st) < 0) {
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
 			if (!near[0] && path[0] != '/' && socket_dir_here(full))

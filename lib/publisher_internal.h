@@ -71,6 +71,7 @@ enum pub_unreachable {
 	PUB_REACHED,		/* it is not that, or nothing is known */
 	PUB_NO_SOCKET_FILE,	/* wd_publisher_open found no ipc socket file, and said so */
 	PUB_NOT_SOCKET,		/* wd_publisher_open found a file there that is no socket, and said so */
+	PUB_DENIED,		/* wd_publisher_open found the path closed to this user, and said so */
 	PUB_UNREACHABLE,	/* a connect of our own was refused, or found no file (publisher_peer.c) */
 	PUB_GONE,		/* the daemon closed the connection it had handshook (publisher_peer.c) */
 };

@@ -100,10 +100,12 @@ static void probe_unreachable(struct wd_publisher *p)
 	int e = wd_endpoint_connect_errno(p->endpoint, PROBE_TIMEOUT_MS);
 	pthread_mutex_lock(&p->lock);
 	int absent_said = p->unreachable == PUB_NO_SOCKET_FILE, gone = p->unreachable == PUB_GONE;
+	int denied_said = p->unreachable == PUB_DENIED;
 	/* said at open, and still so (a socket made there since, that nothing listens on, is said) */
 	int not_socket_said = p->unreachable == PUB_NOT_SOCKET && wd_ipc_not_socket(p->endpoint, 1);
 	pthread_mutex_unlock(&p->lock);
-	if ((e == ENOENT && absent_said) || (e && gone) || (e == ECONNREFUSED && not_socket_said))
+	if ((e == ENOENT && absent_said) || (e && gone) || (e == ECONNREFUSED && not_socket_said) ||
+	    ((e == EACCES || e == EPERM) && denied_said))
 		return;	/* said already: no socket file (or none but a file) from the start, or the daemon gone since */
 	/* the same words each time (WD_HS_UNREACHABLE_S, not the time so far): said once */
 	if (wd_hs_unreachable(p->endpoint, p->names.socket, e, WD_HS_UNREACHABLE_S, why, sizeof(why)))

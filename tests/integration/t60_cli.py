@@ -539,6 +539,34 @@ def main():
             finally:
                 ls.close()
                 shutil.rmtree(d, ignore_errors=True)
+            # the socket behind a directory this user may not search (a system install's /run/wdrift,
+            # 0750, and a job of another user): that directory named, by the CLI and by the publisher
+            # at open, not "no socket ... yet" (an ops trial's), and the publisher's diagnosis is sure
+            d = tempfile.mkdtemp(prefix="wdrift-t60-perm-")
+            os.chmod(d, 0o750)
+            path = os.path.join(d, "ingest.sock")
+            ls = socket.socket(socket.AF_UNIX)
+            nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            want = f"permission denied: {d} (owner uid 0, group 0, mode 750) does not let this process (uid 65534) search it"
+            try:
+                ls.bind(path)
+                ls.listen(4)
+                r = subprocess.run(nobody + [WDRIFT, "status", "--endpoint", f"ipc://{path}"], capture_output=True,
+                                   text=True, timeout=30)
+                check(r.returncode == 1 and f"cannot reach the socket file {path} (ipc://{path}): {want}" in r.stderr
+                      and len(r.stderr.strip().splitlines()) == 1,
+                      "a socket behind a directory this user may not search: the CLI names the directory", r.stderr)
+                code = ("import wdrift\np = wdrift.Publisher(%r, 'r')\nprint('sure', p.diagnosis_sure)\n"
+                        "print('diagnosis', p.diagnosis)\np.close(0)\n" % f"ipc://{path}")
+                r = subprocess.run(nobody + [harness.PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
+                                   env=harness.package_env(), cwd="/")
+                check(r.returncode == 0 and "sure True" in r.stdout and want in r.stdout and
+                      r.stderr.count(want) == 1 and "no socket at" not in r.stderr + r.stdout,
+                      "... and the publisher at open, once, with a sure diagnosis, not 'no socket yet'",
+                      r.stdout + r.stderr)
+            finally:
+                ls.close()
+                shutil.rmtree(d, ignore_errors=True)
     finally:
         harness.teardown(dm, tmp)
     return harness.summary()
