@@ -456,7 +456,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		char why[WIRE_REASON_MAX + 1], counts[96];
 		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
 			 (unsigned long long)h->tensors);
-		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, counts);
+		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, h->session, counts);
 		ingest_note_conflict(ix, r, h->step, why, counts);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
@@ -646,6 +646,8 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (!r)
 		return;
 	run_note_session(r, h->session);
+	if (!ix->conflict_replied)	/* a re-run's session, refused, is not the run's own job */
+		run_note_clean_session(r, h->session);
 	if (h->rank >= 0 && r->dead_rank == (uint64_t)h->rank + 1)
 		r->dead_rank = 0;	/* the rank said dead commits again: a later lag of it is news */
 	note_claim(ix, m, r, h);

@@ -359,7 +359,7 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * sent again: so both ways out, in full.
  */
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
-			    const struct run *r, int64_t step, const char *what)
+			    const struct run *r, int64_t step, uint64_t session, const char *what)
 {
 	char head[128], hint[192];
 	/* a re-run after the first job ended (the usual one): "stop both jobs" would send it looking */
@@ -372,9 +372,17 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	 * refused may be the first job, reaching a step the other stored
 	 * first (a trial's: "a re-run?" sent it to kill the job it meant to keep)
 	 */
+	/*
+	 * Its own job, whose publisher has committed the run before: a step
+	 * count that went back (an epoch's, reset), not a re-run (a trial's
+	 * was told to rename the job it ran alone)
+	 */
+	int own = run_clean_session(r, session);
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
+		: own ? snprintf(hint, sizeof(hint), " (this publisher has published the run before: does the "
+				 "job's step count go back, an epoch's reset? give each snapshot the global step)")
 		: alone ? snprintf(hint, sizeof(hint), " (a re-run? the first job has ended: rename this one, or "
 				   "stop it, `wdrift runs rm %.40s`, and start it again)", r->name)
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
@@ -424,7 +432,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 	struct run *r = snap->run;
 	char why[WIRE_REASON_MAX + 1];
 
-	ingest_conflict_reason(ix, m, why, sizeof(why), r, snap->step, what);
+	ingest_conflict_reason(ix, m, why, sizeof(why), r, snap->step, h ? h->session : 0, what);
 	if (!snap->conflict) {
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);

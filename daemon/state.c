@@ -79,25 +79,45 @@ static size_t lower_bound(const struct run *r, int64_t step)
 	return lo;
 }
 
-void run_note_session(struct run *r, uint64_t session)
+/* Adds session to the set v[0..n) of at most RUN_SESSIONS_MAX (full: more came, or no memory). */
+static void session_add(uint64_t **v, uint32_t *n, int *full, uint64_t session)
 {
-	uint32_t n = r->n_sessions;
-
-	if (!session || run_knows_session(r, session) || r->sessions_full)
+	if (!session || *full)
 		return;
-	if (n == RUN_SESSIONS_MAX) {
-		r->sessions_full = 1;
+	for (uint32_t i = 0; i < *n; i++)
+		if ((*v)[i] == session)
+			return;
+	if (*n == RUN_SESSIONS_MAX) {
+		*full = 1;
 		return;
 	}
-	if ((n & (n - 1)) == 0) {	/* capacity: the next power of two */
-		uint64_t *v = realloc(r->sessions, (n ? 2 * (size_t)n : 1) * sizeof(*v));
-		if (!v) {
-			r->sessions_full = 1;	/* cannot tell any more: every commit counts as known */
+	if ((*n & (*n - 1)) == 0) {	/* capacity: the next power of two */
+		uint64_t *g = realloc(*v, (*n ? 2 * (size_t)*n : 1) * sizeof(*g));
+		if (!g) {
+			*full = 1;	/* cannot tell any more */
 			return;
 		}
-		r->sessions = v;
+		*v = g;
 	}
-	r->sessions[r->n_sessions++] = session;
+	(*v)[(*n)++] = session;
+}
+
+void run_note_session(struct run *r, uint64_t session)
+{
+	session_add(&r->sessions, &r->n_sessions, &r->sessions_full, session);	/* full: every one known */
+}
+
+void run_note_clean_session(struct run *r, uint64_t session)
+{
+	session_add(&r->clean_sessions, &r->n_clean_sessions, &r->clean_sessions_full, session);
+}
+
+int run_clean_session(const struct run *r, uint64_t session)
+{
+	for (uint32_t i = 0; session && i < r->n_clean_sessions; i++)
+		if (r->clean_sessions[i] == session)
+			return 1;
+	return 0;
 }
 
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n)
@@ -226,6 +246,7 @@ static void run_free(struct run *r)
 	free(r->ids);
 	free(r->left_study);
 	free(r->sessions);
+	free(r->clean_sessions);
 	free(r->claims);
 	free(r->mixed_told);
 	free(r->expiries);

@@ -179,6 +179,14 @@ struct run {
 	uint32_t n_sessions;
 	int sessions_full;
 	/*
+	 * Those of them with a commit of r not refused as a conflict: the job
+	 * that publishes it, whose later conflict is its own step count going
+	 * back, not a re-run (ingest_conflict_reason). In memory only.
+	 */
+	uint64_t *clean_sessions;
+	uint32_t n_clean_sessions;
+	int clean_sessions_full;
+	/*
 	 * Per rank (of at most RUN_CLAIMS_MAX), the sessions of its last two
 	 * publishers and when each last committed (monotonic): a commit from
 	 * the one before the latest, within a minute, means both still
@@ -281,6 +289,10 @@ int run_is_durable(const struct run *r, int64_t step);
 void run_note_session(struct run *r, uint64_t session);
 /* Did a commit of r come from session before (or can that not be told: 0, or too many)? */
 int run_knows_session(const struct run *r, uint64_t session);
+/* Notes that a commit of r from session was not refused as a conflict (0: nothing noted). */
+void run_note_clean_session(struct run *r, uint64_t session);
+/* Did a commit of r from session come, not refused as a conflict? 0 when that cannot be told. */
+int run_clean_session(const struct run *r, uint64_t session);
 /*
  * Whether session is one of the first n the run knew (sessions are noted
  * in order): a publisher that had committed the run by the time it knew n.

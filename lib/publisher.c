@@ -279,6 +279,7 @@ int wd_publisher_open(const char *endpoint, const char *run, const struct wd_pub
 		return -ENOMEM;
 	snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
 	snprintf(p->run, sizeof(p->run), "%s", run);
+	p->top_step = -1;
 	if (opts)
 		p->opts = *opts;
 	snprintf(p->server_key_arg, sizeof(p->server_key_arg), "%s",

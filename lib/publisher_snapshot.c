@@ -143,6 +143,22 @@ int wd_publisher_begin(struct wd_publisher *p, int64_t step)
 	if (!p->building)
 		return pub_error(-ENOMEM, "out of memory");
 	p->building->step = step;
+	/*
+	 * A run's steps go up: one this publisher passed is a step count that
+	 * went back (an epoch's, reset), whose other content the daemon
+	 * refuses as a conflict (a trial's job heard "a re-run?" of itself).
+	 * Said once; the snapshot is still sent (the same content is a
+	 * duplicate, acked).
+	 */
+	if (step <= p->top_step && !p->back_said) {
+		p->back_said = 1;
+		wd_log(WD_LOG_WARNING, "publisher: run '%s': step %lld begun after step %lld: a run's steps go up, "
+		       "and the daemon refuses other content at a step it has as a conflict (does the job's step "
+		       "count go back, an epoch's reset? give each snapshot the global step)", p->run,
+		       (long long)step, (long long)p->top_step);
+	}
+	if (step > p->top_step)
+		p->top_step = step;
 	return 0;
 }
 

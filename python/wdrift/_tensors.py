@@ -17,6 +17,7 @@ the piece goes, and the array that holds its elements. torch is never
 imported here: if it is not imported already, no value can be one of its
 tensors.
 """
+import operator
 import sys
 from math import prod
 
@@ -40,18 +41,45 @@ class BF16:
         self.codes = np.ascontiguousarray(codes, dtype=np.uint16)
 
 
+def _index(v, what):
+    """v as an int, refusing what int() would truncate or turn (2.5, True, "3"): TypeError naming what."""
+    if isinstance(v, bool):
+        raise TypeError(f"{what} {v!r}: an integer, not a bool")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} {v!r}: an integer (int, numpy or torch integer), not "
+                        f"{type(v).__name__}") from None
+
+
+def _dims(shape, what):
+    """A shape as a tuple of ints: a sequence of them, or one int for a vector (as numpy and torch take)."""
+    if not isinstance(shape, (str, bytes)) and hasattr(shape, "__index__"):
+        return (_index(shape, what),)
+    try:
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        dims = list(shape)
+    except TypeError:
+        raise TypeError(f"{what} {shape!r}: a sequence of integers, such as (4096,) or torch.Size, "
+                        f"not {type(shape).__name__}") from None
+    return tuple(_index(d, what) for d in dims)
+
+
 class Shard:
     """This rank's contiguous piece of a tensor: elements [offset, offset + local.numel) of the whole.
 
     local is a tensor or array of this rank's elements (its shape does not
     matter, only their row-major order); offset is the index of its first
     element in the whole tensor flattened in row-major order; shape is the
-    whole tensor's shape. local may be empty: a rank that holds nothing of
-    a tensor still names it.
+    whole tensor's shape (an int for a vector). local may be empty: a rank
+    that holds nothing of a tensor still names it. A float, a bool or a
+    non-sequence shape is a TypeError naming it.
     """
 
     def __init__(self, local, offset, shape):
-        self.local, self.offset, self.shape = local, int(offset), tuple(int(d) for d in shape)
+        self.local = local
+        self.offset, self.shape = _index(offset, "Shard offset"), _dims(shape, "Shard shape")
         if self.offset < 0:
             raise ValueError(f"Shard offset {offset!r} is negative")
 
@@ -64,7 +92,7 @@ class Block:
     """
 
     def __init__(self, local, start, shape):
-        self.local, self.start, self.shape = local, tuple(int(s) for s in start), tuple(int(d) for d in shape)
+        self.local, self.start, self.shape = local, _dims(start, "Block start"), _dims(shape, "Block shape")
         if len(self.start) != len(self.shape):
             raise ValueError(f"Block start {self.start} and shape {self.shape} differ in rank")
 

@@ -4,19 +4,21 @@ The training thread pays for one copy of each tensor (CPU), or only for
 queueing the copies (CUDA, _staging.py); a C thread sends, waits for the
 durable ack, and re-sends after a timeout or a daemon restart.
 """
+import atexit
 import ctypes
 import os
 import sys
 import threading
 import time
 import warnings
+import weakref
 from math import prod
 
 from . import _lib as _libmod
 from ._errors import RefusedWarning, WdriftError
 from ._lib import _Opts, _Stats
 from ._staging import Stager
-from ._tensors import plan, torch_of
+from ._tensors import _index, plan, torch_of
 
 __all__ = ["Publisher"]
 
@@ -73,6 +75,23 @@ def _own_rank(ranks):
     except ValueError:
         return None
     return r if w == ranks and 0 <= r < ranks else None
+
+
+# Publishers open now: those a program leaves unclosed are closed at its end (_close_at_exit)
+_OPEN = weakref.WeakSet()
+# Seconds an unclosed publisher waits for its snapshots at the program's end, as close()'s default
+_UNCLOSED_WAIT = 10.0
+
+
+def _close_at_exit():
+    """Closes every publisher the program left open, before the interpreter tears down: its
+    snapshots not yet durable were dropped at once, in silence but for a count (a trial's job
+    lost 4 of its 5 steps)."""
+    for pub in list(_OPEN):
+        pub._close_unclosed("the program's end")
+
+
+atexit.register(_close_at_exit)
 
 
 class Publisher:
@@ -149,6 +168,7 @@ class Publisher:
         self._conflicts_seen = 0
         self._refused_seen = 0
         self._stager_error = None
+        _OPEN.add(self)
 
     # --- publishing ---
 
@@ -174,7 +194,8 @@ class Publisher:
         """
         if not self._p:
             self._check()   # closed: raises
-        step = int(step)
+        # 7.9 was stored as step 7, True as 1 (a trial's): refused, not truncated
+        step = _index(step, "step")
         if step < 0:
             raise ValueError(f"step {step}: steps are integers >= 0")
         entries = plan(tensors, skip_other)
@@ -422,9 +443,24 @@ class Publisher:
     def __exit__(self, *exc):
         self.close()
 
+    def _close_unclosed(self, when):
+        """close() for a publisher the program did not close: said on stderr when snapshots are
+        still on their way, which it waits for as close() would (_UNCLOSED_WAIT s)."""
+        if not self._p:
+            return
+        s = self.stats()
+        left = s["committed"] - s["acked"] - s["dropped"]
+        if left > 0:
+            print(f"wdrift: publisher: run {self.run!r}: close() was not called before {when}: waiting up to "
+                  f"{_UNCLOSED_WAIT:.0f} s for {left} snapshot{'s' if left != 1 else ''} not yet durable "
+                  f"(call close(), or use `with wdrift.Publisher(...) as pub:`)", file=sys.stderr)
+        try:
+            self.close(_UNCLOSED_WAIT if left > 0 else 0.0)
+        except WdriftError as e:    # nothing to raise to: said
+            print(f"wdrift: publisher: run {self.run!r}: {e}", file=sys.stderr)
+
     def __del__(self):
         try:
-            if self._p:
-                self.close(0.0)
+            self._close_unclosed("it was garbage-collected")
         except Exception:       # noqa: BLE001: nothing can be raised from __del__
             pass
