@@ -496,6 +496,26 @@ static void check_names(struct cstudy *s, const struct compare_input *in)
 }
 
 /*
+ * Each run of in whose tensor names differ from the baseline's, with what
+ * check_names logs of it, kept in b for `drift` (result_batch.h): every
+ * step, where the log says it once per change. Out of memory: not kept.
+ */
+static void note_names(struct result_batch *b, const struct compare_input *in)
+{
+	for (size_t r = 0; r < in->n_runs; r++) {
+		struct name_match m;
+		char what[1024];
+		if (!in->ck[r])
+			continue;
+		name_match_count(in->base, in->ck[r], &m);
+		if (!m.lacking && !m.extra)
+			continue;
+		name_match_say(&m, in->base, in->ck[r], what, sizeof(what));
+		(void)result_batch_note(b, in->runs[r], what);
+	}
+}
+
+/*
  * Says when a compared run's weights hold NaN or +-Inf, and when they are
  * finite again: once per change, as check_names does. A diverged run had
  * been said only by `wdrift drift`, /metrics and a nonfinite alert rule,
@@ -563,6 +583,8 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep, int hi
 		return 0;
 	check_names(s, &in);
 	struct result_batch *b = compare_step(c->workers, s, &in);
+	if (b)
+		note_names(b, &in);
 	release(&in);
 	if (!b)
 		return 0;

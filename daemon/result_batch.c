@@ -1,4 +1,5 @@
 /* result_batch.c: one study's results at one step, in memory (see result_batch.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,40 @@ void result_batch_free(struct result_batch **pb)
 	}
 	for (size_t k = 0; k < b->n_proxies; k++)
 		free(b->proxies[k]);
+	for (size_t k = 0; k < b->n_notes; k++) {
+		free(b->notes[k].run);
+		free(b->notes[k].text);
+	}
+	free(b->notes);
 	free(b->rows);
 	free(b->index);
 	free(b->study);
 	free(b->baseline);
 	free(b);
+}
+
+int result_batch_note(struct result_batch *b, const char *run, const char *text)
+{
+	struct result_note *v = realloc(b->notes, (b->n_notes + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	b->notes = v;
+	v[b->n_notes] = (struct result_note){ strdup(run), strdup(text) };
+	if (!v[b->n_notes].run || !v[b->n_notes].text) {
+		free(v[b->n_notes].run);
+		free(v[b->n_notes].text);
+		return -ENOMEM;
+	}
+	b->n_notes++;
+	return 0;
+}
+
+const char *result_batch_note_of(const struct result_batch *b, const char *run)
+{
+	for (size_t k = 0; k < b->n_notes; k++)
+		if (!strcmp(b->notes[k].run, run))
+			return b->notes[k].text;
+	return NULL;
 }
 
 struct result_batch *result_batch_ref(struct result_batch *b)
@@ -54,6 +84,8 @@ struct result_batch *result_batch_dup(const struct result_batch *b)
 		ok = (!b->rows[i].tensor || (r->tensor = strdup(b->rows[i].tensor))) &&
 		     (r->run = strdup(b->rows[i].run));
 	}
+	for (size_t k = 0; ok && k < b->n_notes; k++)
+		ok = result_batch_note(d, b->notes[k].run, b->notes[k].text) == 0;
 	if (d)
 		d->step = b->step;
 	if (!ok) {
@@ -137,6 +169,16 @@ int result_batch_forget(struct result_batch *b, const char *run)
 		free((char *)b->rows[i].run);
 	}
 	b->n_rows = k;
+	size_t kn = 0;
+	for (size_t i = 0; i < b->n_notes; i++) {
+		if (strcmp(b->notes[i].run, run)) {
+			b->notes[kn++] = b->notes[i];
+			continue;
+		}
+		free(b->notes[i].run);
+		free(b->notes[i].text);
+	}
+	b->n_notes = kn;
 	if (b->index)
 		result_batch_index(b);
 	return k == 0;
@@ -259,7 +301,16 @@ int result_batch_keep_runs(struct result_batch *b, const struct result_batch *ol
 	free(keep);
 	drift_rows_relabel(v + b->n_rows, n - b->n_rows, old->proxies, old->n_proxies, b->proxies,
 			   b->n_proxies);
+	size_t before = b->n_rows;
 	b->n_rows = n;
+	/* the kept runs' notes too (out of memory: the rows without them) */
+	for (size_t k = 0; k < old->n_notes; k++)
+		for (size_t i = before; i < n; i++)
+			if (!strcmp(v[i].run, old->notes[k].run)) {
+				if (!result_batch_note_of(b, old->notes[k].run))
+					(void)result_batch_note(b, old->notes[k].run, old->notes[k].text);
+				break;
+			}
 	if (b->index)
 		result_batch_index(b);
 	return 0;

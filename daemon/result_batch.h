@@ -41,10 +41,25 @@ struct result_batch {
 	 * its latest complete step once it is done (main.c).
 	 */
 	int backfill;
+	/*
+	 * Runs whose tensor names differ from the baseline's, each with the
+	 * compute thread's sentence (name_match_say: "has none of the
+	 * baseline's 8 tensors: ... a prefix 'module.' ..."), for `drift`'s
+	 * unmatched line, which has the names' hashes only (a trial's empty
+	 * table had the prefix in the log alone). In memory only.
+	 */
+	struct result_note {
+		char *run, *text;
+	} *notes;
+	size_t n_notes;
 	atomic_int refs;			/* references beyond the first */
 	struct workq_item item;			/* on the compute thread's way to the main thread */
 };
 
+/* Keeps text as run's note in b (which must not be shared); -ENOMEM, or 0. */
+int result_batch_note(struct result_batch *b, const char *run, const char *text);
+/* run's note in b, or NULL. */
+const char *result_batch_note_of(const struct result_batch *b, const char *run);
 /* Drops a reference; the last one frees the batch. */
 void result_batch_free(struct result_batch **b);
 /* Another reference to b, for another thread to read it: b is read-only from now on. */

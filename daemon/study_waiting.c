@@ -353,6 +353,7 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 	const struct snap_id *bid = base ? run_identity(base, b->step) : NULL;
 	size_t at = 0, n = 0, k = wd_study_step_runs(s, names, WD_STUDY_STEP_RUNS_MAX);
 	char role[512];
+	int log_names = 0;	/* a run said without the compute thread's sentence: the log has it */
 
 	buf[0] = 0;
 	for (size_t i = 0; bid && i < k; i++) {
@@ -366,6 +367,16 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 		if ((!extra && !reshaped) || ++n > UNMATCHED_SAID_MAX)
 			continue;	/* the fourth and later only counted: it must fit */
 		run_role(cfg, s, r, role, sizeof(role));
+		const char *note = result_batch_note_of(b, r->name);
+		if (note && extra) {	/* the compute thread's words: the first names, a prefix ("module.") */
+			add(buf, len, &at, "%s'%s' (%s) at its step %lld %s%s", n > 1 ? "; " : "", r->name, role,
+			    (long long)x, note, reshaped ? "; and " : "");
+			if (reshaped)
+				add(buf, len, &at, "%zu tensor%s in another shape than the baseline's", reshaped,
+				    reshaped == 1 ? "" : "s");
+			continue;
+		}
+		log_names = 1;
 		add(buf, len, &at, "%s'%s' (%s) at its step %lld has ", n > 1 ? "; " : "", r->name, role, (long long)x);
 		if (extra)
 			add(buf, len, &at, "%zu tensor%s that the baseline lacks, not compared%s", extra,
@@ -378,7 +389,7 @@ size_t study_unmatched(const struct wd_config *cfg, struct state *st, const stru
 	}
 	if (n > UNMATCHED_SAID_MAX)
 		add(buf, len, &at, "; and %zu more runs", n - UNMATCHED_SAID_MAX);
-	if (n)
+	if (log_names || n > UNMATCHED_SAID_MAX)
 		add(buf, len, &at, "; the daemon's log names the first of each (compute: study '%s')", s->name);
 	wd_utf8_scrub(buf);	/* a name cut at the end: JSON takes only whole characters */
 	return n;

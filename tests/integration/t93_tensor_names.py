@@ -91,6 +91,12 @@ def main():
               "drift: see 'absent' below" in r.stdout,
               "drift says the candidate's tensors have no element compared, and its 'complete' says so too",
               r.stdout + r.stderr)
+        # the prefix, in drift itself (a trial's empty table had it in the daemon's log alone)
+        check("\nunmatched  'fa' (candidate) at its step 2 has none of the baseline's 3 tensors: its 3 are named "
+              "otherwise ('module.layers.0.w', where the baseline has 'layers.0.w'), so it has no drift here; its "
+              "names carry a prefix 'module.' that the baseline's lack (a wrapped model: DDP, FSDP or "
+              "torch.compile?): publish every run's tensors under the same names\n" in r.stdout,
+              "drift's unmatched line: the compute thread's sentence, with the prefix", r.stdout)
         r = wd("drift", "fa", "-c", cfg, "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
@@ -125,15 +131,16 @@ def main():
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 0 and len(layers) == 3
               and all(isinstance(l.get("w1"), float) for l in layers),
               "step 3: the candidate's drift has numbers, absent 0", r.stdout)
-        check(got.get("unmatched") == "'lowprec' (proxy fp16) at its step 3 has 1 tensor that the baseline lacks, "
-              "not compared; the daemon's log names the first of each (compute: study 'fa')",
+        check(got.get("unmatched") == "'lowprec' (proxy fp16) at its step 3 lacks 1 of the baseline's 3 tensors (the "
+              "first: 'norm'), which have no drift, and has 1 that the baseline lacks (the first: 'zz.extra'), which "
+              "are not compared",
               "drift --json: \"unmatched\" says the proxy's tensor that no row holds (a trial's C job: only the "
               "log said it)", got.get("unmatched"))
         r = wd("drift", "fa", "-c", cfg, "--step", "3")
         check(r.returncode == 0 and "absent" not in r.stdout
               and "complete   every run of the study is compared at this step\n" in r.stdout,
               "step 3: no absent line, a plain 'complete'", r.stdout)
-        check("\nunmatched  'lowprec' (proxy fp16) at its step 3 has 1 tensor that the baseline lacks" in r.stdout,
+        check("\nunmatched  'lowprec' (proxy fp16) at its step 3 lacks 1 of the baseline's 3 tensors" in r.stdout,
               "... and the unmatched line", r.stdout)
         check(len(lines(dm, "warning: compute: study 'fa'", "candidate 'fa'")) == 1,
               "nothing more said of the candidate")

@@ -144,9 +144,11 @@ static void test_keep_runs(void)
 		row(ROW_MEAN, ROLE_CANDIDATE, NULL, "fb", 0.75, NAN, 7.0, 8.0),
 		row(ROW_TENSOR, ROLE_PROXY, "layers.0.w", "lowprec", 0.25, 1, NAN, NAN),
 	};
+	struct result_note old_notes[2] = { { "fb", "has none of the baseline's 1 tensors" },
+					    { "lowprec", "lacks 1 of the baseline's 2 tensors" } };
 	struct result_batch old = { .study = "demo", .step = 40, .baseline = "base",
 				    .proxies = { "lowprec", "other" }, .n_proxies = 2, .rows = old_rows,
-				    .n_rows = 4 };
+				    .n_rows = 4, .notes = old_notes, .n_notes = 2 };
 	/* computed again: fa and a synthetic proxy, under labels in another order */
 	struct drift_row rows[2] = {
 		row(ROW_TENSOR, ROLE_CANDIDATE, "layers.0.w", "fa", 0.5, 1, 9.0, 2.0),
@@ -180,6 +182,16 @@ static void test_keep_runs(void)
 	CHECK(!strcmp(b->rows[3].run, "fb") && !b->rows[3].tensor && b->rows[3].kind == ROW_MEAN,
 	      "its summary row too");
 	CHECK(result_batch_keep_runs(b, &old, only_synthetic, 1) == 0 && b->n_rows == 4, "kept once: twice adds nothing");
+	const char *nb = result_batch_note_of(b, "fb");
+	CHECK(nb && !strcmp(nb, old_notes[0].text) && !result_batch_note_of(b, "lowprec") && b->n_notes == 1,
+	      "the kept run's note (its names unlike the baseline's) is kept with its rows, once; not a "
+	      "computed run's old one");
+	struct result_batch *d = result_batch_dup(b);
+	CHECK(d && d->n_notes == 1 && result_batch_note_of(d, "fb") && result_batch_note_of(d, "fb") != nb,
+	      "a copy of the batch has its own copy of the note");
+	CHECK(d && result_batch_forget(d, "fb") == 0 && d->n_notes == 0 && !result_batch_note_of(d, "fb"),
+	      "a run forgotten (runs rm): its note goes with its rows");
+	result_batch_free(&d);
 
 	old.baseline = "base-before";
 	struct result_batch *c = record_result_decode(p, strlen(p));
