@@ -491,10 +491,17 @@ static void all_ranks_committed(struct ingest *ix, struct snapshot *snap)
 {
 	char lacks[300], why[512];
 
-	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole (do two "
-		 "ranks send the same piece, or one another's? each sends only its own): %s",
+	/*
+	 * No piece came twice: the ranks' pieces leave elements out, which no
+	 * rank sends (a trial's 262144 // 3 dropped the last one), and "the
+	 * same piece" sent it looking for an overlap there was not
+	 */
+	snprintf(why, sizeof(why), "every rank (%llu of %llu) committed, and the snapshot is not whole: %s: %s",
 		 (unsigned long long)snap->n_ranked, (unsigned long long)snap->ranks_of,
-		 ingest_snapshot_lacks(snap, lacks, sizeof(lacks)));
+		 ingest_snapshot_lacks(snap, lacks, sizeof(lacks)),
+		 snap->overlapped ? "do two ranks send the same piece, or one another's? (each sends only its own)"
+				  : "no rank sent it: does the job's split leave elements out (size // ranks, when the "
+				    "size is no multiple of them)?");
 	log_warning("ingest: run '%s' step %lld: %s", snap->run->name, (long long)snap->step, why);
 	ingest_fail_waiters(ix, snap, WIRE_INCOMPLETE, "ranks", why);
 	ingest_note_expired(ix, snap, now_mono(), why);

@@ -86,6 +86,7 @@ struct snapshot {
 	int64_t twice_rank;		/* the first rank committed by two sessions, or -1 */
 	double first_ranked;		/* monotonic s of its first ranked commit (0: none yet) */
 	int lag_said;			/* a rank's lag said (ingest_lag_tick), or its death (peers.c) */
+	int overlapped;			/* a piece came over elements it had (the same bytes): sent twice */
 	uint64_t n_twice;		/* ranks committed by two sessions (the same rank= given twice?) */
 	/*
 	 * The sessions that sent it shards or commits, each with whether it has

@@ -44,6 +44,8 @@ if mode == "none":
     sys.exit(0)
 x = np.arange(4096, dtype=np.float32)
 lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
+if mode == "floor":  # size // ranks each: the last 4096 % ranks elements in no rank's piece
+    lo, hi = pub.rank * (4096 // ranks), (pub.rank + 1) * (4096 // ranks)
 total = 4096 + (1024 if mode == "total" and pub.rank == 1 else 0)  # rank 1 says another total
 want = 1
 if mode == "replay":  # a job restarted from a checkpoint: the step before first, then this one
@@ -103,12 +105,24 @@ def main():
             check(len(lines) > 2 and lines[2] == "refused 1 acked 0" and after < 20,
                   f"rank {k}: refused in {after:.2f} s, not after pending_timeout (60 s)", out + err)
             said = [x for x in err.splitlines() if "step 1 refused: incomplete" in x]
-            check(len(said) == 1 and "every rank (3 of 3) committed, and the snapshot is not whole" in said[0]
-                  and "'w' has 2048 of 4096 elements, missing [2048, 4096)" in said[0],
+            check(len(said) == 1 and "every rank (3 of 3) committed, and the snapshot is not whole: 'w' has 2048 "
+                  "of 4096 elements, missing [2048, 4096): do two ranks send the same piece, or one another's?"
+                  in said[0],
                   f"rank {k}: said once on stderr, with what is missing", err)
         log = dm.log_text()
         check(log.count("run 'fa' step 1: every rank (3 of 3) committed") == 1, "the daemon logs it once",
               log[-2000:])
+        # the split leaves the last element out (4096 // 3 each): no rank sent it, so the question is
+        # the split, not two ranks sending the same piece (a trial's 262144 // 3 was asked that)
+        procs.extend(ps := [subprocess.Popen([PYTHON, "-c", RANK, ep, str(W), "floor", "1", "ff"], env=env_for(k, W),
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            for k in range(W)])
+        outs = [p.communicate(timeout=120) for p in ps]
+        check(all("refused 1 acked 0" in o and "every rank (3 of 3) committed, and the snapshot is not whole: 'w' has "
+                  "4095 of 4096 elements, missing [4095, 4096): no rank sent it: does the job's split leave elements "
+                  "out (size // ranks, when the size is no multiple of them)?" in e and "the same piece" not in e
+                  for o, e in outs),
+              "pieces that leave an element out: refused at once, asking about the split", "\n".join(e for _, e in outs))
         # a job whose rank 2 died before its part: the others are refused once the step
         # expires; the job restarted at once sends the step again, whole: stored (a trial's
         # restarted job lost it, each commit taken for the dead job's re-send)
