@@ -166,7 +166,7 @@ const struct field alert_fields[] = {
 	{ .name = "tensors", .type = T_STRING, .off = AF(tensors), .max = 4096 },
 	{ .name = "threshold", .type = T_DOUBLE, .flags = F_REQUIRED, .off = AF(threshold),
 	  .dmin = 0, .dmax = DBL_MAX },
-	{ .name = "for", .type = T_INT, .off = AF(for_count), .def = "1",
+	{ .name = "for", .type = T_INT, .flags = F_COUNT, .off = AF(for_count), .def = "1",
 	  .min = 1, .max = 1000000 },
 	{ .name = "severity", .type = T_ENUM, .off = AF(severity), .def = "warning",
 	  .vals = severity_vals },
@@ -548,7 +548,8 @@ int config_value_parse(const struct field *f, const char *text, void *base,
 		int r = parse_int(text, &v);
 		if (r == -EINVAL)	/* "30s", "1m", "0.5": the unit is said, not guessed at (a trial's) */
 			return wd_error(why, size, "bad integer '%s'%s", CLIP(text), f->flags & F_SECONDS ?
-					": a duration is whole seconds, with no unit (60, not 1m)" : "");
+					": a duration is whole seconds, with no unit (60, not 1m)" : f->flags & F_COUNT ?
+					": it counts results in a row, one a step, not time (3, not 3s)" : "");
 		if (r || v < f->min || v > f->max)
 			return wd_error(why, size, "must be between %lld and %lld (got %s)",
 					(long long)f->min, (long long)f->max, CLIP(text));
@@ -562,6 +563,9 @@ int config_value_parse(const struct field *f, const char *text, void *base,
 			return wd_error(why, size, "bad number '%s'", CLIP(text));
 		if (r)
 			return wd_error(why, size, "number '%s' is out of range", CLIP(text));
+		if (v < f->dmin && f->dmax == DBL_MAX)	/* not "between 0 and 1.7976931348623157e+308" */
+			return wd_error(why, size, "must be at least %s (got %s)", format_double(a, sizeof(a), f->dmin),
+					format_double(c, sizeof(c), v));
 		if (v < f->dmin || v > f->dmax)
 			return wd_error(why, size, "must be between %s and %s (got %s)",
 					format_double(a, sizeof(a), f->dmin),

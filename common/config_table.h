@@ -46,6 +46,7 @@ enum ftype {
 #define F_REQUIRED 1u	/* no default: the key must be there */
 #define F_RESTART 2u	/* a reload may not change it */
 #define F_SECONDS 4u	/* T_INT: a duration, whole seconds (a bad value's error says so) */
+#define F_COUNT 8u	/* T_INT: a count of results in a row, not a duration (ditto: "3s") */
 
 struct field {
 	const char *name;	/* dotted, for the top-level table */

@@ -10,7 +10,9 @@
 # system config directories are this test's own (UNITDIR, SYSCONFDIR).
 set -u
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+# the unit install-system generates in BUILD runs this test's temporary PREFIX: not left there for
+# a user to copy (an ops trial found BUILD/wdriftd.service with ExecStart=/tmp/tmp.../usr/bin/wdriftd)
+trap 'rm -rf "$tmp"; rm -f "${BUILD:-build}/wdriftd.service"' EXIT INT TERM
 n=0 fail=0
 check() {	# check DESCRIPTION COMMAND...
 	n=$((n + 1)); desc=$1; shift
