@@ -44,7 +44,7 @@ void config_file_refused(struct config_file *f, uint64_t h, const char *why)
 	snprintf(f->why, sizeof(f->why), "%s", why);
 }
 
-const char *config_file_pending(const struct config_file *f, char *buf, size_t len)
+const char *config_file_pending(struct config_file *f, char *buf, size_t len)
 {
 	uint64_t now;
 	int r;
@@ -58,9 +58,20 @@ const char *config_file_pending(const struct config_file *f, char *buf, size_t l
 	}
 	if (now == f->running)
 		return NULL;
-	if (f->why[0] && now == f->refused)
+	if (f->why[0] && now == f->refused) {
 		snprintf(buf, len, "the file differs from the config that runs: its reload was refused: %s",
 			 f->why);
+		return buf;
+	}
+	if (f->check && now != f->checked) {
+		uint64_t seen = now;
+		f->check_failed = f->check(f->check_ctx, &seen, f->check_why, sizeof(f->check_why)) < 0;
+		f->checked = seen;	/* the bytes it read: edited since, checked again next time */
+	}
+	if (f->check && f->check_failed && now == f->checked)
+		snprintf(buf, len, "the file changed since the config that runs was read from it, and a reload "
+			 "would refuse it: %s (the config that runs stays until the file is fixed and reloaded)",
+			 f->check_why);
 	else
 		snprintf(buf, len, "the file changed since the config that runs was read from it: `wdrift "
 			 "reload` applies it (a key that needs a restart is refused)");

@@ -18,6 +18,17 @@ struct config_file {
 	uint64_t running;	/* the hash of the bytes the running config was read from */
 	uint64_t refused;	/* the bytes of the last reload refused since */
 	char why[1024];		/* its error; "" when none was refused since */
+	/*
+	 * A reload's checks without the reload, of the file as it is now: 0,
+	 * or -1 with why and the hash of the bytes checked (NULL: not asked).
+	 * "`wdrift reload` applies it" of a file a reload would refuse sent a
+	 * trial's on-call to a refusal; said once checked, for those bytes.
+	 */
+	int (*check)(void *ctx, uint64_t *hash, char *why, size_t len);
+	void *check_ctx;
+	uint64_t checked;	/* the bytes last checked (0: none) */
+	int check_failed;
+	char check_why[1024];
 };
 
 /* The hash of path's bytes into *h: 0, or -errno. */
@@ -32,8 +43,9 @@ void config_file_refused(struct config_file *f, uint64_t h, const char *why);
 /*
  * NULL when the file holds what runs (or there is none); else why not,
  * into buf: its last reload was refused (with the error, while the file
- * is as it was then), it changed since it was read, or it cannot be read.
+ * is as it was then), it changed since it was read (and whether a reload
+ * would take it, f->check, once per change), or it cannot be read.
  */
-const char *config_file_pending(const struct config_file *f, char *buf, size_t len);
+const char *config_file_pending(struct config_file *f, char *buf, size_t len);
 
 #endif

@@ -69,7 +69,7 @@ struct control {
 	struct result_batch **results;
 	size_t n_results, cap_results;
 	struct query *query;		/* the query thread; NULL: drift replies built inline */
-	const struct config_file *config_file;	/* does the file say what runs? NULL: not asked */
+	struct config_file *config_file;	/* does the file say what runs? NULL: not asked */
 	struct rm_waiting rm_waiting;	/* runs rm requests waiting for publishers to disconnect */
 };
 

@@ -67,6 +67,12 @@ struct daemon {
 int daemon_load_config(const char *path, struct wd_config *cfg, uint64_t *hash, char *err, size_t errlen);
 /* A notice when cfg has no study: snapshots are stored, nothing compared. */
 void daemon_note_no_study(const struct wd_config *cfg);
+/*
+ * What daemon_reload checks of the config file, without the reload (ctx:
+ * the daemon): 0, or -1 with err; *hash: the bytes checked (config_file.h's
+ * check).
+ */
+int daemon_reload_check(void *ctx, uint64_t *hash, char *err, size_t errlen);
 /* SIGHUP and control's reload (ctx: the daemon); control.h's reload_fn. */
 int daemon_reload(void *ctx, json_t **changes, char *err, size_t errlen);
 /* control's runs rm (ctx: the daemon); control.h's forget_fn. */

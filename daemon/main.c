@@ -972,6 +972,8 @@ int main(int argc, char **argv)
 	if (found == 1)
 		warn_no_config(none_found, d.cfg.listen.control);
 	d.cfile.path = d.config_path;
+	d.cfile.check = daemon_reload_check;	/* status: would a reload take the file as it is now? */
+	d.cfile.check_ctx = &d;
 	config_file_ran(&d.cfile, hash);
 	if (check && auth_check_key(&d.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "wdriftd: %s\n", err);

@@ -84,6 +84,20 @@ static json_t *added_waiting(const struct wd_config *old, const struct wd_config
 	return out;
 }
 
+int daemon_reload_check(void *ctx, uint64_t *hash, char *err, size_t errlen)
+{
+	struct daemon *d = ctx;
+	struct wd_config next;
+
+	wd_config_defaults(&next);
+	if (daemon_load_config(d->config_path, &next, hash, err, errlen) < 0)
+		return -1;
+	int r = wd_config_reload_check(&d->cfg, &next, err, errlen) < 0 ||
+		auth_reload_check(d->auth, &next, err, errlen) < 0 ? -1 : 0;
+	wd_config_release(&next);
+	return r;
+}
+
 /*
  * SIGHUP and the reload command: validate all, then swap, or keep the old.
  * changes (NULL for SIGHUP) gets what changed, for the reply.

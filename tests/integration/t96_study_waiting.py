@@ -422,11 +422,26 @@ def main():
         check("config_pending" in doc and doc["config_pending"] is None,
               "status --json: config_pending null while the file holds what runs", json.dumps(doc)[:300])
         with open(cfg, "w") as f:
-            f.write(running.replace("/run/ingest.sock", "/run/ingest2.sock"))
+            f.write(running + "# an edit a reload takes\n")
         r = wd(cfg, "status")
         check(r.returncode == 0 and "           not running: the file changed since the config that runs was "
               "read from it: `wdrift reload` applies it" in r.stdout, "status: the file edited, not reloaded",
               r.stdout + r.stderr)
+        # an edit a reload would refuse is said so before anyone tries (an ops trial's status said "`wdrift
+        # reload` applies it" of a file with a bad value), and /metrics' wdrift_config_pending is 1 either way
+        with open(cfg, "w") as f:
+            f.write(running + "log:\n  level: verbose\n")
+        r = wd(cfg, "status", "--endpoint", f"ipc://{tmp}/run/control.sock")
+        check(r.returncode == 0 and "not running: the file changed since the config that runs was read from it, "
+              "and a reload would refuse it: " in r.stdout and "log.level: bad value 'verbose'" in r.stdout and
+              "(the config that runs stays until the file is fixed and reloaded)" in r.stdout
+              and "applies it" not in r.stdout, "status: a file a reload would refuse is said so, with why",
+              r.stdout + r.stderr)
+        with open(cfg, "w") as f:
+            f.write(running.replace("/run/ingest.sock", "/run/ingest2.sock"))
+        r = wd(cfg, "status")
+        check(r.returncode == 0 and "a reload would refuse it: " in r.stdout and "listen.ingest" in r.stdout and
+              "restart wdriftd" in r.stdout, "... a restart key's edit too, naming the key", r.stdout + r.stderr)
         dm.proc.send_signal(signal.SIGHUP)
         end = time.time() + 10
         while time.time() < end and "reload refused" not in dm.log_text():
