@@ -447,6 +447,9 @@ int dc_request(const struct dc_target *t, const char *request, char **reply, cha
 					 endpoint, tries, timeout / 1000.0, endpoint + 6);
 				goto out;
 			}
+			/* connected, no handshake: an HTTP server (listen.metrics) says so, not the key hint */
+			if (hs.connected && !hs.handshook && wd_hs_http(endpoint, &dc_control_names, err, errlen))
+				goto out;
 			/* a key hint only where keys can be the cause: connected, never through the handshake */
 			snprintf(err, errlen, "the daemon is not answering at %s (%d tries, %.1f s each): "
 				 "is wdriftd running?%s", endpoint, tries, timeout / 1000.0,

@@ -133,6 +133,16 @@ static void mechanism_mismatch(const char *endpoint, const char *mech, const str
  * socket type, and with keys, the key or the type (a guess). With no
  * greeting, both (a guess: a daemon that went away mid-handshake too).
  */
+int wd_hs_http(const char *endpoint, const struct wd_hs_names *names, char *err, size_t errlen)
+{
+	if (!wd_endpoint_http(endpoint, 500))
+		return 0;
+	/* not "a daemon with auth.server_key": that one sends a ZMTP greeting (an ops trial's hint) */
+	snprintf(err, errlen, "%s is an HTTP server, not a ZeroMQ socket (wdriftd's listen.metrics, for "
+		 "Prometheus?): wdriftd's %s socket is its listen.%s", endpoint, names->socket, names->socket);
+	return 1;
+}
+
 static int closed_error(const char *endpoint, const struct wd_hs_names *names,
 			 const struct wd_client_keys *keys, char *err, size_t errlen)
 {
@@ -153,6 +163,8 @@ static int closed_error(const char *endpoint, const struct wd_hs_names *names,
 		type_mismatch(endpoint, names, err, errlen);
 		return WD_HS_SURE;
 	}
+	if (wd_hs_http(endpoint, names, err, errlen))
+		return WD_HS_SURE;
 	snprintf(err, errlen, "%s closed the connection during the handshake: not wdriftd's %s socket "
 		 "(listen.%s), or a daemon with auth.server_key, which answers only CURVE clients "
 		 "(give %s and %s)", endpoint, names->socket, names->socket, names->server_arg,
@@ -166,6 +178,7 @@ int wd_hs_event(struct wd_hs *h, int code, uint32_t value, const char *endpoint,
 	switch (code) {
 	case ZMQ_EVENT_CONNECTED:
 		h->connected = 1;
+		h->connected_at = wd_now();
 		h->attempt_failed = 0;
 		h->refused_since = 0;
 		return 0;
@@ -352,6 +365,17 @@ int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket
 int wd_hs_stuck(struct wd_hs *h, const char *endpoint, const struct wd_hs_names *names,
 		const struct wd_client_keys *keys, char *err, size_t errlen)
 {
+	/*
+	 * Connected, and no greeting in 2 s, where wdriftd's comes at once: an
+	 * HTTP server (listen.metrics) holds the connection open, waiting for a
+	 * request line, and ZeroMQ's handshake gives up only after 30 s, with
+	 * no reason (an ops trial's job waited so, then read a CURVE hint)
+	 */
+	if (h->connected && !h->handshook && !h->http_probed && wd_now() - h->connected_at > WD_HS_HTTP_AFTER) {
+		h->http_probed = 1;
+		if (wd_hs_http(endpoint, names, err, errlen))
+			return WD_HS_SURE;
+	}
 	if (!h->closed || h->handshook || !h->attempt_failed || wd_now() - h->closed_at < WD_HS_CLOSED_GRACE)
 		return 0;
 	return closed_error(endpoint, names, keys, err, errlen);

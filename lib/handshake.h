@@ -45,7 +45,10 @@ struct wd_hs {
 	int lost;		/* the peer closed a handshook connection, not handshook since */
 	double closed_at;	/* CLOCK_MONOTONIC seconds of the last close */
 	double refused_since;	/* of the first connect that failed, never connected since; 0: none */
+	double connected_at;	/* of the last connect that got through */
+	int http_probed;	/* connected, no handshake after WD_HS_HTTP_AFTER: wd_hs_http asked (once) */
 };
+#define WD_HS_HTTP_AFTER 2.0	/* s connected with no handshake before asking whether HTTP answers */
 #define WD_HS_CLOSED_MAX 3
 #define WD_HS_CLOSED_GRACE 0.5	/* s after a close with no reconnect: settled */
 #define WD_HS_POLL_MS 100	/* how often a waiting caller asks wd_hs_stuck */
@@ -115,6 +118,14 @@ int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket
  * connect that got through, a busy socket or no answer yet.
  */
 int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double for_s, char *err, size_t errlen);
+
+/*
+ * When an HTTP server answers at endpoint (wd_endpoint_http, 0.5 s): 1
+ * with err saying so, and which listen.* key the socket named by names is;
+ * 0 otherwise. For a peer that sent no ZMTP greeting: a publisher or the
+ * CLI given the listen.metrics port.
+ */
+int wd_hs_http(const char *endpoint, const struct wd_hs_names *names, char *err, size_t errlen);
 
 /*
  * When a directory on the way to the socket file at path (absolute) may

@@ -178,6 +178,28 @@ int wd_endpoint_connect_errno(const char *endpoint, int timeout_ms)
 	return 0;
 }
 
+int wd_endpoint_http(const char *endpoint, int timeout_ms)
+{
+	static const char head[] = "HEAD / HTTP/1.0\r\n\r\n";
+	char got[5];
+	double deadline = wd_now() + timeout_ms / 1000.0;
+	size_t n = 0;
+	int e, fd = open_endpoint(endpoint, deadline, &e);
+
+	if (fd < 0)
+		return 0;
+	if (send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(head) - 1))
+		while (n < sizeof(got) && wait_fd(fd, POLLIN, deadline)) {
+			ssize_t r = recv(fd, got + n, sizeof(got) - n, 0);
+			if (r <= 0 && !(r < 0 && (errno == EINTR || errno == EAGAIN)))
+				break;
+			if (r > 0)
+				n += (size_t)r;
+		}
+	close(fd);
+	return n == sizeof(got) && !memcmp(got, "HTTP/", 5);
+}
+
 int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len)
 {
 	static const unsigned char hello[11] = { 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3 };

@@ -17,6 +17,14 @@
 int wd_zmtp_peer_mechanism(const char *endpoint, int timeout_ms, char *mech, size_t len);
 
 /*
+ * Whether an HTTP server answers at endpoint: connects, sends a HEAD
+ * request, and reads "HTTP/" back within timeout_ms: 1, else 0. Only for a
+ * peer that sent no ZMTP greeting (a ZeroMQ peer would read the request as
+ * a broken greeting): a publisher given wdriftd's listen.metrics port.
+ */
+int wd_endpoint_http(const char *endpoint, int timeout_ms);
+
+/*
  * One non-blocking connect to the unix socket file path, closed at once:
  * 0 when something listens there, else the errno (ECONNREFUSED: nothing
  * does; EACCES: not this user's to write; EAGAIN: its queue is full;

@@ -200,6 +200,24 @@ def main_flow():
     try:
         cfg = write_config(dm, metrics=f"127.0.0.1:{port}")
         check(dm.start() is not None, f"ready with listen.metrics: 127.0.0.1:{port}")
+        # the metrics port given for the control or the ingest endpoint: said to be HTTP, at once (an ops
+        # trial's CLI read a CURVE hint, and its job waited 30 s for "not wdriftd's ingest socket")
+        ep = f"tcp://127.0.0.1:{port}"
+        r = subprocess.run([WDRIFT, "status", "--endpoint", ep], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and f"{ep} is an HTTP server, not a ZeroMQ socket (wdriftd's listen.metrics, for "
+              "Prometheus?): wdriftd's control socket is its listen.control" in r.stderr and "server_key" not in r.stderr,
+              "status --endpoint at the metrics port: an HTTP server, not a key hint", r.stderr)
+        job = ("import time, numpy as np, wdrift\np = wdrift.Publisher(%r, 'r')\n"
+               "p.publish(1, {'w': np.zeros(4, np.float32)})\nt = time.time()\n"
+               "while not p.diagnosis and time.time() - t < 20:\n    time.sleep(0.1)\n"
+               "print('sure', p.diagnosis_sure, 'after %%.0f' %% (time.time() - t))\np.close(0)\n" % ep)
+        r = subprocess.run([harness.PYTHON, "-c", job], capture_output=True, text=True, timeout=60,
+                           env=harness.package_env())
+        want = f"{ep} is an HTTP server, not a ZeroMQ socket (wdriftd's listen.metrics, for Prometheus?): wdriftd's " \
+               "ingest socket is its listen.ingest"
+        after = int(r.stdout.split("after ")[1]) if "after " in r.stdout else 99
+        check(r.returncode == 0 and "sure True" in r.stdout and after <= 5 and r.stderr.count(want) == 1,
+              f"a publisher at the metrics port: a sure diagnosis in {after} s, said once", r.stdout + r.stderr)
         base, low, fa = (Publisher(ctx, tmp, r) for r in ("base", "lowprec", "fa"))
         for step in (10, 20):
             snap(base, step, 0.0)
