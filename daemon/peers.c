@@ -529,13 +529,27 @@ void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits
 		struct gone_rank *g = &p->gone[i];
 		enum gone_seen seen = gone_seen(p, g);
 		double age = now - g->at;
-		int64_t step = seen == GONE_MISSING && age >= GONE_GRACE ? waits(ctx, g->run, g->rank, g->ranks) : -1;
+		int64_t step = (seen == GONE_MISSING || seen == GONE_ENDED) && age >= GONE_GRACE ?
+			       waits(ctx, g->run, g->rank, g->ranks) : -1;
 		int waiting = seen != GONE_BACK && seen != GONE_ENDED && step < 0 && age < GONE_KEEP;
 		if (waiting || (seen != GONE_BACK && age < GONE_GRACE)) {	/* its grace, or no step waits yet */
 			i++;
 			continue;
 		}
-		if (step >= 0)	/* missing past its grace, and a step waits for it */
+		/*
+		 * The whole job gone, a step still waiting for this rank: the rank
+		 * died and took the others with it (torchrun, mp.spawn), which
+		 * read as "a rank that never started" (a trial's, of a rank that
+		 * had committed steps before)
+		 */
+		if (step >= 0 && seen == GONE_ENDED)
+			log_warning("ingest: run '%.200s' step %lld waits for rank %llu of %llu, whose connection "
+				    "(%s, its last commit step %lld) closed %.0f s ago, and every connection of the run "
+				    "has closed since: the job ended (a rank that died, and the others with it?). The "
+				    "step expires at limits.pending_timeout (%.0f s); a job restarted before then sends "
+				    "it again", g->run, (long long)step, (unsigned long long)g->rank,
+				    (unsigned long long)g->ranks, g->addr, (long long)g->step, now - g->at, pending_timeout);
+		else if (step >= 0)	/* missing past its grace, and a step waits for it */
 			log_warning("ingest: run '%.200s' step %lld waits for rank %llu of %llu, whose connection "
 				    "(%s, its last commit step %lld) closed %.0f s ago and has not come back: a rank that "
 				    "died? The other ranks' commits wait until limits.pending_timeout (%.0f s) "
@@ -551,7 +565,8 @@ int peers_gone_lacking(struct peers *p, const struct snapshot *snap)
 	for (size_t i = 0; p && i < p->n_gone; i++) {
 		const struct gone_rank *g = &p->gone[i];
 		enum gone_seen seen = gone_seen(p, g);
-		if (!strcmp(g->run, snap->run->name) && seen != GONE_BACK && seen != GONE_ENDED &&
+		/* ended too: said by peers_tick, not as a rank that never started (ingest_lag_tick) */
+		if (!strcmp(g->run, snap->run->name) && seen != GONE_BACK &&
 		    commit_ranks_lacks(snap, g->rank, g->ranks))
 			return 1;
 	}

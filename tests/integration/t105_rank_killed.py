@@ -133,6 +133,25 @@ def dead_then_later(tmp, dm):
             send(k, 0)
         acks = [pubs[k].recv() for k in range(W)]
         check(all(a and a.get("type") == "ack" for a in acks), "dead2: step 0 of 3 ranks durable", str(acks))
+        # a job whose rank 1 dies and takes the others with it (torchrun, mp.spawn) after their step 1
+        # commits: said as the job ended, not as a rank that never started (a trial's, of a rank that
+        # had committed steps before)
+        whole = [Publisher(ctx, tmp, "whole") for _ in range(W)]
+        pubs.extend(whole)
+
+        def send_whole(k, step):
+            whole[k].tensor(step, "w", x[k * 1000:(k + 1) * 1000], "f32", offset=k * 1000, total=3000)
+            whole[k].send_raw([json.dumps({"v": 1, "type": "commit", "run": "whole", "step": step, "tensors": 1,
+                                           "ranks": W, "rank": k, "session": 800 + k}).encode()])
+        for k in range(W):
+            send_whole(k, 0)
+        acks = [whole[k].recv() for k in range(W)]
+        whole[1].s.close(linger=0)
+        for k in (0, 2):
+            send_whole(k, 1)
+        time.sleep(1)
+        for k in (0, 2):
+            whole[k].s.close(linger=0)
         pubs[1].s.close()
         for k in (0, 2):
             send(k, 1)
@@ -168,6 +187,17 @@ def dead_then_later(tmp, dm):
               lines[0] if lines else r.stdout)
         lag = [x_ for x_ in dm.log_text().splitlines() if "run 'dead2'" in x_ and "committed nothing" in x_]
         check(not lag, "... and step 2, which waits for it too, gets no 'never started' line", "\n".join(lag))
+        end = time.time() + 20
+        while time.time() < end and not [x_ for x_ in dm.log_text().splitlines() if "run 'whole' step 1 waits" in x_]:
+            time.sleep(0.2)
+        ended = [x_ for x_ in dm.log_text().splitlines() if "run 'whole'" in x_ and ("waits for rank" in x_ or
+                                                                                  "committed nothing" in x_)]
+        check(all(a and a.get("type") == "ack" for a in acks) and len(ended) == 1 and
+              "run 'whole' step 1 waits for rank 1 of 3, whose connection (" in ended[0] and
+              "its last commit step 0) closed " in ended[0] and "and every connection of the run has closed since: "
+              "the job ended (a rank that died, and the others with it?)" in ended[0],
+              "a rank dead and its job gone with it: said once as the job ended, not as a rank that never started",
+              "\n".join(ended) or dm.log_text()[-2000:])
         # a rank still streaming its part (shards carry no rank) past the lag's 10 s: not said
         live = [Publisher(ctx, tmp, "stream") for _ in range(W)]
         pubs.extend(live)
