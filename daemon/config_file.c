@@ -63,7 +63,8 @@ const char *config_file_pending(struct config_file *f, char *buf, size_t len)
 			 f->why);
 		return buf;
 	}
-	if (f->check && now != f->checked) {
+	/* a refusal is checked again each time: its cause may lie outside the file (a key file's mode) */
+	if (f->check && (now != f->checked || f->check_failed)) {
 		uint64_t seen = now;
 		f->check_failed = f->check(f->check_ctx, &seen, f->check_why, sizeof(f->check_why)) < 0;
 		f->checked = seen;	/* the bytes it read: edited since, checked again next time */

@@ -22,7 +22,8 @@ struct config_file {
 	 * A reload's checks without the reload, of the file as it is now: 0,
 	 * or -1 with why and the hash of the bytes checked (NULL: not asked).
 	 * "`wdrift reload` applies it" of a file a reload would refuse sent a
-	 * trial's on-call to a refusal; said once checked, for those bytes.
+	 * trial's on-call to a refusal. A pass is kept for the bytes checked; a
+ * refusal is checked again at each ask (a key file fixed since passes).
 	 */
 	int (*check)(void *ctx, uint64_t *hash, char *why, size_t len);
 	void *check_ctx;

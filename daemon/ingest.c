@@ -648,12 +648,15 @@ static void note_claim(struct ingest *ix, const struct frames *m, struct run *r,
  */
 static void commit(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
+	struct run *before = state_run(ix->st, h->run, 0);
+	/* a step it had: a duplicate, or a re-check of a re-run's step, says nothing of whose job this is */
+	int had = before && run_is_durable(before, h->step);
 	commit_one(ix, m, h);
 	struct run *r = state_run(ix->st, h->run, 0);
 	if (!r)
 		return;
 	run_note_session(r, h->session);
-	if (!ix->conflict_replied)	/* a re-run's session, refused, is not the run's own job */
+	if (!ix->conflict_replied && !had)	/* a re-run's session, refused, is not the run's own job */
 		run_note_clean_session(r, h->session);
 	if (h->rank >= 0 && r->dead_rank == (uint64_t)h->rank + 1)
 		r->dead_rank = 0;	/* the rank said dead commits again: a later lag of it is news */

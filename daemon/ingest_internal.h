@@ -71,7 +71,7 @@ void ingest_recheck_shard(struct ingest *ix, const struct frames *m, const struc
  * in the reply's reason. m is the message refused: when no other job
  * publishes the run (ix->publishers_besides), the job that stored the step
  * has gone, and the advice is for this one alone. session is the sender's
- * (0: not said): one whose commit of the run was taken before is the same job
+ * (0: not said): one whose commit of a new step of the run was taken is the same job
  * sending a step it passed, whose step count went back.
  */
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,

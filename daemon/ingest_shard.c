@@ -249,7 +249,8 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
 			ingest_fail(ix, m, h, WIRE_INTERNAL, "memory", why);
 			return -1;
 		}
-		snap->overlapped = 1;	/* what all_ranks_committed asks of a step not whole */
+		if (sender_of(m) != t->sender)	/* another process's: not a rank's re-send after its ack timeout */
+			snap->overlapped = 1;	/* what all_ranks_committed asks of a step not whole */
 		if (t->covered > had)	/* only new elements keep it from being stale (ingest_make_room) */
 			ingest_note_taken(snap, (t->covered - had) * esize, now_mono());
 		ingest_hold_overhead(s, r, snap, t, ingest_tensor_overhead(t->name, t->n_ranges));

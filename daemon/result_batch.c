@@ -159,6 +159,15 @@ int result_batch_forget(struct result_batch *b, const char *run)
 {
 	if (!strcmp(b->baseline, run))
 		return 1;
+	/*
+	 * Nothing of run's in it: untouched, index and all. A batch a query
+	 * reads (shared) is copied first only when it has run's rows
+	 * (control_forget), so one without them may be read right now: a
+	 * new index would free the one the query thread looks rows up in
+	 * (a review's).
+	 */
+	if (!result_batch_has_run(b, run) && !result_batch_note_of(b, run))
+		return b->n_rows == 0;
 	size_t k = 0;
 	for (size_t i = 0; i < b->n_rows; i++) {
 		if (strcmp(b->rows[i].run, run)) {

@@ -87,7 +87,7 @@ struct wd_publisher {
 	pthread_cond_t work, room;	/* queue grew (or closing); queue shrank */
 	struct pub_snapshot *building;	/* the caller's, between begin and commit */
 	int64_t top_step;	/* the highest step begun; -1 none (the caller's thread) */
-	int back_said;		/* a step begun at or below top_step said (once) */
+	int back_said;		/* a step begun below top_step said (once) */
 	struct pub_snapshot *head, *tail;	/* queued; head may be in flight */
 	int head_in_flight, closing, abort_now;
 	int cancelled;		/* wd_publisher_cancel: commits wait for room no more */

@@ -150,7 +150,7 @@ int wd_publisher_begin(struct wd_publisher *p, int64_t step)
 	 * Said once; the snapshot is still sent (the same content is a
 	 * duplicate, acked).
 	 */
-	if (step <= p->top_step && !p->back_said) {
+	if (step < p->top_step && !p->back_said) {	/* the same step again: a retry, or the last saved twice */
 		p->back_said = 1;
 		wd_log(WD_LOG_WARNING, "publisher: run '%s': step %lld begun after step %lld: a run's steps go up, "
 		       "and the daemon refuses other content at a step it has as a conflict (does the job's step "

@@ -42,9 +42,13 @@ class BF16:
 
 
 def _index(v, what):
-    """v as an int, refusing what int() would truncate or turn (2.5, True, "3"): TypeError naming what."""
-    if isinstance(v, bool):
+    """v as an int, refusing what int() would truncate or turn (2.5, True, "3"): TypeError naming what.
+    numpy and torch integer scalars (0-d) are ints; their bools, and arrays of one element, are not."""
+    dtype = str(getattr(v, "dtype", ""))
+    if isinstance(v, (bool, np.bool_)) or dtype in ("bool", "torch.bool"):
         raise TypeError(f"{what} {v!r}: an integer, not a bool")
+    if getattr(v, "ndim", 0) != 0:
+        raise TypeError(f"{what} {v!r}: one integer, not an array of {getattr(v, 'ndim')} dimensions")
     try:
         return operator.index(v)
     except TypeError:
@@ -53,8 +57,9 @@ def _index(v, what):
 
 
 def _dims(shape, what):
-    """A shape as a tuple of ints: a sequence of them, or one int for a vector (as numpy and torch take)."""
-    if not isinstance(shape, (str, bytes)) and hasattr(shape, "__index__"):
+    """A shape as a tuple of ints: a sequence of them (a tuple, a list, torch.Size, a 1-D array), or one
+    int (a 0-d numpy or torch one too) for a vector, as numpy and torch take."""
+    if isinstance(shape, int) or (hasattr(shape, "__index__") and getattr(shape, "ndim", 1) == 0):
         return (_index(shape, what),)
     try:
         if isinstance(shape, (str, bytes)):

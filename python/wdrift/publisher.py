@@ -86,9 +86,10 @@ _UNCLOSED_WAIT = 10.0
 def _close_at_exit():
     """Closes every publisher the program left open, before the interpreter tears down: its
     snapshots not yet durable were dropped at once, in silence but for a count (a trial's job
-    lost 4 of its 5 steps)."""
+    lost 4 of its 5 steps). One deadline for them all, not _UNCLOSED_WAIT each."""
+    end = time.monotonic() + _UNCLOSED_WAIT
     for pub in list(_OPEN):
-        pub._close_unclosed("the program's end")
+        pub._close_unclosed("the program's end", max(0.0, end - time.monotonic()))
 
 
 atexit.register(_close_at_exit)
@@ -221,6 +222,8 @@ class Publisher:
         """Hands a snapshot of host values to the C publisher (its one copy)."""
         lib = _get_lib()
         with self._build:
+            if not self._p:
+                self._check()   # closed meanwhile (another thread, or the program's end): raises
             if lib.wd_publisher_begin(self._p, step):
                 raise ValueError(f"step {step}: {_libmod.error_text(lib, -22)}")
             for e in entries:
@@ -421,8 +424,11 @@ class Publisher:
         # thread runs until then, and a conflict between two reads went unraised (a review's)
         count, words = self._conflict_now()
         final["conflicts"] = max(final["conflicts"], count)
-        dropped = lib.wd_publisher_close(ctypes.byref(self._p), 0)
-        self._p = ctypes.c_void_p()
+        # not while another thread is between begin and commit: a daemon thread still publishing at
+        # the program's end (the atexit close) would use the freed publisher (a review's)
+        with self._build:
+            dropped = lib.wd_publisher_close(ctypes.byref(self._p), 0)
+            self._p = ctypes.c_void_p()
         left = int(dropped) + staged - final["dropped"]    # given up by close itself
         final.update(dropped=final["dropped"] + left, queued=0, queued_bytes=0, connected=0)
         self._final_stats = final
@@ -443,20 +449,22 @@ class Publisher:
     def __exit__(self, *exc):
         self.close()
 
-    def _close_unclosed(self, when):
+    def _close_unclosed(self, when, wait=_UNCLOSED_WAIT):
         """close() for a publisher the program did not close: said on stderr when snapshots are
-        still on their way, which it waits for as close() would (_UNCLOSED_WAIT s)."""
+        still on their way (CUDA ones still staged too), which it waits for as close() would."""
         if not self._p:
             return
         s = self.stats()
         left = s["committed"] - s["acked"] - s["dropped"]
-        if left > 0:
+        staging = self._stager is not None and self._stager._busy > 0
+        if left > 0 or staging:
+            what = f"{left} snapshot{'s' if left != 1 else ''}" if left > 0 else "the snapshots being staged"
             print(f"wdrift: publisher: run {self.run!r}: close() was not called before {when}: waiting up to "
-                  f"{_UNCLOSED_WAIT:.0f} s for {left} snapshot{'s' if left != 1 else ''} not yet durable "
-                  f"(call close(), or use `with wdrift.Publisher(...) as pub:`)", file=sys.stderr)
+                  f"{wait:.0f} s for {what} not yet durable (call close(), or use `with wdrift.Publisher(...) "
+                  f"as pub:`)", file=sys.stderr)
         try:
-            self.close(_UNCLOSED_WAIT if left > 0 else 0.0)
-        except WdriftError as e:    # nothing to raise to: said
+            self.close(wait)    # returns at once when nothing is left
+        except Exception as e:  # noqa: BLE001: nothing to raise to (atexit, __del__), and the rest close
             print(f"wdrift: publisher: run {self.run!r}: {e}", file=sys.stderr)
 
     def __del__(self):

@@ -63,8 +63,19 @@ for args in ((np.zeros(2), 2.5, (4,)), (np.zeros(2), 0, "ab"), (np.zeros(2), 0, 
     except TypeError as e:
         print("TypeError", e)
 print("shape", wdrift.Shard(np.zeros(2), np.int64(2), 4).shape, wdrift.Shard(np.zeros(2), 0, torch.Size([2, 2])).shape)
+# shapes as 1-D arrays stay sequences (a review: any array was taken for one int); a 0-d one is an int
+print("arrays", wdrift.Shard(np.zeros(2), 0, np.array([64])).shape, wdrift.Block(np.zeros((2, 2)), np.array([0, 0]),
+      torch.tensor([8, 8])).shape, wdrift.Shard(np.zeros(2), torch.tensor(2), torch.tensor(7)).shape)
+for bad in (np.True_, torch.tensor([7])):
+    try:
+        wdrift.Shard(np.zeros(2), bad, (4,))
+        print("taken", repr(bad))
+    except TypeError as e:
+        print("TypeError", e)
 pub.publish(torch.tensor(1), {"w": np.zeros(4, np.float32)})
 pub.publish(np.int64(2), {"w": np.zeros(4, np.float32)})
+pub.flush(30)
+pub.publish(2, {"w": np.zeros(4, np.float32)})     # the last step again (a retry): a duplicate, not said
 pub.flush(30)
 # an epoch's step count, reset: step 1 again, with other content, from this job
 pub.publish(1, {"w": np.ones(4, np.float32)})
@@ -124,13 +135,16 @@ def main():
               "publish(): a float, bool or str step is a TypeError naming it (7.9 was stored as step 7)", r.stdout + r.stderr)
         check(len(out) > 7 and out[4] == "TypeError Shard offset 2.5: an integer (int, numpy or torch integer), not float"
               and out[5].startswith("TypeError Shard shape 'ab': a sequence of integers")
-              and out[6].startswith("TypeError Shard shape <object") and out[7] == "shape (4,) (2, 2)",
+              and out[6].startswith("TypeError Shard shape <object") and out[7] == "shape (4,) (2, 2)"
+              and out[8] == "arrays (64,) (8, 8) (7,)" and out[9] == "TypeError Shard offset True: an integer, not a bool"
+              and out[10] == "TypeError Shard offset tensor([7]): one integer, not an array of 1 dimensions",
               "Shard: a float offset or a shape that is no sequence of ints is a TypeError naming it; an int "
               "shape is a vector's", r.stdout + r.stderr)
         back = [x for x in r.stderr.splitlines() if "begun after step" in x]
         check(len(back) == 1 and "run 'checks': step 1 begun after step 2: a run's steps go up" in back[0]
               and "an epoch's reset? give each snapshot the global step" in back[0],
-              "a step count that goes back: the library says it once, at the first such step", r.stderr)
+              "a step count that goes back: the library says it once, at the first such step (not at the last "
+              "step sent again)", r.stderr)
         check(out[-1].startswith("WdriftError") and "this publisher has published the run before: does the "
               "job's step count go back" in out[-1] and "a re-run" not in out[-1],
               "... and the daemon's conflict reason says the job's own step count went back, not 'a re-run?'",

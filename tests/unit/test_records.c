@@ -191,6 +191,11 @@ static void test_keep_runs(void)
 	      "a copy of the batch has its own copy of the note");
 	CHECK(d && result_batch_forget(d, "fb") == 0 && d->n_notes == 0 && !result_batch_note_of(d, "fb"),
 	      "a run forgotten (runs rm): its note goes with its rows");
+	const uint32_t *idx = d ? d->index : NULL;
+	size_t n_before = d ? d->n_rows : 0;
+	CHECK(d && idx && result_batch_forget(d, "nobody") == 0 && d->index == idx && d->n_rows == n_before,
+	      "a run the batch has nothing of: the batch untouched, its index not made again (a query "
+	      "thread may be reading it: control_forget copies only a batch with the run's rows)");
 	result_batch_free(&d);
 
 	old.baseline = "base-before";
