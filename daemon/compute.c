@@ -450,28 +450,38 @@ static void record(struct compute *c, struct cstudy *s, struct result_batch *b)
  * (name_match.h): a warning when they differ, and again only when what
  * differs changes, so that a run named otherwise for a whole training
  * run is said once, not at every step; a notice when they match again.
+ * What differs is also kept in b, when there is one, for `drift`
+ * (result_batch.h): every step, where the log says it once per change.
+ * Out of memory: not kept.
  */
-static void check_names(struct cstudy *s, const struct compare_input *in)
+static void check_names(struct cstudy *s, const struct compare_input *in, struct result_batch *b)
 {
 	for (size_t r = 0; r < in->n_runs; r++) {
 		size_t slot = SIZE_MAX;
+		if (!in->ck[r])
+			continue;
+		struct name_match m;
+		char what[1024];
+		name_match_count(in->base, in->ck[r], &m);
+		if (m.lacking || m.extra)
+			name_match_say(&m, in->base, in->ck[r], what, sizeof(what));
+		if (b && (m.lacking || m.extra))
+			(void)result_batch_note(b, in->runs[r], what);
 		for (size_t k = 0; k < s->n_proxies; k++)
 			if (s->pruns[k] && !strcmp(s->pruns[k], in->runs[r]))
 				slot = k;
 		for (size_t k = 0; k < s->n_cands; k++)
 			if (!strcmp(s->cands[k], in->runs[r]))
 				slot = s->n_proxies + k;
-		if (!in->ck[r] || !s->names_said || slot == SIZE_MAX)
+		if (!s->names_said || slot == SIZE_MAX)
 			continue;
-		struct name_match m;
-		name_match_count(in->base, in->ck[r], &m);
 		const char *who = in->role[r] == ROLE_PROXY ? "proxy" : "candidate";
 		if (m.reshaped != s->names_said[slot].reshaped || m.relaid != s->names_said[slot].relaid) {
-			char what[1024];	/* said apart from the names: another mistake */
-			name_match_say_shapes(&m, what, sizeof(what));
+			char shapes[1024];	/* said apart from the names: another mistake */
+			name_match_say_shapes(&m, shapes, sizeof(shapes));
 			if (m.reshaped || m.relaid)
 				log_warning("compute: study '%s' step %lld: %s '%s' %s", s->name, (long long)in->step,
-					    who, in->runs[r], what);
+					    who, in->runs[r], shapes);
 			else
 				log_notice("compute: study '%s' step %lld: %s '%s' has the baseline's shapes again",
 					   s->name, (long long)in->step, who, in->runs[r]);
@@ -480,38 +490,14 @@ static void check_names(struct cstudy *s, const struct compare_input *in)
 		}
 		if (m.lacking == s->names_said[slot].lacking && m.extra == s->names_said[slot].extra)
 			continue;
-		if (m.lacking || m.extra) {
-			char what[1024];
-			name_match_say(&m, in->base, in->ck[r], what, sizeof(what));
+		if (m.lacking || m.extra)
 			log_warning("compute: study '%s' step %lld: %s '%s' %s", s->name, (long long)in->step,
-				    in->role[r] == ROLE_PROXY ? "proxy" : "candidate", in->runs[r], what);
-		} else {
+				    who, in->runs[r], what);
+		else
 			log_notice("compute: study '%s' step %lld: %s '%s' has the baseline's tensor names "
-				   "again", s->name, (long long)in->step,
-				   in->role[r] == ROLE_PROXY ? "proxy" : "candidate", in->runs[r]);
-		}
+				   "again", s->name, (long long)in->step, who, in->runs[r]);
 		s->names_said[slot].lacking = m.lacking;
 		s->names_said[slot].extra = m.extra;
-	}
-}
-
-/*
- * Each run of in whose tensor names differ from the baseline's, with what
- * check_names logs of it, kept in b for `drift` (result_batch.h): every
- * step, where the log says it once per change. Out of memory: not kept.
- */
-static void note_names(struct result_batch *b, const struct compare_input *in)
-{
-	for (size_t r = 0; r < in->n_runs; r++) {
-		struct name_match m;
-		char what[1024];
-		if (!in->ck[r])
-			continue;
-		name_match_count(in->base, in->ck[r], &m);
-		if (!m.lacking && !m.extra)
-			continue;
-		name_match_say(&m, in->base, in->ck[r], what, sizeof(what));
-		(void)result_batch_note(b, in->runs[r], what);
 	}
 }
 
@@ -581,10 +567,8 @@ static int compute_at(struct compute *c, struct cstudy *s, int64_t bstep, int hi
 
 	if (gather(c, s, bstep, &in) < 0)
 		return 0;
-	check_names(s, &in);
 	struct result_batch *b = compare_step(c->workers, s, &in);
-	if (b)
-		note_names(b, &in);
+	check_names(s, &in, b);
 	release(&in);
 	if (!b)
 		return 0;

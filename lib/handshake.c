@@ -126,13 +126,6 @@ static void mechanism_mismatch(const char *endpoint, const char *mech, const str
 		refused(endpoint, names, keys, err, errlen);
 }
 
-/*
- * The peer closed the handshake without a reason. Its greeting tells
- * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
- * mechanism, that is the reason; else, without keys, it refused the
- * socket type, and with keys, the key or the type (a guess). With no
- * greeting, both (a guess: a daemon that went away mid-handshake too).
- */
 int wd_hs_http(const char *endpoint, const struct wd_hs_names *names, char *err, size_t errlen)
 {
 	if (!wd_endpoint_http(endpoint, 500))
@@ -143,6 +136,13 @@ int wd_hs_http(const char *endpoint, const struct wd_hs_names *names, char *err,
 	return 1;
 }
 
+/*
+ * The peer closed the handshake without a reason. Its greeting tells
+ * whether it speaks CURVE (zmtp_probe.c): if that is not this client's
+ * mechanism, that is the reason; else, without keys, it refused the
+ * socket type, and with keys, the key or the type (a guess). With no
+ * greeting, both (a guess: a daemon that went away mid-handshake too).
+ */
 static int closed_error(const char *endpoint, const struct wd_hs_names *names,
 			 const struct wd_client_keys *keys, char *err, size_t errlen)
 {
