@@ -78,6 +78,14 @@ void cli_warning(const char *fmt, ...)
 	va_end(ap);
 }
 
+void cli_note(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsay("", fmt, ap);
+	va_end(ap);
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;

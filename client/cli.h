@@ -36,6 +36,8 @@ double cli_now(void);
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: warning: MSG": the command goes on, but the user should know. */
 void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "wdrift CMD: MSG" on stderr: what a command did, when its output went elsewhere. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "wdrift CMD: MSG", a hint to --help, and returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -194,12 +194,28 @@ int study_data_output(const struct study_args *o,
 		return EXIT_FAIL;
 	}
 	int r = write(f, &sd, o);
+	long long first = -1, last = -1;
+	size_t steps = 0;
+	for (size_t i = 0; i < sd.log.n_rows; i++) {	/* rows are in step order */
+		long long step = (long long)dl_row(&sd.log, i)->step;
+		steps += !i || step != last;
+		first = i ? first : step;
+		last = step;
+	}
 	study_data_release(&sd);
 	if (r < 0) {
 		cli_out_abort(f, tmp);
 		return cli_error("out of memory");
 	}
-	return cli_out_commit(f, o->out, tmp);
+	int to_file = f != stdout && tmp[0];	/* a regular file, renamed into place */
+	r = cli_out_commit(f, o->out, tmp);
+	/* a file written says so (a trial's "did it work?"); standard output speaks for itself */
+	if (r == EXIT_OK && to_file && !steps)
+		cli_note("wrote %s: study '%s' has no results yet", o->out, o->study);
+	else if (r == EXIT_OK && to_file)
+		cli_note("wrote %s: study '%s', %zu step%s (%lld to %lld)", o->out, o->study, steps,
+			 steps == 1 ? "" : "s", first, last);
+	return r;
 }
 
 void study_data_release(struct study_data *sd)

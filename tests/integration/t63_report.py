@@ -309,7 +309,8 @@ def live(tmp):
               and "with the largest ratio [fp16] at step 20</h3>" in html,
               "the summary and the top tensors at step 20, the latest complete step; step 30 named incomplete")
         rc, out, err, dt = report("fa", "-c", cfg, "-o", "-")
-        check(rc == 0 and out.startswith("<!DOCTYPE html>") and out.endswith("</html>\n"), "-o -: standard output")
+        check(rc == 0 and out.startswith("<!DOCTYPE html>") and out.endswith("</html>\n") and err == "",
+              "-o -: standard output, nothing said on stderr", err)
         # usage errors and a missing study
         for args, code, what in ((["fa", "-c", cfg], 2, "no -o"), (["fa", "-c", cfg, "-o", page, "--json"], 2, "--json"),
                                  (["fa", "-c", cfg, "-o", page, "--endpoint", "ipc:///x"], 2, "--endpoint"),
@@ -424,6 +425,8 @@ def scale(tmp):
     size = os.path.getsize(page) if os.path.exists(page) else 0
     print(f"# report of 300 x 1000: {dt:.2f} s, {size} bytes ({size / 1e6:.2f} MB)")
     check(rc == 0 and dt < 30, f"report --log of 300 tensors x 1000 steps: exit 0 within the 30 s bound ({err})")
+    check(err == f"wdrift report: wrote {page}: study 'big', 1000 steps (100 to 100000)",
+          "-o FILE: says what it wrote, once, on stderr", err)
     check(0 < size < 20e6, "the page is under 20 MB")
     with open(page, encoding="utf-8") as f:
         html = f.read()
@@ -523,6 +526,8 @@ def odd_logs(tmp):
             extra = "" if len(ticks) >= 3 else f"log-scale ticks {ticks}: fewer than 3"
         elif what == "no rows":
             extra = "" if "no rows yet" in html else "no word of the empty log"
+            if err != f"wdrift report: wrote {page}: study 'odd' has no results yet":
+                extra += f" stderr {err!r}: not the written line"
         elif what.startswith("no value"):
             extra = "" if html.count("no values yet") == 2 else "charts not marked empty"
         elif what.startswith("a name"):

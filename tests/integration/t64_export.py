@@ -494,9 +494,13 @@ def main():
             ok = body == ref
             check(r.returncode == 0 and r.stdout == "" and ok and os.listdir(os.path.dirname(out)) == [os.path.basename(out)],
                   f"-o FILE {fmt}: the whole output replaces the file, nothing on stdout, no temp file left")
+            steps = sorted({int(row["step"]) for row in csv.DictReader(io.StringIO(text))})
+            said = f"wdrift export: wrote {out}: study 'fa', {len(steps)} step{'s' if len(steps) != 1 else ''} " \
+                   f"({steps[0]} to {steps[-1]})\n"
+            check(r.stderr == said, f"-o FILE {fmt}: says what it wrote, once, on stderr", repr(r.stderr))
             os.unlink(out)
         r = wd("export", "fa", "-c", cfg, "-o", "-")
-        check(r.returncode == 0 and r.stdout == text, "-o -: standard output")
+        check(r.returncode == 0 and r.stdout == text and r.stderr == "", "-o -: standard output, nothing said")
         relative_storage(cfg, tmp, text, True)
         concurrent(ctx, tmp, cfg, log)
         # the drift log gone while the daemon has results: said so, not "no comparison computed yet"
