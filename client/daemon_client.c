@@ -131,6 +131,8 @@ static int cli_endpoint(const char *opt, const char *ep, char *err, size_t errle
 {
 	char why[WD_CONFIG_ERR_MAX];
 
+	if (wd_hs_trailing_slash(ep, why, sizeof(why)))	/* before the config's "the port must be" */
+		return wd_error(err, errlen, "%s: '%s' %s", opt, ep, why);
 	if (wd_config_check_endpoint_as(ep, 1, why, sizeof(why)) < 0)
 		return wd_error(err, errlen, "%s: %s", opt, why);
 	if (bind_only(ep))

@@ -434,6 +434,9 @@ int wd_config_check_endpoint_as(const char *s, int connect, char *why, size_t si
 		rest = s + 6;
 		if (!*rest)
 			return wd_error(why, size, "bad endpoint '%s': ipc:// needs a path", q);
+		if (rest[strlen(rest) - 1] == '/')	/* the client's words, with its did-you-mean: wd_hs_trailing_slash */
+			return wd_error(why, size, "bad endpoint '%s': ends in '/', but an ipc:// path names the "
+					"socket file itself, not a directory (ipc://DIR/NAME.sock, as in wdriftd's listen.*)", q);
 		if (strlen(rest) > IPC_PATH_MAX)
 			return wd_error(why, size, "bad endpoint '%s': ipc path longer than %d bytes (the limit of a unix socket address)",
 					q, IPC_PATH_MAX);
@@ -445,6 +448,9 @@ int wd_config_check_endpoint_as(const char *s, int connect, char *why, size_t si
 		colon = strrchr(rest, ':');
 		if (!colon || colon == rest)
 			return wd_error(why, size, "bad endpoint '%s': tcp:// needs HOST:PORT", q);
+		if (s[strlen(s) - 1] == '/')
+			return wd_error(why, size, "bad endpoint '%s': ends in '/', but a tcp:// endpoint ends at "
+					"its port", q);
 		if (strcmp(colon + 1, "*") &&
 		    (parse_int(colon + 1, &port) || !is_digit(colon[1]) || port < 1 || port > 65535))
 			return wd_error(why, size, "bad endpoint '%s': the port must be 1 to 65535%s", q,

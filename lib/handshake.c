@@ -349,6 +349,28 @@ const char *wd_hs_bind_only(const char *endpoint)
 	return NULL;
 }
 
+int wd_hs_trailing_slash(const char *endpoint, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(endpoint);
+	int ipc = !strncmp(endpoint, "ipc://", 6);
+	struct stat st;
+
+	if ((!ipc && strncmp(endpoint, "tcp://", 6)) || n <= 6 || endpoint[n - 1] != '/')
+		return 0;
+	while (n > 6 && endpoint[n - 1] == '/')
+		n--;
+	if (n == 6 || (ipc && (n - 6 >= sizeof(path) ||
+			       (snprintf(path, sizeof(path), "%.*s", (int)(n - 6), endpoint + 6),
+				stat(path, &st) == 0 && S_ISDIR(st.st_mode)))))
+		return 0;
+	if ((size_t)snprintf(out, len, "ends in '/', but %s: did you mean '%.*s'?", ipc ? "an ipc:// "
+			     "path names the socket file itself, not a directory" : "a tcp:// endpoint "
+			     "ends at its port", (int)n, endpoint) >= len)
+		snprintf(out, len, "ends in '/': an endpoint never does");
+	return 1;
+}
+
 int wd_hs_stale_socket(struct wd_hs *h, const char *endpoint, const char *socket, char *err, size_t errlen)
 {
 	int file = !strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@';

@@ -156,6 +156,16 @@ int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t 
  */
 const char *wd_hs_bind_only(const char *endpoint);
 
+/*
+ * An ipc:// or tcp:// endpoint that ends in '/': no socket has such a
+ * name (a socket is a file, and a tcp:// endpoint ends at its port). A
+ * publisher said "no socket at ... yet" of a socket that was there (a
+ * trial's). 1 with out = "ends in '/' ...: did you mean 'ENDPOINT'?", the
+ * slashes gone; 0 otherwise, and for an ipc:// path that is a directory
+ * without them, which wd_hs_not_socket says.
+ */
+int wd_hs_trailing_slash(const char *endpoint, char *out, size_t len);
+
 /* What to add to "refused" or "not answering": a hint about keys, in buf. */
 const char *wd_hs_keys_hint(const struct wd_client_keys *keys, const struct wd_hs_names *names,
 			    char *buf, size_t len);

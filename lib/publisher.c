@@ -167,6 +167,9 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		if ((unsigned char)*c <= ' ' || *c == 0x7f)
 			return pub_error(-EINVAL, "endpoint '%.400s' contains a space or a control character",
 					 PUB_CLIP(endpoint));
+	char slash[PATH_MAX + 200];
+	if (wd_hs_trailing_slash(endpoint, slash, sizeof(slash)))
+		return pub_error(-EINVAL, "endpoint '%.400s' %s", endpoint, slash);
 	if (!strncmp(endpoint, "tcp://", 6)) {
 		/* ZeroMQ takes a port of 82636 as 17100: a trial's snapshots went to another daemon */
 		char *end;

@@ -334,6 +334,15 @@ def main():
         check(r.returncode == 1 and f"did you mean 'ipc://{tmp}/run/control.sock'?" in r.stderr,
               "status --endpoint with a typo in the directory: the socket in the directory it is near",
               r.stderr)
+        # a trailing '/' (pasted from a path): the socket it names without it, not "Not a
+        # directory" (a trial's), nor "the port must be 1 to 65535" of a good port
+        for ep, meant in ((f"ipc://{tmp}/run/control.sock/", f"ipc://{tmp}/run/control.sock"),
+                          ("tcp://127.0.0.1:5555/", "tcp://127.0.0.1:5555")):
+            r = wd("status", "--endpoint", ep)
+            check(r.returncode == 2 and f"'{ep}' ends in '/'" in r.stderr
+                  and f"did you mean '{meant}'?" in r.stderr and "port must" not in r.stderr
+                  and "Not a directory" not in r.stderr,
+                  f"status --endpoint {ep}: the endpoint without its '/'", r.stderr)
         # a tcp:// port nothing listens on: "nothing listens", as the publisher says it, in
         # about a second (it waited 3 x 1.5 s for "not answering")
         tport = free_port()

@@ -354,6 +354,9 @@ def main():
                            ("tcp://*:5555", "names every interface of a host, which a daemon binds"),
                            ("tcp://127.0.0.1:5555 ", "contains a space"),
                            ("tcp://localhost", "has no port"),
+                           # pasted with a '/': the socket was there, and it waited on "no socket yet"
+                           (f"ipc://{tmp}/run/ingest.sock/", f"did you mean 'ipc://{tmp}/run/ingest.sock'?"),
+                           ("tcp://127.0.0.1:5555/", "did you mean 'tcp://127.0.0.1:5555'?"),
                            ("tcp://localhost:", "has no port"),
                            ("localhost:5555", "not a ZeroMQ endpoint")):
             msg, ok = raises(lambda: wdrift.Publisher(ep, "r"), ep, needle)

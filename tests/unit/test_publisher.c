@@ -461,6 +461,13 @@ int main(void)
 	CHECK(wd_publisher_open("tcp://127.0.0.1:82636", "r", NULL, &p) == -EINVAL &&
 	      strstr(wd_last_error(), "the port must be 1 to 65535"), "open refuses a port past 65535: %s",
 	      wd_last_error());
+	/* pasted with a '/': refused, with the endpoint without it (it waited on "no socket yet") */
+	CHECK(wd_publisher_open("tcp://127.0.0.1:5555/", "r", NULL, &p) == -EINVAL && !p &&
+	      strstr(wd_last_error(), "did you mean 'tcp://127.0.0.1:5555'?"),
+	      "open refuses a tcp:// endpoint ending in '/': %s", wd_last_error());
+	CHECK(wd_publisher_open("ipc:///tmp/no-such-wdrift-dir/ingest.sock//", "r", NULL, &p) == -EINVAL && !p &&
+	      strstr(wd_last_error(), "did you mean 'ipc:///tmp/no-such-wdrift-dir/ingest.sock'?"),
+	      "open refuses an ipc:// endpoint ending in '/': %s", wd_last_error());
 	char longpath[300] = "ipc:///tmp/";
 	memset(longpath + strlen(longpath), 'x', 200);
 	CHECK(wd_publisher_open(longpath, "r", NULL, &p) == -EINVAL && strstr(wd_last_error(), "ZeroMQ refuses it"),
