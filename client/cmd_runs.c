@@ -181,6 +181,58 @@ static void role_text(json_t *studies, char *role, size_t rlen, char *study, siz
 	}
 }
 
+/*
+ * The "(studies: ...)" that the daemon's no_study line of a run carries
+ * (ingest_no_study): its start and length in *len, or NULL.
+ */
+static const char *studies_part(const char *said, size_t *len)
+{
+	const char *at = said ? strstr(said, " (studies: ") : NULL;
+	const char *end = at ? strchr(at, ')') : NULL;	/* names hold no ')' */
+
+	if (!end)
+		return NULL;
+	*len = (size_t)(end + 1 - at);
+	return at;
+}
+
+/*
+ * Each run in no study, as the daemon says it. Several with the same
+ * list of the studies' runs have it said once, under them: a trial's
+ * five stray runs printed it five times.
+ */
+static void no_study_said(json_t *runs)
+{
+	const char *first = NULL, *part;
+	size_t n = 0, flen = 0, len = 0, i;
+	int same = 1;
+	json_t *v;
+
+	json_array_foreach(runs, i, v) {
+		const char *said = json_string_value(json_object_get(v, "no_study"));
+		if (!said)
+			continue;
+		part = studies_part(said, &len);
+		if (!n++) {
+			first = part;
+			flen = len;
+		}
+		same &= part && first && len == flen && !memcmp(part, first, len);
+	}
+	json_array_foreach(runs, i, v) {
+		const char *said = json_string_value(json_object_get(v, "no_study"));
+		if (!said)
+			continue;
+		if (n < 2 || !same || !(part = studies_part(said, &len))) {
+			printf("%-10s %s\n", "no_study", said);
+			continue;
+		}
+		printf("%-10s %.*s%s\n", "no_study", (int)(part - said), said, part + len);
+	}
+	if (n >= 2 && same)
+		printf("%-10s studies of all %zu above: %.*s\n", "", n, (int)(flen - 12), first + 11);
+}
+
 static void print_runs(json_t *o)
 {
 	json_t *runs = json_object_get(o, "runs"), *v;
@@ -223,7 +275,8 @@ static void print_runs(json_t *o)
 	 * that died). Each kind together.
 	 */
 	static const char *const kinds[] = { "no_study", "refused", "mixed", "expired" };
-	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+	no_study_said(runs);
+	for (size_t k = 1; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		json_array_foreach(runs, i, v)
 			dc_said(v, kinds[k]);
 }

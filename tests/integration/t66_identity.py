@@ -205,6 +205,23 @@ def main():
         check("\nno_study   run 'lama-fa' belongs to no study: its snapshots are stored but never compared "
               "(studies: 'fa': base, fa, lowprec)" in r.stdout and r.stdout.count("no_study") == 1,
               "wdrift runs: the run in no study is said under the table", r.stdout)
+        # two more: each said, the studies' runs once under them (a trial's five said them five times)
+        for stray in ("lama-fb", "lama-fc"):
+            wd("send", "-c", cfg, "--run", stray, "--step", "5", f1)
+        r = wd("runs", "-c", cfg)
+        said = [ln for ln in r.stdout.splitlines() if ln.startswith("no_study")]
+        check(r.returncode == 0 and len(said) == 3 and "studies:" not in "".join(said)
+              and all(f"run '{x}' belongs to no study: its snapshots are stored but never compared" in r.stdout
+                      for x in ("lama-fa", "lama-fb", "lama-fc"))
+              and r.stdout.count("'fa': base, fa, lowprec") == 1
+              and "\n           studies of all 3 above: 'fa': base, fa, lowprec\n" in r.stdout,
+              "wdrift runs: three runs in no study, the studies' runs said once", r.stdout)
+        r = wd("runs", "-c", cfg, "--json")
+        check(r.returncode == 0 and all("(studies: 'fa': base, fa, lowprec)" in x.get("no_study", "")
+                                        for x in json.loads(r.stdout)["runs"] if x["name"].startswith("lama-")),
+              "wdrift runs --json: each run's no_study whole", r.stdout)
+        for stray in ("lama-fb", "lama-fc"):
+            wd("runs", "rm", stray, "-c", cfg)
 
         # Restart: identities come back from the write-ahead log.
         dm.stop()
