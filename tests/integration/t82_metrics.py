@@ -472,6 +472,10 @@ def main_flow():
         inst = [v for v in dash.get("templating", {}).get("list", []) if v.get("name") == "instance"]
         check(inst and inst[0].get("multi") and inst[0].get("includeAll") and not bare,
               f"the Grafana dashboard: an instance variable, and every series of it filtered by it ({bare})")
+        # the complete step's series, which ratios come from, and a baseline that lags (an ops
+        # trial found no panel of them)
+        shown = {"wdrift_drift_complete_w1", "wdrift_drift_complete_step", "wdrift_study_runs_ahead"}
+        check(shown <= used, f"the Grafana dashboard shows the complete step and runs ahead ({shown - used})")
         check(ds and exprs and used <= families and len(used) >= 8,
               f"the Grafana dashboard: a datasource variable, {len(exprs)} queries over {len(used)} "
               f"series that /metrics has ({used - families})")
