@@ -80,14 +80,24 @@ static void print_status(json_t *o)
 	       dc_int(sn, "pending"));
 	json_t *ps = json_object_get(o, "pending_snapshots"), *p;	/* a daemon before it: none */
 	size_t i;
-	json_array_foreach(json_object_get(ps, "snapshots"), i, p)
+	json_array_foreach(json_object_get(ps, "snapshots"), i, p) {
 		/* connections: a rank that sent again after its ack timeout counts again (a trial read ranks) */
-		printf("pending    '%s' step %lld: %.0f s since its last message, %lld connection%s waiting%s%s; %s\n",
+		long long closed = dc_int(p, "commits_closed");
+		char gone[128] = "";
+		/* a dead rank's commit was read as a connection waiting (an ops trial) */
+		if (closed && closed == dc_int(p, "commits"))
+			snprintf(gone, sizeof(gone), " (%s closed since: a rank that died, or that reconnected)",
+				 closed == 1 ? "its connection" : "all");
+		else if (closed)
+			snprintf(gone, sizeof(gone), " (%lld of them closed since: a rank that died, or that "
+				 "reconnected)", closed);
+		printf("pending    '%s' step %lld: %.0f s since its last message, %lld connection%s waiting%s%s%s; %s\n",
 		       json_string_value(json_object_get(p, "run")), dc_int(p, "step"),
 		       json_number_value(json_object_get(p, "idle")), dc_int(p, "commits"),
-		       dc_int(p, "commits") == 1 ? "" : "s", json_object_get(p, "ranks") ? ", " : "",
+		       dc_int(p, "commits") == 1 ? "" : "s", gone, json_object_get(p, "ranks") ? ", " : "",
 		       json_object_get(p, "ranks") ? json_string_value(json_object_get(p, "ranks")) : "",
 		       json_string_value(json_object_get(p, "waiting")));
+	}
 	if (dc_int(ps, "more"))
 		printf("pending    and %lld more\n", dc_int(ps, "more"));
 	printf("queues     spool %lld, compute %lld\n", dc_int(q, "spool"), dc_int(q, "compute"));

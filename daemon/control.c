@@ -119,11 +119,14 @@ static json_t *alerts_summary(const struct control *c)
  * The snapshots being received, the longest idle first (at most
  * STATUS_PENDING_MAX; "more" counts the rest): run, step, seconds since
  * its last message, commits waiting (ranks, or a rank again on a new
- * connection), and what it lacks. A trial's job waited on a dead rank
- * while status said only "1 pending".
+ * connection), how many of those connections have closed since (a rank
+ * that died, or one that reconnected and committed again: an ops trial
+ * read a dead rank's commit as a connection waiting), and what it lacks.
+ * A trial's job waited on a dead rank while status said only "1 pending".
  */
-static json_t *pending_snapshots(const struct state *s)
+static json_t *pending_snapshots(const struct control *c)
 {
+	const struct state *s = c->st;
 	const struct snapshot *top[STATUS_PENDING_MAX];
 	size_t n = 0, more = 0;
 	double t = now_mono();
@@ -161,6 +164,11 @@ static json_t *pending_snapshots(const struct state *s)
 		/* the ranks that committed and those not yet, when their commits gave them */
 		if (o && commit_ranks_seen(p, ranks, sizeof(ranks)))
 			json_object_set_new(o, "ranks", json_string(ranks));
+		size_t closed = 0;
+		for (size_t w = 0; c->connected && w < p->n_waiters; w++)
+			closed += !c->connected(c->reload_ctx, p->waiters[w].id, p->waiters[w].len);
+		if (o && c->connected)
+			json_object_set_new(o, "commits_closed", json_integer((json_int_t)closed));
 		json_array_append_new(list, o);
 	}
 	return json_pack("{s:o,s:I}", "snapshots", list, "more", (json_int_t)more);
@@ -212,7 +220,7 @@ static json_t *status(struct control *c)
 		"auth", auth);
 	json_object_set_new(out, "studies", studies_waiting(c));
 	json_object_set_new(out, "alerts", alerts_summary(c));
-	json_object_set_new(out, "pending_snapshots", pending_snapshots(s));
+	json_object_set_new(out, "pending_snapshots", pending_snapshots(c));
 	/* what "durable" does not say: retention may have removed a durable snapshot's file since */
 	json_object_set_new(out, "spool", json_pack("{s:I,s:I,s:I,s:I}",
 		"bytes", (json_int_t)c->spool_usage.bytes, "files", (json_int_t)c->spool_usage.files,

@@ -62,6 +62,8 @@ struct control {
 	size_t (*publishers)(void *ctx, const char *run);
 	/* with reload_ctx: the jobs publishing run as its only rank now, in who (peers_jobs) */
 	size_t (*jobs)(void *ctx, const char *run, char *who, size_t len);
+	/* with reload_ctx: whether the ingest connection of routing id rid is open (peers.h); NULL: not known */
+	int (*connected)(void *ctx, const void *rid, size_t len);
 	size_t compute_depth;			/* updated by the loop */
 	struct spool_usage spool_usage;		/* updated by the loop (compute_spool) */
 	struct alerts *alerts;

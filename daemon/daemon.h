@@ -82,6 +82,8 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 size_t daemon_publishers(void *ctx, const char *run);
 /* control's jobs of a run (ctx: the daemon): peers_jobs. */
 size_t daemon_jobs(void *ctx, const char *run, char *who, size_t len);
+/* control's connected (ctx: the daemon): peers_open. */
+int daemon_connected(void *ctx, const void *rid, size_t len);
 /* libwdrift's log lines, for wd_log_set. */
 void daemon_lib_log(int level, const char *msg);
 

@@ -486,6 +486,7 @@ static int start(struct daemon *d, int force)
 				   .spool = d->spool,
 				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run,
 				   .publishers = daemon_publishers, .jobs = daemon_jobs,
+				   .connected = daemon_connected,
 				   .config_file = &d->cfile };
 	for (size_t i = 0; i < n_logged; i++)	/* logged results answer "drift" at once */
 		control_add_result(&d->ctl, logged[i]);

@@ -499,6 +499,15 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 	return n;
 }
 
+int peers_open(struct peers *p, const void *rid, size_t rid_len)
+{
+	peers_handle(p);	/* its close may be queued */
+	for (size_t fd = 0; p && fd < p->cap; fd++)
+		if (p->v[fd].open && same_rid(&p->v[fd], rid, rid_len))
+			return 1;
+	return 0;
+}
+
 /* What became of a gone rank's publisher, by the connections open now (gone_seen). */
 enum gone_seen {
 	GONE_MISSING,	/* the run's other connections are open, none of its session */

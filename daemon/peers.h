@@ -78,6 +78,11 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
  */
 size_t peers_others(struct peers *p, const char *run, const void *rid, size_t rid_len);
 /*
+ * Whether the connection of routing id rid (rid_len bytes) is open: a
+ * commit's waiter may be a rank that died since (status says so).
+ */
+int peers_open(struct peers *p, const void *rid, size_t rid_len);
+/*
  * A rank of a sharded job whose connection closed and whose publisher has
  * not come back (no connection of its session; GONE_GRACE seconds given),
  * while waits(ctx, run, rank, ranks) says a step of its run waits for it

@@ -282,6 +282,12 @@ size_t daemon_jobs(void *ctx, const char *run, char *who, size_t len)
 	return peers_jobs(d->peers, run, who, len);
 }
 
+int daemon_connected(void *ctx, const void *rid, size_t len)
+{
+	struct daemon *d = ctx;
+	return peers_open(d->peers, rid, len);
+}
+
 /* libwdrift's log lines, through ours (journal prefixes included). */
 void daemon_lib_log(int level, const char *msg)
 {

@@ -403,13 +403,24 @@ def main():
         again[2].tensor(9, "a", x[1024:2048], "f32", offset=1024, total=4096)
         commit(again[2], 9, 1, ranks=3, rank=1)
         check([quiet(p, 300) for p in again] == [None] * 3, "rank 0 twice and rank 1: still waiting for rank 2")
+        # rank 0's first connection closes (it reconnected; or a rank that died): its commit still
+        # counts, and status says the connection has gone (an ops trial read it as one waiting)
+        again[0].s.close(linger=0)
+        time.sleep(0.3)
         r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
                            text=True, timeout=30)
         line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'named' step 9:")]
-        check(line and "3 connections waiting, from ranks 0, 1 of 3 (not yet: 2)" in line[0],
-              "status names the ranks that committed and those not yet", r.stdout)
+        check(line and "3 connections waiting (1 of them closed since: a rank that died, or that reconnected), "
+              "from ranks 0, 1 of 3 (not yet: 2)" in line[0],
+              "status names the ranks that committed and those not yet, and the connection closed since", r.stdout)
+        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml"), "--json"],
+                           capture_output=True, text=True, timeout=30)
+        snap = [x_ for x_ in json.loads(r.stdout)["pending_snapshots"]["snapshots"] if x_["run"] == "named"] \
+            if r.returncode == 0 else []
+        check(snap and snap[0]["commits"] == 3 and snap[0]["commits_closed"] == 1,
+              "status --json: commits 3, commits_closed 1", r.stdout)
         errs = []
-        for p in again:
+        for p in again[1:]:
             p.s.setsockopt(zmq.RCVTIMEO, 8000)
             errs.append(p.recv())
         check(all(e and e["code"] == "incomplete" and "expired after 2 s waiting for the other ranks: rank 2 "
