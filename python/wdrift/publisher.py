@@ -349,7 +349,9 @@ class Publisher:
             return None
         n, self._conflicts_seen = count - self._conflicts_seen, count
         more = f" (the latest of {n} conflicts since the last call)" if n > 1 else ""
-        return WdriftError(f"{words}{more}")
+        e = WdriftError(f"{words}{more}")
+        e._said = True      # the library said each conflict on stderr as it came
+        return e
 
     def _warn_refused(self, refused):
         """RefusedWarning for the snapshots refused (not conflicts) since the last one, with the latest reason."""
@@ -465,7 +467,12 @@ class Publisher:
         try:
             self.close(wait)    # returns at once when nothing is left
         except Exception as e:  # noqa: BLE001: nothing to raise to (atexit, __del__), and the rest close
-            print(f"wdrift: publisher: run {self.run!r}: {e}", file=sys.stderr)
+            # a conflict was said by the library as it came, and its close counts them: not again, whole
+            # (a trial's re-run had its hint said a third time, as "run 'x': run 'x' step 5 refused")
+            if not getattr(e, "_said", False):
+                said = str(e)
+                print(f"wdrift: publisher: {'' if said.startswith(f'run {self.run!r}') else f'run {self.run!r}: '}"
+                      f"{said}", file=sys.stderr)
 
     def __del__(self):
         try:

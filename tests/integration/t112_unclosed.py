@@ -89,6 +89,17 @@ except wdrift.WdriftError as e:
 '''
 
 
+# A re-run under a name taken: three steps of other content, then the program's end, close() never
+# called: the conflicts are said by the library as they come, the hint once, and not again at the
+# exit's close (a trial's was said a third time, as "run 'x': run 'x' step 5 refused")
+RERUN = r'''
+import sys, numpy as np, wdrift
+pub = wdrift.Publisher(sys.argv[1], sys.argv[2], stall_warning=None)
+for s in range(3):
+    pub.publish(s, {"w": np.full(1 << 22, -1.0 - s, dtype=np.float32)})
+'''
+
+
 def wd(cfg, *args):
     return subprocess.run([WDRIFT, *args, "-c", cfg], capture_output=True, text=True, timeout=60)
 
@@ -126,6 +137,12 @@ def main():
                 check(lines == ["after the function"], "scope: the wait is where the publisher went, before the "
                       "program goes on", r.stdout)
 
+        r = subprocess.run([PYTHON, "-c", RERUN, ep, "u-close"], capture_output=True, text=True, timeout=180, env=env)
+        hint = [x for x in r.stderr.splitlines() if "a re-run?" in x]
+        check(len(hint) == 1 and "step 0 refused: conflict" in hint[0] and "run 'u-close': run 'u-close'" not in r.stderr
+              and r.stderr.count("refused: conflict, as step 0 was") == 2,
+              "a re-run that never calls close(): each conflict said once as it came, the hint once, nothing "
+              "said again at the exit's close", r.stderr)
         r = subprocess.run([PYTHON, "-c", CHECKS, ep], capture_output=True, text=True, timeout=120, env=env)
         out = r.stdout.splitlines()
         check(out[:4] == ["TypeError step 7.9: an integer (int, numpy or torch integer), not float",
