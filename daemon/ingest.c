@@ -457,7 +457,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
 			 (unsigned long long)h->tensors);
 		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, h->session, counts);
-		ingest_note_conflict(ix, r, h->step, why, counts);
+		ingest_note_conflict(ix, r, h->step, h->session, why, counts);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
 		ack_duplicate(ix, m, h->run, h->step, h->tensors, h->ranks);

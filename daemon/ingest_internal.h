@@ -83,7 +83,8 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
  * again 10 minutes on; in between, one short line for each step, with
  * what differs, 10 a minute at most (a re-run refused at every step).
  */
-void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const char *why, const char *what);
+void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64_t session, const char *why,
+			  const char *what);
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

@@ -153,7 +153,7 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
 			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
 			 r->name, (long long)snap->step, what);
-		ingest_note_conflict(ix, r, snap->step, why, what);
+		ingest_note_conflict(ix, r, snap->step, 0, why, what);	/* two senders: no step count's */
 		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
 		return;
 	}
@@ -397,8 +397,10 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 
 #define CONFLICT_FULL_EVERY 600.0	/* seconds: the way out said whole again */
 
-void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const char *why, const char *what)
+void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64_t session, const char *why,
+			  const char *what)
 {
+	int own = !r->mixed && run_clean_session(r, session);	/* as ingest_conflict_reason says it */
 	struct log_limit *l = &ix->refused[WIRE_CONFLICT];
 	double t = now_mono();
 	int said = r->conflict_logged && r->conflict_step == step;	/* a re-send of the step */
@@ -407,9 +409,9 @@ void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, const 
 	double wall = now_wall();
 
 	ix->st->count.conflicts++;
-	run_note_conflict(r, step, wall);
+	run_note_conflict(r, step, wall, own);
 	snprintf(rec, sizeof(rec), "run '%s' step %lld's conflict", r->name, (long long)step);
-	ingest_record(ix, record_conflict(r->name, step, wall), rec);	/* runs and drift say it after a restart too */
+	ingest_record(ix, record_conflict(r->name, step, wall, own), rec);	/* runs and drift say it after a restart too */
 	if (said)
 		return;
 	r->conflict_logged = 1;
@@ -439,7 +441,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);
 		snprintf(snap->field, sizeof(snap->field), "%s", field);
-		ingest_note_conflict(ix, r, snap->step, why, what);
+		ingest_note_conflict(ix, r, snap->step, h ? h->session : 0, why, what);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
 	/* the ranks of a sharded re-send whose commits wait on it (commit_durable) */

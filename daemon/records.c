@@ -106,9 +106,13 @@ char *record_expired(const char *run, int64_t step, double at, const char *why)
 			      "at", at, "why", text(why)));
 }
 
-char *record_conflict(const char *run, int64_t step, double at)
+char *record_conflict(const char *run, int64_t step, double at, int own)
 {
-	return dump(json_pack("{s:s,s:s,s:I,s:f}", "t", "conflict", "run", run, "step", (json_int_t)step, "at", at));
+	json_t *o = json_pack("{s:s,s:s,s:I,s:f}", "t", "conflict", "run", run, "step", (json_int_t)step, "at", at);
+
+	if (o && own)	/* absent: a re-run's, or a record from before "own" */
+		json_object_set_new(o, "own", json_true());
+	return dump(o);
 }
 
 char *record_mixed(const char *run, int64_t step, double at, const char *who)
@@ -406,6 +410,7 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 	} else if (!strcmp(t, "conflict")) {
 		out->kind = RECORD_CONFLICT;
 		out->at = json_number_value(json_object_get(o, "at"));
+		out->own = json_is_true(json_object_get(o, "own"));
 	} else if (!strcmp(t, "forget")) {
 		out->kind = RECORD_FORGET;
 	} else if (!strcmp(t, "result")) {

@@ -82,6 +82,8 @@ struct record {
 	struct snap_id *id;		/* its content; NULL in records written before it */
 	/* Unix seconds it was recorded (snapshot, expired, conflict, mixed); 0 in records before "at" */
 	double at;
+	/* conflict: from the job that had published the run before (its step count went back) */
+	int own;
 	/* drop, expired; mixed: its "who" */
 	char *why;
 	/* result */
@@ -102,7 +104,7 @@ char *record_drop(const char *run, int64_t step, const char *why);
 /* A step of run refused incomplete at Unix seconds at, never durable, for why (its ranks were told that). */
 char *record_expired(const char *run, int64_t step, double at, const char *why);
 /* A snapshot of run at step refused as a conflict (other content at a durable step) at Unix seconds at. */
-char *record_conflict(const char *run, int64_t step, double at);
+char *record_conflict(const char *run, int64_t step, double at, int own);
 /* Two jobs first seen publishing run at once, each as its only rank, at step (who: both, peers_message). */
 char *record_mixed(const char *run, int64_t step, double at, const char *who);
 char *record_forget(const char *run);

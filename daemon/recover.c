@@ -136,7 +136,7 @@ int recover_record(void *ctx, const char *payload, size_t len)
 		break;
 	case RECORD_CONFLICT:	/* a snapshot refused for other content: refused says it again */
 		if ((r = state_run(rc->st, rec.run, 1)))
-			run_note_conflict(r, rec.step, rec.at);
+			run_note_conflict(r, rec.step, rec.at, rec.own);
 		break;
 	case RECORD_MIXED:	/* two jobs at once: its steps since are both jobs' */
 		if ((r = state_run(rc->st, rec.run, 1)) && run_note_mixed(r, rec.step, rec.why, rec.at))

@@ -174,10 +174,11 @@ const struct run_expiry *run_expiry_again(const struct run *r, const char *why)
 	return strcmp(kept, e->why) ? NULL : e;
 }
 
-void run_note_conflict(struct run *r, int64_t step, double wall)
+void run_note_conflict(struct run *r, int64_t step, double wall, int own)
 {
 	r->conflict_step = step;
 	r->conflicts++;
+	r->conflicts_own += own != 0;
 	r->conflict_wall = wall;
 }
 

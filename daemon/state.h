@@ -134,6 +134,8 @@ struct run {
 	 * rows they leave standing (study_refused), counted in `runs`.
 	 */
 	uint64_t conflicts;
+	/* of them, from the job that had published the run before (run_clean_session): its step count went back */
+	uint64_t conflicts_own;
 	double conflict_wall;
 	/*
 	 * Steps of it refused incomplete (a rank that never committed its
@@ -301,7 +303,7 @@ int run_clean_session(const struct run *r, uint64_t session);
  */
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n);
 /* A snapshot of r at step refused as a conflict at Unix seconds wall: counted, with when (struct run). */
-void run_note_conflict(struct run *r, int64_t step, double wall);
+void run_note_conflict(struct run *r, int64_t step, double wall, int own);
 /*
  * Step of r was refused incomplete to its waiting ranks at Unix seconds
  * wall, for why (struct run's expired): as it happens, and replayed from

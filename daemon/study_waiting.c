@@ -166,6 +166,14 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 		    when);
 		return 1;
 	}
+	if (r->conflicts_own == r->conflicts) {	/* not a re-run: the job's step count went back */
+		add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other content at a step it "
+		    "has), the latest step %lld%s, from the job that had published it before: does its step "
+		    "count go back, an epoch's reset? Give each snapshot the global step. Its rows are of the "
+		    "snapshots stored first", r->name, role, (unsigned long long)r->conflicts,
+		    r->conflicts == 1 ? "" : "s", (long long)r->conflict_step, when);
+		return 1;
+	}
 	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other "
 	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
 	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "

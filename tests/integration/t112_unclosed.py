@@ -166,6 +166,20 @@ def main():
               "job's step count go back" in out[-1] and "a re-run" not in out[-1],
               "... and the daemon's conflict reason says the job's own step count went back, not 'a re-run?'",
               r.stdout + r.stderr)
+        # runs (and drift) say it so too, after a restart as well (a trial's CLI told it to `runs rm` the run)
+        for when in ("", " after a restart"):
+            if when:
+                dm.stop()
+                check(dm.start() is not None, "daemon restarted", dm.log_text())
+            runs = {x["name"]: x for x in json.loads(wd(cfg, "runs", "--json").stdout or "{}").get("runs", [])}
+            said = runs.get("checks", {}).get("refused", "")
+            check(runs.get("checks", {}).get("conflicts") == 2 and "from the job that had published it before: "
+                  "does its step count go back, an epoch's reset?" in said and "re-run" not in said
+                  and "runs rm" not in said,
+                  f"runs{when}: the step count that went back, not 'a re-run?', nor runs rm", said)
+            # a re-run's stays a re-run's
+            said = runs.get("u-close", {}).get("refused", "")
+            check("a re-run under the same name?" in said, f"runs{when}: a re-run's conflicts are a re-run's", said)
     finally:
         teardown(dm, tmp)
     return summary()

@@ -234,10 +234,16 @@ static void test_drop_forget(void)
 	      "an expired record comes back: run, step, when and why (%s)", err);
 	record_release(&r);
 	free(p);
-	p = record_conflict("fa", 10, 1790000001.25);
+	p = record_conflict("fa", 10, 1790000001.25, 0);
 	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_CONFLICT &&
-	      !strcmp(r.run, "fa") && r.step == 10 && r.at == 1790000001.25,
+	      !strcmp(r.run, "fa") && r.step == 10 && r.at == 1790000001.25 && !r.own && !strstr(p, "own"),
 	      "a conflict record comes back: run, step and when (%s)", err);
+	record_release(&r);
+	free(p);
+	/* the job's own step count gone back: said so after a restart too (a trial's CLI said "a re-run?") */
+	p = record_conflict("fa", 3, 1790000001.5, 1);
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_CONFLICT &&
+	      r.step == 3 && r.own, "a conflict record of the job's own comes back as such (%s)", p ? p : err);
 	record_release(&r);
 	free(p);
 	p = record_mixed("mix", 5, 1790000002.0, "ipc pid 10 (after step 10) and ipc pid 11 (step 5, its first)");
