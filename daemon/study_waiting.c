@@ -89,11 +89,17 @@ static void say_silent(const struct wd_config *cfg, struct state *st, const char
 {
 	char best[512];	/* a longer name is cut: it is only said */
 	const char *owner;
+	const struct run *r = state_run(st, run, 0);
 
 	if (state_removed(st, run))	/* on purpose: no typo to guess at */
 		add(buf, len, at, "; %s '%s' has no snapshot since `wdrift runs rm %s` forgot its own: it "
 		    "sends again, or a reload takes it out of the study", who, run, run);
-	else if (!study_near_run(cfg, st, run, best, sizeof(best), &owner))
+	else if (r && (r->n_expiries || r->conflicts))
+		/* it sent, and was refused: no typo (a trial's dead rank's run was offered another name) */
+		add(buf, len, at, "; %s '%s' has no snapshot stored: what it sent was refused (%s)", who, run,
+		    r->n_expiries ? "steps that expired incomplete: the expired line" : "conflicts: the refused line");
+	else if (!study_near_run(cfg, st, run, best, sizeof(best), &owner) || (s && wd_study_role(s, best, NULL)))
+		/* a run of this study is no typo of another of its runs (a trial's candidate, of its baseline) */
 		add(buf, len, at, "; %s '%s' has no snapshot yet", who, run);
 	else if (shown && s && !wd_study_role(s, best, NULL) && result_batch_has_run(shown, best))
 		/* its rows beside: this study's own before a reload, whoever else names it (as the reload said) */
@@ -121,7 +127,7 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
 
 	buf[0] = 0;
 	if (study_run_silent(st, s->baseline) && ++n)
-		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", s, NULL, buf, len, &at);
 	for (size_t k = 0; k < s->candidates.n + s->proxies.n; k++) {
 		int cand = k < s->candidates.n;
 		const char *name = cand ? s->candidates.names[k] : s->proxies.v[k - s->candidates.n].run;
@@ -532,7 +538,7 @@ int study_waiting(const struct wd_config *cfg, struct state *st, const struct wd
 
 	buf[0] = 0;
 	if (!base || !base->n_durable) {
-		say_silent(cfg, st, "its baseline", s->baseline, "baseline", NULL, NULL, buf, len, &at);
+		say_silent(cfg, st, "its baseline", s->baseline, "baseline", s, NULL, buf, len, &at);
 		return 1;
 	}
 	apart = say_apart(cfg, st, s, base, 0, buf, len, &at, &held);

@@ -473,7 +473,52 @@ def main():
         harness.teardown(dm, tmp, ctx)
     one_snapshot()
     proxy_typo()
+    refused_not_silent()
     return harness.summary()
+
+
+OWN = """\
+limits:
+  pending_timeout: 2
+studies:
+  - name: own
+    baseline: mlp-base
+    candidates: [mlp-fa, mlp-back, mlp-kill]
+"""
+
+
+def refused_not_silent():
+    """A candidate whose one step expired incomplete (a rank that died) sent something: it is not
+    'no snapshot: did you mean ...' another run (a trial's was offered 'mlp-kill2' beside the expired
+    line); and a candidate that sent nothing is no typo of its own study's baseline (a trial's
+    'mlp-back' was offered 'mlp-base')."""
+    tmp, ctx, dm, cfg = fresh("wdrift-t96-refused-")
+    try:
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(d=tmp, tol=0, base="x").split("studies:")[0] + OWN)
+        check(dm.start() is not None, "refused: the daemon starts", dm.log_text())
+        for run in ("mlp-base", "mlp-fa"):
+            check((snap(Publisher(ctx, tmp, run), 0) or {}).get("type") == "ack", f"{run} step 0 durable")
+        kill = Publisher(ctx, tmp, "mlp-kill")
+        v = np.zeros(500, np.float32)
+        kill.tensor(0, "w", v, "f32", offset=0, total=1000)
+        kill.send_raw([json.dumps({"v": 1, "type": "commit", "run": "mlp-kill", "step": 0, "tensors": 1,
+                                   "ranks": 2, "rank": 0}).encode()])
+        kill.s.setsockopt(zmq.RCVTIMEO, 8000)
+        e = kill.recv()
+        check(e and e.get("code") == "incomplete", f"mlp-kill step 0 expired incomplete ({e})")
+        r = wd(cfg, "drift", "own")
+        silent = [x for x in r.stdout.splitlines() if x.startswith("silent")]
+        said = " ".join(silent)
+        check(r.returncode == 0 and "candidate 'mlp-kill' has no snapshot stored: what it sent was refused (steps "
+              "that expired incomplete: the expired line)" in said and "\nexpired" in r.stdout,
+              "drift: a candidate whose step expired is said refused, beside the expired line", r.stdout + r.stderr)
+        check("candidate 'mlp-back' has no snapshot yet" in said and "did you mean" not in said
+              and "'mlp-base' (a run of study" not in said,
+              "drift: a silent candidate is not offered its own study's baseline, nor the expired run another name",
+              r.stdout)
+    finally:
+        harness.teardown(dm, tmp, ctx)
 
 
 TYPO = """\
