@@ -874,8 +874,9 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
 {
 	struct snapshot *low = NULL;
 
+	/* not a step with a rank committed twice: said at once (say_rank_twice), the likelier cause */
 	for (struct snapshot *p = ix->st->pending; p; p = p->next)
-		if (!p->committing && !p->recheck && !p->conflict && !strcmp(p->run->name, run) &&
+		if (!p->committing && !p->recheck && !p->conflict && !p->n_twice && !strcmp(p->run->name, run) &&
 		    commit_ranks_lacks(p, rank, ranks) && (!low || p->step < low->step))
 			low = p;
 	if (!low)
@@ -901,6 +902,15 @@ void ingest_lag_tick(struct ingest *ix, double timeout, ingest_death_fn *death_c
 		    !commit_ranks_not_yet(p, lag, sizeof(lag)) || death_coming(ctx, p))
 			continue;
 		if (p->run->dead_rank && commit_ranks_lacks(p, p->run->dead_rank - 1, p->ranks_of)) {
+			p->lag_said = 1;
+			continue;
+		}
+		/*
+		 * A rank committed by two publishers: said at once (say_rank_twice),
+		 * the likelier cause of the one lacking than a rank that never
+		 * started, which a trial's log said 16 s after it
+		 */
+		if (p->n_twice) {
 			p->lag_said = 1;
 			continue;
 		}

@@ -179,6 +179,10 @@ def main():
         # two ranks given the same rank (RANK=1 twice, rank 0 never named): said at once in
         # the log, and the expiry names the twice-committed rank beside the missing one (it
         # named rank 0 alone, a dead rank, which it was not)
+        # (limits.pending_timeout 6: a lag is said after 3 s, before the expiry)
+        dm.write_config(limits="pending_timeout: 6")
+        r = subprocess.run([WDRIFT, "reload", "-c", path], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "reload: limits.pending_timeout 6", r.stdout + r.stderr)
         ps = start(["own"] * W, rank_of=lambda k: 1 if k < 2 else k, step=2)
         # while it waits, status says so too (a trial's status said "from ranks 1, 2 of 3" alone)
         # (until the third commit too: the second rank 1 may come before rank 2, as once under load)
@@ -194,6 +198,8 @@ def main():
         log = dm.log_text()
         check(log.count("run 'fa' step 2: rank 1 of 3 committed by a second publisher") == 1,
               "the daemon warns at once, once", log[-2000:])
+        check("run 'fa' step 2 waits for" not in log,
+              "... and not later as a rank that never started (a trial's log said both)", log[-2000:])
         # a job restarted BEFORE its step expired (rank 2 dead, the job started again at
         # once): the new job's ranks commit every part again, from new sessions, and the
         # step is stored; every waiter, the old job's too, gets the ack
