@@ -89,9 +89,20 @@ char *record_result(const struct result_batch *b)
 		}
 	}
 	/* "o" takes the references, even when json_pack fails */
-	return dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "t", "result", "study", b->study, "step",
-			      (json_int_t)b->step, "baseline", b->baseline, "proxies", labels, "rows",
-			      rows));
+	json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "t", "result", "study", b->study, "step",
+			      (json_int_t)b->step, "baseline", b->baseline, "proxies", labels, "rows", rows);
+	/*
+	 * What `drift` says of a run whose names differ from the baseline's
+	 * (a "module." prefix): after a restart too, where it fell back to
+	 * "the daemon's log names ..." of a line an earlier process logged
+	 * (a trial's). Absent when none, and in records from before it.
+	 */
+	json_t *notes = o && b->n_notes ? json_object() : NULL;
+	for (size_t i = 0; notes && i < b->n_notes; i++)
+		json_object_set_new(notes, b->notes[i].run, text(b->notes[i].text));
+	if (notes)
+		json_object_set_new(o, "notes", notes);
+	return dump(o);
 }
 
 char *record_drop(const char *run, int64_t step, const char *why)
@@ -225,6 +236,11 @@ static struct result_batch *batch_of(const json_t *o, char *err, size_t errlen)
 		}
 		b->n_rows++;
 	}
+	const char *run;
+	json_t *note;
+	json_object_foreach(json_object_get(o, "notes"), run, note)	/* absent: none */
+		if (json_is_string(note) && result_batch_note(b, run, json_string_value(note)) < 0)
+			goto oom;
 	return b;
 oom:
 	result_batch_free(&b);

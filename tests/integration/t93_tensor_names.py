@@ -97,6 +97,7 @@ def main():
               "names carry a prefix 'module.' that the baseline's lack (a wrapped model: DDP, FSDP or "
               "torch.compile?): publish every run's tensors under the same names\n" in r.stdout,
               "drift's unmatched line: the compute thread's sentence, with the prefix", r.stdout)
+        step2 = r.stdout
         r = wd("drift", "fa", "-c", cfg, "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
@@ -191,6 +192,13 @@ def main():
         check(r.returncode == 0 and "unmatched" not in got and
               not any(x.get("other_shape") for x in got["candidates"]["fa"]["layers"]),
               "step 7, set right: no unmatched, no layer in another shape", got.get("unmatched"))
+        # step 2's unmatched line after a restart too: the result record keeps it (a trial's fell back to
+        # "the daemon's log names the first", of a line the earlier process logged)
+        check(dm.stop() == 0 and dm.start() is not None, "daemon restarted", dm.log_text()[-2000:])
+        r = wd("drift", "fa", "-c", cfg, "--step", "2")
+        check("names carry a prefix 'module.' that the baseline's lack" in r.stdout
+              and r.stdout.split("\nunmatched  ")[1:2] == step2.split("\nunmatched  ")[1:2],
+              "drift's unmatched line after a restart: the same sentence", r.stdout + r.stderr)
     finally:
         teardown(dm, d)
     return summary()

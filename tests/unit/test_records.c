@@ -186,6 +186,25 @@ static void test_keep_runs(void)
 	CHECK(nb && !strcmp(nb, old_notes[0].text) && !result_batch_note_of(b, "lowprec") && b->n_notes == 1,
 	      "the kept run's note (its names unlike the baseline's) is kept with its rows, once; not a "
 	      "computed run's old one");
+	/* a result record keeps its notes: `drift` says them after a restart too (a trial's fell back) */
+	char *kept = record_result(b);
+	struct result_batch *back = kept ? record_result_decode(kept, strlen(kept)) : NULL;
+	CHECK(back && back->n_notes == 1 && result_batch_note_of(back, "fb") &&
+	      !strcmp(result_batch_note_of(back, "fb"), old_notes[0].text),
+	      "a result record's notes come back from the WAL: %s", kept ? kept : "(none)");
+	result_batch_free(&back);
+	free(kept);
+	kept = record_result(&(struct result_batch){ .study = "demo", .step = 40, .baseline = "base",
+		.n_proxies = 0, .rows = rows, .n_rows = 1 });
+	CHECK(kept && !strstr(kept, "notes"), "... and one without notes has no \"notes\"");
+	free(kept);
+	kept = strdup("{\"t\":\"result\",\"study\":\"s\",\"step\":1,\"baseline\":\"b\",\"proxies\":[],"
+		      "\"rows\":[],\"notes\":{\"x\":7,\"y\":\"said\"}}");
+	back = kept ? record_result_decode(kept, strlen(kept)) : NULL;
+	CHECK(back && back->n_notes == 1 && result_batch_note_of(back, "y") && !result_batch_note_of(back, "x"),
+	      "a note that is no string is left out, the others kept");
+	result_batch_free(&back);
+	free(kept);
 	struct result_batch *d = result_batch_dup(b);
 	CHECK(d && d->n_notes == 1 && result_batch_note_of(d, "fb") && result_batch_note_of(d, "fb") != nb,
 	      "a copy of the batch has its own copy of the note");
