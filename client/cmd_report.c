@@ -5,6 +5,7 @@
  * (report_charts.c), the tensors furthest above their proxy, the study, its
  * runs and its alert rules. Layout in docs/report.md.
  */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static const char usage[] =
 "on one colour scale, and the study's runs and rules; each run has one\n"
 "colour throughout. The page has no script and loads nothing: it opens\n"
 "offline, and can be mailed.\n"
-"Reads the log from disk: the daemon may be running or stopped.\n"
+"Reads the log from disk: the daemon may be running or stopped. When it\n"
+"answers (-c's), the page also says why runs have no rows, as drift does.\n"
 "\n"
 "  -o, --output FILE  the page to write, whole or not at all (- for standard output)\n"
 "                     (a symlink: into its target; a device or FIFO: written\n"
@@ -46,6 +48,8 @@ static const char css[] =
 "max-width:960px;padding:0 16px}\n"
 "h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd}"
 "h3{font-size:15px;margin:18px 0 4px}\n"
+"table.says th{text-align:left;vertical-align:top;font-weight:600;padding-right:12px}"
+"table.says td{font-size:13px}\n"
 ".sub{color:#666;margin:0 0 16px}.note{color:#555;font-size:13px;margin:4px 0}\n"
 "table{border-collapse:collapse;margin:6px 0;font-variant-numeric:tabular-nums}"
 "td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}"
@@ -328,7 +332,66 @@ static void metadata(FILE *f, const struct report *r)
 	fputs("</table>\n", f);
 }
 
-static int page(FILE *f, const struct report *r)
+/* One line of what the daemon says: its label, as `drift` prints it, and the sentence. */
+static void says_item(FILE *f, const char *label, const char *text, size_t *n)
+{
+	if (!text)
+		return;
+	fputs(*n ? "" : "<table class=\"says\">\n", f);
+	fputs("<tr><th>", f);
+	xml_text(f, label);
+	fputs("</th><td>", f);
+	xml_text(f, text);
+	fputs("</td></tr>\n", f);
+	(*n)++;
+}
+
+/*
+ * Why runs have no rows, which the drift log does not hold: the daemon's
+ * `drift` at its latest step, as that command says it (a trial's page left
+ * out a run whose step expired, and showed "–" for one whose names carried
+ * a "module." prefix, with no reason). said: NULL when not asked (why).
+ */
+static void daemon_says(FILE *f, const struct report *r, json_t *said, const char *why)
+{
+	static const char *const keys[] = { "silent", "refused", "mixed", "expired", "stuck", "unmatched",
+					    "ahead", "unaligned" };
+	const char *run;
+	json_t *v;
+	size_t n = 0;
+	char line[700];
+
+	fputs("<h2>What wdriftd says of the study now</h2>\n<p class=\"note\" id=\"daemon-says\">", f);
+	if (!said) {
+		xml_text(f, why);
+		fputs(": the drift log holds the results, not why a run has none (a step that expired "
+		      "incomplete, names unlike the baseline's, a re-run refused); <code>wdrift drift ", f);
+		xml_text(f, r->sd->name);
+		fputs("</code> says it while wdriftd runs.</p>\n", f);
+		return;
+	}
+	fprintf(f, "At step %lld, the latest it compared, as <code>wdrift drift ",
+		(long long)json_integer_value(json_object_get(said, "step")));
+	xml_text(f, r->sd->name);
+	fputs("</code> says it.</p>\n", f);
+	json_object_foreach(json_object_get(said, "never"), run, v)
+		says_item(f, "never", json_string_value(v), &n);
+	json_object_foreach(json_object_get(said, "missing_latest"), run, v) {
+		snprintf(line, sizeof(line), "%.200s: compared last at step %lld", run,
+			 (long long)json_integer_value(v));
+		says_item(f, "lagging", line, &n);
+	}
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		says_item(f, keys[k], json_string_value(json_object_get(said, keys[k])), &n);
+	if (n)
+		fputs("</table>\n", f);
+	else if (json_is_true(json_object_get(said, "complete")))
+		fputs("<p class=\"note\">Every run of the study is compared there: nothing to say.</p>\n", f);
+	else
+		fputs("<p class=\"note\">Nothing more than the summary says.</p>\n", f);
+}
+
+static int page(FILE *f, const struct report *r, json_t *said, const char *why)
 {
 	char when[64];
 	time_t now = time(NULL);
@@ -346,6 +409,7 @@ static int page(FILE *f, const struct report *r)
 	if (!r->d->n_rows)
 		fputs("<p class=\"note\">The drift log has no rows yet: no comparison has been computed.</p>\n", f);
 	summary(f, r);
+	daemon_says(f, r, said, why);
 	if (report_w1_chart(f, r) < 0 || report_ratio_panels(f, r) < 0 || report_heatmaps(f, r) < 0 ||
 	    worst(f, r) < 0)
 		return -1;
@@ -357,12 +421,15 @@ static int page(FILE *f, const struct report *r)
 static int write_report(FILE *f, const struct study_data *sd, const struct study_args *o)
 {
 	struct report rep;
+	char why[1024];
+	json_t *said = study_data_daemon_drift(sd, why, sizeof(why));
 	int rc = report_gather(&rep, sd);
 
 	(void)o;
 	if (rc == 0)
-		rc = page(f, &rep);
+		rc = page(f, &rep, said, why);
 	report_release(&rep);
+	json_decref(said);
 	return rc;
 }
 

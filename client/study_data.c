@@ -130,6 +130,32 @@ static void relative_log(struct study_data *sd, const char *study)
 		wd_path_rest(sd->log_path));	/* not DIR/./var */
 }
 
+json_t *study_data_daemon_drift(const struct study_data *sd, char *why, size_t len)
+{
+	struct dc_target t = { .config = sd->config_path };
+	char err[1024], *reply = NULL;
+
+	if (!sd->config_path)
+		return wd_error(why, len, "Not asked of wdriftd (--log without a config)"), NULL;
+	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", sd->name);
+	char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	int r = !text ? wd_error(err, sizeof(err), "out of memory")
+		: dc_resolve(&t, err, sizeof(err)) < 0 ? -1 : dc_request(&t, text, &reply, err, sizeof(err));
+	free(text);
+	if (r < 0)
+		return wd_error(why, len, "wdriftd did not answer (%s)", err), NULL;
+	json_t *o = json_loads(reply, 0, NULL);
+	free(reply);
+	if (!json_is_true(json_object_get(o, "ok"))) {
+		const char *e = json_string_value(json_object_get(o, "error"));
+		wd_error(why, len, "wdriftd answered: %s", e ? e : "not a reply this version reads");
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen)
 {

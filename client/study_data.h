@@ -48,6 +48,16 @@ int study_args_parse(int argc, char **argv, const char *usage, int with_csv, str
 int study_data_output(const struct study_args *o,
 		      int (*write)(FILE *f, const struct study_data *sd, const struct study_args *o));
 
+/*
+ * The daemon's `drift STUDY` reply (its latest step) for the study of sd,
+ * asked of the daemon of sd's config: what the drift log does not hold,
+ * such as why a run is not compared (a step that expired, names unlike
+ * the baseline's, a re-run refused). NULL with why when it is not asked
+ * (no config: --log alone), does not answer, or refuses. json_decref it.
+ */
+struct json_t;
+struct json_t *study_data_daemon_drift(const struct study_data *sd, char *why, size_t len);
+
 /* Returns 0, or -1 with err naming the file, key or dataset. */
 int study_data_load(struct study_data *sd, const char *study, const char *config,
 		    const char *log, char *err, size_t errlen);

@@ -270,6 +270,10 @@ def live(tmp):
             html = f.read()
         bad = self_contained(html)
         check(not bad, f"self-contained: no URL in src, href or url() but data:, no script ({bad})")
+        said = re.search(r'id="daemon-says">([^<]*)<code>', html)
+        check(said and re.fullmatch(r"At step \d+, the latest it compared, as ", said.group(1)),
+              "the daemon running: the page says what wdriftd says of the study now, at its latest step",
+              said.group(0) if said else html[:2000])
         check("wdrift report: study fa" in html and "<title>wdrift: fa</title>" in html, "the study's name")
         check(all(f">{r}<" in html or f">{r} " in html for r in ("fa", "lowprec", "lowbf")) and ">base<" in html,
               "the runs: baseline, candidate, both proxies")

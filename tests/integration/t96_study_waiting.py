@@ -517,6 +517,16 @@ def refused_not_silent():
               and "'mlp-base' (a run of study" not in said,
               "drift: a silent candidate is not offered its own study's baseline, nor the expired run another name",
               r.stdout)
+        # the report says it too: the drift log has no row of why (a trial's page left mlp-kill out unsaid)
+        page = os.path.join(tmp, "own.html")
+        r = wd(cfg, "report", "own", "-o", page)
+        html = open(page, encoding="utf-8").read() if r.returncode == 0 else ""
+        says = html[html.find('id="daemon-says"'):html.find("<h2>", html.find('id="daemon-says"'))]
+        check(r.returncode == 0 and "At step 0, the latest it compared, as <code>wdrift drift own</code> says it" in says
+              and "<tr><th>expired</th><td>&#39;mlp-kill&#39; (candidate): 1 step expired incomplete" in says.replace("'", "&#39;")
+              and "candidate &#39;mlp-kill&#39; has no snapshot stored: what it sent was refused" in says.replace("'", "&#39;")
+              and "<tr><th>never</th>" in says,
+              "report: what wdriftd says of the study (expired, silent, never), as drift says it", says or r.stderr)
     finally:
         harness.teardown(dm, tmp, ctx)
 
