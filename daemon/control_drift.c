@@ -84,7 +84,7 @@ static int never(struct control *c, struct drift_query *q, const struct wd_confi
 
 	if (!o)
 		return -ENOMEM;
-	if (study_never(c->cfg, c->st, st, b, o)) {
+	if (study_never(c->cfg, c->st, st, b, o, c->publishers, c->reload_ctx)) {
 		for (size_t k = 0; q->latest && k < q->n_runs; k++)
 			if (json_object_get(o, q->runs[k]))
 				q->latest[k] = -1;

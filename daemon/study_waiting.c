@@ -634,7 +634,8 @@ static int64_t near_elsewhere(const struct run *r, int64_t step, int64_t tol)
 }
 
 size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		   const struct result_batch *b, json_t *never)
+		   const struct result_batch *b, json_t *never, size_t (*publishers)(void *ctx, const char *run),
+		   void *ctx)
 {
 	const char *names[WD_STUDY_STEP_RUNS_MAX];
 	struct run *base = state_run(st, b->baseline, 0);
@@ -661,10 +662,17 @@ size_t study_never(const struct wd_config *cfg, struct state *st, const struct w
 		 */
 		size_t reached = run_durable_upto(r, upto(base->durable[base->n_durable - 1], tol));
 		int apart = reached && !any_aligned(r->durable, reached, base->durable, base->n_durable, tol);
-		if (!e && !later[0] && !apart)
-			continue;	/* none after it: it may lag, and come (lagging says where it is) */
+		/* none after it: it may lag, and come (lagging says where it is), unless its job is gone */
+		int gone = !e && !later[0] && !apart && publishers && r->n_durable && r->durable[r->n_durable - 1] < step &&
+			   !publishers(ctx, r->name);
+		if (!e && !later[0] && !apart && !gone)
+			continue;
 		run_role(cfg, s, r, role, sizeof(role));
-		if (e) {
+		if (gone) {
+			snprintf(why, sizeof(why), "'%s' (%s): its latest snapshot is of step %lld, and no publisher of "
+				 "it is connected now (its job has ended, or has not reconnected): nothing of it is on "
+				 "its way to this step", r->name, role, (long long)r->durable[r->n_durable - 1]);
+		} else if (e) {
 			expiry_at_step(cfg, s, r, e, later, why, sizeof(why));
 		} else if (apart) {
 			snprintf(why, sizeof(why), "'%s' (%s): sends at other steps than the baseline's, none of its "

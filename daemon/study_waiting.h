@@ -146,10 +146,15 @@ size_t study_stuck(const struct wd_config *cfg, struct state *st, const struct w
  * runs). How many. A trial's
  * `drift --step 1`, whose candidate step 1 expired after a rank died, read
  * "not compared at this step yet" and "lagging", as if it were to come.
+ * Also a run whose latest step is before b's and that no publisher is
+ * connected for now (publishers(ctx, run), when given, is 0): its job
+ * ended or has not reconnected, and nothing of it is on its way (a later
+ * trial's finished jobs were "lagging ... yet").
  * Nothing for stale rows (another baseline than s's now).
  */
 size_t study_never(const struct wd_config *cfg, struct state *st, const struct wd_config_study *s,
-		   const struct result_batch *b, json_t *never);
+		   const struct result_batch *b, json_t *never, size_t (*publishers)(void *ctx, const char *run),
+		   void *ctx);
 
 /* Has run no durable snapshot at all (never sent, or all of it removed by runs rm)? */
 int study_run_silent(struct state *st, const char *run);

@@ -178,6 +178,23 @@ def main():
         check(r.returncode == 0 and "incomplete not compared at this step yet: lowprec" in out and
               "lagging    lowprec: compared last at step 4" in out and "never" not in out,
               "drift --step 5: a run that lags is still said to lag", out + r.stderr)
+        # ... but not once its job has gone: no publisher of it connected, nothing is on its way (a trial's
+        # finished jobs were "lagging ... yet")
+        low.s.close(linger=0)
+        time.sleep(0.3)
+        r = wd(tmp, "drift", "fa", "--step", "5")
+        out = r.stdout
+        check(r.returncode == 0 and "lagging" not in out and "not compared at this step yet" not in out
+              and "incomplete not compared at this step, and not on its way: lowprec" in out
+              and "\nnever      'lowprec' (proxy fp16): its latest snapshot is of step 4, and no publisher of it "
+              "is connected now (its job has ended, or has not reconnected): nothing of it is on its way to this "
+              "step\n" in out,
+              "drift --step 5, lowprec's publisher gone: not lagging, nothing on its way", out + r.stderr)
+        low = Publisher(ctx, tmp, "lowprec")
+        low.hello()
+        r = wd(tmp, "drift", "fa", "--step", "5")
+        check(r.returncode == 0 and "lagging    lowprec: compared last at step 4" in r.stdout,
+              "... and lagging again once a publisher of it connects", r.stdout + r.stderr)
         # and once it sends step 5, nothing is left
         a = send(low, 5, 1.001)
         check(wait_step(tmp, 5) is not None, "step 5 complete once lowprec sends it")
