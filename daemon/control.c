@@ -644,8 +644,13 @@ void control_forget(struct control *c, const char *run)
 
 	for (size_t i = 0; i < c->n_results; i++) {
 		struct result_batch *b = c->results[i];
-		/* a batch a query is reading stays as it is: the query has its own reference */
-		if (result_batch_shared(b) && strcmp(b->baseline, run) && has_run(b, run)) {
+		/*
+		 * a batch a query is reading stays as it is: the query has its own
+		 * reference; one with the run's note alone is changed too (its
+		 * index made again), so it is copied as well (a review's)
+		 */
+		if (result_batch_shared(b) && strcmp(b->baseline, run) &&
+		    (has_run(b, run) || result_batch_note_of(b, run))) {
 			struct result_batch *copy = result_batch_dup(b);
 			if (copy) {
 				result_batch_free(&c->results[i]);

@@ -161,8 +161,8 @@ int result_batch_forget(struct result_batch *b, const char *run)
 		return 1;
 	/*
 	 * Nothing of run's in it: untouched, index and all. A batch a query
-	 * reads (shared) is copied first only when it has run's rows
-	 * (control_forget), so one without them may be read right now: a
+	 * reads (shared) is copied first only when it has run's rows or
+	 * note (control_forget), so one without them may be read right now: a
 	 * new index would free the one the query thread looks rows up in
 	 * (a review's).
 	 */

@@ -133,6 +133,25 @@ static void test_result(void)
 	free(out);
 	CHECK(record_result_without(p, strlen(p), "base", &out) == 2, "its baseline: the whole record goes");
 	free(p);
+	/* a run's note goes with its rows (a review: the replay of runs rm kept it, for a run with no rows) */
+	struct result_note notes[2] = { { "fa", "names carry a prefix 'module.'" }, { "lowprec", "lacks 2" } };
+	b.notes = notes;
+	b.n_notes = 2;
+	p = record_result(&b);
+	CHECK(p && record_result_without(p, strlen(p), "fa", &out) == 1 && out, "a run with rows and a note: rewritten");
+	rb = out ? record_result_decode(out, strlen(out)) : NULL;
+	CHECK(rb && !result_batch_note_of(rb, "fa") && result_batch_note_of(rb, "lowprec") && rb->n_notes == 1,
+	      "its note went with its rows; the other run's stays");
+	result_batch_free(&rb);
+	free(out);
+	out = NULL;
+	b.n_rows = 1;	/* lowprec's row alone, and fa's note: a note of a run with no rows */
+	free(p);
+	p = record_result(&b);
+	CHECK(p && record_result_without(p, strlen(p), "fa", &out) == 1 && out && !strstr(out, "module."),
+	      "a note of a run with no rows in the record: the note goes (%s)", out ? out : "unchanged");
+	free(out);
+	free(p);
 }
 
 /* A step computed again keeps the rows of the runs it did not compute (control.c, t97). */
