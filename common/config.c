@@ -434,7 +434,8 @@ int wd_config_check_endpoint_as(const char *s, int connect, char *why, size_t si
 		rest = s + 6;
 		if (!*rest)
 			return wd_error(why, size, "bad endpoint '%s': ipc:// needs a path", q);
-		if (rest[strlen(rest) - 1] == '/')	/* the client's words, with its did-you-mean: wd_hs_trailing_slash */
+		/* the client's words, with its did-you-mean: wd_hs_trailing_slash ('@': an abstract name may end so) */
+		if (rest[0] != '@' && rest[strlen(rest) - 1] == '/')
 			return wd_error(why, size, "bad endpoint '%s': ends in '/', but an ipc:// path names the "
 					"socket file itself, not a directory (ipc://DIR/NAME.sock, as in wdriftd's listen.*)", q);
 		if (strlen(rest) > IPC_PATH_MAX)

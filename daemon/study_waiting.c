@@ -90,14 +90,25 @@ static void say_silent(const struct wd_config *cfg, struct state *st, const char
 	char best[512];	/* a longer name is cut: it is only said */
 	const char *owner;
 	const struct run *r = state_run(st, run, 0);
+	const struct run_expiry *e = r ? run_last_expiry(r) : NULL;
 
 	if (state_removed(st, run))	/* on purpose: no typo to guess at */
 		add(buf, len, at, "; %s '%s' has no snapshot since `wdrift runs rm %s` forgot its own: it "
 		    "sends again, or a reload takes it out of the study", who, run, run);
-	else if (r && (r->n_expiries || r->conflicts))
-		/* it sent, and was refused: no typo (a trial's dead rank's run was offered another name) */
-		add(buf, len, at, "; %s '%s' has no snapshot stored: what it sent was refused (%s)", who, run,
-		    r->n_expiries ? "steps that expired incomplete: the expired line" : "conflicts: the refused line");
+	else if (e)
+		/*
+		 * it sent, and was refused: no typo (a trial's dead rank's run was
+		 * offered another name). Said whole: this is also said where no
+		 * expired line is (drift's "no results yet")
+		 */
+		add(buf, len, at, "; %s '%s' has no snapshot stored: what it sent was refused, %llu step%s that "
+		    "expired incomplete (the latest, step %lld: a rank that died?)", who, run,
+		    (unsigned long long)r->n_expiries, r->n_expiries == 1 ? "" : "s",
+		    (long long)e->step);
+	else if (r && r->conflicts)
+		add(buf, len, at, "; %s '%s' has no snapshot stored: what it sent was refused, %llu snapshot%s "
+		    "as conflicts (the latest, step %lld)", who, run, (unsigned long long)r->conflicts,
+		    r->conflicts == 1 ? "" : "s", (long long)r->conflict_step);
 	else if (!study_near_run(cfg, st, run, best, sizeof(best), &owner) || (s && wd_study_role(s, best, NULL)))
 		/* a run of this study is no typo of another of its runs (a trial's candidate, of its baseline) */
 		add(buf, len, at, "; %s '%s' has no snapshot yet", who, run);

@@ -356,10 +356,15 @@ int wd_hs_trailing_slash(const char *endpoint, char *out, size_t len)
 	int ipc = !strncmp(endpoint, "ipc://", 6);
 	struct stat st;
 
-	if ((!ipc && strncmp(endpoint, "tcp://", 6)) || n <= 6 || endpoint[n - 1] != '/')
+	/* '@': an abstract socket's name, which may end so */
+	if ((!ipc && strncmp(endpoint, "tcp://", 6)) || n <= 6 || endpoint[n - 1] != '/' || endpoint[6] == '@')
 		return 0;
 	while (n > 6 && endpoint[n - 1] == '/')
 		n--;
+	const char *colon = memrchr(endpoint + 6, ':', n - 6);
+	/* tcp://HOST/, no port: not "did you mean 'tcp://HOST'", which has none either ("has no port") */
+	if (!ipc && (!colon || colon + 1 == endpoint + n || !strchr("0123456789*", colon[1])))
+		return 0;
 	if (n == 6 || (ipc && (n - 6 >= sizeof(path) ||
 			       (snprintf(path, sizeof(path), "%.*s", (int)(n - 6), endpoint + 6),
 				stat(path, &st) == 0 && S_ISDIR(st.st_mode)))))

@@ -161,8 +161,11 @@ const char *wd_hs_bind_only(const char *endpoint);
  * name (a socket is a file, and a tcp:// endpoint ends at its port). A
  * publisher said "no socket at ... yet" of a socket that was there (a
  * trial's). 1 with out = "ends in '/' ...: did you mean 'ENDPOINT'?", the
- * slashes gone; 0 otherwise, and for an ipc:// path that is a directory
- * without them, which wd_hs_not_socket says.
+ * slashes gone; 0 otherwise: for an abstract ipc://@NAME (any name), a
+ * tcp:// one with no port before the '/' (its "has no port" is the
+ * error), and an ipc:// path that is a directory without them (the
+ * publisher's wd_hs_not_socket says it; the config's check, first in
+ * the CLI, refuses any ipc:// path ending in '/').
  */
 int wd_hs_trailing_slash(const char *endpoint, char *out, size_t len);
 

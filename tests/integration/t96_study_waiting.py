@@ -510,8 +510,8 @@ def refused_not_silent():
         r = wd(cfg, "drift", "own")
         silent = [x for x in r.stdout.splitlines() if x.startswith("silent")]
         said = " ".join(silent)
-        check(r.returncode == 0 and "candidate 'mlp-kill' has no snapshot stored: what it sent was refused (steps "
-              "that expired incomplete: the expired line)" in said and "\nexpired" in r.stdout,
+        check(r.returncode == 0 and "candidate 'mlp-kill' has no snapshot stored: what it sent was refused, 1 step "
+              "that expired incomplete (the latest, step 0: a rank that died?)" in said and "\nexpired" in r.stdout,
               "drift: a candidate whose step expired is said refused, beside the expired line", r.stdout + r.stderr)
         check("candidate 'mlp-back' has no snapshot yet" in said and "did you mean" not in said
               and "'mlp-base' (a run of study" not in said,

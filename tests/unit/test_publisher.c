@@ -468,6 +468,14 @@ int main(void)
 	CHECK(wd_publisher_open("ipc:///tmp/no-such-wdrift-dir/ingest.sock//", "r", NULL, &p) == -EINVAL && !p &&
 	      strstr(wd_last_error(), "did you mean 'ipc:///tmp/no-such-wdrift-dir/ingest.sock'?"),
 	      "open refuses an ipc:// endpoint ending in '/': %s", wd_last_error());
+	/* ... not an abstract socket's name, which may end so; nor tcp://HOST/ as 'tcp://HOST' (no port either) */
+	CHECK(wd_publisher_open("ipc://@wdrift-test-none/", "r", NULL, &p) == 0 && p,
+	      "ipc://@NAME/ is an abstract socket's name like any: opened (%s)", wd_last_error());
+	if (p)
+		wd_publisher_close(&p, 0);
+	CHECK(wd_publisher_open("tcp://localhost/", "r", NULL, &p) == -EINVAL &&
+	      strstr(wd_last_error(), "has no port") && !strstr(wd_last_error(), "did you mean"),
+	      "tcp://HOST/: no port, not 'did you mean tcp://HOST': %s", wd_last_error());
 	char longpath[300] = "ipc:///tmp/";
 	memset(longpath + strlen(longpath), 'x', 200);
 	CHECK(wd_publisher_open(longpath, "r", NULL, &p) == -EINVAL && strstr(wd_last_error(), "ZeroMQ refuses it"),
