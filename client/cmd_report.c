@@ -354,8 +354,8 @@ static void says_item(FILE *f, const char *label, const char *text, size_t *n)
  */
 static void daemon_says(FILE *f, const struct report *r, json_t *said, const char *why)
 {
-	static const char *const keys[] = { "silent", "refused", "mixed", "expired", "stuck", "unmatched",
-					    "ahead", "unaligned" };
+	static const char *const keys[] = { "stale", "silent", "refused", "mixed", "expired", "stuck",
+					    "unmatched", "ahead", "unaligned" };
 	const char *run;
 	json_t *v;
 	size_t n = 0;

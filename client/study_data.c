@@ -135,13 +135,17 @@ json_t *study_data_daemon_drift(const struct study_data *sd, char *why, size_t l
 	struct dc_target t = { .config = sd->config_path };
 	char err[1024], *reply = NULL;
 
-	if (!sd->config_path)
-		return wd_error(why, len, "Not asked of wdriftd (--log without a config)"), NULL;
+	/* --log: another daemon's log, maybe, though WDRIFT_CONFIG or /etc gives a config (a review's) */
+	if (sd->log_given || !sd->config_path)
+		return wd_error(why, len, "Not asked of wdriftd (--log FILE: a drift log of any daemon's)"), NULL;
 	json_t *req = json_pack("{s:i,s:s,s:s}", "v", 1, "cmd", "drift", "study", sd->name);
 	char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
-	int r = !text ? wd_error(err, sizeof(err), "out of memory")
-		: dc_resolve(&t, err, sizeof(err)) < 0 ? -1 : dc_request(&t, text, &reply, err, sizeof(err));
+	if (!text || dc_resolve(&t, err, sizeof(err)) < 0) {
+		free(text);
+		return wd_error(why, len, "wdriftd could not be asked (%s)", text ? err : "out of memory"), NULL;
+	}
+	int r = dc_request(&t, text, &reply, err, sizeof(err));
 	free(text);
 	if (r < 0)
 		return wd_error(why, len, "wdriftd did not answer (%s)", err), NULL;
@@ -163,6 +167,7 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 
 	memset(sd, 0, sizeof(*sd));
 	sd->name = study;
+	sd->log_given = log != NULL;
 	if (dc_config_load(config, &sd->cfg, "--log FILE", cerr, sizeof(cerr)) == 0)
 		sd->config_path = dc_config_path(config);
 	else if (!log || config)	/* --log alone needs no config; -c FILE must load */

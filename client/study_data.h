@@ -21,6 +21,7 @@ struct study_data {
 	const char *name;			/* the study */
 	struct wd_config cfg;			/* defaults when no config was read */
 	const char *config_path;		/* NULL: none read */
+	int log_given;				/* --log FILE: a log of any daemon's, not asked of this one */
 	const struct wd_config_study *study;	/* NULL: not in the config */
 	char log_path[4096];
 	struct driftlog log;
@@ -53,7 +54,8 @@ int study_data_output(const struct study_args *o,
  * asked of the daemon of sd's config: what the drift log does not hold,
  * such as why a run is not compared (a step that expired, names unlike
  * the baseline's, a re-run refused). NULL with why when it is not asked
- * (no config: --log alone), does not answer, or refuses. json_decref it.
+ * (--log FILE: a log the config's daemon may not have written), cannot
+ * be, does not answer, or refuses. json_decref it.
  */
 struct json_t;
 struct json_t *study_data_daemon_drift(const struct study_data *sd, char *why, size_t len);

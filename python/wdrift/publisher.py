@@ -471,8 +471,8 @@ class Publisher:
             # (a trial's re-run had its hint said a third time, as "run 'x': run 'x' step 5 refused")
             if not getattr(e, "_said", False):
                 said = str(e)
-                print(f"wdrift: publisher: {'' if said.startswith(f'run {self.run!r}') else f'run {self.run!r}: '}"
-                      f"{said}", file=sys.stderr)
+                named = said.startswith((f"run '{self.run}'", f"run {self.run!r}"))     # the library's, Python's
+                print(f"wdrift: publisher: {'' if named else f'run {self.run!r}: '}{said}", file=sys.stderr)
 
     def __del__(self):
         try:

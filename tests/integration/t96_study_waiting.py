@@ -527,6 +527,13 @@ def refused_not_silent():
               and "candidate &#39;mlp-kill&#39; has no snapshot stored: what it sent was refused" in says.replace("'", "&#39;")
               and "<tr><th>never</th>" in says,
               "report: what wdriftd says of the study (expired, silent, never), as drift says it", says or r.stderr)
+        # --log FILE: a log of any daemon's, maybe not this config's: not asked (a review's paired them)
+        log = os.path.join(tmp, "var", "drift", "own.h5")
+        r = wd(cfg, "report", "own", "--log", log, "-o", page)
+        html = open(page, encoding="utf-8").read() if r.returncode == 0 else ""
+        check(r.returncode == 0 and "Not asked of wdriftd (--log FILE: a drift log of any daemon&#39;s)"
+              in html.replace("'", "&#39;") and "At step 0, the latest it compared" not in html,
+              "report --log FILE -c CFG: the daemon not asked, and the page says so", r.stderr)
     finally:
         harness.teardown(dm, tmp, ctx)
 
