@@ -66,9 +66,19 @@ struct peer {
  * ranks > 1, its rank and session): watched until its publisher is back
  * (a connection of the same session) or a step of its run waits for it.
  */
+#define GONE_MATES 8	/* sessions of its job's other ranks kept, at most */
+
 struct gone_rank {
 	char run[NAME_MAX + 1];
 	uint64_t session, rank, ranks;
+	/*
+	 * The sessions of its run's other ranks connected when it closed: its
+	 * job's. None of them open later, beside other connections of the
+	 * run: another job's, whose lag is not this rank's death (a job
+	 * restarted within GONE_GRACE named the old job's pid).
+	 */
+	uint64_t mates[GONE_MATES];
+	size_t n_mates;
 	int64_t step;		/* its last commit's (it may have sent more since) */
 	char addr[80];
 	double at;		/* monotonic s: the close */
@@ -380,6 +390,17 @@ static void gone_add(struct peers *p, const struct peer *e, double t)
 	g->ranks = e->ranks;
 	g->step = e->committed;
 	g->at = t;
+	g->n_mates = 0;
+	for (size_t fd = 0; fd < p->cap && g->n_mates < GONE_MATES; fd++) {
+		const struct peer *m = &p->v[fd];
+		int kept = 0;
+		if (!m->open || !m->session || m->session == e->session || m->ranks <= 1 || strcmp(m->run, e->run))
+			continue;
+		for (size_t k = 0; k < g->n_mates && !kept; k++)
+			kept = g->mates[k] == m->session;
+		if (!kept)
+			g->mates[g->n_mates++] = m->session;
+	}
 }
 
 /* A connection on fd ended: a line when it ended in the middle of something. */
@@ -514,11 +535,12 @@ enum gone_seen {
 	GONE_COMING,	/* one naming its run has committed nothing yet: a re-send, its session unknown */
 	GONE_ENDED,	/* no connection names the run: the job has ended */
 	GONE_BACK,	/* a connection of its session is open: forgotten (a later close is watched anew) */
+	GONE_OTHER_JOB,	/* the run's connections open are none of its job's: that job ended, another runs */
 };
 
 static enum gone_seen gone_seen(const struct peers *p, const struct gone_rank *g)
 {
-	int any = 0, unknown = 0;
+	int any = 0, unknown = 0, mate = 0;
 
 	for (size_t fd = 0; fd < p->cap; fd++) {
 		const struct peer *e = &p->v[fd];
@@ -526,10 +548,13 @@ static enum gone_seen gone_seen(const struct peers *p, const struct gone_rank *g
 			continue;
 		if (e->session == g->session)
 			return GONE_BACK;
+		for (size_t k = 0; k < g->n_mates && !mate; k++)
+			mate = e->session == g->mates[k];
 		unknown |= !e->session;
 		any = 1;
 	}
-	return unknown ? GONE_COMING : any ? GONE_MISSING : GONE_ENDED;
+	/* none of its job's ranks open, others are: another job (its ranks each a new session) */
+	return unknown ? GONE_COMING : mate ? GONE_MISSING : any ? GONE_OTHER_JOB : GONE_ENDED;
 }
 
 void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits_fn *waits, void *ctx)
@@ -540,7 +565,8 @@ void peers_tick(struct peers *p, double now, double pending_timeout, peers_waits
 		double age = now - g->at;
 		int64_t step = (seen == GONE_MISSING || seen == GONE_ENDED) && age >= GONE_GRACE ?
 			       waits(ctx, g->run, g->rank, g->ranks) : -1;
-		int waiting = seen != GONE_BACK && seen != GONE_ENDED && step < 0 && age < GONE_KEEP;
+		int waiting = seen != GONE_BACK && seen != GONE_ENDED && seen != GONE_OTHER_JOB && step < 0 &&
+			      age < GONE_KEEP;
 		if (waiting || (seen != GONE_BACK && age < GONE_GRACE)) {	/* its grace, or no step waits yet */
 			i++;
 			continue;
@@ -575,7 +601,7 @@ int peers_gone_lacking(struct peers *p, const struct snapshot *snap)
 		const struct gone_rank *g = &p->gone[i];
 		enum gone_seen seen = gone_seen(p, g);
 		/* ended too: said by peers_tick, not as a rank that never started (ingest_lag_tick) */
-		if (!strcmp(g->run, snap->run->name) && seen != GONE_BACK &&
+		if (!strcmp(g->run, snap->run->name) && seen != GONE_BACK && seen != GONE_OTHER_JOB &&
 		    commit_ranks_lacks(snap, g->rank, g->ranks))
 			return 1;
 	}

@@ -47,13 +47,15 @@ for step in (0, 1):
 pub.close(30)
 '''
 
-# One rank (argv: endpoint, run, rank, go-file, ack timeout, slow): publishes its third of "w" at
-# step 0 and waits for it to be acked; then, once go-file exists, step 1 (rank 1 "slow" s later),
-# and waits up to 60 s for its answer. slow < 0: rank 1 exits at once, having published nothing.
+# One rank (argv: endpoint, run, rank, go-file, ack timeout, slow, first step): publishes its third
+# of "w" at step 0 and waits for it to be acked; then, once go-file exists, step 1 (rank 1 "slow" s
+# later), and waits up to 60 s for its answer. slow < 0: rank 1 exits at once, having published
+# nothing. Steps are counted from the first step given (0 when none).
 RANK = r'''
 import os, sys, time, warnings, numpy as np, wdrift
 ep, run, rank, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ack, slow = float(sys.argv[5]), float(sys.argv[6])
+first = int(sys.argv[7]) if len(sys.argv) > 7 else 0
 ranks = 3
 if rank == 1 and slow < 0:
     print("exited", flush=True)
@@ -67,7 +69,7 @@ for step in (0, 1):
             time.sleep(0.05)
         if rank == 1:
             time.sleep(slow)
-    pub.publish(step, {"w": wdrift.Shard(x[lo:hi] + step, offset=lo, shape=(3000,))})
+    pub.publish(first + step, {"w": wdrift.Shard(x[lo:hi] + step, offset=lo, shape=(3000,))})
     t0 = time.monotonic()
     while pub.stats()["acked"] + pub.stats()["refused"] < step + 1 and time.monotonic() - t0 < 60:
         time.sleep(0.05)
@@ -78,8 +80,9 @@ with warnings.catch_warnings():
 '''
 
 
-def job(ep, run, go, ack=60.0, slow=0.0):
-    return [subprocess.Popen([PYTHON, "-c", RANK, ep, run, str(r), go, str(ack), str(slow)], env=package_env(),
+def job(ep, run, go, ack=60.0, slow=0.0, first=0):
+    return [subprocess.Popen([PYTHON, "-c", RANK, ep, run, str(r), go, str(ack), str(slow), str(first)],
+                             env=package_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(W)]
 
 
@@ -345,9 +348,18 @@ def main():
         outs = [p.communicate(timeout=90)[0] for p in clean]
         check(all("step 1 acked 2" in o for o in outs), "a job of 3 ranks that ends normally: both steps durable",
               "\n".join(outs))
-        time.sleep(12)
-        check(not [x for x in dm.log_text().splitlines() if "run 'clean'" in x and "waits for rank" in x],
-              "... and no rank of it is said to be missing")
+        # ... and a new job of the run started at once, whose rank 1 never starts: its lag is said as
+        # that, not as the ended job's rank 1 dying (its pid named: a job restarted within the 10 s the
+        # daemon watches a closed rank for)
+        again = job(ep, "clean", go, slow=-1, first=10)
+        procs += again
+        time.sleep(14)
+        lagged = [x for x in dm.log_text().splitlines() if "run 'clean'" in x and "waits for rank" in x]
+        check(len(lagged) == 1 and "run 'clean' step 10 waits for rank 1 of 3, which has committed nothing of it"
+              in lagged[0] and "whose connection" not in lagged[0],
+              "... and no rank of it is said to be missing; the next job's rank that never started is said as "
+              "that, not as the ended job's rank", "\n".join(lagged))
+        stop_procs(again)
 
         # a slow rank, while the others' ack timeouts (2 s) close their connections and they re-send
         # on new ones: every connection that closed is of a publisher that came back; nothing said
