@@ -37,9 +37,12 @@ struct cstudy {
 	/*
 	 * Per run, what the compute thread last said of its tensor names
 	 * against the baseline's (name_match.h): proxies' at k, candidates'
-	 * at n_proxies + k. Zeros: they matched, or nothing was said.
+	 * at n_proxies + k, and the baseline step it was said at. Zeros: they
+	 * matched, or nothing was said. An older step computed again (a late
+	 * proxy) says nothing: it is not the run's names now (a trial read
+	 * "names again" of a run whose latest step still differed).
 	 */
-	struct { size_t lacking, extra, reshaped, relaid; } *names_said;
+	struct { size_t lacking, extra, reshaped, relaid; int64_t step; } *names_said;
 	/* per run, at the same places: its last step held NaN or +-Inf, said (compute.c) */
 	unsigned char *nonfinite_said;
 	/* per candidate: retention dropped a step of it not reached yet, said (compute.c) */

@@ -473,8 +473,9 @@ static void check_names(struct cstudy *s, const struct compare_input *in, struct
 		for (size_t k = 0; k < s->n_cands; k++)
 			if (!strcmp(s->cands[k], in->runs[r]))
 				slot = s->n_proxies + k;
-		if (!s->names_said || slot == SIZE_MAX)
+		if (!s->names_said || slot == SIZE_MAX || in->step < s->names_said[slot].step)
 			continue;
+		s->names_said[slot].step = in->step;
 		const char *who = in->role[r] == ROLE_PROXY ? "proxy" : "candidate";
 		if (m.reshaped != s->names_said[slot].reshaped || m.relaid != s->names_said[slot].relaid) {
 			char shapes[1024];	/* said apart from the names: another mistake */

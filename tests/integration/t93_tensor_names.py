@@ -73,6 +73,9 @@ def main():
         cfg = dm.write_config()
         check(dm.start() is not None, "daemon ready")
         wrapped = ["module." + n for n in NAMES]
+        send(d, cfg, "base", 0, NAMES)      # step 0: the candidate named as the baseline; its proxy late
+        send(d, cfg, "fa", 0, NAMES)
+        check(computed(dm, 0, 1), "step 0 computed, the proxy not there yet", dm.log_text()[-2000:])
         for step in (1, 2):
             send(d, cfg, "base", step, NAMES)
             send(d, cfg, "lowprec", step, NAMES)
@@ -84,6 +87,12 @@ def main():
               and "prefix 'module.'" in warned[0],
               "the wrapped candidate: one warning over two steps, with the counts, an example and the prefix",
               "\n".join(warned) or dm.log_text()[-2000:])
+        # step 0 computed again for its late proxy: the candidate's names there are not its names now (a
+        # trial's log said "names again" of a run whose latest step still carried the prefix)
+        send(d, cfg, "lowprec", 0, NAMES)
+        check(computed(dm, 0, 2), "step 0 computed again with the proxy", dm.log_text()[-2000:])
+        check(not lines(dm, "candidate 'fa' has the baseline's tensor names again"),
+              "an older step computed again says nothing of the names", dm.log_text()[-2000:])
         r = wd("drift", "fa", "-c", cfg)
         check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout
               and "the daemon's log says which" in r.stdout
