@@ -425,6 +425,11 @@ static int write_report(FILE *f, const struct study_data *sd, const struct study
 	json_t *said = study_data_daemon_drift(sd, why, sizeof(why));
 	int rc = report_gather(&rep, sd);
 
+	/* on stderr too, where a run that writes the page is read (a trial's daemon was stopped) */
+	if (!said && !sd->log_given)
+		cli_note("%s: the page leaves out why runs have no rows (`wdrift drift %s` says it while wdriftd "
+			 "runs)", why, sd->name);
+
 	(void)o;
 	if (rc == 0)
 		rc = page(f, &rep, said, why);

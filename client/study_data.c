@@ -208,6 +208,14 @@ int study_data_load(struct study_data *sd, const char *study, const char *config
 		study_data_release(sd);
 		return -1;
 	}
+	/* --log of another study's log: the page would pair this study's config with its rows (a trial's) */
+	size_t ours = 0;
+	for (size_t i = 0; sd->study && i < sd->log.n_runs; i++)
+		ours += wd_study_role(sd->study, sd->log.runs[i], NULL) != NULL;
+	if (sd->study && log && sd->log.n_runs && !ours)
+		cli_warning("%s holds runs (%s%s) of which study '%s' in %s names none: another study's drift "
+			    "log? Its rows are read as this study's", log, sd->log.runs[0],
+			    sd->log.n_runs > 1 ? ", …" : "", study, sd->config_path);
 	return 0;
 }
 

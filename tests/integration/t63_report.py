@@ -329,6 +329,9 @@ def live(tmp):
         check(dm.stop() == 0, "SIGTERM")
         rc, out, err, dt = report("fa", "-c", cfg, "-o", page)
         check(rc == 0, f"report with the daemon stopped: exit 0 ({err})")
+        check(err.startswith("wdrift report: wdriftd did not answer (") and "the page leaves out why runs have no "
+              "rows (`wdrift drift fa` says it while wdriftd runs)" in err and err.count("\n") == 1,
+              "... and stderr says the page lacks the daemon's reasons, once, before the written line", err)
         shot = os.path.join(tmp, "report.png")
         rc, console, dt = chromium(page, shot, tmp)
         check(rc == 0 and os.path.exists(shot), f"Chromium renders the page: exit {rc} in {dt:.1f} s")

@@ -484,6 +484,9 @@ studies:
   - name: own
     baseline: mlp-base
     candidates: [mlp-fa, mlp-back, mlp-kill]
+  - name: other
+    baseline: o-base
+    candidates: [o-fa]
 """
 
 
@@ -534,6 +537,11 @@ def refused_not_silent():
         check(r.returncode == 0 and "Not asked of wdriftd (--log FILE: a drift log of any daemon&#39;s)"
               in html.replace("'", "&#39;") and "At step 0, the latest it compared" not in html,
               "report --log FILE -c CFG: the daemon not asked, and the page says so", r.stderr)
+        # --log of another study's log: said, not drawn as this study's in silence (a trial's)
+        r = wd(cfg, "report", "other", "--log", log, "-o", page)
+        check(r.returncode == 0 and f"wdrift report: warning: {log} holds runs (" in r.stderr
+              and f"of which study 'other' in {cfg} names none: another study's drift log?" in r.stderr,
+              "report STUDY --log of another study's log: a warning naming both", r.stderr)
     finally:
         harness.teardown(dm, tmp, ctx)
 
