@@ -122,6 +122,43 @@ static void suggest_socket_dir(const char *endpoint, const char *dir, const char
 		out[0] = 0;
 }
 
+static int is_socket(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/*
+ * The socket the typed name stops short of: NAME.sock beside it (".sock"
+ * left out), or DIR/SUB/NAME, one directory below (run/ left out): a
+ * trial's two near misses, far in letters from any name there. The one
+ * subdirectory holding it, else none. 0 with out filled, or -1.
+ */
+static int suggest_socket_short(const char *endpoint, const char *dir, const char *name, char *out,
+				size_t len)
+{
+	char path[PATH_MAX + NAME_MAX + 8], found[NAME_MAX + 1] = "";
+	const char *typed = strrchr(endpoint + 6, '/');
+	int keep = typed ? (int)(typed + 1 - endpoint) : 6, n = 0;
+	size_t seen = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s.sock", dir, name) < sizeof(path) && is_socket(path))
+		return (size_t)snprintf(out, len, "; did you mean '%s.sock'?", endpoint) < len ? 0 : -1;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && seen++ < NEAR_SCAN_MAX && (e = readdir(d)))
+		if (e->d_name[0] != '.' && (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, name) < sizeof(path) &&
+		    is_socket(path) && !n++)
+			snprintf(found, sizeof(found), "%s", e->d_name);
+	if (d)
+		closedir(d);
+	if (n != 1)	/* none, or several: which is not this process's to guess */
+		return -1;
+	return (size_t)snprintf(out, len, "; did you mean '%.*s%s/%s'?", keep, endpoint, found, name) < len ? 0 : -1;
+}
+
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len)
 {
 	char dir[PATH_MAX], near[NAME_MAX + 1];
@@ -136,6 +173,8 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 		struct stat st;
 		if (stat(dir, &st) < 0 && errno == ENOENT)
 			suggest_socket_dir(endpoint, dir, slash + 1, out, len);
+		else if (suggest_socket_short(endpoint, dir, slash + 1, out, len) < 0)
+			out[0] = 0;
 		return;
 	}
 	int keep = typed ? (int)(typed + 1 - endpoint) : 6;

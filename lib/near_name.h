@@ -30,8 +30,9 @@ size_t wd_name_near(const char *typed, const char *cand, size_t len);
  * the path's last name is a typo of (wd_name_near); DIR as the endpoint
  * spells it. When that directory is not there, a directory beside it that
  * its name is a typo of and that holds a socket of the same name (rn/ for
- * run/). "" otherwise, or when it does not fit. Reads at most 4096
- * directory entries.
+ * run/). Else NAME.sock beside it, or the one subdirectory holding a
+ * socket NAME (a directory left out). "" otherwise, or when it does not
+ * fit. Reads at most 4096 directory entries.
  */
 void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t len);
 

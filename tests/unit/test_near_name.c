@@ -175,6 +175,30 @@ int main(void)
 	wd_suggest_socket("ipc://x/rm/ingest.sock", full, out, sizeof(out));
 	CHECK(out[0] == 0, "the endpoint spells the directory otherwise than the path looked at: "
 	      "nothing rather than a wrong splice (%s)", out);
+
+	/* near misses far in letters (a trial's): ".sock" left out, a directory left out */
+	snprintf(full, sizeof(full), "%s/run/ingest", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/run/ingest.sock'?", top);
+	CHECK(!strcmp(out, want), "run/ingest: ingest.sock beside it (%s)", out);
+	snprintf(full, sizeof(full), "%s/ingest.sock", top);
+	wd_suggest_socket("ipc://./ingest.sock", full, out, sizeof(out));
+	CHECK(!strcmp(out, "; did you mean 'ipc://./run/ingest.sock'?"), "./ingest.sock: run/ingest.sock, "
+	      "one directory below, the endpoint's spelling kept (%s)", out);
+	snprintf(full, sizeof(full), "%s/other.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/rum/other.sock'?", top);
+	CHECK(!strcmp(out, want), "other.sock: rum/other.sock, the one subdirectory holding it (%s)", out);
+	snprintf(sub, sizeof(sub), "%s/run", top);
+	CHECK(make_socket(sub, "other.sock") == 0, "a second other.sock, in run/");
+	snprintf(full, sizeof(full), "%s/other.sock", top);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, sizeof(out));
+	CHECK(out[0] == 0, "two subdirectories holding it: neither guessed (%s)", out);
+	snprintf(sub, sizeof(sub), "%s/run/other.sock", top);
+	unlink(sub);
 	remove_tree(top, subs, 5);
 	return tap_done();
 }
