@@ -40,6 +40,7 @@ struct rule {
 	 * matches: why, and the candidate
 	 */
 	char *unmatched, *unmatched_run;
+	int64_t unmatched_step;		/* the step it was said at: an older one computed again says nothing */
 	int held_said;			/* the hold of the changes owed now is in the log */
 	int busy_said;			/* the hold for a run still running is in the log */
 	uint64_t def;			/* def_hash: what its instances mean */
@@ -336,6 +337,7 @@ void alerts_set_config(struct alerts *a, const struct wd_config *cfg)
 			/* the same glob: said already (unless of a former candidate: drop_former) */
 			v[i].unmatched = old[k].unmatched;
 			v[i].unmatched_run = old[k].unmatched_run;
+			v[i].unmatched_step = old[k].unmatched_step;
 			old[k].unmatched = old[k].unmatched_run = NULL;
 			drop_former(a, &v[i], "a reload");
 			old[k].set = (struct instances){ 0 };
@@ -712,30 +714,44 @@ static void unmatched_clear(struct rule *r, const char *run)
 }
 
 /*
- * A per-tensor rule's glob matched `matched` of a candidate's n tensors at
- * step (example: one of them). None of them: said once, at warning, as
+ * A rule judged a candidate's n tensors at step (example: one of them):
+ * `matched` of them its glob's (all, for a summary's scope), `compared` of
+ * those with an element compared. None matched: said once, at warning, as
  * drift --layer GLOB says a glob that matches nothing, until one matches
- * again (a trial's typo kept a rule inactive for ever, in silence).
+ * again (a trial's typo kept a rule inactive for ever, in silence). None
+ * compared (the run's names differ from the baseline's: a "module."
+ * prefix): the same, since the rule has no value to judge (a later trial's
+ * rules sat "inactive" at an old step, and nothing said why).
  */
 static void glob_matched(struct rule *r, const char *run, int64_t step, size_t n, size_t matched,
-			 const char *example)
+			 size_t compared, const char *example)
 {
-	if (matched || !n) {	/* said for this run: no longer so */
+	/* a late proxy's step computed again is not the run's latest: it neither says nor unsays */
+	if (r->unmatched && r->unmatched_run && !strcmp(r->unmatched_run, run) && step < r->unmatched_step)
+		return;
+	if ((matched && compared) || !n) {	/* said for this run: no longer so */
 		unmatched_clear(r, run);
 		return;
 	}
 	if (r->unmatched)
 		return;	/* said, for this run or another: once for the rule */
 	char *why;
-	if (asprintf(&why, "tensors '%s' matched none of the %zu tensors of run '%s' at step %lld (such as "
-		     "'%s'): it can never fire; a typo in the glob? ('*' matches '.' too)", r->a.tensors, n, run,
-		     (long long)step, example) < 0)
+	int w = matched ? asprintf(&why, "%s%s%s %zu of the %zu tensors of run '%s' at step %lld, none of them with "
+				   "an element compared (named otherwise than the baseline's? `wdrift drift` says): it "
+				   "has no value to judge, and cannot fire on that run",
+				   r->a.tensors ? "tensors '" : "its scope takes", r->a.tensors ? r->a.tensors : "",
+				   r->a.tensors ? "' matched" : "", matched, n, run, (long long)step)
+		: asprintf(&why, "tensors '%s' matched none of the %zu tensors of run '%s' at step %lld (such as "
+			   "'%s'): it can never fire; a typo in the glob? ('*' matches '.' too)", r->a.tensors, n, run,
+			   (long long)step, example);
+	if (w < 0)
 		return;
 	if (!(r->unmatched_run = strdup(run))) {
 		free(why);
 		return;
 	}
 	r->unmatched = why;
+	r->unmatched_step = step;
 	log_warning("alert '%s': %s", r->a.name, r->unmatched);
 }
 
@@ -818,7 +834,7 @@ static void judge(struct alerts *a, const struct result_batch *b, int fresh_only
 				 !result_batch_has_run(b, r->proxy_run);
 		for (size_t c = 0; c < n_runs; c++) {
 			const char *run = runs[c], *example = NULL;
-			size_t n = 0, n_tensors = 0, matched = 0;
+			size_t n = 0, n_tensors = 0, matched = 0, compared = 0;
 			for (size_t j = 0; j < b->n_rows; j++) {
 				const struct drift_row *row = &b->rows[j];
 				if (row->kind != ROW_TENSOR || row->role != ROLE_CANDIDATE || strcmp(row->run, run))
@@ -829,6 +845,7 @@ static void judge(struct alerts *a, const struct result_batch *b, int fresh_only
 					example = example ? example : row->tensor;
 					if (r->a.tensors && !fnmatch(r->a.tensors, row->tensor, 0)) {
 						matched++;
+						compared += row->numel > 0;
 						struct instance *in = instances_get(&r->set, row->run, row->tensor);
 						if (in && !(fresh_only && in->evaluated))
 							evaluate(a, r, in, v, b->step);
@@ -836,12 +853,14 @@ static void judge(struct alerts *a, const struct result_batch *b, int fresh_only
 					continue;
 				}
 				vals[n] = v;
+				compared += row->numel > 0;
 				numel[n++] = row->numel;
 			}
 			if (r->a.scope == WD_SCOPE_TENSORS) {
-				glob_matched(r, run, b->step, n_tensors, matched, example);
+				glob_matched(r, run, b->step, n_tensors, matched, compared, example);
 				continue;
 			}
+			glob_matched(r, run, b->step, n, n, compared, NULL);	/* none compared: said */
 			/* the summary rows' own definition (lib/drift.h), as the drift log has them */
 			struct wd_drift_summary d;
 			if (wd_drift_summarize(vals, numel, n, &d) < 0)

@@ -547,8 +547,9 @@ static const struct {
 	{ "wdrift_alert_value", "gauge", "The value an alert instance last compared with its rule's threshold." },
 	/* a glob that matches nothing leaves its rule "ok" for ever: said (a trial's rule_state read 0) */
 	{ "wdrift_alert_unmatched", "gauge",
-	  "1 when a scope tensors rule's glob matched none of a candidate's tensors at its latest snapshot: it "
-	  "can never fire (wdrift alerts says which run and step)." },
+	  "1 when a rule has nothing to judge on a candidate at its latest snapshot: a scope tensors rule's glob "
+	  "matched none of its tensors, or none of the tensors it takes had an element compared (named otherwise "
+	  "than the baseline's); it cannot fire there (wdrift alerts says which run and step)." },
 	/* a pager that fails was said in the daemon's log alone (an ops trial) */
 	{ "wdrift_alert_command_runs_total", "counter",
 	  "Runs of an alert rule's command since the daemon started (those that could not start too)." },
@@ -589,8 +590,8 @@ static void alert_visit(void *ctx, const struct alert_view *v)
 			p->max = v->state;
 		return;
 	case 4:
-		if (p->cur == a || a->scope != WD_SCOPE_TENSORS || a->metric == WD_METRIC_STALLED)
-			return;	/* once per rule, of those with a glob */
+		if (p->cur == a || a->metric == WD_METRIC_STALLED)
+			return;	/* once per rule, of those judged on results */
 		p->cur = a;
 		sample(p->f, alert_families[4].name, (struct label[]){ { "alert", a->name },
 			{ "study", a->study }, { 0 } }, v->unmatched);

@@ -70,7 +70,11 @@ def main():
     d = tempfile.mkdtemp(prefix="wdrift-t93-")
     dm = Daemon(d)
     try:
-        cfg = dm.write_config()
+        # rules that can judge nothing of a wrapped candidate: said, not left "inactive" (a trial's)
+        cfg = dm.write_config(extra="alerts:\n"
+                              "  - {name: fa-mean, study: fa, metric: w1, scope: mean, threshold: 5}\n"
+                              "  - {name: fa-layers, study: fa, metric: w1, scope: tensors, tensors: 'layers.*', "
+                              "threshold: 5}\n")
         check(dm.start() is not None, "daemon ready")
         wrapped = ["module." + n for n in NAMES]
         send(d, cfg, "base", 0, NAMES)      # step 0: the candidate named as the baseline; its proxy late
@@ -107,6 +111,14 @@ def main():
               "torch.compile?): publish every run's tensors under the same names\n" in r.stdout,
               "drift's unmatched line: the compute thread's sentence, with the prefix", r.stdout)
         step2 = r.stdout
+        r = wd("alerts", "-c", cfg, "--json")
+        rules = {x["name"]: x for x in json.loads(r.stdout)["alerts"]} if r.returncode == 0 else {}
+        check("its scope takes 3 of the 3 tensors of run 'fa' at step 1, none of them with an element compared "
+              "(named otherwise than the baseline's? `wdrift drift` says): it has no value to judge, and cannot "
+              "fire on that run" in rules.get("fa-mean", {}).get("unmatched", "")
+              and "tensors 'layers.*' matched 2 of the 3 tensors of run 'fa' at step 1, none of them with an element "
+              "compared" in rules.get("fa-layers", {}).get("unmatched", ""),
+              "alerts: a rule with nothing to judge of the wrapped candidate says so, for each scope", r.stdout)
         r = wd("drift", "fa", "-c", cfg, "--json")
         got = json.loads(r.stdout) if r.returncode == 0 else {}
         check(got.get("candidates", {}).get("fa", {}).get("absent") == 3, "drift --json: absent 3", r.stdout)
@@ -130,6 +142,10 @@ def main():
               "watch: the proxy's tensor with no element compared is on its line (ABSENT 1)", "\n".join(seen))
         again = lines(dm, "notice: compute: study 'fa' step 3: candidate 'fa' has the baseline's tensor names again")
         check(len(again) == 1, "the fixed candidate: one notice that its names match again", dm.log_text()[-2000:])
+        r = wd("alerts", "-c", cfg, "--json")
+        rules = {x["name"]: x for x in json.loads(r.stdout)["alerts"]} if r.returncode == 0 else {}
+        check(rules and not any(x.get("unmatched") for x in rules.values()),
+              "... and the rules have values to judge again: no unmatched", r.stdout)
         proxy = lines(dm, "warning: compute: study 'fa'", "proxy 'lowprec'")
         check(len(proxy) == 1 and "step 3:" in proxy[0] and "lacks 1 of the baseline's 3 tensors (the first: 'norm')"
               in proxy[0] and "has 1 that the baseline lacks (the first: 'zz.extra')" in proxy[0]
