@@ -391,11 +391,17 @@ int cmd_drift(int argc, char **argv)
 		table_release(&t);
 		print_other_shapes(layers);
 	}
-	/* "yet" only where a run may still come (the never line says the others) */
+	/*
+	 * "yet" only where a candidate may still come (the never line says the
+	 * others; a lagging proxy is not one: a trial's); an older daemon says
+	 * no candidates apart: then of every missing run
+	 */
+	json_t *mc = json_object_get(res, "missing_candidates"), *never = json_object_get(res, "never"), *v;
+	size_t coming = 0, i;
+	json_array_foreach(mc ? mc : json_object_get(res, "missing"), i, v)
+		coming += !json_object_get(never, json_string_value(v));
 	if (!json_object_size(json_object_get(res, "candidates")))
-		printf("(no candidate compared at this step%s)\n",
-		       json_array_size(json_object_get(res, "missing")) ==
-		       json_object_size(json_object_get(res, "never")) ? "" : " yet");
+		printf("(no candidate compared at this step%s)\n", coming ? " yet" : "");
 	json_decref(res);
 	return EXIT_OK;
 }

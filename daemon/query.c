@@ -470,8 +470,20 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		for (size_t k = 0; lag && k < q->n_runs; k++)
 			if (q->latest[k] >= 0 && !strcmp(q->runs[k], json_string_value(v)))
 				json_object_set_new(lag, q->runs[k], json_integer((json_int_t)q->latest[k]));
+	/* which of them are candidates: "no candidate compared ... yet" asks of those alone (a trial's) */
+	json_t *mc = json_array();
+	json_array_foreach(missing, i, v)
+		for (size_t k = 0; mc && k < q->n_candidates && k < q->n_runs; k++)
+			if (!strcmp(q->runs[k], json_string_value(v)))
+				json_array_append_new(mc, json_string(q->runs[k]));
 	out_str(&out, ",\"missing\":");
 	out_json(&out, missing);
+	if (json_array_size(mc)) {
+		out_str(&out, ",\"missing_candidates\":");
+		out_json(&out, mc);
+	} else {
+		json_decref(mc);
+	}
 	if (json_object_size(lag)) {
 		out_str(&out, ",\"missing_latest\":");
 		out_json(&out, lag);

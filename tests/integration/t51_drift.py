@@ -298,6 +298,23 @@ def main():
         publish(low, 40, tensors(rng, 40, 0.002), fp16=True)
         publish(fa, 40, tensors(rng, 40, 0.0003))
         check(wait_drift(ctx, tmp, 40) is not None, "step 40 computed")
+        # step 50: the candidate skips it (it sends 60), the proxy lags (connected, at 40): only the
+        # synthetic proxy is compared there. The candidate's row never comes, so no "yet" under the
+        # table: the proxy that may still come is no candidate (a trial's read as one to wait for)
+        publish(base, 50, tensors(rng, 50, 0.0))
+        publish(base, 60, tensors(rng, 60, 0.0))
+        publish(fa, 60, tensors(rng, 60, 0.0003))
+        low.hello()
+        end, got = time.time() + 20, None
+        while time.time() < end and not (got and got.get("ok") and "fa" in got.get("candidates", {})):
+            got = control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": 60})
+            time.sleep(0.2)
+        check(got and got.get("ok") and "fa" in got["candidates"], "step 60 computed, the proxy not there")
+        r = subprocess.run([WDRIFT, "drift", "fa", "--step", "50", "-c", os.path.join(tmp, "wdrift.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and "\n(no candidate compared at this step)\n" in r.stdout
+              and "lagging    lowprec: compared last at step 40" in r.stdout and "never      'fa' (candidate)" in r.stdout,
+              "drift --step 50: the candidate never, the proxy lagging: no 'yet' under the table", r.stdout + r.stderr)
         dm.stop(signal.SIGKILL)
         check(dm.start() is not None, "restart after kill -9, every result already logged")
         time.sleep(0.5)
