@@ -107,7 +107,8 @@ static void summary(FILE *f, const struct report *r)
 		if (r->complete < latest) {
 			fprintf(f, " Step %lld is later but incomplete (", latest);
 			xml_text(f, r->missing);
-			fputs(" not compared there yet): the charts below show it, this table does not.", f);
+			fputs(" not compared there; the section below says why, when wdriftd answers): the charts "
+			      "below show it, this table does not.", f);
 		}
 		fputs("</p>\n", f);
 	} else {

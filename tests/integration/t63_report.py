@@ -309,7 +309,7 @@ def live(tmp):
         check(len(caps) == 2 and len(set(caps)) == 1 and keyed, f"one colour scale for both heatmaps, capped ({caps})")
         # step 30: lowbf never came; the summary reads step 20, and says so
         check("Summary at step 20, the latest complete step" in html and 'data-step="20"' in html
-              and "Step 30 is later but incomplete (lowbf not compared there yet)" in html
+              and "Step 30 is later but incomplete (lowbf not compared there; " in html
               and "with the largest ratio [fp16] at step 20</h3>" in html,
               "the summary and the top tensors at step 20, the latest complete step; step 30 named incomplete")
         rc, out, err, dt = report("fa", "-c", cfg, "-o", "-")
@@ -639,7 +639,7 @@ def glance(tmp):
           "a note under each map names the step left out and why")
     # the last step, 190, has no p16: the summary reads 180
     check("Summary at step 180, the latest complete step" in html
-          and "Step 190 is later but incomplete (p16 not compared there yet)" in html,
+          and "Step 190 is later but incomplete (p16 not compared there; " in html,
           "without a config, the runs of the log make a step complete: the summary at step 180, 190 named incomplete")
     check(not self_contained(html) and not finite_svg(html) and not labels_fit(html),
           f"self-contained, finite, labels inside ({self_contained(html)}{finite_svg(html)}{labels_fit(html)})")
