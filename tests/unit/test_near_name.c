@@ -48,6 +48,20 @@ static void remove_tree(const char *dir, const char *const *names, size_t n)
 	rmdir(dir);
 }
 
+/* wd_suggest_socket of the absolute endpoint ipc://TOP/REL into out, and into want "; did you mean
+ * 'ipc://TOP/MEANT'?" (MEANT NULL: ""): whether out is want. */
+static int suggests(const char *top, const char *rel, const char *meant, char *out, size_t len)
+{
+	char full[512], ep[600], want[600] = "";
+
+	snprintf(full, sizeof(full), "%s/%s", top, rel);
+	snprintf(ep, sizeof(ep), "ipc://%s", full);
+	wd_suggest_socket(ep, full, out, len);
+	if (meant)
+		snprintf(want, sizeof(want), "; did you mean 'ipc://%s/%s'?", top, meant);
+	return !strcmp(out, want);
+}
+
 int main(void)
 {
 	CHECK(dist("ingest", "ingest") == 0, "equal names: 0");
@@ -177,26 +191,18 @@ int main(void)
 	      "nothing rather than a wrong splice (%s)", out);
 
 	/* near misses far in letters (a trial's): ".sock" left out, a directory left out */
-	snprintf(full, sizeof(full), "%s/run/ingest", top);
-	snprintf(ep, sizeof(ep), "ipc://%s", full);
-	wd_suggest_socket(ep, full, out, sizeof(out));
-	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/run/ingest.sock'?", top);
-	CHECK(!strcmp(out, want), "run/ingest: ingest.sock beside it (%s)", out);
+	CHECK(suggests(top, "run/ingest", "run/ingest.sock", out, sizeof(out)),
+	      "run/ingest: ingest.sock beside it (%s)", out);
 	snprintf(full, sizeof(full), "%s/ingest.sock", top);
 	wd_suggest_socket("ipc://./ingest.sock", full, out, sizeof(out));
 	CHECK(!strcmp(out, "; did you mean 'ipc://./run/ingest.sock'?"), "./ingest.sock: run/ingest.sock, "
 	      "one directory below, the endpoint's spelling kept (%s)", out);
-	snprintf(full, sizeof(full), "%s/other.sock", top);
-	snprintf(ep, sizeof(ep), "ipc://%s", full);
-	wd_suggest_socket(ep, full, out, sizeof(out));
-	snprintf(want, sizeof(want), "; did you mean 'ipc://%s/rum/other.sock'?", top);
-	CHECK(!strcmp(out, want), "other.sock: rum/other.sock, the one subdirectory holding it (%s)", out);
+	CHECK(suggests(top, "other.sock", "rum/other.sock", out, sizeof(out)),
+	      "other.sock: rum/other.sock, the one subdirectory holding it (%s)", out);
 	snprintf(sub, sizeof(sub), "%s/run", top);
 	CHECK(make_socket(sub, "other.sock") == 0, "a second other.sock, in run/");
-	snprintf(full, sizeof(full), "%s/other.sock", top);
-	snprintf(ep, sizeof(ep), "ipc://%s", full);
-	wd_suggest_socket(ep, full, out, sizeof(out));
-	CHECK(out[0] == 0, "two subdirectories holding it: neither guessed (%s)", out);
+	CHECK(suggests(top, "other.sock", NULL, out, sizeof(out)),
+	      "two subdirectories holding it: neither guessed (%s)", out);
 	snprintf(sub, sizeof(sub), "%s/run/other.sock", top);
 	unlink(sub);
 	remove_tree(top, subs, 5);
