@@ -379,7 +379,7 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	 * count that went back (an epoch's, reset), not a re-run (a trial's
 	 * was told to rename the job it ran alone)
 	 */
-	int own = run_clean_session(r, session);
+	int own = run_conflict_own(r, session);
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
@@ -400,7 +400,7 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64_t session, const char *why,
 			  const char *what)
 {
-	int own = !r->mixed && run_clean_session(r, session);	/* as ingest_conflict_reason says it */
+	int own = run_conflict_own(r, session);
 	struct log_limit *l = &ix->refused[WIRE_CONFLICT];
 	double t = now_mono();
 	int said = r->conflict_logged && r->conflict_step == step;	/* a re-send of the step */

@@ -120,6 +120,11 @@ int run_clean_session(const struct run *r, uint64_t session)
 	return 0;
 }
 
+int run_conflict_own(const struct run *r, uint64_t session)
+{
+	return !r->mixed && run_clean_session(r, session);
+}
+
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n)
 {
 	if (!session || n == UINT32_MAX)

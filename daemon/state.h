@@ -134,7 +134,7 @@ struct run {
 	 * rows they leave standing (study_refused), counted in `runs`.
 	 */
 	uint64_t conflicts;
-	/* of them, from the job that had published the run before (run_clean_session): its step count went back */
+	/* of them, from the job that had published the run before (run_conflict_own): its step count went back */
 	uint64_t conflicts_own;
 	double conflict_wall;
 	/*
@@ -296,6 +296,13 @@ int run_knows_session(const struct run *r, uint64_t session);
 void run_note_clean_session(struct run *r, uint64_t session);
 /* Did a commit of r from session come, not refused as a conflict? 0 when that cannot be told. */
 int run_clean_session(const struct run *r, uint64_t session);
+/*
+ * Is a conflict of r from session its own job's (its step count went
+ * back), not a re-run's: a clean commit of the session before, and no
+ * two jobs at once (which make any conflict the other job's). The one
+ * test for the hint and for the count `runs` and `drift` say.
+ */
+int run_conflict_own(const struct run *r, uint64_t session);
 /*
  * Whether session is one of the first n the run knew (sessions are noted
  * in order): a publisher that had committed the run by the time it knew n.
