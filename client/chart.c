@@ -239,24 +239,45 @@ static void legend(FILE *f, const struct line_chart *c)
  * that the data stays on top; then (labels 1) their labels, drawn last,
  * over the data, each on a white halo (the stroke painted under the
  * fill), so that a line passing through a label leaves it readable.
+ * Threshold labels that would touch (two rules at one value, an ops
+ * trial's overlapped) are pushed 12 px apart, as the end labels are.
  */
 static void hlines(FILE *f, const struct geom *g, const struct line_chart *c, const struct axis *y, int labels)
 {
+	struct end_label *at = labels ? malloc((c->n_hlines + 1) * sizeof(*at)) : NULL;
+	size_t n = 0;
+
+	for (size_t k = 0; at && k < c->n_hlines; k++)
+		if (!c->hlines[k].ref && usable(c->hlines[k].y, c->log_y)) {
+			at[n].y = at[n].want = place(y, c->hlines[k].y) - 4;
+			at[n++].s = k;
+		}
+	if (n) {
+		qsort(at, n, sizeof(*at), by_y);
+		for (size_t i = 1; i < n; i++)
+			at[i].y = fmax(at[i].y, at[i - 1].y + 12);
+		for (size_t i = n; i-- > 0;)	/* back inside the plot, from the bottom */
+			at[i].y = fmin(at[i].y, i + 1 < n ? at[i + 1].y - 12 : g->h - g->mb - 2);
+	}
 	for (size_t k = 0; k < c->n_hlines; k++) {
 		const struct chart_hline *h = &c->hlines[k];
 		if (!usable(h->y, c->log_y))
 			continue;
-		double p = place(y, h->y);
+		double p = place(y, h->y), ty = p - 4;
+		for (size_t i = 0; i < n; i++)
+			if (at[i].s == k)
+				ty = at[i].y;
 		if (!labels)
 			fprintf(f, "<line class=\"%s\" stroke=\"%s\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\">"
 				   "<title>", h->ref ? "ref" : "thr", h->color, g->ml, g->w - g->mr, p, p);
 		else	/* the reference's label at the left, the thresholds' at the right: apart when they meet */
 			fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"%s\" style=\"fill:%s\" stroke=\"#ffffff\" "
 				   "stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\">",
-				h->ref ? g->ml + 4 : g->w - g->mr - 4, p - 4, h->ref ? "refl" : "thrl", h->color);
+				h->ref ? g->ml + 4 : g->w - g->mr - 4, ty, h->ref ? "refl" : "thrl", h->color);
 		xml_text(f, h->label);
 		fputs(labels ? "</text>\n" : "</title></line>\n", f);
 	}
+	free(at);
 }
 
 static void series(FILE *f, const struct line_chart *c, const struct axis *x, const struct axis *y)

@@ -90,6 +90,21 @@ static const struct driftlog_disk_row *summary_row(const struct report *r, size_
 	return r->complete >= 0 ? report_row(r, run, ROW_MEAN, r->complete) : report_latest(r, run, ROW_MEAN);
 }
 
+/* A row for a run the config names that has no row in the log: its name, then what it waits for. */
+static void unlogged_row(FILE *f, const struct report_unlogged *u, size_t span, const char *role)
+{
+	fputs("<tr class=\"unlogged\"><td>", f);
+	report_swatch_unlogged(f, u);
+	xml_text(f, u->name);
+	fputs("</td>", f);
+	if (role) {
+		fprintf(f, "<td class=\"l\">%s</td>", role);
+		span--;
+	}
+	fprintf(f, "<td colspan=\"%zu\" class=\"l note\">not compared yet: the section \"What wdriftd says "
+		   "of the study now\" says why, when wdriftd answers</td></tr>\n", span - 1);
+}
+
 /*
  * At the latest complete step, not the latest: at a step some run has not
  * reached yet, a candidate's ratio to that proxy is missing and the table
@@ -118,7 +133,9 @@ static void summary(FILE *f, const struct report *r)
 				   "yet: at none has every run of the study been compared (at the latest, step "
 				   "%lld: ", latest);
 			xml_text(f, r->missing);
-			fputs(" not compared). Each candidate at its latest step.</p>\n", f);
+			fputs(report_n_logged(r, ROLE_CANDIDATE) ? " not compared). Each candidate at its latest step.</p>\n"
+			      : " not compared). No candidate has been compared yet: the section below says why, "
+			        "when wdriftd answers.</p>\n", f);
 		}
 	}
 	fputs("<table><tr><th>candidate</th><th>step</th><th>mean W1</th>", f);
@@ -148,6 +165,9 @@ static void summary(FILE *f, const struct report *r)
 		}
 		fputs("</tr>\n", f);
 	}
+	for (size_t i = 0; i < r->n_unlogged; i++)
+		if (r->unlogged[i].role == ROLE_CANDIDATE)
+			unlogged_row(f, &r->unlogged[i], 3 + 2 * d->n_proxies, NULL);
 	fputs("</table>\n", f);
 	if (!d->n_proxies) {	/* no ratio to explain (a trial's page explained one) */
 		fputs("<p class=\"note\">The study has no proxy, so no ratio: W1 alone has no scale to be "
@@ -298,6 +318,8 @@ static void metadata(FILE *f, const struct report *r)
 		num(f, x ? x->w1 : NAN);
 		fprintf(f, "</td><td>%llu</td></tr>\n", (unsigned long long)(m->nan + m->posinf + m->neginf));
 	}
+	for (size_t i = 0; i < r->n_unlogged; i++)
+		unlogged_row(f, &r->unlogged[i], 8, study_role_name(r->unlogged[i].role));
 	fputs("</table>\n", f);
 
 	size_t na = 0;

@@ -42,6 +42,18 @@ struct report {
 	 */
 	int64_t complete;
 	char missing[512];
+	/*
+	 * The config's candidates and proxy runs with no row in the log (not
+	 * compared yet), in the study's order and the colour their place
+	 * gives them: the summary and the runs table name them, so that a
+	 * study none of whose candidates came still shows what it waits for
+	 * (an ops trial's page was empty).
+	 */
+	struct report_unlogged {
+		const char *name, *colour;
+		int role;
+	} *unlogged;
+	size_t n_unlogged;
 };
 
 /* 0, or -1 out of memory (then report_release). */
@@ -57,6 +69,10 @@ const struct driftlog_disk_row *report_latest(const struct report *r, size_t run
 
 /* A run's colour swatch, with its name in data-run (for a reader of the HTML, and the test). */
 void report_swatch(FILE *f, const struct report *r, size_t run);
+/* The same of a run with no row (r->unlogged[i]). */
+void report_swatch_unlogged(FILE *f, const struct report_unlogged *u);
+/* How many of r's candidates (role 1) or proxies (2) are in the log, with rows. */
+size_t report_n_logged(const struct report *r, int role);
 
 /* The page's charts; each 0, or -1 out of memory. */
 int report_w1_chart(FILE *f, const struct report *r);

@@ -98,10 +98,35 @@ static struct line_chart plot_chart(const struct plot *p, const char *ylabel, in
 				    .n_hlines = p->nh, .series = p->s, .hlines = p->h };
 }
 
+/*
+ * A W1 rule's threshold beyond this many times the highest W1 drawn is
+ * named under the chart, not drawn: an ops trial's 0.5 beside runs near
+ * 1e-3 pressed every line flat against the axis.
+ */
+#define W1_THRESHOLD_FAR 10.0
+
+/* Why the W1 chart does not draw rule al's threshold (hi: the highest W1 drawn), or NULL: it does. */
+static const char *w1_not_drawn(const struct wd_config_alert *al, double hi, char *b, size_t n)
+{
+	if (al->scope != WD_SCOPE_MEAN) {	/* the chart is of the mean: another quantity's line would mislead */
+		snprintf(b, n, "a threshold on the %s, not the mean this chart draws", al->scope == WD_SCOPE_TENSORS ?
+			 "W1 of each tensor matching its glob" : al->scope == WD_SCOPE_MAX ? "max W1 over tensors" :
+			 "median W1 over tensors");
+		return b;
+	}
+	if (hi > 0 && al->threshold > hi * W1_THRESHOLD_FAR) {
+		snprintf(b, n, "%.3g times the highest W1 drawn (%.3g): the runs would lie flat under it",
+			 al->threshold / hi, hi);
+		return b;
+	}
+	return NULL;
+}
+
 int report_w1_chart(FILE *f, const struct report *r)
 {
 	const struct driftlog *d = r->d;
 	struct plot p;
+	char why[160];
 
 	if (plot_init(&p, d->n_runs, d->n_rows, r->sd->cfg.n_alerts) < 0)
 		return -1;
@@ -109,12 +134,6 @@ int report_w1_chart(FILE *f, const struct report *r)
 		size_t run = r->order[i];
 		plot_series(&p, r, run, ROW_MEAN, -1, r->role[run] == ROLE_PROXY, "%s (%s)", d->runs[run],
 			    study_role_name(r->role[run]));
-	}
-	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
-		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
-		if (!strcmp(al->study, r->sd->name) && al->metric == WD_METRIC_W1)
-			plot_line(&p, al->threshold, "#b3261e", 0, "alert %s: %s W1 > %g", al->name,
-				  wd_config_scope_name(al->scope), al->threshold);
 	}
 	/* runs that drift by orders of magnitude apart (an exact-arithmetic
 	 * change beside another seed) would flatten on a linear axis */
@@ -126,10 +145,37 @@ int report_w1_chart(FILE *f, const struct report *r)
 				hi = fmax(hi, p.s[k].y[i]);
 			}
 	int log_y = hi > 0 && hi / lo > 100;
+	size_t not_drawn = 0;
+	for (size_t i = 0; i < r->sd->cfg.n_alerts; i++) {
+		const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
+		if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_W1)
+			continue;
+		if (w1_not_drawn(al, hi, why, sizeof(why)))
+			not_drawn++;
+		else
+			plot_line(&p, al->threshold, "#b3261e", 0, "alert %s: %s W1 > %g", al->name,
+				  wd_config_scope_name(al->scope), al->threshold);
+	}
 	fprintf(f, "<h2>Weight drift against step</h2>\n<p class=\"note\">W1 of each compared run from "
 	        "the baseline, the mean over tensors weighted by element count. Candidates solid, "
-	        "proxies dashed; each run named at its line's end, in its colour on every chart.%s</p>\n",
-		log_y ? " Log scale: the runs are orders of magnitude apart (a W1 of 0 is not drawn)." : "");
+	        "proxies dashed; each run named at its line's end, in its colour on every chart.%s%s</p>\n",
+		log_y ? " Log scale: the runs are orders of magnitude apart (a W1 of 0 is not drawn)." : "",
+		p.nh ? " Dotted: the thresholds of the study's mean W1 alerts." : "");
+	if (not_drawn) {
+		fputs("<p class=\"note\" id=\"w1-not-drawn\">Not drawn (the alert rules at the page's end list them):", f);
+		for (size_t i = 0, k = 0; i < r->sd->cfg.n_alerts; i++) {
+			const struct wd_config_alert *al = &r->sd->cfg.alerts[i];
+			if (strcmp(al->study, r->sd->name) || al->metric != WD_METRIC_W1 ||
+			    !w1_not_drawn(al, hi, why, sizeof(why)))
+				continue;
+			fputs(k++ ? "; " : " ", f);
+			fputs("alert ", f);
+			xml_text(f, al->name);
+			fprintf(f, " (%s W1 &gt; %g), ", wd_config_scope_name(al->scope), al->threshold);
+			xml_text(f, why);
+		}
+		fputs(".</p>\n", f);
+	}
 	struct line_chart c = plot_chart(&p, log_y ? "W1 from the baseline (log scale)" : "W1 from the baseline",
 					 log_y);
 	c.end_labels = 1;
@@ -180,10 +226,16 @@ int report_ratio_panels(FILE *f, const struct report *r)
 	const struct driftlog *d = r->d;
 	size_t n_cand = 0, n = 0;
 
-	for (size_t i = 0; i < r->n_order; i++)
-		n_cand += r->role[r->order[i]] == ROLE_CANDIDATE;
-	if (!d->n_proxies || !n_cand)
+	n_cand = report_n_logged(r, ROLE_CANDIDATE);
+	if (!d->n_proxies)
 		return 0;
+	if (!n_cand) {	/* a study waiting for its candidates: said, not an empty page (an ops trial's) */
+		fputs("<h2>Ratio to the proxies against step</h2>\n<p class=\"note\" id=\"no-candidate\">No "
+		      "candidate has been compared yet, so there is no ratio to draw: the summary names the "
+		      "study's candidates, and the section \"What wdriftd says of the study now\" says why, "
+		      "when wdriftd answers.</p>\n", f);
+		return 0;
+	}
 	struct plot *p = calloc(n_cand * d->n_proxies, sizeof(*p));
 	if (!p)
 		return -1;
@@ -444,8 +496,8 @@ int report_heatmaps(FILE *f, const struct report *r)
 	uint64_t *hist, total[2] = { 0, 0 };
 	char cap_text[32], inv_text[32];
 
-	if (!r->d->n_proxies || !r->n_order)
-		return 0;
+	if (!r->d->n_proxies || !report_n_logged(r, ROLE_CANDIDATE))
+		return 0;	/* no map to draw: the ratio section has said why */
 	if (!(hist = calloc(2 * (CAP_BINS + 1), sizeof(*hist))))
 		return -1;
 	int rc = each_map(NULL, r, hist, total, NULL);

@@ -26,6 +26,18 @@ static size_t run_index(const struct driftlog *d, const char *name)
 	return SIZE_MAX;
 }
 
+/* A run the config names takes its place p; one with no row is noted as not compared yet. */
+static void place_config_run(struct report *r, size_t *place, const char *name, int role, size_t p)
+{
+	size_t run = run_index(r->d, name);
+
+	if (run != SIZE_MAX)
+		place[run] = p;
+	if (run == SIZE_MAX || !r->role[run])
+		r->unlogged[r->n_unlogged++] =
+			(struct report_unlogged){ name, palette[(p - 1) % N_PALETTE], role };
+}
+
 /*
  * The runs of the study, in the study's order: the config's candidates,
  * proxy runs and synthetic proxy (whose rows carry its label as run), then
@@ -41,15 +53,13 @@ static void place_runs(struct report *r, size_t *place)
 
 	for (i = 0; i < d->n_runs; i++)
 		place[i] = SIZE_MAX;
-	for (i = 0; st && i < st->candidates.n; i++, next++)
-		if (run_index(d, st->candidates.names[i]) != SIZE_MAX)
-			place[run_index(d, st->candidates.names[i])] = next;
-	for (i = 0; st && i < st->proxies.n; i++, next++)
-		if (run_index(d, st->proxies.v[i].run) != SIZE_MAX)
-			place[run_index(d, st->proxies.v[i].run)] = next;
+	for (i = 0; st && i < st->candidates.n; i++)
+		place_config_run(r, place, st->candidates.names[i], ROLE_CANDIDATE, next++);
+	for (i = 0; st && i < st->proxies.n; i++)
+		place_config_run(r, place, st->proxies.v[i].run, ROLE_PROXY, next++);
 	const char *synthetic = st ? wd_config_synthetic_label(st->synthetic_proxy) : NULL;
-	if (synthetic && run_index(d, synthetic) != SIZE_MAX)
-		place[run_index(d, synthetic)] = next++;
+	if (synthetic)
+		place_config_run(r, place, synthetic, ROLE_PROXY, next++);
 	for (int role = 1; role <= 2; role++)
 		for (i = 0; i < d->n_runs; i++)
 			if (r->role[i] == role && place[i] == SIZE_MAX)
@@ -130,7 +140,9 @@ int report_gather(struct report *r, const struct study_data *sd)
 	r->order = calloc(d->n_runs + 1, sizeof(*r->order));
 	r->proxy_run = calloc(d->n_proxies + 1, sizeof(*r->proxy_run));
 	size_t *place = calloc(d->n_runs + 1, sizeof(*place));
-	if (!r->steps || !r->role || !r->colour || !r->order || !r->proxy_run || !place) {
+	const struct wd_config_study *st = sd->study;
+	r->unlogged = calloc((st ? st->candidates.n + st->proxies.n : 0) + 2, sizeof(*r->unlogged));
+	if (!r->steps || !r->role || !r->colour || !r->order || !r->proxy_run || !place || !r->unlogged) {
 		free(place);
 		return -1;
 	}
@@ -156,7 +168,6 @@ int report_gather(struct report *r, const struct study_data *sd)
 	}
 	/* a proxy label's run: the config's, else a run of that name (the
 	 * synthetic proxy's rows carry its label as run) */
-	const struct wd_config_study *st = sd->study;
 	for (size_t k = 0; k < d->n_proxies; k++) {
 		const char *run = st ? wd_study_proxy_run(st, d->proxies[k]) : NULL;
 		r->proxy_run[k] = run_index(d, run ? run : d->proxies[k]);
@@ -181,6 +192,7 @@ void report_release(struct report *r)
 	free(r->order);
 	free(r->proxy_run);
 	free(r->mean);
+	free(r->unlogged);
 }
 
 size_t report_step_index(const struct report *r, int64_t step)
@@ -222,9 +234,27 @@ const struct driftlog_disk_row *report_latest(const struct report *r, size_t run
 	return found;
 }
 
-void report_swatch(FILE *f, const struct report *r, size_t run)
+static void swatch(FILE *f, const char *run, const char *colour)
 {
 	fputs("<i class=\"sw\" data-run=\"", f);
-	xml_text(f, r->d->runs[run]);
-	fprintf(f, "\" style=\"background:%s\"></i>", r->colour[run]);
+	xml_text(f, run);
+	fprintf(f, "\" style=\"background:%s\"></i>", colour);
+}
+
+void report_swatch(FILE *f, const struct report *r, size_t run)
+{
+	swatch(f, r->d->runs[run], r->colour[run]);
+}
+
+void report_swatch_unlogged(FILE *f, const struct report_unlogged *u)
+{
+	swatch(f, u->name, u->colour);
+}
+
+size_t report_n_logged(const struct report *r, int role)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_order; i++)
+		n += r->role[r->order[i]] == role;
+	return n;
 }

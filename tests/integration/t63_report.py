@@ -279,7 +279,8 @@ def live(tmp):
               "the runs: baseline, candidate, both proxies")
         check("fp16 = run lowprec; p2 = run lowbf" in html, "the proxies, label = run")
         want = ("fa-ratio-fp16", "fa-w1-max", "fa-layers-p2", "<td>0.75</td>", "<td>0.005</td>", "<td>2.5</td>",
-                "alert fa-ratio-fp16: max ratio[fp16] &gt; 0.75", "alert fa-w1-max: max W1 &gt; 0.005",
+                "alert fa-ratio-fp16: max ratio[fp16] &gt; 0.75",
+                "alert fa-w1-max (max W1 &gt; 0.005), a threshold on the max W1 over tensors, not the mean",
                 "ratio[p2] of layers.* &gt; 2.5", "critical")
         missing = [w for w in want if w not in html]
         check(not missing, f"the alert rules, their thresholds drawn on the charts and listed ({missing})")
@@ -736,6 +737,84 @@ def no_proxy(tmp):
           "the runs table counts the steps compared (the drift log's), not the daemon's snapshots")
 
 
+WAITING_ALERTS = """\
+alerts:
+  - name: near-a
+    study: fa
+    metric: w1
+    scope: mean
+    threshold: 0.0005
+  - name: near-b
+    study: fa
+    metric: w1
+    scope: mean
+    threshold: 0.0005
+    severity: critical
+  - name: far
+    study: fa
+    metric: w1
+    scope: mean
+    threshold: 0.5
+  - name: peak
+    study: fa
+    metric: w1
+    scope: max
+    threshold: 0.0005
+"""
+
+
+def w1_chart(html):
+    """The W1 chart's SVG, and the note above it that names the thresholds not drawn ('' when none)."""
+    part = html.split("<h2>Weight drift against step</h2>", 1)[-1]
+    note = re.search(r'<p class="note" id="w1-not-drawn">(.*?)</p>', part.split("<svg", 1)[0])
+    return part.split("<svg", 1)[-1].split("</svg>", 1)[0], note.group(1) if note else ""
+
+
+def waiting_and_thresholds(tmp):
+    """An ops trial's pages: W1 thresholds drawn on the chart they belong to, apart, and not scaling it flat;
+    a study none of whose candidates has come names them and says so, not an empty page."""
+    d = os.path.join(tmp, "waiting")
+    os.mkdir(d)
+    cfg = Daemon(d).write_config(extra=WAITING_ALERTS)   # written, never started: the daemon is not asked
+    steps = np.arange(4, dtype=np.int64) * 10
+    log, page = os.path.join(d, "cand.h5"), os.path.join(d, "cand.html")
+    w1 = {"fa": np.linspace(0, 1e-3, 4)[:, None] * np.ones(6)[None, :]}   # the mean reaches 1e-3
+    study_log(log, ["fa"], [], steps, w1=w1)
+    rc, out, err, dt = report("fa", "-c", cfg, "--log", log, "-o", page)
+    html = open(page, encoding="utf-8").read() if rc == 0 else ""
+    svg, note = w1_chart(html)
+    thr = [(float(y), t) for y, t in re.findall(r'<text x="[\d.]+" y="([-\d.]+)" class="thrl"[^>]*>([^<]*)<', svg)]
+    check(sorted(t for _, t in thr) == ["alert near-a: mean W1 &gt; 0.0005", "alert near-b: mean W1 &gt; 0.0005"],
+          f"the W1 chart draws the mean rules' thresholds, not the max rule's nor the far one ({thr}, {err})")
+    check(len(thr) == 2 and abs(thr[0][0] - thr[1][0]) >= 12,
+          f"two rules at one threshold: their labels 12 px apart, not over each other ({thr})")
+    ticks = [float(v) for v in re.findall(r'class="yt">([^<]*)<', svg)]
+    check(ticks and max(ticks) < 0.01, f"the axis fits the runs (W1 up to 1e-3), not the 0.5 rule ({ticks})")
+    check("alert far (mean W1 &gt; 0.5), 500 times the highest W1 drawn (0.001)" in note
+          and "alert peak (max W1 &gt; 0.0005), a threshold on the max W1 over tensors, not the mean" in note,
+          f"the rules not drawn are named under the heading, with why ({note})")
+    check('<tr class="unlogged"><td><i class="sw" data-run="lowprec" style="background:#d55e00"></i>lowprec</td>'
+          '<td class="l">proxy</td>' in html, "the runs table names the proxy run that has no row, in its colour")
+
+    # a study whose candidate never came: named, and the page says so, section by section
+    log, page = os.path.join(d, "proxies.h5"), os.path.join(d, "proxies.html")
+    study_log(log, [], ["lowprec"], steps)
+    rc, out, err, dt = report("fa", "-c", cfg, "--log", log, "-o", page)
+    html = open(page, encoding="utf-8").read() if rc == 0 else ""
+    summary = html.split('<h2>Summary', 1)[-1].split("<h2>", 1)[0]
+    unlogged = '<tr class="unlogged"><td><i class="sw" data-run="fa" style="background:#0072b2"></i>fa</td>'
+    check(rc == 0 and unlogged + '<td colspan="4" class="l note">not compared yet: ' in summary
+          and "No candidate has been compared yet" in summary,
+          f"the summary names the candidate not compared yet, in its colour, and says none has been ({rc}, {err})")
+    runs = html.split("<h3>Runs</h3>", 1)[-1].split("<h3>", 1)[0]
+    check(unlogged + '<td class="l">candidate</td><td colspan="6" class="l note">not compared yet' in runs,
+          "the runs table has the configured candidate's row")
+    check('id="no-candidate">No candidate has been compared yet, so there is no ratio to draw' in html
+          and "Per tensor: the ratio" not in html,
+          "the ratio section says why it is empty; no heatmap section with no map")
+    check(not finite_svg(html) and not self_contained(html), "the page is still whole and self-contained")
+
+
 def main():
     if not os.path.exists(WDRIFT):
         print(f"not ok 1 - {WDRIFT} is not built")
@@ -758,6 +837,7 @@ def main():
         scales(tmp)
         odd_logs(tmp)
         no_proxy(tmp)
+        waiting_and_thresholds(tmp)
     finally:
         subprocess.run(["rm", "-rf", tmp])
     return harness.summary()
