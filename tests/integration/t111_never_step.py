@@ -176,7 +176,7 @@ def main():
             time.sleep(0.2)
         out = r.stdout
         check(r.returncode == 0 and "incomplete not compared at this step yet: lowprec" in out and
-              "lagging    lowprec: compared last at step 4" in out and "never" not in out,
+              "lagging    lowprec (proxy): compared last at step 4" in out and "never" not in out,
               "drift --step 5: a run that lags is still said to lag", out + r.stderr)
         # ... but not once its job has gone: no publisher of it connected, nothing is on its way (a trial's
         # finished jobs were "lagging ... yet")
@@ -193,7 +193,7 @@ def main():
         low = Publisher(ctx, tmp, "lowprec")
         low.hello()
         r = wd(tmp, "drift", "fa", "--step", "5")
-        check(r.returncode == 0 and "lagging    lowprec: compared last at step 4" in r.stdout,
+        check(r.returncode == 0 and "lagging    lowprec (proxy): compared last at step 4" in r.stdout,
               "... and lagging again once a publisher of it connects", r.stdout + r.stderr)
         # and once it sends step 5, nothing is left
         a = send(low, 5, 1.001)

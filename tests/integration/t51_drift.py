@@ -313,7 +313,7 @@ def main():
         r = subprocess.run([WDRIFT, "drift", "fa", "--step", "50", "-c", os.path.join(tmp, "wdrift.yaml")],
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "\n(no candidate compared at this step)\n" in r.stdout
-              and "lagging    lowprec: compared last at step 40" in r.stdout and "never      'fa' (candidate)" in r.stdout,
+              and "lagging    lowprec (proxy): compared last at step 40" in r.stdout and "never      'fa' (candidate)" in r.stdout,
               "drift --step 50: the candidate never, the proxy lagging: no 'yet' under the table", r.stdout + r.stderr)
         dm.stop(signal.SIGKILL)
         check(dm.start() is not None, "restart after kill -9, every result already logged")

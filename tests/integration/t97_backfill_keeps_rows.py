@@ -139,7 +139,7 @@ def main():
         check(got and got.get("missing") == ["nb-x"] and got.get("missing_latest") == {"nb-x": 20},
               "drift --json: missing_latest gives the step nb-x was compared last", json.dumps(got)[:1500])
         r = wd(cfg, "drift", "nb")
-        check(r.returncode == 0 and f"lagging    nb-x: compared last at step 20 (wdrift drift nb --step 20 -c {cfg})"
+        check(r.returncode == 0 and f"lagging    nb-x (candidate): compared last at step 20 (wdrift drift nb --step 20 -c {cfg})"
               in r.stdout, "drift: the lagging run, and the command that shows it, with the -c given",
               r.stdout + r.stderr)
         # the command as printed runs, also with a path a shell must have quoted (a trial's
