@@ -208,8 +208,16 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
 	while (rel[0] == '.' && rel[1] == '.' && rel[2] == '/')
 		for (rel += 3; *rel == '/'; rel++)
 			;
+	/*
+	 * An absolute path: a socket of its name elsewhere, asked, not told
+	 * (its directory may be its daemon's, not started yet): a trial's
+	 * typo'd directory, an existing one, got no pointer.
+	 */
+	int absolute = rel[0] == '/';
+	if (absolute)
+		rel = strrchr(rel, '/') + 1;
 	size_t rl = strlen(rel);
-	if (!rl || rel[0] == '/' || !(f = fopen("/proc/net/unix", "re")))
+	if (!rl || !(f = fopen("/proc/net/unix", "re")))
 		return;
 	/* Num RefCount Protocol Flags Type St Inode Path: a path only for bound sockets */
 	while (seen++ < 65536 && fgets(line, sizeof(line), f)) {
@@ -254,9 +262,11 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
 		size_t left = more + (n == 1 && score[1]);
 		if (left)
 			snprintf(others, sizeof(others), " (and %zu other%s)", left, left == 1 ? "" : "s");
-		if ((size_t)snprintf(out, len, "; started in another directory? a socket listens at 'ipc://%s'%s%s%s%s",
-				     found[0], n > 1 ? ", another at 'ipc://" : "", n > 1 ? found[1] : "",
-				     n > 1 ? "'" : "", others) < len)
+		if ((size_t)snprintf(out, len, "; %s at 'ipc://%s'%s%s%s%s", absolute ? "its daemon not up yet, or "
+				     "a wrong directory? a socket of that name listens" : "started in another directory? a "
+				     "socket listens", found[0],
+				     n > 1 ? ", another at 'ipc://" : "", n > 1 ? found[1] : "", n > 1 ? "'" : "",
+				     others) < len)
 			return;
 	}
 	out[0] = 0;	/* none rather than a path cut short */

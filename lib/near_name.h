@@ -46,7 +46,10 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
  * the right one (a trial's; the CLI names the running daemons too). At
  * most 2 are named, this user's first, then those sharing the most
  * directories with full, and " (and N others)" counts the rest; "" when
- * none, or when it does not fit.
+ * none, or when it does not fit. An absolute rel is a path in a wrong
+ * directory, or its daemon's before it started: "; its daemon not up
+ * yet, or a wrong directory? a socket of that name listens at '...'", of
+ * listeners whose last name is rel's.
  */
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
 

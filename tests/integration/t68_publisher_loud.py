@@ -500,6 +500,16 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               and "started in another directory" not in err,
               "a relative ipc:// path whose directory is here, without its socket: is the daemon running? not "
               "another directory's daemon", err)
+        # an absolute path into an existing wrong directory (a trial's typo got no pointer): the socket
+        # of that name that listens is named, asked as one of two causes (the daemon may not be up yet)
+        os.makedirs(os.path.join(tmp, "wrong"))
+        rc, out, err = child(ABSENT.format(ep=f"ipc://{tmp}/wrong/ingest.sock", quiet=0.1), tmp)
+        said = err.split("its daemon not up yet, or a wrong directory? a socket of that name listens at ", 1)
+        named = re.findall(r"'ipc://([^']+)'", said[1].split("): snapshots", 1)[0] if len(said) > 1 else "")
+        check(f"no socket at {tmp}/wrong/ingest.sock yet (ipc://{tmp}/wrong/ingest.sock; its daemon not up yet, "
+              "or a wrong directory? a socket of that name listens at 'ipc://" in err
+              and named[:1] == [f"{tmp}/run/ingest.sock"] and "started in another directory" not in err,
+              "an absolute ipc:// path in a wrong directory: the nearest socket of that name is named", err)
 
         # 4. a typo in the run name is said on the job's stderr, with the nearest run; a right name is not
         for run, said in (("lowpre", "did you mean 'lowprec'?"), ("lowprec", None)):
