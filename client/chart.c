@@ -256,8 +256,8 @@ static void hlines(FILE *f, const struct geom *g, const struct line_chart *c, co
 		qsort(at, n, sizeof(*at), by_y);
 		for (size_t i = 1; i < n; i++)
 			at[i].y = fmax(at[i].y, at[i - 1].y + 12);
-		for (size_t i = n; i-- > 0;)	/* back inside the plot, from the bottom */
-			at[i].y = fmin(at[i].y, i + 1 < n ? at[i + 1].y - 12 : g->h - g->mb - 2);
+		for (size_t i = n; i-- > 0;)	/* back inside the plot, from the bottom; never above its top */
+			at[i].y = fmax(fmin(at[i].y, i + 1 < n ? at[i + 1].y - 12 : g->h - g->mb - 2), g->mt + 10);
 	}
 	for (size_t k = 0; k < c->n_hlines; k++) {
 		const struct chart_hline *h = &c->hlines[k];

@@ -166,7 +166,7 @@ static void summary(FILE *f, const struct report *r)
 		fputs("</tr>\n", f);
 	}
 	for (size_t i = 0; i < r->n_unlogged; i++)
-		if (r->unlogged[i].role == ROLE_CANDIDATE)
+		if (r->unlogged[i].role & ROLE_CANDIDATE)
 			unlogged_row(f, &r->unlogged[i], 3 + 2 * d->n_proxies, NULL);
 	fputs("</table>\n", f);
 	if (!d->n_proxies) {	/* no ratio to explain (a trial's page explained one) */
@@ -319,7 +319,8 @@ static void metadata(FILE *f, const struct report *r)
 		fprintf(f, "</td><td>%llu</td></tr>\n", (unsigned long long)(m->nan + m->posinf + m->neginf));
 	}
 	for (size_t i = 0; i < r->n_unlogged; i++)
-		unlogged_row(f, &r->unlogged[i], 8, study_role_name(r->unlogged[i].role));
+		unlogged_row(f, &r->unlogged[i], 8, r->unlogged[i].role == (ROLE_CANDIDATE | ROLE_PROXY) ?
+			     "candidate, proxy" : study_role_name(r->unlogged[i].role));
 	fputs("</table>\n", f);
 
 	size_t na = 0;
@@ -400,8 +401,7 @@ static void daemon_says(FILE *f, const struct report *r, json_t *said, const cha
 	json_object_foreach(json_object_get(said, "never"), run, v)
 		says_item(f, "never", json_string_value(v), &n);
 	json_object_foreach(json_object_get(said, "missing_latest"), run, v) {
-		snprintf(line, sizeof(line), "%.200s: compared last at step %lld", run,
-			 (long long)json_integer_value(v));
+		dc_lagging(said, run, line, sizeof(line));
 		says_item(f, "lagging", line, &n);
 	}
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)

@@ -51,7 +51,7 @@ struct report {
 	 */
 	struct report_unlogged {
 		const char *name, *colour;
-		int role;
+		int role;	/* ROLE_CANDIDATE, ROLE_PROXY, or both (or'ed) */
 	} *unlogged;
 	size_t n_unlogged;
 };

@@ -497,7 +497,7 @@ int report_heatmaps(FILE *f, const struct report *r)
 	char cap_text[32], inv_text[32];
 
 	if (!r->d->n_proxies || !report_n_logged(r, ROLE_CANDIDATE))
-		return 0;	/* no map to draw: the ratio section has said why */
+		return 0;	/* no map to draw: the ratio section (or, with no proxy, the summary) said why */
 	if (!(hist = calloc(2 * (CAP_BINS + 1), sizeof(*hist))))
 		return -1;
 	int rc = each_map(NULL, r, hist, total, NULL);

@@ -26,16 +26,27 @@ static size_t run_index(const struct driftlog *d, const char *name)
 	return SIZE_MAX;
 }
 
-/* A run the config names takes its place p; one with no row is noted as not compared yet. */
+/*
+ * A run the config names takes its place p; one with no row is noted as
+ * not compared yet. A run both candidate and proxy (docs/demo.md's) is
+ * noted once, with both roles, in the colour of its later place, as a
+ * logged one takes it: its colour stays when it arrives (a review's).
+ */
 static void place_config_run(struct report *r, size_t *place, const char *name, int role, size_t p)
 {
 	size_t run = run_index(r->d, name);
 
 	if (run != SIZE_MAX)
 		place[run] = p;
-	if (run == SIZE_MAX || !r->role[run])
-		r->unlogged[r->n_unlogged++] =
-			(struct report_unlogged){ name, palette[(p - 1) % N_PALETTE], role };
+	if (run != SIZE_MAX && r->role[run])
+		return;
+	for (size_t i = 0; i < r->n_unlogged; i++)
+		if (!strcmp(r->unlogged[i].name, name)) {
+			r->unlogged[i].colour = palette[(p - 1) % N_PALETTE];
+			r->unlogged[i].role |= role;
+			return;
+		}
+	r->unlogged[r->n_unlogged++] = (struct report_unlogged){ name, palette[(p - 1) % N_PALETTE], role };
 }
 
 /*

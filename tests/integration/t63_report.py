@@ -795,6 +795,18 @@ def waiting_and_thresholds(tmp):
           f"the rules not drawn are named under the heading, with why ({note})")
     check('<tr class="unlogged"><td><i class="sw" data-run="lowprec" style="background:#d55e00"></i>lowprec</td>'
           '<td class="l">proxy</td>' in html, "the runs table names the proxy run that has no row, in its colour")
+    # a run both candidate and proxy (docs/demo.md's), not come yet: one row, both roles, and the colour of
+    # its later place, the one it keeps when it comes (a review's: two rows, and a colour that would change)
+    both = os.path.join(d, "both.yaml")
+    with open(cfg) as f, open(both, "w") as g:
+        g.write(f.read().replace("candidates: [fa]", "candidates: [fa, lowprec]"))
+    rc, out, err, dt = report("fa", "-c", both, "--log", log, "-o", page)
+    html = open(page, encoding="utf-8").read() if rc == 0 else ""
+    runs = html.split("<h3>Runs</h3>", 1)[-1].split("<h3>", 1)[0]
+    row = '<tr class="unlogged"><td><i class="sw" data-run="lowprec" style="background:#009e73"></i>lowprec</td>'
+    check(runs.count('data-run="lowprec"') == 1 and row + '<td class="l">candidate, proxy</td>' in runs
+          and row in html.split("<h2>Summary", 1)[-1].split("<h2>", 1)[0],
+          f"a run both candidate and proxy, not come yet: one row with both roles, in its proxy place's colour ({err})")
 
     # a study whose candidate never came: named, and the page says so, section by section
     log, page = os.path.join(d, "proxies.h5"), os.path.join(d, "proxies.html")
