@@ -213,13 +213,10 @@ static void print_completeness(json_t *res, const char *again)
 	json_object_foreach(never, run, v)
 		printf("never      %s\n", json_string_value(v));
 	/* a run that lags, and its role (the never line names one: an ops trial's): where it was compared last */
-	json_t *mc = json_object_get(res, "missing_candidates"), *c;
 	json_object_foreach(json_object_get(res, "missing_latest"), run, v) {
-		int is_cand = 0;
-		json_array_foreach(mc, i, c)
-			is_cand |= !strcmp(json_string_value(c), run);
-		printf("lagging    %s (%s): compared last at step %lld (wdrift drift %s --step %lld%s)\n", run,
-		       is_cand ? "candidate" : "proxy", (long long)json_integer_value(v),
+		char line[300];
+		dc_lagging(res, run, line, sizeof(line));
+		printf("lagging    %s (wdrift drift %s --step %lld%s)\n", line,
 		       json_string_value(json_object_get(res, "study")), (long long)json_integer_value(v), again);
 	}
 }

@@ -655,6 +655,19 @@ void dc_said(json_t *o, const char *key)
 		printf("%-10s %s\n", key, s);
 }
 
+void dc_lagging(json_t *drift, const char *run, char *out, size_t len)
+{
+	json_t *mc = json_object_get(drift, "missing_candidates"), *c;
+	long long step = dc_int(json_object_get(drift, "missing_latest"), run);
+	int is_cand = 0;
+	size_t i;
+
+	json_array_foreach(mc, i, c)
+		is_cand |= !strcmp(json_string_value(c), run);
+	snprintf(out, len, "%.200s%s: compared last at step %lld", run,
+		 !mc ? "" : is_cand ? " (candidate)" : " (proxy)", step);
+}
+
 long long dc_int(json_t *o, const char *key)
 {
 	return (long long)json_integer_value(json_object_get(o, key));

@@ -177,6 +177,13 @@ long long dc_int(json_t *o, const char *key);
  * column). runs and drift say refused, mixed and expired so.
  */
 void dc_said(json_t *o, const char *key);
+/*
+ * A drift reply's run that lags (missing_latest), as drift and report say
+ * it: "fa (candidate): compared last at step 5", the role from
+ * missing_candidates; a reply without that field (a daemon before it)
+ * gives no role rather than a wrong one.
+ */
+void dc_lagging(json_t *drift, const char *run, char *out, size_t len);
 
 /*
  * The whole of a subcommand that sends {"cmd": cmd} and takes no arguments:

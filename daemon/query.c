@@ -470,15 +470,21 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		for (size_t k = 0; lag && k < q->n_runs; k++)
 			if (q->latest[k] >= 0 && !strcmp(q->runs[k], json_string_value(v)))
 				json_object_set_new(lag, q->runs[k], json_integer((json_int_t)q->latest[k]));
-	/* which of them are candidates: "no candidate compared ... yet" asks of those alone (a trial's) */
+	/*
+	 * Which of them are candidates: "no candidate compared ... yet" asks
+	 * of those alone (a trial's), and lagging names each run's role; sent
+	 * whenever runs are missing, empty too, so that its absence says a
+	 * daemon before it.
+	 */
 	json_t *mc = json_array();
 	json_array_foreach(missing, i, v)
 		for (size_t k = 0; mc && k < q->n_candidates && k < q->n_runs; k++)
 			if (!strcmp(q->runs[k], json_string_value(v)))
 				json_array_append_new(mc, json_string(q->runs[k]));
+	size_t n_missing = json_array_size(missing);	/* out_json takes missing */
 	out_str(&out, ",\"missing\":");
 	out_json(&out, missing);
-	if (json_array_size(mc)) {
+	if (n_missing) {
 		out_str(&out, ",\"missing_candidates\":");
 		out_json(&out, mc);
 	} else {
