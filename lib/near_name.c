@@ -209,9 +209,10 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
 		for (rel += 3; *rel == '/'; rel++)
 			;
 	/*
-	 * An absolute path: a socket of its name elsewhere, asked, not told
-	 * (its directory may be its daemon's, not started yet): a trial's
-	 * typo'd directory, an existing one, got no pointer.
+	 * An absolute path: a socket of its name elsewhere, this user's and
+	 * near it, asked, not told (its directory may be its daemon's, not
+	 * started yet): a trial's typo'd directory, an existing one, got no
+	 * pointer.
 	 */
 	int absolute = rel[0] == '/';
 	if (absolute)
@@ -242,6 +243,13 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
 		 * the snapshots (a trial was shown two test daemons, not its own).
 		 */
 		if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		/*
+		 * Of a last name alone (every wdriftd's is ingest.sock): this
+		 * user's, sharing a directory below / with full, or none (a
+		 * review's: another user's daemon was as likely named).
+		 */
+		if (absolute && (st.st_uid != getuid() || common_dirs(path, full) <= 1))
 			continue;
 		size_t sc = (st.st_uid == getuid() ? (size_t)PATH_MAX : 0) + common_dirs(path, full) + 1;
 		if (score[1])

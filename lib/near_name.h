@@ -49,7 +49,8 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
  * none, or when it does not fit. An absolute rel is a path in a wrong
  * directory, or its daemon's before it started: "; its daemon not up
  * yet, or a wrong directory? a socket of that name listens at '...'", of
- * listeners whose last name is rel's.
+ * this user's listeners whose last name is rel's and that share a
+ * directory below / with full.
  */
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
 

@@ -503,7 +503,28 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
         # an absolute path into an existing wrong directory (a trial's typo got no pointer): the socket
         # of that name that listens is named, asked as one of two causes (the daemon may not be up yet)
         os.makedirs(os.path.join(tmp, "wrong"))
-        rc, out, err = child(ABSENT.format(ep=f"ipc://{tmp}/wrong/ingest.sock", quiet=0.1), tmp)
+        # a last name alone says little: another user's socket, and one sharing no directory below / with
+        # the path, are not named (a review's)
+        others, shm = [], tempfile.mkdtemp(prefix="wdrift-t68-", dir="/dev/shm") if os.path.isdir("/dev/shm") else None
+        try:
+            for where, uid in ((shm, None), (os.path.join(tmp, "theirs") if os.getuid() == 0 else None, 54321)):
+                if not where:
+                    continue
+                os.makedirs(os.path.join(where, "run"))
+                o = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                o.bind(os.path.join(where, "run", "ingest.sock"))
+                o.listen(1)
+                if uid:
+                    os.chown(os.path.join(where, "run", "ingest.sock"), uid, uid)
+                others.append((o, where))
+            rc, out, err = child(ABSENT.format(ep=f"ipc://{tmp}/wrong/ingest.sock", quiet=0.1), tmp)
+        finally:
+            for o, _ in others:
+                o.close()
+            if shm:
+                shutil.rmtree(shm, ignore_errors=True)
+        check(others and not any(w in err for _, w in others),
+              f"... not another user's socket, nor one sharing only / with the path ({[w for _, w in others]})", err)
         said = err.split("its daemon not up yet, or a wrong directory? a socket of that name listens at ", 1)
         named = re.findall(r"'ipc://([^']+)'", said[1].split("): snapshots", 1)[0] if len(said) > 1 else "")
         check(f"no socket at {tmp}/wrong/ingest.sock yet (ipc://{tmp}/wrong/ingest.sock; its daemon not up yet, "
