@@ -77,10 +77,11 @@ pub.publish(np.int64(2), {"w": np.zeros(4, np.float32)})
 pub.flush(30)
 pub.publish(2, {"w": np.zeros(4, np.float32)})     # the last step again (a retry): a duplicate, not said
 pub.flush(30)
-# an epoch's step count, reset: step 1 again, with other content, from this job
-pub.publish(1, {"w": np.ones(4, np.float32)})
-pub.publish(2, {"w": np.ones(4, np.float32)})
+# an epoch's step count, reset: step 1 again, with other content, from this job; step 1's conflict
+# may come back before step 2 is handed over, which then raises it (a flake of make check's)
 try:
+    pub.publish(1, {"w": np.ones(4, np.float32)})
+    pub.publish(2, {"w": np.ones(4, np.float32)})
     pub.flush(30)
     pub.close()
     print("no conflict raised")
