@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "handshake.h"
+#include "near_name.h"
 #include "relpath.h"
 #include "zmtp_probe.h"
 
@@ -326,12 +327,21 @@ int wd_hs_denied(const char *path, char *err, size_t errlen)
 
 int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen)
 {
-	const char *kind = wd_ipc_not_socket(endpoint, 1);
+	const char *kind = wd_ipc_not_socket(endpoint, 1), *path = shown ? shown : endpoint + 6;
+	char held[3 * (PATH_MAX + NAME_MAX) + 80];
+	struct stat st;
 
 	if (!kind)
 		return 0;
+	/* the daemon's run/ directory, not a socket in it: the sockets there named (an ops trial's) */
+	if (stat(endpoint + 6, &st) == 0 && S_ISDIR(st.st_mode)) {
+		wd_suggest_in_dir(endpoint, endpoint + 6, held, sizeof(held));
+		snprintf(err, errlen, "%s is a directory, not a socket: the endpoint %s must name the socket "
+			 "file itself%s", path, endpoint, held[0] ? held : " (a typo in the path?)");
+		return 1;
+	}
 	snprintf(err, errlen, "%s is %s, not a socket: the endpoint %s names a file that wdriftd did "
-		 "not make (a typo in the path?)", shown ? shown : endpoint + 6, kind, endpoint);
+		 "not make (a typo in the path?)", path, kind, endpoint);
 	return 1;
 }
 

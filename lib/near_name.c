@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -295,4 +296,42 @@ void wd_suggest_file(const char *path, char *out, size_t len)
 		return;
 	if ((size_t)snprintf(out, len, "; did you mean '%.*s%s'?", keep, path, near) >= len)
 		out[0] = 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t len)
+{
+	char names[3][NAME_MAX + 1], path[PATH_MAX + NAME_MAX + 2];
+	size_t n = 0, seen = 0, more = 0, at;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	out[0] = 0;
+	while (d && seen++ < NEAR_SCAN_MAX && (e = readdir(d)))
+		if (e->d_name[0] != '.' && (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < sizeof(path) &&
+		    is_socket(path)) {
+			if (n < 3)
+				snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
+			else
+				more++;
+		}
+	if (d)
+		closedir(d);
+	if (!n)
+		return;
+	qsort(names, n, sizeof(names[0]), by_name);	/* readdir's order is the filesystem's */
+	at = (size_t)snprintf(out, len, "; it holds %s: did you mean", n + more == 1 ? "a socket" : "sockets");
+	for (size_t i = 0; i < n && at < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "%s'%s/%s'", !i ? " " : i + 1 < n ? ", " : " or ", endpoint,
+				       names[i]);
+	if (at < len && more)
+		at += (size_t)snprintf(out + at, len - at, " (and %zu other%s)", more, more == 1 ? "" : "s");
+	if (at < len)
+		at += (size_t)snprintf(out + at, len - at, "?");
+	if (at >= len)
+		out[0] = 0;	/* none rather than a name cut short */
 }

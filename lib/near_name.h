@@ -62,4 +62,14 @@ void wd_suggest_listening(const char *rel, const char *full, char *out, size_t l
  */
 void wd_suggest_file(const char *path, char *out, size_t len);
 
+/*
+ * "; it holds sockets: did you mean 'ENDPOINT/control.sock', ... or
+ * 'ENDPOINT/ingest.sock'?" into out, of the socket files in dir (the
+ * directory an ipc:// endpoint names, as this process opens it): at most
+ * 3, by name, " (and N others)" counting the rest; "" when it holds none,
+ * or when it does not fit. An endpoint naming wdriftd's run/ directory,
+ * not a socket in it, is a trial's.
+ */
+void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t len);
+
 #endif

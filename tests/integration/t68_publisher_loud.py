@@ -301,6 +301,12 @@ pub.close(0)
           "ipc://./run/ingest.sok names" in err and "did you mean 'ipc://./run/ingest.sock'?" in err,
           "a regular file a typo away from the daemon's socket: named, with the socket", out + err)
     os.unlink(os.path.join(tmp, "run", "ingest.sok"))
+    # the daemon's run/ directory itself (an ops trial's): its sockets named, not "a file wdriftd did not make"
+    rc, out, err = run(f"ipc://{tmp}/run")
+    check(rc == 0 and f"{tmp}/run is a directory, not a socket: the endpoint ipc://{tmp}/run must name the socket "
+          f"file itself; it holds sockets: did you mean 'ipc://{tmp}/run/control.sock', "
+          f"'ipc://{tmp}/run/events.sock' or 'ipc://{tmp}/run/ingest.sock'?" in err
+          and "did not make" not in err, "an endpoint naming the daemon's run/ directory: its sockets", out + err)
 
     # a path that is there but is no socket: said as what it is, at open and in the stall
     # warning, never as a socket file a stopped daemon left (a trial's "stale socket file")

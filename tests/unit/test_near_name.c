@@ -8,7 +8,8 @@
  * directory as the endpoint spells it, never a file that is not a socket,
  * never a far name (even the directory's only socket), nothing when the
  * suggestion would not fit; and a typo in the socket's directory, which is
- * not there: the near directory that holds a socket of the same name.
+ * not there: the near directory that holds a socket of the same name;
+ * and wd_suggest_in_dir, the sockets of a directory an endpoint names.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -206,5 +207,31 @@ int main(void)
 	snprintf(sub, sizeof(sub), "%s/run/other.sock", top);
 	unlink(sub);
 	remove_tree(top, subs, 5);
+
+	/* an endpoint naming the daemon's run/ directory (an ops trial's): the sockets it holds */
+	char run[] = "/tmp/wdrift-test-near-run-XXXXXX", runep[64], held[512];
+	static const char *const socks[] = { "ingest.sock", "control.sock", "events.sock", "zz.sock", "note.txt" };
+	CHECK(mkdtemp(run) != NULL, "a temporary run/ directory");
+	snprintf(runep, sizeof(runep), "ipc://%s", run);
+	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	CHECK(out[0] == 0, "no socket in it: nothing (%s)", out);
+	snprintf(plain, sizeof(plain), "%s/note.txt", run);
+	f = fopen(plain, "w");
+	CHECK(f && fclose(f) == 0 && make_socket(run, "ingest.sock") == 0, "a file and one socket in it");
+	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	snprintf(held, sizeof(held), "; it holds a socket: did you mean '%s/ingest.sock'?", runep);
+	CHECK(!strcmp(out, held), "one socket, not the file: that one (%s)", out);
+	CHECK(make_socket(run, "control.sock") == 0 && make_socket(run, "events.sock") == 0, "three sockets");
+	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	snprintf(held, sizeof(held), "; it holds sockets: did you mean '%s/control.sock', '%s/events.sock' or "
+		 "'%s/ingest.sock'?", runep, runep, runep);
+	CHECK(!strcmp(out, held), "three: each, by name (%s)", out);
+	CHECK(make_socket(run, "zz.sock") == 0, "a fourth");
+	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	CHECK(strstr(out, "' or '") && !strcmp(out + strlen(out) - strlen(" (and 1 other)?"), " (and 1 other)?"),
+	      "four: three named, the rest counted (%s)", out);
+	wd_suggest_in_dir(runep, run, out, 40);
+	CHECK(out[0] == 0, "too long for out: nothing rather than a name cut short (%s)", out);
+	remove_tree(run, socks, 5);
 	return tap_done();
 }
