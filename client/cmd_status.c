@@ -81,20 +81,21 @@ static void print_status(json_t *o)
 	json_t *ps = json_object_get(o, "pending_snapshots"), *p;	/* a daemon before it: none */
 	size_t i;
 	json_array_foreach(json_object_get(ps, "snapshots"), i, p) {
-		/* connections: a rank that sent again after its ack timeout counts again (a trial read ranks) */
-		long long closed = dc_int(p, "commits_closed");
-		char gone[128] = "";
-		/* a dead rank's commit was read as a connection waiting (an ops trial) */
-		if (closed && closed == dc_int(p, "commits"))
-			snprintf(gone, sizeof(gone), " (%s closed since: a rank that died, or that reconnected)",
-				 closed == 1 ? "its connection" : "all");
-		else if (closed)
-			snprintf(gone, sizeof(gone), " (%lld of them closed since: a rank that died, or that "
-				 "reconnected)", closed);
+		/*
+		 * Connections open now, and those closed since their commit apart:
+		 * a lone rank's re-sends after its ack timeout, each on a new
+		 * connection, read as ranks waiting (an ops trial's), and a dead
+		 * rank's commit as one waiting (an earlier one's)
+		 */
+		long long closed = dc_int(p, "commits_closed"), commits = dc_int(p, "commits");
+		char gone[160] = "";
+		if (closed)
+			snprintf(gone, sizeof(gone), ", %lld more closed since %s commit (a rank that sent again "
+				 "on a new connection, or that died)", closed, closed == 1 ? "its" : "their");
 		printf("pending    '%s' step %lld: %.0f s since its last message, %lld connection%s waiting%s%s%s; %s\n",
 		       json_string_value(json_object_get(p, "run")), dc_int(p, "step"),
-		       json_number_value(json_object_get(p, "idle")), dc_int(p, "commits"),
-		       dc_int(p, "commits") == 1 ? "" : "s", gone, json_object_get(p, "ranks") ? ", " : "",
+		       json_number_value(json_object_get(p, "idle")), commits - closed,
+		       commits - closed == 1 ? "" : "s", gone, json_object_get(p, "ranks") ? ", " : "",
 		       json_object_get(p, "ranks") ? json_string_value(json_object_get(p, "ranks")) : "",
 		       json_string_value(json_object_get(p, "waiting")));
 	}

@@ -410,9 +410,10 @@ def main():
         r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
                            text=True, timeout=30)
         line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'named' step 9:")]
-        check(line and "3 connections waiting (1 of them closed since: a rank that died, or that reconnected), "
-              "from ranks 0, 1 of 3 (not yet: 2)" in line[0],
-              "status names the ranks that committed and those not yet, and the connection closed since", r.stdout)
+        check(line and "2 connections waiting, 1 more closed since its commit (a rank that sent again on a new "
+              "connection, or that died), from ranks 0, 1 of 3 (not yet: 2)" in line[0],
+              "status names the ranks that committed and those not yet, and counts the connection closed since "
+              "apart from those waiting (an ops trial read a lone rank's re-sends as ranks waiting)", r.stdout)
         r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml"), "--json"],
                            capture_output=True, text=True, timeout=30)
         snap = [x_ for x_ in json.loads(r.stdout)["pending_snapshots"]["snapshots"] if x_["run"] == "named"] \
