@@ -184,9 +184,11 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 		snprintf(said, sizeof(said), " (this config's wdriftd runs, as pid %s, but did not answer)",
 			 mine_pid);
 	else if (shown && chosen && mine[0] && dc_shell_arg(start, sizeof(start), &sat, "-c", mine) == 0)
-		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s)",
-			 start, shown + more > 1 ? "other" : "another", shown + more > 1 ? "run" : "runs", list,
-			 others);
+		/* both ways: this config's own daemon, or the one running, which an ops trial meant */
+		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s: "
+			 "give %s config with -c to ask %s)", start, shown + more > 1 ? "other" : "another",
+			 shown + more > 1 ? "run" : "runs", list, others, shown + more > 1 ? "one's" : "its",
+			 shown + more > 1 ? "it" : "that one");
 	else if (shown)
 		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "
 			 "WDRIFT_CONFIG)", list, others);

@@ -104,8 +104,10 @@ def main():
             check(r.returncode == 1 and "is wdriftd running?" in r.stderr
                   and re.search(f"\\(wdriftd -c {re.escape(os.path.realpath(mine))} starts this config's daemon; "
                                 "(another wdriftd runs|other wdriftd run) as", r.stderr)
-                  and "give its config with" not in r.stderr,
-                  f"{how} of a config with no daemon: how to start it, and the other daemon beside", r.stderr)
+                  and re.search(r"give (its|one's) config with -c to ask (that one|it)\)", r.stderr)
+                  and "give its config with -c FILE" not in r.stderr,
+                  f"{how} of a config with no daemon: how to start it, and how to ask the other daemon beside (an ops "
+                  "trial had meant that one)", r.stderr)
             if daemons() <= 4:
                 check(named in r.stderr, f"... {how}: the other daemon by its pid and config", r.stderr)
 
