@@ -12,6 +12,7 @@
 
 #include "identity.h"
 #include "ingest_internal.h"
+#include "result_batch.h"
 #include "log.h"
 #include "logging.h"
 #include "utf8.h"
@@ -243,4 +244,48 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 		ingest_fail_waiters(ix, snap, WIRE_INTERNAL, internal_field(err), why);
 	}
 	ingest_drop_snapshot(ix, snap);
+}
+
+struct told {
+	struct ingest *ix;
+	const char *body;
+};
+
+static void tell_one(void *ctx, const void *rid, size_t rid_len)
+{
+	struct told *t = ctx;
+	t->ix->sink.send(t->ix->sink.ctx, rid, rid_len, 0, t->body);
+}
+
+void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
+{
+	if (b->backfill || !ix->each_publisher)
+		return;
+	/* a run with rows and no note: its names match now, and a later difference is told anew */
+	for (size_t i = 0; i < b->n_rows; i++) {
+		struct run *r = b->rows[i].run ? state_run(ix->st, b->rows[i].run, 0) : NULL;
+		if (r && r->names_told && b->step >= r->names_told_step && !result_batch_note_of(b, r->name))
+			r->names_told = 0;
+	}
+	for (size_t k = 0; k < b->n_notes; k++) {
+		struct run *r = state_run(ix->st, b->notes[k].run, 0);
+		uint64_t h = identity_name_hash(b->notes[k].text) | 1;	/* 0: nothing told */
+		if (!r || b->step < r->names_told_step || r->names_told == h)
+			continue;
+		struct wire_header p;
+		memset(&p, 0, sizeof(p));
+		p.type = WIRE_PONG;
+		p.step = -1;
+		snprintf(p.notice, sizeof(p.notice), "run '%.200s' step %lld (study '%.120s') %.500s; `wdrift drift "
+			 "%.120s` says it", r->name, (long long)b->step, b->study, b->notes[k].text, b->study);
+		wd_utf8_scrub(p.notice);	/* cut inside a name: the notice is JSON */
+		char *body = wire_build(&p);
+		struct told t = { ix, body };
+		/* none connected now (a job that ended): the next step's results tell a job that is */
+		if (body && ix->each_publisher(ix->publishers_ctx, r->name, tell_one, &t)) {
+			r->names_told = h;
+			r->names_told_step = b->step;
+		}
+		free(body);
+	}
 }

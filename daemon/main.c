@@ -150,6 +150,12 @@ static size_t publishers_besides(void *ctx, const char *run, const void *rid, si
 	return peers_others(d->peers, run, rid, rid_len);
 }
 
+static size_t each_publisher(void *ctx, const char *run, peers_each_fn *fn, void *fctx)
+{
+	struct daemon *d = ctx;
+	return peers_each_publisher(d->peers, run, fn, fctx);
+}
+
 /* The path storage.dir names now, from the working directory when relative ("./" dropped). */
 static void storage_now(const char *dir, char *buf, size_t size)
 {
@@ -480,7 +486,8 @@ static int start(struct daemon *d, int force)
 				  .sink = { ingest_send, d }, .window = d->cfg.memory.budget / 2,
 				  .on_durable = on_durable, .durable_ctx = d,
 				  .to_wal = to_wal, .wal_ctx = d,
-				  .publishers_besides = publishers_besides, .publishers_ctx = d };
+				  .publishers_besides = publishers_besides, .publishers_ctx = d,
+				  .each_publisher = each_publisher };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
 				   .spool = d->spool,
@@ -730,6 +737,7 @@ static void handle_results(struct daemon *d)
 			d->catch_up_at = now_mono() + CATCH_UP_DELAY;
 		else
 			alerts_on_results(d->alerts, b);
+		ingest_tell_names(&d->ix, b);	/* a "module." prefix, said in the job too */
 		control_add_result(&d->ctl, b);
 	}
 }

@@ -520,6 +520,22 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 	return n;
 }
 
+size_t peers_each_publisher(struct peers *p, const char *run, peers_each_fn *fn, void *ctx)
+{
+	size_t n = 0;
+
+	peers_handle(p);	/* a job that has just exited: its close may be queued */
+	for (size_t fd = 0; p && fd < p->cap; fd++) {
+		const struct peer *e = &p->v[fd];
+		/* a routing id longer than kept cannot be replied to from here */
+		if (e->open && e->commits && !strcmp(e->run, run) && e->rid_len <= RID_MAX) {
+			fn(ctx, e->rid, e->rid_len);
+			n++;
+		}
+	}
+	return n;
+}
+
 int peers_open(struct peers *p, const void *rid, size_t rid_len)
 {
 	peers_handle(p);	/* its close may be queued */

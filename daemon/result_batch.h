@@ -46,7 +46,8 @@ struct result_batch {
 	 * compute thread's sentence (name_match_say: "has none of the
 	 * baseline's 8 tensors: ... a prefix 'module.' ..."), for `drift`'s
 	 * unmatched line, which has the names' hashes only (a trial's empty
-	 * table had the prefix in the log alone). In memory only.
+	 * table had the prefix in the log alone); kept in the WAL's result
+	 * record (records.h), and told to the run's job (ingest_tell_names).
 	 */
 	struct result_note {
 		char *run, *text;

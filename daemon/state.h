@@ -122,6 +122,9 @@ struct run {
 	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
 	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
+	/* what differs in its tensor names, as told to its job (a hash; 0: nothing), and of which step */
+	uint64_t names_told;
+	int64_t names_told_step;
 	int ranks_differ_said;		/* commits of a step said two counts of ranks: said (ingest.c) */
 	uint64_t dead_rank;		/* 1 + the rank peers.c said died, until it commits again; 0: none */
 	int64_t ranks_step;		/* the step of the last commit that said ranks, and how many */

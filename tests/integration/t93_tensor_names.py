@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Daemon, check, summary, teardown  # noqa: E402
+from harness import PYTHON, Daemon, check, package_env, summary, teardown  # noqa: E402
 
 WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 NAMES = ["layers.0.w", "layers.1.w", "norm"]
@@ -38,6 +38,22 @@ def ckpt(path, names, seed, shapes=None):
     with h5py.File(path, "w") as f:
         for n in names:
             f[n] = r.standard_normal((shapes or {}).get(n, 64)).astype(np.float32)
+
+
+# A live job: the candidate's steps 20-22 under the names given, each flushed, a pause for its results
+JOB = r'''
+import json, sys, time
+import numpy as np
+import wdrift
+names = json.loads(sys.argv[2])
+with wdrift.Publisher(sys.argv[1], "fa", stall_warning=None) as pub:
+    for step in (20, 21, 22):
+        rng = np.random.default_rng(step)
+        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in names})
+        pub.flush(30)
+        time.sleep(1.5)
+    print("notice", pub.notice)
+'''
 
 
 def wd(*args):
@@ -224,6 +240,20 @@ def main():
         check("names carry a prefix 'module.' that the baseline's lack" in r.stdout
               and r.stdout.split("\nunmatched  ")[1:2] == step2.split("\nunmatched  ")[1:2],
               "drift's unmatched line after a restart: the same sentence", r.stdout + r.stderr)
+
+        # the job is told too, on its stderr, once while what differs stays the same: the compute
+        # thread finds it after the snapshot was acked (a trial's job heard of it only through drift)
+        for step in (20, 21, 22):
+            send(d, cfg, "base", step, NAMES)
+        job = subprocess.run([PYTHON, "-c", JOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped)],
+                             capture_output=True, text=True, timeout=120, env=package_env())
+        told = [x for x in job.stderr.splitlines() if "(study 'fa') has none of the baseline's 3 tensors" in x]
+        check(job.returncode == 0 and len(told) == 1 and "run 'fa' step 20 (study 'fa') has none" in told[0]
+              and "prefix 'module.'" in told[0] and told[0].endswith("`wdrift drift fa` says it"),
+              "a live job publishing wrapped names is told once, on its stderr, with the prefix and where to look",
+              job.stdout + job.stderr)
+        check("notice None" in job.stdout, "... as a notice, not the welcome's (Publisher.notice stays the "
+              "welcome's)", job.stdout)
     finally:
         teardown(dm, d)
     return summary()
