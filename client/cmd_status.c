@@ -82,20 +82,29 @@ static void print_status(json_t *o)
 	size_t i;
 	json_array_foreach(json_object_get(ps, "snapshots"), i, p) {
 		/*
-		 * Connections open now, and those closed since their commit apart:
+		 * Connections open now, and those closed since their commits apart:
 		 * a lone rank's re-sends after its ack timeout, each on a new
 		 * connection, read as ranks waiting (an ops trial's), and a dead
 		 * rank's commit as one waiting (an earlier one's)
 		 */
 		long long closed = dc_int(p, "commits_closed"), commits = dc_int(p, "commits");
-		char gone[160] = "";
-		if (closed)
-			snprintf(gone, sizeof(gone), ", %lld more closed since %s commit (a rank that sent again "
-				 "on a new connection, or that died)", closed, closed == 1 ? "its" : "their");
-		printf("pending    '%s' step %lld: %.0f s since its last message, %lld connection%s waiting%s%s%s; %s\n",
+		char conns[200];
+		const char *why = "(a rank that sent again on a new connection, or that died)";
+		if (!closed)
+			snprintf(conns, sizeof(conns), "%lld connection%s waiting", commits, commits == 1 ? "" : "s");
+		else if (closed < commits)
+			snprintf(conns, sizeof(conns), "%lld connection%s waiting, %lld more closed since %s %s",
+				 commits - closed, commits - closed == 1 ? "" : "s", closed,
+				 closed == 1 ? "its commit" : "their commits", why);
+		else if (closed == 1)
+			snprintf(conns, sizeof(conns), "no connection waiting: the one that committed has closed "
+				 "since %s", why);
+		else
+			snprintf(conns, sizeof(conns), "no connection waiting: the %lld that committed have closed "
+				 "since %s", closed, why);
+		printf("pending    '%s' step %lld: %.0f s since its last message, %s%s%s; %s\n",
 		       json_string_value(json_object_get(p, "run")), dc_int(p, "step"),
-		       json_number_value(json_object_get(p, "idle")), commits - closed,
-		       commits - closed == 1 ? "" : "s", gone, json_object_get(p, "ranks") ? ", " : "",
+		       json_number_value(json_object_get(p, "idle")), conns, json_object_get(p, "ranks") ? ", " : "",
 		       json_object_get(p, "ranks") ? json_string_value(json_object_get(p, "ranks")) : "",
 		       json_string_value(json_object_get(p, "waiting")));
 	}

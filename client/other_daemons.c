@@ -187,8 +187,8 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 		/* both ways: this config's own daemon, or the one running, which an ops trial meant */
 		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s: "
 			 "give %s config with -c to ask %s)", start, shown + more > 1 ? "other" : "another",
-			 shown + more > 1 ? "run" : "runs", list, others, shown + more > 1 ? "one's" : "its",
-			 shown + more > 1 ? "it" : "that one");
+			 shown + more > 1 ? "run" : "runs", list, others, shown + more > 1 ? "the" : "its",
+			 shown + more > 1 ? "the one meant" : "that one");
 	else if (shown)
 		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "
 			 "WDRIFT_CONFIG)", list, others);

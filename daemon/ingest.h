@@ -90,11 +90,12 @@ struct ingest {
 	void *publishers_ctx;
 	/*
 	 * Calls fn(fctx, rid, rid_len) for each connection publishing run now
-	 * (peers_each_publisher), with publishers_ctx; how many. NULL: none is
-	 * known, and nothing is told to jobs unasked.
+	 * not sent the notice of hash told yet (peers_each_publisher), with
+	 * publishers_ctx; how many. NULL: none is known, and nothing is told
+	 * to jobs unasked.
 	 */
-	size_t (*each_publisher)(void *ctx, const char *run, void (*fn)(void *fctx, const void *rid, size_t rid_len),
-				 void *fctx);
+	size_t (*each_publisher)(void *ctx, const char *run, uint64_t told,
+				 void (*fn)(void *fctx, const void *rid, size_t rid_len), void *fctx);
 	double drop_said;	/* when a drop to free memory was last logged */
 	uint64_t drop_unsaid;	/* drops since, not logged */
 	double fail_said;	/* when a spool failure was last logged */
@@ -180,13 +181,14 @@ void ingest_forget_expired(struct ingest *ix, const char *run);
 
 /*
  * A step's results (main thread, as they come): each run whose tensor
- * names differ from the baseline's (the batch's notes, a "module."
- * prefix) is told so in its job, an unasked pong's notice to each of its
- * connections open now, once per change of what differs, and again after
- * its names matched; the compute thread finds it after the snapshot was
- * acked, so the job heard of it only through `drift` or the log (a
- * trial's). A backfill's history, and an older step computed again (a
- * late proxy), tell nothing.
+ * names differ from the study's baseline's (the batch's notes, a
+ * "module." prefix) is told so in its job, an unasked pong's notice to
+ * each of its connections open now: each connection once per study and
+ * change of what differs, and again after the names matched; the compute
+ * thread finds it after the snapshot was acked, so the job heard of it
+ * only through `drift` or the log (a trial's). A backfill's history, and
+ * a step older than the latest seen of the run in the study (a late
+ * proxy's, computed again), tell nothing.
  */
 struct result_batch;
 void ingest_tell_names(struct ingest *ix, const struct result_batch *b);

@@ -257,35 +257,77 @@ static void tell_one(void *ctx, const void *rid, size_t rid_len)
 	t->ix->sink.send(t->ix->sink.ctx, rid, rid_len, 0, t->body);
 }
 
+/* r's names told of the study of hash study: found, else a new one (the oldest's slot when full). */
+static struct names_told *names_told_of(struct run *r, uint64_t study)
+{
+	size_t cap = sizeof(r->names_told) / sizeof(r->names_told[0]);
+
+	for (size_t i = 0; i < r->n_names_told && i < cap; i++)
+		if (r->names_told[i].study == study)
+			return &r->names_told[i];
+	struct names_told *e = &r->names_told[r->n_names_told++ % cap];
+	*e = (struct names_told){ .study = study, .step = INT64_MIN };
+	return e;
+}
+
+/*
+ * b's note for r, when its step is not older than the latest seen of r in
+ * b's study: the note (NULL: the names match, and a later difference is
+ * told anew), with *e the study's entry of r. NULL with *e NULL: older.
+ */
+static const char *names_now(struct ingest *ix, const struct result_batch *b, const char *run,
+			     struct names_told **e, struct run **r)
+{
+	*e = NULL;
+	if (!(*r = state_run(ix->st, run, 0)))
+		return NULL;
+	struct names_told *t = names_told_of(*r, identity_name_hash(b->study));
+	if (b->step < t->step)
+		return NULL;
+	t->step = b->step;
+	*e = t;
+	return result_batch_note_of(b, run);
+}
+
 void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
 {
+	struct names_told *e;
+	struct run *r;
+	const char *last = NULL;
+
 	if (b->backfill || !ix->each_publisher)
 		return;
-	/* a run with rows and no note: its names match now, and a later difference is told anew */
-	for (size_t i = 0; i < b->n_rows; i++) {
-		struct run *r = b->rows[i].run ? state_run(ix->st, b->rows[i].run, 0) : NULL;
-		if (r && r->names_told && b->step >= r->names_told_step && !result_batch_note_of(b, r->name))
-			r->names_told = 0;
+	/* a run with rows and no note: its names match now (rows come grouped by run: each run once) */
+	for (size_t i = 0; i < b->n_rows; last = b->rows[i++].run) {
+		if (!b->rows[i].run || (last && !strcmp(last, b->rows[i].run)) ||
+		    result_batch_note_of(b, b->rows[i].run))
+			continue;
+		if (!names_now(ix, b, b->rows[i].run, &e, &r) && e && e->text) {
+			e->text = 0;
+			e->matched++;
+		}
 	}
 	for (size_t k = 0; k < b->n_notes; k++) {
-		struct run *r = state_run(ix->st, b->notes[k].run, 0);
-		uint64_t h = identity_name_hash(b->notes[k].text) | 1;	/* 0: nothing told */
-		if (!r || b->step < r->names_told_step || r->names_told == h)
+		const char *note = names_now(ix, b, b->notes[k].run, &e, &r);
+		if (!note || !e)
 			continue;
+		e->text = identity_name_hash(note);
+		char key[64];
+		snprintf(key, sizeof(key), "%llx:%llx:%u", (unsigned long long)e->study, (unsigned long long)e->text,
+			 e->matched);
 		struct wire_header p;
 		memset(&p, 0, sizeof(p));
 		p.type = WIRE_PONG;
 		p.step = -1;
-		snprintf(p.notice, sizeof(p.notice), "run '%.200s' step %lld (study '%.120s') %.500s; `wdrift drift "
-			 "%.120s` says it", r->name, (long long)b->step, b->study, b->notes[k].text, b->study);
+		/* the study's step, the baseline's (a run's own may differ by alignment.tolerance), as the log says it */
+		snprintf(p.notice, sizeof(p.notice), "study '%.128s' step %lld: run '%.128s' %.560s; `wdrift drift "
+			 "%.128s` says it", b->study, (long long)b->step, r->name, note, b->study);
 		wd_utf8_scrub(p.notice);	/* cut inside a name: the notice is JSON */
 		char *body = wire_build(&p);
 		struct told t = { ix, body };
-		/* none connected now (a job that ended): the next step's results tell a job that is */
-		if (body && ix->each_publisher(ix->publishers_ctx, r->name, tell_one, &t)) {
-			r->names_told = h;
-			r->names_told_step = b->step;
-		}
+		/* each connection once; one that connects later is told at the next step's results */
+		if (body)
+			ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
 		free(body);
 	}
 }

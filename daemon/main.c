@@ -150,10 +150,10 @@ static size_t publishers_besides(void *ctx, const char *run, const void *rid, si
 	return peers_others(d->peers, run, rid, rid_len);
 }
 
-static size_t each_publisher(void *ctx, const char *run, peers_each_fn *fn, void *fctx)
+static size_t each_publisher(void *ctx, const char *run, uint64_t told, peers_each_fn *fn, void *fctx)
 {
 	struct daemon *d = ctx;
-	return peers_each_publisher(d->peers, run, fn, fctx);
+	return peers_each_publisher(d->peers, run, told, fn, fctx);
 }
 
 /* The path storage.dir names now, from the working directory when relative ("./" dropped). */

@@ -56,6 +56,8 @@ struct peer {
 	int mixed_said;		/* its commits beside another job's: logged */
 	char run[NAME_MAX + 1];	/* whole (a longer one is refused): runs rm matches it */
 	char addr[80];
+	uint64_t told[4];	/* notices it was sent unasked (peers_each_publisher), the latest 4 */
+	unsigned n_told;
 	/* its routing id (the first RID_MAX bytes, and the length), kept after it closed */
 	unsigned char rid[RID_MAX];
 	size_t rid_len;
@@ -520,18 +522,22 @@ size_t peers_others(struct peers *p, const char *run, const void *rid, size_t ri
 	return n;
 }
 
-size_t peers_each_publisher(struct peers *p, const char *run, peers_each_fn *fn, void *ctx)
+size_t peers_each_publisher(struct peers *p, const char *run, uint64_t told, peers_each_fn *fn, void *ctx)
 {
 	size_t n = 0;
 
 	peers_handle(p);	/* a job that has just exited: its close may be queued */
 	for (size_t fd = 0; p && fd < p->cap; fd++) {
-		const struct peer *e = &p->v[fd];
+		struct peer *e = &p->v[fd];
+		int had = 0;
+		for (unsigned k = 0; k < sizeof(e->told) / sizeof(e->told[0]) && k < e->n_told; k++)
+			had |= e->told[k] == told;
 		/* a routing id longer than kept cannot be replied to from here */
-		if (e->open && e->commits && !strcmp(e->run, run) && e->rid_len <= RID_MAX) {
-			fn(ctx, e->rid, e->rid_len);
-			n++;
-		}
+		if (had || !e->open || !e->commits || strcmp(e->run, run) || e->rid_len > RID_MAX)
+			continue;
+		fn(ctx, e->rid, e->rid_len);
+		e->told[e->n_told++ % (sizeof(e->told) / sizeof(e->told[0]))] = told;
+		n++;
 	}
 	return n;
 }

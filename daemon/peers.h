@@ -79,12 +79,14 @@ size_t peers_publishing(struct peers *p, const char *run, size_t *refused, char 
 size_t peers_others(struct peers *p, const char *run, const void *rid, size_t rid_len);
 /*
  * Calls fn(ctx, rid, rid_len) for each open connection whose last message
- * named run and that committed some of it unrefused (not a re-run's): the
- * job's ranks, for a notice they did not ask for. Returns how many. The
- * monitor is read first.
+ * named run, that committed some of it unrefused (not a re-run's), and
+ * that was not sent told already (a notice's hash; each connection keeps
+ * its latest 4): the job's ranks, for a notice they did not ask for, each
+ * once, and a job started later too. Returns how many. The monitor is
+ * read first.
  */
 typedef void peers_each_fn(void *ctx, const void *rid, size_t rid_len);
-size_t peers_each_publisher(struct peers *p, const char *run, peers_each_fn *fn, void *ctx);
+size_t peers_each_publisher(struct peers *p, const char *run, uint64_t told, peers_each_fn *fn, void *ctx);
 /*
  * Whether the connection of routing id rid (rid_len bytes) is open: a
  * commit's waiter may be a rank that died since (status says so).

@@ -122,9 +122,18 @@ struct run {
 	char *left_study;		/* the study a reload took it out of, named in no study since; or NULL */
 	int left_before_start;		/* left_study: found at start-up (rows there), not seen in a reload */
 	int conflict_logged;		/* a conflict at conflict_step was logged */
-	/* what differs in its tensor names, as told to its job (a hash; 0: nothing), and of which step */
-	uint64_t names_told;
-	int64_t names_told_step;
+	/*
+	 * What differs in its tensor names from each study's baseline, as its
+	 * job is told (ingest_tell_names): per study (a hash of its name), the
+	 * latest step seen, the note's hash (0: the names match), and how
+	 * often they have matched again (a difference after that is told anew)
+	 */
+	struct names_told {
+		uint64_t study, text;
+		int64_t step;
+		uint32_t matched;
+	} names_told[4];
+	size_t n_names_told;
 	int ranks_differ_said;		/* commits of a step said two counts of ranks: said (ingest.c) */
 	uint64_t dead_rank;		/* 1 + the rank peers.c said died, until it commits again; 0: none */
 	int64_t ranks_step;		/* the step of the last commit that said ranks, and how many */

@@ -328,14 +328,18 @@ int wd_hs_denied(const char *path, char *err, size_t errlen)
 int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen)
 {
 	const char *kind = wd_ipc_not_socket(endpoint, 1), *path = shown ? shown : endpoint + 6;
-	char held[3 * (PATH_MAX + NAME_MAX) + 80];
+	char held[WD_HS_NOT_SOCKET_MAX];
 	struct stat st;
 
 	if (!kind)
 		return 0;
 	/* the daemon's run/ directory, not a socket in it: the sockets there named (an ops trial's) */
 	if (stat(endpoint + 6, &st) == 0 && S_ISDIR(st.st_mode)) {
-		wd_suggest_in_dir(endpoint, endpoint + 6, held, sizeof(held));
+		int head = snprintf(err, errlen, "%s is a directory, not a socket: the endpoint %s must name the "
+				    "socket file itself", path, endpoint);
+		/* within what callers keep (the publisher's diagnosis): none rather than a name cut short */
+		size_t room = sizeof(held) > errlen ? errlen : sizeof(held);
+		wd_suggest_in_dir(endpoint, endpoint + 6, held, head > 0 && (size_t)head < room ? room - (size_t)head : 1);
 		snprintf(err, errlen, "%s is a directory, not a socket: the endpoint %s must name the socket "
 			 "file itself%s", path, endpoint, held[0] ? held : " (a typo in the path?)");
 		return 1;

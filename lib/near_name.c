@@ -298,36 +298,42 @@ void wd_suggest_file(const char *path, char *out, size_t len)
 		out[0] = 0;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp((const char *)a, (const char *)b);
-}
-
 void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t len)
 {
 	char names[3][NAME_MAX + 1], path[PATH_MAX + NAME_MAX + 2];
 	size_t n = 0, seen = 0, more = 0, at;
+	int el = (int)strlen(endpoint);
 	DIR *d = opendir(dir);
 	struct dirent *e;
 
 	out[0] = 0;
-	while (d && seen++ < NEAR_SCAN_MAX && (e = readdir(d)))
-		if (e->d_name[0] != '.' && (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < sizeof(path) &&
-		    is_socket(path)) {
-			if (n < 3)
-				snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
-			else
-				more++;
+	while (el > 7 && endpoint[el - 1] == '/')	/* ipc:///srv/wd/run/: joined without a '//' */
+		el--;
+	while (d && seen++ < NEAR_SCAN_MAX && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || (e->d_type != DT_SOCK && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) || !is_socket(path))
+			continue;
+		/* the first 3 by name, kept in order as they come (readdir's order is the filesystem's) */
+		size_t k = n;
+		while (k > 0 && strcmp(e->d_name, names[k - 1]) < 0)
+			k--;
+		if (k == 3) {
+			more++;
+			continue;
 		}
+		more += n == 3;
+		memmove(names[k + 1], names[k], (n - k - (n == 3)) * sizeof(names[0]));
+		snprintf(names[k], sizeof(names[0]), "%s", e->d_name);
+		n += n < 3;
+	}
 	if (d)
 		closedir(d);
 	if (!n)
 		return;
-	qsort(names, n, sizeof(names[0]), by_name);	/* readdir's order is the filesystem's */
 	at = (size_t)snprintf(out, len, "; it holds %s: did you mean", n + more == 1 ? "a socket" : "sockets");
 	for (size_t i = 0; i < n && at < len; i++)
-		at += (size_t)snprintf(out + at, len - at, "%s'%s/%s'", !i ? " " : i + 1 < n ? ", " : " or ", endpoint,
-				       names[i]);
+		at += (size_t)snprintf(out + at, len - at, "%s'%.*s/%s'", !i ? " " : i + 1 < n ? ", " : " or ", el,
+				       endpoint, names[i]);
 	if (at < len && more)
 		at += (size_t)snprintf(out + at, len - at, " (and %zu other%s)", more, more == 1 ? "" : "s");
 	if (at < len)

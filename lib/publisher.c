@@ -218,7 +218,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			 * socket beside it is named, as for a path with no file.
 			 */
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
-			snprintf(p->diagnosis, sizeof(p->diagnosis), "%.700s%s", kind, near);
+			snprintf(p->diagnosis, sizeof(p->diagnosis), "%.*s%s", WD_HS_NOT_SOCKET_MAX, kind, near);
 			p->diagnosis_how = WD_DIAGNOSIS_SURE;
 			p->unreachable = PUB_NOT_SOCKET;
 			wd_log(WD_LOG_WARNING, "publisher: run '%s': %s: snapshots wait until that is fixed",

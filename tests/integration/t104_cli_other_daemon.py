@@ -104,7 +104,7 @@ def main():
             check(r.returncode == 1 and "is wdriftd running?" in r.stderr
                   and re.search(f"\\(wdriftd -c {re.escape(os.path.realpath(mine))} starts this config's daemon; "
                                 "(another wdriftd runs|other wdriftd run) as", r.stderr)
-                  and re.search(r"give (its|one's) config with -c to ask (that one|it)\)", r.stderr)
+                  and re.search(r"give (its|the) config with -c to ask (that one|the one meant)\)", r.stderr)
                   and "give its config with -c FILE" not in r.stderr,
                   f"{how} of a config with no daemon: how to start it, and how to ask the other daemon beside (an ops "
                   "trial had meant that one)", r.stderr)

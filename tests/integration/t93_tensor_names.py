@@ -40,18 +40,21 @@ def ckpt(path, names, seed, shapes=None):
             f[n] = r.standard_normal((shapes or {}).get(n, 64)).astype(np.float32)
 
 
-# A live job: the candidate's steps 20-22 under the names given, each flushed, a pause for its results
+# A live job: the candidate's steps 20-23, wrapped, named right, wrapped twice; each when the test says
 JOB = r'''
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 import wdrift
-names = json.loads(sys.argv[2])
+names, gate = json.loads(sys.argv[2]), sys.argv[3]
+plain = [n[len("module."):] for n in names]
 with wdrift.Publisher(sys.argv[1], "fa", stall_warning=None) as pub:
-    for step in (20, 21, 22):
+    for step, ns in ((20, names), (21, plain), (22, names), (23, names)):
+        end = time.time() + 60
+        while not os.path.exists(f"{gate}-{step}") and time.time() < end:
+            time.sleep(0.05)
         rng = np.random.default_rng(step)
-        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in names})
+        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in ns})
         pub.flush(30)
-        time.sleep(1.5)
     print("notice", pub.notice)
 '''
 
@@ -241,19 +244,36 @@ def main():
               and r.stdout.split("\nunmatched  ")[1:2] == step2.split("\nunmatched  ")[1:2],
               "drift's unmatched line after a restart: the same sentence", r.stdout + r.stderr)
 
-        # the job is told too, on its stderr, once while what differs stays the same: the compute
-        # thread finds it after the snapshot was acked (a trial's job heard of it only through drift)
-        for step in (20, 21, 22):
+        # the job is told too, on its stderr: the compute thread finds it after the snapshot was acked (a
+        # trial's job heard of it only through drift); once while what differs stays, again after the names
+        # matched, and not for an older step computed again (a late proxy's; a review's). Each step goes
+        # when the last one's results are in: the notice is read at the job's next send.
+        for step in (20, 21, 22, 23):
             send(d, cfg, "base", step, NAMES)
-        job = subprocess.run([PYTHON, "-c", JOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped)],
-                             capture_output=True, text=True, timeout=120, env=package_env())
-        told = [x for x in job.stderr.splitlines() if "(study 'fa') has none of the baseline's 3 tensors" in x]
-        check(job.returncode == 0 and len(told) == 1 and "run 'fa' step 20 (study 'fa') has none" in told[0]
-              and "prefix 'module.'" in told[0] and told[0].endswith("`wdrift drift fa` says it"),
-              "a live job publishing wrapped names is told once, on its stderr, with the prefix and where to look",
-              job.stdout + job.stderr)
-        check("notice None" in job.stdout, "... as a notice, not the welcome's (Publisher.notice stays the "
-              "welcome's)", job.stdout)
+        gate = os.path.join(d, "gate")
+        job = subprocess.Popen([PYTHON, "-c", JOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped), gate],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
+        try:
+            for step in (20, 21, 22, 23):
+                open(f"{gate}-{step}", "w").close()
+                if step < 23:
+                    check(computed(dm, step, 1), f"the job's step {step} computed", dm.log_text()[-2000:])
+                if step == 21:
+                    send(d, cfg, "lowprec", 20, NAMES)   # step 20 again, its candidate still wrapped there
+                    check(computed(dm, 20, 2), "step 20 computed again with its proxy", dm.log_text()[-2000:])
+            out, err = job.communicate(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        told = [x for x in err.splitlines() if ": run 'fa' has none of the baseline's 3 tensors" in x]
+        check(job.returncode == 0 and len(told) == 2 and "study 'fa' step 20: run 'fa' has none" in told[0]
+              and "study 'fa' step 22: run 'fa' has none" in told[1]
+              and all("prefix 'module.'" in x and x.endswith("`wdrift drift fa` says it") for x in told),
+              "a live job publishing wrapped names is told on its stderr, with the prefix and where to look: at "
+              "step 20, not again at 23 nor for step 20 computed again, and again at 22 after step 21 matched",
+              out + err)
+        check("notice None" in out, "... as a notice apart: Publisher.notice stays the welcome's", out)
     finally:
         teardown(dm, d)
     return summary()

@@ -210,7 +210,8 @@ int main(void)
 
 	/* an endpoint naming the daemon's run/ directory (an ops trial's): the sockets it holds */
 	char run[] = "/tmp/wdrift-test-near-run-XXXXXX", runep[64], held[512];
-	static const char *const socks[] = { "ingest.sock", "control.sock", "events.sock", "zz.sock", "note.txt" };
+	static const char *const socks[] = { "ingest.sock", "control.sock", "events.sock", "zz.sock", "aa.sock",
+					     "note.txt" };
 	CHECK(mkdtemp(run) != NULL, "a temporary run/ directory");
 	snprintf(runep, sizeof(runep), "ipc://%s", run);
 	wd_suggest_in_dir(runep, run, out, sizeof(out));
@@ -228,10 +229,20 @@ int main(void)
 	CHECK(!strcmp(out, held), "three: each, by name (%s)", out);
 	CHECK(make_socket(run, "zz.sock") == 0, "a fourth");
 	wd_suggest_in_dir(runep, run, out, sizeof(out));
-	CHECK(strstr(out, "' or '") && !strcmp(out + strlen(out) - strlen(" (and 1 other)?"), " (and 1 other)?"),
-	      "four: three named, the rest counted (%s)", out);
+	CHECK(strstr(out, "' or '") && !strcmp(out + strlen(out) - strlen(" (and 1 other)?"), " (and 1 other)?") &&
+	      !strstr(out, "zz.sock"), "four: the first three by name, the rest counted (%s)", out);
+	CHECK(make_socket(run, "aa.sock") == 0, "a fifth, first by name, made last");
+	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	snprintf(held, sizeof(held), "; it holds sockets: did you mean '%s/aa.sock', '%s/control.sock' or "
+		 "'%s/events.sock' (and 2 others)?", runep, runep, runep);
+	CHECK(!strcmp(out, held), "five: the first three by name, whatever the directory's order (%s)", out);
+	char slashed[80];
+	snprintf(slashed, sizeof(slashed), "%s//", runep);
+	wd_suggest_in_dir(slashed, run, out, sizeof(out));
+	CHECK(strstr(out, held + strlen("; it holds sockets: did you mean ")) != NULL,
+	      "an endpoint ending in '/': joined without '//' (%s)", out);
 	wd_suggest_in_dir(runep, run, out, 40);
 	CHECK(out[0] == 0, "too long for out: nothing rather than a name cut short (%s)", out);
-	remove_tree(run, socks, 5);
+	remove_tree(run, socks, 6);
 	return tap_done();
 }
