@@ -44,7 +44,8 @@ static void remove_tree(const char *dir, const char *const *names, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-		unlink(p);
+		if (unlink(p) < 0)	/* a directory among them (run/, rum/): left behind, every run, before */
+			rmdir(p);
 	}
 	rmdir(dir);
 }
