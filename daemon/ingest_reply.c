@@ -246,25 +246,38 @@ void ingest_spooled(struct ingest *ix, struct snapshot *snap, int err, const cha
 	ingest_drop_snapshot(ix, snap);
 }
 
+/* A notice to send: built at the first connection not yet told (most batches find none). */
 struct told {
 	struct ingest *ix;
-	const char *body;
+	const struct wire_header *h;
+	char *body;
+	int failed;
 };
 
 static void tell_one(void *ctx, const void *rid, size_t rid_len)
 {
 	struct told *t = ctx;
-	t->ix->sink.send(t->ix->sink.ctx, rid, rid_len, 0, t->body);
+	if (!t->body && !t->failed)
+		t->failed = !(t->body = wire_build(t->h));
+	if (t->body)
+		t->ix->sink.send(t->ix->sink.ctx, rid, rid_len, 0, t->body);
 }
 
-/* r's names told of the study of hash study: found, else a new one (the oldest's slot when full). */
-static struct names_told *names_told_of(struct run *r, uint64_t study)
+/*
+ * r's names told of the study of hash study: found, else (create) a new one,
+ * the oldest's slot when full; else NULL. Only a note creates one: a run
+ * whose names always matched keeps no entry, so runs in many studies do
+ * not push out the entries that hold what a job was told.
+ */
+static struct names_told *names_told_of(struct run *r, uint64_t study, int create)
 {
 	size_t cap = sizeof(r->names_told) / sizeof(r->names_told[0]);
 
 	for (size_t i = 0; i < r->n_names_told && i < cap; i++)
 		if (r->names_told[i].study == study)
 			return &r->names_told[i];
+	if (!create)
+		return NULL;
 	struct names_told *e = &r->names_told[r->n_names_told++ % cap];
 	*e = (struct names_told){ .study = study, .step = INT64_MIN };
 	return e;
@@ -273,20 +286,23 @@ static struct names_told *names_told_of(struct run *r, uint64_t study)
 /*
  * b's note for r, when its step is not older than the latest seen of r in
  * b's study: the note (NULL: the names match, and a later difference is
- * told anew), with *e the study's entry of r. NULL with *e NULL: older.
+ * told anew), with *e the study's entry of r. NULL with *e NULL: older,
+ * or names that have never differed in the study (no entry).
  */
 static const char *names_now(struct ingest *ix, const struct result_batch *b, const char *run,
 			     struct names_told **e, struct run **r)
 {
+	const char *note = result_batch_note_of(b, run);
+
 	*e = NULL;
 	if (!(*r = state_run(ix->st, run, 0)))
 		return NULL;
-	struct names_told *t = names_told_of(*r, identity_name_hash(b->study));
-	if (b->step < t->step)
+	struct names_told *t = names_told_of(*r, identity_name_hash(b->study), note != NULL);
+	if (!t || b->step < t->step)
 		return NULL;
 	t->step = b->step;
 	*e = t;
-	return result_batch_note_of(b, run);
+	return note;
 }
 
 void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
@@ -323,11 +339,12 @@ void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
 		snprintf(p.notice, sizeof(p.notice), "study '%.128s' step %lld: run '%.128s' %.560s; `wdrift drift "
 			 "%.128s` says it", b->study, (long long)b->step, r->name, note, b->study);
 		wd_utf8_scrub(p.notice);	/* cut inside a name: the notice is JSON */
-		char *body = wire_build(&p);
-		struct told t = { ix, body };
+		struct told t = { .ix = ix, .h = &p };
 		/* each connection once; one that connects later is told at the next step's results */
-		if (body)
-			ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
-		free(body);
+		ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
+		if (t.failed)
+			log_err("study '%s' step %lld: run '%s' not told of its tensor names: out of memory",
+				b->study, (long long)b->step, r->name);
+		free(t.body);
 	}
 }
