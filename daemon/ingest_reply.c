@@ -15,6 +15,7 @@
 #include "result_batch.h"
 #include "log.h"
 #include "logging.h"
+#include "name_match.h"
 #include "utf8.h"
 
 void ingest_reply(struct ingest *ix, const struct frames *m, const struct wire_header *h)
@@ -342,9 +343,25 @@ void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
 		struct told t = { .ix = ix, .h = &p };
 		/* each connection once; one that connects later is told at the next step's results */
 		ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
-		if (t.failed)
+		free(t.body);
+		/* the prefix is the baseline's: its job is the one to change, and hears it too, once per run */
+		struct told tb = { .ix = ix, .h = &p };
+		if (b->baseline && name_match_blames_baseline(note)) {
+			snprintf(p.notice, sizeof(p.notice), "study '%.128s' step %lld: run '%.128s', compared with "
+				 "this job's run as its baseline, %.500s; `wdrift drift %.128s` says it",
+				 b->study, (long long)b->step, r->name, note, b->study);
+			wd_utf8_scrub(p.notice);
+			/*
+			 * the same note of two runs (a candidate and a proxy, both plain): said
+			 * once, so not keyed by either run's matching again
+			 */
+			snprintf(key, sizeof(key), "b:%llx:%llx", (unsigned long long)e->study,
+				 (unsigned long long)e->text);
+			ix->each_publisher(ix->publishers_ctx, b->baseline, identity_name_hash(key), tell_one, &tb);
+			free(tb.body);
+		}
+		if (t.failed || tb.failed)
 			log_err("study '%s' step %lld: run '%s' not told of its tensor names: out of memory",
 				b->study, (long long)b->step, r->name);
-		free(t.body);
 	}
 }

@@ -88,6 +88,13 @@ static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_
 	return -1;
 }
 
+#define BASELINE_PREFIX "the baseline's names carry a prefix"
+
+int name_match_blames_baseline(const char *said)
+{
+	return said && strstr(said, BASELINE_PREFIX) != NULL;
+}
+
 /* The prefix hint, "" when neither side's first unmatched name explains it. */
 static void hint(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
 		 char *buf, size_t len)
@@ -100,7 +107,7 @@ static void hint(const struct name_match *m, const struct wd_ckpt *base, const s
 			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
 			 pre);
 	else if (m->extra_first && prefix_of(base, m->extra_first, pre, sizeof(pre)) == 0)
-		snprintf(buf, len, "; the baseline's names carry a prefix '%s' that its lack (a wrapped "
+		snprintf(buf, len, "; " BASELINE_PREFIX " '%s' that its lack (a wrapped "
 			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
 			 pre);
 }

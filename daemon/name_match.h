@@ -44,6 +44,12 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
 		    char *buf, size_t len);
 /*
+ * Whether a clause of name_match_say lays the difference on the baseline
+ * (its names carry a prefix the run's lack): then the baseline's job is
+ * the one to change, and is told too (ingest_tell_names).
+ */
+int name_match_blames_baseline(const char *said);
+/*
  * "has 1 of the baseline's tensors in another shape ('w' [512], where the
  * baseline's is [1024]): ..." for a warning, as name_match_say, said of
  * the reshaped ones when there are any, else of the relaid ones; "" when

@@ -59,6 +59,23 @@ with wdrift.Publisher(sys.argv[1], "fa", stall_warning=None) as pub:
 '''
 
 
+# A live baseline job, wrapped where its candidate and proxy are not: steps 30-32, each when the test says
+BASEJOB = r'''
+import json, os, sys, time
+import numpy as np
+import wdrift
+names, gate = json.loads(sys.argv[2]), sys.argv[3]
+with wdrift.Publisher(sys.argv[1], "base", stall_warning=None) as pub:
+    for step in (30, 31, 32):
+        end = time.time() + 60
+        while not os.path.exists(f"{gate}-{step}") and time.time() < end:
+            time.sleep(0.05)
+        rng = np.random.default_rng(step)
+        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in names})
+        pub.flush(30)
+'''
+
+
 def wd(*args):
     return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=60)
 
@@ -274,6 +291,31 @@ def main():
               "step 20, not again at 23 nor for step 20 computed again, and again at 22 after step 21 matched",
               out + err)
         check("notice None" in out, "... as a notice apart: Publisher.notice stays the welcome's", out)
+
+        # the baseline wrapped, its candidate and proxy plain: the baseline's job is the one to change, and
+        # hears it too, once for both runs (the same note) over two steps (a review's: only the candidates'
+        # jobs were told, to change nothing of theirs)
+        gate = os.path.join(d, "bgate")
+        job = subprocess.Popen([PYTHON, "-c", BASEJOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped), gate],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
+        try:
+            for step in (30, 31, 32):
+                open(f"{gate}-{step}", "w").close()
+                if step < 32:
+                    send(d, cfg, "lowprec", step, NAMES)
+                    send(d, cfg, "fa", step, NAMES)
+                    check(computed(dm, step, 2), f"the baseline job's step {step} computed", dm.log_text()[-2000:])
+            out, err = job.communicate(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        told = [x for x in err.splitlines() if "compared with this job's run as its baseline" in x]
+        check(job.returncode == 0 and len(told) == 1 and told[0].startswith("wdrift: ")
+              and "study 'fa' step 30: run '" in told[0]
+              and "the baseline's names carry a prefix 'module.' that its lack" in told[0]
+              and told[0].endswith("`wdrift drift fa` says it"),
+              "a wrapped baseline's live job is told, once for its two plain runs and two steps", err)
     finally:
         teardown(dm, d)
     return summary()
