@@ -420,6 +420,19 @@ def main():
             if r.returncode == 0 else []
         check(snap and snap[0]["commits"] == 3 and snap[0]["commits_closed"] == 1,
               "status --json: commits 3, commits_closed 1", r.stdout)
+        # every connection that committed has closed: none is said to wait (a review: the wording untested)
+        lone = Publisher(ctx, tmp, "lone")
+        lone.tensor(9, "a", x[:1024], "f32", offset=0, total=4096)
+        commit(lone, 9, 1, ranks=2, rank=0)
+        check(quiet(lone, 200) is None, "a lone rank of 2 committed: waiting")
+        lone.s.close(linger=0)
+        time.sleep(0.3)
+        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                           text=True, timeout=30)
+        line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'lone' step 9:")]
+        check(line and "no connection waiting: the one that committed has closed since (a rank that sent again "
+              "on a new connection, or that died), from rank 0 of 2 (not yet: 1)" in line[0],
+              "status: the step's only connection closed since its commit, said as none waiting", r.stdout)
         errs = []
         for p in again[1:]:
             p.s.setsockopt(zmq.RCVTIMEO, 8000)
