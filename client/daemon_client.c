@@ -246,7 +246,9 @@ int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
 			return wd_error(err, errlen, "cannot reach the socket file %s (%s): %s", whole, endpoint, deny);
 		return wd_error(err, errlen, "%s: %s", path, strerror(errno));
 	}
-	if (wd_hs_not_socket(endpoint, NULL, err, errlen))
+	char whole[PATH_MAX + 512];
+	/* a relative one said whole, as the publisher says it */
+	if (wd_hs_not_socket(endpoint, wd_path_whole(path, whole, sizeof(whole)) ? whole : NULL, err, errlen))
 		return -1;
 	return 0;
 }

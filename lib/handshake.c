@@ -246,7 +246,7 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 			snprintf(err, errlen, "nothing listens on the abstract socket %s (%s): connections have "
 				 "been refused for %.0f s; is wdriftd running, with that name in the daemon's listen.%s?",
 				 path, endpoint, for_s, socket ? socket : "*");
-		else if (ipc && wd_hs_not_socket(endpoint, NULL, err, errlen))
+		else if (ipc && wd_hs_not_socket(endpoint, rel ? said : NULL, err, errlen))
 			;	/* a typo's file or directory: no daemon left it */
 		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s%s): connections have been "

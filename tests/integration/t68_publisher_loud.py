@@ -307,6 +307,12 @@ pub.close(0)
           f"file itself; it holds sockets: did you mean 'ipc://{tmp}/run/control.sock', "
           f"'ipc://{tmp}/run/events.sock' or 'ipc://{tmp}/run/ingest.sock'?" in err
           and "did not make" not in err, "an endpoint naming the daemon's run/ directory: its sockets", out + err)
+    # ... relative: said whole, at open and in the stall warning alike (a review's: the stall said "./run")
+    rc, out, err = run("ipc://./run", 1.0)
+    stall = [line for line in err.splitlines() if "no ack from" in line]
+    check(rc == 0 and err.count(f"{tmp}/run is a directory, not a socket: the endpoint ipc://./run must") == 2
+          and len(stall) == 1 and "'ipc://./run/ingest.sock'?" in stall[0],
+          "a relative endpoint naming run/: the whole path at open and in the stall warning", out + err)
 
     # a path that is there but is no socket: said as what it is, at open and in the stall
     # warning, never as a socket file a stopped daemon left (a trial's "stale socket file")

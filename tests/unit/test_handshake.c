@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <zmq.h>
@@ -221,6 +222,22 @@ int main(void)
 	CHECK(wd_hs_stale_socket(&h, ep, "control", err, sizeof(err)) == 0, "once connected: not judged");
 
 	own_connects(stale, live, gone);
+
+	/*
+	 * A relative endpoint naming a directory (the daemon's run/): said as
+	 * the whole path, as the publisher's open says it (a review: "./run"
+	 * here, "/cwd/run" there)
+	 */
+	char sub[300], cwd[256], want[600], back[4096];
+	snprintf(sub, sizeof(sub), "%s/run", dir);
+	CHECK(getcwd(back, sizeof(back)) && mkdir(sub, 0700) == 0 && chdir(dir) == 0 && getcwd(cwd, sizeof(cwd)),
+	      "a run/ directory, and its parent the working directory");
+	snprintf(want, sizeof(want), "%s/run is a directory, not a socket: the endpoint ipc://./run must", cwd);
+	err[0] = 0;
+	CHECK(wd_hs_unreachable("ipc://./run", "ingest", ECONNREFUSED, 5, err, sizeof(err)) == 1 &&
+	      !strncmp(err, want, strlen(want)), "a relative directory: said whole (%s)", err);
+	CHECK(chdir(back) == 0, "back to the first working directory");
+	rmdir(sub);
 
 	unlink(stale);
 	unlink(live);
