@@ -31,7 +31,8 @@ DC_HELP_HELP
 "columns: step, run, role (candidate, proxy), kind (tensor, mean, median, max),\n"
 "tensor, numel, w1, max_abs_diff, rel_l2, nan, posinf, neginf, ratio_LABEL per\n"
 "proxy, wall (Unix time computed). Sorted by step, run name, kind and tensor\n"
-"(in the log's order: the snapshot's).\n"
+"(in the log's order: the snapshot's). The mean row is weighted by element\n"
+"count: `wdrift drift` calls it [all] weighted.\n"
 "\n"
 "exit status: 0 ok; 1 no such study, or the log cannot be read; 2 usage error.\n";
 
