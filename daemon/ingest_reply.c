@@ -265,20 +265,17 @@ static void tell_one(void *ctx, const void *rid, size_t rid_len)
 }
 
 /*
- * r's names told of the study of hash study: found, else (create) a new one,
- * the oldest's slot when full; else NULL. Only a note creates one: a run
- * whose names always matched keeps no entry, so runs in many studies do
- * not push out the entries that hold what a job was told.
+ * r's names told of the study of hash study: found, else a new one (the
+ * oldest's slot when full). Also for a run whose names match: its latest
+ * step keeps an older step's note, computed later, from its job.
  */
-static struct names_told *names_told_of(struct run *r, uint64_t study, int create)
+static struct names_told *names_told_of(struct run *r, uint64_t study)
 {
 	size_t cap = sizeof(r->names_told) / sizeof(r->names_told[0]);
 
 	for (size_t i = 0; i < r->n_names_told && i < cap; i++)
 		if (r->names_told[i].study == study)
 			return &r->names_told[i];
-	if (!create)
-		return NULL;
 	struct names_told *e = &r->names_told[r->n_names_told++ % cap];
 	*e = (struct names_told){ .study = study, .step = INT64_MIN };
 	return e;
@@ -287,8 +284,7 @@ static struct names_told *names_told_of(struct run *r, uint64_t study, int creat
 /*
  * b's note for r, when its step is not older than the latest seen of r in
  * b's study: the note (NULL: the names match, and a later difference is
- * told anew), with *e the study's entry of r. NULL with *e NULL: older,
- * or names that have never differed in the study (no entry).
+ * told anew), with *e the study's entry of r. NULL with *e NULL: older.
  */
 static const char *names_now(struct ingest *ix, const struct result_batch *b, const char *run,
 			     struct names_told **e, struct run **r)
@@ -298,12 +294,37 @@ static const char *names_now(struct ingest *ix, const struct result_batch *b, co
 	*e = NULL;
 	if (!(*r = state_run(ix->st, run, 0)))
 		return NULL;
-	struct names_told *t = names_told_of(*r, identity_name_hash(b->study), note != NULL);
-	if (!t || b->step < t->step)
+	struct names_told *t = names_told_of(*r, identity_name_hash(b->study));
+	if (b->step < t->step)
 		return NULL;
 	t->step = b->step;
 	*e = t;
 	return note;
+}
+
+/*
+ * The baseline's job's notice of run's note, whose clause (in note) says
+ * the prefix is the baseline's: the clause said whole, the rest of the
+ * note cut to fit (long names), the cut marked.
+ */
+static void baseline_notice(char *out, size_t len, const struct result_batch *b, const char *run,
+			    const char *note, const char *clause)
+{
+	char head[400], tail[760];
+	size_t said = (size_t)(clause - note), room = 0, at;
+
+	snprintf(head, sizeof(head), "study '%.128s' step %lld: run '%.128s', compared with this job's run as its "
+		 "baseline, ", b->study, (long long)b->step, run);
+	snprintf(tail, sizeof(tail), "%.600s; `wdrift drift %.128s` says it", clause, b->study);
+	if (len > strlen(head) + strlen(tail) + 4)
+		room = len - 1 - strlen(head) - strlen(tail);
+	const char *cut = said > room ? "…" : "";
+	if (said > room)
+		said = room > 3 ? room - 3 : 0;
+	at = (size_t)snprintf(out, len, "%s", head);
+	at += (size_t)snprintf(out + at, len - at, "%.*s%s", (int)said, note, cut);
+	snprintf(out + at, len - at, "%s", tail);
+	wd_utf8_scrub(out);	/* a cut inside a name: the notice is JSON */
 }
 
 void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
@@ -344,19 +365,18 @@ void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
 		/* each connection once; one that connects later is told at the next step's results */
 		ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
 		free(t.body);
-		/* the prefix is the baseline's: its job is the one to change, and hears it too, once per run */
+		/* the prefix is the baseline's: its job is the one to change, and hears it too */
 		struct told tb = { .ix = ix, .h = &p };
-		if (b->baseline && name_match_blames_baseline(note)) {
-			snprintf(p.notice, sizeof(p.notice), "study '%.128s' step %lld: run '%.128s', compared with "
-				 "this job's run as its baseline, %.500s; `wdrift drift %.128s` says it",
-				 b->study, (long long)b->step, r->name, note, b->study);
-			wd_utf8_scrub(p.notice);
+		const char *clause = name_match_baseline_clause(note);
+		if (b->baseline && clause) {
+			baseline_notice(p.notice, sizeof(p.notice), b, r->name, note, clause);
 			/*
-			 * the same note of two runs (a candidate and a proxy, both plain): said
-			 * once, so not keyed by either run's matching again
+			 * once for every study and run with this note (a baseline of five
+			 * studies, each key pushing out another of the four a connection
+			 * keeps, was told five times a step; a review's), and so not again
+			 * after a run's names matched
 			 */
-			snprintf(key, sizeof(key), "b:%llx:%llx", (unsigned long long)e->study,
-				 (unsigned long long)e->text);
+			snprintf(key, sizeof(key), "b:%llx", (unsigned long long)e->text);
 			ix->each_publisher(ix->publishers_ctx, b->baseline, identity_name_hash(key), tell_one, &tb);
 			free(tb.body);
 		}

@@ -90,9 +90,9 @@ static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_
 
 #define BASELINE_PREFIX "the baseline's names carry a prefix"
 
-int name_match_blames_baseline(const char *said)
+const char *name_match_baseline_clause(const char *said)
 {
-	return said && strstr(said, BASELINE_PREFIX) != NULL;
+	return said ? strstr(said, "; " BASELINE_PREFIX) : NULL;
 }
 
 /* The prefix hint, "" when neither side's first unmatched name explains it. */

@@ -44,11 +44,13 @@ void name_match_count(const struct wd_ckpt *base, const struct wd_ckpt *run, str
 void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
 		    char *buf, size_t len);
 /*
- * Whether a clause of name_match_say lays the difference on the baseline
- * (its names carry a prefix the run's lack): then the baseline's job is
- * the one to change, and is told too (ingest_tell_names).
+ * Where a sentence of name_match_say lays the difference on the baseline
+ * (its names carry a prefix the run's lack): the start of that clause in
+ * said ("; the baseline's names carry a prefix 'module.' ..."), else NULL.
+ * Then the baseline's job is the one to change, and is told too
+ * (ingest_tell_names), the clause whole however long the rest.
  */
-int name_match_blames_baseline(const char *said);
+const char *name_match_baseline_clause(const char *said);
 /*
  * "has 1 of the baseline's tensors in another shape ('w' [512], where the
  * baseline's is [1024]): ..." for a warning, as name_match_say, said of

@@ -426,10 +426,14 @@ def main():
         commit(lone, 9, 1, ranks=2, rank=0)
         check(quiet(lone, 200) is None, "a lone rank of 2 committed: waiting")
         lone.s.close(linger=0)
-        time.sleep(0.3)
-        r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
-                           text=True, timeout=30)
-        line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'lone' step 9:")]
+        end = time.time() + 1.5    # until the daemon has seen the close (within pending_timeout, 2 s)
+        while True:
+            time.sleep(0.1)
+            r = subprocess.run([WDRIFT, "status", "-c", os.path.join(tmp, "wdrift.yaml")], capture_output=True,
+                               text=True, timeout=30)
+            line = [x_ for x_ in r.stdout.splitlines() if x_.startswith("pending    'lone' step 9:")]
+            if (line and "no connection waiting" in line[0]) or time.time() > end:
+                break
         check(line and "no connection waiting: the one that committed has closed since (a rank that sent again "
               "on a new connection, or that died), from rank 0 of 2 (not yet: 1)" in line[0],
               "status: the step's only connection closed since its commit, said as none waiting", r.stdout)

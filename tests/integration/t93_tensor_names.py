@@ -294,16 +294,18 @@ def main():
 
         # the baseline wrapped, its candidate and proxy plain: the baseline's job is the one to change, and
         # hears it too, once for both runs (the same note) over two steps (a review's: only the candidates'
-        # jobs were told, to change nothing of theirs)
+        # jobs were told, to change nothing of theirs). Long names: the clause that says so comes whole.
+        long_names = [f"layers.{'x' * 150}.{i}" for i in range(len(NAMES))]
         gate = os.path.join(d, "bgate")
-        job = subprocess.Popen([PYTHON, "-c", BASEJOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped), gate],
+        job = subprocess.Popen([PYTHON, "-c", BASEJOB, f"ipc://{d}/run/ingest.sock",
+                                json.dumps(["module." + n for n in long_names]), gate],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
         try:
             for step in (30, 31, 32):
                 open(f"{gate}-{step}", "w").close()
                 if step < 32:
-                    send(d, cfg, "lowprec", step, NAMES)
-                    send(d, cfg, "fa", step, NAMES)
+                    send(d, cfg, "lowprec", step, long_names)
+                    send(d, cfg, "fa", step, long_names)
                     check(computed(dm, step, 2), f"the baseline job's step {step} computed", dm.log_text()[-2000:])
             out, err = job.communicate(timeout=120)
         finally:
@@ -313,8 +315,10 @@ def main():
         told = [x for x in err.splitlines() if "compared with this job's run as its baseline" in x]
         check(job.returncode == 0 and len(told) == 1 and told[0].startswith("wdrift: ")
               and "study 'fa' step 30: run '" in told[0]
-              and "the baseline's names carry a prefix 'module.' that its lack" in told[0]
-              and told[0].endswith("`wdrift drift fa` says it"),
+              and "has none of the baseline's 3 tensors" in told[0]
+              and told[0].endswith("; the baseline's names carry a prefix 'module.' that its lack (a wrapped model: "
+                                   "DDP, FSDP or torch.compile?): publish every run's tensors under the same names; "
+                                   "`wdrift drift fa` says it"),
               "a wrapped baseline's live job is told, once for its two plain runs and two steps", err)
     finally:
         teardown(dm, d)

@@ -228,7 +228,7 @@ int main(void)
 	 * the whole path, as the publisher's open says it (a review: "./run"
 	 * here, "/cwd/run" there)
 	 */
-	char sub[300], cwd[256], want[600], back[4096];
+	char sub[300], cwd[4096] = "", want[4400], back[4096];
 	snprintf(sub, sizeof(sub), "%s/run", dir);
 	CHECK(getcwd(back, sizeof(back)) && mkdir(sub, 0700) == 0 && chdir(dir) == 0 && getcwd(cwd, sizeof(cwd)),
 	      "a run/ directory, and its parent the working directory");

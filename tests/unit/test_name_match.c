@@ -57,6 +57,7 @@ int main(void)
 	      m.lacking_first, m.extra_first);
 	CHECK(strstr(say, "has none of the baseline's 3 tensors") && strstr(say, "prefix 'module.'") &&
 	      strstr(say, "its names carry"), "... said with the run's prefix: %s", say);
+	CHECK(!name_match_baseline_clause(say), "... the run's prefix: not laid on the baseline (%s)", say);
 
 	name_match_count(base, part, &m);
 	name_match_say(&m, base, part, say, sizeof(say));
@@ -69,6 +70,9 @@ int main(void)
 	name_match_say(&m, sb, sr, say, sizeof(say));
 	CHECK(m.lacking == 2 && m.extra == 2 && strstr(say, "the baseline's names carry a prefix 'model.'"),
 	      "the baseline's names carry the prefix: %s", say);
+	CHECK(name_match_baseline_clause(say) && !strncmp(name_match_baseline_clause(say), "; the baseline's names carry a "
+							  "prefix 'model.'", 45),
+	      "... and the clause that lays it on the baseline is found: %s", say);
 
 	name_match_count(base, ln, &m);
 	name_match_say(&m, base, ln, say, sizeof(say));
