@@ -74,10 +74,11 @@ static void print_status(json_t *o)
 	 * Two scopes, said apart: "10 received, 102 durable" after a restart
 	 * read as 92 made durable from nothing (a trial's).
 	 */
+	long long dups = dc_int(sn, "duplicates"), conflicts = dc_int(sn, "conflicts");
 	printf("snapshots  %lld durable in all (the write-ahead log's); since this start: %lld received, "
-	       "%lld duplicates, %lld dropped, %lld conflicts; %lld pending now\n", dc_int(sn, "durable"),
-	       dc_int(sn, "received"), dc_int(sn, "duplicates"), dc_int(sn, "dropped"), dc_int(sn, "conflicts"),
-	       dc_int(sn, "pending"));
+	       "%lld duplicate%s, %lld dropped, %lld conflict%s; %lld pending now\n", dc_int(sn, "durable"),
+	       dc_int(sn, "received"), dups, dups == 1 ? "" : "s", dc_int(sn, "dropped"), conflicts,
+	       conflicts == 1 ? "" : "s", dc_int(sn, "pending"));
 	json_t *ps = json_object_get(o, "pending_snapshots"), *p;	/* a daemon before it: none */
 	size_t i;
 	json_array_foreach(json_object_get(ps, "snapshots"), i, p) {

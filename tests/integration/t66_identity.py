@@ -110,6 +110,9 @@ def main():
         a = base.commit(10, 2)
         check(a and a["type"] == "error" and a["code"] == "conflict" and "'w'" in a["reason"],
               f"... and the commit is refused with it, not acked ({a})")
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 0 and " 1 conflict; " in r.stdout, f"wdrift status: '1 conflict' (a trial's "
+              f"'1 conflicts')", r.stdout)
 
         base.tensor(10, "w", bw.astype(np.float64), "f64")
         e = quiet(base, 2000)
