@@ -181,10 +181,15 @@ static void print_completeness(json_t *res, const char *again)
 {
 	json_t *missing = json_object_get(res, "missing"), *v, *cand;
 	const char *run;
-	size_t i, runs_absent = 0;
+	size_t i, runs_absent = 0, runs_none = 0, runs = 0;
 
-	json_object_foreach(json_object_get(res, "candidates"), run, cand)
-		runs_absent += dc_int(cand, "absent") > 0;
+	json_object_foreach(json_object_get(res, "candidates"), run, cand) {
+		long long absent = dc_int(cand, "absent");
+		runs++;
+		runs_absent += absent > 0;
+		/* every tensor absent: a wrapped model's names (a trial read "complete" as all well) */
+		runs_none += absent > 0 && (size_t)absent >= json_array_size(json_object_get(cand, "layers"));
+	}
 	if (json_string_value(json_object_get(res, "stale"))) {	/* the baseline changed since */
 		printf("stale      %s: nothing is compared against the new one at this step\n",
 		       json_string_value(json_object_get(res, "stale")));
@@ -192,6 +197,7 @@ static void print_completeness(json_t *res, const char *again)
 	}
 	if (json_is_true(json_object_get(res, "complete"))) {
 		printf("complete   every run of the study is compared at this step%s\n",
+		       runs && runs_none == runs ? ", but no tensor of any candidate has drift: see 'absent' below" :
 		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "");
 		return;
 	}

@@ -136,9 +136,10 @@ def main():
         r = wd("drift", "fa", "-c", cfg)
         check(r.returncode == 0 and "absent     3 of its 3 tensors here have no element compared" in r.stdout
               and "the daemon's log says which" in r.stdout
-              and "complete   every run of the study is compared at this step, but some tensors have no "
-              "drift: see 'absent' below" in r.stdout,
-              "drift says the candidate's tensors have no element compared, and its 'complete' says so too",
+              and "complete   every run of the study is compared at this step, but no tensor of any candidate "
+              "has drift: see 'absent' below" in r.stdout,
+              "drift says the candidate's tensors have no element compared, and its 'complete' says none has "
+              "drift (a trial read 'some' as a few)",
               r.stdout + r.stderr)
         # the prefix, in drift itself (a trial's empty table had it in the daemon's log alone)
         check("\nunmatched  'fa' (candidate) at its step 2 has none of the baseline's 3 tensors: its 3 are named "
