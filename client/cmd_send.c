@@ -246,7 +246,7 @@ int cmd_send(int argc, char **argv)
 		return cli_error("%s", resolved < 0 ? err : "no ingest endpoint: give -c FILE or --ingest");
 	}
 	/* as the other commands do: a stopped daemon or a typo in the path, said at once, not after 35 s */
-	if (dc_endpoint_check(a.t.ingest_ep, a.t.ingest != NULL, err, sizeof(err)) < 0) {
+	if (dc_endpoint_check(a.t.ingest_ep, "ingest", a.t.ingest != NULL, err, sizeof(err)) < 0) {
 		wd_ckpt_box_close(&ck);
 		return send_error(&a.t, err);
 	}

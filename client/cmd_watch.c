@@ -416,7 +416,7 @@ int cmd_watch(int argc, char **argv)
 		return cli_error("no events endpoint: %s has no listen.events; give --endpoint EP",
 				 dc_config_path(a.t.config));
 
-	if (dc_endpoint_check(a.t.events_ep, given != NULL, err, sizeof(err)) < 0)
+	if (dc_endpoint_check(a.t.events_ep, "events", given != NULL, err, sizeof(err)) < 0)
 		return cli_error("%s (%s)%s", err, source, given ? "" : dc_config_near_miss(a.t.config));
 	void *ctx = wd_zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_SUB) : NULL, *m = NULL;
 	const char *prefix = o.topic ? o.topic : "";

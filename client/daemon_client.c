@@ -216,7 +216,7 @@ const char *dc_keys_hint(const struct wd_client_keys *keys)
 	return wd_hs_keys_hint(keys, &dc_control_names, hint, sizeof(hint));
 }
 
-int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
+int dc_endpoint_check(const char *endpoint, const char *want, int typed, char *err, size_t errlen)
 {
 	const char *path = endpoint + 6;
 	struct stat st;
@@ -248,7 +248,8 @@ int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen)
 	}
 	char whole[PATH_MAX + 512];
 	/* a relative one said whole, as the publisher says it */
-	if (wd_hs_not_socket(endpoint, wd_path_whole(path, whole, sizeof(whole)) ? whole : NULL, err, errlen))
+	if (wd_hs_not_socket(endpoint, wd_path_whole(path, whole, sizeof(whole)) ? whole : NULL, want, err,
+			     errlen))
 		return -1;
 	return 0;
 }
@@ -369,7 +370,7 @@ int dc_request(const struct dc_target *t, const char *request, char **reply, cha
 		snprintf(err, errlen, "cannot make a ZeroMQ context: %s", zmq_strerror(errno));
 		return -1;
 	}
-	if (dc_endpoint_check(endpoint, t->control != NULL, err, errlen) < 0)
+	if (dc_endpoint_check(endpoint, "control", t->control != NULL, err, errlen) < 0)
 		goto out;
 	/* the first socket's monitor tells a refused handshake at once, and why */
 	if (!(s = open_req(ctx, endpoint, keys, &mon, err, errlen)))

@@ -125,9 +125,10 @@ const char *dc_keys_hint(const struct wd_client_keys *keys);
  * otherwise costs the whole Lazy Pirate wait and reads like a key problem.
  * A socket file beside it is named ("did you mean"); for a config's
  * endpoint (typed 0, not given on the command line), with the hint that a
- * listen.* edit takes a restart.
+ * listen.* edit takes a restart. want: the socket's kind ("control",
+ * "ingest", "events"), whose file a directory is said with.
  */
-int dc_endpoint_check(const char *endpoint, int typed, char *err, size_t errlen);
+int dc_endpoint_check(const char *endpoint, const char *want, int typed, char *err, size_t errlen);
 
 /*
  * How the CLI names the sockets it asks and the CURVE options, for the

@@ -246,7 +246,7 @@ int wd_hs_unreachable(const char *endpoint, const char *socket, int e, double fo
 			snprintf(err, errlen, "nothing listens on the abstract socket %s (%s): connections have "
 				 "been refused for %.0f s; is wdriftd running, with that name in the daemon's listen.%s?",
 				 path, endpoint, for_s, socket ? socket : "*");
-		else if (ipc && wd_hs_not_socket(endpoint, rel ? said : NULL, err, errlen))
+		else if (ipc && wd_hs_not_socket(endpoint, rel ? said : NULL, socket, err, errlen))
 			;	/* a typo's file or directory: no daemon left it */
 		else if (ipc)
 			snprintf(err, errlen, "nothing listens on the socket file %s (%s%s): connections have been "
@@ -325,7 +325,7 @@ int wd_hs_denied(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen)
+int wd_hs_not_socket(const char *endpoint, const char *shown, const char *want, char *err, size_t errlen)
 {
 	const char *kind = wd_ipc_not_socket(endpoint, 1), *path = shown ? shown : endpoint + 6;
 	char held[WD_HS_NOT_SOCKET_MAX];
@@ -339,7 +339,7 @@ int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t 
 				    "socket file itself", path, endpoint);
 		/* within what callers keep (the publisher's diagnosis): none rather than a name cut short */
 		size_t room = sizeof(held) > errlen ? errlen : sizeof(held);
-		wd_suggest_in_dir(endpoint, endpoint + 6, held, head > 0 && (size_t)head < room ? room - (size_t)head : 1);
+		wd_suggest_in_dir(endpoint, endpoint + 6, want, held, head > 0 && (size_t)head < room ? room - (size_t)head : 1);
 		snprintf(err, errlen, "%s is a directory, not a socket: the endpoint %s must name the socket "
 			 "file itself%s", path, endpoint, held[0] ? held : " (a typo in the path?)");
 		return 1;

@@ -145,11 +145,12 @@ int wd_hs_denied(const char *path, char *err, size_t errlen);
  * saying what it is, the path spelled as shown (NULL: as in endpoint).
  * 0 when it is a socket, is not there, or endpoint is not an ipc file.
  * One wording for the CLI and the publisher. A directory is said with the
- * sockets it holds (wd_suggest_in_dir), within WD_HS_NOT_SOCKET_MAX bytes
+ * sockets it holds (wd_suggest_in_dir; want's alone when it holds that:
+ * "ingest" for a publisher), within WD_HS_NOT_SOCKET_MAX bytes
  * of err in all, which the publisher's diagnosis keeps whole.
  */
 #define WD_HS_NOT_SOCKET_MAX 700
-int wd_hs_not_socket(const char *endpoint, const char *shown, char *err, size_t errlen);
+int wd_hs_not_socket(const char *endpoint, const char *shown, const char *want, char *err, size_t errlen);
 
 /*
  * Why a tcp:// endpoint cannot be connected to though a daemon may bind

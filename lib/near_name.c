@@ -298,11 +298,11 @@ void wd_suggest_file(const char *path, char *out, size_t len)
 		out[0] = 0;
 }
 
-void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t len)
+void wd_suggest_in_dir(const char *endpoint, const char *dir, const char *want, char *out, size_t len)
 {
-	char names[3][NAME_MAX + 1], path[PATH_MAX + NAME_MAX + 2];
+	char names[3][NAME_MAX + 1], path[PATH_MAX + NAME_MAX + 2], wanted[NAME_MAX + 1] = "";
 	size_t n = 0, seen = 0, more = 0, at;
-	int el = (int)strlen(endpoint);
+	int el = (int)strlen(endpoint), has_want = 0;
 	DIR *d = opendir(dir);
 	struct dirent *e;
 
@@ -313,6 +313,10 @@ void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t 
 		if (e->d_name[0] == '.' || (e->d_type != DT_SOCK && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) ||
 		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) || !is_socket(path))
 			continue;
+		if (want && !has_want && strlen(want) + 5 < sizeof(wanted)) {
+			snprintf(wanted, sizeof(wanted), "%s.sock", want);
+			has_want = !strcmp(e->d_name, wanted);
+		}
 		/* the first 3 by name, kept in order as they come (readdir's order is the filesystem's) */
 		size_t k = n;
 		while (k > 0 && strcmp(e->d_name, names[k - 1]) < 0)
@@ -330,7 +334,15 @@ void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t 
 		closedir(d);
 	if (!n)
 		return;
-	at = (size_t)snprintf(out, len, "; it holds %s: did you mean", n + more == 1 ? "a socket" : "sockets");
+	if (has_want) {		/* the one the caller connects to */
+		n = 1;
+		more = 0;
+		snprintf(names[0], sizeof(names[0]), "%s", wanted);
+	}
+	if (has_want)
+		at = (size_t)snprintf(out, len, "; it holds a socket named for %s: did you mean", want);
+	else
+		at = (size_t)snprintf(out, len, "; it holds %s: did you mean", n + more == 1 ? "a socket" : "sockets");
 	for (size_t i = 0; i < n && at < len; i++)
 		at += (size_t)snprintf(out + at, len - at, "%s'%.*s/%s'", !i ? " " : i + 1 < n ? ", " : " or ", el,
 				       endpoint, names[i]);

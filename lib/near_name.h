@@ -67,9 +67,11 @@ void wd_suggest_file(const char *path, char *out, size_t len);
  * 'ENDPOINT/ingest.sock'?" into out, of the socket files in dir (the
  * directory an ipc:// endpoint names, as this process opens it): at most
  * 3, by name, " (and N others)" counting the rest; "" when it holds none,
- * or when it does not fit. An endpoint naming wdriftd's run/ directory,
- * not a socket in it, is a trial's.
+ * or when it does not fit. When it holds want's ("ingest": ingest.sock,
+ * the one the caller connects to; NULL: none), that one alone: a trial's
+ * publisher was offered the control socket first. An endpoint naming
+ * wdriftd's run/ directory, not a socket in it, is a trial's.
  */
-void wd_suggest_in_dir(const char *endpoint, const char *dir, char *out, size_t len);
+void wd_suggest_in_dir(const char *endpoint, const char *dir, const char *want, char *out, size_t len);
 
 #endif

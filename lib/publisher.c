@@ -210,7 +210,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		if (path[0] != '/')
 			snprintf(p->where, sizeof(p->where), "%s (%s)", endpoint, full);
 		char kind[PATH_MAX + 1200], near[320];
-		if (wd_hs_not_socket(endpoint, full, kind, sizeof(kind))) {
+		if (wd_hs_not_socket(endpoint, full, "ingest", kind, sizeof(kind))) {
 			/*
 			 * A connect there is refused as if a daemon had stopped, and
 			 * no wdriftd binds over it (daemon/main.c): a trial's job

@@ -36,6 +36,7 @@ sys.path.insert(0, HERE)
 PYDIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, PYDIR)
 os.environ.setdefault("WDRIFT_LIB", os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "libwdrift.so")))
+WDRIFT = os.path.abspath(os.path.join(os.environ.get("BUILD", "build"), "wdrift"))
 import harness  # noqa: E402
 import wdrift  # noqa: E402
 from harness import Daemon, check  # noqa: E402
@@ -304,8 +305,7 @@ pub.close(0)
     # the daemon's run/ directory itself (an ops trial's): its sockets named, not "a file wdriftd did not make"
     rc, out, err = run(f"ipc://{tmp}/run")
     check(rc == 0 and f"{tmp}/run is a directory, not a socket: the endpoint ipc://{tmp}/run must name the socket "
-          f"file itself; it holds sockets: did you mean 'ipc://{tmp}/run/control.sock', "
-          f"'ipc://{tmp}/run/events.sock' or 'ipc://{tmp}/run/ingest.sock'?" in err
+          f"file itself; it holds a socket named for ingest: did you mean 'ipc://{tmp}/run/ingest.sock'?" in err
           and "did not make" not in err, "an endpoint naming the daemon's run/ directory: its sockets", out + err)
     # ... relative: said whole, at open and in the stall warning alike (a review's: the stall said "./run")
     rc, out, err = run("ipc://./run", 1.0)
@@ -313,6 +313,13 @@ pub.close(0)
     check(rc == 0 and err.count(f"{tmp}/run is a directory, not a socket: the endpoint ipc://./run must") == 2
           and len(stall) == 1 and "'ipc://./run/ingest.sock'?" in stall[0],
           "a relative endpoint naming run/: the whole path at open and in the stall warning", out + err)
+    # the CLI: its own socket, control (send's ingest, watch's events), not the first three by name
+    for cmd, kind in ((["status"], "control"), (["watch", "--count", "1"], "events")):
+        r = subprocess.run([WDRIFT, *cmd, "--endpoint", f"ipc://{tmp}/run"], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode == 1 and f"{tmp}/run is a directory, not a socket: the endpoint ipc://{tmp}/run must "
+              f"name the socket file itself; it holds a socket named for {kind}: did you mean "
+              f"'ipc://{tmp}/run/{kind}.sock'?" in r.stderr, f"wdrift {cmd[0]} given run/: {kind}.sock", r.stderr)
 
     # a path that is there but is no socket: said as what it is, at open and in the stall
     # warning, never as a socket file a stopped daemon left (a trial's "stale socket file")

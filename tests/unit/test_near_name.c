@@ -215,35 +215,42 @@ int main(void)
 					     "note.txt" };
 	CHECK(mkdtemp(run) != NULL, "a temporary run/ directory");
 	snprintf(runep, sizeof(runep), "ipc://%s", run);
-	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	wd_suggest_in_dir(runep, run, NULL, out, sizeof(out));
 	CHECK(out[0] == 0, "no socket in it: nothing (%s)", out);
 	snprintf(plain, sizeof(plain), "%s/note.txt", run);
 	f = fopen(plain, "w");
 	CHECK(f && fclose(f) == 0 && make_socket(run, "ingest.sock") == 0, "a file and one socket in it");
-	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	wd_suggest_in_dir(runep, run, NULL, out, sizeof(out));
 	snprintf(held, sizeof(held), "; it holds a socket: did you mean '%s/ingest.sock'?", runep);
 	CHECK(!strcmp(out, held), "one socket, not the file: that one (%s)", out);
 	CHECK(make_socket(run, "control.sock") == 0 && make_socket(run, "events.sock") == 0, "three sockets");
-	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	wd_suggest_in_dir(runep, run, NULL, out, sizeof(out));
 	snprintf(held, sizeof(held), "; it holds sockets: did you mean '%s/control.sock', '%s/events.sock' or "
 		 "'%s/ingest.sock'?", runep, runep, runep);
 	CHECK(!strcmp(out, held), "three: each, by name (%s)", out);
 	CHECK(make_socket(run, "zz.sock") == 0, "a fourth");
-	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	wd_suggest_in_dir(runep, run, NULL, out, sizeof(out));
 	CHECK(strstr(out, "' or '") && !strcmp(out + strlen(out) - strlen(" (and 1 other)?"), " (and 1 other)?") &&
 	      !strstr(out, "zz.sock"), "four: the first three by name, the rest counted (%s)", out);
 	CHECK(make_socket(run, "aa.sock") == 0, "a fifth, first by name, made last");
-	wd_suggest_in_dir(runep, run, out, sizeof(out));
+	wd_suggest_in_dir(runep, run, NULL, out, sizeof(out));
 	snprintf(held, sizeof(held), "; it holds sockets: did you mean '%s/aa.sock', '%s/control.sock' or "
 		 "'%s/events.sock' (and 2 others)?", runep, runep, runep);
 	CHECK(!strcmp(out, held), "five: the first three by name, whatever the directory's order (%s)", out);
 	char slashed[80];
 	snprintf(slashed, sizeof(slashed), "%s//", runep);
-	wd_suggest_in_dir(slashed, run, out, sizeof(out));
+	wd_suggest_in_dir(slashed, run, NULL, out, sizeof(out));
 	CHECK(strstr(out, held + strlen("; it holds sockets: did you mean ")) != NULL,
 	      "an endpoint ending in '/': joined without '//' (%s)", out);
-	wd_suggest_in_dir(runep, run, out, 40);
+	wd_suggest_in_dir(runep, run, NULL, out, 40);
 	CHECK(out[0] == 0, "too long for out: nothing rather than a name cut short (%s)", out);
+	/* the caller's own kind, when there: that one alone (a trial's publisher was offered control first) */
+	wd_suggest_in_dir(runep, run, "ingest", out, sizeof(out));
+	snprintf(held, sizeof(held), "; it holds a socket named for ingest: did you mean '%s/ingest.sock'?", runep);
+	CHECK(!strcmp(out, held), "want ingest: ingest.sock alone (%s)", out);
+	wd_suggest_in_dir(runep, run, "metrics", out, sizeof(out));
+	CHECK(!strncmp(out, "; it holds sockets: did you mean", 32) && strstr(out, "(and 2 others)?"),
+	      "want a kind it does not hold: the listing (%s)", out);
 	remove_tree(run, socks, 6);
 	return tap_done();
 }
