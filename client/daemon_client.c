@@ -229,14 +229,21 @@ int dc_endpoint_check(const char *endpoint, const char *want, int typed, char *e
 		char near[PATH_MAX + 64];
 		/* a typo, or a listen.* edit the running daemon has not taken: the socket beside it */
 		if (errno == ENOENT) {
+			char full[PATH_MAX + 512];
+			/* a relative one said whole, as the publisher says it (a trial's read "run/control.sock") */
+			int rel = wd_path_whole(path, full, sizeof(full));
 			wd_suggest_socket(endpoint, path, near, sizeof(near));
+			int beside = near[0] != 0;
+			if (!beside)	/* started in another directory, or its daemon not up yet: one listening */
+				wd_suggest_listening(wd_path_rest(path), full, near, sizeof(near));
 			/*
 			 * A config's endpoint edited in listen.* waits for a restart: a
 			 * reload cannot move a socket (a trial's reload did not say). A
 			 * typed one is a typo: the hint would mislead (a later trial).
 			 */
-			return wd_error(err, errlen, "no socket at %s (%s%s): is wdriftd running?%s", path, endpoint,
-					near, near[0] && !typed ? " (a listen.* key edited in the config takes a "
+			return wd_error(err, errlen, "no socket at %s (%s%s%s): is wdriftd running?%s", full, endpoint,
+					rel ? ", a path relative to this process's working directory" : "", near,
+					beside && !typed ? " (a listen.* key edited in the config takes a "
 					"restart of wdriftd, not a reload: until then it answers where it bound, "
 					"--endpoint that)" : "");
 		}

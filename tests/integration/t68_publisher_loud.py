@@ -313,6 +313,15 @@ pub.close(0)
     check(rc == 0 and err.count(f"{tmp}/run is a directory, not a socket: the endpoint ipc://./run must") == 2
           and len(stall) == 1 and "'ipc://./run/ingest.sock'?" in stall[0],
           "a relative endpoint naming run/: the whole path at open and in the stall warning", out + err)
+    # the CLI started in the wrong directory, a relative endpoint: the whole path, and the socket that
+    # listens under another directory (a trial's said "no socket at run/control.sock" alone)
+    os.makedirs(os.path.join(tmp, "elsewhere"), exist_ok=True)
+    r = subprocess.run([WDRIFT, "status", "--endpoint", "ipc://run/control.sock"], capture_output=True, text=True,
+                       timeout=30, cwd=os.path.join(tmp, "elsewhere"))
+    check(r.returncode == 1 and f"no socket at {tmp}/elsewhere/run/control.sock (ipc://run/control.sock, a path "
+          "relative to this process's working directory; started in another directory? a socket listens at "
+          f"'ipc://{tmp}/run/control.sock'" in r.stderr, "wdrift status, relative, from the wrong directory: "
+          "the whole path, and where it listens", r.stderr)
     # the CLI: its own socket, control (send's ingest, watch's events), not the first three by name
     for cmd, kind in ((["status"], "control"), (["watch", "--count", "1"], "events")):
         r = subprocess.run([WDRIFT, *cmd, "--endpoint", f"ipc://{tmp}/run"], capture_output=True, text=True,
