@@ -443,7 +443,7 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
 	return n;
 }
 
-size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
+static size_t copy_locked(struct wd_publisher *p, const char *what, char *buf, size_t len)
 {
 	if (!p) {
 		if (buf && len)
@@ -451,11 +451,21 @@ size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
 		return 0;
 	}
 	pthread_mutex_lock(&p->lock);
-	size_t n = strlen(p->notice);
+	size_t n = strlen(what);
 	if (buf && len)
-		snprintf(buf, len, "%s", p->notice);
+		snprintf(buf, len, "%s", what);
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len)
+{
+	return copy_locked(p, p ? p->notice : "", buf, len);
+}
+
+size_t wd_publisher_last_notice(struct wd_publisher *p, char *buf, size_t len)
+{
+	return copy_locked(p, p ? p->last_notice : "", buf, len);
 }
 
 int wd_publisher_diagnosis(struct wd_publisher *p, char *buf, size_t len)

@@ -141,6 +141,7 @@ struct wd_publisher {
 	int welcomed;		/* the current socket got its welcome (sender thread) */
 	char notice[WIRE_NOTICE_MAX + 1];	/* the first welcome's notice, "" if none (lock) */
 	char ack_notice[WIRE_NOTICE_MAX + 1];	/* the last ack or pong notice said; sender thread only */
+	char last_notice[WIRE_NOTICE_MAX + 1];	/* the same, for wd_publisher_last_notice (lock) */
 	char say[2048];		/* a warning made under the lock, said after it (say_now) */
 	/* publisher_peer.c: why the peer does not answer as an ingest socket */
 	char diagnosis[1024];	/* "": none known (under the lock) */

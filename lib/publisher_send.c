@@ -33,6 +33,20 @@
  * lock: a log handler may call back into the publisher, and stderr may
  * block, neither of which may hold up the caller's commit.
  */
+/*
+ * An ack's or an unasked pong's notice, not the one said last: said on
+ * stderr, and kept for wd_publisher_last_notice (a trial's job could not
+ * tell from code that its names matched none of the baseline's).
+ */
+static void pub_said_notice(struct wd_publisher *p, const char *notice)
+{
+	snprintf(p->ack_notice, sizeof(p->ack_notice), "%s", notice);
+	pthread_mutex_lock(&p->lock);
+	snprintf(p->last_notice, sizeof(p->last_notice), "%s", notice);
+	pthread_mutex_unlock(&p->lock);
+	wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, notice);
+}
+
 static void say_now(struct wd_publisher *p)
 {
 	char msg[sizeof(p->say)];
@@ -406,10 +420,8 @@ static int next_reply(struct wd_publisher *p, void *s, int *waited, int budget_m
 				wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
 		}
 		/* unasked, while a step waits: two ranks given one rank (daemon/ingest.c); said once */
-		if (in->type == WIRE_PONG && in->notice[0] && strcmp(in->notice, p->ack_notice)) {
-			snprintf(p->ack_notice, sizeof(p->ack_notice), "%s", in->notice);
-			wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
-		}
+		if (in->type == WIRE_PONG && in->notice[0] && strcmp(in->notice, p->ack_notice))
+			pub_said_notice(p, in->notice);
 		return 0;
 	}
 	return -1;
@@ -474,10 +486,8 @@ static enum outcome send_snapshot(struct wd_publisher *p, void *s, struct pub_sn
 		}
 		if (in->type == WIRE_ACK && in->step == snap->step) {
 			/* the daemon's word for the job's user: two jobs in one run; said once */
-			if (in->notice[0] && strcmp(in->notice, p->ack_notice)) {
-				snprintf(p->ack_notice, sizeof(p->ack_notice), "%s", in->notice);
-				wd_log(WD_LOG_WARNING, "publisher: wdriftd at %s: %s", p->where, in->notice);
-			}
+			if (in->notice[0] && strcmp(in->notice, p->ack_notice))
+				pub_said_notice(p, in->notice);
 			said->tensors = in->tensors;
 			said->bytes = in->bytes;
 			said->duplicate = in->duplicate;

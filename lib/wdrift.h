@@ -513,6 +513,16 @@ uint64_t wd_publisher_refusals(struct wd_publisher *p, int conflicts, char *buf,
  */
 size_t wd_publisher_notice(struct wd_publisher *p, char *buf, size_t len);
 /*
+ * The daemon's latest notice after its welcome, copied to buf ("" when
+ * none came), as wd_publisher_notice returns it: an ack's (the run
+ * published by two jobs at once, ranks that give two counts) or one sent
+ * unasked (two publishers of one rank; the run's tensor names match none
+ * or not all of its study's baseline's, a `module.` prefix). Each is also
+ * said once on stderr as it comes. Kept until a later one replaces it.
+ * Thread safe.
+ */
+size_t wd_publisher_last_notice(struct wd_publisher *p, char *buf, size_t len);
+/*
  * Why the daemon does not answer, when the publisher has found out,
  * copied to buf ("" when it has not, or when the daemon answered since):
  * the endpoint is wdriftd's control or events socket, not its ingest one,

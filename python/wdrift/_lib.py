@@ -89,6 +89,8 @@ def _declare(lib):
     lib.wd_publisher_get_stats.restype = None
     lib.wd_publisher_refusals.argtypes, lib.wd_publisher_refusals.restype = [P, I, S, ctypes.c_size_t], U64
     lib.wd_publisher_notice.argtypes, lib.wd_publisher_notice.restype = [P, S, ctypes.c_size_t], ctypes.c_size_t
+    lib.wd_publisher_last_notice.argtypes = [P, S, ctypes.c_size_t]
+    lib.wd_publisher_last_notice.restype = ctypes.c_size_t
     lib.wd_publisher_diagnosis.argtypes = [P, S, ctypes.c_size_t]
     lib.wd_publisher_diagnosis.restype = I
     lib.wd_publisher_cancel.argtypes, lib.wd_publisher_cancel.restype = [P], None

@@ -280,6 +280,21 @@ class Publisher:
         return buf.value.decode(errors="replace") or None
 
     @property
+    def last_notice(self):
+        """The daemon's latest notice after its welcome, or None: an ack's (the run published by
+        two jobs at once, ranks that give two counts) or one it sent unasked (two publishers of one
+        rank; this run's tensor names match none or not all of its study's baseline's, such as a
+        'module.' prefix). Each is also said once on stderr as it comes; this is for code (a CI
+        check, a training loop that stops). Notices come with the daemon's replies, so one about
+        a step's results is here after a later publish() or flush(). Read after close() too."""
+        if not self._p and hasattr(self, "_final_last_notice"):
+            return self._final_last_notice
+        self._check()
+        buf = ctypes.create_string_buffer(1100)
+        _get_lib().wd_publisher_last_notice(self._p, buf, len(buf))
+        return buf.value.decode(errors="replace") or None
+
+    @property
     def diagnosis(self):
         """Why the daemon does not answer, when the publisher has found out, or None: the endpoint
         is wdriftd's control or events socket, not listen.ingest, the CURVE handshake failed
@@ -422,6 +437,8 @@ class Publisher:
         note = ctypes.create_string_buffer(1100)
         lib.wd_publisher_notice(self._p, note, len(note))
         self._final_notice = note.value.decode(errors="replace") or None
+        lib.wd_publisher_last_notice(self._p, note, len(note))
+        self._final_last_notice = note.value.decode(errors="replace") or None
         # the count and its words read together, the last thing before close: the sending
         # thread runs until then, and a conflict between two reads went unraised (a review's)
         count, words = self._conflict_now()

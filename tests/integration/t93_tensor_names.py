@@ -56,6 +56,8 @@ with wdrift.Publisher(sys.argv[1], "fa", stall_warning=None) as pub:
         pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in ns})
         pub.flush(30)
     print("notice", pub.notice)
+    print("last", pub.last_notice)
+print("closed", pub.last_notice)
 '''
 
 
@@ -292,6 +294,10 @@ def main():
               "step 20, not again at 23 nor for step 20 computed again, and again at 22 after step 21 matched",
               out + err)
         check("notice None" in out, "... as a notice apart: Publisher.notice stays the welcome's", out)
+        check("\nlast study 'fa' step 22: run 'fa' has none of the baseline's 3 tensors" in out
+              and "\nclosed study 'fa' step 22: run 'fa' has none" in out,
+              "... and Publisher.last_notice has it for code, also after close (a trial's: only stderr had it)",
+              out)
 
         # the baseline wrapped, its candidate and proxy plain: the baseline's job is the one to change, and
         # hears it too, once for both runs (the same note) over two steps (a review's: only the candidates'

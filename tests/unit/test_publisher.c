@@ -330,9 +330,9 @@ static void caller_mistakes(const char *ep)
 	      wd_publisher_settle(NULL, 0) == -EINVAL && wd_publisher_set_tries(NULL, 1) == -EINVAL &&
 	      wd_publisher_set_rank(NULL, 0) == -EINVAL && wd_publisher_last_outcome(NULL, &out) == -EINVAL &&
 	      wd_publisher_refusals(NULL, 0, NULL, 0) == 0 && wd_publisher_notice(NULL, NULL, 0) == 0 &&
-	      wd_publisher_diagnosis(NULL, NULL, 0) == WD_DIAGNOSIS_NONE && wd_publisher_close(NULL, 0) == 0,
+	      wd_publisher_last_notice(NULL, NULL, 0) == 0 && wd_publisher_diagnosis(NULL, NULL, 0) == WD_DIAGNOSIS_NONE && wd_publisher_close(NULL, 0) == 0,
 	      "tensor, block, commit, flush, settle, set_tries, set_rank, last_outcome: -EINVAL on NULL; "
-	      "refusals, notice, diagnosis, close: nothing");
+	      "refusals, notice, last_notice, diagnosis, close: nothing");
 	memset(&st, 0xff, sizeof(st));
 	wd_publisher_get_stats(NULL, &st);
 	wd_publisher_cancel(NULL);
