@@ -187,8 +187,16 @@ static void print_completeness(json_t *res, const char *again)
 		long long absent = dc_int(cand, "absent");
 		runs++;
 		runs_absent += absent > 0;
-		/* every tensor absent: a wrapped model's names (a trial read "complete" as all well) */
-		runs_none += absent > 0 && (size_t)absent >= json_array_size(json_object_get(cand, "layers"));
+		/*
+		 * no layer with a W1: a wrapped model's names (a trial read "complete"
+		 * as all well); by the layers, not the count, which also has tensors
+		 * no layer shows (names not UTF-8)
+		 */
+		json_t *layers = json_object_get(cand, "layers"), *l;
+		size_t k, with = 0;
+		json_array_foreach(layers, k, l)
+			with += json_is_number(json_object_get(l, "w1"));
+		runs_none += absent > 0 && !with;
 	}
 	if (json_string_value(json_object_get(res, "stale"))) {	/* the baseline changed since */
 		printf("stale      %s: nothing is compared against the new one at this step\n",

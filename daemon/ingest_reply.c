@@ -265,18 +265,30 @@ static void tell_one(void *ctx, const void *rid, size_t rid_len)
 }
 
 /*
- * r's names told of the study of hash study: found, else a new one (the
- * oldest's slot when full). Also for a run whose names match: its latest
- * step keeps an older step's note, computed later, from its job.
+ * r's names told of the study of hash study: found, else a new one: a free
+ * slot, else one whose names matched, else, for a note (noted), the
+ * oldest's; else NULL. Also for a run whose names match: its latest step
+ * keeps an older step's note, computed later, from its job; but a run in
+ * more studies than slots does not push out what a job was told (a
+ * review's).
  */
-static struct names_told *names_told_of(struct run *r, uint64_t study)
+static struct names_told *names_told_of(struct run *r, uint64_t study, int noted)
 {
 	size_t cap = sizeof(r->names_told) / sizeof(r->names_told[0]);
+	struct names_told *e = NULL;
 
 	for (size_t i = 0; i < r->n_names_told && i < cap; i++)
 		if (r->names_told[i].study == study)
 			return &r->names_told[i];
-	struct names_told *e = &r->names_told[r->n_names_told++ % cap];
+	if (r->n_names_told < cap)
+		e = &r->names_told[r->n_names_told++];
+	for (size_t i = 0; !e && i < cap; i++)
+		if (!r->names_told[i].text)
+			e = &r->names_told[i];
+	if (!e && !noted)
+		return NULL;
+	if (!e)
+		e = &r->names_told[r->n_names_told++ % cap];
 	*e = (struct names_told){ .study = study, .step = INT64_MIN };
 	return e;
 }
@@ -284,7 +296,8 @@ static struct names_told *names_told_of(struct run *r, uint64_t study)
 /*
  * b's note for r, when its step is not older than the latest seen of r in
  * b's study: the note (NULL: the names match, and a later difference is
- * told anew), with *e the study's entry of r. NULL with *e NULL: older.
+ * told anew), with *e the study's entry of r. NULL with *e NULL: older,
+ * or names that match with no slot free for them.
  */
 static const char *names_now(struct ingest *ix, const struct result_batch *b, const char *run,
 			     struct names_told **e, struct run **r)
@@ -294,8 +307,8 @@ static const char *names_now(struct ingest *ix, const struct result_batch *b, co
 	*e = NULL;
 	if (!(*r = state_run(ix->st, run, 0)))
 		return NULL;
-	struct names_told *t = names_told_of(*r, identity_name_hash(b->study));
-	if (b->step < t->step)
+	struct names_told *t = names_told_of(*r, identity_name_hash(b->study), note != NULL);
+	if (!t || b->step < t->step)
 		return NULL;
 	t->step = b->step;
 	*e = t;
@@ -303,28 +316,16 @@ static const char *names_now(struct ingest *ix, const struct result_batch *b, co
 }
 
 /*
- * The baseline's job's notice of run's note, whose clause (in note) says
- * the prefix is the baseline's: the clause said whole, the rest of the
- * note cut to fit (long names), the cut marked.
+ * A notice of what differs in a run's tensor names: head, the note with its
+ * way out whole (name_match_fit), and where to look; scrubbed, for JSON.
  */
-static void baseline_notice(char *out, size_t len, const struct result_batch *b, const char *run,
-			    const char *note, const char *clause)
+static void names_notice(char *out, size_t len, const char *head, const char *note, const char *study)
 {
-	char head[400], tail[760];
-	size_t said = (size_t)(clause - note), room = 0, at;
+	char tail[200];
 
-	snprintf(head, sizeof(head), "study '%.128s' step %lld: run '%.128s', compared with this job's run as its "
-		 "baseline, ", b->study, (long long)b->step, run);
-	snprintf(tail, sizeof(tail), "%.600s; `wdrift drift %.128s` says it", clause, b->study);
-	if (len > strlen(head) + strlen(tail) + 4)
-		room = len - 1 - strlen(head) - strlen(tail);
-	const char *cut = said > room ? "…" : "";
-	if (said > room)
-		said = room > 3 ? room - 3 : 0;
-	at = (size_t)snprintf(out, len, "%s", head);
-	at += (size_t)snprintf(out + at, len - at, "%.*s%s", (int)said, note, cut);
-	snprintf(out + at, len - at, "%s", tail);
-	wd_utf8_scrub(out);	/* a cut inside a name: the notice is JSON */
+	snprintf(tail, sizeof(tail), "; `wdrift drift %.128s` says it", study);
+	name_match_fit(out, len, head, note, tail);
+	wd_utf8_scrub(out);	/* a cut inside a name */
 }
 
 void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
@@ -358,18 +359,20 @@ void ingest_tell_names(struct ingest *ix, const struct result_batch *b)
 		p.type = WIRE_PONG;
 		p.step = -1;
 		/* the study's step, the baseline's (a run's own may differ by alignment.tolerance), as the log says it */
-		snprintf(p.notice, sizeof(p.notice), "study '%.128s' step %lld: run '%.128s' %.560s; `wdrift drift "
-			 "%.128s` says it", b->study, (long long)b->step, r->name, note, b->study);
-		wd_utf8_scrub(p.notice);	/* cut inside a name: the notice is JSON */
+		char head[400];
+		snprintf(head, sizeof(head), "study '%.128s' step %lld: run '%.128s' ", b->study, (long long)b->step,
+			 r->name);
+		names_notice(p.notice, sizeof(p.notice), head, note, b->study);
 		struct told t = { .ix = ix, .h = &p };
 		/* each connection once; one that connects later is told at the next step's results */
 		ix->each_publisher(ix->publishers_ctx, r->name, identity_name_hash(key), tell_one, &t);
 		free(t.body);
 		/* the prefix is the baseline's: its job is the one to change, and hears it too */
 		struct told tb = { .ix = ix, .h = &p };
-		const char *clause = name_match_baseline_clause(note);
-		if (b->baseline && clause) {
-			baseline_notice(p.notice, sizeof(p.notice), b, r->name, note, clause);
+		if (b->baseline && name_match_baseline_clause(note)) {
+			snprintf(head, sizeof(head), "study '%.128s' step %lld: run '%.128s', compared with this job's "
+				 "run as its baseline, ", b->study, (long long)b->step, r->name);
+			names_notice(p.notice, sizeof(p.notice), head, note, b->study);
 			/*
 			 * once for every study and run with this note (a baseline of five
 			 * studies, each key pushing out another of the four a connection

@@ -90,9 +90,35 @@ static int prefix_of(const struct wd_ckpt *c, const char *name, char *buf, size_
 
 #define BASELINE_PREFIX "the baseline's names carry a prefix"
 
+#define RUN_PREFIX "its names carry a prefix"
+
 const char *name_match_baseline_clause(const char *said)
 {
 	return said ? strstr(said, "; " BASELINE_PREFIX) : NULL;
+}
+
+void name_match_fit(char *out, size_t len, const char *head, const char *said, const char *tail)
+{
+	const char *hint = name_match_baseline_clause(said);
+	size_t hl = strlen(head), tl = strlen(tail), body, at;
+
+	if (!len)
+		return;
+	if (!hint)
+		hint = strstr(said, "; " RUN_PREFIX);
+	if (!hint)
+		hint = said + strlen(said);
+	body = (size_t)(hint - said);
+	if (hl + tl + strlen(hint) + 4 >= len) {	/* no room to keep it whole: cut where it falls */
+		snprintf(out, len, "%s%s%s", head, said, tail);
+		return;
+	}
+	size_t room = len - 1 - hl - tl - strlen(hint);
+	const char *cut = body > room ? "…" : "";
+	if (body > room)
+		body = room - 3;	/* room >= 4: the mark's 3 bytes */
+	at = (size_t)snprintf(out, len, "%s", head);
+	snprintf(out + at, len - at, "%.*s%s%s%s", (int)body, said, cut, hint, tail);
 }
 
 /* The prefix hint, "" when neither side's first unmatched name explains it. */
@@ -103,7 +129,7 @@ static void hint(const struct name_match *m, const struct wd_ckpt *base, const s
 
 	*buf = 0;
 	if (m->lacking_first && prefix_of(run, m->lacking_first, pre, sizeof(pre)) == 0)
-		snprintf(buf, len, "; its names carry a prefix '%s' that the baseline's lack (a wrapped "
+		snprintf(buf, len, "; " RUN_PREFIX " '%s' that the baseline's lack (a wrapped "
 			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
 			 pre);
 	else if (m->extra_first && prefix_of(base, m->extra_first, pre, sizeof(pre)) == 0)

@@ -48,9 +48,17 @@ void name_match_say(const struct name_match *m, const struct wd_ckpt *base, cons
  * (its names carry a prefix the run's lack): the start of that clause in
  * said ("; the baseline's names carry a prefix 'module.' ..."), else NULL.
  * Then the baseline's job is the one to change, and is told too
- * (ingest_tell_names), the clause whole however long the rest.
+ * (ingest_tell_names).
  */
 const char *name_match_baseline_clause(const char *said);
+/*
+ * head, said and tail into out (len bytes): said's prefix clause, the way
+ * out, whole however long the names before it, which are cut to fit,
+ * marked "…" (the job's notice, WIRE_NOTICE_MAX: a cut at a fixed width
+ * lost the clause to long names). A cut may split a UTF-8 character: the
+ * caller scrubs what it sends as JSON.
+ */
+void name_match_fit(char *out, size_t len, const char *head, const char *said, const char *tail);
 /*
  * "has 1 of the baseline's tensors in another shape ('w' [512], where the
  * baseline's is [1024]): ..." for a warning, as name_match_say, said of

@@ -279,8 +279,9 @@ def main():
         w = subprocess.Popen([WDRIFT, "watch", "--count", "1", "--json", "-c", cfg], stdout=subprocess.PIPE, text=True)
         w2 = subprocess.Popen([WDRIFT, "watch", "--count", "1", "-c", cfg], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-        # connected (a slow start under a sanitizer could outlast a fixed sleep; --json says nothing
-        # on stderr, and started first), then their subscriptions reach the daemon's PUB socket
+        # connected (a slow start under a sanitizer could outlast a fixed sleep): the text one says so;
+        # --json says nothing on stderr, and, started first, is taken to be connected by then. Then
+        # their subscriptions reach the daemon's PUB socket.
         check("watching" in w2.stderr.readline(), "the watches connected")
         time.sleep(0.5)
         ckpt(os.path.join(tmp, "fa-30.h5"), 30, 0.0004)

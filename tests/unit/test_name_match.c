@@ -98,5 +98,29 @@ int main(void)
 	wd_ckpt_close(&sb);
 	wd_ckpt_close(&sr);
 	wd_ckpt_close(&ln);
-	return tap_done();
+	/* the notice's fit: the way out whole, the names before it cut (a review's: a fixed width lost it) */
+	{
+		char said[1200], out[200];
+		const char *hint = "; its names carry a prefix 'module.' that the baseline's lack: publish them alike";
+		memset(said, 'x', 900);
+		snprintf(said + 900, sizeof(said) - 900, "%s", hint);
+		name_match_fit(out, sizeof(out), "run 'fa' ", said, "; see drift");
+		size_t n = strlen(out), want = strlen(hint) + strlen("; see drift");
+		CHECK(n == sizeof(out) - 1 && !strncmp(out, "run 'fa' xxx", 12) && strstr(out, "x…; its names carry") &&
+		      n > want && !strcmp(out + n - want, "; its names carry a prefix 'module.' that the baseline's "
+						 "lack: publish them alike; see drift"),
+		      "a long note: cut before its clause, marked, the clause and tail whole (%s)", out);
+		name_match_fit(out, sizeof(out), "run 'fa' ", "has none; the baseline's names carry a prefix 'm.'", ".");
+		CHECK(!strcmp(out, "run 'fa' has none; the baseline's names carry a prefix 'm.'."),
+		      "one that fits: as it is (%s)", out);
+		memset(said, 'y', 900);
+		said[900] = 0;
+		name_match_fit(out, sizeof(out), "h ", said, " t");
+		n = strlen(out);
+		CHECK(n == sizeof(out) - 1 && !strcmp(out + n - strlen("y… t"), "y… t"), "no clause: the note cut, the tail whole (%s)",
+		      out);
+		name_match_fit(out, 20, "a head longer than the buffer ", said, " t");
+		CHECK(strlen(out) == 19, "no room at all: cut where it falls, within the buffer (%s)", out);
+	}
+return tap_done();
 }
