@@ -272,12 +272,7 @@ class Publisher:
         endpoint); once stats() counts a snapshot acked or refused the welcome has come, since it
         is the daemon's first reply. None also when the welcome had no notice. The first notice
         is kept for the publisher's life, and read after close() too."""
-        if not self._p and hasattr(self, "_final_notice"):
-            return self._final_notice
-        self._check()
-        buf = ctypes.create_string_buffer(1100)
-        _get_lib().wd_publisher_notice(self._p, buf, len(buf))
-        return buf.value.decode(errors="replace") or None
+        return self._notice_text("wd_publisher_notice", "_final_notice")
 
     @property
     def last_notice(self):
@@ -287,11 +282,18 @@ class Publisher:
         'module.' prefix). Each is also said once on stderr as it comes; this is for code (a CI
         check, a training loop that stops). Notices come with the daemon's replies, so one about
         a step's results is here after a later publish() or flush(). Read after close() too."""
-        if not self._p and hasattr(self, "_final_last_notice"):
-            return self._final_last_notice
+        return self._notice_text("wd_publisher_last_notice", "_final_last_notice")
+
+    def _notice_text(self, call, final):
+        """What the C call copies (None for ""), or after close() what it gave at close."""
+        if not self._p and hasattr(self, final):
+            return getattr(self, final)
         self._check()
+        return self._read_notice(call)
+
+    def _read_notice(self, call):
         buf = ctypes.create_string_buffer(1100)
-        _get_lib().wd_publisher_last_notice(self._p, buf, len(buf))
+        getattr(_get_lib(), call)(self._p, buf, len(buf))
         return buf.value.decode(errors="replace") or None
 
     @property
@@ -434,11 +436,8 @@ class Publisher:
         pending = self._stager_error
         final = self.stats()
         self._warn_refused(final["refused"])
-        note = ctypes.create_string_buffer(1100)
-        lib.wd_publisher_notice(self._p, note, len(note))
-        self._final_notice = note.value.decode(errors="replace") or None
-        lib.wd_publisher_last_notice(self._p, note, len(note))
-        self._final_last_notice = note.value.decode(errors="replace") or None
+        self._final_notice = self._read_notice("wd_publisher_notice")     # not raising: close() goes on
+        self._final_last_notice = self._read_notice("wd_publisher_last_notice")
         # the count and its words read together, the last thing before close: the sending
         # thread runs until then, and a conflict between two reads went unraised (a review's)
         count, words = self._conflict_now()

@@ -40,20 +40,19 @@ def ckpt(path, names, seed, shapes=None):
             f[n] = r.standard_normal((shapes or {}).get(n, 64)).astype(np.float32)
 
 
-# A live job: the candidate's steps 20-23, wrapped, named right, wrapped twice; each when the test says
+# A live job: run argv[2] publishes [step, names] of argv[3] in turn, each when the test makes its gate file
 JOB = r'''
 import json, os, sys, time
 import numpy as np
 import wdrift
-names, gate = json.loads(sys.argv[2]), sys.argv[3]
-plain = [n[len("module."):] for n in names]
-with wdrift.Publisher(sys.argv[1], "fa", stall_warning=None) as pub:
-    for step, ns in ((20, names), (21, plain), (22, names), (23, names)):
+run, steps, gate = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+with wdrift.Publisher(sys.argv[1], run, stall_warning=None) as pub:
+    for step, names in steps:
         end = time.time() + 60
         while not os.path.exists(f"{gate}-{step}") and time.time() < end:
             time.sleep(0.05)
         rng = np.random.default_rng(step)
-        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in ns})
+        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in names})
         pub.flush(30)
     print("notice", pub.notice)
     print("last", pub.last_notice)
@@ -61,21 +60,9 @@ print("closed", pub.last_notice)
 '''
 
 
-# A live baseline job, wrapped where its candidate and proxy are not: steps 30-32, each when the test says
-BASEJOB = r'''
-import json, os, sys, time
-import numpy as np
-import wdrift
-names, gate = json.loads(sys.argv[2]), sys.argv[3]
-with wdrift.Publisher(sys.argv[1], "base", stall_warning=None) as pub:
-    for step in (30, 31, 32):
-        end = time.time() + 60
-        while not os.path.exists(f"{gate}-{step}") and time.time() < end:
-            time.sleep(0.05)
-        rng = np.random.default_rng(step)
-        pub.publish(step, {n: rng.standard_normal(64).astype(np.float32) for n in names})
-        pub.flush(30)
-'''
+def live(d, run, steps, gate):
+    return subprocess.Popen([PYTHON, "-c", JOB, f"ipc://{d}/run/ingest.sock", run, json.dumps(steps), gate],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
 
 
 def wd(*args):
@@ -271,8 +258,8 @@ def main():
         for step in (20, 21, 22, 23):
             send(d, cfg, "base", step, NAMES)
         gate = os.path.join(d, "gate")
-        job = subprocess.Popen([PYTHON, "-c", JOB, f"ipc://{d}/run/ingest.sock", json.dumps(wrapped), gate],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
+        # the candidate's steps 20-23: wrapped, named right, wrapped twice
+        job = live(d, "fa", [[20, wrapped], [21, NAMES], [22, wrapped], [23, wrapped]], gate)
         try:
             for step in (20, 21, 22, 23):
                 open(f"{gate}-{step}", "w").close()
@@ -304,9 +291,7 @@ def main():
         # jobs were told, to change nothing of theirs). Long names: the clause that says so comes whole.
         long_names = [f"layers.{'x' * 150}.{i}" for i in range(len(NAMES))]
         gate = os.path.join(d, "bgate")
-        job = subprocess.Popen([PYTHON, "-c", BASEJOB, f"ipc://{d}/run/ingest.sock",
-                                json.dumps(["module." + n for n in long_names]), gate],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
+        job = live(d, "base", [[step, ["module." + n for n in long_names]] for step in (30, 31, 32)], gate)
         try:
             for step in (30, 31, 32):
                 open(f"{gate}-{step}", "w").close()
