@@ -233,7 +233,8 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 			       p->run, p->diagnosis);
 		} else if (stat(full, &st) < 0) {
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
-			if (!near[0] && path[0] != '/' && socket_dir_here(full))
+			/* a lone name's directory is the working one, always there: no sign of a daemon's (a trial's) */
+			if (!near[0] && path[0] != '/' && strchr(path, '/') && socket_dir_here(full))
 				/* the daemon's own directory, its socket gone: stopped, not elsewhere (a trial's hint
 				 * sent the job to another project's daemon) */
 				snprintf(near, sizeof(near), "; its directory is here: is this directory's wdriftd "

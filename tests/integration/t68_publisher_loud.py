@@ -528,6 +528,14 @@ print("flushed", ok, "acked", pub.stats()["acked"], "closed", pub.close(5))
               and "started in another directory" not in err,
               "a relative ipc:// path whose directory is here, without its socket: is the daemon running? not "
               "another directory's daemon", err)
+        # a lone name (ipc://run, the run/ directory meant, from the wrong place): its directory is the
+        # working one, always here, which says nothing of a daemon (a trial was asked whether it ran)
+        bare = os.path.join(tmp, "bare")
+        os.makedirs(bare)
+        rc, out, err = child(ABSENT.format(ep="ipc://run", quiet=0.1), bare)
+        check(f"no socket at {bare}/run yet (ipc://run, a path relative to this process's working directory"
+              in err and "its directory is here" not in err,
+              "a relative lone name with no file: not 'its directory is here'", err)
         # an absolute path into an existing wrong directory (a trial's typo got no pointer): the socket
         # of that name that listens is named, asked as one of two causes (the daemon may not be up yet)
         os.makedirs(os.path.join(tmp, "wrong"))
