@@ -133,7 +133,7 @@ static void hint(const struct name_match *m, const struct wd_ckpt *base, const s
 			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
 			 pre);
 	else if (m->extra_first && prefix_of(base, m->extra_first, pre, sizeof(pre)) == 0)
-		snprintf(buf, len, "; " BASELINE_PREFIX " '%s' that its lack (a wrapped "
+		snprintf(buf, len, "; " BASELINE_PREFIX " '%s' that the compared run's names lack (a wrapped "
 			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
 			 pre);
 }

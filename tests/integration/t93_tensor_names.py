@@ -308,7 +308,7 @@ def main():
         check(job.returncode == 0 and len(told) == 1 and told[0].startswith("wdrift: ")
               and "study 'fa' step 30: run '" in told[0]
               and "has none of the baseline's 3 tensors" in told[0]
-              and told[0].endswith("; the baseline's names carry a prefix 'module.' that its lack (a wrapped model: "
+              and told[0].endswith("; the baseline's names carry a prefix 'module.' that the compared run's names lack (a wrapped model: "
                                    "DDP, FSDP or torch.compile?): publish every run's tensors under the same names; "
                                    "`wdrift drift fa` says it"),
               "a wrapped baseline's live job is told, once for its two plain runs and two steps", err)
