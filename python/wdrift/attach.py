@@ -4,13 +4,34 @@ import types
 __all__ = ["attach"]
 
 
+def _unwrapped(model):
+    """The model a DDP or DataParallel wrapper (.module) or torch.compile (._orig_mod) holds, to any
+    depth: its state_dict names tensors as the model does, where the wrapper's prefixes them
+    'module.' or '_orig_mod.', and a run attached through one matched none of an unwrapped
+    baseline's names (the daemon said so, and compared nothing)."""
+    try:
+        import torch
+    except ImportError:
+        return model
+    parallel = tuple(c for c in (getattr(torch.nn.parallel, "DistributedDataParallel", None),
+                                 getattr(torch.nn, "DataParallel", None)) if isinstance(c, type))
+    for _ in range(8):     # a compiled DDP model, or a DDP of a compiled one
+        if parallel and isinstance(model, parallel):
+            model = model.module
+        elif isinstance(model, torch.nn.Module) and isinstance(getattr(model, "_orig_mod", None), torch.nn.Module):
+            model = model._orig_mod
+        else:
+            break
+    return model
+
+
 class _Attached:
     """What attach() returns: counts optimizer steps, publishes every `every`."""
 
     def __init__(self, model, pub, every, start):
         if int(every) < 1:
             raise ValueError(f"every={every!r}: at least 1")
-        self.model, self.pub, self.every, self.steps = model, pub, int(every), int(start)
+        self.model, self.pub, self.every, self.steps = _unwrapped(model), pub, int(every), int(start)
         self._publish_if_due()
 
     def _publish_if_due(self):
@@ -51,6 +72,10 @@ def attach(model, pub, every=100, optimizer=None, start=0):
     left out. With a torch optimizer it hooks its step (a post hook on
     torch >= 2.0, a wrapper of the instance's step before); without one,
     call .step() of the returned object after each optimizer step.
+
+    A model wrapped for DDP or DataParallel, or by torch.compile, is
+    published as the model it wraps: under the same names as an unwrapped
+    run's, without the wrapper's 'module.' or '_orig_mod.' prefix.
     """
     a = _Attached(model, pub, every, start)
     if optimizer is not None:

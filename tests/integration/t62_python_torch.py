@@ -213,6 +213,28 @@ def attach_steps(tmp, ep):
           f"attach leaves out the BatchNorm's int64 counter ({names})")
 
 
+def attach_wrapped(tmp, ep):
+    """A model wrapped for DataParallel (DDP's .module) or by torch.compile (._orig_mod, imitated: torch
+    1.13 has no compile) is published under the names of the model it wraps."""
+    class Compiled(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self._orig_mod = m
+
+    plain = sorted(k for k, v in small_model().state_dict().items() if v.is_floating_point())
+    for run, wrap in (("dp", torch.nn.DataParallel), ("compiled", Compiled),
+                      ("both", lambda m: torch.nn.DataParallel(Compiled(m)))):
+        model = wrap(small_model())
+        check(all(k.startswith(("module.", "_orig_mod.")) for k in model.state_dict()),
+              f"{run}: the wrapper's own state_dict prefixes its names ({sorted(model.state_dict())[:2]})")
+        with wdrift.Publisher(ep, f"wrapped-{run}") as pub:
+            wdrift.attach(model, pub, every=1)
+            check(pub.flush(15), f"attach({run}-wrapped model): acked")
+        with h5py.File(spool(tmp, f"wrapped-{run}", 0), "r") as f:
+            names = sorted(f.keys())
+        check(names == plain, f"attach of a {run}-wrapped model: the unwrapped model's names ({names})")
+
+
 def module_round_trip(tmp, ep):
     for step, (label, model) in enumerate((("fp32", small_model()), ("fp16", small_model().half()),
                                            ("bf16", small_model().bfloat16()),
@@ -281,7 +303,7 @@ def main():
         dm.write_config(extra=DEMO_STUDY)
         if not check(dm.start() is not None, "daemon ready, with the demo study"):
             return harness.summary()
-        for part in (dtypes_round_trip, attach_steps, module_round_trip, demo_run):
+        for part in (dtypes_round_trip, attach_steps, attach_wrapped, module_round_trip, demo_run):
             try:
                 part(tmp, ep)
             except Exception as e:  # the parts after it still run
