@@ -130,18 +130,20 @@ static void hint(const struct name_match *m, const struct wd_ckpt *base, const s
 	*buf = 0;
 	if (m->lacking_first && prefix_of(run, m->lacking_first, pre, sizeof(pre)) == 0)
 		snprintf(buf, len, "; " RUN_PREFIX " '%s' that the baseline's lack (a wrapped "
-			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
+			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names "
+			 "(wdrift.attach publishes the model a wrapper holds)",
 			 pre);
 	else if (m->extra_first && prefix_of(base, m->extra_first, pre, sizeof(pre)) == 0)
 		snprintf(buf, len, "; " BASELINE_PREFIX " '%s' that the compared run's names lack (a wrapped "
-			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names",
+			 "model: DDP, FSDP or torch.compile?): publish every run's tensors under the same names "
+			 "(wdrift.attach publishes the model a wrapper holds)",
 			 pre);
 }
 
 void name_match_say(const struct name_match *m, const struct wd_ckpt *base, const struct wd_ckpt *run,
 		    char *buf, size_t len)
 {
-	char why[256];
+	char why[384];
 
 	*buf = 0;
 	if (!m->lacking && !m->extra)

@@ -134,7 +134,8 @@ def main():
         check("\nunmatched  'fa' (candidate) at its step 2 has none of the baseline's 3 tensors: its 3 are named "
               "otherwise ('module.layers.0.w', where the baseline has 'layers.0.w'), so it has no drift here; its "
               "names carry a prefix 'module.' that the baseline's lack (a wrapped model: DDP, FSDP or "
-              "torch.compile?): publish every run's tensors under the same names\n" in r.stdout,
+              "torch.compile?): publish every run's tensors under the same names (wdrift.attach publishes the "
+              "model a wrapper holds)\n" in r.stdout,
               "drift's unmatched line: the compute thread's sentence, with the prefix", r.stdout)
         step2 = r.stdout
         r = wd("alerts", "-c", cfg, "--json")
@@ -308,8 +309,9 @@ def main():
         check(job.returncode == 0 and len(told) == 1 and told[0].startswith("wdrift: ")
               and "study 'fa' step 30: run '" in told[0]
               and "has none of the baseline's 3 tensors" in told[0]
-              and told[0].endswith("; the baseline's names carry a prefix 'module.' that the compared run's names lack (a wrapped model: "
-                                   "DDP, FSDP or torch.compile?): publish every run's tensors under the same names; "
+              and told[0].endswith("; the baseline's names carry a prefix 'module.' that the compared run's names "
+                                   "lack (a wrapped model: DDP, FSDP or torch.compile?): publish every run's tensors "
+                                   "under the same names (wdrift.attach publishes the model a wrapper holds); "
                                    "`wdrift drift fa` says it"),
               "a wrapped baseline's live job is told, once for its two plain runs and two steps", err)
     finally:
