@@ -65,6 +65,20 @@ def live(d, run, steps, gate):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=package_env())
 
 
+def through_gates(job, gate, steps, at_step):
+    """Lets a live() job send each step in turn, at_step(step) after each; its (stdout, stderr). Killed if
+    anything fails on the way, so that no job outlives the test."""
+    try:
+        for step in steps:
+            open(f"{gate}-{step}", "w").close()
+            at_step(step)
+        return job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+
+
 def wd(*args):
     return subprocess.run([WDRIFT, *args], capture_output=True, text=True, timeout=60)
 
@@ -261,19 +275,14 @@ def main():
         gate = os.path.join(d, "gate")
         # the candidate's steps 20-23: wrapped, named right, wrapped twice
         job = live(d, "fa", [[20, wrapped], [21, NAMES], [22, wrapped], [23, wrapped]], gate)
-        try:
-            for step in (20, 21, 22, 23):
-                open(f"{gate}-{step}", "w").close()
-                if step < 23:
-                    check(computed(dm, step, 1), f"the job's step {step} computed", dm.log_text()[-2000:])
-                if step == 21:
-                    send(d, cfg, "lowprec", 20, NAMES)   # step 20 again, its candidate still wrapped there
-                    check(computed(dm, 20, 2), "step 20 computed again with its proxy", dm.log_text()[-2000:])
-            out, err = job.communicate(timeout=120)
-        finally:
-            if job.poll() is None:
-                job.kill()
-                job.wait()
+
+        def fa_step(step):
+            if step < 23:
+                check(computed(dm, step, 1), f"the job's step {step} computed", dm.log_text()[-2000:])
+            if step == 21:
+                send(d, cfg, "lowprec", 20, NAMES)   # step 20 again, its candidate still wrapped there
+                check(computed(dm, 20, 2), "step 20 computed again with its proxy", dm.log_text()[-2000:])
+        out, err = through_gates(job, gate, (20, 21, 22, 23), fa_step)
         told = [x for x in err.splitlines() if ": run 'fa' has none of the baseline's 3 tensors" in x]
         check(job.returncode == 0 and len(told) == 2 and "study 'fa' step 20: run 'fa' has none" in told[0]
               and "study 'fa' step 22: run 'fa' has none" in told[1]
@@ -293,18 +302,13 @@ def main():
         long_names = [f"layers.{'x' * 150}.{i}" for i in range(len(NAMES))]
         gate = os.path.join(d, "bgate")
         job = live(d, "base", [[step, ["module." + n for n in long_names]] for step in (30, 31, 32)], gate)
-        try:
-            for step in (30, 31, 32):
-                open(f"{gate}-{step}", "w").close()
-                if step < 32:
-                    send(d, cfg, "lowprec", step, long_names)
-                    send(d, cfg, "fa", step, long_names)
-                    check(computed(dm, step, 2), f"the baseline job's step {step} computed", dm.log_text()[-2000:])
-            out, err = job.communicate(timeout=120)
-        finally:
-            if job.poll() is None:
-                job.kill()
-                job.wait()
+
+        def base_step(step):
+            if step < 32:
+                send(d, cfg, "lowprec", step, long_names)
+                send(d, cfg, "fa", step, long_names)
+                check(computed(dm, step, 2), f"the baseline job's step {step} computed", dm.log_text()[-2000:])
+        out, err = through_gates(job, gate, (30, 31, 32), base_step)
         told = [x for x in err.splitlines() if "compared with this job's run as its baseline" in x]
         check(job.returncode == 0 and len(told) == 1 and told[0].startswith("wdrift: ")
               and "study 'fa' step 30: run '" in told[0]
