@@ -35,6 +35,8 @@ static void print_status(json_t *o)
 		printf("           not running: %s\n", json_string_value(json_object_get(o, "config_pending")));
 	if (json_string_value(json_object_get(o, "storage")))	/* a daemon before it: none */
 		printf("storage    %s\n", json_string_value(json_object_get(o, "storage")));
+	if (json_string_value(json_object_get(o, "storage_note")))	/* started in another directory */
+		printf("           warning: %s\n", json_string_value(json_object_get(o, "storage_note")));
 	if (json_string_value(json_object_get(o, "cli_config")))
 		printf("cli config %s (where this command found the endpoint)\n",
 		       json_string_value(json_object_get(o, "cli_config")));

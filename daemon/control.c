@@ -218,6 +218,8 @@ static json_t *status(struct control *c)
 			  "engine_spares", (json_int_t)wd_engine_spare_bytes(),
 		"spool_failures", (json_int_t)s->count.spool_failures,
 		"auth", auth);
+	if (c->storage_note)
+		json_object_set_new(out, "storage_note", json_string(c->storage_note));
 	json_object_set_new(out, "studies", studies_waiting(c));
 	json_object_set_new(out, "alerts", alerts_summary(c));
 	json_object_set_new(out, "pending_snapshots", pending_snapshots(c));

@@ -43,6 +43,7 @@ struct control {
 	const struct wd_config *cfg;	/* the running config; reload swaps it */
 	const char *engine;		/* wd_engine_describe() */
 	const char *storage;		/* storage.dir, absolute (a relative one follows the cwd) */
+	const char *storage_note;	/* a warning about it, or NULL (main.c's storage_elsewhere) */
 	struct spool *spool;
 	/*
 	 * SIGHUP's work: 0, with *changes (when changes is not NULL) what

@@ -50,6 +50,7 @@ struct daemon {
 	struct metrics_http *metrics;	/* listen.metrics; NULL: off */
 	struct config_file cfile;	/* the file beside the config that runs: status */
 	char storage[PATH_MAX];		/* storage.dir, absolute: what status says */
+	char storage_note[4 * PATH_MAX];	/* a new storage.dir beside the config's used one: status */
 	int sigfd, lockfd, stop;
 	uint64_t watchdog_usec;
 	double catch_up_at;		/* monotonic: the start-up alert catch-up; 0: done */

@@ -292,6 +292,48 @@ static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
 }
 
 /*
+ * A relative storage.dir that is new here while the same path beside the
+ * config holds a write-ahead log: this config's daemon started in another
+ * directory, on an empty storage.dir, whose status and drift then say that
+ * nothing was ever received (a trial's "restart" looked like every result
+ * lost). The warning into buf, said where the daemon starts and in status;
+ * 0 when there is nothing to say.
+ */
+static int storage_elsewhere(const struct daemon *d, char *buf, size_t size)
+{
+	char cdir[PATH_MAX], copy[PATH_MAX], here[PATH_MAX + 256], there[PATH_MAX + 256], wal[PATH_MAX + 272];
+	const char *rest = wd_path_rest(d->cfg.storage.dir);
+	char *slash;
+	uint64_t bytes;
+
+	if (d->cfg.storage.dir[0] == '/' || !d->config_path ||
+	    (size_t)snprintf(copy, sizeof(copy), "%s", d->config_path) >= sizeof(copy))
+		return 0;
+	slash = strrchr(copy, '/');
+	if (slash)
+		slash == copy ? (void)(copy[1] = 0) : (void)(*slash = 0);
+	if (!realpath(slash ? copy : ".", cdir))
+		return 0;
+	int whole = !*rest || !strcmp(rest, ".");
+	snprintf(there, sizeof(there), "%s%s%s", cdir, whole || !strcmp(cdir, "/") ? "" : "/", whole ? "" : rest);
+	storage_now(d->cfg.storage.dir, here, sizeof(here));
+	if (!strcmp(here, there))	/* started in the config's directory */
+		return 0;
+	snprintf(wal, sizeof(wal), "%s/wal", here);
+	if (wal_bytes(wal))
+		return 0;
+	snprintf(wal, sizeof(wal), "%s/wal", there);
+	if (!(bytes = wal_bytes(wal)))
+		return 0;
+	snprintf(buf, size, "storage: '%.1024s' is %s, new here (relative to the working directory), but %s, "
+		 "the same path beside the config, holds a write-ahead log of %llu bytes: this config's "
+		 "runs and results are there, not here; started in another directory? stop this wdriftd "
+		 "and start it in %s, or make storage.dir absolute", d->cfg.storage.dir, here, there,
+		 (unsigned long long)bytes, cdir);
+	return 1;
+}
+
+/*
  * No config found (why: config_find's words): started in the wrong
  * directory, often. Said on stderr as a warning (a near miss, such as
  * ./wdrift.yaml, named), with where its files then go and the --endpoint
@@ -490,6 +532,7 @@ static int start(struct daemon *d, int force)
 				  .each_publisher = each_publisher };
 	d->ctl = (struct control){ .st = &d->st, .cfg = &d->cfg,
 				   .engine = wd_engine_describe(d->engine), .storage = d->storage,
+				   .storage_note = d->storage_note[0] ? d->storage_note : NULL,
 				   .spool = d->spool,
 				   .reload = daemon_reload, .reload_ctx = d, .forget = daemon_forget_run,
 				   .publishers = daemon_publishers, .jobs = daemon_jobs,
@@ -1022,6 +1065,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);	/* a peer's closed pipe must not kill us */
 	if (relative)
 		log_notice("%s", where);
+	if (storage_elsewhere(&d, d.storage_note, sizeof(d.storage_note)))
+		log_warning("%s", d.storage_note);
 	if (start(&d, force) < 0) {
 		shutdown_daemon(&d);
 		return 1;

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,25 @@ static int list_segments(const char *dir, unsigned **segs, size_t *n)
 static void seg_path(char *buf, size_t size, const char *dir, unsigned seg)
 {
 	snprintf(buf, size, "%s/%06u.log", dir, seg);
+}
+
+uint64_t wal_bytes(const char *dir)
+{
+	char path[PATH_MAX + 16];
+	unsigned *segs;
+	size_t n;
+	uint64_t total = 0;
+	struct stat st;
+
+	if (list_segments(dir, &segs, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		seg_path(path, sizeof(path), dir, segs[i]);
+		if (!stat(path, &st) && S_ISREG(st.st_mode))
+			total += (uint64_t)st.st_size;
+	}
+	free(segs);
+	return total;
 }
 
 /*

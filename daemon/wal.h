@@ -45,6 +45,12 @@ int wal_sync(struct wal *w);
  * restart (as after a failed append that cannot be undone).
  */
 int wal_append_sync(struct wal *w, const void *payload, size_t len, int *stands);
+/*
+ * The bytes of the log's segments in dir, read without opening the log:
+ * 0 when it has none, or dir is not there. For a daemon that starts on a
+ * new storage.dir beside one that holds a log (daemon/main.c).
+ */
+uint64_t wal_bytes(const char *dir);
 /* Records replayed at open, and appended since. */
 uint64_t wal_records(const struct wal *w);
 /* For tests: start a new segment past this many bytes. */

@@ -317,7 +317,59 @@ def main():
     finally:
         harness.teardown(dm, tmp)
     storage_and_reload_log()
+    storage_beside_config()
     return harness.summary()
+
+
+def storage_beside_config():
+    """A relative storage.dir, the daemon restarted from another directory: it starts on a new, empty
+    storage.dir, and says, in its log and in status, that the one beside the config holds a write-ahead log
+    (a trial's restart from another directory looked like every result lost, a notice its only word)."""
+    tmp = os.path.realpath(tempfile.mkdtemp(prefix="wdrift-t84s-"))
+    dm = Daemon(tmp)
+    here = os.getcwd()
+    try:
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        with open(cfg, "w") as f:
+            f.write(BASE.format(d=tmp).replace(f"dir: {tmp}/var", "dir: ./var"))
+        work = os.path.join(tmp, "other")
+        os.makedirs(work)
+        ck = os.path.join(tmp, "base.h5")
+        with h5py.File(ck, "w") as f:
+            f["w"] = np.arange(64, dtype=np.float32)
+        os.chdir(tmp)
+        check(dm.start() is not None, "wdriftd starts in the config's directory", dm.log_text()[-2000:])
+        r = wd("send", "--run", "base", "--step", "1", ck, "-c", cfg)
+        check(r.returncode == 0, "a snapshot sent", r.stdout + r.stderr)
+        check(dm.stop() == 0, "stopped")
+        check(not any("new here" in line for line in dm.log_text().splitlines()),
+              "started in the config's directory: no warning", dm.log_text()[-2000:])
+        os.chdir(work)
+        before = len(dm.log_text())
+        check(dm.start() is not None, "wdriftd starts again, in another directory", dm.log_text()[-2000:])
+        log = dm.log_text()[before:]
+        warning = (f"storage: './var' is {work}/var, new here (relative to the working directory), but {tmp}/var, "
+                   f"the same path beside the config, holds a write-ahead log of ")
+        check(warning in log and f"start it in {tmp}, or make storage.dir absolute" in log,
+              "its log warns that the storage.dir beside the config holds the data, and how to start", log[-3000:])
+        r = wd("status", "-c", cfg)
+        check(r.returncode == 0 and f"           warning: {warning}" in r.stdout,
+              "status says it under storage", r.stdout + r.stderr)
+        r = wd("status", "-c", cfg, "--json")
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(str(o.get("storage_note", "")).startswith(warning), "status --json: storage_note", r.stdout)
+        check(dm.stop() == 0, "stopped")
+        os.chdir(tmp)
+        before = len(dm.log_text())
+        check(dm.start() is not None, "started in the config's directory again", dm.log_text()[-2000:])
+        r = wd("status", "-c", cfg, "--json")
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(r.returncode == 0 and "storage_note" not in o and "new here" not in dm.log_text()[before:],
+              "back in the config's directory: no warning, and its runs are there", r.stdout)
+        check(o.get("runs") == 1, "the run sent before is there", r.stdout)
+    finally:
+        os.chdir(here)
+        harness.teardown(dm, tmp)
 
 
 def storage_and_reload_log():
