@@ -125,9 +125,11 @@ static void test_replay(void)
 	char err[512];
 
 	reset();
+	CHECK(wal_bytes(dir) == 0 && wal_bytes("/nonexistent/wal") == 0, "wal_bytes: 0 with no segment, or no directory");
 	CHECK(open_replay(0, &w, err) == 0 && n_seen == 0, "a new log opens empty");
 	wal_close(&w);
 	write_records(5, 0);
+	CHECK(wal_bytes(dir) > 5 * 20, "wal_bytes: the segments' bytes (%llu)", (unsigned long long)wal_bytes(dir));
 	CHECK(open_replay(0, &w, err) == 0 && n_seen == 5 && wal_records(w) == 5,
 	      "5 records replay in order (%d)", n_seen);
 	CHECK(!strcmp(seen[0], "{\"t\":\"snapshot\",\"step\":0}") &&
