@@ -192,7 +192,7 @@ void compare_print_table(const struct compare_result *r)
 		printf("(no tensor matched)\n");
 	if (s.nf_base.nan + s.nf_base.posinf + s.nf_base.neginf +
 	    s.nf_cand.nan + s.nf_cand.posinf + s.nf_cand.neginf)
-		printf("\nnonfinite: NaN/Inf counts, baseline/candidate; left out of W1\n");
+		printf("\nnonfinite: NaN/Inf counts, baseline/candidate; left out of W1, and their pairs out of max|d| and rel L2\n");
 	if (r->n_only_base || r->n_only_cand)
 		printf("\n");
 	for (size_t i = 0; i < r->n_only_base; i++)

@@ -355,7 +355,7 @@ check "30x20 vs 20x30: compared element by element (max|d| is a number)" \
 	eval 'grep "^t " "$tmp/out" | awk "{exit !(\$3 == 600 && \$5 != \"-\")}"'
 run compare "$T/nf.h5" "$T/mixed_a.h5"
 check "nonfinite column BASE/CAND: 3/0, and the legend line" \
-	eval 'rc_is 0 && grep "^m " "$tmp/out" | grep -qw "3/0" && out_has "nonfinite: NaN/Inf counts"'
+	eval 'rc_is 0 && grep "^m " "$tmp/out" | grep -qw "3/0" && out_has "nonfinite: NaN/Inf counts, baseline/candidate; left out of W1, and their pairs out of max|d| and rel L2"'
 run compare "$T/nf.h5" "$T/mixed_a.h5" --json
 check "JSON per-kind non-finite counts: nan 2, neginf 1" \
 	eval 'rc_is 0 && "$PYTHON" -c "
