@@ -52,6 +52,7 @@ static const char usage[] =
 "                     the error names the nearest steps that have some\n"
 "      --latest       the latest step with results (the default; not with --step)\n"
 "      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
+"                     (--layers too, as compare spells it)\n"
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
@@ -301,6 +302,7 @@ int cmd_drift(int argc, char **argv)
 		{ "step", required_argument, NULL, 's' },
 		{ "latest", no_argument, NULL, 'L' },
 		{ "layer", required_argument, NULL, 'g' },
+		{ "layers", required_argument, NULL, 'g' },	/* compare's spelling */
 		{ 0 },
 	};
 	struct dc_args a = { 0 };

@@ -14,7 +14,7 @@
 static const struct cli_command commands[] = {
 	{ "compare", cmd_compare, "per-layer drift between checkpoint files, no daemon" },
 	{ "status", cmd_status, "the daemon: engine, runs, snapshots, errors, memory" },
-	{ "runs", cmd_runs, "the runs the daemon has heard from" },
+	{ "runs", cmd_runs, "the runs the daemon has heard from; runs rm RUN forgets one" },
 	{ "studies", cmd_studies, "the daemon's studies: baseline, candidates, proxies" },
 	{ "drift", cmd_drift, "a study's drift at a step, per tensor" },
 	{ "alerts", cmd_alerts, "alert rules and their state" },

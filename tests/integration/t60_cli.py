@@ -165,7 +165,7 @@ def main():
               f"a snapshot the daemon refuses: exit 1 with its reason, no config named ({r.stderr.strip()})")
         # a mistyped option gets "did you mean", as commands, runs and keys do; a value given to
         # an option that takes none says so (a trial: only "unknown option")
-        for args, needle in ((["drift", "fa", "--layers", "0.*", "-c", cfg], "did you mean '--layer'?"),
+        for args, needle in ((["drift", "fa", "--layr", "0.*", "-c", cfg], "did you mean '--layer'?"),
                              (["drift", "fa", "--stpe", "20", "-c", cfg], "did you mean '--step'?"),
                              (["runs", "--confg", cfg], "did you mean '--config'?"),
                              (["status", "--json=1", "-c", cfg], "option '--json' takes no value"),
@@ -234,6 +234,11 @@ def main():
         d = json.loads(r.stdout) if r.returncode == 0 else {}
         layers = d.get("candidates", {}).get("fa", {}).get("layers", [])
         check(d.get("step") == 10 and [l["name"] for l in layers] == ["layers.0.w"], "drift --step --layer --json")
+        r = wd("drift", "fa", "--step", "10", "--layers", "layers.*", "-c", cfg, "--json")
+        check(r.returncode == 0 and json.loads(r.stdout) == d,
+              "drift --layers, as compare spells it, is --layer (a trial's typed it)", r.stdout + r.stderr)
+        r = wd("--help")
+        check(r.returncode == 0 and "runs rm RUN forgets one" in r.stdout, "wdrift --help names runs rm", r.stdout)
         spool = os.path.join(tmp, "var", "spool")
         ref = json.loads(wd("compare", f"{spool}/base/10.h5", f"{spool}/fa/10.h5", "--proxy",
                             f"fp16={spool}/lowprec/10.h5", "--json").stdout)
