@@ -22,9 +22,10 @@ static const char usage[] =
 "computes them.\n"
 "\n"
 "Below each candidate's tensors, the summary rows of wdrift compare over them:\n"
-"weighted by elements, median over tensors, and max. The second line says\n"
-"whether the step is complete: every run of the study compared at it; or\n"
-"stale: its rows compared another baseline than the study's now (a reload).\n"
+"weighted by elements, median over tensors, and max. The second line (the\n"
+"third after a 'later' line) says whether the step is complete: every run\n"
+"of the study compared at it; or stale: its rows compared another baseline\n"
+"than the study's now (a reload).\n"
 "With no results at all, the error says why: the baseline has no snapshot,\n"
 "or a run's steps are none within alignment.tolerance of the baseline's.\n"
 "Lines under it say when the rows may not be what they seem (--json below\n"
@@ -51,13 +52,15 @@ static const char usage[] =
 "      --step N       that step (the baseline's step); when it has no results,\n"
 "                     the error names the nearest steps that have some\n"
 "      --latest       the latest step with results (the default; not with --step)\n"
+"                     that has a candidate's: a later one with the proxies' rows\n"
+"                     alone (the baseline ahead) is said on a 'later' line\n"
 "      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
 "                     (--layers too, as compare spells it)\n"
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
 "                     \"missing_latest\": {RUN: STEP}, \"never\": {RUN: WHY},\n"
-"                     \"stale\", \"silent\", \"refused\",\n"
+"                     \"later\", \"later_step\", \"stale\", \"silent\", \"refused\",\n"
 "                     \"mixed\", \"expired\", \"stuck\", \"unmatched\", \"ahead\",\n"
 "                     \"unaligned\", \"run_steps\": {RUN: STEP} with\n"
 "                     \"alignment_tolerance\";\n"
@@ -348,6 +351,7 @@ int cmd_drift(int argc, char **argv)
 		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
 	}
 	putchar('\n');
+	dc_said(res, "later");	/* the latest step is the baseline's alone: this is an earlier one */
 	print_completeness(res, dc_again(&a.t));	/* its hint runs as typed: with the same -c */
 	print_silent(res);
 	const char *run;

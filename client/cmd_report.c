@@ -378,7 +378,7 @@ static void says_item(FILE *f, const char *label, const char *text, size_t *n)
  */
 static void daemon_says(FILE *f, const struct report *r, json_t *said, const char *why)
 {
-	static const char *const keys[] = { "stale", "silent", "refused", "mixed", "expired", "stuck",
+	static const char *const keys[] = { "later", "stale", "silent", "refused", "mixed", "expired", "stuck",
 					    "unmatched", "ahead", "unaligned" };
 	const char *run;
 	json_t *v;
@@ -394,8 +394,9 @@ static void daemon_says(FILE *f, const struct report *r, json_t *said, const cha
 		fputs("</code> says it while wdriftd runs.</p>\n", f);
 		return;
 	}
-	fprintf(f, "At step %lld, the latest it compared, as <code>wdrift drift ",
-		(long long)json_integer_value(json_object_get(said, "step")));
+	fprintf(f, "At step %lld, the latest it compared%s, as <code>wdrift drift ",
+		(long long)json_integer_value(json_object_get(said, "step")),
+		json_object_get(said, "later") ? " a candidate at" : "");
 	xml_text(f, r->sd->name);
 	fputs("</code> says it.</p>\n", f);
 	json_object_foreach(json_object_get(said, "never"), run, v)

@@ -95,6 +95,36 @@ static int never(struct control *c, struct drift_query *q, const struct wd_confi
 	return failed ? -ENOMEM : 0;
 }
 
+/* Whether b has rows of one of the study's candidates now. */
+static int has_candidate(const struct result_batch *b, const struct wd_config_study *st)
+{
+	for (size_t k = 0; k < st->candidates.n; k++)
+		if (result_batch_has_run(b, st->candidates.names[k]))
+			return 1;
+	return 0;
+}
+
+/*
+ * The latest kept batch before b's step, of its study and baseline, with a
+ * candidate's rows, or NULL. With a synthetic proxy every baseline step has
+ * results of its own, so that the latest one is often the baseline's alone
+ * while its candidates lag (a trial's default view was "no candidate
+ * compared at this step"). O(results x candidates), as drift_query_find_latest.
+ */
+static struct result_batch *latest_with_candidate(const struct control *c, const struct wd_config_study *st,
+						  const struct result_batch *b)
+{
+	struct result_batch *best = NULL;
+
+	for (size_t i = 0; i < c->n_results; i++) {
+		struct result_batch *o = c->results[i];
+		if (o->step < b->step && (!best || o->step > best->step) && !strcmp(o->study, b->study) &&
+		    !strcmp(o->baseline, b->baseline) && has_candidate(o, st))
+			best = o;
+	}
+	return best;
+}
+
 /*
  * drift: {"study", "step" or "latest"}. Checked and looked up here, on the
  * main thread, in time independent of the study's size but for the walks
@@ -141,9 +171,23 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 		return control_fail("%s", msg);
 	}
 
+	/* no step asked: the latest a candidate was compared at, the later ones said */
+	struct result_batch *shown = jstep || has_candidate(b, st) ? NULL : latest_with_candidate(c, st, b);
+	int64_t later = shown ? b->step : -1;
+	if (shown)
+		b = shown;
 	struct drift_query q = { 0 };
 	int ok = drift_query_init(&q, b, st, glob) == 0 &&
 		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
+	if (ok && later >= 0) {
+		char said[600];
+		snprintf(said, sizeof(said), "step %lld, the latest with results, has no candidate's (its baseline "
+			 "ahead of them, its proxies' rows alone): this is step %lld, the latest a candidate was "
+			 "compared at; `wdrift drift %.128s --step %lld` shows step %lld", (long long)later,
+			 (long long)b->step, study, (long long)later, (long long)later);
+		ok = (q.later = strdup(said)) != NULL;
+		q.later_step = later;
+	}
 	char silent[1400];
 	/* the study's runs that sent nothing (a typo?): its rows cannot have them */
 	if (ok && study_silent(c->cfg, c->st, st, b, silent, sizeof(silent)))

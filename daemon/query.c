@@ -518,6 +518,12 @@ char *drift_query_reply(const struct drift_query *q, size_t *len)
 		out_str(&out, ",\"unaligned\":");
 		out_json(&out, json_string(q->unaligned));
 	}
+	if (q->later) {	/* the latest step is the baseline's alone: the one shown is earlier */
+		out_str(&out, ",\"later\":");
+		out_json(&out, json_string(q->later));
+		out_str(&out, ",\"later_step\":");
+		out_json(&out, json_integer((json_int_t)q->later_step));
+	}
 	if (q->ahead) {	/* the baseline stopped, or lags: later steps have no rows yet */
 		out_str(&out, ",\"ahead\":");
 		out_json(&out, json_string(q->ahead));
@@ -606,6 +612,8 @@ void drift_query_release(struct drift_query *q)
 	q->expired = NULL;
 	free(q->ahead);
 	q->ahead = NULL;
+	free(q->later);
+	q->later = NULL;
 	free(q->unaligned);
 	q->unaligned = NULL;
 	free(q->stuck);
@@ -702,6 +710,7 @@ static int same_query(const struct drift_query *a, const struct drift_query *b)
 	    a->n_candidates != b->n_candidates || !str_eq(a->baseline, b->baseline) ||
 	    !str_eq(a->silent, b->silent) || !str_eq(a->refused, b->refused) ||
 	    !str_eq(a->mixed, b->mixed) || !str_eq(a->expired, b->expired) || !str_eq(a->ahead, b->ahead) ||
+	    !str_eq(a->later, b->later) ||
 	    !str_eq(a->unaligned, b->unaligned) || !str_eq(a->stuck, b->stuck) ||
 	    !str_eq(a->unmatched, b->unmatched) ||
 	    !str_eq(a->run_steps, b->run_steps) || !str_eq(a->never, b->never))

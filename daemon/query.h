@@ -38,6 +38,9 @@ struct drift_query {
 	char *mixed;			/* its runs two jobs published at once, said (study_mixed); NULL: none */
 	char *expired;			/* its runs' steps refused incomplete, said (study_expired); NULL: none */
 	char *ahead;			/* runs past the baseline's latest step, said (study_ahead); NULL: none */
+	/* no step asked, and later steps than the batch's have no candidate's rows: said; NULL: none */
+	char *later;
+	int64_t later_step;		/* the latest of them, with later */
 	char *unaligned;		/* runs none of whose steps align, said (study_unaligned); NULL: none */
 	char *stuck;			/* its runs' steps held up in intake, said (study_stuck); NULL: none */
 	char *unmatched;		/* runs' tensors apart from the baseline's, said (study_unmatched); NULL: none */

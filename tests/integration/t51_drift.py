@@ -315,6 +315,35 @@ def main():
         check(r.returncode == 0 and "\n(no candidate compared at this step)\n" in r.stdout
               and "lagging    lowprec (proxy): compared last at step 40" in r.stdout and "never      'fa' (candidate)" in r.stdout,
               "drift --step 50: the candidate never, the proxy lagging: no 'yet' under the table", r.stdout + r.stderr)
+        # the baseline ahead: step 70 has the synthetic proxy's rows alone. drift with no step shows 60, the latest
+        # a candidate was compared at, and says why (a trial's default view was "no candidate compared")
+        publish(base, 70, tensors(rng, 70, 0.0))
+        end, got = time.time() + 20, None
+        while time.time() < end and not (got and got.get("ok")):
+            got = control(ctx, tmp, {"v": 1, "cmd": "drift", "study": "fa", "step": 70})
+            time.sleep(0.2)
+        check(got and got.get("ok") and not got.get("candidates"), "step 70 computed, the baseline's alone", got)
+        cfg = os.path.join(tmp, "wdrift.yaml")
+        r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and r.stdout.startswith("study      fa, step 60, baseline base")
+              and "\nlater      step 70, the latest with results, has no candidate's (its baseline ahead of them, "
+                  "its proxies' rows alone): this is step 60, the latest a candidate was compared at; "
+                  "`wdrift drift fa --step 70` shows step 70\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
+              "drift with no step: step 60, the latest with a candidate's rows, and the later step said",
+              r.stdout + r.stderr)
+        r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg, "--json"], capture_output=True, text=True, timeout=30)
+        o = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(o.get("step") == 60 and o.get("later_step") == 70 and "fa" in o.get("candidates", {}),
+              "drift --json: step 60, later_step 70", r.stdout[-1500:])
+        r = subprocess.run([WDRIFT, "report", "fa", "-c", cfg, "-o", "-"], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "At step 60, the latest it compared a candidate at, as <code>wdrift drift fa" in r.stdout
+              and "step 70, the latest with results, has no candidate" in r.stdout,
+              "report: what wdriftd says is of step 60, and the later step is said", r.stdout[-3000:] + r.stderr)
+        r = subprocess.run([WDRIFT, "drift", "fa", "--step", "70", "-c", cfg], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode == 0 and "step 70" in r.stdout and "later " not in r.stdout
+              and "(no candidate compared at this step yet)" in r.stdout,
+              "drift --step 70 shows the baseline's step, as asked", r.stdout + r.stderr)
         dm.stop(signal.SIGKILL)
         check(dm.start() is not None, "restart after kill -9, every result already logged")
         time.sleep(0.5)
