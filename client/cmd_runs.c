@@ -46,11 +46,11 @@ static const char rm_usage[] =
 "was removed), durably, so that the name is\n"
 "free again: a training run restarted under it is stored and compared\n"
 "afresh, not refused as a conflict. It prints what was removed. Refused\n"
-"while a snapshot of the run is being received or stored, and while a\n"
-"publisher of it is still connected (a live job, whose snapshots it would\n"
-"delete, or a re-run whose snapshots were refused as conflicts and are not\n"
-"sent again: the error names each; stop them first, then start the re-run\n"
-"again, or re-run under another name). A job that has just exited is still\n"
+"while a snapshot of the run is being stored, and, without --force, while\n"
+"one is being received or a publisher of it is still connected (a live\n"
+"job, whose snapshots it would delete, or a re-run whose snapshots were\n"
+"refused as conflicts and are not sent again: the error names each; stop\n"
+"them first, then start the re-run again, or re-run under another name). A job that has just exited is still\n"
 "connected for a moment: rm waits for its publishers to disconnect (and for\n"
 "a snapshot being stored), up to --wait, and removes the run as soon as it\n"
 "is free. Interrupted while it waits, it removes nothing.\n"
@@ -58,7 +58,9 @@ static const char rm_usage[] =
 "  --force        remove the run even with publishers connected; their\n"
 "                 next snapshots are stored under the name afresh (with\n"
 "                 two jobs still sending, the run then holds steps of both;\n"
-"                 stderr names the publishers still connected)\n"
+"                 stderr names the publishers still connected); and a step\n"
+"                 being received (a rank that died holds it up until\n"
+"                 limits.pending_timeout) is dropped, its ranks told\n"
 "  --wait SECONDS how long to wait for the run's publishers to disconnect\n"
 "                 before refusing, 0 to 60 (default 2; 0: ask once)\n"
 DC_HELP_TARGET DC_HELP_JSON DC_HELP_HELP
@@ -144,6 +146,10 @@ static int runs_rm(int argc, char **argv)
 		printf("removed run '%s': %lld durable snapshot%s, %lld result record%s, "
 		       "%lld alert instance%s (%lld firing)\n", argv[r], st, st == 1 ? "" : "s", rs,
 		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
+		long long got = dc_int(reply, "received_dropped");
+		if (got > 0)	/* --force: a step a dead rank held up */
+			printf("dropped %lld step%s being received (its ranks that committed were told)\n", got,
+			       got == 1 ? "" : "s");
 		long long pub = dc_int(reply, "publishers");
 		const char *who = json_string_value(json_object_get(reply, "publishers_who"));
 		if (pub > 0)	/* --force: the run starts again from what they send next */

@@ -325,6 +325,8 @@ static char *rm_reply(const char *run, int r, const struct forgotten *gone, cons
 				      "steps", (json_int_t)gone->steps, "results", (json_int_t)gone->results,
 				      "alerts", (json_int_t)gone->alerts, "alerts_firing", (json_int_t)gone->firing,
 				      "publishers", (json_int_t)gone->publishers);
+		if (o && gone->received)	/* --force: steps a dead rank held up, dropped */
+			json_object_set_new(o, "received_dropped", json_integer((json_int_t)gone->received));
 		if (o && gone->publishers)	/* --force under live jobs: who goes on sending */
 			json_object_set_new(o, "publishers_who", json_string(gone->publishers_who));
 		return control_dump(o);

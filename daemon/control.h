@@ -35,6 +35,7 @@ struct forgotten {
 	size_t steps, results;	/* durable steps; result records with its rows */
 	size_t alerts, firing;	/* alert instances dropped, and how many of them were firing */
 	size_t publishers;	/* still connected (FORGET_FORCE): their next snapshots start it afresh */
+	size_t received;	/* steps being received dropped (FORGET_FORCE: a rank that died) */
 	char publishers_who[400];	/* peers_publishing's list of them */
 };
 

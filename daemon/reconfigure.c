@@ -211,6 +211,8 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			if (p->committing)
 				return snprintf(err, errlen, "run '%.200s' has step %lld being stored: wait for its "
 						"ack, then try again", run, (long long)p->step), -EBUSY;
+			if (force)	/* dropped below, its ranks told: a step a dead rank holds up */
+				continue;
 			double idle = snapshot_idle(p, now_mono());	/* as ingest_expire times it */
 			double left = (double)d->cfg.limits.pending_timeout - idle;
 			char ranks[96] = "";
@@ -222,8 +224,8 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			return snprintf(err, errlen, "run '%.200s' has step %lld being received (nothing new for "
 					"%.0f s%s): it is dropped %.0f s from now (limits.pending_timeout, %llu s, "
 					"with nothing new), or stored when whole; then try again. A rank that died "
-					"never sends the rest: a shorter limits.pending_timeout and `wdrift reload` "
-					"end the wait sooner", run, (long long)p->step, idle, ranks, left > 0 ? left : 0,
+					"never sends the rest: --force drops the step now (or a shorter "
+					"limits.pending_timeout and `wdrift reload` end the wait sooner)", run, (long long)p->step, idle, ranks, left > 0 ? left : 0,
 					(unsigned long long)d->cfg.limits.pending_timeout), -EBUSY;
 		}
 	if (how & FORGET_CHECK)
@@ -234,9 +236,20 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 		n = p->next;
 		if (p->run != r)
 			continue;
-		if (p->n_waiters)	/* ranks of a sharded re-send being checked: told, not left waiting */
-			ingest_fail_waiters(&d->ix, p, WIRE_INCOMPLETE, "tensors", "the run was removed (wdrift "
-					    "runs rm) while this re-send was checked: send it again, to be stored anew");
+		int received = snapshot_pending(p);	/* being received (--force), not a re-send checked */
+		/* ranks that committed: told, not left waiting */
+		if (p->n_waiters)
+			ingest_fail_waiters(&d->ix, p, WIRE_INCOMPLETE, "tensors", received ?
+					    "the run was removed (wdrift runs rm --force) while this step was being "
+					    "received: its parts are dropped; send it again, to be stored anew" :
+					    "the run was removed (wdrift runs rm) while this re-send was checked: send "
+					    "it again, to be stored anew");
+		if (received) {
+			log_notice("runs rm --force: run '%s' step %lld: dropped while being received (%zu tensors, "
+				   "%zu commits waited)", run, (long long)p->step, p->n_tensors, p->n_waiters);
+			d->st.count.dropped++;
+			gone->received++;
+		}
 		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
 			if (*q == p) {
 				*q = p->next;

@@ -347,11 +347,20 @@ def main():
         while time.time() < end and not run_info(cfg, "dead").get("bytes_pending"):
             time.sleep(0.05)
         alive.kill()
-        r = wd(cfg, "runs", "rm", "dead", "--force")
+        r = wd(cfg, "runs", "rm", "dead")
         check(r.returncode == 1 and "run 'dead' has step 10 being received (nothing new for" in r.stderr
               and "1 of its 2 ranks committed" in r.stderr and "s from now (limits.pending_timeout, 600 s" in r.stderr
-              and "`wdrift reload`" in r.stderr,
+              and "--force drops the step now" in r.stderr and "`wdrift reload`" in r.stderr,
               "a dead rank's step: rm refused, saying when the step is dropped and how to end the wait", r.stderr)
+        # --force drops it now (a trial's waited 10 minutes, --force refused too)
+        r = wd(cfg, "runs", "rm", "dead", "--force")
+        check(r.returncode == 0 and "removed run 'dead': 1 durable snapshot" in r.stdout
+              and "dropped 1 step being received (its ranks that committed were told)" in r.stdout,
+              "runs rm --force: the run removed, its step being received dropped", r.stdout + r.stderr)
+        st = json.loads(wd(cfg, "status", "--json").stdout)
+        check(st["snapshots"]["pending"] == 0 and not st["pending_snapshots"]["snapshots"]
+              and "run 'dead' step 10: dropped while being received" in dm.log_text(),
+              "nothing of it pending after, and the daemon's log says the drop", json.dumps(st["pending_snapshots"]))
 
         # a job that catches the conflict and goes on: the snapshot whose publish() raised it is
         # queued all the same (raised before queuing it, every other step of such a job was lost)
@@ -405,7 +414,7 @@ print("lost", pub.close(10))
               "it sends next" in r.stderr, "... and the CLI says the job still sends (a trial saw it in the log only)",
               r.stderr)
         log = dm.log_text()
-        lines = [x for x in log.splitlines() if "runs rm --force" in x]
+        lines = [x for x in log.splitlines() if "runs rm --force: run 'base'" in x]
         check(len(lines) == 1 and "run 'base'" in lines[0] and "1 publisher still connected" in lines[0],
               "the daemon's log says it once, naming the run and its publisher", "\n".join(lines) or log[-2000:])
         check(live.step(2) == "acked 2" and durable(cfg, "base") == 1, "the live job's next step is stored afresh")
