@@ -181,8 +181,8 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
 	if (ok && later >= 0) {
 		char said[600];
-		snprintf(said, sizeof(said), "step %lld, the latest with results, has no candidate's (its baseline "
-			 "ahead of them, its proxies' rows alone): this is step %lld, the latest a candidate was "
+		snprintf(said, sizeof(said), "step %lld, the latest with results, has no candidate's (its proxies' "
+			 "rows alone: the candidates lag, are held up or ended): this is step %lld, the latest a candidate was "
 			 "compared at; `wdrift drift %.128s --step %lld` shows step %lld", (long long)later,
 			 (long long)b->step, study, (long long)later, (long long)later);
 		ok = (q.later = strdup(said)) != NULL;

@@ -883,6 +883,29 @@ int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank,
 		return -1;
 	low->lag_said = 1;
 	low->run->dead_rank = rank + 1;	/* later steps lack it too: no lag line for them (a review) */
+	/*
+	 * The ranks that wait are told too, once (the caller says a death once):
+	 * a trial's surviving rank heard only "is every rank publishing its
+	 * part?" at its stall warning, and the rank's number in the daemon's
+	 * log alone.
+	 */
+	struct wire_header *p = calloc(1, sizeof(*p));
+	if (p) {	/* out of memory: the log alone */
+		double left = (double)ix->cfg->limits.pending_timeout - snapshot_idle(low, now_mono());
+		p->type = WIRE_PONG;
+		p->step = -1;
+		snprintf(p->notice, sizeof(p->notice), "run '%.200s' step %lld waits for rank %llu of %llu, whose "
+			 "connection closed and has not come back: a rank that died? This rank's part waits with "
+			 "the step until limits.pending_timeout (%lld s) expires it, in %.0f s, and is then "
+			 "refused; a job restarted sends the step again (`wdrift status` shows the wait)",
+			 low->run->name, (long long)low->step, (unsigned long long)rank, (unsigned long long)ranks,
+			 (long long)ix->cfg->limits.pending_timeout, left > 0 ? left : 0);
+		for (size_t i = 0; i < low->n_waiters; i++) {
+			struct frames w = WAITER_FRAMES(&low->waiters[i]);
+			ingest_reply(ix, &w, p);
+		}
+		free(p);
+	}
 	return low->step;
 }
 

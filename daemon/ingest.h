@@ -133,7 +133,8 @@ void ingest_handle(struct ingest *ix, const struct frames *m, struct ingest_seen
  * The step of run that waits for rank (of ranks) now: the lowest pending
  * snapshot of it that other ranks committed, giving their ranks, and rank
  * did not; -1 when none does. The caller says that rank's death (peers.c),
- * so that step's lag is not said besides (ingest_lag_tick).
+ * so that step's lag is not said besides (ingest_lag_tick); the ranks that
+ * committed the step are told here, in an unasked pong's notice.
  */
 int64_t ingest_waits_for_rank(struct ingest *ix, const char *run, uint64_t rank, uint64_t ranks);
 

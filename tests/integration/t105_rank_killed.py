@@ -294,8 +294,13 @@ def main():
               and "unless a new element of it comes (limits.pending_timeout, 20 s)" in lines[0],
               "drift: the step held up by the dead rank is said, beside the rows of step 1 without it", r.stdout)
         d = json.loads(wd(tmp, "drift", "fa", "--json").stdout)
-        check(d.get("step") == 1 and "fa" in d.get("missing", []) and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
-              "drift --json: \"stuck\"", json.dumps(d.get("stuck")))
+        # with no step asked, step 0, the latest fa was compared at; step 1, the proxies' alone, is "later"
+        check(d.get("step") == 0 and d.get("later_step") == 1 and "fa" in d.get("candidates", {})
+              and "'fa' (candidate) step 1 waits for rank 1 of 3" in d.get("stuck", ""),
+              "drift --json: \"stuck\", beside step 0's rows", json.dumps({k: d.get(k) for k in ("step", "later", "stuck")}))
+        d = json.loads(wd(tmp, "drift", "fa", "--step", "1", "--json").stdout)
+        check(d.get("step") == 1 and "fa" in d.get("missing", []) and "later" not in d,
+              "drift --step 1 --json: fa missing there", json.dumps(d.get("missing")))
         r = wd(tmp, "studies")
         check(re.search(r"^stuck     study 'fa': 'fa' \(candidate\) step 1 waits for rank 1 of 3, ", r.stdout, re.M)
               is not None, "studies: the stuck line under the table", r.stdout)
@@ -304,6 +309,13 @@ def main():
         # the step expires: said beside the rows, not as a step still coming
         outs = [p.communicate(timeout=60)[0] for p in (ranks[0], ranks[2])]
         check(all("step 1 acked 1" in o for o in outs), "ranks 0 and 2: step 1 refused at its expiry", "\n".join(outs))
+        told = "run 'fa' step 1 waits for rank 1 of 3, whose connection closed and has not come back: a rank that died?"
+        check(all(o.count(told) == 1 and "in the daemon" not in o for o in outs)
+              and all(re.search(r"publisher: wdriftd at .*: " + re.escape(told) + r" This rank's part waits with the "
+                                r"step until limits.pending_timeout \(20 s\) expires it, in \d+ s, and is then refused",
+                                o) for o in outs),
+              "... and each was told, once, which rank its step waits for (a trial's heard only 'is every rank "
+              "publishing its part?')", "\n".join(outs))
         check(all("ended after" in o and "with the refusal above; 1 snapshot dropped meanwhile, the refused one "
                   "among them" in o for o in outs),
               "... and their end of the wait counts the refused snapshot as the one dropped (a trial read "

@@ -326,8 +326,8 @@ def main():
         cfg = os.path.join(tmp, "wdrift.yaml")
         r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and r.stdout.startswith("study      fa, step 60, baseline base")
-              and "\nlater      step 70, the latest with results, has no candidate's (its baseline ahead of them, "
-                  "its proxies' rows alone): this is step 60, the latest a candidate was compared at; "
+              and "\nlater      step 70, the latest with results, has no candidate's (its proxies' rows alone: the "
+                  "candidates lag, are held up or ended): this is step 60, the latest a candidate was compared at; "
                   "`wdrift drift fa --step 70` shows step 70\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
               "drift with no step: step 60, the latest with a candidate's rows, and the later step said",
               r.stdout + r.stderr)
