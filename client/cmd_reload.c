@@ -110,7 +110,8 @@ int cmd_reload(int argc, char **argv)
 	 * to fix, and the daemon is not asked (it would refuse it the same way).
 	 */
 	if (!a.t.control && dc_resolve(&a.t, err, sizeof(err)) < 0)
-		return cli_error("nothing was reloaded, the daemon keeps its running configuration (fix "
-				 "the file, or give --endpoint to ask the daemon anyway): %s", err);
+		return cli_error("nothing was reloaded, the daemon keeps its running configuration (it "
+				 "would refuse this file the same way: fix it, then reload; --endpoint asks a "
+				 "daemon that runs another file): %s", err);
 	return dc_show(&a, json_pack("{s:i,s:s}", "v", 1, "cmd", "reload"), print_reload);
 }

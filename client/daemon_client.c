@@ -178,9 +178,20 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 		/* a file that does not load may be an edit the daemon has not taken: name its socket */
 		if (!t->control && !t->ingest && !t->ingest_only && wd_config_find(t->config, &found, ferr, sizeof(ferr)) == 0 &&
 		    wd_config_peek_control(found.path, ep, sizeof(ep)) == 0 &&
-		    (dc_connect_form(ep, sizeof(ep)), cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0))
-			return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
-					"its previous config: it answers at --endpoint %s)", cerr, ep);
+		    (dc_connect_form(ep, sizeof(ep)), cli_endpoint("--endpoint", ep, ferr, sizeof(ferr)) == 0)) {
+			if (!t->lenient_config || strlen(ep) >= sizeof(t->control_ep))
+				return wd_error(err, errlen, "%s\n(a wdriftd started before this edit may still run "
+						"its previous config: it answers at --endpoint %s)", cerr, ep);
+			static int warned;	/* a command that asks twice says it once */
+			if (!warned++)
+				fprintf(stderr, "wdrift: warning: %s\n(asked all the same at its listen.control, %s: a "
+					"wdriftd runs the config it read before this edit; `wdrift status` says whether "
+					"a reload would take the file)\n", cerr, ep);
+			snprintf(t->config_path, sizeof(t->config_path), "%s", found.path);
+			memcpy(t->control_ep, ep, strlen(ep) + 1);	/* fits: checked above */
+			t->ingest_ep[0] = t->events_ep[0] = 0;
+			return 0;
+		}
 		if (!t->control && !t->ingest)
 			return wd_error(err, errlen, "%s", cerr);
 		/* --endpoint, and send's --ingest, need no config */
@@ -574,6 +585,7 @@ json_t *dc_call_refusable(struct dc_args *a, json_t *request, json_t **refused)
 	if (refused)
 		*refused = NULL;
 	json_decref(request);
+	a->t.lenient_config = 1;	/* a request that reads: the daemon's state stands, whatever the file's edit */
 	if (dc_resolve(&a->t, err, sizeof(err)) < 0) {
 		cli_error("%s", err);
 		free(req);

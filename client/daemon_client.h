@@ -39,6 +39,14 @@ struct dc_target {
 	const char *control;	/* --endpoint: overrides the config's */
 	const char *ingest;	/* --ingest (send): overrides the config's */
 	int ingest_only;	/* send: it needs the ingest endpoint, so a hint names --ingest */
+	/*
+	 * A control request that only reads (status, drift, ...): a config that
+	 * does not load, whose listen.control can still be read, is warned of
+	 * on stderr and that endpoint asked all the same, since the daemon runs
+	 * the config it read before the edit (a trial's one typo locked out
+	 * every command). dc_call sets it; reload does not take it.
+	 */
+	int lenient_config;
 	const char *server_key, *key;	/* --server-key, --key; NULL: the environment */
 	struct wd_client_keys keys;	/* what dc_resolve made of them */
 	char control_ep[DC_ENDPOINT_MAX], ingest_ep[DC_ENDPOINT_MAX], events_ep[DC_ENDPOINT_MAX];

@@ -272,13 +272,19 @@ def main():
         with open(cfg, "w") as f:
             f.write(good.replace("  - name: [\n", "").replace("listen:", "bogus_key: 1\nlisten:", 1))
         r = wd("status", "-c", cfg)
-        hint = re.search(r"it answers at --endpoint (\S+)\)", r.stderr)
-        check(r.returncode == 1 and "unknown key 'bogus_key'" in r.stderr and hint and
-              hint.group(1) == ep, "a config with an error: status names the daemon's control socket "
-              f"(absolute) to use meanwhile ({hint and hint.group(1)})", r.stderr)
-        r = wd("status", "--endpoint", hint.group(1) if hint else ep, "--json")
+        hint = re.search(r"asked all the same at its listen.control, (\S+): ", r.stderr)
+        check(r.returncode == 0 and "wdrift: warning: " in r.stderr and "unknown key 'bogus_key'" in r.stderr and hint
+              and hint.group(1) == ep and "not running: " in r.stdout and "a reload would refuse it" in r.stdout,
+              "a config with an error: status warns, and asks the daemon at the file's control socket (absolute) "
+              f"all the same, which says its reload would be refused (a trial's typo locked out every command; "
+              f"{hint and hint.group(1)})", r.stdout + r.stderr)
+        r = wd("reload", "-c", cfg)
+        check(r.returncode == 1 and "unknown key 'bogus_key'" in r.stderr and "nothing was reloaded" in r.stderr
+              and "asked all the same" not in r.stderr, "... but reload is refused by the CLI, as the daemon would",
+              r.stderr)
+        r = wd("status", "--endpoint", ep, "--json")
         check(r.returncode == 0 and '"engine"' in r.stdout,
-              "and wdrift status --endpoint with it reaches the daemon, still serving", r.stderr)
+              "and wdrift status --endpoint reaches the daemon, still serving", r.stderr)
         # the error is the endpoint itself: no hint offering it back (the new-user trial)
         with open(cfg, "w") as f:
             f.write(re.sub(r"control: ipc://", "control: icp://", good.replace("  - name: [\n", ""), count=1))
