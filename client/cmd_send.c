@@ -10,6 +10,9 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
 
 #include "ckpt_sandbox.h"
 #include "cli.h"
@@ -22,8 +25,8 @@
 #define SEND_TRIES 3	/* sends of the snapshot before `wdrift send` gives up */
 
 static const char usage[] =
-"usage: wdrift send --run RUN --step STEP FILE.h5 [--ingest EP] [-c FILE]\n"
-"                   [--server-key K] [--key FILE] [--json]\n"
+"usage: wdrift send --run RUN --step STEP FILE.h5 [--skip-other] [--ingest EP]\n"
+"                   [-c FILE] [--server-key K] [--key FILE] [--json]\n"
 "\n"
 "Publishes every tensor of a checkpoint file (docs/checkpoints.md) as the\n"
 "snapshot of RUN at STEP, commits it, and waits until the daemon says it is\n"
@@ -36,6 +39,11 @@ static const char usage[] =
 "\n"
 "      --run RUN      the run's name, as the daemon's studies name it\n"
 "      --step STEP    the training step\n"
+"      --skip-other   leave out datasets whose element type is not a float (an\n"
+"                     integer counter such as num_batches_tracked), and empty\n"
+"                     ones, as wdrift compare does; a note on stderr names them\n"
+"                     (\"skipped\" in --json). Without it such a dataset is an\n"
+"                     error, before anything is sent\n"
 "      --ingest EP    the ingest endpoint, instead of the config's\n"
 "  -c, --config FILE  the daemon's config, for its endpoints\n"
 WD_CONFIG_SEARCH_HELP
@@ -66,6 +74,7 @@ struct send_opts {
 	const char *run;
 	long long step;
 	int have_step;
+	int skip_other;		/* --skip-other */
 	struct dc_args *a;
 };
 
@@ -74,6 +83,7 @@ static int on_opt(int c, const char *arg, void *ctx)
 	struct send_opts *o = ctx;
 	switch (c) {
 	case 'r': o->run = arg; return 0;
+	case 'S': o->skip_other = 1; return 0;
 	case 'i': o->a->t.ingest = arg; return dc_endpoint_option("--ingest", arg);
 	case 's':
 		if (cli_step_arg("--step", arg, &o->step))
@@ -84,12 +94,48 @@ static int on_opt(int c, const char *arg, void *ctx)
 	return 1;
 }
 
+/* A dataset --skip-other leaves out: not a float, or empty (checkpoint.h's skippable). */
+static int left_out(const struct wd_ckpt_entry *e, int skip_other)
+{
+	return skip_other && e->problem[0] && e->skippable;
+}
+
+/*
+ * Before anything is sent: a dataset that is not a float is an error naming
+ * --skip-other (a trial's int64 counter had no way past it), or, with it,
+ * is listed in *skipped (a JSON array of names). The count of datasets to
+ * send, or -1 said.
+ */
+static long check_datasets(const struct wd_ckpt *ck, const char *path, int skip_other, json_t *skipped)
+{
+	long kept = 0;
+	const struct wd_ckpt_entry *first = NULL;
+
+	for (size_t i = 0; i < wd_ckpt_count(ck); i++) {
+		const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, i);
+		if (!left_out(e, skip_other)) {
+			if (e->problem[0] && e->skippable)
+				return cli_error("'%s': dataset '%s': %s (--skip-other leaves out datasets that are "
+						 "not floats, and empty ones)", path, e->name, e->problem), -1;
+			kept++;
+			continue;
+		}
+		first = first ? first : e;
+		json_array_append_new(skipped, json_string(e->name));
+	}
+	if (!kept && first)
+		return cli_error("'%s': nothing to send: --skip-other left out every dataset (%zu, such as '%s': %s)",
+				 path, json_array_size(skipped), first->name, first->problem), -1;
+	return kept;
+}
+
 /*
  * Reads every tensor of the file through the sandbox into a snapshot of
- * the publisher, and commits it. 0, or -1 with err.
+ * the publisher, and commits it; those --skip-other leaves out are not
+ * read. 0, or -1 with err.
  */
-static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long long step, char *err,
-			size_t errlen)
+static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long long step, int skip_other,
+			char *err, size_t errlen)
 {
 	const struct wd_ckpt *ck = wd_ckpt_box_listing(box);
 	char cerr[WD_CKPT_ERR_MAX];
@@ -99,6 +145,8 @@ static int publish_file(struct wd_publisher *p, struct wd_ckpt_box *box, long lo
 	for (size_t i = 0; i < wd_ckpt_count(ck); i++) {
 		const struct wd_ckpt_entry *e = wd_ckpt_entry(ck, i);
 		struct wd_tensor_map m;
+		if (left_out(e, skip_other))
+			continue;
 		if (wd_ckpt_box_read(box, i, &m, cerr) < 0)
 			return wd_error(err, errlen, "%s", cerr);
 		int r = wd_publisher_tensor(p, e->name, e->dtype, m.data, e->dims, e->rank, 0, e->numel,
@@ -209,6 +257,7 @@ int cmd_send(int argc, char **argv)
 		{ "run", required_argument, NULL, 'r' },
 		{ "step", required_argument, NULL, 's' },
 		{ "ingest", required_argument, NULL, 'i' },
+		{ "skip-other", no_argument, NULL, 'S' },
 		{ 0 },
 	};
 	struct dc_args a = { .no_endpoint = 1, .t.ingest_only = 1 };	/* --endpoint refused below */
@@ -239,14 +288,22 @@ int cmd_send(int argc, char **argv)
 		wd_ckpt_box_close(&ck);
 		return cli_error("'%s': no datasets to send", argv[r]);
 	}
+	json_t *skipped = json_array();
+	if (!skipped || check_datasets(wd_ckpt_box_listing(ck), argv[r], o.skip_other, skipped) < 0) {
+		json_decref(skipped);
+		wd_ckpt_box_close(&ck);
+		return skipped ? EXIT_FAIL : cli_error("out of memory");
+	}
 	int resolved = dc_resolve(&a.t, err, sizeof(err));
 	if (resolved < 0 || !a.t.ingest_ep[0]) {
+		json_decref(skipped);
 		wd_ckpt_box_close(&ck);
 		/* a key error says what is wrong with the key, not that the endpoint is missing */
 		return cli_error("%s", resolved < 0 ? err : "no ingest endpoint: give -c FILE or --ingest");
 	}
 	/* as the other commands do: a stopped daemon or a typo in the path, said at once, not after 35 s */
 	if (dc_endpoint_check(a.t.ingest_ep, "ingest", a.t.ingest != NULL, err, sizeof(err)) < 0) {
+		json_decref(skipped);
 		wd_ckpt_box_close(&ck);
 		return send_error(&a.t, err);
 	}
@@ -268,7 +325,7 @@ int cmd_send(int argc, char **argv)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
 	else if (wd_publisher_set_tries(p, SEND_TRIES) < 0)
 		r = wd_error(err, sizeof(err), "%s", wd_last_error());
-	else if ((r = publish_file(p, ck, o.step, err, sizeof(err))) == 0)
+	else if ((r = publish_file(p, ck, o.step, o.skip_other, err, sizeof(err))) == 0)
 		unanswered = (r = wait_outcome(p, &a.t, po.ack_timeout_ms, &out, &refused, err,
 					       sizeof(err))) == -1 && !refused;
 	char notice[1100] = "";
@@ -278,15 +335,35 @@ int cmd_send(int argc, char **argv)
 	if (notice[0])	/* said whatever the outcome: a typo in --run */
 		fprintf(stderr, "wdrift send: warning: %s\n", notice);
 	wd_ckpt_box_close(&ck);
-	if (r < 0)
+	if (r < 0) {
+		json_decref(skipped);
 		return unanswered ? send_error(&a.t, err) : cli_error("%s", err);
-	if (a.json)
-		printf("{\"run\": \"%s\", \"step\": %lld, \"tensors\": %llu, \"bytes\": %llu, "
-		       "\"duplicate\": %s}\n", o.run, o.step, (unsigned long long)out.tensors,
-		       (unsigned long long)out.bytes, out.duplicate ? "true" : "false");
-	else
+	}
+	size_t n_skipped = json_array_size(skipped);
+	if (n_skipped) {	/* said, not only counted: the daemon compares what came */
+		size_t k;
+		json_t *v;
+		fprintf(stderr, "wdrift send: note: --skip-other left out %zu dataset%s that %s not a float, or "
+			"empty:", n_skipped, n_skipped == 1 ? "" : "s", n_skipped == 1 ? "is" : "are");
+		json_array_foreach(skipped, k, v)
+			if (k < 8)
+				fprintf(stderr, "%s '%s'", k ? "," : "", json_string_value(v));
+		fprintf(stderr, n_skipped > 8 ? " and %zu more\n" : "\n", n_skipped - 8);
+	}
+	if (a.json) {
+		json_t *o_ = json_pack("{s:s,s:I,s:I,s:I,s:b}", "run", o.run, "step", (json_int_t)o.step,
+				       "tensors", (json_int_t)out.tensors, "bytes", (json_int_t)out.bytes,
+				       "duplicate", out.duplicate);
+		if (o_ && n_skipped)
+			json_object_set(o_, "skipped", skipped);
+		char *text = o_ ? json_dumps(o_, 0) : NULL;	/* "k": v, as before */
+		printf("%s\n", text ? text : "{}");
+		free(text);
+		json_decref(o_);
+	} else
 		printf("acked: run '%s' step %lld, %llu tensor%s, %llu bytes%s\n", o.run, o.step,
 		       (unsigned long long)out.tensors, out.tensors == 1 ? "" : "s", (unsigned long long)out.bytes,
 		       out.duplicate ? " (already durable: a duplicate)" : ", durable");
+	json_decref(skipped);
 	return EXIT_OK;
 }
