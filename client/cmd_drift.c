@@ -208,9 +208,13 @@ static void print_completeness(json_t *res, const char *again)
 		return;
 	}
 	if (json_is_true(json_object_get(res, "complete"))) {
-		printf("complete   every run of the study is compared at this step%s\n",
+		/* every run compared, yet two jobs' steps in one run: the rows may be of either (a trial's) */
+		int mixed = json_string_value(json_object_get(res, "mixed")) != NULL;
+		printf("complete   every run of the study is compared at this step%s%s\n",
 		       runs && runs_none == runs ? ", but no tensor of any candidate has drift: see 'absent' below" :
-		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "");
+		       runs_absent ? ", but some tensors have no drift: see 'absent' below" : "",
+		       !mixed ? "" : runs_absent ? "; and two jobs published a run at once: see 'mixed' below" :
+		       ", but two jobs published a run at once, so its rows may be of either: see 'mixed' below");
 		return;
 	}
 	/* the runs still to come, then those that never will (expired, or sent none): "yet" would mislead */

@@ -295,6 +295,10 @@ def main():
         check(r.returncode == 0 and len(lines) == 1 and lines[0][len("mixed"):].strip().startswith(
               "'mix' (candidate): 2 jobs published it at once"), "drift of its study: a mixed line naming its role",
               r.stdout + r.stderr)
+        comp = [x for x in r.stdout.splitlines() if x.startswith("complete")]
+        check(len(comp) == 1 and comp[0].endswith(", but two jobs published a run at once, so its rows may be of "
+                                                  "either: see 'mixed' below"),
+              "... and the complete line above it says so (a trial's read 'complete' as all well)", r.stdout)
         refused = [x for x in r.stdout.splitlines() if x.startswith("refused")]
         check(len(refused) == 1 and "two jobs published it at once (the mixed line)" in refused[0]
               and "the first job's" not in refused[0],
