@@ -46,8 +46,12 @@ static void print_studies(json_t *o)
 		table_set(&t, i + 1, 3, at ? buf : "-");
 		const char *syn = json_string_value(json_object_get(s, "synthetic_proxy"));
 		table_set(&t, i + 1, 4, syn ? syn : "-");
-		json_t *latest = json_object_get(s, "latest");
-		snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(latest));
+		json_t *latest = json_object_get(s, "latest"), *cmp = json_object_get(s, "latest_compared");
+		if (json_is_integer(cmp))	/* later steps have the proxies' rows alone: drift shows this one */
+			snprintf(buf, sizeof(buf), "%lld (a candidate's: %lld)", (long long)json_integer_value(latest),
+				 (long long)json_integer_value(cmp));
+		else
+			snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(latest));
 		table_set(&t, i + 1, 5, json_is_integer(latest) ? buf : "none");
 	}
 	table_show(&t, json_array_size(list) + 1, 6, "(no study configured)");

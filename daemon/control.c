@@ -447,6 +447,10 @@ static json_t *studies(struct control *c)
 		if (b && strcmp(b->baseline, s->baseline))	/* only stale ones */
 			b = NULL;
 		json_object_set_new(one, "latest", b ? json_integer((json_int_t)b->step) : json_null());
+		/* the latest has the proxies' rows alone: the step drift shows, a candidate's latest */
+		const struct result_batch *shown = b ? control_latest_compared(c, s, b) : NULL;
+		if (shown)
+			json_object_set_new(one, "latest_compared", json_integer((json_int_t)shown->step));
 		if (!b) {
 			study_waiting(c->cfg, c->st, s, wait, sizeof(wait));
 			json_object_set_new(one, "waiting", json_string(wait[0] ? wait + 2 : "nothing held"));

@@ -105,17 +105,20 @@ static int has_candidate(const struct result_batch *b, const struct wd_config_st
 }
 
 /*
- * The latest kept batch before b's step, of its study and baseline, with a
+ * control_internal.h's: NULL when b has a candidate's rows; else the latest
+ * kept batch before b's step, of its study and baseline, with a
  * candidate's rows, or NULL. With a synthetic proxy every baseline step has
  * results of its own, so that the latest one is often the baseline's alone
  * while its candidates lag (a trial's default view was "no candidate
  * compared at this step"). O(results x candidates), as drift_query_find_latest.
  */
-static struct result_batch *latest_with_candidate(const struct control *c, const struct wd_config_study *st,
-						  const struct result_batch *b)
+struct result_batch *control_latest_compared(const struct control *c, const struct wd_config_study *st,
+					      const struct result_batch *b)
 {
 	struct result_batch *best = NULL;
 
+	if (has_candidate(b, st))
+		return NULL;
 	for (size_t i = 0; i < c->n_results; i++) {
 		struct result_batch *o = c->results[i];
 		if (o->step < b->step && (!best || o->step > best->step) && !strcmp(o->study, b->study) &&
@@ -172,7 +175,7 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 	}
 
 	/* no step asked: the latest a candidate was compared at, the later ones said */
-	struct result_batch *shown = jstep || has_candidate(b, st) ? NULL : latest_with_candidate(c, st, b);
+	struct result_batch *shown = jstep ? NULL : control_latest_compared(c, st, b);
 	int64_t later = shown ? b->step : -1;
 	if (shown)
 		b = shown;

@@ -19,5 +19,12 @@ char *control_fail(const char *fmt, const char *arg);
  * the query thread builds it for env's client (control_drift.c).
  */
 char *control_drift(struct control *c, json_t *req, const struct query_envelope *env);
+/*
+ * When b, a study's latest batch, has no candidate's rows: the latest
+ * earlier one of its study and baseline that has (the step `drift` shows
+ * with no step asked), or NULL, also when b has a candidate's rows.
+ */
+struct result_batch *control_latest_compared(const struct control *c, const struct wd_config_study *st,
+					      const struct result_batch *b);
 
 #endif

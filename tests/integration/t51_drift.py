@@ -335,6 +335,12 @@ def main():
         o = json.loads(r.stdout) if r.returncode == 0 else {}
         check(o.get("step") == 60 and o.get("later_step") == 70 and "fa" in o.get("candidates", {}),
               "drift --json: step 60, later_step 70", r.stdout[-1500:])
+        r = subprocess.run([WDRIFT, "studies", "-c", cfg], capture_output=True, text=True, timeout=30)
+        s_ = json.loads(subprocess.run([WDRIFT, "studies", "-c", cfg, "--json"], capture_output=True, text=True,
+                                       timeout=30).stdout or "{}")
+        check(r.returncode == 0 and " 70 (a candidate's: 60)" in r.stdout
+              and s_.get("studies", [{}])[0].get("latest") == 70 and s_["studies"][0].get("latest_compared") == 60,
+              "studies: the latest step, and the candidate's latest beside it", r.stdout)
         r = subprocess.run([WDRIFT, "report", "fa", "-c", cfg, "-o", "-"], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and "At step 60, the latest it compared a candidate at, as <code>wdrift drift fa" in r.stdout
               and "step 70, the latest with results, has no candidate" in r.stdout,
