@@ -115,7 +115,7 @@ static const char *nearest_option(const char *typed, const struct option *opts)
 /*
  * The usage error of an option getopt_long did not take: a value given to
  * one that takes none (or to a prefix of one), a prefix of several, or
- * "did you mean" the long option a typo is nearest (--layers for --layer,
+ * "did you mean" the long option a typo is nearest (--layr for --layer,
  * --stpe for --step, -json for --json, as commands, runs and config keys
  * are suggested). c: getopt's optopt, the short option for one in a
  * cluster (-json is -j -s -o -n).

@@ -29,6 +29,12 @@ struct json_t;
 /* forget's how: remove even with publishers connected; only say whether it would remove now */
 #define FORGET_FORCE 1u
 #define FORGET_CHECK 2u
+/*
+ * FORGET_FORCE also drops a snapshot being received once a rank's death or
+ * lag is said for it, or once nothing new of it has come for this many
+ * seconds: a dead rank's, not a step a job still streams.
+ */
+#define RM_FORCE_IDLE_S 10
 
 /* What runs rm forgot of a run (the "runs_rm" reply). */
 struct forgotten {

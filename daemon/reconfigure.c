@@ -211,9 +211,14 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			if (p->committing)
 				return snprintf(err, errlen, "run '%.200s' has step %lld being stored: wait for its "
 						"ack, then try again", run, (long long)p->step), -EBUSY;
-			if (force)	/* dropped below, its ranks told: a step a dead rank holds up */
-				continue;
 			double idle = snapshot_idle(p, now_mono());	/* as ingest_expire times it */
+			/*
+			 * dropped below, its ranks told: a step a dead rank holds up, said
+			 * (peers.c, ingest_lag_tick) or silent; not one a job still streams
+			 * (a review's: a live job's step was lost to --force)
+			 */
+			if (force && (p->lag_said || idle >= RM_FORCE_IDLE_S))
+				continue;
 			double left = (double)d->cfg.limits.pending_timeout - idle;
 			char ranks[96] = "";
 			if (p->ranks_said > 1)	/* a dead rank never commits: the wait is the timeout's */
@@ -224,9 +229,11 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			return snprintf(err, errlen, "run '%.200s' has step %lld being received (nothing new for "
 					"%.0f s%s): it is dropped %.0f s from now (limits.pending_timeout, %llu s, "
 					"with nothing new), or stored when whole; then try again. A rank that died "
-					"never sends the rest: --force drops the step now (or a shorter "
-					"limits.pending_timeout and `wdrift reload` end the wait sooner)", run, (long long)p->step, idle, ranks, left > 0 ? left : 0,
-					(unsigned long long)d->cfg.limits.pending_timeout), -EBUSY;
+					"never sends the rest: --force drops the step once nothing new has come for "
+					"%d s or the daemon has said the rank's death (or a shorter "
+					"limits.pending_timeout and `wdrift reload` end the wait sooner)", run,
+					(long long)p->step, idle, ranks, left > 0 ? left : 0,
+					(unsigned long long)d->cfg.limits.pending_timeout, RM_FORCE_IDLE_S), -EBUSY;
 		}
 	if (how & FORGET_CHECK)
 		return 0;
@@ -250,12 +257,7 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			d->st.count.dropped++;
 			gone->received++;
 		}
-		for (struct snapshot **q = &d->st.pending; *q; q = &(*q)->next)
-			if (*q == p) {
-				*q = p->next;
-				d->st.n_pending--;
-				break;
-			}
+		ingest_unlink_snapshot(&d->st, p);
 		snapshot_free(&d->st, p);
 	}
 	gone->steps = r->n_durable;

@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 
+import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -350,17 +351,43 @@ def main():
         end = time.time() + 10
         while time.time() < end and not run_info(cfg, "dead").get("bytes_pending"):
             time.sleep(0.05)
-        alive.kill()
-        r = wd(cfg, "runs", "rm", "dead")
+        # --force: not at once, while the step may still be streamed (a review's: a live job's step was lost) ...
+        r = wd(cfg, "runs", "rm", "dead", "--force", "--wait", "0")
         check(r.returncode == 1 and "run 'dead' has step 10 being received (nothing new for" in r.stderr
               and "1 of its 2 ranks committed" in r.stderr and "s from now (limits.pending_timeout, 600 s" in r.stderr
-              and "--force drops the step now" in r.stderr and "`wdrift reload`" in r.stderr,
-              "a dead rank's step: rm refused, saying when the step is dropped and how to end the wait", r.stderr)
-        # --force drops it now (a trial's waited 10 minutes, --force refused too)
-        r = wd(cfg, "runs", "rm", "dead", "--force")
+              and "--force drops the step once nothing new has come for 10 s or the daemon has said the rank's death"
+              in r.stderr and "`wdrift reload`" in r.stderr,
+              "a dead rank's step: rm --force refused at first, saying when the step is dropped and how to end the "
+              "wait", r.stderr)
+        # ... but once the rank's death is said, or nothing new came for 10 s (a trial's waited 10 minutes, --force
+        # refused too). The job ended first: a rank still connected re-sends the step, as --force documents
+        alive.kill()
+        t0 = time.time()
+        r = wd(cfg, "runs", "rm", "dead", "--force", "--wait", "30")
         check(r.returncode == 0 and "removed run 'dead': 1 durable snapshot" in r.stdout
               and "dropped 1 step being received (its ranks that committed were told)" in r.stdout,
-              "runs rm --force: the run removed, its step being received dropped", r.stdout + r.stderr)
+              f"runs rm --force --wait 30: the run removed after {time.time() - t0:.1f} s, its step being received "
+              "dropped", r.stdout + r.stderr)
+        # a rank that waits on its connection is told (a raw publisher: the library's re-sends reconnect)
+        rctx0 = zmq.Context()
+        try:
+            waiting = Publisher(rctx0, tmp, "dead3")
+            waiting.tensor(4, "w", np.arange(8, dtype=np.float32), "f32", offset=0, total=16)
+            waiting.send_raw([json.dumps({"v": 1, "type": "commit", "run": "dead3", "step": 4, "tensors": 1,
+                                          "ranks": 2, "rank": 0, "session": 4242}).encode()])
+            end = time.time() + 10
+            while time.time() < end and not run_info(cfg, "dead3").get("bytes_pending"):
+                time.sleep(0.05)
+            r = wd(cfg, "runs", "rm", "dead3", "--force", "--wait", "30")
+            waiting.s.setsockopt(zmq.RCVTIMEO, 10000)
+            m = waiting.recv() or {}
+            check(r.returncode == 0 and "dropped 1 step being received" in r.stdout and m.get("type") == "error"
+                  and m.get("code") == "incomplete" and "the run was removed (wdrift runs rm --force) while this step "
+                  "was being received: its parts are dropped; send it again, to be stored anew" in m.get("reason", ""),
+                  "... and a rank that waits for the step dropped is told why", json.dumps(m) + r.stdout + r.stderr)
+            waiting.s.close(linger=0)
+        finally:
+            rctx0.destroy(linger=0)
         st = json.loads(wd(cfg, "status", "--json").stdout)
         check(st["snapshots"]["pending"] == 0 and not st["pending_snapshots"]["snapshots"]
               and "run 'dead' step 10: dropped while being received" in dm.log_text(),
