@@ -117,6 +117,8 @@ static long check_datasets(const struct wd_ckpt *ck, const char *path, int skip_
 			if (e->problem[0] && e->skippable)
 				return cli_error("'%s': dataset '%s': %s (--skip-other leaves out datasets that are "
 						 "not floats, and empty ones)", path, e->name, e->problem), -1;
+			if (e->problem[0])	/* the file's own mistake: said before a byte is read */
+				return cli_error("'%s': dataset '%s': %s", path, e->name, e->problem), -1;
 			kept++;
 			continue;
 		}
@@ -357,9 +359,14 @@ int cmd_send(int argc, char **argv)
 		if (o_ && n_skipped)
 			json_object_set(o_, "skipped", skipped);
 		char *text = o_ ? json_dumps(o_, 0) : NULL;	/* "k": v, as before */
-		printf("%s\n", text ? text : "{}");
-		free(text);
 		json_decref(o_);
+		if (!text) {	/* acked all the same: said, not an empty object */
+			json_decref(skipped);
+			return cli_error("run '%s' step %lld acked, but its JSON could not be made (out of memory, "
+					 "or a run name that is not UTF-8)", o.run, o.step);
+		}
+		printf("%s\n", text);
+		free(text);
 	} else
 		printf("acked: run '%s' step %lld, %llu tensor%s, %llu bytes%s\n", o.run, o.step,
 		       (unsigned long long)out.tensors, out.tensors == 1 ? "" : "s", (unsigned long long)out.bytes,

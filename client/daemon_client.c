@@ -187,7 +187,9 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 				fprintf(stderr, "wdrift: warning: %s\n(asked all the same at its listen.control, %s: a "
 					"wdriftd runs the config it read before this edit; `wdrift status` says whether "
 					"a reload would take the file)\n", cerr, ep);
-			snprintf(t->config_path, sizeof(t->config_path), "%s", found.path);
+			char real[PATH_MAX];	/* absolute, as below: status's cli config line */
+			snprintf(t->config_path, sizeof(t->config_path), "%s",
+				 realpath(found.path, real) ? real : found.path);
 			memcpy(t->control_ep, ep, strlen(ep) + 1);	/* fits: checked above */
 			t->ingest_ep[0] = t->events_ep[0] = 0;
 			return 0;

@@ -40,7 +40,8 @@ struct dc_target {
 	const char *ingest;	/* --ingest (send): overrides the config's */
 	int ingest_only;	/* send: it needs the ingest endpoint, so a hint names --ingest */
 	/*
-	 * A control request that only reads (status, drift, ...): a config that
+	 * A control request (status, drift, runs rm, ...; not reload, whose
+	 * file it is): a config that
 	 * does not load, whose listen.control can still be read, is warned of
 	 * on stderr and that endpoint asked all the same, since the daemon runs
 	 * the config it read before the edit (a trial's one typo locked out

@@ -119,7 +119,7 @@ struct result_batch *control_latest_compared(const struct control *c, const stru
 
 	if (has_candidate(b, st))
 		return NULL;
-	for (size_t i = 0; i < c->n_results; i++) {
+	for (size_t i = c->n_results; i-- > 0;) {	/* the newest first: the rows are looked at once, mostly */
 		struct result_batch *o = c->results[i];
 		if (o->step < b->step && (!best || o->step > best->step) && !strcmp(o->study, b->study) &&
 		    !strcmp(o->baseline, b->baseline) && has_candidate(o, st))
@@ -133,7 +133,9 @@ struct result_batch *control_latest_compared(const struct control *c, const stru
  * main thread, in time independent of the study's size but for the walks
  * over its runs' tensor identities (study_unmatched, reshaped: a
  * millisecond each at tens of thousands of tensors) and over their durable
- * steps and pending snapshots (study_never); the reply, which
+ * steps and pending snapshots (study_never), and, with no step asked and
+ * a latest step of the proxies' rows alone, over the kept results for a
+ * candidate's (control_latest_compared); the reply, which
  * is not, is built by the query thread when there is one (env: whom it
  * goes to; NULL: build it here). Returns the reply, or NULL when the query
  * thread has it.
