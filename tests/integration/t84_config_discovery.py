@@ -327,6 +327,16 @@ def main():
     return harness.summary()
 
 
+def relative_storage(tmp, sub):
+    """The test config in tmp with storage.dir './var', and tmp/sub made, another working directory: (cfg, dir)."""
+    cfg = os.path.join(tmp, "wdrift.yaml")
+    with open(cfg, "w") as f:
+        f.write(BASE.format(d=tmp).replace(f"dir: {tmp}/var", "dir: ./var"))
+    work = os.path.join(tmp, sub)
+    os.makedirs(work)
+    return cfg, work
+
+
 def storage_beside_config():
     """A relative storage.dir, the daemon restarted from another directory: it starts on a new, empty
     storage.dir, and says, in its log and in status, that the one beside the config holds a write-ahead log
@@ -335,11 +345,7 @@ def storage_beside_config():
     dm = Daemon(tmp)
     here = os.getcwd()
     try:
-        cfg = os.path.join(tmp, "wdrift.yaml")
-        with open(cfg, "w") as f:
-            f.write(BASE.format(d=tmp).replace(f"dir: {tmp}/var", "dir: ./var"))
-        work = os.path.join(tmp, "other")
-        os.makedirs(work)
+        cfg, work = relative_storage(tmp, "other")
         ck = os.path.join(tmp, "base.h5")
         with h5py.File(ck, "w") as f:
             f["w"] = np.arange(64, dtype=np.float32)
@@ -384,11 +390,7 @@ def storage_and_reload_log():
     tmp = tempfile.mkdtemp(prefix="wdrift-t84-")
     dm = Daemon(tmp)
     try:
-        cfg = os.path.join(tmp, "wdrift.yaml")
-        with open(cfg, "w") as f:
-            f.write(BASE.format(d=tmp).replace(f"dir: {tmp}/var", "dir: ./var"))
-        work = os.path.join(tmp, "work")
-        os.makedirs(work)
+        cfg, work = relative_storage(tmp, "work")
         note = (f"storage: './var' is relative to the working directory: {work}/var (an absolute "
                 "storage.dir does not depend on where wdriftd starts)")
         for opt in ("--check-config", "--print-config"):
