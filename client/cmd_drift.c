@@ -55,7 +55,7 @@ static const char usage[] =
 "                     that has a candidate's: a later one with the proxies' rows\n"
 "                     alone (the baseline ahead) is said on a 'later' line\n"
 "      --layer GLOB   only tensors whose name matches GLOB; none matching is an error\n"
-"                     (--layers too, as compare spells it)\n"
+"                     (--layers too, as compare spells it); given once\n"
 DC_HELP_TARGET
 "      --json         {\"study\", \"step\", \"baseline\", \"compared_at\" (Unix s),\n"
 "                     \"complete\", \"missing\": [RUN...], and only when they apply\n"
@@ -95,7 +95,14 @@ static int on_opt(int c, const char *arg, void *ctx)
 		o->have_step = 1;
 		return 0;
 	case 'L': o->latest = 1; return 0;
-	case 'g': o->glob = arg; return 0;
+	case 'g':	/* one GLOB: a second was dropped in silence (a trial's, used to compare's repeats) */
+		if (o->glob) {
+			cli_usage_error("--layer is given once in drift, with one GLOB (got '%s', then '%s'); "
+					"compare takes several", o->glob, arg);
+			return 1;
+		}
+		o->glob = arg;
+		return 0;
 	}
 	return 1;
 }
@@ -355,8 +362,12 @@ int cmd_drift(int argc, char **argv)
 		printf(", compared %s (%.0f s ago)", when, ago > 0 ? ago : 0);
 	}
 	putchar('\n');
-	dc_said(res, "later");	/* the latest step is the baseline's alone: this is an earlier one */
-	print_completeness(res, dc_again(&a.t));	/* its hint runs as typed: with the same -c */
+	/* the latest step is the proxies' alone: this is an earlier one; the hint runs as typed, with the same -c */
+	const char *again = dc_again(&a.t);
+	if (json_string_value(json_object_get(res, "later")))
+		printf("later      %s (wdrift drift %s --step %lld%s)\n", json_string_value(json_object_get(res, "later")),
+		       json_string_value(json_object_get(res, "study")), dc_int(res, "later_step"), again);
+	print_completeness(res, again);	/* its hint runs as typed: with the same -c */
 	print_silent(res);
 	const char *run;
 	json_t *cand;

@@ -33,7 +33,7 @@ char *control_dump(json_t *o)
 
 char *control_fail(const char *fmt, const char *arg)
 {
-	char msg[2048];
+	char msg[4096];	/* a drift error with its storage note */
 	snprintf(msg, sizeof(msg), fmt, arg);
 	return control_dump(json_pack("{s:i,s:b,s:s}", "v", 1, "ok", 0, "error", msg));
 }
@@ -332,9 +332,11 @@ static char *rm_reply(const char *run, int r, const struct forgotten *gone, cons
 		return control_dump(o);
 	}
 	snprintf(msg, sizeof(msg), "%s", err);
-	if (wait > 0 && (r == -EAGAIN || r == -EBUSY))	/* a job exiting may take longer */
+	if (wait > 0 && r == -EAGAIN)	/* a job exiting may take longer */
 		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still so after %.3g s of waiting; "
 			 "--wait SECONDS waits longer for a job that is exiting)", wait);
+	else if (wait > 0 && r == -EBUSY)	/* a step: its own words say what ends the wait */
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (still so after %.3g s of waiting)", wait);
 	log_notice("runs rm: refused: %s", msg);	/* what the operator was told, for the record */
 	return control_fail("%s", msg);
 }

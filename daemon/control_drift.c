@@ -171,8 +171,10 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 			study_waiting(c->cfg, c->st, st, wait, sizeof(wait));
 		else
 			study_waiting_step(c->cfg, c->st, st, step, wait, sizeof(wait));
-		char msg[1950];
-		snprintf(msg, sizeof(msg), "%s%s", why, wait);
+		char msg[4096];
+		/* a daemon started in another directory: its results are in the storage.dir it names (a trial's) */
+		snprintf(msg, sizeof(msg), "%s%s%s%.2000s", why, wait, c->storage_note ? "; and " : "",
+			 c->storage_note ? c->storage_note : "");
 		return control_fail("%s", msg);
 	}
 
@@ -186,10 +188,10 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
 	if (ok && later >= 0) {
 		char said[600];
+		/* the command that shows it is the CLI's to add, with the -c it was given (lagging's too) */
 		snprintf(said, sizeof(said), "step %lld, the latest with results, has no candidate's (its proxies' "
 			 "rows alone: the candidates lag, are held up or ended): this is step %lld, the latest a candidate was "
-			 "compared at; `wdrift drift %.128s --step %lld` shows step %lld", (long long)later,
-			 (long long)b->step, study, (long long)later, (long long)later);
+			 "compared at", (long long)later, (long long)b->step);
 		ok = (q.later = strdup(said)) != NULL;
 		q.later_step = later;
 	}

@@ -245,8 +245,13 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 			continue;
 		int received = snapshot_pending(p);	/* being received (--force), not a re-send checked */
 		/* ranks that committed: told, not left waiting */
+		/*
+		 * "ranks", as the step's expiry says it: a refusal the rank's
+		 * publisher says and does not send again ("tensors" is push-back it
+		 * retries: a trial's rank re-sent the step dropped, stuck anew)
+		 */
 		if (p->n_waiters)
-			ingest_fail_waiters(&d->ix, p, WIRE_INCOMPLETE, "tensors", received ?
+			ingest_fail_waiters(&d->ix, p, WIRE_INCOMPLETE, received ? "ranks" : "tensors", received ?
 					    "the run was removed (wdrift runs rm --force) while this step was being "
 					    "received: its parts are dropped; send it again, to be stored anew" :
 					    "the run was removed (wdrift runs rm) while this re-send was checked: send "

@@ -382,9 +382,10 @@ def main():
             waiting.s.setsockopt(zmq.RCVTIMEO, 10000)
             m = waiting.recv() or {}
             check(r.returncode == 0 and "dropped 1 step being received" in r.stdout and m.get("type") == "error"
-                  and m.get("code") == "incomplete" and "the run was removed (wdrift runs rm --force) while this step "
+                  and m.get("code") == "incomplete" and m.get("field") == "ranks" and "the run was removed (wdrift runs rm --force) while this step "
                   "was being received: its parts are dropped; send it again, to be stored anew" in m.get("reason", ""),
-                  "... and a rank that waits for the step dropped is told why", json.dumps(m) + r.stdout + r.stderr)
+                  "... and a rank that waits for the step dropped is told why, with field 'ranks': a refusal its "
+              "publisher says and does not retry (a trial's re-sent the step, stuck anew)", json.dumps(m) + r.stdout + r.stderr)
             waiting.s.close(linger=0)
         finally:
             rctx0.destroy(linger=0)

@@ -327,8 +327,8 @@ def main():
         r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and r.stdout.startswith("study      fa, step 60, baseline base")
               and "\nlater      step 70, the latest with results, has no candidate's (its proxies' rows alone: the "
-                  "candidates lag, are held up or ended): this is step 60, the latest a candidate was compared at; "
-                  "`wdrift drift fa --step 70` shows step 70\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
+                  "candidates lag, are held up or ended): this is step 60, the latest a candidate was compared at "
+                  f"(wdrift drift fa --step 70 -c {cfg})\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
               "drift with no step: step 60, the latest with a candidate's rows, and the later step said",
               r.stdout + r.stderr)
         r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg, "--json"], capture_output=True, text=True, timeout=30)

@@ -261,6 +261,9 @@ def main():
         r = wd("drift", "fa", "--step", "10", "--layers", "layers.*", "-c", cfg, "--json")
         check(r.returncode == 0 and json.loads(r.stdout) == d,
               "drift --layers, as compare spells it, is --layer (a trial's typed it)", r.stdout + r.stderr)
+        r = wd("drift", "fa", "--layers", "layers.*", "--layer", "emb", "-c", cfg)
+        check(r.returncode == 2 and "--layer is given once in drift, with one GLOB (got 'layers.*', then 'emb')"
+              in r.stderr, "drift: a second --layer is a usage error, not dropped in silence", r.stderr)
         r = wd("--help")
         check(r.returncode == 0 and "runs rm RUN forgets one" in r.stdout, "wdrift --help names runs rm", r.stdout)
         spool = os.path.join(tmp, "var", "spool")

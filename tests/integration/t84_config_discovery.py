@@ -370,6 +370,9 @@ def storage_beside_config():
         r = wd("status", "-c", cfg, "--json")
         o = json.loads(r.stdout) if r.returncode == 0 else {}
         check(str(o.get("storage_note", "")).startswith(warning), "status --json: storage_note", r.stdout)
+        r = wd("drift", "fa", "-c", cfg)
+        check(r.returncode == 1 and "no results for study 'fa' yet" in r.stderr and f"; and {warning}" in r.stderr,
+              "drift's no-results error says it too (a trial's read 'has no snapshot')", r.stderr)
         check(dm.stop() == 0, "stopped")
         os.chdir(tmp)
         before = len(dm.log_text())
