@@ -151,7 +151,7 @@ static int runs_rm(int argc, char **argv)
 		       rs == 1 ? "" : "s", al, al == 1 ? "" : "s", fi);
 		long long got = dc_int(reply, "received_dropped");
 		if (got > 0)	/* --force: a step a dead rank held up */
-			printf("dropped %lld step%s being received (its ranks that committed were told)\n", got,
+			printf("dropped %lld step%s being received (the ranks still waiting for it are told)\n", got,
 			       got == 1 ? "" : "s");
 		long long pub = dc_int(reply, "publishers");
 		const char *who = json_string_value(json_object_get(reply, "publishers_who"));

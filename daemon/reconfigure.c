@@ -257,8 +257,9 @@ int daemon_forget_run(void *ctx, const char *run, unsigned how, struct forgotten
 					    "the run was removed (wdrift runs rm) while this re-send was checked: send "
 					    "it again, to be stored anew");
 		if (received) {
-			log_notice("runs rm --force: run '%s' step %lld: dropped while being received (%zu tensors, "
-				   "%zu commits waited)", run, (long long)p->step, p->n_tensors, p->n_waiters);
+			log_notice("runs rm --force: run '%s' step %lld: dropped while being received (%zu tensor%s, "
+				   "%zu commit%s waited)", run, (long long)p->step, p->n_tensors,
+				   p->n_tensors == 1 ? "" : "s", p->n_waiters, p->n_waiters == 1 ? "" : "s");
 			d->st.count.dropped++;
 			gone->received++;
 		}
