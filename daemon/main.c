@@ -156,21 +156,27 @@ static size_t each_publisher(void *ctx, const char *run, uint64_t told, peers_ea
 	return peers_each_publisher(d->peers, run, told, fn, fctx);
 }
 
-/* The path storage.dir names now, from the working directory when relative ("./" dropped). */
-static void storage_now(const char *dir, char *buf, size_t size)
+/* The path dir names under base when relative ("./" dropped), as it is when absolute. */
+static void storage_under(const char *base, const char *dir, char *buf, size_t size)
 {
-	const char *rest = dir;
-	char cwd[PATH_MAX];
+	const char *rest = wd_path_rest(dir);	/* ".//var" too */
 
 	if (dir[0] == '/') {
 		snprintf(buf, size, "%s", dir);
 		return;
 	}
-	rest = wd_path_rest(rest);	/* ".//var" too */
+	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
+	snprintf(buf, size, "%s%s%s", base, whole || !strcmp(base, "/") ? "" : "/", whole ? "" : rest);
+}
+
+/* The path storage.dir names now, from the working directory when relative. */
+static void storage_now(const char *dir, char *buf, size_t size)
+{
+	char cwd[PATH_MAX];
+
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "(the working directory: %s)", strerror(errno));
-	int whole = !*rest || !strcmp(rest, ".");	/* "." or "./": the directory itself */
-	snprintf(buf, size, "%s%s%s", cwd, whole || !strcmp(cwd, "/") ? "" : "/", whole ? "" : rest);
+	storage_under(cwd, dir, buf, size);
 }
 
 /*
@@ -301,21 +307,17 @@ static int storage_relative(const struct wd_config *cfg, char *buf, size_t size)
  */
 static int storage_elsewhere(const struct daemon *d, char *buf, size_t size)
 {
-	char cdir[PATH_MAX], copy[PATH_MAX], here[PATH_MAX + 256], there[PATH_MAX + 256], wal[PATH_MAX + 272];
-	const char *rest = wd_path_rest(d->cfg.storage.dir);
+	char cdir[PATH_MAX], here[PATH_MAX + 256], there[PATH_MAX + 256], wal[PATH_MAX + 272];
 	char *slash;
 	uint64_t bytes;
 
-	if (d->cfg.storage.dir[0] == '/' || !d->config_path ||
-	    (size_t)snprintf(copy, sizeof(copy), "%s", d->config_path) >= sizeof(copy))
+	/* config_path is absolute, without symlinks, since main() resolved it (else no warning) */
+	if (d->cfg.storage.dir[0] == '/' || !d->config_path || d->config_path[0] != '/' ||
+	    (size_t)snprintf(cdir, sizeof(cdir), "%s", d->config_path) >= sizeof(cdir))
 		return 0;
-	slash = strrchr(copy, '/');
-	if (slash)
-		slash == copy ? (void)(copy[1] = 0) : (void)(*slash = 0);
-	if (!realpath(slash ? copy : ".", cdir))
-		return 0;
-	int whole = !*rest || !strcmp(rest, ".");
-	snprintf(there, sizeof(there), "%s%s%s", cdir, whole || !strcmp(cdir, "/") ? "" : "/", whole ? "" : rest);
+	slash = strrchr(cdir, '/');
+	slash[slash == cdir] = 0;	/* /wdrift.yaml: the root, "/" */
+	storage_under(cdir, d->cfg.storage.dir, there, sizeof(there));
 	storage_now(d->cfg.storage.dir, here, sizeof(here));
 	if (!strcmp(here, there))	/* started in the config's directory */
 		return 0;
