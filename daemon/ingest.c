@@ -651,10 +651,18 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	struct run *before = state_run(ix->st, h->run, 0);
 	/* a step it had: a duplicate, or a re-check of a re-run's step, says nothing of whose job this is */
 	int had = before && run_is_durable(before, h->step);
+	/* its first commit of the run sends the run's first step again: a job started over (struct run) */
+	int from_start = had && before->durable[0] == h->step && !run_knows_session(before, h->session);
 	commit_one(ix, m, h);
 	struct run *r = state_run(ix->st, h->run, 0);
 	if (!r)
 		return;
+	if (from_start)
+		run_note_from_start(r, h->session, h->step);
+	/* not its own step count going back (asked before this commit makes it known) */
+	struct run_rerun *rr = run_rerun_of(r, h->session);
+	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied && !run_conflict_own(r, h->session))
+		rr->conflict = h->step;	/* a re-run: its later new steps are refused (refuse_rerun) */
 	run_note_session(r, h->session);
 	if (!ix->conflict_replied && !had)	/* a re-run's session, refused, is not the run's own job */
 		run_note_clean_session(r, h->session);
@@ -686,6 +694,34 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	}
 }
 
+/*
+ * A new step from a job that sent the run again from its first step and
+ * had a conflict there (a re-run under the name: struct run's reruns):
+ * refused whole as a conflict, so that the run holds one job's snapshots.
+ * Taken, its steps past the first job's last were stored after the
+ * first job's (a trial's re-run that caught the error went on so), and
+ * drift's rows, said to be the first job's, mixed both. One rank's only
+ * (ranks <= 1): a sharded re-run's ranks do not all hear their conflict
+ * in a commit's reply (commit_durable's waiters), and refusing some
+ * ranks' parts would leave the step to expire.
+ */
+static void refuse_rerun(struct ingest *ix, const struct frames *m, const struct wire_header *h, struct run *r,
+			 struct snapshot *snap, struct run_rerun *rr)
+{
+	char why[WIRE_REASON_MAX + 1], what[64];
+
+	ingest_rerun_reason(ix, m, why, sizeof(why), r, h->step, rr);
+	snprintf(what, sizeof(what), "a re-run's later step (its step %lld refused)", (long long)rr->conflict);
+	if (!rr->said) {	/* its own way out, logged whole once, not "as said at" the conflict before */
+		rr->said = 1;
+		r->conflict_full_at = 0;
+	}
+	ingest_note_conflict(ix, r, h->step, h->session, why, what);
+	ingest_fail(ix, m, h, WIRE_CONFLICT, "step", why);
+	if (snap)
+		ingest_drop_snapshot(ix, snap);	/* its tensors, held until this commit */
+}
+
 static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h)
 {
 	struct state *s = ix->st;
@@ -696,6 +732,9 @@ static void commit_one(struct ingest *ix, const struct frames *m, const struct w
 	if (r && run_is_durable(r, h->step))
 		return commit_durable(ix, m, h, r);
 	struct snapshot *snap = r ? find_snapshot(s, r, h->step) : NULL;
+	struct run_rerun *rr = r ? run_rerun_of(r, h->session) : NULL;
+	if (rr && rr->conflict != RUN_NO_CONFLICT && h->ranks <= 1 && !(snap && (snap->committing || snap->conflict)))
+		return refuse_rerun(ix, m, h, r, snap, rr);
 	/* two counts of ranks among the step's commits, whichever path each takes: said in the acks */
 	if (snap && h->ranks && !snap->ranks_said)
 		snap->ranks_said = h->ranks;

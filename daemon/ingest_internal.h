@@ -78,6 +78,16 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 			    const struct run *r, int64_t step, uint64_t session, const char *what);
 
 /*
+ * The reason a new step of a re-run is refused (rr: its session sent r's
+ * first step again and had a conflict; ingest.c): "run 'NAME' step N
+ * refused: it sent the run's first step (F) again and had step C
+ * refused: a re-run (HINT)", clipped as
+ * ingest_conflict_reason's, with a hint of its own.
+ */
+void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
+			 const struct run *r, int64_t step, const struct run_rerun *rr);
+
+/*
  * A snapshot of r at step refused as a conflict: counted (status, runs)
  * and logged. The log has why whole (its way out) for a run's first, and
  * again 10 minutes on; in between, one short line for each step, with

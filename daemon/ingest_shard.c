@@ -360,13 +360,19 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * while either job is connected, and a re-run's refused steps are not
  * sent again: so both ways out, in full.
  */
+/* No other connection publishes r: the job that stored its steps has ended (ix->publishers_besides). */
+static int first_job_gone(struct ingest *ix, const struct frames *m, const struct run *r)
+{
+	return !r->mixed && ix->publishers_besides && m->n &&
+	       ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
+}
+
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
 			    const struct run *r, int64_t step, uint64_t session, const char *what)
 {
 	char head[128], hint[192];
 	/* a re-run after the first job ended (the usual one): "stop both jobs" would send it looking */
-	int alone = !r->mixed && ix->publishers_besides && m->n &&
-		    ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
+	int alone = first_job_gone(ix, m, r);
 	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", r->name,
 			 (long long)step);
 	/*
@@ -390,6 +396,24 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
 				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
 	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
+	int room = 250 - n - k;
+
+	snprintf(why, len, "%s%.*s%s", head, room > 0 ? room : 0, what, hint);
+}
+
+void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
+			 const struct run *r, int64_t step, const struct run_rerun *rr)
+{
+	char head[96], what[192], hint[224];
+	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld refused: ", r->name, (long long)step);
+	snprintf(what, sizeof(what), "it sent the run's first step (%lld) again and had step %lld refused: a re-run", (long long)rr->from, (long long)rr->conflict);
+	/* a hint of its own: the publisher says the first refusal of this kind whole (publisher_send.c) */
+	int k = first_job_gone(ix, m, r)
+		? snprintf(hint, sizeof(hint), " (its later steps are refused too, so that the run holds one "
+			   "job's: rename it, or stop it, `wdrift runs rm %.40s`, and start it again)", r->name)
+		: snprintf(hint, sizeof(hint), " (its later steps are refused too, so that the run holds one "
+			   "job's: rename it, or stop both jobs, `wdrift runs rm %.40s`, and start it again)",
+			   r->name);
 	int room = 250 - n - k;
 
 	snprintf(why, len, "%s%.*s%s", head, room > 0 ? room : 0, what, hint);

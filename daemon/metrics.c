@@ -167,7 +167,8 @@ static void daemon_series(FILE *f, const struct control *c)
 	one_u64(f, "wdrift_snapshots_pending", "gauge",
 		"Snapshots being received or stored (status: pending).", pending);
 	family(f, "wdrift_run_conflicts_total", "counter",
-	       "Snapshots of a run refused as conflicts (other content at a step it has), kept in the "
+	       "Snapshots of a run refused as conflicts (other content at a step it has, or a re-run's "
+	       "later step), kept in the "
 	       "write-ahead log until runs rm: a re-run under the same name?; only runs that have some.");
 	for (const struct run *r = s->runs; r; r = r->next)
 		if (r->conflicts)

@@ -125,6 +125,27 @@ int run_conflict_own(const struct run *r, uint64_t session)
 	return !r->mixed && run_clean_session(r, session);
 }
 
+void run_note_from_start(struct run *r, uint64_t session, int64_t from)
+{
+	if (!session || r->n_reruns == RUN_RERUNS_MAX || run_rerun_of(r, session))
+		return;
+	if ((r->n_reruns & (r->n_reruns - 1)) == 0) {	/* capacity: the next power of two */
+		struct run_rerun *g = realloc(r->reruns, (r->n_reruns ? 2 * (size_t)r->n_reruns : 1) * sizeof(*g));
+		if (!g)
+			return;	/* not noted: its later steps are taken, as before */
+		r->reruns = g;
+	}
+	r->reruns[r->n_reruns++] = (struct run_rerun){ session, from, RUN_NO_CONFLICT, 0 };
+}
+
+struct run_rerun *run_rerun_of(const struct run *r, uint64_t session)
+{
+	for (uint32_t i = 0; session && i < r->n_reruns; i++)
+		if (r->reruns[i].session == session)
+			return &r->reruns[i];
+	return NULL;
+}
+
 int run_knew_session(const struct run *r, uint64_t session, uint32_t n)
 {
 	if (!session || n == UINT32_MAX)
@@ -253,6 +274,7 @@ static void run_free(struct run *r)
 	free(r->left_study);
 	free(r->sessions);
 	free(r->clean_sessions);
+	free(r->reruns);
 	free(r->claims);
 	free(r->mixed_told);
 	free(r->expiries);

@@ -202,6 +202,19 @@ struct run {
 	uint32_t n_clean_sessions;
 	int clean_sessions_full;
 	/*
+	 * The sessions whose first commit of r sent its first durable step
+	 * again: a job started over from the run's start (a re-run, or a job
+	 * restarted from step 0 that sends the same bytes), where a job
+	 * resumed from a checkpoint begins later. One of them refused a
+	 * conflict that is not its own step count going back is a re-run
+	 * under the name, whose later new steps are refused too (ingest.c:
+	 * refuse_rerun), so that the run holds one job's snapshots. At most
+	 * RUN_RERUNS_MAX (more are not noted: their steps are taken, as
+	 * before). In memory only.
+	 */
+	struct run_rerun *reruns;
+	uint32_t n_reruns;
+	/*
 	 * Per rank (of at most RUN_CLAIMS_MAX), the sessions of its last two
 	 * publishers and when each last committed (monotonic): a commit from
 	 * the one before the latest, within a minute, means both still
@@ -300,6 +313,16 @@ void state_note_removed(struct state *s, const char *name);
 int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
 #define RUN_SESSIONS_MAX 4096
+#define RUN_RERUNS_MAX 64
+
+/* A session that sent a run's first step again (struct run's reruns). */
+struct run_rerun {
+	uint64_t session;
+	int64_t from;			/* the run's first step, which it sent again */
+	int64_t conflict;		/* its first step refused as a conflict; RUN_NO_CONFLICT: none yet */
+	int said;			/* a later step of it was refused, logged whole (ingest.c: refuse_rerun) */
+};
+#define RUN_NO_CONFLICT INT64_MIN
 /* Notes that a commit of r came from session (0: none given, nothing noted). */
 void run_note_session(struct run *r, uint64_t session);
 /* Did a commit of r come from session before (or can that not be told: 0, or too many)? */
@@ -315,6 +338,10 @@ int run_clean_session(const struct run *r, uint64_t session);
  * test for the hint and for the count `runs` and `drift` say.
  */
 int run_conflict_own(const struct run *r, uint64_t session);
+/* Notes that session's first commit of r sent its first durable step, from, again (struct run's reruns). */
+void run_note_from_start(struct run *r, uint64_t session, int64_t from);
+/* session's entry in r's reruns, or NULL: its first commit of r was not of r's first step */
+struct run_rerun *run_rerun_of(const struct run *r, uint64_t session);
 /*
  * Whether session is one of the first n the run knew (sessions are noted
  * in order): a publisher that had committed the run by the time it knew n.

@@ -191,7 +191,9 @@ class Publisher:
 
         Raises WdriftError when the daemon has refused an earlier snapshot
         as a conflict (its (run, step) is durable with other content), once
-        this snapshot is queued: a job that catches it loses nothing more.
+        this snapshot is queued: a job that catches it loses nothing more,
+        unless it is a re-run under the name (it sent the run's first step
+        again), whose later steps the daemon refuses too (docs/publishing.md).
         """
         if not self._p:
             self._check()   # closed: raises

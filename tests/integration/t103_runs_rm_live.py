@@ -79,6 +79,32 @@ except wdrift.WdriftError as e:
 '''
 
 
+# run, then the steps: the first published and its refusal waited for, then each later one
+# published catching the conflict raised; prints what raised, then what close() counts lost
+CATCHER = r'''
+import sys, time, numpy as np, wdrift
+ep, run, first, later = sys.argv[1], sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]]
+pub = wdrift.Publisher(ep, run, ack_timeout=5.0, stall_warning=None)
+pub.publish(first, {"w": np.full(256, 2.0, np.float32)})
+end = time.time() + 20
+while pub.stats()["conflicts"] == 0 and time.time() < end:    # the refusal has come, not raised yet
+    time.sleep(0.02)
+for step in later:
+    try:
+        pub.publish(step, {"w": np.full(256, 3.0, np.float32)})
+        pub.flush(20)
+        print("published", step)
+    except wdrift.WdriftError as e:
+        print("raised", e)
+try:
+    print("lost", pub.close(10))
+except wdrift.WdriftError as e:    # a conflict that came while closing: raised after closing
+    st = pub.stats()
+    print("raised at close", e)
+    print("lost", st["committed"] - st["acked"])
+'''
+
+
 class Job:
     """A training job as a real process, one step at a time."""
 
@@ -395,28 +421,62 @@ def main():
               "nothing of it pending after, and the daemon's log says the drop", json.dumps(st["pending_snapshots"]))
 
         # a job that catches the conflict and goes on: the snapshot whose publish() raised it is
-        # queued all the same (raised before queuing it, every other step of such a job was lost)
+        # queued all the same (raised before queuing it, every other step of such a job was lost).
+        # Here a job resumed from a checkpoint at step 10, whose step 10 is not bit for bit the
+        # first job's: the run goes on with its later steps
         first_ = Job(ep, "catch", 1)
         jobs.append(first_)
-        check(first_.step(0) == "acked 0", "run 'catch': step 0 durable")
+        check(first_.step(0) == "acked 0" and first_.step(10) == "acked 10", "run 'catch': steps 0 and 10 durable")
         first_.close()
-        catcher = subprocess.run([PYTHON, "-c", r'''
-import sys, time, numpy as np, wdrift
-pub = wdrift.Publisher(sys.argv[1], "catch", ack_timeout=5.0, stall_warning=None)
-pub.publish(0, {"w": np.full(256, 2.0, np.float32)})
-end = time.time() + 20
-while pub.stats()["conflicts"] == 0 and time.time() < end:    # the refusal has come, not raised yet
-    time.sleep(0.02)
-try:
-    pub.publish(20, {"w": np.full(256, 3.0, np.float32)})
-    print("not raised")
-except wdrift.WdriftError as e:
-    print("raised", e)
-print("lost", pub.close(10))
-''', ep], env=package_env(), capture_output=True, text=True, timeout=120)
-        check(catcher.stdout.startswith("raised run 'catch' step 0 refused: conflict") and "lost 1" in catcher.stdout
-              and durable(cfg, "catch") == 2, "a job catching the conflict at publish(): that step (20) is "
-              f"stored all the same (durable {durable(cfg, 'catch')})", catcher.stdout + catcher.stderr)
+        catcher = subprocess.run([PYTHON, "-c", CATCHER, ep, "catch", "10", "20"], env=package_env(),
+                                 capture_output=True, text=True, timeout=120)
+        check(catcher.stdout.startswith("raised run 'catch' step 10 refused: conflict") and "lost 1" in catcher.stdout
+              and durable(cfg, "catch") == 3, "a job resumed mid-run catching the conflict at publish(): "
+              f"its next step (20) is stored all the same (durable {durable(cfg, 'catch')})",
+              catcher.stdout + catcher.stderr)
+
+        # ... but a job that sent the run again from its first step, with other content, is a
+        # re-run under the name: its steps past the first job's are refused too, and said whole
+        # once, so that the run holds one job's snapshots (a trial's re-run, catching the error,
+        # had its later steps stored after the first job's, while drift said the rows were the
+        # first job's)
+        first_ = Job(ep, "rerun", 1)
+        jobs.append(first_)
+        check(first_.step(0) == "acked 0", "run 'rerun': step 0 durable")
+        first_.close()
+        rerun = subprocess.run([PYTHON, "-c", CATCHER, ep, "rerun", "0", "20", "30"], env=package_env(),
+                               capture_output=True, text=True, timeout=120)
+        said = ("run 'rerun' step 20 refused: it sent the run's first step (0) again and had step 0 refused: "
+                "a re-run (its later steps are refused too, so that the run holds one job's: "
+                "rename it, or stop it, `wdrift runs rm rerun`, and start it again)")
+        check(rerun.stdout.startswith("raised run 'rerun' step 0 refused: conflict") and "lost 3" in rerun.stdout
+              and durable(cfg, "rerun") == 1 and said in rerun.stderr
+              and "run 'rerun' step 30 refused: conflict, as step 20 was" in rerun.stderr,
+              f"a re-run from step 0 catching the conflict: steps 20 and 30 refused (durable "
+              f"{durable(cfg, 'rerun')}), the first said whole, the next short", rerun.stdout + rerun.stderr)
+        info = run_info(cfg, "rerun")
+        check(info.get("conflicts") == 3 and "a re-run under the same name?" in info.get("refused", "")
+              and "the latest step 30" in info.get("refused", "") and info.get("last_step") == 0,
+              "runs: the run holds the first job's step alone, and counts the re-run's 3 refusals", json.dumps(info))
+        check(said in dm.log_text(), "the daemon's log says the refusal whole", dm.log_text()[-2000:])
+        # a re-run whose first step is the same bytes (the same seed: a duplicate) and whose
+        # conflict comes at a later step is one too; its step past the first job's is refused
+        first_ = Job(ep, "rerun2", 7)
+        jobs.append(first_)
+        got = [first_.step(n) for n in (0, 5, 10)]
+        first_.close()
+        again = Job(ep, "rerun2", 7)    # its draws: step 0 the first job's, step 10 its step 5's
+        jobs.append(again)
+        got += [again.step(n) for n in (0, 10, 20)]
+        again.close()
+        check(got[:4] == ["acked 0", "acked 5", "acked 10", "acked 0"] and got[4].startswith("raised")
+              and got[5].startswith("raised run 'rerun2' step 20 refused: conflict: run 'rerun2' step 20 refused: it "
+                                    "sent the run's first step (0) again and had step 10 refused: a re-run (its later steps are "
+                                    "refused too, so that the run holds one job's: rename it, or stop it, `wdrift runs "
+                                    "rm rerun2`, and start it again)")
+              and durable(cfg, "rerun2") == 3,
+              f"a re-run whose step 0 is a duplicate: refused from its first conflict on (durable "
+              f"{durable(cfg, 'rerun2')})", "\n".join(got))
 
         # a job killed mid-training: gone, so runs rm goes through. The baseline's step 0 first
         # (the content the live job below sends again), so that study fa has rows at step 0
