@@ -288,6 +288,7 @@ static void print_runs(json_t *o)
 	for (size_t k = 1; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		json_array_foreach(runs, i, v)
 			dc_said(v, kinds[k]);
+	dc_storage_note(o);
 }
 
 int cmd_runs(int argc, char **argv)

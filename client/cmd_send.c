@@ -367,10 +367,13 @@ int cmd_send(int argc, char **argv)
 		}
 		printf("%s\n", text);
 		free(text);
-	} else
-		printf("acked: run '%s' step %lld, %llu tensor%s, %llu bytes%s\n", o.run, o.step,
-		       (unsigned long long)out.tensors, out.tensors == 1 ? "" : "s", (unsigned long long)out.bytes,
-		       out.duplicate ? " (already durable: a duplicate)" : ", durable");
+	} else if (out.duplicate)	/* the ack counts bytes stored anew: none ("0 bytes" read as nothing sent) */
+		printf("acked: run '%s' step %lld, %llu tensor%s, already durable with the same content (a "
+		       "duplicate: nothing stored anew)\n", o.run, o.step, (unsigned long long)out.tensors,
+		       out.tensors == 1 ? "" : "s");
+	else
+		printf("acked: run '%s' step %lld, %llu tensor%s, %llu bytes, durable\n", o.run, o.step,
+		       (unsigned long long)out.tensors, out.tensors == 1 ? "" : "s", (unsigned long long)out.bytes);
 	json_decref(skipped);
 	return EXIT_OK;
 }

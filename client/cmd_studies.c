@@ -76,6 +76,7 @@ static void print_studies(json_t *o)
 			printf("unaligned study '%s': %s\n", json_string_value(json_object_get(s, "name")),
 			       unaligned);
 	}
+	dc_storage_note(o);
 }
 
 int cmd_studies(int argc, char **argv)

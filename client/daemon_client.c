@@ -185,8 +185,8 @@ int dc_resolve(struct dc_target *t, char *err, size_t errlen)
 			static int warned;	/* a command that asks twice says it once */
 			if (!warned++)
 				fprintf(stderr, "wdrift: warning: %s\n(asked all the same at its listen.control, %s: a "
-					"wdriftd runs the config it read before this edit; `wdrift status` says whether "
-					"a reload would take the file)\n", cerr, ep);
+					"wdriftd runs the config it read before this edit; a reload would refuse this "
+					"file until the error is fixed)\n", cerr, ep);
 			char real[PATH_MAX];	/* absolute, as below: status's cli config line */
 			snprintf(t->config_path, sizeof(t->config_path), "%s",
 				 realpath(found.path, real) ? real : found.path);
@@ -677,6 +677,14 @@ void dc_said(json_t *o, const char *key)
 
 	if (s)
 		printf("%-10s %s\n", key, s);
+}
+
+void dc_storage_note(json_t *reply)
+{
+	const char *s = json_string_value(json_object_get(reply, "storage_note"));
+
+	if (s)
+		printf("%-10s warning: %s\n", "storage", s);
 }
 
 void dc_lagging(json_t *drift, const char *run, char *out, size_t len)

@@ -188,6 +188,13 @@ long long dc_int(json_t *o, const char *key);
  */
 void dc_said(json_t *o, const char *key);
 /*
+ * The reply's storage_note (a wdriftd started in another directory, its
+ * relative storage.dir new there), when it has one, under a table:
+ * "storage    warning: ...". runs and studies say it so; status under its
+ * storage line.
+ */
+void dc_storage_note(json_t *reply);
+/*
  * A drift reply's run that lags (missing_latest), as drift and report say
  * it: "fa (candidate): compared last at step 5", the role from
  * missing_candidates; a reply without that field (a daemon before it)

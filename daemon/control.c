@@ -253,6 +253,19 @@ static json_t *run_studies(const struct wd_config *cfg, const char *run)
 	return list;
 }
 
+/*
+ * A reply that lists what the daemon holds, with the storage note (main.c:
+ * started in another directory, its relative storage.dir new here) when
+ * there is one: an empty list there read as every run lost (a trial's
+ * `runs` and `studies` said nothing of it, where status and drift did).
+ */
+static json_t *with_storage_note(const struct control *c, json_t *reply)
+{
+	if (reply && c->storage_note)
+		json_object_set_new(reply, "storage_note", json_string(c->storage_note));
+	return reply;
+}
+
 static json_t *runs(struct control *c)
 {
 	json_t *list = json_array();
@@ -308,7 +321,7 @@ static json_t *runs(struct control *c)
 		}
 		json_array_append_new(list, o);
 	}
-	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list);
+	return with_storage_note(c, json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "runs", list));
 }
 
 /*
@@ -471,7 +484,7 @@ static json_t *studies(struct control *c)
 			json_object_set_new(one, "unaligned", json_string(wait));
 		json_array_append_new(list, one);
 	}
-	return json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list);
+	return with_storage_note(c, json_pack("{s:i,s:b,s:o}", "v", 1, "ok", 1, "studies", list));
 }
 
 /*

@@ -153,6 +153,10 @@ def main():
                 check(r.returncode == 0 and "durable" in r.stdout, f"send {run} {step}: {r.stdout.strip()}{r.stderr.strip()}")
         r = wd("send", "--run", "fa", "--step", "20", os.path.join(tmp, "fa-20.h5"), "-c", cfg, "--json")
         check(r.returncode == 0 and json.loads(r.stdout)["duplicate"] is True, "send again: a duplicate, --json")
+        r = wd("send", "--run", "fa", "--step", "20", os.path.join(tmp, "fa-20.h5"), "-c", cfg)
+        check(r.returncode == 0 and "already durable with the same content (a duplicate: nothing stored anew)"
+              in r.stdout and "0 bytes" not in r.stdout, "send again: said a duplicate, not '0 bytes' (a trial's "
+              "read it as nothing sent)", r.stdout + r.stderr)
         # a dataset that is not a float (BatchNorm's counter): an error naming --skip-other, before anything is
         # sent; with it, left out and said (a trial's had no way past it, as compare has)
         mixed, ints = os.path.join(tmp, "mixed.h5"), os.path.join(tmp, "ints.h5")

@@ -274,7 +274,9 @@ def main():
         r = wd("status", "-c", cfg)
         hint = re.search(r"asked all the same at its listen.control, (\S+): ", r.stderr)
         check(r.returncode == 0 and "wdrift: warning: " in r.stderr and "unknown key 'bogus_key'" in r.stderr and hint
-              and hint.group(1) == ep and "not running: " in r.stdout and "a reload would refuse it" in r.stdout,
+              and hint.group(1) == ep and "not running: " in r.stdout and "a reload would refuse it" in r.stdout
+              and "a reload would refuse this file until the error is fixed)" in r.stderr
+              and "`wdrift status` says" not in r.stderr,
               "a config with an error: status warns, and asks the daemon at the file's control socket (absolute) "
               f"all the same, which says its reload would be refused (a trial's typo locked out every command; "
               f"{hint and hint.group(1)})", r.stdout + r.stderr)
@@ -373,6 +375,13 @@ def storage_beside_config():
         r = wd("drift", "fa", "-c", cfg)
         check(r.returncode == 1 and "no results for study 'fa' yet" in r.stderr and f"; and {warning}" in r.stderr,
               "drift's no-results error says it too (a trial's read 'has no snapshot')", r.stderr)
+        for cmd in ("runs", "studies"):    # a trial's read their empty lists as every run lost
+            r = wd(cmd, "-c", cfg)
+            check(r.returncode == 0 and f"storage    warning: {warning}" in r.stdout, f"{cmd} says it under its table",
+                  r.stdout + r.stderr)
+            r = wd(cmd, "-c", cfg, "--json")
+            o = json.loads(r.stdout) if r.returncode == 0 else {}
+            check(str(o.get("storage_note", "")).startswith(warning), f"{cmd} --json: storage_note", r.stdout)
         check(dm.stop() == 0, "stopped")
         os.chdir(tmp)
         before = len(dm.log_text())
@@ -382,6 +391,8 @@ def storage_beside_config():
         check(r.returncode == 0 and "storage_note" not in o and "new here" not in dm.log_text()[before:],
               "back in the config's directory: no warning, and its runs are there", r.stdout)
         check(o.get("runs") == 1, "the run sent before is there", r.stdout)
+        r = wd("runs", "-c", cfg, "--json")
+        check(r.returncode == 0 and "storage_note" not in json.loads(r.stdout), "... and runs has no note", r.stdout)
     finally:
         os.chdir(here)
         harness.teardown(dm, tmp)
