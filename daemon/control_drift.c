@@ -96,6 +96,36 @@ static int never(struct control *c, struct drift_query *q, const struct wd_confi
 }
 
 /* Whether b has rows of one of the study's candidates now. */
+/*
+ * Why the candidates have no rows at a later step, as far as the daemon
+ * can tell: for each, whether a publisher of it is connected now (a job
+ * that lags, or whose step is held up) or none is (its job ended, or has
+ * not reconnected). "; 'fa' has ...", or ": the candidates lag, are held
+ * up or ended" when the publishers are not known. A trial's could not
+ * tell a candidate that lagged from one whose job had ended.
+ */
+static void later_why(const struct control *c, const struct wd_config_study *st, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = 0;
+	if (!c->publishers) {
+		snprintf(buf, len, ": the candidates lag, are held up or ended");
+		return;
+	}
+	for (size_t i = 0; i < st->candidates.n && at < len; i++) {
+		const char *run = st->candidates.names[i];
+		size_t n = c->publishers(c->reload_ctx, run);
+		int k = n ? snprintf(buf + at, len - at, "; '%.100s' has %zu publisher%s connected: it lags, or its "
+				     "step is held up", run, n, n == 1 ? "" : "s")
+			  : snprintf(buf + at, len - at, "; '%.100s' has no publisher connected: its job ended, or has "
+				     "not reconnected", run);
+		if (k < 0)
+			break;
+		at += (size_t)k;
+	}
+}
+
 static int has_candidate(const struct result_batch *b, const struct wd_config_study *st)
 {
 	for (size_t k = 0; k < st->candidates.n; k++)
@@ -187,11 +217,12 @@ char *control_drift(struct control *c, json_t *req, const struct query_envelope 
 	int ok = drift_query_init(&q, b, st, glob) == 0 &&
 		 drift_query_find_latest(&q, c->results, c->n_results) == 0;
 	if (ok && later >= 0) {
-		char said[600];
+		char said[1400], cands[1000];
+		later_why(c, st, cands, sizeof(cands));
 		/* the command that shows it is the CLI's to add, with the -c it was given (lagging's too) */
 		snprintf(said, sizeof(said), "step %lld, the latest with results, has no candidate's (its proxies' "
-			 "rows alone: the candidates lag, are held up or ended): this is step %lld, the latest a candidate was "
-			 "compared at", (long long)later, (long long)b->step);
+			 "rows alone%s): this is step %lld, the latest a candidate was compared at", (long long)later,
+			 cands, (long long)b->step);
 		ok = (q.later = strdup(said)) != NULL;
 		q.later_step = later;
 	}

@@ -326,10 +326,21 @@ def main():
         cfg = os.path.join(tmp, "wdrift.yaml")
         r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and r.stdout.startswith("study      fa, step 60, baseline base")
-              and "\nlater      step 70, the latest with results, has no candidate's (its proxies' rows alone: the "
-                  "candidates lag, are held up or ended): this is step 60, the latest a candidate was compared at "
-                  f"(wdrift drift fa --step 70 -c {cfg})\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
-              "drift with no step: step 60, the latest with a candidate's rows, and the later step said",
+              and "\nlater      step 70, the latest with results, has no candidate's (its proxies' rows alone; 'fa' "
+                  "has 1 publisher connected: it lags, or its step is held up): this is step 60, the latest a candidate "
+                  f"was compared at (wdrift drift fa --step 70 -c {cfg})\n" in r.stdout and "\ncandidate  fa\n" in r.stdout,
+              "drift with no step: step 60, the latest with a candidate's rows, and the later step said, with the "
+              "candidate's job connected", r.stdout + r.stderr)
+        # its job gone: the later line says so (a trial's could not tell a lagging candidate from an ended one)
+        fa.s.close(linger=0)
+        end = time.time() + 10
+        while True:
+            r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg], capture_output=True, text=True, timeout=30)
+            if "'fa' has no publisher connected" in r.stdout or time.time() > end:
+                break
+            time.sleep(0.2)
+        check(r.returncode == 0 and "(its proxies' rows alone; 'fa' has no publisher connected: its job ended, or "
+              "has not reconnected): this is step 60" in r.stdout, "... and with the candidate's job gone",
               r.stdout + r.stderr)
         r = subprocess.run([WDRIFT, "drift", "fa", "-c", cfg, "--json"], capture_output=True, text=True, timeout=30)
         o = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -348,8 +359,9 @@ def main():
         r = subprocess.run([WDRIFT, "drift", "fa", "--step", "70", "-c", cfg], capture_output=True, text=True,
                            timeout=30)
         check(r.returncode == 0 and "step 70" in r.stdout and "later " not in r.stdout
-              and "(no candidate compared at this step yet)" in r.stdout,
-              "drift --step 70 shows the baseline's step, as asked", r.stdout + r.stderr)
+              and "(no candidate compared at this step)" in r.stdout and "never      'fa' (candidate)" in r.stdout,
+              "drift --step 70 shows the baseline's step, as asked (its candidate's job gone: never, no 'yet')",
+              r.stdout + r.stderr)
         dm.stop(signal.SIGKILL)
         check(dm.start() is not None, "restart after kill -9, every result already logged")
         time.sleep(0.5)
