@@ -20,6 +20,7 @@
 #include "ingest_internal.h"
 #include "logging.h"
 #include "near_name.h"
+#include "records.h"
 #include "spool.h"
 
 static struct snapshot *find_snapshot(struct state *s, const struct run *r, int64_t step)
@@ -661,8 +662,13 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 		run_note_from_start(r, h->session, h->step);
 	/* not its own step count going back (asked before this commit makes it known) */
 	struct run_rerun *rr = run_rerun_of(r, h->session);
-	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied && !run_conflict_own(r, h->session))
+	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied && !run_conflict_own(r, h->session)) {
+		char what[NAME_MAX + 64];
 		rr->conflict = h->step;	/* a re-run: its later new steps are refused (refuse_rerun) */
+		snprintf(what, sizeof(what), "run '%s' re-run by a job (session %016llx)", r->name,
+			 (unsigned long long)h->session);
+		ingest_record(ix, record_rerun(r->name, h->session, rr->from, h->step), what);	/* and after a restart */
+	}
 	run_note_session(r, h->session);
 	if (!ix->conflict_replied && !had)	/* a re-run's session, refused, is not the run's own job */
 		run_note_clean_session(r, h->session);

@@ -1,4 +1,5 @@
 /* records.c: the WAL's record formats, both ways (see records.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,15 @@ char *record_conflict(const char *run, int64_t step, double at, int own)
 	if (o && own)	/* absent: a re-run's, or a record from before "own" */
 		json_object_set_new(o, "own", json_true());
 	return dump(o);
+}
+
+char *record_rerun(const char *run, uint64_t session, int64_t from, int64_t step)
+{
+	char hex[17];	/* a JSON integer is signed: a session is 64 bits */
+
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)session);
+	return dump(json_pack("{s:s,s:s,s:I,s:s,s:I}", "t", "rerun", "run", run, "step", (json_int_t)step,
+			      "session", hex, "from", (json_int_t)from));
 }
 
 char *record_mixed(const char *run, int64_t step, double at, const char *who)
@@ -388,7 +398,7 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		return wd_error(err, errlen, "record: no \"t\" saying its kind");
 	}
 	if (!strcmp(t, "snapshot") || !strcmp(t, "drop") || !strcmp(t, "expired") || !strcmp(t, "conflict") ||
-	    !strcmp(t, "mixed") || !strcmp(t, "forget")) {
+	    !strcmp(t, "mixed") || !strcmp(t, "rerun") || !strcmp(t, "forget")) {
 		int stepped = strcmp(t, "forget") != 0;
 		if (!run || (stepped && !json_is_integer(step))) {
 			rc = wd_error(err, errlen, "%s record: needs run%s", t, stepped ? " and step" : "");
@@ -427,6 +437,18 @@ int record_decode(const char *payload, size_t len, struct record *out, char *err
 		out->kind = RECORD_CONFLICT;
 		out->at = json_number_value(json_object_get(o, "at"));
 		out->own = json_is_true(json_object_get(o, "own"));
+	} else if (!strcmp(t, "rerun")) {
+		const char *hex = json_string_value(json_object_get(o, "session"));
+		const json_t *from = json_object_get(o, "from");
+		char *end = NULL;
+		errno = 0;
+		out->session = hex ? strtoull(hex, &end, 16) : 0;
+		if (!hex || !*hex || *end || errno || !out->session || !json_is_integer(from)) {
+			rc = wd_error(err, errlen, "rerun record: needs session (16 hex digits, not 0) and from");
+			goto out;
+		}
+		out->kind = RECORD_RERUN;
+		out->from = json_integer_value(from);
 	} else if (!strcmp(t, "forget")) {
 		out->kind = RECORD_FORGET;
 	} else if (!strcmp(t, "result")) {

@@ -9,6 +9,7 @@
  *   expired   {"t":"expired","run","step","at","why"}
  *   conflict  {"t":"conflict","run","step","at"}
  *   mixed     {"t":"mixed","run","step","at","who"}
+ *   rerun     {"t":"rerun","run","step","session","from"}
  *   forget    {"t":"forget","run"}
  *   alert     {"t":"alert","rule","def","last_command","reset"?,"inst":[...],"held"?:[...]}
  *
@@ -38,6 +39,7 @@ enum record_kind {
 	RECORD_EXPIRED,
 	RECORD_CONFLICT,
 	RECORD_MIXED,
+	RECORD_RERUN,
 };
 
 /* One alert instance as the WAL keeps it (alerts.c's, without its links). */
@@ -74,8 +76,8 @@ struct alert_state {
 /* One decoded record; what a kind does not have is zero. */
 struct record {
 	enum record_kind kind;
-	char *run;			/* snapshot, drop, expired, conflict, mixed, forget */
-	int64_t step;			/* snapshot, drop, expired, conflict, mixed, result (the baseline's) */
+	char *run;			/* snapshot, drop, expired, conflict, mixed, rerun, forget */
+	int64_t step;			/* snapshot, drop, expired, conflict, mixed, rerun, result (the baseline's) */
 	/* snapshot */
 	uint64_t tensors, bytes;
 	char *file;			/* spool/RUN/STEP.h5, relative to storage.dir */
@@ -84,6 +86,9 @@ struct record {
 	double at;
 	/* conflict: from the job that had published the run before (its step count went back) */
 	int own;
+	/* rerun: the publisher's session (hex in the record) and the run's first step it sent again */
+	uint64_t session;
+	int64_t from;
 	/* drop, expired; mixed: its "who" */
 	char *why;
 	/* result */
@@ -107,6 +112,12 @@ char *record_expired(const char *run, int64_t step, double at, const char *why);
 char *record_conflict(const char *run, int64_t step, double at, int own);
 /* Two jobs first seen publishing run at once, each as its only rank, at step (who: both, peers_message). */
 char *record_mixed(const char *run, int64_t step, double at, const char *who);
+/*
+ * A publisher's session found a re-run of run (struct run's reruns): it
+ * sent the run's first step, from, again, and had step refused as a
+ * conflict. Replayed, its later steps are refused after a restart too.
+ */
+char *record_rerun(const char *run, uint64_t session, int64_t from, int64_t step);
 char *record_forget(const char *run);
 char *record_alert(const struct alert_state *s);
 

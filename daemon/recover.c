@@ -142,6 +142,14 @@ int recover_record(void *ctx, const char *payload, size_t len)
 		if ((r = state_run(rc->st, rec.run, 1)) && run_note_mixed(r, rec.step, rec.why, rec.at))
 			r->mixed_replayed = 1;
 		break;
+	case RECORD_RERUN:	/* a re-run's session: its later steps are refused after a restart too */
+		if ((r = state_run(rc->st, rec.run, 1))) {
+			run_note_from_start(r, rec.session, rec.from);
+			struct run_rerun *rr = run_rerun_of(r, rec.session);
+			if (rr)
+				rr->conflict = rec.step;
+		}
+		break;
 	case RECORD_FORGET:	/* runs rm: what came before it of the run goes */
 		replay_forget(rc, rec.run);
 		break;

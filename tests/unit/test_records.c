@@ -284,6 +284,27 @@ static void test_drop_forget(void)
 	      r.step == 3 && r.own, "a conflict record of the job's own comes back as such (%s)", p ? p : err);
 	record_release(&r);
 	free(p);
+	/* a re-run's session: 64 bits, past a JSON integer's sign, come back whole */
+	p = record_rerun("fa", 0xfedcba9876543210ull, 0, 10);
+	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_RERUN &&
+	      !strcmp(r.run, "fa") && r.step == 10 && r.from == 0 && r.session == 0xfedcba9876543210ull,
+	      "a rerun record comes back: run, the conflict's step, the session and the first step (%s)", p ? p : err);
+	record_release(&r);
+	free(p);
+	static const char *const bad_rerun[] = {
+		"{\"t\":\"rerun\",\"run\":\"fa\",\"step\":1,\"from\":0}",
+		"{\"t\":\"rerun\",\"run\":\"fa\",\"step\":1,\"session\":\"xyz\",\"from\":0}",
+		"{\"t\":\"rerun\",\"run\":\"fa\",\"step\":1,\"session\":\"0\",\"from\":0}",
+		"{\"t\":\"rerun\",\"run\":\"fa\",\"step\":1,\"session\":\"12ab\"}",
+		"{\"t\":\"rerun\",\"run\":\"fa\",\"session\":\"12ab\",\"from\":0}",
+	};
+	for (size_t i = 0; i < sizeof(bad_rerun) / sizeof(bad_rerun[0]); i++) {
+		err[0] = 0;
+		CHECK(record_decode(bad_rerun[i], strlen(bad_rerun[i]), &r, err, sizeof(err)) < 0 &&
+		      strstr(err, "rerun record: needs"), "a malformed rerun record is an error naming it: %s (%s)",
+		      bad_rerun[i], err);
+		record_release(&r);
+	}
 	p = record_mixed("mix", 5, 1790000002.0, "ipc pid 10 (after step 10) and ipc pid 11 (step 5, its first)");
 	CHECK(p && record_decode(p, strlen(p), &r, err, sizeof(err)) == 0 && r.kind == RECORD_MIXED &&
 	      !strcmp(r.run, "mix") && r.step == 5 && r.at == 1790000002.0 && r.why &&
