@@ -192,8 +192,9 @@ class Publisher:
         Raises WdriftError when the daemon has refused an earlier snapshot
         as a conflict (its (run, step) is durable with other content), once
         this snapshot is queued: a job that catches it loses nothing more,
-        unless it is a re-run under the name (it sent the run's first step
-        again), whose later steps the daemon refuses too (docs/publishing.md).
+        unless it is a re-run under the name (it sent step 0 again, then had
+        a conflict), whose later steps the daemon refuses too
+        (docs/publishing.md).
         """
         if not self._p:
             self._check()   # closed: raises
@@ -391,7 +392,7 @@ class Publisher:
         self._raise_refusals()
 
     def flush(self, timeout=30.0):
-        """Waits until no snapshot waits to be sent; False on timeout. Raises as publish() does.
+        """Waits until no snapshot waits to be sent; False on timeout. Raises as publish() does, once the wait is over.
 
         It waits even while diagnosis_sure is True: a reload that adds this
         job's key, or a daemon started on a path freed, lets the snapshots go.
@@ -403,9 +404,14 @@ class Publisher:
         the last one (.count), and the latest reason (.latest); the reasons
         themselves were said on stderr as they came, once.
         """
-        self._check()
+        if not self._p:
+            raise WdriftError(f"publisher of run {self.run!r} is closed")
+        # refusals are raised once the wait is over, not before it: a conflict is counted when
+        # its tensor is refused, and its snapshot leaves the queue at the commit's reply, so
+        # that stats() read after the raise had it still queued (CI's ASan pass; t68)
         end = time.monotonic() + timeout
         if self._stager is not None and not self._stager.drain(timeout):
+            self._raise_refusals()
             return False
         ok = _get_lib().wd_publisher_flush(self._p, _ms(end - time.monotonic())) == 0
         self._raise_refusals()
