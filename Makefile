@@ -347,6 +347,10 @@ $(BUILD)/tests/unit/test_records.o $(BUILD)/tests/unit/test_spool_index.o \
 	$(BUILD)/tests/unit/test_workq.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_driftlog: $(COMMON_OBJS)
 $(BUILD)/tests/unit/test_driftlog.o: ALL_CFLAGS += -Icommon
+$(BUILD)/tests/test_run_reruns: $(BUILD)/daemon/state.o $(BUILD)/daemon/identity.o $(BUILD)/daemon/commit_ranks.o \
+	$(BUILD)/daemon/kept_bufs.o $(BUILD)/daemon/names.o \
+	$(BUILD)/daemon/logging.o
+$(BUILD)/tests/unit/test_run_reruns.o: ALL_CFLAGS += -Idaemon -Icommon
 $(BUILD)/tests/test_names: $(BUILD)/daemon/names.o
 $(BUILD)/tests/unit/test_names.o: ALL_CFLAGS += -Idaemon
 $(BUILD)/tests/test_alerts: $(BUILD)/daemon/alerts.o $(BUILD)/daemon/alert_instances.o $(BUILD)/daemon/logging.o $(CONFIG_OBJS) $(RECORD_OBJS)

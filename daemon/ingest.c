@@ -458,7 +458,7 @@ static void commit_durable(struct ingest *ix, const struct frames *m, const stru
 		snprintf(counts, sizeof(counts), "it has %zu tensors, the commit says %llu", id->n,
 			 (unsigned long long)h->tensors);
 		ingest_conflict_reason(ix, m, why, sizeof(why), r, h->step, h->session, counts);
-		ingest_note_conflict(ix, r, h->step, h->session, why, counts);
+		ingest_note_conflict(ix, r, h->step, h->session, why, counts, 0);
 		ingest_fail(ix, m, &a, WIRE_CONFLICT, "tensors", why);
 	} else {
 		ack_duplicate(ix, m, h->run, h->step, h->tensors, h->ranks);
@@ -652,23 +652,38 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	struct run *before = state_run(ix->st, h->run, 0);
 	/* a step it had: a duplicate, or a re-check of a re-run's step, says nothing of whose job this is */
 	int had = before && run_is_durable(before, h->step);
-	/* its first commit of the run sends the run's first step again: a job started over (struct run) */
-	int from_start = had && before->durable[0] == h->step && !run_knows_session(before, h->session);
+	/*
+	 * Its first commit of the run sends step 0, the run's first, again: a
+	 * job started over from training's start (struct run's reruns). Only
+	 * step 0: a run first published at step 1000 is sent 1000 again first
+	 * by a job resumed from a checkpoint at 500 too, which must go on
+	 * (a review's).
+	 */
+	int from_start = had && h->step == 0 && before->durable[0] == 0 && !run_knows_session(before, h->session);
 	commit_one(ix, m, h);
 	struct run *r = state_run(ix->st, h->run, 0);
 	if (!r)
 		return;
 	if (from_start)
 		run_note_from_start(r, h->session, h->step);
-	/* not its own step count going back (asked before this commit makes it known) */
+	/*
+	 * Refused at a step it had not sent before: the first job's, so not
+	 * its own step count going back. Asked of its own steps, not of its
+	 * session having had a commit taken: a re-run with a step new to the
+	 * run before its first conflict (0 a duplicate, 5 new, 10 refused)
+	 * went on to have 30 and 40 stored (a review's).
+	 */
 	struct run_rerun *rr = run_rerun_of(r, h->session);
-	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied && !run_conflict_own(r, h->session)) {
+	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied &&
+	    (h->step > rr->sent || !run_conflict_own(r, h->session))) {
 		char what[NAME_MAX + 64];
 		rr->conflict = h->step;	/* a re-run: its later new steps are refused (refuse_rerun) */
 		snprintf(what, sizeof(what), "run '%s' re-run by a job (session %016llx)", r->name,
 			 (unsigned long long)h->session);
 		ingest_record(ix, record_rerun(r->name, h->session, rr->from, h->step), what);	/* and after a restart */
 	}
+	if (rr && !ix->conflict_replied && h->step > rr->sent)
+		rr->sent = h->step;
 	run_note_session(r, h->session);
 	if (!ix->conflict_replied && !had)	/* a re-run's session, refused, is not the run's own job */
 		run_note_clean_session(r, h->session);
@@ -701,15 +716,17 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 }
 
 /*
- * A new step from a job that sent the run again from its first step and
- * had a conflict there (a re-run under the name: struct run's reruns):
- * refused whole as a conflict, so that the run holds one job's snapshots.
- * Taken, its steps past the first job's last were stored after the
+ * A new step from a job that sent the run's step 0 again and had a
+ * conflict at a step it had not sent (a re-run under the name: struct
+ * run's reruns): refused whole as a conflict, so that the run holds one
+ * job's snapshots. Taken, its steps the run lacked were stored after the
  * first job's (a trial's re-run that caught the error went on so), and
  * drift's rows, said to be the first job's, mixed both. One rank's only
  * (ranks <= 1): a sharded re-run's ranks do not all hear their conflict
  * in a commit's reply (commit_durable's waiters), and refusing some
- * ranks' parts would leave the step to expire.
+ * ranks' parts would leave the step to expire. Its tensors held for the
+ * step go; a commit waiting on them (another job's, two at once) hears
+ * the refusal too rather than nothing.
  */
 static void refuse_rerun(struct ingest *ix, const struct frames *m, const struct wire_header *h, struct run *r,
 			 struct snapshot *snap, struct run_rerun *rr)
@@ -718,14 +735,14 @@ static void refuse_rerun(struct ingest *ix, const struct frames *m, const struct
 
 	ingest_rerun_reason(ix, m, why, sizeof(why), r, h->step, rr);
 	snprintf(what, sizeof(what), "a re-run's later step (its step %lld refused)", (long long)rr->conflict);
-	if (!rr->said) {	/* its own way out, logged whole once, not "as said at" the conflict before */
-		rr->said = 1;
-		r->conflict_full_at = 0;
-	}
-	ingest_note_conflict(ix, r, h->step, h->session, why, what);
+	/* its own way out, logged whole once, not "as said at" the conflict before */
+	ingest_note_conflict(ix, r, h->step, h->session, why, what, !rr->said);
+	rr->said = 1;
 	ingest_fail(ix, m, h, WIRE_CONFLICT, "step", why);
-	if (snap)
-		ingest_drop_snapshot(ix, snap);	/* its tensors, held until this commit */
+	if (snap) {
+		ingest_fail_waiters(ix, snap, WIRE_CONFLICT, "step", why);
+		ingest_drop_snapshot(ix, snap);
+	}
 }
 
 static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h)

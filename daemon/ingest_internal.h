@@ -79,10 +79,9 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 
 /*
  * The reason a new step of a re-run is refused (rr: its session sent r's
- * first step again and had a conflict; ingest.c): "run 'NAME' step N
- * refused: it sent the run's first step (F) again and had step C
- * refused: a re-run (HINT)", clipped as
- * ingest_conflict_reason's, with a hint of its own.
+ * step 0 again and had a conflict; ingest.c): "run 'NAME' step N: a
+ * re-run: it sent step F again and had step C refused as a conflict
+ * (HINT)", clipped as ingest_conflict_reason's, with a hint of its own.
  */
 void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
 			 const struct run *r, int64_t step, const struct run_rerun *rr);
@@ -92,9 +91,11 @@ void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, s
  * and logged. The log has why whole (its way out) for a run's first, and
  * again 10 minutes on; in between, one short line for each step, with
  * what differs, 10 a minute at most (a re-run refused at every step).
+ * whole: why whole now, whatever came before (a re-run's first later
+ * step: a way out of its own).
  */
 void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64_t session, const char *why,
-			  const char *what);
+			  const char *what, int whole);
 
 /* A durable step differs from what is sent again (what): the conflict reply, remembered in snap. */
 void ingest_refuse_content(struct ingest *ix, const struct frames *m, const struct wire_header *h,

@@ -153,7 +153,7 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
 			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
 			 r->name, (long long)snap->step, what);
-		ingest_note_conflict(ix, r, snap->step, 0, why, what);	/* two senders: no step count's */
+		ingest_note_conflict(ix, r, snap->step, 0, why, what, 0);	/* two senders: no step count's */
 		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
 		return;
 	}
@@ -354,23 +354,42 @@ int ingest_add_shard(struct ingest *ix, const struct frames *m, const struct wir
  * A durable (run, step) differs from what is sent again: replied to m with
  * code conflict, remembered in snap for the commit's reply, logged once per
  * (run, step) and counted once per re-send.
- */
-/*
+ *
  * A re-run under a used name is the common cause. runs rm is refused
  * while either job is connected, and a re-run's refused steps are not
  * sent again: so both ways out, in full.
  */
-/* No other connection publishes r: the job that stored its steps has ended (ix->publishers_besides). */
+
+/* Other connections than m's publish r now (ix->publishers_besides); -1: not known. */
+static int others_connected(struct ingest *ix, const struct frames *m, const struct run *r)
+{
+	if (!ix->publishers_besides || !m->n)
+		return -1;
+	return ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]);
+}
+
+/* No other connection publishes r: the job that stored its steps has ended. */
 static int first_job_gone(struct ingest *ix, const struct frames *m, const struct run *r)
 {
-	return !r->mixed && ix->publishers_besides && m->n &&
-	       ix->publishers_besides(ix->publishers_ctx, r->name, m->data[0], m->len[0]) == 0;
+	return !r->mixed && others_connected(ix, m, r) == 0;
+}
+
+#define HINT_NAME_MAX 40	/* a run's name in a hint; a longer one is not written cut, as a wrong command */
+
+/* "`wdrift runs rm NAME`", or, for a name too long for a reason, a command that names no run wrongly. */
+static const char *rm_command(char *buf, size_t len, const char *name)
+{
+	if (strlen(name) > HINT_NAME_MAX)
+		snprintf(buf, len, "`wdrift runs rm` with its name");
+	else
+		snprintf(buf, len, "`wdrift runs rm %s`", name);
+	return buf;
 }
 
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
 			    const struct run *r, int64_t step, uint64_t session, const char *what)
 {
-	char head[128], hint[192];
+	char head[128], hint[192], rm[HINT_NAME_MAX + 24];
 	/* a re-run after the first job ended (the usual one): "stop both jobs" would send it looking */
 	int alone = first_job_gone(ix, m, r);
 	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld is durable with other content: ", r->name,
@@ -378,23 +397,22 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 	/*
 	 * Two jobs at once, each as its only rank (run_note_mixed): the one
 	 * refused may be the first job, reaching a step the other stored
-	 * first (a trial's: "a re-run?" sent it to kill the job it meant to keep)
-	 */
-	/*
-	 * Its own job, whose publisher has committed the run before: a step
-	 * count that went back (an epoch's, reset), not a re-run (a trial's
-	 * was told to rename the job it ran alone)
+	 * first (a trial's: "a re-run?" sent it to kill the job it meant to
+	 * keep). Its own job, whose publisher has committed the run before: a
+	 * step count that went back (an epoch's, reset), not a re-run (a
+	 * trial's was told to rename the job it ran alone).
 	 */
 	int own = run_conflict_own(r, session);
+	rm_command(rm, sizeof(rm), r->name);
 	int k = r->mixed ? snprintf(hint, sizeof(hint), " (two jobs have published it at once since step %lld: "
 				    "stop the one started by mistake; `wdrift runs` names them)",
 				    (long long)r->mixed_step)
 		: own ? snprintf(hint, sizeof(hint), " (this publisher has published the run before: does the "
 				 "job's step count go back, an epoch's reset? give each snapshot the global step)")
 		: alone ? snprintf(hint, sizeof(hint), " (a re-run? the first job has ended: rename this one, or "
-				   "stop it, `wdrift runs rm %.40s`, and start it again)", r->name)
+				   "stop it, %s, and start it again)", rm)
 			 : snprintf(hint, sizeof(hint), " (a re-run under the same name? name it anew, or stop "
-				    "both jobs, `wdrift runs rm %.40s`, and start the re-run again)", r->name);
+				    "both jobs, %s, and start the re-run again)", rm);
 	/* the publisher shows 250 bytes of a reason (WD_CLIP): the hint ends within them */
 	int room = 250 - n - k;
 
@@ -404,16 +422,18 @@ void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why
 void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,
 			 const struct run *r, int64_t step, const struct run_rerun *rr)
 {
-	char head[96], what[192], hint[224];
-	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld refused: ", r->name, (long long)step);
-	snprintf(what, sizeof(what), "it sent the run's first step (%lld) again and had step %lld refused: a re-run", (long long)rr->from, (long long)rr->conflict);
-	/* a hint of its own: the publisher says the first refusal of this kind whole (publisher_send.c) */
-	int k = first_job_gone(ix, m, r)
-		? snprintf(hint, sizeof(hint), " (its later steps are refused too, so that the run holds one "
-			   "job's: rename it, or stop it, `wdrift runs rm %.40s`, and start it again)", r->name)
-		: snprintf(hint, sizeof(hint), " (its later steps are refused too, so that the run holds one "
-			   "job's: rename it, or stop both jobs, `wdrift runs rm %.40s`, and start it again)",
-			   r->name);
+	char head[96], what[128], hint[192], rm[HINT_NAME_MAX + 24];
+	int n = snprintf(head, sizeof(head), "run '%.40s' step %lld: ", r->name, (long long)step);
+	snprintf(what, sizeof(what), "a re-run: it sent step %lld again and had step %lld refused as a conflict",
+		 (long long)rr->from, (long long)rr->conflict);
+	/*
+	 * A hint of its own, so that the publisher says the first refusal of
+	 * this kind whole (publisher_send.c). "Both jobs" while another
+	 * connection publishes the run, two jobs at once or not.
+	 */
+	rm_command(rm, sizeof(rm), r->name);
+	int k = snprintf(hint, sizeof(hint), " (its later steps are refused too: rename it, or stop %s, %s, and "
+			 "start it again)", others_connected(ix, m, r) == 0 ? "it" : "both jobs", rm);
 	int room = 250 - n - k;
 
 	snprintf(why, len, "%s%.*s%s", head, room > 0 ? room : 0, what, hint);
@@ -422,7 +442,7 @@ void ingest_rerun_reason(struct ingest *ix, const struct frames *m, char *why, s
 #define CONFLICT_FULL_EVERY 600.0	/* seconds: the way out said whole again */
 
 void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64_t session, const char *why,
-			  const char *what)
+			  const char *what, int whole)
 {
 	int own = run_conflict_own(r, session);
 	struct log_limit *l = &ix->refused[WIRE_CONFLICT];
@@ -436,10 +456,10 @@ void ingest_note_conflict(struct ingest *ix, struct run *r, int64_t step, uint64
 	run_note_conflict(r, step, wall, own);
 	snprintf(rec, sizeof(rec), "run '%s' step %lld's conflict", r->name, (long long)step);
 	ingest_record(ix, record_conflict(r->name, step, wall, own), rec);	/* runs and drift say it after a restart too */
-	if (said)
+	if (said && !whole)
 		return;
 	r->conflict_logged = 1;
-	if (!r->conflict_full_at || t - r->conflict_full_at >= CONFLICT_FULL_EVERY) {
+	if (whole || !r->conflict_full_at || t - r->conflict_full_at >= CONFLICT_FULL_EVERY) {
 		r->conflict_full_at = t;
 		r->conflict_full_step = step;
 		log_warning("ingest: refused as a conflict: %.300s", why);
@@ -465,7 +485,7 @@ void ingest_refuse_content(struct ingest *ix, const struct frames *m, const stru
 		snap->conflict = 1;
 		snprintf(snap->why, sizeof(snap->why), "%s", why);
 		snprintf(snap->field, sizeof(snap->field), "%s", field);
-		ingest_note_conflict(ix, r, snap->step, h ? h->session : 0, why, what);
+		ingest_note_conflict(ix, r, snap->step, h ? h->session : 0, why, what, 0);
 	}
 	ingest_fail(ix, m, h, WIRE_CONFLICT, field, why);
 	/* the ranks of a sharded re-send whose commits wait on it (commit_durable) */

@@ -127,15 +127,30 @@ int run_conflict_own(const struct run *r, uint64_t session)
 
 void run_note_from_start(struct run *r, uint64_t session, int64_t from)
 {
-	if (!session || r->n_reruns == RUN_RERUNS_MAX || run_rerun_of(r, session))
+	if (!session || run_rerun_of(r, session))
 		return;
+	if (r->n_reruns == RUN_RERUNS_MAX) {
+		/*
+		 * Full of jobs restarted from step 0 (a `wdrift send --step 0`
+		 * of the same file, many times): one with no conflict gives way,
+		 * so that a re-run coming now is still told. Full of re-runs,
+		 * this one is not noted.
+		 */
+		uint32_t i = 0;
+		while (i < r->n_reruns && r->reruns[i].conflict != RUN_NO_CONFLICT)
+			i++;
+		if (i == r->n_reruns)
+			return;
+		memmove(&r->reruns[i], &r->reruns[i + 1], (r->n_reruns - i - 1) * sizeof(r->reruns[0]));
+		r->n_reruns--;
+	}
 	if ((r->n_reruns & (r->n_reruns - 1)) == 0) {	/* capacity: the next power of two */
 		struct run_rerun *g = realloc(r->reruns, (r->n_reruns ? 2 * (size_t)r->n_reruns : 1) * sizeof(*g));
 		if (!g)
 			return;	/* not noted: its later steps are taken, as before */
 		r->reruns = g;
 	}
-	r->reruns[r->n_reruns++] = (struct run_rerun){ session, from, RUN_NO_CONFLICT, 0 };
+	r->reruns[r->n_reruns++] = (struct run_rerun){ session, from, RUN_NO_CONFLICT, RUN_NO_CONFLICT, 0 };
 }
 
 struct run_rerun *run_rerun_of(const struct run *r, uint64_t session)

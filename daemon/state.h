@@ -202,15 +202,19 @@ struct run {
 	uint32_t n_clean_sessions;
 	int clean_sessions_full;
 	/*
-	 * The sessions whose first commit of r sent its first durable step
-	 * again: a job started over from the run's start (a re-run, or a job
+	 * The sessions whose first commit of r was step 0, which r holds: a
+	 * job started over from training's start (a re-run, or a job
 	 * restarted from step 0 that sends the same bytes), where a job
 	 * resumed from a checkpoint begins later. One of them refused a
-	 * conflict that is not its own step count going back is a re-run
-	 * under the name, whose later new steps are refused too (ingest.c:
-	 * refuse_rerun), so that the run holds one job's snapshots. At most
-	 * RUN_RERUNS_MAX (more are not noted: their steps are taken, as
-	 * before). In memory only.
+	 * conflict at a step it had not sent before (not its own step count
+	 * going back) is a re-run under the name, whose later new steps are
+	 * refused too (ingest.c: refuse_rerun), so that the run holds one
+	 * job's snapshots. A run whose first step is later (a job that
+	 * publishes from step 1000) has none: a re-run of it cannot be told
+	 * from a job resumed from a checkpoint before its first step. At most
+	 * RUN_RERUNS_MAX: a session noted with no conflict gives way to a new
+	 * one; more re-runs than that are not noted (their steps are taken,
+	 * as before). In memory, and the re-runs in the WAL ("rerun" records).
 	 */
 	struct run_rerun *reruns;
 	uint32_t n_reruns;
@@ -320,6 +324,7 @@ struct run_rerun {
 	uint64_t session;
 	int64_t from;			/* the run's first step, which it sent again */
 	int64_t conflict;		/* its first step refused as a conflict; RUN_NO_CONFLICT: none yet */
+	int64_t sent;			/* its latest step not refused as a conflict; RUN_NO_CONFLICT: none */
 	int said;			/* a later step of it was refused, logged whole (ingest.c: refuse_rerun) */
 };
 #define RUN_NO_CONFLICT INT64_MIN
@@ -338,7 +343,11 @@ int run_clean_session(const struct run *r, uint64_t session);
  * test for the hint and for the count `runs` and `drift` say.
  */
 int run_conflict_own(const struct run *r, uint64_t session);
-/* Notes that session's first commit of r sent its first durable step, from, again (struct run's reruns). */
+/*
+ * Notes that session's first commit of r sent its first durable step, from
+ * (step 0), again (struct run's reruns); a full list gives up its first
+ * entry with no conflict.
+ */
 void run_note_from_start(struct run *r, uint64_t session, int64_t from);
 /* session's entry in r's reruns, or NULL: its first commit of r was not of r's first step */
 struct run_rerun *run_rerun_of(const struct run *r, uint64_t session);

@@ -191,8 +191,8 @@ int run_refused(const struct wd_config *cfg, const struct wd_config_study *st, c
 		    r->conflicts == 1 ? "" : "s", (long long)r->conflict_step, when);
 		return 1;
 	}
-	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other "
-	    "content at a step it has), the latest step %lld%s: a re-run under the same name? Its rows are of "
+	add(buf, len, &at, "'%s' (%s): %llu snapshot%s refused as conflicts (other content at a step it "
+	    "has, or a re-run's later step), the latest step %lld%s: a re-run under the same name? Its rows are of "
 	    "the snapshots stored first (the first job's, which runs rm protects while it runs); for the "
 	    "re-run's instead, stop every job still publishing it (`wdrift runs` counts them), `wdrift runs rm "
 	    "%s`, and start the re-run again", r->name,

@@ -119,6 +119,14 @@ class Job:
         self.p.stdin.flush()
         return self.p.stdout.readline().strip()
 
+    def send(self, n):
+        """The step, its outcome read later (read()): the ranks of a sharded job, each waiting for the others."""
+        self.p.stdin.write(f"{n}\n")
+        self.p.stdin.flush()
+
+    def read(self):
+        return self.p.stdout.readline().strip()
+
     def close(self):
         out, err = self.p.communicate("close\n", timeout=60)
         return self.p.returncode, out + err
@@ -446,9 +454,8 @@ def main():
         first_.close()
         rerun = subprocess.run([PYTHON, "-c", CATCHER, ep, "rerun", "0", "20", "30"], env=package_env(),
                                capture_output=True, text=True, timeout=120)
-        said = ("run 'rerun' step 20 refused: it sent the run's first step (0) again and had step 0 refused: "
-                "a re-run (its later steps are refused too, so that the run holds one job's: "
-                "rename it, or stop it, `wdrift runs rm rerun`, and start it again)")
+        said = ("run 'rerun' step 20: a re-run: it sent step 0 again and had step 0 refused as a conflict "
+                "(its later steps are refused too: rename it, or stop it, `wdrift runs rm rerun`, and start it again)")
         check(rerun.stdout.startswith("raised run 'rerun' step 0 refused: conflict") and "lost 3" in rerun.stdout
               and durable(cfg, "rerun") == 1 and said in rerun.stderr
               and "run 'rerun' step 30 refused: conflict, as step 20 was" in rerun.stderr,
@@ -456,7 +463,7 @@ def main():
               f"{durable(cfg, 'rerun')}), the first said whole, the next short", rerun.stdout + rerun.stderr)
         info = run_info(cfg, "rerun")
         check(info.get("conflicts") == 3 and "a re-run under the same name?" in info.get("refused", "")
-              and "the latest step 30" in info.get("refused", "") and info.get("last_step") == 0,
+              and "the latest step 30" in info.get("refused", "") and "a re-run's later step" in info.get("refused", "") and info.get("last_step") == 0,
               "runs: the run holds the first job's step alone, and counts the re-run's 3 refusals", json.dumps(info))
         check(said in dm.log_text(), "the daemon's log says the refusal whole", dm.log_text()[-2000:])
         # a re-run whose first step is the same bytes (the same seed: a duplicate) and whose
@@ -475,13 +482,84 @@ def main():
         got.append(again.step(20))
         again.close()
         check(got[:4] == ["acked 0", "acked 5", "acked 10", "acked 0"] and got[4].startswith("raised")
-              and got[5].startswith("raised run 'rerun2' step 20 refused: conflict: run 'rerun2' step 20 refused: it "
-                                    "sent the run's first step (0) again and had step 10 refused: a re-run (its later steps are "
-                                    "refused too, so that the run holds one job's: rename it, or stop it, `wdrift runs "
-                                    "rm rerun2`, and start it again)")
+              and got[5].startswith("raised run 'rerun2' step 20 refused: conflict: run 'rerun2' step 20: a re-run: "
+                                    "it sent step 0 again and had step 10 refused as a conflict (its later steps are "
+                                    "refused too: rename it, or stop it, `wdrift runs rm rerun2`, and start it again)")
               and durable(cfg, "rerun2") == 3,
               f"a re-run whose step 0 is a duplicate: refused from its first conflict on, after a restart too (durable "
               f"{durable(cfg, 'rerun2')})", "\n".join(got))
+
+        # a re-run with a step new to the run before its first conflict: its duplicate step 0 and
+        # new step 5 taken, its conflict at the first job's step 10 makes it a re-run all the same
+        # (a review's: a session with a commit taken was deemed the run's own job, and its steps
+        # 30 and 40 were stored after the first job's)
+        first_ = Job(ep, "gap", 7)
+        jobs.append(first_)
+        got = [first_.step(n) for n in (0, 10, 20)]
+        first_.close()
+        again = Job(ep, "gap", 7)   # step 0 the first job's draw, step 5 new, step 10 its step 10's draw 3
+        jobs.append(again)
+        got += [again.step(n) for n in (0, 5, 10, 30, 40)]
+        again.close()
+        check(got[:5] == ["acked 0", "acked 10", "acked 20", "acked 0", "acked 5"]
+              and got[5].startswith("raised run 'gap' step 10 refused: conflict")
+              and got[6].startswith("raised run 'gap' step 30 refused: conflict: run 'gap' step 30: a re-run: it sent "
+                                    "step 0 again and had step 10 refused as a conflict (its later steps are refused "
+                                    "too: rename it, or stop it, `wdrift runs rm gap`, and start it again)")
+              and got[7].startswith("raised run 'gap' step 40 refused: conflict")
+              and durable(cfg, "gap") == 4,
+              f"a re-run with a new step before its conflict: its later steps refused (durable {durable(cfg, 'gap')})",
+              "\n".join(got))
+        # a run first published at step 1000 and a job resumed from a checkpoint before it, which
+        # sends step 1000 first, other bytes: no re-run (a job that starts over is told by step 0
+        # only), its next step is stored (a review's: it was refused, as a re-run, forever)
+        first_ = Job(ep, "late1k", 1)
+        jobs.append(first_)
+        got = [first_.step(n) for n in (1000, 2000)]
+        first_.close()
+        resumed = Job(ep, "late1k", 2)
+        jobs.append(resumed)
+        got += [resumed.step(n) for n in (1000, 3000)]
+        resumed.close()
+        check(got[:2] == ["acked 1000", "acked 2000"] and got[2].startswith("raised run 'late1k' step 1000 refused: "
+                                                                            "conflict")
+              and got[3] == "acked 3000" and durable(cfg, "late1k") == 3,
+              f"a job resumed at the run's first step, not step 0: its later step stored (durable "
+              f"{durable(cfg, 'late1k')})", "\n".join(got))
+        # the first job still publishing: the hint says to stop both
+        first_ = Job(ep, "both", 1)
+        jobs.append(first_)
+        got = [first_.step(0)]
+        again = Job(ep, "both", 2)
+        jobs.append(again)
+        got += [again.step(n) for n in (0, 10)]
+        first_.close()
+        again.close()
+        check(got[0] == "acked 0" and got[1].startswith("raised run 'both' step 0 refused: conflict")
+              and got[2].startswith("raised") and "a re-run: it sent step 0 again and had step 0 refused" in got[2]
+              and "stop both jobs, `wdrift runs rm both`" in got[2] and durable(cfg, "both") == 1,
+              "a re-run while the first job publishes: refused, the hint says to stop both jobs", "\n".join(got))
+        # a sharded re-run is not refused so: its ranks do not all hear their conflict
+        # (protocol.md); its later step is stored
+        ranks = [Job(ep, "sharded", 1, ranks=(2, k)) for k in (0, 1)]
+        jobs.extend(ranks)
+        for j in ranks:
+            j.send(0)
+        got = [j.read() for j in ranks]
+        for j in ranks:
+            j.close()
+        ranks = [Job(ep, "sharded", 2, ranks=(2, k)) for k in (0, 1)]
+        jobs.extend(ranks)
+        for n in (0, 10):
+            for j in ranks:
+                j.send(n)
+            got += [j.read() for j in ranks]
+        for j in ranks:
+            j.close()
+        check(got[:2] == ["acked 0", "acked 0"] and got[-2:] == ["acked 10", "acked 10"]
+              and durable(cfg, "sharded") == 2,
+              f"a sharded re-run from step 0: its later step stored (durable {durable(cfg, 'sharded')})",
+              "\n".join(got))
 
         # a job killed mid-training: gone, so runs rm goes through. The baseline's step 0 first
         # (the content the live job below sends again), so that study fa has rows at step 0
