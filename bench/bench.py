@@ -17,7 +17,10 @@ thread; its time divided by T is the ideal peer for T threads (a perfect
 split of the same work), and the engine on all threads is reported against
 it (target <= 1.0x). Beside it, the peer as measured on two threads (each
 sorts one tensor, each sums half of |a - b|): what two cores that share a
-memory bus give the best library sort, against the engine on two.
+memory bus give the best library sort, against the engine on two. And the
+host's memory, in the same run: both tensors copied on one thread and on
+two at once (GB/s). The ideal assumes two threads move twice the bytes;
+where they copy little more than one does, no split reaches it.
 """
 import argparse, json, os, platform, subprocess, sys, tempfile, time
 
@@ -114,6 +117,10 @@ def print_scaling(scaling, peer, w1):
             print(f"vqsort peer on 2 threads, measured (each sorts one tensor): {two:.4f} s, "
                   f"{peer['seconds'] / two:.2f}x its 1 thread; engine on 2 threads / it: "
                   f"{scaling[1]['seconds'] / two:.2f}x")
+            c1, c2 = peer.get("copy_gbps_one_thread"), peer.get("copy_gbps_two_threads")
+            if c1 and c2:
+                print(f"host memory, both tensors copied: 1 thread {c1:.2f} GB/s, 2 threads at once "
+                      f"{c2:.2f} GB/s ({c2 / c1:.2f}x; the ideal peer assumes 2x)")
         for key in ("w1", "w1_two_threads"):
             if abs(peer[key] - w1) > 1e-9 * abs(w1):
                 ok = False

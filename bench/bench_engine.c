@@ -11,7 +11,9 @@
  *
  * Built with WD_VQSORT_PEER (wdrift-bench-vqsort, bench/vqsort_peer.cc),
  * --vqsort times the peer instead, on one thread: Highway's vqsort of
- * copies of both fp32 tensors, then the |a_i - b_i| pass.
+ * copies of both fp32 tensors, then the |a_i - b_i| pass; on two threads;
+ * and beside it the host's copy rate of the same bytes on one thread and
+ * on two, which bounds what two threads can give a sort.
  *
  * SORT picks the CPU's sort of fp32 and fp64 (wd_engine_set_sort): auto
  * (the default), radix or vqsort, so that both are timed in one run.
@@ -24,6 +26,7 @@
  *   wdrift-bench --crc32 FILE [REPEATS]
  *   wdrift-bench-vqsort --vqsort A.raw B.raw [REPEATS]
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +76,53 @@ static double peer_median(double (*peer)(float *, float *, size_t), const void *
 	return t[reps / 2];
 }
 
+struct copy_job {
+	void *dst;
+	const void *src;
+	size_t n;
+};
+
+static void *copy_one(void *arg)
+{
+	struct copy_job *j = arg;
+	memcpy(j->dst, j->src, j->n);
+	return NULL;
+}
+
+/*
+ * This host's memory, as the ideal peer cannot see it: the median GB/s of
+ * copying both tensors on one thread (one after the other) and on two (one
+ * each, at once), the buffers faulted in before the clock. A sort of 2^24
+ * keys is bound by memory: where two threads copy little more than one,
+ * no split of the same work reaches one thread's time halved.
+ */
+static void copy_rates(const void *a, const void *b, float *ca, float *cb, size_t size, int reps,
+		       double *one, double *two)
+{
+	double t1[64], t2[64];
+	struct copy_job ja = { ca, a, size }, jb = { cb, b, size };
+
+	copy_one(&ja);
+	copy_one(&jb);
+	for (int r = 0; r < reps; r++) {
+		double t0 = bench_now();
+		copy_one(&ja);
+		copy_one(&jb);
+		t1[r] = bench_now() - t0;
+		pthread_t other;
+		t0 = bench_now();
+		int threaded = pthread_create(&other, NULL, copy_one, &jb) == 0;
+		copy_one(&ja);
+		if (threaded)
+			pthread_join(other, NULL);
+		else
+			copy_one(&jb);
+		t2[r] = bench_now() - t0;
+	}
+	*one = 2.0 * (double)size / bench_median(t1, reps) / 1e9;
+	*two = 2.0 * (double)size / bench_median(t2, reps) / 1e9;
+}
+
 /*
  * The peer: the median time of two vqsort calls and the |a - b| pass
  * (copies made untimed), on Highway's own dispatch and on AVX2 at most;
@@ -103,10 +153,13 @@ static int vqsort_main(int argc, char **argv)
 	vqsort_peer_target(best);
 	double two = peer_median(vqsort_peer_w1_two_threads, a, b, ca, cb, sa, reps, &w1_two);
 	vqsort_peer_target(0);
+	double copy1, copy2;
+	copy_rates(a, b, ca, cb, sa, reps, &copy1, &copy2);
 	printf("{\"peer\": \"vqsort\", \"n\": %zu, \"w1\": %.17g, \"seconds\": %.6f, \"target\": \"%s\", "
 	       "\"seconds_dispatch\": %.6f, \"target_dispatch\": \"%s\", \"seconds_avx2\": %.6f, "
-	       "\"seconds_two_threads\": %.6f, \"w1_two_threads\": %.17g}\n",
-	       sa / 4, w1, med[best], target[best], med[0], target[0], med[1], two, w1_two);
+	       "\"seconds_two_threads\": %.6f, \"w1_two_threads\": %.17g, \"copy_gbps_one_thread\": %.3f, "
+	       "\"copy_gbps_two_threads\": %.3f}\n",
+	       sa / 4, w1, med[best], target[best], med[0], target[0], med[1], two, w1_two, copy1, copy2);
 	free(a);
 	free(b);
 	free(ca);
