@@ -667,15 +667,24 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	if (from_start)
 		run_note_from_start(r, h->session, h->step);
 	/*
-	 * Refused at a step it had not sent before: the first job's, so not
-	 * its own step count going back. Asked of its own steps, not of its
-	 * session having had a commit taken: a re-run with a step new to the
-	 * run before its first conflict (0 a duplicate, 5 new, 10 refused)
-	 * went on to have 30 and 40 stored (a review's).
+	 * A re-run: refused at a step it had not sent before, the first
+	 * job's, so not its own step count going back. Asked of its own
+	 * steps, not of its session having had a commit taken: a re-run with
+	 * a step new to the run before its first conflict (0 a duplicate, 5
+	 * new, 10 refused) went on to have 30 and 40 stored (a review's).
+	 * And only a job that walked the run from step 0, skipping none of
+	 * its steps, towards a first job's history past the conflict: one
+	 * that published step 0 and then resumed from a checkpoint at 500
+	 * skipped 10 to 500 and goes on; a run seeded by `wdrift send` of
+	 * step 0 alone, whose training's step 0 differs, has nothing of a
+	 * first job to keep (a review's, both).
 	 */
 	struct run_rerun *rr = run_rerun_of(r, h->session);
+	int64_t sent = rr ? rr->sent : RUN_NO_CONFLICT;
+	int64_t lo = sent < h->step ? sent : h->step, hi = sent < h->step ? h->step : sent;
 	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied &&
-	    (h->step > rr->sent || !run_conflict_own(r, h->session))) {
+	    (h->step > rr->sent || !run_conflict_own(r, h->session)) && !run_durable_between(r, lo, hi) &&
+	    run_durable_between(r, h->step, INT64_MAX)) {
 		char what[NAME_MAX + 64];
 		rr->conflict = h->step;	/* a re-run: its later new steps are refused (refuse_rerun) */
 		snprintf(what, sizeof(what), "run '%s' re-run by a job (session %016llx)", r->name,
@@ -725,8 +734,8 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
  * (ranks <= 1): a sharded re-run's ranks do not all hear their conflict
  * in a commit's reply (commit_durable's waiters), and refusing some
  * ranks' parts would leave the step to expire. Its tensors held for the
- * step go; a commit waiting on them (another job's, two at once) hears
- * the refusal too rather than nothing.
+ * step go, unless commits wait on the step: another job's ranks, which
+ * are no re-run and keep it (a review's).
  */
 static void refuse_rerun(struct ingest *ix, const struct frames *m, const struct wire_header *h, struct run *r,
 			 struct snapshot *snap, struct run_rerun *rr)
@@ -739,10 +748,8 @@ static void refuse_rerun(struct ingest *ix, const struct frames *m, const struct
 	ingest_note_conflict(ix, r, h->step, h->session, why, what, !rr->said);
 	rr->said = 1;
 	ingest_fail(ix, m, h, WIRE_CONFLICT, "step", why);
-	if (snap) {
-		ingest_fail_waiters(ix, snap, WIRE_CONFLICT, "step", why);
+	if (snap && !snap->n_waiters)
 		ingest_drop_snapshot(ix, snap);
-	}
 }
 
 static void commit_one(struct ingest *ix, const struct frames *m, const struct wire_header *h)

@@ -245,6 +245,14 @@ int run_is_durable(const struct run *r, int64_t step)
 	return i < r->n_durable && r->durable[i] == step;
 }
 
+int run_durable_between(const struct run *r, int64_t lo, int64_t hi)
+{
+	if (lo == INT64_MAX)
+		return 0;
+	size_t i = lower_bound(r, lo + 1);
+	return i < r->n_durable && r->durable[i] < hi;
+}
+
 const struct snap_id *run_identity(const struct run *r, int64_t step)
 {
 	size_t i = lower_bound(r, step);

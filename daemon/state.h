@@ -316,6 +316,8 @@ void state_forget_run(struct state *s, struct run *r);
 void state_note_removed(struct state *s, const char *name);
 int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
+/* Does r hold a durable step strictly between lo and hi? */
+int run_durable_between(const struct run *r, int64_t lo, int64_t hi);
 #define RUN_SESSIONS_MAX 4096
 #define RUN_RERUNS_MAX 64
 

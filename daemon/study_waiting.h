@@ -46,7 +46,8 @@ size_t study_silent(const struct wd_config *cfg, struct state *st, const struct 
  * Into buf: why rows of run r may not be its job's now, when snapshots of r
  * were refused as conflicts (a re-run under the same name; the WAL's
  * "conflict" records and those since): "'fa' (candidate): 2 snapshots
- * refused as conflicts (other content at a step it has), the latest step
+ * refused as conflicts (other content at a step it has, or a re-run's
+ * later step), the latest step
  * 10 at ... UTC: a re-run under the same name? ...". The role is r's in st, or (st NULL) in the first
  * study of cfg naming it. Returns 0 and buf "" when r has no conflict.
  */

@@ -450,42 +450,42 @@ def main():
         # first job's)
         first_ = Job(ep, "rerun", 1)
         jobs.append(first_)
-        check(first_.step(0) == "acked 0", "run 'rerun': step 0 durable")
+        check(first_.step(0) == "acked 0" and first_.step(10) == "acked 10", "run 'rerun': steps 0 and 10 durable")
         first_.close()
         rerun = subprocess.run([PYTHON, "-c", CATCHER, ep, "rerun", "0", "20", "30"], env=package_env(),
                                capture_output=True, text=True, timeout=120)
         said = ("run 'rerun' step 20: a re-run: it sent step 0 again and had step 0 refused as a conflict "
                 "(its later steps are refused too: rename it, or stop it, `wdrift runs rm rerun`, and start it again)")
         check(rerun.stdout.startswith("raised run 'rerun' step 0 refused: conflict") and "lost 3" in rerun.stdout
-              and durable(cfg, "rerun") == 1 and said in rerun.stderr
+              and durable(cfg, "rerun") == 2 and said in rerun.stderr
               and "run 'rerun' step 30 refused: conflict, as step 20 was" in rerun.stderr,
               f"a re-run from step 0 catching the conflict: steps 20 and 30 refused (durable "
               f"{durable(cfg, 'rerun')}), the first said whole, the next short", rerun.stdout + rerun.stderr)
         info = run_info(cfg, "rerun")
         check(info.get("conflicts") == 3 and "a re-run under the same name?" in info.get("refused", "")
-              and "the latest step 30" in info.get("refused", "") and "a re-run's later step" in info.get("refused", "") and info.get("last_step") == 0,
-              "runs: the run holds the first job's step alone, and counts the re-run's 3 refusals", json.dumps(info))
+              and "the latest step 30" in info.get("refused", "") and "a re-run's later step" in info.get("refused", "") and info.get("last_step") == 10,
+              "runs: the run holds the first job's steps alone, and counts the re-run's 3 refusals", json.dumps(info))
         check(said in dm.log_text(), "the daemon's log says the refusal whole", dm.log_text()[-2000:])
         # a re-run whose first step is the same bytes (the same seed: a duplicate) and whose
         # conflict comes at a later step is one too; its step past the first job's is refused
         first_ = Job(ep, "rerun2", 7)
         jobs.append(first_)
-        got = [first_.step(n) for n in (0, 5, 10)]
+        got = [first_.step(n) for n in (0, 10, 20)]
         first_.close()
         again = Job(ep, "rerun2", 7)    # its draws: step 0 the first job's, step 10 its step 5's
         jobs.append(again)
-        got += [again.step(n) for n in (0, 10)]
+        got += [again.step(n) for n in (0, 5, 10)]
         # the daemon restarted meanwhile: the re-run's session is in its write-ahead log, and its
         # publisher, reconnected, is refused the same way
         check(dm.stop() == 0 and dm.start() is not None, "the daemon restarted during the re-run",
               dm.log_text()[-2000:])
-        got.append(again.step(20))
+        got.append(again.step(30))
         again.close()
-        check(got[:4] == ["acked 0", "acked 5", "acked 10", "acked 0"] and got[4].startswith("raised")
-              and got[5].startswith("raised run 'rerun2' step 20 refused: conflict: run 'rerun2' step 20: a re-run: "
+        check(got[:5] == ["acked 0", "acked 10", "acked 20", "acked 0", "acked 5"] and got[5].startswith("raised")
+              and got[6].startswith("raised run 'rerun2' step 30 refused: conflict: run 'rerun2' step 30: a re-run: "
                                     "it sent step 0 again and had step 10 refused as a conflict (its later steps are "
                                     "refused too: rename it, or stop it, `wdrift runs rm rerun2`, and start it again)")
-              and durable(cfg, "rerun2") == 3,
+              and durable(cfg, "rerun2") == 4,
               f"a re-run whose step 0 is a duplicate: refused from its first conflict on, after a restart too (durable "
               f"{durable(cfg, 'rerun2')})", "\n".join(got))
 
@@ -529,16 +529,46 @@ def main():
         # the first job still publishing: the hint says to stop both
         first_ = Job(ep, "both", 1)
         jobs.append(first_)
-        got = [first_.step(0)]
+        got = [first_.step(0), first_.step(10)]
         again = Job(ep, "both", 2)
         jobs.append(again)
-        got += [again.step(n) for n in (0, 10)]
+        got += [again.step(n) for n in (0, 20)]
         first_.close()
         again.close()
-        check(got[0] == "acked 0" and got[1].startswith("raised run 'both' step 0 refused: conflict")
-              and got[2].startswith("raised") and "a re-run: it sent step 0 again and had step 0 refused" in got[2]
-              and "stop both jobs, `wdrift runs rm both`" in got[2] and durable(cfg, "both") == 1,
+        check(got[:2] == ["acked 0", "acked 10"] and got[2].startswith("raised run 'both' step 0 refused: conflict")
+              and got[3].startswith("raised") and "a re-run: it sent step 0 again and had step 0 refused" in got[3]
+              and "stop both jobs, `wdrift runs rm both`" in got[3] and durable(cfg, "both") == 2,
               "a re-run while the first job publishes: refused, the hint says to stop both jobs", "\n".join(got))
+        # a run seeded with step 0 alone (`wdrift send --step 0`), then the training, whose step 0
+        # differs: nothing of a first job to keep, its next step is stored (a review's: refused)
+        first_ = Job(ep, "seeded", 1)
+        jobs.append(first_)
+        got = [first_.step(0)]
+        first_.close()
+        training = Job(ep, "seeded", 2)
+        jobs.append(training)
+        got += [training.step(n) for n in (0, 10)]
+        training.close()
+        check(got[0] == "acked 0" and got[1].startswith("raised run 'seeded' step 0 refused: conflict")
+              and got[2] == "acked 10" and durable(cfg, "seeded") == 2,
+              f"a run seeded with step 0 alone: the training's later step stored (durable {durable(cfg, 'seeded')})",
+              "\n".join(got))
+        # a job that publishes step 0 (its initial weights, the first job's), then resumes from a
+        # checkpoint at 15: its step 20 differs, and the steps it skipped (10) say it resumed, not
+        # re-ran: its step 40 is stored (a review's: refused)
+        first_ = Job(ep, "resumed0", 1)
+        jobs.append(first_)
+        got = [first_.step(n) for n in (0, 10, 20, 30)]
+        first_.close()
+        resumed = Job(ep, "resumed0", 1)   # step 0 the first job's draw; 20 its step 10's, unlike
+        jobs.append(resumed)
+        got += [resumed.step(n) for n in (0, 20, 40)]
+        resumed.close()
+        check(got[:5] == ["acked 0", "acked 10", "acked 20", "acked 30", "acked 0"]
+              and got[5].startswith("raised run 'resumed0' step 20 refused: conflict") and got[6] == "acked 40"
+              and durable(cfg, "resumed0") == 5,
+              f"step 0 published, then a resume past step 10: its later step stored (durable "
+              f"{durable(cfg, 'resumed0')})", "\n".join(got))
         # a sharded re-run is not refused so: its ranks do not all hear their conflict
         # (protocol.md); its later step is stored
         ranks = [Job(ep, "sharded", 1, ranks=(2, k)) for k in (0, 1)]
