@@ -207,7 +207,9 @@ struct run {
 	 * restarted from step 0 that sends the same bytes), where a job
 	 * resumed from a checkpoint begins later. One of them refused a
 	 * conflict at a step it had not sent before (not its own step count
-	 * going back) is a re-run under the name, whose later new steps are
+	 * going back), having sent every durable step below it, in a run
+	 * that holds a later one (ingest.c: commit), is a re-run under the
+	 * name, whose later new steps are
 	 * refused too (ingest.c: refuse_rerun), so that the run holds one
 	 * job's snapshots. A run whose first step is later (a job that
 	 * publishes from step 1000) has none: a re-run of it cannot be told
