@@ -680,11 +680,7 @@ static void commit(struct ingest *ix, const struct frames *m, const struct wire_
 	 * first job to keep (a review's, both).
 	 */
 	struct run_rerun *rr = run_rerun_of(r, h->session);
-	int64_t sent = rr ? rr->sent : RUN_NO_CONFLICT;
-	int64_t lo = sent < h->step ? sent : h->step, hi = sent < h->step ? h->step : sent;
-	if (rr && rr->conflict == RUN_NO_CONFLICT && had && ix->conflict_replied &&
-	    (h->step > rr->sent || !run_conflict_own(r, h->session)) && !run_durable_between(r, lo, hi) &&
-	    run_durable_between(r, h->step, INT64_MAX)) {
+	if (rr && had && ix->conflict_replied && run_rerun_conflict(r, rr, h->step)) {
 		char what[NAME_MAX + 64];
 		rr->conflict = h->step;	/* a re-run: its later new steps are refused (refuse_rerun) */
 		snprintf(what, sizeof(what), "run '%s' re-run by a job (session %016llx)", r->name,

@@ -377,13 +377,12 @@ static int first_job_gone(struct ingest *ix, const struct frames *m, const struc
 #define HINT_NAME_MAX 40	/* a run's name in a hint; a longer one is not written cut, as a wrong command */
 
 /* "`wdrift runs rm NAME`", or, for a name too long for a reason, a command that names no run wrongly. */
-static const char *rm_command(char *buf, size_t len, const char *name)
+static void rm_command(char *buf, size_t len, const char *name)
 {
 	if (strlen(name) > HINT_NAME_MAX)
 		snprintf(buf, len, "`wdrift runs rm` with its name");
 	else
 		snprintf(buf, len, "`wdrift runs rm %s`", name);
-	return buf;
 }
 
 void ingest_conflict_reason(struct ingest *ix, const struct frames *m, char *why, size_t len,

@@ -79,6 +79,15 @@ static size_t lower_bound(const struct run *r, int64_t step)
 	return lo;
 }
 
+/* Does r hold a durable step strictly between lo and hi? */
+static int durable_between(const struct run *r, int64_t lo, int64_t hi)
+{
+	if (lo == INT64_MAX)
+		return 0;
+	size_t i = lower_bound(r, lo + 1);
+	return i < r->n_durable && r->durable[i] < hi;
+}
+
 /* Adds session to the set v[0..n) of at most RUN_SESSIONS_MAX (full: more came, or no memory). */
 static void session_add(uint64_t **v, uint32_t *n, int *full, uint64_t session)
 {
@@ -151,6 +160,14 @@ void run_note_from_start(struct run *r, uint64_t session, int64_t from)
 		r->reruns = g;
 	}
 	r->reruns[r->n_reruns++] = (struct run_rerun){ session, from, RUN_NO_CONFLICT, RUN_NO_CONFLICT, 0 };
+}
+
+int run_rerun_conflict(const struct run *r, const struct run_rerun *rr, int64_t step)
+{
+	if (rr->conflict != RUN_NO_CONFLICT || (step <= rr->sent && run_conflict_own(r, rr->session)))
+		return 0;
+	int64_t lo = rr->sent < step ? rr->sent : step, hi = rr->sent < step ? step : rr->sent;
+	return !durable_between(r, lo, hi) && durable_between(r, step, INT64_MAX);
 }
 
 struct run_rerun *run_rerun_of(const struct run *r, uint64_t session)
@@ -243,14 +260,6 @@ int run_is_durable(const struct run *r, int64_t step)
 {
 	size_t i = lower_bound(r, step);
 	return i < r->n_durable && r->durable[i] == step;
-}
-
-int run_durable_between(const struct run *r, int64_t lo, int64_t hi)
-{
-	if (lo == INT64_MAX)
-		return 0;
-	size_t i = lower_bound(r, lo + 1);
-	return i < r->n_durable && r->durable[i] < hi;
 }
 
 const struct snap_id *run_identity(const struct run *r, int64_t step)

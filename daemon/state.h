@@ -318,8 +318,6 @@ void state_forget_run(struct state *s, struct run *r);
 void state_note_removed(struct state *s, const char *name);
 int state_removed(const struct state *s, const char *name);
 int run_is_durable(const struct run *r, int64_t step);
-/* Does r hold a durable step strictly between lo and hi? */
-int run_durable_between(const struct run *r, int64_t lo, int64_t hi);
 #define RUN_SESSIONS_MAX 4096
 #define RUN_RERUNS_MAX 64
 
@@ -353,6 +351,14 @@ int run_conflict_own(const struct run *r, uint64_t session);
  * entry with no conflict.
  */
 void run_note_from_start(struct run *r, uint64_t session, int64_t from);
+/*
+ * Does a conflict at durable step of r, refused to rr's session, make it
+ * a re-run (struct run's reruns)? Not once it is one; not its own step
+ * count going back; only with every durable step between its latest sent
+ * and step sent (none skipped: no resume), and a durable step after step
+ * (a first job's history to keep).
+ */
+int run_rerun_conflict(const struct run *r, const struct run_rerun *rr, int64_t step);
 /* session's entry in r's reruns, or NULL: its first commit of r was not of r's first step */
 struct run_rerun *run_rerun_of(const struct run *r, uint64_t session);
 /*
