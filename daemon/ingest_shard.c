@@ -150,9 +150,22 @@ static void refuse_mixed(struct ingest *ix, const struct frames *m, const struct
 	char why[512];
 
 	if (!snap->conflict) {
-		snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (a re-used "
-			 "run name, or a job restarted mid-snapshot that does not send the same bytes)",
-			 r->name, (long long)snap->step, what);
+		/*
+		 * A sharding mistake (two ranks given the same offset) reads as
+		 * two senders too, and a trial's was told it had re-used a run
+		 * name: named first when the run's commits said ranks, and among
+		 * the causes before any did (its first step: no commit yet).
+		 */
+		if (r->ranks_of_step > 1)
+			snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (two of its %llu "
+				 "ranks sending overlapping pieces: each sends only its own, at its own offset; "
+				 "else a re-used run name)", r->name, (long long)snap->step, what,
+				 (unsigned long long)r->ranks_of_step);
+		else
+			snprintf(why, sizeof(why), "run '%.40s' step %lld is refused whole: %.110s (two ranks "
+				 "of a sharded job sending overlapping pieces: each sends only its own, at its "
+				 "own offset; a re-used run name; or a job restarted mid-snapshot that does not "
+				 "send the same bytes)", r->name, (long long)snap->step, what);
 		ingest_note_conflict(ix, r, snap->step, 0, why, what, 0);	/* two senders: no step count's */
 		refuse_whole(ix, m, h, snap, WIRE_CONFLICT, "offset", why);
 		return;

@@ -46,18 +46,21 @@ x = np.arange(4096, dtype=np.float32)
 lo, hi = (0, 2048) if mode == "same" else (pub.rank * 4096 // ranks, (pub.rank + 1) * 4096 // ranks)
 if mode == "floor":  # size // ranks each: the last 4096 % ranks elements in no rank's piece
     lo, hi = pub.rank * (4096 // ranks), (pub.rank + 1) * (4096 // ranks)
+at = 0 if mode == "offset0" else lo  # offset0: each its own bytes, all at offset 0 (an off-by-rank slip)
 total = 4096 + (1024 if mode == "total" and pub.rank == 1 else 0)  # rank 1 says another total
 want = 1
 if mode == "replay":  # a job restarted from a checkpoint: the step before first, then this one
     pub.publish(step - 1, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(4096,))})
     want = 2
 t0 = time.monotonic()
-pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=lo, shape=(total,))})
-while pub.stats()["refused"] + pub.stats()["acked"] < want and time.monotonic() - t0 < 50:
+pub.publish(step, {"w": wdrift.Shard(x[lo:hi], offset=at, shape=(total,))})
+while pub.stats()["refused"] + pub.stats()["acked"] + pub.stats()["conflicts"] < want and \
+        time.monotonic() - t0 < 50:
     time.sleep(0.05)
 print("after %.2f" % (time.monotonic() - t0), flush=True)
 s = pub.stats()
 print("refused", s["refused"], "acked", s["acked"], flush=True)
+print("conflicts", s["conflicts"], flush=True)
 if mode == "total":  # a job's ranks stay up a while: one started late is of this job, not a new one's
     time.sleep(5)
 with warnings.catch_warnings():
@@ -258,6 +261,24 @@ def main():
               "the daemon logs it once, naming the tensor and both totals", "\n".join(said))
         check(all("refused: bad_field: a shard of" in e and "refused: conflict" not in e for _, e in outs),
               "the ranks hear bad_field, not conflict", "\n".join(e for _, e in outs))
+        # ranks that each send their own piece at offset 0 (an off-by-rank slip): a trial was told it had
+        # re-used a run name. On a run's first step no commit has said ranks yet: the sharding mistake is
+        # among the causes; once the run's commits said 3 ranks, it is named first
+        def offset0(step, want, logged):
+            """Every rank at offset 0: each told want; the daemon's log says it in full once (logged), or,
+            within 10 minutes of the run's last full line, in the short line of a conflict"""
+            outs = job(["offset0"] * W, step=step, run="off")
+            said = [x for x in dm.log_text().splitlines() if f"run 'off' step {step}" in x and "conflict" in x]
+            check(all("conflicts 1" in o and want in e for o, e in outs) and len(said) == 1
+                  and (want in said[0]) == logged and "overlaps elements [0, " in said[0],
+                  f"step {step}, every rank at offset 0: refused, each rank told '{want}'; the daemon logs "
+                  f"it once{'' if logged else ', short'}", "\n".join(said + [o + e for o, e in outs]))
+        offset0(1, "ranks sending overlapping pieces: each sends only its own, at its own offset;", True)
+        outs = job(["own"] * W, step=2, run="off")
+        check(all("refused 0 acked 1" in o for o, _ in outs), "step 2 of run 'off', each its own piece: stored",
+              "\n".join(o + e for o, e in outs))
+        offset0(3, "(two of its 3 ranks sending overlapping pieces: each sends only its own, at its own offset; "
+                   "else a re-used run name)", False)
         r = subprocess.run([PYTHON, "-c", ERRORS, ep], env=env_for(), capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
         check(len(lines) == 3 and "rank 3: from 0 to ranks - 1 (2)" in lines[0]

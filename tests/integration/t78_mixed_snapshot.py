@@ -82,7 +82,8 @@ def main():
 
         log = dm.log_text()
         lines = [ln for ln in log.splitlines() if "kill2" in ln and "step 1" in ln and "refused" in ln]
-        check(len(lines) == 1 and "re-used run name" in lines[0] and "restarted" in lines[0],
+        check(len(lines) == 1 and "re-used run name" in lines[0] and "restarted" in lines[0]
+              and "two ranks of a sharded job sending overlapping pieces" in lines[0],
               f"the daemon says it once, with the likely causes ({lines})")
 
         # Two ranks' pieces of one tensor clash, and neither commits (the
