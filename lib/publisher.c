@@ -611,10 +611,11 @@ uint64_t wd_publisher_close(struct wd_publisher **pp, int timeout_ms)
 		snprintf(tries, sizeof(tries), "%llu given up after their tries, ", (unsigned long long)p->given_up);
 	char unqueued[700] = "";
 	if (p->unqueued)
-		snprintf(unqueued, sizeof(unqueued), "%s%llu snapshot%s never queued: wd_publisher_commit "
-			 "refused %s and the program went on (the last, step %lld: %s)",
+		snprintf(unqueued, sizeof(unqueued), "%s%llu snapshot%s never queued: %s commit was refused "
+			 "(publish() in Python, wd_publisher_commit in C) and the program went on (the last, "
+			 "step %lld: %s)",
 			 p->st.dropped ? "; and " : "", (unsigned long long)p->unqueued,
-			 p->unqueued == 1 ? "" : "s", p->unqueued == 1 ? "it" : "them",
+			 p->unqueued == 1 ? "" : "s", p->unqueued == 1 ? "its" : "their",
 			 (long long)p->unqueued_step, p->unqueued_why);
 	/*
 	 * A snapshot sent whole whose ack had not come is not "unsent": with

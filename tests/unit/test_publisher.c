@@ -403,8 +403,9 @@ static void caller_mistakes(const char *ep)
 	all_lines[0] = 0;
 	wd_log_set(WD_LOG_WARNING, log_all);
 	uint64_t lost = wd_publisher_close(&q, 0);
-	CHECK(lost == 4 && count_of(all_lines, "closed with 4 snapshots never queued: wd_publisher_commit refused "
-				   "them and the program went on (the last, step 5: snapshot of step 5: 2 tensor "
+	CHECK(lost == 4 && count_of(all_lines, "closed with 4 snapshots never queued: their commit was refused "
+				   "(publish() in Python, wd_publisher_commit in C) and the program went on (the "
+				   "last, step 5: snapshot of step 5: 2 tensor "
 				   "pieces refused") == 1 && count_of(all_lines, "\n") == 1,
 	      "close counts the 4 refused snapshots discarded, in one line (%llu):\n%s", (unsigned long long)lost,
 	      all_lines);
