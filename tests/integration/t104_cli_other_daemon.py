@@ -150,6 +150,12 @@ def main():
         r = wd(other, "status", "-c", os.path.join(reld, "wdrift.yaml"))
         check(r.returncode == 1 and "is wdriftd running?" in r.stderr and f"pid {rel.pid} " not in r.stderr,
               "its daemon stopped: the stopped one is not named", r.stderr)
+        # ... and its socket's directory, there without the socket, is said to be its own: no socket of
+        # the same name elsewhere (the test daemon's) is guessed at (a trial was sent to other projects')
+        check(f"no socket at {os.path.realpath(reld)}/run/control.sock" in r.stderr
+              and "its directory is there, as this config's wdriftd leaves it when it stops): is wdriftd running?"
+              in r.stderr and "a socket of that name listens" not in r.stderr,
+              "... its own socket directory, there: no other socket guessed at", r.stderr)
         if daemons() <= 4:
             check(named in r.stderr, "... the one still running is", r.stderr)
 
