@@ -98,6 +98,27 @@ static void searched_config(const char *pid, const char *cwd, char *out, size_t 
 }
 
 /*
+ * The control endpoint a wdriftd on the built-in config, started in cwd,
+ * answers at: config/wdrift.yaml's listen.control, a relative path made
+ * whole from cwd (the daemon binds it so, and its warning says the same).
+ */
+static void builtin_control(const char *cwd, char *out, size_t len)
+{
+	struct wd_config c;
+	char err[512];
+
+	out[0] = 0;
+	if (wd_config_load_string("(built-in)", wd_config_default_yaml, &c, err, sizeof(err)) < 0)
+		return;
+	const char *ep = c.listen.control;
+	if (!strncmp(ep, "ipc://", 6) && ep[6] != '/' && ep[6] != '@')
+		snprintf(out, len, "ipc://%s/%s", cwd, ep[6] == '.' && ep[7] == '/' ? ep + 8 : ep + 6);
+	else
+		snprintf(out, len, "%s", ep);
+	wd_config_release(&c);
+}
+
+/*
  * One wdriftd's part of the list, into out at *at: "pid 123 with -c FILE",
  * FILE absolute where its working directory is readable. 0; 1 when it is
  * gone; 2 when there was no room for it, or name_it is 0; 3 when it runs
@@ -105,12 +126,13 @@ static void searched_config(const char *pid, const char *cwd, char *out, size_t 
  * not answer (a review's: told to start it, the user would have started a
  * second one).
  */
-static int describe(const char *pid, const char *mine, char *out, size_t len, size_t *at, int first,
-		    int name_it)
+static int describe(const char *pid, const char *mine, char *out, size_t len, size_t *at, size_t *builtin,
+		    int first, int name_it)
 {
 	char argv[4096], cwd[PATH_MAX], full[2 * PATH_MAX], real[PATH_MAX], one[3 * PATH_MAX];
 	ssize_t n = proc_read(pid, "cmdline", argv, sizeof(argv)), c;
 	const char *cfg;
+	int is_builtin = 0;
 
 	if (n <= 0)
 		return 1;	/* gone since */
@@ -136,12 +158,19 @@ static int describe(const char *pid, const char *mine, char *out, size_t len, si
 	else if (full[0])
 		snprintf(one, sizeof(one), "%s pid %s with %s (found by its search)", first ? "" : ";", pid,
 			 full);
-	else
-		snprintf(one, sizeof(one), "%s pid %s without -c%s%s", first ? "" : ";", pid,
-			 cwd[0] ? ", started in " : "", cwd);
+	else if (cwd[0]) {
+		/* no file: what reaches it is its endpoint, not a config (a trial was told to give one) */
+		char ep[PATH_MAX + 64];
+		builtin_control(cwd, ep, sizeof(ep));
+		snprintf(one, sizeof(one), "%s pid %s on the built-in config (no file found), started in %s: "
+			 "--endpoint %s reaches it", first ? "" : ";", pid, cwd, ep);
+		is_builtin = 1;
+	} else
+		snprintf(one, sizeof(one), "%s pid %s without -c", first ? "" : ";", pid);
 	if (*at + strlen(one) >= len)
 		return 2;	/* whole entries only */
 	*at += (size_t)snprintf(out + *at, len - *at, "%s", one);
+	*builtin += (size_t)is_builtin;
 	return 0;
 }
 
@@ -149,7 +178,7 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 {
 	static char said[2 * PATH_MAX + 1400];
 	char mine[PATH_MAX] = "", comm[32], list[1024] = "", mine_pid[NAME_MAX + 1] = "", start[PATH_MAX + 64] = "";
-	size_t at = 0, shown = 0, more = 0;
+	size_t at = 0, shown = 0, more = 0, builtin = 0;
 	struct stat st;
 	struct dirent *e;
 
@@ -170,7 +199,8 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 			if (stat(path, &st) < 0 || (st.st_uid == getuid()) != own)
 				continue;
 			/* all are looked at: the daemon of this config may come after the ones named */
-			int r = describe(e->d_name, mine, list, sizeof(list), &at, !shown, shown < SHOWN_MAX);
+			int r = describe(e->d_name, mine, list, sizeof(list), &at, &builtin, !shown,
+					 shown < SHOWN_MAX);
 			shown += r == 0;
 			more += r == 2;
 			if (r == 3 && !mine_pid[0])
@@ -183,14 +213,18 @@ const char *dc_other_daemons(const char *config_path, int chosen)
 	if (mine_pid[0])	/* it runs: busy, stopping, or its socket removed; a second one would not start */
 		snprintf(said, sizeof(said), " (this config's wdriftd runs, as pid %s, but did not answer)",
 			 mine_pid);
-	else if (shown && chosen && mine[0] && dc_shell_arg(start, sizeof(start), &sat, "-c", mine) == 0)
+	else if (shown && chosen && mine[0] && dc_shell_arg(start, sizeof(start), &sat, "-c", mine) == 0) {
 		/* both ways: this config's own daemon, or the one running, which an ops trial meant */
-		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s: "
-			 "give %s config with -c to ask %s)", start, shown + more > 1 ? "other" : "another",
-			 shown + more > 1 ? "run" : "runs", list, others, shown + more > 1 ? "the" : "its",
-			 shown + more > 1 ? "the one meant" : "that one");
-	else if (shown)
-		snprintf(said, sizeof(said), " (wdriftd runs as%s%s: give its config with -c FILE or "
-			 "WDRIFT_CONFIG)", list, others);
+		int many = shown + more > 1;
+		char ask[96] = "";	/* an entry on the built-in config says its own --endpoint */
+		if (builtin < shown)
+			snprintf(ask, sizeof(ask), ": give %s config with -c%s to ask %s", many ? "the" : "its",
+				 builtin ? ", or the --endpoint named," : "", many ? "the one meant" : "that one");
+		snprintf(said, sizeof(said), " (wdriftd%s starts this config's daemon; %s wdriftd %s as%s%s%s)",
+			 start, many ? "other" : "another", many ? "run" : "runs", list, others, ask);
+	} else if (shown)	/* one on the built-in config has no file to give: its entry says its endpoint */
+		snprintf(said, sizeof(said), " (wdriftd runs as%s%s%s)", list, others,
+			 !builtin ? ": give its config with -c FILE or WDRIFT_CONFIG"
+			 : builtin < shown ? ": give its config with -c FILE or WDRIFT_CONFIG, or the --endpoint named" : "");
 	return said;
 }

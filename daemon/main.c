@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -230,6 +231,21 @@ static void *bind_socket(struct daemon *d, int type, const char *endpoint, const
 	if (not_a_socket(d, what, endpoint)) {	/* checked at start too: one made since */
 		zmq_close(s);
 		return NULL;
+	}
+	/*
+	 * The built-in config's ./run/...: bound whole where it fits a Unix
+	 * socket's path, so that /proc/net/unix lists where it is and a CLI
+	 * elsewhere can name it (a trial's daemon, started with no config in
+	 * another directory, was listed as ./run/control.sock: no CLI found it).
+	 */
+	char whole[PATH_MAX + 16];
+	if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '/' && endpoint[6] != '@') {
+		char abs[PATH_MAX];
+		storage_now(endpoint + 6, abs, sizeof(abs));
+		if (abs[0] == '/' && strlen(abs) < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+			snprintf(whole, sizeof(whole), "ipc://%s", abs);
+			endpoint = whole;
+		}
 	}
 	int made = strncmp(endpoint, "ipc://", 6) ? 0 : dirs_make(endpoint + 6, 1);
 	if (made < 0)

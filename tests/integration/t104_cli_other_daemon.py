@@ -12,7 +12,9 @@ and its -c file, made absolute from the daemon's working directory:
   same;
 - a daemon started with a relative -c is named by its absolute path;
 - a daemon given no -c is named by the file its search found (its
-  WDRIFT_CONFIG, ./config/wdrift.yaml in its directory, ...);
+  WDRIFT_CONFIG, ./config/wdrift.yaml in its directory, ...), and one that
+  found none (the built-in config) by the --endpoint that reaches it, the
+  ./run/ sockets it binds whole;
 - the daemon of the config the CLI read is never named as another; with
   the right -c nothing is added, and status works.
 Run alone (tests/run.sh's SERIAL): the checks that name a daemon by pid
@@ -184,6 +186,32 @@ def main():
               "its own", r.stderr)
         rel.terminate()
         rel.wait(timeout=15)
+
+        # a daemon given no -c that found no file (the built-in config), started in another directory:
+        # it binds its ./run/ sockets whole, so /proc/net/unix says where; the CLI names it by its
+        # --endpoint, not "give its config with -c" (it has none: a trial's could not reach it)
+        bare = os.path.realpath(os.path.join(tmp, "bare"))
+        os.makedirs(bare)
+        rel = subprocess.Popen([WDRIFTD], cwd=bare, env=env, stdout=log, stderr=log)
+        sock = os.path.join(bare, "run", "control.sock")
+        end = time.time() + 10
+        while time.time() < end and not os.path.exists(sock):
+            time.sleep(0.05)
+        with open("/proc/net/unix") as f:
+            listed = f.read()
+        check(f" {sock}\n" in listed, f"the built-in config's ./run/control.sock is bound whole: {sock}",
+              "\n".join(x for x in listed.splitlines() if "bare" in x))
+        with open(os.path.join(reld, "log")) as f:
+            builtin = "running on the built-in config" in f.read()
+        r = wd(other, "status")
+        if builtin and daemons() <= 4:   # else a config of this machine's (/etc/wdrift) was found
+            check(f"pid {rel.pid} on the built-in config (no file found), started in {bare}: --endpoint "
+                  f"ipc://{sock} reaches it" in r.stderr, "the CLI names it by its --endpoint", r.stderr)
+        r = wd(other, "status", "--endpoint", f"ipc://{sock}")
+        check(r.returncode == 0, "... which reaches it", r.stdout + r.stderr)
+        rel.terminate()
+        rel.wait(timeout=15)
+        check(not os.path.exists(sock), "its socket file is removed at its stop", os.listdir(os.path.dirname(sock)))
 
         # -c of a typo, relative, in the daemon's directory: the file meant is named
         r = wd(tmp, "status", "-c", "wdrift.yml")
