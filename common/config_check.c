@@ -222,6 +222,11 @@ int config_resolve_alerts(struct loader *L, struct wd_config *c)
 				break;
 		if (j < s->proxies.n)
 			continue;
+		struct suggest sg = { .typed = a->proxy, .bestd = SIZE_MAX };	/* as a study's typo gets */
+		for (j = 0; j < s->proxies.n; j++)
+			config_suggest_try(&sg, s->proxies.v[j].label, strlen(s->proxies.v[j].label));
+		if (synth)
+			config_suggest_try(&sg, synth, strlen(synth));
 		have[0] = 0;
 		for (j = 0; j < s->proxies.n && o < sizeof(have); j++)
 			o += snprintf(have + o, sizeof(have) - o, "%s%s", o ? ", " : "", s->proxies.v[j].label);
@@ -231,6 +236,10 @@ int config_resolve_alerts(struct loader *L, struct wd_config *c)
 		if (!have[0])
 			return loader_fail_at(L, value_of(w[A_PROXY]), "study '%s' has no proxy: give it proxies or a synthetic_proxy",
 					      s->name);
+		if (sg.best)
+			return loader_fail_at(L, value_of(w[A_PROXY]), "study '%s' has no proxy '%s' (did you "
+					      "mean '%.*s'? it has: %s)", s->name, CLIP(a->proxy), (int)sg.blen,
+					      sg.best, have);
 		return loader_fail_at(L, value_of(w[A_PROXY]), "study '%s' has no proxy '%s' (it has: %s)",
 				      s->name, CLIP(a->proxy), have);
 	}

@@ -576,7 +576,11 @@ static const struct bad bad[] = {
 	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: ratio\n    proxy: fp8\n    threshold: 1\n",
 	  "12:12: alerts[0].proxy: ", "study 's' has no proxy 'fp8' (it has: fp16, round:bf16)" },
 	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: ratio\n    proxy: round:fp16\n    threshold: 1\n",
-	  "12:12: alerts[0].proxy: ", "has no proxy 'round:fp16'" },
+	  "12:12: alerts[0].proxy: ", "has no proxy 'round:fp16' (did you mean 'round:bf16'? it has: fp16, "
+	  "round:bf16)" },
+	/* a proxy's typo gets a suggestion, as a study's does (a trial's 'sede' got none) */
+	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: ratio\n    proxy: fp61\n    threshold: 1\n",
+	  "12:12: alerts[0].proxy: ", "study 's' has no proxy 'fp61' (did you mean 'fp16'? it has: fp16, round:bf16)" },
 	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: w1\n    proxy: fp16\n    threshold: 1\n",
 	  "12:5: alerts[0].proxy: ", "key 'proxy' applies only to metric ratio" },
 	{ STUDY "alerts:\n  - name: x\n    study: s\n    metric: stalled\n    scope: max\n    threshold: 60\n",
