@@ -585,13 +585,22 @@ static void shape_said(const struct wd_ckpt_entry *en, char *out, size_t len)
  * Two tensors of one name with as many elements and other shapes (a
  * transposed weight, a flattened one): W1 does not look at shapes, but
  * max|a-b|, rel L2 and n_diff pair the elements in row-major order, which a
- * table alone did not say (a trial). The note, or NULL.
+ * table alone did not say (a trial); or with other element counts, where
+ * those three are not computed. The note, or NULL.
  */
 static char *shape_note(const struct wd_ckpt_entry *b, const struct wd_ckpt_entry *c)
 {
 	char bs[256], cs[256], *note = NULL;
 
-	if (b->numel != c->numel || (b->rank == c->rank && !memcmp(b->dims, c->dims, (size_t)b->rank * sizeof(b->dims[0]))))
+	/* other counts: the three are '-' in the table, which alone did not say why (a trial) */
+	if (b->numel != c->numel) {
+		if (asprintf(&note, "element counts %llu and %llu differ: max|a-b|, rel L2 and n_diff need equal "
+			     "counts (-); W1 compares the two distributions as they are",
+			     (unsigned long long)b->numel, (unsigned long long)c->numel) < 0)
+			return NULL;
+		return note;
+	}
+	if (b->rank == c->rank && !memcmp(b->dims, c->dims, (size_t)b->rank * sizeof(b->dims[0])))
 		return NULL;
 	shape_said(b, bs, sizeof(bs));
 	shape_said(c, cs, sizeof(cs));

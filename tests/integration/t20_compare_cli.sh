@@ -351,6 +351,8 @@ check "dtype BASE/CAND and elements BASE/CAND when they differ: f32/f64 100/50" 
 	eval 'rc_is 0 && grep "^m " "$tmp/out" | grep -qw "f32/f64" && grep "^m " "$tmp/out" | grep -qw "100/50"'
 check "unequal sizes: max|d| and rel L2 print '-'" \
 	eval '[ "$(grep "^m " "$tmp/out" | awk "{print \$5, \$6}")" = "- -" ]'
+check "... and a note under the table says why (a trial read '-' with no word)" \
+	out_has "note       m: element counts 100 and 50 differ: max|a-b|, rel L2 and n_diff need equal counts (-); W1 compares the two distributions as they are"
 check "30x20 vs 20x30: compared element by element (max|d| is a number)" \
 	eval 'grep "^t " "$tmp/out" | awk "{exit !(\$3 == 600 && \$5 != \"-\")}"'
 run compare "$T/nf.h5" "$T/mixed_a.h5"
