@@ -229,19 +229,6 @@ const char *dc_keys_hint(const struct wd_client_keys *keys)
 	return wd_hs_keys_hint(keys, &dc_control_names, hint, sizeof(hint));
 }
 
-/* Is the directory of the socket file full there? */
-static int socket_dir_there(const char *full)
-{
-	char dir[PATH_MAX + 512];
-	const char *slash = strrchr(full, '/');
-	struct stat st;
-
-	if (!slash || slash == full)
-		return 0;
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - full), full);
-	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 int dc_endpoint_check(const char *endpoint, const char *want, int typed, char *err, size_t errlen)
 {
 	const char *path = endpoint + 6;
@@ -260,7 +247,7 @@ int dc_endpoint_check(const char *endpoint, const char *want, int typed, char *e
 			int rel = wd_path_whole(path, full, sizeof(full));
 			wd_suggest_socket(endpoint, path, near, sizeof(near));
 			int beside = near[0] != 0;
-			if (!beside && !typed && socket_dir_there(full))
+			if (!beside && !typed && wd_socket_dir_there(full))
 				/*
 				 * The config's own socket directory, there without its
 				 * socket: its daemon ran and stopped. A trial's hint named

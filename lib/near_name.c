@@ -353,3 +353,15 @@ void wd_suggest_in_dir(const char *endpoint, const char *dir, const char *want, 
 	if (at >= len)
 		out[0] = 0;	/* none rather than a name cut short */
 }
+
+int wd_socket_dir_there(const char *full)
+{
+	char dir[PATH_MAX + 512];
+	const char *slash = strrchr(full, '/');
+	struct stat st;
+
+	if (!slash || slash == full)
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - full), full);
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}

@@ -55,6 +55,14 @@ void wd_suggest_socket(const char *endpoint, const char *full, char *out, size_t
 void wd_suggest_listening(const char *rel, const char *full, char *out, size_t len);
 
 /*
+ * 1 when the directory of the socket file full (a path as this process
+ * opens it) is there: a daemon's run/ directory, left without its socket
+ * by a daemon that stopped (the publisher's relative endpoint, the CLI's
+ * from its config); 0 otherwise.
+ */
+int wd_socket_dir_there(const char *full);
+
+/*
  * "; did you mean 'DIR/NAME'?" into out when the directory of path (a file
  * that does not exist) holds a regular file that path's last name is a
  * typo of (-c wdrift.yml beside wdrift.yaml); DIR as path spells it. ""

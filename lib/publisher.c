@@ -135,19 +135,6 @@ int wd_publisher_check_keys(const char *server_key, const char *key, char *err, 
 	return wd_publisher_check_keys_as(server_key, key, "server_key", "key", err, errlen);
 }
 
-/* Is the directory of the socket file full there (the daemon's run/ directory, without its socket)? */
-static int socket_dir_here(const char *full)
-{
-	char dir[PATH_MAX + 512];
-	const char *slash = strrchr(full, '/');
-	struct stat st;
-
-	if (!slash || slash == full)
-		return 0;
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - full), full);
-	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /*
  * Refuses what can never reach a daemon: another scheme than tcp://, ipc://
  * or inproc://, or an address ZeroMQ rejects; says what an ipc:// path
@@ -234,7 +221,7 @@ static int check_endpoint(struct wd_publisher *p, const char *endpoint)
 		} else if (stat(full, &st) < 0) {
 			wd_suggest_socket(endpoint, full, near, sizeof(near));
 			/* a lone name's directory is the working one, always there: no sign of a daemon's (a trial's) */
-			if (!near[0] && path[0] != '/' && strchr(path, '/') && socket_dir_here(full))
+			if (!near[0] && path[0] != '/' && strchr(path, '/') && wd_socket_dir_there(full))
 				/* the daemon's own directory, its socket gone: stopped, not elsewhere (a trial's hint
 				 * sent the job to another project's daemon) */
 				snprintf(near, sizeof(near), "; its directory is here: is this directory's wdriftd "
